@@ -1,0 +1,85 @@
+package tool
+
+import "encoding/json"
+
+// Code is a stable, machine-readable outcome code carried by error results. Clients
+// match on codes, never on message text.
+type Code string
+
+// The error codes of tool results. They are part of the public API.
+const (
+	CodeUnknownTool           Code = "UNKNOWN_TOOL"
+	CodeInvalidArguments      Code = "INVALID_ARGUMENTS"
+	CodeDenied                Code = "DENIED"
+	CodeGuardDenied           Code = "GUARD_DENIED"
+	CodeApprovalDenied        Code = "APPROVAL_DENIED"
+	CodeApprovalTimeout       Code = "APPROVAL_TIMEOUT"
+	CodeApprovalUnavailable   Code = "APPROVAL_UNAVAILABLE"
+	CodePolicyUnavailable     Code = "POLICY_UNAVAILABLE"
+	CodeBlocked               Code = "BLOCKED"
+	CodeToolError             Code = "TOOL_ERROR"
+	CodeToolTimeout           Code = "TOOL_TIMEOUT"
+	CodeProviderGone          Code = "PROVIDER_GONE"
+	CodeProviderUnavailable   Code = "PROVIDER_UNAVAILABLE"
+	CodeProviderOverloaded    Code = "PROVIDER_OVERLOADED"
+	CodeInvalidResult         Code = "INVALID_RESULT"
+	CodeResultTooLarge        Code = "RESULT_TOO_LARGE"
+	CodeAborted               Code = "ABORTED"
+	CodeAbortedBeforeDispatch Code = "ABORTED_BEFORE_DISPATCH"
+	CodeToolActivationFailed  Code = "TOOL_ACTIVATION_FAILED"
+	CodeInternal              Code = "INTERNAL"
+)
+
+// Error is the structured failure of one call. Message is model-facing (it becomes
+// "Error: <message>"); Reason is user-facing detail that never reaches model content.
+type Error struct {
+	Code    Code
+	Message string
+	Reason  string
+	// Tool is the name of the tool the call asked for.
+	Tool string
+}
+
+// Error implements error so policies can return an *Error through ordinary error paths.
+func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }
+
+// Result is one call's outcome. Content is what the model sees; Value is the tool's
+// canonical JSON value (nil for errors and text-only tools).
+type Result struct {
+	Content string
+	IsError bool
+	Value   json.RawMessage
+	Err     *Error
+	Meta    json.RawMessage
+	// ConcludesTurn asks the loop to end the turn at this step.
+	ConcludesTurn bool
+	// AdditionalContexts are delivered, in FIFO order, when the batch settles.
+	AdditionalContexts []string
+}
+
+// ErrorContentPrefix starts the model-facing content of every error result.
+const ErrorContentPrefix = "Error: "
+
+// Failure builds the error result for code and a model-facing message.
+func Failure(code Code, message string) Result {
+	return Result{
+		Content: ErrorContentPrefix + message,
+		IsError: true,
+		Err:     &Error{Code: code, Message: message},
+	}
+}
+
+// FailureWithReason is like [Failure] with a private, user-facing reason kept out of the content.
+func FailureWithReason(code Code, message, reason string) Result {
+	r := Failure(code, message)
+	r.Err.Reason = reason
+	return r
+}
+
+// Code returns the result's error code, or "" for a success.
+func (r Result) Code() Code {
+	if r.Err == nil {
+		return ""
+	}
+	return r.Err.Code
+}
