@@ -1,0 +1,86 @@
+# toolsd — run `make help` for the targets.
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+MAKEFLAGS += --no-builtin-rules
+
+GO        ?= go
+BUF       := $(GO) tool -modfile=tools.mod buf
+LINT      := $(GO) tool -modfile=lint.mod golangci-lint
+BIN       := bin
+FUZZTIME  ?= 5s
+PKGS      := ./...
+
+.PHONY: help
+help: ## Show this help
+	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}'
+
+.PHONY: build
+build: ## Build toolsd and the example programs into bin/
+	$(GO) build -o $(BIN)/toolsd ./cmd/toolsd
+	$(GO) build -o $(BIN)/example-provider ./examples/provider
+	$(GO) build -o $(BIN)/example-hook ./examples/hook
+	$(GO) build -o $(BIN)/example-agent ./examples/agent
+
+.PHONY: run
+run: ## Run toolsd with the example config and the bundled example provider (Ctrl-C stops both)
+	$(GO) run ./cmd/toolsd -config examples/toolsd.yaml -example-provider -ephemeral -log-format console
+
+.PHONY: test
+test: vet buf-lint check-generate test-go fuzz-short readme-check ## Everything CI runs: vet, buf lint, stale-code check, race tests, short fuzz, README commands
+
+.PHONY: test-go
+test-go: ## Go tests with -race (goleak in every package)
+	$(GO) test -race -count=1 -timeout 8m $(PKGS)
+
+.PHONY: vet
+vet: ## go vet
+	$(GO) vet $(PKGS)
+
+.PHONY: generate
+generate: ## Regenerate protobuf code offline (buf + local plugins)
+	$(BUF) generate
+
+.PHONY: check-generate
+check-generate: ## Fail when committed generated code is stale
+	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; cp -r gen "$$tmp/gen.before"; \
+	$(BUF) generate; \
+	if ! diff -r "$$tmp/gen.before" gen >/dev/null; then \
+	  echo "generated code is stale: run 'make generate' and commit"; diff -r "$$tmp/gen.before" gen | head -20; exit 1; fi; \
+	echo "generated code is up to date"
+
+.PHONY: buf-lint
+buf-lint: ## buf lint and buf format check
+	$(BUF) lint
+	$(BUF) format --diff --exit-code
+
+.PHONY: lint
+lint: vet buf-lint ## vet, golangci-lint, buf lint, buf format
+	$(LINT) run ./...
+
+.PHONY: fuzz-short
+fuzz-short: ## Run every fuzz target briefly ($(FUZZTIME) each)
+	@$(GO) list -f '{{.ImportPath}} {{.Dir}}' ./... | while read -r pkg dir; do \
+	  for f in $$(grep -hoE '^func (Fuzz[A-Za-z0-9_]+)' $$dir/*_test.go 2>/dev/null | awk '{print $$2}'); do \
+	    echo "fuzz $$pkg $$f"; $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) $$pkg >/dev/null || { $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) $$pkg; exit 1; }; \
+	  done; done
+
+.PHONY: fuzz
+fuzz: ## Run every fuzz target for longer (FUZZTIME=2m by default here)
+	$(MAKE) fuzz-short FUZZTIME=2m
+
+.PHONY: readme-check
+readme-check: $(BIN)/grpcurl ## Run the README's grpcurl commands against a real toolsd and compare outputs
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(GO) run ./scripts/readmecheck -readme README.md
+
+$(BIN)/grpcurl: tools.mod
+	$(GO) build -modfile=tools.mod -o $(BIN)/grpcurl github.com/fullstorydev/grpcurl/cmd/grpcurl
+
+.PHONY: bench
+bench: ## Go micro-benchmarks and the load harness (writes bench/out/summary.json)
+	$(GO) test -run='^$$' -bench=. -benchmem -count=1 ./internal/... | tee bench/out-micro.txt
+	$(GO) run ./bench/harness -out bench/out
+
+.PHONY: clean
+clean: ## Remove build output
+	rm -rf $(BIN) bench/out data

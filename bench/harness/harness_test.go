@@ -1,0 +1,181 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/toolsd/toolsd/bench/load"
+)
+
+func TestParseMetric(t *testing.T) {
+	tests := map[string]struct {
+		text    string
+		want    float64
+		wantErr error
+	}{
+		"present": {
+			text: "# HELP go_memstats_mallocs_total Total.\n# TYPE go_memstats_mallocs_total counter\ngo_memstats_mallocs_total 1.234e+06\n",
+			want: 1.234e6,
+		},
+		"prefix of another name": {text: "go_memstats_mallocs_total_x 5\n", wantErr: errNoMetric},
+		"absent":                 {text: "go_goroutines 9\n", wantErr: errNoMetric},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := parseMetric(strings.NewReader(tc.text), mallocsMetric)
+			if !errors.Is(err, tc.wantErr) || got != tc.want {
+				t.Errorf("parseMetric(%q) = %v, %v, want %v, %v", tc.text, got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestSelection(t *testing.T) {
+	valid := []string{"a", "b", "c"}
+	tests := map[string]struct {
+		list    string
+		want    map[string]bool
+		wantErr bool
+	}{
+		"empty is all": {list: "", want: map[string]bool{"a": true, "b": true, "c": true}},
+		"subset":       {list: "a, c", want: map[string]bool{"a": true, "c": true}},
+		"unknown":      {list: "a,d", wantErr: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := selection(tc.list, valid)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("selection(%q) error = %v, want error %v", tc.list, err, tc.wantErr)
+			}
+			if diff := cmp.Diff(tc.want, got); !tc.wantErr && diff != "" {
+				t.Errorf("selection(%q) (-want +got):\n%s", tc.list, diff)
+			}
+		})
+	}
+}
+
+func TestNewSpread(t *testing.T) {
+	tests := map[string]struct {
+		in   []float64
+		want spread
+	}{
+		"odd":  {in: []float64{3, 1, 2}, want: spread{Median: 2, Min: 1, Max: 3, Samples: []float64{3, 1, 2}}},
+		"even": {in: []float64{4, 1, 2, 3}, want: spread{Median: 2.5, Min: 1, Max: 4, Samples: []float64{4, 1, 2, 3}}},
+		"one":  {in: []float64{7}, want: spread{Median: 7, Min: 7, Max: 7, Samples: []float64{7}}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, newSpread(tc.in)); diff != "" {
+				t.Errorf("newSpread(%v) (-want +got):\n%s", tc.in, diff)
+			}
+		})
+	}
+}
+
+func fake(target string, p50 time.Duration, tput float64) sample {
+	return sample{target: target, result: load.Result{P50: p50, P99: 2 * p50, CallsPerSec: tput}}
+}
+
+func TestSummaryRatios(t *testing.T) {
+	ws := allWorkloads(time.Second, time.Second)
+	samples := map[string][]sample{
+		wSingleC1: {
+			fake(nameRelay, 200*time.Microsecond, 5000), fake(nameToolsd, 300*time.Microsecond, 3000),
+			fake(nameRelay, 100*time.Microsecond, 4000), fake(nameToolsd, 400*time.Microsecond, 2000),
+			fake(nameRelay, 300*time.Microsecond, 6000), fake(nameToolsd, 500*time.Microsecond, 1000),
+		},
+		wSingleC64: {fake(nameToolsd, time.Millisecond, 20000), fake(nameMCP, 4*time.Millisecond, 5000)},
+		wBatch8C64: {
+			fake(nameRelay, time.Millisecond, 40000), fake(nameToolsd, time.Millisecond, 30000),
+			fake(nameToolsdDurable, time.Millisecond, 10000),
+		},
+	}
+	s := newSummary(config{runs: 3}, ws, samples)
+	got := map[string]*float64{
+		"ratio_p50_single_c1":           s.RatioP50SingleC1,
+		"ratio_tput_batch8_c64":         s.RatioTputBatch8C64,
+		"ratio_tput_batch8_c64_durable": s.RatioTputBatch8C64Durable,
+		"ratio_tput_vs_mcp_c64":         s.RatioTputVsMCPC64,
+	}
+	want := map[string]float64{
+		"ratio_p50_single_c1":           2,    // medians 400 / 200
+		"ratio_tput_batch8_c64":         0.75, // 30000 / 40000
+		"ratio_tput_batch8_c64_durable": 0.25,
+		"ratio_tput_vs_mcp_c64":         4,
+	}
+	for k, w := range want {
+		if got[k] == nil || *got[k] != w {
+			t.Errorf("newSummary() %s = %v, want %v", k, got[k], w)
+		}
+	}
+	if s.Schemas10kP50us != nil || len(s.Workloads) != 7 {
+		t.Errorf("newSummary() = %d rows, schemas %v, want 7 rows and no probe values", len(s.Workloads), s.Schemas10kP50us)
+	}
+}
+
+func TestWriteSummary(t *testing.T) {
+	dir := t.TempDir()
+	s := newSummary(config{runs: 1}, allWorkloads(0, time.Second), map[string][]sample{
+		wSingleC1: {fake(nameRelay, time.Millisecond, 1000)},
+	})
+	var out bytes.Buffer
+	if err := writeSummary(dir, s, &out); err != nil {
+		t.Fatalf("writeSummary() error = %v", err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("summary.json is not JSON: %v", err)
+	}
+	for _, k := range []string{"ratio_p50_single_c1", "ratio_tput_batch8_c64", "ratio_tput_batch8_c64_durable",
+		"ratio_tput_vs_mcp_c64", "schemas_10k_p50_us", "idle_stream_bytes", "inflight_call_bytes", "workloads", "machine"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("summary.json lacks %q", k)
+		}
+	}
+	if !strings.Contains(out.String(), wSingleC1) {
+		t.Errorf("writeSummary() table = %q, want a row for %s", out.String(), wSingleC1)
+	}
+}
+
+func TestReadyWriter(t *testing.T) {
+	ready := make(chan readyInfo, 1)
+	w := &readyWriter{ready: ready}
+	for _, chunk := range []string{"noise\nREA", `DY {"addr":"127.0.0.1:1","metrics":"http://x"}`, "\nlater\n"} {
+		if _, err := w.Write([]byte(chunk)); err != nil {
+			t.Fatalf("Write(%q) error = %v", chunk, err)
+		}
+	}
+	want := readyInfo{Addr: "127.0.0.1:1", Metrics: "http://x"}
+	if got := <-ready; got != want {
+		t.Errorf("READY = %+v, want %+v", got, want)
+	}
+}
+
+// TestMeasureEndToEnd runs each built-in target as real processes (this test binary in
+// its role) for a short window and checks every measured quantity is there.
+func TestMeasureEndToEnd(t *testing.T) {
+	w := load.Workload{Name: "e2e", Agents: 2, BatchSize: 2, ArgBytes: 100, Warmup: 50 * time.Millisecond, Duration: 300 * time.Millisecond}
+	for _, target := range []Target{relayTarget{}, mcpTarget{}} {
+		t.Run(target.Name(), func(t *testing.T) {
+			s, err := measure(t.Context(), target, w)
+			if err != nil {
+				t.Fatalf("measure(%s) error = %v", target.Name(), err)
+			}
+			if s.result.Calls == 0 || s.cpuPerCall == nil || s.allocsPerCall == nil || *s.allocsPerCall <= 0 {
+				t.Fatalf("measure(%s) = %+v (cpu %v, allocs %v), want calls, CPU and allocations", target.Name(), s.result, s.cpuPerCall, s.allocsPerCall)
+			}
+		})
+	}
+}

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/toolsd/toolsd/bench/load"
+	"github.com/toolsd/toolsd/bench/procstat"
+)
+
+// sample is one workload run on one fresh instance of a target.
+type sample struct {
+	target string
+	result load.Result
+	// cpuPerCall is server CPU µs per call in the window; nil when not measured.
+	cpuPerCall *float64
+	// allocsPerCall is server heap allocations per call in the window; nil when the
+	// target exports no allocation counter.
+	allocsPerCall *float64
+}
+
+// measure starts t, runs w against it while sampling the server's CPU time and
+// allocation counter at the edges of the measured window, and stops it.
+func measure(ctx context.Context, t Target, w load.Workload) (sample, error) {
+	inst, err := t.Start(ctx)
+	if err != nil {
+		return sample{}, err
+	}
+	defer inst.Stop()
+	m := meter{ctx: ctx, inst: inst}
+	m.calibrate()
+	res, err := load.Run(ctx, w, inst.Dial, load.WithWindowHooks(m.open, m.close))
+	if err != nil {
+		return sample{}, err
+	}
+	if m.err != nil {
+		return sample{}, m.err
+	}
+	s := sample{target: t.Name(), result: res}
+	if res.Calls > 0 && inst.PID != 0 {
+		v := float64(m.cpu1-m.cpu0) / float64(time.Microsecond) / float64(res.Calls)
+		s.cpuPerCall = &v
+	}
+	if res.Calls > 0 && m.allocs {
+		v := max(m.mallocs1-m.mallocs0-m.scrapeCost, 0) / float64(res.Calls)
+		s.allocsPerCall = &v
+	}
+	return s, nil
+}
+
+// meter samples a server process at the edges of the window. Scraping the allocation
+// counter allocates in the server too; calibrate measures one scrape's cost at idle so
+// that it can be subtracted.
+type meter struct {
+	ctx  context.Context
+	inst *Instance
+
+	allocs             bool // the counter is exported
+	scrapeCost         float64
+	mallocs0, mallocs1 float64
+	cpu0, cpu1         time.Duration
+	err                error
+}
+
+func (m *meter) calibrate() {
+	if m.inst.MetricsURL == "" {
+		return
+	}
+	a, err := scrapeMallocs(m.ctx, m.inst.MetricsURL)
+	if errors.Is(err, errNoMetric) {
+		return
+	}
+	b, err2 := scrapeMallocs(m.ctx, m.inst.MetricsURL)
+	if err = errors.Join(err, err2); err != nil {
+		m.err = err
+		return
+	}
+	m.allocs, m.scrapeCost = true, b-a
+}
+
+// open scrapes first and reads CPU last, close the other way round, so that the CPU
+// window hugs the call-counting window.
+func (m *meter) open() {
+	if m.allocs {
+		m.mallocs0 = m.scrape()
+	}
+	m.cpu0 = m.cpu()
+}
+
+func (m *meter) close() {
+	m.cpu1 = m.cpu()
+	if m.allocs {
+		m.mallocs1 = m.scrape()
+	}
+}
+
+func (m *meter) scrape() float64 {
+	v, err := scrapeMallocs(m.ctx, m.inst.MetricsURL)
+	m.err = errors.Join(m.err, err)
+	return v
+}
+
+func (m *meter) cpu() time.Duration {
+	if m.inst.PID == 0 {
+		return 0
+	}
+	v, err := procstat.CPU(m.inst.PID)
+	m.err = errors.Join(m.err, err)
+	return v
+}

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/toolsd/toolsd/bench/load"
+)
+
+// Workload names that summary.json's headline ratios refer to.
+const (
+	wSingleC1     = "single_c1_100B"
+	wSingleC1Big  = "single_c1_16KiB"
+	wSingleC64    = "single_c64_100B"
+	wBatch8C8     = "batch8_c8_100B"
+	wBatch8C64    = "batch8_c64_100B"
+	argSmall, big = 100, 16 << 10
+)
+
+// allWorkloads is the workload matrix, in run order.
+func allWorkloads(warmup, d time.Duration) []load.Workload {
+	w := func(name string, agents, batch, args int) load.Workload {
+		return load.Workload{Name: name, Agents: agents, BatchSize: batch, ArgBytes: args, Warmup: warmup, Duration: d}
+	}
+	return []load.Workload{
+		w(wSingleC1, 1, 1, argSmall),
+		w(wSingleC1Big, 1, 1, big),
+		w(wSingleC64, 64, 1, argSmall),
+		w(wBatch8C8, 8, 8, argSmall),
+		w(wBatch8C64, 64, 8, argSmall),
+	}
+}
+
+func workloadNames() []string {
+	var names []string
+	for _, w := range allWorkloads(0, 0) {
+		names = append(names, w.Name)
+	}
+	return names
+}
+
+// plan is what one harness run measures.
+type plan struct {
+	c         config
+	targets   []Target
+	workloads []load.Workload
+	probes    probeFunc
+	notes     []string
+}
+
+func newPlan(c config) (*plan, error) {
+	p := &plan{c: c}
+	want, err := selection(c.only, knownNames())
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range targets {
+		if want[t.Name()] {
+			p.targets = append(p.targets, t)
+			delete(want, t.Name())
+		}
+	}
+	if want[nameProbes] && probes != nil {
+		p.probes = probes
+		delete(want, nameProbes)
+	}
+	for _, name := range knownNames() {
+		if want[name] {
+			p.notes = append(p.notes, fmt.Sprintf("%s not measured: not built in (build with -tags toolsd_target)", name))
+		}
+	}
+	wantW, err := selection(c.workloads, workloadNames())
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range allWorkloads(c.warmup, c.duration) {
+		if wantW[w.Name] {
+			p.workloads = append(p.workloads, w)
+		}
+	}
+	return p, nil
+}
+
+// selection parses a comma-separated subset of valid; empty means all.
+func selection(list string, valid []string) (map[string]bool, error) {
+	set := map[string]bool{}
+	if list == "" {
+		for _, v := range valid {
+			set[v] = true
+		}
+		return set, nil
+	}
+	for name := range strings.SplitSeq(list, ",") {
+		name = strings.TrimSpace(name)
+		if !slices.Contains(valid, name) {
+			return nil, fmt.Errorf("unknown name %q (valid: %s)", name, strings.Join(valid, ","))
+		}
+		set[name] = true
+	}
+	return set, nil
+}
+
+// execute runs every repetition, interleaving targets within each workload so that drift
+// of the machine hits every target alike, then the probes.
+func (p *plan) execute(ctx context.Context) (*summary, error) {
+	samples := map[string][]sample{} // by workload
+	for rep := range p.c.runs {
+		for _, w := range p.workloads {
+			for _, t := range p.targets {
+				s, err := measure(ctx, t, w)
+				if err != nil {
+					return nil, fmt.Errorf("%s on %s (run %d): %w", w.Name, t.Name(), rep+1, err)
+				}
+				fmt.Fprintf(os.Stderr, "run %d/%d  %-16s %-15s p50 %8.0f µs  %9.0f calls/s\n",
+					rep+1, p.c.runs, w.Name, t.Name(), us(s.result.P50), s.result.CallsPerSec)
+				samples[w.Name] = append(samples[w.Name], s)
+			}
+		}
+	}
+	s := newSummary(p.c, p.workloads, samples)
+	s.Notes = append(s.Notes, p.notes...)
+	if p.probes != nil {
+		fmt.Fprintln(os.Stderr, "probes: Schemas at scale, idle streams, in-flight calls")
+		pr, err := p.probes(ctx, p.c)
+		if err != nil {
+			return nil, fmt.Errorf("probes: %w", err)
+		}
+		s.Schemas10kP50us, s.IdleStreamBytes, s.InflightCallBytes = pr.Schemas10kP50us, pr.IdleStreamBytes, pr.InflightCallBytes
+	}
+	return s, nil
+}
+
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }

@@ -1,0 +1,238 @@
+//go:build toolsd_target
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	"github.com/toolsd/toolsd/bench/load"
+	"github.com/toolsd/toolsd/bench/probe"
+	"github.com/toolsd/toolsd/pkg/provider"
+)
+
+func init() {
+	registerTarget(&toolsdTarget{name: nameToolsd}, &toolsdTarget{name: nameToolsdDurable, durable: true})
+	registerRole("toolsd-provider", runToolsdProvider)
+	registerProbes(runToolsdProbes)
+}
+
+// toolsdArgs is the one place that knows toolsd's command line.
+func toolsdArgs(listen, admin, dataDir string, durable bool) []string {
+	args := []string{"-listen", listen, "-admin-listen", admin, "-log-level", "error"}
+	if durable {
+		return append(args, "-data-dir", dataDir)
+	}
+	return append(args, "-ephemeral")
+}
+
+// toolsdTarget is toolsd (in-memory or durable session log) with the no-op tool served
+// by a separate provider process built on the Go provider SDK.
+type toolsdTarget struct {
+	name    string
+	durable bool
+}
+
+func (t *toolsdTarget) Name() string { return t.name }
+
+func (t *toolsdTarget) Start(ctx context.Context) (*Instance, error) {
+	srv, err := startToolsd(ctx, t.durable)
+	if err != nil {
+		return nil, err
+	}
+	prov, _, err := startRole(ctx, "toolsd-provider", "-target", srv.addr)
+	if err != nil {
+		srv.stop()
+		return nil, fmt.Errorf("harness: %s provider: %w", t.name, err)
+	}
+	return &Instance{
+		Dial:       load.BatchDialer(srv.addr, sessionPrefix(t.name)),
+		PID:        srv.proc.pid(),
+		MetricsURL: srv.metrics,
+		Stop: func() {
+			prov.stop()
+			srv.stop()
+		},
+	}, nil
+}
+
+// noopArgs is the no-op tool's input.
+type noopArgs struct {
+	Data string `json:"data"`
+}
+
+// runToolsdProvider serves the no-op tool through the provider SDK and announces itself
+// once toolsd has registered the tool.
+func runToolsdProvider(ctx context.Context, c config, ready func(readyInfo)) error {
+	p := provider.New("bench-noop")
+	p.Add(provider.NewTool(load.NoopTool, "Does nothing and returns ok.",
+		func(context.Context, provider.Call, noopArgs) (string, error) { return "ok", nil }))
+	errc := make(chan error, 1)
+	go func() { errc <- p.Run(ctx, c.target) }()
+	select {
+	case <-p.Ready():
+		ready(readyInfo{})
+		return <-errc
+	case err := <-errc:
+		return errors.Join(errors.New("toolsd provider ended before its tools were registered"), err)
+	}
+}
+
+// toolsdBinary builds ./cmd/toolsd once per harness run.
+var toolsdBinary = sync.OnceValues(func() (string, error) {
+	gomod, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("harness: go env GOMOD: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "toolsd-bench-")
+	if err != nil {
+		return "", fmt.Errorf("harness: %w", err)
+	}
+	registerCleanup(func() { _ = os.RemoveAll(dir) })
+	bin := filepath.Join(dir, "toolsd")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/toolsd")
+	cmd.Dir = filepath.Dir(strings.TrimSpace(string(gomod)))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("harness: build toolsd: %w\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// toolsdServer is one running toolsd process.
+type toolsdServer struct {
+	proc                   *child
+	addr, metrics, dataDir string
+}
+
+// startToolsd runs a fresh toolsd on free loopback ports and waits until it serves.
+func startToolsd(ctx context.Context, durable bool) (*toolsdServer, error) {
+	bin, err := toolsdBinary()
+	if err != nil {
+		return nil, err
+	}
+	listen, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	admin, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	dataDir, err := os.MkdirTemp("", "toolsd-bench-data-")
+	if err != nil {
+		return nil, fmt.Errorf("harness: %w", err)
+	}
+	proc, err := startChild("toolsd", bin, toolsdArgs(listen, admin, dataDir, durable)...)
+	if err != nil {
+		_ = os.RemoveAll(dataDir)
+		return nil, err
+	}
+	s := &toolsdServer{proc: proc, addr: listen, metrics: "http://" + admin + "/metrics", dataDir: dataDir}
+	err = poll(ctx, proc, listen, func(ctx context.Context, conn *grpc.ClientConn) (bool, error) {
+		resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+		switch status.Code(err) {
+		case codes.OK:
+			return resp.GetStatus() == healthpb.HealthCheckResponse_SERVING, nil
+		case codes.Unimplemented: // serving, without the health service
+			return true, nil
+		}
+		return false, nil
+	})
+	if err != nil {
+		s.stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *toolsdServer) stop() {
+	s.proc.stop()
+	_ = os.RemoveAll(s.dataDir)
+}
+
+// poll calls check every 50 ms until it reports done, proc exits, ctx ends or
+// readyTimeout passes.
+func poll(ctx context.Context, proc *child, addr string, check func(context.Context, *grpc.ClientConn) (bool, error)) error {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return fmt.Errorf("harness: dial %s: %w", addr, err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		done, err := check(ctx, conn)
+		if err != nil || done {
+			return err
+		}
+		select {
+		case <-proc.done:
+			return fmt.Errorf("harness: %s exited: %v", proc.name, proc.err)
+		case <-ctx.Done():
+			return fmt.Errorf("harness: %s not ready: %w", proc.name, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// freePort returns a loopback address with a port that was free a moment ago.
+func freePort() (string, error) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("harness: %w", err)
+	}
+	defer lis.Close()
+	return lis.Addr().String(), nil
+}
+
+// runToolsdProbes runs each toolsd-only probe against its own fresh in-memory toolsd.
+func runToolsdProbes(ctx context.Context, c config) (probeResults, error) {
+	var r probeResults
+	steps := []func(*toolsdServer) error{
+		func(s *toolsdServer) error {
+			lat, err := probe.SchemasLatency(ctx, s.addr, c.schemaTools, c.schemaCalls)
+			r.Schemas10kP50us = ptr(us(lat.P50))
+			return err
+		},
+		func(s *toolsdServer) error {
+			v, err := probe.IdleStreamBytes(ctx, s.addr, s.proc.pid(), c.idleStreams)
+			r.IdleStreamBytes = ptr(v)
+			return err
+		},
+		func(s *toolsdServer) error {
+			v, err := probe.InflightCallBytes(ctx, s.addr, s.proc.pid(), c.inflightCalls)
+			r.InflightCallBytes = ptr(v)
+			return err
+		},
+	}
+	for _, step := range steps {
+		s, err := startToolsd(ctx, false)
+		if err != nil {
+			return probeResults{}, err
+		}
+		err = step(s)
+		s.stop()
+		if err != nil {
+			return probeResults{}, err
+		}
+	}
+	return r, nil
+}
+
+func ptr(v float64) *float64 { return &v }

@@ -1,0 +1,180 @@
+package relay
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync/atomic"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+)
+
+// Server is the relay: ToolService.ExecuteBatch for agents, ProviderService.Connect for
+// the provider. It has no other state than the provider connection and two counters.
+type Server struct {
+	toolsdv1.UnimplementedToolServiceServer
+	toolsdv1.UnimplementedProviderServiceServer
+
+	hub     hub
+	batches atomic.Uint64
+	seq     atomic.Uint64
+}
+
+// NewServer returns a relay with no provider connected.
+func NewServer() *Server { return &Server{} }
+
+// Register adds both services to g.
+func (s *Server) Register(g *grpc.Server) {
+	toolsdv1.RegisterToolServiceServer(g, s)
+	toolsdv1.RegisterProviderServiceServer(g, s)
+}
+
+// ExecuteBatch relays one batch: accepted, one result per call in model order, settled.
+func (s *Server) ExecuteBatch(stream toolsdv1.ToolService_ExecuteBatchServer) error {
+	req, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	batch := req.GetBatch()
+	if batch == nil || len(batch.GetCalls()) == 0 {
+		return status.Error(codes.InvalidArgument, "relay: first message must be a non-empty batch")
+	}
+	p, err := s.hub.current()
+	if err != nil {
+		return status.Error(codes.Unavailable, err.Error())
+	}
+	n := len(batch.GetCalls())
+	first := s.seq.Add(uint64(2*n)) - uint64(2*n) + 1
+	if err := stream.Send(accepted(s.batches.Add(1), first, n)); err != nil {
+		return err
+	}
+	ids := make([]uint64, n)
+	waits := make([]<-chan *toolsdv1.ExecuteResult, n)
+	deadline := timestamppb.Now()
+	settled := false
+	defer func() {
+		if !settled {
+			for _, id := range ids {
+				p.forget(id)
+			}
+		}
+	}()
+	for i, c := range batch.GetCalls() {
+		ids[i], waits[i], err = p.execute(&toolsdv1.ExecuteRequest{
+			CallId: c.GetCallId(), SessionId: batch.GetSessionId(), Scope: batch.GetScope(),
+			Tool: c.GetName(), ArgumentsJson: c.GetArgumentsJson(), Deadline: deadline,
+			Turn: batch.GetTurn(), Step: batch.GetStep(), Attempt: 1,
+		})
+		if err != nil {
+			return status.Error(codes.Unavailable, err.Error())
+		}
+	}
+	ctx := stream.Context()
+	for i, c := range batch.GetCalls() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case r := <-waits[i]:
+			callSeq := first + uint64(i)
+			if err := stream.Send(result(c, i, r, callSeq, callSeq+uint64(n))); err != nil {
+				return err
+			}
+		}
+	}
+	settled = true
+	return stream.Send(&toolsdv1.ExecuteBatchResponse{Msg: &toolsdv1.ExecuteBatchResponse_Settled{
+		Settled: &toolsdv1.BatchSettled{Results: uint32(n)},
+	}})
+}
+
+func accepted(batch, first uint64, n int) *toolsdv1.ExecuteBatchResponse {
+	seqs := make([]uint64, n)
+	for i := range seqs {
+		seqs[i] = first + uint64(i)
+	}
+	return &toolsdv1.ExecuteBatchResponse{Msg: &toolsdv1.ExecuteBatchResponse_Accepted{
+		Accepted: &toolsdv1.BatchAccepted{BatchId: "b" + strconv.FormatUint(batch, 10), CallSeqs: seqs},
+	}}
+}
+
+func result(c *toolsdv1.ToolCall, i int, r *toolsdv1.ExecuteResult, callSeq, seq uint64) *toolsdv1.ExecuteBatchResponse {
+	tr := &toolsdv1.ToolResult{
+		CallId: c.GetCallId(), Index: uint32(i), Content: string(r.GetContent()),
+		ValueJson: string(r.GetValueJson()), Seq: seq, CallSeq: callSeq,
+	}
+	if r.GetIsError() {
+		msg := string(r.GetErrorMessage())
+		tr.IsError, tr.Content, tr.ValueJson = true, "Error: "+msg, ""
+		tr.Error = &toolsdv1.ToolError{Code: "TOOL_ERROR", Message: msg, Tool: c.GetName()}
+	}
+	return &toolsdv1.ExecuteBatchResponse{Msg: &toolsdv1.ExecuteBatchResponse_Result{Result: tr}}
+}
+
+// Connect serves one provider: hello → welcome, then results and (accept-all) tool
+// registrations until the stream ends.
+func (s *Server) Connect(stream toolsdv1.ProviderService_ConnectServer) error {
+	req, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	if req.GetHello() == nil {
+		return status.Error(codes.InvalidArgument, "relay: first message must be hello")
+	}
+	p := newProviderConn(stream)
+	id := "p" + strconv.FormatUint(s.seq.Add(1), 10)
+	if err := p.send(&toolsdv1.ProviderServiceConnectResponse{Msg: &toolsdv1.ProviderServiceConnectResponse_Welcome{
+		Welcome: &toolsdv1.ProviderWelcome{ProviderId: id},
+	}}); err != nil {
+		return err
+	}
+	s.hub.attach(p)
+	defer func() {
+		s.hub.detach(p)
+		p.close()
+	}()
+	for {
+		req, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := s.handle(p, req); err != nil {
+			return fmt.Errorf("relay: %w", err)
+		}
+	}
+}
+
+func (s *Server) handle(p *providerConn, req *toolsdv1.ProviderServiceConnectRequest) error {
+	switch m := req.Msg.(type) {
+	case *toolsdv1.ProviderServiceConnectRequest_Result:
+		p.deliver(m.Result)
+	case *toolsdv1.ProviderServiceConnectRequest_Register:
+		return p.send(registered(m.Register.GetRef(), len(m.Register.GetTools()), func(i int) string {
+			return m.Register.GetTools()[i].GetName()
+		}))
+	case *toolsdv1.ProviderServiceConnectRequest_Unregister:
+		return p.send(registered(m.Unregister.GetRef(), len(m.Unregister.GetNames()), func(i int) string {
+			return m.Unregister.GetNames()[i]
+		}))
+	}
+	return nil
+}
+
+// registered accepts every tool: the relay keeps no registry.
+func registered(ref uint64, n int, name func(int) string) *toolsdv1.ProviderServiceConnectResponse {
+	st := make([]*toolsdv1.ToolRegistrationStatus, n)
+	for i := range st {
+		st[i] = &toolsdv1.ToolRegistrationStatus{Name: name(i)}
+	}
+	return &toolsdv1.ProviderServiceConnectResponse{Msg: &toolsdv1.ProviderServiceConnectResponse_RegisterResult{
+		RegisterResult: &toolsdv1.RegisterToolsResult{Ref: ref, Tools: st},
+	}}
+}

@@ -1,0 +1,123 @@
+// Command toolsd runs the tool-execution daemon: flags and a config file in, wiring,
+// signals and graceful shutdown out. Everything clever lives in internal/.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/toolsd/toolsd/internal/app"
+	"github.com/toolsd/toolsd/internal/config"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "toolsd:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("toolsd", flag.ContinueOnError)
+	var (
+		configPath   = fs.String("config", "", "YAML config file (defaults are embedded; see -print-defaults)")
+		listen       = fs.String("listen", "", "gRPC listen address (overrides config; default 127.0.0.1:50151)")
+		adminListen  = fs.String("admin-listen", "", "admin HTTP listen address for /metrics, /healthz, /readyz (default 127.0.0.1:9151)")
+		dataDir      = fs.String("data-dir", "", "directory of the durable session log (default ./data)")
+		ephemeral    = fs.Bool("ephemeral", false, "keep the session log in memory only")
+		logLevel     = fs.String("log-level", "", "debug | info | warn | error")
+		logFormat    = fs.String("log-format", "", "json | console")
+		example      = fs.Bool("example-provider", false, "also run the bundled example provider (echo, add, sleep, fail, write_note, ...)")
+		notesFile    = fs.String("notes-file", "notes.txt", "file the example provider's write_note appends to")
+		printDefault = fs.Bool("print-defaults", false, "print the embedded default config and exit")
+	)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if *printDefault {
+		_, err := os.Stdout.Write(config.Defaults())
+		return err
+	}
+	cfg, err := config.Load(*configPath)
+	if err != nil {
+		return err
+	}
+	overrides := map[*string]*string{&cfg.Listen: listen, &cfg.AdminListen: adminListen, &cfg.DataDir: dataDir, &cfg.Log.Level: logLevel, &cfg.Log.Format: logFormat}
+	for dst, src := range overrides {
+		if *src != "" {
+			*dst = *src
+		}
+	}
+	if *ephemeral {
+		cfg.Session.Store = "memory"
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	log, err := newLogger(cfg.Log)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+
+	opts := []app.Option{app.WithLogger(log)}
+	if *example {
+		opts = append(opts, app.WithExampleProvider(*notesFile))
+	}
+	a, err := app.New(cfg, opts...)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go reloadOnHUP(ctx, a, *configPath, log)
+	return a.Run(ctx)
+}
+
+// reloadOnHUP re-reads the policy on SIGHUP without dropping in-flight calls.
+func reloadOnHUP(ctx context.Context, a *app.App, path string, log *zap.Logger) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			cfg, err := config.Load(path)
+			if err == nil {
+				err = a.Reload(cfg)
+			}
+			if err != nil {
+				log.Error("config reload failed; keeping the running policy", zap.Error(err))
+				continue
+			}
+			log.Info("config reloaded", zap.String("config", path))
+		}
+	}
+}
+
+func newLogger(c config.Log) (*zap.Logger, error) {
+	level, err := zapcore.ParseLevel(c.Level)
+	if err != nil {
+		return nil, err
+	}
+	zc := zap.NewProductionConfig()
+	if c.Format == "console" {
+		zc = zap.NewDevelopmentConfig()
+	}
+	zc.Level = zap.NewAtomicLevelAt(level)
+	zc.DisableStacktrace = true
+	return zc.Build()
+}

@@ -1,0 +1,28 @@
+package app
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+// adminServer serves /metrics, /healthz (the process is up) and /readyz (it accepts
+// batches: SERVING and not draining).
+func (a *App) adminServer() *http.Server {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(a.metrics, promhttp.HandlerOpts{Registry: a.metrics}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		resp, err := a.health.Check(r.Context(), &healthpb.HealthCheckRequest{})
+		if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	})
+	return &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+}

@@ -1,0 +1,301 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/broker"
+	"github.com/toolsd/toolsd/internal/config"
+	"github.com/toolsd/toolsd/internal/pipeline"
+	"github.com/toolsd/toolsd/internal/pipeline/policy"
+	"github.com/toolsd/toolsd/internal/registry"
+	"github.com/toolsd/toolsd/internal/scheduler"
+	"github.com/toolsd/toolsd/internal/server"
+	"github.com/toolsd/toolsd/internal/session"
+)
+
+// App is one assembled toolsd process.
+type App struct {
+	cfg      *config.Config
+	log      *zap.Logger
+	metrics  *prometheus.Registry
+	reg      *registry.Registry
+	broker   *broker.Broker
+	sessions session.Store
+	pipe     *pipeline.Pipeline
+	sched    *scheduler.Scheduler
+	srv      *server.Server
+	grpc     *grpc.Server
+	health   *health.Server
+	lis      net.Listener
+	adminLis net.Listener
+	admin    *http.Server
+	example  string // notes file of the bundled example provider; "" = off
+}
+
+// Option configures [New].
+type Option func(*App)
+
+// WithLogger sets the logger (nil → no logs).
+func WithLogger(l *zap.Logger) Option { return func(a *App) { a.log = l } }
+
+// WithListener serves gRPC on l instead of listening on the configured address.
+func WithListener(l net.Listener) Option { return func(a *App) { a.lis = l } }
+
+// WithAdminListener serves the admin HTTP endpoints on l.
+func WithAdminListener(l net.Listener) Option { return func(a *App) { a.adminLis = l } }
+
+// WithExampleProvider runs the bundled example provider in-process, connected over
+// loopback gRPC like any other provider; write_note appends to notesPath.
+func WithExampleProvider(notesPath string) Option { return func(a *App) { a.example = notesPath } }
+
+// New assembles toolsd from cfg. It opens the session store and binds the listeners
+// (so the addresses are known before Run) but serves nothing yet.
+func New(cfg *config.Config, opts ...Option) (*App, error) {
+	a := &App{cfg: cfg}
+	for _, o := range opts {
+		o(a)
+	}
+	if a.log == nil {
+		a.log = zap.NewNop()
+	}
+	pol, err := policy.ParseNode(&cfg.Policy, cfg.Source)
+	if err != nil {
+		return nil, err
+	}
+	a.metrics = prometheus.NewRegistry()
+	a.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := a.openSessions(); err != nil {
+		return nil, err
+	}
+	a.build(pol)
+	if err := a.listen(); err != nil {
+		_ = a.sessions.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+func (a *App) openSessions() error {
+	var opts []session.Option
+	if ret := a.cfg.Session.Retention; ret.MaxAge > 0 || ret.MaxSessions > 0 {
+		opts = append(opts, session.WithRetention(ret.MaxAge.D(), ret.MaxSessions), session.WithSweepInterval(ret.Interval.D()))
+	}
+	if a.cfg.Session.Store == "memory" {
+		a.sessions = session.NewMemory(opts...)
+		return nil
+	}
+	mode := session.SyncAlways
+	if a.cfg.Session.Durability == "nosync" {
+		mode = session.SyncNone
+	}
+	opts = append(opts, session.WithDurability(mode), session.WithLogger(a.log))
+	store, err := session.Open(filepath.Clean(a.cfg.DataDir), opts...)
+	if err != nil {
+		return err
+	}
+	if n := store.Recovered(); n > 0 {
+		a.log.Warn("closed calls interrupted by a restart with synthetic ABORTED results", zap.Int("calls", n))
+	}
+	a.sessions = store
+	return nil
+}
+
+func (a *App) build(pol *policy.Set) {
+	c := a.cfg
+	a.reg = registry.New(
+		registry.WithLogger(a.log),
+		registry.WithLimits(registry.Limits{
+			MaxToolsPerScope: c.Limits.MaxToolsPerScope,
+			MaxToolsPerOwner: c.Limits.MaxToolsPerProvider,
+			MaxSchemaBytes:   int(c.Limits.MaxSchemaBytes),
+			Args:             jsonLimits(c),
+		}),
+		registry.WithPinning(pinMode(c.Registry.Pinning)),
+		registry.WithToolSetIdle(c.Registry.ToolSetIdle.D()),
+	)
+	a.broker = broker.New(registrar{a.reg},
+		broker.WithLogger(a.log),
+		broker.WithLimits(broker.Limits{
+			MaxProviders:           c.Limits.MaxProviders,
+			MaxInFlightPerProvider: c.Limits.MaxInFlightPerProvider,
+			MaxToolsPerRegister:    c.Limits.MaxToolsPerProvider,
+			MaxResultBytes:         int(c.Limits.MaxResultBytes),
+		}),
+		broker.WithErrorMapper(registrationErrorCode),
+	)
+	a.pipe = pipeline.New(resolver{a.reg}, dispatcher{a.broker},
+		pipeline.WithLogger(a.log),
+		pipeline.WithPolicy(pol),
+		pipeline.WithConfig(pipeline.Config{
+			DefaultTimeout:  c.Timeouts.DefaultTool.D(),
+			ApprovalTimeout: c.Limits.ApprovalTimeout.D(),
+			MaxResultBytes:  int(c.Limits.MaxResultBytes),
+		}),
+	)
+	a.sched = scheduler.New(a.pipe, a.pipe, sessionLog{a.sessions},
+		scheduler.WithMaxParallel(c.Scheduler.MaxParallel),
+		scheduler.WithLogger(a.log),
+	)
+	a.srv = server.New(server.Deps{
+		Registry: a.reg, Broker: a.broker, Scheduler: a.sched, Sessions: a.sessions, Logger: a.log,
+		Limits: server.Limits{
+			MaxCallsPerBatch: c.Limits.MaxCallsPerBatch,
+			OutboxSize:       c.Limits.OutboxSize,
+			WriteTimeout:     c.Limits.WriteTimeout.D(),
+		},
+	})
+	var grpcMetrics *grpcprom.ServerMetrics
+	a.grpc, grpcMetrics = newGRPC(a, c)
+	toolsdv1.RegisterToolServiceServer(a.grpc, a.srv)
+	toolsdv1.RegisterProviderServiceServer(a.grpc, providerService{b: a.broker})
+	a.health = health.NewServer()
+	healthpb.RegisterHealthServer(a.grpc, a.health)
+	reflection.Register(a.grpc)
+	if grpcMetrics != nil {
+		grpcMetrics.InitializeMetrics(a.grpc)
+	}
+}
+
+func newGRPC(a *App, c *config.Config) (*grpc.Server, *grpcprom.ServerMetrics) {
+	s, m := server.NewGRPCServer(server.GRPCConfig{
+		Logger:               a.log,
+		Metrics:              a.metrics,
+		MaxRecvMsgSize:       int(c.Limits.MaxRequestBytes),
+		MaxConcurrentStreams: c.Limits.MaxConcurrentStreams,
+		KeepaliveTime:        c.Limits.KeepaliveTime.D(),
+		KeepaliveTimeout:     c.Limits.KeepaliveTimeout.D(),
+		ConnectionTimeout:    c.Limits.ConnectionTimeout.D(),
+	})
+	return s, m
+}
+
+func (a *App) listen() error {
+	var err error
+	if a.lis == nil {
+		if a.lis, err = net.Listen("tcp", a.cfg.Listen); err != nil {
+			return fmt.Errorf("app: grpc listener: %w", err)
+		}
+	}
+	if a.adminLis == nil && a.cfg.AdminListen != "" {
+		if a.adminLis, err = net.Listen("tcp", a.cfg.AdminListen); err != nil {
+			_ = a.lis.Close()
+			return fmt.Errorf("app: admin listener: %w", err)
+		}
+	}
+	return nil
+}
+
+// Addr is the gRPC listen address.
+func (a *App) Addr() string { return a.lis.Addr().String() }
+
+// AdminAddr is the admin HTTP address ("" when disabled).
+func (a *App) AdminAddr() string {
+	if a.adminLis == nil {
+		return ""
+	}
+	return a.adminLis.Addr().String()
+}
+
+// Metrics is the private Prometheus registry.
+func (a *App) Metrics() *prometheus.Registry { return a.metrics }
+
+// Reload swaps the policy from a freshly loaded config; in-flight calls keep the policy
+// they started with.
+func (a *App) Reload(cfg *config.Config) error {
+	pol, err := policy.ParseNode(&cfg.Policy, cfg.Source)
+	if err != nil {
+		return err
+	}
+	a.pipe.SetPolicy(pol)
+	return nil
+}
+
+// Run serves until ctx ends, then shuts down gracefully: health goes NOT_SERVING, new
+// batches are refused, running batches drain until the shutdown deadline, the rest are
+// aborted (and logged), providers are told, and the store is closed.
+func (a *App) Run(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	a.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	g.Go(func() error {
+		if err := a.grpc.Serve(a.lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			return fmt.Errorf("app: grpc: %w", err)
+		}
+		return nil
+	})
+	if a.adminLis != nil {
+		a.admin = a.adminServer()
+		g.Go(func() error {
+			if err := a.admin.Serve(a.adminLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("app: admin: %w", err)
+			}
+			return nil
+		})
+	}
+	g.Go(func() error {
+		sweepEvery(gctx, time.Minute, func(now time.Time) { a.reg.SweepToolSets(now) })
+		return nil
+	})
+	if a.example != "" {
+		g.Go(func() error { return a.runExample(gctx) })
+	}
+	a.log.Info("toolsd serving", zap.String("grpc", a.Addr()), zap.String("admin", a.AdminAddr()), zap.String("session_store", a.cfg.Session.Store))
+	g.Go(func() error {
+		<-gctx.Done()
+		return a.shutdown()
+	})
+	return g.Wait()
+}
+
+func (a *App) shutdown() error {
+	a.log.Info("shutting down")
+	a.health.Shutdown()
+	a.srv.Drain()
+	deadline := a.cfg.ShutdownTimeout()
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	if err := a.srv.WaitIdle(ctx); err != nil {
+		a.log.Warn("shutdown deadline reached; aborting running batches", zap.Int("batches", a.srv.Running()))
+		a.srv.AbortRunning()
+		grace, cancelGrace := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = a.srv.WaitIdle(grace)
+		cancelGrace()
+	}
+	a.broker.Shutdown("toolsd is shutting down")
+	stopped := make(chan struct{})
+	go func() { a.grpc.GracefulStop(); close(stopped) }()
+	t := time.NewTimer(5 * time.Second)
+	select {
+	case <-stopped:
+		t.Stop()
+	case <-t.C:
+		a.grpc.Stop()
+		<-stopped
+	}
+	if a.admin != nil {
+		actx, acancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = a.admin.Shutdown(actx)
+		acancel()
+	}
+	if err := a.sessions.Close(); err != nil {
+		return fmt.Errorf("app: closing session store: %w", err)
+	}
+	a.log.Info("stopped")
+	return nil
+}

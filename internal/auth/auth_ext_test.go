@@ -1,0 +1,177 @@
+package auth_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/toolsd/toolsd/internal/auth"
+	"github.com/toolsd/toolsd/internal/config"
+)
+
+func TestDisabledAllowsEverything(t *testing.T) {
+	a, z := mustNew(t, auth.Config{})
+	if a.Enabled() || z.Enabled() {
+		t.Fatalf("Enabled() = %v, %v, want false with no authentication configured", a.Enabled(), z.Enabled())
+	}
+	conn := dial(t, startServer(t, a, nil), nil)
+	for name, authz := range map[string][]string{"no credentials": nil, "stray token": {"Bearer whatever"}} {
+		if got, err := callUnary(testContext(t), conn, authz...); err != nil || got != "anonymous:anonymous" {
+			t.Errorf("WhoAmI(%s) = %q, %v, want anonymous:anonymous", name, got, err)
+		}
+	}
+	ctx := auth.NewContext(context.Background(), auth.Identity{Name: auth.Anonymous, Method: auth.MethodAnonymous})
+	for _, action := range []auth.Action{auth.ReadTools, auth.Execute, auth.ReadSession, auth.Register, auth.Restrict, auth.Subscribe, auth.Admin} {
+		if err := z.Authorize(ctx, action, "", "s"); err != nil {
+			t.Errorf("Authorize(%v) = %v, want nil when auth is off", action, err)
+		}
+	}
+	if err := z.ClaimSession("x", "s"); err != nil {
+		t.Errorf("ClaimSession() = %v, want nil when auth is off", err)
+	}
+	if err := z.ClaimSession("y", "s"); err != nil {
+		t.Errorf("ClaimSession(second identity) = %v, want nil when auth is off", err)
+	}
+}
+
+func TestNewInvalid(t *testing.T) {
+	op := []auth.Grant{{Identity: "op", Role: auth.RoleOperator}}
+	tests := map[string]struct {
+		cfg  auth.Config
+		want string
+	}{
+		"grants without authn":  {cfg: auth.Config{Grants: op}, want: "need an authentication method"},
+		"issuer without jwks":   {cfg: auth.Config{MTLS: true, Issuer: "x", Grants: op}, want: "need jwks_file"},
+		"authn without grants":  {cfg: auth.Config{MTLS: true}, want: "no grants"},
+		"unknown role":          {cfg: auth.Config{MTLS: true, Grants: []auth.Grant{{Identity: "a", Role: "admin"}}}, want: "unknown role"},
+		"agent without scopes":  {cfg: auth.Config{MTLS: true, Grants: []auth.Grant{{Identity: "a", Role: auth.RoleAgent}}}, want: "needs scopes"},
+		"empty identity":        {cfg: auth.Config{MTLS: true, Grants: []auth.Grant{{Role: auth.RoleOperator}}}, want: "identity is empty"},
+		"bad identity glob":     {cfg: auth.Config{MTLS: true, Grants: []auth.Grant{{Identity: "agent-[", Role: auth.RoleOperator}}}, want: "identity glob"},
+		"bad scope glob":        {cfg: auth.Config{MTLS: true, Grants: []auth.Grant{{Identity: "a", Role: auth.RoleAgent, Scopes: []string{"a/**/b"}}}}, want: "only allowed as the whole last segment"},
+		"empty scope segment":   {cfg: auth.Config{MTLS: true, Grants: []auth.Grant{{Identity: "a", Role: auth.RoleAgent, Scopes: []string{"a//b"}}}}, want: "empty segment"},
+		"missing jwks file":     {cfg: auth.Config{JWKSFile: "/nonexistent/jwks.json", Grants: op}, want: "jwks file"},
+		"identity with a space": {cfg: auth.Config{MTLS: true, Grants: []auth.Grant{{Identity: "a b", Role: auth.RoleOperator}}}, want: "white space"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, _, err := auth.New(tc.cfg)
+			if !errors.Is(err, auth.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("New(%s) = %v, want ErrInvalidConfig mentioning %q", name, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestWarnIfExposed(t *testing.T) {
+	tests := map[string]struct {
+		addr     string
+		authOn   bool
+		wantWarn bool
+	}{
+		"ipv4 loopback":      {addr: "127.0.0.1:50151"},
+		"ipv6 loopback":      {addr: "[::1]:50151"},
+		"localhost":          {addr: "localhost:50151"},
+		"all interfaces":     {addr: "0.0.0.0:50151", wantWarn: true},
+		"empty host":         {addr: ":50151", wantWarn: true},
+		"ipv6 any":           {addr: "[::]:50151", wantWarn: true},
+		"private address":    {addr: "10.1.2.3:50151", wantWarn: true},
+		"host name":          {addr: "toolsd.internal:50151", wantWarn: true},
+		"exposed with auth":  {addr: "0.0.0.0:50151", authOn: true},
+		"nil logger is safe": {addr: "0.0.0.0:1"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			core, logs := observer.New(zapcore.WarnLevel)
+			var log *zap.Logger
+			if name != "nil logger is safe" {
+				log = zap.New(core)
+			}
+			auth.WarnIfExposed(tc.addr, tc.authOn, log)
+			if got := logs.Len() > 0; got != tc.wantWarn {
+				t.Errorf("WarnIfExposed(%q, %v) warned = %v, want %v", tc.addr, tc.authOn, got, tc.wantWarn)
+			}
+		})
+	}
+}
+
+func TestStripCredentials(t *testing.T) {
+	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer secret", "x-request-id", "r1"))
+	ctx = metadata.NewOutgoingContext(ctx, metadata.Pairs("authorization", "Bearer secret"))
+	ctx = auth.StripCredentials(ctx)
+	in, _ := metadata.FromIncomingContext(ctx)
+	out, _ := metadata.FromOutgoingContext(ctx)
+	if len(in.Get("authorization")) != 0 || len(out.Get("authorization")) != 0 {
+		t.Errorf("StripCredentials() kept authorization: in %v, out %v", in, out)
+	}
+	if got := in.Get("x-request-id"); len(got) != 1 || got[0] != "r1" {
+		t.Errorf("StripCredentials() incoming x-request-id = %v, want [r1]", got)
+	}
+}
+
+func TestAuthFailuresAreLoggedWithoutTheToken(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	file := writeFile(t, "tokens", []byte(tokenA+" agent-a\n"))
+	a, _ := mustNew(t, auth.Config{TokenFile: file, Grants: []auth.Grant{{Identity: "*", Role: auth.RoleOperator}}}, auth.WithLogger(zap.New(core)))
+	conn := dial(t, startServer(t, a, nil), nil)
+	const wrong = "wrong-token-that-must-not-be-logged"
+	if _, err := callUnary(testContext(t), conn, "Bearer "+wrong); err == nil {
+		t.Fatal("WhoAmI(wrong token) = nil error, want Unauthenticated")
+	}
+	entries := logs.FilterMessage("authentication failed").All()
+	if len(entries) != 1 {
+		t.Fatalf("logged %d authentication failures, want 1", len(entries))
+	}
+	for k, v := range entries[0].ContextMap() {
+		if s, ok := v.(string); ok && strings.Contains(s, wrong) {
+			t.Errorf("log field %s = %q contains the token", k, s)
+		}
+	}
+}
+
+// TestExampleFiles keeps testdata/ (shown in the README) loadable and consistent.
+func TestExampleFiles(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "config.example.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse(data, "config.example.yaml")
+	if err != nil {
+		t.Fatalf("config.Parse(config.example.yaml) = %v", err)
+	}
+	ac := auth.FromConfig(cfg.Auth)
+	if !ac.MTLS || ac.Issuer != "toolsd-dev" || ac.Audience != "toolsd" || len(ac.Grants) != 5 {
+		t.Errorf("FromConfig(example) = %+v, want mTLS, issuer, audience and 5 grants", ac)
+	}
+	for _, tokens := range []string{"tokens.example.txt", "tokens.example.yaml"} {
+		ac.TokenFile = filepath.Join("testdata", tokens)
+		ac.JWKSFile = filepath.Join("testdata", "jwks.example.json")
+		a, z, err := auth.New(ac)
+		if err != nil {
+			t.Fatalf("New(example config, %s) = %v", tokens, err)
+		}
+		for token, want := range map[string]string{
+			"EXAMPLE-agent-a-0c6f1d8e2b7a4f9e":    "agent-a",
+			"EXAMPLE-provider-a-5d1e7c94b2f08a63": "provider-a",
+		} {
+			ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer "+token))
+			id, err := a.Authenticate(ctx)
+			if err != nil || id.Name != want {
+				t.Errorf("%s: Authenticate(example token) = %+v, %v, want %s", tokens, id, err, want)
+			}
+		}
+		if err := z.AllowRegister(asIdentity("provider-a"), "tenant-a/bot"); err != nil {
+			t.Errorf("example grants: AllowRegister(provider-a, tenant-a/bot) = %v, want nil", err)
+		}
+		if err := z.AllowRegister(asIdentity("provider-a"), ""); err == nil {
+			t.Errorf("example grants: AllowRegister(provider-a, global) = nil, want denied")
+		}
+	}
+}

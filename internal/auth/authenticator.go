@@ -1,0 +1,134 @@
+package auth
+
+import (
+	"context"
+	"os"
+	"strings"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc/metadata"
+)
+
+// Authenticator turns a request's credentials into an [Identity]. It is immutable after
+// [New] and safe for concurrent use.
+type Authenticator struct {
+	enabled bool
+	mtls    bool
+	tokens  *tokenSet
+	jwt     *jwtVerifier
+	log     *zap.Logger
+}
+
+// New builds the authenticator and the authorizer of cfg, reading the token and JWKS
+// files once. With no authentication method configured both allow everything and every
+// caller is [Anonymous]; grants without an authentication method are an error, and so
+// is authentication without grants (it would refuse every call).
+func New(cfg Config, opts ...Option) (*Authenticator, *Authorizer, error) {
+	o := applyOptions(opts)
+	if !cfg.enabled() {
+		if len(cfg.Grants) > 0 || cfg.Issuer != "" || cfg.Audience != "" {
+			return nil, nil, configError("grants and jwt settings need an authentication method: tls.client_ca_file, token_file or jwks_file")
+		}
+		return &Authenticator{log: o.logger}, newAuthorizer(false, nil, o), nil
+	}
+	if (cfg.Issuer != "" || cfg.Audience != "") && cfg.JWKSFile == "" {
+		return nil, nil, configError("jwt.issuer and jwt.audience need jwks_file")
+	}
+	grants, err := compileGrants(cfg.Grants)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(grants) == 0 {
+		return nil, nil, configError("authentication is configured but no grants are: every call would be refused")
+	}
+	a := &Authenticator{enabled: true, mtls: cfg.MTLS, log: o.logger}
+	if cfg.TokenFile != "" {
+		if a.tokens, err = loadTokenFile(cfg.TokenFile); err != nil {
+			return nil, nil, err
+		}
+		if a.tokens.plaintext {
+			if fi, err := os.Stat(cfg.TokenFile); err == nil && fi.Mode().Perm()&0o077 != 0 {
+				o.logger.Warn("token file holds plaintext tokens and is readable by group or others; chmod 600 it or list sha256: hashes",
+					zap.String("file", cfg.TokenFile), zap.Stringer("mode", fi.Mode().Perm()))
+			}
+		}
+	}
+	if cfg.JWKSFile != "" {
+		keys, err := loadJWKSFile(cfg.JWKSFile)
+		if err != nil {
+			return nil, nil, err
+		}
+		a.jwt = &jwtVerifier{keys: keys, issuer: cfg.Issuer, audience: cfg.Audience, leeway: o.leeway, now: o.clock}
+		if cfg.Audience == "" {
+			o.logger.Warn("jwt.audience is not set: only tokens without an aud claim are accepted")
+		}
+	}
+	return a, newAuthorizer(true, grants, o), nil
+}
+
+// Enabled reports whether callers are authenticated at all.
+func (a *Authenticator) Enabled() bool { return a.enabled }
+
+// Authenticate returns the caller of ctx (an incoming gRPC context). A bearer token, when
+// sent, decides the identity and must be valid; otherwise a verified client certificate
+// does. Failures are [*CredentialError]s.
+func (a *Authenticator) Authenticate(ctx context.Context) (Identity, error) {
+	if !a.enabled {
+		return Identity{Name: Anonymous, Method: MethodAnonymous}, nil
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	switch vals := md.Get("authorization"); len(vals) {
+	case 0:
+	case 1:
+		return a.bearer(vals[0])
+	default:
+		return Identity{}, invalidToken("more than one authorization header")
+	}
+	if a.mtls {
+		name, ok, err := peerCertIdentity(ctx)
+		if err != nil {
+			return Identity{}, err
+		}
+		if ok {
+			return Identity{Name: name, Method: MethodMTLS}, nil
+		}
+	}
+	return Identity{}, &CredentialError{Reason: ReasonMissingCredentials, Detail: a.missingDetail()}
+}
+
+func (a *Authenticator) bearer(header string) (Identity, error) {
+	scheme, token, _ := strings.Cut(strings.TrimSpace(header), " ")
+	token = strings.TrimSpace(token)
+	if !strings.EqualFold(scheme, "bearer") {
+		return Identity{}, invalidToken(`the authorization header must read "Bearer <token>"`)
+	}
+	if token == "" {
+		return Identity{}, &CredentialError{Reason: ReasonMissingCredentials, Detail: "empty bearer token"}
+	}
+	if a.tokens == nil && a.jwt == nil {
+		return Identity{}, invalidToken("bearer tokens are not accepted here: authenticate with a client certificate")
+	}
+	if a.tokens != nil {
+		if name, ok := a.tokens.lookup(token); ok {
+			return Identity{Name: name, Method: MethodToken}, nil
+		}
+	}
+	if a.jwt != nil && (a.tokens == nil || strings.Count(token, ".") == 2) {
+		sub, err := a.jwt.check(token)
+		if err != nil {
+			return Identity{}, err
+		}
+		return Identity{Name: sub, Method: MethodJWT}, nil
+	}
+	return Identity{}, invalidToken("unknown token")
+}
+
+func (a *Authenticator) missingDetail() string {
+	switch {
+	case a.mtls && (a.tokens != nil || a.jwt != nil):
+		return `missing credentials: send "authorization: Bearer <token>" or connect with a client certificate`
+	case a.mtls:
+		return "missing credentials: connect with a client certificate"
+	}
+	return `missing credentials: send "authorization: Bearer <token>"`
+}

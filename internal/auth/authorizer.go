@@ -1,0 +1,218 @@
+package auth
+
+import (
+	"context"
+
+	"go.uber.org/zap"
+)
+
+// Authorizer decides what an authenticated identity may do, from the grants of the
+// configuration. Its rules:
+//
+//   - agent: [ReadTools] and [Execute] in its scopes; [ReadSession] of the sessions it
+//     owns. A session is owned by the identity that first executes a batch in it; an
+//     agent can neither execute in nor read another identity's session.
+//   - provider: [Register] into its scopes only. Calls of a scope resolve only the tools
+//     visible there (its own and its ancestors'), so a provider confined to its
+//     tenant's scopes can neither register into, shadow, nor receive the calls of another
+//     tenant. The global scope "" is the exception, being every scope's ancestor: a tool
+//     registered there is visible to every tenant. Only an operator, or a provider whose
+//     grant names "" explicitly, may register there; "**" does not imply it.
+//   - hook: [Subscribe] to the calls of its scopes, with the same explicit-"" rule (a
+//     hook on the global scope would see every tenant's calls).
+//   - operator: every action in its scopes (all scopes when its grant lists none),
+//     including other identities' sessions.
+//
+// Scope globs are matched per "/" segment with [path.Match]; a trailing "/**" covers
+// the scope before it and all its descendants ("tenant-a/**" covers "tenant-a" and
+// "tenant-a/x/y"), and "**" alone covers every scope. Identity patterns are
+// [path.Match] globs too ("agent-*"). With authentication off everything is allowed.
+type Authorizer struct {
+	enabled bool
+	grants  []grant
+	owners  *ownership
+	log     *zap.Logger
+}
+
+func newAuthorizer(enabled bool, grants []grant, o options) *Authorizer {
+	return &Authorizer{enabled: enabled, grants: grants, owners: newOwnership(o.maxOwnedSessions), log: o.logger}
+}
+
+// Enabled reports whether anything is ever refused.
+func (z *Authorizer) Enabled() bool { return z.enabled }
+
+// Authorize decides whether the caller in ctx may perform action on scope (and, for
+// [ReadTools], [Execute] and [ReadSession], on sessionID). Execute with a session id
+// also claims the session for the caller, so a server calling Authorize before a batch
+// needs no separate [Authorizer.ClaimSession]. For ReadSession the scope argument is
+// ignored: the session's owner decides. Subscribe takes a concrete scope; filter hook
+// deliveries with [Authorizer.ScopeFilter]. Denials are [*DeniedError]s (errors.Is
+// [ErrPermissionDenied]); a full ownership table gives [ErrOwnershipFull].
+func (z *Authorizer) Authorize(ctx context.Context, action Action, scope, sessionID string) error {
+	if !z.enabled {
+		return nil
+	}
+	id, ok := FromContext(ctx)
+	if !ok {
+		return z.deny(&DeniedError{Action: action, Scope: scope, SessionID: sessionID, Why: "no authenticated identity in the request"})
+	}
+	switch action {
+	case ReadSession:
+		return z.readSession(id.Name, sessionID)
+	case Execute, ReadTools:
+		if !z.allowed(id.Name, action, scope) {
+			return z.deny(z.scopeDenial(id.Name, action, scope))
+		}
+		if sessionID == "" {
+			return nil
+		}
+		return z.useSession(id.Name, action, scope, sessionID)
+	}
+	if !z.allowed(id.Name, action, scope) {
+		return z.deny(z.scopeDenial(id.Name, action, scope))
+	}
+	return nil
+}
+
+// AllowRegister is [Authorizer.Authorize] for [Register]: may the provider in ctx
+// register tools into scope?
+func (z *Authorizer) AllowRegister(ctx context.Context, scope string) error {
+	return z.Authorize(ctx, Register, scope, "")
+}
+
+// ScopeFilter returns the scopes in which the caller in ctx may perform action, as a
+// predicate. The hook layer takes one when a hook connects and delivers a call of scope
+// S only when filter(S) holds, whatever glob the hook subscribed with. It fails when the
+// caller may not perform action anywhere.
+func (z *Authorizer) ScopeFilter(ctx context.Context, action Action) (func(scope string) bool, error) {
+	if !z.enabled {
+		return func(string) bool { return true }, nil
+	}
+	id, ok := FromContext(ctx)
+	if !ok {
+		return nil, z.deny(&DeniedError{Action: action, Why: "no authenticated identity in the request"})
+	}
+	var mine []*grant
+	for i := range z.grants {
+		if g := &z.grants[i]; g.names(id.Name) && g.permits(action) {
+			mine = append(mine, g)
+		}
+	}
+	if len(mine) == 0 {
+		return nil, z.deny(&DeniedError{Identity: id.Name, Action: action, Scope: "**", Why: "no grant allows it in any scope"})
+	}
+	return func(scope string) bool {
+		for _, g := range mine {
+			if g.covers(action, scope) {
+				return true
+			}
+		}
+		return false
+	}, nil
+}
+
+// ClaimSession makes identity the owner of sessionID unless another identity owns it,
+// in which case it fails with [ErrPermissionDenied]. Claiming an owned session again is
+// a no-op. [Authorizer.Authorize] for [Execute] claims already.
+func (z *Authorizer) ClaimSession(identity, sessionID string) error {
+	if !z.enabled {
+		return nil
+	}
+	cur, err := z.owners.claim(sessionID, owner{identity: identity})
+	if err != nil {
+		return err
+	}
+	if cur.identity != identity {
+		return z.deny(&DeniedError{Identity: identity, Action: Execute, SessionID: sessionID, Why: "the session belongs to another identity"})
+	}
+	return nil
+}
+
+// ForgetSession drops sessionID's owner; call it when retention deletes the session.
+func (z *Authorizer) ForgetSession(sessionID string) { z.owners.forget(sessionID) }
+
+// OwnedSessions is the size of the ownership table, for metrics.
+func (z *Authorizer) OwnedSessions() int { return z.owners.len() }
+
+// useSession checks, for Execute also claims, sessionID for an identity already allowed
+// action in scope. An operator of scope may use a session someone else owns.
+func (z *Authorizer) useSession(name string, action Action, scope, sessionID string) error {
+	operator := z.allowedAs(name, RoleOperator, action, scope)
+	var cur owner
+	if action == Execute {
+		var err error
+		if cur, err = z.owners.claim(sessionID, owner{identity: name, scope: scope, scopeKnown: true}); err != nil {
+			return err
+		}
+	} else {
+		var ok bool
+		if cur, ok = z.owners.get(sessionID); !ok {
+			return nil // resolving tools before the first batch is normal
+		}
+	}
+	if cur.identity == name || operator {
+		return nil
+	}
+	return z.deny(&DeniedError{Identity: name, Action: action, Scope: scope, SessionID: sessionID, Why: "the session belongs to another identity"})
+}
+
+func (z *Authorizer) readSession(name, sessionID string) error {
+	cur, owned := z.owners.get(sessionID)
+	switch {
+	case owned && cur.identity == name:
+		return nil
+	case z.allowedAs(name, RoleOperator, ReadSession, ""):
+		return nil // an operator of the global scope reads every session
+	case owned && cur.scopeKnown && z.allowedAs(name, RoleOperator, ReadSession, cur.scope):
+		return nil
+	}
+	why := "the session belongs to another identity"
+	if !owned {
+		why = "the session has no owner yet (its owner is the identity that first executes a batch in it)"
+	}
+	return z.deny(&DeniedError{Identity: name, Action: ReadSession, SessionID: sessionID, Why: why})
+}
+
+func (z *Authorizer) allowed(name string, action Action, scope string) bool {
+	for i := range z.grants {
+		if g := &z.grants[i]; g.names(name) && g.covers(action, scope) {
+			return true
+		}
+	}
+	return false
+}
+
+func (z *Authorizer) allowedAs(name, role string, action Action, scope string) bool {
+	for i := range z.grants {
+		if g := &z.grants[i]; g.role == role && g.names(name) && g.covers(action, scope) {
+			return true
+		}
+	}
+	return false
+}
+
+// scopeDenial explains a refused scope action as precisely as the grants allow.
+func (z *Authorizer) scopeDenial(name string, action Action, scope string) *DeniedError {
+	e := &DeniedError{Identity: name, Action: action, Scope: scope}
+	named := false
+	for i := range z.grants {
+		g := &z.grants[i]
+		if !g.names(name) {
+			continue
+		}
+		named = true
+		if scope == "" && g.permits(action) && (action == Register || action == Subscribe) {
+			e.Why = `the global scope reaches every tenant: only an operator or a grant naming "" may do this there`
+		}
+	}
+	if !named {
+		e.Why = "no grant names this identity"
+	}
+	return e
+}
+
+func (z *Authorizer) deny(e *DeniedError) error {
+	z.log.Info("permission denied", zap.String("identity", e.Identity), zap.Stringer("action", e.Action),
+		zap.String("scope", e.Scope), zap.String("session_id", e.SessionID), zap.String("why", e.Why))
+	return e
+}

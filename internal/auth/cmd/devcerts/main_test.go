@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/toolsd/toolsd/internal/auth"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// TestDevcertsSetup follows the README: the files devcerts writes configure toolsd.
+func TestDevcertsSetup(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "dev-certs")
+	o := &options{dir: dir, hosts: "127.0.0.1,localhost", spiffe: "toolsd.dev", validFor: time.Hour, tokenTTL: time.Hour, issuer: "toolsd-dev", audience: "toolsd"}
+	if err := run(o); err != nil {
+		t.Fatalf("run() = %v", err)
+	}
+	file := func(name string) string { return filepath.Join(dir, name) }
+	for _, name := range []string{"ca-key.pem", "server-key.pem", "agent-a-key.pem", "tokens.txt", "jwt-signing-key.pem"} {
+		fi, err := os.Stat(file(name))
+		if err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %v, %v, want 0600", name, fi.Mode().Perm(), err)
+		}
+	}
+
+	if _, err := auth.ServerTLSConfig(file("server.pem"), file("server-key.pem"), file("ca.pem")); err != nil {
+		t.Errorf("ServerTLSConfig(devcerts files) = %v", err)
+	}
+	roots := x509.NewCertPool()
+	caPEM, _ := os.ReadFile(file("ca.pem"))
+	roots.AppendCertsFromPEM(caPEM)
+	for _, name := range clients {
+		c := parseCert(t, file(name+".pem"))
+		if _, err := c.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+			t.Errorf("%s.pem does not verify as a client certificate: %v", name, err)
+		}
+		if len(c.URIs) != 1 || c.URIs[0].String() != "spiffe://toolsd.dev/"+name || c.Subject.CommonName != name {
+			t.Errorf("%s.pem: URIs %v, CN %q, want spiffe://toolsd.dev/%s and CN %s", name, c.URIs, c.Subject.CommonName, name, name)
+		}
+	}
+	if _, err := parseCert(t, file("server.pem")).Verify(x509.VerifyOptions{Roots: roots, DNSName: "127.0.0.1"}); err != nil {
+		t.Errorf("server.pem does not verify for 127.0.0.1: %v", err)
+	}
+
+	a, _, err := auth.New(auth.Config{
+		MTLS: true, TokenFile: file("tokens.txt"), JWKSFile: file("jwks.json"), Issuer: "toolsd-dev", Audience: "toolsd",
+		Grants: []auth.Grant{{Identity: "operator", Role: auth.RoleOperator}},
+	})
+	if err != nil {
+		t.Fatalf("New(devcerts files) = %v", err)
+	}
+	jwt, _ := os.ReadFile(file("agent-a.jwt"))
+	tokens, _ := os.ReadFile(file("tokens.txt"))
+	firstToken := strings.Fields(strings.Split(string(tokens), "\n")[1])[0]
+	for kind, token := range map[string]string{"jwt": strings.TrimSpace(string(jwt)), "token": firstToken} {
+		ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer "+token))
+		if id, err := a.Authenticate(ctx); err != nil || id.Name != "agent-a" || id.Method != kind {
+			t.Errorf("Authenticate(devcerts %s) = %+v, %v, want agent-a by %s", kind, id, err, kind)
+		}
+	}
+
+	if err := run(o); err == nil || !strings.Contains(err.Error(), "-force") {
+		t.Errorf("run() over existing files = %v, want a refusal naming -force", err)
+	}
+	o.force = true
+	if err := run(o); err != nil {
+		t.Errorf("run(-force) = %v, want nil", err)
+	}
+}
+
+func parseCert(t *testing.T, file string) *x509.Certificate {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(data)
+	if block == nil {
+		t.Fatalf("%s: no PEM block", file)
+	}
+	c, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}

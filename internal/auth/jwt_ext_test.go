@@ -1,0 +1,288 @@
+package auth_test
+
+import (
+	"context"
+	"crypto"
+	"crypto/ed25519"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/toolsd/toolsd/internal/auth"
+	"github.com/toolsd/toolsd/internal/auth/internal/devpki"
+)
+
+var jwtNow = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+
+type jwtFixture struct {
+	rsa     crypto.Signer
+	ec      crypto.Signer
+	ed      crypto.Signer
+	jwks    []byte
+	rsaJWKS map[string]any
+}
+
+func newJWTFixture(t *testing.T) *jwtFixture {
+	t.Helper()
+	f := &jwtFixture{rsa: testRSAKey(t), ec: newECKey(t)}
+	_, ed, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.ed = ed
+	rk, err := devpki.JWK("rsa-1", "RS256", f.rsa.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ek, err := devpki.JWK("ec-1", "", f.ec.Public()) // no alg: any EC algorithm of its curve
+	if err != nil {
+		t.Fatal(err)
+	}
+	dk, err := devpki.JWK("ed-1", "EdDSA", f.ed.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.rsaJWKS = rk
+	if f.jwks, err = devpki.JWKS(rk, ek, dk); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func claims(mod func(map[string]any)) map[string]any {
+	c := map[string]any{
+		"sub": "agent-a", "iss": "https://issuer.test", "aud": []string{"other", "toolsd"},
+		"iat": jwtNow.Add(-time.Minute).Unix(), "nbf": jwtNow.Add(-time.Minute).Unix(), "exp": jwtNow.Add(time.Hour).Unix(),
+	}
+	if mod != nil {
+		mod(c)
+	}
+	return c
+}
+
+func sign(t *testing.T, key crypto.Signer, alg, kid string, c map[string]any) string {
+	t.Helper()
+	tok, err := devpki.SignJWT(key, alg, kid, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func segment(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// hmacConfused is the classic alg-confusion forgery: HS256 keyed with the RSA public
+// key as a verifier holding that key would see it.
+func hmacConfused(t *testing.T, pub crypto.PublicKey, secret []byte) string {
+	t.Helper()
+	signed := segment(t, map[string]any{"alg": "HS256", "kid": "rsa-1", "typ": "JWT"}) + "." + segment(t, claims(nil))
+	if secret == nil {
+		der, err := x509.MarshalPKIXPublicKey(pub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		secret = pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
+	}
+	mac := hmac.New(sha256.New, secret)
+	mac.Write([]byte(signed))
+	return signed + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+}
+
+func TestJWT(t *testing.T) {
+	f := newJWTFixture(t)
+	jwks := writeFile(t, "jwks.json", f.jwks)
+	a, _ := mustNew(t, auth.Config{
+		JWKSFile: jwks, Issuer: "https://issuer.test", Audience: "toolsd",
+		Grants: []auth.Grant{{Identity: "*", Role: auth.RoleAgent, Scopes: []string{"**"}}},
+	}, auth.WithClock(func() time.Time { return jwtNow }), auth.WithLeeway(30*time.Second))
+	conn := dial(t, startServer(t, a, nil), nil)
+
+	other := newECKey(t)
+	valid := sign(t, f.rsa, "RS256", "rsa-1", claims(nil))
+	parts := strings.Split(valid, ".")
+	tamperedSig := parts[0] + "." + parts[1] + "." + parts[2][:len(parts[2])-4] + "AAAA"
+	swappedClaims := parts[0] + "." + segment(t, claims(func(c map[string]any) { c["sub"] = "operator" })) + "." + parts[2]
+	noneToken := segment(t, map[string]any{"alg": "none", "kid": "rsa-1"}) + "." + segment(t, claims(nil)) + "."
+	noneSigned := segment(t, map[string]any{"alg": "none", "kid": "rsa-1"}) + "." + segment(t, claims(nil)) + "." + parts[2]
+	nB64, _ := f.rsaJWKS["n"].(string)
+
+	tests := map[string]struct {
+		token      string
+		want       string
+		wantReason string
+		wantDetail string
+	}{
+		"RS256 valid":              {token: valid, want: "jwt:agent-a"},
+		"ES256 valid":              {token: sign(t, f.ec, "ES256", "ec-1", claims(nil)), want: "jwt:agent-a"},
+		"EdDSA valid":              {token: sign(t, f.ed, "EdDSA", "ed-1", claims(nil)), want: "jwt:agent-a"},
+		"aud as a string":          {token: sign(t, f.ec, "ES256", "ec-1", claims(func(c map[string]any) { c["aud"] = "toolsd" })), want: "jwt:agent-a"},
+		"expired within leeway":    {token: sign(t, f.ec, "ES256", "ec-1", claims(func(c map[string]any) { c["exp"] = jwtNow.Add(-20 * time.Second).Unix() })), want: "jwt:agent-a"},
+		"nbf within leeway":        {token: sign(t, f.ec, "ES256", "ec-1", claims(func(c map[string]any) { c["nbf"] = jwtNow.Add(20 * time.Second).Unix() })), want: "jwt:agent-a"},
+		"expired":                  {token: sign(t, f.rsa, "RS256", "rsa-1", claims(func(c map[string]any) { c["exp"] = jwtNow.Add(-time.Minute).Unix() })), wantReason: auth.ReasonTokenExpired, wantDetail: "expired at 2030-01-02T03:03:05Z"},
+		"not yet valid":            {token: sign(t, f.ec, "ES256", "ec-1", claims(func(c map[string]any) { c["nbf"] = jwtNow.Add(time.Minute).Unix() })), wantReason: auth.ReasonInvalidToken, wantDetail: "not valid before"},
+		"no exp":                   {token: sign(t, f.ec, "ES256", "ec-1", claims(func(c map[string]any) { delete(c, "exp") })), wantReason: auth.ReasonInvalidToken, wantDetail: "no exp"},
+		"exp as a string":          {token: sign(t, f.ec, "ES256", "ec-1", claims(func(c map[string]any) { c["exp"] = "1999999999" })), wantReason: auth.ReasonInvalidToken, wantDetail: "claims"},
+		"wrong audience":           {token: sign(t, f.ec, "ES256", "ec-1", claims(func(c map[string]any) { c["aud"] = []string{"billing"} })), wantReason: auth.ReasonInvalidToken, wantDetail: "audience"},
+		"no audience":              {token: sign(t, f.ec, "ES256", "ec-1", claims(func(c map[string]any) { delete(c, "aud") })), wantReason: auth.ReasonInvalidToken, wantDetail: "audience"},
+		"wrong issuer":             {token: sign(t, f.ec, "ES256", "ec-1", claims(func(c map[string]any) { c["iss"] = "https://evil.test" })), wantReason: auth.ReasonInvalidToken, wantDetail: "issuer"},
+		"no sub":                   {token: sign(t, f.ec, "ES256", "ec-1", claims(func(c map[string]any) { delete(c, "sub") })), wantReason: auth.ReasonInvalidToken, wantDetail: "no sub"},
+		"bad signature":            {token: tamperedSig, wantReason: auth.ReasonInvalidToken, wantDetail: "signature does not verify"},
+		"claims swapped":           {token: swappedClaims, wantReason: auth.ReasonInvalidToken, wantDetail: "signature does not verify"},
+		"signed by another key":    {token: sign(t, other, "ES256", "ec-1", claims(nil)), wantReason: auth.ReasonInvalidToken, wantDetail: "signature does not verify"},
+		"alg none":                 {token: noneToken, wantReason: auth.ReasonInvalidToken, wantDetail: "alg none"},
+		"alg none with signature":  {token: noneSigned, wantReason: auth.ReasonInvalidToken, wantDetail: "alg none"},
+		"HS256 with RSA key (PEM)": {token: hmacConfused(t, f.rsa.Public(), nil), wantReason: auth.ReasonInvalidToken, wantDetail: "HMAC"},
+		"HS256 with RSA key (n)":   {token: hmacConfused(t, nil, []byte(nB64)), wantReason: auth.ReasonInvalidToken, wantDetail: "HMAC"},
+		"RS256 on an EC key":       {token: sign(t, f.rsa, "RS256", "ec-1", claims(nil)), wantReason: auth.ReasonInvalidToken, wantDetail: "does not fit"},
+		"PS256 on an RS256 key":    {token: sign(t, f.rsa, "PS256", "rsa-1", claims(nil)), wantReason: auth.ReasonInvalidToken, wantDetail: "does not match the key's alg"},
+		"ES384 on a P-256 key":     {token: esWrongCurve(t), wantReason: auth.ReasonInvalidToken, wantDetail: "does not fit"},
+		"unknown kid":              {token: sign(t, f.rsa, "RS256", "rsa-2", claims(nil)), wantReason: auth.ReasonInvalidToken, wantDetail: `signing key "rsa-2" is not in the JWKS`},
+		"no kid with many keys":    {token: sign(t, f.rsa, "RS256", "", claims(nil)), wantReason: auth.ReasonInvalidToken, wantDetail: "no kid"},
+		"crit header":              {token: critToken(t, f), wantReason: auth.ReasonInvalidToken, wantDetail: "critical"},
+		"not a JWT":                {token: "abc.def", wantReason: auth.ReasonInvalidToken, wantDetail: "not a JWT"},
+		"garbage header":           {token: "!!!.e30.AAAA", wantReason: auth.ReasonInvalidToken, wantDetail: "header"},
+		"oversized":                {token: strings.Repeat("a", 20<<10) + ".b.c", wantReason: auth.ReasonInvalidToken, wantDetail: "longer than"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := callUnary(testContext(t), conn, "Bearer "+tc.token)
+			if tc.wantReason == "" {
+				if err != nil || got != tc.want {
+					t.Fatalf("WhoAmI(%s) = %q, %v, want %q", name, got, err, tc.want)
+				}
+				return
+			}
+			code, reason := errReason(err)
+			if code != codes.Unauthenticated || reason != tc.wantReason || !strings.Contains(err.Error(), tc.wantDetail) {
+				t.Fatalf("WhoAmI(%s) error = %v (%s), want Unauthenticated %s mentioning %q", name, err, reason, tc.wantReason, tc.wantDetail)
+			}
+		})
+	}
+}
+
+// esWrongCurve signs ES384 with a P-384 key but names the P-256 key "ec-1".
+func esWrongCurve(t *testing.T) string {
+	t.Helper()
+	signed := segment(t, map[string]any{"alg": "ES384", "kid": "ec-1"}) + "." + segment(t, claims(nil))
+	return signed + "." + base64.RawURLEncoding.EncodeToString(make([]byte, 96))
+}
+
+func critToken(t *testing.T, f *jwtFixture) string {
+	t.Helper()
+	signed := segment(t, map[string]any{"alg": "ES256", "kid": "ec-1", "crit": []string{"exp"}}) + "." + segment(t, claims(nil))
+	sig, err := devpki.Sign(f.ec, "ES256", []byte(signed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return signed + "." + base64.RawURLEncoding.EncodeToString(sig)
+}
+
+func TestJWTWithoutAudienceRejectsAudiencedTokens(t *testing.T) {
+	f := newJWTFixture(t)
+	a, _ := mustNew(t, auth.Config{JWKSFile: writeFile(t, "jwks.json", f.jwks), Grants: []auth.Grant{{Identity: "*", Role: auth.RoleAgent, Scopes: []string{"**"}}}},
+		auth.WithClock(func() time.Time { return jwtNow }))
+	conn := dial(t, startServer(t, a, nil), nil)
+	noAud := sign(t, f.ec, "ES256", "ec-1", claims(func(c map[string]any) { delete(c, "aud"); delete(c, "iss") }))
+	if got, err := callUnary(testContext(t), conn, "Bearer "+noAud); err != nil || got != "jwt:agent-a" {
+		t.Errorf("WhoAmI(no aud) = %q, %v, want jwt:agent-a", got, err)
+	}
+	withAud := sign(t, f.ec, "ES256", "ec-1", claims(nil))
+	if _, err := callUnary(testContext(t), conn, "Bearer "+withAud); codeOf(err) != codes.Unauthenticated {
+		t.Errorf("WhoAmI(aud, none configured) = %v, want Unauthenticated", err)
+	}
+}
+
+func dupJWKS(t *testing.T, k map[string]any) string {
+	t.Helper()
+	b, err := devpki.JWKS(k, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func codeOf(err error) codes.Code {
+	c, _ := errReason(err)
+	return c
+}
+
+func TestJWKSInvalid(t *testing.T) {
+	f := newJWTFixture(t)
+	ecPub, err := devpki.JWK("ec", "", f.ec.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	with := func(mod func(k map[string]any)) string {
+		k := map[string]any{}
+		for n, v := range ecPub {
+			k[n] = v
+		}
+		mod(k)
+		b, _ := devpki.JWKS(k)
+		return string(b)
+	}
+	tests := map[string]struct {
+		jwks string
+		want string
+	}{
+		"not json":        {jwks: "{", want: "not a JWK set"},
+		"no keys":         {jwks: `{"keys":[]}`, want: "no signature keys"},
+		"private EC key":  {jwks: with(func(k map[string]any) { k["d"] = "AAAA" }), want: "public keys only"},
+		"symmetric key":   {jwks: `{"keys":[{"kty":"oct","k":"c2VjcmV0"}]}`, want: "public keys only"},
+		"small RSA key":   {jwks: `{"keys":[{"kty":"RSA","n":"` + base64.RawURLEncoding.EncodeToString(make([]byte, 128)) + `","e":"AQAB"}]}`, want: "under the minimum"},
+		"point off curve": {jwks: with(func(k map[string]any) { k["y"] = k["x"] }), want: "EC key"},
+		"alg mismatch":    {jwks: with(func(k map[string]any) { k["alg"] = "RS256" }), want: "does not fit"},
+		"HS alg":          {jwks: with(func(k map[string]any) { k["alg"] = "HS256" }), want: "unsupported alg"},
+		"duplicate kid":   {jwks: dupJWKS(t, ecPub), want: "appears twice"},
+		"only enc keys":   {jwks: with(func(k map[string]any) { k["use"] = "enc" }), want: "no signature keys"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, _, err := auth.New(auth.Config{JWKSFile: writeFile(t, "jwks.json", []byte(tc.jwks)), Grants: []auth.Grant{{Identity: "a", Role: auth.RoleOperator}}})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("New(jwks %s) = %v, want an error mentioning %q", name, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestJWTExpiresAfterCaching: a token verified once (and cached) still expires.
+func TestJWTExpiresAfterCaching(t *testing.T) {
+	f := newJWTFixture(t)
+	var now atomic.Int64
+	now.Store(jwtNow.Unix())
+	a, _ := mustNew(t, auth.Config{JWKSFile: writeFile(t, "jwks.json", f.jwks), Audience: "toolsd", Grants: []auth.Grant{{Identity: "*", Role: auth.RoleOperator}}},
+		auth.WithClock(func() time.Time { return time.Unix(now.Load(), 0) }), auth.WithLeeway(10*time.Second))
+	token := sign(t, f.ec, "ES256", "ec-1", claims(func(c map[string]any) { delete(c, "iss") }))
+	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer "+token))
+	for range 2 {
+		if id, err := a.Authenticate(ctx); err != nil || id.Name != "agent-a" {
+			t.Fatalf("Authenticate(valid token) = %+v, %v, want agent-a", id, err)
+		}
+	}
+	now.Store(jwtNow.Add(time.Hour + 11*time.Second).Unix())
+	_, err := a.Authenticate(ctx)
+	var ce *auth.CredentialError
+	if !errors.As(err, &ce) || ce.Reason != auth.ReasonTokenExpired {
+		t.Fatalf("Authenticate(cached token after exp) = %v, want %s", err, auth.ReasonTokenExpired)
+	}
+}

@@ -1,0 +1,111 @@
+package auth_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/toolsd/toolsd/internal/auth"
+)
+
+const (
+	tokenA     = "agent-a-secret-0123456789abcdef"
+	tokenP     = "provider-secret-0123456789abcdef"
+	tokenHashd = "hashed-secret-0123456789abcdef"
+)
+
+func hashOf(token string) string {
+	h := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(h[:])
+}
+
+func tokenServer(t *testing.T, file string) string {
+	t.Helper()
+	a, _ := mustNew(t, auth.Config{TokenFile: file, Grants: []auth.Grant{{Identity: "*", Role: auth.RoleAgent, Scopes: []string{"**"}}}})
+	return startServer(t, a, nil)
+}
+
+func TestTokenFile(t *testing.T) {
+	lines := writeFile(t, "tokens.txt", []byte("# comment\n\n"+tokenA+" agent-a\n  "+tokenP+"\tprovider-a  \nsha256:"+hashOf(tokenHashd)+" hashed\n"))
+	yamlFile := writeFile(t, "tokens.yaml", []byte("# c\ntokens:\n  - identity: agent-a\n    token: "+tokenA+"\n  - identity: provider-a\n    token: "+tokenP+"\n  - identity: hashed\n    sha256: "+hashOf(tokenHashd)+"\n"))
+	for format, file := range map[string]string{"lines": lines, "yaml": yamlFile} {
+		t.Run(format, func(t *testing.T) {
+			conn := dial(t, tokenServer(t, file), nil)
+			tests := map[string]struct {
+				authz      []string
+				want       string
+				wantReason string
+			}{
+				"valid":             {authz: []string{"Bearer " + tokenA}, want: "token:agent-a"},
+				"second token":      {authz: []string{"Bearer " + tokenP}, want: "token:provider-a"},
+				"hashed entry":      {authz: []string{"Bearer " + tokenHashd}, want: "token:hashed"},
+				"scheme any case":   {authz: []string{"bearer " + tokenA}, want: "token:agent-a"},
+				"unknown token":     {authz: []string{"Bearer not-a-known-token-0123456789"}, wantReason: auth.ReasonInvalidToken},
+				"hash is no token":  {authz: []string{"Bearer " + hashOf(tokenHashd)}, wantReason: auth.ReasonInvalidToken},
+				"prefix of a token": {authz: []string{"Bearer " + tokenA[:len(tokenA)-1]}, wantReason: auth.ReasonInvalidToken},
+				"missing":           {wantReason: auth.ReasonMissingCredentials},
+				"empty bearer":      {authz: []string{"Bearer "}, wantReason: auth.ReasonMissingCredentials},
+				"basic scheme":      {authz: []string{"Basic " + tokenA}, wantReason: auth.ReasonInvalidToken},
+				"two headers":       {authz: []string{"Bearer " + tokenA, "Bearer " + tokenP}, wantReason: auth.ReasonInvalidToken},
+			}
+			for name, tc := range tests {
+				t.Run(name, func(t *testing.T) {
+					for rpc, call := range map[string]func() (string, error){
+						"unary":  func() (string, error) { return callUnary(testContext(t), conn, tc.authz...) },
+						"stream": func() (string, error) { return callStream(testContext(t), conn, tc.authz...) },
+					} {
+						got, err := call()
+						if tc.wantReason == "" {
+							if err != nil || got != tc.want {
+								t.Errorf("%s WhoAmI() = %q, %v, want %q", rpc, got, err, tc.want)
+							}
+							continue
+						}
+						if code, reason := errReason(err); code != codes.Unauthenticated || reason != tc.wantReason {
+							t.Errorf("%s WhoAmI() error = %v (%s), want Unauthenticated %s", rpc, err, reason, tc.wantReason)
+						}
+						if err != nil && strings.Contains(err.Error(), tokenA) {
+							t.Errorf("%s WhoAmI() error %q echoes the token", rpc, err)
+						}
+					}
+				})
+			}
+		})
+	}
+}
+
+func TestTokenFileInvalid(t *testing.T) {
+	tests := map[string]struct {
+		content string
+		want    string
+	}{
+		"empty":              {content: "# nothing\n", want: "no tokens"},
+		"short token":        {content: "short agent-a\n", want: "shorter than 16"},
+		"three fields":       {content: tokenA + " agent-a extra\n", want: "line 1"},
+		"duplicate":          {content: tokenA + " agent-a\n" + tokenA + " agent-b\n", want: "listed twice"},
+		"duplicate via hash": {content: tokenA + " agent-a\nsha256:" + hashOf(tokenA) + " agent-b\n", want: "listed twice"},
+		"bad hash":           {content: "sha256:abcd agent-a\n", want: "64 hex digits"},
+		"yaml both":          {content: "tokens:\n  - identity: a\n    token: " + tokenA + "\n    sha256: " + hashOf(tokenA) + "\n", want: "not both"},
+		"yaml no identity":   {content: "tokens:\n  - token: " + tokenA + "\n", want: "identity is empty"},
+		"yaml unknown key":   {content: "tokens:\n  - identity: a\n    secret: " + tokenA + "\n", want: "yaml"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			file := writeFile(t, "tokens", []byte(tc.content))
+			_, _, err := auth.New(auth.Config{TokenFile: file, Grants: []auth.Grant{{Identity: "a", Role: auth.RoleOperator}}})
+			if !errors.Is(err, auth.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("New(token file %q) = %v, want ErrInvalidConfig mentioning %q", name, err, tc.want)
+			}
+			if strings.Contains(err.Error(), tokenA) {
+				t.Errorf("New() error %q echoes a token", err)
+			}
+		})
+	}
+	if _, _, err := auth.New(auth.Config{TokenFile: "/nonexistent/tokens", Grants: []auth.Grant{{Identity: "a", Role: auth.RoleOperator}}}); !errors.Is(err, auth.ErrInvalidConfig) {
+		t.Errorf("New(missing token file) = %v, want ErrInvalidConfig", err)
+	}
+}

@@ -1,0 +1,155 @@
+package broker
+
+import (
+	"cmp"
+	"crypto/rand"
+	"encoding/hex"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/toolsd/toolsd/internal/tool"
+)
+
+// Registrar binds tool definitions to an owning provider. The consumer (the server
+// wiring) adapts the real registry to it. Calls for one owner come from one goroutine.
+type Registrar interface {
+	// Register adds def to scope on behalf of owner and returns the registration's hash.
+	Register(scope string, def tool.Definition, owner string) (hash string, err error)
+	// Unregister removes owner's tool name from scope.
+	Unregister(scope, name, owner string) error
+	// RemoveOwner removes every registration owner holds, in every scope.
+	RemoveOwner(owner string)
+}
+
+// ToolRef names one registered tool.
+type ToolRef struct {
+	Scope string
+	Name  string
+}
+
+// ProviderInfo describes one connected provider.
+type ProviderInfo struct {
+	ID          string
+	Name        string
+	Version     string
+	ConnectedAt time.Time
+	// MaxInFlight is the effective in-flight limit (the smaller of the hello's and the broker's).
+	MaxInFlight int
+	// InFlight is the number of calls waiting for this provider's result.
+	InFlight int
+	// Tools are the provider's live registrations, sorted by scope then name.
+	Tools []ToolRef
+}
+
+// Broker multiplexes tool calls over provider callback streams. Create it with [New],
+// serve [Broker.Connect] as the ProviderService.Connect handler, dispatch with
+// [Broker.Call] and stop it with [Broker.Shutdown].
+type Broker struct {
+	reg    Registrar
+	log    *zap.Logger
+	limits Limits
+	obs    Observer
+	mapErr ErrorMapper
+
+	// idPrefix keeps provider ids unique across broker instances and restarts.
+	idPrefix string
+	nextConn atomic.Uint64
+	// nextReq numbers requests across all providers, so an id names one call globally.
+	nextReq atomic.Uint64
+
+	mu       sync.RWMutex
+	conns    map[string]*conn
+	closing  bool
+	reason   string
+	quit     chan struct{} // closed by Shutdown
+	handlers sync.WaitGroup
+}
+
+// New returns a broker that registers providers' tools through reg.
+func New(reg Registrar, opts ...Option) *Broker {
+	o := options{log: zap.NewNop(), obs: NopObserver{}, mapErr: defaultErrorMapper}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	var prefix [4]byte
+	_, _ = rand.Read(prefix[:]) // crypto/rand.Read never fails on supported platforms
+	return &Broker{
+		reg:      reg,
+		log:      o.log,
+		limits:   o.limits.withDefaults(),
+		obs:      o.obs,
+		mapErr:   o.mapErr,
+		idPrefix: "p-" + hex.EncodeToString(prefix[:]) + "-",
+		conns:    make(map[string]*conn),
+		quit:     make(chan struct{}),
+	}
+}
+
+// Connected reports whether providerID names a live, welcomed stream.
+func (b *Broker) Connected(providerID string) bool { return b.lookup(providerID) != nil }
+
+// Providers lists the connected providers, oldest first.
+func (b *Broker) Providers() []ProviderInfo {
+	b.mu.RLock()
+	conns := make([]*conn, 0, len(b.conns))
+	for _, c := range b.conns {
+		conns = append(conns, c)
+	}
+	b.mu.RUnlock()
+	out := make([]ProviderInfo, 0, len(conns))
+	for _, c := range conns {
+		out = append(out, c.info())
+	}
+	slices.SortFunc(out, func(a, b ProviderInfo) int {
+		return cmp.Or(a.ConnectedAt.Compare(b.ConnectedAt), cmp.Compare(a.ID, b.ID))
+	})
+	return out
+}
+
+// Shutdown says goodbye (with reason) to every provider, ends every stream, and returns
+// once every Connect handler has returned. New streams are refused from then on. Calls
+// still in flight fail with PROVIDER_GONE; drain them first for a graceful stop.
+func (b *Broker) Shutdown(reason string) {
+	b.mu.Lock()
+	if !b.closing {
+		b.closing = true
+		b.reason = validUTF8(reason)
+		close(b.quit)
+	}
+	b.mu.Unlock()
+	b.handlers.Wait()
+}
+
+// enter admits one Connect handler unless the broker is shutting down.
+func (b *Broker) enter() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closing {
+		return false
+	}
+	b.handlers.Add(1)
+	return true
+}
+
+func (b *Broker) lookup(id string) *conn {
+	b.mu.RLock()
+	c := b.conns[id]
+	b.mu.RUnlock()
+	return c
+}
+
+func (b *Broker) newConnID() string {
+	return b.idPrefix + strconv.FormatUint(b.nextConn.Add(1), 10)
+}
+
+// shutdownReason returns the reason given to Shutdown.
+func (b *Broker) shutdownReason() string {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.reason
+}

@@ -1,0 +1,135 @@
+package broker
+
+import (
+	"context"
+	"math"
+	"strconv"
+	"sync"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/tool"
+)
+
+// pendingCall is one call waiting for its provider. done receives exactly one result,
+// from whichever party removed the call from its conn's pending map (the receive loop
+// or the teardown); a caller that removes it itself receives nothing.
+type pendingCall struct {
+	done     chan tool.Result
+	progress func(tool.Progress)
+	callID   string
+	index    int
+}
+
+var pendingPool = sync.Pool{New: func() any { return &pendingCall{done: make(chan tool.Result, 1)} }}
+
+func newPending(e *tool.Exec) *pendingCall {
+	p := pendingPool.Get().(*pendingCall)
+	p.progress, p.callID, p.index = e.Progress, e.CallID, e.Index
+	return p
+}
+
+// release recycles p; its done channel must be empty and nobody may hold it.
+func (p *pendingCall) release() {
+	p.progress, p.callID = nil, ""
+	pendingPool.Put(p)
+}
+
+// await takes the result someone else already committed to deliver.
+func (p *pendingCall) await() tool.Result {
+	r := <-p.done
+	p.release()
+	return r
+}
+
+// Call sends one call to providerID's stream and waits for its result, ctx's end, or
+// the provider's disconnect. It never returns an error: every failure is an error
+// result (PROVIDER_UNAVAILABLE, PROVIDER_OVERLOADED, PROVIDER_GONE, ABORTED, …). When
+// ctx ends first, the provider is told to cancel and the call returns ABORTED; a
+// pipeline whose own deadline fired turns that into TOOL_TIMEOUT. attempt is 1 for the
+// first try. e.Progress, when set, is called on the stream's receive goroutine and must
+// not block.
+func (b *Broker) Call(ctx context.Context, providerID string, e *tool.Exec, attempt int) tool.Result {
+	c := b.lookup(providerID)
+	if c == nil {
+		b.obs.CallRejected(tool.CodeProviderUnavailable)
+		return unavailable(providerID)
+	}
+	if ctx.Err() != nil {
+		return aborted()
+	}
+	if !utf8.Valid(e.Arguments) {
+		return tool.Failure(tool.CodeInvalidArguments, "arguments are not valid UTF-8")
+	}
+	p := newPending(e)
+	id, code, limit := c.begin(p)
+	switch code {
+	case tool.CodeProviderUnavailable:
+		p.release()
+		b.obs.CallRejected(code)
+		return unavailable(providerID)
+	case tool.CodeProviderOverloaded:
+		p.release()
+		b.obs.CallRejected(code)
+		return tool.FailureWithReason(code, "the tool's provider is overloaded, try again later",
+			"provider "+providerID+" has "+strconv.Itoa(limit)+" calls in flight, its limit")
+	}
+	if err := c.send(ctx, executeMsg(ctx, id, e, attempt)); err != nil {
+		if !c.forget(id) {
+			return p.await()
+		}
+		p.release()
+		if ctx.Err() != nil {
+			return aborted()
+		}
+		return tool.FailureWithReason(tool.CodeProviderUnavailable, "the tool's provider is not connected",
+			"provider "+providerID+": "+err.Error())
+	}
+	select {
+	case r := <-p.done:
+		p.release()
+		return r
+	case <-ctx.Done():
+	}
+	if !c.forget(id) {
+		return p.await() // the result or the disconnect won the race; keep it
+	}
+	p.release()
+	c.cancel(id, validUTF8(context.Cause(ctx).Error()))
+	return aborted()
+}
+
+func unavailable(providerID string) tool.Result {
+	return tool.FailureWithReason(tool.CodeProviderUnavailable, "the tool's provider is not connected",
+		"provider "+providerID+" is not connected")
+}
+
+func aborted() tool.Result { return tool.Failure(tool.CodeAborted, "call was cancelled") }
+
+// executeMsg builds the execute message. Every string is made valid UTF-8: a marshal
+// failure inside Send would end the stream for every call on it.
+func executeMsg(ctx context.Context, id uint64, e *tool.Exec, attempt int) *toolsdv1.ProviderServiceConnectResponse {
+	req := &toolsdv1.ExecuteRequest{
+		RequestId:     id,
+		CallId:        validUTF8(e.CallID),
+		SessionId:     validUTF8(e.SessionID),
+		Scope:         validUTF8(e.Scope),
+		Tool:          validUTF8(e.Name),
+		ArgumentsJson: string(e.Arguments),
+		Turn:          e.Turn,
+		Step:          e.Step,
+		Attempt:       uint32(min(max(attempt, 1), math.MaxUint32)),
+	}
+	if d, ok := ctx.Deadline(); ok {
+		req.Deadline = timestamppb.New(d)
+	}
+	return &toolsdv1.ProviderServiceConnectResponse{Msg: &toolsdv1.ProviderServiceConnectResponse_Execute{Execute: req}}
+}
+
+func cancelMsg(r cancelReq) *toolsdv1.ProviderServiceConnectResponse {
+	return &toolsdv1.ProviderServiceConnectResponse{Msg: &toolsdv1.ProviderServiceConnectResponse_Cancel{
+		Cancel: &toolsdv1.CancelExecution{RequestId: r.id, Reason: r.reason},
+	}}
+}

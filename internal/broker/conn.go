@@ -1,0 +1,313 @@
+package broker
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/tool"
+)
+
+var (
+	errSendClosed  = errors.New("broker: provider stream is closed")
+	errSendAborted = errors.New("broker: gave up waiting to send")
+)
+
+// sender is the half of the stream the broker writes to.
+type sender interface {
+	Send(*toolsdv1.ProviderServiceConnectResponse) error
+}
+
+// cancelReq is a cancel message waiting for the send slot.
+type cancelReq struct {
+	id     uint64
+	reason string
+}
+
+// conn is one provider stream.
+type conn struct {
+	b   *Broker
+	id  string
+	ctx context.Context // the stream's: the receive loop's sends give up when it ends
+	out sender
+	log *zap.Logger
+
+	quit     chan struct{} // closed when teardown begins
+	quitOnce sync.Once
+	welcomed chan struct{} // closed once the welcome went out
+
+	// Set by hello before the conn is published; read-only afterwards.
+	name, version string
+	maxInFlight   int
+	connectedAt   time.Time
+
+	// sem is the one-slot send lock: gRPC allows one concurrent Send per stream. A
+	// channel rather than a mutex lets a waiter give up when its context ends.
+	sem        chan struct{}
+	sendClosed atomic.Bool // set by teardown; checked while holding sem
+	hasCancels atomic.Bool // cancels is non-empty
+
+	mu      sync.Mutex
+	pending map[uint64]*pendingCall
+	cancels []cancelReq
+	tools   map[ToolRef]struct{}
+	closed  bool
+
+	// busy is held by the receive loop while it processes a message. The teardown
+	// takes it and sets retired, so nothing the loop does (a log line, a delivery) follows
+	// the end of the handler. It is skipped only when the loop may be stuck in a send.
+	busy    sync.Mutex
+	retired bool
+
+	// regMu is held around registrar calls, never around a send, so the teardown can
+	// always take it: no registration can follow the RemoveOwner that ends the stream.
+	regMu     sync.Mutex
+	regClosed bool
+}
+
+func (b *Broker) newConn(ctx context.Context, out sender) *conn {
+	id := b.newConnID()
+	return &conn{
+		b:        b,
+		id:       id,
+		ctx:      ctx,
+		out:      out,
+		log:      b.log.With(zap.String("provider_id", id)),
+		quit:     make(chan struct{}),
+		welcomed: make(chan struct{}),
+		sem:      make(chan struct{}, 1),
+		pending:  make(map[uint64]*pendingCall),
+		tools:    make(map[ToolRef]struct{}),
+	}
+}
+
+// stop closes quit: send waiters give up, no new sends are queued.
+func (c *conn) stop() { c.quitOnce.Do(func() { close(c.quit) }) }
+
+// lockSend takes the send slot; it gives up when ctx ends or the stream is being torn
+// down.
+func (c *conn) lockSend(ctx context.Context) bool {
+	select {
+	case c.sem <- struct{}{}:
+		return true
+	default:
+	}
+	select {
+	case c.sem <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-c.quit:
+		return false
+	}
+}
+
+// unlockSend releases the send slot, first sending any cancels queued meanwhile. Cancels
+// are queued by callers that must not wait for the slot; whoever holds it sends them.
+// After releasing, it re-checks the queue, so a cancel queued during the release is sent
+// either by this holder or by the next one.
+func (c *conn) unlockSend() {
+	for {
+		if c.hasCancels.Load() {
+			c.flushCancels()
+		}
+		<-c.sem
+		if !c.hasCancels.Load() {
+			return
+		}
+		select {
+		case c.sem <- struct{}{}:
+		default:
+			return // another holder will flush on its release
+		}
+	}
+}
+
+// send sends m while holding the send slot.
+func (c *conn) send(ctx context.Context, m *toolsdv1.ProviderServiceConnectResponse) error {
+	if !c.lockSend(ctx) {
+		return errSendAborted
+	}
+	defer c.unlockSend()
+	if c.sendClosed.Load() {
+		return errSendClosed
+	}
+	return c.out.Send(m)
+}
+
+// flushCancels sends the queued cancels; the caller holds the send slot.
+func (c *conn) flushCancels() {
+	c.mu.Lock()
+	q := c.cancels
+	c.cancels = nil
+	c.hasCancels.Store(false)
+	c.mu.Unlock()
+	if c.sendClosed.Load() {
+		return
+	}
+	for _, r := range q {
+		if err := c.out.Send(cancelMsg(r)); err != nil {
+			c.log.Debug("cancel not sent", zap.Uint64("request_id", r.id), zap.Error(err))
+			return
+		}
+	}
+}
+
+// cancel tells the provider to stop request id without waiting for the send slot.
+func (c *conn) cancel(id uint64, reason string) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.cancels = append(c.cancels, cancelReq{id: id, reason: reason})
+	c.hasCancels.Store(true)
+	c.mu.Unlock()
+	select {
+	case c.sem <- struct{}{}:
+		c.unlockSend()
+	default: // the holder sends it when it releases the slot
+	}
+}
+
+// closeSend sends goodbye (if non-nil) and forbids further sends. It waits at most
+// goodbyeWait for a send in progress, so a provider that stopped reading cannot stall
+// the stream's end; it reports whether no send is left in progress.
+func (c *conn) closeSend(goodbye *toolsdv1.ProviderServiceConnectResponse) bool {
+	locked := false
+	select {
+	case c.sem <- struct{}{}:
+		locked = true
+	default:
+		t := time.NewTimer(goodbyeWait)
+		select {
+		case c.sem <- struct{}{}:
+			locked = true
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	if !locked {
+		c.sendClosed.Store(true)
+		c.log.Warn("provider stream send blocked; closing without goodbye")
+		return false
+	}
+	if goodbye != nil && !c.sendClosed.Load() {
+		if err := c.out.Send(goodbye); err != nil {
+			c.log.Debug("goodbye not sent", zap.Error(err))
+		}
+	}
+	c.sendClosed.Store(true)
+	<-c.sem
+	return true
+}
+
+// begin records p as pending and returns its request id, or the rejection code and the
+// in-flight limit when the call cannot be dispatched.
+func (c *conn) begin(p *pendingCall) (uint64, tool.Code, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return 0, tool.CodeProviderUnavailable, 0
+	}
+	if len(c.pending) >= c.maxInFlight {
+		return 0, tool.CodeProviderOverloaded, c.maxInFlight
+	}
+	id := c.b.nextReq.Add(1)
+	c.pending[id] = p
+	return id, "", 0
+}
+
+// take removes and returns the pending call for id, or nil if id is not pending here.
+func (c *conn) take(id uint64) *pendingCall {
+	c.mu.Lock()
+	p := c.pending[id]
+	if p != nil {
+		delete(c.pending, id)
+	}
+	c.mu.Unlock()
+	return p
+}
+
+// forget withdraws request id; false means someone else already resolved it and its
+// result is (or is about to be) in the call's channel.
+func (c *conn) forget(id uint64) bool { return c.take(id) != nil }
+
+// failPending closes the conn for calls and fails every pending call with PROVIDER_GONE.
+func (c *conn) failPending() int {
+	c.mu.Lock()
+	c.closed = true
+	pend := c.pending
+	c.pending = nil
+	c.cancels = nil
+	c.mu.Unlock()
+	for _, p := range pend {
+		p.done <- tool.Failure(tool.CodeProviderGone, "provider disconnected while the call was running")
+	}
+	return len(pend)
+}
+
+// registering runs fn (registrar calls) unless the stream's registrations were already
+// removed; it reports whether fn ran.
+func (c *conn) registering(fn func()) bool {
+	c.regMu.Lock()
+	defer c.regMu.Unlock()
+	if c.regClosed {
+		return false
+	}
+	fn()
+	return true
+}
+
+// closeRegistrations waits for registrar calls in progress and refuses later ones.
+func (c *conn) closeRegistrations() {
+	c.regMu.Lock()
+	c.regClosed = true
+	c.regMu.Unlock()
+}
+
+// retire waits for the receive loop to finish the message in hand and stops it from
+// processing more.
+func (c *conn) retire() {
+	c.busy.Lock()
+	c.retired = true
+	c.busy.Unlock()
+}
+
+func (c *conn) trackTool(ref ToolRef, live bool) {
+	c.mu.Lock()
+	if live {
+		c.tools[ref] = struct{}{}
+	} else {
+		delete(c.tools, ref)
+	}
+	c.mu.Unlock()
+}
+
+func (c *conn) info() ProviderInfo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	tools := make([]ToolRef, 0, len(c.tools))
+	for t := range c.tools {
+		tools = append(tools, t)
+	}
+	slices.SortFunc(tools, func(a, b ToolRef) int {
+		return cmp.Or(cmp.Compare(a.Scope, b.Scope), cmp.Compare(a.Name, b.Name))
+	})
+	return ProviderInfo{
+		ID:          c.id,
+		Name:        c.name,
+		Version:     c.version,
+		ConnectedAt: c.connectedAt,
+		MaxInFlight: c.maxInFlight,
+		InFlight:    len(c.pending),
+		Tools:       tools,
+	}
+}

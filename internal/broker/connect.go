@@ -1,0 +1,208 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+)
+
+// Connect is the body of the ProviderService.Connect handler. The first message must be
+// hello; the broker answers with the provider id. From then on the stream carries
+// registrations, calls and results until the provider leaves, the stream breaks, the
+// handler's context ends or [Broker.Shutdown] runs. However it ends, the provider's
+// registrations are removed and its in-flight calls fail with PROVIDER_GONE before
+// Connect returns.
+func (b *Broker) Connect(stream toolsdv1.ProviderService_ConnectServer) error {
+	if !b.enter() {
+		return status.Error(codes.Unavailable, "broker: shutting down")
+	}
+	defer b.handlers.Done()
+	ctx := stream.Context()
+	c := b.newConn(ctx, stream)
+	recvErr := make(chan error, 1)
+	// The receive loop belongs to this handler. It ends on a protocol error or when
+	// Recv fails, which returning from this handler guarantees (gRPC then cancels the
+	// stream).
+	go c.receive(stream, recvErr)
+	shutdown, err := b.supervise(ctx, c, recvErr)
+	b.teardown(c, err, shutdown)
+	return err
+}
+
+// supervise waits for the stream to end. It reports whether the end is a broker
+// shutdown and the handler's return value.
+func (b *Broker) supervise(ctx context.Context, c *conn, recvErr <-chan error) (bool, error) {
+	hello := time.NewTimer(b.limits.HelloTimeout)
+	defer hello.Stop()
+	select {
+	case <-c.welcomed:
+	case err := <-recvErr:
+		return false, streamError(err)
+	case <-ctx.Done():
+		return false, status.FromContextError(ctx.Err()).Err()
+	case <-b.quit:
+		return true, nil
+	case <-hello.C:
+		return false, status.Errorf(codes.DeadlineExceeded, "broker: no hello within %s", b.limits.HelloTimeout)
+	}
+	hello.Stop()
+	select {
+	case err := <-recvErr:
+		return false, streamError(err)
+	case <-ctx.Done():
+		return false, status.FromContextError(ctx.Err()).Err()
+	case <-b.quit:
+		return true, nil
+	}
+}
+
+// streamError is the handler's result for a receive-loop error: a provider that closes
+// its side ends cleanly.
+func streamError(err error) error {
+	if errors.Is(err, io.EOF) {
+		return nil
+	}
+	return err
+}
+
+// receive is the stream's only reader: the hello, then every message in order. It
+// stops on a receive or protocol error, or once the teardown retired the conn.
+func (c *conn) receive(stream toolsdv1.ProviderService_ConnectServer, recvErr chan<- error) {
+	for first := true; ; first = false {
+		m, err := stream.Recv()
+		if err == nil {
+			var live bool
+			if live, err = c.step(m, first); !live {
+				return
+			}
+		}
+		if err != nil {
+			recvErr <- err
+			return
+		}
+	}
+}
+
+// step processes one received message unless the conn is retired (live is false then).
+func (c *conn) step(m *toolsdv1.ProviderServiceConnectRequest, first bool) (live bool, err error) {
+	c.busy.Lock()
+	defer c.busy.Unlock()
+	if c.retired {
+		return false, nil
+	}
+	if first {
+		return true, c.b.hello(c, m)
+	}
+	c.b.handle(c, m)
+	return true, nil
+}
+
+// hello admits the stream: it records the provider, publishes the conn and welcomes it.
+func (b *Broker) hello(c *conn, m *toolsdv1.ProviderServiceConnectRequest) error {
+	h := m.GetHello()
+	if h == nil {
+		return status.Errorf(codes.InvalidArgument,
+			"broker: the first message on a provider stream must be hello, got %s", messageKind(m))
+	}
+	c.name, c.version = h.GetName(), h.GetVersion()
+	c.maxInFlight = b.limits.MaxInFlightPerProvider
+	if n := int64(h.GetMaxInFlight()); n > 0 && n < int64(c.maxInFlight) {
+		c.maxInFlight = int(n)
+	}
+	c.connectedAt = time.Now()
+	// Holding the send slot across attach and welcome puts the welcome first on the
+	// stream, before any execute a call could send once the conn is published.
+	if !c.lockSend(c.ctx) {
+		return status.Error(codes.Unavailable, "broker: stream is closing")
+	}
+	err := b.attach(c)
+	if err == nil && c.sendClosed.Load() {
+		err = status.Error(codes.Unavailable, "broker: stream is closing")
+	}
+	if err == nil {
+		err = c.out.Send(&toolsdv1.ProviderServiceConnectResponse{Msg: &toolsdv1.ProviderServiceConnectResponse_Welcome{
+			Welcome: &toolsdv1.ProviderWelcome{ProviderId: c.id},
+		}})
+	}
+	c.unlockSend()
+	if err != nil {
+		return err
+	}
+	close(c.welcomed)
+	c.log.Info("provider connected", zap.String("provider", c.name), zap.String("version", c.version),
+		zap.Int("max_in_flight", c.maxInFlight))
+	return nil
+}
+
+// attach publishes c so calls can find it.
+func (b *Broker) attach(c *conn) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case b.closing:
+		return status.Error(codes.Unavailable, "broker: shutting down")
+	case c.isStopped():
+		return status.Error(codes.Unavailable, "broker: stream is closing")
+	case len(b.conns) >= b.limits.MaxProviders:
+		return status.Errorf(codes.ResourceExhausted, "broker: %d providers are connected, the limit", b.limits.MaxProviders)
+	}
+	b.conns[c.id] = c
+	b.obs.ProviderConnected(1)
+	return nil
+}
+
+// detach unpublishes c and reports whether it had been published.
+func (b *Broker) detach(c *conn) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.conns[c.id] != c {
+		return false
+	}
+	delete(b.conns, c.id)
+	b.obs.ProviderConnected(-1)
+	return true
+}
+
+func (c *conn) isStopped() bool {
+	select {
+	case <-c.quit:
+		return true
+	default:
+		return false
+	}
+}
+
+// teardown ends everything the stream owns: the goodbye on shutdown, sends, calls,
+// registrations. The conn is stopped before it is detached, so attach cannot race it.
+func (b *Broker) teardown(c *conn, cause error, shutdown bool) {
+	c.stop()
+	var goodbye *toolsdv1.ProviderServiceConnectResponse
+	if shutdown {
+		goodbye = &toolsdv1.ProviderServiceConnectResponse{Msg: &toolsdv1.ProviderServiceConnectResponse_Goodbye{
+			Goodbye: &toolsdv1.ServerGoodbye{Reason: b.shutdownReason()},
+		}}
+	}
+	if c.closeSend(goodbye) {
+		c.retire()
+	} else {
+		// The loop may be stuck in a send that only the handler's return can end;
+		// waiting for it here would deadlock. Registrations are still fenced below.
+		c.log.Warn("provider receive loop still busy at teardown")
+	}
+	c.closeRegistrations()
+	attached := b.detach(c)
+	failed := c.failPending()
+	if !attached {
+		c.log.Debug("provider stream ended before welcome", zap.Error(cause))
+		return
+	}
+	b.reg.RemoveOwner(c.id)
+	c.log.Info("provider disconnected", zap.Bool("shutdown", shutdown), zap.Int("failed_calls", failed), zap.Error(cause))
+}

@@ -1,0 +1,184 @@
+package broker
+
+import (
+	"fmt"
+
+	"go.uber.org/zap"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/tool"
+)
+
+// handle processes one message after the hello. Nothing a provider sends here can end
+// the stream: malformed messages are logged, counted and ignored.
+func (b *Broker) handle(c *conn, m *toolsdv1.ProviderServiceConnectRequest) {
+	switch msg := m.GetMsg().(type) {
+	case *toolsdv1.ProviderServiceConnectRequest_Result:
+		b.result(c, msg.Result)
+	case *toolsdv1.ProviderServiceConnectRequest_Progress:
+		b.progress(c, msg.Progress)
+	case *toolsdv1.ProviderServiceConnectRequest_Register:
+		b.register(c, msg.Register)
+	case *toolsdv1.ProviderServiceConnectRequest_Unregister:
+		b.unregister(c, msg.Unregister)
+	default:
+		b.obs.MalformedMessage()
+		c.log.Warn("ignored provider message", zap.String("kind", messageKind(m)))
+	}
+}
+
+// messageKind names a message for logs and errors.
+func messageKind(m *toolsdv1.ProviderServiceConnectRequest) string {
+	switch m.GetMsg().(type) {
+	case *toolsdv1.ProviderServiceConnectRequest_Hello:
+		return "a second hello"
+	case *toolsdv1.ProviderServiceConnectRequest_Register:
+		return "register"
+	case *toolsdv1.ProviderServiceConnectRequest_Unregister:
+		return "unregister"
+	case *toolsdv1.ProviderServiceConnectRequest_Result:
+		return "result"
+	case *toolsdv1.ProviderServiceConnectRequest_Progress:
+		return "progress"
+	default:
+		return "an empty message"
+	}
+}
+
+// result resolves the pending call the result answers; anything else is dropped.
+func (b *Broker) result(c *conn, r *toolsdv1.ExecuteResult) {
+	id := r.GetRequestId()
+	p := c.take(id)
+	if p == nil {
+		b.stale(c, id)
+		return
+	}
+	res := decodeResult(r, b.limits.MaxResultBytes)
+	if code := res.Code(); code == tool.CodeInvalidResult || code == tool.CodeResultTooLarge {
+		b.obs.InvalidResult()
+		c.log.Warn("invalid result", zap.Uint64("request_id", id), zap.String("call_id", p.callID),
+			zap.String("code", string(code)), zap.String("reason", res.Err.Message))
+	}
+	p.done <- res
+}
+
+// stale drops a result for a request that is not pending on c: finished, cancelled,
+// never issued, or another provider's.
+func (b *Broker) stale(c *conn, id uint64) {
+	b.obs.StaleResult()
+	if id == 0 || id > b.nextReq.Load() {
+		c.log.Warn("dropped result for a request id never issued", zap.Uint64("request_id", id))
+		return
+	}
+	c.log.Debug("dropped result for a request not pending on this stream", zap.Uint64("request_id", id))
+}
+
+// progress forwards a progress report to the waiting call's observer. It runs on the
+// receive loop, so the callback must not block.
+func (b *Broker) progress(c *conn, pr *toolsdv1.ExecuteProgress) {
+	var (
+		fn     func(tool.Progress)
+		callID string
+		index  int
+	)
+	c.mu.Lock()
+	if p := c.pending[pr.GetRequestId()]; p != nil {
+		fn, callID, index = p.progress, p.callID, p.index
+	}
+	c.mu.Unlock()
+	if fn == nil {
+		return
+	}
+	fn(tool.Progress{
+		CallID:   callID,
+		Index:    index,
+		Message:  validUTF8(string(pr.GetMessage())),
+		Progress: finite(pr.GetProgress()),
+		Total:    finite(pr.GetTotal()),
+	})
+}
+
+// register registers each tool with the provider as owner and answers with one status
+// per tool, in request order.
+func (b *Broker) register(c *conn, r *toolsdv1.RegisterTools) {
+	defs, scope := r.GetTools(), r.GetScope()
+	statuses := make([]*toolsdv1.ToolRegistrationStatus, len(defs))
+	if len(defs) > b.limits.MaxToolsPerRegister {
+		msg := fmt.Sprintf("register carries %d tools, over the limit of %d", len(defs), b.limits.MaxToolsPerRegister)
+		for i, d := range defs {
+			statuses[i] = &toolsdv1.ToolRegistrationStatus{Name: d.GetName(), ErrorCode: "RESOURCE_EXHAUSTED", ErrorMessage: msg}
+		}
+	} else if !c.registering(func() {
+		for i, d := range defs {
+			statuses[i] = b.registerOne(c, scope, d)
+		}
+	}) {
+		return
+	}
+	b.reply(c, r.GetRef(), statuses)
+}
+
+func (b *Broker) registerOne(c *conn, scope string, d *toolsdv1.ToolDefinition) *toolsdv1.ToolRegistrationStatus {
+	st := &toolsdv1.ToolRegistrationStatus{Name: d.GetName()}
+	def, err := definitionFrom(d)
+	if err != nil {
+		st.ErrorCode, st.ErrorMessage = "INVALID_ARGUMENT", validUTF8(err.Error())
+	} else if hash, rerr := b.reg.Register(scope, def, c.id); rerr != nil {
+		err = rerr
+		b.fail(st, err)
+	} else {
+		st.ContentHash = validUTF8(hash)
+		c.trackTool(ToolRef{Scope: scope, Name: st.Name}, true)
+		c.log.Debug("tool registered", zap.String("scope", scope), zap.String("tool", st.Name))
+		return st
+	}
+	c.log.Info("tool registration rejected", zap.String("scope", scope), zap.String("tool", st.Name),
+		zap.String("code", st.ErrorCode), zap.Error(err))
+	return st
+}
+
+// unregister removes the named tools and answers like register.
+func (b *Broker) unregister(c *conn, r *toolsdv1.UnregisterTools) {
+	names, scope := r.GetNames(), r.GetScope()
+	statuses := make([]*toolsdv1.ToolRegistrationStatus, len(names))
+	if len(names) > b.limits.MaxToolsPerRegister {
+		msg := fmt.Sprintf("unregister carries %d names, over the limit of %d", len(names), b.limits.MaxToolsPerRegister)
+		for i, n := range names {
+			statuses[i] = &toolsdv1.ToolRegistrationStatus{Name: n, ErrorCode: "RESOURCE_EXHAUSTED", ErrorMessage: msg}
+		}
+	} else if !c.registering(func() {
+		for i, n := range names {
+			st := &toolsdv1.ToolRegistrationStatus{Name: n}
+			if err := b.reg.Unregister(scope, n, c.id); err != nil {
+				b.fail(st, err)
+			} else {
+				c.trackTool(ToolRef{Scope: scope, Name: n}, false)
+			}
+			statuses[i] = st
+		}
+	}) {
+		return
+	}
+	b.reply(c, r.GetRef(), statuses)
+}
+
+// fail fills st's error fields from a registrar error.
+func (b *Broker) fail(st *toolsdv1.ToolRegistrationStatus, err error) {
+	code, msg := b.mapErr(err)
+	if code == "" { // an empty code would read as success
+		code = "INVALID_ARGUMENT"
+	}
+	if msg == "" {
+		msg = err.Error()
+	}
+	st.ErrorCode, st.ErrorMessage = validUTF8(code), validUTF8(msg)
+}
+
+func (b *Broker) reply(c *conn, ref uint64, statuses []*toolsdv1.ToolRegistrationStatus) {
+	m := &toolsdv1.ProviderServiceConnectResponse{Msg: &toolsdv1.ProviderServiceConnectResponse_RegisterResult{
+		RegisterResult: &toolsdv1.RegisterToolsResult{Ref: ref, Tools: statuses},
+	}}
+	if err := c.send(c.ctx, m); err != nil {
+		c.log.Debug("register result not sent", zap.Uint64("ref", ref), zap.Error(err))
+	}
+}

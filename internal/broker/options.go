@@ -1,0 +1,145 @@
+package broker
+
+import (
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/toolsd/toolsd/internal/tool"
+)
+
+// Defaults of [Limits].
+const (
+	DefaultMaxProviders           = 1000
+	DefaultMaxInFlightPerProvider = 1024
+	DefaultMaxToolsPerRegister    = 1000
+	DefaultMaxResultBytes         = 4 << 20
+	DefaultHelloTimeout           = 10 * time.Second
+)
+
+// goodbyeWait bounds how long a closing stream waits for a send in progress before it
+// gives up on saying goodbye: a provider that stopped reading must not stall shutdown.
+const goodbyeWait = time.Second
+
+// Limits bound what the providers may hold. A zero field takes its default.
+type Limits struct {
+	// MaxProviders is the number of streams that may be connected at once.
+	MaxProviders int
+	// MaxInFlightPerProvider caps the calls one provider runs at once; a provider's hello
+	// may lower it, never raise it.
+	MaxInFlightPerProvider int
+	// MaxToolsPerRegister caps the tools (or names) one register/unregister message carries.
+	MaxToolsPerRegister int
+	// MaxResultBytes caps the sum of a result's payload fields (content, value, error
+	// message, meta). The gRPC server's MaxRecvMsgSize must leave room above it, or a
+	// larger message ends the whole stream at the transport.
+	MaxResultBytes int
+	// HelloTimeout is how long a new stream may take to say hello.
+	HelloTimeout time.Duration
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxProviders <= 0 {
+		l.MaxProviders = DefaultMaxProviders
+	}
+	if l.MaxInFlightPerProvider <= 0 {
+		l.MaxInFlightPerProvider = DefaultMaxInFlightPerProvider
+	}
+	if l.MaxToolsPerRegister <= 0 {
+		l.MaxToolsPerRegister = DefaultMaxToolsPerRegister
+	}
+	if l.MaxResultBytes <= 0 {
+		l.MaxResultBytes = DefaultMaxResultBytes
+	}
+	if l.HelloTimeout <= 0 {
+		l.HelloTimeout = DefaultHelloTimeout
+	}
+	return l
+}
+
+// Observer receives the broker's countable events; the metrics layer implements it so
+// this package does not import Prometheus. Methods are called on hot paths, some under
+// the broker's locks: they must not block or call back into the [Broker]. Embed
+// [NopObserver] to stay compatible when methods are added.
+type Observer interface {
+	// ProviderConnected is called with +1 when a stream is welcomed and -1 when it ends.
+	ProviderConnected(delta int)
+	// CallRejected counts a call refused before dispatch (PROVIDER_UNAVAILABLE,
+	// PROVIDER_OVERLOADED).
+	CallRejected(code tool.Code)
+	// StaleResult counts a result dropped because its request is not pending on the
+	// stream that sent it (finished, cancelled, never issued or another provider's).
+	StaleResult()
+	// InvalidResult counts a result that failed its call with INVALID_RESULT or
+	// RESULT_TOO_LARGE.
+	InvalidResult()
+	// MalformedMessage counts an ignored protocol message (empty, second hello).
+	MalformedMessage()
+}
+
+// NopObserver ignores every event.
+type NopObserver struct{}
+
+// ProviderConnected implements [Observer].
+func (NopObserver) ProviderConnected(int) {}
+
+// CallRejected implements [Observer].
+func (NopObserver) CallRejected(tool.Code) {}
+
+// StaleResult implements [Observer].
+func (NopObserver) StaleResult() {}
+
+// InvalidResult implements [Observer].
+func (NopObserver) InvalidResult() {}
+
+// MalformedMessage implements [Observer].
+func (NopObserver) MalformedMessage() {}
+
+var _ Observer = NopObserver{}
+
+// ErrorMapper turns a [Registrar] error into the error_code (a gRPC code name such as
+// INVALID_ARGUMENT or ALREADY_EXISTS) and message of a ToolRegistrationStatus.
+type ErrorMapper func(err error) (code, message string)
+
+func defaultErrorMapper(err error) (string, string) { return "INVALID_ARGUMENT", err.Error() }
+
+type options struct {
+	log    *zap.Logger
+	limits Limits
+	obs    Observer
+	mapErr ErrorMapper
+}
+
+// Option configures a [Broker].
+type Option func(*options)
+
+// WithLogger sets the logger; nil means no logging.
+func WithLogger(l *zap.Logger) Option {
+	return func(o *options) {
+		if l != nil {
+			o.log = l
+		}
+	}
+}
+
+// WithLimits sets the limits; zero fields keep their defaults.
+func WithLimits(l Limits) Option { return func(o *options) { o.limits = l } }
+
+// WithObserver sets the event observer; nil means none.
+func WithObserver(obs Observer) Option {
+	return func(o *options) {
+		if obs != nil {
+			o.obs = obs
+		}
+	}
+}
+
+// WithErrorMapper sets how registrar errors become registration status codes. The
+// default reports every error as INVALID_ARGUMENT with the error's text.
+func WithErrorMapper(f ErrorMapper) Option {
+	return func(o *options) {
+		if f != nil {
+			o.mapErr = f
+		}
+	}
+}

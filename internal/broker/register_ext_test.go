@@ -1,0 +1,211 @@
+package broker_test
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/zap/zaptest"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/broker"
+	"github.com/toolsd/toolsd/internal/broker/brokertest"
+	"github.com/toolsd/toolsd/internal/tool"
+)
+
+func toolDef(name string) *toolsdv1.ToolDefinition {
+	return &toolsdv1.ToolDefinition{Name: name, Description: "d", ParametersJson: `{"type":"object"}`}
+}
+
+func registerMsg(ref uint64, scope string, defs ...*toolsdv1.ToolDefinition) *toolsdv1.ProviderServiceConnectRequest {
+	return &toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Register{
+		Register: &toolsdv1.RegisterTools{Ref: ref, Scope: scope, Tools: defs},
+	}}
+}
+
+func unregisterMsg(ref uint64, scope string, names ...string) *toolsdv1.ProviderServiceConnectRequest {
+	return &toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Unregister{
+		Unregister: &toolsdv1.UnregisterTools{Ref: ref, Scope: scope, Names: names},
+	}}
+}
+
+// statusCodes reduces a register result to name → error code. Refs from 100 on are
+// unregisters, whose accepted statuses carry no content hash.
+func statusCodes(tb testing.TB, m *toolsdv1.ProviderServiceConnectResponse, ref uint64) map[string]string {
+	tb.Helper()
+	res := m.GetRegisterResult()
+	if res == nil || res.GetRef() != ref {
+		tb.Fatalf("server message = %v, want register_result with ref %d", m, ref)
+	}
+	out := map[string]string{}
+	for _, st := range res.GetTools() {
+		out[st.GetName()] = st.GetErrorCode()
+		if st.GetErrorCode() == "" && st.GetContentHash() == "" && m.GetRegisterResult().GetRef() < 100 {
+			tb.Errorf("accepted tool %q has no content hash", st.GetName())
+		}
+		if st.GetErrorCode() != "" && st.GetErrorMessage() == "" {
+			tb.Errorf("rejected tool %q has no error message", st.GetName())
+		}
+	}
+	return out
+}
+
+var errDuplicate = errors.New("duplicate")
+
+func TestRegisterStatuses(t *testing.T) {
+	negative := toolDef("negative_timeout")
+	negative.Timeout = durationpb.New(-time.Second)
+	negSize := toolDef("negative_size")
+	negSize.MaxContentBytes = -1
+	for name, tc := range map[string]struct {
+		mapper broker.ErrorMapper
+		defs   []*toolsdv1.ToolDefinition
+		want   map[string]string
+	}{
+		"accepted": {
+			defs: []*toolsdv1.ToolDefinition{toolDef("a"), toolDef("b")},
+			want: map[string]string{"a": "", "b": ""},
+		},
+		"registrar error with the default mapper": {
+			defs: []*toolsdv1.ToolDefinition{toolDef("a"), toolDef("rejected")},
+			want: map[string]string{"a": "", "rejected": "INVALID_ARGUMENT"},
+		},
+		"registrar error with a mapper": {
+			mapper: func(err error) (string, string) {
+				if errors.Is(err, errDuplicate) {
+					return "ALREADY_EXISTS", "taken"
+				}
+				return "INTERNAL", err.Error()
+			},
+			defs: []*toolsdv1.ToolDefinition{toolDef("rejected")},
+			want: map[string]string{"rejected": "ALREADY_EXISTS"},
+		},
+		"a mapper returning no code still rejects": {
+			mapper: func(error) (string, string) { return "", "" },
+			defs:   []*toolsdv1.ToolDefinition{toolDef("rejected")},
+			want:   map[string]string{"rejected": "INVALID_ARGUMENT"},
+		},
+		"unrepresentable definitions": {
+			defs: []*toolsdv1.ToolDefinition{negative, negSize},
+			want: map[string]string{"negative_timeout": "INVALID_ARGUMENT", "negative_size": "INVALID_ARGUMENT"},
+		},
+		"over the per-message limit": {
+			defs: []*toolsdv1.ToolDefinition{toolDef("a"), toolDef("b"), toolDef("c")},
+			want: map[string]string{"a": "RESOURCE_EXHAUSTED", "b": "RESOURCE_EXHAUSTED", "c": "RESOURCE_EXHAUSTED"},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			reg := brokertest.NewRegistrar()
+			reg.Reject = func(_ string, def tool.Definition) error {
+				if def.Name == "rejected" {
+					return errDuplicate
+				}
+				return nil
+			}
+			srv := brokertest.Start(t, reg, broker.WithErrorMapper(tc.mapper), broker.WithLogger(zaptest.NewLogger(t)),
+				broker.WithLimits(broker.Limits{MaxToolsPerRegister: 2}))
+			r := helloRaw(t, srv, "raw", 0)
+			r.send(registerMsg(42, "agent/x", tc.defs...))
+			got := statusCodes(t, r.next(), 42)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("register statuses mismatch (-want +got):\n%s", diff)
+			}
+			for toolName, code := range tc.want {
+				_, registered := reg.Lookup("agent/x", toolName)
+				if registered != (code == "") {
+					t.Errorf("registrar has %q = %v, want %v", toolName, registered, code == "")
+				}
+			}
+		})
+	}
+}
+
+func TestRegisterMapsTheDefinition(t *testing.T) {
+	reg := brokertest.NewRegistrar()
+	srv := brokertest.Start(t, reg)
+	r := helloRaw(t, srv, "raw", 0)
+	r.send(registerMsg(1, "s", &toolsdv1.ToolDefinition{
+		Name:             "full",
+		Description:      "all fields",
+		ParametersJson:   `{"type":"object","properties":{"b":{},"a":{}}}`,
+		OutputSchemaJson: `{"type":"number"}`,
+		Mode:             toolsdv1.ExecutionMode_EXECUTION_MODE_EXCLUSIVE,
+		Timeout:          durationpb.New(1500 * time.Millisecond),
+		Annotations: &toolsdv1.ToolAnnotations{
+			Title: "Full", ReadOnlyHint: true, DestructiveHint: true, IdempotentHint: true, OpenWorldHint: true,
+		},
+		DeferLoading:    true,
+		Condition:       `session.succeeded("x")`,
+		MaxContentBytes: 100,
+	}))
+	statusCodes(t, r.next(), 1)
+	got, ok := reg.Lookup("s", "full")
+	if !ok {
+		t.Fatal("tool not registered")
+	}
+	want := brokertest.Registration{
+		Owner: r.id,
+		Hash:  got.Hash,
+		Def: tool.Definition{
+			Name:            "full",
+			Description:     "all fields",
+			Parameters:      json.RawMessage(`{"type":"object","properties":{"b":{},"a":{}}}`),
+			OutputSchema:    json.RawMessage(`{"type":"number"}`),
+			Mode:            tool.ModeExclusive,
+			Timeout:         1500 * time.Millisecond,
+			Annotations:     tool.Annotations{Title: "Full", ReadOnly: true, Destructive: true, Idempotent: true, OpenWorld: true},
+			DeferLoading:    true,
+			Condition:       `session.succeeded("x")`,
+			MaxContentBytes: 100,
+		},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("registered definition mismatch (-want +got):\n%s", diff)
+	}
+	infos := srv.Broker.Providers()
+	if len(infos) != 1 || !cmp.Equal(infos[0].Tools, []broker.ToolRef{{Scope: "s", Name: "full"}}) {
+		t.Errorf("Providers() = %+v, want one provider with tool s/full", infos)
+	}
+}
+
+func TestUnregister(t *testing.T) {
+	reg := brokertest.NewRegistrar()
+	srv := brokertest.Start(t, reg)
+	r := helloRaw(t, srv, "raw", 0)
+	r.send(registerMsg(1, "", toolDef("a"), toolDef("b")))
+	statusCodes(t, r.next(), 1)
+
+	r.send(unregisterMsg(100, "", "a", "never_registered"))
+	got := statusCodes(t, r.next(), 100)
+	want := map[string]string{"a": "", "never_registered": "INVALID_ARGUMENT"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("unregister statuses mismatch (-want +got):\n%s", diff)
+	}
+	if _, ok := reg.Lookup("", "a"); ok {
+		t.Error("a still registered after unregister")
+	}
+	if _, ok := reg.Lookup("", "b"); !ok {
+		t.Error("b was removed by an unregister of a")
+	}
+	if tools := srv.Broker.Providers()[0].Tools; !cmp.Equal(tools, []broker.ToolRef{{Name: "b"}}) {
+		t.Errorf("Providers()[0].Tools = %v, want [b]", tools)
+	}
+}
+
+func TestAnotherProvidersToolCannotBeUnregistered(t *testing.T) {
+	reg := brokertest.NewRegistrar()
+	srv := brokertest.Start(t, reg)
+	owner, other := helloRaw(t, srv, "owner", 0), helloRaw(t, srv, "other", 0)
+	owner.send(registerMsg(1, "", toolDef("a")))
+	statusCodes(t, owner.next(), 1)
+	other.send(unregisterMsg(100, "", "a"))
+	if got := statusCodes(t, other.next(), 100); got["a"] == "" {
+		t.Error("another provider unregistered a")
+	}
+	if reg, _ := reg.Lookup("", "a"); reg.Owner != owner.id {
+		t.Errorf("owner of a = %q, want %q", reg.Owner, owner.id)
+	}
+}

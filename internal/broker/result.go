@@ -1,0 +1,102 @@
+package broker
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+	"unicode/utf8"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/tool"
+)
+
+// decodeResult turns a provider's result into the call's outcome. Payloads arrive as
+// bytes so that a bad one fails only this call: oversized → RESULT_TOO_LARGE, text that
+// is not UTF-8 → INVALID_RESULT. The value and meta JSON pass through unjudged (the
+// pipeline validates them) except when content must be derived from the value.
+func decodeResult(r *toolsdv1.ExecuteResult, maxBytes int) tool.Result {
+	content, value, errMsg, meta := r.GetContent(), r.GetValueJson(), r.GetErrorMessage(), r.GetMetaJson()
+	if n := len(content) + len(value) + len(errMsg) + len(meta); n > maxBytes {
+		return tool.Failure(tool.CodeResultTooLarge,
+			fmt.Sprintf("the tool's result is %d bytes, over the limit of %d bytes", n, maxBytes))
+	}
+	if r.GetIsError() {
+		if !utf8.Valid(errMsg) {
+			return tool.Failure(tool.CodeInvalidResult, "the tool's error message is not valid UTF-8")
+		}
+		msg := string(errMsg)
+		if msg == "" {
+			msg = "the tool failed without a message"
+		}
+		res := tool.Failure(tool.CodeToolError, msg)
+		res.Meta = nilIfEmpty(meta)
+		res.ConcludesTurn = r.GetConcludesTurn()
+		return res
+	}
+	if !utf8.Valid(content) {
+		return tool.Failure(tool.CodeInvalidResult, "the tool's content is not valid UTF-8")
+	}
+	res := tool.Result{
+		Content:       string(content),
+		Value:         nilIfEmpty(value),
+		Meta:          nilIfEmpty(meta),
+		ConcludesTurn: r.GetConcludesTurn(),
+	}
+	if len(content) == 0 && len(value) > 0 {
+		text, ok := contentFromValue(value)
+		if !ok {
+			return tool.Failure(tool.CodeInvalidResult, "the tool's value is not valid UTF-8 JSON")
+		}
+		res.Content = text
+	}
+	return res
+}
+
+// contentFromValue derives model-facing text from a JSON value: a JSON string becomes
+// its text, anything else its compact JSON.
+func contentFromValue(v []byte) (string, bool) {
+	if !utf8.Valid(v) {
+		return "", false // encoding/json would silently replace invalid UTF-8 in strings
+	}
+	v = bytes.TrimSpace(v)
+	if len(v) > 0 && v[0] == '"' {
+		var s string
+		if err := json.Unmarshal(v, &s); err != nil {
+			return "", false
+		}
+		return s, true
+	}
+	var buf bytes.Buffer
+	buf.Grow(len(v))
+	if err := json.Compact(&buf, v); err != nil {
+		return "", false
+	}
+	return buf.String(), true
+}
+
+func nilIfEmpty(b []byte) json.RawMessage {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
+}
+
+// validUTF8 returns s with invalid sequences replaced by U+FFFD. Every string the
+// broker puts into a proto string field passes through it: a marshal failure in Send
+// would end the whole stream.
+func validUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
+
+// finite maps NaN and infinities to 0 so progress can always be encoded as JSON.
+func finite(f float64) float64 {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0
+	}
+	return f
+}

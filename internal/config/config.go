@@ -1,0 +1,247 @@
+package config
+
+import (
+	"bytes"
+	_ "embed"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// ErrInvalid wraps every validation failure.
+var ErrInvalid = errors.New("config: invalid")
+
+//go:embed defaults.yaml
+var defaultsYAML []byte
+
+// Defaults returns the embedded default configuration text.
+func Defaults() []byte { return bytes.Clone(defaultsYAML) }
+
+// Config is toolsd's whole configuration.
+type Config struct {
+	// Listen is the gRPC address.
+	Listen string `yaml:"listen"`
+	// AdminListen serves /metrics, /healthz and /readyz.
+	AdminListen string    `yaml:"admin_listen"`
+	Log         Log       `yaml:"log"`
+	DataDir     string    `yaml:"data_dir"`
+	Session     Session   `yaml:"session"`
+	Scheduler   Scheduler `yaml:"scheduler"`
+	Registry    Registry  `yaml:"registry"`
+	Limits      Limits    `yaml:"limits"`
+	Timeouts    Timeouts  `yaml:"timeouts"`
+	Tracing     Tracing   `yaml:"tracing"`
+	Auth        Auth      `yaml:"auth"`
+	// Policy is the raw policy section; the policy package parses and validates it.
+	Policy yaml.Node `yaml:"policy"`
+	// Source names the file the config came from, for error locations.
+	Source string `yaml:"-"`
+}
+
+// Log configures zap.
+type Log struct {
+	Level  string `yaml:"level"`  // debug | info | warn | error
+	Format string `yaml:"format"` // json | console
+	// Payloads logs arguments and results in full at debug level (never at info).
+	Payloads bool `yaml:"payloads"`
+}
+
+// Session configures the session log.
+type Session struct {
+	Store      string `yaml:"store"`      // bolt | memory
+	Durability string `yaml:"durability"` // sync | nosync
+	Retention  struct {
+		MaxAge      Duration `yaml:"max_age"`
+		MaxSessions int      `yaml:"max_sessions"`
+		Interval    Duration `yaml:"interval"`
+	} `yaml:"retention"`
+}
+
+// Scheduler configures batches.
+type Scheduler struct {
+	MaxParallel int `yaml:"max_parallel"`
+}
+
+// Registry configures tool registration.
+type Registry struct {
+	Pinning     string   `yaml:"pinning"` // off | refuse | quarantine
+	ToolSetIdle Duration `yaml:"tool_set_idle"`
+}
+
+// Limits bound every input; each has a default in defaults.yaml.
+type Limits struct {
+	MaxRequestBytes        Size     `yaml:"max_request_bytes"`
+	MaxArgumentBytes       Size     `yaml:"max_argument_bytes"`
+	MaxJSONDepth           int      `yaml:"max_json_depth"`
+	MaxCallsPerBatch       int      `yaml:"max_calls_per_batch"`
+	MaxToolsPerScope       int      `yaml:"max_tools_per_scope"`
+	MaxToolsPerProvider    int      `yaml:"max_tools_per_provider"`
+	MaxSchemaBytes         Size     `yaml:"max_schema_bytes"`
+	MaxResultBytes         Size     `yaml:"max_result_bytes"`
+	MaxProviders           int      `yaml:"max_providers"`
+	MaxInFlightPerProvider int      `yaml:"max_in_flight_per_provider"`
+	MaxConcurrentStreams   uint32   `yaml:"max_concurrent_streams"`
+	ApprovalTimeout        Duration `yaml:"approval_timeout"`
+	HookTimeout            Duration `yaml:"hook_timeout"`
+	KeepaliveTime          Duration `yaml:"keepalive_time"`
+	KeepaliveTimeout       Duration `yaml:"keepalive_timeout"`
+	ConnectionTimeout      Duration `yaml:"connection_timeout"`
+	OutboxSize             int      `yaml:"outbox_size"`
+	WriteTimeout           Duration `yaml:"write_timeout"`
+}
+
+// Timeouts are service-wide deadlines.
+type Timeouts struct {
+	DefaultTool Duration `yaml:"default_tool"`
+	Shutdown    Duration `yaml:"shutdown"`
+}
+
+// Tracing turns on OpenTelemetry; exporters read the standard OTEL_* variables.
+type Tracing struct {
+	Enabled bool `yaml:"enabled"`
+}
+
+// Auth configures identities and roles; empty means no authentication.
+type Auth struct {
+	TLS struct {
+		CertFile     string `yaml:"cert_file"`
+		KeyFile      string `yaml:"key_file"`
+		ClientCAFile string `yaml:"client_ca_file"`
+	} `yaml:"tls"`
+	TokenFile string `yaml:"token_file"`
+	JWKSFile  string `yaml:"jwks_file"`
+	JWT       struct {
+		Issuer   string `yaml:"issuer"`
+		Audience string `yaml:"audience"`
+	} `yaml:"jwt"`
+	Grants []Grant `yaml:"grants"`
+}
+
+// Grant gives an identity a role over scope globs.
+type Grant struct {
+	Identity string   `yaml:"identity"`
+	Role     string   `yaml:"role"` // agent | provider | hook | operator
+	Scopes   []string `yaml:"scopes"`
+}
+
+// Load reads path (empty = defaults only) over the embedded defaults.
+func Load(path string) (*Config, error) {
+	var cfg Config
+	if err := decode(defaultsYAML, "defaults.yaml", &cfg); err != nil {
+		return nil, err
+	}
+	cfg.Source = "defaults.yaml"
+	if path != "" {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+		if err := decode(data, path, &cfg); err != nil {
+			return nil, err
+		}
+		cfg.Source = path
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &cfg, nil
+}
+
+// Parse decodes data (named source in errors) over the embedded defaults.
+func Parse(data []byte, source string) (*Config, error) {
+	var cfg Config
+	if err := decode(defaultsYAML, "defaults.yaml", &cfg); err != nil {
+		return nil, err
+	}
+	if err := decode(data, source, &cfg); err != nil {
+		return nil, err
+	}
+	cfg.Source = source
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &cfg, nil
+}
+
+func decode(data []byte, source string, cfg *Config) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(cfg); err != nil {
+		if errors.Is(err, errEOF) {
+			return nil
+		}
+		return fmt.Errorf("%w: %s: %v", ErrInvalid, source, err)
+	}
+	return nil
+}
+
+// Validate checks values the YAML types cannot.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: %s: %s: %s", ErrInvalid, c.Source, field, fmt.Sprintf(format, args...)))
+	}
+	for field, addr := range map[string]string{"listen": c.Listen, "admin_listen": c.AdminListen} {
+		if addr == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			bad(field, "%v", err)
+		}
+	}
+	oneOf := func(field, v string, allowed ...string) {
+		for _, a := range allowed {
+			if v == a {
+				return
+			}
+		}
+		bad(field, "%q is not one of %v", v, allowed)
+	}
+	oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
+	oneOf("log.format", c.Log.Format, "json", "console")
+	oneOf("session.store", c.Session.Store, "bolt", "memory")
+	oneOf("session.durability", c.Session.Durability, "sync", "nosync")
+	oneOf("registry.pinning", c.Registry.Pinning, "off", "refuse", "quarantine")
+	positive := map[string]int64{
+		"scheduler.max_parallel":            int64(c.Scheduler.MaxParallel),
+		"limits.max_request_bytes":          int64(c.Limits.MaxRequestBytes),
+		"limits.max_argument_bytes":         int64(c.Limits.MaxArgumentBytes),
+		"limits.max_json_depth":             int64(c.Limits.MaxJSONDepth),
+		"limits.max_calls_per_batch":        int64(c.Limits.MaxCallsPerBatch),
+		"limits.max_tools_per_scope":        int64(c.Limits.MaxToolsPerScope),
+		"limits.max_tools_per_provider":     int64(c.Limits.MaxToolsPerProvider),
+		"limits.max_schema_bytes":           int64(c.Limits.MaxSchemaBytes),
+		"limits.max_result_bytes":           int64(c.Limits.MaxResultBytes),
+		"limits.max_providers":              int64(c.Limits.MaxProviders),
+		"limits.max_in_flight_per_provider": int64(c.Limits.MaxInFlightPerProvider),
+		"limits.max_concurrent_streams":     int64(c.Limits.MaxConcurrentStreams),
+		"limits.approval_timeout":           int64(c.Limits.ApprovalTimeout),
+		"limits.hook_timeout":               int64(c.Limits.HookTimeout),
+		"limits.keepalive_time":             int64(c.Limits.KeepaliveTime),
+		"limits.keepalive_timeout":          int64(c.Limits.KeepaliveTimeout),
+		"limits.connection_timeout":         int64(c.Limits.ConnectionTimeout),
+		"limits.outbox_size":                int64(c.Limits.OutboxSize),
+		"limits.write_timeout":              int64(c.Limits.WriteTimeout),
+		"timeouts.default_tool":             int64(c.Timeouts.DefaultTool),
+		"timeouts.shutdown":                 int64(c.Timeouts.Shutdown),
+	}
+	for field, v := range positive {
+		if v <= 0 {
+			bad(field, "must be positive")
+		}
+	}
+	for i, g := range c.Auth.Grants {
+		oneOf(fmt.Sprintf("auth.grants[%d].role", i), g.Role, "agent", "provider", "hook", "operator")
+		if g.Identity == "" {
+			bad(fmt.Sprintf("auth.grants[%d].identity", i), "must not be empty")
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ShutdownTimeout is a convenience accessor.
+func (c *Config) ShutdownTimeout() time.Duration { return time.Duration(c.Timeouts.Shutdown) }

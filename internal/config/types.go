@@ -1,0 +1,64 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+var errEOF = io.EOF
+
+// Duration is a time.Duration written as "2s", "150ms" or "10m".
+type Duration time.Duration
+
+// UnmarshalYAML parses a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// D returns the value as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// Size is a byte count written as 1048576, "64KiB", "1MiB" or "1GiB".
+type Size int64
+
+// UnmarshalYAML parses a size with an optional binary unit.
+func (s *Size) UnmarshalYAML(n *yaml.Node) error {
+	v, err := ParseSize(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	*s = Size(v)
+	return nil
+}
+
+// ParseSize parses "123", "64KiB", "4MiB", "1GiB".
+func ParseSize(text string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}}
+	t := strings.TrimSpace(text)
+	mult := int64(1)
+	for _, u := range units {
+		if strings.HasSuffix(t, u.suffix) {
+			mult, t = u.mult, strings.TrimSpace(strings.TrimSuffix(t, u.suffix))
+			break
+		}
+	}
+	v, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || v < 0 {
+		return 0, errors.New("size " + strconv.Quote(text) + " is not a byte count like 1048576 or 1MiB")
+	}
+	return v * mult, nil
+}

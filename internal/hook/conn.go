@@ -1,0 +1,293 @@
+package hook
+
+import (
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+)
+
+type response = toolsdv1.HookServiceConnectResponse
+
+// sender is the half of the stream the writer uses.
+type sender interface {
+	Send(*response) error
+}
+
+// answer is what one consulted hook's request resolves to: a decision or a failure.
+type answer struct {
+	slot int
+	d    *toolsdv1.HookDecision
+	err  error
+}
+
+// waiter is a pending request: the slot it fills in its call's answer channel.
+type waiter struct {
+	slot int
+	ch   chan<- answer
+}
+
+// outbound is a request waiting for the writer.
+type outbound struct {
+	id  uint64
+	msg *response
+}
+
+// conn is one hook stream.
+type conn struct {
+	h   *Hub
+	id  string
+	seq uint64
+	out sender
+	// log names the stream; it never changes (the receive loop reads it concurrently).
+	log *zap.Logger
+	// allow is the identity's scope filter; it never changes.
+	allow func(scope string) bool
+
+	// hello is set by the handler before the conn is attached; read-only afterwards.
+	hello       hello
+	connectedAt time.Time
+	// started is set by the handler once the writer runs; only the handler reads it.
+	started bool
+
+	// helloCh carries the first message's hello from the receive loop to the handler.
+	helloCh chan *toolsdv1.HookHello
+	// sawHello is touched only by the receive loop.
+	sawHello bool
+
+	reqs  chan outbound  // requests for the writer
+	notes chan *response // result notifications for the writer; full means drop
+	quit  chan struct{}  // closed by the handler's teardown: the writer stops
+	// goodbye, when set before quit is closed, is the writer's last message.
+	goodbye    *response
+	writerDone chan struct{}
+
+	gone chan struct{} // closed by die
+
+	mu      sync.Mutex
+	pending map[uint64]waiter
+	dead    bool
+	cause   error
+}
+
+func (h *Hub) newConn(out sender, allow func(string) bool) *conn {
+	seq := h.nextConn.Add(1)
+	id := h.idPrefix + strconv.FormatUint(seq, 10)
+	return &conn{
+		h:          h,
+		id:         id,
+		seq:        seq,
+		out:        out,
+		log:        h.log.With(zap.String("hook_id", id)),
+		allow:      allow,
+		helloCh:    make(chan *toolsdv1.HookHello, 1),
+		reqs:       make(chan outbound, requestQueue),
+		notes:      make(chan *response, h.opts.resultQueue),
+		quit:       make(chan struct{}),
+		writerDone: make(chan struct{}),
+		gone:       make(chan struct{}),
+		pending:    make(map[uint64]waiter),
+	}
+}
+
+func (c *conn) info() Info {
+	c.mu.Lock()
+	n := len(c.pending)
+	c.mu.Unlock()
+	subs := make([]Subscription, len(c.hello.subs))
+	for i, s := range c.hello.subs {
+		subs[i] = s.Subscription
+	}
+	return Info{ID: c.id, Name: c.hello.name, FailOpen: c.hello.failOpen, Subscriptions: subs, ConnectedAt: c.connectedAt, Pending: n}
+}
+
+func (c *conn) isDead() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dead
+}
+
+// die ends the conn's life as a participant: it is detached from the hub, so later
+// calls do not consult it, and every pending request fails at once. The first cause
+// is kept for the handler. Idempotent.
+func (c *conn) die(cause error) {
+	c.mu.Lock()
+	if c.dead {
+		c.mu.Unlock()
+		return
+	}
+	c.dead, c.cause = true, cause
+	pending := c.pending
+	c.pending = nil
+	c.mu.Unlock()
+	close(c.gone)
+	c.h.detach(c)
+	for _, w := range pending {
+		w.ch <- answer{slot: w.slot, err: errGone}
+	}
+}
+
+func (c *conn) deathCause() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cause
+}
+
+// request registers request id as pending for slot and queues msg for the writer. On
+// failure the answer is delivered to ch right away, so every slot gets exactly one.
+func (c *conn) request(id uint64, slot int, ch chan answer, msg *response) {
+	c.mu.Lock()
+	if c.dead {
+		c.mu.Unlock()
+		ch <- answer{slot: slot, err: errGone}
+		return
+	}
+	c.pending[id] = waiter{slot: slot, ch: ch}
+	c.mu.Unlock()
+	select {
+	case c.reqs <- outbound{id: id, msg: msg}:
+	default:
+		if c.forget(id) {
+			ch <- answer{slot: slot, err: errOverloaded}
+		} // else die took it and answered
+	}
+}
+
+// forget withdraws a pending request; it reports whether it was still pending (when
+// not, its answer has been delivered).
+func (c *conn) forget(id uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.pending[id]; !ok {
+		return false
+	}
+	delete(c.pending, id)
+	return true
+}
+
+func (c *conn) isPending(id uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.pending[id]
+	return ok
+}
+
+// resolve delivers a decision to the request it answers; it reports whether that
+// request was pending.
+func (c *conn) resolve(d *toolsdv1.HookDecision) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w, ok := c.pending[d.GetRequestId()]
+	if !ok {
+		return false
+	}
+	delete(c.pending, d.GetRequestId())
+	w.ch <- answer{slot: w.slot, d: d} // never blocks: one slot per answer
+	return true
+}
+
+// notify queues a result notification unless the queue is full.
+func (c *conn) notify(msg *response) bool {
+	select {
+	case c.notes <- msg:
+		return true
+	default:
+		return false
+	}
+}
+
+// receive is the stream's only reader. It ends when Recv fails (which returning from
+// the handler guarantees) or on a protocol error; either way the conn dies.
+func (c *conn) receive(recv func() (*toolsdv1.HookServiceConnectRequest, error)) {
+	for {
+		m, err := recv()
+		if err == nil {
+			err = c.handle(m)
+		}
+		if err != nil {
+			c.die(err)
+			return
+		}
+	}
+}
+
+// handle processes one message from the hook. Only the receive loop calls it.
+func (c *conn) handle(m *toolsdv1.HookServiceConnectRequest) error {
+	switch msg := m.GetMsg().(type) {
+	case *toolsdv1.HookServiceConnectRequest_Hello:
+		if c.sawHello {
+			return fmt.Errorf("%w: hello sent twice", errProtocol)
+		}
+		c.sawHello = true
+		c.helloCh <- msg.Hello // buffered: the only hello
+		return nil
+	case *toolsdv1.HookServiceConnectRequest_Decision:
+		if !c.sawHello {
+			return fmt.Errorf("%w: the first message must be hello, got decision", errProtocol)
+		}
+		if !c.resolve(msg.Decision) {
+			// Late (the call gave up), duplicated or never issued: harmless.
+			c.log.Debug("decision for no pending request ignored", zap.Uint64("request_id", msg.Decision.GetRequestId()))
+		}
+		return nil
+	default:
+		if !c.sawHello {
+			return fmt.Errorf("%w: the first message must be hello", errProtocol)
+		}
+		c.log.Debug("empty or unknown hook message ignored")
+		return nil
+	}
+}
+
+// write is the stream's only sender after the welcome: requests first, then result
+// notifications. It stops when quit closes (saying goodbye if asked) or a send fails.
+func (c *conn) write() {
+	defer close(c.writerDone)
+	for {
+		var msg *response
+		select {
+		case <-c.quit:
+			c.sayGoodbye()
+			return
+		case o := <-c.reqs:
+			msg = c.live(o)
+		default:
+			select {
+			case <-c.quit:
+				c.sayGoodbye()
+				return
+			case o := <-c.reqs:
+				msg = c.live(o)
+			case msg = <-c.notes:
+			}
+		}
+		if msg == nil {
+			continue
+		}
+		if err := c.out.Send(msg); err != nil {
+			c.die(fmt.Errorf("hook: send: %w", err))
+			return
+		}
+	}
+}
+
+// live returns o's message unless its call stopped waiting for it.
+func (c *conn) live(o outbound) *response {
+	if !c.isPending(o.id) {
+		return nil
+	}
+	return o.msg
+}
+
+func (c *conn) sayGoodbye() {
+	if c.goodbye == nil || c.isDead() {
+		return
+	}
+	if err := c.out.Send(c.goodbye); err != nil {
+		c.log.Debug("goodbye not sent", zap.Error(err))
+	}
+}

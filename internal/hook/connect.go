@@ -1,0 +1,152 @@
+package hook
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+)
+
+// Stream-level failures, as the hook sees them.
+var (
+	errShuttingDown = status.Error(codes.Unavailable, "hook: toolsd is shutting down")
+	errTooManyHooks = errors.New("hook: too many hooks connected")
+)
+
+// Connect is the body of the HookService.Connect handler. The first message must be
+// hello (else InvalidArgument); the hub answers with welcome and from then on sends the
+// hook a request for every call matching its subscriptions, until the hook leaves, the
+// stream breaks, the handler's context ends or [Hub.Shutdown] runs. However it ends,
+// the hook is unsubscribed and its pending requests fail before Connect returns.
+func (h *Hub) Connect(stream toolsdv1.HookService_ConnectServer) error {
+	if !h.enter() {
+		return errShuttingDown
+	}
+	defer h.handlers.Done()
+	ctx := stream.Context()
+	allow := func(string) bool { return true }
+	if h.opts.filter != nil {
+		f, err := h.opts.filter(ctx)
+		if err != nil {
+			if _, ok := status.FromError(err); !ok {
+				err = status.Error(codes.PermissionDenied, err.Error())
+			}
+			return err
+		}
+		allow = f
+	}
+	c := h.newConn(stream, allow)
+	// The receive loop belongs to this handler: Recv fails once it returns.
+	go c.receive(stream.Recv)
+	shutdown, err := h.serve(ctx, c)
+	h.teardown(c, shutdown, err)
+	return err
+}
+
+// serve admits the stream and waits for it to end. It reports whether the end is a hub
+// shutdown, and the handler's return value.
+func (h *Hub) serve(ctx context.Context, c *conn) (bool, error) {
+	timer := time.NewTimer(h.opts.helloTimeout)
+	defer timer.Stop()
+	var hm *toolsdv1.HookHello
+	select {
+	case hm = <-c.helloCh:
+	case <-c.gone:
+		return false, streamError(c.deathCause())
+	case <-ctx.Done():
+		return false, status.FromContextError(ctx.Err()).Err()
+	case <-h.quit:
+		return true, nil
+	case <-timer.C:
+		return false, status.Errorf(codes.DeadlineExceeded, "hook: no hello within %s", h.opts.helloTimeout)
+	}
+	if err := h.welcome(c, hm); err != nil {
+		return false, err
+	}
+	select {
+	case <-c.gone:
+		return false, streamError(c.deathCause())
+	case <-ctx.Done():
+		return false, status.FromContextError(ctx.Err()).Err()
+	case <-h.quit:
+		return true, nil
+	}
+}
+
+// welcome validates the hello, publishes the hook's subscriptions and starts the writer.
+func (h *Hub) welcome(c *conn, hm *toolsdv1.HookHello) error {
+	hl, err := parseHello(hm)
+	if err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	c.hello, c.connectedAt = hl, h.opts.now()
+	// Subscribed before the welcome: a hook that has its welcome receives every
+	// matching request. Requests wait in the queue until the writer starts, after the
+	// welcome, which is therefore the first message.
+	switch err := h.attach(c); {
+	case errors.Is(err, errTooManyHooks):
+		return status.Errorf(codes.ResourceExhausted, "hook: %d hooks are connected, the limit", h.opts.maxHooks)
+	case errors.Is(err, errGone):
+		return streamError(c.deathCause())
+	case err != nil:
+		return err
+	}
+	w := &response{Msg: &toolsdv1.HookServiceConnectResponse_Welcome{Welcome: &toolsdv1.HookWelcome{HookId: c.id}}}
+	if err := c.out.Send(w); err != nil {
+		return streamError(err)
+	}
+	go c.write()
+	c.started = true
+	c.log.Info("hook connected", zap.String("hook", hl.name), zap.Bool("fail_open", hl.failOpen), zap.Int("subscriptions", len(hl.subs)))
+	return nil
+}
+
+// teardown ends everything the stream owns: the goodbye on shutdown, the writer, the
+// subscriptions and the pending requests.
+func (h *Hub) teardown(c *conn, shutdown bool, cause error) {
+	if shutdown {
+		c.goodbye = &response{Msg: &toolsdv1.HookServiceConnectResponse_Goodbye{
+			Goodbye: &toolsdv1.HookGoodbye{Reason: h.shutdownReason()},
+		}}
+	}
+	close(c.quit)
+	if shutdown && c.started {
+		// Let the writer say goodbye, but not forever: a hook that stopped reading
+		// must not stall shutdown. Returning from the handler unblocks its Send.
+		t := time.NewTimer(goodbyeWait)
+		select {
+		case <-c.writerDone:
+		case <-t.C:
+			c.log.Warn("hook stream send blocked; closing without goodbye")
+		}
+		t.Stop()
+	}
+	if cause == nil {
+		cause = errGone
+	}
+	c.die(cause)
+	if c.started {
+		c.log.Info("hook disconnected", zap.String("hook", c.hello.name), zap.Bool("shutdown", shutdown), zap.Error(c.deathCause()))
+	}
+}
+
+// streamError is the handler's result for the error that ended the stream: a hook that
+// closes its side ends cleanly; protocol errors are InvalidArgument.
+func streamError(err error) error {
+	switch {
+	case err == nil, errors.Is(err, io.EOF):
+		return nil
+	case errors.Is(err, errProtocol):
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	return status.Error(codes.Internal, err.Error())
+}

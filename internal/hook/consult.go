@@ -1,0 +1,68 @@
+package hook
+
+import (
+	"context"
+	"time"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+)
+
+// exchange is one round of requests to one or more hooks for one call. Every request
+// answers into one buffered channel with a slot per hook, which the calling goroutine
+// waits on: consulting hooks costs no goroutine, and every slot gets exactly one answer
+// (a decision, or a failure from the request path, the stream's death or the deadline).
+type exchange struct {
+	hooks []*conn
+	ids   []uint64
+	ch    chan answer
+	// timer fires at the deadline shared by the round's requests.
+	timer *time.Timer
+}
+
+// waitEnd says why [exchange.next] returned without an answer.
+type waitEnd uint8
+
+const (
+	gotAnswer waitEnd = iota
+	expired
+	cancelled
+)
+
+// send asks every hook in hooks about call (and result, after execution). The requests
+// share one deadline, the hub's timeout from now.
+func (h *Hub) send(stage Stage, hooks []*conn, call *toolsdv1.HookCall, result *toolsdv1.HookResult) *exchange {
+	x := &exchange{hooks: hooks, ids: make([]uint64, len(hooks)), ch: make(chan answer, len(hooks))}
+	deadline := deadlineOf(h.opts.now().Add(h.opts.timeout))
+	x.timer = time.NewTimer(h.opts.timeout)
+	for i, c := range hooks {
+		x.ids[i] = h.nextReq.Add(1)
+		c.request(x.ids[i], i, x.ch, requestMsg(x.ids[i], stage, call, result, deadline))
+	}
+	return x
+}
+
+// next waits for the next answer, the deadline or the end of ctx.
+func (x *exchange) next(ctx context.Context) (answer, waitEnd) {
+	select {
+	case a := <-x.ch:
+		return a, gotAnswer
+	default:
+	}
+	select {
+	case a := <-x.ch:
+		return a, gotAnswer
+	case <-x.timer.C:
+		return answer{}, expired
+	case <-ctx.Done():
+		return answer{}, cancelled
+	}
+}
+
+// close withdraws the requests still pending (their late decisions are then ignored)
+// and stops the timer.
+func (x *exchange) close() {
+	x.timer.Stop()
+	for i, c := range x.hooks {
+		c.forget(x.ids[i])
+	}
+}

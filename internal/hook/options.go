@@ -1,0 +1,152 @@
+package hook
+
+import (
+	"context"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Defaults of the [Option]s.
+const (
+	DefaultTimeout      = 5 * time.Second
+	DefaultMaxHooks     = 100
+	DefaultHelloTimeout = 10 * time.Second
+	DefaultResultQueue  = 256
+)
+
+const (
+	// requestQueue bounds the requests waiting for a stream's writer; a hook that
+	// stopped reading fails further requests at once instead of holding them.
+	requestQueue = 256
+	// goodbyeWait bounds how long a closing stream waits to say goodbye: a hook that
+	// stopped reading must not stall shutdown.
+	goodbyeWait = time.Second
+	// Hello limits.
+	maxNameBytes     = 128
+	maxSubscriptions = 64
+	maxGlobBytes     = 256
+	maxGlobStars     = 3
+)
+
+// Observer receives the hub's countable events; the metrics layer implements it so this
+// package does not import Prometheus. Methods are called on hot paths and must not
+// block. Embed [NopObserver] to stay compatible when methods are added.
+type Observer interface {
+	// HookConnected is called with +1 when a hook is welcomed and -1 when it leaves.
+	HookConnected(delta int)
+	// HookFailure counts a hook that could not be used for a call at stage
+	// ("pre_execute", "post_execute", "result"): no answer by the deadline, a dropped
+	// stream, a full queue or an invalid answer. failOpen reports that the call went on
+	// without it (a fail-open hook, or a dropped result notification); false means the
+	// call failed closed with POLICY_UNAVAILABLE.
+	HookFailure(hook, stage string, failOpen bool)
+}
+
+// NopObserver ignores every event.
+type NopObserver struct{}
+
+// HookConnected implements [Observer].
+func (NopObserver) HookConnected(int) {}
+
+// HookFailure implements [Observer].
+func (NopObserver) HookFailure(string, string, bool) {}
+
+// ScopeFilter returns, for the stream in ctx, the scopes whose calls the hook may see
+// (auth.Authorizer.ScopeFilter for the Subscribe action fits). An error refuses the stream.
+type ScopeFilter func(ctx context.Context) (func(scope string) bool, error)
+
+// Option configures a [Hub].
+type Option func(*options)
+
+type options struct {
+	log          *zap.Logger
+	timeout      time.Duration
+	helloTimeout time.Duration
+	maxHooks     int
+	resultQueue  int
+	obs          Observer
+	now          func() time.Time
+	filter       ScopeFilter
+}
+
+func defaultOptions() options {
+	return options{
+		log:          zap.NewNop(),
+		timeout:      DefaultTimeout,
+		helloTimeout: DefaultHelloTimeout,
+		maxHooks:     DefaultMaxHooks,
+		resultQueue:  DefaultResultQueue,
+		obs:          NopObserver{},
+		now:          time.Now,
+	}
+}
+
+// WithLogger sets the logger; nil means zap.NewNop().
+func WithLogger(l *zap.Logger) Option {
+	return func(o *options) {
+		if l != nil {
+			o.log = l
+		}
+	}
+}
+
+// WithTimeout sets the deadline of each request to a hook ([DefaultTimeout] when d <= 0).
+func WithTimeout(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.timeout = d
+		}
+	}
+}
+
+// WithHelloTimeout bounds how long a new stream may take to say hello.
+func WithHelloTimeout(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.helloTimeout = d
+		}
+	}
+}
+
+// WithMaxHooks caps the hooks connected at once ([DefaultMaxHooks] when n <= 0).
+func WithMaxHooks(n int) Option {
+	return func(o *options) {
+		if n > 0 {
+			o.maxHooks = n
+		}
+	}
+}
+
+// WithResultQueue sets how many result notifications may wait for one hook's stream
+// before further ones are dropped ([DefaultResultQueue] when n <= 0).
+func WithResultQueue(n int) Option {
+	return func(o *options) {
+		if n > 0 {
+			o.resultQueue = n
+		}
+	}
+}
+
+// WithObserver installs the metrics observer; nil keeps [NopObserver].
+func WithObserver(obs Observer) Option {
+	return func(o *options) {
+		if obs != nil {
+			o.obs = obs
+		}
+	}
+}
+
+// WithClock replaces time.Now for request deadlines and connection times. Deadline
+// timers still run on real time.
+func WithClock(now func() time.Time) Option {
+	return func(o *options) {
+		if now != nil {
+			o.now = now
+		}
+	}
+}
+
+// WithScopeFilter confines each hook to the scopes its identity may subscribe to: a call
+// outside them is never sent to it, whatever scope glob it subscribed with.
+func WithScopeFilter(f ScopeFilter) Option { return func(o *options) { o.filter = f } }

@@ -1,0 +1,155 @@
+package hook
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/pipeline"
+	"github.com/toolsd/toolsd/internal/tool"
+)
+
+// PostExecute returns the post-execute participant of the connected hooks. It runs the
+// hooks subscribed to the call as a chain in priority order (lower first), each with its
+// own deadline and each seeing the result as the hooks before it left it: replacements
+// apply in order, add_context accumulates in order, and a BLOCK (or a failed fail-closed
+// hook) ends the chain. The chain's outcome is one composed verdict: the last content
+// and value replacements, every added context, or the block.
+func (h *Hub) PostExecute() pipeline.PostExecute { return postExecute{h} }
+
+type postExecute struct{ h *Hub }
+
+func (postExecute) Name() string { return "hooks" }
+
+func (p postExecute) PostExecute(ctx context.Context, e *tool.Exec, _ pipeline.Tool, r tool.Result) pipeline.PostVerdict {
+	hooks := p.h.subscribed(StagePostExecute, e)
+	if len(hooks) == 0 {
+		return pipeline.PostVerdict{}
+	}
+	ch := chain{cur: r}
+	call := hookCall(e)
+	for _, c := range hooks {
+		if ctx.Err() != nil {
+			return ch.cancelled()
+		}
+		x := p.h.send(StagePostExecute, []*conn{c}, call, hookResult(&ch.cur))
+		a, end := x.next(ctx)
+		x.close()
+		switch end {
+		case cancelled:
+			return ch.cancelled()
+		case expired:
+			a.err = errTimeout
+		}
+		if stop := p.h.postStep(&ch, c, e, a); stop {
+			break
+		}
+	}
+	return ch.verdict()
+}
+
+// chain is the composed outcome of the post-execute hooks so far.
+type chain struct {
+	cur      tool.Result // the result as the next hook sees it
+	content  *string
+	value    json.RawMessage
+	contexts []string
+	block    *pipeline.PostVerdict
+}
+
+// postStep applies one hook's answer; it reports whether the chain ends.
+func (h *Hub) postStep(ch *chain, c *conn, e *tool.Exec, a answer) bool {
+	if a.err != nil {
+		return h.postFailure(ch, c, e, a.err)
+	}
+	d := a.d
+	switch d.GetVerdict() {
+	case toolsdv1.HookVerdict_HOOK_VERDICT_UNSPECIFIED, toolsdv1.HookVerdict_HOOK_VERDICT_ACCEPT:
+		ch.contexts = append(ch.contexts, d.GetAddContext()...)
+		return false
+	case toolsdv1.HookVerdict_HOOK_VERDICT_BLOCK:
+		ch.contexts = append(ch.contexts, d.GetAddContext()...)
+		v := pipeline.PostVerdict{Action: pipeline.Block, Reason: d.GetReason(), UserReason: userReason(c, d.GetReason(), "blocked the result")}
+		if d.GetPrivate() {
+			v.Reason = "" // the pipeline's generic message
+		}
+		ch.block = &v
+		return true
+	case toolsdv1.HookVerdict_HOOK_VERDICT_REPLACE:
+		ch.contexts = append(ch.contexts, d.GetAddContext()...)
+		return ch.replace(d)
+	}
+	return h.postFailure(ch, c, e, fmt.Errorf("%w: verdict %s is not valid after execution", errProtocol, d.GetVerdict()))
+}
+
+// replace applies a REPLACE to the result the next hook sees, the way the pipeline
+// will apply it. A value for an error result ends the chain: the pipeline rejects it.
+func (ch *chain) replace(d *toolsdv1.HookDecision) bool {
+	if d.ReplaceContent != nil {
+		s := d.GetReplaceContent()
+		ch.content = &s
+		ch.cur = replaceContent(ch.cur, s)
+	}
+	if v := d.GetReplaceValueJson(); v != "" {
+		ch.value = json.RawMessage(v)
+		if ch.cur.IsError {
+			return true
+		}
+		ch.cur.Value = ch.value
+	}
+	return false
+}
+
+// replaceContent mirrors the pipeline: on an error result the message follows the
+// content, which stays "Error: <message>".
+func replaceContent(r tool.Result, content string) tool.Result {
+	if !r.IsError || r.Err == nil {
+		r.Content = content
+		return r
+	}
+	er := *r.Err
+	er.Message = strings.TrimPrefix(content, tool.ErrorContentPrefix)
+	r.Err, r.Content = &er, tool.ErrorContentPrefix+er.Message
+	return r
+}
+
+// postFailure handles a hook that could not review the result: block with
+// POLICY_UNAVAILABLE, or go on without it when the hook registered fail-open.
+func (h *Hub) postFailure(ch *chain, c *conn, e *tool.Exec, err error) bool {
+	h.failed(c, StagePostExecute, e, err)
+	if c.hello.failOpen {
+		return false
+	}
+	ch.block = &pipeline.PostVerdict{
+		Action:     pipeline.Block,
+		Reason:     msgResultUnavailable,
+		UserReason: fmt.Sprintf("hook %q: %v", c.hello.name, err),
+		Code:       tool.CodePolicyUnavailable,
+	}
+	return true
+}
+
+// cancelled withholds a result whose call was cancelled before the hooks reviewed it;
+// an error keeps its code, a success becomes ABORTED.
+func (ch *chain) cancelled() pipeline.PostVerdict {
+	ch.block = &pipeline.PostVerdict{Action: pipeline.Block, Reason: msgCancelledReview, Code: cmp.Or(ch.cur.Code(), tool.CodeAborted)}
+	return ch.verdict()
+}
+
+// verdict is the composed verdict of the chain so far.
+func (ch *chain) verdict() pipeline.PostVerdict {
+	contexts := slices.Clip(ch.contexts)
+	switch {
+	case ch.block != nil:
+		v := *ch.block
+		v.AddContext = contexts
+		return v
+	case ch.content != nil || ch.value != nil:
+		return pipeline.PostVerdict{Action: pipeline.Replace, Content: ch.content, Value: ch.value, AddContext: contexts}
+	}
+	return pipeline.PostVerdict{AddContext: contexts}
+}

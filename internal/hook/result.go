@@ -1,0 +1,31 @@
+package hook
+
+import (
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/toolsd/toolsd/internal/pipeline"
+	"github.com/toolsd/toolsd/internal/tool"
+)
+
+// ResultObserver returns the observer that notifies the hooks subscribed to the RESULT
+// stage of every final result. It never blocks the call: each notification goes to the
+// hook's bounded queue (see [WithResultQueue]), and when that is full it is dropped and
+// counted as a fail-open failure of stage "result".
+func (h *Hub) ResultObserver() pipeline.ResultObserver {
+	return func(e *tool.Exec, r tool.Result, _ time.Duration) {
+		hooks := h.subscribed(StageResult, e)
+		if len(hooks) == 0 {
+			return
+		}
+		// One message serves every hook: it is only read from here on.
+		msg := requestMsg(h.nextReq.Add(1), StageResult, hookCall(e), hookResult(&r), nil)
+		for _, c := range hooks {
+			if !c.notify(msg) {
+				h.opts.obs.HookFailure(c.hello.name, StageResult.String(), true)
+				c.log.Debug("result notification dropped: queue full", zap.String("hook", c.hello.name), zap.String("tool", e.Name), zap.String("call_id", e.CallID))
+			}
+		}
+	}
+}

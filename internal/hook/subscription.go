@@ -1,0 +1,226 @@
+package hook
+
+import (
+	"fmt"
+	"path"
+	"strings"
+	"unicode/utf8"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+)
+
+// Stage is a pipeline stage a hook can subscribe to.
+type Stage uint8
+
+// The stages.
+const (
+	// StagePreExecute: before execution; the hook allows, denies, asks or abstains.
+	StagePreExecute Stage = iota
+	// StagePostExecute: after execution; the hook accepts, blocks or replaces the result.
+	StagePostExecute
+	// StageResult: the frozen final result; notification only.
+	StageResult
+
+	numStages = 3
+)
+
+// String returns the stage as logs and metrics spell it.
+func (s Stage) String() string {
+	switch s {
+	case StagePreExecute:
+		return "pre_execute"
+	case StagePostExecute:
+		return "post_execute"
+	case StageResult:
+		return "result"
+	default:
+		return fmt.Sprintf("Stage(%d)", uint8(s))
+	}
+}
+
+func (s Stage) proto() toolsdv1.HookStage {
+	switch s {
+	case StagePreExecute:
+		return toolsdv1.HookStage_HOOK_STAGE_PRE_EXECUTE
+	case StagePostExecute:
+		return toolsdv1.HookStage_HOOK_STAGE_POST_EXECUTE
+	default:
+		return toolsdv1.HookStage_HOOK_STAGE_RESULT
+	}
+}
+
+func stageOf(s toolsdv1.HookStage) (Stage, bool) {
+	switch s {
+	case toolsdv1.HookStage_HOOK_STAGE_PRE_EXECUTE:
+		return StagePreExecute, true
+	case toolsdv1.HookStage_HOOK_STAGE_POST_EXECUTE:
+		return StagePostExecute, true
+	case toolsdv1.HookStage_HOOK_STAGE_RESULT:
+		return StageResult, true
+	}
+	return 0, false
+}
+
+// Subscription is one stage a hook receives requests for.
+type Subscription struct {
+	Stage Stage
+	// Tool is a path.Match glob over tool names; "" and "*" match every tool.
+	Tool string
+	// Scope is a glob over scope paths, matched per '/' segment with path.Match, "**"
+	// standing for any number of segments; "" matches every scope.
+	Scope string
+	// Priority orders the hooks of one stage: lower runs first.
+	Priority int32
+}
+
+// subscription is a validated Subscription with its matchers.
+type subscription struct {
+	Subscription
+	tool  glob
+	scope glob
+}
+
+func (s *subscription) matches(toolName, scope string) bool {
+	return s.tool.matchTool(toolName) && s.scope.matchScope(scope)
+}
+
+// hello is a validated HookHello.
+type hello struct {
+	name     string
+	failOpen bool
+	subs     []subscription
+}
+
+// parseHello validates a hook's hello; its errors are shown to the hook.
+func parseHello(h *toolsdv1.HookHello) (hello, error) {
+	out := hello{name: h.GetName(), failOpen: h.GetFailOpen()}
+	switch {
+	case out.name == "":
+		return hello{}, fmt.Errorf("%w: hello.name is empty", errBadHello)
+	case len(out.name) > maxNameBytes || !utf8.ValidString(out.name):
+		return hello{}, fmt.Errorf("%w: hello.name must be valid UTF-8 of at most %d bytes", errBadHello, maxNameBytes)
+	case len(h.GetSubscriptions()) == 0:
+		return hello{}, fmt.Errorf("%w: hello.subscriptions is empty", errBadHello)
+	case len(h.GetSubscriptions()) > maxSubscriptions:
+		return hello{}, fmt.Errorf("%w: %d subscriptions, at most %d", errBadHello, len(h.GetSubscriptions()), maxSubscriptions)
+	}
+	for i, s := range h.GetSubscriptions() {
+		sub, err := parseSubscription(s)
+		if err != nil {
+			return hello{}, fmt.Errorf("%w: hello.subscriptions[%d]: %w", errBadHello, i, err)
+		}
+		out.subs = append(out.subs, sub)
+	}
+	return out, nil
+}
+
+func parseSubscription(s *toolsdv1.HookSubscription) (subscription, error) {
+	stage, ok := stageOf(s.GetStage())
+	if !ok {
+		return subscription{}, fmt.Errorf("invalid stage %s", s.GetStage())
+	}
+	if len(s.GetTool()) > maxGlobBytes || len(s.GetScope()) > maxGlobBytes {
+		return subscription{}, fmt.Errorf("globs are limited to %d bytes", maxGlobBytes)
+	}
+	tg, err := newToolGlob(s.GetTool())
+	if err != nil {
+		return subscription{}, fmt.Errorf("tool glob %q: %w", s.GetTool(), err)
+	}
+	sg, err := newScopeGlob(s.GetScope())
+	if err != nil {
+		return subscription{}, fmt.Errorf("scope glob %q: %w", s.GetScope(), err)
+	}
+	return subscription{
+		Subscription: Subscription{Stage: stage, Tool: s.GetTool(), Scope: s.GetScope(), Priority: s.GetPriority()},
+		tool:         tg,
+		scope:        sg,
+	}, nil
+}
+
+// glob is a precompiled tool or scope pattern. Scope patterns follow the policy
+// package's rules (per-segment path.Match, "**" for any number of segments).
+type glob struct {
+	pattern string
+	any     bool     // matches everything
+	literal bool     // no metacharacters: plain comparison
+	segs    []string // scope patterns: '/'-separated segments
+}
+
+const globMeta = `*?[\`
+
+func newToolGlob(p string) (glob, error) {
+	if _, err := path.Match(p, ""); err != nil {
+		return glob{}, err
+	}
+	return glob{pattern: p, any: p == "" || p == "*", literal: !strings.ContainsAny(p, globMeta)}, nil
+}
+
+func newScopeGlob(p string) (glob, error) {
+	g := glob{pattern: p, any: p == "" || p == "*" || p == "**", literal: !strings.ContainsAny(p, globMeta)}
+	stars := 0
+	for _, s := range strings.Split(p, "/") {
+		if s == "**" {
+			if len(g.segs) > 0 && g.segs[len(g.segs)-1] == "**" {
+				continue // "**/**" means "**"
+			}
+			stars++
+		}
+		if _, err := path.Match(s, ""); err != nil {
+			return glob{}, err
+		}
+		g.segs = append(g.segs, s)
+	}
+	if stars > maxGlobStars {
+		// Each "**" multiplies the work of a match by the scope's depth.
+		return glob{}, fmt.Errorf("at most %d \"**\" segments", maxGlobStars)
+	}
+	return g, nil
+}
+
+func (g *glob) matchTool(name string) bool {
+	switch {
+	case g.any:
+		return true
+	case g.literal:
+		return g.pattern == name
+	}
+	ok, _ := path.Match(g.pattern, name)
+	return ok
+}
+
+func (g *glob) matchScope(scope string) bool {
+	switch {
+	case g.any:
+		return true
+	case g.literal:
+		return g.pattern == scope
+	}
+	return matchSegs(g.segs, scope, true)
+}
+
+// matchSegs reports whether the '/'-separated segments left in scope (has is false
+// when none are) match the pattern segments, "**" standing for any number of them.
+func matchSegs(pat []string, scope string, has bool) bool {
+	for len(pat) > 0 {
+		if pat[0] == "**" {
+			for {
+				if matchSegs(pat[1:], scope, has) {
+					return true
+				}
+				if !has {
+					return false
+				}
+				_, scope, has = strings.Cut(scope, "/")
+			}
+		}
+		if !has {
+			return false
+		}
+		seg, rest, more := strings.Cut(scope, "/")
+		if ok, _ := path.Match(pat[0], seg); !ok {
+			return false
+		}
+		pat, scope, has = pat[1:], rest, more
+	}
+	return !has
+}

@@ -1,0 +1,32 @@
+package jsonx
+
+// Defaults applied to zero (or negative) [Limits] fields.
+const (
+	DefaultMaxBytes = 1 << 20
+	DefaultMaxDepth = 64
+	// hardMaxDepth bounds the recursion of the parser whatever the caller asks for.
+	hardMaxDepth = 10000
+)
+
+// Limits bound one document. Zero fields take the defaults (1 MiB, depth 64).
+type Limits struct {
+	// MaxBytes is the largest accepted input, in bytes.
+	MaxBytes int
+	// MaxDepth is the deepest accepted nesting of objects and arrays; a top-level object
+	// is depth 1. Values above 10000 are capped at 10000.
+	MaxDepth int
+}
+
+// WithDefaults returns l with zero fields replaced by the defaults.
+func (l Limits) WithDefaults() Limits {
+	if l.MaxBytes <= 0 {
+		l.MaxBytes = DefaultMaxBytes
+	}
+	if l.MaxDepth <= 0 {
+		l.MaxDepth = DefaultMaxDepth
+	}
+	if l.MaxDepth > hardMaxDepth {
+		l.MaxDepth = hardMaxDepth
+	}
+	return l
+}

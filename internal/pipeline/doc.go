@@ -1,0 +1,30 @@
+// Package pipeline owns one tool call's path through toolsd: prepare (resolve, validate,
+// pre-execute policy, approval, guards), dispatch (the execute interceptor chain around the
+// provider call) and complete (post-execute policy, normalization, content finalization,
+// result notification).
+//
+// Every stage is a chain of [Interceptor]s with one shape, (ctx, exec, tool, next) → result,
+// composed like go-grpc-middleware's ChainUnaryServer: the first interceptor is the
+// outermost layer. One call runs through this onion, outermost first:
+//
+//	Run ──► finish ─────────────── recover panics, finalize content, notify observers
+//	         └► resolve ─────────── UNKNOWN_TOOL | ABORTED_BEFORE_DISPATCH | INTERNAL
+//	             └► validate ────── INVALID_ARGUMENTS
+//	                 └► pre-execute ─ participants → allow | deny (DENIED) | ask
+//	                     └► approval ─ ask → APPROVAL_DENIED | _TIMEOUT | _UNAVAILABLE
+//	                         └► guards ─ GUARD_DENIED (monotonic)
+//	                             └► gate ─ ctx done → ABORTED_BEFORE_DISPATCH
+//	  ······························ everything above returns final results ·········
+//	                                 └► complete ─ ABORTED on cancel, post-execute, normalize
+//	                                     └► metrics ─► timeout ─► retry ─► user interceptors
+//	                                                                         └► Dispatcher
+//
+// A layer that fails returns without calling next, so a prepare-stage failure is a final
+// result: it never reaches the post-execute chain, only finalization and notification
+// (the reference's final-result versus post-result distinction). Results that come back
+// from dispatch, successes and tool errors alike, are post-results.
+//
+// The pipeline never imports gRPC or protobuf and never talks to providers itself: tools
+// are found through a [Resolver] and dispatched through a [Dispatcher], both owned by their
+// callers. Tool failures never escape as Go errors: every path ends in a [tool.Result].
+package pipeline

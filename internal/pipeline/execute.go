@@ -1,0 +1,46 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/toolsd/toolsd/internal/tool"
+)
+
+// metrics reports each call's pass through the execute chain to the [Observer].
+func (s *snapshot) metrics(ctx context.Context, e *tool.Exec, t Tool, next Handler) tool.Result {
+	obs := s.p.opts.observer
+	name := t.Definition().Name
+	obs.DispatchStarted(name)
+	start := s.p.opts.now()
+	r := next(ctx, e, t)
+	obs.DispatchFinished(name, r.Code(), s.p.opts.now().Sub(start))
+	return r
+}
+
+// timeout bounds the whole dispatch, retries included. On expiry the provider call's
+// context is cancelled (the Dispatcher forwards it) and a failed or cancelled result
+// becomes TOOL_TIMEOUT; a success that raced the deadline is kept.
+func (s *snapshot) timeout(ctx context.Context, e *tool.Exec, t Tool, next Handler) tool.Result {
+	d := s.timeoutFor(stateOf(ctx), t)
+	tctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	r := next(tctx, e, t)
+	if r.IsError && ctx.Err() == nil && tctx.Err() != nil {
+		return keepContexts(r, failure(e, tool.CodeToolTimeout,
+			fmt.Sprintf("tool %q timed out after %s", e.Name, d), ""))
+	}
+	return r
+}
+
+// timeoutFor picks the operator's timeout, else the definition's, else the default.
+func (s *snapshot) timeoutFor(st *callState, t Tool) time.Duration {
+	if st.settings.Timeout > 0 {
+		return st.settings.Timeout
+	}
+	if d := t.Definition().Timeout; d > 0 {
+		return d
+	}
+	return s.cfg.DefaultTimeout
+}

@@ -1,0 +1,271 @@
+package pipeline_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/toolsd/toolsd/internal/pipeline"
+	"github.com/toolsd/toolsd/internal/tool"
+)
+
+func TestTimeoutCancelsDispatch(t *testing.T) {
+	tests := map[string]struct {
+		defTimeout time.Duration
+		setting    time.Duration
+		cfg        time.Duration
+		want       string
+	}{
+		"operator setting":   {defTimeout: time.Hour, setting: 3 * time.Millisecond, want: "3ms"},
+		"definition timeout": {defTimeout: 4 * time.Millisecond, want: "4ms"},
+		"config default":     {cfg: 5 * time.Millisecond, want: "5ms"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			sleep := newTool("sleep")
+			sleep.def.Timeout = tc.defTimeout
+			sawDone := make(chan struct{})
+			disp := &dispatcher{fn: func(ctx context.Context, _ int, _ pipeline.Tool, _ *tool.Exec) tool.Result {
+				<-ctx.Done()
+				close(sawDone)
+				return tool.Failure(tool.CodeToolError, "cancelled by toolsd")
+			}}
+			p := pipeline.New(staticResolver(sleep), disp, pipeline.WithConfig(pipeline.Config{
+				DefaultTimeout: tc.cfg,
+				ToolPolicy: func(string, string) pipeline.ToolSettings {
+					return pipeline.ToolSettings{Timeout: tc.setting}
+				},
+			}))
+			e := newExec("sleep", `{}`)
+			r := p.Run(t.Context(), e)
+			checkShape(t, e, r)
+			select {
+			case <-sawDone:
+			default:
+				t.Error("dispatcher never saw its context cancelled")
+			}
+			want := fmt.Sprintf("tool %q timed out after %s", "sleep", tc.want)
+			if r.Code() != tool.CodeToolTimeout || r.Err.Message != want {
+				t.Errorf("Run() = %s %q, want TOOL_TIMEOUT %q", r.Code(), r.Err.Message, want)
+			}
+		})
+	}
+}
+
+func TestSuccessAfterCancelIsAborted(t *testing.T) {
+	tests := map[string]struct {
+		result   tool.Result
+		wantCode tool.Code
+	}{
+		"success becomes aborted": {result: tool.Result{Content: "done"}, wantCode: tool.CodeAborted},
+		"tool error stays":        {result: tool.Failure(tool.CodeToolError, "disk full"), wantCode: tool.CodeToolError},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			disp := &dispatcher{fn: func(context.Context, int, pipeline.Tool, *tool.Exec) tool.Result {
+				cancel()
+				return tc.result
+			}}
+			p := pipeline.New(staticResolver(newTool("echo")), disp)
+			e := newExec("echo", `{}`)
+			r := p.Run(ctx, e)
+			checkShape(t, e, r)
+			if r.Code() != tc.wantCode {
+				t.Errorf("Run() code = %q, want %q", r.Code(), tc.wantCode)
+			}
+			if tc.wantCode == tool.CodeAborted && r.Content != "Error: call was cancelled" {
+				t.Errorf("Run().Content = %q, want %q", r.Content, "Error: call was cancelled")
+			}
+		})
+	}
+}
+
+// retryRig builds a pipeline whose tool "fetch" is idempotent (or not) with a fake clock.
+func retryRig(idempotent bool, retry pipeline.RetryConfig, res *resolver, disp *dispatcher, extra ...pipeline.Option) (*pipeline.Pipeline, *fakeClock) {
+	clock := newClock()
+	opts := append([]pipeline.Option{
+		pipeline.WithConfig(pipeline.Config{
+			Retry: retry,
+			ToolPolicy: func(string, string) pipeline.ToolSettings {
+				return pipeline.ToolSettings{Idempotent: idempotent}
+			},
+		}),
+		pipeline.WithClock(clock.Now),
+		pipeline.WithSleep(clock.Sleep),
+		pipeline.WithBackoff(func(int, pipeline.RetryConfig) time.Duration { return time.Second }),
+	}, extra...)
+	return pipeline.New(res, disp, opts...), clock
+}
+
+func TestRetryReresolvesIdempotentTool(t *testing.T) {
+	old, fresh := newTool("fetch"), newTool("fetch")
+	old.owner, fresh.owner = "p1", "p2"
+	var validatedBy []string
+	old.outErr = func([]byte) error { validatedBy = append(validatedBy, "p1"); return nil }
+	fresh.outErr = func([]byte) error { validatedBy = append(validatedBy, "p2"); return nil }
+	res := &resolver{fn: func(n int, _ *tool.Call) (pipeline.Tool, error) {
+		switch n {
+		case 1:
+			return old, nil
+		case 2:
+			return nil, tool.ErrUnknownTool // provider not back yet
+		}
+		return fresh, nil
+	}}
+	disp := &dispatcher{fn: func(_ context.Context, _ int, t pipeline.Tool, _ *tool.Exec) tool.Result {
+		if t.Owner() == "p1" {
+			return tool.Failure(tool.CodeProviderGone, "provider disconnected")
+		}
+		return tool.Result{Content: "fetched", Value: []byte(`"fetched"`)}
+	}}
+	obs := &metrics{}
+	p, clock := retryRig(true, pipeline.RetryConfig{MaxAttempts: 5, Budget: time.Minute}, res, disp, pipeline.WithObserver(obs))
+	e := newExec("fetch", `{}`)
+	r := p.Run(t.Context(), e)
+	checkShape(t, e, r)
+	if r.IsError || r.Content != "fetched" {
+		t.Fatalf("Run() = %+v, want the reconnected provider's success", r)
+	}
+	if diff := cmp.Diff([]string{"p1", "p2"}, disp.owners); diff != "" {
+		t.Errorf("dispatched owners (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"p2"}, validatedBy); diff != "" {
+		t.Errorf("output validated by (-want +got):\n%s", diff)
+	}
+	if res.count() != 3 || len(clock.sleeps) != 2 {
+		t.Errorf("resolves = %d, sleeps = %v; want 3 resolves and 2 sleeps", res.count(), clock.sleeps)
+	}
+	want := []string{"start fetch", "retry fetch PROVIDER_GONE 3", "finish fetch "}
+	if diff := cmp.Diff(want, obs.events()); diff != "" {
+		t.Errorf("observer events (-want +got):\n%s", diff)
+	}
+}
+
+func TestRetryLimits(t *testing.T) {
+	gone := tool.Failure(tool.CodeProviderGone, "provider disconnected")
+	tests := map[string]struct {
+		idempotent     bool
+		result         tool.Result
+		retry          pipeline.RetryConfig
+		wantDispatches int
+		wantReason     string
+	}{
+		"not idempotent": {
+			result: gone, retry: pipeline.RetryConfig{MaxAttempts: 5, Budget: time.Minute},
+			wantDispatches: 1,
+		},
+		"not transient": {
+			idempotent: true, result: tool.Failure(tool.CodeToolError, "bad input"),
+			retry: pipeline.RetryConfig{MaxAttempts: 5, Budget: time.Minute}, wantDispatches: 1,
+		},
+		"max attempts": {
+			idempotent: true, result: gone, retry: pipeline.RetryConfig{MaxAttempts: 3, Budget: time.Hour},
+			wantDispatches: 3, wantReason: "failed after 3 attempts",
+		},
+		"budget": {
+			// dispatches at t=0s, 1s, 2s; a retry at 3s would pass the 2.5s budget.
+			idempotent: true, result: tool.Failure(tool.CodeProviderUnavailable, "no provider"),
+			retry:          pipeline.RetryConfig{MaxAttempts: 100, Budget: 2500 * time.Millisecond},
+			wantDispatches: 3, wantReason: "failed after 3 attempts",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			disp := returning(tc.result)
+			p, _ := retryRig(tc.idempotent, tc.retry, staticResolver(newTool("fetch")), disp)
+			e := newExec("fetch", `{}`)
+			r := p.Run(t.Context(), e)
+			checkShape(t, e, r)
+			if r.Code() != tc.result.Code() || r.Err.Reason != tc.wantReason {
+				t.Errorf("Run() = %+v, want code %q reason %q", r.Err, tc.result.Code(), tc.wantReason)
+			}
+			if disp.count() != tc.wantDispatches {
+				t.Errorf("dispatches = %d, want %d", disp.count(), tc.wantDispatches)
+			}
+		})
+	}
+}
+
+func TestRetryStopsWhenCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	disp := &dispatcher{fn: func(context.Context, int, pipeline.Tool, *tool.Exec) tool.Result {
+		cancel()
+		return tool.Failure(tool.CodeProviderGone, "provider disconnected")
+	}}
+	p, _ := retryRig(true, pipeline.RetryConfig{MaxAttempts: 5, Budget: time.Minute}, staticResolver(newTool("fetch")), disp)
+	e := newExec("fetch", `{}`)
+	r := p.Run(ctx, e)
+	if r.Code() != tool.CodeProviderGone || disp.count() != 1 {
+		t.Errorf("Run() = %+v after %d dispatches, want PROVIDER_GONE after 1", r.Err, disp.count())
+	}
+}
+
+func TestExecuteInterceptorOrder(t *testing.T) {
+	var order []string
+	layer := func(name string) pipeline.Interceptor {
+		return func(ctx context.Context, e *tool.Exec, t pipeline.Tool, next pipeline.Handler) tool.Result {
+			order = append(order, name+" in")
+			r := next(ctx, e, t)
+			order = append(order, name+" out")
+			r.Content += "+" + name
+			return r
+		}
+	}
+	disp := &dispatcher{fn: func(context.Context, int, pipeline.Tool, *tool.Exec) tool.Result {
+		order = append(order, "body")
+		return tool.Result{Content: "r"}
+	}}
+	p := pipeline.New(staticResolver(newTool("echo")), disp,
+		pipeline.WithInterceptors(layer("a"), pipeline.ChainInterceptors(layer("b"), layer("c"))))
+	r := p.Run(t.Context(), newExec("echo", `{}`))
+	if want := []string{"a in", "b in", "c in", "body", "c out", "b out", "a out"}; !cmp.Equal(want, order) {
+		t.Errorf("interceptor order = %v, want %v", order, want)
+	}
+	if r.Content != "r+c+b+a" {
+		t.Errorf("Run().Content = %q, want %q", r.Content, "r+c+b+a")
+	}
+}
+
+func TestInterceptorShortCircuit(t *testing.T) {
+	disp := returning(tool.Result{Content: "ok"})
+	cached := func(context.Context, *tool.Exec, pipeline.Tool, pipeline.Handler) tool.Result {
+		return tool.Result{Content: "cached"}
+	}
+	p := pipeline.New(staticResolver(newTool("echo")), disp, pipeline.WithInterceptors(cached))
+	if r := p.Run(t.Context(), newExec("echo", `{}`)); r.Content != "cached" || disp.count() != 0 {
+		t.Errorf("Run() = %q with %d dispatches, want cached and 0", r.Content, disp.count())
+	}
+}
+
+// metrics is a recording Observer.
+type metrics struct {
+	mu  sync.Mutex
+	evs []string
+}
+
+func (m *metrics) add(s string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.evs = append(m.evs, s)
+}
+
+func (m *metrics) events() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]string(nil), m.evs...)
+}
+
+func (m *metrics) DispatchStarted(name string) { m.add("start " + name) }
+func (m *metrics) DispatchFinished(name string, code tool.Code, _ time.Duration) {
+	m.add(fmt.Sprintf("finish %s %s", name, code))
+}
+func (m *metrics) Retried(name string, code tool.Code, attempt int) {
+	m.add(fmt.Sprintf("retry %s %s %d", name, code, attempt))
+}

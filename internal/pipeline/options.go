@@ -1,0 +1,81 @@
+package pipeline
+
+import (
+	"context"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/toolsd/toolsd/internal/tool"
+)
+
+// Option configures a [Pipeline].
+type Option func(*options)
+
+type options struct {
+	cfg      Config
+	policy   Policy
+	pre      []PreExecute
+	guards   []Guard
+	execute  []Interceptor
+	post     []PostExecute
+	results  []ResultObserver
+	observer Observer
+	logger   *zap.Logger
+	now      func() time.Time
+	sleep    func(ctx context.Context, d time.Duration) error
+	backoff  func(attempt int, cfg RetryConfig) time.Duration
+}
+
+// ResultObserver receives each call's final outcome and its duration from the start of
+// Run. It runs synchronously and must treat e and r as frozen (read-only).
+type ResultObserver func(e *tool.Exec, r tool.Result, d time.Duration)
+
+// WithConfig sets the limits and defaults.
+func WithConfig(cfg Config) Option { return func(o *options) { o.cfg = cfg } }
+
+// WithPolicy installs an operator policy (see [Pipeline.SetPolicy]).
+func WithPolicy(p Policy) Option { return func(o *options) { o.policy = p } }
+
+// WithPreExecute appends pre-execute participants, consulted in order after the policy.
+func WithPreExecute(ps ...PreExecute) Option {
+	return func(o *options) { o.pre = append(o.pre, ps...) }
+}
+
+// WithGuards appends monotonic guards, run in order after pre-execute and approval.
+func WithGuards(gs ...Guard) Option { return func(o *options) { o.guards = append(o.guards, gs...) } }
+
+// WithInterceptors appends execute interceptors. They run inside the built-in metrics,
+// timeout and retry layers (so once per attempt), the first being the outermost.
+func WithInterceptors(is ...Interceptor) Option {
+	return func(o *options) { o.execute = append(o.execute, is...) }
+}
+
+// WithPostExecute appends post-execute participants, run in order.
+func WithPostExecute(ps ...PostExecute) Option {
+	return func(o *options) { o.post = append(o.post, ps...) }
+}
+
+// WithResultObservers appends observers of final outcomes, notified in order.
+func WithResultObservers(obs ...ResultObserver) Option {
+	return func(o *options) { o.results = append(o.results, obs...) }
+}
+
+// WithObserver installs the metrics layer, the outermost execute interceptor.
+func WithObserver(obs Observer) Option { return func(o *options) { o.observer = obs } }
+
+// WithLogger sets the logger; nil means zap.NewNop().
+func WithLogger(l *zap.Logger) Option { return func(o *options) { o.logger = l } }
+
+// WithClock replaces time.Now for durations and the retry budget.
+func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
+
+// WithSleep replaces the retry's wait; it must return ctx.Err() when ctx ends first.
+func WithSleep(sleep func(ctx context.Context, d time.Duration) error) Option {
+	return func(o *options) { o.sleep = sleep }
+}
+
+// WithBackoff replaces the delay before retry attempt number attempt (2, 3, …).
+func WithBackoff(backoff func(attempt int, cfg RetryConfig) time.Duration) Option {
+	return func(o *options) { o.backoff = backoff }
+}

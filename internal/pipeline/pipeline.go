@@ -1,0 +1,145 @@
+package pipeline
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/toolsd/toolsd/internal/tool"
+)
+
+// Pipeline runs tool calls through the stages. It is safe for concurrent use; its config
+// and policy can be swapped while calls are in flight (each call keeps the snapshot it
+// started with). Its Run and Mode methods are what a batch scheduler needs per call.
+type Pipeline struct {
+	res  Resolver
+	disp Dispatcher
+	opts options
+
+	mu  sync.Mutex // serializes snapshot writers
+	cur atomic.Pointer[snapshot]
+}
+
+// snapshot is one immutable generation of config and policy with its chain precomposed.
+type snapshot struct {
+	p      *Pipeline
+	base   Config // as given, before defaults and the policy's default decision
+	cfg    Config
+	policy Policy
+	run    Handler
+}
+
+// New builds a pipeline that resolves tools with res and dispatches them with disp.
+func New(res Resolver, disp Dispatcher, opts ...Option) *Pipeline {
+	p := &Pipeline{res: res, disp: disp}
+	for _, o := range opts {
+		o(&p.opts)
+	}
+	if p.opts.logger == nil {
+		p.opts.logger = zap.NewNop()
+	}
+	if p.opts.now == nil {
+		p.opts.now = time.Now
+	}
+	if p.opts.sleep == nil {
+		p.opts.sleep = sleepCtx
+	}
+	if p.opts.backoff == nil {
+		p.opts.backoff = jitteredBackoff
+	}
+	p.cur.Store(p.build(p.opts.cfg, p.opts.policy))
+	return p
+}
+
+// SetPolicy installs (or, with nil, removes) the operator policy for calls that start
+// afterwards; calls in flight finish under the policy they started with. It is how a
+// config reload (SIGHUP) applies new rules.
+func (p *Pipeline) SetPolicy(pol Policy) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cur.Store(p.build(p.cur.Load().base, pol))
+}
+
+// SetConfig replaces the limits and defaults for calls that start afterwards.
+func (p *Pipeline) SetConfig(cfg Config) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cur.Store(p.build(cfg, p.cur.Load().policy))
+}
+
+// Run takes one call through every stage and returns its final result. It never fails:
+// every failure, panics included, is an error result.
+func (p *Pipeline) Run(ctx context.Context, e *tool.Exec) tool.Result {
+	s := p.cur.Load()
+	return s.run(ctx, e, nil)
+}
+
+// Mode returns the call's concurrency mode: the operator's override if set, else the
+// operator's per-call mode expression, else the definition's mode, and parallel when
+// none says. A failing mode expression yields exclusive (the safe choice); an
+// unresolvable tool yields parallel (it fails in prepare without dispatching).
+func (p *Pipeline) Mode(ctx context.Context, c *tool.Call) tool.Mode {
+	s := p.cur.Load()
+	set := s.settings(c.Scope, c.Name)
+	if set.Mode != tool.ModeUnspecified {
+		return set.Mode
+	}
+	if set.ModeFunc != nil {
+		m, err := set.ModeFunc(ctx, c)
+		if err != nil {
+			p.opts.logger.Warn("mode expression failed", zap.String("tool", c.Name), zap.Error(err))
+			return tool.ModeExclusive
+		}
+		if m != tool.ModeUnspecified {
+			return m
+		}
+	}
+	t, err := p.res.Resolve(ctx, c)
+	if err != nil {
+		return tool.ModeParallel
+	}
+	if m := t.Definition().Mode; m != tool.ModeUnspecified {
+		return m
+	}
+	return tool.ModeParallel
+}
+
+// build composes the whole onion for one config/policy generation.
+func (p *Pipeline) build(cfg Config, pol Policy) *snapshot {
+	s := &snapshot{p: p, base: cfg, cfg: cfg.withDefaults(), policy: pol}
+	if pol != nil {
+		s.cfg.DefaultDecision = pol.DefaultDecision()
+		if s.cfg.DefaultDecision == Abstain {
+			s.cfg.DefaultDecision = Allow
+		}
+	}
+	exec := make([]Interceptor, 0, 3+len(p.opts.execute))
+	if p.opts.observer != nil {
+		exec = append(exec, s.metrics)
+	}
+	exec = append(exec, s.timeout, s.retry)
+	exec = append(exec, p.opts.execute...)
+	dispatch := bind(exec, s.body)
+	prepare := []Interceptor{s.finish, s.resolve, s.validate, s.preExecute, s.approval, s.guards, s.gate, s.complete}
+	s.run = bind(prepare, dispatch)
+	return s
+}
+
+// settings merges the config's per-tool settings with the policy's (policy wins).
+func (s *snapshot) settings(scope, name string) ToolSettings {
+	var ts ToolSettings
+	if s.cfg.ToolPolicy != nil {
+		ts = s.cfg.ToolPolicy(scope, name)
+	}
+	if s.policy != nil {
+		ts = ts.merge(s.policy.Tool(scope, name))
+	}
+	return ts
+}
+
+func (s *snapshot) body(ctx context.Context, e *tool.Exec, t Tool) tool.Result {
+	return s.p.disp.Dispatch(ctx, t, e)
+}

@@ -1,0 +1,144 @@
+package pipeline_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/toolsd/toolsd/internal/pipeline"
+	"github.com/toolsd/toolsd/internal/tool"
+)
+
+// fakePolicy is a Policy with a fixed verdict, default and settings.
+type fakePolicy struct {
+	v        pipeline.Verdict
+	def      pipeline.Decision
+	settings pipeline.ToolSettings
+}
+
+func (f *fakePolicy) Name() string { return "fake" }
+func (f *fakePolicy) PreExecute(context.Context, *tool.Exec, pipeline.Tool) pipeline.Verdict {
+	return f.v
+}
+func (f *fakePolicy) DefaultDecision() pipeline.Decision        { return f.def }
+func (f *fakePolicy) Tool(string, string) pipeline.ToolSettings { return f.settings }
+
+func TestMode(t *testing.T) {
+	exclusive := newTool("write")
+	exclusive.def.Mode = tool.ModeExclusive
+	modeFunc := func(m tool.Mode, err error) func(context.Context, *tool.Call) (tool.Mode, error) {
+		return func(context.Context, *tool.Call) (tool.Mode, error) { return m, err }
+	}
+	unknown := &resolver{fn: func(int, *tool.Call) (pipeline.Tool, error) { return nil, tool.ErrUnknownTool }}
+	tests := map[string]struct {
+		res      *resolver
+		config   pipeline.ToolSettings
+		policy   *pipeline.ToolSettings
+		want     tool.Mode
+		resolves int
+	}{
+		"definition mode":                 {res: staticResolver(exclusive), want: tool.ModeExclusive, resolves: 1},
+		"unspecified is parallel":         {res: staticResolver(newTool("read")), want: tool.ModeParallel, resolves: 1},
+		"unknown tool is parallel":        {res: unknown, want: tool.ModeParallel, resolves: 1},
+		"operator override wins":          {res: staticResolver(exclusive), config: pipeline.ToolSettings{Mode: tool.ModeParallel}, want: tool.ModeParallel},
+		"policy override wins":            {res: staticResolver(newTool("read")), config: pipeline.ToolSettings{Mode: tool.ModeParallel}, policy: &pipeline.ToolSettings{Mode: tool.ModeExclusive}, want: tool.ModeExclusive},
+		"mode expression":                 {res: staticResolver(exclusive), config: pipeline.ToolSettings{ModeFunc: modeFunc(tool.ModeParallel, nil)}, want: tool.ModeParallel},
+		"undecided expression falls back": {res: staticResolver(exclusive), config: pipeline.ToolSettings{ModeFunc: modeFunc(tool.ModeUnspecified, nil)}, want: tool.ModeExclusive, resolves: 1},
+		"failing expression is exclusive": {res: staticResolver(newTool("read")), config: pipeline.ToolSettings{ModeFunc: modeFunc(tool.ModeParallel, errors.New("no such key"))}, want: tool.ModeExclusive},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			opts := []pipeline.Option{pipeline.WithConfig(pipeline.Config{
+				ToolPolicy: func(string, string) pipeline.ToolSettings { return tc.config },
+			})}
+			if tc.policy != nil {
+				opts = append(opts, pipeline.WithPolicy(&fakePolicy{settings: *tc.policy}))
+			}
+			p := pipeline.New(tc.res, returning(tool.Result{}), opts...)
+			c := &tool.Call{Name: "write", Arguments: []byte(`{}`)}
+			if got := p.Mode(t.Context(), c); got != tc.want {
+				t.Errorf("Mode(%s) = %s, want %s", c.Name, got, tc.want)
+			}
+			if tc.res.count() != tc.resolves {
+				t.Errorf("Mode resolved %d times, want %d", tc.res.count(), tc.resolves)
+			}
+		})
+	}
+}
+
+func TestSetPolicyKeepsInFlightCalls(t *testing.T) {
+	started, release := make(chan struct{}), make(chan struct{})
+	disp := &dispatcher{fn: func(_ context.Context, n int, _ pipeline.Tool, _ *tool.Exec) tool.Result {
+		if n == 1 {
+			close(started)
+			<-release
+		}
+		return tool.Result{Content: "0123456789"}
+	}}
+	// The first policy allows and lets results be 64 bytes; the next one denies
+	// everything and would make the in-flight call's result too large.
+	p := pipeline.New(staticResolver(newTool("echo")), disp,
+		pipeline.WithPolicy(&fakePolicy{v: pipeline.Verdict{Decision: pipeline.Allow}, settings: pipeline.ToolSettings{MaxResultBytes: 64}}))
+	done := make(chan tool.Result)
+	go func() { done <- p.Run(context.WithoutCancel(t.Context()), newExec("echo", `{}`)) }()
+	<-started
+	p.SetPolicy(&fakePolicy{v: pipeline.Verdict{Decision: pipeline.Deny, Reason: "frozen"}, settings: pipeline.ToolSettings{MaxResultBytes: 5}})
+	if r := p.Run(t.Context(), newExec("echo", `{}`)); r.Code() != tool.CodeDenied {
+		t.Errorf("Run() after SetPolicy = %+v, want DENIED", r.Err)
+	}
+	close(release)
+	if r := <-done; r.IsError {
+		t.Errorf("in-flight Run() = %+v, want success under the policy it started with", r.Err)
+	}
+	p.SetPolicy(nil)
+	if r := p.Run(t.Context(), newExec("echo", `{}`)); r.IsError {
+		t.Errorf("Run() after SetPolicy(nil) = %+v, want success", r.Err)
+	}
+}
+
+func TestPolicyDefaultDecision(t *testing.T) {
+	p := pipeline.New(staticResolver(newTool("echo")), returning(tool.Result{}),
+		pipeline.WithConfig(pipeline.Config{DefaultDecision: pipeline.Allow}),
+		pipeline.WithPolicy(&fakePolicy{def: pipeline.Deny}))
+	if r := p.Run(t.Context(), newExec("echo", `{}`)); r.Code() != tool.CodeDenied {
+		t.Errorf("Run() = %+v, want the policy's default deny", r.Err)
+	}
+	p.SetConfig(pipeline.Config{DefaultDecision: pipeline.Allow})
+	if r := p.Run(t.Context(), newExec("echo", `{}`)); r.Code() != tool.CodeDenied {
+		t.Errorf("Run() after SetConfig = %+v, want the policy's default to still apply", r.Err)
+	}
+	p.SetPolicy(nil)
+	if r := p.Run(t.Context(), newExec("echo", `{}`)); r.IsError {
+		t.Errorf("Run() without policy = %+v, want the config's default allow", r.Err)
+	}
+}
+
+func TestResultObserversSeeFinalOutcome(t *testing.T) {
+	clock := newClock()
+	disp := &dispatcher{fn: func(context.Context, int, pipeline.Tool, *tool.Exec) tool.Result {
+		clock.Advance(250 * time.Millisecond)
+		return tool.Result{Content: "hello world"}
+	}}
+	tl := newTool("echo")
+	tl.def.MaxContentBytes = 1
+	var got []string
+	var durations []time.Duration
+	obs := func(name string) pipeline.ResultObserver {
+		return func(e *tool.Exec, r tool.Result, d time.Duration) {
+			got = append(got, name+":"+e.CallID+":"+r.Content)
+			durations = append(durations, d)
+		}
+	}
+	p := pipeline.New(staticResolver(tl), disp, pipeline.WithClock(clock.Now), pipeline.WithResultObservers(obs("a"), obs("b")))
+	r := p.Run(t.Context(), newExec("echo", `{}`))
+	want := "\n[truncated: 11 bytes total]"
+	if r.Content != want || len(got) != 2 || got[0] != "a:c1:"+want || got[1] != "b:c1:"+want {
+		t.Errorf("observers saw %q (result %q), want a then b seeing the finalized %q", got, r.Content, want)
+	}
+	for _, d := range durations {
+		if d != 250*time.Millisecond {
+			t.Errorf("observed duration = %v, want 250ms", d)
+		}
+	}
+}

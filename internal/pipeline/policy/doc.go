@@ -1,0 +1,36 @@
+// Package policy owns the operator's built-in policy from the config file's `policy:`
+// section: ordered permission rules (scope and tool globs, an optional CEL condition, a
+// decision) and per-tool settings (timeout, concurrency mode or a CEL mode expression,
+// idempotency, result size limit). A parsed [Set] is immutable and plugs into the pipeline
+// as its [pipeline.Policy]; a config reload parses a new Set and swaps it in.
+//
+// The section looks like:
+//
+//	policy:
+//	  default: allow            # allow | deny | ask when every participant abstains
+//	  rules:                    # every matching rule is a verdict, combined by pipeline.Combine
+//	    - scope: "*"            # glob over the scope path
+//	      tool: "echo"          # glob over the tool name (path.Match)
+//	      when: 'args.text.contains("forbidden")'   # optional CEL: args, scope, tool
+//	      decision: deny        # allow | deny | ask
+//	      reason: "echo may not say forbidden"      # model-facing unless private
+//	      user_reason: "..."    # optional user-facing detail
+//	      private: false
+//	  tools:
+//	    sleep:      { timeout: 2s }
+//	    write_note: { mode: exclusive, idempotent: false, max_result_bytes: 65536 }
+//	    shell:      { mode_when: 'args.command.startsWith("ls") ? "parallel" : "exclusive"' }
+//
+// Scope globs are matched per '/'-separated segment with path.Match; a "**" segment
+// matches any number of segments, and a pattern that is just "*" or "**" matches every
+// scope. Tool globs use path.Match on the whole name. Keys of `tools` are exact names.
+//
+// CEL conditions see `args` (the call's arguments as a map), `scope` and `tool`; they
+// are type-checked at parse time (conditions to bool, mode expressions to string, dyn
+// being checked when evaluated) and run under a cost limit. A condition that fails at
+// run time — a missing key, a cost overrun — makes its rule deny: the policy fails
+// closed. Guard optional fields with has(args.x). A failing mode expression makes the
+// call exclusive.
+//
+// The package never dispatches, blocks or keeps per-call state: evaluation is pure.
+package policy

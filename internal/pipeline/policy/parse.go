@@ -1,0 +1,217 @@
+package policy
+
+import (
+	"fmt"
+
+	"cel.dev/cel-go/cel"
+	"gopkg.in/yaml.v3"
+
+	"github.com/toolsd/toolsd/internal/pipeline"
+)
+
+// Parse parses a policy section. data is either the section itself or a whole config
+// document with a top-level `policy:` key (its other keys are left to their owners).
+// source names the file in error positions ("config.yaml:12:7: rules[2].when: …").
+// Every problem found is reported, joined; each matches [ErrInvalid].
+func Parse(data []byte, source string) (*Set, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("%s: %w: %w", source, ErrInvalid, err)
+	}
+	n := &doc
+	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = n.Content[0]
+	}
+	if n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == "policy" {
+				n = n.Content[i+1]
+				break
+			}
+		}
+	}
+	return ParseNode(n, source)
+}
+
+// ParseNode parses a policy section already decoded as a YAML node (the config loader
+// keeps the section raw so positions refer to the original file). A nil, empty or null
+// node gives an empty set: default allow, no rules, no tool settings.
+func ParseNode(n *yaml.Node, source string) (*Set, error) {
+	s := &Set{source: source, def: pipeline.Allow, tools: map[string]pipeline.ToolSettings{}}
+	n = deref(n)
+	if n != nil && n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = deref(n.Content[0])
+	}
+	if n == nil || n.Kind == 0 || isNull(n) || n.Kind == yaml.DocumentNode {
+		return s, nil
+	}
+	p := &parser{errs: errs{source: source}}
+	if n.Kind != yaml.MappingNode {
+		p.add(n, "", "policy must be a mapping")
+		return nil, p.err()
+	}
+	p.fields(n, "", map[string]func(*yaml.Node, string){
+		"default": func(v *yaml.Node, path string) { s.def = p.decision(v, path) },
+		"rules":   func(v *yaml.Node, path string) { s.rules = p.rules(v, path) },
+		"tools":   func(v *yaml.Node, path string) { p.tools(v, path, s.tools) },
+	})
+	if err := p.err(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+type parser struct{ errs }
+
+func (p *parser) rules(v *yaml.Node, path string) []rule {
+	if isNull(v) {
+		return nil
+	}
+	if v.Kind != yaml.SequenceNode {
+		p.add(v, path, "must be a list of rules")
+		return nil
+	}
+	out := make([]rule, 0, len(v.Content))
+	for i, item := range v.Content {
+		rp := fmt.Sprintf("%s[%d]", path, i)
+		if item = deref(item); item.Kind != yaml.MappingNode {
+			p.add(item, rp, "must be a mapping")
+			continue
+		}
+		r, ok := p.rule(item, rp)
+		if ok {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (p *parser) rule(item *yaml.Node, rp string) (rule, bool) {
+	before := len(p.list)
+	r := rule{scope: glob{pattern: "*", any: true}, tool: glob{pattern: "*", any: true}}
+	hasDecision := false
+	globField := func(mk func(string) (glob, error), dst *glob) func(*yaml.Node, string) {
+		return func(v *yaml.Node, path string) {
+			if s, ok := p.str(v, path); ok {
+				g, err := mk(s)
+				if err != nil {
+					p.add(v, path, "bad glob %q: %v", s, err)
+				}
+				*dst = g
+			}
+		}
+	}
+	p.fields(item, rp, map[string]func(*yaml.Node, string){
+		"scope": globField(newScopeGlob, &r.scope),
+		"tool":  globField(newToolGlob, &r.tool),
+		"when": func(v *yaml.Node, path string) {
+			r.where = fmt.Sprintf("%s:%d:%d: %s", p.source, v.Line, v.Column, path)
+			r.when = p.cel(v, path, cel.BoolType)
+		},
+		"decision": func(v *yaml.Node, path string) {
+			hasDecision = true
+			if r.verdict.Decision = p.decision(v, path); r.verdict.Decision == pipeline.Abstain {
+				r.verdict.Decision = pipeline.Deny // reported; keep the rule fail-closed
+			}
+		},
+		"reason":      func(v *yaml.Node, path string) { r.verdict.Reason, _ = p.str(v, path) },
+		"user_reason": func(v *yaml.Node, path string) { r.verdict.UserReason, _ = p.str(v, path) },
+		"private":     func(v *yaml.Node, path string) { r.verdict.Private = p.boolean(v, path) },
+	})
+	if !hasDecision {
+		p.add(item, rp+".decision", "missing (want allow, deny or ask)")
+	}
+	return r, len(p.list) == before
+}
+
+// decision parses allow | deny | ask; errors are reported and yield Abstain.
+func (p *parser) decision(v *yaml.Node, path string) pipeline.Decision {
+	s, ok := p.str(v, path)
+	if !ok {
+		return pipeline.Abstain
+	}
+	switch s {
+	case "allow":
+		return pipeline.Allow
+	case "deny":
+		return pipeline.Deny
+	case "ask":
+		return pipeline.Ask
+	}
+	p.add(v, path, "unknown decision %q (want allow, deny or ask)", s)
+	return pipeline.Abstain
+}
+
+func (p *parser) cel(v *yaml.Node, path string, want *cel.Type) cel.Program {
+	expr, ok := p.str(v, path)
+	if !ok {
+		return nil
+	}
+	if expr == "" {
+		p.add(v, path, "empty expression")
+		return nil
+	}
+	prg, err := compile(expr, want)
+	if err != nil {
+		p.add(v, path, "%v", err)
+		return nil
+	}
+	return prg
+}
+
+// fields walks a mapping, dispatching each key to its handler; unknown and duplicate
+// keys are errors at the key's position.
+func (p *parser) fields(n *yaml.Node, path string, handlers map[string]func(*yaml.Node, string)) {
+	seen := make(map[string]bool, len(handlers))
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], deref(n.Content[i+1])
+		fp := k.Value
+		if path != "" {
+			fp = path + "." + k.Value
+		}
+		h, ok := handlers[k.Value]
+		switch {
+		case !ok:
+			p.add(k, fp, "unknown field")
+		case seen[k.Value]:
+			p.add(k, fp, "duplicate field")
+		default:
+			seen[k.Value] = true
+			h(v, fp)
+		}
+	}
+}
+
+func (p *parser) str(v *yaml.Node, path string) (string, bool) {
+	if v.Kind != yaml.ScalarNode || isNull(v) {
+		p.add(v, path, "must be a string")
+		return "", false
+	}
+	return v.Value, true
+}
+
+func (p *parser) boolean(v *yaml.Node, path string) bool {
+	var b bool
+	if v.Kind != yaml.ScalarNode || v.Tag != "!!bool" || v.Decode(&b) != nil {
+		p.add(v, path, "must be true or false")
+	}
+	return b
+}
+
+func (p *parser) positiveInt(v *yaml.Node, path string) int {
+	var n int
+	if v.Kind != yaml.ScalarNode || v.Tag != "!!int" || v.Decode(&n) != nil || n <= 0 {
+		p.add(v, path, "must be a positive integer")
+		return 0
+	}
+	return n
+}
+
+func deref(n *yaml.Node) *yaml.Node {
+	for n != nil && n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	return n
+}
+
+func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.Tag == "!!null" }

@@ -1,0 +1,230 @@
+package policy_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/toolsd/toolsd/internal/pipeline"
+	"github.com/toolsd/toolsd/internal/pipeline/policy"
+	"github.com/toolsd/toolsd/internal/tool"
+)
+
+const example = `listen: 127.0.0.1:7000
+policy:
+  default: allow            # allow | deny | ask when every participant abstains
+  rules:
+    - scope: "*"
+      tool: "echo"
+      when: 'args.text.contains("forbidden")'
+      decision: deny
+      reason: "echo may not say forbidden"
+      private: false
+  tools:
+    sleep:   { timeout: 2s }
+    write_note: { mode: exclusive, idempotent: false, max_result_bytes: 65536 }
+    fetch: { idempotent: true }
+    shell:   { mode_when: 'args.command.startsWith("ls") ? "parallel" : "exclusive"' }
+`
+
+func exec(scope, name, args string) *tool.Exec {
+	return &tool.Exec{Call: tool.Call{Scope: scope, Name: name, Arguments: []byte(args)}}
+}
+
+func TestParseExample(t *testing.T) {
+	s, err := policy.Parse([]byte(example), "config.yaml")
+	if err != nil {
+		t.Fatalf("Parse(example) error = %v", err)
+	}
+	if s.DefaultDecision() != pipeline.Allow || s.Rules() != 1 {
+		t.Errorf("Parse(example) default %s with %d rules, want allow with 1", s.DefaultDecision(), s.Rules())
+	}
+	ctx := t.Context()
+	deny := s.PreExecute(ctx, exec("global", "echo", `{"text":"a forbidden word"}`), nil)
+	if want := (pipeline.Verdict{Decision: pipeline.Deny, Reason: "echo may not say forbidden"}); deny != want {
+		t.Errorf("PreExecute(forbidden echo) = %+v, want %+v", deny, want)
+	}
+	for _, e := range []*tool.Exec{exec("global", "echo", `{"text":"hello"}`), exec("global", "cat", `{"text":"forbidden"}`)} {
+		if v := s.PreExecute(ctx, e, nil); v.Decision != pipeline.Abstain {
+			t.Errorf("PreExecute(%s %s) = %+v, want abstain", e.Name, e.Arguments, v)
+		}
+	}
+	if got := s.Tool("global", "sleep"); got.Timeout != 2*time.Second {
+		t.Errorf("Tool(sleep).Timeout = %v, want 2s", got.Timeout)
+	}
+	if got := s.Tool("global", "write_note"); got.Mode != tool.ModeExclusive || got.MaxResultBytes != 65536 || got.Idempotent {
+		t.Errorf("Tool(write_note) = %+v, want exclusive, 65536 bytes, not idempotent", got)
+	}
+	if got := s.Tool("global", "fetch"); !got.Idempotent {
+		t.Errorf("Tool(fetch).Idempotent = false, want true")
+	}
+	shell := s.Tool("global", "shell")
+	modes := map[string]tool.Mode{`{"command":"ls -la"}`: tool.ModeParallel, `{"command":"rm -rf /"}`: tool.ModeExclusive}
+	for args, want := range modes {
+		if got, err := shell.ModeFunc(ctx, &tool.Call{Name: "shell", Arguments: []byte(args)}); got != want || err != nil {
+			t.Errorf("Tool(shell).ModeFunc(%s) = %s, %v; want %s", args, got, err, want)
+		}
+	}
+	if _, err := shell.ModeFunc(ctx, &tool.Call{Name: "shell", Arguments: []byte(`{}`)}); err == nil || !strings.Contains(err.Error(), "config.yaml:15:27: tools.shell.mode_when") {
+		t.Errorf("Tool(shell).ModeFunc({}) error = %v, want the expression's location", err)
+	}
+}
+
+func TestParseNodeKeepsFilePositions(t *testing.T) {
+	var cfg struct {
+		Listen string    `yaml:"listen"`
+		Policy yaml.Node `yaml:"policy"`
+	}
+	doc := strings.Replace(example, "decision: deny", "decision: maybe", 1)
+	if err := yaml.Unmarshal([]byte(doc), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	_, err := policy.ParseNode(&cfg.Policy, "config.yaml")
+	want := `config.yaml:8:17: rules[0].decision: unknown decision "maybe" (want allow, deny or ask)`
+	if err == nil || err.Error() != want {
+		t.Errorf("ParseNode() error = %v, want %s", err, want)
+	}
+}
+
+func TestParseEmpty(t *testing.T) {
+	for name, src := range map[string]string{"empty": "", "null section": "policy:\n"} {
+		t.Run(name, func(t *testing.T) {
+			s, err := policy.Parse([]byte(src), "config.yaml")
+			if err != nil || s.Rules() != 0 || s.DefaultDecision() != pipeline.Allow {
+				t.Errorf("Parse(%q) = %d rules default %s, %v; want an empty allow set", src, s.Rules(), s.DefaultDecision(), err)
+			}
+		})
+	}
+	var nilSet *policy.Set
+	if v := nilSet.PreExecute(t.Context(), exec("", "x", `{}`), nil); v.Decision != pipeline.Abstain || nilSet.DefaultDecision() != pipeline.Allow {
+		t.Errorf("nil Set = %+v default %s, want abstain and allow", v, nilSet.DefaultDecision())
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	tests := map[string]struct {
+		src  string
+		want string // the whole message, or its prefix when it ends in "…"
+	}{
+		"bad tool glob": {
+			src:  "rules:\n  - tool: \"[bad\"\n    decision: deny\n",
+			want: `config.yaml:2:11: rules[0].tool: bad glob "[bad": syntax error in pattern`,
+		},
+		"bad scope glob": {
+			src:  "rules:\n  - scope: \"agents/[\"\n    decision: deny\n",
+			want: `config.yaml:2:12: rules[0].scope: bad glob "agents/[": syntax error in pattern`,
+		},
+		"CEL syntax": {
+			src:  "rules:\n  - decision: deny\n  - when: 'args.text +'\n    decision: deny\n",
+			want: "config.yaml:3:11: rules[1].when: ERROR: <input>:1:12: Syntax error…",
+		},
+		"CEL type": {
+			src:  "rules:\n  - when: 'args.text + \"x\"'\n    decision: deny\n",
+			want: "config.yaml:2:11: rules[0].when: expression has type string, want bool",
+		},
+		"CEL undeclared": {
+			src:  "rules:\n  - when: 'user == \"bob\"'\n    decision: deny\n",
+			want: "config.yaml:2:11: rules[0].when: ERROR: <input>:1:1: undeclared reference to 'user'…",
+		},
+		"unknown decision": {
+			src:  "rules:\n  - decision: perhaps\n",
+			want: `config.yaml:2:15: rules[0].decision: unknown decision "perhaps" (want allow, deny or ask)`,
+		},
+		"missing decision": {
+			src:  "rules:\n  - tool: echo\n",
+			want: "config.yaml:2:5: rules[0].decision: missing (want allow, deny or ask)",
+		},
+		"unknown rule field": {
+			src:  "rules:\n  - tool: echo\n    decison: deny\n    decision: deny\n",
+			want: "config.yaml:3:5: rules[0].decison: unknown field",
+		},
+		"duplicate field": {
+			src:  "rules:\n  - decision: deny\n    decision: allow\n",
+			want: "config.yaml:3:5: rules[0].decision: duplicate field",
+		},
+		"unknown top-level field": {
+			src:  "default: allow\nrule: []\n",
+			want: "config.yaml:2:1: rule: unknown field",
+		},
+		"bad default": {
+			src:  "default: maybe\n",
+			want: `config.yaml:1:10: default: unknown decision "maybe" (want allow, deny or ask)`,
+		},
+		"private not bool": {
+			src:  "rules:\n  - decision: deny\n    private: yes please\n",
+			want: "config.yaml:3:14: rules[0].private: must be true or false",
+		},
+		"rules not a list": {
+			src:  "rules: {tool: echo}\n",
+			want: "config.yaml:1:8: rules: must be a list of rules",
+		},
+		"unknown mode": {
+			src:  "tools:\n  shell: {mode: serial}\n",
+			want: `config.yaml:2:17: tools.shell.mode: unknown mode "serial" (want parallel or exclusive)`,
+		},
+		"bad timeout": {
+			src:  "tools:\n  sleep: {timeout: forever}\n",
+			want: "config.yaml:2:20: tools.sleep.timeout: must be a positive duration like 2s or 500ms",
+		},
+		"bad max_result_bytes": {
+			src:  "tools:\n  cat: {max_result_bytes: -1}\n",
+			want: "config.yaml:2:27: tools.cat.max_result_bytes: must be a positive integer",
+		},
+		"mode and mode_when": {
+			src:  "tools:\n  shell:\n    mode: parallel\n    mode_when: '\"exclusive\"'\n",
+			want: "config.yaml:2:3: tools.shell: mode and mode_when are mutually exclusive",
+		},
+		"mode_when not a string": {
+			src:  "tools:\n  shell: {mode_when: 'args.n > 1'}\n",
+			want: "config.yaml:2:22: tools.shell.mode_when: expression has type bool, want string",
+		},
+		"unknown tool field": {
+			src:  "tools:\n  shell: {retries: 3}\n",
+			want: "config.yaml:2:11: tools.shell.retries: unknown field",
+		},
+		"section not a mapping": {
+			src:  "policy: [allow]\n",
+			want: "config.yaml:1:9: policy must be a mapping",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			s, err := policy.Parse([]byte(tc.src), "config.yaml")
+			if err == nil {
+				t.Fatalf("Parse(%q) = %v, nil; want error %s", tc.src, s, tc.want)
+			}
+			if !errors.Is(err, policy.ErrInvalid) {
+				t.Errorf("Parse(%q) error %v does not match ErrInvalid", tc.src, err)
+			}
+			got := err.Error()
+			if prefix, ok := strings.CutSuffix(tc.want, "…"); ok {
+				if !strings.HasPrefix(got, prefix) {
+					t.Errorf("Parse(%q) error = %s, want prefix %s", tc.src, got, prefix)
+				}
+			} else if got != tc.want {
+				t.Errorf("Parse(%q) error = %s, want %s", tc.src, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseReportsEveryError(t *testing.T) {
+	_, err := policy.Parse([]byte("default: no\nrules:\n  - decision: x\n  - tool: '['\n    decision: deny\n"), "p.yaml")
+	var perr *policy.Error
+	if !errors.As(err, &perr) {
+		t.Fatalf("Parse() error = %v, want *policy.Error", err)
+	}
+	if n := strings.Count(err.Error(), "p.yaml:"); n != 3 {
+		t.Errorf("Parse() reported %d problems, want 3:\n%v", n, err)
+	}
+}
+
+func TestParseYAMLSyntax(t *testing.T) {
+	_, err := policy.Parse([]byte("rules: [\n"), "config.yaml")
+	if !errors.Is(err, policy.ErrInvalid) || !strings.HasPrefix(err.Error(), "config.yaml: ") {
+		t.Errorf("Parse(broken yaml) error = %v, want ErrInvalid prefixed with the source", err)
+	}
+}

@@ -1,0 +1,105 @@
+package policy
+
+import (
+	"context"
+	"fmt"
+
+	"cel.dev/cel-go/cel"
+
+	"github.com/toolsd/toolsd/internal/pipeline"
+	"github.com/toolsd/toolsd/internal/tool"
+)
+
+// Set is one parsed, immutable policy section. The nil *Set is valid: it abstains on
+// every call, defaults to allow and has no tool settings.
+type Set struct {
+	source string
+	def    pipeline.Decision
+	rules  []rule
+	tools  map[string]pipeline.ToolSettings
+}
+
+var _ pipeline.Policy = (*Set)(nil)
+
+// rule is one permission rule; its verdict applies when scope, tool and when match.
+type rule struct {
+	where   string // "config.yaml:12:7: rules[2].when" for fail-closed reasons
+	scope   glob
+	tool    glob
+	when    cel.Program
+	verdict pipeline.Verdict
+}
+
+// Name identifies the set among pre-execute participants.
+func (s *Set) Name() string { return "policy" }
+
+// DefaultDecision is the decision when every participant abstains (allow when unset).
+func (s *Set) DefaultDecision() pipeline.Decision {
+	if s == nil || s.def == pipeline.Abstain {
+		return pipeline.Allow
+	}
+	return s.def
+}
+
+// Tool returns the settings configured for the named tool (zero when none).
+func (s *Set) Tool(_, name string) pipeline.ToolSettings {
+	if s == nil {
+		return pipeline.ToolSettings{}
+	}
+	return s.tools[name]
+}
+
+// Rules reports how many rules the set holds.
+func (s *Set) Rules() int {
+	if s == nil {
+		return 0
+	}
+	return len(s.rules)
+}
+
+// PreExecute evaluates the rules in order and combines the verdicts of every rule that
+// matches (see [pipeline.Combine]), stopping at the first deny; no match abstains. The
+// arguments are decoded only when a matching rule has a condition. A condition that
+// fails to evaluate makes its rule deny.
+func (s *Set) PreExecute(ctx context.Context, e *tool.Exec, _ pipeline.Tool) pipeline.Verdict {
+	var out pipeline.Verdict
+	if s == nil {
+		return out
+	}
+	var act map[string]any
+	var actErr error
+	for i := range s.rules {
+		r := &s.rules[i]
+		if !r.scope.matchScope(e.Scope) || !r.tool.matchTool(e.Name) {
+			continue
+		}
+		v := r.verdict
+		if r.when != nil {
+			if act == nil && actErr == nil {
+				act, actErr = vars(&e.Call)
+			}
+			ok, err := false, actErr
+			if err == nil {
+				ok, err = evalBool(ctx, r.when, act)
+			}
+			switch {
+			case err != nil:
+				v = failClosed(r, err)
+			case !ok:
+				continue
+			}
+		}
+		if out = pipeline.Combine(out, v); out.Decision == pipeline.Deny {
+			break
+		}
+	}
+	return out
+}
+
+func failClosed(r *rule, err error) pipeline.Verdict {
+	return pipeline.Verdict{
+		Decision:   pipeline.Deny,
+		Reason:     "call denied by policy (rule evaluation failed)",
+		UserReason: fmt.Sprintf("%s: %v", r.where, err),
+	}
+}

@@ -1,0 +1,178 @@
+package policy_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/toolsd/toolsd/internal/pipeline"
+	"github.com/toolsd/toolsd/internal/pipeline/policy"
+	"github.com/toolsd/toolsd/internal/tool"
+)
+
+func mustParse(t testing.TB, src string) *policy.Set {
+	t.Helper()
+	s, err := policy.Parse([]byte(src), "config.yaml")
+	if err != nil {
+		t.Fatalf("Parse() error = %v", err)
+	}
+	return s
+}
+
+func TestRuleMatching(t *testing.T) {
+	s := mustParse(t, `
+rules:
+  - scope: "global/**"
+    tool: "fs_*"
+    decision: ask
+    reason: "file access"
+  - scope: "global/*/sandbox"
+    tool: "shell"
+    decision: allow
+  - scope: "global/agents/intern"
+    tool: "*"
+    decision: deny
+    reason: "interns may not use tools"
+  - tool: "web_fetch"
+    when: 'scope.startsWith("global/agents/") && tool == "web_fetch" && has(args.url) && args.url.startsWith("http://")'
+    decision: deny
+    reason: "plain http is not allowed"
+`)
+	tests := map[string]struct {
+		scope, name, args string
+		want              pipeline.Verdict
+	}{
+		"** matches any depth":         {scope: "global/agents/a/b", name: "fs_read", want: pipeline.Verdict{Decision: pipeline.Ask, Reason: "file access"}},
+		"** matches zero segments":     {scope: "global", name: "fs_write", want: pipeline.Verdict{Decision: pipeline.Ask, Reason: "file access"}},
+		"scope mismatch":               {scope: "other", name: "fs_read"},
+		"single-segment star":          {scope: "global/x/sandbox", name: "shell", want: pipeline.Verdict{Decision: pipeline.Allow}},
+		"star does not cross segments": {scope: "global/x/y/sandbox", name: "shell"},
+		"deny beats ask":               {scope: "global/agents/intern", name: "fs_read", want: pipeline.Verdict{Decision: pipeline.Deny, Reason: "interns may not use tools"}},
+		"condition true":               {scope: "global/agents/a", name: "web_fetch", args: `{"url":"http://x"}`, want: pipeline.Verdict{Decision: pipeline.Deny, Reason: "plain http is not allowed"}},
+		"condition false":              {scope: "global/agents/a", name: "web_fetch", args: `{"url":"https://x"}`},
+		"condition guarded by has":     {scope: "global/agents/a", name: "web_fetch", args: `{}`},
+		"condition sees scope":         {scope: "elsewhere", name: "web_fetch", args: `{"url":"http://x"}`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if tc.args == "" {
+				tc.args = `{}`
+			}
+			if got := s.PreExecute(t.Context(), exec(tc.scope, tc.name, tc.args), nil); got != tc.want {
+				t.Errorf("PreExecute(%s, %s, %s) = %+v, want %+v", tc.scope, tc.name, tc.args, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestConditionErrorsFailClosed(t *testing.T) {
+	s := mustParse(t, `
+rules:
+  - tool: echo
+    decision: allow
+  - tool: echo
+    when: 'args.text.contains("forbidden")'
+    decision: deny
+    reason: "echo may not say forbidden"
+  - tool: loop
+    when: 'args.items.all(x, args.items.all(y, args.items.all(z, x + y + z >= 0)))'
+    decision: allow
+`)
+	items := strings.TrimSuffix(strings.Repeat("1,", 200), ",")
+	tests := map[string]struct {
+		e          *tool.Exec
+		wantDetail string
+	}{
+		"missing key":        {e: exec("g", "echo", `{"other":1}`), wantDetail: "config.yaml:6:11: rules[1].when: no such key: text"},
+		"cost limit":         {e: exec("g", "loop", fmt.Sprintf(`{"items":[%s]}`, items)), wantDetail: "config.yaml:10:11: rules[2].when: operation cancelled: actual cost limit exceeded"},
+		"arguments not JSON": {e: exec("g", "echo", `{"text":`), wantDetail: "config.yaml:6:11: rules[1].when: arguments are not a JSON object"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			v := s.PreExecute(t.Context(), tc.e, nil)
+			if v.Decision != pipeline.Deny || v.Reason != "call denied by policy (rule evaluation failed)" || !strings.HasPrefix(v.UserReason, tc.wantDetail) {
+				t.Errorf("PreExecute() = %+v, want a fail-closed deny detailing %q", v, tc.wantDetail)
+			}
+		})
+	}
+}
+
+func TestSetInPipeline(t *testing.T) {
+	s := mustParse(t, `
+default: deny
+rules:
+  - tool: echo
+    decision: allow
+  - tool: echo
+    when: 'args.text.contains("forbidden")'
+    decision: deny
+    reason: "echo may not say forbidden"
+  - tool: echo
+    when: 'args.text.contains("secret")'
+    decision: deny
+    reason: "matched secrets rule 12"
+    user_reason: "blocked by the secrets policy"
+    private: true
+  - tool: rm
+    decision: ask
+    reason: "rm deletes files"
+tools:
+  echo: {max_result_bytes: 4}
+`)
+	res := resolverFunc(func(_ context.Context, c *tool.Call) (pipeline.Tool, error) {
+		return &stubTool{def: tool.Definition{Name: c.Name}}, nil
+	})
+	disp := dispatcherFunc(func(context.Context, pipeline.Tool, *tool.Exec) tool.Result { return tool.Result{Content: "ok"} })
+	p := pipeline.New(res, disp, pipeline.WithPolicy(s))
+	tests := map[string]struct {
+		name, args string
+		wantCode   tool.Code
+		wantMsg    string
+		wantReason string
+	}{
+		"allowed":          {name: "echo", args: `{"text":"hi"}`},
+		"denied":           {name: "echo", args: `{"text":"forbidden"}`, wantCode: tool.CodeDenied, wantMsg: "echo may not say forbidden"},
+		"private":          {name: "echo", args: `{"text":"secret"}`, wantCode: tool.CodeDenied, wantMsg: "call denied by policy", wantReason: "blocked by the secrets policy"},
+		"ask, no approver": {name: "rm", args: `{}`, wantCode: tool.CodeApprovalUnavailable, wantMsg: "call requires approval but no approver is available"},
+		"default deny":     {name: "cat", args: `{}`, wantCode: tool.CodeDenied, wantMsg: "call denied by policy"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := p.Run(t.Context(), exec("global", tc.name, tc.args))
+			if r.Code() != tc.wantCode {
+				t.Fatalf("Run(%s %s) = %+v, want code %q", tc.name, tc.args, r, tc.wantCode)
+			}
+			if r.Err != nil && (r.Err.Message != tc.wantMsg || r.Err.Reason != tc.wantReason || strings.Contains(r.Content, "rule 12")) {
+				t.Errorf("Run(%s %s).Err = %+v, want message %q reason %q", tc.name, tc.args, r.Err, tc.wantMsg, tc.wantReason)
+			}
+		})
+	}
+	// The per-tool result limit comes from the set too: "ok" fits 4 bytes, a reload
+	// tightening it to 1 byte rejects the same result.
+	p.SetPolicy(mustParse(t, "tools:\n  echo: {max_result_bytes: 1}\n"))
+	if r := p.Run(t.Context(), exec("global", "echo", `{"text":"hi"}`)); r.Code() != tool.CodeResultTooLarge {
+		t.Errorf("Run() after reload = %+v, want RESULT_TOO_LARGE", r)
+	}
+}
+
+type stubTool struct{ def tool.Definition }
+
+func (s *stubTool) Definition() *tool.Definition { return &s.def }
+func (s *stubTool) Owner() string                { return "p" }
+func (s *stubTool) ValidateArguments([]byte) error {
+	return nil
+}
+func (s *stubTool) ValidateOutput([]byte) error { return nil }
+
+type resolverFunc func(ctx context.Context, c *tool.Call) (pipeline.Tool, error)
+
+func (f resolverFunc) Resolve(ctx context.Context, c *tool.Call) (pipeline.Tool, error) {
+	return f(ctx, c)
+}
+
+type dispatcherFunc func(ctx context.Context, t pipeline.Tool, e *tool.Exec) tool.Result
+
+func (f dispatcherFunc) Dispatch(ctx context.Context, t pipeline.Tool, e *tool.Exec) tool.Result {
+	return f(ctx, t, e)
+}

@@ -1,0 +1,309 @@
+package pipeline_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/toolsd/toolsd/internal/pipeline"
+	"github.com/toolsd/toolsd/internal/tool"
+)
+
+func TestPrepareFailures(t *testing.T) {
+	echo := newTool("echo")
+	strict := newTool("echo")
+	strict.argErr = errors.New(`at "/text": expected string, got number`)
+	tests := map[string]struct {
+		res      *resolver
+		args     string
+		opts     []pipeline.Option
+		wantCode tool.Code
+		wantMsg  string
+	}{
+		"unknown tool": {
+			res: &resolver{fn: func(int, *tool.Call) (pipeline.Tool, error) {
+				return nil, fmt.Errorf("registry: %w", tool.ErrUnknownTool)
+			}},
+			wantCode: tool.CodeUnknownTool,
+			wantMsg:  `unknown tool "echo"`,
+		},
+		"tool set released": {
+			res:      &resolver{fn: func(int, *tool.Call) (pipeline.Tool, error) { return nil, tool.ErrToolSetGone }},
+			wantCode: tool.CodeAbortedBeforeDispatch,
+			wantMsg:  "call was not started: tool set released",
+		},
+		"resolver failure": {
+			res:      &resolver{fn: func(int, *tool.Call) (pipeline.Tool, error) { return nil, errors.New("disk on fire") }},
+			wantCode: tool.CodeInternal,
+			wantMsg:  "internal error",
+		},
+		"malformed arguments": {
+			res:      staticResolver(echo),
+			args:     `{"text":`,
+			wantCode: tool.CodeInvalidArguments,
+			wantMsg:  `invalid arguments for tool "echo": arguments are not valid JSON`,
+		},
+		"schema violation": {
+			res:      staticResolver(strict),
+			args:     `{"text":1}`,
+			wantCode: tool.CodeInvalidArguments,
+			wantMsg:  `invalid arguments for tool "echo": at "/text": expected string, got number`,
+		},
+		"default deny": {
+			res:      staticResolver(echo),
+			opts:     []pipeline.Option{pipeline.WithConfig(pipeline.Config{DefaultDecision: pipeline.Deny})},
+			wantCode: tool.CodeDenied,
+			wantMsg:  "call denied by policy",
+		},
+		"ask without approver": {
+			res:      staticResolver(echo),
+			opts:     []pipeline.Option{pipeline.WithPreExecute(verdict(pipeline.Ask, "sure?"))},
+			wantCode: tool.CodeApprovalUnavailable,
+			wantMsg:  "call requires approval but no approver is available",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if tc.args == "" {
+				tc.args = `{}`
+			}
+			var posts int
+			post := pipeline.PostExecuteFunc("count", func(context.Context, *tool.Exec, pipeline.Tool, tool.Result) pipeline.PostVerdict {
+				posts++
+				return pipeline.PostVerdict{}
+			})
+			var observed []tool.Result
+			disp := returning(tool.Result{Content: "ok"})
+			opts := append([]pipeline.Option{
+				pipeline.WithPostExecute(post),
+				pipeline.WithResultObservers(func(_ *tool.Exec, r tool.Result, _ time.Duration) { observed = append(observed, r) }),
+			}, tc.opts...)
+			p := pipeline.New(tc.res, disp, opts...)
+			e := newExec("echo", tc.args)
+			r := p.Run(t.Context(), e)
+			checkShape(t, e, r)
+			if r.Code() != tc.wantCode || r.Err.Message != tc.wantMsg {
+				t.Errorf("Run() = %s %q, want %s %q", r.Code(), r.Err.Message, tc.wantCode, tc.wantMsg)
+			}
+			if r.Content != "Error: "+tc.wantMsg {
+				t.Errorf("Run().Content = %q, want %q", r.Content, "Error: "+tc.wantMsg)
+			}
+			if disp.count() != 0 || posts != 0 {
+				t.Errorf("final result reached dispatch %d times, post-execute %d times; want 0, 0", disp.count(), posts)
+			}
+			if diff := cmp.Diff([]tool.Result{r}, observed); diff != "" {
+				t.Errorf("observed results mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestPrivateReasonHiddenFromContent(t *testing.T) {
+	tests := map[string]struct {
+		v          pipeline.Verdict
+		wantMsg    string
+		wantReason string
+	}{
+		"private reason": {
+			v:       pipeline.Verdict{Decision: pipeline.Deny, Reason: "rule 7: secrets dir", Private: true},
+			wantMsg: "call denied by policy", wantReason: "rule 7: secrets dir",
+		},
+		"private with user reason": {
+			v:       pipeline.Verdict{Decision: pipeline.Deny, Reason: "rule 7: secrets dir", UserReason: "blocked by admin", Private: true},
+			wantMsg: "call denied by policy", wantReason: "blocked by admin",
+		},
+		"public reason": {
+			v:       pipeline.Verdict{Decision: pipeline.Deny, Reason: "no writes to /etc", UserReason: "see policy doc"},
+			wantMsg: "no writes to /etc", wantReason: "see policy doc",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			p := pipeline.New(staticResolver(newTool("write")), returning(tool.Result{}), pipeline.WithPreExecute(
+				pipeline.PreExecuteFunc("rules", func(context.Context, *tool.Exec, pipeline.Tool) pipeline.Verdict { return tc.v })))
+			e := newExec("write", `{}`)
+			r := p.Run(t.Context(), e)
+			checkShape(t, e, r)
+			if r.Code() != tool.CodeDenied || r.Err.Message != tc.wantMsg || r.Err.Reason != tc.wantReason {
+				t.Errorf("Run().Err = %+v, want DENIED %q reason %q", r.Err, tc.wantMsg, tc.wantReason)
+			}
+			if tc.v.Private && strings.Contains(r.Content, "secrets") {
+				t.Errorf("Run().Content = %q leaks the private reason", r.Content)
+			}
+		})
+	}
+}
+
+func TestParticipantsCannotRewriteArguments(t *testing.T) {
+	const args = `{"path":"/tmp/x"}`
+	var seen []string
+	mutate := func(_ context.Context, e *tool.Exec, _ pipeline.Tool) pipeline.Verdict {
+		seen = append(seen, string(e.Arguments))
+		e.Arguments[2] = 'X'
+		e.Arguments = []byte(`{"path":"/etc/passwd"}`)
+		e.Name = "other"
+		return pipeline.Verdict{Decision: pipeline.Allow}
+	}
+	guard := func(_ context.Context, e *tool.Exec, _ pipeline.Tool) (bool, string) {
+		seen = append(seen, string(e.Arguments))
+		e.Arguments[3] = 'Y'
+		return false, ""
+	}
+	post := func(_ context.Context, e *tool.Exec, _ pipeline.Tool, _ tool.Result) pipeline.PostVerdict {
+		seen = append(seen, string(e.Arguments)+" "+e.Name)
+		return pipeline.PostVerdict{}
+	}
+	disp := returning(tool.Result{Content: "ok"})
+	p := pipeline.New(staticResolver(newTool("read")), disp,
+		pipeline.WithPreExecute(pipeline.PreExecuteFunc("m1", mutate), pipeline.PreExecuteFunc("m2", mutate)),
+		pipeline.WithGuards(pipeline.GuardFunc("g", guard)),
+		pipeline.WithPostExecute(pipeline.PostExecuteFunc("p", post)))
+	e := newExec("read", args)
+	r := p.Run(t.Context(), e)
+	if r.IsError {
+		t.Fatalf("Run() = %+v, want success", r)
+	}
+	want := []string{args, args, args, args + " read"}
+	if diff := cmp.Diff(want, seen); diff != "" {
+		t.Errorf("arguments seen by participants (-want +got):\n%s", diff)
+	}
+	if string(e.Arguments) != args || e.Name != "read" {
+		t.Errorf("Exec after Run = %s %s, want read %s", e.Name, e.Arguments, args)
+	}
+	if diff := cmp.Diff([]string{args}, disp.args); diff != "" {
+		t.Errorf("dispatched arguments (-want +got):\n%s", diff)
+	}
+}
+
+func TestApproval(t *testing.T) {
+	tests := map[string]struct {
+		approver func(cancel context.CancelFunc) tool.Approver
+		wantCode tool.Code
+		wantMsg  string
+	}{
+		"approved": {
+			approver: func(context.CancelFunc) tool.Approver {
+				return approverFunc(func(_ context.Context, req tool.ApprovalRequest) (tool.ApprovalDecision, error) {
+					if req.Reason != "deletes files" || req.Call.Name != "rm" {
+						return tool.ApprovalDecision{}, fmt.Errorf("unexpected request %+v", req)
+					}
+					return tool.ApprovalDecision{Approved: true}, nil
+				})
+			},
+		},
+		"denied with reason": {
+			approver: func(context.CancelFunc) tool.Approver {
+				return approverFunc(func(context.Context, tool.ApprovalRequest) (tool.ApprovalDecision, error) {
+					return tool.ApprovalDecision{Reason: "not today"}, nil
+				})
+			},
+			wantCode: tool.CodeApprovalDenied, wantMsg: "call was not approved: not today",
+		},
+		"approval timeout enforced": {
+			approver: func(context.CancelFunc) tool.Approver {
+				return approverFunc(func(ctx context.Context, _ tool.ApprovalRequest) (tool.ApprovalDecision, error) {
+					<-ctx.Done()
+					return tool.ApprovalDecision{}, ctx.Err()
+				})
+			},
+			wantCode: tool.CodeApprovalTimeout, wantMsg: "approval timed out after 5ms",
+		},
+		"caller cancels while asking": {
+			approver: func(cancel context.CancelFunc) tool.Approver {
+				return approverFunc(func(ctx context.Context, _ tool.ApprovalRequest) (tool.ApprovalDecision, error) {
+					cancel()
+					<-ctx.Done()
+					return tool.ApprovalDecision{}, ctx.Err()
+				})
+			},
+			wantCode: tool.CodeAbortedBeforeDispatch, wantMsg: "call was cancelled before dispatch",
+		},
+		"approver failure": {
+			approver: func(context.CancelFunc) tool.Approver {
+				return approverFunc(func(context.Context, tool.ApprovalRequest) (tool.ApprovalDecision, error) {
+					return tool.ApprovalDecision{}, errors.New("stream broken")
+				})
+			},
+			wantCode: tool.CodeApprovalUnavailable, wantMsg: "call requires approval but no approver is available",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			disp := returning(tool.Result{Content: "ok"})
+			p := pipeline.New(staticResolver(newTool("rm")), disp,
+				pipeline.WithConfig(pipeline.Config{ApprovalTimeout: 5 * time.Millisecond}),
+				pipeline.WithPreExecute(verdict(pipeline.Ask, "deletes files")))
+			e := newExec("rm", `{}`)
+			e.Approver = tc.approver(cancel)
+			r := p.Run(ctx, e)
+			checkShape(t, e, r)
+			if r.Code() != tc.wantCode {
+				t.Fatalf("Run() = %+v, want code %q", r, tc.wantCode)
+			}
+			if tc.wantCode == "" {
+				if disp.count() != 1 {
+					t.Errorf("approved call dispatched %d times, want 1", disp.count())
+				}
+				return
+			}
+			if r.Err.Message != tc.wantMsg || disp.count() != 0 {
+				t.Errorf("Run() message %q dispatches %d, want %q and 0", r.Err.Message, disp.count(), tc.wantMsg)
+			}
+		})
+	}
+}
+
+func TestCancelledBeforeDispatch(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	disp := returning(tool.Result{Content: "ok"})
+	consulted := 0
+	hook := pipeline.PreExecuteFunc("hook", func(context.Context, *tool.Exec, pipeline.Tool) pipeline.Verdict {
+		consulted++
+		return pipeline.Verdict{}
+	})
+	p := pipeline.New(staticResolver(newTool("echo")), disp, pipeline.WithPreExecute(hook))
+	e := newExec("echo", `{}`)
+	r := p.Run(ctx, e)
+	checkShape(t, e, r)
+	if r.Code() != tool.CodeAbortedBeforeDispatch || disp.count() != 0 || consulted != 0 {
+		t.Errorf("Run(cancelled) = %+v with %d dispatches, %d hook calls; want ABORTED_BEFORE_DISPATCH and none", r.Err, disp.count(), consulted)
+	}
+}
+
+func TestPanicBecomesInternal(t *testing.T) {
+	var observed int
+	disp := &dispatcher{fn: func(context.Context, int, pipeline.Tool, *tool.Exec) tool.Result { panic("boom") }}
+	p := pipeline.New(staticResolver(newTool("echo")), disp,
+		pipeline.WithResultObservers(func(*tool.Exec, tool.Result, time.Duration) { observed++ }))
+	e := newExec("echo", `{}`)
+	r := p.Run(t.Context(), e)
+	checkShape(t, e, r)
+	if r.Code() != tool.CodeInternal || r.Err.Message != "internal error" || observed != 1 {
+		t.Errorf("Run(panicking) = %+v, observed %d; want INTERNAL observed once", r.Err, observed)
+	}
+}
+
+func TestGateStopsCallCancelledDuringPrepare(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	disp := returning(tool.Result{Content: "ok"})
+	p := pipeline.New(staticResolver(newTool("echo")), disp, pipeline.WithGuards(
+		pipeline.GuardFunc("slow", func(context.Context, *tool.Exec, pipeline.Tool) (bool, string) {
+			cancel()
+			return false, ""
+		})))
+	e := newExec("echo", `{}`)
+	r := p.Run(ctx, e)
+	checkShape(t, e, r)
+	if r.Code() != tool.CodeAbortedBeforeDispatch || disp.count() != 0 {
+		t.Errorf("Run() = %+v with %d dispatches, want ABORTED_BEFORE_DISPATCH and none", r.Err, disp.count())
+	}
+}

@@ -1,0 +1,88 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/toolsd/toolsd/internal/tool"
+)
+
+// transient reports codes worth retrying: the provider went away or is not there yet.
+func transient(c tool.Code) bool {
+	return c == tool.CodeProviderGone || c == tool.CodeProviderUnavailable
+}
+
+// retry re-dispatches calls of tools the operator marked idempotent after a transient
+// result, with exponential backoff and jitter: at most Retry.MaxAttempts tries, the first
+// dispatch included, and no retry starting past Retry.Budget. Each retry re-resolves the
+// tool, so a call is sent to its provider's new connection once it has reconnected; a try
+// that finds the tool still unknown is spent waiting. Any other outcome ends the retries and the last
+// dispatched result stands.
+func (s *snapshot) retry(ctx context.Context, e *tool.Exec, t Tool, next Handler) tool.Result {
+	st := stateOf(ctx)
+	start := s.p.opts.now()
+	st.attempt = 1
+	r := next(ctx, e, t)
+	if !st.settings.Idempotent {
+		return r
+	}
+	cfg := s.cfg.Retry
+	dispatches := 1
+	for try := 2; try <= cfg.MaxAttempts && transient(r.Code()); try++ {
+		delay := s.p.opts.backoff(try, cfg)
+		if s.p.opts.now().Sub(start)+delay > cfg.Budget {
+			break
+		}
+		if s.p.opts.sleep(ctx, delay) != nil {
+			break
+		}
+		nt, err := s.p.res.Resolve(ctx, &e.Call)
+		if errors.Is(err, tool.ErrUnknownTool) {
+			continue
+		}
+		if err != nil || nt == nil || nt.ValidateArguments(e.Arguments) != nil {
+			break
+		}
+		if s.p.opts.observer != nil {
+			s.p.opts.observer.Retried(nt.Definition().Name, r.Code(), try)
+		}
+		t, st.tool = nt, nt
+		dispatches++
+		st.attempt = dispatches
+		r = next(ctx, e, t)
+	}
+	if dispatches > 1 && r.Err != nil && r.Err.Reason == "" {
+		errCopy := *r.Err
+		errCopy.Reason = fmt.Sprintf("failed after %d attempts", dispatches)
+		r.Err = &errCopy
+	}
+	return r
+}
+
+// jitteredBackoff is the default delay before attempt number attempt (≥ 2): the base
+// delay doubled per earlier retry, capped at MaxDelay, then "equal jitter" (half fixed,
+// half uniformly random) so reconnecting providers are not stampeded.
+func jitteredBackoff(attempt int, cfg RetryConfig) time.Duration {
+	d := cfg.BaseDelay
+	for i := 2; i < attempt && d < cfg.MaxDelay; i++ {
+		d *= 2
+	}
+	d = min(d, cfg.MaxDelay)
+	half := d / 2
+	return half + time.Duration(rand.Int64N(int64(d-half)+1))
+}
+
+// sleepCtx waits d or until ctx ends, whichever comes first.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
+}

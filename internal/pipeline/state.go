@@ -1,0 +1,93 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/toolsd/toolsd/internal/tool"
+)
+
+type stateKey struct{}
+
+// callState is one call's private bookkeeping, shared by the layers of its onion through
+// ctx. Only the goroutine running the call touches it.
+type callState struct {
+	// tool is the resolved tool, replaced when a retry re-resolves it.
+	tool     Tool
+	settings ToolSettings
+	// attempt counts dispatches of this call: 1 for the first, 2… for retries.
+	attempt int
+	// verdict is the combined pre-execute verdict when it is Ask.
+	verdict Verdict
+
+	viewReady bool
+	view      tool.Exec
+	args      []byte
+	siblings  []string
+}
+
+// Attempt reports which dispatch of its call ctx belongs to: 1 for the first, 2 and up
+// for retries of idempotent tools (0 outside a pipeline). Dispatchers pass it on to
+// providers so they can tell a retry from a new call.
+func Attempt(ctx context.Context) int {
+	if st, ok := ctx.Value(stateKey{}).(*callState); ok {
+		return max(st.attempt, 1)
+	}
+	return 0
+}
+
+func stateOf(ctx context.Context) *callState {
+	if st, ok := ctx.Value(stateKey{}).(*callState); ok {
+		return st
+	}
+	return &callState{}
+}
+
+// exposed returns the copy of e that policy code sees. Participants get the Exec by
+// pointer, so each one is handed a fresh view whose Arguments and Siblings are private
+// copies, re-copied when a previous participant wrote through them: no participant can
+// change what another one sees or what is dispatched.
+func (st *callState) exposed(e *tool.Exec) *tool.Exec {
+	if !st.viewReady || !bytes.Equal(st.args, e.Arguments) {
+		st.args = bytes.Clone(e.Arguments)
+	}
+	if !st.viewReady || !slices.Equal(st.siblings, e.Siblings) {
+		st.siblings = slices.Clone(e.Siblings)
+	}
+	st.viewReady = true
+	st.view = *e
+	st.view.Arguments = st.args[:len(st.args):len(st.args)]
+	st.view.Siblings = st.siblings[:len(st.siblings):len(st.siblings)]
+	return &st.view
+}
+
+// failure builds an error result for the call.
+func failure(e *tool.Exec, code tool.Code, message, reason string) tool.Result {
+	r := tool.FailureWithReason(code, message, reason)
+	r.Err.Tool = e.Name
+	return r
+}
+
+// denial renders a Deny verdict: a private or empty reason gives the generic message.
+func denial(e *tool.Exec, code tool.Code, v Verdict, generic string) tool.Result {
+	msg, reason := v.Reason, v.UserReason
+	if v.Private || msg == "" {
+		if v.Private && reason == "" {
+			reason = v.Reason
+		}
+		msg = generic
+	}
+	return failure(e, code, msg, reason)
+}
+
+// keepContexts carries the additional contexts gathered so far onto a replacement result.
+func keepContexts(from, to tool.Result) tool.Result {
+	to.AdditionalContexts = from.AdditionalContexts
+	return to
+}
+
+func panicResult(e *tool.Exec, v any) tool.Result {
+	return failure(e, tool.CodeInternal, "internal error", fmt.Sprint("panic: ", v))
+}

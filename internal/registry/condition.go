@@ -1,0 +1,153 @@
+package registry
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+
+	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
+)
+
+// ModelSelection is the provider, model and reasoning effort a step runs with.
+type ModelSelection struct {
+	Provider, Model, ReasoningEffort string
+}
+
+// History answers what a session has done so far; conditions read it through
+// session.called and session.succeeded.
+type History interface {
+	Called(name string) bool
+	Succeeded(name string) bool
+}
+
+// ConditionEnv is everything a condition can see. Conditions only read it: they can
+// neither change registrations nor do tool work.
+type ConditionEnv struct {
+	SessionID string
+	Turn      uint64
+	Step      uint64
+	Model     ModelSelection
+	// History may be nil: session.called and session.succeeded are then false.
+	History History
+}
+
+// Condition variables and functions. A condition is a CEL expression that must return
+// bool, for example:
+//
+//	model.provider == "anthropic" && step > 0 && !session.called("get_db_schema")
+//
+//	scope                      string  the scope the tool set is resolved for
+//	turn, step                 int     the step's turn and step numbers
+//	model.provider             string  the step's model selection
+//	model.model                string
+//	model.reasoning_effort     string
+//	session.called(name)       bool    the session has called the tool before
+//	session.succeeded(name)    bool    ... and at least one call succeeded
+const (
+	fnCalled    = "session.called"
+	fnSucceeded = "session.succeeded"
+)
+
+// celEnv is the one CEL environment every condition compiles in.
+var celEnv = sync.OnceValues(func() (*cel.Env, error) {
+	return cel.NewEnv(
+		cel.Variable("scope", cel.StringType),
+		cel.Variable("turn", cel.IntType),
+		cel.Variable("step", cel.IntType),
+		cel.Variable("model.provider", cel.StringType),
+		cel.Variable("model.model", cel.StringType),
+		cel.Variable("model.reasoning_effort", cel.StringType),
+		cel.Function(fnCalled, cel.Overload("session_called_string",
+			[]*cel.Type{cel.StringType}, cel.BoolType, cel.LateFunctionBinding())),
+		cel.Function(fnSucceeded, cel.Overload("session_succeeded_string",
+			[]*cel.Type{cel.StringType}, cel.BoolType, cel.LateFunctionBinding())),
+	)
+})
+
+// interruptEvery is how many comprehension iterations pass between context checks.
+const interruptEvery = 100
+
+// compileCondition parses and type-checks src; errors name line:column.
+func compileCondition(name, src string, costLimit uint64) (cel.Program, error) {
+	where := "tool " + quoteName(name) + " condition"
+	env, err := celEnv()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: environment: %w", ErrInvalidCondition, where, err)
+	}
+	ast, iss := env.Compile(src)
+	if iss != nil && iss.Err() != nil {
+		msgs := make([]string, 0, len(iss.Errors()))
+		for _, e := range iss.Errors() {
+			msgs = append(msgs, fmt.Sprintf("%d:%d: %s", e.Location.Line(), e.Location.Column()+1, e.Message))
+		}
+		return nil, fmt.Errorf("%w: %s: %s", ErrInvalidCondition, where, strings.Join(msgs, "; "))
+	}
+	if !ast.OutputType().IsExactType(cel.BoolType) {
+		return nil, fmt.Errorf("%w: %s: 1:1: must return bool, not %s", ErrInvalidCondition, where, ast.OutputType())
+	}
+	prg, err := env.Program(ast, cel.CostLimit(costLimit), cel.InterruptCheckFrequency(interruptEvery))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrInvalidCondition, where, err)
+	}
+	return prg, nil
+}
+
+// activation builds the variables and history functions of one resolution.
+func activation(scope string, env ConditionEnv) (cel.Activation, error) {
+	vars := map[string]any{
+		"scope":                  scope,
+		"turn":                   clampInt(env.Turn),
+		"step":                   clampInt(env.Step),
+		"model.provider":         env.Model.Provider,
+		"model.model":            env.Model.Model,
+		"model.reasoning_effort": env.Model.ReasoningEffort,
+	}
+	h := env.History
+	ask := func(q func(string) bool) cel.LateBoundFunction {
+		return func(_ string, args ...ref.Val) ref.Val {
+			name, ok := args[0].(types.String)
+			if !ok {
+				return types.NewErr("expected a string tool name")
+			}
+			return types.Bool(h != nil && q(string(name)))
+		}
+	}
+	var called, succeeded func(string) bool
+	if h != nil {
+		called, succeeded = h.Called, h.Succeeded
+	}
+	return cel.FunctionVars(vars, map[string]cel.LateBoundFunction{
+		fnCalled:    ask(called),
+		fnSucceeded: ask(succeeded),
+	})
+}
+
+func clampInt(v uint64) int64 {
+	if v > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(v)
+}
+
+// evalCondition runs one condition; any failure (including an exceeded cost limit)
+// becomes an [ErrActivationFailed] naming the tool, except the caller's own
+// cancellation, which is returned as such.
+func evalCondition(ctx context.Context, e *Entry, act cel.Activation) (bool, error) {
+	out, _, err := e.cond.ContextEval(ctx, act)
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return false, ctxErr
+	}
+	if err != nil {
+		return false, fmt.Errorf("%w: condition of tool %s: %w", ErrActivationFailed, strconv.Quote(e.def.Name), err)
+	}
+	b, ok := out.(types.Bool)
+	if !ok {
+		return false, fmt.Errorf("%w: condition of tool %s returned %s, not bool", ErrActivationFailed, strconv.Quote(e.def.Name), out.Type())
+	}
+	return bool(b), nil
+}

@@ -1,0 +1,190 @@
+package registry_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/toolsd/toolsd/internal/registry"
+	"github.com/toolsd/toolsd/internal/tool"
+)
+
+func TestConditionCompileErrors(t *testing.T) {
+	tests := map[string]struct {
+		cond string
+		want string // substring, including line:column
+	}{
+		"undeclared":         {cond: `foo == 1`, want: `1:1: undeclared reference to 'foo'`},
+		"typo in model":      {cond: `model.provder == "x"`, want: `1:6: undeclared reference to 'model.provder'`},
+		"second line":        {cond: "step > 1 &&\n  sesion.called(\"x\")", want: "2:16: undeclared reference to 'sesion.called'"},
+		"syntax":             {cond: `step >`, want: "1:7: "},
+		"not bool":           {cond: `turn + 1`, want: "must return bool, not int"},
+		"string not bool":    {cond: `scope`, want: "must return bool, not string"},
+		"wrong argument":     {cond: `session.called(1)`, want: "1:15: found no matching overload for 'session.called'"},
+		"type mismatch":      {cond: `turn == "1"`, want: "1:6: found no matching overload for '_==_'"},
+		"unknown function":   {cond: `session.forget("x")`, want: "1:15: undeclared reference to 'forget'"},
+		"no writes possible": {cond: `scope = "x"`, want: "1:7: "},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := newRegistry(t)
+			_, err := r.Register("", withCondition("t", tc.cond), "")
+			if !errors.Is(err, registry.ErrInvalidCondition) {
+				t.Fatalf("Register(condition %q) = %v, want ErrInvalidCondition", tc.cond, err)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Register(condition %q) = %q, want it to contain %q", tc.cond, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestConditionInputs(t *testing.T) {
+	env := registry.ConditionEnv{
+		SessionID: "s1", Turn: 3, Step: 2,
+		Model: registry.ModelSelection{Provider: "anthropic", Model: "claude", ReasoningEffort: "high"},
+		History: history{
+			called:    map[string]bool{"get_db_schema": true, "run_query": true},
+			succeeded: map[string]bool{"get_db_schema": true},
+		},
+	}
+	tests := map[string]struct {
+		cond string
+		env  *registry.ConditionEnv
+		want bool
+	}{
+		"scope":                    {cond: `scope == "preset/agent"`, want: true},
+		"scope other":              {cond: `scope == "preset"`, want: false},
+		"scope startsWith":         {cond: `scope.startsWith("preset/")`, want: true},
+		"turn":                     {cond: `turn == 3`, want: true},
+		"turn other":               {cond: `turn > 3`, want: false},
+		"step":                     {cond: `step == 2`, want: true},
+		"step other":               {cond: `step == 0`, want: false},
+		"model provider":           {cond: `model.provider == "anthropic"`, want: true},
+		"model provider other":     {cond: `model.provider == "openai"`, want: false},
+		"model model":              {cond: `model.model == "claude"`, want: true},
+		"model reasoning effort":   {cond: `model.reasoning_effort in ["high", "max"]`, want: true},
+		"model effort other":       {cond: `model.reasoning_effort == "low"`, want: false},
+		"called":                   {cond: `session.called("get_db_schema")`, want: true},
+		"not called":               {cond: `session.called("drop_table")`, want: false},
+		"succeeded":                {cond: `session.succeeded("get_db_schema")`, want: true},
+		"called but not succeeded": {cond: `session.succeeded("run_query")`, want: false},
+		"combined":                 {cond: `session.called("get_db_schema") && step > 0 && model.provider != ""`, want: true},
+		"nil history called":       {cond: `session.called("get_db_schema")`, env: &registry.ConditionEnv{}, want: false},
+		"nil history succeeded":    {cond: `!session.succeeded("get_db_schema")`, env: &registry.ConditionEnv{}, want: true},
+		"huge turn clamps":         {cond: `turn > 0`, env: &registry.ConditionEnv{Turn: 1 << 63}, want: true},
+		"constant true":            {cond: `true`, want: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := newRegistry(t)
+			mustRegister(t, r, "", withCondition("cond", tc.cond), "")
+			e := env
+			if tc.env != nil {
+				e = *tc.env
+			}
+			ts, err := r.ResolveToolSet(t.Context(), "preset/agent", e)
+			if err != nil {
+				t.Fatalf("ResolveToolSet = %v", err)
+			}
+			_, err = ts.Lookup("cond")
+			if (err == nil) != tc.want {
+				t.Errorf("condition %q admitted=%v (%v), want %v", tc.cond, err == nil, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestConditionEvaluatedOncePerResolution(t *testing.T) {
+	r := newRegistry(t)
+	mustRegister(t, r, "", withCondition("a", `session.called("x")`), "")
+	mustRegister(t, r, "", withCondition("b", `session.called("x") && session.called("y")`), "")
+	h := &countingHistory{}
+	if _, err := r.ResolveToolSet(t.Context(), "", registry.ConditionEnv{History: h}); err != nil {
+		t.Fatal(err)
+	}
+	if h.calls != 2 {
+		t.Errorf("History.Called calls = %d, want 2 (each condition once, && short-circuits)", h.calls)
+	}
+}
+
+type countingHistory struct{ calls int }
+
+func (h *countingHistory) Called(string) bool    { h.calls++; return false }
+func (h *countingHistory) Succeeded(string) bool { return false }
+
+func TestConditionCostLimit(t *testing.T) {
+	list := "[" + strings.TrimSuffix(strings.Repeat("1,", 100), ",") + "]"
+	expensive := list + `.all(x, ` + list + `.all(y, x + y > 0))`
+	tests := map[string]struct {
+		opts []registry.Option
+		cond string
+		fail bool
+	}{
+		"default limit stops nested loops": {cond: expensive, fail: true},
+		"raised limit lets it run":         {cond: expensive, opts: []registry.Option{registry.WithConditionCostLimit(1 << 30)}},
+		"tiny limit stops a cheap one":     {cond: `scope.startsWith("a") && step > 1 && turn > 1`, opts: []registry.Option{registry.WithConditionCostLimit(1)}, fail: true},
+		"default limit runs a cheap one":   {cond: `scope.startsWith("a") && step > 1 && turn > 1`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := newRegistry(t, tc.opts...)
+			mustRegister(t, r, "", withCondition("heavy", tc.cond), "")
+			mustRegister(t, r, "", def("plain"), "")
+			ts, err := r.ResolveToolSet(t.Context(), "a", registry.ConditionEnv{Turn: 5, Step: 5})
+			if !tc.fail {
+				if err != nil {
+					t.Fatalf("ResolveToolSet = %v, want nil", err)
+				}
+				return
+			}
+			if !errors.Is(err, registry.ErrActivationFailed) || ts != nil {
+				t.Fatalf("ResolveToolSet = %v, %v, want nil, ErrActivationFailed", ts, err)
+			}
+			if !strings.Contains(err.Error(), `"heavy"`) || !strings.Contains(err.Error(), "cost limit") {
+				t.Errorf("ResolveToolSet error = %q, want it to name the tool and the cost limit", err)
+			}
+		})
+	}
+}
+
+func TestConditionRuntimeErrorFailsResolution(t *testing.T) {
+	r := newRegistry(t)
+	mustRegister(t, r, "", withCondition("divides", `10 / (step - 2) > 1`), "")
+	_, err := r.ResolveToolSet(t.Context(), "", registry.ConditionEnv{Step: 2})
+	if !errors.Is(err, registry.ErrActivationFailed) || !strings.Contains(err.Error(), `"divides"`) {
+		t.Fatalf("ResolveToolSet = %v, want ErrActivationFailed naming the tool", err)
+	}
+}
+
+func TestConditionHonoursContext(t *testing.T) {
+	r := newRegistry(t)
+	mustRegister(t, r, "", withCondition("c", "true"), "")
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err := r.ResolveToolSet(ctx, "", registry.ConditionEnv{})
+	if !errors.Is(err, context.Canceled) || errors.Is(err, registry.ErrActivationFailed) {
+		t.Fatalf("ResolveToolSet(cancelled) = %v, want context.Canceled (not an activation failure)", err)
+	}
+}
+
+func TestConditionalToolsNeedAToolSet(t *testing.T) {
+	r := newRegistry(t)
+	mustRegister(t, r, "", withCondition("cond", "true"), "")
+	_, err := r.Lookup("", "cond")
+	_, never := r.Lookup("", "never")
+	if !errors.Is(err, tool.ErrUnknownTool) {
+		t.Fatalf("Lookup(conditional) = %v, want ErrUnknownTool", err)
+	}
+	if strings.Replace(err.Error(), "cond", "never", 1) != never.Error() {
+		t.Errorf("Lookup(conditional) = %q, want the unknown-tool text %q", err, never)
+	}
+	if got := schemaNames(r, ""); len(got) != 0 {
+		t.Errorf("Schemas(\"\") = %v, want conditional tools excluded", got)
+	}
+	e, _ := r.ResolveToolSet(t.Context(), "", registry.ConditionEnv{})
+	if got, err := e.Lookup("cond"); err != nil || !got.Conditional() {
+		t.Errorf("ToolSet.Lookup(cond) = %v, %v, want the conditional entry", got, err)
+	}
+}

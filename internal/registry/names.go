@@ -1,0 +1,95 @@
+package registry
+
+import (
+	"fmt"
+	"strings"
+)
+
+// ReservedRunCode is the code-mode transport tool. Only the operator (owner "") may
+// register it, and restriction masks can neither name nor filter it: restrict the tools
+// it reaches instead.
+const ReservedRunCode = "run_code"
+
+// Scope shape limits.
+const (
+	MaxScopeDepth   = 8
+	MaxSegmentBytes = 64
+	MaxNameBytes    = 64
+)
+
+// ValidateScope checks a scope path: "" (global) or 1..8 segments of
+// [A-Za-z0-9_.-]{1,64} joined by "/". The segments "." and ".." are refused too: a
+// scope is a name, never a path to resolve.
+func ValidateScope(scope string) error {
+	if scope == "" {
+		return nil
+	}
+	depth, seg := 1, 0
+	for i := 0; i < len(scope); i++ {
+		c := scope[i]
+		switch {
+		case c == '/':
+			if seg == 0 {
+				return scopeError(scope, "empty segment")
+			}
+			depth, seg = depth+1, 0
+			if depth > MaxScopeDepth {
+				return scopeError(scope, fmt.Sprintf("deeper than %d segments", MaxScopeDepth))
+			}
+			continue
+		case isAlnum(c) || c == '_' || c == '.' || c == '-':
+		default:
+			return scopeError(scope, fmt.Sprintf("invalid character %q", c))
+		}
+		seg++
+		if seg > MaxSegmentBytes {
+			return scopeError(scope, fmt.Sprintf("segment longer than %d bytes", MaxSegmentBytes))
+		}
+	}
+	if seg == 0 {
+		return scopeError(scope, "empty segment")
+	}
+	for _, s := range strings.Split(scope, "/") {
+		if s == "." || s == ".." {
+			return scopeError(scope, "segment "+s+" is not allowed")
+		}
+	}
+	return nil
+}
+
+func scopeError(scope, why string) error {
+	return fmt.Errorf("%w %s: %s", ErrInvalidScope, quoteName(scope), why)
+}
+
+// ValidateName checks a tool name against MCP's rule ^[A-Za-z0-9_\-./]{1,64}$.
+func ValidateName(name string) error {
+	if name == "" {
+		return fmt.Errorf("%w: empty name", ErrInvalidName)
+	}
+	if len(name) > MaxNameBytes {
+		return fmt.Errorf("%w %s: longer than %d bytes", ErrInvalidName, quoteName(name), MaxNameBytes)
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; !isAlnum(c) && c != '_' && c != '-' && c != '.' && c != '/' {
+			return fmt.Errorf("%w %s: invalid character %q (allowed: A-Z a-z 0-9 _ - . /)", ErrInvalidName, quoteName(name), c)
+		}
+	}
+	return nil
+}
+
+func isAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
+// parentScope returns the parent of a non-global scope.
+func parentScope(scope string) string {
+	if i := strings.LastIndexByte(scope, '/'); i >= 0 {
+		return scope[:i]
+	}
+	return ""
+}
+
+// within reports whether scope is anc or one of its descendants.
+func within(scope, anc string) bool {
+	return anc == "" || scope == anc || len(scope) > len(anc) && scope[len(anc)] == '/' && scope[:len(anc)] == anc
+}

@@ -1,0 +1,157 @@
+package registry
+
+import (
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/toolsd/toolsd/internal/jsonx"
+)
+
+// Limits bound what providers can register. Zero fields take the defaults.
+type Limits struct {
+	// MaxToolsPerScope caps registrations (quarantined included) in one scope. Default 1000.
+	MaxToolsPerScope int
+	// MaxToolsPerOwner caps registrations of one non-operator owner. Default 1000.
+	MaxToolsPerOwner int
+	// MaxSchemaBytes caps each of a definition's parameter and output schemas. Default 64 KiB.
+	MaxSchemaBytes int
+	// MaxDescriptionBytes caps a definition's description. Default 8 KiB.
+	MaxDescriptionBytes int
+	// MaxConditionBytes caps a definition's CEL condition. Default 4 KiB.
+	MaxConditionBytes int
+	// MaxToolSets caps live tool sets. Default 100000.
+	MaxToolSets int
+	// Args bounds tool arguments before schema validation. Default 1 MiB, depth 64.
+	Args jsonx.Limits
+	// Output bounds a tool's JSON value before output-schema validation. Default 4 MiB, depth 64.
+	Output jsonx.Limits
+}
+
+// Default limits.
+const (
+	DefaultMaxToolsPerScope    = 1000
+	DefaultMaxToolsPerOwner    = 1000
+	DefaultMaxSchemaBytes      = 64 << 10
+	DefaultMaxDescriptionBytes = 8 << 10
+	DefaultMaxConditionBytes   = 4 << 10
+	DefaultMaxToolSets         = 100000
+	DefaultMaxOutputBytes      = 4 << 20
+	DefaultToolSetIdle         = 10 * time.Minute
+	DefaultConditionCostLimit  = 10000
+	// MaxPins bounds the remembered (scope, name) → hash pins; the least recently
+	// registered pin is forgotten first.
+	MaxPins = 100000
+	// maxRestrictionsPerScope and maxRestrictionNames bound restriction masks.
+	maxRestrictionsPerScope = 64
+	maxRestrictionNames     = 4096
+)
+
+func (l Limits) withDefaults() Limits {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&l.MaxToolsPerScope, DefaultMaxToolsPerScope)
+	def(&l.MaxToolsPerOwner, DefaultMaxToolsPerOwner)
+	def(&l.MaxSchemaBytes, DefaultMaxSchemaBytes)
+	def(&l.MaxDescriptionBytes, DefaultMaxDescriptionBytes)
+	def(&l.MaxConditionBytes, DefaultMaxConditionBytes)
+	def(&l.MaxToolSets, DefaultMaxToolSets)
+	def(&l.Output.MaxBytes, DefaultMaxOutputBytes)
+	l.Args = l.Args.WithDefaults()
+	l.Output = l.Output.WithDefaults()
+	return l
+}
+
+// PinMode says what happens when a (scope, name) is registered again with a different
+// content hash than the one remembered for it.
+type PinMode int
+
+const (
+	// PinOff remembers nothing.
+	PinOff PinMode = iota
+	// PinRefuse rejects the changed registration with [ErrPinMismatch].
+	PinRefuse
+	// PinQuarantine accepts it hidden (neither visible nor executable) until an operator
+	// calls [Registry.ApproveQuarantined].
+	PinQuarantine
+)
+
+// String returns the mode as config files spell it.
+func (m PinMode) String() string {
+	switch m {
+	case PinRefuse:
+		return "refuse"
+	case PinQuarantine:
+		return "quarantine"
+	default:
+		return "off"
+	}
+}
+
+// Option configures a [Registry].
+type Option func(*options)
+
+type options struct {
+	limits    Limits
+	pin       PinMode
+	log       *zap.Logger
+	clock     func() time.Time
+	idle      time.Duration
+	costLimit uint64
+}
+
+func defaultOptions() options {
+	return options{
+		limits:    Limits{}.withDefaults(),
+		log:       zap.NewNop(),
+		clock:     time.Now,
+		idle:      DefaultToolSetIdle,
+		costLimit: DefaultConditionCostLimit,
+	}
+}
+
+// WithLimits sets the registration limits; zero fields keep their defaults.
+func WithLimits(l Limits) Option { return func(o *options) { o.limits = l.withDefaults() } }
+
+// WithPinning selects the pin mode (default [PinOff]).
+func WithPinning(m PinMode) Option { return func(o *options) { o.pin = m } }
+
+// WithLogger sets the logger; nil keeps the no-op logger.
+func WithLogger(l *zap.Logger) Option {
+	return func(o *options) {
+		if l != nil {
+			o.log = l
+		}
+	}
+}
+
+// WithClock replaces time.Now for tool-set idle accounting (tests inject a fake clock).
+func WithClock(now func() time.Time) Option {
+	return func(o *options) {
+		if now != nil {
+			o.clock = now
+		}
+	}
+}
+
+// WithToolSetIdle sets how long an unused tool set lives (default 10m).
+func WithToolSetIdle(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.idle = d
+		}
+	}
+}
+
+// WithConditionCostLimit sets the CEL runtime cost limit of one condition evaluation
+// (default 10000).
+func WithConditionCostLimit(limit uint64) Option {
+	return func(o *options) {
+		if limit > 0 {
+			o.costLimit = limit
+		}
+	}
+}

@@ -1,0 +1,95 @@
+package registry
+
+import (
+	"cmp"
+	"container/list"
+	"fmt"
+	"slices"
+
+	"go.uber.org/zap"
+)
+
+// pinStore remembers the last accepted hash per (scope, name), also after the tool is
+// gone, up to a bound; the least recently pinned key is forgotten first.
+type pinStore struct {
+	max   int
+	order *list.List // of *pin, most recent at the front
+	byKey map[toolKey]*list.Element
+}
+
+type pin struct {
+	key  toolKey
+	hash string
+}
+
+func newPinStore(max int) *pinStore {
+	return &pinStore{max: max, order: list.New(), byKey: map[toolKey]*list.Element{}}
+}
+
+func (s *pinStore) get(k toolKey) (string, bool) {
+	el, ok := s.byKey[k]
+	if !ok {
+		return "", false
+	}
+	return el.Value.(*pin).hash, true
+}
+
+func (s *pinStore) put(k toolKey, hash string) {
+	if el, ok := s.byKey[k]; ok {
+		el.Value.(*pin).hash = hash
+		s.order.MoveToFront(el)
+		return
+	}
+	s.byKey[k] = s.order.PushFront(&pin{key: k, hash: hash})
+	for s.order.Len() > s.max {
+		oldest := s.order.Back()
+		s.order.Remove(oldest)
+		delete(s.byKey, oldest.Value.(*pin).key)
+	}
+}
+
+// Quarantined lists the registrations held back by [PinQuarantine], sorted by scope and
+// name.
+func (r *Registry) Quarantined() []*Entry {
+	r.mu.RLock()
+	var out []*Entry
+	for _, n := range r.nodes {
+		for _, e := range n.quarantined {
+			out = append(out, e)
+		}
+	}
+	r.mu.RUnlock()
+	slices.SortFunc(out, func(a, b *Entry) int {
+		return cmp.Or(cmp.Compare(a.scope, b.scope), cmp.Compare(a.def.Name, b.def.Name))
+	})
+	return out
+}
+
+// ApproveQuarantined makes the quarantined registration of name in scope visible and
+// pins its hash in place of the old one.
+func (r *Registry) ApproveQuarantined(scope, name string) error {
+	if err := ValidateScope(scope); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	var e *Entry
+	n := r.nodes[scope]
+	if n != nil {
+		e = n.quarantined[name]
+	}
+	if e == nil {
+		r.mu.Unlock()
+		return fmt.Errorf("%w: tool %s in scope %s", ErrNotQuarantined, quoteName(name), quoteName(scope))
+	}
+	delete(n.quarantined, name)
+	n.tools[name] = e
+	n.ver++
+	r.ntools++
+	r.pins.put(toolKey{scope, name}, e.hash)
+	r.invalidateSetsForNameLocked(scope, name)
+	r.seq++
+	change := Change{Kind: ChangeRegistered, Seq: r.seq, Scope: scope, Name: name, Entry: e}
+	r.log.Info("quarantined tool approved", zap.String("scope", scope), zap.String("tool", name), zap.String("hash", e.hash))
+	r.unlockAndNotify([]Change{change})
+	return nil
+}

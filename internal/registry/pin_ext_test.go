@@ -1,0 +1,103 @@
+package registry_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/toolsd/toolsd/internal/registry"
+	"github.com/toolsd/toolsd/internal/tool"
+)
+
+func TestPinning(t *testing.T) {
+	changed := def("t")
+	changed.Description = "changed"
+	tests := map[string]struct {
+		mode           registry.PinMode
+		second         tool.Definition
+		wantErr        error
+		wantVisible    bool
+		wantQuarantine bool
+	}{
+		"off accepts change":            {mode: registry.PinOff, second: changed, wantVisible: true},
+		"refuse accepts same hash":      {mode: registry.PinRefuse, second: def("t"), wantVisible: true},
+		"refuse rejects change":         {mode: registry.PinRefuse, second: changed, wantErr: registry.ErrPinMismatch},
+		"quarantine accepts same hash":  {mode: registry.PinQuarantine, second: def("t"), wantVisible: true},
+		"quarantine holds back changes": {mode: registry.PinQuarantine, second: changed, wantQuarantine: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := newRegistry(t, registry.WithPinning(tc.mode))
+			mustRegister(t, r, "s", def("t"), "p")
+			if err := r.Unregister("s", "t", "p"); err != nil {
+				t.Fatal(err)
+			}
+			e, err := r.Register("s", tc.second, "p")
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("re-Register = %v, want %v", err, tc.wantErr)
+			}
+			_, lookErr := r.Lookup("s", "t")
+			if (lookErr == nil) != tc.wantVisible {
+				t.Errorf("Lookup after re-Register = %v, want visible=%v", lookErr, tc.wantVisible)
+			}
+			q := r.Quarantined()
+			if (len(q) == 1 && q[0] == e) != tc.wantQuarantine {
+				t.Errorf("Quarantined() = %v, want quarantined=%v", q, tc.wantQuarantine)
+			}
+		})
+	}
+}
+
+func TestPinQuarantineApproval(t *testing.T) {
+	r := newRegistry(t, registry.WithPinning(registry.PinQuarantine))
+	mustRegister(t, r, "s", def("t"), "p")
+	if err := r.Unregister("s", "t", ""); err != nil {
+		t.Fatal(err)
+	}
+	changed := def("t")
+	changed.Description = "changed"
+	q := mustRegister(t, r, "s", changed, "p")
+
+	if _, err := r.Register("s", def("t"), "p"); !errors.Is(err, registry.ErrAlreadyExists) {
+		t.Fatalf("Register while quarantined = %v, want ErrAlreadyExists", err)
+	}
+	if err := r.ApproveQuarantined("s", "nope"); !errors.Is(err, registry.ErrNotQuarantined) {
+		t.Errorf("ApproveQuarantined(nope) = %v, want ErrNotQuarantined", err)
+	}
+	if err := r.ApproveQuarantined("s", "t"); err != nil {
+		t.Fatalf("ApproveQuarantined = %v", err)
+	}
+	if got, err := r.Lookup("s", "t"); err != nil || got != q {
+		t.Fatalf("Lookup after approval = %v, %v, want the approved entry", got, err)
+	}
+	if len(r.Quarantined()) != 0 {
+		t.Errorf("Quarantined() not empty after approval")
+	}
+	// The approved hash replaced the pin: the old definition is now the change.
+	if err := r.Unregister("s", "t", ""); err != nil {
+		t.Fatal(err)
+	}
+	mustRegister(t, r, "s", def("t"), "p")
+	if len(r.Quarantined()) != 1 {
+		t.Errorf("old definition after approval was not quarantined")
+	}
+}
+
+func TestPinsAreScoped(t *testing.T) {
+	r := newRegistry(t, registry.WithPinning(registry.PinRefuse))
+	mustRegister(t, r, "a", def("t"), "")
+	changed := def("t")
+	changed.Description = "changed"
+	mustRegister(t, r, "b", changed, "")
+}
+
+func TestQuarantinedRemovedWithOwner(t *testing.T) {
+	r := newRegistry(t, registry.WithPinning(registry.PinQuarantine))
+	mustRegister(t, r, "s", def("t"), "p")
+	r.RemoveOwner("p")
+	changed := def("t")
+	changed.Description = "changed"
+	mustRegister(t, r, "s", changed, "p")
+	if got := r.RemoveOwner("p"); len(got) != 1 || len(r.Quarantined()) != 0 {
+		t.Errorf("RemoveOwner = %d entries, quarantine %d, want 1, 0", len(got), len(r.Quarantined()))
+	}
+}

@@ -1,0 +1,292 @@
+package registry
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"github.com/toolsd/toolsd/internal/tool"
+)
+
+// Registry holds scoped tool definitions. It is safe for concurrent use; lookups take a
+// read lock and walk at most one node per scope level.
+type Registry struct {
+	opts options
+	log  *zap.Logger
+
+	mu sync.RWMutex
+	// seq counts changes (Change.Seq).
+	seq uint64
+	// root is the global scope's node; it always exists.
+	root *node
+	// nodes holds every scope with registrations, quarantined tools or restrictions.
+	nodes        map[string]*node
+	restrictions map[string]*restriction
+	owners       map[string]map[toolKey]*Entry // non-operator owners only
+	ntools       int                           // visible-eligible registrations
+	pins         *pinStore                     // nil with PinOff
+	sets         map[string]*ToolSet
+
+	notifyMu sync.Mutex
+	subs     subscribers
+}
+
+type toolKey struct{ scope, name string }
+
+// node is one scope that holds state. Scopes without a node inherit their nearest
+// ancestor node's view unchanged.
+type node struct {
+	scope string
+	// parent is the nearest ancestor node (nil for the root).
+	parent       *node
+	tools        map[string]*Entry
+	quarantined  map[string]*Entry
+	restrictions []*restriction
+	// ver increases whenever tools, restrictions or parent change; cached views record it.
+	ver  uint64
+	view viewCache
+}
+
+func (n *node) empty() bool {
+	return n.parent != nil && len(n.tools) == 0 && len(n.quarantined) == 0 && len(n.restrictions) == 0
+}
+
+// New returns an empty registry.
+func New(opts ...Option) *Registry {
+	o := defaultOptions()
+	for _, opt := range opts {
+		opt(&o)
+	}
+	root := &node{scope: "", tools: map[string]*Entry{}, quarantined: map[string]*Entry{}}
+	r := &Registry{
+		opts:         o,
+		log:          o.log,
+		root:         root,
+		nodes:        map[string]*node{"": root},
+		restrictions: map[string]*restriction{},
+		owners:       map[string]map[toolKey]*Entry{},
+		sets:         map[string]*ToolSet{},
+	}
+	if o.pin != PinOff {
+		r.pins = newPinStore(MaxPins)
+	}
+	return r
+}
+
+// Register adds def to scope on behalf of owner ("" is the operator). The definition is
+// validated and its schemas and condition compiled before anything changes. A second
+// registration of a name in one scope fails with [ErrAlreadyExists]: nothing is ever
+// overwritten. With pinning, a changed hash is refused ([ErrPinMismatch]) or
+// quarantined (the entry is returned but stays hidden).
+func (r *Registry) Register(scope string, def tool.Definition, owner string) (*Entry, error) {
+	if err := ValidateScope(scope); err != nil {
+		return nil, err
+	}
+	e, err := newEntry(scope, def, owner, &r.opts)
+	if err != nil {
+		return nil, err
+	}
+	key := toolKey{scope, e.def.Name}
+
+	r.mu.Lock()
+	n := r.nodes[scope]
+	if n != nil && (n.tools[key.name] != nil || n.quarantined[key.name] != nil) {
+		r.mu.Unlock()
+		return nil, fmt.Errorf("%w: tool %s in scope %s", ErrAlreadyExists, quoteName(key.name), quoteName(scope))
+	}
+	if err := r.checkCapacityLocked(n, owner); err != nil {
+		r.mu.Unlock()
+		return nil, err
+	}
+	quarantine := false
+	if r.pins != nil {
+		if pinned, ok := r.pins.get(key); ok && pinned != e.hash {
+			if r.opts.pin == PinRefuse {
+				r.mu.Unlock()
+				r.log.Warn("tool registration refused: hash differs from pin",
+					zap.String("scope", scope), zap.String("tool", key.name), zap.String("owner", owner),
+					zap.String("pinned_hash", pinned), zap.String("hash", e.hash))
+				return nil, fmt.Errorf("%w: tool %s in scope %s has hash %s, pinned %s",
+					ErrPinMismatch, quoteName(key.name), quoteName(scope), e.hash, pinned)
+			}
+			quarantine = true
+		} else {
+			r.pins.put(key, e.hash)
+		}
+	}
+	if n == nil {
+		n = r.addNodeLocked(scope)
+	}
+	if owner != "" {
+		if r.owners[owner] == nil {
+			r.owners[owner] = map[toolKey]*Entry{}
+		}
+		r.owners[owner][key] = e
+	}
+	r.seq++
+	change := Change{Seq: r.seq, Scope: scope, Name: key.name, Entry: e}
+	if quarantine {
+		n.quarantined[key.name] = e
+		change.Kind = ChangeQuarantined
+		r.log.Warn("tool quarantined: hash differs from pin",
+			zap.String("scope", scope), zap.String("tool", key.name), zap.String("owner", owner), zap.String("hash", e.hash))
+	} else {
+		n.tools[key.name] = e
+		n.ver++
+		r.ntools++
+		change.Kind = ChangeRegistered
+		r.invalidateSetsForNameLocked(scope, key.name)
+		r.log.Debug("tool registered",
+			zap.String("scope", scope), zap.String("tool", key.name), zap.String("owner", owner), zap.String("hash", e.hash))
+	}
+	r.unlockAndNotify([]Change{change})
+	return e, nil
+}
+
+func (r *Registry) checkCapacityLocked(n *node, owner string) error {
+	lim := r.opts.limits
+	if n != nil && len(n.tools)+len(n.quarantined) >= lim.MaxToolsPerScope {
+		return fmt.Errorf("%w: scope %s already holds %d tools", ErrLimit, quoteName(n.scope), lim.MaxToolsPerScope)
+	}
+	if owner != "" && len(r.owners[owner]) >= lim.MaxToolsPerOwner {
+		return fmt.Errorf("%w: owner %s already registered %d tools", ErrLimit, quoteName(owner), lim.MaxToolsPerOwner)
+	}
+	return nil
+}
+
+// Unregister removes the registration (visible or quarantined) of name in scope. The
+// operator (owner "") may remove anything; any other owner only its own tools
+// ([ErrNotOwner]). The tool's pin is kept.
+func (r *Registry) Unregister(scope, name, owner string) error {
+	if err := ValidateScope(scope); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	var e *Entry
+	if n := r.nodes[scope]; n != nil {
+		e = n.tools[name]
+		if e == nil {
+			e = n.quarantined[name]
+		}
+	}
+	if e == nil {
+		r.mu.Unlock()
+		return &unknownToolError{name: name, scope: &scope}
+	}
+	if owner != "" && e.owner != owner {
+		r.mu.Unlock()
+		return fmt.Errorf("%w: tool %s in scope %s", ErrNotOwner, quoteName(name), quoteName(scope))
+	}
+	change := r.removeLocked(e)
+	r.unlockAndNotify([]Change{change})
+	return nil
+}
+
+// RemoveOwner drops every registration of owner (a provider whose stream ended) and
+// returns them. The operator's tools ("") are never removed this way.
+func (r *Registry) RemoveOwner(owner string) []*Entry {
+	if owner == "" {
+		return nil
+	}
+	r.mu.Lock()
+	owned := r.owners[owner]
+	removed := make([]*Entry, 0, len(owned))
+	for _, e := range owned {
+		removed = append(removed, e)
+	}
+	slices.SortFunc(removed, func(a, b *Entry) int {
+		return cmp.Or(cmp.Compare(a.scope, b.scope), cmp.Compare(a.def.Name, b.def.Name))
+	})
+	changes := make([]Change, 0, len(removed))
+	for _, e := range removed {
+		changes = append(changes, r.removeLocked(e))
+	}
+	if len(removed) > 0 {
+		r.log.Info("owner's tools removed", zap.String("owner", owner), zap.Int("tools", len(removed)))
+	}
+	r.unlockAndNotify(changes)
+	return removed
+}
+
+// removeLocked deletes a registration that is known to be present.
+func (r *Registry) removeLocked(e *Entry) Change {
+	n := r.nodes[e.scope]
+	key := toolKey{e.scope, e.def.Name}
+	if n.tools[key.name] == e {
+		delete(n.tools, key.name)
+		n.ver++
+		r.ntools--
+		r.invalidateSetsForNameLocked(e.scope, key.name)
+	} else {
+		delete(n.quarantined, key.name)
+	}
+	if e.owner != "" {
+		delete(r.owners[e.owner], key)
+		if len(r.owners[e.owner]) == 0 {
+			delete(r.owners, e.owner)
+		}
+	}
+	r.dropNodeIfEmptyLocked(n)
+	r.seq++
+	r.log.Debug("tool unregistered", zap.String("scope", e.scope), zap.String("tool", key.name), zap.String("owner", e.owner))
+	return Change{Kind: ChangeUnregistered, Seq: r.seq, Scope: e.scope, Name: key.name, Entry: e}
+}
+
+// Count returns the number of registrations (quarantined ones excluded) and of scopes
+// holding at least one.
+func (r *Registry) Count() (tools, scopes int) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, n := range r.nodes {
+		if len(n.tools) > 0 {
+			scopes++
+		}
+	}
+	return r.ntools, scopes
+}
+
+// addNodeLocked creates the node of scope and adopts existing descendant nodes whose
+// nearest ancestor it now is.
+func (r *Registry) addNodeLocked(scope string) *node {
+	n := &node{scope: scope, tools: map[string]*Entry{}, quarantined: map[string]*Entry{}}
+	n.parent = r.nearestLocked(parentScope(scope))
+	for _, d := range r.nodes {
+		if d.parent == n.parent && d != r.root && within(d.scope, scope) {
+			d.parent = n
+			d.ver++
+		}
+	}
+	r.nodes[scope] = n
+	return n
+}
+
+// dropNodeIfEmptyLocked removes a node that no longer holds anything; its children are
+// handed to its parent.
+func (r *Registry) dropNodeIfEmptyLocked(n *node) {
+	if !n.empty() {
+		return
+	}
+	for _, d := range r.nodes {
+		if d.parent == n {
+			d.parent = n.parent
+			d.ver++
+		}
+	}
+	delete(r.nodes, n.scope)
+}
+
+// nearestLocked returns the node of scope or of its nearest ancestor that has one.
+func (r *Registry) nearestLocked(scope string) *node {
+	for {
+		if n := r.nodes[scope]; n != nil {
+			return n
+		}
+		if scope == "" {
+			return r.root
+		}
+		scope = parentScope(scope)
+	}
+}

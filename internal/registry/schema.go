@@ -1,0 +1,205 @@
+package registry
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/toolsd/toolsd/internal/jsonx"
+)
+
+// schemaBase is the URL a submitted schema is compiled under. Relative $refs resolve
+// against it (or an embedded $id) and then fail like any other outside reference.
+const schemaBase = "toolsd://schema/root.json"
+
+// maxPatternBytes bounds one regular expression in a schema.
+const maxPatternBytes = 4096
+
+// MaxSchemaObjects bounds the JSON objects in one schema document. The compiler's work
+// grows faster than linearly with the number of subschemas, so a size limit alone would
+// let one registration burn a CPU for a second.
+const MaxSchemaObjects = 2000
+
+// schemaKind names which schema of a definition is being compiled, for messages.
+type schemaKind string
+
+const (
+	parametersSchema schemaKind = "parameters"
+	outputSchema     schemaKind = "output schema"
+)
+
+// compileSchema parses raw as strict JSON and compiles it as a JSON Schema with every
+// loader disabled: draft 2020-12 unless "$schema" names another draft the library
+// embeds (draft-07, 2019-09, 06, 04). Patterns compile with Go's regexp (RE2), whose
+// matching is linear in the input, so no pattern can backtrack catastrophically; ECMA-262
+// features RE2 lacks (lookaround, backreferences) are rejected at registration.
+// With requireObject the root must declare "type": "object".
+func compileSchema(name string, raw []byte, kind schemaKind, requireObject bool, maxBytes int) (sch *jsonschema.Schema, err error) {
+	where := "tool " + quoteName(name) + " " + string(kind)
+	if len(raw) > maxBytes {
+		return nil, fmt.Errorf("%w: %s is %d bytes, over the limit of %d", ErrLimit, where, len(raw), maxBytes)
+	}
+	doc, err := jsonx.Decode(raw, jsonx.Limits{MaxBytes: maxBytes})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrInvalidSchema, where, err)
+	}
+	if n := countObjects(doc, MaxSchemaObjects+1); n > MaxSchemaObjects {
+		return nil, fmt.Errorf("%w: %s has more than %d JSON objects", ErrLimit, where, MaxSchemaObjects)
+	}
+	if requireObject {
+		if obj, ok := doc.(map[string]any); !ok || obj["type"] != "object" {
+			return nil, fmt.Errorf(`%w: %s: root must be an object schema with "type": "object"`, ErrInvalidSchema, where)
+		}
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.UseLoader(refuseLoader{})
+	c.UseRegexpEngine(re2)
+	if err := c.AddResource(schemaBase, doc); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrInvalidSchema, where, err)
+	}
+	defer func() {
+		// The compiler runs on provider-supplied documents: a library bug must cost one
+		// registration, not the daemon.
+		if p := recover(); p != nil {
+			sch, err = nil, fmt.Errorf("%w: %s: schema compiler failed: %v", ErrInvalidSchema, where, p)
+		}
+	}()
+	sch, err = c.Compile(schemaBase)
+	if err != nil {
+		return nil, schemaError(where, doc, err)
+	}
+	return sch, nil
+}
+
+// countObjects counts the objects in v, stopping once it reaches stop.
+func countObjects(v any, stop int) int {
+	n := 0
+	var walk func(any)
+	walk = func(v any) {
+		if n >= stop {
+			return
+		}
+		switch v := v.(type) {
+		case map[string]any:
+			n++
+			for _, c := range v {
+				walk(c)
+			}
+		case []any:
+			for _, c := range v {
+				walk(c)
+			}
+		}
+	}
+	walk(v)
+	return n
+}
+
+// refuseLoader is the only loader the compiler gets: every URL outside the document
+// (http, https, file, relative, custom metaschemas) is refused.
+type refuseLoader struct{}
+
+func (refuseLoader) Load(u string) (any, error) {
+	return nil, fmt.Errorf("loading %q is disabled", u)
+}
+
+type re2Regexp struct{ *regexp.Regexp }
+
+func re2(pattern string) (jsonschema.Regexp, error) {
+	if len(pattern) > maxPatternBytes {
+		return nil, fmt.Errorf("pattern longer than %d bytes", maxPatternBytes)
+	}
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		return nil, err
+	}
+	return re2Regexp{re}, nil
+}
+
+// schemaError turns a compiler error into a registration error; an outside reference
+// names the JSON pointer of the offending keyword.
+func schemaError(where string, doc any, err error) error {
+	var load *jsonschema.LoadURLError
+	if errors.As(err, &load) {
+		base, _ := url.Parse(schemaBase)
+		if ptr, ref, ok := findReference(doc, base, load.URL, ""); ok {
+			return fmt.Errorf("%w: %s: %s %q at %s resolves outside the schema; remote and file references are not loaded",
+				ErrInvalidSchema, where, refKeyword(ptr), ref, ptr)
+		}
+		return fmt.Errorf("%w: %s: reference to %q is not loaded (only the submitted document and the standard metaschemas are available)",
+			ErrInvalidSchema, where, load.URL)
+	}
+	var meta *jsonschema.SchemaValidationError
+	var verr *jsonschema.ValidationError
+	if errors.As(err, &meta) && errors.As(meta.Err, &verr) {
+		vs := violations(verr)
+		msgs := make([]string, 0, maxReportedInError)
+		for i, v := range vs {
+			if i == maxReportedInError {
+				msgs = append(msgs, fmt.Sprintf("and %d more", len(vs)-i))
+				break
+			}
+			msgs = append(msgs, cmp.Or(v.Pointer, "/")+": "+v.Message)
+		}
+		return fmt.Errorf("%w: %s: not a valid JSON Schema: %s", ErrInvalidSchema, where, strings.Join(msgs, "; "))
+	}
+	return fmt.Errorf("%w: %s: %s", ErrInvalidSchema, where, stripBase(err.Error()))
+}
+
+func refKeyword(ptr string) string { return ptr[strings.LastIndexByte(ptr, '/')+1:] }
+
+// findReference walks doc for the reference keyword whose target (resolved against base
+// and any enclosing $id) is target, returning its JSON pointer and written value. Keys
+// are walked in sorted order so the answer is deterministic.
+func findReference(doc any, base *url.URL, target, ptr string) (string, string, bool) {
+	switch v := doc.(type) {
+	case map[string]any:
+		if id, ok := v["$id"].(string); ok {
+			if u, err := base.Parse(id); err == nil {
+				base = u
+			}
+		}
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			if s, ok := v[k].(string); ok && (k == "$ref" || k == "$dynamicRef" || k == "$recursiveRef" || k == "$schema") {
+				if u, err := base.Parse(s); err == nil {
+					u.Fragment, u.RawFragment = "", ""
+					if u.String() == target {
+						return ptr + "/" + escapePointer(k), s, true
+					}
+				}
+			}
+		}
+		for _, k := range keys {
+			if p, s, ok := findReference(v[k], base, target, ptr+"/"+escapePointer(k)); ok {
+				return p, s, true
+			}
+		}
+	case []any:
+		for i, e := range v {
+			if p, s, ok := findReference(e, base, target, fmt.Sprintf("%s/%d", ptr, i)); ok {
+				return p, s, true
+			}
+		}
+	}
+	return "", "", false
+}
+
+// stripBase removes the internal base URL from library messages: "#/$defs/x" reads
+// better than the URL the document was compiled under.
+func stripBase(msg string) string { return strings.ReplaceAll(msg, schemaBase, "") }
+
+var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
+
+func escapePointer(tok string) string { return pointerEscaper.Replace(tok) }

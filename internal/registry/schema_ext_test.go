@@ -1,0 +1,223 @@
+package registry_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/toolsd/toolsd/internal/registry"
+	"github.com/toolsd/toolsd/internal/tool"
+)
+
+func TestSchemaOutsideReferencesRejected(t *testing.T) {
+	tests := map[string]struct {
+		params  string
+		pointer string
+	}{
+		"http":          {params: `{"type":"object","properties":{"a":{"$ref":"http://example.com/s.json"}}}`, pointer: "/properties/a/$ref"},
+		"https":         {params: `{"type":"object","properties":{"a":{"$ref":"https://example.com/s.json#/x"}}}`, pointer: "/properties/a/$ref"},
+		"file":          {params: `{"type":"object","properties":{"a":{"$ref":"file:///etc/passwd"}}}`, pointer: "/properties/a/$ref"},
+		"relative":      {params: `{"type":"object","properties":{"a":{"$ref":"other.json"}}}`, pointer: "/properties/a/$ref"},
+		"parent path":   {params: `{"type":"object","properties":{"a":{"$ref":"../../etc/passwd"}}}`, pointer: "/properties/a/$ref"},
+		"relative $id":  {params: `{"$id":"https://example.com/root.json","type":"object","properties":{"a":{"$ref":"item.json"}}}`, pointer: "/properties/a/$ref"},
+		"urn":           {params: `{"type":"object","properties":{"a":{"$ref":"urn:example:thing"}}}`, pointer: "/properties/a/$ref"},
+		"in $defs":      {params: `{"type":"object","$defs":{"x":{"items":{"$ref":"http://e.com/a"}}},"properties":{"a":{"$ref":"#/$defs/x"}}}`, pointer: "/$defs/x/items/$ref"},
+		"in array":      {params: `{"type":"object","anyOf":[{"type":"object"},{"$ref":"https://e.com/b"}]}`, pointer: "/anyOf/1/$ref"},
+		"dynamic ref":   {params: `{"type":"object","properties":{"a":{"$dynamicRef":"https://e.com/c#meta"}}}`, pointer: "/properties/a/$dynamicRef"},
+		"custom schema": {params: `{"$schema":"https://example.com/my-meta","type":"object"}`, pointer: "/$schema"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := newRegistry(t)
+			_, err := r.Register("", withParams("t", tc.params), "")
+			if !errors.Is(err, registry.ErrInvalidSchema) {
+				t.Fatalf("Register(%s) = %v, want ErrInvalidSchema", tc.params, err)
+			}
+			if !strings.Contains(err.Error(), " at "+tc.pointer+" ") {
+				t.Errorf("Register(%s) = %q, want the pointer %s named", tc.params, err, tc.pointer)
+			}
+			// The output schema gets the same treatment.
+			d := def("u")
+			d.OutputSchema = []byte(tc.params)
+			if _, err := r.Register("", d, ""); !errors.Is(err, registry.ErrInvalidSchema) {
+				t.Errorf("Register(output %s) = %v, want ErrInvalidSchema", tc.params, err)
+			}
+		})
+	}
+}
+
+func TestSchemaInternalReferences(t *testing.T) {
+	tests := map[string]struct {
+		params       string
+		valid, wrong string
+		wantInWrong  string
+	}{
+		"$defs": {
+			params: `{"type":"object","$defs":{"path":{"type":"string"}},"properties":{"p":{"$ref":"#/$defs/path"}}}`,
+			valid:  `{"p":"x"}`, wrong: `{"p":1}`, wantInWrong: "/p: expected string, got number",
+		},
+		"recursive tree": {
+			params: `{"type":"object","$defs":{"node":{"type":"object","properties":{"kids":{"type":"array","items":{"$ref":"#/$defs/node"}}}}},"properties":{"t":{"$ref":"#/$defs/node"}}}`,
+			valid:  `{"t":{"kids":[{"kids":[]},{}]}}`, wrong: `{"t":{"kids":[{"kids":[7]}]}}`, wantInWrong: "/t/kids/0/kids/0: expected object, got number",
+		},
+		"self cycle": {
+			params: `{"type":"object","$defs":{"a":{"$ref":"#/$defs/a"}},"properties":{"x":{"$ref":"#/$defs/a"}}}`,
+			valid:  `{"y":1}`, wrong: `{"x":1}`, wantInWrong: "reference cycle",
+		},
+		"mutual cycle": {
+			params: `{"type":"object","$defs":{"a":{"$ref":"#/$defs/b"},"b":{"$ref":"#/$defs/a"}},"properties":{"x":{"$ref":"#/$defs/a"}}}`,
+			valid:  `{}`, wrong: `{"x":true}`, wantInWrong: "reference cycle",
+		},
+		"root recursion": {
+			params: `{"type":"object","properties":{"child":{"$ref":"#"},"n":{"type":"integer"}}}`,
+			valid:  `{"child":{"child":{"n":1}}}`, wrong: `{"child":{"child":{"n":"x"}}}`, wantInWrong: "/child/child/n: expected integer, got string",
+		},
+		"embedded $id": {
+			params: `{"$id":"https://example.com/root.json","type":"object","$defs":{"item":{"$id":"item.json","type":"string"}},"properties":{"i":{"$ref":"item.json"}}}`,
+			valid:  `{"i":"ok"}`, wrong: `{"i":[]}`, wantInWrong: "/i: expected string, got array",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := newRegistry(t)
+			e := mustRegister(t, r, "", withParams("t", tc.params), "")
+			if err := e.ValidateArguments([]byte(tc.valid)); err != nil {
+				t.Errorf("ValidateArguments(%s) = %v, want nil", tc.valid, err)
+			}
+			err := e.ValidateArguments([]byte(tc.wrong))
+			if err == nil || !strings.Contains(err.Error(), tc.wantInWrong) {
+				t.Errorf("ValidateArguments(%s) = %v, want an error containing %q", tc.wrong, err, tc.wantInWrong)
+			}
+		})
+	}
+}
+
+func TestSchemaRootMustBeObject(t *testing.T) {
+	tests := map[string]string{
+		"no type":       `{"properties":{"a":{}}}`,
+		"string type":   `{"type":"string"}`,
+		"type list":     `{"type":["object","null"]}`,
+		"array root":    `[]`,
+		"boolean root":  `true`,
+		"not json":      `{type: object}`,
+		"trailing data": `{"type":"object"} {}`,
+		"bad utf-8":     "{\"type\":\"object\",\"description\":\"\xff\"}",
+		"invalid draft": `{"type":"object","properties":{"a":{"type":"strin"}}}`,
+		"missing $defs": `{"type":"object","properties":{"a":{"$ref":"#/$defs/missing"}}}`,
+	}
+	for name, params := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := newRegistry(t)
+			if _, err := r.Register("", withParams("t", params), ""); !errors.Is(err, registry.ErrInvalidSchema) {
+				t.Fatalf("Register(%s) = %v, want ErrInvalidSchema", params, err)
+			}
+		})
+	}
+}
+
+// TestSchemaDrafts pins the draft selection: 2020-12 by default, draft-07 when $schema
+// says so. In draft-07 keywords beside $ref are ignored; in 2020-12 they apply.
+func TestSchemaDrafts(t *testing.T) {
+	const body = `"type":"object","definitions":{"s":{"type":"string"}},"properties":{"a":{"$ref":"#/definitions/s","maxLength":2}}`
+	tests := map[string]struct {
+		params    string
+		longValid bool
+	}{
+		"default is 2020-12": {params: `{` + body + `}`, longValid: false},
+		"explicit 2020-12":   {params: `{"$schema":"https://json-schema.org/draft/2020-12/schema",` + body + `}`, longValid: false},
+		"draft-07":           {params: `{"$schema":"http://json-schema.org/draft-07/schema#",` + body + `}`, longValid: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := newRegistry(t)
+			e := mustRegister(t, r, "", withParams("t", tc.params), "")
+			err := e.ValidateArguments([]byte(`{"a":"long"}`))
+			if (err == nil) != tc.longValid {
+				t.Errorf("ValidateArguments({a: long}) = %v, want valid=%v", err, tc.longValid)
+			}
+			if err := e.ValidateArguments([]byte(`{"a":1}`)); err == nil {
+				t.Errorf("ValidateArguments({a: 1}) = nil, want a type error under every draft")
+			}
+		})
+	}
+}
+
+func TestSchemaPrefixItemsOnlyIn2020(t *testing.T) {
+	r := newRegistry(t)
+	_, err := r.Register("", withParams("old", `{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"a":{"items":[{"type":"string"}]}}}`), "")
+	if err != nil {
+		t.Fatalf("Register(draft-07 tuple items) = %v, want nil", err)
+	}
+	if _, err := r.Register("", withParams("new", `{"type":"object","properties":{"a":{"items":[{"type":"string"}]}}}`), ""); !errors.Is(err, registry.ErrInvalidSchema) {
+		t.Fatalf("Register(2020-12 tuple items) = %v, want ErrInvalidSchema (items must be a schema)", err)
+	}
+}
+
+// TestSchemaRegexIsLinear registers a pattern that backtracks catastrophically in
+// ECMA-262 engines; with RE2 matching it stays linear, so this test finishes at once
+// rather than running into the test timeout.
+func TestSchemaRegexIsLinear(t *testing.T) {
+	r := newRegistry(t)
+	e := mustRegister(t, r, "", withParams("t", `{"type":"object","properties":{"s":{"type":"string","pattern":"^(a+)+$"}},"patternProperties":{"^(x+x+)+y$":{"type":"number"}}}`), "")
+	evil := strings.Repeat("a", 100000) + "!"
+	err := e.ValidateArguments([]byte(`{"s":"` + evil + `"}`))
+	if err == nil || !strings.Contains(err.Error(), "does not match pattern") {
+		t.Errorf("ValidateArguments(evil) = %v, want a pattern mismatch", err)
+	}
+	if len(err.Error()) > 1000 {
+		t.Errorf("ValidateArguments(evil) message is %d bytes, want it truncated", len(err.Error()))
+	}
+	key := strings.Repeat("x", 50000)
+	if err := e.ValidateArguments([]byte(`{"` + key + `":"s"}`)); err != nil {
+		t.Errorf("ValidateArguments(evil key) = %v, want nil (no patternProperties match)", err)
+	}
+}
+
+func TestSchemaRegexFeaturesRE2Lacks(t *testing.T) {
+	tests := map[string]string{
+		"lookahead":      `(?=x)`,
+		"backreference":  `(a)\\1`,
+		"huge repeat":    `a{2000}`,
+		"pattern length": strings.Repeat("a", 5000),
+	}
+	for name, pattern := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := newRegistry(t)
+			params := `{"type":"object","properties":{"s":{"type":"string","pattern":"` + pattern + `"}}}`
+			if _, err := r.Register("", withParams("t", params), ""); !errors.Is(err, registry.ErrInvalidSchema) {
+				t.Fatalf("Register(pattern %q) = %v, want ErrInvalidSchema", pattern, err)
+			}
+		})
+	}
+}
+
+func TestOutputSchema(t *testing.T) {
+	r := newRegistry(t)
+	d := def("t")
+	d.OutputSchema = []byte(`{"type":"array","items":{"type":"integer"}}`)
+	e := mustRegister(t, r, "", d, "")
+	if err := e.ValidateOutput([]byte(`[1,2]`)); err != nil {
+		t.Errorf("ValidateOutput([1,2]) = %v, want nil", err)
+	}
+	err := e.ValidateOutput([]byte(`[1,"x"]`))
+	var verr *registry.ValidationError
+	if !errors.As(err, &verr) || !errors.Is(err, registry.ErrInvalidOutput) || errors.Is(err, registry.ErrInvalidArguments) {
+		t.Fatalf("ValidateOutput([1,\"x\"]) = %v, want a *ValidationError wrapping only ErrInvalidOutput", err)
+	}
+	if want := "invalid output: /1: expected integer, got string"; err.Error() != want {
+		t.Errorf("ValidateOutput error = %q, want %q", err, want)
+	}
+	plain := mustRegister(t, r, "", def("plain"), "")
+	if err := plain.ValidateOutput([]byte(`not even json`)); err != nil {
+		t.Errorf("ValidateOutput without output schema = %v, want nil", err)
+	}
+}
+
+func TestOutputSchemaAnyRoot(t *testing.T) {
+	r := newRegistry(t)
+	d := tool.Definition{Name: "t", Parameters: []byte(objectSchema), OutputSchema: []byte(`{"type":"string"}`)}
+	e := mustRegister(t, r, "", d, "")
+	if err := e.ValidateOutput([]byte(`"ok"`)); err != nil {
+		t.Errorf("ValidateOutput(\"ok\") = %v, want nil", err)
+	}
+}

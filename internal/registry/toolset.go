@@ -1,0 +1,291 @@
+package registry
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"cel.dev/cel-go/cel"
+
+	"github.com/toolsd/toolsd/internal/tool"
+)
+
+// ToolSet is one step's resolved tools: the scope's visible unconditional tools plus the
+// conditional ones whose condition held, pinned to the exact entries seen at resolution.
+// The same set serves the step's prompt schemas and every call of its batch. It stops
+// admitting anything once released, idle for longer than the configured idle time, or
+// invalidated: by a new restriction on its scope or an ancestor, or by the removal or
+// replacement of one of its admitted tools.
+type ToolSet struct {
+	r     *Registry
+	id    string
+	scope string
+	// entries is the resolving view's visible list (sorted, shared, immutable).
+	entries []*Entry
+	// admitted holds the conditional entries whose condition was true.
+	admitted    map[string]*Entry
+	schemas     []tool.Schema
+	fingerprint string
+
+	lastUsed atomic.Int64 // clock UnixNano
+	state    atomic.Int32
+}
+
+// Tool-set states.
+const (
+	setLive int32 = iota
+	setReleased
+	setExpired
+	setInvalidated
+)
+
+// maxResolveAttempts bounds retries when the registry changes under a resolution.
+const maxResolveAttempts = 3
+
+// ID returns the set's opaque identifier.
+func (ts *ToolSet) ID() string { return ts.id }
+
+// Scope returns the scope the set was resolved for.
+func (ts *ToolSet) Scope() string { return ts.scope }
+
+// Lookup resolves name within the set. Names the set did not admit get the same error as
+// [Registry.Lookup] ([tool.ErrUnknownTool]); a released, expired or invalidated set
+// answers [tool.ErrToolSetGone] for every name.
+func (ts *ToolSet) Lookup(name string) (*Entry, error) {
+	if err := ts.use(); err != nil {
+		return nil, err
+	}
+	if e := ts.entry(name); e != nil {
+		return e, nil
+	}
+	return nil, errUnknownTool(name)
+}
+
+// Schemas returns the set's model-facing schemas (unconditional and admitted conditional
+// tools, sorted by name) and their fingerprint. They stay as resolved even after the set
+// is gone; the slice is shared and must not be modified.
+func (ts *ToolSet) Schemas() ([]tool.Schema, string) {
+	_ = ts.use()
+	return ts.schemas, ts.fingerprint
+}
+
+func (ts *ToolSet) entry(name string) *Entry {
+	i, ok := slices.BinarySearchFunc(ts.entries, name, func(e *Entry, n string) int {
+		return strings.Compare(e.def.Name, n)
+	})
+	if !ok {
+		return nil
+	}
+	e := ts.entries[i]
+	if e.cond != nil && ts.admitted[name] != e {
+		return nil
+	}
+	return e
+}
+
+// use fails if the set is gone (expiring it if it has been idle too long) and otherwise
+// marks it used now.
+func (ts *ToolSet) use() error {
+	now := ts.r.opts.clock().UnixNano()
+	if ts.state.Load() == setLive && now-ts.lastUsed.Load() > int64(ts.r.opts.idle) {
+		ts.state.CompareAndSwap(setLive, setExpired)
+	}
+	if s := ts.state.Load(); s != setLive {
+		return &toolSetGoneError{id: ts.id, state: s}
+	}
+	ts.lastUsed.Store(now)
+	return nil
+}
+
+type toolSetGoneError struct {
+	id    string
+	state int32 // setLive here means "unknown id"
+}
+
+func (e *toolSetGoneError) Error() string {
+	why := "is unknown"
+	switch e.state {
+	case setReleased:
+		why = "was released"
+	case setExpired:
+		why = "expired after being idle"
+	case setInvalidated:
+		why = "was invalidated by a registry change"
+	}
+	return "registry: tool set " + quoteName(e.id) + " " + why
+}
+
+func (e *toolSetGoneError) Unwrap() error { return tool.ErrToolSetGone }
+
+// ResolveToolSet evaluates, once, the condition of every visible conditional tool of
+// scope against env and returns the step's tool set. A failing condition (including an
+// exceeded cost limit) fails the whole resolution with [ErrActivationFailed] naming the
+// tool; ctx cancellation is returned as such.
+func (r *Registry) ResolveToolSet(ctx context.Context, scope string, env ConditionEnv) (*ToolSet, error) {
+	if err := ValidateScope(scope); err != nil {
+		return nil, err
+	}
+	for range maxResolveAttempts {
+		r.mu.RLock()
+		v := r.viewLocked(r.nearestLocked(scope))
+		r.mu.RUnlock()
+
+		admitted, err := evaluate(ctx, scope, v, env)
+		if err != nil {
+			return nil, err
+		}
+		ts := r.newToolSet(scope, v, admitted)
+
+		r.mu.Lock()
+		if len(r.sets) >= r.opts.limits.MaxToolSets {
+			r.mu.Unlock()
+			return nil, fmt.Errorf("%w: %d live tool sets", ErrLimit, r.opts.limits.MaxToolSets)
+		}
+		if r.stillCurrentLocked(ts, v) {
+			r.sets[ts.id] = ts
+			r.mu.Unlock()
+			return ts, nil
+		}
+		r.mu.Unlock()
+	}
+	return nil, fmt.Errorf("%w: scope %s: the registry kept changing during resolution", ErrActivationFailed, quoteName(scope))
+}
+
+// evaluate runs the condition of every conditional entry of v.
+func evaluate(ctx context.Context, scope string, v *view, env ConditionEnv) (map[string]*Entry, error) {
+	var act cel.Activation
+	admitted := map[string]*Entry{}
+	for _, e := range v.entries {
+		if e.cond == nil {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("registry: resolve tool set for scope %s: %w", quoteName(scope), err)
+		}
+		if act == nil {
+			var err error
+			if act, err = activation(scope, env); err != nil {
+				return nil, fmt.Errorf("%w: scope %s: %w", ErrActivationFailed, quoteName(scope), err)
+			}
+		}
+		ok, err := evalCondition(ctx, e, act)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("registry: resolve tool set for scope %s: %w", quoteName(scope), err)
+			}
+			return nil, err
+		}
+		if ok {
+			admitted[e.def.Name] = e
+		}
+	}
+	return admitted, nil
+}
+
+func (r *Registry) newToolSet(scope string, v *view, admitted map[string]*Entry) *ToolSet {
+	ts := &ToolSet{r: r, id: newID("ts_", 16), scope: scope, entries: v.entries, admitted: admitted}
+	if len(admitted) == 0 {
+		ts.schemas, ts.fingerprint = v.projection()
+	} else {
+		in := make([]*Entry, 0, len(v.entries))
+		for _, e := range v.entries {
+			if e.cond == nil || admitted[e.def.Name] == e {
+				in = append(in, e)
+			}
+		}
+		ts.schemas, ts.fingerprint = project(in)
+	}
+	ts.lastUsed.Store(r.opts.clock().UnixNano())
+	return ts
+}
+
+// stillCurrentLocked reports whether every entry ts admits is still what its scope
+// sees, i.e. nothing the set depends on changed while conditions were evaluated.
+func (r *Registry) stillCurrentLocked(ts *ToolSet, v *view) bool {
+	n := r.nearestLocked(ts.scope)
+	if r.viewLocked(n) == v {
+		return true
+	}
+	for _, e := range ts.entries {
+		if (e.cond == nil || ts.admitted[e.def.Name] == e) && visibleEntryLocked(n, e.def.Name) != e {
+			return false
+		}
+	}
+	return true
+}
+
+// ToolSet returns a live tool set by id; errors wrap [tool.ErrToolSetGone].
+func (r *Registry) ToolSet(id string) (*ToolSet, error) {
+	r.mu.RLock()
+	ts := r.sets[id]
+	r.mu.RUnlock()
+	if ts == nil {
+		return nil, &toolSetGoneError{id: id}
+	}
+	if err := ts.use(); err != nil {
+		return nil, err
+	}
+	return ts, nil
+}
+
+// ReleaseToolSet ends a tool set (the step's batch settled): unstarted calls can no
+// longer use it. Unknown ids fail with [tool.ErrToolSetGone].
+func (r *Registry) ReleaseToolSet(id string) error {
+	r.mu.Lock()
+	ts := r.sets[id]
+	delete(r.sets, id)
+	r.mu.Unlock()
+	if ts == nil {
+		return &toolSetGoneError{id: id}
+	}
+	ts.state.CompareAndSwap(setLive, setReleased)
+	return nil
+}
+
+// SweepToolSets drops the sets idle for longer than the configured idle time (and any
+// already gone) and returns how many it dropped. The caller owns the ticker.
+func (r *Registry) SweepToolSets(now time.Time) int {
+	idle := int64(r.opts.idle)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	dropped := 0
+	for id, ts := range r.sets {
+		if now.UnixNano()-ts.lastUsed.Load() > idle {
+			ts.state.CompareAndSwap(setLive, setExpired)
+		}
+		if ts.state.Load() != setLive {
+			delete(r.sets, id)
+			dropped++
+		}
+	}
+	return dropped
+}
+
+// invalidateSetsForNameLocked invalidates the sets at or below scope that admitted name
+// when their scope no longer sees that exact entry.
+func (r *Registry) invalidateSetsForNameLocked(scope, name string) {
+	for id, ts := range r.sets {
+		if !within(ts.scope, scope) {
+			continue
+		}
+		admitted := ts.entry(name)
+		if admitted == nil || visibleEntryLocked(r.nearestLocked(ts.scope), name) == admitted {
+			continue
+		}
+		ts.state.CompareAndSwap(setLive, setInvalidated)
+		delete(r.sets, id)
+	}
+}
+
+// invalidateSetsUnderLocked invalidates every set resolved for scope or a descendant.
+func (r *Registry) invalidateSetsUnderLocked(scope string) {
+	for id, ts := range r.sets {
+		if within(ts.scope, scope) {
+			ts.state.CompareAndSwap(setLive, setInvalidated)
+			delete(r.sets, id)
+		}
+	}
+}

@@ -1,0 +1,270 @@
+package registry_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/toolsd/toolsd/internal/registry"
+	"github.com/toolsd/toolsd/internal/tool"
+)
+
+func TestToolSetAdmission(t *testing.T) {
+	r := newRegistry(t)
+	mustRegister(t, r, "", def("always"), "")
+	mustRegister(t, r, "", withCondition("anthropic_only", `model.provider == "anthropic"`), "")
+	mustRegister(t, r, "", withCondition("after_schema", `session.succeeded("get_db_schema")`), "")
+	mustRegister(t, r, "p", withCondition("preset_cond", `step >= 1`), "")
+
+	tests := map[string]struct {
+		scope string
+		env   registry.ConditionEnv
+		want  []string
+	}{
+		"nothing admitted": {scope: "p", env: registry.ConditionEnv{Model: registry.ModelSelection{Provider: "openai"}},
+			want: []string{"always"}},
+		"model admits": {scope: "p", env: registry.ConditionEnv{Model: registry.ModelSelection{Provider: "anthropic"}},
+			want: []string{"always", "anthropic_only"}},
+		"history and step admit": {scope: "p/a", env: registry.ConditionEnv{Step: 1, History: history{succeeded: map[string]bool{"get_db_schema": true}}},
+			want: []string{"after_schema", "always", "preset_cond"}},
+		"scope outside preset": {scope: "q", env: registry.ConditionEnv{Step: 1}, want: []string{"always"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			ts, err := r.ResolveToolSet(t.Context(), tc.scope, tc.env)
+			if err != nil {
+				t.Fatalf("ResolveToolSet = %v", err)
+			}
+			schemas, fp := ts.Schemas()
+			var names []string
+			for _, s := range schemas {
+				names = append(names, s.Name)
+			}
+			if diff := cmp.Diff(tc.want, names); diff != "" {
+				t.Errorf("ToolSet.Schemas mismatch (-want +got):\n%s", diff)
+			}
+			for _, n := range []string{"always", "anthropic_only", "after_schema", "preset_cond", "never"} {
+				_, err := ts.Lookup(n)
+				if admitted := contains(tc.want, n); admitted != (err == nil) {
+					t.Errorf("ToolSet.Lookup(%q) = %v, want admitted=%v", n, err, admitted)
+				}
+				if err != nil && !errors.Is(err, tool.ErrUnknownTool) {
+					t.Errorf("ToolSet.Lookup(%q) = %v, want ErrUnknownTool", n, err)
+				}
+			}
+			if ts.Scope() != tc.scope || ts.ID() == "" {
+				t.Errorf("ToolSet scope, id = %q, %q", ts.Scope(), ts.ID())
+			}
+			if got, err := r.ToolSet(ts.ID()); err != nil || got != ts {
+				t.Errorf("ToolSet(%s) = %v, %v, want the set", ts.ID(), got, err)
+			}
+			_, regFP := r.Schemas(tc.scope)
+			if (fp == regFP) != (len(tc.want) == 1) {
+				t.Errorf("set fingerprint equal to Schemas fingerprint = %v, want %v", fp == regFP, len(tc.want) == 1)
+			}
+		})
+	}
+}
+
+func TestToolSetUnknownNameMatchesRegistry(t *testing.T) {
+	r := newRegistry(t)
+	mustRegister(t, r, "", withCondition("c", "false"), "")
+	ts, err := r.ResolveToolSet(t.Context(), "", registry.ConditionEnv{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, unadmitted := ts.Lookup("c")
+	_, never := newRegistry(t).Lookup("", "c")
+	if unadmitted == nil || unadmitted.Error() != never.Error() {
+		t.Errorf("ToolSet.Lookup(unadmitted) = %v, want %q", unadmitted, never)
+	}
+}
+
+func TestToolSetInvalidation(t *testing.T) {
+	tests := map[string]struct {
+		change  func(t *testing.T, r *registry.Registry, ts *registry.ToolSet, restrictions []string)
+		gone    bool
+		newName string // a name the change makes visible; never admitted by the old set
+	}{
+		"release": {change: func(t *testing.T, r *registry.Registry, ts *registry.ToolSet, restrictions []string) {
+			if err := r.ReleaseToolSet(ts.ID()); err != nil {
+				t.Fatalf("ReleaseToolSet = %v", err)
+			}
+		}, gone: true},
+		"restriction on the set's scope": {change: func(t *testing.T, r *registry.Registry, ts *registry.ToolSet, restrictions []string) {
+			mustRestrict(t, r, "p/a", nil, []string{"unrelated"})
+		}, gone: true},
+		"restriction on an ancestor": {change: func(t *testing.T, r *registry.Registry, ts *registry.ToolSet, restrictions []string) {
+			mustRestrict(t, r, "p", nil, []string{"unrelated"})
+		}, gone: true},
+		"restriction on a sibling": {change: func(t *testing.T, r *registry.Registry, ts *registry.ToolSet, restrictions []string) {
+			mustRestrict(t, r, "p/b", nil, []string{"g"})
+		}},
+		"restriction on a descendant": {change: func(t *testing.T, r *registry.Registry, ts *registry.ToolSet, restrictions []string) {
+			mustRestrict(t, r, "p/a/x", nil, []string{"g"})
+		}},
+		"admitted tool unregistered": {change: func(t *testing.T, r *registry.Registry, ts *registry.ToolSet, restrictions []string) {
+			if err := r.Unregister("", "g", ""); err != nil {
+				t.Fatal(err)
+			}
+		}, gone: true},
+		"admitted conditional unregistered": {change: func(t *testing.T, r *registry.Registry, ts *registry.ToolSet, restrictions []string) {
+			if err := r.Unregister("p", "c", ""); err != nil {
+				t.Fatal(err)
+			}
+		}, gone: true},
+		"admitted tool shadowed (replaced) in the set's scope": {change: func(t *testing.T, r *registry.Registry, ts *registry.ToolSet, restrictions []string) {
+			mustRegister(t, r, "p/a", def("g"), "")
+		}, gone: true},
+		"admitted tool shadowed in an intermediate scope": {change: func(t *testing.T, r *registry.Registry, ts *registry.ToolSet, restrictions []string) {
+			mustRegister(t, r, "p", def("g"), "")
+		}, gone: true},
+		"shadow below the set's scope": {change: func(t *testing.T, r *registry.Registry, ts *registry.ToolSet, restrictions []string) {
+			mustRegister(t, r, "p/a/x", def("g"), "")
+		}},
+		"owner removed": {change: func(t *testing.T, r *registry.Registry, ts *registry.ToolSet, restrictions []string) {
+			r.RemoveOwner("prov")
+		}, gone: true},
+		"unrelated registration": {change: func(t *testing.T, r *registry.Registry, ts *registry.ToolSet, restrictions []string) {
+			mustRegister(t, r, "p/a", def("fresh"), "")
+		}, newName: "fresh"},
+		"unadmitted conditional replaced": {change: func(t *testing.T, r *registry.Registry, ts *registry.ToolSet, restrictions []string) {
+			if err := r.Unregister("p", "no", ""); err != nil {
+				t.Fatal(err)
+			}
+			mustRegister(t, r, "p", def("no"), "")
+		}, newName: "no"},
+		"restriction lifted": {change: func(t *testing.T, r *registry.Registry, ts *registry.ToolSet, restrictions []string) {
+			// "hidden" is masked at resolution time; lifting is not an invalidation.
+			for _, id := range restrictions {
+				if err := r.Unrestrict(id); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}, newName: "hidden"},
+		"approved quarantine of admitted name": {change: func(t *testing.T, r *registry.Registry, ts *registry.ToolSet, restrictions []string) {
+			if err := r.Unregister("p", "q", ""); err != nil {
+				t.Fatal(err)
+			}
+			d := def("q")
+			d.Description = "changed"
+			mustRegister(t, r, "p", d, "")
+			if err := r.ApproveQuarantined("p", "q"); err != nil {
+				t.Fatal(err)
+			}
+		}, gone: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := newRegistry(t, registry.WithPinning(registry.PinQuarantine))
+			mustRegister(t, r, "", def("g"), "prov")
+			mustRegister(t, r, "", def("hidden"), "")
+			mustRegister(t, r, "p", withCondition("c", "true"), "")
+			mustRegister(t, r, "p", withCondition("no", "false"), "")
+			mustRegister(t, r, "p", def("q"), "")
+			restrictions := []string{mustRestrict(t, r, "p/a/x/y", nil, []string{"g"}), mustRestrict(t, r, "p", nil, []string{"hidden"})}
+			ts, err := r.ResolveToolSet(t.Context(), "p/a", registry.ConditionEnv{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.change(t, r, ts, restrictions)
+			for _, n := range []string{"g", "c", "q"} {
+				_, err := ts.Lookup(n)
+				if tc.gone && !errors.Is(err, tool.ErrToolSetGone) || !tc.gone && err != nil {
+					t.Errorf("ToolSet.Lookup(%q) after change = %v, want gone=%v", n, err, tc.gone)
+				}
+			}
+			_, err = r.ToolSet(ts.ID())
+			if tc.gone != errors.Is(err, tool.ErrToolSetGone) {
+				t.Errorf("ToolSet(id) after change = %v, want gone=%v", err, tc.gone)
+			}
+			if tc.newName != "" {
+				if _, err := ts.Lookup(tc.newName); !errors.Is(err, tool.ErrUnknownTool) {
+					t.Errorf("ToolSet.Lookup(%q) = %v, want ErrUnknownTool (sets are pinned)", tc.newName, err)
+				}
+			}
+		})
+	}
+}
+
+func TestToolSetRelease(t *testing.T) {
+	r := newRegistry(t)
+	ts, err := r.ResolveToolSet(t.Context(), "a", registry.ConditionEnv{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.ReleaseToolSet(ts.ID()); err != nil {
+		t.Fatalf("ReleaseToolSet = %v", err)
+	}
+	if err := r.ReleaseToolSet(ts.ID()); !errors.Is(err, tool.ErrToolSetGone) {
+		t.Errorf("second ReleaseToolSet = %v, want ErrToolSetGone", err)
+	}
+	if _, err := r.ToolSet("ts_unknown"); !errors.Is(err, tool.ErrToolSetGone) {
+		t.Errorf("ToolSet(unknown) = %v, want ErrToolSetGone", err)
+	}
+	_, err = ts.Lookup("x")
+	if want := `registry: tool set "` + ts.ID() + `" was released`; err == nil || err.Error() != want {
+		t.Errorf("Lookup on a released set = %v, want %q", err, want)
+	}
+}
+
+func TestToolSetIdleSweep(t *testing.T) {
+	clock := newFakeClock()
+	r := newRegistry(t, registry.WithClock(clock.Now), registry.WithToolSetIdle(time.Minute))
+	mustRegister(t, r, "", def("t"), "")
+	busy, err := r.ResolveToolSet(t.Context(), "", registry.ConditionEnv{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idle, err := r.ResolveToolSet(t.Context(), "", registry.ConditionEnv{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		clock.Advance(40 * time.Second)
+		if _, err := busy.Lookup("t"); err != nil {
+			t.Fatalf("busy.Lookup = %v, want nil while in use", err)
+		}
+	}
+	if n := r.SweepToolSets(clock.Now()); n != 1 {
+		t.Errorf("SweepToolSets = %d, want 1 (only the idle set)", n)
+	}
+	if _, err := idle.Lookup("t"); !errors.Is(err, tool.ErrToolSetGone) {
+		t.Errorf("idle.Lookup after sweep = %v, want ErrToolSetGone", err)
+	}
+	if _, err := r.ToolSet(idle.ID()); !errors.Is(err, tool.ErrToolSetGone) {
+		t.Errorf("ToolSet(idle) after sweep = %v, want ErrToolSetGone", err)
+	}
+	if _, err := r.ToolSet(busy.ID()); err != nil {
+		t.Errorf("ToolSet(busy) = %v, want nil", err)
+	}
+	// Expiry is also noticed without a sweep.
+	clock.Advance(2 * time.Minute)
+	if _, err := busy.Lookup("t"); !errors.Is(err, tool.ErrToolSetGone) {
+		t.Errorf("busy.Lookup after 2m idle = %v, want ErrToolSetGone", err)
+	}
+	if n := r.SweepToolSets(clock.Now()); n != 1 {
+		t.Errorf("second SweepToolSets = %d, want 1", n)
+	}
+}
+
+func TestToolSetLimit(t *testing.T) {
+	r := newRegistry(t, registry.WithLimits(registry.Limits{MaxToolSets: 2}))
+	for range 2 {
+		if _, err := r.ResolveToolSet(t.Context(), "", registry.ConditionEnv{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := r.ResolveToolSet(t.Context(), "", registry.ConditionEnv{}); !errors.Is(err, registry.ErrLimit) {
+		t.Errorf("third ResolveToolSet = %v, want ErrLimit", err)
+	}
+}
+
+func TestToolSetInvalidScope(t *testing.T) {
+	r := newRegistry(t)
+	if _, err := r.ResolveToolSet(t.Context(), "/x", registry.ConditionEnv{}); !errors.Is(err, registry.ErrInvalidScope) {
+		t.Errorf("ResolveToolSet(/x) = %v, want ErrInvalidScope", err)
+	}
+}

@@ -1,0 +1,187 @@
+package registry
+
+import (
+	"cmp"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+
+	"github.com/toolsd/toolsd/internal/jsonx"
+)
+
+// Violation is one schema failure at one place in the validated document.
+type Violation struct {
+	// Pointer is the JSON pointer of the offending value ("" for the document itself).
+	Pointer string
+	// Message says what is wrong, in words a model can act on.
+	Message string
+}
+
+// ValidationError is a document that failed parsing or schema validation. Pointer and
+// Message repeat the first violation; Error() is a concise, model-readable summary such
+// as `invalid arguments: /a: expected number, got string`. It wraps
+// [ErrInvalidArguments] or [ErrInvalidOutput], and the [jsonx] error when the document
+// was not strict JSON.
+type ValidationError struct {
+	Pointer    string
+	Message    string
+	Violations []Violation
+
+	what  string // "arguments" or "output"
+	cause error
+}
+
+// Limits on what a ValidationError repeats, so a hostile document cannot produce a
+// huge model-facing message.
+const (
+	maxViolations       = 20
+	maxReportedInError  = 3
+	maxViolationMessage = 200
+)
+
+// Error implements error.
+func (e *ValidationError) Error() string {
+	var b strings.Builder
+	b.WriteString("invalid ")
+	b.WriteString(e.what)
+	b.WriteString(": ")
+	for i, v := range e.Violations {
+		if i == maxReportedInError {
+			b.WriteString("; and " + strconv.Itoa(len(e.Violations)-i) + " more")
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		if v.Pointer != "" {
+			b.WriteString(v.Pointer)
+			b.WriteString(": ")
+		}
+		b.WriteString(v.Message)
+	}
+	return b.String()
+}
+
+// Unwrap exposes the sentinel and, for malformed JSON, the [*jsonx.Error].
+func (e *ValidationError) Unwrap() []error {
+	sentinel := ErrInvalidArguments
+	if e.what == "output" {
+		sentinel = ErrInvalidOutput
+	}
+	if e.cause != nil {
+		return []error{sentinel, e.cause}
+	}
+	return []error{sentinel}
+}
+
+// ValidateArguments parses raw as strict JSON within the configured argument limits and
+// validates it against the parameters schema. Failures are [*ValidationError].
+func (e *Entry) ValidateArguments(raw []byte) error {
+	return validate(e.params, raw, e.argLimits, "arguments")
+}
+
+// ValidateOutput validates a tool's JSON value against the output schema; it returns
+// nil when the definition has none.
+func (e *Entry) ValidateOutput(value []byte) error {
+	if e.output == nil {
+		return nil
+	}
+	return validate(e.output, value, e.outLimits, "output")
+}
+
+func validate(sch *jsonschema.Schema, raw []byte, lim jsonx.Limits, what string) error {
+	v, err := jsonx.Decode(raw, lim)
+	if err != nil {
+		msg := "malformed JSON: " + err.Error()
+		var je *jsonx.Error
+		if errors.As(err, &je) {
+			msg = "malformed JSON: " + je.Reason + " at offset " + strconv.FormatInt(je.Offset, 10)
+		}
+		return &ValidationError{Message: msg, Violations: []Violation{{Message: msg}}, what: what, cause: err}
+	}
+	err = sch.Validate(v)
+	if err == nil {
+		return nil
+	}
+	var verr *jsonschema.ValidationError
+	if !errors.As(err, &verr) {
+		msg := truncate(err.Error())
+		return &ValidationError{Message: msg, Violations: []Violation{{Message: msg}}, what: what}
+	}
+	vs := violations(verr)
+	return &ValidationError{Pointer: vs[0].Pointer, Message: vs[0].Message, Violations: vs, what: what}
+}
+
+var printer = message.NewPrinter(language.English)
+
+// violations flattens the library's error tree to its leaves, sorted by pointer so the
+// message is deterministic (the library walks properties in map order).
+func violations(root *jsonschema.ValidationError) []Violation {
+	var out []Violation
+	var walk func(*jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) == 0 {
+			out = append(out, Violation{Pointer: pointer(e.InstanceLocation), Message: describe(e.ErrorKind)})
+			return
+		}
+		for _, c := range e.Causes {
+			walk(c)
+		}
+	}
+	walk(root)
+	slices.SortStableFunc(out, func(a, b Violation) int {
+		return cmp.Or(cmp.Compare(a.Pointer, b.Pointer), cmp.Compare(a.Message, b.Message))
+	})
+	out = slices.Compact(out)
+	if len(out) > maxViolations {
+		out = out[:maxViolations]
+	}
+	if len(out) == 0 {
+		out = []Violation{{Message: "does not match the schema"}}
+	}
+	return out
+}
+
+// describe words one failure. Kinds that would echo the offending value (which may be
+// huge) name only what was expected.
+func describe(k jsonschema.ErrorKind) string {
+	switch k := k.(type) {
+	case *kind.Type:
+		return "expected " + strings.Join(k.Want, " or ") + ", got " + k.Got
+	case *kind.Pattern:
+		return truncate("does not match pattern " + strconv.Quote(k.Want))
+	case *kind.Format:
+		return truncate("is not a valid " + k.Want)
+	}
+	return truncate(stripBase(k.LocalizedString(printer)))
+}
+
+func pointer(loc []string) string {
+	if len(loc) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	for _, tok := range loc {
+		b.WriteByte('/')
+		b.WriteString(escapePointer(tok))
+	}
+	return truncate(b.String())
+}
+
+func truncate(s string) string {
+	if len(s) <= maxViolationMessage {
+		return s
+	}
+	cut := maxViolationMessage
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}

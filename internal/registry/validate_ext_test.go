@@ -1,0 +1,145 @@
+package registry_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/toolsd/toolsd/internal/jsonx"
+	"github.com/toolsd/toolsd/internal/registry"
+)
+
+const readFileSchema = `{"type":"object","properties":{` +
+	`"path":{"type":"string","minLength":1},` +
+	`"offset":{"type":"integer","minimum":0},` +
+	`"limit":{"type":"number"},` +
+	`"mode":{"enum":["text","binary"]},` +
+	`"tags":{"type":"array","items":{"type":"string"}}},` +
+	`"required":["path"],"additionalProperties":false}`
+
+func TestValidateArguments(t *testing.T) {
+	tests := map[string]struct {
+		args       string
+		message    string
+		violations []registry.Violation
+		jsonCause  error
+	}{
+		"valid":          {args: `{"path":"/tmp/x","offset":0,"limit":1.5,"tags":["a"]}`},
+		"big integer ok": {args: `{"path":"p","offset":123456789012345678901234567890}`},
+		"type": {
+			args:       `{"path":"p","limit":"10"}`,
+			message:    "invalid arguments: /limit: expected number, got string",
+			violations: []registry.Violation{{Pointer: "/limit", Message: "expected number, got string"}},
+		},
+		"nested pointer": {
+			args:       `{"path":"p","tags":["a",2]}`,
+			message:    "invalid arguments: /tags/1: expected string, got number",
+			violations: []registry.Violation{{Pointer: "/tags/1", Message: "expected string, got number"}},
+		},
+		"missing required at root": {
+			args:       `{}`,
+			message:    "invalid arguments: missing property 'path'",
+			violations: []registry.Violation{{Pointer: "", Message: "missing property 'path'"}},
+		},
+		"several sorted by pointer": {
+			args:    `{"offset":-1,"mode":"x","extra":true}`,
+			message: "invalid arguments: additional properties 'extra' not allowed; missing property 'path'; /mode: value must be one of 'text', 'binary'; and 1 more",
+			violations: []registry.Violation{
+				{Pointer: "", Message: "additional properties 'extra' not allowed"},
+				{Pointer: "", Message: "missing property 'path'"},
+				{Pointer: "/mode", Message: "value must be one of 'text', 'binary'"},
+				{Pointer: "/offset", Message: "minimum: got -1, want 0"},
+			},
+		},
+		"not an object": {
+			args:       `["path"]`,
+			message:    "invalid arguments: expected object, got array",
+			violations: []registry.Violation{{Pointer: "", Message: "expected object, got array"}},
+		},
+		"float where integer": {
+			args:       `{"path":"p","offset":1.5}`,
+			message:    "invalid arguments: /offset: expected integer, got number",
+			violations: []registry.Violation{{Pointer: "/offset", Message: "expected integer, got number"}},
+		},
+		"duplicate key": {
+			args:      `{"path":"a","path":"b"}`,
+			message:   `invalid arguments: malformed JSON: duplicate key "path" at offset 12`,
+			jsonCause: jsonx.ErrDuplicateKey,
+		},
+		"truncated": {
+			args:      `{"path":"a`,
+			message:   "invalid arguments: malformed JSON: unexpected end of input in string literal at offset 10",
+			jsonCause: jsonx.ErrSyntax,
+		},
+		"invalid utf-8": {
+			args:      "{\"path\":\"\xff\"}",
+			message:   "invalid arguments: malformed JSON: invalid UTF-8 byte 0xff at offset 9",
+			jsonCause: jsonx.ErrInvalidUTF8,
+		},
+		"empty": {
+			args:      ``,
+			message:   "invalid arguments: malformed JSON: empty input at offset 0",
+			jsonCause: jsonx.ErrSyntax,
+		},
+		"pointer escaping": {
+			args:    `{"path":"p","a/b~c":1}`,
+			message: "invalid arguments: additional properties 'a/b~c' not allowed",
+		},
+	}
+	r := newRegistry(t)
+	e := mustRegister(t, r, "", withParams("read_file", readFileSchema), "")
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			err := e.ValidateArguments([]byte(tc.args))
+			if tc.message == "" {
+				if err != nil {
+					t.Fatalf("ValidateArguments(%s) = %v, want nil", tc.args, err)
+				}
+				return
+			}
+			var verr *registry.ValidationError
+			if !errors.As(err, &verr) {
+				t.Fatalf("ValidateArguments(%s) = %#v, want *ValidationError", tc.args, err)
+			}
+			if !errors.Is(err, registry.ErrInvalidArguments) {
+				t.Errorf("ValidateArguments(%s) does not wrap ErrInvalidArguments", tc.args)
+			}
+			if err.Error() != tc.message {
+				t.Errorf("ValidateArguments(%s) = %q, want %q", tc.args, err, tc.message)
+			}
+			if tc.violations != nil {
+				if diff := cmp.Diff(tc.violations, verr.Violations); diff != "" {
+					t.Errorf("Violations mismatch (-want +got):\n%s", diff)
+				}
+				if verr.Pointer != tc.violations[0].Pointer || verr.Message != tc.violations[0].Message {
+					t.Errorf("Pointer, Message = %q, %q, want the first violation", verr.Pointer, verr.Message)
+				}
+			}
+			if tc.jsonCause != nil && !errors.Is(err, tc.jsonCause) {
+				t.Errorf("ValidateArguments(%s) does not wrap %v", tc.args, tc.jsonCause)
+			}
+		})
+	}
+}
+
+func TestValidateArgumentsLimits(t *testing.T) {
+	r := newRegistry(t, registry.WithLimits(registry.Limits{Args: jsonx.Limits{MaxBytes: 32, MaxDepth: 3}}))
+	e := mustRegister(t, r, "", def("t"), "")
+	tests := map[string]struct {
+		args string
+		want error
+	}{
+		"fits":      {args: `{"a":[[1]]}`},
+		"too large": {args: `{"a":"0123456789012345678901234567890"}`, want: jsonx.ErrTooLarge},
+		"too deep":  {args: `{"a":[[[1]]]}`, want: jsonx.ErrTooDeep},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			err := e.ValidateArguments([]byte(tc.args))
+			if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
+				t.Errorf("ValidateArguments(%s) = %v, want %v", tc.args, err, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,97 @@
+package scheduler
+
+import (
+	"fmt"
+
+	"go.uber.org/zap"
+)
+
+// commitLoop is the committer of a multi-call batch: it receives indices in model order
+// and commits each run of consecutive ready results with one append. It ends when ready
+// is closed and drained.
+func (r *run) commitLoop(ready <-chan int) {
+	for lo := range ready {
+		hi := lo + 1
+	drain:
+		for {
+			select {
+			case i, ok := <-ready:
+				if !ok {
+					break drain
+				}
+				hi = i + 1
+			default:
+				break drain
+			}
+		}
+		r.commit(lo, hi)
+	}
+}
+
+// commit makes results lo..hi-1 durable with one append, then hands them to the sink in
+// order. After a log failure nothing more is appended or delivered: the batch is
+// cancelled and Execute reports the failure.
+func (r *run) commit(lo, hi int) {
+	if r.logErr != nil {
+		return
+	}
+	buf := r.pending[:0]
+	for i := lo; i < hi; i++ {
+		buf = append(buf, Committed{Index: i, CallSeq: r.callSeqs[i], Result: r.slots[i].result})
+	}
+	seqs, err := r.appendResults(buf)
+	if err != nil {
+		r.logErr = err
+		if r.cancel != nil {
+			r.cancel()
+		}
+		r.s.logger.Error("tool results not recorded; batch cancelled",
+			zap.String("session_id", r.b.SessionID), zap.String("batch_id", r.b.BatchID),
+			zap.Int("first_index", lo), zap.Int("results", hi-lo), zap.Error(err))
+		return
+	}
+	for k, seq := range seqs {
+		i := lo + k
+		r.slots[i].resultSeq = seq
+		r.committed++
+		if !r.sinkGone.Load() {
+			r.deliver(i, seq)
+		}
+	}
+}
+
+// appendResults appends buf to the log, turning a panicking log into an error so that
+// the batch still settles.
+func (r *run) appendResults(buf []Committed) (seqs []uint64, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.s.logger.Error("session log panicked", zap.Any("panic", p), zap.Stack("stack"))
+			seqs, err = nil, fmt.Errorf("scheduler: append results: log panicked: %v", p)
+		}
+	}()
+	seqs, err = r.s.log.AppendResults(r.logCtx, r.b, buf)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler: append results: %w", err)
+	}
+	if len(seqs) != len(buf) {
+		return nil, fmt.Errorf("%w: %d result seqs for %d results", ErrSeqCount, len(seqs), len(buf))
+	}
+	return seqs, nil
+}
+
+// deliver hands durable result i to the sink. A failing (or panicking) sink means the
+// client is gone: it is not called again, and the batch carries on.
+func (r *run) deliver(i int, seq uint64) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.sinkGone.Store(true)
+			r.s.logger.Error("result sink panicked", zap.Any("panic", p), zap.Stack("stack"))
+		}
+	}()
+	if err := r.sink.Result(i, r.callSeqs[i], seq, r.slots[i].result); err != nil {
+		r.sinkGone.Store(true)
+		r.s.logger.Debug("client gone; results are still recorded",
+			zap.String("session_id", r.b.SessionID), zap.String("batch_id", r.b.BatchID),
+			zap.Int("index", i), zap.Error(err))
+	}
+}

@@ -1,0 +1,75 @@
+package scheduler
+
+import (
+	"go.uber.org/zap"
+
+	"github.com/toolsd/toolsd/internal/tool"
+)
+
+// DefaultMaxParallel is the pool bound when [WithMaxParallel] is not given.
+const DefaultMaxParallel = 8
+
+// Option configures a [Scheduler].
+type Option func(*options)
+
+type options struct {
+	maxParallel int
+	logger      *zap.Logger
+	observer    Observer
+}
+
+func defaultOptions() options {
+	return options{maxParallel: DefaultMaxParallel, logger: zap.NewNop(), observer: NopObserver{}}
+}
+
+// WithMaxParallel sets the largest pool a batch may use; a batch's own MaxParallel can
+// only lower it. Values below 1 mean 1: every call then runs alone.
+func WithMaxParallel(n int) Option {
+	return func(o *options) { o.maxParallel = max(n, 1) }
+}
+
+// WithLogger sets the logger for panics, log failures and departed clients (nil: none).
+func WithLogger(l *zap.Logger) Option {
+	return func(o *options) {
+		if l == nil {
+			l = zap.NewNop()
+		}
+		o.logger = l
+	}
+}
+
+// WithObserver sets the observer of scheduling events (nil: none). Metrics plug in here.
+func WithObserver(obs Observer) Option {
+	return func(o *options) {
+		if obs == nil {
+			obs = NopObserver{}
+		}
+		o.observer = obs
+	}
+}
+
+// Observer watches scheduling as it happens. Its methods are called on the hot path by
+// the goroutine that schedules a batch (concurrently for concurrent batches) and must
+// return quickly.
+type Observer interface {
+	// PoolOccupancy reports how many calls of one batch are running, after each change.
+	PoolOccupancy(running int)
+	// CallStarted reports a call handed to the [Runner].
+	CallStarted(c *tool.Call)
+	// CallSkipped reports a call that got a synthetic ABORTED_BEFORE_DISPATCH result.
+	CallSkipped(c *tool.Call)
+}
+
+// NopObserver ignores everything; embed it to implement part of [Observer].
+type NopObserver struct{}
+
+// PoolOccupancy does nothing.
+func (NopObserver) PoolOccupancy(int) {}
+
+// CallStarted does nothing.
+func (NopObserver) CallStarted(*tool.Call) {}
+
+// CallSkipped does nothing.
+func (NopObserver) CallSkipped(*tool.Call) {}
+
+var _ Observer = NopObserver{}

@@ -1,0 +1,109 @@
+package scheduler
+
+import (
+	"context"
+
+	"github.com/toolsd/toolsd/internal/tool"
+)
+
+// schedule starts the calls in model order and commits each result once it and every
+// result before it are final. It returns when every call has its result.
+//
+// A parallel call starts as soon as the pool has room. An exclusive call waits for the
+// pool to drain and then runs alone, inline in this goroutine. The mode of call i is read
+// only once call i is next and the pool has room, so a change made while earlier calls
+// run is honoured. Once ctx ends, no call starts: the rest get synthetic results.
+func (r *run) schedule(ctx context.Context) {
+	n := len(r.slots)
+	limit := r.s.limit(r.b.MaxParallel)
+	done := make(chan int, n) // completions of pooled calls
+	next, head, running := 0, 0, 0
+	exclusive := false // call next was read as exclusive and waits for the pool to drain
+	for {
+		for next < n && running < limit {
+			c := &r.slots[next]
+			if !exclusive {
+				r.prepare(next)
+				exclusive = r.s.modeOf(ctx, &c.exec.Call) == tool.ModeExclusive
+			}
+			if exclusive && running > 0 {
+				break
+			}
+			if ctx.Err() != nil {
+				for ; next < n; next++ {
+					r.place(next)
+					r.skip(next)
+				}
+				break
+			}
+			r.s.obs.CallStarted(&c.exec.Call)
+			if exclusive {
+				// The pool is empty: commit what it left before running alone.
+				head = r.advance(head, next)
+				exclusive = false
+				r.s.obs.PoolOccupancy(1)
+				c.result = r.s.runCall(ctx, &c.exec)
+				r.s.obs.PoolOccupancy(0)
+				c.done = true
+				next++
+				continue
+			}
+			running++
+			r.s.obs.PoolOccupancy(running)
+			go r.work(ctx, next, done)
+			next++
+		}
+		head = r.advance(head, next)
+		if head == n {
+			return
+		}
+		// Here running > 0: the loop above only stops with calls unstarted while
+		// some are running, and with none unstarted some are unfinished.
+		r.slots[<-done].done = true
+		running--
+		for more := true; more; {
+			select {
+			case i := <-done:
+				r.slots[i].done = true
+				running--
+			default:
+				more = false
+			}
+		}
+		r.s.obs.PoolOccupancy(running)
+	}
+}
+
+// work runs pooled call i and reports its completion; the send is its last action.
+func (r *run) work(ctx context.Context, i int, done chan<- int) {
+	r.slots[i].result = r.s.runCall(ctx, &r.slots[i].exec)
+	done <- i
+}
+
+// advance commits the final prefix from head and returns the new head. Once every call
+// has started, this goroutine has nothing left to do but commit, so it commits inline.
+// Before that, a slow log or client must not hold up starting the next calls: the
+// results go to a committer goroutine, started the first time it is needed and used for
+// the rest of the batch so that commits stay in order.
+func (r *run) advance(head, next int) int {
+	n := len(r.slots)
+	end := head
+	for end < n && r.slots[end].done {
+		end++
+	}
+	if end == head {
+		return head
+	}
+	if r.ready == nil {
+		if next == n {
+			r.commit(head, end)
+			return end
+		}
+		r.ready = make(chan int, n)
+		r.wg.Go(func() { r.commitLoop(r.ready) })
+	}
+	for ; head < end; head++ {
+		r.ready <- head
+	}
+	return end
+}

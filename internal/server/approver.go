@@ -1,0 +1,88 @@
+package server
+
+import (
+	"context"
+	"sync"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/tool"
+)
+
+// streamApprover answers "ask" decisions over the ExecuteBatch stream: it sends an
+// approval_request and waits for the client's approval message. Once the client has
+// half-closed its side, no answer can come, so pending and later asks fail at once.
+type streamApprover struct {
+	out *outbox
+
+	mu      sync.Mutex
+	pending map[string]chan tool.ApprovalDecision
+	closed  bool
+	gone    chan struct{} // closed when the client can no longer answer
+}
+
+var _ tool.Approver = (*streamApprover)(nil)
+
+func newStreamApprover(out *outbox) *streamApprover {
+	return &streamApprover{out: out, pending: make(map[string]chan tool.ApprovalDecision), gone: make(chan struct{})}
+}
+
+// Approve implements tool.Approver.
+func (a *streamApprover) Approve(ctx context.Context, req tool.ApprovalRequest) (tool.ApprovalDecision, error) {
+	ch := make(chan tool.ApprovalDecision, 1)
+	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		return tool.ApprovalDecision{}, tool.ErrApprovalUnavailable
+	}
+	a.pending[req.Call.CallID] = ch
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		delete(a.pending, req.Call.CallID)
+		a.mu.Unlock()
+	}()
+	err := a.out.put(&toolsdv1.ExecuteBatchResponse{Msg: &toolsdv1.ExecuteBatchResponse_ApprovalRequest{
+		ApprovalRequest: &toolsdv1.ApprovalRequest{
+			CallId:        req.Call.CallID,
+			Index:         uint32(req.Call.Index),
+			Tool:          req.Call.Name,
+			ArgumentsJson: string(req.Call.Arguments),
+			Reason:        req.Reason,
+		},
+	}})
+	if err != nil {
+		return tool.ApprovalDecision{}, tool.ErrApprovalUnavailable
+	}
+	select {
+	case d := <-ch:
+		return d, nil
+	case <-a.gone:
+		return tool.ApprovalDecision{}, tool.ErrApprovalUnavailable
+	case <-ctx.Done():
+		return tool.ApprovalDecision{}, ctx.Err()
+	}
+}
+
+// resolve delivers the client's decision; it reports false for a call nobody asked about.
+func (a *streamApprover) resolve(d *toolsdv1.ApprovalDecision) bool {
+	a.mu.Lock()
+	ch, ok := a.pending[d.GetCallId()]
+	if ok {
+		delete(a.pending, d.GetCallId())
+	}
+	a.mu.Unlock()
+	if ok {
+		ch <- tool.ApprovalDecision{Approved: d.GetApproved(), Reason: d.GetReason()}
+	}
+	return ok
+}
+
+// closeSide records that the client half-closed or vanished.
+func (a *streamApprover) closeSide() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.closed {
+		a.closed = true
+		close(a.gone)
+	}
+}

@@ -1,0 +1,141 @@
+package server
+
+import (
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/session"
+	"github.com/toolsd/toolsd/internal/tool"
+)
+
+// DefinitionFromProto converts a wire definition. Schemas stay the exact bytes sent.
+func DefinitionFromProto(d *toolsdv1.ToolDefinition) tool.Definition {
+	def := tool.Definition{
+		Name:            d.GetName(),
+		Description:     d.GetDescription(),
+		Mode:            tool.Mode(d.GetMode()),
+		DeferLoading:    d.GetDeferLoading(),
+		Condition:       d.GetCondition(),
+		MaxContentBytes: int(d.GetMaxContentBytes()),
+	}
+	if p := d.GetParametersJson(); p != "" {
+		def.Parameters = []byte(p)
+	}
+	if o := d.GetOutputSchemaJson(); o != "" {
+		def.OutputSchema = []byte(o)
+	}
+	if t := d.GetTimeout(); t != nil {
+		def.Timeout = t.AsDuration()
+	}
+	if a := d.GetAnnotations(); a != nil {
+		def.Annotations = tool.Annotations{
+			Title:       a.GetTitle(),
+			ReadOnly:    a.GetReadOnlyHint(),
+			Destructive: a.GetDestructiveHint(),
+			Idempotent:  a.GetIdempotentHint(),
+			OpenWorld:   a.GetOpenWorldHint(),
+		}
+	}
+	return def
+}
+
+// DefinitionToProto is the inverse of [DefinitionFromProto].
+func DefinitionToProto(d *tool.Definition) *toolsdv1.ToolDefinition {
+	out := &toolsdv1.ToolDefinition{
+		Name:             d.Name,
+		Description:      d.Description,
+		ParametersJson:   string(d.Parameters),
+		OutputSchemaJson: string(d.OutputSchema),
+		Mode:             toolsdv1.ExecutionMode(d.Mode),
+		DeferLoading:     d.DeferLoading,
+		Condition:        d.Condition,
+		MaxContentBytes:  int64(d.MaxContentBytes),
+		Annotations: &toolsdv1.ToolAnnotations{
+			Title:           d.Annotations.Title,
+			ReadOnlyHint:    d.Annotations.ReadOnly,
+			DestructiveHint: d.Annotations.Destructive,
+			IdempotentHint:  d.Annotations.Idempotent,
+			OpenWorldHint:   d.Annotations.OpenWorld,
+		},
+	}
+	if d.Timeout > 0 {
+		out.Timeout = durationpb.New(d.Timeout)
+	}
+	return out
+}
+
+func schemasToProto(in []tool.Schema) []*toolsdv1.ToolSchema {
+	out := make([]*toolsdv1.ToolSchema, len(in))
+	for i := range in {
+		s := &in[i]
+		out[i] = &toolsdv1.ToolSchema{
+			Name:           s.Name,
+			Description:    s.Description,
+			ParametersJson: string(s.Parameters),
+			DeferLoading:   s.DeferLoading,
+			ContentHash:    s.ContentHash,
+		}
+	}
+	return out
+}
+
+func errorToProto(e *tool.Error) *toolsdv1.ToolError {
+	if e == nil {
+		return nil
+	}
+	return &toolsdv1.ToolError{Code: string(e.Code), Message: e.Message, Reason: e.Reason, Tool: e.Tool}
+}
+
+func resultToProto(index int, callID string, callSeq, seq uint64, r *tool.Result) *toolsdv1.ToolResult {
+	return &toolsdv1.ToolResult{
+		CallId:        callID,
+		Index:         uint32(index),
+		Content:       r.Content,
+		IsError:       r.IsError,
+		Error:         errorToProto(r.Err),
+		ValueJson:     string(r.Value),
+		MetaJson:      string(r.Meta),
+		Seq:           seq,
+		CallSeq:       callSeq,
+		ConcludesTurn: r.ConcludesTurn,
+	}
+}
+
+// EventToProto converts one session log event.
+func EventToProto(ev *session.Event) *toolsdv1.SessionEvent {
+	out := &toolsdv1.SessionEvent{
+		SessionId:       ev.SessionID,
+		Seq:             ev.Seq,
+		Type:            string(ev.Type),
+		BatchId:         ev.BatchID,
+		Turn:            ev.Turn,
+		Step:            ev.Step,
+		SourceEventSeqs: ev.SourceSeqs,
+	}
+	if !ev.Time.IsZero() {
+		out.Time = timestamppb.New(ev.Time)
+	}
+	switch {
+	case ev.Call != nil:
+		out.Payload = &toolsdv1.SessionEvent_ToolCall{ToolCall: &toolsdv1.ToolCallRecord{
+			CallId: ev.Call.CallID, Name: ev.Call.Name, ArgumentsJson: string(ev.Call.Arguments),
+		}}
+	case ev.Result != nil:
+		r := ev.Result
+		out.Payload = &toolsdv1.SessionEvent_ToolResult{ToolResult: &toolsdv1.ToolResultRecord{
+			Message:       &toolsdv1.ToolResultMessage{CallId: r.CallID, Content: r.Content, IsError: r.IsError},
+			Error:         errorToProto(r.Error),
+			MetaJson:      string(r.Meta),
+			ConcludesTurn: r.ConcludesTurn,
+			Recovered:     r.Recovered,
+		}}
+	case ev.Message != nil:
+		out.Payload = &toolsdv1.SessionEvent_UserMessage{UserMessage: &toolsdv1.UserMessageRecord{Content: ev.Message.Content}}
+	}
+	return out
+}
+
+var _ = time.Second

@@ -1,0 +1,111 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.uber.org/zap"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
+
+	"github.com/toolsd/toolsd/internal/auth"
+	"github.com/toolsd/toolsd/internal/registry"
+	"github.com/toolsd/toolsd/internal/session"
+	"github.com/toolsd/toolsd/internal/tool"
+)
+
+// errorDomain is the ErrorInfo domain of every toolsd status.
+const errorDomain = "toolsd.v1"
+
+// errorTable maps domain errors to gRPC codes and stable reasons. It is walked in order
+// with errors.Is, so wrapped errors keep their mapping; put specific errors first.
+var errorTable = []struct {
+	err    error
+	code   codes.Code
+	reason string
+}{
+	{context.Canceled, codes.Canceled, "CANCELED"},
+	{context.DeadlineExceeded, codes.DeadlineExceeded, "DEADLINE_EXCEEDED"},
+	{errBadRequest, codes.InvalidArgument, "BAD_REQUEST"},
+	{errShuttingDown, codes.Unavailable, "SHUTTING_DOWN"},
+	{errProviderNotConnected, codes.FailedPrecondition, "PROVIDER_NOT_CONNECTED"},
+	{errSlowClient, codes.ResourceExhausted, "SLOW_CLIENT"},
+	{registry.ErrInvalidScope, codes.InvalidArgument, "INVALID_SCOPE"},
+	{registry.ErrInvalidName, codes.InvalidArgument, "INVALID_TOOL_NAME"},
+	{registry.ErrInvalidSchema, codes.InvalidArgument, "INVALID_SCHEMA"},
+	{registry.ErrInvalidRestriction, codes.InvalidArgument, "INVALID_RESTRICTION"},
+	{registry.ErrInvalidCondition, codes.InvalidArgument, "INVALID_CONDITION"},
+	{registry.ErrAlreadyExists, codes.AlreadyExists, "TOOL_EXISTS"},
+	{registry.ErrLimit, codes.ResourceExhausted, "LIMIT_EXCEEDED"},
+	{registry.ErrPinMismatch, codes.FailedPrecondition, "DEFINITION_CHANGED"},
+	{registry.ErrActivationFailed, codes.FailedPrecondition, string(tool.CodeToolActivationFailed)},
+	{registry.ErrUnknownRestriction, codes.NotFound, "UNKNOWN_RESTRICTION"},
+	{registry.ErrNotQuarantined, codes.NotFound, "NOT_QUARANTINED"},
+	{registry.ErrInvalidDefinition, codes.InvalidArgument, "INVALID_DEFINITION"},
+	{auth.ErrPermissionDenied, codes.PermissionDenied, "PERMISSION_DENIED"},
+	{auth.ErrOwnershipFull, codes.ResourceExhausted, "SESSION_OWNERSHIP_FULL"},
+	{registry.ErrNotOwner, codes.PermissionDenied, "NOT_OWNER"},
+	{tool.ErrUnknownTool, codes.NotFound, string(tool.CodeUnknownTool)},
+	{tool.ErrToolSetGone, codes.NotFound, "TOOL_SET_GONE"},
+	{session.ErrTooLarge, codes.ResourceExhausted, "EVENT_TOO_LARGE"},
+	{session.ErrClosed, codes.Unavailable, "SESSION_STORE_CLOSED"},
+}
+
+// Server-layer sentinels.
+var (
+	errBadRequest           = errors.New("server: bad request")
+	errShuttingDown         = errors.New("server: toolsd is shutting down")
+	errProviderNotConnected = errors.New("server: provider not connected")
+	errSlowClient           = errors.New("server: client stopped reading results")
+)
+
+// fieldError is a request validation failure naming the offending field.
+type fieldError struct {
+	field, desc string
+}
+
+func (e *fieldError) Error() string { return e.field + ": " + e.desc }
+func (e *fieldError) Unwrap() error { return errBadRequest }
+
+func badField(field, format string, args ...any) error {
+	return &fieldError{field: field, desc: fmt.Sprintf(format, args...)}
+}
+
+// toStatus translates an error leaving a handler. Nothing leaves as Unknown: an error
+// the table does not know is logged and becomes a plain Internal.
+func toStatus(log *zap.Logger, err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	for _, row := range errorTable {
+		if !errors.Is(err, row.err) {
+			continue
+		}
+		st := status.New(row.code, err.Error())
+		details := []protoadapt.MessageV1{&errdetails.ErrorInfo{Reason: row.reason, Domain: errorDomain}}
+		var fe *fieldError
+		if errors.As(err, &fe) {
+			details = append(details, &errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: fe.field, Description: fe.desc}}})
+		}
+		var ve *registry.ValidationError
+		if errors.As(err, &ve) {
+			br := &errdetails.BadRequest{}
+			for _, v := range ve.Violations {
+				br.FieldViolations = append(br.FieldViolations, &errdetails.BadRequest_FieldViolation{Field: v.Pointer, Description: v.Message})
+			}
+			details = append(details, br)
+		}
+		if withDetails, derr := st.WithDetails(details...); derr == nil {
+			st = withDetails
+		}
+		return st.Err()
+	}
+	log.Error("unmapped error", zap.Error(err))
+	return status.Error(codes.Internal, "internal error")
+}

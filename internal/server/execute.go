@@ -1,0 +1,199 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+
+	"go.uber.org/zap"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/registry"
+	"github.com/toolsd/toolsd/internal/scheduler"
+	"github.com/toolsd/toolsd/internal/tool"
+)
+
+// errClientCancelled is the cause recorded when the client sends cancel.
+var errClientCancelled = errors.New("server: batch cancelled by the client")
+
+// ExecuteBatch runs one step's tool calls. See the proto for the stream protocol.
+func (s *Server) ExecuteBatch(stream batchStream) error {
+	ctx := stream.Context()
+	// Tracked from the first moment, so shutdown's drain cannot miss a batch that was
+	// being planned when draining began.
+	s.active.start()
+	defer s.active.done()
+	first, err := stream.Recv()
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return toStatus(s.log, badField("batch", "the stream ended before a batch was sent"))
+		}
+		return err
+	}
+	b, err := s.planBatch(ctx, first)
+	if err != nil {
+		return toStatus(s.log, err)
+	}
+
+	batchCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stopAbort := context.AfterFunc(s.active.abort, func() { cancel(errShuttingDown) })
+	defer stopAbort()
+	out := newOutbox(stream, s.limits.OutboxSize, s.limits.WriteTimeout, cancel)
+	approver := newStreamApprover(out)
+	go s.receive(stream, approver, cancel, b.BatchID)
+
+	sink := &batchSink{out: out, calls: b.Calls}
+	settled, execErr := s.sched.Execute(batchCtx, b, sink, approver)
+	if execErr != nil {
+		out.fail(execErr)
+		_ = out.close()
+		s.log.Error("batch failed", zap.String("batch_id", b.BatchID), zap.String("session_id", b.SessionID), zap.Error(execErr))
+		return toStatus(s.log, fmt.Errorf("server: session log: %w", execErr))
+	}
+	if err := out.put(&toolsdv1.ExecuteBatchResponse{Msg: &toolsdv1.ExecuteBatchResponse_Settled{Settled: &toolsdv1.BatchSettled{
+		ConcludesTurn:      settled.ConcludesTurn,
+		AdditionalContexts: settled.AdditionalContexts,
+		Cancelled:          settled.Cancelled,
+		Results:            uint32(settled.Results),
+	}}}); err != nil {
+		_ = out.close()
+		return s.streamFailure(err)
+	}
+	if err := out.close(); err != nil {
+		return s.streamFailure(err)
+	}
+	return nil
+}
+
+// streamFailure reports why results could not be delivered; they are in the log anyway.
+func (s *Server) streamFailure(err error) error {
+	if errors.Is(err, errSlowClient) {
+		return toStatus(s.log, err)
+	}
+	return toStatus(s.log, context.Canceled)
+}
+
+// receive reads approvals and cancels until the client half-closes or goes away. It
+// ends when the handler returns, because the stream's context ends with it.
+func (s *Server) receive(stream batchStream, approver *streamApprover, cancel context.CancelCauseFunc, batchID string) {
+	defer approver.closeSide()
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				cancel(err)
+			}
+			return
+		}
+		switch msg := m.GetMsg().(type) {
+		case *toolsdv1.ExecuteBatchRequest_Approval:
+			if !approver.resolve(msg.Approval) {
+				s.log.Warn("approval for a call that is not awaiting one", zap.String("batch_id", batchID), zap.String("call_id", msg.Approval.GetCallId()))
+			}
+		case *toolsdv1.ExecuteBatchRequest_Cancel:
+			s.log.Info("batch cancelled by client", zap.String("batch_id", batchID), zap.String("reason", msg.Cancel.GetReason()))
+			cancel(errClientCancelled)
+		default:
+			s.log.Warn("unexpected message on a running batch", zap.String("batch_id", batchID))
+		}
+	}
+}
+
+// planBatch validates the first message and builds the scheduler's batch. Everything
+// here is a malformed request: nothing has been logged or run yet.
+func (s *Server) planBatch(ctx context.Context, first *toolsdv1.ExecuteBatchRequest) (*scheduler.Batch, error) {
+	req := first.GetBatch()
+	if req == nil {
+		return nil, badField("batch", "the first message must carry the batch")
+	}
+	if s.draining.Load() {
+		return nil, errShuttingDown
+	}
+	if err := s.checkSessionID(req.GetSessionId()); err != nil {
+		return nil, err
+	}
+	if err := registry.ValidateScope(req.GetScope()); err != nil {
+		return nil, err
+	}
+	calls := req.GetCalls()
+	if len(calls) == 0 {
+		return nil, badField("batch.calls", "at least one call is required")
+	}
+	if len(calls) > s.limits.MaxCallsPerBatch {
+		return nil, badField("batch.calls", "%d calls, over the limit of %d per batch", len(calls), s.limits.MaxCallsPerBatch)
+	}
+	if err := s.authz.Authorize(ctx, ActionExecute, req.GetScope(), req.GetSessionId()); err != nil {
+		return nil, err
+	}
+	if id := req.GetToolSetId(); id != "" {
+		ts, err := s.reg.ToolSet(id)
+		if err != nil {
+			return nil, err
+		}
+		if ts.Scope() != req.GetScope() {
+			return nil, badField("batch.tool_set_id", "tool set %q belongs to scope %q, not %q", id, ts.Scope(), req.GetScope())
+		}
+	}
+	b := &scheduler.Batch{
+		SessionID:   req.GetSessionId(),
+		Scope:       req.GetScope(),
+		BatchID:     s.bootID + "-" + strconv.FormatUint(s.batchSeq.Add(1), 10),
+		ToolSetID:   req.GetToolSetId(),
+		Turn:        req.GetTurn(),
+		Step:        req.GetStep(),
+		MaxParallel: int(req.GetMaxParallel()),
+		Calls:       make([]tool.Call, len(calls)),
+	}
+	seen := make(map[string]int, len(calls))
+	for i, c := range calls {
+		if c.GetCallId() == "" {
+			return nil, badField(fmt.Sprintf("batch.calls[%d].call_id", i), "is required")
+		}
+		if j, dup := seen[c.GetCallId()]; dup {
+			return nil, badField(fmt.Sprintf("batch.calls[%d].call_id", i), "duplicates calls[%d].call_id %q", j, c.GetCallId())
+		}
+		seen[c.GetCallId()] = i
+		b.Calls[i] = tool.Call{
+			SessionID: b.SessionID,
+			Scope:     b.Scope,
+			BatchID:   b.BatchID,
+			ToolSetID: b.ToolSetID,
+			Turn:      b.Turn,
+			Step:      b.Step,
+			Index:     i,
+			CallID:    c.GetCallId(),
+			Name:      c.GetName(),
+			Arguments: []byte(c.GetArgumentsJson()),
+		}
+	}
+	return b, nil
+}
+
+// batchSink streams committed results, in model order, to the client.
+type batchSink struct {
+	out   *outbox
+	calls []tool.Call
+}
+
+var _ scheduler.Sink = (*batchSink)(nil)
+
+func (k *batchSink) Accepted(batchID string, callSeqs []uint64) error {
+	return k.out.put(&toolsdv1.ExecuteBatchResponse{Msg: &toolsdv1.ExecuteBatchResponse_Accepted{
+		Accepted: &toolsdv1.BatchAccepted{BatchId: batchID, CallSeqs: callSeqs},
+	}})
+}
+
+func (k *batchSink) Result(index int, callSeq, resultSeq uint64, r tool.Result) error {
+	return k.out.put(&toolsdv1.ExecuteBatchResponse{Msg: &toolsdv1.ExecuteBatchResponse_Result{
+		Result: resultToProto(index, k.calls[index].CallID, callSeq, resultSeq, &r),
+	}})
+}
+
+func (k *batchSink) Progress(p tool.Progress) {
+	k.out.tryPut(&toolsdv1.ExecuteBatchResponse{Msg: &toolsdv1.ExecuteBatchResponse_Progress{Progress: &toolsdv1.ToolProgress{
+		CallId: p.CallID, Index: uint32(p.Index), Message: p.Message, Progress: p.Progress, Total: p.Total,
+	}}})
+}

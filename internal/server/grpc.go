@@ -1,0 +1,143 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/stats"
+	"google.golang.org/grpc/status"
+)
+
+// GRPCConfig configures [NewGRPCServer].
+type GRPCConfig struct {
+	Logger *zap.Logger
+	// Metrics is the private Prometheus registry; nil disables RPC metrics.
+	Metrics              prometheus.Registerer
+	MaxRecvMsgSize       int
+	MaxConcurrentStreams uint32
+	KeepaliveTime        time.Duration
+	KeepaliveTimeout     time.Duration
+	ConnectionTimeout    time.Duration
+	// Creds are the transport credentials (mTLS); nil means plaintext.
+	Creds credentials.TransportCredentials
+	// AuthUnary / AuthStream authenticate callers; nil means no authentication.
+	AuthUnary  grpc.UnaryServerInterceptor
+	AuthStream grpc.StreamServerInterceptor
+	// StatsHandler is an optional stats handler (OpenTelemetry tracing).
+	StatsHandler stats.Handler
+	// OnPanic is called for every recovered panic (a metric counter).
+	OnPanic func()
+}
+
+// NewGRPCServer builds toolsd's gRPC server with mirrored unary and stream chains.
+// The onion, outermost first:
+//
+//	metrics ─▶ logging ─▶ auth (health exempt) ─▶ recovery ─▶ handler
+//
+// Metrics see every RPC including rejected ones; logging records the final code;
+// auth runs before any handler code; recovery sits innermost so a handler panic is
+// logged with its stack and leaves as a plain Internal that the outer layers count.
+// The returned ServerMetrics must be initialized after services are registered.
+func NewGRPCServer(c GRPCConfig) (*grpc.Server, *grpcprom.ServerMetrics) {
+	log := c.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	var unary []grpc.UnaryServerInterceptor
+	var streams []grpc.StreamServerInterceptor
+	var metrics *grpcprom.ServerMetrics
+	if c.Metrics != nil {
+		metrics = grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram())
+		c.Metrics.MustRegister(metrics)
+		unary = append(unary, metrics.UnaryServerInterceptor())
+		streams = append(streams, metrics.StreamServerInterceptor())
+	}
+	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall), logging.WithLevels(rpcLevel)}
+	unary = append(unary, logging.UnaryServerInterceptor(zapAdapter(log), logOpts...))
+	streams = append(streams, logging.StreamServerInterceptor(zapAdapter(log), logOpts...))
+	if c.AuthUnary != nil {
+		unary = append(unary, selector.UnaryServerInterceptor(c.AuthUnary, selector.MatchFunc(notHealth)))
+	}
+	if c.AuthStream != nil {
+		streams = append(streams, selector.StreamServerInterceptor(c.AuthStream, selector.MatchFunc(notHealth)))
+	}
+	rec := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
+		log.Error("panic in handler", zap.Any("panic", p), zap.ByteString("stack", debug.Stack()))
+		if c.OnPanic != nil {
+			c.OnPanic()
+		}
+		return status.Error(codes.Internal, "internal error")
+	})
+	unary = append(unary, recovery.UnaryServerInterceptor(rec))
+	streams = append(streams, recovery.StreamServerInterceptor(rec))
+
+	opts := []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(unary...),
+		grpc.ChainStreamInterceptor(streams...),
+		grpc.MaxRecvMsgSize(c.MaxRecvMsgSize),
+		grpc.MaxConcurrentStreams(c.MaxConcurrentStreams),
+		grpc.ConnectionTimeout(c.ConnectionTimeout),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: c.KeepaliveTime, Timeout: c.KeepaliveTimeout}),
+		// Clients may ping as often as every 5s even without active streams: provider
+		// SDKs keep their idle callback streams alive this way.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+	}
+	if c.Creds != nil {
+		opts = append(opts, grpc.Creds(c.Creds))
+	}
+	if c.StatsHandler != nil {
+		opts = append(opts, grpc.StatsHandler(c.StatsHandler))
+	}
+	return grpc.NewServer(opts...), metrics
+}
+
+func notHealth(_ context.Context, c interceptors.CallMeta) bool {
+	return c.Service != "grpc.health.v1.Health"
+}
+
+// rpcLevel logs successful and client-caused outcomes quietly.
+func rpcLevel(code codes.Code) logging.Level {
+	switch code {
+	case codes.OK, codes.Canceled, codes.NotFound, codes.InvalidArgument, codes.AlreadyExists,
+		codes.FailedPrecondition, codes.PermissionDenied, codes.Unauthenticated:
+		return logging.LevelDebug
+	case codes.Internal, codes.Unknown, codes.DataLoss:
+		return logging.LevelError
+	default:
+		return logging.LevelWarn
+	}
+}
+
+// zapAdapter lets the middleware's logging interceptor write through zap.
+func zapAdapter(l *zap.Logger) logging.Logger {
+	return logging.LoggerFunc(func(_ context.Context, lvl logging.Level, msg string, fields ...any) {
+		zf := make([]zap.Field, 0, len(fields)/2)
+		for i := 0; i+1 < len(fields); i += 2 {
+			key := fmt.Sprint(fields[i])
+			zf = append(zf, zap.Any(key, fields[i+1]))
+		}
+		switch lvl {
+		case logging.LevelDebug:
+			l.Debug(msg, zf...)
+		case logging.LevelInfo:
+			l.Info(msg, zf...)
+		case logging.LevelWarn:
+			l.Warn(msg, zf...)
+		default:
+			l.Error(msg, zf...)
+		}
+	})
+}

@@ -1,0 +1,88 @@
+package server
+
+import (
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/broker"
+	"github.com/toolsd/toolsd/internal/registry"
+	"github.com/toolsd/toolsd/internal/scheduler"
+	"github.com/toolsd/toolsd/internal/session"
+)
+
+// Limits are the request-shape limits the gRPC layer enforces before anything runs.
+type Limits struct {
+	MaxCallsPerBatch int
+	MaxSessionIDLen  int
+	OutboxSize       int
+	WriteTimeout     time.Duration
+}
+
+// DefaultLimits are used for zero fields.
+var DefaultLimits = Limits{MaxCallsPerBatch: 128, MaxSessionIDLen: 256, OutboxSize: 256, WriteTimeout: 10 * time.Second}
+
+// Deps are the domain services the handlers translate to.
+type Deps struct {
+	Registry  *registry.Registry
+	Broker    *broker.Broker
+	Scheduler *scheduler.Scheduler
+	Sessions  session.Store
+	Logger    *zap.Logger
+	Limits    Limits
+	// Authorizer decides per call whether the caller may act on a scope or session;
+	// nil allows everything (no authentication configured).
+	Authorizer Authorizer
+}
+
+// Server implements ToolService; ProviderService is the broker's.
+type Server struct {
+	toolsdv1.UnimplementedToolServiceServer
+	reg      *registry.Registry
+	broker   *broker.Broker
+	sched    *scheduler.Scheduler
+	sessions session.Store
+	log      *zap.Logger
+	limits   Limits
+	authz    Authorizer
+	draining atomic.Bool
+	batchSeq atomic.Uint64
+	bootID   string
+	active   *batches
+}
+
+var _ toolsdv1.ToolServiceServer = (*Server)(nil)
+
+// New builds the ToolService handlers over deps.
+func New(deps Deps) *Server {
+	l := deps.Limits
+	if l.MaxCallsPerBatch <= 0 {
+		l.MaxCallsPerBatch = DefaultLimits.MaxCallsPerBatch
+	}
+	if l.MaxSessionIDLen <= 0 {
+		l.MaxSessionIDLen = DefaultLimits.MaxSessionIDLen
+	}
+	if l.OutboxSize <= 0 {
+		l.OutboxSize = DefaultLimits.OutboxSize
+	}
+	if l.WriteTimeout <= 0 {
+		l.WriteTimeout = DefaultLimits.WriteTimeout
+	}
+	log := deps.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	authz := deps.Authorizer
+	if authz == nil {
+		authz = allowAll{}
+	}
+	return &Server{
+		reg: deps.Registry, broker: deps.Broker, sched: deps.Scheduler, sessions: deps.Sessions,
+		log: log, limits: l, authz: authz, bootID: newID(), active: newBatches(),
+	}
+}
+
+// Drain makes new batches fail with Unavailable; running batches finish.
+func (s *Server) Drain() { s.draining.Store(true) }

@@ -1,0 +1,85 @@
+package server
+
+import (
+	"errors"
+
+	"google.golang.org/grpc"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/session"
+)
+
+// readPage is how many events ReadSession loads from the store at once.
+const readPage = 512
+
+// errStopWatch ends a watch when the client goes away.
+var errStopWatch = errors.New("server: watch stopped")
+
+// ReadSession streams stored events from from_seq, one event per message.
+func (s *Server) ReadSession(req *toolsdv1.ReadSessionRequest, stream grpc.ServerStreamingServer[toolsdv1.ReadSessionResponse]) error {
+	ctx := stream.Context()
+	if err := s.checkSessionID(req.GetSessionId()); err != nil {
+		return toStatus(s.log, err)
+	}
+	if err := s.authz.Authorize(ctx, ActionReadSession, "", req.GetSessionId()); err != nil {
+		return toStatus(s.log, err)
+	}
+	from := max(req.GetFromSeq(), 1)
+	remaining := int(req.GetLimit())
+	for {
+		page := readPage
+		if remaining > 0 && remaining < page {
+			page = remaining
+		}
+		events, err := s.sessions.Read(ctx, req.GetSessionId(), from, page)
+		if err != nil {
+			return toStatus(s.log, err)
+		}
+		for i := range events {
+			if err := stream.Send(&toolsdv1.ReadSessionResponse{Event: EventToProto(&events[i])}); err != nil {
+				return err
+			}
+		}
+		if len(events) < page {
+			return nil
+		}
+		from = events[len(events)-1].Seq + 1
+		if remaining > 0 {
+			remaining -= len(events)
+			if remaining == 0 {
+				return nil
+			}
+		}
+	}
+}
+
+// WatchSession replays stored events, then tails live ones until the client cancels.
+func (s *Server) WatchSession(req *toolsdv1.WatchSessionRequest, stream grpc.ServerStreamingServer[toolsdv1.WatchSessionResponse]) error {
+	ctx := stream.Context()
+	if err := s.checkSessionID(req.GetSessionId()); err != nil {
+		return toStatus(s.log, err)
+	}
+	if err := s.authz.Authorize(ctx, ActionReadSession, "", req.GetSessionId()); err != nil {
+		return toStatus(s.log, err)
+	}
+	err := s.sessions.Watch(ctx, req.GetSessionId(), max(req.GetFromSeq(), 1), func(ev session.Event) error {
+		if err := stream.Send(&toolsdv1.WatchSessionResponse{Event: EventToProto(&ev)}); err != nil {
+			return errors.Join(errStopWatch, err)
+		}
+		return nil
+	})
+	if errors.Is(err, errStopWatch) || ctx.Err() != nil {
+		return nil
+	}
+	return toStatus(s.log, err)
+}
+
+func (s *Server) checkSessionID(id string) error {
+	if id == "" {
+		return badField("session_id", "is required")
+	}
+	if len(id) > s.limits.MaxSessionIDLen {
+		return badField("session_id", "is %d bytes, over the limit of %d", len(id), s.limits.MaxSessionIDLen)
+	}
+	return nil
+}

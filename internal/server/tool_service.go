@@ -1,0 +1,143 @@
+package server
+
+import (
+	"context"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/registry"
+)
+
+// RegisterTool binds a tool to a connected provider.
+func (s *Server) RegisterTool(ctx context.Context, req *toolsdv1.RegisterToolRequest) (*toolsdv1.RegisterToolResponse, error) {
+	if req.GetTool() == nil {
+		return nil, toStatus(s.log, badField("tool", "is required"))
+	}
+	if req.GetProviderId() == "" {
+		return nil, toStatus(s.log, badField("provider_id", "is required: a tool needs a connected provider to run it"))
+	}
+	if err := s.authz.Authorize(ctx, ActionRegister, req.GetScope(), ""); err != nil {
+		return nil, toStatus(s.log, err)
+	}
+	if !s.broker.Connected(req.GetProviderId()) {
+		return nil, toStatus(s.log, errProviderNotConnected)
+	}
+	entry, err := s.reg.Register(req.GetScope(), DefinitionFromProto(req.GetTool()), req.GetProviderId())
+	if err != nil {
+		return nil, toStatus(s.log, err)
+	}
+	// The provider may have gone away while we registered: its cleanup may have run
+	// before the registration landed, so remove what it can no longer serve.
+	if !s.broker.Connected(req.GetProviderId()) {
+		s.reg.RemoveOwner(req.GetProviderId())
+		return nil, toStatus(s.log, errProviderNotConnected)
+	}
+	return &toolsdv1.RegisterToolResponse{ContentHash: entry.Hash()}, nil
+}
+
+// UnregisterTool removes one registration.
+func (s *Server) UnregisterTool(ctx context.Context, req *toolsdv1.UnregisterToolRequest) (*toolsdv1.UnregisterToolResponse, error) {
+	if req.GetName() == "" {
+		return nil, toStatus(s.log, badField("name", "is required"))
+	}
+	action := ActionRegister
+	if req.GetProviderId() == "" {
+		action = ActionRestrict // removing anyone's tool is an operator action
+	}
+	if err := s.authz.Authorize(ctx, action, req.GetScope(), ""); err != nil {
+		return nil, toStatus(s.log, err)
+	}
+	if err := s.reg.Unregister(req.GetScope(), req.GetName(), req.GetProviderId()); err != nil {
+		return nil, toStatus(s.log, err)
+	}
+	return &toolsdv1.UnregisterToolResponse{}, nil
+}
+
+// Schemas returns the visible schemas of a scope or a tool set.
+func (s *Server) Schemas(ctx context.Context, req *toolsdv1.SchemasRequest) (*toolsdv1.SchemasResponse, error) {
+	if err := s.authz.Authorize(ctx, ActionReadTools, req.GetScope(), ""); err != nil {
+		return nil, toStatus(s.log, err)
+	}
+	if id := req.GetToolSetId(); id != "" {
+		ts, err := s.reg.ToolSet(id)
+		if err != nil {
+			return nil, toStatus(s.log, err)
+		}
+		if ts.Scope() != req.GetScope() {
+			return nil, toStatus(s.log, badField("tool_set_id", "tool set %q belongs to scope %q, not %q", id, ts.Scope(), req.GetScope()))
+		}
+		schemas, fp := ts.Schemas()
+		return &toolsdv1.SchemasResponse{Tools: schemasToProto(schemas), Fingerprint: fp}, nil
+	}
+	if err := registry.ValidateScope(req.GetScope()); err != nil {
+		return nil, toStatus(s.log, err)
+	}
+	schemas, fp := s.reg.Schemas(req.GetScope())
+	return &toolsdv1.SchemasResponse{Tools: schemasToProto(schemas), Fingerprint: fp}, nil
+}
+
+// Restrict places a mask on a scope's inherited tools.
+func (s *Server) Restrict(ctx context.Context, req *toolsdv1.RestrictRequest) (*toolsdv1.RestrictResponse, error) {
+	if err := s.authz.Authorize(ctx, ActionRestrict, req.GetScope(), ""); err != nil {
+		return nil, toStatus(s.log, err)
+	}
+	id, err := s.reg.Restrict(req.GetScope(), req.GetAllow(), req.GetDeny())
+	if err != nil {
+		return nil, toStatus(s.log, err)
+	}
+	return &toolsdv1.RestrictResponse{RestrictionId: id}, nil
+}
+
+// Unrestrict lifts a restriction.
+func (s *Server) Unrestrict(ctx context.Context, req *toolsdv1.UnrestrictRequest) (*toolsdv1.UnrestrictResponse, error) {
+	if req.GetRestrictionId() == "" {
+		return nil, toStatus(s.log, badField("restriction_id", "is required"))
+	}
+	if err := s.authz.Authorize(ctx, ActionRestrict, "", ""); err != nil {
+		return nil, toStatus(s.log, err)
+	}
+	if err := s.reg.Unrestrict(req.GetRestrictionId()); err != nil {
+		return nil, toStatus(s.log, err)
+	}
+	return &toolsdv1.UnrestrictResponse{}, nil
+}
+
+// ResolveToolSet evaluates conditional tools for one step.
+func (s *Server) ResolveToolSet(ctx context.Context, req *toolsdv1.ResolveToolSetRequest) (*toolsdv1.ResolveToolSetResponse, error) {
+	if err := s.authz.Authorize(ctx, ActionReadTools, req.GetScope(), req.GetSessionId()); err != nil {
+		return nil, toStatus(s.log, err)
+	}
+	env := registry.ConditionEnv{
+		SessionID: req.GetSessionId(),
+		Turn:      req.GetTurn(),
+		Step:      req.GetStep(),
+		Model: registry.ModelSelection{
+			Provider:        req.GetModel().GetProvider(),
+			Model:           req.GetModel().GetModel(),
+			ReasoningEffort: req.GetModel().GetReasoningEffort(),
+		},
+	}
+	if req.GetSessionId() != "" {
+		sum, err := s.sessions.Summary(ctx, req.GetSessionId())
+		if err != nil {
+			return nil, toStatus(s.log, err)
+		}
+		env.History = sum
+	}
+	ts, err := s.reg.ResolveToolSet(ctx, req.GetScope(), env)
+	if err != nil {
+		return nil, toStatus(s.log, err)
+	}
+	schemas, fp := ts.Schemas()
+	return &toolsdv1.ResolveToolSetResponse{ToolSetId: ts.ID(), Tools: schemasToProto(schemas), Fingerprint: fp}, nil
+}
+
+// ReleaseToolSet disposes a tool set.
+func (s *Server) ReleaseToolSet(ctx context.Context, req *toolsdv1.ReleaseToolSetRequest) (*toolsdv1.ReleaseToolSetResponse, error) {
+	if req.GetToolSetId() == "" {
+		return nil, toStatus(s.log, badField("tool_set_id", "is required"))
+	}
+	if err := s.reg.ReleaseToolSet(req.GetToolSetId()); err != nil {
+		return nil, toStatus(s.log, err)
+	}
+	return &toolsdv1.ReleaseToolSetResponse{}, nil
+}

@@ -1,0 +1,334 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+	"go.uber.org/zap"
+)
+
+// Bolt is the durable [Store]: one bbolt file, one group-committing writer goroutine.
+//
+// Why bbolt: the log is append-heavy with small values and per-session range reads,
+// which maps directly onto one bucket per session keyed by big-endian seq. bbolt is a
+// single-file copy-on-write B+tree in pure Go with ACID transactions and one fsync per
+// commit, so grouping appends into one transaction shares that fsync, and there is no
+// compaction or write-ahead log to tune. Pebble (an LSM) would buy write throughput this
+// workload does not need at the cost of background compactions and many files; SQLite
+// needs cgo, or a transpiled driver, and a SQL layer for what is a key-range scan.
+type Bolt struct {
+	o    options
+	db   *bolt.DB
+	live *shardMap[boltLive, *boltLive]
+
+	queue      chan *request
+	quit       chan struct{} // closed by Close
+	writerDone chan struct{} // closed when the writer has exited
+	closed     atomic.Bool
+	closeOnce  sync.Once
+	closeErr   error
+	sweeper    *sweeper
+	recovered  int
+}
+
+var _ Store = (*Bolt)(nil)
+
+// boltLive is the in-memory state of a session that is watched or summarized.
+type boltLive struct {
+	live
+	// loading counts Summary calls scanning the log; while any does, committed names are
+	// kept in pending so that the scan's result misses none.
+	loading int
+	pending toolNames
+}
+
+func (l *boltLive) base() *live { return &l.live }
+
+func (l *boltLive) idle() bool { return l.sum == nil && l.loading == 0 }
+
+// Open opens (creating if needed) the session log in dir, closes every call a previous
+// run left open with a synthetic ABORTED result, and starts the writer and, with
+// [WithRetention], the sweeper. A damaged file fails with [ErrCorrupt].
+func Open(dir string, opts ...Option) (*Bolt, error) {
+	o := applyOptions(opts)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("session: create data directory: %w", err)
+	}
+	path := filepath.Join(dir, FileName)
+	if err := checkFile(path); err != nil {
+		return nil, err
+	}
+	db, err := openDB(path, &o)
+	if err != nil {
+		return nil, err
+	}
+	b := &Bolt{
+		o:          o,
+		db:         db,
+		live:       newShardMap[boltLive](),
+		queue:      make(chan *request, o.queueSize),
+		quit:       make(chan struct{}),
+		writerDone: make(chan struct{}),
+	}
+	if err := guard(func() error { return db.Update(initLayout) }); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("session: open %s: %w", path, err)
+	}
+	if b.recovered, err = b.recoverOpenCalls(); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("session: open %s: recover interrupted calls: %w", path, err)
+	}
+	if b.recovered > 0 {
+		o.logger.Warn("closed calls interrupted by a restart", zap.Int("calls", b.recovered))
+	}
+	w := newWriter(b)
+	go w.run()
+	b.sweeper = startSweeper(&b.o, b.Sweep)
+	return b, nil
+}
+
+func openDB(path string, o *options) (*bolt.DB, error) {
+	var (
+		db   *bolt.DB
+		file *os.File
+	)
+	err := guard(func() error {
+		var err error
+		db, err = bolt.Open(path, 0o600, &bolt.Options{
+			Timeout: o.lockTimeout,
+			NoSync:  o.durability == SyncNone,
+			// The freelist is synced on every commit (one more page per commit) rather than
+			// rebuilt at open: bbolt rebuilds it on a goroutine of its own, where a damaged
+			// page is a panic that nothing can recover.
+			NoFreelistSync: false,
+			FreelistType:   bolt.FreelistMapType,
+			OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
+				f, err := os.OpenFile(name, flag, perm)
+				file = f
+				return f, err
+			},
+		})
+		return err
+	})
+	if err != nil && db == nil && file != nil && errors.Is(err, ErrCorrupt) {
+		_ = file.Close() // bbolt panicked inside Open: release the file and its lock
+	}
+	switch {
+	case err == nil:
+		return db, nil
+	case errors.Is(err, berrors.ErrTimeout):
+		return nil, fmt.Errorf("session: %s is locked by another process (is another toolsd running?): %w", path, err)
+	case errors.Is(err, ErrCorrupt):
+		return nil, fmt.Errorf("session: open %s: %w", path, err)
+	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum),
+		errors.Is(err, berrors.ErrVersionMismatch), errors.Is(err, berrors.ErrInvalidMapping):
+		return nil, fmt.Errorf("%w: open %s: %w", ErrCorrupt, path, err)
+	default:
+		return nil, fmt.Errorf("session: open %s: %w", path, err)
+	}
+}
+
+// Recovered returns how many interrupted calls Open closed with a synthetic result.
+func (b *Bolt) Recovered() int { return b.recovered }
+
+// Read implements [Store].
+func (b *Bolt) Read(_ context.Context, sessionID string, fromSeq uint64, limit int) ([]Event, error) {
+	if b.closed.Load() {
+		return nil, ErrClosed
+	}
+	if limit <= 0 {
+		limit = DefaultPageSize
+	}
+	var out []Event
+	err := b.view(func(tx *bolt.Tx) error {
+		bkt := sessionBucket(tx, sessionID)
+		if bkt == nil {
+			return nil
+		}
+		c := bkt.Cursor()
+		for k, v := c.Seek(seqKey(max(fromSeq, 1))); k != nil && len(out) < limit; k, v = c.Next() {
+			seq, err := parseSeqKey(k)
+			if err != nil {
+				return err
+			}
+			ev, err := decodeEvent(sessionID, seq, v)
+			if err != nil {
+				return err
+			}
+			out = append(out, ev)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// view runs a read transaction, mapping a closed database to [ErrClosed].
+func (b *Bolt) view(fn func(*bolt.Tx) error) error {
+	err := guard(func() error { return b.db.View(fn) })
+	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+		return ErrClosed
+	}
+	return err
+}
+
+func sessionBucket(tx *bolt.Tx, sessionID string) *bolt.Bucket {
+	s := tx.Bucket(bucketSessions)
+	if s == nil {
+		return nil
+	}
+	return s.Bucket([]byte(sessionID))
+}
+
+// Watch implements [Store].
+func (b *Bolt) Watch(ctx context.Context, sessionID string, fromSeq uint64, fn func(Event) error) error {
+	next := max(fromSeq, 1)
+	for {
+		if b.closed.Load() {
+			return ErrClosed
+		}
+		l := b.live.acquire(sessionID)
+		err := b.watch(ctx, sessionID, l, &next, fn)
+		b.live.release(sessionID, l, (*boltLive).idle)
+		if !errors.Is(err, errGone) {
+			return err
+		}
+	}
+}
+
+func (b *Bolt) watch(ctx context.Context, sessionID string, l *boltLive, next *uint64, fn func(Event) error) error {
+	for {
+		// Take the wake-up channel before reading: a commit the read misses closes it.
+		l.mu.Lock()
+		if l.gone {
+			l.mu.Unlock()
+			return errGone
+		}
+		wake := l.wait()
+		l.mu.Unlock()
+		evs, err := b.Read(ctx, sessionID, *next, DefaultPageSize)
+		if err != nil {
+			return err
+		}
+		if err := deliver(ctx, evs, next, fn); err != nil {
+			return err
+		}
+		if len(evs) == DefaultPageSize {
+			continue
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-b.quit:
+			return ErrClosed
+		}
+	}
+}
+
+// Summary implements [Store]. The first call for a session scans its log; later calls
+// answer from memory, kept current by the writer.
+func (b *Bolt) Summary(_ context.Context, sessionID string) (Summary, error) {
+	if b.closed.Load() {
+		return nil, ErrClosed
+	}
+	l := b.live.acquire(sessionID)
+	defer b.live.release(sessionID, l, (*boltLive).idle)
+	l.mu.Lock()
+	if l.sum != nil {
+		defer l.mu.Unlock()
+		return l.sum, nil
+	}
+	l.loading++
+	l.mu.Unlock()
+
+	sum, exists, err := b.scanSummary(sessionID)
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.loading--
+	switch {
+	case err != nil:
+	case l.sum != nil: // another call loaded it meanwhile
+		sum = l.sum
+	default:
+		sum = sum.with(l.pending)
+		if exists {
+			l.sum = sum
+		}
+	}
+	if l.loading == 0 {
+		l.pending = toolNames{}
+	}
+	return sum, err
+}
+
+func (b *Bolt) scanSummary(sessionID string) (*toolSummary, bool, error) {
+	sum, exists := emptySummary, false
+	err := b.view(func(tx *bolt.Tx) error {
+		bkt := sessionBucket(tx, sessionID)
+		if bkt == nil {
+			return nil
+		}
+		exists = true
+		var (
+			cs    calls
+			names toolNames
+		)
+		namer := bucketNamer{sessionID, bkt}
+		err := bkt.ForEach(func(k, v []byte) error {
+			seq, err := parseSeqKey(k)
+			if err != nil {
+				return err
+			}
+			ev, err := decodeEvent(sessionID, seq, v)
+			if err != nil {
+				return err
+			}
+			names.add(cs.apply(&ev, namer), nil)
+			return nil
+		})
+		sum = sum.with(names)
+		return err
+	})
+	return sum, exists, err
+}
+
+// bucketNamer resolves call names from a session bucket.
+type bucketNamer struct {
+	sessionID string
+	bkt       *bolt.Bucket
+}
+
+func (n bucketNamer) callName(seq uint64) string {
+	v := n.bkt.Get(seqKey(seq))
+	if v == nil {
+		return ""
+	}
+	ev, err := decodeEvent(n.sessionID, seq, v)
+	if err != nil || ev.Call == nil {
+		return ""
+	}
+	return ev.Call.Name
+}
+
+// Close implements [Store]: queued appends fail with ErrClosed, the commit in flight
+// completes, then the writer and the sweeper stop and the file is closed.
+func (b *Bolt) Close() error {
+	b.closeOnce.Do(func() {
+		b.closed.Store(true)
+		close(b.quit)
+		b.sweeper.close()
+		<-b.writerDone
+		if err := b.db.Close(); err != nil {
+			b.closeErr = fmt.Errorf("session: close: %w", err)
+		}
+	})
+	return b.closeErr
+}

@@ -1,0 +1,129 @@
+package session
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// FileName is the database file Open keeps in its directory.
+const FileName = "sessions.db"
+
+// The database layout. Event keys are big-endian seqs, so a session's bucket iterates in
+// seq order and its last key is its last seq; appends land at the right edge of the
+// B+tree, which is why the session buckets are filled to 100%.
+var (
+	bucketMeta     = []byte("meta")     // format version
+	bucketSessions = []byte("sessions") // one nested bucket per session: seq → event
+	bucketIndex    = []byte("index")    // session id → index record (last append time)
+	bucketOpen     = []byte("open")     // open-call key → call id and tool name
+	keyFormat      = []byte("format")
+)
+
+const (
+	layoutVersion = 1
+	indexV1       = 1
+	indexLen      = 9
+)
+
+// roots are the top-level buckets of one transaction.
+type roots struct {
+	sessions, index, open *bolt.Bucket
+}
+
+func rootsOf(tx *bolt.Tx) (roots, error) {
+	r := roots{tx.Bucket(bucketSessions), tx.Bucket(bucketIndex), tx.Bucket(bucketOpen)}
+	if r.sessions == nil || r.index == nil || r.open == nil {
+		return roots{}, fmt.Errorf("%w: a top-level bucket is missing", ErrCorrupt)
+	}
+	return r, nil
+}
+
+// initLayout creates the buckets of a new database and checks an existing one.
+func initLayout(tx *bolt.Tx) error {
+	meta := tx.Bucket(bucketMeta)
+	if meta == nil {
+		if k, _ := tx.Cursor().First(); k != nil {
+			return fmt.Errorf("%w: not a toolsd session log (bucket %q)", ErrCorrupt, k)
+		}
+		return createLayout(tx)
+	}
+	if v := meta.Get(keyFormat); len(v) != 1 || v[0] != layoutVersion {
+		return fmt.Errorf("%w: unsupported layout version %v", ErrCorrupt, v)
+	}
+	_, err := rootsOf(tx)
+	return err
+}
+
+func createLayout(tx *bolt.Tx) error {
+	for _, name := range [][]byte{bucketMeta, bucketSessions, bucketIndex, bucketOpen} {
+		if _, err := tx.CreateBucket(name); err != nil {
+			return fmt.Errorf("session: create bucket %q: %w", name, err)
+		}
+	}
+	return tx.Bucket(bucketMeta).Put(keyFormat, []byte{layoutVersion})
+}
+
+func seqKey(seq uint64) []byte { return binary.BigEndian.AppendUint64(make([]byte, 0, 8), seq) }
+
+func parseSeqKey(k []byte) (uint64, error) {
+	if len(k) != 8 {
+		return 0, fmt.Errorf("%w: event key of %d bytes", ErrCorrupt, len(k))
+	}
+	return binary.BigEndian.Uint64(k), nil
+}
+
+// openKey is the session id (length-prefixed, so that no id is a prefix of another
+// key's id) followed by the call's big-endian seq: one session's open calls are
+// adjacent and in seq order.
+func openKey(sessionID string, seq uint64) []byte {
+	k := make([]byte, 0, 2+len(sessionID)+8)
+	k = binary.BigEndian.AppendUint16(k, uint16(len(sessionID)))
+	k = append(k, sessionID...)
+	return binary.BigEndian.AppendUint64(k, seq)
+}
+
+func openPrefix(sessionID string) []byte {
+	k := openKey(sessionID, 0)
+	return k[:len(k)-8]
+}
+
+func parseOpenKey(k []byte) (string, uint64, error) {
+	if len(k) < 10 || int(binary.BigEndian.Uint16(k))+10 != len(k) {
+		return "", 0, fmt.Errorf("%w: malformed open-call key", ErrCorrupt)
+	}
+	return string(k[2 : len(k)-8]), binary.BigEndian.Uint64(k[len(k)-8:]), nil
+}
+
+func openValue(oc openCall) []byte {
+	return appendString(appendString(nil, oc.callID), oc.name)
+}
+
+func parseOpenValue(v []byte) (openCall, error) {
+	d := decoder{s: string(v)}
+	oc := openCall{callID: d.str(), name: d.str()}
+	if d.err == nil && d.off != len(d.s) {
+		d.err = errors.New("trailing bytes")
+	}
+	if d.err != nil {
+		return openCall{}, fmt.Errorf("%w: open-call record: %w", ErrCorrupt, d.err)
+	}
+	return oc, nil
+}
+
+func indexValue(last time.Time) []byte {
+	v := make([]byte, indexLen)
+	v[0] = indexV1
+	binary.BigEndian.PutUint64(v[1:], uint64(last.UnixNano()))
+	return v
+}
+
+func parseIndexValue(v []byte) (time.Time, error) {
+	if len(v) != indexLen || v[0] != indexV1 {
+		return time.Time{}, fmt.Errorf("%w: malformed session index record", ErrCorrupt)
+	}
+	return time.Unix(0, int64(binary.BigEndian.Uint64(v[1:]))).UTC(), nil
+}

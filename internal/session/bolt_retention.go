@@ -1,0 +1,94 @@
+package session
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// Sweep applies the retention limits as of now and returns how many sessions it
+// deleted. It runs on the writer, between group commits, so it never races an append.
+// The background sweeper calls it; tests call it with an injected time.
+func (b *Bolt) Sweep(now time.Time) (int, error) {
+	if b.closed.Load() {
+		return 0, ErrClosed
+	}
+	if !b.o.retains() {
+		return 0, nil
+	}
+	// Sweep is not on a request path: it waits for queue room until Close.
+	resp := b.submit(context.Background(), &request{sweep: true, now: now, done: make(chan response, 1)})
+	return resp.removed, resp.err
+}
+
+func (w *writer) sweep(r *request) {
+	var removed []string
+	err := guard(func() error {
+		return w.b.db.Update(func(tx *bolt.Tx) error {
+			removed = removed[:0]
+			rt, err := rootsOf(tx)
+			if err != nil {
+				return err
+			}
+			victims, err := w.b.victims(rt, r.now)
+			if err != nil {
+				return err
+			}
+			for _, id := range victims {
+				if hasOpenCalls(rt, id) {
+					continue
+				}
+				if err := rt.sessions.DeleteBucket([]byte(id)); err != nil && !errors.Is(err, berrors.ErrBucketNotFound) {
+					return err
+				}
+				if err := rt.index.Delete([]byte(id)); err != nil {
+					return err
+				}
+				removed = append(removed, id)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		r.done <- response{err: err}
+		return
+	}
+	for _, id := range removed {
+		delete(w.sessions, id)
+		w.b.live.removeIf(id, func(*boltLive) bool { return true })
+	}
+	r.done <- response{removed: len(removed)}
+}
+
+// victims lists the sessions past the age limit, then the oldest beyond the count limit.
+func (b *Bolt) victims(rt roots, now time.Time) ([]string, error) {
+	var expired, kept []sessionAge
+	cutoff := now.Add(-b.o.maxAge)
+	err := rt.index.ForEach(func(k, v []byte) error {
+		last, err := parseIndexValue(v)
+		if err != nil {
+			return err
+		}
+		if b.o.maxAge > 0 && last.Before(cutoff) {
+			expired = append(expired, sessionAge{string(k), last})
+		} else {
+			kept = append(kept, sessionAge{string(k), last})
+		}
+		return nil
+	})
+	ids := make([]string, 0, len(expired))
+	for _, s := range append(expired, overflow(kept, b.o.maxSessions)...) {
+		ids = append(ids, s.id)
+	}
+	return ids, err
+}
+
+func hasOpenCalls(rt roots, id string) bool {
+	prefix := openPrefix(id)
+	k, _ := rt.open.Cursor().Seek(prefix)
+	return k != nil && bytes.HasPrefix(k, prefix)
+}

@@ -1,0 +1,344 @@
+package session
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	"go.uber.org/zap"
+)
+
+// request is one Append or Sweep handed to the writer goroutine.
+type request struct {
+	sessionID string
+	// events are the caller's events; the writer assigns SessionID, Seq and Time.
+	events []Event
+	// values are the events' stored forms; the writer stamps their time.
+	values [][]byte
+	bytes  int
+	// names are the tool names the events add to the session summary (set by the writer).
+	names toolNames
+	sweep bool
+	now   time.Time
+	done  chan response
+}
+
+type response struct {
+	removed int
+	err     error
+}
+
+// Limits of one group commit. A commit takes whatever queued while the previous one
+// was in flight, up to these.
+const (
+	maxBatchBytes     = 32 << 20
+	maxCachedSessions = 1 << 16
+)
+
+// Append implements [Store]. Events are encoded by the caller's goroutine, then
+// committed by the writer together with every other append that is waiting. ctx bounds
+// only the wait for room in the writer's queue: once queued, an append completes (or
+// fails with ErrClosed when Close overtakes it), so a cancelled caller cannot leave an
+// append in doubt.
+func (b *Bolt) Append(ctx context.Context, sessionID string, events ...Event) ([]Event, error) {
+	start := time.Now()
+	if b.closed.Load() {
+		return nil, ErrClosed
+	}
+	if len(events) == 0 {
+		return nil, nil
+	}
+	if err := validate(sessionID, events, b.o.maxEventBytes); err != nil {
+		return nil, err
+	}
+	r := &request{
+		sessionID: sessionID,
+		events:    append([]Event(nil), events...),
+		values:    make([][]byte, len(events)),
+		done:      make(chan response, 1),
+	}
+	size := 0
+	for i := range events {
+		size += payloadSize(&events[i]) + 64 + 10*len(events[i].SourceSeqs)
+	}
+	buf := make([]byte, 0, size)
+	ends := make([]int, len(events))
+	for i := range events {
+		buf = encodeEvent(buf, &events[i])
+		ends[i] = len(buf)
+	}
+	prev := 0
+	for i, end := range ends {
+		r.values[i] = buf[prev:end:end]
+		prev = end
+	}
+	r.bytes = len(buf)
+	if resp := b.submit(ctx, r); resp.err != nil {
+		return nil, resp.err
+	}
+	b.o.observer.AppendDone(len(events), time.Since(start))
+	return r.events, nil
+}
+
+// submit queues r for the writer and waits for its outcome. ctx ends only the wait for
+// queue room.
+func (b *Bolt) submit(ctx context.Context, r *request) response {
+	select {
+	case b.queue <- r:
+	default:
+		select {
+		case b.queue <- r:
+		case <-ctx.Done():
+			return response{err: fmt.Errorf("session: waiting for the writer: %w", ctx.Err())}
+		case <-b.quit:
+			return response{err: ErrClosed}
+		}
+	}
+	select {
+	case resp := <-r.done:
+		return resp
+	case <-b.writerDone:
+		// Queued after the writer drained its queue, or answered just before it exited.
+		select {
+		case resp := <-r.done:
+			return resp
+		default:
+			return response{err: ErrClosed}
+		}
+	}
+}
+
+// writer owns every write transaction and the per-session write state.
+type writer struct {
+	b        *Bolt
+	sessions map[string]*wsession
+	batch    []*request
+}
+
+// wsession is what the writer knows about a session: loaded from the log on first
+// use, dropped after a failed commit (and reloaded).
+type wsession struct {
+	next  uint64
+	calls calls
+}
+
+func newWriter(b *Bolt) *writer {
+	return &writer{b: b, sessions: make(map[string]*wsession)}
+}
+
+func (w *writer) run() {
+	defer close(w.b.writerDone)
+	for {
+		select {
+		case r := <-w.b.queue:
+			w.batch = append(w.batch[:0], r)
+			w.collect(r.bytes)
+			if w.closing() {
+				w.fail(ErrClosed)
+				continue
+			}
+			w.process()
+		case <-w.b.quit:
+			w.drain()
+			return
+		}
+	}
+}
+
+// collect adds every request already waiting, up to the batch limits.
+func (w *writer) collect(size int) {
+	for len(w.batch) < cap(w.b.queue) && size < maxBatchBytes {
+		select {
+		case r := <-w.b.queue:
+			w.batch = append(w.batch, r)
+			size += r.bytes
+		default:
+			return
+		}
+	}
+}
+
+func (w *writer) closing() bool {
+	select {
+	case <-w.b.quit:
+		return true
+	default:
+		return false
+	}
+}
+
+func (w *writer) fail(err error) {
+	for _, r := range w.batch {
+		r.done <- response{err: err}
+	}
+	clear(w.batch)
+}
+
+func (w *writer) drain() {
+	for {
+		select {
+		case r := <-w.b.queue:
+			r.done <- response{err: ErrClosed}
+		default:
+			return
+		}
+	}
+}
+
+// process commits runs of appends as single transactions; a sweep runs alone, in queue
+// order.
+func (w *writer) process() {
+	for i := 0; i < len(w.batch); {
+		if w.batch[i].sweep {
+			w.sweep(w.batch[i])
+			i++
+			continue
+		}
+		j := i + 1
+		for j < len(w.batch) && !w.batch[j].sweep {
+			j++
+		}
+		w.commit(w.batch[i:j])
+		i = j
+	}
+	clear(w.batch)
+}
+
+// commit writes reqs in one transaction (one fsync with SyncAlways) and releases them.
+func (w *writer) commit(reqs []*request) {
+	start := time.Now()
+	now := w.b.o.now()
+	err := guard(func() error {
+		return w.b.db.Update(func(tx *bolt.Tx) error {
+			rt, err := rootsOf(tx)
+			if err != nil {
+				return err
+			}
+			for _, r := range reqs {
+				if err := w.apply(rt, r, now); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	})
+	w.b.o.observer.SyncDone(time.Since(start))
+	if err != nil {
+		w.b.o.logger.Error("session commit failed", zap.Int("appends", len(reqs)), zap.Error(err))
+		for _, r := range reqs {
+			delete(w.sessions, r.sessionID) // its seqs and open calls advanced in memory only
+			r.done <- response{err: fmt.Errorf("session: commit: %w", err)}
+		}
+		return
+	}
+	for _, r := range reqs {
+		if l := w.b.live.get(r.sessionID); l != nil {
+			l.mu.Lock()
+			l.note(r.names)
+			l.broadcast()
+			l.mu.Unlock()
+		}
+		r.done <- response{}
+	}
+	w.trim()
+}
+
+// note applies committed names to a loaded summary and to the scans in progress.
+// l.mu must be held.
+func (l *boltLive) note(n toolNames) {
+	if n.empty() {
+		return
+	}
+	if l.sum != nil {
+		l.sum = l.sum.with(n)
+	}
+	if l.loading > 0 {
+		l.pending.called = append(l.pending.called, n.called...)
+		l.pending.succeeded = append(l.pending.succeeded, n.succeeded...)
+	}
+}
+
+func (w *writer) apply(rt roots, r *request, now time.Time) error {
+	ws, err := w.session(rt, r.sessionID)
+	if err != nil {
+		return err
+	}
+	id := []byte(r.sessionID)
+	bkt, err := rt.sessions.CreateBucketIfNotExists(id)
+	if err != nil {
+		return fmt.Errorf("session: create session bucket: %w", err)
+	}
+	bkt.FillPercent = 1
+	namer := bucketNamer{r.sessionID, bkt}
+	for i := range r.events {
+		ev := &r.events[i]
+		ev.SessionID, ev.Seq, ev.Time = r.sessionID, ws.next, now
+		stampTime(r.values[i], now)
+		if err := bkt.Put(seqKey(ev.Seq), r.values[i]); err != nil {
+			return err
+		}
+		ws.next++
+		ch := ws.calls.apply(ev, namer)
+		if ch.opened {
+			if err := rt.open.Put(openKey(r.sessionID, ev.Seq), openValue(ws.calls.open[ev.Seq])); err != nil {
+				return err
+			}
+		}
+		for _, s := range ch.closed {
+			if err := rt.open.Delete(openKey(r.sessionID, s)); err != nil {
+				return err
+			}
+		}
+		r.names.add(ch, nil)
+	}
+	return rt.index.Put(id, indexValue(now))
+}
+
+// session returns the writer's state for a session, loading it on first use.
+func (w *writer) session(rt roots, id string) (*wsession, error) {
+	if ws, ok := w.sessions[id]; ok {
+		return ws, nil
+	}
+	ws := &wsession{next: 1}
+	if bkt := rt.sessions.Bucket([]byte(id)); bkt != nil {
+		if k, _ := bkt.Cursor().Last(); k != nil {
+			last, err := parseSeqKey(k)
+			if err != nil {
+				return nil, err
+			}
+			ws.next = last + 1
+		}
+	}
+	prefix := openPrefix(id)
+	c := rt.open.Cursor()
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		_, seq, err := parseOpenKey(k)
+		if err != nil {
+			return nil, err
+		}
+		oc, err := parseOpenValue(v)
+		if err != nil {
+			return nil, err
+		}
+		if ws.calls.open == nil {
+			ws.calls.open = make(map[uint64]openCall)
+		}
+		ws.calls.open[seq] = oc
+	}
+	w.sessions[id] = ws
+	return ws, nil
+}
+
+// trim bounds the writer's cache: sessions without open calls reload cheaply.
+func (w *writer) trim() {
+	if len(w.sessions) <= maxCachedSessions {
+		return
+	}
+	for id, ws := range w.sessions {
+		if len(ws.calls.open) == 0 {
+			delete(w.sessions, id)
+		}
+	}
+}

@@ -1,0 +1,140 @@
+package session
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/toolsd/toolsd/internal/tool"
+)
+
+func codecCases() map[string]Event {
+	return map[string]Event{
+		"call with malformed arguments": {Type: TypeToolCall, BatchID: "b", Turn: 1, Step: 2,
+			Call: &CallRecord{CallID: "c", Name: "n", Arguments: json.RawMessage(`{"a": [1, 2`)}},
+		"call with nil arguments":   {Type: TypeToolCall, Call: &CallRecord{CallID: "c"}},
+		"call with empty arguments": {Type: TypeToolCall, Call: &CallRecord{Arguments: json.RawMessage{}}},
+		"full error result": {Type: TypeToolResult, SourceSeqs: []uint64{1, 300, 1 << 63},
+			Result: &ResultRecord{CallID: "c", Content: "Error: x", IsError: true, ConcludesTurn: true, Recovered: true,
+				Error: &tool.Error{Code: tool.CodeAborted, Message: "x", Reason: "r", Tool: "t"},
+				Meta:  json.RawMessage(`{"m":1}`)}},
+		"plain result":     {Type: TypeToolResult, Result: &ResultRecord{Content: "\xff\x00 binary"}},
+		"message":          {Type: TypeUserMessage, SourceSeqs: []uint64{9}, Message: &MessageRecord{Content: "ctx"}},
+		"no payload":       {Type: "other/kind", Turn: 1 << 40},
+		"every payload":    {Type: "mixed", Call: &CallRecord{}, Result: &ResultRecord{}, Message: &MessageRecord{}},
+		"empty source seq": {Type: TypeUserMessage, SourceSeqs: []uint64{}, Message: &MessageRecord{}},
+	}
+}
+
+func TestCodecRoundTrip(t *testing.T) {
+	at := time.Date(2026, 5, 6, 7, 8, 9, 10, time.UTC)
+	for name, ev := range codecCases() {
+		t.Run(name, func(t *testing.T) {
+			b := encodeEvent(nil, &ev)
+			stampTime(b, at)
+			got, err := decodeEvent("sess", 42, b)
+			if err != nil {
+				t.Fatalf("decodeEvent() = %v", err)
+			}
+			want := ev
+			want.SessionID, want.Seq, want.Time = "sess", 42, at
+			if len(want.SourceSeqs) == 0 {
+				want.SourceSeqs = nil // an empty list reads back as none
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("decodeEvent(encodeEvent()) (-want +got):\n%s", diff)
+			}
+			if (ev.Call != nil && ev.Call.Arguments == nil) != (got.Call != nil && got.Call.Arguments == nil) {
+				t.Errorf("decodeEvent() lost the difference between nil and empty arguments")
+			}
+		})
+	}
+}
+
+func TestCodecRejectsDamage(t *testing.T) {
+	ev := codecCases()["full error result"]
+	good := encodeEvent(nil, &ev)
+	tests := map[string][]byte{
+		"empty":           nil,
+		"short header":    good[:5],
+		"unknown version": append([]byte{9}, good[1:]...),
+		"truncated":       good[:len(good)-1],
+		"trailing bytes":  append(bytes.Clone(good), 0),
+		"huge length":     append(bytes.Clone(good[:headerLen]), 0xff, 0xff, 0xff, 0xff, 0x0f),
+		"varint overflow": append(bytes.Clone(good[:headerLen]), 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f),
+		"huge seq count":  append(bytes.Clone(good[:headerLen]), 0, 0, 0, 0, 0xff, 0xff, 0x03),
+	}
+	for name, b := range tests {
+		t.Run(name, func(t *testing.T) {
+			if _, err := decodeEvent("s", 1, b); !errors.Is(err, ErrCorrupt) {
+				t.Errorf("decodeEvent() = %v, want ErrCorrupt", err)
+			}
+		})
+	}
+}
+
+// FuzzDecodeEvent: stored values come from a file that may be damaged; decoding must
+// fail cleanly, and whatever decodes must survive a re-encode unchanged.
+func FuzzDecodeEvent(f *testing.F) {
+	for _, ev := range codecCases() {
+		f.Add(encodeEvent(nil, &ev))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ev, err := decodeEvent("s", 1, b)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("decodeEvent() = %v, want ErrCorrupt", err)
+			}
+			return
+		}
+		again, err := decodeEvent("s", 1, encodeEventAt(&ev))
+		if err != nil {
+			t.Fatalf("decodeEvent(re-encoded) = %v", err)
+		}
+		if diff := cmp.Diff(ev, again); diff != "" {
+			t.Fatalf("re-encoding changed the event (-first +second):\n%s", diff)
+		}
+	})
+}
+
+func encodeEventAt(ev *Event) []byte {
+	b := encodeEvent(nil, ev)
+	stampTime(b, ev.Time)
+	return b
+}
+
+// BenchmarkCodec compares the stored encoding with encoding/json for a typical call.
+func BenchmarkCodec(b *testing.B) {
+	ev := Event{Type: TypeToolCall, BatchID: "batch-0001", Turn: 3, Step: 7,
+		Call: &CallRecord{CallID: "call_01HZX3K9Q", Name: "grep",
+			Arguments: json.RawMessage(`{"path":"/src/internal/session/bolt.go","pattern":"func \\(b \\*Bolt\\)","context_lines":3,"max_results":50}`)},
+		Time: time.Unix(1, 2).UTC()}
+	b.Run("Binary", func(b *testing.B) {
+		var buf []byte
+		for b.Loop() {
+			buf = encodeEvent(buf[:0], &ev)
+			if _, err := decodeEvent("s", 1, buf); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(len(buf)), "bytes/event")
+	})
+	b.Run("JSON", func(b *testing.B) {
+		var buf []byte
+		for b.Loop() {
+			var err error
+			if buf, err = json.Marshal(&ev); err != nil {
+				b.Fatal(err)
+			}
+			var out Event
+			if err := json.Unmarshal(buf, &out); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(len(buf)), "bytes/event")
+	})
+}

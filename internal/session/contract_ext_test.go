@@ -1,0 +1,680 @@
+package session_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/toolsd/toolsd/internal/session"
+	"github.com/toolsd/toolsd/internal/tool"
+)
+
+// TestContract runs the behavioural suite every Store must pass against each store.
+func TestContract(t *testing.T) {
+	tests := map[string]func(t *testing.T, open opener){
+		"AppendAssignsSeqsAndTime":    testAppendAssigns,
+		"RoundTripKeepsEveryField":    testRoundTrip,
+		"AppendDoesNotAliasCaller":    testNoAlias,
+		"DenseSeqsOneSession":         testDenseOneSession,
+		"DenseSeqsManySessions":       testDenseManySessions,
+		"MultiEventAppendIsAtomic":    testAtomicAppend,
+		"InvalidAppends":              testInvalidAppends,
+		"ReadPaging":                  testReadPaging,
+		"WatchReplaysThenTails":       testWatchReplayTail,
+		"WatchStopsOnFnError":         testWatchFnError,
+		"WatchStopsOnCancel":          testWatchCancel,
+		"WatchStopsOnClose":           testWatchClose,
+		"Summary":                     testSummary,
+		"ClosedStoreFails":            testClosed,
+		"RetentionByAge":              testRetentionAge,
+		"RetentionByCount":            testRetentionCount,
+		"BackgroundSweeper":           testBackgroundSweeper,
+		"ObserverSeesAppends":         testObserver,
+		"EmptyAppendIsNoop":           testEmptyAppend,
+		"WatchFromSeqZeroStartsAtOne": testWatchFromZero,
+	}
+	for kind, open := range kinds() {
+		t.Run(kind, func(t *testing.T) {
+			for name, test := range tests {
+				t.Run(name, func(t *testing.T) {
+					t.Parallel()
+					test(t, open)
+				})
+			}
+		})
+	}
+}
+
+func testAppendAssigns(t *testing.T, open opener) {
+	clock := newClock()
+	s := open(t, session.WithClock(clock.Now))
+	ctx := t.Context()
+	got, err := s.Append(ctx, "s1", callEvent("c1", "read", `{}`), callEvent("c2", "read", `{}`))
+	if err != nil {
+		t.Fatalf("Append() = %v", err)
+	}
+	if diff := cmp.Diff([]uint64{1, 2}, seqsOf(got)); diff != "" {
+		t.Errorf("Append() seqs (-want +got):\n%s", diff)
+	}
+	for _, ev := range got {
+		if ev.SessionID != "s1" || !ev.Time.Equal(clock.Now()) {
+			t.Errorf("Append() event = {SessionID: %q, Time: %v}, want {s1, %v}", ev.SessionID, ev.Time, clock.Now())
+		}
+	}
+	clock.Set(clock.Now().Add(time.Second))
+	got, err = s.Append(ctx, "s1", resultEvent("c1", 1, false))
+	if err != nil || len(got) != 1 || got[0].Seq != 3 || !got[0].Time.Equal(clock.Now()) {
+		t.Fatalf("Append() = %+v, %v, want seq 3 at %v", got, err, clock.Now())
+	}
+	other, err := s.Append(ctx, "s2", messageEvent("hi", 0))
+	if err != nil || other[0].Seq != 1 {
+		t.Fatalf("Append(s2) = %+v, %v, want seq 1", other, err)
+	}
+}
+
+func testRoundTrip(t *testing.T, open opener) {
+	s := open(t)
+	in := []session.Event{
+		{Type: session.TypeToolCall, BatchID: "batch-7", Turn: 3, Step: 9,
+			Call: &session.CallRecord{CallID: "call_1", Name: "write", Arguments: json.RawMessage(`{"path": "a", "x":`)}},
+		{Type: session.TypeToolCall, Call: &session.CallRecord{CallID: "call_2", Name: "noargs"}},
+		{Type: session.TypeToolCall, Call: &session.CallRecord{CallID: "call_3", Name: "empty", Arguments: json.RawMessage{}}},
+		{Type: session.TypeToolResult, BatchID: "batch-7", Turn: 3, Step: 9, SourceSeqs: []uint64{1},
+			Result: &session.ResultRecord{CallID: "call_1", Content: "Error: nope", IsError: true,
+				Error: &tool.Error{Code: tool.CodeDenied, Message: "nope", Reason: "policy p1", Tool: "write"},
+				Meta:  json.RawMessage(`{"k":[1,2]}`), ConcludesTurn: true, Recovered: true}},
+		{Type: session.TypeToolResult, SourceSeqs: []uint64{2, 1 << 60},
+			Result: &session.ResultRecord{CallID: "call_2", Content: "héllo\x00\xff"}},
+		{Type: session.TypeUserMessage, SourceSeqs: []uint64{4}, Message: &session.MessageRecord{Content: "more context"}},
+		{Type: "custom/kind", BatchID: "x"},
+	}
+	appended, err := s.Append(t.Context(), "sess", in...)
+	if err != nil {
+		t.Fatalf("Append() = %v", err)
+	}
+	want := make([]session.Event, len(in))
+	for i, ev := range in {
+		ev.SessionID, ev.Seq, ev.Time = "sess", uint64(i+1), appended[0].Time
+		want[i] = ev
+	}
+	if diff := cmp.Diff(want, appended); diff != "" {
+		t.Errorf("Append() (-want +got):\n%s", diff)
+	}
+	got, err := s.Read(t.Context(), "sess", 1, 0)
+	if err != nil {
+		t.Fatalf("Read() = %v", err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Read() (-want +got):\n%s", diff)
+	}
+	// nil and empty arguments stay distinct: a model that sent "" is not one that sent nothing.
+	if got[1].Call.Arguments != nil || got[2].Call.Arguments == nil {
+		t.Errorf("Read() arguments = %#v, %#v, want nil and empty", got[1].Call.Arguments, got[2].Call.Arguments)
+	}
+}
+
+func testNoAlias(t *testing.T, open opener) {
+	s := open(t)
+	args := []byte(`{"a":1}`)
+	ev := callEvent("c1", "t", "")
+	ev.Call.Arguments = args
+	ev.SourceSeqs = []uint64{7}
+	if _, err := s.Append(t.Context(), "s", ev); err != nil {
+		t.Fatalf("Append() = %v", err)
+	}
+	args[2] = 'X'
+	ev.SourceSeqs[0] = 8
+	ev.Call.Name = "changed"
+	got, err := s.Read(t.Context(), "s", 1, 1)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("Read() = %v, %v", got, err)
+	}
+	if string(got[0].Call.Arguments) != `{"a":1}` || got[0].SourceSeqs[0] != 7 || got[0].Call.Name != "t" {
+		t.Errorf("Read() = %s %v %q, want the event as appended", got[0].Call.Arguments, got[0].SourceSeqs, got[0].Call.Name)
+	}
+}
+
+// appendConcurrently runs workers goroutines, each appending perWorker batches of 1 to
+// 3 events to the session sessionOf(worker) picks, and returns every returned batch.
+func appendConcurrently(t *testing.T, s session.Store, workers, perWorker int, sessionOf func(int) string) [][]session.Event {
+	t.Helper()
+	var (
+		mu      sync.Mutex
+		batches [][]session.Event
+		wg      sync.WaitGroup
+	)
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Go(func() {
+			for i := range perWorker {
+				evs := make([]session.Event, 1+(w+i)%3)
+				for j := range evs {
+					evs[j] = messageEvent(fmt.Sprintf("w%d-%d-%d", w, i, j), 0)
+				}
+				got, err := s.Append(t.Context(), sessionOf(w), evs...)
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				batches = append(batches, got)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("Append() = %v", err)
+	}
+	return batches
+}
+
+// checkDense verifies that a session's batches hold contiguous seqs, together 1..n, and
+// that the log reads back in that order with the same contents.
+func checkDense(t *testing.T, s session.Store, id string, batches [][]session.Event) {
+	t.Helper()
+	var all []uint64
+	byContent := map[string]uint64{}
+	for _, b := range batches {
+		for i, ev := range b {
+			if ev.Seq != b[0].Seq+uint64(i) {
+				t.Errorf("Append() batch seqs = %v, want contiguous", seqsOf(b))
+			}
+			all = append(all, ev.Seq)
+			byContent[ev.Message.Content] = ev.Seq
+		}
+	}
+	slices.Sort(all)
+	if diff := cmp.Diff(upTo(1, uint64(len(all))), all); diff != "" {
+		t.Errorf("session %s seqs (-want +got):\n%s", id, diff)
+	}
+	got, err := s.Read(t.Context(), id, 1, len(all)+10)
+	if err != nil {
+		t.Fatalf("Read() = %v", err)
+	}
+	if diff := cmp.Diff(upTo(1, uint64(len(all))), seqsOf(got)); diff != "" {
+		t.Errorf("Read(%s) seqs (-want +got):\n%s", id, diff)
+	}
+	for _, ev := range got {
+		if byContent[ev.Message.Content] != ev.Seq {
+			t.Errorf("Read(%s) seq %d holds %q, appended as seq %d", id, ev.Seq, ev.Message.Content, byContent[ev.Message.Content])
+		}
+	}
+}
+
+func testDenseOneSession(t *testing.T, open opener) {
+	s := open(t)
+	batches := appendConcurrently(t, s, 8, 40, func(int) string { return "one" })
+	checkDense(t, s, "one", batches)
+}
+
+func testDenseManySessions(t *testing.T, open opener) {
+	s := open(t)
+	id := func(w int) string { return fmt.Sprintf("s%d", w%5) }
+	batches := appendConcurrently(t, s, 16, 25, id)
+	per := map[string][][]session.Event{}
+	for _, b := range batches {
+		per[b[0].SessionID] = append(per[b[0].SessionID], b)
+	}
+	if len(per) != 5 {
+		t.Fatalf("sessions = %d, want 5", len(per))
+	}
+	for sid, bs := range per {
+		checkDense(t, s, sid, bs)
+	}
+}
+
+func testAtomicAppend(t *testing.T, open opener) {
+	s := open(t, session.WithMaxEventBytes(100))
+	ctx := t.Context()
+	big := callEvent("c2", "t", `"`+strings.Repeat("x", 200)+`"`)
+	_, err := s.Append(ctx, "s", callEvent("c1", "t", `{}`), big)
+	if !errors.Is(err, session.ErrTooLarge) {
+		t.Fatalf("Append(too large) = %v, want ErrTooLarge", err)
+	}
+	if got, err := s.Read(ctx, "s", 1, 0); err != nil || len(got) != 0 {
+		t.Fatalf("Read() after failed Append = %d events, %v, want none", len(got), err)
+	}
+	got, err := s.Append(ctx, "s", callEvent("c1", "t", `{}`), callEvent("c3", "t", `{}`))
+	if err != nil || !slices.Equal(seqsOf(got), []uint64{1, 2}) {
+		t.Fatalf("Append() = %v, %v, want seqs [1 2]", seqsOf(got), err)
+	}
+	sum, err := s.Summary(ctx, "s")
+	if err != nil || sum.Called("c2") || !sum.Called("t") {
+		t.Errorf("Summary() after failed append = %v", err)
+	}
+}
+
+func testInvalidAppends(t *testing.T, open opener) {
+	s := open(t)
+	tests := map[string]struct {
+		id  string
+		evs []session.Event
+	}{
+		"empty session id":      {"", []session.Event{messageEvent("x", 0)}},
+		"session id too long":   {strings.Repeat("s", session.MaxSessionIDBytes+1), []session.Event{messageEvent("x", 0)}},
+		"other session":         {"a", []session.Event{messageEvent("x", 0), {SessionID: "b", Type: session.TypeUserMessage, Message: &session.MessageRecord{}}}},
+		"no type":               {"a", []session.Event{{Message: &session.MessageRecord{}}}},
+		"call without record":   {"a", []session.Event{{Type: session.TypeToolCall}}},
+		"result without record": {"a", []session.Event{{Type: session.TypeToolResult}}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if _, err := s.Append(t.Context(), tc.id, tc.evs...); !errors.Is(err, session.ErrInvalid) {
+				t.Errorf("Append() = %v, want ErrInvalid", err)
+			}
+		})
+	}
+	if got, _ := s.Read(t.Context(), "a", 1, 0); len(got) != 0 {
+		t.Errorf("Read(a) = %d events, want none", len(got))
+	}
+}
+
+func testReadPaging(t *testing.T, open opener) {
+	s := open(t)
+	ctx := t.Context()
+	for i := range 25 {
+		if _, err := s.Append(ctx, "p", messageEvent(fmt.Sprint(i), 0)); err != nil {
+			t.Fatalf("Append() = %v", err)
+		}
+	}
+	tests := map[string]struct {
+		from  uint64
+		limit int
+		want  []uint64
+	}{
+		"first page":       {1, 10, upTo(1, 10)},
+		"second page":      {11, 10, upTo(11, 20)},
+		"short last page":  {21, 10, upTo(21, 25)},
+		"past the end":     {26, 10, nil},
+		"from zero":        {0, 3, upTo(1, 3)},
+		"default limit":    {1, 0, upTo(1, 25)},
+		"negative limit":   {5, -1, upTo(5, 25)},
+		"single from last": {25, 1, []uint64{25}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := s.Read(ctx, "p", tc.from, tc.limit)
+			if err != nil {
+				t.Fatalf("Read() = %v", err)
+			}
+			if diff := cmp.Diff(tc.want, seqsOf(got)); diff != "" {
+				t.Errorf("Read(p, %d, %d) seqs (-want +got):\n%s", tc.from, tc.limit, diff)
+			}
+		})
+	}
+	if got, err := s.Read(ctx, "unknown", 1, 0); err != nil || len(got) != 0 {
+		t.Errorf("Read(unknown) = %d events, %v, want none", len(got), err)
+	}
+}
+
+// watchInto runs Watch in a goroutine, sending every event to the returned channel;
+// the returned function cancels the watch and returns Watch's error.
+func watchInto(t *testing.T, s session.Store, id string, from uint64) (<-chan session.Event, func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	out := make(chan session.Event, 4096)
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Watch(ctx, id, from, func(ev session.Event) error {
+			out <- ev
+			return nil
+		})
+	}()
+	stop := sync.OnceValue(func() error {
+		cancel()
+		return <-done
+	})
+	t.Cleanup(func() { _ = stop() })
+	return out, stop
+}
+
+// receive reads n events or fails after a deadline.
+func receive(t *testing.T, ch <-chan session.Event, n int) []session.Event {
+	t.Helper()
+	deadline := time.NewTimer(10 * time.Second)
+	defer deadline.Stop()
+	var got []session.Event
+	for len(got) < n {
+		select {
+		case ev := <-ch:
+			got = append(got, ev)
+		case <-deadline.C:
+			t.Fatalf("received %d of %d events before the deadline", len(got), n)
+		}
+	}
+	return got
+}
+
+func testWatchReplayTail(t *testing.T, open opener) {
+	s := open(t)
+	ctx := t.Context()
+	for i := range 5 {
+		if _, err := s.Append(ctx, "w", messageEvent(fmt.Sprint(i), 0)); err != nil {
+			t.Fatalf("Append() = %v", err)
+		}
+	}
+	ch, stop := watchInto(t, s, "w", 3)
+	appendConcurrently(t, s, 4, 30, func(int) string { return "w" })
+	var total int
+	evs, _ := s.Read(ctx, "w", 1, 100000)
+	total = len(evs)
+	got := receive(t, ch, total-2)
+	if diff := cmp.Diff(upTo(3, uint64(total)), seqsOf(got)); diff != "" {
+		t.Errorf("Watch() seqs (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(evs[2:], got); diff != "" {
+		t.Errorf("Watch() events differ from Read() (-read +watch):\n%s", diff)
+	}
+	if _, err := s.Append(ctx, "w", messageEvent("late", 0)); err != nil {
+		t.Fatalf("Append() = %v", err)
+	}
+	if late := receive(t, ch, 1); late[0].Seq != uint64(total+1) || late[0].Message.Content != "late" {
+		t.Errorf("Watch() tail = seq %d %q, want seq %d late", late[0].Seq, late[0].Message.Content, total+1)
+	}
+	if err := stop(); !errors.Is(err, context.Canceled) {
+		t.Errorf("Watch() after cancel = %v, want context.Canceled", err)
+	}
+	select {
+	case ev := <-ch:
+		t.Errorf("Watch() delivered seq %d after the last append", ev.Seq)
+	default:
+	}
+}
+
+func testWatchFnError(t *testing.T, open opener) {
+	s := open(t)
+	for i := range 4 {
+		if _, err := s.Append(t.Context(), "w", messageEvent(fmt.Sprint(i), 0)); err != nil {
+			t.Fatalf("Append() = %v", err)
+		}
+	}
+	errStop := errors.New("stop")
+	var seen []uint64
+	err := s.Watch(t.Context(), "w", 1, func(ev session.Event) error {
+		seen = append(seen, ev.Seq)
+		if len(seen) == 2 {
+			return errStop
+		}
+		return nil
+	})
+	if !errors.Is(err, errStop) || !slices.Equal(seen, []uint64{1, 2}) {
+		t.Errorf("Watch() = %v after %v, want errStop after [1 2]", err, seen)
+	}
+}
+
+func testWatchCancel(t *testing.T, open opener) {
+	s := open(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- s.Watch(ctx, "nobody", 1, func(session.Event) error { return nil }) }()
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("Watch() = %v, want context.Canceled", err)
+	}
+	// A watch that times out while waiting returns the deadline error.
+	ctx, cancel = context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	if err := s.Watch(ctx, "nobody", 1, func(session.Event) error { return nil }); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Watch() = %v, want context.DeadlineExceeded", err)
+	}
+}
+
+func testWatchClose(t *testing.T, open opener) {
+	s := open(t)
+	if _, err := s.Append(t.Context(), "w", messageEvent("a", 0)); err != nil {
+		t.Fatalf("Append() = %v", err)
+	}
+	got := make(chan session.Event, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Watch(t.Context(), "w", 1, func(ev session.Event) error { got <- ev; return nil })
+	}()
+	<-got // the watcher is running; it may or may not be waiting yet
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close() = %v", err)
+	}
+	if err := <-done; !errors.Is(err, session.ErrClosed) {
+		t.Errorf("Watch() after Close = %v, want ErrClosed", err)
+	}
+}
+
+func testWatchFromZero(t *testing.T, open opener) {
+	s := open(t)
+	if _, err := s.Append(t.Context(), "z", messageEvent("a", 0), messageEvent("b", 0)); err != nil {
+		t.Fatalf("Append() = %v", err)
+	}
+	ch, _ := watchInto(t, s, "z", 0)
+	if got := receive(t, ch, 2); !slices.Equal(seqsOf(got), []uint64{1, 2}) {
+		t.Errorf("Watch(from 0) seqs = %v, want [1 2]", seqsOf(got))
+	}
+}
+
+func testSummary(t *testing.T, open opener) {
+	s := open(t)
+	ctx := t.Context()
+	calls, err := s.Append(ctx, "s", callEvent("1", "read", `{}`), callEvent("2", "write", `{}`),
+		callEvent("3", "grep", `{}`), callEvent("4", "edit", `{}`))
+	if err != nil {
+		t.Fatalf("Append() = %v", err)
+	}
+	// read succeeds; write fails; grep is still running; edit succeeds without citing.
+	uncited := resultEvent("4", 0, false)
+	uncited.SourceSeqs = nil
+	if _, err := s.Append(ctx, "s", resultEvent("1", calls[0].Seq, false), resultEvent("2", calls[1].Seq, true), uncited); err != nil {
+		t.Fatalf("Append() = %v", err)
+	}
+	sum, err := s.Summary(ctx, "s")
+	if err != nil {
+		t.Fatalf("Summary() = %v", err)
+	}
+	tests := map[string]struct{ called, succeeded bool }{
+		"read": {true, true}, "write": {true, false}, "grep": {true, false},
+		"edit": {true, true}, "missing": {false, false},
+	}
+	check := func(sum session.Summary, name string, called, succeeded bool) {
+		t.Helper()
+		if got := sum.Called(name); got != called {
+			t.Errorf("Called(%s) = %v, want %v", name, got, called)
+		}
+		if got := sum.Succeeded(name); got != succeeded {
+			t.Errorf("Succeeded(%s) = %v, want %v", name, got, succeeded)
+		}
+	}
+	for name, tc := range tests {
+		check(sum, name, tc.called, tc.succeeded)
+	}
+	// Later appends show in later summaries, including a retry of a failed tool.
+	retry, err := s.Append(ctx, "s", callEvent("5", "write", `{}`), callEvent("6", "new", `{}`))
+	if err != nil {
+		t.Fatalf("Append() = %v", err)
+	}
+	if _, err := s.Append(ctx, "s", resultEvent("5", retry[0].Seq, false), resultEvent("3", calls[2].Seq, false)); err != nil {
+		t.Fatalf("Append() = %v", err)
+	}
+	sum2, err := s.Summary(ctx, "s")
+	if err != nil {
+		t.Fatalf("Summary() = %v", err)
+	}
+	check(sum2, "write", true, true)
+	check(sum2, "grep", true, true)
+	check(sum2, "new", true, false)
+	check(sum, "new", false, false) // a snapshot does not change
+	empty, err := s.Summary(ctx, "unknown")
+	if err != nil || empty.Called("read") {
+		t.Errorf("Summary(unknown) = %v, want empty", err)
+	}
+}
+
+func testClosed(t *testing.T, open opener) {
+	s := open(t)
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close() = %v", err)
+	}
+	ctx := t.Context()
+	if _, err := s.Append(ctx, "s", messageEvent("x", 0)); !errors.Is(err, session.ErrClosed) {
+		t.Errorf("Append() after Close = %v, want ErrClosed", err)
+	}
+	if _, err := s.Read(ctx, "s", 1, 0); !errors.Is(err, session.ErrClosed) {
+		t.Errorf("Read() after Close = %v, want ErrClosed", err)
+	}
+	if _, err := s.Summary(ctx, "s"); !errors.Is(err, session.ErrClosed) {
+		t.Errorf("Summary() after Close = %v, want ErrClosed", err)
+	}
+	if err := s.Watch(ctx, "s", 1, func(session.Event) error { return nil }); !errors.Is(err, session.ErrClosed) {
+		t.Errorf("Watch() after Close = %v, want ErrClosed", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close() = %v, want nil", err)
+	}
+}
+
+// sweeper is the retention entry point both stores expose.
+type sweeper interface {
+	Sweep(now time.Time) (int, error)
+}
+
+func testRetentionAge(t *testing.T, open opener) {
+	clock := newClock()
+	t0 := clock.Now()
+	s := open(t, session.WithClock(clock.Now), session.WithRetention(time.Hour, 0), session.WithSweepInterval(0))
+	ctx := t.Context()
+	mustAppend(t, s, "old", messageEvent("a", 0))
+	mustAppend(t, s, "busy", callEvent("c1", "slow", `{}`)) // open call: never swept
+	clock.Set(t0.Add(50 * time.Minute))
+	mustAppend(t, s, "young", messageEvent("a", 0))
+	mustAppend(t, s, "revived", messageEvent("a", 0))
+
+	removed, err := s.(sweeper).Sweep(t0.Add(90 * time.Minute))
+	if err != nil || removed != 1 {
+		t.Fatalf("Sweep(+90m) = %d, %v, want 1", removed, err)
+	}
+	for id, want := range map[string]int{"old": 0, "busy": 1, "young": 1, "revived": 1} {
+		if got, err := s.Read(ctx, id, 1, 0); err != nil || len(got) != want {
+			t.Errorf("Read(%s) = %d events, %v, want %d", id, len(got), err, want)
+		}
+	}
+	if sum, _ := s.Summary(ctx, "old"); sum.Called("x") {
+		t.Errorf("Summary(old) after sweep is not empty")
+	}
+	// A swept session starts again at seq 1.
+	if got := mustAppend(t, s, "old", messageEvent("b", 0)); got[0].Seq != 1 {
+		t.Errorf("Append(old) after sweep seq = %d, want 1", got[0].Seq)
+	}
+	// Once its call has a result the busy session ages like any other.
+	clock.Set(t0.Add(2 * time.Hour))
+	mustAppend(t, s, "busy", resultEvent("c1", 1, false))
+	removed, err = s.(sweeper).Sweep(t0.Add(3*time.Hour + time.Minute))
+	if err != nil || removed != 4 {
+		t.Errorf("Sweep(+3h1m) = %d, %v, want 4 (old, young, revived, busy)", removed, err)
+	}
+}
+
+func testRetentionCount(t *testing.T, open opener) {
+	clock := newClock()
+	t0 := clock.Now()
+	s := open(t, session.WithClock(clock.Now), session.WithRetention(0, 2), session.WithSweepInterval(0))
+	for i, id := range []string{"a", "b", "c", "d"} {
+		clock.Set(t0.Add(time.Duration(i) * time.Minute))
+		mustAppend(t, s, id, messageEvent("x", 0))
+	}
+	clock.Set(t0.Add(10 * time.Minute))
+	mustAppend(t, s, "a", messageEvent("y", 0)) // a is now the newest
+	removed, err := s.(sweeper).Sweep(clock.Now())
+	if err != nil || removed != 2 {
+		t.Fatalf("Sweep() = %d, %v, want 2", removed, err)
+	}
+	for id, want := range map[string]int{"a": 2, "b": 0, "c": 0, "d": 1} {
+		if got, err := s.Read(t.Context(), id, 1, 0); err != nil || len(got) != want {
+			t.Errorf("Read(%s) = %d events, %v, want %d", id, len(got), err, want)
+		}
+	}
+}
+
+func testBackgroundSweeper(t *testing.T, open opener) {
+	clock := newClock()
+	s := open(t, session.WithClock(clock.Now), session.WithRetention(time.Minute, 0),
+		session.WithSweepInterval(time.Millisecond))
+	mustAppend(t, s, "old", messageEvent("a", 0))
+	clock.Set(clock.Now().Add(time.Hour))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := s.Read(t.Context(), "old", 1, 0)
+		if err != nil {
+			t.Fatalf("Read() = %v", err)
+		}
+		if len(got) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the background sweeper did not remove an expired session")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func mustAppend(t *testing.T, s session.Store, id string, evs ...session.Event) []session.Event {
+	t.Helper()
+	got, err := s.Append(t.Context(), id, evs...)
+	if err != nil {
+		t.Fatalf("Append(%s) = %v", id, err)
+	}
+	return got
+}
+
+type countingObserver struct {
+	mu            sync.Mutex
+	appends, evts int
+	syncs         int
+}
+
+func (o *countingObserver) AppendDone(events int, _ time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.appends++
+	o.evts += events
+}
+
+func (o *countingObserver) SyncDone(time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.syncs++
+}
+
+func testObserver(t *testing.T, open opener) {
+	obs := &countingObserver{}
+	s := open(t, session.WithObserver(obs))
+	mustAppend(t, s, "o", messageEvent("a", 0), messageEvent("b", 0))
+	mustAppend(t, s, "o", messageEvent("c", 0))
+	if _, err := s.Append(t.Context(), "", messageEvent("bad", 0)); err == nil {
+		t.Fatal("Append(no session) = nil, want an error")
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if obs.appends != 2 || obs.evts != 3 {
+		t.Errorf("observer saw %d appends of %d events, want 2 of 3", obs.appends, obs.evts)
+	}
+	if _, durable := s.(*session.Bolt); durable && obs.syncs < 1 {
+		t.Errorf("observer saw %d commits, want at least 1", obs.syncs)
+	}
+}
+
+func testEmptyAppend(t *testing.T, open opener) {
+	s := open(t)
+	got, err := s.Append(t.Context(), "e")
+	if err != nil || len(got) != 0 {
+		t.Errorf("Append() = %v, %v, want nothing", got, err)
+	}
+	if got := mustAppend(t, s, "e", messageEvent("a", 0)); got[0].Seq != 1 {
+		t.Errorf("Append() after empty append seq = %d, want 1", got[0].Seq)
+	}
+}

@@ -1,0 +1,36 @@
+// Package session is toolsd's durable session log: every tool/call, its tool/result and
+// the user/message contexts a batch adds, per session, with dense per-session sequence
+// numbers assigned by the store. It owns appending, paged reads, live tailing
+// ([Store.Watch]), the tool-history summary conditional tools read, crash recovery and
+// retention.
+//
+// Two stores implement [Store]:
+//
+//   - [Memory] keeps everything in process memory (tests and --ephemeral). Sessions are
+//     sharded so that appends to different sessions never share a lock.
+//   - [Bolt] keeps the log in a single bbolt file under a data directory. One writer
+//     goroutine owns every write transaction and group-commits: all appends that queued
+//     while the previous commit was in flight are written in one transaction with one
+//     fsync, and their callers are released together. There is no artificial batching
+//     delay.
+//
+// # Durability modes ([WithDurability])
+//
+//   - [SyncAlways] (default): every group commit is fsynced before any of its Append
+//     calls returns. A returned Append survives a process crash and a power loss.
+//   - [SyncNone]: bbolt's NoSync; commits reach the OS page cache but are not fsynced.
+//     A returned Append survives a crash of the toolsd process (the kernel still writes
+//     the pages) but not a kernel crash or power loss, which can lose recent commits or,
+//     in the worst case, leave a file that Open reports as corrupt.
+//
+// # Crash recovery
+//
+// A tool/call without a tool/result is "open". The Bolt store keeps an index of open
+// calls, updated in the same transaction as the appends, so that Open can close every
+// call interrupted by a crash with a synthetic ABORTED result (Recovered set) without
+// scanning the whole log. Interrupted calls are never re-run.
+//
+// The package never imports gRPC or generated protobuf code, never interprets tool
+// arguments (they are stored byte for byte, malformed or not) and never re-orders or
+// rewrites an event once it is stored.
+package session

@@ -1,0 +1,261 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Memory is an in-process [Store] for tests and --ephemeral runs: nothing survives the
+// process. Sessions are sharded, so concurrent appends to different sessions rarely
+// share a lock.
+type Memory struct {
+	o         options
+	sessions  *shardMap[memSession, *memSession]
+	closed    atomic.Bool
+	done      chan struct{}
+	closeOnce sync.Once
+	sweeper   *sweeper
+}
+
+var _ Store = (*Memory)(nil)
+
+// memSession is one session's log. Stored events are never modified, so a reader may
+// keep a slice of them after unlocking.
+type memSession struct {
+	live
+	events []Event
+	calls  calls
+	last   time.Time
+}
+
+func (s *memSession) base() *live { return &s.live }
+
+func (s *memSession) callName(seq uint64) string {
+	if seq == 0 || seq > uint64(len(s.events)) || s.events[seq-1].Call == nil {
+		return ""
+	}
+	return s.events[seq-1].Call.Name
+}
+
+// NewMemory returns an empty in-memory store. It starts a retention sweeper when
+// [WithRetention] is set; Close stops it.
+func NewMemory(opts ...Option) *Memory {
+	m := &Memory{
+		o:        applyOptions(opts),
+		sessions: newShardMap[memSession](),
+		done:     make(chan struct{}),
+	}
+	m.sweeper = startSweeper(&m.o, m.Sweep)
+	return m
+}
+
+// Append implements [Store]. ctx is not consulted: an in-memory append never waits.
+func (m *Memory) Append(_ context.Context, sessionID string, events ...Event) ([]Event, error) {
+	start := time.Now()
+	if m.closed.Load() {
+		return nil, ErrClosed
+	}
+	if len(events) == 0 {
+		return nil, nil
+	}
+	if err := validate(sessionID, events, m.o.maxEventBytes); err != nil {
+		return nil, err
+	}
+	out := make([]Event, len(events))
+	for i := range events {
+		out[i] = clone(&events[i])
+	}
+	s := m.lockSession(sessionID)
+	now := m.o.now()
+	var names toolNames
+	for i := range out {
+		ev := &out[i]
+		ev.SessionID, ev.Seq, ev.Time = sessionID, uint64(len(s.events))+1, now
+		s.events = append(s.events, *ev)
+		names.add(s.calls.apply(ev, s), s.sum)
+	}
+	if !names.empty() {
+		s.sum = s.summary().with(names)
+	}
+	s.last = now
+	s.broadcast()
+	s.mu.Unlock()
+	m.o.observer.AppendDone(len(out), time.Since(start))
+	return out, nil
+}
+
+// lockSession returns the session's entry, created if needed, with its lock held.
+func (m *Memory) lockSession(id string) *memSession {
+	for {
+		s := m.sessions.getOrCreate(id)
+		s.mu.Lock()
+		if !s.gone {
+			return s
+		}
+		s.mu.Unlock() // swept or released meanwhile: look it up again
+	}
+}
+
+func (s *memSession) summary() *toolSummary {
+	if s.sum == nil {
+		return emptySummary
+	}
+	return s.sum
+}
+
+// stored returns the session's events; the slice must not be modified.
+func (m *Memory) stored(id string) []Event {
+	s := m.sessions.get(id)
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.events
+}
+
+// Read implements [Store].
+func (m *Memory) Read(_ context.Context, sessionID string, fromSeq uint64, limit int) ([]Event, error) {
+	if m.closed.Load() {
+		return nil, ErrClosed
+	}
+	page := window(m.stored(sessionID), fromSeq, limit)
+	if len(page) == 0 {
+		return nil, nil
+	}
+	return append([]Event(nil), page...), nil
+}
+
+// window returns the events with Seq >= fromSeq, at most limit of them (limit <= 0 →
+// [DefaultPageSize]), from a dense log.
+func window(evs []Event, fromSeq uint64, limit int) []Event {
+	if limit <= 0 {
+		limit = DefaultPageSize
+	}
+	from := max(fromSeq, 1) - 1
+	if from >= uint64(len(evs)) {
+		return nil
+	}
+	evs = evs[from:]
+	return evs[:min(len(evs), limit)]
+}
+
+// errGone: the watched entry was dropped; Watch looks the session up again.
+var errGone = errors.New("session: entry gone")
+
+// Watch implements [Store].
+func (m *Memory) Watch(ctx context.Context, sessionID string, fromSeq uint64, fn func(Event) error) error {
+	next := max(fromSeq, 1)
+	for {
+		if m.closed.Load() {
+			return ErrClosed
+		}
+		s := m.sessions.acquire(sessionID)
+		err := m.watch(ctx, s, &next, fn)
+		m.sessions.release(sessionID, s, func(s *memSession) bool { return len(s.events) == 0 })
+		if !errors.Is(err, errGone) {
+			return err
+		}
+	}
+}
+
+func (m *Memory) watch(ctx context.Context, s *memSession, next *uint64, fn func(Event) error) error {
+	for {
+		s.mu.Lock()
+		if s.gone {
+			s.mu.Unlock()
+			return errGone
+		}
+		evs := s.events
+		var wake <-chan struct{}
+		if uint64(len(evs)) < *next {
+			wake = s.wait()
+		}
+		s.mu.Unlock()
+		if wake == nil {
+			if err := deliver(ctx, evs[*next-1:], next, fn); err != nil {
+				return err
+			}
+			continue
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-m.done:
+			return ErrClosed
+		}
+	}
+}
+
+// deliver hands evs to fn in order, advancing next past each delivered event.
+func deliver(ctx context.Context, evs []Event, next *uint64, fn func(Event) error) error {
+	for _, ev := range evs {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := fn(ev); err != nil {
+			return err
+		}
+		*next = ev.Seq + 1
+	}
+	return nil
+}
+
+// Summary implements [Store].
+func (m *Memory) Summary(_ context.Context, sessionID string) (Summary, error) {
+	if m.closed.Load() {
+		return nil, ErrClosed
+	}
+	s := m.sessions.get(sessionID)
+	if s == nil {
+		return emptySummary, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.summary(), nil
+}
+
+// Sweep applies the retention limits as of now and returns how many sessions it
+// deleted. The background sweeper calls it; tests call it with an injected time.
+func (m *Memory) Sweep(now time.Time) (int, error) {
+	if m.closed.Load() {
+		return 0, ErrClosed
+	}
+	var expired, all []sessionAge
+	cutoff := now.Add(-m.o.maxAge)
+	m.sessions.each(func(id string, s *memSession) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if len(s.events) == 0 {
+			return
+		}
+		if m.o.maxAge > 0 && s.last.Before(cutoff) {
+			expired = append(expired, sessionAge{id, s.last})
+		} else {
+			all = append(all, sessionAge{id, s.last})
+		}
+	})
+	removed := 0
+	for _, c := range append(expired, overflow(all, m.o.maxSessions)...) {
+		if m.sessions.removeIf(c.id, func(s *memSession) bool {
+			return s.last.Equal(c.last) && len(s.calls.open) == 0
+		}) {
+			removed++
+		}
+	}
+	return removed, nil
+}
+
+// Close implements [Store]: later calls fail with ErrClosed and watchers return it.
+func (m *Memory) Close() error {
+	m.closeOnce.Do(func() {
+		m.closed.Store(true)
+		close(m.done)
+		m.sweeper.close()
+	})
+	return nil
+}

@@ -1,0 +1,159 @@
+package session
+
+import (
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Mode is the durability a [Bolt] store promises when Append returns.
+type Mode int
+
+const (
+	// SyncAlways fsyncs every group commit before releasing its appends (default).
+	SyncAlways Mode = iota
+	// SyncNone leaves flushing to the OS: appends survive a process crash, not a power loss.
+	SyncNone
+)
+
+// String returns the mode as flags and logs spell it.
+func (m Mode) String() string {
+	if m == SyncNone {
+		return "none"
+	}
+	return "always"
+}
+
+// Defaults of the options.
+const (
+	DefaultMaxEventBytes = 16 << 20
+	DefaultQueueSize     = 1024
+	DefaultSweepInterval = time.Minute
+	DefaultLockTimeout   = 2 * time.Second
+)
+
+// Option configures a store.
+type Option func(*options)
+
+type options struct {
+	durability    Mode
+	maxAge        time.Duration
+	maxSessions   int
+	sweepInterval time.Duration
+	clock         func() time.Time
+	maxEventBytes int
+	queueSize     int
+	lockTimeout   time.Duration
+	observer      Observer
+	logger        *zap.Logger
+}
+
+func defaultOptions() options {
+	return options{
+		durability:    SyncAlways,
+		sweepInterval: DefaultSweepInterval,
+		clock:         time.Now,
+		maxEventBytes: DefaultMaxEventBytes,
+		queueSize:     DefaultQueueSize,
+		lockTimeout:   DefaultLockTimeout,
+		observer:      nopObserver{},
+		logger:        zap.NewNop(),
+	}
+}
+
+func applyOptions(opts []Option) options {
+	o := defaultOptions()
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
+// retains reports whether any retention limit is set.
+func (o *options) retains() bool { return o.maxAge > 0 || o.maxSessions > 0 }
+
+// now is the store's clock, rounded to drop the monotonic reading so that stored and
+// returned times compare equal.
+func (o *options) now() time.Time { return o.clock().Round(0).UTC() }
+
+// WithDurability sets the [Bolt] store's durability mode (default [SyncAlways]). The
+// memory store ignores it.
+func WithDurability(m Mode) Option { return func(o *options) { o.durability = m } }
+
+// WithRetention deletes sessions whose last append is older than maxAge (0: no age
+// limit) and, beyond maxSessions sessions (0: no limit), the least recently appended
+// ones. A session with an open call (a tool/call without its result) is never deleted.
+func WithRetention(maxAge time.Duration, maxSessions int) Option {
+	return func(o *options) {
+		o.maxAge = max(maxAge, 0)
+		o.maxSessions = max(maxSessions, 0)
+	}
+}
+
+// WithSweepInterval sets how often the retention sweeper runs (default
+// [DefaultSweepInterval]; <= 0 disables the background sweeper, Sweep still works).
+func WithSweepInterval(d time.Duration) Option { return func(o *options) { o.sweepInterval = d } }
+
+// WithClock injects the clock that stamps events and ages sessions (tests).
+func WithClock(now func() time.Time) Option {
+	return func(o *options) {
+		if now != nil {
+			o.clock = now
+		}
+	}
+}
+
+// WithMaxEventBytes caps one event's payload (default [DefaultMaxEventBytes]); a larger
+// event fails the whole Append with [ErrTooLarge].
+func WithMaxEventBytes(n int) Option {
+	return func(o *options) {
+		if n > 0 {
+			o.maxEventBytes = min(n, maxValueBytes)
+		}
+	}
+}
+
+// WithQueueSize bounds the [Bolt] writer's queue of pending appends (default
+// [DefaultQueueSize]); an Append waits for room (or its ctx) when it is full.
+func WithQueueSize(n int) Option {
+	return func(o *options) {
+		if n > 0 {
+			o.queueSize = n
+		}
+	}
+}
+
+// WithLockTimeout bounds how long Open waits for the database file lock held by another
+// process (default [DefaultLockTimeout]).
+func WithLockTimeout(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.lockTimeout = d
+		}
+	}
+}
+
+// WithObserver receives metrics; nil means none.
+func WithObserver(obs Observer) Option {
+	return func(o *options) {
+		if obs == nil {
+			obs = nopObserver{}
+		}
+		o.observer = obs
+	}
+}
+
+// WithLogger sets the logger (nil → no logging).
+func WithLogger(l *zap.Logger) Option {
+	return func(o *options) {
+		if l == nil {
+			l = zap.NewNop()
+		}
+		o.logger = l
+	}
+}
+
+type nopObserver struct{}
+
+func (nopObserver) AppendDone(int, time.Duration) {}
+func (nopObserver) SyncDone(time.Duration)        {}

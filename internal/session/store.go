@@ -1,0 +1,100 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Store is a session log. All methods are safe for concurrent use.
+type Store interface {
+	// Append assigns dense seqs and one time to events (all for sessionID), stores them
+	// atomically (all or nothing) and returns them. On return they are as durable as the
+	// store's [Mode] promises. An event's SessionID, if set, must equal sessionID; its Seq
+	// and Time are overwritten.
+	Append(ctx context.Context, sessionID string, events ...Event) ([]Event, error)
+	// Read returns up to limit events with Seq >= fromSeq, in seq order (limit <= 0 → a
+	// page of [DefaultPageSize]). An unknown session reads as empty.
+	Read(ctx context.Context, sessionID string, fromSeq uint64, limit int) ([]Event, error)
+	// Watch calls fn for every event with Seq >= fromSeq: first the stored ones, then live
+	// ones as they are appended, in order, with no gap or duplicate, until ctx ends
+	// (returns ctx.Err()), fn fails (returns its error) or the store closes (ErrClosed).
+	Watch(ctx context.Context, sessionID string, fromSeq uint64, fn func(Event) error) error
+	// Summary answers history questions for conditional tools.
+	Summary(ctx context.Context, sessionID string) (Summary, error)
+	// Close stops the store's goroutines and releases its resources. Appends still
+	// waiting fail with ErrClosed.
+	Close() error
+}
+
+// Summary is a snapshot of which tools a session called and which succeeded.
+type Summary interface {
+	// Called reports whether the session has a tool/call for name.
+	Called(name string) bool
+	// Succeeded reports whether the session has a tool/result with IsError false for a
+	// call of name.
+	Succeeded(name string) bool
+}
+
+// Observer receives store metrics; the server wires it to Prometheus. Methods must be
+// fast and must not call back into the store.
+type Observer interface {
+	// AppendDone reports one successful Append of events events that took d.
+	AppendDone(events int, d time.Duration)
+	// SyncDone reports one group commit (write and, with SyncAlways, fsync) that took d.
+	SyncDone(d time.Duration)
+}
+
+// DefaultPageSize is the page [Store.Read] returns when limit <= 0.
+const DefaultPageSize = 1000
+
+// MaxSessionIDBytes bounds a session id (it is a database key).
+const MaxSessionIDBytes = 1024
+
+// Errors of this package; match them with errors.Is.
+var (
+	// ErrClosed: the store is closed.
+	ErrClosed = errors.New("session: store closed")
+	// ErrTooLarge: an event is over the configured size cap.
+	ErrTooLarge = errors.New("session: event too large")
+	// ErrCorrupt: the database file is damaged, truncated or not a session log.
+	ErrCorrupt = errors.New("session: database corrupt")
+	// ErrInvalid: the request is malformed (empty session id, an event of another
+	// session, a payload that does not match its type).
+	ErrInvalid = errors.New("session: invalid request")
+)
+
+// validate checks an Append request before anything is assigned or stored.
+func validate(sessionID string, events []Event, maxBytes int) error {
+	if sessionID == "" || len(sessionID) > MaxSessionIDBytes {
+		return fmt.Errorf("%w: session id must have 1 to %d bytes", ErrInvalid, MaxSessionIDBytes)
+	}
+	for i := range events {
+		ev := &events[i]
+		if ev.SessionID != "" && ev.SessionID != sessionID {
+			return fmt.Errorf("%w: event %d belongs to session %q", ErrInvalid, i, ev.SessionID)
+		}
+		if err := validateType(ev); err != nil {
+			return fmt.Errorf("%w: event %d: %s", ErrInvalid, i, err)
+		}
+		if n := payloadSize(ev); n > maxBytes {
+			return fmt.Errorf("%w: event %d has %d bytes, limit %d", ErrTooLarge, i, n, maxBytes)
+		}
+	}
+	return nil
+}
+
+func validateType(ev *Event) error {
+	switch {
+	case ev.Type == "":
+		return errors.New("type is empty")
+	case ev.Type == TypeToolCall && ev.Call == nil:
+		return errors.New("tool/call without a call record")
+	case ev.Type == TypeToolResult && ev.Result == nil:
+		return errors.New("tool/result without a result record")
+	case ev.Type == TypeUserMessage && ev.Message == nil:
+		return errors.New("user/message without a message record")
+	}
+	return nil
+}

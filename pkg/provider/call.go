@@ -1,0 +1,33 @@
+package provider
+
+import "time"
+
+// Call describes the call a handler is running.
+type Call struct {
+	// CallID is the model's id for this tool call.
+	CallID string
+	// SessionID is the agent session the call belongs to.
+	SessionID string
+	// Scope is the calling agent's scope.
+	Scope string
+	// Tool is the tool's name.
+	Tool string
+	// Turn and Step locate the call in the session.
+	Turn, Step uint64
+	// Attempt is 1 for the first try and higher when toolsd retries an idempotent tool.
+	Attempt int
+	// Deadline is when toolsd stops waiting (zero if none); the handler's context
+	// carries it too. It is toolsd's clock: allow for skew.
+	Deadline time.Time
+
+	run *running
+}
+
+// Progress reports intermediate progress of the call to toolsd, which forwards it to
+// the agent loop. progress and total are in any unit (total 0 means unknown). Reports
+// after the handler returned, or after toolsd cancelled the call, are dropped.
+func (c Call) Progress(message string, progress, total float64) {
+	if c.run != nil {
+		c.run.progress(message, progress, total)
+	}
+}

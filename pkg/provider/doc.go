@@ -1,0 +1,78 @@
+// Package provider is the Go SDK for toolsd tool providers. A provider is a process that
+// opens one long-lived callback stream to toolsd, registers tools on it and runs the
+// calls toolsd sends down it. The tools live exactly as long as the stream: when the
+// process exits or the stream breaks they disappear from toolsd, and [Provider.Run]
+// reconnects and registers them again.
+//
+// A tool is a typed Go function:
+//
+//	type AddArgs struct {
+//		A float64 `json:"a" description:"The first addend."`
+//		B float64 `json:"b" description:"The second addend."`
+//	}
+//
+//	add := provider.NewTool("add", "Adds two numbers.",
+//		func(ctx context.Context, call provider.Call, args AddArgs) (float64, error) {
+//			return args.A + args.B, nil
+//		})
+//
+//	p := provider.New("calculator", provider.WithVersion("1.0.0"))
+//	p.Add(add)
+//	err := p.Run(ctx, "127.0.0.1:50051") // returns nil when ctx ends
+//
+// # Argument schemas
+//
+// [NewTool] derives the JSON Schema of the arguments from the argument type, which must
+// be a struct (or a map). The schema is deterministic: properties appear in field order
+// and keywords in a fixed order, so the prompt toolsd builds from it is byte-stable.
+//
+//   - Each exported field is a property named by its `json` tag (or the field name);
+//     `json:"-"` fields are skipped and embedded structs are inlined, as encoding/json
+//     does.
+//   - Go types map to JSON types: bool → boolean, integers → integer, floats → number,
+//     string → string, slices and arrays → array with items, maps → object with
+//     additionalProperties, structs → object, time.Time → string (date-time), []byte →
+//     base64 string, interfaces and json.RawMessage → any value. Recursive types, channels
+//     and functions need an explicit schema ([WithSchema]).
+//   - A field is required unless it is a pointer or its json tag says omitempty or
+//     omitzero; `jsonschema:"required"` and `jsonschema:"optional"` override that.
+//   - A `description:"..."` tag sets the property's description.
+//   - A `jsonschema:"..."` tag holds comma-separated keywords; write `\,` for a comma
+//     inside a value:
+//     description=TEXT, title=TEXT, required, optional, enum=a|b|c, default=V,
+//     minimum=N, maximum=N, exclusiveMinimum=N, exclusiveMaximum=N, minLength=N,
+//     maxLength=N, minItems=N, maxItems=N, pattern=REGEXP, format=NAME.
+//     Enum and default values take the field's type (string, number or boolean).
+//     An unknown keyword makes NewTool panic, so typos surface at once; so do two
+//     fields with the same JSON name.
+//
+// For example
+//
+//	type SearchArgs struct {
+//		Query string `json:"query" description:"What to look for."`
+//		Limit int    `json:"limit,omitempty" jsonschema:"minimum=1,maximum=50,default=10"`
+//		Sort  string `json:"sort,omitempty" jsonschema:"enum=relevance|date"`
+//	}
+//
+// derives
+//
+//	{"type":"object","properties":{"query":{"type":"string","description":"What to look for."},"limit":{"type":"integer","default":10,"minimum":1,"maximum":50},"sort":{"type":"string","enum":["relevance","date"]}},"required":["query"]}
+//
+// [StrictArguments] additionally rejects unknown argument fields and says
+// "additionalProperties": false. toolsd validates arguments against the schema before
+// it sends a call, so a handler sees only arguments that match it.
+//
+// # Results
+//
+// A handler returning a string answers with that text. Any other result type is
+// JSON-encoded as the tool's value and toolsd derives the model-facing text from it; a
+// [Result] sets text, value, metadata and the end-of-turn request explicitly. A
+// returned error becomes an error result with the error's message; so does a panic,
+// which is logged while the provider keeps running.
+//
+// # Cancellation
+//
+// Every call runs on its own goroutine with a context that ends when toolsd cancels the
+// call, when its deadline passes, or when the stream ends. Handlers should honour it:
+// Run and Serve wait for every handler before they return.
+package provider

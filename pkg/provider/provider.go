@@ -1,0 +1,174 @@
+package provider
+
+import (
+	"errors"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+)
+
+// ErrRunning is returned by [Provider.Run] and [Provider.Serve] when the provider is
+// already running.
+var ErrRunning = errors.New("provider: already running")
+
+// Default reconnect backoff of [Provider.Run].
+const (
+	DefaultMinBackoff = 100 * time.Millisecond
+	DefaultMaxBackoff = 10 * time.Second
+)
+
+type options struct {
+	version     string
+	log         *zap.Logger
+	scope       string
+	dial        []grpc.DialOption
+	backoffMin  time.Duration
+	backoffMax  time.Duration
+	maxInFlight uint32
+}
+
+// Option configures a [Provider].
+type Option func(*options)
+
+// WithVersion sets the version reported to toolsd (for its logs).
+func WithVersion(v string) Option { return func(o *options) { o.version = v } }
+
+// WithLogger sets the logger; nil means no logging.
+func WithLogger(l *zap.Logger) Option {
+	return func(o *options) {
+		if l != nil {
+			o.log = l
+		}
+	}
+}
+
+// WithScope sets the scope the tools are registered in; "" (the default) is global.
+func WithScope(scope string) Option { return func(o *options) { o.scope = scope } }
+
+// WithDialOptions adds gRPC dial options for [Provider.Run]. Without transport
+// credentials among them the connection is insecure (plaintext).
+func WithDialOptions(opts ...grpc.DialOption) Option {
+	return func(o *options) { o.dial = append(o.dial, opts...) }
+}
+
+// WithBackoff sets the reconnect delay of [Provider.Run]: it starts at minDelay, doubles
+// after each failed attempt up to maxDelay, and is jittered down by up to half.
+func WithBackoff(minDelay, maxDelay time.Duration) Option {
+	return func(o *options) {
+		if minDelay > 0 {
+			o.backoffMin = minDelay
+		}
+		if maxDelay >= o.backoffMin {
+			o.backoffMax = maxDelay
+		}
+	}
+}
+
+// WithMaxInFlight asks toolsd to send at most n calls at once (0 means toolsd's limit).
+func WithMaxInFlight(n int) Option {
+	return func(o *options) { o.maxInFlight = uint32(min(max(n, 0), math.MaxUint32)) }
+}
+
+// Provider serves tools to toolsd over its callback stream. Create it with [New], add
+// tools with [Provider.Add] and run it with [Provider.Run].
+type Provider struct {
+	name string
+	opts options
+	log  *zap.Logger
+
+	ready     chan struct{}
+	readyOnce sync.Once
+	running   atomic.Bool
+
+	mu     sync.Mutex
+	tools  []*toolImpl // registration order
+	byName map[string]*toolImpl
+	cur    *session // the live stream, if any
+	id     string
+}
+
+// New returns a provider that introduces itself to toolsd as name.
+func New(name string, opts ...Option) *Provider {
+	o := options{log: zap.NewNop(), backoffMin: DefaultMinBackoff, backoffMax: DefaultMaxBackoff}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return &Provider{
+		name:   name,
+		opts:   o,
+		log:    o.log.With(zap.String("provider", name)),
+		ready:  make(chan struct{}),
+		byName: make(map[string]*toolImpl),
+	}
+}
+
+// Add adds tools, before or while the provider runs. While it is connected the tools
+// are registered at once; otherwise with the others when the stream (re)connects. A
+// tool named like one already added replaces it: its handler serves the next calls, and
+// its definition is registered again (toolsd's answer is logged).
+func (p *Provider) Add(tools ...Tool) {
+	added := make([]*toolImpl, 0, len(tools))
+	p.mu.Lock()
+	for _, t := range tools {
+		if t == nil {
+			continue
+		}
+		ti := t.impl()
+		if old, ok := p.byName[ti.Name()]; ok {
+			for i := range p.tools {
+				if p.tools[i] == old {
+					p.tools[i] = ti
+				}
+			}
+		} else {
+			p.tools = append(p.tools, ti)
+		}
+		p.byName[ti.Name()] = ti
+		added = append(added, ti)
+	}
+	s := p.cur
+	p.mu.Unlock()
+	if s != nil && len(added) > 0 {
+		s.register(added)
+	}
+}
+
+// ProviderID returns the id toolsd assigned to the current stream, or "" while
+// disconnected.
+func (p *Provider) ProviderID() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.id
+}
+
+// Ready is closed once the provider's tools were registered for the first time (toolsd
+// answered the first registration, whatever it accepted).
+func (p *Provider) Ready() <-chan struct{} { return p.ready }
+
+func (p *Provider) markReady() { p.readyOnce.Do(func() { close(p.ready) }) }
+
+func (p *Provider) lookup(name string) *toolImpl {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.byName[name]
+}
+
+// attach makes s the live stream and returns the tools to register on it.
+func (p *Provider) attach(s *session, id string) []*toolImpl {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cur, p.id = s, id
+	return append([]*toolImpl(nil), p.tools...)
+}
+
+func (p *Provider) detach(s *session) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cur == s {
+		p.cur, p.id = nil, ""
+	}
+}

@@ -1,0 +1,272 @@
+package provider_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/toolsd/toolsd/internal/broker/brokertest"
+	"github.com/toolsd/toolsd/internal/tool"
+	"github.com/toolsd/toolsd/pkg/provider"
+)
+
+const waitTimeout = brokertest.WaitTimeout
+
+func exec(name, args string) *tool.Exec {
+	return &tool.Exec{Call: tool.Call{SessionID: "s-9", Scope: "agent/b", CallID: "call-9", Name: name,
+		Arguments: json.RawMessage(args), Turn: 5, Step: 6}}
+}
+
+func wait(tb testing.TB, ch <-chan struct{}, what string) {
+	tb.Helper()
+	timer := time.NewTimer(waitTimeout)
+	defer timer.Stop()
+	select {
+	case <-ch:
+	case <-timer.C:
+		tb.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// run runs p against addr until the test ends.
+func run(tb testing.TB, p *provider.Provider, addr string) {
+	tb.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx, addr) }()
+	tb.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			tb.Errorf("Run() = %v, want nil", err)
+		}
+	})
+}
+
+func newProvider(tb testing.TB, opts ...provider.Option) *provider.Provider {
+	return provider.New("sdk", append([]provider.Option{
+		provider.WithLogger(zaptest.NewLogger(tb)), provider.WithBackoff(time.Millisecond, 20*time.Millisecond),
+	}, opts...)...)
+}
+
+type echoArgs struct {
+	Text string `json:"text"`
+}
+
+func echoTool(opts ...provider.ToolOption) provider.Tool {
+	return provider.NewTool("echo", "echoes", func(_ context.Context, _ provider.Call, a echoArgs) (string, error) {
+		return a.Text, nil
+	}, opts...)
+}
+
+func TestHandlerOutcomes(t *testing.T) {
+	srv := brokertest.Start(t, brokertest.NewRegistrar())
+	p := newProvider(t)
+	p.Add(
+		echoTool(),
+		provider.NewTool("strict_echo", "echoes strictly", func(_ context.Context, _ provider.Call, a echoArgs) (string, error) {
+			return a.Text, nil
+		}, provider.StrictArguments()),
+		provider.NewTool("panics", "panics", func(context.Context, provider.Call, struct{}) (string, error) {
+			panic("kaboom")
+		}),
+		provider.NewTool("wrapped", "wrapped error", func(context.Context, provider.Call, struct{}) (int, error) {
+			return 0, errors.Join(errors.New("first"), errors.New("second \xff"))
+		}),
+		provider.NewTool("unencodable", "bad value", func(context.Context, provider.Call, struct{}) (func(), error) {
+			return func() {}, nil
+		}),
+		provider.NewTool("nil_result", "nil *Result", func(context.Context, provider.Call, struct{}) (*provider.Result, error) {
+			return nil, nil
+		}),
+	)
+	run(t, p, srv.Addr)
+	wait(t, p.Ready(), "registration")
+	for name, tc := range map[string]struct {
+		tool, args string
+		want       tool.Result
+	}{
+		"echo":                     {"echo", `{"text":"hi"}`, tool.Result{Content: "hi"}},
+		"lenient unknown field":    {"echo", `{"text":"hi","extra":1}`, tool.Result{Content: "hi"}},
+		"strict unknown field":     {"strict_echo", `{"text":"hi","extra":1}`, tool.Failure(tool.CodeToolError, `invalid arguments: json: unknown field "extra"`)},
+		"strict trailing data":     {"strict_echo", `{"text":"hi"} {}`, tool.Failure(tool.CodeToolError, "invalid arguments: unexpected data after the arguments")},
+		"strict ok":                {"strict_echo", `{"text":"ok"}`, tool.Result{Content: "ok"}},
+		"empty arguments":          {"echo", ``, tool.Result{}},
+		"panic":                    {"panics", `{}`, tool.Failure(tool.CodeToolError, `tool "panics" failed unexpectedly (panic)`)},
+		"error text made UTF-8":    {"wrapped", `{}`, tool.Failure(tool.CodeToolError, "first\nsecond \uFFFD")},
+		"value that cannot encode": {"unencodable", `{}`, tool.Failure(tool.CodeToolError, "cannot encode the tool's value: json: unsupported type: func()")},
+		"nil *Result":              {"nil_result", `{}`, tool.Result{}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := srv.Broker.Call(t.Context(), p.ProviderID(), exec(tc.tool, tc.args), 1)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("Call(%s, %s) mismatch (-want +got):\n%s", tc.tool, tc.args, diff)
+			}
+		})
+	}
+}
+
+func TestCallMetadata(t *testing.T) {
+	srv := brokertest.Start(t, brokertest.NewRegistrar())
+	got := make(chan provider.Call, 1)
+	hasDeadline := make(chan bool, 1)
+	p := newProvider(t)
+	p.Add(provider.NewTool("meta", "reports its call", func(ctx context.Context, call provider.Call, _ struct{}) (string, error) {
+		_, ok := ctx.Deadline()
+		hasDeadline <- ok
+		got <- call
+		return "", nil
+	}))
+	run(t, p, srv.Addr)
+	wait(t, p.Ready(), "registration")
+	deadline := time.Now().Add(time.Hour).Truncate(time.Microsecond)
+	ctx, cancel := context.WithDeadline(t.Context(), deadline)
+	defer cancel()
+	srv.Broker.Call(ctx, p.ProviderID(), exec("meta", "{}"), 2)
+	want := provider.Call{CallID: "call-9", SessionID: "s-9", Scope: "agent/b", Tool: "meta", Turn: 5, Step: 6, Attempt: 2, Deadline: deadline}
+	call := <-got
+	if diff := cmp.Diff(want, call, cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) }), cmp.AllowUnexported(provider.Call{}),
+		cmp.FilterPath(func(p cmp.Path) bool { return p.Last().String() == ".run" }, cmp.Ignore())); diff != "" {
+		t.Errorf("handler's Call mismatch (-want +got):\n%s", diff)
+	}
+	if !<-hasDeadline {
+		t.Error("handler context has no deadline, want the call's")
+	}
+}
+
+func TestToolOptionsReachTheRegistry(t *testing.T) {
+	reg := brokertest.NewRegistrar()
+	srv := brokertest.Start(t, reg)
+	p := newProvider(t, provider.WithScope("agent/x"), provider.WithVersion("1.2.3"))
+	p.Add(provider.NewTool("full", "all options", func(context.Context, provider.Call, struct{}) (string, error) { return "", nil },
+		provider.WithSchema(`{"type":"object"}`),
+		provider.WithOutputSchema(`{"type":"object","properties":{"n":{"type":"number"}}}`),
+		provider.Exclusive(),
+		provider.WithTimeout(2*time.Second),
+		provider.WithAnnotations(provider.Annotations{Title: "Full", ReadOnly: true, Destructive: true, Idempotent: true, OpenWorld: true}),
+		provider.DeferLoading(),
+		provider.WithCondition(`session.succeeded("x")`),
+		provider.WithMaxContentBytes(512),
+	), echoTool(provider.Parallel()))
+	run(t, p, srv.Addr)
+	wait(t, p.Ready(), "registration")
+	got, ok := reg.Lookup("agent/x", "full")
+	if !ok {
+		t.Fatal("full is not registered in agent/x")
+	}
+	want := tool.Definition{
+		Name:            "full",
+		Description:     "all options",
+		Parameters:      json.RawMessage(`{"type":"object"}`),
+		OutputSchema:    json.RawMessage(`{"type":"object","properties":{"n":{"type":"number"}}}`),
+		Mode:            tool.ModeExclusive,
+		Timeout:         2 * time.Second,
+		Annotations:     tool.Annotations{Title: "Full", ReadOnly: true, Destructive: true, Idempotent: true, OpenWorld: true},
+		DeferLoading:    true,
+		Condition:       `session.succeeded("x")`,
+		MaxContentBytes: 512,
+	}
+	if diff := cmp.Diff(want, got.Def); diff != "" {
+		t.Errorf("registered definition mismatch (-want +got):\n%s", diff)
+	}
+	if echo, _ := reg.Lookup("agent/x", "echo"); echo.Def.Mode != tool.ModeParallel {
+		t.Errorf("echo mode = %v, want parallel", echo.Def.Mode)
+	}
+	info := srv.Broker.Providers()
+	if len(info) != 1 || info[0].Name != "sdk" || info[0].Version != "1.2.3" {
+		t.Errorf("Providers() = %+v, want one provider sdk 1.2.3", info)
+	}
+}
+
+func TestAddWhileConnected(t *testing.T) {
+	reg := brokertest.NewRegistrar()
+	srv := brokertest.Start(t, reg)
+	p := newProvider(t)
+	run(t, p, srv.Addr)
+	wait(t, p.Ready(), "readiness without tools")
+	p.Add(echoTool())
+	reg.WaitFor(t, "echo registered", func() bool { _, ok := reg.Lookup("", "echo"); return ok })
+	if got := srv.Broker.Call(t.Context(), p.ProviderID(), exec("echo", `{"text":"late"}`), 1); got.Content != "late" {
+		t.Errorf("Call(echo) = %+v, want content late", got)
+	}
+	// Replacing a tool keeps one entry and re-registers it.
+	before := reg.Registrations()
+	p.Add(provider.NewTool("echo", "shouts", func(_ context.Context, _ provider.Call, a echoArgs) (string, error) {
+		return a.Text + "!", nil
+	}))
+	reg.WaitFor(t, "echo re-registered", func() bool { return reg.Registrations() == before+1 })
+	if got := srv.Broker.Call(t.Context(), p.ProviderID(), exec("echo", `{"text":"late"}`), 1); got.Content != "late!" {
+		t.Errorf("Call(echo) after replacement = %+v, want content late!", got)
+	}
+}
+
+func TestReconnectRegistersAgain(t *testing.T) {
+	reg := brokertest.NewRegistrar()
+	first := brokertest.Start(t, reg)
+	p := newProvider(t)
+	p.Add(echoTool())
+	run(t, p, first.Addr)
+	wait(t, p.Ready(), "registration")
+	oldID := p.ProviderID()
+
+	first.Stop() // goodbye, stream ends, registrations removed
+	reg.WaitFor(t, "old registrations removed", func() bool { _, ok := reg.Lookup("", "echo"); return !ok })
+
+	second := brokertest.StartAt(t, first.Addr, reg)
+	var newID string
+	reg.WaitFor(t, "echo registered again", func() bool {
+		r, ok := reg.Lookup("", "echo")
+		newID = r.Owner
+		return ok && r.Owner != oldID
+	})
+	if !second.Broker.Connected(newID) {
+		t.Fatalf("the new registration's owner %q is not connected", newID)
+	}
+	if got := second.Broker.Call(t.Context(), newID, exec("echo", `{"text":"again"}`), 1); got.Content != "again" {
+		t.Errorf("Call(echo) after reconnect = %+v, want content again", got)
+	}
+	if got := p.ProviderID(); got != newID {
+		t.Errorf("ProviderID() = %q, want %q", got, newID)
+	}
+}
+
+func TestServe(t *testing.T) {
+	srv := brokertest.Start(t, brokertest.NewRegistrar())
+	conn := srv.Dial(t)
+
+	t.Run("returns nil when its context ends", func(t *testing.T) {
+		p := newProvider(t)
+		p.Add(echoTool())
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- p.Serve(ctx, conn) }()
+		wait(t, p.Ready(), "registration")
+		if err := p.Serve(ctx, conn); !errors.Is(err, provider.ErrRunning) {
+			t.Errorf("second Serve() = %v, want ErrRunning", err)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve() = %v, want nil", err)
+		}
+		if id := p.ProviderID(); id != "" {
+			t.Errorf("ProviderID() after Serve = %q, want empty", id)
+		}
+	})
+
+	t.Run("returns the stream's end", func(t *testing.T) {
+		other := brokertest.Start(t, brokertest.NewRegistrar())
+		p := newProvider(t)
+		otherConn := other.Dial(t)
+		done := make(chan error, 1)
+		go func() { done <- p.Serve(t.Context(), otherConn) }()
+		wait(t, p.Ready(), "readiness")
+		other.Stop()
+		if err := <-done; err == nil {
+			t.Error("Serve() = nil after the server went away, want an error")
+		}
+	})
+}

@@ -1,0 +1,76 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// Run connects to toolsd at target (a gRPC target such as "127.0.0.1:50051"), says
+// hello, registers every tool and serves calls. When the stream fails it reconnects
+// with exponential backoff and jitter and registers everything again. It returns nil
+// when ctx ends, after every running handler has returned.
+func (p *Provider) Run(ctx context.Context, target string) error {
+	if !p.running.CompareAndSwap(false, true) {
+		return ErrRunning
+	}
+	defer p.running.Store(false)
+	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, p.opts.dial...)
+	conn, err := grpc.NewClient(target, opts...)
+	if err != nil {
+		return fmt.Errorf("provider: dial %s: %w", target, err)
+	}
+	defer func() { _ = conn.Close() }()
+
+	delay := p.opts.backoffMin
+	for {
+		welcomed, err := p.serve(ctx, conn)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if welcomed {
+			delay = p.opts.backoffMin
+		}
+		wait := jitter(delay)
+		p.log.Warn("toolsd stream ended; reconnecting", zap.Error(err), zap.Duration("backoff", wait))
+		if !sleep(ctx, wait) {
+			return nil
+		}
+		delay = min(2*delay, p.opts.backoffMax)
+	}
+}
+
+// Serve runs a single session on an existing connection, without reconnecting: hello,
+// registration, then calls until the stream ends (its error is returned) or ctx ends
+// (nil is returned). Every running handler has returned when Serve returns.
+func (p *Provider) Serve(ctx context.Context, conn grpc.ClientConnInterface) error {
+	if !p.running.CompareAndSwap(false, true) {
+		return ErrRunning
+	}
+	defer p.running.Store(false)
+	_, err := p.serve(ctx, conn)
+	return err
+}
+
+// jitter returns a delay in [d/2, d].
+func jitter(d time.Duration) time.Duration {
+	half := d / 2
+	return half + rand.N(d-half+1)
+}
+
+// sleep waits d; false means ctx ended first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,192 @@
+package provider
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+)
+
+// deriveSchema builds the JSON Schema text of an arguments type. The root must describe
+// a JSON object. Properties keep field order and keys a fixed order, so the same type
+// always yields the same bytes (the prompt prefix must not change between runs).
+func deriveSchema(t reflect.Type, strict bool) (string, error) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	d := deriver{strict: strict, visiting: map[reflect.Type]bool{}}
+	var root *object
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		o, err := d.schema(t)
+		if err != nil {
+			return "", err
+		}
+		if o.get("type") != "object" {
+			return "", fmt.Errorf("arguments type %s is not a JSON object", t)
+		}
+		root = o
+	case reflect.Interface:
+		root = &object{}
+		root.set("type", "object")
+	default:
+		return "", fmt.Errorf("arguments type %s must be a struct or a map (the root schema is an object)", t)
+	}
+	var buf bytes.Buffer
+	root.write(&buf)
+	return buf.String(), nil
+}
+
+type deriver struct {
+	strict   bool
+	visiting map[reflect.Type]bool
+}
+
+var (
+	timeType       = reflect.TypeFor[time.Time]()
+	rawMessageType = reflect.TypeFor[json.RawMessage]()
+)
+
+// schema returns the schema of a Go type as encoding/json encodes it.
+func (d *deriver) schema(t reflect.Type) (*object, error) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	o := &object{}
+	switch t {
+	case timeType:
+		o.set("type", "string")
+		o.set("format", "date-time")
+		return o, nil
+	case rawMessageType:
+		return o, nil // any JSON value
+	}
+	switch t.Kind() {
+	case reflect.Bool:
+		o.set("type", "boolean")
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		o.set("type", "integer")
+	case reflect.Float32, reflect.Float64:
+		o.set("type", "number")
+	case reflect.String:
+		o.set("type", "string")
+	case reflect.Interface:
+		// any JSON value
+	case reflect.Slice, reflect.Array:
+		if t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8 {
+			o.set("type", "string")
+			o.set("contentEncoding", "base64")
+			return o, nil
+		}
+		items, err := d.schema(t.Elem())
+		if err != nil {
+			return nil, err
+		}
+		o.set("type", "array")
+		o.set("items", items)
+	case reflect.Map:
+		switch t.Key().Kind() {
+		case reflect.String, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		default:
+			return nil, fmt.Errorf("map key type %s cannot be a JSON object key", t.Key())
+		}
+		o.set("type", "object")
+		if t.Elem().Kind() != reflect.Interface {
+			elem, err := d.schema(t.Elem())
+			if err != nil {
+				return nil, err
+			}
+			o.set("additionalProperties", elem)
+		}
+	case reflect.Struct:
+		return d.object(t)
+	default:
+		return nil, fmt.Errorf("type %s has no JSON Schema", t)
+	}
+	return o, nil
+}
+
+// object describes a struct: properties in field order, then required.
+func (d *deriver) object(t reflect.Type) (*object, error) {
+	if d.visiting[t] {
+		return nil, fmt.Errorf("recursive type %s needs an explicit schema (WithSchema)", t)
+	}
+	d.visiting[t] = true
+	defer delete(d.visiting, t)
+
+	props := &object{}
+	var required []string
+	if err := d.fields(t, props, &required); err != nil {
+		return nil, err
+	}
+	o := &object{}
+	o.set("type", "object")
+	o.set("properties", props)
+	if len(required) > 0 {
+		o.set("required", required)
+	}
+	if d.strict {
+		o.set("additionalProperties", false)
+	}
+	return o, nil
+}
+
+// fields adds t's JSON fields to props, inlining embedded structs like encoding/json.
+func (d *deriver) fields(t reflect.Type, props *object, required *[]string) error {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, opts, _ := strings.Cut(tag, ",")
+		ft := f.Type
+		for ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		if f.Anonymous && name == "" && ft.Kind() == reflect.Struct {
+			if err := d.fields(ft, props, required); err != nil {
+				return err
+			}
+			continue
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		if props.has(name) {
+			return fmt.Errorf("%s: two fields are named %q in JSON", t, name)
+		}
+		s, err := d.schema(f.Type)
+		if err != nil {
+			return fmt.Errorf("%s.%s: %w", t, f.Name, err)
+		}
+		tags, err := parseFieldTags(f, ft)
+		if err != nil {
+			return fmt.Errorf("%s.%s: %w", t, f.Name, err)
+		}
+		props.set(name, tags.apply(s))
+		optional := f.Type.Kind() == reflect.Pointer || hasOption(opts, "omitempty") || hasOption(opts, "omitzero")
+		if tags.required || (!optional && !tags.optional) {
+			*required = append(*required, name)
+		}
+	}
+	return nil
+}
+
+func hasOption(opts, want string) bool {
+	for opts != "" {
+		var o string
+		o, opts, _ = strings.Cut(opts, ",")
+		if o == want {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,184 @@
+package provider_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolsd/toolsd/pkg/provider"
+)
+
+// schemaOf derives the registered argument schema of a tool taking A.
+func schemaOf[A any](opts ...provider.ToolOption) string {
+	return provider.NewTool("t", "d", func(context.Context, provider.Call, A) (string, error) { return "", nil }, opts...).Schema()
+}
+
+type Inner struct {
+	Z int `json:"z"`
+}
+
+type Embedded struct {
+	E1 string `json:"e1" description:"from the embedded struct"`
+}
+
+type everything struct {
+	Embedded
+	S        string           `json:"s"`
+	B        bool             `json:"b"`
+	I        int64            `json:"i"`
+	U        uint8            `json:"u"`
+	F        float32          `json:"f"`
+	List     []string         `json:"list"`
+	Arr      [2]int           `json:"arr"`
+	Map      map[string]Inner `json:"map"`
+	AnyMap   map[string]any   `json:"any_map"`
+	Nested   Inner            `json:"nested"`
+	Ptr      *Inner           `json:"ptr"`
+	When     time.Time        `json:"when"`
+	Blob     []byte           `json:"blob"`
+	Any      any              `json:"any"`
+	Raw      json.RawMessage  `json:"raw"`
+	NoTag    string
+	Skipped  string `json:"-"`
+	internal string //nolint:unused // proves unexported fields are skipped
+}
+
+type tagged struct {
+	Mode    string   `json:"mode" jsonschema:"enum=fast|slow,default=fast,description=How to run\\, roughly."`
+	Level   int      `json:"level,omitempty" jsonschema:"minimum=0,maximum=10,enum=1|2|3"`
+	Ratio   float64  `json:"ratio" jsonschema:"exclusiveMinimum=0,exclusiveMaximum=1.5,optional"`
+	Name    string   `json:"name,omitempty" jsonschema:"required,minLength=1,maxLength=64,pattern=^[a-z]+$,title=Name"`
+	Tags    []string `json:"tags,omitzero" jsonschema:"minItems=1,maxItems=3"`
+	Email   string   `json:"email" jsonschema:"format=email" description:"ignored when jsonschema says description"`
+	On      bool     `json:"on" jsonschema:"default=true"`
+	Comment string   `json:"comment" description:"Free text: <b>bold</b> & \"quoted\"."`
+}
+
+type strictArgs struct {
+	A     string `json:"a"`
+	Inner Inner  `json:"inner"`
+}
+
+func TestDerivedSchemas(t *testing.T) {
+	for name, tc := range map[string]struct {
+		schema string
+		want   string
+	}{
+		"empty struct": {schemaOf[struct{}](), `{"type":"object","properties":{}}`},
+		"pointer to struct": {schemaOf[*struct {
+			Text string `json:"text" description:"The text to echo."`
+		}](), `{"type":"object","properties":{"text":{"type":"string","description":"The text to echo."}},"required":["text"]}`},
+		"every kind": {schemaOf[everything](), `{"type":"object","properties":{` +
+			`"e1":{"type":"string","description":"from the embedded struct"},` +
+			`"s":{"type":"string"},"b":{"type":"boolean"},"i":{"type":"integer"},"u":{"type":"integer"},"f":{"type":"number"},` +
+			`"list":{"type":"array","items":{"type":"string"}},"arr":{"type":"array","items":{"type":"integer"}},` +
+			`"map":{"type":"object","additionalProperties":{"type":"object","properties":{"z":{"type":"integer"}},"required":["z"]}},` +
+			`"any_map":{"type":"object"},` +
+			`"nested":{"type":"object","properties":{"z":{"type":"integer"}},"required":["z"]},` +
+			`"ptr":{"type":"object","properties":{"z":{"type":"integer"}},"required":["z"]},` +
+			`"when":{"type":"string","format":"date-time"},"blob":{"type":"string","contentEncoding":"base64"},` +
+			`"any":{},"raw":{},"NoTag":{"type":"string"}},` +
+			`"required":["e1","s","b","i","u","f","list","arr","map","any_map","nested","when","blob","any","raw","NoTag"]}`},
+		"tags": {schemaOf[tagged](), `{"type":"object","properties":{` +
+			`"mode":{"type":"string","description":"How to run, roughly.","enum":["fast","slow"],"default":"fast"},` +
+			`"level":{"type":"integer","enum":[1,2,3],"minimum":0,"maximum":10},` +
+			`"ratio":{"type":"number","exclusiveMinimum":0,"exclusiveMaximum":1.5},` +
+			`"name":{"type":"string","title":"Name","minLength":1,"maxLength":64,"pattern":"^[a-z]+$"},` +
+			`"tags":{"type":"array","minItems":1,"maxItems":3,"items":{"type":"string"}},` +
+			`"email":{"type":"string","format":"email","description":"ignored when jsonschema says description"},` +
+			`"on":{"type":"boolean","default":true},` +
+			`"comment":{"type":"string","description":"Free text: <b>bold</b> & \"quoted\"."}},` +
+			`"required":["mode","name","email","on","comment"]}`},
+		"strict": {schemaOf[strictArgs](provider.StrictArguments()), `{"type":"object","properties":{` +
+			`"a":{"type":"string"},"inner":{"type":"object","properties":{"z":{"type":"integer"}},"required":["z"],"additionalProperties":false}},` +
+			`"required":["a","inner"],"additionalProperties":false}`},
+		"map root": {schemaOf[map[string]int](), `{"type":"object","additionalProperties":{"type":"integer"}}`},
+		"any root": {schemaOf[any](), `{"type":"object"}`},
+		"explicit schema kept byte for byte": {
+			schemaOf[struct{}](provider.WithSchema(`{ "type": "object", "properties": {"b":{}, "a":{}} }`)),
+			`{ "type": "object", "properties": {"b":{}, "a":{}} }`,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if tc.schema != tc.want {
+				t.Errorf("schema =\n%s\nwant\n%s", tc.schema, tc.want)
+			}
+			if !json.Valid([]byte(tc.schema)) {
+				t.Errorf("schema %s is not valid JSON", tc.schema)
+			}
+		})
+	}
+}
+
+func TestDerivedSchemaIsStable(t *testing.T) {
+	first := schemaOf[tagged]()
+	for range 20 {
+		if got := schemaOf[tagged](); got != first {
+			t.Fatalf("schema changed between derivations:\n%s\n%s", first, got)
+		}
+	}
+}
+
+type recursive struct {
+	Children []recursive `json:"children"`
+}
+
+func TestNewToolPanicsOnProgrammingErrors(t *testing.T) {
+	for name, tc := range map[string]struct {
+		build func()
+		want  string
+	}{
+		"recursive type": {func() { schemaOf[recursive]() }, "recursive type"},
+		"channel field": {func() {
+			schemaOf[struct {
+				C chan int `json:"c"`
+			}]()
+		}, "has no JSON Schema"},
+		"unknown tag key": {func() {
+			schemaOf[struct {
+				A int `json:"a" jsonschema:"minimun=1"`
+			}]()
+		}, `unknown jsonschema tag key "minimun"`},
+		"enum of the wrong type": {func() {
+			schemaOf[struct {
+				A int `json:"a" jsonschema:"enum=one|two"`
+			}]()
+		}, "is not a JSON number"},
+		"keyword without value": {func() {
+			schemaOf[struct {
+				A int `json:"a" jsonschema:"minimum"`
+			}]()
+		}, "needs a value"},
+		"required and optional": {func() {
+			schemaOf[struct {
+				A int `json:"a" jsonschema:"required,optional"`
+			}]()
+		}, "both required and optional"},
+		"duplicate names": {func() {
+			schemaOf[struct {
+				Embedded
+				Again string `json:"e1"`
+			}]()
+		}, `two fields are named "e1"`},
+		"non-object root":            {func() { schemaOf[string]() }, "must be a struct or a map"},
+		"explicit schema not JSON":   {func() { schemaOf[struct{}](provider.WithSchema(`{`)) }, "not valid JSON"},
+		"explicit schema not object": {func() { schemaOf[struct{}](provider.WithSchema(`[]`)) }, "not a JSON object"},
+		"bad output schema":          {func() { schemaOf[struct{}](provider.WithOutputSchema(`"x"`)) }, "output schema"},
+		"nil handler": {func() {
+			provider.NewTool[struct{}, string]("t", "d", nil)
+		}, "nil handler"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			defer func() {
+				v := recover()
+				msg, _ := v.(string)
+				if !strings.HasPrefix(msg, "provider: ") || !strings.Contains(msg, tc.want) {
+					t.Errorf("NewTool panicked with %v, want a provider: panic containing %q", v, tc.want)
+				}
+			}()
+			tc.build()
+		})
+	}
+}

@@ -1,0 +1,192 @@
+package provider
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+)
+
+// fieldTags is what a field's `jsonschema` and `description` tags add to its schema.
+type fieldTags struct {
+	required, optional bool
+	title, description string
+	enum               []json.RawMessage
+	def                json.RawMessage
+	// numbers and counts, in output order
+	bounds  []bound
+	format  string
+	pattern string
+}
+
+type bound struct {
+	key string
+	val json.RawMessage
+}
+
+// Output order of the keyword constraints.
+var boundKeys = []string{"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum",
+	"minLength", "maxLength", "minItems", "maxItems"}
+
+func parseFieldTags(f reflect.StructField, ft reflect.Type) (fieldTags, error) {
+	tags := fieldTags{description: f.Tag.Get("description")}
+	found := map[string]json.RawMessage{}
+	for _, item := range splitTag(f.Tag.Get("jsonschema")) {
+		key, val, hasVal := strings.Cut(item, "=")
+		key = strings.TrimSpace(key)
+		if flag := key == "" || key == "required" || key == "optional"; flag == hasVal {
+			if flag {
+				return tags, fmt.Errorf("jsonschema tag key %q takes no value", key)
+			}
+			return tags, fmt.Errorf("jsonschema tag key %q needs a value", key)
+		}
+		var err error
+		switch key {
+		case "":
+			continue
+		case "required":
+			tags.required = true
+		case "optional":
+			tags.optional = true
+		case "description":
+			tags.description = val
+		case "title":
+			tags.title = val
+		case "format":
+			tags.format = val
+		case "pattern":
+			tags.pattern = val
+		case "enum":
+			for v := range strings.SplitSeq(val, "|") {
+				raw, err := literal(v, ft)
+				if err != nil {
+					return tags, fmt.Errorf("enum value %q: %w", v, err)
+				}
+				tags.enum = append(tags.enum, raw)
+			}
+		case "default":
+			tags.def, err = literal(val, ft)
+		case "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum":
+			found[key], err = number(val, false)
+		case "minLength", "maxLength", "minItems", "maxItems":
+			found[key], err = number(val, true)
+		default:
+			return tags, fmt.Errorf("unknown jsonschema tag key %q", key)
+		}
+		if err != nil {
+			return tags, fmt.Errorf("jsonschema %s: %w", key, err)
+		}
+	}
+	if tags.required && tags.optional {
+		return tags, errors.New("a field cannot be both required and optional")
+	}
+	for _, k := range boundKeys {
+		if v, ok := found[k]; ok {
+			tags.bounds = append(tags.bounds, bound{k, v})
+		}
+	}
+	return tags, nil
+}
+
+// apply merges the tags into a field's schema in the fixed key order.
+func (t fieldTags) apply(s *object) *object {
+	o := &object{}
+	if v, ok := s.lookup("type"); ok {
+		o.set("type", v)
+	}
+	if v, ok := s.lookup("format"); ok {
+		o.set("format", v)
+	} else if t.format != "" {
+		o.set("format", t.format)
+	}
+	if t.title != "" {
+		o.set("title", t.title)
+	}
+	if t.description != "" {
+		o.set("description", t.description)
+	}
+	if len(t.enum) > 0 {
+		o.set("enum", t.enum)
+	}
+	if t.def != nil {
+		o.set("default", t.def)
+	}
+	for _, b := range t.bounds {
+		o.set(b.key, b.val)
+	}
+	if t.pattern != "" {
+		o.set("pattern", t.pattern)
+	}
+	for _, f := range s.fields {
+		if f.key != "type" && f.key != "format" {
+			o.set(f.key, f.val)
+		}
+	}
+	return o
+}
+
+// splitTag splits a jsonschema tag on commas; `\,` is a literal comma.
+func splitTag(tag string) []string {
+	if tag == "" {
+		return nil
+	}
+	var (
+		out []string
+		cur strings.Builder
+	)
+	for i := 0; i < len(tag); i++ {
+		switch {
+		case tag[i] == '\\' && i+1 < len(tag) && tag[i+1] == ',':
+			cur.WriteByte(',')
+			i++
+		case tag[i] == ',':
+			out = append(out, cur.String())
+			cur.Reset()
+		default:
+			cur.WriteByte(tag[i])
+		}
+	}
+	return append(out, cur.String())
+}
+
+// literal encodes a tag value as a JSON value of the field's type.
+func literal(v string, t reflect.Type) (json.RawMessage, error) {
+	switch t.Kind() {
+	case reflect.String:
+		var buf bytes.Buffer
+		writeString(&buf, v)
+		return buf.Bytes(), nil
+	case reflect.Bool:
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(b)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return number(v, false)
+	case reflect.Float32, reflect.Float64:
+		return number(v, false)
+	default:
+		return nil, fmt.Errorf("values are supported only for string, boolean and number fields, not %s", t)
+	}
+}
+
+// number validates a JSON number literal (a non-negative integer when count is set).
+func number(v string, count bool) (json.RawMessage, error) {
+	v = strings.TrimSpace(v)
+	if count {
+		if _, err := strconv.ParseUint(v, 10, 64); err != nil {
+			return nil, fmt.Errorf("%q is not a non-negative integer", v)
+		}
+		return json.RawMessage(v), nil
+	}
+	var n json.Number
+	if err := json.Unmarshal([]byte(v), &n); err != nil || v == "" || v[0] == '"' {
+		return nil, fmt.Errorf("%q is not a JSON number", v)
+	}
+	return json.RawMessage(v), nil
+}

@@ -1,0 +1,267 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+)
+
+// session is one Connect stream: hello, welcome, registration, then calls until the
+// stream ends. Sends are serialized by sendMu; the receive loop runs on the goroutine
+// that called serve; each call's handler runs on its own goroutine.
+type session struct {
+	p      *Provider
+	log    *zap.Logger
+	stream grpc.BidiStreamingClient[toolsdv1.ProviderServiceConnectRequest, toolsdv1.ProviderServiceConnectResponse]
+	ctx    context.Context // the stream's; its end cancels every handler
+	cancel context.CancelFunc
+
+	sendMu sync.Mutex
+
+	mu     sync.Mutex
+	calls  map[uint64]*running
+	closed bool
+	wg     sync.WaitGroup // handler goroutines
+
+	nextRef  atomic.Uint64
+	firstRef uint64
+}
+
+// running is one call in flight on the provider.
+type running struct {
+	s      *session
+	id     uint64
+	cancel context.CancelFunc
+	done   atomic.Bool // result sent or call cancelled: no more progress
+}
+
+// serve runs one session on conn. It reports whether toolsd welcomed the provider and
+// why the session ended (nil when ctx ended).
+func (p *Provider) serve(ctx context.Context, conn grpc.ClientConnInterface) (welcomed bool, err error) {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := toolsdv1.NewProviderServiceClient(conn).Connect(sctx)
+	if err != nil {
+		return false, fmt.Errorf("provider: connect: %w", err)
+	}
+	s := &session{p: p, log: p.log, stream: stream, ctx: sctx, cancel: cancel, calls: make(map[uint64]*running)}
+	defer s.close()
+
+	hello := &toolsdv1.ProviderHello{Name: p.name, Version: p.opts.version, MaxInFlight: p.opts.maxInFlight}
+	if err := s.send(&toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Hello{Hello: hello}}); err != nil {
+		return false, s.ended(ctx, fmt.Errorf("provider: send hello: %w", err))
+	}
+	m, err := stream.Recv()
+	if err != nil {
+		return false, s.ended(ctx, fmt.Errorf("provider: await welcome: %w", err))
+	}
+	w := m.GetWelcome()
+	if w == nil {
+		return false, fmt.Errorf("provider: toolsd answered hello with %T, want a welcome", m.GetMsg())
+	}
+	s.log = p.log.With(zap.String("provider_id", w.GetProviderId()))
+	tools := p.attach(s, w.GetProviderId())
+	s.log.Info("connected to toolsd", zap.Int("tools", len(tools)))
+	if len(tools) > 0 {
+		s.firstRef = s.register(tools)
+	} else {
+		p.markReady()
+	}
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			return true, s.ended(ctx, fmt.Errorf("provider: stream ended: %w", err))
+		}
+		s.handle(sctx, m)
+	}
+}
+
+// ended maps an error to nil when the caller's context ended.
+func (s *session) ended(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// close ends the session: no new calls, every handler's context cancelled, and every
+// handler returned.
+func (s *session) close() {
+	s.p.detach(s)
+	s.mu.Lock()
+	s.closed = true
+	s.calls = nil
+	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
+}
+
+func (s *session) send(m *toolsdv1.ProviderServiceConnectRequest) error {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	return s.stream.Send(m)
+}
+
+// handle processes one message from toolsd; ctx is the session's.
+func (s *session) handle(ctx context.Context, m *toolsdv1.ProviderServiceConnectResponse) {
+	switch msg := m.GetMsg().(type) {
+	case *toolsdv1.ProviderServiceConnectResponse_Execute:
+		s.execute(ctx, msg.Execute)
+	case *toolsdv1.ProviderServiceConnectResponse_Cancel:
+		s.cancelCall(msg.Cancel.GetRequestId())
+	case *toolsdv1.ProviderServiceConnectResponse_RegisterResult:
+		s.registered(msg.RegisterResult)
+	case *toolsdv1.ProviderServiceConnectResponse_Goodbye:
+		s.log.Info("toolsd is shutting down", zap.String("reason", msg.Goodbye.GetReason()))
+	default:
+		s.log.Debug("ignored message from toolsd", zap.String("type", fmt.Sprintf("%T", m.GetMsg())))
+	}
+}
+
+// register sends a registration of tools and returns its ref.
+func (s *session) register(tools []*toolImpl) uint64 {
+	ref := s.nextRef.Add(1)
+	defs := make([]*toolsdv1.ToolDefinition, len(tools))
+	for i, t := range tools {
+		defs[i] = t.def
+	}
+	m := &toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Register{
+		Register: &toolsdv1.RegisterTools{Ref: ref, Scope: s.p.opts.scope, Tools: defs},
+	}}
+	if err := s.send(m); err != nil {
+		s.log.Warn("registration not sent", zap.Error(err))
+	}
+	return ref
+}
+
+func (s *session) registered(r *toolsdv1.RegisterToolsResult) {
+	for _, st := range r.GetTools() {
+		if st.GetErrorCode() != "" {
+			s.log.Warn("toolsd rejected a tool", zap.String("tool", st.GetName()),
+				zap.String("code", st.GetErrorCode()), zap.String("message", st.GetErrorMessage()))
+			continue
+		}
+		s.log.Debug("tool registered", zap.String("tool", st.GetName()), zap.String("content_hash", st.GetContentHash()))
+	}
+	if r.GetRef() == s.firstRef {
+		s.p.markReady()
+	}
+}
+
+// execute starts the call's handler on its own goroutine, with a context derived from
+// the session's ctx.
+func (s *session) execute(sctx context.Context, req *toolsdv1.ExecuteRequest) {
+	id := req.GetRequestId()
+	t := s.p.lookup(req.GetTool())
+	if t == nil {
+		s.sendResult(id, errorResult(fmt.Sprintf("provider %q has no tool %q", s.p.name, req.GetTool())))
+		return
+	}
+	var (
+		ctx      context.Context
+		cancel   context.CancelFunc
+		deadline time.Time
+	)
+	if dl := req.GetDeadline(); dl != nil && dl.IsValid() {
+		deadline = dl.AsTime()
+		ctx, cancel = context.WithDeadline(sctx, deadline)
+	} else {
+		ctx, cancel = context.WithCancel(sctx)
+	}
+	r := &running{s: s, id: id, cancel: cancel}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		cancel()
+		return
+	}
+	s.calls[id] = r
+	s.wg.Add(1)
+	s.mu.Unlock()
+	call := Call{
+		CallID:    req.GetCallId(),
+		SessionID: req.GetSessionId(),
+		Scope:     req.GetScope(),
+		Tool:      req.GetTool(),
+		Turn:      req.GetTurn(),
+		Step:      req.GetStep(),
+		Attempt:   int(req.GetAttempt()),
+		Deadline:  deadline,
+		run:       r,
+	}
+	go s.run(ctx, r, t, call, req.GetArgumentsJson())
+}
+
+// run runs one handler and sends its result unless toolsd cancelled the call.
+func (s *session) run(ctx context.Context, r *running, t *toolImpl, call Call, args string) {
+	defer s.wg.Done()
+	defer r.cancel()
+	res := s.invoke(ctx, t, call, args)
+	if !s.finish(r) || s.ctx.Err() != nil {
+		return // cancelled by toolsd, or the session is ending: nobody awaits this result
+	}
+	s.sendResult(r.id, res)
+}
+
+// invoke calls the handler, turning a panic into an error result.
+func (s *session) invoke(ctx context.Context, t *toolImpl, call Call, args string) (res *toolsdv1.ExecuteResult) {
+	defer func() {
+		if v := recover(); v != nil {
+			s.log.Error("tool panicked", zap.String("tool", t.Name()), zap.Uint64("request_id", call.run.id),
+				zap.Any("panic", v), zap.StackSkip("stack", 1))
+			res = errorResult(fmt.Sprintf("tool %q failed unexpectedly (panic)", t.Name()))
+		}
+	}()
+	return t.invoke(ctx, call, args)
+}
+
+// finish removes r from the calls in flight; false means it was already removed.
+func (s *session) finish(r *running) bool {
+	r.done.Store(true)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.calls[r.id] != r {
+		return false
+	}
+	delete(s.calls, r.id)
+	return true
+}
+
+func (s *session) cancelCall(id uint64) {
+	s.mu.Lock()
+	r := s.calls[id]
+	delete(s.calls, id)
+	s.mu.Unlock()
+	if r != nil {
+		r.done.Store(true)
+		r.cancel()
+	}
+}
+
+func (s *session) sendResult(id uint64, res *toolsdv1.ExecuteResult) {
+	res.RequestId = id
+	err := s.send(&toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Result{Result: res}})
+	if err != nil && !errors.Is(s.ctx.Err(), context.Canceled) {
+		s.log.Debug("result not sent", zap.Uint64("request_id", id), zap.Error(err))
+	}
+}
+
+func (r *running) progress(message string, progress, total float64) {
+	if r.done.Load() {
+		return
+	}
+	m := &toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Progress{
+		Progress: &toolsdv1.ExecuteProgress{RequestId: r.id, Message: []byte(message), Progress: progress, Total: total},
+	}}
+	if err := r.s.send(m); err != nil {
+		r.s.log.Debug("progress not sent", zap.Uint64("request_id", r.id), zap.Error(err))
+	}
+}

@@ -1,0 +1,282 @@
+package provider
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+)
+
+// Tool is a tool definition bound to its handler. Build one with [NewTool]; the
+// interface is sealed.
+type Tool interface {
+	// Name returns the tool's name.
+	Name() string
+	// Schema returns the JSON Schema of the arguments exactly as it is registered.
+	Schema() string
+
+	impl() *toolImpl
+}
+
+// Annotations are hints about a tool's behaviour (MCP's tool annotations). toolsd shows
+// them to operators; its configuration, not the hints, decides policy and scheduling.
+type Annotations struct {
+	// Title is a human-readable name.
+	Title string
+	// ReadOnly: the tool does not modify its environment.
+	ReadOnly bool
+	// Destructive: the tool may perform destructive updates.
+	Destructive bool
+	// Idempotent: repeating a call with the same arguments has no additional effect.
+	Idempotent bool
+	// OpenWorld: the tool interacts with an open world of external entities.
+	OpenWorld bool
+}
+
+// Result is a handler's full answer, for when a string or a JSON value is not enough.
+// Return it (or *Result) as R from the handler.
+type Result struct {
+	// Content is the model-facing text; when empty, toolsd derives it from Value (a JSON
+	// string becomes its text, anything else its compact JSON).
+	Content string
+	// Value is JSON-encoded as the tool's value; nil means none.
+	Value any
+	// Meta is JSON-encoded as metadata recorded in the session log; nil means none.
+	Meta any
+	// ConcludesTurn asks the agent loop to end the turn after this step.
+	ConcludesTurn bool
+}
+
+// ToolOption configures a tool built by [NewTool].
+type ToolOption func(*toolConfig)
+
+type toolConfig struct {
+	schema, outputSchema string
+	mode                 toolsdv1.ExecutionMode
+	timeout              time.Duration
+	annotations          *Annotations
+	deferLoading         bool
+	condition            string
+	maxContentBytes      int64
+	strict               bool
+}
+
+// WithSchema replaces the derived argument schema with an explicit JSON Schema. Its root
+// must be an object schema. The text is registered byte for byte.
+func WithSchema(jsonSchema string) ToolOption { return func(c *toolConfig) { c.schema = jsonSchema } }
+
+// WithOutputSchema sets a JSON Schema that the tool's JSON value must satisfy.
+func WithOutputSchema(jsonSchema string) ToolOption {
+	return func(c *toolConfig) { c.outputSchema = jsonSchema }
+}
+
+// Exclusive marks the tool's calls as barriers: within a batch they wait for running
+// calls to finish and run alone. Use it for tools that mutate shared state.
+func Exclusive() ToolOption {
+	return func(c *toolConfig) { c.mode = toolsdv1.ExecutionMode_EXECUTION_MODE_EXCLUSIVE }
+}
+
+// Parallel marks the tool's calls as safe to run alongside others in a batch.
+func Parallel() ToolOption {
+	return func(c *toolConfig) { c.mode = toolsdv1.ExecutionMode_EXECUTION_MODE_PARALLEL }
+}
+
+// WithTimeout sets the tool's own per-call deadline (toolsd's default otherwise).
+func WithTimeout(d time.Duration) ToolOption { return func(c *toolConfig) { c.timeout = d } }
+
+// WithAnnotations attaches behaviour hints.
+func WithAnnotations(a Annotations) ToolOption { return func(c *toolConfig) { c.annotations = &a } }
+
+// DeferLoading marks the tool for deferred definition loading in the prompt.
+func DeferLoading() ToolOption { return func(c *toolConfig) { c.deferLoading = true } }
+
+// WithCondition makes the tool conditional: the CEL expression (for example
+// `session.succeeded("get_db_schema")`) is evaluated once per step, and the tool is only
+// callable through a tool set in which it holds.
+func WithCondition(cel string) ToolOption { return func(c *toolConfig) { c.condition = cel } }
+
+// WithMaxContentBytes truncates model-facing content longer than n bytes, with an
+// explicit marker, when toolsd finalizes the result.
+func WithMaxContentBytes(n int) ToolOption {
+	return func(c *toolConfig) { c.maxContentBytes = int64(n) }
+}
+
+// StrictArguments rejects arguments with fields the argument type does not have. The
+// derived schema then says "additionalProperties": false for every struct.
+func StrictArguments() ToolOption { return func(c *toolConfig) { c.strict = true } }
+
+// toolImpl is the one implementation of [Tool].
+type toolImpl struct {
+	def    *toolsdv1.ToolDefinition // immutable once built; shared by register messages
+	invoke func(ctx context.Context, call Call, args string) *toolsdv1.ExecuteResult
+}
+
+func (t *toolImpl) Name() string    { return t.def.GetName() }
+func (t *toolImpl) Schema() string  { return t.def.GetParametersJson() }
+func (t *toolImpl) impl() *toolImpl { return t }
+
+// NewTool defines a tool whose arguments decode into A and whose handler returns R.
+//
+// The argument schema is derived from A (see the package documentation for the struct
+// tags) unless [WithSchema] gives one. The handler's answer becomes the result:
+//   - a string R is the model-facing content;
+//   - a [Result] or *Result R sets content, value, meta and concludes_turn directly;
+//   - any other R is JSON-encoded as the tool's value, and toolsd derives the content
+//     from it;
+//   - a non-nil error makes an error result whose message is err.Error().
+//
+// Arguments that do not decode into A produce an error result without calling fn; a
+// panic in fn produces an error result and is logged, and the provider keeps running.
+//
+// NewTool panics if fn is nil, if A cannot be described by a JSON Schema object, or if
+// an explicit schema is not a JSON object: these are programming errors that the first
+// test building the tool reveals.
+func NewTool[A any, R any](name, description string, fn func(ctx context.Context, call Call, args A) (R, error), opts ...ToolOption) Tool {
+	if fn == nil {
+		panic(fmt.Sprintf("provider: tool %q has a nil handler", name))
+	}
+	var cfg toolConfig
+	for _, opt := range opts {
+		opt(&cfg)
+	}
+	params := cfg.schema
+	if params == "" {
+		s, err := deriveSchema(reflect.TypeFor[A](), cfg.strict)
+		if err != nil {
+			panic(fmt.Sprintf("provider: tool %q: %v", name, err))
+		}
+		params = s
+	} else if err := checkObjectSchema(params); err != nil {
+		panic(fmt.Sprintf("provider: tool %q: schema: %v", name, err))
+	}
+	if cfg.outputSchema != "" {
+		if err := checkObjectSchema(cfg.outputSchema); err != nil {
+			panic(fmt.Sprintf("provider: tool %q: output schema: %v", name, err))
+		}
+	}
+	def := &toolsdv1.ToolDefinition{
+		Name:             name,
+		Description:      description,
+		ParametersJson:   params,
+		OutputSchemaJson: cfg.outputSchema,
+		Mode:             cfg.mode,
+		DeferLoading:     cfg.deferLoading,
+		Condition:        cfg.condition,
+		MaxContentBytes:  cfg.maxContentBytes,
+	}
+	if cfg.timeout > 0 {
+		def.Timeout = durationpb.New(cfg.timeout)
+	}
+	if a := cfg.annotations; a != nil {
+		def.Annotations = &toolsdv1.ToolAnnotations{
+			Title:           a.Title,
+			ReadOnlyHint:    a.ReadOnly,
+			DestructiveHint: a.Destructive,
+			IdempotentHint:  a.Idempotent,
+			OpenWorldHint:   a.OpenWorld,
+		}
+	}
+	strict := cfg.strict
+	return &toolImpl{def: def, invoke: func(ctx context.Context, call Call, args string) *toolsdv1.ExecuteResult {
+		var a A
+		if err := decodeArgs(args, &a, strict); err != nil {
+			return errorResult("invalid arguments: " + err.Error())
+		}
+		r, err := fn(ctx, call, a)
+		if err != nil {
+			return errorResult(err.Error())
+		}
+		return encodeResult(r)
+	}}
+}
+
+// checkObjectSchema checks that s is a single JSON object.
+func checkObjectSchema(s string) error {
+	if !json.Valid([]byte(s)) {
+		return errors.New("not valid JSON")
+	}
+	if t := strings.TrimSpace(s); t == "" || t[0] != '{' {
+		return errors.New("not a JSON object")
+	}
+	return nil
+}
+
+// decodeArgs decodes the call's arguments into dst; empty arguments leave the zero value.
+func decodeArgs(args string, dst any, strict bool) error {
+	if strings.TrimSpace(args) == "" {
+		return nil
+	}
+	if !strict {
+		return json.Unmarshal([]byte(args), dst)
+	}
+	dec := json.NewDecoder(strings.NewReader(args))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("unexpected data after the arguments")
+	}
+	return nil
+}
+
+// encodeResult turns a handler's answer into the wire result.
+func encodeResult(r any) *toolsdv1.ExecuteResult {
+	switch v := r.(type) {
+	case string:
+		return &toolsdv1.ExecuteResult{Content: []byte(v)}
+	case Result:
+		return v.encode()
+	case *Result:
+		if v == nil {
+			return &toolsdv1.ExecuteResult{}
+		}
+		return v.encode()
+	}
+	b, err := marshal(r)
+	if err != nil {
+		return errorResult("cannot encode the tool's value: " + err.Error())
+	}
+	return &toolsdv1.ExecuteResult{ValueJson: b}
+}
+
+func (r Result) encode() *toolsdv1.ExecuteResult {
+	out := &toolsdv1.ExecuteResult{Content: []byte(r.Content), ConcludesTurn: r.ConcludesTurn}
+	var err error
+	if r.Value != nil {
+		if out.ValueJson, err = marshal(r.Value); err != nil {
+			return errorResult("cannot encode the tool's value: " + err.Error())
+		}
+	}
+	if r.Meta != nil {
+		if out.MetaJson, err = marshal(r.Meta); err != nil {
+			return errorResult("cannot encode the tool's metadata: " + err.Error())
+		}
+	}
+	return out
+}
+
+// marshal encodes v as compact JSON without HTML escaping.
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
+}
+
+// errorResult is a tool error whose message is valid UTF-8 (toolsd rejects anything else).
+func errorResult(msg string) *toolsdv1.ExecuteResult {
+	return &toolsdv1.ExecuteResult{IsError: true, ErrorMessage: []byte(strings.ToValidUTF8(msg, "\uFFFD"))}
+}
