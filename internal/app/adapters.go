@@ -4,12 +4,14 @@ import (
 	"context"
 	"time"
 
+	"github.com/toolsd/toolsd/internal/auth"
 	"github.com/toolsd/toolsd/internal/broker"
 	"github.com/toolsd/toolsd/internal/config"
 	"github.com/toolsd/toolsd/internal/jsonx"
 	"github.com/toolsd/toolsd/internal/pipeline"
 	"github.com/toolsd/toolsd/internal/registry"
 	"github.com/toolsd/toolsd/internal/scheduler"
+	"github.com/toolsd/toolsd/internal/server"
 	"github.com/toolsd/toolsd/internal/session"
 	"github.com/toolsd/toolsd/internal/tool"
 )
@@ -150,4 +152,11 @@ func pinMode(s string) registry.PinMode {
 	default:
 		return registry.PinOff
 	}
+}
+
+// authzAdapter lets the server ask the auth package; the action numbering is shared.
+type authzAdapter struct{ z *auth.Authorizer }
+
+func (a authzAdapter) Authorize(ctx context.Context, act server.Action, scope, sessionID string) error {
+	return a.z.Authorize(ctx, auth.Action(act), scope, sessionID)
 }

@@ -15,11 +15,13 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/auth"
 	"github.com/toolsd/toolsd/internal/broker"
 	"github.com/toolsd/toolsd/internal/config"
 	"github.com/toolsd/toolsd/internal/pipeline"
@@ -84,7 +86,10 @@ func New(cfg *config.Config, opts ...Option) (*App, error) {
 	if err := a.openSessions(); err != nil {
 		return nil, err
 	}
-	a.build(pol)
+	if err := a.build(pol); err != nil {
+		_ = a.sessions.Close()
+		return nil, err
+	}
 	if err := a.listen(); err != nil {
 		_ = a.sessions.Close()
 		return nil, err
@@ -117,8 +122,17 @@ func (a *App) openSessions() error {
 	return nil
 }
 
-func (a *App) build(pol *policy.Set) {
+func (a *App) build(pol *policy.Set) error {
 	c := a.cfg
+	authn, authz, err := auth.New(auth.FromConfig(c.Auth), auth.WithLogger(a.log))
+	if err != nil {
+		return err
+	}
+	auth.WarnIfExposed(c.Listen, authn.Enabled(), a.log)
+	var brokerOpts []broker.Option
+	if authz.Enabled() {
+		brokerOpts = append(brokerOpts, broker.WithScopeGuard(authz.AllowRegister))
+	}
 	a.reg = registry.New(
 		registry.WithLogger(a.log),
 		registry.WithLimits(registry.Limits{
@@ -130,16 +144,17 @@ func (a *App) build(pol *policy.Set) {
 		registry.WithPinning(pinMode(c.Registry.Pinning)),
 		registry.WithToolSetIdle(c.Registry.ToolSetIdle.D()),
 	)
-	a.broker = broker.New(registrar{a.reg},
+	brokerOpts = append(brokerOpts,
 		broker.WithLogger(a.log),
+		broker.WithErrorMapper(registrationErrorCode),
 		broker.WithLimits(broker.Limits{
 			MaxProviders:           c.Limits.MaxProviders,
 			MaxInFlightPerProvider: c.Limits.MaxInFlightPerProvider,
 			MaxToolsPerRegister:    c.Limits.MaxToolsPerProvider,
 			MaxResultBytes:         int(c.Limits.MaxResultBytes),
 		}),
-		broker.WithErrorMapper(registrationErrorCode),
 	)
+	a.broker = broker.New(registrar{a.reg}, brokerOpts...)
 	a.pipe = pipeline.New(resolver{a.reg}, dispatcher{a.broker},
 		pipeline.WithLogger(a.log),
 		pipeline.WithPolicy(pol),
@@ -147,14 +162,25 @@ func (a *App) build(pol *policy.Set) {
 			DefaultTimeout:  c.Timeouts.DefaultTool.D(),
 			ApprovalTimeout: c.Limits.ApprovalTimeout.D(),
 			MaxResultBytes:  int(c.Limits.MaxResultBytes),
+			Retry: pipeline.RetryConfig{
+				MaxAttempts: c.Retry.MaxAttempts,
+				Budget:      c.Retry.Budget.D(),
+				BaseDelay:   c.Retry.BaseDelay.D(),
+				MaxDelay:    c.Retry.MaxDelay.D(),
+			},
 		}),
 	)
 	a.sched = scheduler.New(a.pipe, a.pipe, sessionLog{a.sessions},
 		scheduler.WithMaxParallel(c.Scheduler.MaxParallel),
 		scheduler.WithLogger(a.log),
 	)
+	var authorizer server.Authorizer
+	if authz.Enabled() {
+		authorizer = authzAdapter{authz}
+	}
 	a.srv = server.New(server.Deps{
 		Registry: a.reg, Broker: a.broker, Scheduler: a.sched, Sessions: a.sessions, Logger: a.log,
+		Authorizer: authorizer,
 		Limits: server.Limits{
 			MaxCallsPerBatch: c.Limits.MaxCallsPerBatch,
 			OutboxSize:       c.Limits.OutboxSize,
@@ -162,7 +188,11 @@ func (a *App) build(pol *policy.Set) {
 		},
 	})
 	var grpcMetrics *grpcprom.ServerMetrics
-	a.grpc, grpcMetrics = newGRPC(a, c)
+	gc, err := grpcConfig(a, c, authn)
+	if err != nil {
+		return err
+	}
+	a.grpc, grpcMetrics = server.NewGRPCServer(gc)
 	toolsdv1.RegisterToolServiceServer(a.grpc, a.srv)
 	toolsdv1.RegisterProviderServiceServer(a.grpc, providerService{b: a.broker})
 	a.health = health.NewServer()
@@ -171,19 +201,33 @@ func (a *App) build(pol *policy.Set) {
 	if grpcMetrics != nil {
 		grpcMetrics.InitializeMetrics(a.grpc)
 	}
+	return nil
 }
 
-func newGRPC(a *App, c *config.Config) (*grpc.Server, *grpcprom.ServerMetrics) {
-	s, m := server.NewGRPCServer(server.GRPCConfig{
-		Logger:               a.log,
-		Metrics:              a.metrics,
-		MaxRecvMsgSize:       int(c.Limits.MaxRequestBytes),
+func grpcConfig(a *App, c *config.Config, authn *auth.Authenticator) (server.GRPCConfig, error) {
+	gc := server.GRPCConfig{
+		Logger:  a.log,
+		Metrics: a.metrics,
+		// Room for the largest result plus framing: a message over the transport limit
+		// would end a provider's whole stream instead of failing one call.
+		MaxRecvMsgSize:       int(max(c.Limits.MaxRequestBytes, c.Limits.MaxResultBytes+64<<10)),
 		MaxConcurrentStreams: c.Limits.MaxConcurrentStreams,
 		KeepaliveTime:        c.Limits.KeepaliveTime.D(),
 		KeepaliveTimeout:     c.Limits.KeepaliveTimeout.D(),
 		ConnectionTimeout:    c.Limits.ConnectionTimeout.D(),
-	})
-	return s, m
+	}
+	if authn.Enabled() {
+		gc.AuthUnary = authn.UnaryServerInterceptor()
+		gc.AuthStream = authn.StreamServerInterceptor()
+	}
+	if t := c.Auth.TLS; t.CertFile != "" {
+		tlsCfg, err := auth.ServerTLSConfig(t.CertFile, t.KeyFile, t.ClientCAFile)
+		if err != nil {
+			return gc, err
+		}
+		gc.Creds = credentials.NewTLS(tlsCfg)
+	}
+	return gc, nil
 }
 
 func (a *App) listen() error {

@@ -55,6 +55,7 @@ type Broker struct {
 	limits Limits
 	obs    Observer
 	mapErr ErrorMapper
+	guard  ScopeGuard
 
 	// idPrefix keeps provider ids unique across broker instances and restarts.
 	idPrefix string
@@ -84,6 +85,7 @@ func New(reg Registrar, opts ...Option) *Broker {
 		limits:   o.limits.withDefaults(),
 		obs:      o.obs,
 		mapErr:   o.mapErr,
+		guard:    o.guard,
 		idPrefix: "p-" + hex.EncodeToString(prefix[:]) + "-",
 		conns:    make(map[string]*conn),
 		quit:     make(chan struct{}),

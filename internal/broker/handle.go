@@ -121,7 +121,10 @@ func (b *Broker) register(c *conn, r *toolsdv1.RegisterTools) {
 func (b *Broker) registerOne(c *conn, scope string, d *toolsdv1.ToolDefinition) *toolsdv1.ToolRegistrationStatus {
 	st := &toolsdv1.ToolRegistrationStatus{Name: d.GetName()}
 	def, err := definitionFrom(d)
-	if err != nil {
+	if gerr := b.checkScope(c, scope); gerr != nil {
+		err = gerr
+		st.ErrorCode, st.ErrorMessage = "PERMISSION_DENIED", validUTF8(gerr.Error())
+	} else if err != nil {
 		st.ErrorCode, st.ErrorMessage = "INVALID_ARGUMENT", validUTF8(err.Error())
 	} else if hash, rerr := b.reg.Register(scope, def, c.id); rerr != nil {
 		err = rerr
@@ -149,7 +152,9 @@ func (b *Broker) unregister(c *conn, r *toolsdv1.UnregisterTools) {
 	} else if !c.registering(func() {
 		for i, n := range names {
 			st := &toolsdv1.ToolRegistrationStatus{Name: n}
-			if err := b.reg.Unregister(scope, n, c.id); err != nil {
+			if err := b.checkScope(c, scope); err != nil {
+				st.ErrorCode, st.ErrorMessage = "PERMISSION_DENIED", validUTF8(err.Error())
+			} else if err := b.reg.Unregister(scope, n, c.id); err != nil {
 				b.fail(st, err)
 			} else {
 				c.trackTool(ToolRef{Scope: scope, Name: n}, false)
@@ -181,4 +186,13 @@ func (b *Broker) reply(c *conn, ref uint64, statuses []*toolsdv1.ToolRegistratio
 	if err := c.send(c.ctx, m); err != nil {
 		c.log.Debug("register result not sent", zap.Uint64("ref", ref), zap.Error(err))
 	}
+}
+
+// checkScope applies the tenancy guard, if any, with the provider's stream context (which
+// carries its authenticated identity).
+func (b *Broker) checkScope(c *conn, scope string) error {
+	if b.guard == nil {
+		return nil
+	}
+	return b.guard(c.ctx, scope)
 }

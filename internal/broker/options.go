@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"time"
 
 	"go.uber.org/zap"
@@ -108,7 +109,15 @@ type options struct {
 	limits Limits
 	obs    Observer
 	mapErr ErrorMapper
+	guard  ScopeGuard
 }
+
+// ScopeGuard decides whether the provider whose stream context is ctx may register into
+// (or unregister from) scope; a non-nil error rejects that tool with PERMISSION_DENIED.
+type ScopeGuard func(ctx context.Context, scope string) error
+
+// WithScopeGuard installs the tenancy check applied to every register and unregister.
+func WithScopeGuard(g ScopeGuard) Option { return func(o *options) { o.guard = g } }
 
 // Option configures a [Broker].
 type Option func(*options)

@@ -34,6 +34,7 @@ type Config struct {
 	Registry    Registry  `yaml:"registry"`
 	Limits      Limits    `yaml:"limits"`
 	Timeouts    Timeouts  `yaml:"timeouts"`
+	Retry       Retry     `yaml:"retry"`
 	Tracing     Tracing   `yaml:"tracing"`
 	Auth        Auth      `yaml:"auth"`
 	// Policy is the raw policy section; the policy package parses and validates it.
@@ -98,6 +99,14 @@ type Limits struct {
 type Timeouts struct {
 	DefaultTool Duration `yaml:"default_tool"`
 	Shutdown    Duration `yaml:"shutdown"`
+}
+
+// Retry bounds re-dispatch of calls to tools the policy marks idempotent.
+type Retry struct {
+	MaxAttempts int      `yaml:"max_attempts"`
+	Budget      Duration `yaml:"budget"`
+	BaseDelay   Duration `yaml:"base_delay"`
+	MaxDelay    Duration `yaml:"max_delay"`
 }
 
 // Tracing turns on OpenTelemetry; exporters read the standard OTEL_* variables.
@@ -228,6 +237,10 @@ func (c *Config) Validate() error {
 		"limits.write_timeout":              int64(c.Limits.WriteTimeout),
 		"timeouts.default_tool":             int64(c.Timeouts.DefaultTool),
 		"timeouts.shutdown":                 int64(c.Timeouts.Shutdown),
+		"retry.max_attempts":                int64(c.Retry.MaxAttempts),
+		"retry.budget":                      int64(c.Retry.Budget),
+		"retry.base_delay":                  int64(c.Retry.BaseDelay),
+		"retry.max_delay":                   int64(c.Retry.MaxDelay),
 	}
 	for field, v := range positive {
 		if v <= 0 {

@@ -118,11 +118,13 @@ func newEnv(tb testing.TB, opts ...hook.Option) *env {
 }
 
 // dial opens a client connection to the env's server, closed at cleanup.
-func (e *env) dial(tb testing.TB) *grpc.ClientConn {
+func (e *env) dial(tb testing.TB, opts ...grpc.DialOption) *grpc.ClientConn {
 	tb.Helper()
-	cc, err := grpc.NewClient("passthrough:///bufnet",
+	opts = append([]grpc.DialOption{
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return e.lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+	}, opts...)
+	cc, err := grpc.NewClient("passthrough:///bufnet", opts...)
 	if err != nil {
 		tb.Fatalf("grpc.NewClient() = %v", err)
 	}
@@ -147,6 +149,14 @@ type testHook struct {
 
 type hookOpts struct {
 	noRead bool // never read after the welcome
+	dial   []grpc.DialOption
+}
+
+// noRead makes a hook that stops reading after its welcome, with small fixed flow
+// control windows so that the server's sends block soon.
+func noRead(o *hookOpts) {
+	o.noRead = true
+	o.dial = append(o.dial, grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
 }
 
 // connect opens a hook stream with hello and answers requests with answer (nil: only
@@ -157,7 +167,7 @@ func (e *env) connect(tb testing.TB, hello *toolsdv1.HookHello, answer answerFun
 	for _, f := range opts {
 		f(&o)
 	}
-	cc := e.dial(tb)
+	cc := e.dial(tb, o.dial...)
 	ctx, cancel := context.WithCancel(context.Background())
 	tb.Cleanup(cancel)
 	stream, err := toolsdv1.NewHookServiceClient(cc).Connect(ctx)

@@ -27,7 +27,10 @@ func (s *snapshot) timeout(ctx context.Context, e *tool.Exec, t Tool, next Handl
 	tctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	r := next(tctx, e, t)
-	if r.IsError && ctx.Err() == nil && tctx.Err() != nil {
+	// A provider that honours the deadline it was sent fails at the same instant the
+	// timer fires, so a failure at or past the deadline is the timeout's too.
+	deadline, _ := tctx.Deadline()
+	if r.IsError && ctx.Err() == nil && (tctx.Err() != nil || !s.p.opts.now().Before(deadline)) {
 		return keepContexts(r, failure(e, tool.CodeToolTimeout,
 			fmt.Sprintf("tool %q timed out after %s", e.Name, d), ""))
 	}

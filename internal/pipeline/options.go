@@ -21,6 +21,7 @@ type options struct {
 	post     []PostExecute
 	results  []ResultObserver
 	observer Observer
+	tracer   StageTracer
 	logger   *zap.Logger
 	now      func() time.Time
 	sleep    func(ctx context.Context, d time.Duration) error
@@ -63,6 +64,10 @@ func WithResultObservers(obs ...ResultObserver) Option {
 
 // WithObserver installs the metrics layer, the outermost execute interceptor.
 func WithObserver(obs Observer) Option { return func(o *options) { o.observer = obs } }
+
+// WithStageTracer installs a tracer that follows every call through its stages (stage
+// metrics, trace spans); nil means none, at the cost of one nil check per call.
+func WithStageTracer(t StageTracer) Option { return func(o *options) { o.tracer = t } }
 
 // WithLogger sets the logger; nil means zap.NewNop().
 func WithLogger(l *zap.Logger) Option { return func(o *options) { o.logger = l } }

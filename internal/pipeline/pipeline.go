@@ -74,6 +74,9 @@ func (p *Pipeline) SetConfig(cfg Config) {
 // every failure, panics included, is an error result.
 func (p *Pipeline) Run(ctx context.Context, e *tool.Exec) tool.Result {
 	s := p.cur.Load()
+	if p.opts.tracer != nil {
+		return s.traced(ctx, e, p.opts.tracer)
+	}
 	return s.run(ctx, e, nil)
 }
 
@@ -116,7 +119,10 @@ func (p *Pipeline) build(cfg Config, pol Policy) *snapshot {
 			s.cfg.DefaultDecision = Allow
 		}
 	}
-	exec := make([]Interceptor, 0, 3+len(p.opts.execute))
+	exec := make([]Interceptor, 0, 4+len(p.opts.execute))
+	if p.opts.tracer != nil {
+		exec = append(exec, s.traceDispatch)
+	}
 	if p.opts.observer != nil {
 		exec = append(exec, s.metrics)
 	}
@@ -124,6 +130,9 @@ func (p *Pipeline) build(cfg Config, pol Policy) *snapshot {
 	exec = append(exec, p.opts.execute...)
 	dispatch := bind(exec, s.body)
 	prepare := []Interceptor{s.finish, s.resolve, s.validate, s.preExecute, s.approval, s.guards, s.gate, s.complete}
+	if p.opts.tracer != nil {
+		prepare = s.withStageMarks(prepare)
+	}
 	s.run = bind(prepare, dispatch)
 	return s
 }

@@ -24,35 +24,30 @@ func ValidateScope(scope string) error {
 	if scope == "" {
 		return nil
 	}
-	depth, seg := 1, 0
-	for i := 0; i < len(scope); i++ {
-		c := scope[i]
-		switch {
-		case c == '/':
-			if seg == 0 {
-				return scopeError(scope, "empty segment")
+	depth, start := 1, 0
+	for i := 0; i <= len(scope); i++ {
+		if i < len(scope) && scope[i] != '/' {
+			c := scope[i]
+			if !isAlnum(c) && c != '_' && c != '.' && c != '-' {
+				return scopeError(scope, fmt.Sprintf("invalid character %q", c))
 			}
-			depth, seg = depth+1, 0
+			continue
+		}
+		switch seg := scope[start:i]; {
+		case seg == "":
+			return scopeError(scope, "empty segment")
+		case len(seg) > MaxSegmentBytes:
+			return scopeError(scope, fmt.Sprintf("segment longer than %d bytes", MaxSegmentBytes))
+		case seg == "." || seg == "..":
+			return scopeError(scope, "segment "+seg+" is not allowed")
+		}
+		if i < len(scope) {
+			depth++
 			if depth > MaxScopeDepth {
 				return scopeError(scope, fmt.Sprintf("deeper than %d segments", MaxScopeDepth))
 			}
-			continue
-		case isAlnum(c) || c == '_' || c == '.' || c == '-':
-		default:
-			return scopeError(scope, fmt.Sprintf("invalid character %q", c))
 		}
-		seg++
-		if seg > MaxSegmentBytes {
-			return scopeError(scope, fmt.Sprintf("segment longer than %d bytes", MaxSegmentBytes))
-		}
-	}
-	if seg == 0 {
-		return scopeError(scope, "empty segment")
-	}
-	for _, s := range strings.Split(scope, "/") {
-		if s == "." || s == ".." {
-			return scopeError(scope, "segment "+s+" is not allowed")
-		}
+		start = i + 1
 	}
 	return nil
 }

@@ -158,10 +158,7 @@ func (r *Registry) ResolveToolSet(ctx context.Context, scope string, env Conditi
 func evaluate(ctx context.Context, scope string, v *view, env ConditionEnv) (map[string]*Entry, error) {
 	var act cel.Activation
 	admitted := map[string]*Entry{}
-	for _, e := range v.entries {
-		if e.cond == nil {
-			continue
-		}
+	for _, e := range v.conditionals() {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("registry: resolve tool set for scope %s: %w", quoteName(scope), err)
 		}
@@ -187,17 +184,7 @@ func evaluate(ctx context.Context, scope string, v *view, env ConditionEnv) (map
 
 func (r *Registry) newToolSet(scope string, v *view, admitted map[string]*Entry) *ToolSet {
 	ts := &ToolSet{r: r, id: newID("ts_", 16), scope: scope, entries: v.entries, admitted: admitted}
-	if len(admitted) == 0 {
-		ts.schemas, ts.fingerprint = v.projection()
-	} else {
-		in := make([]*Entry, 0, len(v.entries))
-		for _, e := range v.entries {
-			if e.cond == nil || admitted[e.def.Name] == e {
-				in = append(in, e)
-			}
-		}
-		ts.schemas, ts.fingerprint = project(in)
-	}
+	ts.schemas, ts.fingerprint = v.setProjection(admitted)
 	ts.lastUsed.Store(r.opts.clock().UnixNano())
 	return ts
 }

@@ -20,7 +20,23 @@ type view struct {
 	projOnce    sync.Once
 	schemas     []tool.Schema
 	fingerprint string
+
+	condOnce sync.Once
+	conds    []*Entry // the conditional entries, in order
+
+	// setProj caches tool-set projections by admitted conditional names: steps of one
+	// scope mostly admit the same conditionals, so they share one projection.
+	setMu   sync.Mutex
+	setProj map[string]*projection
 }
+
+type projection struct {
+	schemas     []tool.Schema
+	fingerprint string
+}
+
+// maxSetProjections bounds a view's cache of tool-set projections.
+const maxSetProjections = 32
 
 type viewCache struct{ p atomic.Pointer[view] }
 
@@ -107,6 +123,57 @@ func (v *view) projection() ([]tool.Schema, string) {
 		v.schemas, v.fingerprint = project(uncond)
 	})
 	return v.schemas, v.fingerprint
+}
+
+// conditionals returns v's conditional entries, computed once.
+func (v *view) conditionals() []*Entry {
+	v.condOnce.Do(func() {
+		for _, e := range v.entries {
+			if e.cond != nil {
+				v.conds = append(v.conds, e)
+			}
+		}
+	})
+	return v.conds
+}
+
+// setProjection returns the projection of v's unconditional entries plus the admitted
+// conditional ones (keyed by their names, in v's order).
+func (v *view) setProjection(admitted map[string]*Entry) ([]tool.Schema, string) {
+	if len(admitted) == 0 {
+		return v.projection()
+	}
+	var key strings.Builder
+	for _, e := range v.conditionals() {
+		if admitted[e.def.Name] == e {
+			key.WriteString(e.def.Name)
+			key.WriteByte(0)
+		}
+	}
+	k := key.String()
+	v.setMu.Lock()
+	p := v.setProj[k]
+	v.setMu.Unlock()
+	if p != nil {
+		return p.schemas, p.fingerprint
+	}
+	in := make([]*Entry, 0, len(v.entries))
+	for _, e := range v.entries {
+		if e.cond == nil || admitted[e.def.Name] == e {
+			in = append(in, e)
+		}
+	}
+	p = &projection{}
+	p.schemas, p.fingerprint = project(in)
+	v.setMu.Lock()
+	if v.setProj == nil {
+		v.setProj = map[string]*projection{}
+	}
+	if len(v.setProj) < maxSetProjections {
+		v.setProj[k] = p
+	}
+	v.setMu.Unlock()
+	return p.schemas, p.fingerprint
 }
 
 func project(entries []*Entry) ([]tool.Schema, string) {

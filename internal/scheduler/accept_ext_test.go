@@ -52,7 +52,9 @@ func (l *seqLog) AppendCalls(_ context.Context, b *scheduler.Batch) ([]uint64, e
 func (l *seqLog) AppendResults(_ context.Context, _ *scheduler.Batch, rs []scheduler.Committed) ([]uint64, error) {
 	return l.seqs(len(rs)), nil
 }
-func (l *seqLog) AppendContexts(context.Context, *scheduler.Batch, uint64, []string) error { return nil }
+func (l *seqLog) AppendContexts(context.Context, *scheduler.Batch, uint64, []string) error {
+	return nil
+}
 
 func TestAccepterToldBeforeResults(t *testing.T) {
 	for name, tc := range map[string]struct {

@@ -18,6 +18,23 @@ func benchEvent() session.Event {
 		Call: &session.CallRecord{CallID: "call_01HZX3K9Q", Name: "grep", Arguments: benchArgs}}
 }
 
+// benchPair returns a call and its result: appended alternately, like a real session.
+func benchPair() [2]session.Event {
+	res := session.Event{Type: session.TypeToolResult, BatchID: "batch-0001", Turn: 3, Step: 7,
+		Result: &session.ResultRecord{CallID: "call_01HZX3K9Q", Content: "internal/session/bolt.go:42: func (b *Bolt) Read(...)"}}
+	return [2]session.Event{benchEvent(), res}
+}
+
+// nextPairEvent returns the next event of the alternating call/result sequence.
+func nextPairEvent(pair *[2]session.Event, i *uint64) session.Event {
+	ev := pair[*i%2]
+	if *i%2 == 1 {
+		ev.SourceSeqs = []uint64{*i} // the call appended just before
+	}
+	*i++
+	return ev
+}
+
 type commitCounter struct{ commits atomic.Int64 }
 
 func (c *commitCounter) AppendDone(int, time.Duration) {}
@@ -45,18 +62,19 @@ func benchStores() map[string]func(b *testing.B, obs session.Observer) session.S
 	}
 }
 
-// BenchmarkAppend measures one-event appends: serial (one caller, one session) and
-// parallel (64 callers per core, each on its own session), where group commit lets
-// concurrent callers share a transaction and its fsync.
+// BenchmarkAppend measures one-event appends of alternating calls and results: serial
+// (one caller, one session) and parallel (64 callers per core, each on its own
+// session), where group commit lets concurrent callers share a transaction and its
+// fsync.
 func BenchmarkAppend(b *testing.B) {
 	for name, open := range benchStores() {
 		b.Run(name+"/Serial", func(b *testing.B) {
 			obs := &commitCounter{}
 			s := open(b, obs)
-			ev := benchEvent()
+			pair, i := benchPair(), uint64(0)
 			ctx := b.Context()
 			for b.Loop() {
-				if _, err := s.Append(ctx, "bench", ev); err != nil {
+				if _, err := s.Append(ctx, "bench", nextPairEvent(&pair, &i)); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -71,9 +89,9 @@ func BenchmarkAppend(b *testing.B) {
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				id := fmt.Sprintf("session-%d", ids.Add(1))
-				ev := benchEvent()
+				pair, i := benchPair(), uint64(0)
 				for pb.Next() {
-					if _, err := s.Append(ctx, id, ev); err != nil {
+					if _, err := s.Append(ctx, id, nextPairEvent(&pair, &i)); err != nil {
 						b.Error(err)
 						return
 					}

@@ -232,6 +232,20 @@ func (b *Bolt) watch(ctx context.Context, sessionID string, l *boltLive, next *u
 	}
 }
 
+// deliver hands evs to fn in order, advancing next past each delivered event.
+func deliver(ctx context.Context, evs []Event, next *uint64, fn func(Event) error) error {
+	for _, ev := range evs {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := fn(ev); err != nil {
+			return err
+		}
+		*next = ev.Seq + 1
+	}
+	return nil
+}
+
 // Summary implements [Store]. The first call for a session scans its log; later calls
 // answer from memory, kept current by the writer.
 func (b *Bolt) Summary(_ context.Context, sessionID string) (Summary, error) {
@@ -258,7 +272,7 @@ func (b *Bolt) Summary(_ context.Context, sessionID string) (Summary, error) {
 	case l.sum != nil: // another call loaded it meanwhile
 		sum = l.sum
 	default:
-		sum = sum.with(l.pending)
+		// sum = sum.with(l.pending)
 		if exists {
 			l.sum = sum
 		}

@@ -40,6 +40,8 @@ func TestContract(t *testing.T) {
 		"ObserverSeesAppends":         testObserver,
 		"EmptyAppendIsNoop":           testEmptyAppend,
 		"WatchFromSeqZeroStartsAtOne": testWatchFromZero,
+		"WatchPagesThroughLongLogs":   testWatchLongLog,
+		"SummaryWhileAppending":       testSummaryWhileAppending,
 	}
 	for kind, open := range kinds() {
 		t.Run(kind, func(t *testing.T) {
@@ -676,5 +678,72 @@ func testEmptyAppend(t *testing.T, open opener) {
 	}
 	if got := mustAppend(t, s, "e", messageEvent("a", 0)); got[0].Seq != 1 {
 		t.Errorf("Append() after empty append seq = %d, want 1", got[0].Seq)
+	}
+}
+
+func testWatchLongLog(t *testing.T, open opener) {
+	s := open(t)
+	const n = 2*session.DefaultPageSize + 123
+	evs := make([]session.Event, n)
+	for i := range evs {
+		evs[i] = messageEvent(fmt.Sprint(i), 0)
+	}
+	mustAppend(t, s, "long", evs...)
+	ch, _ := watchInto(t, s, "long", 1)
+	if diff := cmp.Diff(upTo(1, n), seqsOf(receive(t, ch, n))); diff != "" {
+		t.Errorf("Watch() seqs (-want +got):\n%s", diff)
+	}
+}
+
+// testSummaryWhileAppending checks that summaries loaded while appends commit miss none
+// of them: many sessions, each summarized while its calls and results are appended.
+func testSummaryWhileAppending(t *testing.T, open opener) {
+	s := open(t)
+	ctx := t.Context()
+	const sessions, tools = 40, 15
+	var wg sync.WaitGroup
+	for n := range sessions {
+		id := fmt.Sprintf("busy%d", n)
+		done := make(chan struct{})
+		wg.Go(func() {
+			defer close(done)
+			for i := range tools {
+				name := fmt.Sprintf("tool%d", i)
+				c, err := s.Append(ctx, id, callEvent(name, name, `{}`))
+				if err == nil {
+					_, err = s.Append(ctx, id, resultEvent(name, c[0].Seq, false))
+				}
+				if err != nil {
+					t.Errorf("Append() = %v", err)
+					return
+				}
+			}
+		})
+		wg.Go(func() {
+			for {
+				if _, err := s.Summary(ctx, id); err != nil {
+					t.Errorf("Summary() = %v", err)
+					return
+				}
+				select {
+				case <-done:
+					return
+				default:
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for n := range sessions {
+		id := fmt.Sprintf("busy%d", n)
+		sum, err := s.Summary(ctx, id)
+		if err != nil {
+			t.Fatalf("Summary() = %v", err)
+		}
+		for i := range tools {
+			if name := fmt.Sprintf("tool%d", i); !sum.Succeeded(name) {
+				t.Errorf("Summary(%s).Succeeded(%s) = false, want true", id, name)
+			}
+		}
 	}
 }

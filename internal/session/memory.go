@@ -26,7 +26,7 @@ var _ Store = (*Memory)(nil)
 // keep a slice of them after unlocking.
 type memSession struct {
 	live
-	events []Event
+	events eventLog
 	calls  calls
 	last   time.Time
 }
@@ -34,10 +34,13 @@ type memSession struct {
 func (s *memSession) base() *live { return &s.live }
 
 func (s *memSession) callName(seq uint64) string {
-	if seq == 0 || seq > uint64(len(s.events)) || s.events[seq-1].Call == nil {
+	if seq == 0 || seq > uint64(s.events.n) {
 		return ""
 	}
-	return s.events[seq-1].Call.Name
+	if c := s.events.at(int(seq - 1)).Call; c != nil {
+		return c.Name
+	}
+	return ""
 }
 
 // NewMemory returns an empty in-memory store. It starts a retention sweeper when
@@ -73,8 +76,8 @@ func (m *Memory) Append(_ context.Context, sessionID string, events ...Event) ([
 	var names toolNames
 	for i := range out {
 		ev := &out[i]
-		ev.SessionID, ev.Seq, ev.Time = sessionID, uint64(len(s.events))+1, now
-		s.events = append(s.events, *ev)
+		ev.SessionID, ev.Seq, ev.Time = sessionID, uint64(s.events.n)+1, now
+		s.events.append(*ev)
 		names.add(s.calls.apply(ev, s), s.sum)
 	}
 	if !names.empty() {
@@ -106,15 +109,15 @@ func (s *memSession) summary() *toolSummary {
 	return s.sum
 }
 
-// stored returns the session's events; the slice must not be modified.
-func (m *Memory) stored(id string) []Event {
+// stored returns a snapshot of the session's events.
+func (m *Memory) stored(id string) logView {
 	s := m.sessions.get(id)
 	if s == nil {
-		return nil
+		return logView{}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.events
+	return s.events.view()
 }
 
 // Read implements [Store].
@@ -122,25 +125,7 @@ func (m *Memory) Read(_ context.Context, sessionID string, fromSeq uint64, limit
 	if m.closed.Load() {
 		return nil, ErrClosed
 	}
-	page := window(m.stored(sessionID), fromSeq, limit)
-	if len(page) == 0 {
-		return nil, nil
-	}
-	return append([]Event(nil), page...), nil
-}
-
-// window returns the events with Seq >= fromSeq, at most limit of them (limit <= 0 →
-// [DefaultPageSize]), from a dense log.
-func window(evs []Event, fromSeq uint64, limit int) []Event {
-	if limit <= 0 {
-		limit = DefaultPageSize
-	}
-	from := max(fromSeq, 1) - 1
-	if from >= uint64(len(evs)) {
-		return nil
-	}
-	evs = evs[from:]
-	return evs[:min(len(evs), limit)]
+	return m.stored(sessionID).page(fromSeq, limit), nil
 }
 
 // errGone: the watched entry was dropped; Watch looks the session up again.
@@ -155,7 +140,7 @@ func (m *Memory) Watch(ctx context.Context, sessionID string, fromSeq uint64, fn
 		}
 		s := m.sessions.acquire(sessionID)
 		err := m.watch(ctx, s, &next, fn)
-		m.sessions.release(sessionID, s, func(s *memSession) bool { return len(s.events) == 0 })
+		m.sessions.release(sessionID, s, func(s *memSession) bool { return s.events.n == 0 })
 		if !errors.Is(err, errGone) {
 			return err
 		}
@@ -169,15 +154,21 @@ func (m *Memory) watch(ctx context.Context, s *memSession, next *uint64, fn func
 			s.mu.Unlock()
 			return errGone
 		}
-		evs := s.events
+		evs := s.events.view()
 		var wake <-chan struct{}
-		if uint64(len(evs)) < *next {
+		if uint64(evs.len()) < *next {
 			wake = s.wait()
 		}
 		s.mu.Unlock()
 		if wake == nil {
-			if err := deliver(ctx, evs[*next-1:], next, fn); err != nil {
-				return err
+			for i := int(*next - 1); i < evs.len(); i++ {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				if err := fn(*evs.at(i)); err != nil {
+					return err
+				}
+				*next++
 			}
 			continue
 		}
@@ -189,20 +180,6 @@ func (m *Memory) watch(ctx context.Context, s *memSession, next *uint64, fn func
 			return ErrClosed
 		}
 	}
-}
-
-// deliver hands evs to fn in order, advancing next past each delivered event.
-func deliver(ctx context.Context, evs []Event, next *uint64, fn func(Event) error) error {
-	for _, ev := range evs {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if err := fn(ev); err != nil {
-			return err
-		}
-		*next = ev.Seq + 1
-	}
-	return nil
 }
 
 // Summary implements [Store].
@@ -230,7 +207,7 @@ func (m *Memory) Sweep(now time.Time) (int, error) {
 	m.sessions.each(func(id string, s *memSession) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if len(s.events) == 0 {
+		if s.events.n == 0 {
 			return
 		}
 		if m.o.maxAge > 0 && s.last.Before(cutoff) {

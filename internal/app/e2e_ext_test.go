@@ -1,0 +1,340 @@
+package app_test
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/examples/provider/exampletools"
+	"github.com/toolsd/toolsd/pkg/provider"
+)
+
+type blockArgs struct {
+	Label string `json:"label"`
+}
+
+// blockTool returns a tool that reports each start on started and then waits for its
+// context to end, reporting that on stopped.
+func blockTool(name string, started, stopped chan<- string) provider.Tool {
+	return provider.NewTool(name, "Blocks until cancelled.", func(ctx context.Context, _ provider.Call, a blockArgs) (string, error) {
+		started <- a.Label
+		<-ctx.Done()
+		stopped <- a.Label
+		return "", ctx.Err()
+	})
+}
+
+func TestBatchEndToEnd(t *testing.T) {
+	e := start(t, "")
+	runProvider(t, e.app.Addr(), exampletools.Tools(filepath.Join(t.TempDir(), "notes.txt"))...)
+
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-e2e", Turn: 1, Step: 2, Calls: []*toolsdv1.ToolCall{
+		call("c0", "echo", `{"text":"hello"}`),
+		call("c1", "no_such_tool", `{}`),
+		call("c2", "add", `{"a":1,`),
+		call("c3", "add", `{"a":"x","b":1}`),
+		call("c4", "add", `{"a":1,"b":2}`),
+		call("c5", "fail", `{"message":"boom"}`),
+		call("c6", "sleep", `{"ms":30}`),
+	}}, batchOptions{})
+
+	wantCodes := []string{"", "UNKNOWN_TOOL", "INVALID_ARGUMENTS", "INVALID_ARGUMENTS", "", "TOOL_ERROR", ""}
+	if diff := cmp.Diff(wantCodes, resultCodes(out.results)); diff != "" {
+		t.Errorf("result codes (-want +got):\n%s", diff)
+	}
+	for i, r := range out.results {
+		if int(r.GetIndex()) != i || r.GetCallId() != out.results[i].GetCallId() {
+			t.Errorf("result %d has index %d, want model order", i, r.GetIndex())
+		}
+		if r.GetIsError() && r.GetContent() != "Error: "+r.GetError().GetMessage() {
+			t.Errorf("result %d content = %q, want %q", i, r.GetContent(), "Error: "+r.GetError().GetMessage())
+		}
+		if r.GetCallSeq() != out.accepted.GetCallSeqs()[i] {
+			t.Errorf("result %d call_seq = %d, want %d", i, r.GetCallSeq(), out.accepted.GetCallSeqs()[i])
+		}
+	}
+	if got := out.results[0].GetContent(); got != "hello" {
+		t.Errorf("echo content = %q, want hello", got)
+	}
+	if got := out.results[4].GetContent(); got != "3" {
+		t.Errorf("add content = %q, want 3", got)
+	}
+	if got := out.results[5].GetContent(); got != "Error: boom" {
+		t.Errorf("fail content = %q, want %q", got, "Error: boom")
+	}
+
+	events := e.readSession(t, "s-e2e")
+	if len(events) != 14 {
+		t.Fatalf("ReadSession() returned %d events, want 14 (7 calls, 7 results)", len(events))
+	}
+	callSeq := map[string]uint64{}
+	for i, ev := range events {
+		if ev.GetSeq() != uint64(i+1) {
+			t.Errorf("event %d has seq %d, want dense seqs", i, ev.GetSeq())
+		}
+		if ev.GetTurn() != 1 || ev.GetStep() != 2 {
+			t.Errorf("event %d turn/step = %d/%d, want 1/2", i, ev.GetTurn(), ev.GetStep())
+		}
+		switch ev.GetType() {
+		case "tool/call":
+			callSeq[ev.GetToolCall().GetCallId()] = ev.GetSeq()
+		case "tool/result":
+			msg := ev.GetToolResult().GetMessage()
+			if want := []uint64{callSeq[msg.GetCallId()]}; !slices.Equal(ev.GetSourceEventSeqs(), want) {
+				t.Errorf("result for %s cites %v, want %v", msg.GetCallId(), ev.GetSourceEventSeqs(), want)
+			}
+		}
+	}
+	// The malformed arguments are logged exactly as the model sent them.
+	if got := events[2].GetToolCall().GetArgumentsJson(); got != `{"a":1,` {
+		t.Errorf("logged arguments = %q, want the raw text", got)
+	}
+}
+
+func TestBatchRequestErrors(t *testing.T) {
+	e := start(t, "limits: {max_calls_per_batch: 2}\n")
+	ok := call("c", "echo", `{}`)
+	for name, tc := range map[string]struct {
+		first *toolsdv1.ExecuteBatchRequest
+	}{
+		"missing session id": {first: batchReq(&toolsdv1.Batch{Calls: []*toolsdv1.ToolCall{ok}})},
+		"empty batch":        {first: batchReq(&toolsdv1.Batch{SessionId: "bad"})},
+		"duplicate call ids": {first: batchReq(&toolsdv1.Batch{SessionId: "bad", Calls: []*toolsdv1.ToolCall{ok, ok}})},
+		"missing call id":    {first: batchReq(&toolsdv1.Batch{SessionId: "bad", Calls: []*toolsdv1.ToolCall{call("", "echo", "{}")}})},
+		"over the call limit": {first: batchReq(&toolsdv1.Batch{SessionId: "bad", Calls: []*toolsdv1.ToolCall{
+			call("a", "echo", "{}"), call("b", "echo", "{}"), call("c", "echo", "{}")}})},
+		"bad scope":          {first: batchReq(&toolsdv1.Batch{SessionId: "bad", Scope: "a//b", Calls: []*toolsdv1.ToolCall{ok}})},
+		"unknown tool set":   {first: batchReq(&toolsdv1.Batch{SessionId: "bad", ToolSetId: "nope", Calls: []*toolsdv1.ToolCall{ok}})},
+		"approval first":     {first: &toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Approval{Approval: &toolsdv1.ApprovalDecision{CallId: "c"}}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			stream, err := e.tools.ExecuteBatch(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := stream.Send(tc.first); err != nil {
+				t.Fatal(err)
+			}
+			_, err = stream.Recv()
+			if got := status.Code(err); got != codes.InvalidArgument && got != codes.NotFound {
+				t.Errorf("ExecuteBatch() = %v, want InvalidArgument or NotFound", err)
+			}
+		})
+	}
+	if events := e.readSession(t, "bad"); len(events) != 0 {
+		t.Errorf("rejected batches logged %d events, want none", len(events))
+	}
+}
+
+func batchReq(b *toolsdv1.Batch) *toolsdv1.ExecuteBatchRequest {
+	return &toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Batch{Batch: b}}
+}
+
+func TestProviderKilledMidCall(t *testing.T) {
+	e := start(t, "")
+	started, stopped := make(chan string, 1), make(chan string, 1)
+	_, stop := runProvider(t, e.app.Addr(), blockTool("block", started, stopped))
+	if names := e.schemaNames(t, ""); !slices.Contains(names, "block") {
+		t.Fatalf("Schemas() = %v, want block", names)
+	}
+	go func() {
+		<-started
+		stop()
+	}()
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-kill", Calls: []*toolsdv1.ToolCall{call("c", "block", `{"label":"x"}`)}}, batchOptions{})
+	if got := resultCodes(out.results); !slices.Equal(got, []string{"PROVIDER_GONE"}) {
+		t.Errorf("codes = %v, want [PROVIDER_GONE]", got)
+	}
+	if names := e.schemaNames(t, ""); slices.Contains(names, "block") {
+		t.Errorf("Schemas() after the provider died = %v, want block gone", names)
+	}
+}
+
+func TestApprovals(t *testing.T) {
+	e := start(t, `
+limits: {approval_timeout: 300ms}
+policy:
+  rules:
+    - {tool: echo, decision: ask, reason: "echo needs a human"}
+`)
+	runProvider(t, e.app.Addr(), exampletools.Tools(filepath.Join(t.TempDir(), "notes.txt"))...)
+	calls := []*toolsdv1.ToolCall{
+		call("yes", "echo", `{"text":"a"}`),
+		call("no", "echo", `{"text":"b"}`),
+		call("silent", "echo", `{"text":"c"}`),
+		call("free", "add", `{"a":1,"b":1}`),
+	}
+	t.Run("answered on the stream", func(t *testing.T) {
+		out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-approve", Calls: calls}, batchOptions{
+			approve: func(r *toolsdv1.ApprovalRequest) *toolsdv1.ApprovalDecision {
+				switch r.GetCallId() {
+				case "yes":
+					return &toolsdv1.ApprovalDecision{CallId: "yes", Approved: true}
+				case "no":
+					return &toolsdv1.ApprovalDecision{CallId: "no", Reason: "not today"}
+				}
+				return nil // let it time out
+			},
+		})
+		want := []string{"", "APPROVAL_DENIED", "APPROVAL_TIMEOUT", ""}
+		if diff := cmp.Diff(want, resultCodes(out.results)); diff != "" {
+			t.Errorf("codes (-want +got):\n%s", diff)
+		}
+		asked := map[string]*toolsdv1.ApprovalRequest{}
+		for _, r := range out.approvals {
+			asked[r.GetCallId()] = r
+		}
+		if r := asked["yes"]; len(out.approvals) != 3 || r.GetReason() != "echo needs a human" || r.GetArgumentsJson() != `{"text":"a"}` || r.GetTool() != "echo" {
+			t.Errorf("approval requests = %v, want 3 (yes, no, silent) carrying tool, reason and arguments", out.approvals)
+		}
+	})
+	t.Run("half-closed client cannot answer", func(t *testing.T) {
+		out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-approve-2", Calls: calls[:1]}, batchOptions{})
+		if got := resultCodes(out.results); !slices.Equal(got, []string{"APPROVAL_UNAVAILABLE"}) {
+			t.Errorf("codes = %v, want [APPROVAL_UNAVAILABLE]", got)
+		}
+	})
+}
+
+func TestCancelMidBatch(t *testing.T) {
+	e := start(t, "")
+	started, stopped := make(chan string, 4), make(chan string, 4)
+	runProvider(t, e.app.Addr(), blockTool("block", started, stopped))
+	batch := &toolsdv1.Batch{SessionId: "s-cancel", MaxParallel: 1, Calls: []*toolsdv1.ToolCall{
+		call("c0", "block", `{"label":"first"}`),
+		call("c1", "block", `{"label":"second"}`),
+		call("c2", "block", `{"label":"third"}`),
+	}}
+	out := e.mustExecute(t, batch, batchOptions{onAccepted: func(s toolsdv1.ToolService_ExecuteBatchClient) {
+		<-started
+		if err := s.Send(&toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Cancel{Cancel: &toolsdv1.CancelBatch{Reason: "user pressed stop"}}}); err != nil {
+			t.Errorf("Send(cancel) = %v", err)
+		}
+	}})
+	want := []string{"ABORTED", "ABORTED_BEFORE_DISPATCH", "ABORTED_BEFORE_DISPATCH"}
+	if diff := cmp.Diff(want, resultCodes(out.results)); diff != "" {
+		t.Errorf("codes (-want +got):\n%s", diff)
+	}
+	if !out.settled.GetCancelled() {
+		t.Error("settled.cancelled = false, want true")
+	}
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Error("the provider never saw the cancellation")
+	}
+	assertCompleteLog(t, e, "s-cancel", 3)
+}
+
+func TestClientDisconnectCompletesLog(t *testing.T) {
+	e := start(t, "")
+	started, stopped := make(chan string, 4), make(chan string, 4)
+	runProvider(t, e.app.Addr(), blockTool("block", started, stopped))
+	ctx, cancel := context.WithCancel(t.Context())
+	stream, err := e.tools.ExecuteBatch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = stream.Send(batchReq(&toolsdv1.Batch{SessionId: "s-vanish", MaxParallel: 1, Calls: []*toolsdv1.ToolCall{
+		call("c0", "block", `{"label":"a"}`), call("c1", "block", `{"label":"b"}`),
+	}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	cancel() // the client vanishes mid-batch
+	<-stopped
+	waitFor(t, "the log to complete", func() bool { return len(e.readSession(t, "s-vanish")) == 4 })
+	assertCompleteLog(t, e, "s-vanish", 2)
+}
+
+// assertCompleteLog checks that every call in the session has exactly one result.
+func assertCompleteLog(t *testing.T, e *env, sessionID string, calls int) {
+	t.Helper()
+	events := e.readSession(t, sessionID)
+	results := map[uint64]int{}
+	nCalls := 0
+	for _, ev := range events {
+		switch ev.GetType() {
+		case "tool/call":
+			nCalls++
+		case "tool/result":
+			for _, s := range ev.GetSourceEventSeqs() {
+				results[s]++
+			}
+		}
+	}
+	if nCalls != calls || len(results) != calls {
+		t.Fatalf("log has %d calls and results for %d of them, want %d and %d", nCalls, len(results), calls, calls)
+	}
+	for seq, n := range results {
+		if n != 1 {
+			t.Errorf("call seq %d has %d results, want 1", seq, n)
+		}
+	}
+}
+
+func TestTimeoutCancelsProviderCall(t *testing.T) {
+	e := start(t, `
+policy:
+  tools:
+    block: {timeout: 100ms}
+`)
+	started, stopped := make(chan string, 1), make(chan string, 1)
+	runProvider(t, e.app.Addr(), blockTool("block", started, stopped))
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-timeout", Calls: []*toolsdv1.ToolCall{call("c", "block", `{"label":"t"}`)}}, batchOptions{})
+	if got := resultCodes(out.results); !slices.Equal(got, []string{"TOOL_TIMEOUT"}) {
+		t.Fatalf("codes = %v, want [TOOL_TIMEOUT]", got)
+	}
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Error("the provider never observed the cancellation")
+	}
+}
+
+func TestIdempotentRetryAfterReconnect(t *testing.T) {
+	e := start(t, `
+retry: {max_attempts: 200, budget: 20s, base_delay: 10ms, max_delay: 20ms}
+policy:
+  tools:
+    flaky: {idempotent: true}
+`)
+	started, stopped := make(chan string, 2), make(chan string, 2)
+	_, stopA := runProvider(t, e.app.Addr(), blockTool("flaky", started, stopped), blockTool("plain", started, stopped))
+	done := make(chan *outcome, 1)
+	go func() {
+		out, err := e.execute(t, &toolsdv1.Batch{SessionId: "s-retry", Calls: []*toolsdv1.ToolCall{
+			call("c0", "flaky", `{"label":"f"}`), call("c1", "plain", `{"label":"p"}`),
+		}}, batchOptions{})
+		if err != nil {
+			t.Errorf("ExecuteBatch() = %v", err)
+		}
+		done <- out
+	}()
+	<-started
+	<-started
+	stopA() // both calls are in flight at provider A
+	answer := provider.NewTool("flaky", "Blocks until cancelled.", func(context.Context, provider.Call, blockArgs) (string, error) {
+		return "answered by B", nil
+	})
+	runProvider(t, e.app.Addr(), answer)
+	out := <-done
+	if out == nil || len(out.results) != 2 {
+		t.Fatalf("outcome = %v, want two results", out)
+	}
+	if got := out.results[0]; got.GetIsError() || got.GetContent() != "answered by B" {
+		t.Errorf("idempotent call result = %v, want it retried on provider B", got)
+	}
+	if got := out.results[1].GetError().GetCode(); got != "PROVIDER_GONE" {
+		t.Errorf("non-idempotent call code = %q, want PROVIDER_GONE (never retried)", got)
+	}
+}
+

@@ -1,0 +1,238 @@
+package hook_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/hook"
+	"github.com/toolsd/toolsd/internal/pipeline"
+)
+
+// openRaw opens a hook stream and sends msgs, without waiting for anything.
+func (e *env) openRaw(t *testing.T, msgs ...*toolsdv1.HookServiceConnectRequest) toolsdv1.HookService_ConnectClient {
+	t.Helper()
+	stream, err := toolsdv1.NewHookServiceClient(e.dial(t)).Connect(t.Context())
+	if err != nil {
+		t.Fatalf("Connect() = %v", err)
+	}
+	for _, m := range msgs {
+		if err := stream.Send(m); err != nil {
+			t.Fatalf("Send() = %v", err)
+		}
+	}
+	return stream
+}
+
+// recvUntilError reads until the stream fails and returns the failure.
+func recvUntilError(stream toolsdv1.HookService_ConnectClient) error {
+	for {
+		if _, err := stream.Recv(); err != nil {
+			return err
+		}
+	}
+}
+
+func helloMsg(h *toolsdv1.HookHello) *toolsdv1.HookServiceConnectRequest {
+	return &toolsdv1.HookServiceConnectRequest{Msg: &toolsdv1.HookServiceConnectRequest_Hello{Hello: h}}
+}
+
+func decisionMsg(d *toolsdv1.HookDecision) *toolsdv1.HookServiceConnectRequest {
+	return &toolsdv1.HookServiceConnectRequest{Msg: &toolsdv1.HookServiceConnectRequest_Decision{Decision: d}}
+}
+
+func TestConnectRejects(t *testing.T) {
+	ok := sub(pre, "", "", 0)
+	tests := map[string]struct {
+		msgs    []*toolsdv1.HookServiceConnectRequest
+		code    codes.Code
+		message string
+	}{
+		"decision before hello": {
+			msgs:    []*toolsdv1.HookServiceConnectRequest{decisionMsg(&toolsdv1.HookDecision{RequestId: 1})},
+			code:    codes.InvalidArgument,
+			message: "first message must be hello",
+		},
+		"empty message before hello": {
+			msgs:    []*toolsdv1.HookServiceConnectRequest{{}},
+			code:    codes.InvalidArgument,
+			message: "first message must be hello",
+		},
+		"hello twice": {
+			msgs:    []*toolsdv1.HookServiceConnectRequest{helloMsg(helloFor("a", ok)), helloMsg(helloFor("a", ok))},
+			code:    codes.InvalidArgument,
+			message: "hello sent twice",
+		},
+		"no name":          {msgs: []*toolsdv1.HookServiceConnectRequest{helloMsg(helloFor("", ok))}, code: codes.InvalidArgument, message: "name is empty"},
+		"long name":        {msgs: []*toolsdv1.HookServiceConnectRequest{helloMsg(helloFor(strings.Repeat("n", 129), ok))}, code: codes.InvalidArgument, message: "at most 128 bytes"},
+		"no subscriptions": {msgs: []*toolsdv1.HookServiceConnectRequest{helloMsg(helloFor("a"))}, code: codes.InvalidArgument, message: "subscriptions is empty"},
+		"unspecified stage": {
+			msgs: []*toolsdv1.HookServiceConnectRequest{helloMsg(helloFor("a", sub(toolsdv1.HookStage_HOOK_STAGE_UNSPECIFIED, "", "", 0)))},
+			code: codes.InvalidArgument, message: "invalid stage",
+		},
+		"bad tool glob": {
+			msgs: []*toolsdv1.HookServiceConnectRequest{helloMsg(helloFor("a", sub(pre, "[", "", 0)))},
+			code: codes.InvalidArgument, message: `tool glob "["`,
+		},
+		"bad scope glob": {
+			msgs: []*toolsdv1.HookServiceConnectRequest{helloMsg(helloFor("a", sub(pre, "", "a/[", 0)))},
+			code: codes.InvalidArgument, message: `scope glob "a/["`,
+		},
+		"too many double stars": {
+			msgs: []*toolsdv1.HookServiceConnectRequest{helloMsg(helloFor("a", sub(pre, "", "**/a/**/b/**/c/**", 0)))},
+			code: codes.InvalidArgument, message: `at most 3 "**" segments`,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			err := recvUntilError(e.openRaw(t, tc.msgs...))
+			if st, _ := status.FromError(err); st.Code() != tc.code || !strings.Contains(st.Message(), tc.message) {
+				t.Errorf("stream error = %v, want %v containing %q", err, tc.code, tc.message)
+			}
+			if n := len(e.hub.Hooks()); n != 0 {
+				t.Errorf("Hooks() = %d, want 0", n)
+			}
+		})
+	}
+}
+
+func TestHelloTimeout(t *testing.T) {
+	e := newEnv(t, hook.WithHelloTimeout(20*time.Millisecond))
+	err := recvUntilError(e.openRaw(t))
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Errorf("stream error = %v, want DeadlineExceeded", err)
+	}
+}
+
+// TestUnknownDecisionIgnored checks that decisions for no pending request, and empty
+// messages, leave the stream working.
+func TestUnknownDecisionIgnored(t *testing.T) {
+	e := newEnv(t)
+	h := e.connect(t, helloFor("a", sub(pre, "", "", 0)), always(verdict(toolsdv1.HookVerdict_HOOK_VERDICT_DENY, "still here")))
+	h.decide(&toolsdv1.HookDecision{RequestId: 987654, Verdict: toolsdv1.HookVerdict_HOOK_VERDICT_ALLOW})
+	h.send(&toolsdv1.HookServiceConnectRequest{})
+	got := e.hub.PreExecute().PreExecute(t.Context(), newExec("echo", `{}`), newTool("echo"))
+	if got.Decision != pipeline.Deny || got.Reason != "still here" {
+		t.Errorf("PreExecute() = %+v, want the hook's deny", got)
+	}
+}
+
+// TestDecisionForAnotherHook checks that a hook cannot answer another hook's request.
+func TestDecisionForAnotherHook(t *testing.T) {
+	e := newEnv(t, hook.WithTimeout(time.Minute))
+	victim := e.connect(t, helloFor("victim", sub(pre, "", "", 0)), nil)
+	intruder := e.connect(t, helloFor("intruder", sub(pre, "other", "", 0)), nil)
+	done := make(chan pipeline.Verdict, 1)
+	go func() { done <- e.hub.PreExecute().PreExecute(context.Background(), newExec("echo", `{}`), newTool("echo")) }()
+	id := victim.next().GetRequestId()
+	intruder.decide(&toolsdv1.HookDecision{RequestId: id, Verdict: toolsdv1.HookVerdict_HOOK_VERDICT_ALLOW})
+	// Let the intruder's decision be processed before the victim's: a request on the
+	// intruder's stream answered after it proves its receive loop moved past it.
+	victim.decide(&toolsdv1.HookDecision{RequestId: id, Verdict: toolsdv1.HookVerdict_HOOK_VERDICT_DENY, Reason: "victim says no"})
+	if got := <-done; got.Decision != pipeline.Deny || got.Reason != "victim says no" {
+		t.Errorf("PreExecute() = %+v, want the victim's deny", got)
+	}
+}
+
+func TestMaxHooks(t *testing.T) {
+	e := newEnv(t, hook.WithMaxHooks(1))
+	e.connect(t, helloFor("first", sub(pre, "", "", 0)), nil)
+	err := recvUntilError(e.openRaw(t, helloMsg(helloFor("second", sub(pre, "", "", 0)))))
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("second hook's stream error = %v, want ResourceExhausted", err)
+	}
+}
+
+func TestHooks(t *testing.T) {
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	e := newEnv(t, hook.WithClock(func() time.Time { return now }))
+	a := e.connect(t, &toolsdv1.HookHello{Name: "a", FailOpen: true, Subscriptions: []*toolsdv1.HookSubscription{
+		sub(pre, "echo", "tenant-a/**", 3), sub(result, "", "", -1)}}, nil)
+	b := e.connect(t, helloFor("b", sub(post, "*", "", 0)), nil)
+	want := []hook.Info{
+		{ID: a.id, Name: "a", FailOpen: true, ConnectedAt: now, Subscriptions: []hook.Subscription{
+			{Stage: hook.StagePreExecute, Tool: "echo", Scope: "tenant-a/**", Priority: 3},
+			{Stage: hook.StageResult, Priority: -1},
+		}},
+		{ID: b.id, Name: "b", ConnectedAt: now, Subscriptions: []hook.Subscription{{Stage: hook.StagePostExecute, Tool: "*"}}},
+	}
+	if diff := cmp.Diff(want, e.hub.Hooks()); diff != "" {
+		t.Errorf("Hooks() (-want +got):\n%s", diff)
+	}
+	if a.id == b.id {
+		t.Errorf("hook ids are equal: %q", a.id)
+	}
+	e.obs.waitFor(t, "connected", func(n int) bool { return n == 2 })
+}
+
+func TestShutdown(t *testing.T) {
+	e := newEnv(t, hook.WithTimeout(time.Minute))
+	h := e.connect(t, helloFor("a", sub(pre, "", "", 0)), nil)
+	done := make(chan pipeline.Verdict, 1)
+	go func() { done <- e.hub.PreExecute().PreExecute(context.Background(), newExec("echo", `{}`), newTool("echo")) }()
+	h.next()
+	e.hub.Shutdown("maintenance")
+	select {
+	case reason := <-h.goodbye:
+		if reason != "maintenance" {
+			t.Errorf("goodbye reason = %q, want %q", reason, "maintenance")
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("no goodbye")
+	}
+	if err := <-h.done; !errors.Is(err, io.EOF) {
+		t.Errorf("stream end = %v, want EOF", err)
+	}
+	if got := <-done; got.Code != "POLICY_UNAVAILABLE" {
+		t.Errorf("pending call = %+v, want POLICY_UNAVAILABLE", got)
+	}
+	err := recvUntilError(e.openRaw(t, helloMsg(helloFor("late", sub(pre, "", "", 0)))))
+	if status.Code(err) != codes.Unavailable {
+		t.Errorf("Connect() after Shutdown = %v, want Unavailable", err)
+	}
+	if n := len(e.hub.Hooks()); n != 0 {
+		t.Errorf("Hooks() = %d after Shutdown, want 0", n)
+	}
+}
+
+func TestScopeFilter(t *testing.T) {
+	e := newEnv(t, hook.WithScopeFilter(func(ctx context.Context) (func(string) bool, error) {
+		return func(scope string) bool { return strings.HasPrefix(scope, "tenant-a") }, nil
+	}))
+	e.connect(t, helloFor("tenant-a-hook", sub(pre, "", "", 0)), always(verdict(toolsdv1.HookVerdict_HOOK_VERDICT_DENY, "seen")))
+	tests := map[string]struct {
+		scope string
+		want  pipeline.Decision
+	}{
+		"inside":  {scope: "tenant-a/agent", want: pipeline.Deny},
+		"outside": {scope: "tenant-b/agent", want: pipeline.Abstain},
+		"global":  {scope: "", want: pipeline.Abstain},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := e.hub.PreExecute().PreExecute(t.Context(), withScope(newExec("echo", `{}`), tc.scope), newTool("echo"))
+			if got.Decision != tc.want {
+				t.Errorf("PreExecute(scope %q) = %v, want %v", tc.scope, got.Decision, tc.want)
+			}
+		})
+	}
+}
+
+func TestScopeFilterRefuses(t *testing.T) {
+	e := newEnv(t, hook.WithScopeFilter(func(context.Context) (func(string) bool, error) {
+		return nil, errors.New("auth: no grant allows it in any scope")
+	}))
+	err := recvUntilError(e.openRaw(t, helloMsg(helloFor("a", sub(pre, "", "", 0)))))
+	if status.Code(err) != codes.PermissionDenied {
+		t.Errorf("stream error = %v, want PermissionDenied", err)
+	}
+}

@@ -1,0 +1,160 @@
+package hook_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/proto"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/tool"
+)
+
+func replaceContent(content string, contexts ...string) answerFunc {
+	return always(&toolsdv1.HookDecision{Verdict: toolsdv1.HookVerdict_HOOK_VERDICT_REPLACE,
+		ReplaceContent: proto.String(content), AddContext: contexts})
+}
+
+// appendContent replaces the content with what the hook saw plus suffix.
+func appendContent(suffix string) answerFunc {
+	return func(r *toolsdv1.HookRequest) *toolsdv1.HookDecision {
+		return &toolsdv1.HookDecision{Verdict: toolsdv1.HookVerdict_HOOK_VERDICT_REPLACE,
+			ReplaceContent: proto.String(r.GetResult().GetContent() + suffix)}
+	}
+}
+
+type postHook struct {
+	name   string
+	prio   int32
+	answer answerFunc
+}
+
+func TestPostExecute(t *testing.T) {
+	blocked := func(code tool.Code, msg, reason string, contexts ...string) tool.Result {
+		r := failure(code, msg, reason)
+		r.AdditionalContexts = contexts
+		return r
+	}
+	tests := map[string]struct {
+		dispatched tool.Result
+		hooks      []postHook
+		want       tool.Result
+	}{
+		"accept keeps the result": {
+			hooks: []postHook{{name: "a", answer: always(verdict(toolsdv1.HookVerdict_HOOK_VERDICT_ACCEPT, ""))}},
+			want:  tool.Result{Content: "ok"},
+		},
+		"unspecified accepts, adding context": {
+			hooks: []postHook{{name: "a", answer: always(&toolsdv1.HookDecision{AddContext: []string{"c1", "c2"}})}},
+			want:  tool.Result{Content: "ok", AdditionalContexts: []string{"c1", "c2"}},
+		},
+		"replace content": {
+			hooks: []postHook{{name: "a", answer: replaceContent("OK!")}},
+			want:  tool.Result{Content: "OK!"},
+		},
+		"replace value": {
+			dispatched: tool.Result{Content: "ok", Value: json.RawMessage(`{"n":1}`)},
+			hooks: []postHook{{name: "a", answer: always(&toolsdv1.HookDecision{Verdict: toolsdv1.HookVerdict_HOOK_VERDICT_REPLACE,
+				ReplaceValueJson: `{"n":2}`})}},
+			want: tool.Result{Content: "ok", Value: json.RawMessage(`{"n":2}`)},
+		},
+		"replace content of an error keeps it an error": {
+			dispatched: tool.Failure(tool.CodeToolError, "disk /secret full"),
+			hooks:      []postHook{{name: "a", answer: replaceContent("Error: disk full")}},
+			want:       failure(tool.CodeToolError, "disk full", ""),
+		},
+		"block": {
+			hooks: []postHook{{name: "a", answer: always(verdict(toolsdv1.HookVerdict_HOOK_VERDICT_BLOCK, "contains a password"))}},
+			want:  blocked(tool.CodeBlocked, "contains a password", `hook "a": contains a password`),
+		},
+		"private block": {
+			hooks: []postHook{{name: "a", answer: always(&toolsdv1.HookDecision{Verdict: toolsdv1.HookVerdict_HOOK_VERDICT_BLOCK,
+				Reason: "customer 42's password", Private: true})}},
+			want: blocked(tool.CodeBlocked, "result blocked by policy", `hook "a": customer 42's password`),
+		},
+		"two hooks replace in priority order": {
+			hooks: []postHook{
+				{name: "second", prio: 5, answer: appendContent("+second")},
+				{name: "first", prio: 1, answer: appendContent("+first")},
+			},
+			want: tool.Result{Content: "ok+first+second"},
+		},
+		"contexts accumulate in order and survive a block": {
+			hooks: []postHook{
+				{name: "a", prio: 1, answer: always(&toolsdv1.HookDecision{AddContext: []string{"from a"}})},
+				{name: "b", prio: 2, answer: always(&toolsdv1.HookDecision{Verdict: toolsdv1.HookVerdict_HOOK_VERDICT_BLOCK, AddContext: []string{"from b"}})},
+				{name: "c", prio: 3, answer: always(&toolsdv1.HookDecision{AddContext: []string{"from c"}})},
+			},
+			want: blocked(tool.CodeBlocked, "result blocked by policy", `hook "b" blocked the result`, "from a", "from b"),
+		},
+		"block stops the chain": {
+			hooks: []postHook{
+				{name: "a", prio: 1, answer: always(verdict(toolsdv1.HookVerdict_HOOK_VERDICT_BLOCK, "no"))},
+				{name: "b", prio: 2, answer: replaceContent("replaced")},
+			},
+			want: blocked(tool.CodeBlocked, "no", `hook "a": no`),
+		},
+		"pre-execute verdict is a protocol error": {
+			hooks: []postHook{{name: "a", answer: always(verdict(toolsdv1.HookVerdict_HOOK_VERDICT_ALLOW, ""))}},
+			want: blocked(tool.CodePolicyUnavailable, "result withheld: a policy hook is unavailable",
+				`hook "a": hook: protocol error: verdict HOOK_VERDICT_ALLOW is not valid after execution`),
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			for _, h := range tc.hooks {
+				e.connect(t, helloFor(h.name, sub(post, "echo", "", h.prio)), h.answer)
+			}
+			dispatched := tc.dispatched
+			if dispatched.Content == "" {
+				dispatched = tool.Result{Content: "ok"}
+			}
+			disp := &dispatcher{fn: func(*tool.Exec) tool.Result { return dispatched }}
+			got := e.newPipeline(disp).Run(t.Context(), newExec("echo", `{}`))
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("Run() (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestPostExecuteSeesResult checks the result a hook is shown, including the previous
+// hook's replacement of content and value.
+func TestPostExecuteSeesResult(t *testing.T) {
+	e := newEnv(t)
+	e.connect(t, helloFor("first", sub(post, "", "", 1)), always(&toolsdv1.HookDecision{
+		Verdict: toolsdv1.HookVerdict_HOOK_VERDICT_REPLACE, ReplaceContent: proto.String("new"), ReplaceValueJson: `{"v":2}`}))
+	second := e.connect(t, helloFor("second", sub(post, "", "", 2)), always(verdict(toolsdv1.HookVerdict_HOOK_VERDICT_ACCEPT, "")))
+	disp := &dispatcher{fn: func(*tool.Exec) tool.Result { return tool.Result{Content: "old", Value: json.RawMessage(`{"v":1}`)} }}
+	got := e.newPipeline(disp).Run(t.Context(), newExec("echo", `{}`))
+	if want := (tool.Result{Content: "new", Value: json.RawMessage(`{"v":2}`)}); !cmp.Equal(want, got) {
+		t.Errorf("Run() = %+v, want %+v", got, want)
+	}
+	req := second.next()
+	if req.GetStage() != post {
+		t.Errorf("stage = %v, want %v", req.GetStage(), post)
+	}
+	wantSeen := &toolsdv1.HookResult{Content: "new", ValueJson: `{"v":2}`}
+	if !proto.Equal(wantSeen, req.GetResult()) {
+		t.Errorf("second hook saw %v, want %v", req.GetResult(), wantSeen)
+	}
+}
+
+// TestPostExecuteNotForPrepareFailures checks that a call denied before dispatch never
+// reaches post-execute hooks.
+func TestPostExecuteNotForPrepareFailures(t *testing.T) {
+	e := newEnv(t)
+	e.connect(t, helloFor("deny", sub(pre, "", "", 0)), always(verdict(toolsdv1.HookVerdict_HOOK_VERDICT_DENY, "no")))
+	p := e.connect(t, helloFor("post", sub(post, "", "", 0)), always(replaceContent("replaced")(nil)))
+	r := e.newPipeline(&dispatcher{}).Run(t.Context(), newExec("echo", `{}`))
+	if r.Code() != tool.CodeDenied {
+		t.Errorf("Run() code = %q, want %q", r.Code(), tool.CodeDenied)
+	}
+	select {
+	case req := <-p.reqs:
+		t.Errorf("post hook received %v", req)
+	default:
+	}
+}

@@ -1,0 +1,140 @@
+package pipeline
+
+import (
+	"context"
+
+	"github.com/toolsd/toolsd/internal/tool"
+)
+
+// Stage names one stage of a call for a [StageTracer].
+type Stage string
+
+// The stages of a call, in the order they run.
+const (
+	// StagePrepare runs from resolve through the dispatch gate: validation, pre-execute
+	// policy, approval and guards.
+	StagePrepare Stage = "prepare"
+	// StageDispatch is the execute chain: timeout, retries and the provider call.
+	StageDispatch Stage = "dispatch"
+	// StageComplete is post-execute policy and normalization of a dispatched result.
+	StageComplete Stage = "complete"
+)
+
+// StageTracer follows calls through their stages, so that stage latencies can be
+// measured and traced without this package importing a metrics or tracing library.
+// Its methods, and those of the [CallTrace]s it returns, run synchronously on the
+// call's goroutine and must return quickly.
+type StageTracer interface {
+	// StartCall is called as [Pipeline.Run] begins. The returned context carries the
+	// call through its stages; a nil CallTrace leaves the call untraced.
+	StartCall(ctx context.Context, e *tool.Exec) (context.Context, CallTrace)
+}
+
+// CallTrace follows one call. Stages come in order: every call has a prepare stage; a
+// call that passes the dispatch gate then has dispatch and complete. Each started stage
+// is ended exactly once, before the next starts and before End, panics included.
+type CallTrace interface {
+	// StartStage begins stage. For prepare and dispatch the returned context carries
+	// the stage's work (hook and provider calls); complete runs with the call's context
+	// and its returned context is not used.
+	StartStage(ctx context.Context, stage Stage) context.Context
+	// EndStage ends the stage begun last.
+	EndStage(stage Stage)
+	// End is called once, after the result observers, with the tool the call resolved
+	// to (the last one when a retry re-resolved it; nil when it never resolved) and
+	// the call's final result.
+	End(t Tool, r tool.Result)
+}
+
+type traceKey struct{}
+
+// callTrace is the pipeline's side of one traced call.
+type callTrace struct {
+	ct CallTrace
+	// outer is the call's context before the prepare stage's: dispatch and complete
+	// continue with it, so their spans are the prepare span's siblings. The prepare
+	// layers pass ctx on unchanged, so nothing else is lost.
+	outer context.Context
+	open  Stage // the stage begun and not yet ended; "" when none
+	tool  Tool  // the resolved tool, once the call has left prepare
+}
+
+func (tr *callTrace) start(ctx context.Context, stage Stage) context.Context {
+	tr.open = stage
+	return tr.ct.StartStage(ctx, stage)
+}
+
+func (tr *callTrace) end() {
+	if tr.open != "" {
+		tr.ct.EndStage(tr.open)
+		tr.open = ""
+	}
+}
+
+func traceOf(ctx context.Context) *callTrace {
+	tr, _ := ctx.Value(traceKey{}).(*callTrace)
+	return tr
+}
+
+// traced runs one call under the tracer.
+func (s *snapshot) traced(ctx context.Context, e *tool.Exec, tracer StageTracer) tool.Result {
+	ctx, ct := tracer.StartCall(ctx, e)
+	if ct == nil {
+		return s.run(ctx, e, nil)
+	}
+	tr := &callTrace{ct: ct}
+	r := s.run(context.WithValue(ctx, traceKey{}, tr), e, nil)
+	ct.End(tr.tool, r)
+	return r
+}
+
+// withStageMarks adds the stage boundaries to the prepare chain, whose first layer is
+// finish and whose last is complete: tracePrepare just inside finish, traceGate just
+// outside complete.
+func (s *snapshot) withStageMarks(prepare []Interceptor) []Interceptor {
+	n := len(prepare)
+	out := make([]Interceptor, 0, n+2)
+	out = append(out, prepare[0], s.tracePrepare)
+	out = append(out, prepare[1:n-1]...)
+	return append(out, s.traceGate, prepare[n-1])
+}
+
+// tracePrepare sits just inside finish: it opens the prepare stage and, on the way
+// out, closes whatever stage is still open (prepare after a prepare-stage failure,
+// complete after a dispatch, any stage a panic left) and notes the resolved tool.
+func (s *snapshot) tracePrepare(ctx context.Context, e *tool.Exec, t Tool, next Handler) tool.Result {
+	tr := traceOf(ctx)
+	if tr == nil {
+		return next(ctx, e, t)
+	}
+	defer func() {
+		tr.end()
+		tr.tool = stateOf(ctx).tool
+	}()
+	tr.outer = ctx
+	return next(tr.start(ctx, StagePrepare), e, t)
+}
+
+// traceGate sits between the dispatch gate and complete: the call has passed every
+// prepare layer.
+func (s *snapshot) traceGate(ctx context.Context, e *tool.Exec, t Tool, next Handler) tool.Result {
+	tr := traceOf(ctx)
+	if tr == nil {
+		return next(ctx, e, t)
+	}
+	tr.end()
+	return next(tr.outer, e, t)
+}
+
+// traceDispatch is the outermost execute layer: it brackets the dispatch stage and
+// opens complete, which tracePrepare closes.
+func (s *snapshot) traceDispatch(ctx context.Context, e *tool.Exec, t Tool, next Handler) tool.Result {
+	tr := traceOf(ctx)
+	if tr == nil {
+		return next(ctx, e, t)
+	}
+	r := next(tr.start(ctx, StageDispatch), e, t)
+	tr.end()
+	tr.start(ctx, StageComplete)
+	return r
+}

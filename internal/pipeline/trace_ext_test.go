@@ -1,0 +1,171 @@
+package pipeline_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/toolsd/toolsd/internal/pipeline"
+	"github.com/toolsd/toolsd/internal/tool"
+)
+
+type stageKey struct{}
+
+// recTracer records every tracer event of one call as a line of text, and tags each
+// stage's context so tests can see which context a layer ran with.
+type recTracer struct{ events []string }
+
+func (r *recTracer) StartCall(ctx context.Context, e *tool.Exec) (context.Context, pipeline.CallTrace) {
+	r.events = append(r.events, "call "+e.Name)
+	return context.WithValue(ctx, stageKey{}, "call"), r
+}
+
+func (r *recTracer) StartStage(ctx context.Context, s pipeline.Stage) context.Context {
+	r.events = append(r.events, fmt.Sprintf("start %s (in %v)", s, ctx.Value(stageKey{})))
+	return context.WithValue(ctx, stageKey{}, string(s))
+}
+
+func (r *recTracer) EndStage(s pipeline.Stage) { r.events = append(r.events, "end "+string(s)) }
+
+func (r *recTracer) End(t pipeline.Tool, res tool.Result) {
+	owner := "<nil>"
+	if t != nil {
+		owner = t.Owner()
+	}
+	r.events = append(r.events, fmt.Sprintf("done %s %q", owner, res.Code()))
+}
+
+func (r *recTracer) note(s string) { r.events = append(r.events, s) }
+
+func TestStageTracer(t *testing.T) {
+	seen := func(r *recTracer, what string) func(ctx context.Context) {
+		return func(ctx context.Context) { r.note(fmt.Sprintf("%s sees %v", what, ctx.Value(stageKey{}))) }
+	}
+	tests := map[string]struct {
+		res  func(r *recTracer) *resolver
+		disp func(r *recTracer) *dispatcher
+		opts func(r *recTracer) []pipeline.Option
+		want []string
+	}{
+		"dispatched call": {
+			disp: func(r *recTracer) *dispatcher {
+				return &dispatcher{fn: func(ctx context.Context, _ int, _ pipeline.Tool, _ *tool.Exec) tool.Result {
+					seen(r, "provider")(ctx)
+					return tool.Result{Content: "ok"}
+				}}
+			},
+			opts: func(r *recTracer) []pipeline.Option {
+				return []pipeline.Option{
+					pipeline.WithPreExecute(pipeline.PreExecuteFunc("pre", func(ctx context.Context, _ *tool.Exec, _ pipeline.Tool) pipeline.Verdict {
+						seen(r, "pre-execute")(ctx)
+						return pipeline.Verdict{}
+					})),
+					pipeline.WithPostExecute(pipeline.PostExecuteFunc("post", func(ctx context.Context, _ *tool.Exec, _ pipeline.Tool, _ tool.Result) pipeline.PostVerdict {
+						seen(r, "post-execute")(ctx)
+						return pipeline.PostVerdict{}
+					})),
+					pipeline.WithResultObservers(func(*tool.Exec, tool.Result, time.Duration) { r.note("observer") }),
+				}
+			},
+			want: []string{
+				"call read",
+				"start prepare (in call)", "pre-execute sees prepare", "end prepare",
+				"start dispatch (in call)", "provider sees dispatch", "end dispatch",
+				"start complete (in call)", "post-execute sees call", "end complete",
+				"observer", `done p1 ""`,
+			},
+		},
+		"unknown tool ends in prepare": {
+			res: func(*recTracer) *resolver {
+				return &resolver{fn: func(int, *tool.Call) (pipeline.Tool, error) { return nil, tool.ErrUnknownTool }}
+			},
+			want: []string{"call read", "start prepare (in call)", "end prepare", `done <nil> "UNKNOWN_TOOL"`},
+		},
+		"denied call ends in prepare": {
+			opts: func(*recTracer) []pipeline.Option {
+				return []pipeline.Option{pipeline.WithPreExecute(verdict(pipeline.Deny, "no"))}
+			},
+			want: []string{"call read", "start prepare (in call)", "end prepare", `done p1 "DENIED"`},
+		},
+		"panicking provider still ends dispatch": {
+			disp: func(*recTracer) *dispatcher {
+				return &dispatcher{fn: func(context.Context, int, pipeline.Tool, *tool.Exec) tool.Result { panic("boom") }}
+			},
+			want: []string{
+				"call read", "start prepare (in call)", "end prepare",
+				"start dispatch (in call)", "end dispatch", `done p1 "INTERNAL"`,
+			},
+		},
+		"retry reports the re-resolved tool": {
+			res: func(*recTracer) *resolver {
+				return &resolver{fn: func(n int, _ *tool.Call) (pipeline.Tool, error) {
+					t := newTool("read")
+					t.owner = fmt.Sprintf("p%d", n)
+					return t, nil
+				}}
+			},
+			disp: func(*recTracer) *dispatcher {
+				return &dispatcher{fn: func(_ context.Context, n int, _ pipeline.Tool, _ *tool.Exec) tool.Result {
+					if n == 1 {
+						return tool.Failure(tool.CodeProviderGone, "gone")
+					}
+					return tool.Result{Content: "ok"}
+				}}
+			},
+			opts: func(*recTracer) []pipeline.Option {
+				return []pipeline.Option{
+					pipeline.WithConfig(pipeline.Config{ToolPolicy: func(string, string) pipeline.ToolSettings {
+						return pipeline.ToolSettings{Idempotent: true}
+					}}),
+					pipeline.WithSleep(func(context.Context, time.Duration) error { return nil }),
+				}
+			},
+			want: []string{
+				"call read", "start prepare (in call)", "end prepare",
+				"start dispatch (in call)", "end dispatch", "start complete (in call)", "end complete",
+				`done p2 ""`,
+			},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			rec := &recTracer{}
+			res := staticResolver(newTool("read"))
+			if tc.res != nil {
+				res = tc.res(rec)
+			}
+			disp := &dispatcher{}
+			if tc.disp != nil {
+				disp = tc.disp(rec)
+			}
+			opts := []pipeline.Option{pipeline.WithStageTracer(rec)}
+			if tc.opts != nil {
+				opts = append(opts, tc.opts(rec)...)
+			}
+			p := pipeline.New(res, disp, opts...)
+			p.Run(t.Context(), newExec("read", `{}`))
+			if diff := cmp.Diff(tc.want, rec.events); diff != "" {
+				t.Errorf("tracer events (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// nilTracer declines to trace: the call runs as without a tracer.
+type nilTracer struct{ calls int }
+
+func (n *nilTracer) StartCall(ctx context.Context, _ *tool.Exec) (context.Context, pipeline.CallTrace) {
+	n.calls++
+	return ctx, nil
+}
+
+func TestStageTracerDeclines(t *testing.T) {
+	tr := &nilTracer{}
+	p := pipeline.New(staticResolver(newTool("read")), &dispatcher{}, pipeline.WithStageTracer(tr))
+	if r := p.Run(t.Context(), newExec("read", `{}`)); r.IsError || tr.calls != 1 {
+		t.Errorf("Run() = %+v with %d StartCalls, want a success and 1", r, tr.calls)
+	}
+}

@@ -1,0 +1,136 @@
+package registry_test
+
+import (
+	"strconv"
+	"testing"
+
+	"github.com/toolsd/toolsd/internal/registry"
+)
+
+// validateDoc is a ~200-byte argument document for readFileSchema.
+const validateDoc = `{"path":"/home/user/project/src/internal/registry/registry.go","offset":120,` +
+	`"limit":400,"mode":"text","tags":["go","registry","scopes","restrictions","schemas"]}`
+
+func registry10k(tb testing.TB) *registry.Registry {
+	tb.Helper()
+	r := registry.New(registry.WithLimits(registry.Limits{MaxToolsPerScope: 10000}))
+	for i := range 10000 {
+		mustRegister(tb, r, "", def("tool_"+strconv.Itoa(i)), "")
+	}
+	mustRegister(tb, r, "preset", def("preset_tool"), "")
+	mustRestrict(tb, r, "preset/agent", nil, []string{"tool_7"})
+	mustRegister(tb, r, "preset/agent", def("agent_tool"), "")
+	return r
+}
+
+// TestSchemas10kIsCached pins the cache: after the first call, Schemas over 10,000
+// tools returns the same projection without allocating.
+func TestSchemas10kIsCached(t *testing.T) {
+	r := registry10k(t)
+	first, fp := r.Schemas("preset/agent/session")
+	if len(first) != 10001 {
+		t.Fatalf("Schemas = %d tools, want 10001", len(first))
+	}
+	allocs := testing.AllocsPerRun(10, func() {
+		s, f := r.Schemas("preset/agent/session")
+		if &s[0] != &first[0] || f != fp {
+			t.Fatal("Schemas recomputed the projection")
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("cached Schemas allocs = %v, want 0", allocs)
+	}
+}
+
+func BenchmarkLookup(b *testing.B) {
+	r := registry10k(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := r.Lookup("preset/agent/session", "tool_5000"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkLookupParallel(b *testing.B) {
+	r := registry10k(b)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := r.Lookup("preset/agent/session", "tool_5000"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func BenchmarkSchemas10k(b *testing.B) {
+	r := registry10k(b)
+	r.Schemas("preset/agent/session")
+	b.ReportAllocs()
+	for b.Loop() {
+		if s, _ := r.Schemas("preset/agent/session"); len(s) != 10001 {
+			b.Fatal(len(s))
+		}
+	}
+}
+
+// BenchmarkSchemas10kRecompute measures the first call after a change.
+func BenchmarkSchemas10kRecompute(b *testing.B) {
+	r := registry10k(b)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		mustRegister(b, r, "preset/agent", def("churn_"+strconv.Itoa(i)), "")
+		if s, _ := r.Schemas("preset/agent/session"); len(s) < 10001 {
+			b.Fatal(len(s))
+		}
+	}
+}
+
+func BenchmarkValidateArguments(b *testing.B) {
+	r := registry.New()
+	e := mustRegister(b, r, "", withParams("read_file", readFileSchema), "")
+	doc := []byte(validateDoc)
+	b.SetBytes(int64(len(doc)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := e.ValidateArguments(doc); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkResolveToolSet(b *testing.B) {
+	r := registry10k(b)
+	for i := range 10 {
+		mustRegister(b, r, "preset", withCondition("cond_"+strconv.Itoa(i), `model.provider == "anthropic" && step > 0`), "")
+	}
+	env := registry.ConditionEnv{Step: 1, Model: registry.ModelSelection{Provider: "anthropic"}}
+	b.ReportAllocs()
+	for b.Loop() {
+		ts, err := r.ResolveToolSet(b.Context(), "preset/agent", env)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := r.ReleaseToolSet(ts.ID()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkToolSetLookup(b *testing.B) {
+	r := registry10k(b)
+	ts, err := r.ResolveToolSet(b.Context(), "preset/agent", registry.ConditionEnv{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ts.Lookup("tool_5000"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
