@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"go.uber.org/zap"
 
@@ -81,8 +82,10 @@ func (s *snapshot) resolve(ctx context.Context, e *tool.Exec, _ Tool, next Handl
 // validate checks the raw arguments against the tool's parameter schema.
 func (s *snapshot) validate(ctx context.Context, e *tool.Exec, t Tool, next Handler) tool.Result {
 	if err := t.ValidateArguments(e.Arguments); err != nil {
+		// Validators may already say "invalid arguments: …"; say it once.
+		detail := strings.TrimPrefix(err.Error(), "invalid arguments: ")
 		return failure(e, tool.CodeInvalidArguments,
-			fmt.Sprintf("invalid arguments for tool %q: %v", e.Name, err), "")
+			fmt.Sprintf("invalid arguments for tool %q: %s", e.Name, detail), "")
 	}
 	return next(ctx, e, t)
 }

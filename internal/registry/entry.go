@@ -83,10 +83,8 @@ func ContentHash(def *tool.Definition) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// projectionDigest hashes the model-facing projection the same way (tag
-// "toolsd.schema.v1"; name, description, parameters, defer_loading, content hash). The
-// fingerprint of a schema list is the SHA-256 of the tag "toolsd.schemas.v1" followed
-// by the projection digests of its schemas in order.
+// projectionDigest hashes one model-facing schema for fingerprints (the encoding is
+// documented on [Registry.Schemas]).
 func projectionDigest(s *tool.Schema) [sha256.Size]byte {
 	h := sha256.New()
 	w := fieldWriter{h: h}

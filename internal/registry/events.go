@@ -66,8 +66,8 @@ type subscribers struct {
 
 // Subscribe calls fn for every change, synchronously after the change is applied and
 // outside the registry lock, in Seq order. fn may read the registry but must not change
-// it (that would deadlock) and should return quickly: it delays the next change. The
-// returned cancel is idempotent.
+// it (that would deadlock: the change would wait for fn to return) and should return
+// quickly, since later changes' deliveries wait for it. The returned cancel is idempotent.
 func (r *Registry) Subscribe(fn func(Change)) (cancel func()) {
 	s := &r.subs
 	s.mu.Lock()
@@ -97,8 +97,32 @@ func (s *subscribers) snapshot() []subscriber {
 	return s.list
 }
 
-// unlockAndNotify releases r.mu and delivers changes. notifyMu is taken before r.mu is
-// released, so deliveries happen in the order the changes were applied.
+// delivery hands out the order in which change batches reach subscribers: a ticket is
+// taken under r.mu, and batches are delivered in ticket order after r.mu is released, so
+// a subscriber may read the registry while another change waits for its turn.
+type delivery struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	issued uint64 // guarded by Registry.mu
+	next   uint64 // guarded by mu
+}
+
+func (d *delivery) wait(ticket uint64) {
+	d.mu.Lock()
+	for d.next != ticket {
+		d.cond.Wait()
+	}
+	d.mu.Unlock()
+}
+
+func (d *delivery) done() {
+	d.mu.Lock()
+	d.next++
+	d.cond.Broadcast()
+	d.mu.Unlock()
+}
+
+// unlockAndNotify releases r.mu and delivers changes in the order they were applied.
 func (r *Registry) unlockAndNotify(changes []Change) {
 	if len(changes) == 0 {
 		r.mu.Unlock()
@@ -109,9 +133,12 @@ func (r *Registry) unlockAndNotify(changes []Change) {
 		r.mu.Unlock()
 		return
 	}
-	r.notifyMu.Lock()
+	ticket := r.delivery.issued
+	r.delivery.issued++
 	r.mu.Unlock()
-	defer r.notifyMu.Unlock()
+
+	r.delivery.wait(ticket)
+	defer r.delivery.done()
 	for _, c := range changes {
 		for _, sub := range subs {
 			sub.fn(c)

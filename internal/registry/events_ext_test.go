@@ -1,6 +1,7 @@
 package registry_test
 
 import (
+	"runtime"
 	"sync"
 	"testing"
 
@@ -94,12 +95,17 @@ func TestChangeKindString(t *testing.T) {
 }
 
 // TestSubscribeOrderUnderConcurrency: concurrent changes reach every subscriber in Seq
-// order.
+// order, and a subscriber reading the registry while other changes wait does not
+// deadlock.
 func TestSubscribeOrderUnderConcurrency(t *testing.T) {
 	r := newRegistry(t)
 	var mu sync.Mutex
 	var seqs []uint64
 	defer r.Subscribe(func(c registry.Change) {
+		// Yield between two reads so that other writers take the lock meanwhile.
+		r.Count()
+		runtime.Gosched()
+		r.Count()
 		mu.Lock()
 		seqs = append(seqs, c.Seq)
 		mu.Unlock()

@@ -30,7 +30,7 @@ type Registry struct {
 	pins         *pinStore                     // nil with PinOff
 	sets         map[string]*ToolSet
 
-	notifyMu sync.Mutex
+	delivery delivery
 	subs     subscribers
 }
 
@@ -70,6 +70,7 @@ func New(opts ...Option) *Registry {
 		owners:       map[string]map[toolKey]*Entry{},
 		sets:         map[string]*ToolSet{},
 	}
+	r.delivery.cond = sync.NewCond(&r.delivery.mu)
 	if o.pin != PinOff {
 		r.pins = newPinStore(MaxPins)
 	}
@@ -89,27 +90,35 @@ func (r *Registry) Register(scope string, def tool.Definition, owner string) (*E
 	if err != nil {
 		return nil, err
 	}
-	key := toolKey{scope, e.def.Name}
-
 	r.mu.Lock()
-	n := r.nodes[scope]
-	if n != nil && (n.tools[key.name] != nil || n.quarantined[key.name] != nil) {
-		r.mu.Unlock()
-		return nil, fmt.Errorf("%w: tool %s in scope %s", ErrAlreadyExists, quoteName(key.name), quoteName(scope))
-	}
-	if err := r.checkCapacityLocked(n, owner); err != nil {
+	change, err := r.insertLocked(e)
+	if err != nil {
 		r.mu.Unlock()
 		return nil, err
+	}
+	r.unlockAndNotify([]Change{change})
+	return e, nil
+}
+
+// insertLocked applies the duplicate, capacity and pin rules and stores e.
+func (r *Registry) insertLocked(e *Entry) (Change, error) {
+	scope, owner := e.scope, e.owner
+	key := toolKey{scope, e.def.Name}
+	n := r.nodes[scope]
+	if n != nil && (n.tools[key.name] != nil || n.quarantined[key.name] != nil) {
+		return Change{}, fmt.Errorf("%w: tool %s in scope %s", ErrAlreadyExists, quoteName(key.name), quoteName(scope))
+	}
+	if err := r.checkCapacityLocked(n, owner); err != nil {
+		return Change{}, err
 	}
 	quarantine := false
 	if r.pins != nil {
 		if pinned, ok := r.pins.get(key); ok && pinned != e.hash {
 			if r.opts.pin == PinRefuse {
-				r.mu.Unlock()
 				r.log.Warn("tool registration refused: hash differs from pin",
 					zap.String("scope", scope), zap.String("tool", key.name), zap.String("owner", owner),
 					zap.String("pinned_hash", pinned), zap.String("hash", e.hash))
-				return nil, fmt.Errorf("%w: tool %s in scope %s has hash %s, pinned %s",
+				return Change{}, fmt.Errorf("%w: tool %s in scope %s has hash %s, pinned %s",
 					ErrPinMismatch, quoteName(key.name), quoteName(scope), e.hash, pinned)
 			}
 			quarantine = true
@@ -133,17 +142,16 @@ func (r *Registry) Register(scope string, def tool.Definition, owner string) (*E
 		change.Kind = ChangeQuarantined
 		r.log.Warn("tool quarantined: hash differs from pin",
 			zap.String("scope", scope), zap.String("tool", key.name), zap.String("owner", owner), zap.String("hash", e.hash))
-	} else {
-		n.tools[key.name] = e
-		n.ver++
-		r.ntools++
-		change.Kind = ChangeRegistered
-		r.invalidateSetsForNameLocked(scope, key.name)
-		r.log.Debug("tool registered",
-			zap.String("scope", scope), zap.String("tool", key.name), zap.String("owner", owner), zap.String("hash", e.hash))
+		return change, nil
 	}
-	r.unlockAndNotify([]Change{change})
-	return e, nil
+	n.tools[key.name] = e
+	n.ver++
+	r.ntools++
+	change.Kind = ChangeRegistered
+	r.invalidateSetsForNameLocked(scope, key.name)
+	r.log.Debug("tool registered",
+		zap.String("scope", scope), zap.String("tool", key.name), zap.String("owner", owner), zap.String("hash", e.hash))
+	return change, nil
 }
 
 func (r *Registry) checkCapacityLocked(n *node, owner string) error {

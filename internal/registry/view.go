@@ -215,10 +215,15 @@ func (r *Registry) Lookup(scope, name string) (*Entry, error) {
 }
 
 // Schemas returns the model-facing schemas of scope's visible unconditional tools,
-// sorted by name, and their fingerprint (see [ContentHash] for the encoding). Both are
-// byte-identical while the visible set is unchanged; the projection is cached per
-// scope. The slice is shared with other callers and must not be modified. An invalid
-// scope yields nil and "".
+// sorted by name, and their fingerprint. Both are byte-identical while the visible set
+// is unchanged; the projection is cached per scope and recomputed lazily after a change
+// in the scope or an ancestor. The slice is shared with other callers and must not be
+// modified. An invalid scope yields nil and "".
+//
+// The fingerprint is the hex SHA-256 of the tag "toolsd.schemas.v1" followed by one
+// 32-byte digest per schema, in order; each digest is the SHA-256 of the tag
+// "toolsd.schema.v1" and the schema's name, description, parameters, defer flag ('0' or
+// '1') and content hash, each written as an 8-byte big-endian length and the bytes.
 func (r *Registry) Schemas(scope string) (schemas []tool.Schema, fingerprint string) {
 	if ValidateScope(scope) != nil {
 		return nil, ""

@@ -1,0 +1,5 @@
+//go:build !race
+
+package jsonx_test
+
+const raceEnabled = false

@@ -1,0 +1,137 @@
+package observe
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/toolsd/toolsd/internal/broker"
+	"github.com/toolsd/toolsd/internal/pipeline"
+	"github.com/toolsd/toolsd/internal/scheduler"
+	"github.com/toolsd/toolsd/internal/session"
+	"github.com/toolsd/toolsd/internal/tool"
+)
+
+// codeOK labels a successful call, whose result has no code.
+const codeOK = "OK"
+
+func codeLabel(c tool.Code) string {
+	if c == "" {
+		return codeOK
+	}
+	return string(c)
+}
+
+// Broker returns the adapter for broker.WithObserver.
+func (m *Metrics) Broker() broker.Observer { return brokerObserver{&m.brk} }
+
+type brokerObserver struct{ m *brokerMetrics }
+
+var _ broker.Observer = brokerObserver{}
+
+func (o brokerObserver) ProviderConnected(delta int) { o.m.providers.Add(float64(delta)) }
+func (o brokerObserver) CallRejected(code tool.Code) { o.m.rejected.WithLabelValues(string(code)).Inc() }
+func (o brokerObserver) StaleResult()                { o.m.stale.Inc() }
+func (o brokerObserver) InvalidResult()              { o.m.invalid.Inc() }
+func (o brokerObserver) MalformedMessage()           { o.m.malformed.Inc() }
+
+// Pipeline returns the adapter for pipeline.WithObserver: dispatches in flight and
+// retries. Call counts and durations come from [CallObserver] instead, which knows the
+// resolved tool.
+func (m *Metrics) Pipeline() pipeline.Observer { return pipelineObserver{&m.pipe} }
+
+type pipelineObserver struct{ m *pipelineMetrics }
+
+var _ pipeline.Observer = pipelineObserver{}
+
+func (o pipelineObserver) DispatchStarted(string) { o.m.dispatching.Inc() }
+
+func (o pipelineObserver) DispatchFinished(string, tool.Code, time.Duration) { o.m.dispatching.Dec() }
+
+func (o pipelineObserver) Retried(toolName string, code tool.Code, _ int) {
+	o.m.retries.WithLabelValues(toolName, codeLabel(code)).Inc()
+}
+
+// Scheduler returns the adapter for scheduler.WithObserver: calls started and skipped,
+// and the per-batch pool occupancy distribution. The observer cannot tell batches apart,
+// so the server-wide gauge of running calls comes from [Metrics.Runner].
+func (m *Metrics) Scheduler() scheduler.Observer { return schedulerObserver{&m.sched} }
+
+type schedulerObserver struct{ m *schedulerMetrics }
+
+var _ scheduler.Observer = schedulerObserver{}
+
+func (o schedulerObserver) PoolOccupancy(running int) { o.m.occupancy.Observe(float64(running)) }
+func (o schedulerObserver) CallStarted(*tool.Call)    { o.m.started.Inc() }
+func (o schedulerObserver) CallSkipped(*tool.Call)    { o.m.skipped.Inc() }
+
+// Runner wraps the scheduler's runner so that toolsd_scheduler_running_calls counts the
+// calls running in every batch's pool: up when the scheduler hands a call over, down
+// when its result comes back, panics included.
+func (m *Metrics) Runner(r scheduler.Runner) scheduler.Runner {
+	g := m.sched.running
+	return scheduler.RunnerFunc(func(ctx context.Context, e *tool.Exec) tool.Result {
+		g.Inc()
+		defer g.Dec()
+		return r.Run(ctx, e)
+	})
+}
+
+// Session returns the adapter for session.WithObserver.
+func (m *Metrics) Session() session.Observer { return sessionObserver{&m.sess} }
+
+type sessionObserver struct{ m *sessionMetrics }
+
+var _ session.Observer = sessionObserver{}
+
+func (o sessionObserver) AppendDone(events int, d time.Duration) {
+	o.m.appendDuration.Observe(d.Seconds())
+	o.m.appended.Add(float64(events))
+}
+
+func (o sessionObserver) SyncDone(d time.Duration) { o.m.syncDuration.Observe(d.Seconds()) }
+
+// HookObserver is what the hook hub reports; it has the methods of hook.Observer.
+type HookObserver interface {
+	// HookConnected is called with +1 when a hook is welcomed and -1 when it leaves.
+	HookConnected(delta int)
+	// HookFailure counts a hook that could not be used for a call at stage; failOpen
+	// tells whether the call went on without it.
+	HookFailure(hook, stage string, failOpen bool)
+}
+
+// Hooks returns the adapter for hook.WithObserver.
+func (m *Metrics) Hooks() HookObserver { return hookObserver{&m.hook} }
+
+type hookObserver struct{ m *hookMetrics }
+
+func (o hookObserver) HookConnected(delta int) { o.m.connected.Add(float64(delta)) }
+
+func (o hookObserver) HookFailure(hook, stage string, failOpen bool) {
+	outcome := "fail_closed"
+	if failOpen {
+		outcome = "fail_open"
+	}
+	o.m.failures.WithLabelValues(hook, stage, outcome).Inc()
+}
+
+// Approver wraps a batch's approver so toolsd_pipeline_approvals_pending counts the
+// requests it is waiting on. A nil approver stays nil (nobody can answer).
+func (m *Metrics) Approver(a tool.Approver) tool.Approver {
+	if a == nil {
+		return nil
+	}
+	return countingApprover{a: a, pending: m.pipe.approvals}
+}
+
+type countingApprover struct {
+	a       tool.Approver
+	pending prometheus.Gauge
+}
+
+func (c countingApprover) Approve(ctx context.Context, req tool.ApprovalRequest) (tool.ApprovalDecision, error) {
+	c.pending.Inc()
+	defer c.pending.Dec()
+	return c.a.Approve(ctx, req)
+}

@@ -1,0 +1,166 @@
+package observe
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+	"go.uber.org/zap"
+
+	"github.com/toolsd/toolsd/internal/pipeline"
+	"github.com/toolsd/toolsd/internal/tool"
+)
+
+// DefaultPayloadCap bounds each payload in a debug payload line.
+const DefaultPayloadCap = 4 << 10
+
+// CallObserver follows every tool call through the pipeline as its
+// [pipeline.StageTracer]: it counts and times calls and stages, writes the call's log
+// line and, when tracing is on, records a span per call with a child span per stage.
+// Install it with pipeline.WithStageTracer.
+//
+// It is a stage tracer rather than a [pipeline.ResultObserver] because only the tracer
+// learns which tool a call resolved to: its provider goes in the log line, and metrics
+// label calls with registered tool names only, so names a model invents cannot grow
+// the series without bound (unresolved calls get an empty tool label).
+type CallObserver struct {
+	m          *Metrics
+	log        *zap.Logger
+	payloads   bool
+	payloadCap int
+	tracer     trace.Tracer
+}
+
+var _ pipeline.StageTracer = (*CallObserver)(nil)
+
+// CallOption configures a [CallObserver].
+type CallOption func(*CallObserver)
+
+// WithCallLog writes one info line per call to l: ids, tool, provider, code, duration,
+// and the size and a SHA-256 prefix of the arguments and of the result, never their
+// text. nil means no call log.
+func WithCallLog(l *zap.Logger) CallOption { return func(o *CallObserver) { o.log = l } }
+
+// WithPayloads adds, when on and the call log is at debug level, a debug line per call
+// with the arguments and the result, each cut at the payload cap (config log.payloads).
+func WithPayloads(on bool) CallOption { return func(o *CallObserver) { o.payloads = on } }
+
+// WithPayloadCap sets the byte limit of each logged payload; values below 1 keep
+// [DefaultPayloadCap].
+func WithPayloadCap(n int) CallOption {
+	return func(o *CallObserver) {
+		if n > 0 {
+			o.payloadCap = n
+		}
+	}
+}
+
+// WithTracerProvider records spans through tp (see [Tracing.TracerProvider]); nil
+// means no spans.
+func WithTracerProvider(tp trace.TracerProvider) CallOption {
+	return func(o *CallObserver) {
+		o.tracer = nil
+		if tp != nil {
+			o.tracer = tp.Tracer(instrumentationName)
+		}
+	}
+}
+
+// NewCallObserver returns a call observer that feeds m (nil: no metrics).
+func NewCallObserver(m *Metrics, opts ...CallOption) *CallObserver {
+	o := &CallObserver{m: m, payloadCap: DefaultPayloadCap}
+	for _, opt := range opts {
+		opt(o)
+	}
+	if o.log == nil {
+		o.log = zap.NewNop()
+	}
+	return o
+}
+
+// StartCall implements [pipeline.StageTracer].
+func (o *CallObserver) StartCall(ctx context.Context, e *tool.Exec) (context.Context, pipeline.CallTrace) {
+	c := &callRecord{o: o, e: e, start: time.Now()}
+	if o.m != nil {
+		o.m.pipe.inFlight.Inc()
+	}
+	if o.tracer != nil {
+		ctx, c.span = o.tracer.Start(ctx, "execute_tool "+e.Name,
+			trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(callAttributes(e)...))
+	}
+	return ctx, c
+}
+
+// callRecord is one call's measurements, owned by the call's goroutine.
+type callRecord struct {
+	o     *CallObserver
+	e     *tool.Exec
+	start time.Time
+
+	stageStart time.Time
+	stageSpan  trace.Span
+	stages     [numStages]time.Duration
+	ran        [numStages]bool
+
+	span trace.Span // nil when tracing is off
+}
+
+const numStages = 3
+
+func stageIndex(s pipeline.Stage) int {
+	switch s {
+	case pipeline.StagePrepare:
+		return 0
+	case pipeline.StageDispatch:
+		return 1
+	case pipeline.StageComplete:
+		return 2
+	}
+	return -1
+}
+
+var stageNames = [numStages]string{string(pipeline.StagePrepare), string(pipeline.StageDispatch), string(pipeline.StageComplete)}
+
+// StartStage implements [pipeline.CallTrace].
+func (c *callRecord) StartStage(ctx context.Context, s pipeline.Stage) context.Context {
+	c.stageStart = time.Now()
+	if c.span != nil {
+		ctx, c.stageSpan = c.o.tracer.Start(ctx, "toolsd."+string(s), trace.WithSpanKind(trace.SpanKindInternal))
+	}
+	return ctx
+}
+
+// EndStage implements [pipeline.CallTrace].
+func (c *callRecord) EndStage(s pipeline.Stage) {
+	if i := stageIndex(s); i >= 0 {
+		c.stages[i], c.ran[i] = time.Since(c.stageStart), true
+	}
+	if c.stageSpan != nil {
+		c.stageSpan.End()
+		c.stageSpan = nil
+	}
+}
+
+// End implements [pipeline.CallTrace].
+func (c *callRecord) End(t pipeline.Tool, r tool.Result) {
+	d := time.Since(c.start)
+	name, owner := "", ""
+	if t != nil {
+		name, owner = t.Definition().Name, t.Owner()
+	}
+	code := codeLabel(r.Code())
+	if m := c.o.m; m != nil {
+		m.pipe.inFlight.Dec()
+		m.pipe.calls.WithLabelValues(name, code).Inc()
+		m.pipe.callDuration.WithLabelValues(name).Observe(d.Seconds())
+		for i, ran := range c.ran {
+			if ran {
+				m.pipe.stageDuration.WithLabelValues(name, stageNames[i]).Observe(c.stages[i].Seconds())
+			}
+		}
+	}
+	c.o.logCall(c.e, owner, code, r, d)
+	if c.span != nil {
+		endSpan(c.span, owner, r)
+	}
+}

@@ -1,0 +1,200 @@
+package observe
+
+import (
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+const namespace = "toolsd"
+
+// Metrics holds toolsd's Prometheus metrics and hands out the adapters that feed them.
+// Create it once per process with [New]; its adapters are safe for concurrent use.
+type Metrics struct {
+	pipe  pipelineMetrics
+	sched schedulerMetrics
+	brk   brokerMetrics
+	hook  hookMetrics
+	sess  sessionMetrics
+	srv   serverMetrics
+
+	toolCount atomic.Pointer[func() int]
+}
+
+type pipelineMetrics struct {
+	calls         *prometheus.CounterVec   // tool, code
+	callDuration  *prometheus.HistogramVec // tool
+	stageDuration *prometheus.HistogramVec // tool, stage
+	inFlight      prometheus.Gauge
+	dispatching   prometheus.Gauge
+	retries       *prometheus.CounterVec // tool, code
+	approvals     prometheus.Gauge
+}
+
+type schedulerMetrics struct {
+	running   prometheus.Gauge
+	started   prometheus.Counter
+	skipped   prometheus.Counter
+	occupancy prometheus.Histogram
+}
+
+type brokerMetrics struct {
+	providers prometheus.Gauge
+	rejected  *prometheus.CounterVec // code
+	stale     prometheus.Counter
+	invalid   prometheus.Counter
+	malformed prometheus.Counter
+}
+
+type hookMetrics struct {
+	connected prometheus.Gauge
+	failures  *prometheus.CounterVec // hook, stage, outcome
+}
+
+type sessionMetrics struct {
+	appendDuration prometheus.Histogram
+	appended       prometheus.Counter
+	syncDuration   prometheus.Histogram
+}
+
+type serverMetrics struct {
+	panics prometheus.Counter
+}
+
+// New creates toolsd's metrics and registers them on reg, the process's private
+// registry. It panics if a metric is already registered there, like
+// [prometheus.Registerer.MustRegister]: New is meant to run once, at assembly.
+func New(reg prometheus.Registerer, opts ...Option) *Metrics {
+	o := defaultOptions()
+	for _, opt := range opts {
+		opt(&o)
+	}
+	m := &Metrics{}
+	m.pipe = newPipelineMetrics(o)
+	m.sched = newSchedulerMetrics()
+	m.brk = newBrokerMetrics()
+	m.hook = newHookMetrics()
+	m.sess = newSessionMetrics(o)
+	m.srv = serverMetrics{panics: counter("server", "panics_recovered_total", "Panics recovered by the gRPC recovery handler.")}
+	tools := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: namespace, Subsystem: "registry", Name: "tools",
+		Help: "Tools registered across all scopes (quarantined ones excluded).",
+	}, m.tools)
+	p, s, b, h, ss := m.pipe, m.sched, m.brk, m.hook, m.sess
+	reg.MustRegister(
+		p.calls, p.callDuration, p.stageDuration, p.inFlight, p.dispatching, p.retries, p.approvals,
+		s.running, s.started, s.skipped, s.occupancy,
+		b.providers, b.rejected, b.stale, b.invalid, b.malformed,
+		h.connected, h.failures,
+		ss.appendDuration, ss.appended, ss.syncDuration,
+		m.srv.panics, tools,
+	)
+	return m
+}
+
+func newPipelineMetrics(o options) pipelineMetrics {
+	return pipelineMetrics{
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: "pipeline", Name: "calls_total",
+			Help: "Tool calls finished, by tool (empty when the call never resolved) and result code (OK for success).",
+		}, []string{"tool", "code"}),
+		callDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Subsystem: "pipeline", Name: "call_duration_seconds",
+			Help:    "Time from the start of a tool call's pipeline to its final result, by tool.",
+			Buckets: o.callBuckets,
+		}, []string{"tool"}),
+		stageDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Subsystem: "pipeline", Name: "stage_duration_seconds",
+			Help:    "Time a tool call spent in each pipeline stage (prepare, dispatch, complete), by tool.",
+			Buckets: o.stageBuckets,
+		}, []string{"tool", "stage"}),
+		inFlight:    gauge("pipeline", "calls_in_flight", "Tool calls inside the pipeline, from resolve to final result."),
+		dispatching: gauge("pipeline", "dispatches_in_flight", "Tool calls in the execute chain (at a provider or waiting to retry)."),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: "pipeline", Name: "retries_total",
+			Help: "Retries of idempotent tool calls, by tool and the transient code that caused them.",
+		}, []string{"tool", "code"}),
+		approvals: gauge("pipeline", "approvals_pending", "Approval requests waiting for the agent loop's answer."),
+	}
+}
+
+func newSchedulerMetrics() schedulerMetrics {
+	return schedulerMetrics{
+		running: gauge("scheduler", "running_calls", "Calls running in batch pools across all batches."),
+		started: counter("scheduler", "calls_started_total", "Calls handed from a batch to the pipeline."),
+		skipped: counter("scheduler", "calls_skipped_total", "Calls given ABORTED_BEFORE_DISPATCH because their batch was cancelled before they started."),
+		occupancy: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: namespace, Subsystem: "scheduler", Name: "batch_pool_occupancy",
+			Help:    "Running calls of one batch's pool, sampled at every change.",
+			Buckets: []float64{0, 1, 2, 4, 8, 16, 32, 64, 128},
+		}),
+	}
+}
+
+func newBrokerMetrics() brokerMetrics {
+	return brokerMetrics{
+		providers: gauge("broker", "providers_connected", "Provider streams connected."),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: "broker", Name: "calls_rejected_total",
+			Help: "Calls refused before reaching a provider, by code (PROVIDER_UNAVAILABLE, PROVIDER_OVERLOADED).",
+		}, []string{"code"}),
+		stale:     counter("broker", "stale_results_total", "Provider results dropped because their call was no longer pending on that stream."),
+		invalid:   counter("broker", "invalid_results_total", "Provider results that failed their call with INVALID_RESULT or RESULT_TOO_LARGE."),
+		malformed: counter("broker", "malformed_messages_total", "Provider protocol messages ignored as malformed."),
+	}
+}
+
+func newHookMetrics() hookMetrics {
+	return hookMetrics{
+		connected: gauge("hook", "hooks_connected", "Remote policy hooks connected."),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: "hook", Name: "failures_total",
+			Help: "Hooks that could not be used for a call, by hook, stage and outcome (fail_open: the call went on; fail_closed: it failed with POLICY_UNAVAILABLE).",
+		}, []string{"hook", "stage", "outcome"}),
+	}
+}
+
+func newSessionMetrics(o options) sessionMetrics {
+	return sessionMetrics{
+		appendDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: namespace, Subsystem: "session", Name: "append_duration_seconds",
+			Help:    "Latency of a successful session-log append, durable on return.",
+			Buckets: o.sessionBuckets,
+		}),
+		appended: counter("session", "appended_events_total", "Events appended to session logs."),
+		syncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: namespace, Subsystem: "session", Name: "sync_duration_seconds",
+			Help:    "Latency of one session-log group commit: the write and, when durable, the fsync.",
+			Buckets: o.sessionBuckets,
+		}),
+	}
+}
+
+func gauge(subsystem, name, help string) prometheus.Gauge {
+	return prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Subsystem: subsystem, Name: name, Help: help})
+}
+
+func counter(subsystem, name, help string) prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Subsystem: subsystem, Name: name, Help: help})
+}
+
+// RegisteredTools makes toolsd_registry_tools report count() at each scrape (the
+// registry's tool count). Until it is called the gauge reads 0. count must be safe to
+// call from the scraping goroutine.
+func (m *Metrics) RegisteredTools(count func() int) { m.toolCount.Store(&count) }
+
+func (m *Metrics) tools() float64 {
+	if f := m.toolCount.Load(); f != nil && *f != nil {
+		return float64((*f)())
+	}
+	return 0
+}
+
+// PanicRecovered counts one panic recovered by the gRPC recovery handler; it fits
+// server.GRPCConfig.OnPanic.
+func (m *Metrics) PanicRecovered() { m.srv.panics.Inc() }
+
+// ApprovalsPending is the gauge of approval requests waiting for an answer: Inc when
+// one is sent to the agent loop, Dec when it is answered or abandoned. [Metrics.Approver]
+// does both around any [tool.Approver].
+func (m *Metrics) ApprovalsPending() prometheus.Gauge { return m.pipe.approvals }
