@@ -31,10 +31,12 @@ type brokerObserver struct{ m *brokerMetrics }
 var _ broker.Observer = brokerObserver{}
 
 func (o brokerObserver) ProviderConnected(delta int) { o.m.providers.Add(float64(delta)) }
-func (o brokerObserver) CallRejected(code tool.Code) { o.m.rejected.WithLabelValues(string(code)).Inc() }
-func (o brokerObserver) StaleResult()                { o.m.stale.Inc() }
-func (o brokerObserver) InvalidResult()              { o.m.invalid.Inc() }
-func (o brokerObserver) MalformedMessage()           { o.m.malformed.Inc() }
+func (o brokerObserver) CallRejected(code tool.Code) {
+	o.m.rejected.WithLabelValues(string(code)).Inc()
+}
+func (o brokerObserver) StaleResult()      { o.m.stale.Inc() }
+func (o brokerObserver) InvalidResult()    { o.m.invalid.Inc() }
+func (o brokerObserver) MalformedMessage() { o.m.malformed.Inc() }
 
 // Pipeline returns the adapter for pipeline.WithObserver: dispatches in flight and
 // retries. Call counts and durations come from [CallObserver] instead, which knows the

@@ -200,7 +200,8 @@ func visibleEntryLocked(n *node, name string) *Entry {
 }
 
 // Lookup resolves a tool for execution without a tool set: conditional tools are
-// excluded. Every invisible name gets the same error, wrapping [tool.ErrUnknownTool].
+// excluded (a conditional tool still shadows an inherited one of the same name). Every
+// invisible name gets the same error, wrapping [tool.ErrUnknownTool].
 func (r *Registry) Lookup(scope, name string) (*Entry, error) {
 	if err := ValidateScope(scope); err != nil {
 		return nil, err

@@ -1,0 +1,64 @@
+package main_test
+
+import (
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+)
+
+// TestSIGTERMDrainsAndExitsZero sends SIGTERM to the real binary while a call blocks:
+// the call is aborted at the shutdown deadline and its result reaches the client and the
+// log, the process exits 0, and a restart finds nothing to recover.
+func TestSIGTERMDrainsAndExitsZero(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "toolsd.yaml")
+	if err := os.WriteFile(cfg, []byte("timeouts: {shutdown: 300ms}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dataDir := filepath.Join(dir, "data")
+	led := newLedger()
+	view := newClientView()
+
+	d := startDaemon(t, "-config", cfg, "-data-dir", dataDir)
+	c := dial(t, d.addr)
+	stop := runProvider(t, d.addr, led.tools()...)
+	r := view.run(c, batch("term", 1, 0, "fast:a", "block:b"))
+	waitFor(t, "the blocking call", func() bool { return view.received("term", "a") && led.isBlocked("term/b") })
+
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	d.wait(t)
+	if d.err != nil || d.cmd.ProcessState.ExitCode() != 0 {
+		t.Errorf("toolsd after SIGTERM exited with %v (code %d), want 0", d.err, d.cmd.ProcessState.ExitCode())
+	}
+	if !waitDone(r) {
+		t.Errorf("batch during shutdown ended with %v (settled %v), want settled", r.err, r.settled)
+	}
+	if got := view.results["term"]["b"].GetError().GetCode(); got != "ABORTED" {
+		t.Errorf("blocking call's result code = %q, want ABORTED", got)
+	}
+	if len(d.logged("stopped")) != 1 {
+		t.Error(`toolsd did not log "stopped"`)
+	}
+	stop()
+	view.wg.Wait()
+
+	d2 := startDaemon(t, "-config", cfg, "-data-dir", dataDir)
+	if n := recoveredLogged(t, d2); n != 0 {
+		t.Errorf("restart after SIGTERM recovered %d calls, want 0 (a clean shutdown closes every call)", n)
+	}
+	c2 := dial(t, d2.addr)
+	recovered := verifyLog(t, c2, view, led, led.snapshot())
+	if len(recovered) != 0 {
+		t.Errorf("recovered results after a clean shutdown: %v, want none", recovered)
+	}
+	if err := d2.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	d2.wait(t)
+	if code := d2.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("idle toolsd after SIGTERM exited with code %d, want 0", code)
+	}
+}

@@ -1,0 +1,327 @@
+package observe_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/toolsd/toolsd/internal/hook"
+	"github.com/toolsd/toolsd/internal/observe"
+	"github.com/toolsd/toolsd/internal/pipeline"
+	"github.com/toolsd/toolsd/internal/scheduler"
+	"github.com/toolsd/toolsd/internal/tool"
+)
+
+// The hook hub's observer and ours must stay the same interface.
+var (
+	_ hook.Observer        = observe.HookObserver(nil)
+	_ observe.HookObserver = hook.Observer(nil)
+)
+
+func TestAdapters(t *testing.T) {
+	type series struct {
+		name   string
+		labels []string
+		want   float64
+	}
+	tests := map[string]struct {
+		do   func(m *observe.Metrics)
+		want []series
+	}{
+		"providers connect and leave": {
+			do: func(m *observe.Metrics) {
+				b := m.Broker()
+				b.ProviderConnected(1)
+				b.ProviderConnected(1)
+				b.ProviderConnected(-1)
+			},
+			want: []series{{"toolsd_broker_providers_connected", nil, 1}},
+		},
+		"broker drops and rejections": {
+			do: func(m *observe.Metrics) {
+				b := m.Broker()
+				b.CallRejected(tool.CodeProviderOverloaded)
+				b.CallRejected(tool.CodeProviderOverloaded)
+				b.CallRejected(tool.CodeProviderUnavailable)
+				b.StaleResult()
+				b.InvalidResult()
+				b.InvalidResult()
+				b.MalformedMessage()
+			},
+			want: []series{
+				{"toolsd_broker_calls_rejected_total", []string{"code", "PROVIDER_OVERLOADED"}, 2},
+				{"toolsd_broker_calls_rejected_total", []string{"code", "PROVIDER_UNAVAILABLE"}, 1},
+				{"toolsd_broker_stale_results_total", nil, 1},
+				{"toolsd_broker_invalid_results_total", nil, 2},
+				{"toolsd_broker_malformed_messages_total", nil, 1},
+			},
+		},
+		"dispatches and retries": {
+			do: func(m *observe.Metrics) {
+				p := m.Pipeline()
+				p.DispatchStarted("read")
+				p.DispatchStarted("read")
+				p.Retried("read", tool.CodeProviderGone, 2)
+				p.DispatchFinished("read", "", time.Millisecond)
+			},
+			want: []series{
+				{"toolsd_pipeline_dispatches_in_flight", nil, 1},
+				{"toolsd_pipeline_retries_total", []string{"tool", "read", "code", "PROVIDER_GONE"}, 1},
+			},
+		},
+		"scheduler": {
+			do: func(m *observe.Metrics) {
+				s := m.Scheduler()
+				for range 3 {
+					s.CallStarted(&tool.Call{})
+				}
+				s.CallSkipped(&tool.Call{})
+				s.PoolOccupancy(1)
+				s.PoolOccupancy(2)
+				s.PoolOccupancy(0)
+			},
+			want: []series{
+				{"toolsd_scheduler_calls_started_total", nil, 3},
+				{"toolsd_scheduler_calls_skipped_total", nil, 1},
+				{"toolsd_scheduler_batch_pool_occupancy", nil, 3},
+			},
+		},
+		"session log": {
+			do: func(m *observe.Metrics) {
+				s := m.Session()
+				s.AppendDone(3, 2*time.Millisecond)
+				s.AppendDone(1, time.Millisecond)
+				s.SyncDone(time.Millisecond)
+			},
+			want: []series{
+				{"toolsd_session_appended_events_total", nil, 4},
+				{"toolsd_session_append_duration_seconds", nil, 2},
+				{"toolsd_session_sync_duration_seconds", nil, 1},
+			},
+		},
+		"hooks": {
+			do: func(m *observe.Metrics) {
+				h := m.Hooks()
+				h.HookConnected(1)
+				h.HookConnected(1)
+				h.HookConnected(-1)
+				h.HookFailure("audit", "pre_execute", true)
+				h.HookFailure("audit", "pre_execute", false)
+				h.HookFailure("audit", "pre_execute", false)
+			},
+			want: []series{
+				{"toolsd_hook_hooks_connected", nil, 1},
+				{"toolsd_hook_failures_total", []string{"hook", "audit", "stage", "pre_execute", "outcome", "fail_open"}, 1},
+				{"toolsd_hook_failures_total", []string{"hook", "audit", "stage", "pre_execute", "outcome", "fail_closed"}, 2},
+			},
+		},
+		"server": {
+			do: func(m *observe.Metrics) {
+				m.PanicRecovered()
+				m.PanicRecovered()
+				m.ApprovalsPending().Inc()
+				m.ApprovalsPending().Inc()
+				m.ApprovalsPending().Dec()
+				m.RegisteredTools(func() int { return 7 })
+			},
+			want: []series{
+				{"toolsd_server_panics_recovered_total", nil, 2},
+				{"toolsd_pipeline_approvals_pending", nil, 1},
+				{"toolsd_registry_tools", nil, 7},
+			},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			m, reg := newMetrics(t)
+			tc.do(m)
+			for _, s := range tc.want {
+				if got := value(t, reg, s.name, s.labels...); got != s.want {
+					t.Errorf("%s%v = %v, want %v", s.name, s.labels, got, s.want)
+				}
+			}
+		})
+	}
+}
+
+func TestRegisteredToolsBeforeSet(t *testing.T) {
+	_, reg := newMetrics(t)
+	if got := value(t, reg, "toolsd_registry_tools"); got != 0 {
+		t.Errorf("toolsd_registry_tools = %v before RegisteredTools, want 0", got)
+	}
+}
+
+func TestRunnerCountsRunningCalls(t *testing.T) {
+	m, reg := newMetrics(t)
+	entered, release := make(chan struct{}), make(chan struct{})
+	inner := scheduler.RunnerFunc(func(_ context.Context, e *tool.Exec) tool.Result {
+		entered <- struct{}{}
+		<-release
+		if e.Name == "panics" {
+			panic("boom")
+		}
+		return tool.Result{}
+	})
+	r := m.Runner(inner)
+	var wg sync.WaitGroup
+	for _, name := range []string{"ok", "panics"} {
+		wg.Go(func() {
+			defer func() { _ = recover() }()
+			r.Run(t.Context(), &tool.Exec{Call: tool.Call{Name: name}})
+		})
+	}
+	<-entered
+	<-entered
+	if got := value(t, reg, "toolsd_scheduler_running_calls"); got != 2 {
+		t.Errorf("toolsd_scheduler_running_calls = %v with two calls running, want 2", got)
+	}
+	close(release)
+	wg.Wait()
+	if got := value(t, reg, "toolsd_scheduler_running_calls"); got != 0 {
+		t.Errorf("toolsd_scheduler_running_calls = %v after both returned (one panicked), want 0", got)
+	}
+}
+
+type approverFunc func(ctx context.Context, req tool.ApprovalRequest) (tool.ApprovalDecision, error)
+
+func (f approverFunc) Approve(ctx context.Context, req tool.ApprovalRequest) (tool.ApprovalDecision, error) {
+	return f(ctx, req)
+}
+
+func TestApproverCountsPending(t *testing.T) {
+	m, reg := newMetrics(t)
+	if got := m.Approver(nil); got != nil {
+		t.Errorf("Approver(nil) = %v, want nil", got)
+	}
+	errNo := errors.New("no answer")
+	var during float64
+	a := m.Approver(approverFunc(func(context.Context, tool.ApprovalRequest) (tool.ApprovalDecision, error) {
+		during = value(t, reg, "toolsd_pipeline_approvals_pending")
+		return tool.ApprovalDecision{}, errNo
+	}))
+	if _, err := a.Approve(t.Context(), tool.ApprovalRequest{}); !errors.Is(err, errNo) {
+		t.Errorf("Approve() = %v, want %v", err, errNo)
+	}
+	if after := value(t, reg, "toolsd_pipeline_approvals_pending"); during != 1 || after != 0 {
+		t.Errorf("approvals pending = %v while waiting and %v after, want 1 and 0", during, after)
+	}
+}
+
+// exerciseAll moves every toolsd metric at least once.
+func exerciseAll(t *testing.T, m *observe.Metrics) {
+	t.Helper()
+	b := m.Broker()
+	b.ProviderConnected(1)
+	b.CallRejected(tool.CodeProviderOverloaded)
+	b.StaleResult()
+	b.InvalidResult()
+	b.MalformedMessage()
+	p := m.Pipeline()
+	p.DispatchStarted("read")
+	p.Retried("read", tool.CodeProviderGone, 2)
+	p.DispatchFinished("read", "", time.Millisecond)
+	s := m.Scheduler()
+	s.CallStarted(&tool.Call{})
+	s.CallSkipped(&tool.Call{})
+	s.PoolOccupancy(1)
+	m.Runner(scheduler.RunnerFunc(func(context.Context, *tool.Exec) tool.Result { return tool.Result{} })).
+		Run(t.Context(), &tool.Exec{})
+	ss := m.Session()
+	ss.AppendDone(1, time.Millisecond)
+	ss.SyncDone(time.Millisecond)
+	h := m.Hooks()
+	h.HookConnected(1)
+	h.HookFailure("audit", "pre_execute", false)
+	m.PanicRecovered()
+	m.ApprovalsPending().Inc()
+	m.RegisteredTools(func() int { return 1 })
+	pipe := pipeline.New(tools(newTool("read", "p1")), succeed("ok"),
+		pipeline.WithStageTracer(observe.NewCallObserver(m)))
+	pipe.Run(t.Context(), newExec("read", `{}`))
+}
+
+// metricNames is every metric toolsd exports from this package.
+var metricNames = []string{
+	"toolsd_broker_calls_rejected_total",
+	"toolsd_broker_invalid_results_total",
+	"toolsd_broker_malformed_messages_total",
+	"toolsd_broker_providers_connected",
+	"toolsd_broker_stale_results_total",
+	"toolsd_hook_failures_total",
+	"toolsd_hook_hooks_connected",
+	"toolsd_pipeline_approvals_pending",
+	"toolsd_pipeline_call_duration_seconds",
+	"toolsd_pipeline_calls_in_flight",
+	"toolsd_pipeline_calls_total",
+	"toolsd_pipeline_dispatches_in_flight",
+	"toolsd_pipeline_retries_total",
+	"toolsd_pipeline_stage_duration_seconds",
+	"toolsd_registry_tools",
+	"toolsd_scheduler_batch_pool_occupancy",
+	"toolsd_scheduler_calls_skipped_total",
+	"toolsd_scheduler_calls_started_total",
+	"toolsd_scheduler_running_calls",
+	"toolsd_server_panics_recovered_total",
+	"toolsd_session_append_duration_seconds",
+	"toolsd_session_appended_events_total",
+	"toolsd_session_sync_duration_seconds",
+}
+
+func TestMetricsPassPromlint(t *testing.T) {
+	m, reg := newMetrics(t)
+	exerciseAll(t, m)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("Gather() = %v", err)
+	}
+	var names []string
+	for _, mf := range mfs {
+		names = append(names, mf.GetName())
+	}
+	if diff := cmp.Diff(metricNames, names); diff != "" {
+		t.Errorf("exported metrics (-want +got):\n%s", diff)
+	}
+	problems, err := testutil.GatherAndLint(reg)
+	if err != nil {
+		t.Fatalf("GatherAndLint() = %v", err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
+}
+
+func TestNewOnSameRegistryPanics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	observe.New(reg)
+	defer func() {
+		if recover() == nil {
+			t.Error("second New on one registry did not panic")
+		}
+	}()
+	observe.New(reg)
+}
+
+func TestCustomBuckets(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := observe.New(reg, observe.WithSessionBuckets([]float64{0.5, 1}))
+	m.Session().SyncDone(time.Second)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("Gather() = %v", err)
+	}
+	i := slices.IndexFunc(mfs, func(mf *dto.MetricFamily) bool { return mf.GetName() == "toolsd_session_sync_duration_seconds" })
+	if i < 0 {
+		t.Fatal("no toolsd_session_sync_duration_seconds")
+	}
+	if got := len(mfs[i].GetMetric()[0].GetHistogram().GetBucket()); got != 2 {
+		t.Errorf("sync histogram has %d buckets, want 2", got)
+	}
+}
