@@ -1,0 +1,168 @@
+package app_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/pkg/provider"
+)
+
+type noArgs struct{}
+
+func constTool(name, answer string, opts ...provider.ToolOption) provider.Tool {
+	return provider.NewTool(name, "Answers "+answer+".", func(context.Context, provider.Call, noArgs) (string, error) {
+		return answer, nil
+	}, opts...)
+}
+
+// gateTool reports its start and returns once release is closed.
+func gateTool(name string, started chan<- struct{}, release <-chan struct{}) provider.Tool {
+	return provider.NewTool(name, "Waits for the test.", func(ctx context.Context, _ provider.Call, _ noArgs) (string, error) {
+		started <- struct{}{}
+		select {
+		case <-release:
+			return "released", nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	})
+}
+
+func (e *env) resolve(t *testing.T, session string, step uint64, model *toolsdv1.ModelSelection) *toolsdv1.ResolveToolSetResponse {
+	t.Helper()
+	resp, err := e.tools.ResolveToolSet(t.Context(), &toolsdv1.ResolveToolSetRequest{SessionId: session, Turn: 1, Step: step, Model: model})
+	if err != nil {
+		t.Fatalf("ResolveToolSet() = %v", err)
+	}
+	return resp
+}
+
+func names(tools []*toolsdv1.ToolSchema) []string {
+	out := make([]string, len(tools))
+	for i, t := range tools {
+		out[i] = t.GetName()
+	}
+	return out
+}
+
+func TestConditionalToolsFollowTheSession(t *testing.T) {
+	e := start(t, "")
+	runProvider(t, e.app.Addr(),
+		constTool("get_db_schema", "tables: users"),
+		constTool("query_db", "1 row", provider.WithCondition(`session.succeeded("get_db_schema")`)),
+		constTool("web_search", "results", provider.WithCondition(`model.provider == "openai"`)),
+		constTool("big_model_only", "ok", provider.WithCondition(`model.reasoning_effort == "high" && step >= 2`)),
+	)
+	openai := &toolsdv1.ModelSelection{Provider: "openai", Model: "gpt", ReasoningEffort: "low"}
+
+	// Simple loops never see conditional tools.
+	if got := e.schemaNames(t, ""); !slices.Equal(got, []string{"get_db_schema"}) {
+		t.Errorf("Schemas() = %v, want only the unconditional tool", got)
+	}
+
+	set := e.resolve(t, "s-cond", 1, openai)
+	if diff := cmp.Diff([]string{"get_db_schema", "web_search"}, names(set.GetTools())); diff != "" {
+		t.Errorf("step 1 tool set (-want +got):\n%s", diff)
+	}
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-cond", Turn: 1, Step: 1, ToolSetId: set.GetToolSetId(), Calls: []*toolsdv1.ToolCall{
+		call("c1", "web_search", `{}`),
+		call("c2", "query_db", `{}`),
+		call("c3", "get_db_schema", `{}`),
+	}}, batchOptions{})
+	if diff := cmp.Diff([]string{"", "UNKNOWN_TOOL", ""}, resultCodes(out.results)); diff != "" {
+		t.Errorf("step 1 codes (-want +got):\n%s", diff)
+	}
+	if _, err := e.tools.ReleaseToolSet(t.Context(), &toolsdv1.ReleaseToolSetRequest{ToolSetId: set.GetToolSetId()}); err != nil {
+		t.Fatalf("ReleaseToolSet() = %v", err)
+	}
+
+	// get_db_schema succeeded in this session, so the next step offers query_db.
+	set2 := e.resolve(t, "s-cond", 2, &toolsdv1.ModelSelection{Provider: "anthropic", ReasoningEffort: "high"})
+	if diff := cmp.Diff([]string{"big_model_only", "get_db_schema", "query_db"}, names(set2.GetTools())); diff != "" {
+		t.Errorf("step 2 tool set (-want +got):\n%s", diff)
+	}
+	if set2.GetFingerprint() == set.GetFingerprint() {
+		t.Error("fingerprints of different tool sets are equal")
+	}
+	schemas, err := e.tools.Schemas(t.Context(), &toolsdv1.SchemasRequest{ToolSetId: set2.GetToolSetId()})
+	if err != nil || !slices.Equal(names(schemas.GetTools()), names(set2.GetTools())) || schemas.GetFingerprint() != set2.GetFingerprint() {
+		t.Errorf("Schemas(tool set) = %v, %v; want the set's own schemas and fingerprint", schemas, err)
+	}
+	out = e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-cond", Turn: 1, Step: 2, ToolSetId: set2.GetToolSetId(), Calls: []*toolsdv1.ToolCall{
+		call("c4", "query_db", `{}`), call("c5", "web_search", `{}`),
+	}}, batchOptions{})
+	if diff := cmp.Diff([]string{"", "UNKNOWN_TOOL"}, resultCodes(out.results)); diff != "" {
+		t.Errorf("step 2 codes (-want +got):\n%s", diff)
+	}
+	// Another session has no such history.
+	if got := names(e.resolve(t, "s-other", 1, openai).GetTools()); slices.Contains(got, "query_db") {
+		t.Errorf("a fresh session's tool set = %v, want no query_db", got)
+	}
+}
+
+func TestReleasingAToolSetStopsOnlyUnstartedCalls(t *testing.T) {
+	e := start(t, "")
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	runProvider(t, e.app.Addr(), gateTool("gate", started, release), constTool("later", "ran"))
+	set := e.resolve(t, "s-release", 1, nil)
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-release", ToolSetId: set.GetToolSetId(), MaxParallel: 1, Calls: []*toolsdv1.ToolCall{
+		call("c1", "gate", `{}`), call("c2", "later", `{}`),
+	}}, batchOptions{onAccepted: func(toolsdv1.ToolService_ExecuteBatchClient) {
+		<-started
+		if _, err := e.tools.ReleaseToolSet(context.Background(), &toolsdv1.ReleaseToolSetRequest{ToolSetId: set.GetToolSetId()}); err != nil {
+			t.Errorf("ReleaseToolSet() = %v", err)
+		}
+		close(release)
+	}})
+	if diff := cmp.Diff([]string{"", "ABORTED_BEFORE_DISPATCH"}, resultCodes(out.results)); diff != "" {
+		t.Errorf("codes (-want +got):\n%s", diff)
+	}
+	if got := out.results[0].GetContent(); got != "released" {
+		t.Errorf("started call content = %q, want it to finish normally", got)
+	}
+}
+
+func TestConditionErrorsFailActivation(t *testing.T) {
+	e := start(t, "")
+	runProvider(t, e.app.Addr(), constTool("picky", "ok", provider.WithCondition(`int(model.model) > 3`)))
+	_, err := e.tools.ResolveToolSet(t.Context(), &toolsdv1.ResolveToolSetRequest{SessionId: "s", Model: &toolsdv1.ModelSelection{Model: "not-a-number"}})
+	if status.Code(err) != codes.FailedPrecondition || reasonOf(err) != "TOOL_ACTIVATION_FAILED" {
+		t.Fatalf("ResolveToolSet() = %v, want FailedPrecondition with reason TOOL_ACTIVATION_FAILED", err)
+	}
+	if _, err := e.tools.ResolveToolSet(t.Context(), &toolsdv1.ResolveToolSetRequest{SessionId: "s", Model: &toolsdv1.ModelSelection{Model: "7"}}); err != nil {
+		t.Errorf("ResolveToolSet(model 7) = %v, want success", err)
+	}
+}
+
+func TestBadConditionIsRejectedAtRegistration(t *testing.T) {
+	e := start(t, "")
+	p, _ := runProvider(t, e.app.Addr(), constTool("fine", "ok"))
+	_, err := e.tools.RegisterTool(t.Context(), &toolsdv1.RegisterToolRequest{ProviderId: p.ProviderID(), Tool: &toolsdv1.ToolDefinition{
+		Name: "broken", ParametersJson: `{"type":"object"}`, Condition: `session.called("x") &&`,
+	}})
+	if status.Code(err) != codes.InvalidArgument || reasonOf(err) != "INVALID_CONDITION" {
+		t.Fatalf("RegisterTool(bad condition) = %v, want InvalidArgument INVALID_CONDITION", err)
+	}
+}
+
+// reasonOf returns the ErrorInfo reason of a status error.
+func reasonOf(err error) string {
+	st, ok := status.FromError(err)
+	if !ok {
+		return ""
+	}
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			return info.GetReason()
+		}
+	}
+	return ""
+}
+
