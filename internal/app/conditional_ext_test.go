@@ -165,4 +165,3 @@ func reasonOf(err error) string {
 	}
 	return ""
 }
-

@@ -11,8 +11,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/examples/provider/exampletools"
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/pkg/provider"
 )
 
@@ -110,9 +110,9 @@ func TestBatchRequestErrors(t *testing.T) {
 		"missing call id":    {first: batchReq(&toolsdv1.Batch{SessionId: "bad", Calls: []*toolsdv1.ToolCall{call("", "echo", "{}")}})},
 		"over the call limit": {first: batchReq(&toolsdv1.Batch{SessionId: "bad", Calls: []*toolsdv1.ToolCall{
 			call("a", "echo", "{}"), call("b", "echo", "{}"), call("c", "echo", "{}")}})},
-		"bad scope":          {first: batchReq(&toolsdv1.Batch{SessionId: "bad", Scope: "a//b", Calls: []*toolsdv1.ToolCall{ok}})},
-		"unknown tool set":   {first: batchReq(&toolsdv1.Batch{SessionId: "bad", ToolSetId: "nope", Calls: []*toolsdv1.ToolCall{ok}})},
-		"approval first":     {first: &toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Approval{Approval: &toolsdv1.ApprovalDecision{CallId: "c"}}}},
+		"bad scope":        {first: batchReq(&toolsdv1.Batch{SessionId: "bad", Scope: "a//b", Calls: []*toolsdv1.ToolCall{ok}})},
+		"unknown tool set": {first: batchReq(&toolsdv1.Batch{SessionId: "bad", ToolSetId: "nope", Calls: []*toolsdv1.ToolCall{ok}})},
+		"approval first":   {first: &toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Approval{Approval: &toolsdv1.ApprovalDecision{CallId: "c"}}}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			stream, err := e.tools.ExecuteBatch(t.Context())
@@ -337,4 +337,3 @@ policy:
 		t.Errorf("non-idempotent call code = %q, want PROVIDER_GONE (never retried)", got)
 	}
 }
-
