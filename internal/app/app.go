@@ -24,6 +24,7 @@ import (
 	"github.com/toolsd/toolsd/internal/auth"
 	"github.com/toolsd/toolsd/internal/broker"
 	"github.com/toolsd/toolsd/internal/config"
+	"github.com/toolsd/toolsd/internal/observe"
 	"github.com/toolsd/toolsd/internal/pipeline"
 	"github.com/toolsd/toolsd/internal/pipeline/policy"
 	"github.com/toolsd/toolsd/internal/registry"
@@ -48,6 +49,8 @@ type App struct {
 	lis      net.Listener
 	adminLis net.Listener
 	admin    *http.Server
+	obs      *observe.Metrics
+	tracing  *observe.Tracing
 	example  string // notes file of the bundled example provider; "" = off
 }
 
@@ -83,6 +86,10 @@ func New(cfg *config.Config, opts ...Option) (*App, error) {
 	}
 	a.metrics = prometheus.NewRegistry()
 	a.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	a.obs = observe.New(a.metrics)
+	if a.tracing, err = observe.SetupTracing(context.Background(), cfg.Tracing.Enabled); err != nil {
+		return nil, err
+	}
 	if err := a.openSessions(); err != nil {
 		return nil, err
 	}
@@ -98,7 +105,7 @@ func New(cfg *config.Config, opts ...Option) (*App, error) {
 }
 
 func (a *App) openSessions() error {
-	var opts []session.Option
+	opts := []session.Option{session.WithObserver(a.obs.Session())}
 	if ret := a.cfg.Session.Retention; ret.MaxAge > 0 || ret.MaxSessions > 0 {
 		opts = append(opts, session.WithRetention(ret.MaxAge.D(), ret.MaxSessions), session.WithSweepInterval(ret.Interval.D()))
 	}
@@ -144,8 +151,10 @@ func (a *App) build(pol *policy.Set) error {
 		registry.WithPinning(pinMode(c.Registry.Pinning)),
 		registry.WithToolSetIdle(c.Registry.ToolSetIdle.D()),
 	)
+	a.obs.RegisteredTools(func() int { n, _ := a.reg.Count(); return n })
 	brokerOpts = append(brokerOpts,
 		broker.WithLogger(a.log),
+		broker.WithObserver(a.obs.Broker()),
 		broker.WithErrorMapper(registrationErrorCode),
 		broker.WithLimits(broker.Limits{
 			MaxProviders:           c.Limits.MaxProviders,
@@ -158,6 +167,11 @@ func (a *App) build(pol *policy.Set) error {
 	a.pipe = pipeline.New(resolver{a.reg}, dispatcher{a.broker},
 		pipeline.WithLogger(a.log),
 		pipeline.WithPolicy(pol),
+		pipeline.WithObserver(a.obs.Pipeline()),
+		pipeline.WithStageTracer(observe.NewCallObserver(a.obs,
+			observe.WithCallLog(a.log.Named("calls")),
+			observe.WithPayloads(c.Log.Payloads),
+			observe.WithTracerProvider(a.tracing.TracerProvider()))),
 		pipeline.WithConfig(pipeline.Config{
 			DefaultTimeout:  c.Timeouts.DefaultTool.D(),
 			ApprovalTimeout: c.Limits.ApprovalTimeout.D(),
@@ -170,8 +184,9 @@ func (a *App) build(pol *policy.Set) error {
 			},
 		}),
 	)
-	a.sched = scheduler.New(a.pipe, a.pipe, sessionLog{a.sessions},
+	a.sched = scheduler.New(a.obs.Runner(a.pipe), a.pipe, sessionLog{a.sessions},
 		scheduler.WithMaxParallel(c.Scheduler.MaxParallel),
+		scheduler.WithObserver(a.obs.Scheduler()),
 		scheduler.WithLogger(a.log),
 	)
 	var authorizer server.Authorizer
@@ -180,7 +195,8 @@ func (a *App) build(pol *policy.Set) error {
 	}
 	a.srv = server.New(server.Deps{
 		Registry: a.reg, Broker: a.broker, Scheduler: a.sched, Sessions: a.sessions, Logger: a.log,
-		Authorizer: authorizer,
+		Authorizer:   authorizer,
+		WrapApprover: a.obs.Approver,
 		Limits: server.Limits{
 			MaxCallsPerBatch: c.Limits.MaxCallsPerBatch,
 			OutboxSize:       c.Limits.OutboxSize,
@@ -215,6 +231,8 @@ func grpcConfig(a *App, c *config.Config, authn *auth.Authenticator) (server.GRP
 		KeepaliveTime:        c.Limits.KeepaliveTime.D(),
 		KeepaliveTimeout:     c.Limits.KeepaliveTimeout.D(),
 		ConnectionTimeout:    c.Limits.ConnectionTimeout.D(),
+		StatsHandler:         a.tracing.StatsHandler(),
+		OnPanic:              a.obs.PanicRecovered,
 	}
 	if authn.Enabled() {
 		gc.AuthUnary = authn.UnaryServerInterceptor()
@@ -309,8 +327,10 @@ func (a *App) Run(ctx context.Context) error {
 
 func (a *App) shutdown() error {
 	a.log.Info("shutting down")
-	a.health.Shutdown()
+	// Refuse batches before readiness drops: a client that sees NOT_SERVING must also
+	// see new batches refused.
 	a.srv.Drain()
+	a.health.Shutdown()
 	deadline := a.cfg.ShutdownTimeout()
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
@@ -321,6 +341,7 @@ func (a *App) shutdown() error {
 		_ = a.srv.WaitIdle(grace)
 		cancelGrace()
 	}
+	a.srv.StopWatches()
 	a.broker.Shutdown("toolsd is shutting down")
 	stopped := make(chan struct{})
 	go func() { a.grpc.GracefulStop(); close(stopped) }()
@@ -337,6 +358,11 @@ func (a *App) shutdown() error {
 		_ = a.admin.Shutdown(actx)
 		acancel()
 	}
+	tctx, tcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	if err := a.tracing.Shutdown(tctx); err != nil {
+		a.log.Warn("flushing traces", zap.Error(err))
+	}
+	tcancel()
 	if err := a.sessions.Close(); err != nil {
 		return fmt.Errorf("app: closing session store: %w", err)
 	}

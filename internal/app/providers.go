@@ -6,9 +6,7 @@ import (
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
 
 	"github.com/toolsd/toolsd/examples/provider/exampletools"
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
@@ -27,20 +25,22 @@ func (p providerService) Connect(stream toolsdv1.ProviderService_ConnectServer) 
 	return p.b.Connect(stream)
 }
 
-// registrationErrorCode names a registry failure for a provider's RegisterToolsResult.
+// registrationErrorCode names a registry failure for a provider's RegisterToolsResult,
+// as the gRPC code name the protocol documents (RESOURCE_EXHAUSTED, not
+// ResourceExhausted): the broker's own rejections use the same spelling.
 func registrationErrorCode(err error) (string, string) {
-	code := codes.InvalidArgument
+	code := "INVALID_ARGUMENT"
 	switch {
 	case errors.Is(err, registry.ErrAlreadyExists):
-		code = codes.AlreadyExists
+		code = "ALREADY_EXISTS"
 	case errors.Is(err, registry.ErrLimit):
-		code = codes.ResourceExhausted
+		code = "RESOURCE_EXHAUSTED"
 	case errors.Is(err, registry.ErrPinMismatch):
-		code = codes.FailedPrecondition
+		code = "FAILED_PRECONDITION"
 	case errors.Is(err, registry.ErrNotOwner):
-		code = codes.PermissionDenied
+		code = "PERMISSION_DENIED"
 	}
-	return status.Code(status.Error(code, "")).String(), err.Error()
+	return code, err.Error()
 }
 
 // runExample runs the bundled example provider against this process until ctx ends.

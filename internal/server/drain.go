@@ -13,12 +13,17 @@ type batches struct {
 	idle    chan struct{} // closed while running == 0
 	abort   context.Context
 	cancel  context.CancelCauseFunc
+	// watches ends every WatchSession stream: they never end on their own, and an open
+	// one would hold the gRPC server's GracefulStop until its fallback timer.
+	watches   context.Context
+	stopWatch context.CancelCauseFunc
 }
 
 func newBatches() *batches {
 	b := &batches{idle: make(chan struct{})}
 	close(b.idle)
 	b.abort, b.cancel = context.WithCancelCause(context.Background())
+	b.watches, b.stopWatch = context.WithCancelCause(context.Background())
 	return b
 }
 
@@ -63,3 +68,8 @@ func (s *Server) WaitIdle(ctx context.Context) error {
 // AbortRunning cancels every running batch: started calls are cancelled at their
 // providers and drain, unstarted calls get ABORTED_BEFORE_DISPATCH; all are logged.
 func (s *Server) AbortRunning() { s.active.cancel(errShuttingDown) }
+
+// StopWatches ends every WatchSession stream, and refuses new ones, with Unavailable
+// (SHUTTING_DOWN). Shutdown calls it once the batches are done, so watchers see the
+// results of the drain before they are cut off.
+func (s *Server) StopWatches() { s.active.stopWatch(errShuttingDown) }

@@ -60,6 +60,7 @@ var (
 	errShuttingDown         = errors.New("server: toolsd is shutting down")
 	errProviderNotConnected = errors.New("server: provider not connected")
 	errSlowClient           = errors.New("server: client stopped reading results")
+	errNotYourProvider      = fmt.Errorf("%w: server: the provider stream belongs to another identity", auth.ErrPermissionDenied)
 )
 
 // fieldError is a request validation failure naming the offending field.

@@ -46,7 +46,11 @@ func (s *Server) ExecuteBatch(stream batchStream) error {
 	go s.receive(stream, approver, cancel, b.BatchID)
 
 	sink := &batchSink{out: out, calls: b.Calls}
-	settled, execErr := s.sched.Execute(batchCtx, b, sink, approver)
+	var appr tool.Approver = approver
+	if s.wrapAppr != nil {
+		appr = s.wrapAppr(appr)
+	}
+	settled, execErr := s.sched.Execute(batchCtx, b, sink, appr)
 	if execErr != nil {
 		out.fail(execErr)
 		_ = out.close()

@@ -11,6 +11,7 @@ import (
 	"github.com/toolsd/toolsd/internal/registry"
 	"github.com/toolsd/toolsd/internal/scheduler"
 	"github.com/toolsd/toolsd/internal/session"
+	"github.com/toolsd/toolsd/internal/tool"
 )
 
 // Limits are the request-shape limits the gRPC layer enforces before anything runs.
@@ -35,6 +36,8 @@ type Deps struct {
 	// Authorizer decides per call whether the caller may act on a scope or session;
 	// nil allows everything (no authentication configured).
 	Authorizer Authorizer
+	// WrapApprover, if set, wraps each batch's approver (the approvals-pending gauge).
+	WrapApprover func(tool.Approver) tool.Approver
 }
 
 // Server implements ToolService; ProviderService is the broker's.
@@ -51,6 +54,7 @@ type Server struct {
 	batchSeq atomic.Uint64
 	bootID   string
 	active   *batches
+	wrapAppr func(tool.Approver) tool.Approver
 }
 
 var _ toolsdv1.ToolServiceServer = (*Server)(nil)
@@ -80,7 +84,7 @@ func New(deps Deps) *Server {
 	}
 	return &Server{
 		reg: deps.Registry, broker: deps.Broker, sched: deps.Scheduler, sessions: deps.Sessions,
-		log: log, limits: l, authz: authz, bootID: newID(), active: newBatches(),
+		log: log, limits: l, authz: authz, bootID: newID(), active: newBatches(), wrapAppr: deps.WrapApprover,
 	}
 }
 

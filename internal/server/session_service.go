@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 
 	"google.golang.org/grpc"
@@ -62,12 +63,18 @@ func (s *Server) WatchSession(req *toolsdv1.WatchSessionRequest, stream grpc.Ser
 	if err := s.authz.Authorize(ctx, ActionReadSession, "", req.GetSessionId()); err != nil {
 		return toStatus(s.log, err)
 	}
-	err := s.sessions.Watch(ctx, req.GetSessionId(), max(req.GetFromSeq(), 1), func(ev session.Event) error {
+	watchCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer context.AfterFunc(s.active.watches, func() { cancel(errShuttingDown) })()
+	err := s.sessions.Watch(watchCtx, req.GetSessionId(), max(req.GetFromSeq(), 1), func(ev session.Event) error {
 		if err := stream.Send(&toolsdv1.WatchSessionResponse{Event: EventToProto(&ev)}); err != nil {
 			return errors.Join(errStopWatch, err)
 		}
 		return nil
 	})
+	if errors.Is(context.Cause(watchCtx), errShuttingDown) && ctx.Err() == nil {
+		return toStatus(s.log, errShuttingDown)
+	}
 	if errors.Is(err, errStopWatch) || ctx.Err() != nil {
 		return nil
 	}

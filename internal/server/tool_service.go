@@ -4,6 +4,7 @@ import (
 	"context"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/auth"
 	"github.com/toolsd/toolsd/internal/registry"
 )
 
@@ -18,8 +19,8 @@ func (s *Server) RegisterTool(ctx context.Context, req *toolsdv1.RegisterToolReq
 	if err := s.authz.Authorize(ctx, ActionRegister, req.GetScope(), ""); err != nil {
 		return nil, toStatus(s.log, err)
 	}
-	if !s.broker.Connected(req.GetProviderId()) {
-		return nil, toStatus(s.log, errProviderNotConnected)
+	if err := s.checkProvider(ctx, req.GetProviderId()); err != nil {
+		return nil, toStatus(s.log, err)
 	}
 	entry, err := s.reg.Register(req.GetScope(), DefinitionFromProto(req.GetTool()), req.GetProviderId())
 	if err != nil {
@@ -34,6 +35,22 @@ func (s *Server) RegisterTool(ctx context.Context, req *toolsdv1.RegisterToolReq
 	return &toolsdv1.RegisterToolResponse{ContentHash: entry.Hash()}, nil
 }
 
+// checkProvider refuses to act on a provider stream that is gone or that another
+// identity opened: binding a tool to someone else's stream would send this caller's
+// scope's calls into that provider's process (across tenants, too).
+func (s *Server) checkProvider(ctx context.Context, providerID string) error {
+	pctx, ok := s.broker.StreamContext(providerID)
+	if !ok {
+		return errProviderNotConnected
+	}
+	caller, callerKnown := auth.FromContext(ctx)
+	owner, ownerKnown := auth.FromContext(pctx)
+	if callerKnown != ownerKnown || caller.Name != owner.Name {
+		return errNotYourProvider
+	}
+	return nil
+}
+
 // UnregisterTool removes one registration.
 func (s *Server) UnregisterTool(ctx context.Context, req *toolsdv1.UnregisterToolRequest) (*toolsdv1.UnregisterToolResponse, error) {
 	if req.GetName() == "" {
@@ -45,6 +62,11 @@ func (s *Server) UnregisterTool(ctx context.Context, req *toolsdv1.UnregisterToo
 	}
 	if err := s.authz.Authorize(ctx, action, req.GetScope(), ""); err != nil {
 		return nil, toStatus(s.log, err)
+	}
+	if action == ActionRegister {
+		if err := s.checkProvider(ctx, req.GetProviderId()); err != nil {
+			return nil, toStatus(s.log, err)
+		}
 	}
 	if err := s.reg.Unregister(req.GetScope(), req.GetName(), req.GetProviderId()); err != nil {
 		return nil, toStatus(s.log, err)
@@ -135,6 +157,14 @@ func (s *Server) ResolveToolSet(ctx context.Context, req *toolsdv1.ResolveToolSe
 func (s *Server) ReleaseToolSet(ctx context.Context, req *toolsdv1.ReleaseToolSetRequest) (*toolsdv1.ReleaseToolSetResponse, error) {
 	if req.GetToolSetId() == "" {
 		return nil, toStatus(s.log, badField("tool_set_id", "is required"))
+	}
+	// Only a caller who may read the set's scope may end it for everyone using it.
+	ts, err := s.reg.ToolSet(req.GetToolSetId())
+	if err != nil {
+		return nil, toStatus(s.log, err)
+	}
+	if err := s.authz.Authorize(ctx, ActionReadTools, ts.Scope(), ""); err != nil {
+		return nil, toStatus(s.log, err)
 	}
 	if err := s.reg.ReleaseToolSet(req.GetToolSetId()); err != nil {
 		return nil, toStatus(s.log, err)

@@ -1,0 +1,355 @@
+package app_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"golang.org/x/net/http2"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/pkg/provider"
+)
+
+type sizeArgs struct {
+	Bytes int `json:"bytes"`
+}
+
+// sizedTool answers with a string of the requested size.
+func sizedTool(name string) provider.Tool {
+	return provider.NewTool(name, "Answers with that many bytes.", func(_ context.Context, _ provider.Call, a sizeArgs) (string, error) {
+		return strings.Repeat("x", a.Bytes), nil
+	})
+}
+
+// echoTool answers with its text; its schema accepts any object.
+func echoTool() provider.Tool {
+	return provider.NewTool("echo", "Echoes.", func(_ context.Context, _ provider.Call, a map[string]any) (string, error) {
+		return fmt.Sprint(a["text"]), nil
+	})
+}
+
+// TestArgumentLimits checks the per-call argument limits: each failing call gets an
+// INVALID_ARGUMENTS result while its siblings run, and every call is logged as sent.
+func TestArgumentLimits(t *testing.T) {
+	e := start(t, "limits: {max_argument_bytes: 1KiB, max_json_depth: 5}\n")
+	runProvider(t, e.app.Addr(), echoTool())
+	deep := strings.Repeat(`{"a":`, 6) + "1" + strings.Repeat("}", 6)
+	okDepth := strings.Repeat(`{"a":`, 5) + "1" + strings.Repeat("}", 5)
+	big := `{"text":"` + strings.Repeat("y", 1100) + `"}`
+	calls := []*toolsdv1.ToolCall{
+		call("big", "echo", big),
+		call("ok", "echo", `{"text":"fine"}`),
+		call("deep", "echo", deep),
+		call("depth-ok", "echo", okDepth),
+		call("dup", "echo", `{"text":"a","text":"b"}`),
+		call("escaped-dup", "echo", `{"text":"a","t\u0065xt":"b"}`),
+	}
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-args", Calls: calls}, batchOptions{})
+	want := []string{"INVALID_ARGUMENTS", "", "INVALID_ARGUMENTS", "", "INVALID_ARGUMENTS", "INVALID_ARGUMENTS"}
+	if diff := cmp.Diff(want, resultCodes(out.results)); diff != "" {
+		t.Errorf("codes (-want +got):\n%s", diff)
+	}
+	for i, r := range out.results {
+		if r.GetIsError() && !strings.Contains(r.GetError().GetMessage(), "invalid arguments") {
+			t.Errorf("result %d message = %q, want it to say the arguments are invalid", i, r.GetError().GetMessage())
+		}
+	}
+	if got := out.results[1].GetContent(); got != "fine" {
+		t.Errorf("sibling content = %q, want fine", got)
+	}
+	assertCompleteLog(t, e, "s-args", len(calls))
+	for _, ev := range e.readSession(t, "s-args") {
+		if c := ev.GetToolCall(); c != nil && c.GetCallId() == "big" && c.GetArgumentsJson() != big {
+			t.Errorf("logged arguments of the oversized call are %d bytes, want the %d sent", len(c.GetArgumentsJson()), len(big))
+		}
+	}
+}
+
+// TestRequestSizeLimit checks max_request_bytes: a batch over it is refused as a whole
+// with ResourceExhausted before anything is logged.
+func TestRequestSizeLimit(t *testing.T) {
+	e := start(t, "limits: {max_request_bytes: 64KiB, max_argument_bytes: 1MiB}\n")
+	runProvider(t, e.app.Addr(), echoTool())
+	batchOf := func(session string, n int) *toolsdv1.Batch {
+		return &toolsdv1.Batch{SessionId: session, Calls: []*toolsdv1.ToolCall{call("c", "echo", `{"text":"`+strings.Repeat("z", n)+`"}`)}}
+	}
+	for name, tc := range map[string]struct {
+		bytes int
+		want  codes.Code
+	}{
+		"just under":       {bytes: 60 << 10, want: codes.OK},
+		"just over":        {bytes: 66 << 10, want: codes.ResourceExhausted},
+		"far over":         {bytes: 2 << 20, want: codes.ResourceExhausted},
+		"over the results": {bytes: 1100 << 10, want: codes.ResourceExhausted},
+	} {
+		t.Run(name, func(t *testing.T) {
+			session := "s-size-" + strings.ReplaceAll(name, " ", "-")
+			b := batchOf(session, tc.bytes)
+			out, err := e.execute(t, b, batchOptions{})
+			if got := status.Code(err); got != tc.want {
+				t.Fatalf("ExecuteBatch(%d bytes) = %v, want %v", proto.Size(b), err, tc.want)
+			}
+			events := e.readSession(t, session)
+			if tc.want == codes.OK {
+				if len(out.results) != 1 || out.results[0].GetIsError() {
+					t.Errorf("results = %v, want one success", out.results)
+				}
+				return
+			}
+			if len(events) != 0 {
+				t.Errorf("refused batch logged %d events, want none", len(events))
+			}
+		})
+	}
+}
+
+// TestInvalidUTF8Arguments sends arguments_json with invalid UTF-8, which the Go
+// client cannot marshal, as raw bytes: the RPC fails and nothing is logged.
+func TestInvalidUTF8Arguments(t *testing.T) {
+	e := start(t, "")
+	runProvider(t, e.app.Addr(), echoTool())
+	good := batchReq(&toolsdv1.Batch{SessionId: "s-utf8", Calls: []*toolsdv1.ToolCall{
+		call("ok", "echo", `{"text":"fine"}`), call("bad", "echo", `{"text":"@@"}`),
+	}})
+	wire, err := proto.Marshal(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := strings.Index(string(wire), "@@")
+	wire[i], wire[i+1] = 0xff, 0xfe
+	stream, err := e.conn.NewStream(t.Context(), &grpc.StreamDesc{ClientStreams: true, ServerStreams: true},
+		toolsdv1.ToolService_ExecuteBatch_FullMethodName, grpc.ForceCodec(rawCodec{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.SendMsg(&wire); err != nil {
+		t.Fatal(err)
+	}
+	_ = stream.CloseSend()
+	var reply []byte
+	err = stream.RecvMsg(&reply)
+	if got := status.Code(err); got != codes.InvalidArgument && got != codes.Internal {
+		t.Errorf("ExecuteBatch(invalid UTF-8) = %v, want InvalidArgument or Internal", err)
+	}
+	t.Logf("ExecuteBatch(invalid UTF-8) = %v", err)
+	if events := e.readSession(t, "s-utf8"); len(events) != 0 {
+		t.Errorf("refused batch logged %d events, want none", len(events))
+	}
+	// The connection and toolsd are fine.
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-utf8", Calls: []*toolsdv1.ToolCall{call("ok", "echo", `{"text":"fine"}`)}}, batchOptions{})
+	if got := resultCodes(out.results); !slices.Equal(got, []string{""}) {
+		t.Errorf("next batch codes = %v, want success", got)
+	}
+}
+
+// rawCodec sends and receives already-encoded protobuf messages.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) ([]byte, error) { return *(v.(*[]byte)), nil }
+func (rawCodec) Unmarshal(data []byte, v any) error {
+	*(v.(*[]byte)) = append([]byte(nil), data...)
+	return nil
+}
+func (rawCodec) Name() string { return "proto" }
+
+// TestRegistrationLimits checks max_tools_per_scope, max_tools_per_provider and
+// max_schema_bytes: the tool over a limit is refused with RESOURCE_EXHAUSTED, the ones
+// accepted before it stay.
+func TestRegistrationLimits(t *testing.T) {
+	e := start(t, "limits: {max_tools_per_scope: 3, max_tools_per_provider: 4, max_schema_bytes: 512}\n")
+	p, err := connectRaw(t, e.conn, "limits")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := statusCodes(p.register(t, "one", def("t1"), def("t2"), def("t3"), def("t4")))
+	if want := []string{"", "", "", "RESOURCE_EXHAUSTED"}; !slices.Equal(got, want) {
+		t.Errorf("four tools into a scope of three = %v, want %v", got, want)
+	}
+	got = statusCodes(p.register(t, "two", def("u1"), def("u2")))
+	if want := []string{"", "RESOURCE_EXHAUSTED"}; !slices.Equal(got, want) {
+		t.Errorf("the provider's fifth tool = %v, want %v", got, want)
+	}
+	if names := e.schemaNames(t, "one"); !slices.Equal(names, []string{"t1", "t2", "t3"}) {
+		t.Errorf("Schemas(one) = %v, want the three accepted tools", names)
+	}
+	// A second provider still has room in another scope, but not for a huge schema.
+	q, err := connectRaw(t, e.conn, "limits-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	huge := def("huge")
+	huge.ParametersJson = `{"type":"object","description":"` + strings.Repeat("d", 600) + `"}`
+	sts := q.register(t, "three", huge, def("small"))
+	if got := statusCodes(sts); !slices.Equal(got, []string{"RESOURCE_EXHAUSTED", ""}) {
+		t.Errorf("a schema over max_schema_bytes = %v, want [RESOURCE_EXHAUSTED \"\"]", got)
+	}
+	if msg := sts[0].GetErrorMessage(); !strings.Contains(msg, "512") {
+		t.Errorf("error message = %q, want it to name the limit", msg)
+	}
+}
+
+// TestResultSizeLimit checks max_result_bytes: an oversized result fails its call with
+// RESULT_TOO_LARGE, and the provider's stream carries the next call.
+func TestResultSizeLimit(t *testing.T) {
+	e := start(t, "limits: {max_result_bytes: 4KiB}\n")
+	runProvider(t, e.app.Addr(), sizedTool("sized"))
+	for _, tc := range []struct {
+		bytes int
+		want  string
+	}{{100, ""}, {8 << 10, "RESULT_TOO_LARGE"}, {100 << 10, "RESULT_TOO_LARGE"}, {200, ""}} {
+		out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-result", Calls: []*toolsdv1.ToolCall{
+			call(fmt.Sprint("c", tc.bytes), "sized", fmt.Sprintf(`{"bytes":%d}`, tc.bytes)),
+		}}, batchOptions{})
+		if got := resultCodes(out.results); !slices.Equal(got, []string{tc.want}) {
+			t.Errorf("a %d-byte result = %v, want [%s]", tc.bytes, got, tc.want)
+		}
+	}
+	assertCompleteLog(t, e, "s-result", 4)
+}
+
+// TestProviderLimits checks max_providers (a further stream is refused with
+// ResourceExhausted) and max_in_flight_per_provider (a further call fails with
+// PROVIDER_OVERLOADED while its sibling runs).
+func TestProviderLimits(t *testing.T) {
+	e := start(t, "limits: {max_providers: 1, max_in_flight_per_provider: 1}\n")
+	started, stopped := make(chan string, 2), make(chan string, 2)
+	runProvider(t, e.app.Addr(), blockTool("block", started, stopped))
+	if _, err := connectRaw(t, e.conn, "one-too-many"); status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("Connect() past max_providers = %v, want ResourceExhausted", err)
+	}
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-inflight", Calls: []*toolsdv1.ToolCall{
+		call("c0", "block", `{"label":"a"}`), call("c1", "block", `{"label":"b"}`),
+	}}, batchOptions{onAccepted: func(s toolsdv1.ToolService_ExecuteBatchClient) {
+		<-started
+		if err := s.Send(&toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Cancel{Cancel: &toolsdv1.CancelBatch{}}}); err != nil {
+			t.Error(err)
+		}
+	}})
+	got := resultCodes(out.results)
+	slices.Sort(got)
+	if want := []string{"ABORTED", "PROVIDER_OVERLOADED"}; !slices.Equal(got, want) {
+		t.Errorf("codes = %v, want %v (one ran, one was refused)", got, want)
+	}
+	assertCompleteLog(t, e, "s-inflight", 2)
+}
+
+// TestSlowClientIsCutOff runs a batch of large results for a client that never reads:
+// toolsd cuts it off with ResourceExhausted once the outbox stays full past the write
+// timeout, and the session log still gets every result.
+func TestSlowClientIsCutOff(t *testing.T) {
+	e := start(t, "limits: {outbox_size: 2, write_timeout: 100ms}\n")
+	runProvider(t, e.app.Addr(), sizedTool("sized"))
+	const n = 60
+	calls := make([]*toolsdv1.ToolCall, n)
+	for i := range calls {
+		calls[i] = call(fmt.Sprint("c", i), "sized", `{"bytes":65536}`)
+	}
+	stream, err := e.tools.ExecuteBatch(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(batchReq(&toolsdv1.Batch{SessionId: "s-slow", Calls: calls})); err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	// Read the log from another connection while this client reads nothing.
+	other := dial(t, e.app.Addr())
+	reader := &env{app: e.app, conn: other, tools: toolsdv1.NewToolServiceClient(other)}
+	waitFor(t, "every result in the log", func() bool { return len(reader.readSession(t, "s-slow")) == 2*n })
+	assertCompleteLog(t, reader, "s-slow", n)
+	received := 0
+	for {
+		m, err := stream.Recv()
+		if err == nil {
+			if m.GetResult() != nil {
+				received++
+			}
+			if m.GetSettled() != nil {
+				t.Fatal("the slow client got the whole batch: nothing was cut off")
+			}
+			continue
+		}
+		if status.Code(err) != codes.ResourceExhausted || reason(err) != "SLOW_CLIENT" {
+			t.Errorf("ExecuteBatch().Recv() = %v, want ResourceExhausted SLOW_CLIENT", err)
+		}
+		break
+	}
+	if received >= n {
+		t.Errorf("received %d results, want fewer than %d", received, n)
+	}
+}
+
+// TestConnectionTimeout checks connection_timeout: a client that connects and sends
+// nothing is disconnected.
+func TestConnectionTimeout(t *testing.T) {
+	e := start(t, "limits: {connection_timeout: 200ms}\n")
+	c, err := net.Dial("tcp", e.app.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = io.Copy(io.Discard, c) // the server's settings, then the end
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatal("a silent connection was still open after 5s, want it closed after connection_timeout")
+	}
+}
+
+// TestKeepaliveDropsDeadPeers checks keepalive_time and keepalive_timeout: a peer that
+// completes the HTTP/2 handshake but never answers pings is disconnected.
+func TestKeepaliveDropsDeadPeers(t *testing.T) {
+	e := start(t, "limits: {keepalive_time: 1s, keepalive_timeout: 100ms}\n")
+	c, err := net.Dial("tcp", e.app.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(c, c)
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetReadDeadline(time.Now().Add(8 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	pings := 0
+	for {
+		f, err := fr.ReadFrame()
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatal("a peer that ignores pings was still connected after 8s")
+		}
+		if err != nil {
+			break
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				_ = fr.WriteSettingsAck()
+			}
+		case *http2.PingFrame:
+			pings++ // never answered
+		}
+	}
+	if pings == 0 {
+		t.Error("the connection closed without a keepalive ping")
+	}
+}

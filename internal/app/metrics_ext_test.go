@@ -1,0 +1,71 @@
+package app_test
+
+import (
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/examples/provider/exampletools"
+)
+
+func scrape(t *testing.T, addr, path string) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + path)
+	if err != nil {
+		t.Fatalf("GET %s = %v", path, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(body)
+}
+
+// TestMetricsMoveAfterABatch scrapes /metrics the way an operator's Prometheus would.
+func TestMetricsMoveAfterABatch(t *testing.T) {
+	e := start(t, "")
+	runProvider(t, e.app.Addr(), exampletools.Tools(filepath.Join(t.TempDir(), "notes.txt"))...)
+	admin := e.app.AdminAddr()
+
+	_, before := scrape(t, admin, "/metrics")
+	if strings.Contains(before, `toolsd_pipeline_calls_total{code="OK",tool="echo"}`) {
+		t.Fatal("calls counter already set before any batch")
+	}
+	e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-metrics", Calls: []*toolsdv1.ToolCall{
+		call("c1", "echo", `{"text":"hi"}`),
+		call("c2", "echo", `{"text":"again"}`),
+		call("c3", "fail", `{"message":"no"}`),
+	}}, batchOptions{})
+
+	code, after := scrape(t, admin, "/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("/metrics status = %d", code)
+	}
+	for _, want := range []string{
+		`toolsd_pipeline_calls_total{code="OK",tool="echo"} 2`,
+		`toolsd_pipeline_calls_total{code="TOOL_ERROR",tool="fail"} 1`,
+		`toolsd_pipeline_call_duration_seconds_count{tool="echo"} 2`,
+		`toolsd_pipeline_stage_duration_seconds_count{stage="dispatch",tool="echo"} 2`,
+		`toolsd_broker_providers_connected 1`,
+		`toolsd_registry_tools 7`,
+		`toolsd_session_appended_events_total 6`,
+		`toolsd_scheduler_calls_started_total 3`,
+		`grpc_server_handled_total{grpc_code="OK",grpc_method="ExecuteBatch",grpc_service="toolsd.v1.ToolService",grpc_type="bidi_stream"} 1`,
+		`grpc_server_handling_seconds_bucket{grpc_method="Schemas"`,
+		`go_memstats_mallocs_total`,
+	} {
+		if !strings.Contains(after, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if code, body := scrape(t, admin, "/healthz"); code != http.StatusOK || body != "ok\n" {
+		t.Errorf("/healthz = %d %q, want 200 ok", code, body)
+	}
+	if code, _ := scrape(t, admin, "/readyz"); code != http.StatusOK {
+		t.Errorf("/readyz = %d, want 200 while serving", code)
+	}
+}

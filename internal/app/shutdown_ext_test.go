@@ -1,0 +1,237 @@
+package app_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/app"
+	"github.com/toolsd/toolsd/internal/config"
+	"github.com/toolsd/toolsd/pkg/provider"
+)
+
+// TestGracefulShutdownWithCallsInFlight cancels Run (the SIGTERM path) while two batches
+// run: readiness drops, new batches are refused, a call that finishes within the
+// shutdown deadline commits normally, the calls still running at the deadline are
+// aborted and logged, the provider is told, and Run returns nil.
+func TestGracefulShutdownWithCallsInFlight(t *testing.T) {
+	cfg := durableConfig(t, t.TempDir(), "timeouts: {shutdown: 1s}\n")
+	a, err := app.New(cfg, app.WithLogger(zaptest.NewLogger(t)))
+	if err != nil {
+		t.Fatalf("app.New() = %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	runErr := make(chan error, 1)
+	go func() { runErr <- a.Run(ctx) }()
+	conn := dial(t, a.Addr())
+	e := &env{app: a, conn: conn, tools: toolsdv1.NewToolServiceClient(conn)}
+
+	started, stopped := make(chan string, 4), make(chan string, 4)
+	release := make(chan struct{})
+	finish := provider.NewTool("finish", "Answers once released.", func(ctx context.Context, _ provider.Call, a blockArgs) (string, error) {
+		started <- a.Label
+		select {
+		case <-release:
+			return "finished " + a.Label, nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	})
+	core, providerLogs := observer.New(zap.InfoLevel)
+	stopProvider := runProviderWith(t, a.Addr(), []provider.Option{provider.WithLogger(zap.New(core))}, finish, blockTool("block", started, stopped))
+
+	type result struct {
+		out *outcome
+		err error
+	}
+	run := func(b *toolsdv1.Batch) <-chan result {
+		ch := make(chan result, 1)
+		go func() {
+			out, err := e.execute(t, b, batchOptions{})
+			ch <- result{out, err}
+		}()
+		return ch
+	}
+	finishing := run(&toolsdv1.Batch{SessionId: "drain-finish", Calls: []*toolsdv1.ToolCall{call("f", "finish", `{"label":"f"}`)}})
+	blocking := run(&toolsdv1.Batch{SessionId: "drain-block", MaxParallel: 1, Calls: []*toolsdv1.ToolCall{
+		call("b1", "block", `{"label":"b1"}`), call("b2", "block", `{"label":"b2"}`),
+	}})
+	got := []string{<-started, <-started}
+	slices.Sort(got)
+	if want := []string{"b1", "f"}; !slices.Equal(got, want) {
+		t.Fatalf("started calls = %v, want %v", got, want)
+	}
+
+	cancel() // what SIGTERM does in cmd/toolsd
+	health := healthpb.NewHealthClient(conn)
+	waitFor(t, "health NOT_SERVING", func() bool {
+		resp, err := health.Check(context.Background(), &healthpb.HealthCheckRequest{})
+		return err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_NOT_SERVING
+	})
+	resp, err := http.Get("http://" + a.AdminAddr() + "/readyz")
+	if err != nil {
+		t.Fatalf("GET /readyz while draining = %v", err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("GET /readyz while draining = %d, want 503", resp.StatusCode)
+	}
+	_, err = e.execute(t, &toolsdv1.Batch{SessionId: "drain-late", Calls: []*toolsdv1.ToolCall{call("l", "finish", `{"label":"late"}`)}}, batchOptions{})
+	if status.Code(err) != codes.Unavailable || reason(err) != "SHUTTING_DOWN" {
+		t.Errorf("ExecuteBatch() while draining = %v, want Unavailable with reason SHUTTING_DOWN", err)
+	}
+	close(release) // the finishing call ends well within the deadline
+
+	f := <-finishing
+	if f.err != nil || f.out.settled == nil {
+		t.Fatalf("finishing batch = %v, want settled", f.err)
+	}
+	if got := f.out.results; len(got) != 1 || got[0].GetIsError() || got[0].GetContent() != "finished f" {
+		t.Errorf("finishing batch results = %v, want one success %q", got, "finished f")
+	}
+	b := <-blocking
+	if b.err != nil || b.out.settled == nil {
+		t.Fatalf("blocking batch = %v, want settled", b.err)
+	}
+	if diff := cmp.Diff([]string{"ABORTED", "ABORTED_BEFORE_DISPATCH"}, resultCodes(b.out.results)); diff != "" {
+		t.Errorf("blocking batch codes (-want +got):\n%s", diff)
+	}
+	if label := <-stopped; label != "b1" {
+		t.Errorf("provider saw the cancellation of %q, want b1", label)
+	}
+	select {
+	case err := <-runErr:
+		if err != nil {
+			t.Errorf("App.Run() = %v, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("App.Run() did not return within 10s of its context ending")
+	}
+	if n := providerLogs.FilterMessage("toolsd is shutting down").Len(); n != 1 {
+		t.Errorf("provider saw %d goodbyes, want 1", n)
+	}
+	stopProvider()
+
+	// Everything is in the durable log, closed normally: nothing to recover.
+	again := startConfig(t, durableConfig(t, cfg.DataDir, ""))
+	assertCompleteLog(t, again, "drain-finish", 1)
+	assertCompleteLog(t, again, "drain-block", 2)
+	if events := again.readSession(t, "drain-late"); len(events) != 0 {
+		t.Errorf("the refused batch logged %d events, want none", len(events))
+	}
+	var codesInLog []string
+	for _, ev := range again.readSession(t, "drain-block") {
+		if r := ev.GetToolResult(); r != nil {
+			codesInLog = append(codesInLog, r.GetError().GetCode())
+			if r.GetRecovered() {
+				t.Errorf("result %v is recovered, want it written before the shutdown finished", r)
+			}
+		}
+	}
+	if diff := cmp.Diff([]string{"ABORTED", "ABORTED_BEFORE_DISPATCH"}, codesInLog); diff != "" {
+		t.Errorf("logged codes (-want +got):\n%s", diff)
+	}
+}
+
+// durableConfig is baseConfig with the bolt session store in dataDir, then extra.
+func durableConfig(tb testing.TB, dataDir, extra string) *config.Config {
+	tb.Helper()
+	text := fmt.Sprintf("listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\nsession: {store: bolt, durability: nosync}\ndata_dir: %s\n%s", dataDir, extra)
+	cfg, err := config.Parse([]byte(text), "test.yaml")
+	if err != nil {
+		tb.Fatalf("config.Parse() = %v", err)
+	}
+	return cfg
+}
+
+// runProviderWith is runProvider with provider options.
+func runProviderWith(tb testing.TB, addr string, opts []provider.Option, tools ...provider.Tool) (stop func()) {
+	tb.Helper()
+	p := provider.New("test", append([]provider.Option{provider.WithBackoff(10*time.Millisecond, 50*time.Millisecond)}, opts...)...)
+	p.Add(tools...)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = p.Run(ctx, addr)
+	}()
+	stopped := false
+	stop = func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			<-done
+		}
+	}
+	tb.Cleanup(stop)
+	select {
+	case <-p.Ready():
+	case <-time.After(10 * time.Second):
+		tb.Fatal("provider did not register within 10s")
+	}
+	return stop
+}
+
+// reason is the ErrorInfo reason of a status error ("" if none).
+func reason(err error) string {
+	for _, d := range status.Convert(err).Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			return info.GetReason()
+		}
+	}
+	return ""
+}
+
+// TestShutdownEndsWatchers checks that shutdown ends an open WatchSession stream, which
+// never ends on its own and would otherwise hold the gRPC server's graceful stop until
+// its fallback timer.
+func TestShutdownEndsWatchers(t *testing.T) {
+	cfg := durableConfig(t, t.TempDir(), "timeouts: {shutdown: 100ms}\n")
+	a, err := app.New(cfg, app.WithLogger(zaptest.NewLogger(t)))
+	if err != nil {
+		t.Fatalf("app.New() = %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	runErr := make(chan error, 1)
+	go func() { runErr <- a.Run(ctx) }()
+	conn := dial(t, a.Addr())
+	e := &env{app: a, conn: conn, tools: toolsdv1.NewToolServiceClient(conn)}
+	e.mustExecute(t, &toolsdv1.Batch{SessionId: "watched", Calls: []*toolsdv1.ToolCall{call("c", "nope", "{}")}}, batchOptions{})
+	watch, err := e.tools.WatchSession(context.Background(), &toolsdv1.WatchSessionRequest{SessionId: "watched"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the call and its result: the watch is live and now waits for more
+		if _, err := watch.Recv(); err != nil {
+			t.Fatalf("WatchSession().Recv() = %v", err)
+		}
+	}
+	cancel()
+	select {
+	case err := <-runErr:
+		if err != nil {
+			t.Errorf("App.Run() = %v, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("App.Run() did not return within 10s")
+	}
+	// Ended by toolsd, not by the gRPC server's hard stop after its grace timer.
+	if _, err := watch.Recv(); status.Code(err) != codes.Unavailable || reason(err) != "SHUTTING_DOWN" {
+		t.Errorf("WatchSession().Recv() after shutdown = %v, want Unavailable with reason SHUTTING_DOWN", err)
+	}
+}

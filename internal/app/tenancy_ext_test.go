@@ -1,0 +1,252 @@
+package app_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/pkg/provider"
+)
+
+// Static tokens of the tenancy test's identities.
+const (
+	tokenAgentA    = "agent-a-token-7f3c2a9e41d05b86"
+	tokenAgentB    = "agent-b-token-1e8d4c7b2a6f3095"
+	tokenProviderA = "provider-a-token-5b2e9d1c7a4f8e03"
+	tokenProviderB = "provider-b-token-c3a71f06e9d24b58"
+	tokenOperator  = "operator-token-94e1b7d2c05a3f68"
+)
+
+// startTenants runs toolsd with static tokens and the grants of two tenants.
+func startTenants(t *testing.T) *env {
+	t.Helper()
+	tokens := filepath.Join(t.TempDir(), "tokens.txt")
+	lines := fmt.Sprintf("%s agent-a\n%s agent-b\n%s provider-a\n%s provider-b\n%s operator\n",
+		tokenAgentA, tokenAgentB, tokenProviderA, tokenProviderB, tokenOperator)
+	if err := os.WriteFile(tokens, []byte(lines), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return start(t, fmt.Sprintf(`
+auth:
+  token_file: %s
+  grants:
+    - {identity: agent-a, role: agent, scopes: ["tenant-a/**"]}
+    - {identity: agent-b, role: agent, scopes: ["tenant-b/**"]}
+    - {identity: provider-a, role: provider, scopes: ["tenant-a/**"]}
+    - {identity: provider-b, role: provider, scopes: ["tenant-b/**"]}
+    - {identity: operator, role: operator}
+`, tokens))
+}
+
+// inbox records everything a provider's handler was given.
+type inbox struct {
+	mu  sync.Mutex
+	got []string
+}
+
+type textArgs struct {
+	Text string `json:"text"`
+}
+
+func (in *inbox) tool(name string) provider.Tool {
+	return provider.NewTool(name, "Answers with its name.", func(_ context.Context, c provider.Call, a textArgs) (string, error) {
+		in.mu.Lock()
+		defer in.mu.Unlock()
+		in.got = append(in.got, fmt.Sprintf("%+v %+v", c, a))
+		return name + ":" + a.Text, nil
+	})
+}
+
+func (in *inbox) contains(s string) bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for _, g := range in.got {
+		if strings.Contains(g, s) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestTenancy(t *testing.T) {
+	e := startTenants(t)
+	addr := e.app.Addr()
+	as := func(token string) *grpc.ClientConn {
+		return dialWith(t, addr, grpc.WithPerRPCCredentials(bearer(token)))
+	}
+	client := func(token string) *env {
+		conn := as(token)
+		return &env{app: e.app, conn: conn, tools: toolsdv1.NewToolServiceClient(conn)}
+	}
+	agentA, agentB, operator := client(tokenAgentA), client(tokenAgentB), client(tokenOperator)
+
+	var inA, inB inbox
+	runProviderWith(t, addr, []provider.Option{provider.WithScope("tenant-a"),
+		provider.WithDialOptions(grpc.WithPerRPCCredentials(bearer(tokenProviderA)))}, inA.tool("tool_a"))
+	runProviderWith(t, addr, []provider.Option{provider.WithScope("tenant-b"),
+		provider.WithDialOptions(grpc.WithPerRPCCredentials(bearer(tokenProviderB)))}, inB.tool("tool_b"))
+
+	denied := func(t *testing.T, what string, err error) {
+		t.Helper()
+		if status.Code(err) != codes.PermissionDenied {
+			t.Errorf("%s = %v, want PermissionDenied", what, err)
+		}
+	}
+
+	t.Run("credentials", func(t *testing.T) {
+		anon := toolsdv1.NewToolServiceClient(e.conn)
+		if _, err := anon.Schemas(t.Context(), &toolsdv1.SchemasRequest{Scope: "tenant-a"}); status.Code(err) != codes.Unauthenticated {
+			t.Errorf("Schemas() without a token = %v, want Unauthenticated", err)
+		}
+		bad := toolsdv1.NewToolServiceClient(as("not-a-valid-token-0123456789"))
+		if _, err := bad.Schemas(t.Context(), &toolsdv1.SchemasRequest{Scope: "tenant-a"}); status.Code(err) != codes.Unauthenticated {
+			t.Errorf("Schemas() with an unknown token = %v, want Unauthenticated", err)
+		}
+		if _, err := connectRaw(t, e.conn, "anonymous"); status.Code(err) != codes.Unauthenticated {
+			t.Errorf("Connect() without a token = %v, want Unauthenticated", err)
+		}
+		resp, err := healthpb.NewHealthClient(e.conn).Check(t.Context(), &healthpb.HealthCheckRequest{})
+		if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			t.Errorf("health Check() without a token = %v, %v, want SERVING", resp, err)
+		}
+	})
+
+	t.Run("providers stay in their tenant", func(t *testing.T) {
+		pa, err := connectRaw(t, as(tokenProviderA), "provider-a-raw")
+		if err != nil {
+			t.Fatalf("Connect() as provider-a = %v", err)
+		}
+		for _, scope := range []string{"tenant-b", "tenant-b/bot", "", "tenant-ab"} {
+			if got := statusCodes(pa.register(t, scope, def("intruder"))); !slices.Equal(got, []string{"PERMISSION_DENIED"}) {
+				t.Errorf("provider-a registering into %q = %v, want [PERMISSION_DENIED]", scope, got)
+			}
+		}
+		if got := statusCodes(pa.register(t, "tenant-a/sub", def("own"))); !slices.Equal(got, []string{""}) {
+			t.Errorf("provider-a registering into its own tenant = %v, want accepted", got)
+		}
+		// The unary registration path checks the same grant.
+		_, err = toolsdv1.NewToolServiceClient(as(tokenProviderA)).RegisterTool(t.Context(), &toolsdv1.RegisterToolRequest{
+			Scope: "tenant-b", ProviderId: pa.id, Tool: def("intruder"),
+		})
+		denied(t, "RegisterTool(tenant-b) as provider-a", err)
+		// Nor can another tenant's provider bind a tool to provider-a's stream: agent-b's
+		// calls would then run in provider-a's process.
+		providerB := toolsdv1.NewToolServiceClient(as(tokenProviderB))
+		_, err = providerB.RegisterTool(t.Context(), &toolsdv1.RegisterToolRequest{Scope: "tenant-b", ProviderId: pa.id, Tool: def("own")})
+		denied(t, "RegisterTool(tenant-b, provider-a's stream) as provider-b", err)
+		_, err = providerB.UnregisterTool(t.Context(), &toolsdv1.UnregisterToolRequest{Scope: "tenant-a/sub", Name: "own", ProviderId: pa.id})
+		denied(t, "UnregisterTool(provider-a's tool) as provider-b", err)
+		if names := operator.schemaNames(t, "tenant-b"); slices.Contains(names, "intruder") || slices.Contains(names, "own") {
+			t.Errorf("Schemas(tenant-b) = %v, want neither intruder nor own", names)
+		}
+		// An agent may not register at all.
+		_, err = agentA.tools.RegisterTool(t.Context(), &toolsdv1.RegisterToolRequest{Scope: "tenant-a", ProviderId: pa.id, Tool: def("sneaky")})
+		denied(t, "RegisterTool() as agent-a", err)
+	})
+
+	t.Run("agents stay in their tenant", func(t *testing.T) {
+		_, err := agentA.tools.Schemas(t.Context(), &toolsdv1.SchemasRequest{Scope: "tenant-b"})
+		denied(t, "Schemas(tenant-b) as agent-a", err)
+		_, err = agentA.execute(t, &toolsdv1.Batch{SessionId: "sess-x", Scope: "tenant-b", Calls: []*toolsdv1.ToolCall{call("c", "tool_b", `{"text":"x"}`)}}, batchOptions{})
+		denied(t, "ExecuteBatch(tenant-b) as agent-a", err)
+		_, err = agentA.tools.Schemas(t.Context(), &toolsdv1.SchemasRequest{Scope: ""})
+		denied(t, `Schemas("") as agent-a`, err)
+		if names := agentA.schemaNames(t, "tenant-a"); !slices.Equal(names, []string{"tool_a"}) {
+			t.Errorf("Schemas(tenant-a) as agent-a = %v, want [tool_a]", names)
+		}
+	})
+
+	// agent-a runs its session; provider-b's tool does not exist from tenant-a.
+	outA := agentA.mustExecute(t, &toolsdv1.Batch{SessionId: "sess-a", Scope: "tenant-a", Calls: []*toolsdv1.ToolCall{
+		call("c0", "tool_a", `{"text":"hi"}`),
+		call("c1", "tool_b", `{"text":"steal"}`),
+	}}, batchOptions{})
+	if got := resultCodes(outA.results); !slices.Equal(got, []string{"", "UNKNOWN_TOOL"}) {
+		t.Errorf("agent-a's batch codes = %v, want [\"\" UNKNOWN_TOOL]", got)
+	}
+	if inB.contains("steal") {
+		t.Error("provider-b received a call from tenant-a")
+	}
+	outB := agentB.mustExecute(t, &toolsdv1.Batch{SessionId: "sess-b", Scope: "tenant-b/bot", Calls: []*toolsdv1.ToolCall{
+		call("c0", "tool_b", `{"text":"b"}`),
+	}}, batchOptions{})
+	if got := resultCodes(outB.results); !slices.Equal(got, []string{""}) {
+		t.Errorf("agent-b's batch codes = %v, want success", got)
+	}
+
+	t.Run("sessions belong to their agent", func(t *testing.T) {
+		stream, err := agentB.tools.ReadSession(t.Context(), &toolsdv1.ReadSessionRequest{SessionId: "sess-a"})
+		if err == nil {
+			_, err = stream.Recv()
+		}
+		denied(t, "ReadSession(sess-a) as agent-b", err)
+		watch, err := agentB.tools.WatchSession(t.Context(), &toolsdv1.WatchSessionRequest{SessionId: "sess-a"})
+		if err == nil {
+			_, err = watch.Recv()
+		}
+		denied(t, "WatchSession(sess-a) as agent-b", err)
+		// Nor can agent-b write into agent-a's session from its own tenant.
+		_, err = agentB.execute(t, &toolsdv1.Batch{SessionId: "sess-a", Scope: "tenant-b", Calls: []*toolsdv1.ToolCall{call("c9", "tool_b", `{"text":"x"}`)}}, batchOptions{})
+		denied(t, "ExecuteBatch(sess-a) as agent-b", err)
+		if n := len(agentA.readSession(t, "sess-a")); n != 4 {
+			t.Errorf("ReadSession(sess-a) as agent-a has %d events, want 4", n)
+		}
+	})
+
+	t.Run("tool sets belong to their tenant", func(t *testing.T) {
+		ts, err := agentA.tools.ResolveToolSet(t.Context(), &toolsdv1.ResolveToolSetRequest{Scope: "tenant-a"})
+		if err != nil {
+			t.Fatalf("ResolveToolSet(tenant-a) as agent-a = %v", err)
+		}
+		_, err = agentB.tools.ReleaseToolSet(t.Context(), &toolsdv1.ReleaseToolSetRequest{ToolSetId: ts.GetToolSetId()})
+		denied(t, "ReleaseToolSet(agent-a's set) as agent-b", err)
+		_, err = agentB.tools.Schemas(t.Context(), &toolsdv1.SchemasRequest{Scope: "tenant-a", ToolSetId: ts.GetToolSetId()})
+		denied(t, "Schemas(agent-a's set) as agent-b", err)
+		out := agentA.mustExecute(t, &toolsdv1.Batch{SessionId: "sess-a", Scope: "tenant-a", ToolSetId: ts.GetToolSetId(),
+			Calls: []*toolsdv1.ToolCall{call("c2", "tool_a", `{"text":"set"}`)}}, batchOptions{})
+		if got := resultCodes(out.results); !slices.Equal(got, []string{""}) {
+			t.Errorf("agent-a's batch on its tool set = %v, want success", got)
+		}
+		if _, err := agentA.tools.ReleaseToolSet(t.Context(), &toolsdv1.ReleaseToolSetRequest{ToolSetId: ts.GetToolSetId()}); err != nil {
+			t.Errorf("ReleaseToolSet() as agent-a = %v", err)
+		}
+	})
+
+	t.Run("operator", func(t *testing.T) {
+		if n := len(operator.readSession(t, "sess-a")); n != 6 {
+			t.Errorf("ReadSession(sess-a) as operator has %d events, want 6", n)
+		}
+		if n := len(operator.readSession(t, "sess-b")); n != 2 {
+			t.Errorf("ReadSession(sess-b) as operator has %d events, want 2", n)
+		}
+		_, err := agentA.tools.Restrict(t.Context(), &toolsdv1.RestrictRequest{Scope: "tenant-a/bot", Deny: []string{"tool_a"}})
+		denied(t, "Restrict() as agent-a", err)
+		if _, err := operator.tools.Restrict(t.Context(), &toolsdv1.RestrictRequest{Scope: "tenant-a/bot", Deny: []string{"tool_a"}}); err != nil {
+			t.Fatalf("Restrict() as operator = %v", err)
+		}
+		if names := agentA.schemaNames(t, "tenant-a/bot"); slices.Contains(names, "tool_a") {
+			t.Errorf("Schemas(tenant-a/bot) after the operator's restriction = %v, want no tool_a", names)
+		}
+	})
+
+	// The agent's credentials never reach a provider.
+	for _, tok := range []string{tokenAgentA, tokenAgentB, tokenOperator} {
+		if inA.contains(tok) || inB.contains(tok) {
+			t.Errorf("a provider received the token %q", tok)
+		}
+	}
+	if !inA.contains("sess-a") {
+		t.Error("provider-a never saw agent-a's call: the check above proves nothing")
+	}
+}
