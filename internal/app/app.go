@@ -24,6 +24,7 @@ import (
 	"github.com/toolsd/toolsd/internal/auth"
 	"github.com/toolsd/toolsd/internal/broker"
 	"github.com/toolsd/toolsd/internal/config"
+	"github.com/toolsd/toolsd/internal/hook"
 	"github.com/toolsd/toolsd/internal/observe"
 	"github.com/toolsd/toolsd/internal/pipeline"
 	"github.com/toolsd/toolsd/internal/pipeline/policy"
@@ -40,6 +41,7 @@ type App struct {
 	metrics  *prometheus.Registry
 	reg      *registry.Registry
 	broker   *broker.Broker
+	hub      *hook.Hub
 	sessions session.Store
 	pipe     *pipeline.Pipeline
 	sched    *scheduler.Scheduler
@@ -164,7 +166,21 @@ func (a *App) build(pol *policy.Set) error {
 		}),
 	)
 	a.broker = broker.New(registrar{a.reg}, brokerOpts...)
+	hubOpts := []hook.Option{
+		hook.WithLogger(a.log.Named("hooks")),
+		hook.WithTimeout(c.Limits.HookTimeout.D()),
+		hook.WithObserver(a.obs.Hooks()),
+	}
+	if authz.Enabled() {
+		hubOpts = append(hubOpts, hook.WithScopeFilter(func(ctx context.Context) (func(string) bool, error) {
+			return authz.ScopeFilter(ctx, auth.Subscribe)
+		}))
+	}
+	a.hub = hook.New(hubOpts...)
 	a.pipe = pipeline.New(resolver{a.reg}, dispatcher{a.broker},
+		pipeline.WithPreExecute(a.hub.PreExecute()),
+		pipeline.WithPostExecute(a.hub.PostExecute()),
+		pipeline.WithResultObservers(a.hub.ResultObserver()),
 		pipeline.WithLogger(a.log),
 		pipeline.WithPolicy(pol),
 		pipeline.WithObserver(a.obs.Pipeline()),
@@ -199,6 +215,7 @@ func (a *App) build(pol *policy.Set) error {
 		WrapApprover: a.obs.Approver,
 		Limits: server.Limits{
 			MaxCallsPerBatch: c.Limits.MaxCallsPerBatch,
+			MaxRequestBytes:  int(c.Limits.MaxRequestBytes),
 			OutboxSize:       c.Limits.OutboxSize,
 			WriteTimeout:     c.Limits.WriteTimeout.D(),
 		},
@@ -211,6 +228,7 @@ func (a *App) build(pol *policy.Set) error {
 	a.grpc, grpcMetrics = server.NewGRPCServer(gc)
 	toolsdv1.RegisterToolServiceServer(a.grpc, a.srv)
 	toolsdv1.RegisterProviderServiceServer(a.grpc, providerService{b: a.broker})
+	toolsdv1.RegisterHookServiceServer(a.grpc, hookService{h: a.hub})
 	a.health = health.NewServer()
 	healthpb.RegisterHealthServer(a.grpc, a.health)
 	reflection.Register(a.grpc)
@@ -343,6 +361,7 @@ func (a *App) shutdown() error {
 	}
 	a.srv.StopWatches()
 	a.broker.Shutdown("toolsd is shutting down")
+	a.hub.Shutdown("toolsd is shutting down")
 	stopped := make(chan struct{})
 	go func() { a.grpc.GracefulStop(); close(stopped) }()
 	t := time.NewTimer(5 * time.Second)

@@ -11,6 +11,7 @@ import (
 	"github.com/toolsd/toolsd/examples/provider/exampletools"
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/internal/broker"
+	"github.com/toolsd/toolsd/internal/hook"
 	"github.com/toolsd/toolsd/internal/registry"
 	"github.com/toolsd/toolsd/pkg/provider"
 )
@@ -23,6 +24,16 @@ type providerService struct {
 
 func (p providerService) Connect(stream toolsdv1.ProviderService_ConnectServer) error {
 	return p.b.Connect(stream)
+}
+
+// hookService exposes the hook hub as HookService.
+type hookService struct {
+	toolsdv1.UnimplementedHookServiceServer
+	h *hook.Hub
+}
+
+func (s hookService) Connect(stream toolsdv1.HookService_ConnectServer) error {
+	return s.h.Connect(stream)
 }
 
 // registrationErrorCode names a registry failure for a provider's RegisterToolsResult,

@@ -25,7 +25,9 @@ func (e *env) openRaw(t *testing.T, msgs ...*toolsdv1.HookServiceConnectRequest)
 		t.Fatalf("Connect() = %v", err)
 	}
 	for _, m := range msgs {
-		if err := stream.Send(m); err != nil {
+		if err := stream.Send(m); errors.Is(err, io.EOF) {
+			break // the server ended the stream; Recv tells why
+		} else if err != nil {
 			t.Fatalf("Send() = %v", err)
 		}
 	}
@@ -129,14 +131,24 @@ func TestUnknownDecisionIgnored(t *testing.T) {
 // TestDecisionForAnotherHook checks that a hook cannot answer another hook's request.
 func TestDecisionForAnotherHook(t *testing.T) {
 	e := newEnv(t, hook.WithTimeout(time.Minute))
-	victim := e.connect(t, helloFor("victim", sub(pre, "", "", 0)), nil)
+	victim := e.connect(t, helloFor("victim", sub(pre, "echo", "", 0)), nil)
 	intruder := e.connect(t, helloFor("intruder", sub(pre, "other", "", 0)), nil)
 	done := make(chan pipeline.Verdict, 1)
-	go func() { done <- e.hub.PreExecute().PreExecute(context.Background(), newExec("echo", `{}`), newTool("echo")) }()
+	go func() {
+		done <- e.hub.PreExecute().PreExecute(context.Background(), newExec("echo", `{}`), newTool("echo"))
+	}()
 	id := victim.next().GetRequestId()
 	intruder.decide(&toolsdv1.HookDecision{RequestId: id, Verdict: toolsdv1.HookVerdict_HOOK_VERDICT_ALLOW})
-	// Let the intruder's decision be processed before the victim's: a request on the
-	// intruder's stream answered after it proves its receive loop moved past it.
+	// Decisions on one stream are handled in order: once the intruder's answer to a
+	// later request of its own is in, its forged decision has been handled too.
+	own := make(chan pipeline.Verdict, 1)
+	go func() {
+		own <- e.hub.PreExecute().PreExecute(context.Background(), newExec("other", `{}`), newTool("other"))
+	}()
+	intruder.decide(&toolsdv1.HookDecision{RequestId: intruder.next().GetRequestId(), Verdict: toolsdv1.HookVerdict_HOOK_VERDICT_ALLOW})
+	if got := <-own; got.Decision != pipeline.Allow {
+		t.Fatalf("PreExecute(other) = %+v, want allow", got)
+	}
 	victim.decide(&toolsdv1.HookDecision{RequestId: id, Verdict: toolsdv1.HookVerdict_HOOK_VERDICT_DENY, Reason: "victim says no"})
 	if got := <-done; got.Decision != pipeline.Deny || got.Reason != "victim says no" {
 		t.Errorf("PreExecute() = %+v, want the victim's deny", got)
@@ -178,7 +190,9 @@ func TestShutdown(t *testing.T) {
 	e := newEnv(t, hook.WithTimeout(time.Minute))
 	h := e.connect(t, helloFor("a", sub(pre, "", "", 0)), nil)
 	done := make(chan pipeline.Verdict, 1)
-	go func() { done <- e.hub.PreExecute().PreExecute(context.Background(), newExec("echo", `{}`), newTool("echo")) }()
+	go func() {
+		done <- e.hub.PreExecute().PreExecute(context.Background(), newExec("echo", `{}`), newTool("echo"))
+	}()
 	h.next()
 	e.hub.Shutdown("maintenance")
 	select {
@@ -189,7 +203,8 @@ func TestShutdown(t *testing.T) {
 	case <-time.After(waitTimeout):
 		t.Fatal("no goodbye")
 	}
-	if err := <-h.done; !errors.Is(err, io.EOF) {
+	<-h.done
+	if err := h.endErr; !errors.Is(err, io.EOF) {
 		t.Errorf("stream end = %v, want EOF", err)
 	}
 	if got := <-done; got.Code != "POLICY_UNAVAILABLE" {

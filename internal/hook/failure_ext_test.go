@@ -198,3 +198,36 @@ func TestFailOpenOnProtocolError(t *testing.T) {
 		t.Errorf("fail-open uses = %d, want 3", n)
 	}
 }
+
+// TestConcurrentCalls runs many calls through two hooks while one of them dies: every
+// call ends, allowed or failed closed, and nothing races.
+func TestConcurrentCalls(t *testing.T) {
+	e := newEnv(t)
+	e.connect(t, helloFor("steady", sub(pre, "", "", 0), sub(post, "", "", 0)), always(&toolsdv1.HookDecision{}))
+	doomed := e.connect(t, helloFor("doomed", sub(pre, "", "", 1), sub(post, "", "", 1)), always(&toolsdv1.HookDecision{}))
+	p := e.newPipeline(&dispatcher{})
+	const workers, calls = 16, 20
+	results := make(chan tool.Result, workers*calls)
+	start := make(chan struct{})
+	for range workers {
+		go func() {
+			<-start
+			for range calls {
+				results <- p.Run(context.Background(), newExec("echo", `{}`))
+			}
+		}()
+	}
+	close(start)
+	for i := range workers * calls {
+		if i == workers*calls/4 {
+			_ = doomed.cc.Close()
+		}
+		r := <-results
+		if r.IsError && r.Code() != tool.CodePolicyUnavailable {
+			t.Errorf("Run() = %+v, want success or POLICY_UNAVAILABLE", r)
+		}
+	}
+	if n := len(e.hub.Hooks()); n != 1 {
+		t.Errorf("Hooks() = %d, want 1", n)
+	}
+}

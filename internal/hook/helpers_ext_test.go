@@ -35,7 +35,9 @@ type recorder struct {
 
 var _ hook.Observer = (*recorder)(nil)
 
-func newRecorder() *recorder { return &recorder{counts: map[string]int{}, changed: make(chan struct{})} }
+func newRecorder() *recorder {
+	return &recorder{counts: map[string]int{}, changed: make(chan struct{})}
+}
 
 func (r *recorder) add(name string, d int) {
 	r.mu.Lock()
@@ -143,13 +145,15 @@ type testHook struct {
 	stream  toolsdv1.HookService_ConnectClient
 	reqs    chan *toolsdv1.HookRequest
 	goodbye chan string
-	done    chan error // the receive loop's end
+	done    chan struct{} // closed when the receive loop ends
+	endErr  error         // why it ended; read after done
 	sendMu  sync.Mutex
 }
 
 type hookOpts struct {
-	noRead bool // never read after the welcome
-	dial   []grpc.DialOption
+	noRead   bool // never read after the welcome
+	noRecord bool // do not record requests
+	dial     []grpc.DialOption
 }
 
 // noRead makes a hook that stops reading after its welcome, with small fixed flow
@@ -175,7 +179,7 @@ func (e *env) connect(tb testing.TB, hello *toolsdv1.HookHello, answer answerFun
 		tb.Fatalf("Connect() = %v", err)
 	}
 	h := &testHook{tb: tb, cc: cc, stream: stream, reqs: make(chan *toolsdv1.HookRequest, 1024),
-		goodbye: make(chan string, 1), done: make(chan error, 1)}
+		goodbye: make(chan string, 1), done: make(chan struct{})}
 	h.send(&toolsdv1.HookServiceConnectRequest{Msg: &toolsdv1.HookServiceConnectRequest_Hello{Hello: hello}})
 	m, err := stream.Recv()
 	if err != nil {
@@ -188,7 +192,7 @@ func (e *env) connect(tb testing.TB, hello *toolsdv1.HookHello, answer answerFun
 	if o.noRead {
 		return h
 	}
-	go h.receive(answer)
+	go h.receive(answer, o.noRecord)
 	tb.Cleanup(func() {
 		_ = cc.Close()
 		<-h.done
@@ -196,18 +200,21 @@ func (e *env) connect(tb testing.TB, hello *toolsdv1.HookHello, answer answerFun
 	return h
 }
 
-func (h *testHook) receive(answer answerFunc) {
+func (h *testHook) receive(answer answerFunc, noRecord bool) {
 	for {
 		m, err := h.stream.Recv()
 		if err != nil {
-			h.done <- err
+			h.endErr = err
+			close(h.done)
 			return
 		}
 		switch msg := m.GetMsg().(type) {
 		case *toolsdv1.HookServiceConnectResponse_Goodbye:
 			h.goodbye <- msg.Goodbye.GetReason()
 		case *toolsdv1.HookServiceConnectResponse_Request:
-			h.reqs <- msg.Request
+			if !noRecord {
+				h.reqs <- msg.Request
+			}
 			if answer == nil {
 				continue
 			}

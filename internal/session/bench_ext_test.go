@@ -1,6 +1,7 @@
 package session_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"sync"
@@ -141,11 +142,10 @@ func BenchmarkWatchFanout(b *testing.B) {
 	for name, open := range benchStores() {
 		b.Run(name, func(b *testing.B) {
 			s := open(b, nil)
-			ctx := b.Context()
+			ctx, cancel := context.WithCancel(b.Context())
 			const watchers = 8
 			var wg sync.WaitGroup
 			got := make([]chan uint64, watchers)
-			stop := make(chan struct{})
 			for i := range got {
 				got[i] = make(chan uint64, 1)
 				wg.Go(func() {
@@ -153,8 +153,8 @@ func BenchmarkWatchFanout(b *testing.B) {
 						select {
 						case got[i] <- ev.Seq:
 							return nil
-						case <-stop:
-							return fmt.Errorf("stop")
+						case <-ctx.Done():
+							return ctx.Err()
 						}
 					})
 				})
@@ -168,7 +168,7 @@ func BenchmarkWatchFanout(b *testing.B) {
 					<-ch
 				}
 			}
-			close(stop)
+			cancel()
 			wg.Wait()
 		})
 	}

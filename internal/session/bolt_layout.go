@@ -13,30 +13,27 @@ import (
 const FileName = "sessions.db"
 
 // The database layout. Event keys are big-endian seqs, so a session's bucket iterates in
-// seq order and its last key is its last seq; appends land at the right edge of the
-// B+tree, which is why the session buckets are filled to 100%.
+// seq order, its last key is its last seq and its last value carries its last append
+// time; appends land at the right edge of the B+tree, which is why the session buckets
+// are filled to 100%. A commit touches the session buckets, the open-call index (only
+// when calls open or close), the root, the freelist and the meta page.
 var (
 	bucketMeta     = []byte("meta")     // format version
 	bucketSessions = []byte("sessions") // one nested bucket per session: seq → event
-	bucketIndex    = []byte("index")    // session id → index record (last append time)
 	bucketOpen     = []byte("open")     // open-call key → call id and tool name
 	keyFormat      = []byte("format")
 )
 
-const (
-	layoutVersion = 1
-	indexV1       = 1
-	indexLen      = 9
-)
+const layoutVersion = 1
 
 // roots are the top-level buckets of one transaction.
 type roots struct {
-	sessions, index, open *bolt.Bucket
+	sessions, open *bolt.Bucket
 }
 
 func rootsOf(tx *bolt.Tx) (roots, error) {
-	r := roots{tx.Bucket(bucketSessions), tx.Bucket(bucketIndex), tx.Bucket(bucketOpen)}
-	if r.sessions == nil || r.index == nil || r.open == nil {
+	r := roots{tx.Bucket(bucketSessions), tx.Bucket(bucketOpen)}
+	if r.sessions == nil || r.open == nil {
 		return roots{}, fmt.Errorf("%w: a top-level bucket is missing", ErrCorrupt)
 	}
 	return r, nil
@@ -59,7 +56,7 @@ func initLayout(tx *bolt.Tx) error {
 }
 
 func createLayout(tx *bolt.Tx) error {
-	for _, name := range [][]byte{bucketMeta, bucketSessions, bucketIndex, bucketOpen} {
+	for _, name := range [][]byte{bucketMeta, bucketSessions, bucketOpen} {
 		if _, err := tx.CreateBucket(name); err != nil {
 			return fmt.Errorf("session: create bucket %q: %w", name, err)
 		}
@@ -114,16 +111,15 @@ func parseOpenValue(v []byte) (openCall, error) {
 	return oc, nil
 }
 
-func indexValue(last time.Time) []byte {
-	v := make([]byte, indexLen)
-	v[0] = indexV1
-	binary.BigEndian.PutUint64(v[1:], uint64(last.UnixNano()))
-	return v
-}
-
-func parseIndexValue(v []byte) (time.Time, error) {
-	if len(v) != indexLen || v[0] != indexV1 {
-		return time.Time{}, fmt.Errorf("%w: malformed session index record", ErrCorrupt)
+// lastAppend returns when a session was last appended to: the time stamped in its last
+// event, so that no per-session record has to be rewritten on every commit.
+func lastAppend(bkt *bolt.Bucket) (time.Time, error) {
+	k, v := bkt.Cursor().Last()
+	if k == nil {
+		return time.Time{}, nil // no events: as old as can be
 	}
-	return time.Unix(0, int64(binary.BigEndian.Uint64(v[1:]))).UTC(), nil
+	if len(v) < headerLen || v[0] != codecV1 {
+		return time.Time{}, fmt.Errorf("%w: malformed last event", ErrCorrupt)
+	}
+	return time.Unix(0, int64(binary.BigEndian.Uint64(v[timeOffset:]))).UTC(), nil
 }

@@ -110,9 +110,6 @@ func (b *Bolt) closeOrphans(rt roots, orphans []orphan) (int, error) {
 		if err := bkt.Put(seqKey(seq), val); err != nil {
 			return n, err
 		}
-		if err := rt.index.Put([]byte(o.sessionID), indexValue(now)); err != nil {
-			return n, err
-		}
 		next[o.sessionID] = seq + 1
 		n++
 	}

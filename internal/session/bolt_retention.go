@@ -45,9 +45,6 @@ func (w *writer) sweep(r *request) {
 				if err := rt.sessions.DeleteBucket([]byte(id)); err != nil && !errors.Is(err, berrors.ErrBucketNotFound) {
 					return err
 				}
-				if err := rt.index.Delete([]byte(id)); err != nil {
-					return err
-				}
 				removed = append(removed, id)
 			}
 			return nil
@@ -68,8 +65,8 @@ func (w *writer) sweep(r *request) {
 func (b *Bolt) victims(rt roots, now time.Time) ([]string, error) {
 	var expired, kept []sessionAge
 	cutoff := now.Add(-b.o.maxAge)
-	err := rt.index.ForEach(func(k, v []byte) error {
-		last, err := parseIndexValue(v)
+	err := rt.sessions.ForEachBucket(func(k []byte) error {
+		last, err := lastAppend(rt.sessions.Bucket(k))
 		if err != nil {
 			return err
 		}

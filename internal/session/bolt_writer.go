@@ -293,7 +293,7 @@ func (w *writer) apply(rt roots, r *request, now time.Time) error {
 		}
 		r.names.add(ch, nil)
 	}
-	return rt.index.Put(id, indexValue(now))
+	return nil
 }
 
 // session returns the writer's state for a session, loading it on first use.

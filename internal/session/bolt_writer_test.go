@@ -146,3 +146,40 @@ func TestBoltFullQueueHonoursContext(t *testing.T) {
 		t.Errorf("Read(s) = %d events, %v, want only the first (the timed-out append is not stored)", len(got), err)
 	}
 }
+
+// A summary loaded from the log while a commit lands after the scan's snapshot must
+// still include that commit.
+func TestBoltSummaryLoadRacingACommit(t *testing.T) {
+	b, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatalf("Open() = %v", err)
+	}
+	t.Cleanup(func() { b.Close() })
+	ctx := t.Context()
+	call := Event{Type: TypeToolCall, Call: &CallRecord{CallID: "1", Name: "late"}}
+	c, err := b.Append(ctx, "s", call)
+	if err != nil {
+		t.Fatalf("Append() = %v", err)
+	}
+	scan := b.scan
+	b.scan = func(id string) (*toolSummary, bool, error) {
+		sum, exists, err := scan(id)
+		// The result commits after the scan's snapshot, before Summary installs it.
+		res := Event{Type: TypeToolResult, SourceSeqs: []uint64{c[0].Seq}, Result: &ResultRecord{CallID: "1"}}
+		if _, err := b.Append(ctx, "s", res); err != nil {
+			t.Errorf("Append() = %v", err)
+		}
+		return sum, exists, err
+	}
+	sum, err := b.Summary(ctx, "s")
+	if err != nil {
+		t.Fatalf("Summary() = %v", err)
+	}
+	if !sum.Succeeded("late") {
+		t.Errorf("Summary().Succeeded(late) = false, want true (committed during the load)")
+	}
+	b.scan = scan
+	if sum, _ := b.Summary(ctx, "s"); !sum.Succeeded("late") {
+		t.Errorf("cached Summary().Succeeded(late) = false, want true")
+	}
+}

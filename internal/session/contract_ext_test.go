@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -729,6 +730,7 @@ func testSummaryWhileAppending(t *testing.T, open opener) {
 				case <-done:
 					return
 				default:
+					runtime.Gosched()
 				}
 			}
 		})

@@ -7,17 +7,21 @@
 // Two stores implement [Store]:
 //
 //   - [Memory] keeps everything in process memory (tests and --ephemeral). Sessions are
-//     sharded so that appends to different sessions never share a lock.
+//     sharded: appends to different sessions share at most a shard's read lock.
 //   - [Bolt] keeps the log in a single bbolt file under a data directory. One writer
 //     goroutine owns every write transaction and group-commits: all appends that queued
-//     while the previous commit was in flight are written in one transaction with one
-//     fsync, and their callers are released together. There is no artificial batching
-//     delay.
+//     while the previous commit was in flight are written in one transaction (one
+//     round of fdatasync), and their callers are released together. There is no
+//     artificial batching delay.
+//
+// Both stores tail sessions with a per-session notifier (a channel closed on each
+// append), apply retention ([WithRetention]) on a sweeper goroutine they own, and never
+// delete a session that has an open call.
 //
 // # Durability modes ([WithDurability])
 //
-//   - [SyncAlways] (default): every group commit is fsynced before any of its Append
-//     calls returns. A returned Append survives a process crash and a power loss.
+//   - [SyncAlways] (default): every group commit is fdatasynced before any of its
+//     Append calls returns. A returned Append survives a process crash and a power loss.
 //   - [SyncNone]: bbolt's NoSync; commits reach the OS page cache but are not fsynced.
 //     A returned Append survives a crash of the toolsd process (the kernel still writes
 //     the pages) but not a kernel crash or power loss, which can lose recent commits or,

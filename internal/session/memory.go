@@ -128,9 +128,6 @@ func (m *Memory) Read(_ context.Context, sessionID string, fromSeq uint64, limit
 	return m.stored(sessionID).page(fromSeq, limit), nil
 }
 
-// errGone: the watched entry was dropped; Watch looks the session up again.
-var errGone = errors.New("session: entry gone")
-
 // Watch implements [Store].
 func (m *Memory) Watch(ctx context.Context, sessionID string, fromSeq uint64, fn func(Event) error) error {
 	next := max(fromSeq, 1)

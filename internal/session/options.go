@@ -1,6 +1,7 @@
 package session
 
 import (
+	"fmt"
 	"time"
 
 	"go.uber.org/zap"
@@ -22,6 +23,17 @@ func (m Mode) String() string {
 		return "none"
 	}
 	return "always"
+}
+
+// ParseMode parses a durability mode as flags spell it: "always" or "none".
+func ParseMode(s string) (Mode, error) {
+	switch s {
+	case "always":
+		return SyncAlways, nil
+	case "none":
+		return SyncNone, nil
+	}
+	return SyncAlways, fmt.Errorf("%w: durability %q (want always or none)", ErrInvalid, s)
 }
 
 // Defaults of the options.

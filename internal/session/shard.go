@@ -1,9 +1,14 @@
 package session
 
 import (
+	"errors"
 	"hash/maphash"
 	"sync"
 )
+
+// errGone: a watched entry left its map (retention, or its last holder left); Watch
+// looks the session up again.
+var errGone = errors.New("session: entry gone")
 
 // live is the per-session state both stores share: the notifier Watch waits on and the
 // tool summary. Lock order: shard lock, then mu.

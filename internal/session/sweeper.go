@@ -59,12 +59,12 @@ type sessionAge struct {
 	last time.Time
 }
 
-// overflow returns the candidates beyond the newest max (all when max is 0: none).
-// candidates is sorted in place, oldest first.
-func overflow(candidates []sessionAge, max int) []sessionAge {
-	if max <= 0 || len(candidates) <= max {
+// overflow returns the oldest candidates beyond the newest limit (none when limit <= 0,
+// which means no limit). It sorts candidates in place, oldest first.
+func overflow(candidates []sessionAge, limit int) []sessionAge {
+	if limit <= 0 || len(candidates) <= limit {
 		return nil
 	}
 	slices.SortFunc(candidates, func(a, b sessionAge) int { return a.last.Compare(b.last) })
-	return candidates[:len(candidates)-max]
+	return candidates[:len(candidates)-limit]
 }

@@ -1,0 +1,116 @@
+package app_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/examples/hook/examplehook"
+	"github.com/toolsd/toolsd/examples/provider/exampletools"
+)
+
+// hooksConnected reads the hooks gauge from /metrics.
+func hooksConnected(t *testing.T, e *env) string {
+	t.Helper()
+	_, body := scrape(t, e.app.AdminAddr(), "/metrics")
+	for _, line := range strings.Split(body, "\n") {
+		if strings.HasPrefix(line, "toolsd_hook_hooks_connected ") {
+			return strings.TrimPrefix(line, "toolsd_hook_hooks_connected ")
+		}
+	}
+	return ""
+}
+
+// TestRemoteHookInAnotherProcess runs examples/hook as its own process: it denies a call
+// (privately), rewrites an echo result and adds context; other calls run untouched.
+func TestRemoteHookInAnotherProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the example hook binary")
+	}
+	bin := filepath.Join(t.TempDir(), "hook")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/toolsd/toolsd/examples/hook").CombinedOutput(); err != nil {
+		t.Fatalf("building examples/hook: %v\n%s", err, out)
+	}
+	e := start(t, "")
+	runProvider(t, e.app.Addr(), exampletools.Tools(filepath.Join(t.TempDir(), "notes.txt"))...)
+	hookProc := exec.Command(bin, "-addr", e.app.Addr())
+	hookProc.Stdout, hookProc.Stderr = os.Stderr, os.Stderr
+	if err := hookProc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hookProc.Process.Kill(); _ = hookProc.Wait() })
+	waitFor(t, "the hook to connect", func() bool { return hooksConnected(t, e) == "1" })
+
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-hook", Calls: []*toolsdv1.ToolCall{
+		call("c1", "echo", `{"text":"rm -rf /"}`),
+		call("c2", "echo", `{"text":"shout: hello"}`),
+		call("c3", "add", `{"a":1,"b":2}`),
+	}}, batchOptions{})
+	if diff := cmp.Diff([]string{"DENIED", "", ""}, resultCodes(out.results)); diff != "" {
+		t.Fatalf("codes (-want +got):\n%s", diff)
+	}
+	denied := out.results[0]
+	if denied.GetContent() != "Error: call denied by policy" || !strings.Contains(denied.GetError().GetReason(), examplehook.DenyReason) {
+		t.Errorf("denied result = %v, want generic model content and the private reason for users", denied)
+	}
+	if got := out.results[1].GetContent(); got != "SHOUT: HELLO" {
+		t.Errorf("echo content = %q, want the hook's replacement", got)
+	}
+	if got := out.results[2].GetContent(); got != "3" {
+		t.Errorf("add content = %q, want 3 (untouched)", got)
+	}
+	// The denied echo never ran, so only the second one reached post-execute.
+	if want := []string{examplehook.EchoContext}; !slices.Equal(out.settled.GetAdditionalContexts(), want) {
+		t.Errorf("additional contexts = %q, want %q", out.settled.GetAdditionalContexts(), want)
+	}
+	events := e.readSession(t, "s-hook")
+	if n := len(events); n != 7 || events[6].GetType() != "user/message" || events[6].GetSourceEventSeqs()[0] != events[4].GetSeq() {
+		t.Errorf("session log = %v, want 3 calls, 3 results, then the context citing echo's result", events)
+	}
+}
+
+// TestKilledHookFailsClosed: a hook that dies while a call waits for its answer denies
+// that call with POLICY_UNAVAILABLE.
+func TestKilledHookFailsClosed(t *testing.T) {
+	e := start(t, "limits: {hook_timeout: 1m}\n")
+	runProvider(t, e.app.Addr(), exampletools.Tools(filepath.Join(t.TempDir(), "notes.txt"))...)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hookConn := dial(t, e.app.Addr())
+	stream, err := toolsdv1.NewHookServiceClient(hookConn).Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&toolsdv1.HookServiceConnectRequest{Msg: &toolsdv1.HookServiceConnectRequest_Hello{Hello: &toolsdv1.HookHello{
+		Name:          "silent",
+		Subscriptions: []*toolsdv1.HookSubscription{{Stage: toolsdv1.HookStage_HOOK_STAGE_PRE_EXECUTE}},
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := stream.Recv(); err != nil || m.GetWelcome() == nil {
+		t.Fatalf("hook hello answered %v, %v; want a welcome", m, err)
+	}
+	go func() {
+		// The hook receives the request and dies instead of answering.
+		if m, err := stream.Recv(); err == nil && m.GetRequest() != nil {
+			cancel()
+		}
+	}()
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-hook-dead", Calls: []*toolsdv1.ToolCall{call("c1", "echo", `{"text":"hi"}`)}}, batchOptions{})
+	if got := resultCodes(out.results); !slices.Equal(got, []string{"POLICY_UNAVAILABLE"}) {
+		t.Fatalf("codes = %v, want [POLICY_UNAVAILABLE]", got)
+	}
+	waitFor(t, "the dead hook to be dropped", func() bool { return hooksConnected(t, e) == "0" })
+	out = e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-hook-dead", Calls: []*toolsdv1.ToolCall{call("c2", "echo", `{"text":"hi"}`)}}, batchOptions{})
+	if got := resultCodes(out.results); !slices.Equal(got, []string{""}) {
+		t.Errorf("codes after the hook is gone = %v, want the call to run", got)
+	}
+}
