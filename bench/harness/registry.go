@@ -6,7 +6,7 @@ import (
 	"sync"
 )
 
-// Target and probe names. The toolsd ones exist only in builds with the toolsd_target tag.
+// Target and probe names.
 const (
 	nameRelay         = "relay"
 	nameToolsd        = "toolsd"

@@ -1,5 +1,3 @@
-//go:build toolsd_target
-
 package main
 
 import (
@@ -33,7 +31,7 @@ func init() {
 
 // toolsdArgs is the one place that knows toolsd's command line.
 func toolsdArgs(listen, admin, dataDir string, durable bool) []string {
-	args := []string{"-listen", listen, "-admin-listen", admin, "-log-level", "error"}
+	args := []string{"-listen", listen, "-admin-listen", admin, "-log-level", "error", "-config", benchConfig()}
 	if durable {
 		return append(args, "-data-dir", dataDir)
 	}
@@ -236,3 +234,13 @@ func runToolsdProbes(ctx context.Context, c config) (probeResults, error) {
 }
 
 func ptr(v float64) *float64 { return &v }
+
+// benchConfig is the absolute path of bench/toolsd-bench.yaml; the harness runs from the
+// repository root (make bench), and the toolsd child may not.
+func benchConfig() string {
+	p, err := filepath.Abs(filepath.Join("bench", "toolsd-bench.yaml"))
+	if err != nil {
+		return filepath.Join("bench", "toolsd-bench.yaml")
+	}
+	return p
+}

@@ -1,5 +1,3 @@
-//go:build toolsd_target
-
 package main
 
 import (
