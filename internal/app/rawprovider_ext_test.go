@@ -1,0 +1,186 @@
+package app_test
+
+import (
+	"context"
+	"net"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/zap/zaptest"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/app"
+	"github.com/toolsd/toolsd/internal/config"
+)
+
+// handProvider speaks ProviderService by hand, so it can misbehave in ways the SDK never
+// would.
+type handProvider struct {
+	stream toolsdv1.ProviderService_ConnectClient
+}
+
+func connectHand(t *testing.T, e *env, tools ...string) *handProvider {
+	t.Helper()
+	stream, err := toolsdv1.NewProviderServiceClient(e.conn).Connect(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &handProvider{stream: stream}
+	p.send(t, &toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Hello{Hello: &toolsdv1.ProviderHello{Name: "raw"}}})
+	if m := p.recv(t); m.GetWelcome() == nil {
+		t.Fatalf("first message = %v, want welcome", m)
+	}
+	defs := make([]*toolsdv1.ToolDefinition, len(tools))
+	for i, name := range tools {
+		defs[i] = &toolsdv1.ToolDefinition{Name: name, Description: "raw tool", ParametersJson: `{"type":"object"}`}
+	}
+	p.send(t, &toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Register{Register: &toolsdv1.RegisterTools{Ref: 1, Tools: defs}}})
+	for _, st := range p.recv(t).GetRegisterResult().GetTools() {
+		if st.GetErrorCode() != "" {
+			t.Fatalf("registering %s: %s %s", st.GetName(), st.GetErrorCode(), st.GetErrorMessage())
+		}
+	}
+	return p
+}
+
+func (p *handProvider) send(t *testing.T, m *toolsdv1.ProviderServiceConnectRequest) {
+	t.Helper()
+	if err := p.stream.Send(m); err != nil {
+		t.Fatalf("provider Send() = %v", err)
+	}
+}
+
+func (p *handProvider) recv(t *testing.T) *toolsdv1.ProviderServiceConnectResponse {
+	t.Helper()
+	m, err := p.stream.Recv()
+	if err != nil {
+		t.Fatalf("provider Recv() = %v", err)
+	}
+	return m
+}
+
+func (p *handProvider) answer(t *testing.T, r *toolsdv1.ExecuteResult) {
+	t.Helper()
+	p.send(t, &toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Result{Result: r}})
+}
+
+// TestMisbehavingProviderFailsOnlyItsCalls: invalid UTF-8, malformed JSON and results for
+// ids toolsd never issued cost the provider one call each, never its stream.
+func TestMisbehavingProviderFailsOnlyItsCalls(t *testing.T) {
+	e := start(t, "")
+	p := connectHand(t, e, "raw")
+	go func() {
+		for i := 0; ; i++ {
+			m, err := p.stream.Recv()
+			if err != nil {
+				return
+			}
+			ex := m.GetExecute()
+			if ex == nil {
+				continue
+			}
+			var r *toolsdv1.ExecuteResult
+			switch ex.GetCallId() {
+			case "bad-utf8":
+				// A stale id first: dropped and counted, never delivered.
+				_ = p.stream.Send(&toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Result{Result: &toolsdv1.ExecuteResult{RequestId: ex.GetRequestId() + 1000, Content: []byte("stale")}}})
+				r = &toolsdv1.ExecuteResult{Content: []byte("caf\xe9")}
+			case "bad-json":
+				r = &toolsdv1.ExecuteResult{ValueJson: []byte(`{"a":1,"a":2}`)}
+			default:
+				r = &toolsdv1.ExecuteResult{ValueJson: []byte(`{"ok":true}`)}
+			}
+			r.RequestId = ex.GetRequestId()
+			if err := p.stream.Send(&toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Result{Result: r}}); err != nil {
+				return
+			}
+		}
+	}()
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-raw", MaxParallel: 1, Calls: []*toolsdv1.ToolCall{
+		call("bad-utf8", "raw", `{}`), call("bad-json", "raw", `{}`), call("fine", "raw", `{}`),
+	}}, batchOptions{})
+	if diff := cmp.Diff([]string{"INVALID_RESULT", "INVALID_RESULT", ""}, resultCodes(out.results)); diff != "" {
+		t.Errorf("codes (-want +got):\n%s", diff)
+	}
+	if got := out.results[2].GetContent(); got != `{"ok":true}` {
+		t.Errorf("content after the bad results = %q, want the provider's stream to still work", got)
+	}
+	for _, r := range out.results {
+		if r.GetContent() == "stale" {
+			t.Error("a result for an id toolsd never issued was delivered")
+		}
+	}
+	_, metrics := scrape(t, e.app.AdminAddr(), "/metrics")
+	if !hasLine(metrics, "toolsd_broker_stale_results_total 1") {
+		t.Error("the stale result was not counted")
+	}
+}
+
+func hasLine(body, line string) bool {
+	return slices.Contains(lines(body), line)
+}
+
+func lines(s string) []string {
+	var out []string
+	start := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\n' {
+			out = append(out, s[start:i])
+			start = i + 1
+		}
+	}
+	return append(out, s[start:])
+}
+
+// TestProviderReregistersAfterToolsdRestarts: the SDK reconnects to a new toolsd on the
+// same address and registers its tools again.
+func TestProviderReregistersAfterToolsdRestarts(t *testing.T) {
+	cfg, err := config.Parse([]byte(baseConfig), "test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	run := func(lis net.Listener) (stop func()) {
+		a, err := app.New(cfg, app.WithLogger(zaptest.NewLogger(t)), app.WithListener(lis))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- a.Run(ctx) }()
+		return func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run() = %v", err)
+			}
+		}
+	}
+	stop1 := run(lis)
+	runProvider(t, addr, constTool("survivor", "still here"))
+	stop1()
+
+	lis2, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("re-listening on %s: %v", addr, err)
+	}
+	stop2 := run(lis2)
+	defer stop2()
+	client := toolsdv1.NewToolServiceClient(dial(t, addr))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := client.Schemas(t.Context(), &toolsdv1.SchemasRequest{})
+		if err == nil && len(resp.GetTools()) == 1 && resp.GetTools()[0].GetName() == "survivor" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Schemas() on the new toolsd = %v, %v; want the provider's tool registered again", resp, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
