@@ -1,0 +1,49 @@
+package app_test
+
+import (
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/examples/provider/exampletools"
+	"github.com/toolsd/toolsd/internal/config"
+)
+
+// TestReloadSwapsPolicy is what SIGHUP does: a new policy governs the next calls; a bad
+// one is refused and the running policy stays.
+func TestReloadSwapsPolicy(t *testing.T) {
+	deny := "policy:\n  rules:\n    - {tool: echo, decision: deny, reason: no echo today}\n"
+	e := start(t, deny)
+	runProvider(t, e.app.Addr(), exampletools.Tools(filepath.Join(t.TempDir(), "notes.txt"))...)
+	batch := func(id string) []string {
+		out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-reload", Calls: []*toolsdv1.ToolCall{call(id, "echo", `{"text":"x"}`)}}, batchOptions{})
+		return resultCodes(out.results)
+	}
+	if got := batch("c1"); !slices.Equal(got, []string{"DENIED"}) {
+		t.Fatalf("before reload: %v, want [DENIED]", got)
+	}
+
+	bad, err := config.Parse([]byte(baseConfig+"policy:\n  rules:\n    - {tool: echo, decision: maybe}\n"), "bad.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.app.Reload(bad); err == nil || !strings.Contains(err.Error(), "bad.yaml:") {
+		t.Errorf("Reload(bad policy) = %v, want an error naming bad.yaml's line", err)
+	}
+	if got := batch("c2"); !slices.Equal(got, []string{"DENIED"}) {
+		t.Errorf("after a refused reload: %v, want the old policy ([DENIED])", got)
+	}
+
+	good, err := config.Parse([]byte(baseConfig), "good.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.app.Reload(good); err != nil {
+		t.Fatalf("Reload(good) = %v", err)
+	}
+	if got := batch("c3"); !slices.Equal(got, []string{""}) {
+		t.Errorf("after reload: %v, want echo allowed", got)
+	}
+}
