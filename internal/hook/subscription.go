@@ -1,12 +1,12 @@
 package hook
 
 import (
+	"cmp"
 	"fmt"
-	"path"
-	"strings"
 	"unicode/utf8"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/glob"
 )
 
 // Stage is a pipeline stage a hook can subscribe to.
@@ -76,12 +76,12 @@ type Subscription struct {
 // subscription is a validated Subscription with its matchers.
 type subscription struct {
 	Subscription
-	tool  glob
-	scope glob
+	tool  glob.Pattern
+	scope glob.Pattern
 }
 
 func (s *subscription) matches(toolName, scope string) bool {
-	return s.tool.matchTool(toolName) && s.scope.matchScope(scope)
+	return s.tool.Match(toolName) && s.scope.Match(scope)
 }
 
 // hello is a validated HookHello.
@@ -122,11 +122,11 @@ func parseSubscription(s *toolsdv1.HookSubscription) (subscription, error) {
 	if len(s.GetTool()) > maxGlobBytes || len(s.GetScope()) > maxGlobBytes {
 		return subscription{}, fmt.Errorf("globs are limited to %d bytes", maxGlobBytes)
 	}
-	tg, err := newToolGlob(s.GetTool())
+	tg, err := glob.Tool(cmp.Or(s.GetTool(), "*")) // "" subscribes to every tool
 	if err != nil {
 		return subscription{}, fmt.Errorf("tool glob %q: %w", s.GetTool(), err)
 	}
-	sg, err := newScopeGlob(s.GetScope())
+	sg, err := glob.Scope(cmp.Or(s.GetScope(), "**"), maxGlobStars) // "" to every scope
 	if err != nil {
 		return subscription{}, fmt.Errorf("scope glob %q: %w", s.GetScope(), err)
 	}
@@ -135,92 +135,4 @@ func parseSubscription(s *toolsdv1.HookSubscription) (subscription, error) {
 		tool:         tg,
 		scope:        sg,
 	}, nil
-}
-
-// glob is a precompiled tool or scope pattern. Scope patterns follow the policy
-// package's rules (per-segment path.Match, "**" for any number of segments).
-type glob struct {
-	pattern string
-	any     bool     // matches everything
-	literal bool     // no metacharacters: plain comparison
-	segs    []string // scope patterns: '/'-separated segments
-}
-
-const globMeta = `*?[\`
-
-func newToolGlob(p string) (glob, error) {
-	if _, err := path.Match(p, ""); err != nil {
-		return glob{}, err
-	}
-	return glob{pattern: p, any: p == "" || p == "*", literal: !strings.ContainsAny(p, globMeta)}, nil
-}
-
-func newScopeGlob(p string) (glob, error) {
-	g := glob{pattern: p, any: p == "" || p == "*" || p == "**", literal: !strings.ContainsAny(p, globMeta)}
-	stars := 0
-	for _, s := range strings.Split(p, "/") {
-		if s == "**" {
-			if len(g.segs) > 0 && g.segs[len(g.segs)-1] == "**" {
-				continue // "**/**" means "**"
-			}
-			stars++
-		}
-		if _, err := path.Match(s, ""); err != nil {
-			return glob{}, err
-		}
-		g.segs = append(g.segs, s)
-	}
-	if stars > maxGlobStars {
-		// Each "**" multiplies the work of a match by the scope's depth.
-		return glob{}, fmt.Errorf("at most %d \"**\" segments", maxGlobStars)
-	}
-	return g, nil
-}
-
-func (g *glob) matchTool(name string) bool {
-	switch {
-	case g.any:
-		return true
-	case g.literal:
-		return g.pattern == name
-	}
-	ok, _ := path.Match(g.pattern, name)
-	return ok
-}
-
-func (g *glob) matchScope(scope string) bool {
-	switch {
-	case g.any:
-		return true
-	case g.literal:
-		return g.pattern == scope
-	}
-	return matchSegs(g.segs, scope, true)
-}
-
-// matchSegs reports whether the '/'-separated segments left in scope (has is false
-// when none are) match the pattern segments, "**" standing for any number of them.
-func matchSegs(pat []string, scope string, has bool) bool {
-	for len(pat) > 0 {
-		if pat[0] == "**" {
-			for {
-				if matchSegs(pat[1:], scope, has) {
-					return true
-				}
-				if !has {
-					return false
-				}
-				_, scope, has = strings.Cut(scope, "/")
-			}
-		}
-		if !has {
-			return false
-		}
-		seg, rest, more := strings.Cut(scope, "/")
-		if ok, _ := path.Match(pat[0], seg); !ok {
-			return false
-		}
-		pat, scope, has = pat[1:], rest, more
-	}
-	return !has
 }

@@ -6,6 +6,7 @@ import (
 	"cel.dev/cel-go/cel"
 	"gopkg.in/yaml.v3"
 
+	"github.com/toolsd/toolsd/internal/glob"
 	"github.com/toolsd/toolsd/internal/pipeline"
 )
 
@@ -88,9 +89,9 @@ func (p *parser) rules(v *yaml.Node, path string) []rule {
 
 func (p *parser) rule(item *yaml.Node, rp string) (rule, bool) {
 	before := len(p.list)
-	r := rule{scope: glob{pattern: "*", any: true}, tool: glob{pattern: "*", any: true}}
+	r := rule{scope: anyScope, tool: anyTool}
 	hasDecision := false
-	globField := func(mk func(string) (glob, error), dst *glob) func(*yaml.Node, string) {
+	globField := func(mk func(string) (glob.Pattern, error), dst *glob.Pattern) func(*yaml.Node, string) {
 		return func(v *yaml.Node, path string) {
 			if s, ok := p.str(v, path); ok {
 				g, err := mk(s)
@@ -102,8 +103,8 @@ func (p *parser) rule(item *yaml.Node, rp string) (rule, bool) {
 		}
 	}
 	p.fields(item, rp, map[string]func(*yaml.Node, string){
-		"scope": globField(newScopeGlob, &r.scope),
-		"tool":  globField(newToolGlob, &r.tool),
+		"scope": globField(scopeGlob, &r.scope),
+		"tool":  globField(glob.Tool, &r.tool),
 		"when": func(v *yaml.Node, path string) {
 			r.where = fmt.Sprintf("%s:%d:%d: %s", p.source, v.Line, v.Column, path)
 			r.when = p.cel(v, path, cel.BoolType)

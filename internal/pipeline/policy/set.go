@@ -6,6 +6,7 @@ import (
 
 	"cel.dev/cel-go/cel"
 
+	"github.com/toolsd/toolsd/internal/glob"
 	"github.com/toolsd/toolsd/internal/pipeline"
 	"github.com/toolsd/toolsd/internal/tool"
 )
@@ -24,8 +25,8 @@ var _ pipeline.Policy = (*Set)(nil)
 // rule is one permission rule; its verdict applies when scope, tool and when match.
 type rule struct {
 	where   string // "config.yaml:12:7: rules[2].when" for fail-closed reasons
-	scope   glob
-	tool    glob
+	scope   glob.Pattern
+	tool    glob.Pattern
 	when    cel.Program
 	verdict pipeline.Verdict
 }
@@ -70,7 +71,7 @@ func (s *Set) PreExecute(ctx context.Context, e *tool.Exec, _ pipeline.Tool) pip
 	var actErr error
 	for i := range s.rules {
 		r := &s.rules[i]
-		if !r.scope.matchScope(e.Scope) || !r.tool.matchTool(e.Name) {
+		if !r.scope.Match(e.Scope) || !r.tool.Match(e.Name) {
 			continue
 		}
 		v := r.verdict
