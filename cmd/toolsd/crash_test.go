@@ -1,4 +1,4 @@
-package main_test
+package main
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -216,7 +217,7 @@ func TestKillNineLosesNothing(t *testing.T) {
 				t.Fatalf("s1 turn 2 = %v, want settled", r.err)
 			}
 			view.run(c, batch("s5", 1, 0, "block:x"))
-			churned := make(chan int, 1000)
+			var churned atomic.Int64
 			view.wg.Add(1)
 			go func() {
 				defer view.wg.Done()
@@ -228,10 +229,10 @@ func TestKillNineLosesNothing(t *testing.T) {
 					if !waitDone(view.run(c, batch("s4", uint64(k+1), 0, ids...))) {
 						return
 					}
-					churned <- k
+					churned.Add(1)
 				}
 			}()
-			waitFor(t, "batches to flow", func() bool { return len(churned) >= 3 && led.isBlocked("s5/x") })
+			waitFor(t, "batches to flow", func() bool { return churned.Load() >= 3 && led.isBlocked("s5/x") })
 			d.kill(t)
 			return map[string][]string{"s5": {"x"}}
 		}},

@@ -1,4 +1,4 @@
-package main_test
+package main
 
 import (
 	"bufio"
@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,45 +22,16 @@ import (
 	"github.com/toolsd/toolsd/pkg/provider"
 )
 
-// binDir holds the toolsd binary built once for the package's tests.
-var (
-	binDir   string
-	binOnce  sync.Once
-	binPath  string
-	binError error
-)
+// mainEnv makes the test binary run toolsd's main instead of the tests: the daemon the
+// tests start is this very binary (race detector included), so nothing is built.
+const mainEnv = "TOOLSD_TEST_RUN_MAIN"
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
-		if binDir != "" {
-			_ = os.RemoveAll(binDir)
-		}
-		os.Exit(code)
-	}))
-}
-
-// toolsdBinary builds ./cmd/toolsd once (the build cache makes this quick).
-func toolsdBinary(tb testing.TB) string {
-	tb.Helper()
-	binOnce.Do(func() {
-		goTool, err := exec.LookPath("go")
-		if err != nil {
-			binError = err
-			return
-		}
-		if binDir, binError = os.MkdirTemp("", "toolsd-bin-"); binError != nil {
-			return
-		}
-		binPath = filepath.Join(binDir, "toolsd")
-		out, err := exec.Command(goTool, "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			binError = errors.New("go build: " + err.Error() + "\n" + string(out))
-		}
-	})
-	if binError != nil {
-		tb.Skipf("cannot build toolsd: %v", binError)
+	if os.Getenv(mainEnv) == "1" {
+		main()
+		os.Exit(0)
 	}
-	return binPath
+	goleak.VerifyTestMain(m)
 }
 
 // daemon is one toolsd process started by a test.
@@ -81,11 +51,17 @@ type daemon struct {
 // until it serves. The process is killed at cleanup if it is still running.
 func startDaemon(tb testing.TB, args ...string) *daemon {
 	tb.Helper()
-	cmd := exec.Command(toolsdBinary(tb), append([]string{"-listen", "127.0.0.1:0", "-admin-listen", "127.0.0.1:0", "-log-level", "debug"}, args...)...)
+	self, err := os.Executable()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cmd := exec.Command(self, append([]string{"-listen", "127.0.0.1:0", "-admin-listen", "127.0.0.1:0", "-log-level", "debug"}, args...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		tb.Fatal(err)
 	}
+	// Under -race the child would sleep 1s at exit (atexit_sleep_ms) before exiting.
+	cmd.Env = append(os.Environ(), mainEnv+"=1", "GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
 	if err := cmd.Start(); err != nil {
 		tb.Fatalf("starting toolsd: %v", err)
 	}

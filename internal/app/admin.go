@@ -2,14 +2,15 @@ package app
 
 import (
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
-// adminServer serves /metrics, /healthz (the process is up) and /readyz (it accepts
-// batches: SERVING and not draining).
+// adminServer serves /metrics, /healthz (the process is up), /readyz (it accepts
+// batches: SERVING and not draining) and, when debug.pprof is on, /debug/pprof/.
 func (a *App) adminServer() *http.Server {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(a.metrics, promhttp.HandlerOpts{Registry: a.metrics}))
@@ -24,5 +25,12 @@ func (a *App) adminServer() *http.Server {
 		}
 		_, _ = w.Write([]byte("ready\n"))
 	})
+	if a.cfg.Debug.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	return &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 }

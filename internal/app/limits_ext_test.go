@@ -87,20 +87,22 @@ func TestRequestSizeLimit(t *testing.T) {
 		return &toolsdv1.Batch{SessionId: session, Calls: []*toolsdv1.ToolCall{call("c", "echo", `{"text":"`+strings.Repeat("z", n)+`"}`)}}
 	}
 	for name, tc := range map[string]struct {
-		bytes int
-		want  codes.Code
+		bytes  int
+		want   codes.Code
+		reason string // "" when the transport refuses the message before toolsd sees it
 	}{
-		"just under":       {bytes: 60 << 10, want: codes.OK},
-		"just over":        {bytes: 66 << 10, want: codes.ResourceExhausted},
-		"far over":         {bytes: 2 << 20, want: codes.ResourceExhausted},
+		"just under": {bytes: 60 << 10, want: codes.OK},
+		// Under the transport's limit, which also fits provider results of 1MiB.
+		"just over":        {bytes: 66 << 10, want: codes.ResourceExhausted, reason: "REQUEST_TOO_LARGE"},
 		"over the results": {bytes: 1100 << 10, want: codes.ResourceExhausted},
+		"far over":         {bytes: 2 << 20, want: codes.ResourceExhausted},
 	} {
 		t.Run(name, func(t *testing.T) {
 			session := "s-size-" + strings.ReplaceAll(name, " ", "-")
 			b := batchOf(session, tc.bytes)
 			out, err := e.execute(t, b, batchOptions{})
-			if got := status.Code(err); got != tc.want {
-				t.Fatalf("ExecuteBatch(%d bytes) = %v, want %v", proto.Size(b), err, tc.want)
+			if got := status.Code(err); got != tc.want || (tc.reason != "" && reason(err) != tc.reason) {
+				t.Fatalf("ExecuteBatch(%d bytes) = %v, want %v %s", proto.Size(b), err, tc.want, tc.reason)
 			}
 			events := e.readSession(t, session)
 			if tc.want == codes.OK {
@@ -230,18 +232,30 @@ func TestProviderLimits(t *testing.T) {
 	if _, err := connectRaw(t, e.conn, "one-too-many"); status.Code(err) != codes.ResourceExhausted {
 		t.Errorf("Connect() past max_providers = %v, want ResourceExhausted", err)
 	}
-	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-inflight", Calls: []*toolsdv1.ToolCall{
-		call("c0", "block", `{"label":"a"}`), call("c1", "block", `{"label":"b"}`),
-	}}, batchOptions{onAccepted: func(s toolsdv1.ToolService_ExecuteBatchClient) {
-		<-started
-		if err := s.Send(&toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Cancel{Cancel: &toolsdv1.CancelBatch{}}}); err != nil {
-			t.Error(err)
+	release := make(chan struct{})
+	first := make(chan *outcome, 1)
+	go func() {
+		out, err := e.execute(t, &toolsdv1.Batch{SessionId: "s-inflight", Calls: []*toolsdv1.ToolCall{call("c0", "block", `{"label":"a"}`)}},
+			batchOptions{onAccepted: func(s toolsdv1.ToolService_ExecuteBatchClient) {
+				<-release
+				if err := s.Send(&toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Cancel{Cancel: &toolsdv1.CancelBatch{}}}); err != nil {
+					t.Error(err)
+				}
+			}})
+		if err != nil || out == nil {
+			t.Errorf("ExecuteBatch() = %v", err)
+			out = &outcome{}
 		}
-	}})
-	got := resultCodes(out.results)
-	slices.Sort(got)
-	if want := []string{"ABORTED", "PROVIDER_OVERLOADED"}; !slices.Equal(got, want) {
-		t.Errorf("codes = %v, want %v (one ran, one was refused)", got, want)
+		first <- out
+	}()
+	<-started // the provider's only slot is taken
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-inflight", Calls: []*toolsdv1.ToolCall{call("c1", "block", `{"label":"b"}`)}}, batchOptions{})
+	if got := resultCodes(out.results); !slices.Equal(got, []string{"PROVIDER_OVERLOADED"}) {
+		t.Errorf("a call past max_in_flight_per_provider = %v, want [PROVIDER_OVERLOADED]", got)
+	}
+	close(release)
+	if got := resultCodes((<-first).results); !slices.Equal(got, []string{"ABORTED"}) {
+		t.Errorf("the running call, cancelled = %v, want [ABORTED]", got)
 	}
 	assertCompleteLog(t, e, "s-inflight", 2)
 }

@@ -147,6 +147,29 @@ func TestGracefulShutdownWithCallsInFlight(t *testing.T) {
 	}
 }
 
+// startedRPCs counts the RPCs of method whose handler started, from toolsd's metrics.
+func startedRPCs(tb testing.TB, a *app.App, method string) int {
+	tb.Helper()
+	families, err := a.Metrics().Gather()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	n := 0.0
+	for _, f := range families {
+		if f.GetName() != "grpc_server_started_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "grpc_method" && l.GetValue() == method {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return int(n)
+}
+
 // durableConfig is baseConfig with the bolt session store in dataDir, then extra.
 func durableConfig(tb testing.TB, dataDir, extra string) *config.Config {
 	tb.Helper()
@@ -196,10 +219,11 @@ func reason(err error) string {
 	return ""
 }
 
-// TestShutdownEndsWatchers checks that shutdown ends an open WatchSession stream, which
-// never ends on its own and would otherwise hold the gRPC server's graceful stop until
-// its fallback timer.
-func TestShutdownEndsWatchers(t *testing.T) {
+// TestShutdownEndsIdleStreams checks that shutdown itself ends the streams that never
+// end on their own: an open WatchSession and an ExecuteBatch stream whose batch never
+// came. Left to the gRPC server, they would hold its graceful stop (and the idle batch
+// also the drain) until the fallback timers, long past the shutdown deadline.
+func TestShutdownEndsIdleStreams(t *testing.T) {
 	cfg := durableConfig(t, t.TempDir(), "timeouts: {shutdown: 100ms}\n")
 	a, err := app.New(cfg, app.WithLogger(zaptest.NewLogger(t)))
 	if err != nil {
@@ -221,6 +245,11 @@ func TestShutdownEndsWatchers(t *testing.T) {
 			t.Fatalf("WatchSession().Recv() = %v", err)
 		}
 	}
+	idle, err := e.tools.ExecuteBatch(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the idle batch stream to reach its handler", func() bool { return startedRPCs(t, a, "ExecuteBatch") == 2 })
 	cancel()
 	select {
 	case err := <-runErr:
@@ -233,5 +262,8 @@ func TestShutdownEndsWatchers(t *testing.T) {
 	// Ended by toolsd, not by the gRPC server's hard stop after its grace timer.
 	if _, err := watch.Recv(); status.Code(err) != codes.Unavailable || reason(err) != "SHUTTING_DOWN" {
 		t.Errorf("WatchSession().Recv() after shutdown = %v, want Unavailable with reason SHUTTING_DOWN", err)
+	}
+	if _, err := idle.Recv(); status.Code(err) != codes.Unavailable || reason(err) != "SHUTTING_DOWN" {
+		t.Errorf("idle ExecuteBatch().Recv() after shutdown = %v, want Unavailable with reason SHUTTING_DOWN", err)
 	}
 }

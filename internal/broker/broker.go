@@ -2,6 +2,7 @@ package broker
 
 import (
 	"cmp"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"slices"
@@ -94,6 +95,18 @@ func New(reg Registrar, opts ...Option) *Broker {
 
 // Connected reports whether providerID names a live, welcomed stream.
 func (b *Broker) Connected(providerID string) bool { return b.lookup(providerID) != nil }
+
+// StreamContext returns the context of providerID's live stream, and false when there is
+// none. It carries what the RPC layer attached to the stream (the provider's
+// authenticated identity), so a caller acting on a provider's behalf can be checked
+// against the identity that opened it.
+func (b *Broker) StreamContext(providerID string) (context.Context, bool) {
+	c := b.lookup(providerID)
+	if c == nil {
+		return nil, false
+	}
+	return c.ctx, true
+}
 
 // Providers lists the connected providers, oldest first.
 func (b *Broker) Providers() []ProviderInfo {

@@ -36,6 +36,7 @@ type Config struct {
 	Timeouts    Timeouts  `yaml:"timeouts"`
 	Retry       Retry     `yaml:"retry"`
 	Tracing     Tracing   `yaml:"tracing"`
+	Debug       Debug     `yaml:"debug"`
 	Auth        Auth      `yaml:"auth"`
 	// Policy is the raw policy section; the policy package parses and validates it.
 	Policy yaml.Node `yaml:"policy"`
@@ -112,6 +113,14 @@ type Retry struct {
 // Tracing turns on OpenTelemetry; exporters read the standard OTEL_* variables.
 type Tracing struct {
 	Enabled bool `yaml:"enabled"`
+}
+
+// Debug holds operator diagnostics, all off by default.
+type Debug struct {
+	// Pprof serves net/http/pprof under /debug/pprof/ on the admin listener. Profiles
+	// expose internals (goroutine stacks include call arguments): keep the admin
+	// listener on loopback when this is on.
+	Pprof bool `yaml:"pprof"`
 }
 
 // Auth configures identities and roles; empty means no authentication.

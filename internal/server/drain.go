@@ -17,10 +17,13 @@ type batches struct {
 	// one would hold the gRPC server's GracefulStop until its fallback timer.
 	watches   context.Context
 	stopWatch context.CancelCauseFunc
+	// drained is closed by Drain: streams still waiting for their batch are refused.
+	drained   chan struct{}
+	drainOnce sync.Once
 }
 
 func newBatches() *batches {
-	b := &batches{idle: make(chan struct{})}
+	b := &batches{idle: make(chan struct{}), drained: make(chan struct{})}
 	close(b.idle)
 	b.abort, b.cancel = context.WithCancelCause(context.Background())
 	b.watches, b.stopWatch = context.WithCancelCause(context.Background())

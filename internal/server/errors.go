@@ -33,6 +33,7 @@ var errorTable = []struct {
 	{errShuttingDown, codes.Unavailable, "SHUTTING_DOWN"},
 	{errProviderNotConnected, codes.FailedPrecondition, "PROVIDER_NOT_CONNECTED"},
 	{errSlowClient, codes.ResourceExhausted, "SLOW_CLIENT"},
+	{errRequestTooLarge, codes.ResourceExhausted, "REQUEST_TOO_LARGE"},
 	{registry.ErrInvalidScope, codes.InvalidArgument, "INVALID_SCOPE"},
 	{registry.ErrInvalidName, codes.InvalidArgument, "INVALID_TOOL_NAME"},
 	{registry.ErrInvalidSchema, codes.InvalidArgument, "INVALID_SCHEMA"},
@@ -60,6 +61,7 @@ var (
 	errShuttingDown         = errors.New("server: toolsd is shutting down")
 	errProviderNotConnected = errors.New("server: provider not connected")
 	errSlowClient           = errors.New("server: client stopped reading results")
+	errRequestTooLarge      = errors.New("server: request too large")
 	errNotYourProvider      = fmt.Errorf("%w: server: the provider stream belongs to another identity", auth.ErrPermissionDenied)
 )
 

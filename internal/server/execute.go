@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/internal/registry"
@@ -25,12 +26,12 @@ func (s *Server) ExecuteBatch(stream batchStream) error {
 	// being planned when draining began.
 	s.active.start()
 	defer s.active.done()
-	first, err := stream.Recv()
+	first, err := s.recvFirst(stream)
 	if err != nil {
 		if errors.Is(err, io.EOF) {
 			return toStatus(s.log, badField("batch", "the stream ended before a batch was sent"))
 		}
-		return err
+		return toStatus(s.log, err)
 	}
 	b, err := s.planBatch(ctx, first)
 	if err != nil {
@@ -80,6 +81,28 @@ func (s *Server) streamFailure(err error) error {
 	return toStatus(s.log, context.Canceled)
 }
 
+// recvFirst waits for the batch message. Draining ends the wait: the batch would be
+// refused anyway, and a client that opened a stream but sends nothing must not hold
+// shutdown until its deadline. The reader ends when the handler returns, because that
+// ends the stream.
+func (s *Server) recvFirst(stream batchStream) (*toolsdv1.ExecuteBatchRequest, error) {
+	type received struct {
+		m   *toolsdv1.ExecuteBatchRequest
+		err error
+	}
+	ch := make(chan received, 1)
+	go func() {
+		m, err := stream.Recv()
+		ch <- received{m, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.m, r.err
+	case <-s.active.drained:
+		return nil, errShuttingDown
+	}
+}
+
 // receive reads approvals and cancels until the client half-closes or goes away. It
 // ends when the handler returns, because the stream's context ends with it.
 func (s *Server) receive(stream batchStream, approver *streamApprover, cancel context.CancelCauseFunc, batchID string) {
@@ -112,6 +135,11 @@ func (s *Server) planBatch(ctx context.Context, first *toolsdv1.ExecuteBatchRequ
 	req := first.GetBatch()
 	if req == nil {
 		return nil, badField("batch", "the first message must carry the batch")
+	}
+	if limit := s.limits.MaxRequestBytes; limit > 0 {
+		if n := proto.Size(first); n > limit {
+			return nil, fmt.Errorf("%w: the batch is %d bytes, over the limit of %d (max_request_bytes)", errRequestTooLarge, n, limit)
+		}
 	}
 	if s.draining.Load() {
 		return nil, errShuttingDown

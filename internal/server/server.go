@@ -17,9 +17,12 @@ import (
 // Limits are the request-shape limits the gRPC layer enforces before anything runs.
 type Limits struct {
 	MaxCallsPerBatch int
-	MaxSessionIDLen  int
-	OutboxSize       int
-	WriteTimeout     time.Duration
+	// MaxRequestBytes caps an ExecuteBatch request. The gRPC server's message limit must
+	// also fit provider results, so it alone may let larger requests through.
+	MaxRequestBytes int
+	MaxSessionIDLen int
+	OutboxSize      int
+	WriteTimeout    time.Duration
 }
 
 // DefaultLimits are used for zero fields.
@@ -89,4 +92,7 @@ func New(deps Deps) *Server {
 }
 
 // Drain makes new batches fail with Unavailable; running batches finish.
-func (s *Server) Drain() { s.draining.Store(true) }
+func (s *Server) Drain() {
+	s.draining.Store(true)
+	s.active.drainOnce.Do(func() { close(s.active.drained) })
+}
