@@ -405,8 +405,10 @@ func TestExecuteSinkErrorKeepsLogging(t *testing.T) {
 				}
 			}
 			sink.checkProblems(t)
-			if d, p := sink.got(); len(d) != 1 || len(p) != 0 {
-				t.Errorf("sink got %d results and %d progress updates, want 1 and 0 (the sink failed)", len(d), len(p))
+			// Progress is not counted: an update may legitimately race the failing Result
+			// call (the contract only covers calls after it has returned its error).
+			if d, _ := sink.got(); len(d) != 1 {
+				t.Errorf("sink got %d results, want 1 (the sink failed on the second)", len(d))
 			}
 			if n > 1 && !progressAfter.Load() {
 				t.Error("the last call did not report progress")
