@@ -113,7 +113,7 @@ func drain(stream grpc.BidiStreamingClient[toolsdv1.ExecuteBatchRequest, toolsdv
 		return fmt.Errorf("load: close send: %w", err)
 	}
 	if _, err := stream.Recv(); !errors.Is(err, io.EOF) {
-		return fmt.Errorf("%w: message or error after settled: %v", ErrBadResponse, err)
+		return fmt.Errorf("%w: message or error after settled: %w", ErrBadResponse, err)
 	}
 	return nil
 }

@@ -338,7 +338,7 @@ func (a *App) Run(ctx context.Context) error {
 	a.log.Info("toolsd serving", zap.String("grpc", a.Addr()), zap.String("admin", a.AdminAddr()), zap.String("session_store", a.cfg.Session.Store))
 	g.Go(func() error {
 		<-gctx.Done()
-		return a.shutdown()
+		return a.shutdown() //nolint:contextcheck // gctx is already done: shutdown runs on its own deadlines
 	})
 	return g.Wait()
 }

@@ -11,9 +11,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/examples/hook/examplehook"
 	"github.com/toolsd/toolsd/examples/provider/exampletools"
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 )
 
 // hooksConnected reads the hooks gauge from /metrics.

@@ -61,11 +61,6 @@ func (p *handProvider) recv(t *testing.T) *toolsdv1.ProviderServiceConnectRespon
 	return m
 }
 
-func (p *handProvider) answer(t *testing.T, r *toolsdv1.ExecuteResult) {
-	t.Helper()
-	p.send(t, &toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Result{Result: r}})
-}
-
 // TestMisbehavingProviderFailsOnlyItsCalls: invalid UTF-8, malformed JSON and results for
 // ids toolsd never issued cost the provider one call each, never its stream.
 func TestMisbehavingProviderFailsOnlyItsCalls(t *testing.T) {

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/examples/provider/exampletools"
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/internal/config"
 )
 

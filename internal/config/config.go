@@ -192,7 +192,7 @@ func decode(data []byte, source string, cfg *Config) error {
 		if errors.Is(err, errEOF) {
 			return nil
 		}
-		return fmt.Errorf("%w: %s: %v", ErrInvalid, source, err)
+		return fmt.Errorf("%w: %s: %w", ErrInvalid, source, err)
 	}
 	return nil
 }

@@ -48,7 +48,7 @@ func (p *parser) scanString() (start, end int, escaped bool, err error) {
 // scanEscaped finishes a string whose first escape is at i.
 func (p *parser) scanEscaped(start, i int) error {
 	d := p.data
-	buf := append(p.scratch[:0], d[start:i]...)
+	buf := append(p.scratch[:0], d[start:i]...) //nolint:gocritic // reuses the parser's scratch buffer on purpose
 	for i < len(d) {
 		c := d[i]
 		switch {

@@ -44,7 +44,7 @@ func (s *Server) checkProvider(ctx context.Context, providerID string) error {
 		return errProviderNotConnected
 	}
 	caller, callerKnown := auth.FromContext(ctx)
-	owner, ownerKnown := auth.FromContext(pctx)
+	owner, ownerKnown := auth.FromContext(pctx) //nolint:contextcheck // read-only: the identity that opened the stream
 	if callerKnown != ownerKnown || caller.Name != owner.Name {
 		return errNotYourProvider
 	}

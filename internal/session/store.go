@@ -76,7 +76,7 @@ func validate(sessionID string, events []Event, maxBytes int) error {
 			return fmt.Errorf("%w: event %d belongs to session %q", ErrInvalid, i, ev.SessionID)
 		}
 		if err := validateType(ev); err != nil {
-			return fmt.Errorf("%w: event %d: %s", ErrInvalid, i, err)
+			return fmt.Errorf("%w: event %d: %w", ErrInvalid, i, err)
 		}
 		if n := payloadSize(ev); n > maxBytes {
 			return fmt.Errorf("%w: event %d has %d bytes, limit %d", ErrTooLarge, i, n, maxBytes)

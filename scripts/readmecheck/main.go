@@ -151,7 +151,7 @@ var volatile = []*regexp.Regexp{
 
 func normalize(s string) string {
 	for _, re := range volatile {
-		s = re.ReplaceAllStringFunc(s, func(m string) string { return m[:strings.Index(m, ":")] + `: "…"` })
+		s = re.ReplaceAllStringFunc(s, func(m string) string { key, _, _ := strings.Cut(m, ":"); return key + `: "…"` })
 	}
 	return strings.TrimSpace(s)
 }
@@ -237,8 +237,10 @@ func rewrite(path, text string, examples []example, outputs []string) error {
 	for i := len(examples) - 1; i >= 0; i-- {
 		ex := examples[i]
 		body := strings.Split(strings.TrimRight(outputs[i], "\n"), "\n")
-		tail := append(body, lines[ex.outEnd:]...)
-		lines = append(lines[:ex.outStart-1], tail...)
+		next := make([]string, 0, len(lines)+len(body))
+		next = append(next, lines[:ex.outStart-1]...)
+		next = append(next, body...)
+		lines = append(next, lines[ex.outEnd:]...)
 	}
 	return os.WriteFile(path, []byte(strings.Join(lines, "\n")), 0o644)
 }

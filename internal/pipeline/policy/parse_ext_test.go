@@ -138,8 +138,8 @@ func TestParseErrors(t *testing.T) {
 			want: "config.yaml:2:5: rules[0].decision: missing (want allow, deny or ask)",
 		},
 		"unknown rule field": {
-			src:  "rules:\n  - tool: echo\n    decison: deny\n    decision: deny\n",
-			want: "config.yaml:3:5: rules[0].decison: unknown field",
+			src:  "rules:\n  - tool: echo\n    verdict: deny\n    decision: deny\n",
+			want: "config.yaml:3:5: rules[0].verdict: unknown field",
 		},
 		"duplicate field": {
 			src:  "rules:\n  - decision: deny\n    decision: allow\n",
