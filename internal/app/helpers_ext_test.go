@@ -34,7 +34,8 @@ type env struct {
 	tools toolsdv1.ToolServiceClient
 }
 
-// start runs toolsd from baseConfig followed by extra YAML (later keys win).
+// start runs toolsd from baseConfig followed by extra YAML, which must not repeat
+// baseConfig's keys (listen, admin_listen, session): build a config for those.
 func start(tb testing.TB, extra string, opts ...app.Option) *env {
 	tb.Helper()
 	cfg, err := config.Parse([]byte(baseConfig+extra), "test.yaml")
