@@ -78,7 +78,7 @@ $(BIN)/grpcurl: tools.mod
 
 .PHONY: bench
 bench: ## Go micro-benchmarks and the load harness (writes bench/out/summary.json)
-	$(GO) test -run='^$$' -bench=. -benchmem -count=1 ./internal/... | tee bench/out-micro.txt
+	mkdir -p bench/out && $(GO) test -run='^$$' -bench=. -benchmem -benchtime=300ms -count=1 ./internal/... ./pkg/... | tee bench/out/micro.txt
 	$(GO) run ./bench/harness -out bench/out
 
 .PHONY: clean
