@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
@@ -251,6 +252,9 @@ func grpcConfig(a *App, c *config.Config, authn *auth.Authenticator) (server.GRP
 		ConnectionTimeout:    c.Limits.ConnectionTimeout.D(),
 		StatsHandler:         a.tracing.StatsHandler(),
 		OnPanic:              a.obs.PanicRecovered,
+		// Enough workers for the batches a busy machine runs at once; beyond them a
+		// stream gets its own goroutine, as without workers.
+		StreamWorkers: uint32(32 * runtime.GOMAXPROCS(0)),
 	}
 	if authn.Enabled() {
 		gc.AuthUnary = authn.UnaryServerInterceptor()

@@ -109,9 +109,16 @@ func unavailable(providerID string) tool.Result {
 func aborted() tool.Result { return tool.Failure(tool.CodeAborted, "call was cancelled") }
 
 // executeMsg builds the execute message. Every string is made valid UTF-8: a marshal
-// failure inside Send would end the stream for every call on it.
+// failure inside Send would end the stream for every call on it. The message's parts
+// are allocated together, once per call.
 func executeMsg(ctx context.Context, id uint64, e *tool.Exec, attempt int) *toolsdv1.ProviderServiceConnectResponse {
-	req := &toolsdv1.ExecuteRequest{
+	m := &struct {
+		resp     toolsdv1.ProviderServiceConnectResponse
+		msg      toolsdv1.ProviderServiceConnectResponse_Execute
+		req      toolsdv1.ExecuteRequest
+		deadline timestamppb.Timestamp
+	}{}
+	m.req = toolsdv1.ExecuteRequest{
 		RequestId:     id,
 		CallId:        validUTF8(e.CallID),
 		SessionId:     validUTF8(e.SessionID),
@@ -123,9 +130,12 @@ func executeMsg(ctx context.Context, id uint64, e *tool.Exec, attempt int) *tool
 		Attempt:       uint32(min(max(attempt, 1), math.MaxUint32)),
 	}
 	if d, ok := ctx.Deadline(); ok {
-		req.Deadline = timestamppb.New(d)
+		m.deadline.Seconds, m.deadline.Nanos = d.Unix(), int32(d.Nanosecond())
+		m.req.Deadline = &m.deadline
 	}
-	return &toolsdv1.ProviderServiceConnectResponse{Msg: &toolsdv1.ProviderServiceConnectResponse_Execute{Execute: req}}
+	m.msg.Execute = &m.req
+	m.resp.Msg = &m.msg
+	return &m.resp
 }
 
 func cancelMsg(r cancelReq) *toolsdv1.ProviderServiceConnectResponse {

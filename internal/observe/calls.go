@@ -2,7 +2,11 @@ package observe
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
@@ -25,6 +29,7 @@ const DefaultPayloadCap = 4 << 10
 // the series without bound (unresolved calls get an empty tool label).
 type CallObserver struct {
 	m          *Metrics
+	series     sync.Map // tool name → *toolSeries
 	log        *zap.Logger
 	payloads   bool
 	payloadCap int
@@ -151,11 +156,16 @@ func (c *callRecord) End(t pipeline.Tool, r tool.Result) {
 	code := codeLabel(r.Code())
 	if m := c.o.m; m != nil {
 		m.pipe.inFlight.Dec()
-		m.pipe.calls.WithLabelValues(name, code).Inc()
-		m.pipe.callDuration.WithLabelValues(name).Observe(d.Seconds())
+		ts := c.o.seriesOf(name)
+		if code == codeOK {
+			ts.okCalls(&m.pipe).Inc()
+		} else {
+			m.pipe.calls.WithLabelValues(name, code).Inc()
+		}
+		ts.callDuration(&m.pipe).Observe(d.Seconds())
 		for i, ran := range c.ran {
 			if ran {
-				m.pipe.stageDuration.WithLabelValues(name, stageNames[i]).Observe(c.stages[i].Seconds())
+				ts.stage(&m.pipe, i).Observe(c.stages[i].Seconds())
 			}
 		}
 	}
@@ -163,4 +173,59 @@ func (c *callRecord) End(t pipeline.Tool, r tool.Result) {
 	if c.span != nil {
 		endSpan(c.span, owner, r)
 	}
+}
+
+// toolSeries are one tool's per-call series, looked up once each: a label lookup
+// hashes the label values on every call. Each series is created on its first use, as
+// WithLabelValues would, so /metrics shows exactly the series that were observed. Names
+// are registered tool names (or ""), so the cache is bounded like the series themselves.
+type toolSeries struct {
+	name     string
+	ok       atomic.Pointer[counterRef]
+	duration atomic.Pointer[observerRef]
+	stages   [numStages]atomic.Pointer[observerRef]
+}
+
+type (
+	counterRef  struct{ c prometheus.Counter }
+	observerRef struct{ o prometheus.Observer }
+)
+
+func (o *CallObserver) seriesOf(name string) *toolSeries {
+	if ts, ok := o.series.Load(name); ok {
+		return ts.(*toolSeries)
+	}
+	ts, _ := o.series.LoadOrStore(name, &toolSeries{name: name})
+	return ts.(*toolSeries)
+}
+
+// okCalls is calls_total{tool, code="OK"}.
+func (ts *toolSeries) okCalls(p *pipelineMetrics) prometheus.Counter {
+	if r := ts.ok.Load(); r != nil {
+		return r.c
+	}
+	// Racing first uses store the same child: WithLabelValues returns one per labels.
+	r := &counterRef{p.calls.WithLabelValues(ts.name, codeOK)}
+	ts.ok.Store(r)
+	return r.c
+}
+
+// callDuration is call_duration_seconds{tool}.
+func (ts *toolSeries) callDuration(p *pipelineMetrics) prometheus.Observer {
+	if r := ts.duration.Load(); r != nil {
+		return r.o
+	}
+	r := &observerRef{p.callDuration.WithLabelValues(ts.name)}
+	ts.duration.Store(r)
+	return r.o
+}
+
+// stage is stage_duration_seconds{tool, stage} of stage index i.
+func (ts *toolSeries) stage(p *pipelineMetrics, i int) prometheus.Observer {
+	if r := ts.stages[i].Load(); r != nil {
+		return r.o
+	}
+	r := &observerRef{p.stageDuration.WithLabelValues(ts.name, stageNames[i])}
+	ts.stages[i].Store(r)
+	return r.o
 }

@@ -63,6 +63,7 @@ func (r *run) executeOne(ctx context.Context) (Settled, error) {
 	} else {
 		r.s.obs.CallStarted(&c.exec.Call)
 		r.s.obs.PoolOccupancy(1)
+		reserveStack(0)
 		c.result = r.s.runCall(ctx, &c.exec)
 		r.s.obs.PoolOccupancy(0)
 	}

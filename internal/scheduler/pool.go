@@ -76,6 +76,7 @@ func (r *run) schedule(ctx context.Context) {
 
 // work runs pooled call i and reports its completion; the send is its last action.
 func (r *run) work(ctx context.Context, i int, done chan<- int) {
+	reserveStack(i)
 	r.slots[i].result = r.s.runCall(ctx, &r.slots[i].exec)
 	done <- i
 }

@@ -89,8 +89,14 @@ func errorToProto(e *tool.Error) *toolsdv1.ToolError {
 	return &toolsdv1.ToolError{Code: string(e.Code), Message: e.Message, Reason: e.Reason, Tool: e.Tool}
 }
 
-func resultToProto(index int, callID string, callSeq, seq uint64, r *tool.Result) *toolsdv1.ToolResult {
-	return &toolsdv1.ToolResult{
+// resultMsg is one committed result as a stream message, its parts allocated together.
+func resultMsg(index int, callID string, callSeq, seq uint64, r *tool.Result) *toolsdv1.ExecuteBatchResponse {
+	m := &struct {
+		resp   toolsdv1.ExecuteBatchResponse
+		msg    toolsdv1.ExecuteBatchResponse_Result
+		result toolsdv1.ToolResult
+	}{}
+	m.result = toolsdv1.ToolResult{
 		CallId:        callID,
 		Index:         uint32(index),
 		Content:       r.Content,
@@ -102,6 +108,9 @@ func resultToProto(index int, callID string, callSeq, seq uint64, r *tool.Result
 		CallSeq:       callSeq,
 		ConcludesTurn: r.ConcludesTurn,
 	}
+	m.msg.Result = &m.result
+	m.resp.Msg = &m.msg
+	return &m.resp
 }
 
 // EventToProto converts one session log event.

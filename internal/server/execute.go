@@ -219,9 +219,7 @@ func (k *batchSink) Accepted(batchID string, callSeqs []uint64) error {
 }
 
 func (k *batchSink) Result(index int, callSeq, resultSeq uint64, r tool.Result) error {
-	return k.out.put(&toolsdv1.ExecuteBatchResponse{Msg: &toolsdv1.ExecuteBatchResponse_Result{
-		Result: resultToProto(index, k.calls[index].CallID, callSeq, resultSeq, &r),
-	}})
+	return k.out.put(resultMsg(index, k.calls[index].CallID, callSeq, resultSeq, &r))
 }
 
 func (k *batchSink) Progress(p tool.Progress) {

@@ -13,6 +13,7 @@ import (
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -40,6 +41,10 @@ type GRPCConfig struct {
 	StatsHandler stats.Handler
 	// OnPanic is called for every recovered panic (a metric counter).
 	OnPanic func()
+	// StreamWorkers is the number of goroutines kept to run stream handlers; 0 starts a
+	// goroutine per stream. A kept worker keeps the stack it grew, where a new goroutine
+	// would grow (copy) its stack again in every ExecuteBatch.
+	StreamWorkers uint32
 }
 
 // NewGRPCServer builds toolsd's gRPC server with mirrored unary and stream chains.
@@ -101,6 +106,9 @@ func NewGRPCServer(c GRPCConfig) (*grpc.Server, *grpcprom.ServerMetrics) {
 	if c.StatsHandler != nil {
 		opts = append(opts, grpc.StatsHandler(c.StatsHandler))
 	}
+	if c.StreamWorkers > 0 {
+		opts = append(opts, grpc.NumStreamWorkers(c.StreamWorkers))
+	}
 	return grpc.NewServer(opts...), metrics
 }
 
@@ -121,23 +129,28 @@ func rpcLevel(code codes.Code) logging.Level {
 	}
 }
 
-// zapAdapter lets the middleware's logging interceptor write through zap.
+// zapAdapter lets the middleware's logging interceptor write through zap. The level is
+// checked first: a line the logger drops costs no field conversion.
 func zapAdapter(l *zap.Logger) logging.Logger {
 	return logging.LoggerFunc(func(_ context.Context, lvl logging.Level, msg string, fields ...any) {
+		zl := zapcore.ErrorLevel
+		switch lvl {
+		case logging.LevelDebug:
+			zl = zapcore.DebugLevel
+		case logging.LevelInfo:
+			zl = zapcore.InfoLevel
+		case logging.LevelWarn:
+			zl = zapcore.WarnLevel
+		}
+		ce := l.Check(zl, msg)
+		if ce == nil {
+			return
+		}
 		zf := make([]zap.Field, 0, len(fields)/2)
 		for i := 0; i+1 < len(fields); i += 2 {
 			key := fmt.Sprint(fields[i])
 			zf = append(zf, zap.Any(key, fields[i+1]))
 		}
-		switch lvl {
-		case logging.LevelDebug:
-			l.Debug(msg, zf...)
-		case logging.LevelInfo:
-			l.Info(msg, zf...)
-		case logging.LevelWarn:
-			l.Warn(msg, zf...)
-		default:
-			l.Error(msg, zf...)
-		}
+		ce.Write(zf...)
 	})
 }

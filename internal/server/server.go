@@ -58,6 +58,8 @@ type Server struct {
 	bootID   string
 	active   *batches
 	wrapAppr func(tool.Approver) tool.Approver
+	// projections caches Schemas' wire messages by fingerprint.
+	projections projectionCache
 }
 
 var _ toolsdv1.ToolServiceServer = (*Server)(nil)

@@ -88,13 +88,13 @@ func (s *Server) Schemas(ctx context.Context, req *toolsdv1.SchemasRequest) (*to
 			return nil, toStatus(s.log, badField("tool_set_id", "tool set %q belongs to scope %q, not %q", id, ts.Scope(), req.GetScope()))
 		}
 		schemas, fp := ts.Schemas()
-		return &toolsdv1.SchemasResponse{Tools: schemasToProto(schemas), Fingerprint: fp}, nil
+		return &toolsdv1.SchemasResponse{Tools: s.projections.proto(schemas, fp), Fingerprint: fp}, nil
 	}
 	if err := registry.ValidateScope(req.GetScope()); err != nil {
 		return nil, toStatus(s.log, err)
 	}
 	schemas, fp := s.reg.Schemas(req.GetScope())
-	return &toolsdv1.SchemasResponse{Tools: schemasToProto(schemas), Fingerprint: fp}, nil
+	return &toolsdv1.SchemasResponse{Tools: s.projections.proto(schemas, fp), Fingerprint: fp}, nil
 }
 
 // Restrict places a mask on a scope's inherited tools.
@@ -150,7 +150,7 @@ func (s *Server) ResolveToolSet(ctx context.Context, req *toolsdv1.ResolveToolSe
 		return nil, toStatus(s.log, err)
 	}
 	schemas, fp := ts.Schemas()
-	return &toolsdv1.ResolveToolSetResponse{ToolSetId: ts.ID(), Tools: schemasToProto(schemas), Fingerprint: fp}, nil
+	return &toolsdv1.ResolveToolSetResponse{ToolSetId: ts.ID(), Tools: s.projections.proto(schemas, fp), Fingerprint: fp}, nil
 }
 
 // ReleaseToolSet disposes a tool set.

@@ -89,30 +89,76 @@ func payloadSize(ev *Event) int {
 	return n
 }
 
-// clone deep-copies ev so that the store never aliases memory its caller may reuse.
-// Strings are immutable and shared.
-func clone(ev *Event) Event {
-	out := *ev
-	if ev.SourceSeqs != nil {
-		out.SourceSeqs = append([]uint64(nil), ev.SourceSeqs...)
-	}
-	if c := ev.Call; c != nil {
-		cc := *c
-		cc.Arguments = cloneBytes(c.Arguments)
-		out.Call = &cc
-	}
-	if r := ev.Result; r != nil {
-		rc := *r
-		rc.Meta = cloneBytes(r.Meta)
-		if r.Error != nil {
-			e := *r.Error
-			rc.Error = &e
+// cloneAll returns deep copies of events (records, cited seqs and payload bytes are
+// the store's own; nil stays nil and empty bytes stay empty) with the copies' records, cited seqs and bytes carved from one allocation per kind: an append costs a
+// handful of allocations however many events it carries. Each carved slice is capped
+// at its own length, so appending to one never writes into its neighbour.
+func cloneAll(events []Event) []Event {
+	var nSeqs, nBytes, nCalls, nResults, nErrs, nMsgs int
+	for i := range events {
+		ev := &events[i]
+		nSeqs += len(ev.SourceSeqs)
+		if c := ev.Call; c != nil {
+			nCalls++
+			nBytes += len(c.Arguments)
 		}
-		out.Result = &rc
+		if r := ev.Result; r != nil {
+			nResults++
+			nBytes += len(r.Meta)
+			if r.Error != nil {
+				nErrs++
+			}
+		}
+		if ev.Message != nil {
+			nMsgs++
+		}
 	}
-	if m := ev.Message; m != nil {
-		mc := *m
-		out.Message = &mc
+	var (
+		out     = make([]Event, len(events))
+		seqs    = make([]uint64, 0, nSeqs)
+		buf     = make([]byte, 0, nBytes)
+		calls   = make([]CallRecord, 0, nCalls)
+		results = make([]ResultRecord, 0, nResults)
+		errs    = make([]tool.Error, 0, nErrs)
+		msgs    = make([]MessageRecord, 0, nMsgs)
+	)
+	carve := func(b []byte) []byte {
+		if b == nil {
+			return nil
+		}
+		start := len(buf)
+		buf = append(buf, b...)
+		return buf[start:len(buf):len(buf)]
+	}
+	for i := range events {
+		ev, o := &events[i], &out[i]
+		*o = *ev
+		o.SourceSeqs = nil
+		if len(ev.SourceSeqs) > 0 {
+			start := len(seqs)
+			seqs = append(seqs, ev.SourceSeqs...)
+			o.SourceSeqs = seqs[start:len(seqs):len(seqs)]
+		}
+		if c := ev.Call; c != nil {
+			calls = append(calls, *c)
+			cc := &calls[len(calls)-1]
+			cc.Arguments = carve(c.Arguments)
+			o.Call = cc
+		}
+		if r := ev.Result; r != nil {
+			results = append(results, *r)
+			rc := &results[len(results)-1]
+			rc.Meta = carve(r.Meta)
+			if r.Error != nil {
+				errs = append(errs, *r.Error)
+				rc.Error = &errs[len(errs)-1]
+			}
+			o.Result = rc
+		}
+		if m := ev.Message; m != nil {
+			msgs = append(msgs, *m)
+			o.Message = &msgs[len(msgs)-1]
+		}
 	}
 	return out
 }

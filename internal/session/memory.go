@@ -67,10 +67,7 @@ func (m *Memory) Append(_ context.Context, sessionID string, events ...Event) ([
 	if err := validate(sessionID, events, m.o.maxEventBytes); err != nil {
 		return nil, err
 	}
-	out := make([]Event, len(events))
-	for i := range events {
-		out[i] = clone(&events[i])
-	}
+	out := cloneAll(events)
 	s := m.lockSession(sessionID)
 	now := m.o.now()
 	var names toolNames
