@@ -60,9 +60,15 @@ lint: vet buf-lint ## vet, golangci-lint, buf lint, buf format
 
 .PHONY: fuzz-short
 fuzz-short: ## Run every fuzz target briefly ($(FUZZTIME) each)
-	@$(GO) list -f '{{.ImportPath}} {{.Dir}}' ./... | while read -r pkg dir; do \
+	@out=$$(mktemp); trap 'rm -f "$$out"' EXIT; \
+	$(GO) list -f '{{.ImportPath}} {{.Dir}}' ./... | while read -r pkg dir; do \
 	  for f in $$(grep -hoE '^func (Fuzz[A-Za-z0-9_]+)' $$dir/*_test.go 2>/dev/null | awk '{print $$2}'); do \
-	    echo "fuzz $$pkg $$f"; $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) $$pkg >/dev/null || { $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) $$pkg; exit 1; }; \
+	    echo "fuzz $$pkg $$f"; \
+	    if ! $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) $$pkg >"$$out" 2>&1; then \
+	      echo "  first attempt failed; retrying once (a crasher found is replayed from testdata and fails again):"; \
+	      sed 's/^/    /' "$$out" | tail -15; \
+	      if ! $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) $$pkg >"$$out" 2>&1; then cat "$$out"; exit 1; fi; \
+	    fi; \
 	  done; done
 
 .PHONY: fuzz
