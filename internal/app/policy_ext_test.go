@@ -6,8 +6,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/examples/provider/exampletools"
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 )
 
 // TestCELRuleDeniesOneCallOfABatch: the rule matches one call's arguments; its siblings
