@@ -124,7 +124,9 @@ func (e *env) execute(tb testing.TB, b *toolsdv1.Batch, o batchOptions) (*outcom
 	if err != nil {
 		return nil, err
 	}
-	if err := stream.Send(&toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Batch{Batch: b}}); err != nil {
+	// A Send that loses the race with the server refusing the stream returns io.EOF;
+	// the refusal's status then comes from Recv below.
+	if err := stream.Send(&toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Batch{Batch: b}}); err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
 	}
 	if o.approve == nil && o.onResult == nil && o.onAccepted == nil {

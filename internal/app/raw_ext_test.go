@@ -2,6 +2,8 @@ package app_test
 
 import (
 	"context"
+	"errors"
+	"io"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -48,7 +50,9 @@ func connectRaw(tb testing.TB, conn *grpc.ClientConn, name string) (*rawProvider
 		return nil, err
 	}
 	hello := &toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Hello{Hello: &toolsdv1.ProviderHello{Name: name}}}
-	if err := stream.Send(hello); err != nil {
+	// A Send that loses the race with the server ending the stream (e.g. refusing it as
+	// unauthenticated) returns io.EOF; the stream's status then comes from Recv.
+	if err := stream.Send(hello); err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
 	}
 	m, err := stream.Recv()
