@@ -202,6 +202,7 @@ func (s *session) execute(sctx context.Context, req *toolsdv1.ExecuteRequest) {
 
 // run runs one handler and sends its result unless toolsd cancelled the call.
 func (s *session) run(ctx context.Context, r *running, t *toolImpl, call Call, args string) {
+	reserveStack(r.id)
 	defer s.wg.Done()
 	defer r.cancel()
 	res := s.invoke(ctx, t, call, args)
