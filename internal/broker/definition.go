@@ -9,10 +9,11 @@ import (
 	"github.com/toolsd/toolsd/internal/tool"
 )
 
-// definitionFrom maps the wire definition to the shared vocabulary. Schemas stay the
+// DefinitionFromProto maps the wire definition to the shared vocabulary. Schemas stay the
 // exact bytes the provider sent; judging them is the registrar's job. Only what the
 // mapping itself cannot represent honestly (negative durations and sizes) fails here.
-func definitionFrom(d *toolsdv1.ToolDefinition) (tool.Definition, error) {
+// Both registration paths — a provider's stream and the unary RegisterTool — use it.
+func DefinitionFromProto(d *toolsdv1.ToolDefinition) (tool.Definition, error) {
 	def := tool.Definition{
 		Name:         d.GetName(),
 		Description:  d.GetDescription(),

@@ -120,7 +120,7 @@ func (b *Broker) register(c *conn, r *toolsdv1.RegisterTools) {
 
 func (b *Broker) registerOne(c *conn, scope string, d *toolsdv1.ToolDefinition) *toolsdv1.ToolRegistrationStatus {
 	st := &toolsdv1.ToolRegistrationStatus{Name: d.GetName()}
-	def, err := definitionFrom(d)
+	def, err := DefinitionFromProto(d)
 	if gerr := b.checkScope(c, scope); gerr != nil {
 		err = gerr
 		st.ErrorCode, st.ErrorMessage = "PERMISSION_DENIED", validUTF8(gerr.Error())

@@ -3,69 +3,12 @@ package server
 import (
 	"time"
 
-	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/internal/session"
 	"github.com/toolsd/toolsd/internal/tool"
 )
-
-// DefinitionFromProto converts a wire definition. Schemas stay the exact bytes sent.
-func DefinitionFromProto(d *toolsdv1.ToolDefinition) tool.Definition {
-	def := tool.Definition{
-		Name:            d.GetName(),
-		Description:     d.GetDescription(),
-		Mode:            tool.Mode(d.GetMode()),
-		DeferLoading:    d.GetDeferLoading(),
-		Condition:       d.GetCondition(),
-		MaxContentBytes: int(d.GetMaxContentBytes()),
-	}
-	if p := d.GetParametersJson(); p != "" {
-		def.Parameters = []byte(p)
-	}
-	if o := d.GetOutputSchemaJson(); o != "" {
-		def.OutputSchema = []byte(o)
-	}
-	if t := d.GetTimeout(); t != nil {
-		def.Timeout = t.AsDuration()
-	}
-	if a := d.GetAnnotations(); a != nil {
-		def.Annotations = tool.Annotations{
-			Title:       a.GetTitle(),
-			ReadOnly:    a.GetReadOnlyHint(),
-			Destructive: a.GetDestructiveHint(),
-			Idempotent:  a.GetIdempotentHint(),
-			OpenWorld:   a.GetOpenWorldHint(),
-		}
-	}
-	return def
-}
-
-// DefinitionToProto is the inverse of [DefinitionFromProto].
-func DefinitionToProto(d *tool.Definition) *toolsdv1.ToolDefinition {
-	out := &toolsdv1.ToolDefinition{
-		Name:             d.Name,
-		Description:      d.Description,
-		ParametersJson:   string(d.Parameters),
-		OutputSchemaJson: string(d.OutputSchema),
-		Mode:             toolsdv1.ExecutionMode(d.Mode),
-		DeferLoading:     d.DeferLoading,
-		Condition:        d.Condition,
-		MaxContentBytes:  int64(d.MaxContentBytes),
-		Annotations: &toolsdv1.ToolAnnotations{
-			Title:           d.Annotations.Title,
-			ReadOnlyHint:    d.Annotations.ReadOnly,
-			DestructiveHint: d.Annotations.Destructive,
-			IdempotentHint:  d.Annotations.Idempotent,
-			OpenWorldHint:   d.Annotations.OpenWorld,
-		},
-	}
-	if d.Timeout > 0 {
-		out.Timeout = durationpb.New(d.Timeout)
-	}
-	return out
-}
 
 func schemasToProto(in []tool.Schema) []*toolsdv1.ToolSchema {
 	out := make([]*toolsdv1.ToolSchema, len(in))

@@ -5,6 +5,7 @@ import (
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/internal/auth"
+	"github.com/toolsd/toolsd/internal/broker"
 	"github.com/toolsd/toolsd/internal/registry"
 )
 
@@ -22,7 +23,11 @@ func (s *Server) RegisterTool(ctx context.Context, req *toolsdv1.RegisterToolReq
 	if err := s.checkProvider(ctx, req.GetProviderId()); err != nil {
 		return nil, toStatus(s.log, err)
 	}
-	entry, err := s.reg.Register(req.GetScope(), DefinitionFromProto(req.GetTool()), req.GetProviderId())
+	def, err := broker.DefinitionFromProto(req.GetTool())
+	if err != nil {
+		return nil, toStatus(s.log, badField("tool", "%v", err))
+	}
+	entry, err := s.reg.Register(req.GetScope(), def, req.GetProviderId())
 	if err != nil {
 		return nil, toStatus(s.log, err)
 	}
