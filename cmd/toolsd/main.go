@@ -70,6 +70,7 @@ func run(args []string) error {
 		return err
 	}
 	defer func() { _ = log.Sync() }()
+	applyRuntime(cfg.Runtime, log)
 
 	opts := []app.Option{app.WithLogger(log)}
 	if *example {

@@ -36,6 +36,7 @@ type Config struct {
 	Timeouts    Timeouts  `yaml:"timeouts"`
 	Retry       Retry     `yaml:"retry"`
 	Tracing     Tracing   `yaml:"tracing"`
+	Runtime     Runtime   `yaml:"runtime"`
 	Debug       Debug     `yaml:"debug"`
 	Auth        Auth      `yaml:"auth"`
 	// Policy is the raw policy section; the policy package parses and validates it.
@@ -113,6 +114,15 @@ type Retry struct {
 // Tracing turns on OpenTelemetry; exporters read the standard OTEL_* variables.
 type Tracing struct {
 	Enabled bool `yaml:"enabled"`
+}
+
+// Runtime tunes the Go runtime. toolsd's live heap is small (registry, sessions in
+// flight) while it allocates per call, so with Go's default GOGC=100 it collects very
+// often; a larger gc_percent trades a bigger (still small) heap for less CPU per call.
+// The GOGC and GOMEMLIMIT environment variables, when set, take precedence.
+type Runtime struct {
+	GCPercent   int  `yaml:"gc_percent"`
+	MemoryLimit Size `yaml:"memory_limit"`
 }
 
 // Debug holds operator diagnostics, all off by default.
@@ -250,6 +260,7 @@ func (c *Config) Validate() error {
 		"retry.budget":                      int64(c.Retry.Budget),
 		"retry.base_delay":                  int64(c.Retry.BaseDelay),
 		"retry.max_delay":                   int64(c.Retry.MaxDelay),
+		"runtime.gc_percent":                int64(c.Runtime.GCPercent),
 	}
 	for field, v := range positive {
 		if v <= 0 {

@@ -11,7 +11,6 @@ import (
 	"unicode/utf8"
 
 	"cel.dev/cel-go/cel"
-	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/toolsd/toolsd/internal/jsonx"
 	"github.com/toolsd/toolsd/internal/tool"
@@ -26,8 +25,8 @@ type Entry struct {
 	scope  string
 	owner  string
 	hash   string
-	params *jsonschema.Schema
-	output *jsonschema.Schema
+	params *schema
+	output *schema
 	cond   cel.Program
 
 	schema     tool.Schema

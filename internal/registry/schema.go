@@ -40,7 +40,7 @@ const (
 // matching is linear in the input, so no pattern can backtrack catastrophically; ECMA-262
 // features RE2 lacks (lookaround, backreferences) are rejected at registration.
 // With requireObject the root must declare "type": "object".
-func compileSchema(name string, raw []byte, kind schemaKind, requireObject bool, maxBytes int) (sch *jsonschema.Schema, err error) {
+func compileSchema(name string, raw []byte, kind schemaKind, requireObject bool, maxBytes int) (_ *schema, err error) {
 	where := "tool " + quoteName(name) + " " + string(kind)
 	if len(raw) > maxBytes {
 		return nil, fmt.Errorf("%w: %s is %d bytes, over the limit of %d", ErrLimit, where, len(raw), maxBytes)
@@ -68,14 +68,14 @@ func compileSchema(name string, raw []byte, kind schemaKind, requireObject bool,
 		// The compiler runs on provider-supplied documents: a library bug must cost one
 		// registration, not the daemon.
 		if p := recover(); p != nil {
-			sch, err = nil, fmt.Errorf("%w: %s: schema compiler failed: %v", ErrInvalidSchema, where, p)
+			err = fmt.Errorf("%w: %s: schema compiler failed: %v", ErrInvalidSchema, where, p)
 		}
 	}()
-	sch, err = c.Compile(schemaBase)
+	lib, err := c.Compile(schemaBase)
 	if err != nil {
 		return nil, schemaError(where, doc, err)
 	}
-	return sch, nil
+	return &schema{lib: lib, shape: newShape(doc)}, nil
 }
 
 // countObjects counts the objects in v, stopping once it reaches stop.

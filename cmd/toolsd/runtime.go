@@ -1,0 +1,30 @@
+package main
+
+import (
+	"os"
+	"runtime/debug"
+
+	"go.uber.org/zap"
+
+	"github.com/toolsd/toolsd/internal/config"
+)
+
+// applyRuntime sets the collector's target and soft memory limit from the config,
+// unless the standard GOGC / GOMEMLIMIT variables are set (those already configured the
+// runtime at start and win). It returns the effective GC percent and memory limit
+// (math.MaxInt64 when none).
+func applyRuntime(c config.Runtime, log *zap.Logger) (gcPercent int, memLimit int64) {
+	if _, ok := os.LookupEnv("GOGC"); ok {
+		gcPercent = debug.SetGCPercent(-1)
+		debug.SetGCPercent(gcPercent)
+	} else {
+		debug.SetGCPercent(c.GCPercent)
+		gcPercent = c.GCPercent
+	}
+	if _, ok := os.LookupEnv("GOMEMLIMIT"); !ok && c.MemoryLimit > 0 {
+		debug.SetMemoryLimit(int64(c.MemoryLimit))
+	}
+	memLimit = debug.SetMemoryLimit(-1) // -1 reads the limit without changing it
+	log.Debug("go runtime", zap.Int("gc_percent", gcPercent), zap.Int64("memory_limit", memLimit))
+	return gcPercent, memLimit
+}

@@ -1,0 +1,40 @@
+package config_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/toolsd/toolsd/internal/config"
+)
+
+func TestDefaultsAreValid(t *testing.T) {
+	cfg, err := config.Load("")
+	if err != nil {
+		t.Fatalf("Load(defaults) = %v", err)
+	}
+	if cfg.Runtime.GCPercent != 400 || cfg.Runtime.MemoryLimit != 0 {
+		t.Errorf("runtime defaults = %+v, want gc_percent 400 and no memory limit", cfg.Runtime)
+	}
+}
+
+func TestRuntimeSection(t *testing.T) {
+	cfg, err := config.Parse([]byte("runtime: {gc_percent: 150, memory_limit: 2GiB}\n"), "t.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Runtime.GCPercent != 150 || cfg.Runtime.MemoryLimit != 2<<30 {
+		t.Errorf("runtime = %+v, want gc_percent 150, memory_limit 2GiB", cfg.Runtime)
+	}
+	for in, want := range map[string]string{
+		"runtime: {gc_percent: 0}\n":      "runtime.gc_percent: must be positive",
+		"runtime: {gc_percent: -5}\n":     "runtime.gc_percent: must be positive",
+		"runtime: {memory_limit: -1}\n":   `line 1: size "-1" is not a byte count`,
+		"runtime: {memory_limit: lots}\n": `line 1: size "lots" is not a byte count`,
+	} {
+		_, err := config.Parse([]byte(in), "t.yaml")
+		if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), want) {
+			t.Errorf("Parse(%q) = %v, want ErrInvalid mentioning %q", in, err, want)
+		}
+	}
+}

@@ -1,0 +1,334 @@
+package registry
+
+import (
+	"encoding/json"
+	"slices"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// schema is a compiled schema: the library's validator, and the shape checker when the
+// schema is simple enough for one.
+type schema struct {
+	lib   *jsonschema.Schema
+	shape *shape // nil: every document goes to the library
+}
+
+// shape is a fast, allocation-free check for the schemas most tools register: objects
+// of typed properties with required keys and open or closed additional properties,
+// arrays of such items, string enums, string lengths and integer bounds. It is only ever a shortcut for the library: a
+// document it accepts is valid (every keyword of the schema was checked); a document
+// it rejects goes to the library, which decides and words the error. So the shape may
+// be conservative (an integer written 1.0 is left to the library) but never lenient —
+// FuzzShapeAgreesWithLibrary holds it to that.
+//
+// A schema with any other keyword (const, patterns, formats, non-string enums,
+// non-integer bounds, combinators, references, conditionals, unevaluated*, …) gets no
+// shape.
+type shape struct {
+	types    typeSet           // 0: any type
+	props    map[string]*shape // checked when the document is an object
+	required []string
+	closed   bool     // additionalProperties: false
+	extra    *shape   // additionalProperties as a schema; nil: anything
+	items    *shape   // nil: anything
+	enum     []string // non-nil: the document must be one of these strings
+	// String lengths in code points, and integer bounds; each applies when set.
+	minLen, maxLen       int64
+	hasMinLen, hasMaxLen bool
+	bounds               []bound
+}
+
+// bound is one of minimum, maximum, exclusiveMinimum, exclusiveMaximum with an integer
+// limit.
+type bound struct {
+	limit int64
+	below bool // the document must be below the limit (maximum); else above it
+	equal bool // the limit itself is allowed
+}
+
+// typeSet is a set of JSON Schema type names.
+type typeSet uint8
+
+const (
+	typeObject typeSet = 1 << iota
+	typeArray
+	typeString
+	typeNumber
+	typeInteger
+	typeBoolean
+	typeNull
+)
+
+var typeNames = map[string]typeSet{
+	"object": typeObject, "array": typeArray, "string": typeString, "number": typeNumber,
+	"integer": typeInteger, "boolean": typeBoolean, "null": typeNull,
+}
+
+// annotations are keywords that never affect validity.
+var annotations = map[string]bool{
+	"title": true, "description": true, "default": true, "examples": true, "$comment": true,
+	"deprecated": true, "readOnly": true, "writeOnly": true,
+}
+
+// shapeDrafts are the $schema values whose meaning of the shape keywords is the one
+// checked here (draft-04 differs on integers, so it has no shape).
+var shapeDrafts = map[string]bool{
+	"https://json-schema.org/draft/2020-12/schema":  true,
+	"https://json-schema.org/draft/2020-12/schema#": true,
+	"http://json-schema.org/draft-07/schema":        true,
+	"http://json-schema.org/draft-07/schema#":       true,
+}
+
+// newShape returns the shape of the decoded schema doc, or nil when doc uses anything
+// a shape cannot check.
+func newShape(doc any) *shape {
+	root, ok := doc.(map[string]any)
+	if !ok {
+		return nil
+	}
+	if d, ok := root["$schema"]; ok {
+		if s, _ := d.(string); !shapeDrafts[s] {
+			return nil
+		}
+	}
+	return shapeOf(doc, true)
+}
+
+func shapeOf(doc any, root bool) *shape {
+	switch d := doc.(type) {
+	case bool:
+		if d {
+			return &shape{}
+		}
+		return nil // false: nothing is valid; leave it to the library
+	case map[string]any:
+		s := &shape{}
+		for k, v := range d {
+			if !s.keyword(k, v, root) {
+				return nil
+			}
+		}
+		return s
+	default:
+		return nil
+	}
+}
+
+// keyword adds keyword k with value v to s; false means a shape cannot express it.
+func (s *shape) keyword(k string, v any, root bool) bool {
+	switch k {
+	case "type":
+		return s.setTypes(v)
+	case "properties":
+		props, ok := v.(map[string]any)
+		if !ok {
+			return false
+		}
+		s.props = make(map[string]*shape, len(props))
+		for name, sub := range props {
+			if s.props[name] = shapeOf(sub, false); s.props[name] == nil {
+				return false
+			}
+		}
+		return true
+	case "required":
+		names, ok := v.([]any)
+		if !ok {
+			return false
+		}
+		for _, n := range names {
+			name, ok := n.(string)
+			if !ok {
+				return false
+			}
+			s.required = append(s.required, name)
+		}
+		return true
+	case "additionalProperties":
+		if b, ok := v.(bool); ok {
+			s.closed = !b
+			return true
+		}
+		s.extra = shapeOf(v, false)
+		return s.extra != nil
+	case "items":
+		s.items = shapeOf(v, false)
+		return s.items != nil
+	case "enum":
+		vals, ok := v.([]any)
+		if !ok || len(vals) == 0 {
+			return false
+		}
+		s.enum = make([]string, 0, len(vals))
+		for _, e := range vals {
+			str, ok := e.(string)
+			if !ok {
+				return false
+			}
+			s.enum = append(s.enum, str)
+		}
+		return true
+	case "minLength", "maxLength":
+		n, ok := integerValue(v)
+		if !ok || n < 0 {
+			return false
+		}
+		if k == "minLength" {
+			s.minLen, s.hasMinLen = n, true
+		} else {
+			s.maxLen, s.hasMaxLen = n, true
+		}
+		return true
+	case "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum":
+		n, ok := integerValue(v)
+		if !ok {
+			return false
+		}
+		s.bounds = append(s.bounds, bound{limit: n, below: k == "maximum" || k == "exclusiveMaximum",
+			equal: k == "minimum" || k == "maximum"})
+		return true
+	case "$schema":
+		return root // checked by newShape
+	}
+	return annotations[k]
+}
+
+func (s *shape) setTypes(v any) bool {
+	switch t := v.(type) {
+	case string:
+		s.types = typeNames[t]
+		return s.types != 0
+	case []any:
+		for _, e := range t {
+			name, _ := e.(string)
+			bit := typeNames[name]
+			if bit == 0 {
+				return false
+			}
+			s.types |= bit
+		}
+		return s.types != 0
+	}
+	return false
+}
+
+// check reports whether v, a document decoded by [jsonx.Decode], certainly satisfies s.
+func (s *shape) check(v any) bool {
+	if s.types != 0 && !s.types.admits(v) {
+		return false
+	}
+	if s.enum != nil {
+		str, ok := v.(string)
+		if !ok || !slices.Contains(s.enum, str) {
+			return false
+		}
+	}
+	switch v := v.(type) {
+	case string:
+		if s.hasMinLen || s.hasMaxLen {
+			n := int64(utf8.RuneCountInString(v))
+			if (s.hasMinLen && n < s.minLen) || (s.hasMaxLen && n > s.maxLen) {
+				return false
+			}
+		}
+	case json.Number:
+		if len(s.bounds) > 0 {
+			n, ok := integerValue(v)
+			if !ok {
+				return false // a fraction, an exponent or a huge number: the library compares exactly
+			}
+			for _, b := range s.bounds {
+				if !b.admits(n) {
+					return false
+				}
+			}
+		}
+	case map[string]any:
+		for _, name := range s.required {
+			if _, ok := v[name]; !ok {
+				return false
+			}
+		}
+		for name, pv := range v {
+			if ps, ok := s.props[name]; ok {
+				if !ps.check(pv) {
+					return false
+				}
+				continue
+			}
+			if s.closed || (s.extra != nil && !s.extra.check(pv)) {
+				return false
+			}
+		}
+	case []any:
+		if s.items != nil {
+			for _, e := range v {
+				if !s.items.check(e) {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
+// admits reports whether v certainly has one of the types in t.
+func (t typeSet) admits(v any) bool {
+	switch v := v.(type) {
+	case map[string]any:
+		return t&typeObject != 0
+	case []any:
+		return t&typeArray != 0
+	case string:
+		return t&typeString != 0
+	case json.Number:
+		return t&typeNumber != 0 || (t&typeInteger != 0 && plainInteger(string(v)))
+	case bool:
+		return t&typeBoolean != 0
+	case nil:
+		return t&typeNull != 0
+	}
+	return false
+}
+
+func (b bound) admits(n int64) bool {
+	switch {
+	case n == b.limit:
+		return b.equal
+	case b.below:
+		return n < b.limit
+	default:
+		return n > b.limit
+	}
+}
+
+// integerValue returns v as an int64 when it is a number written as a plain integer
+// that fits.
+func integerValue(v any) (int64, bool) {
+	n, ok := v.(json.Number)
+	if !ok || !plainInteger(string(n)) {
+		return 0, false
+	}
+	i, err := strconv.ParseInt(string(n), 10, 64)
+	return i, err == nil
+}
+
+// plainInteger reports whether a JSON number literal is written as an integer (no
+// fraction, no exponent). 1.0 and 1e2 are integers too, but the library decides those.
+func plainInteger(n string) bool {
+	if n != "" && n[0] == '-' {
+		n = n[1:]
+	}
+	if n == "" {
+		return false
+	}
+	for i := 0; i < len(n); i++ {
+		if n[i] < '0' || n[i] > '9' {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,130 @@
+package registry
+
+import (
+	"testing"
+
+	"github.com/toolsd/toolsd/internal/jsonx"
+)
+
+func compileForTest(t testing.TB, raw string) *schema {
+	t.Helper()
+	s, err := compileSchema("t", []byte(raw), parametersSchema, false, 1<<16)
+	if err != nil {
+		t.Fatalf("compileSchema(%s) = %v", raw, err)
+	}
+	return s
+}
+
+func TestShapeEligibility(t *testing.T) {
+	for raw, want := range map[string]bool{
+		`{"type":"object"}`: true,
+		`{"type":"object","properties":{"a":{"type":"string","description":"x","title":"A","default":"d","examples":["e"]}},"required":["a"],"additionalProperties":false}`:  true,
+		`{"type":"object","properties":{"a":true,"b":{}},"additionalProperties":{"type":["integer","null"]}}`:                                                                true,
+		`{"type":"object","properties":{"a":{"type":"array","items":{"type":"object","properties":{"b":{"type":"boolean"}}}}}}`:                                              true,
+		`{"type":"object","properties":{"m":{"enum":["x","y"]},"s":{"type":"string","minLength":1,"maxLength":9},"n":{"type":"integer","minimum":0,"exclusiveMaximum":10}}}`: true,
+		`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object"}`:                                                                                              true,
+		`{"$schema":"http://json-schema.org/draft-04/schema#","type":"object"}`:                                                                                              false,
+		`{"type":"object","properties":{"a":false}}`:                                                                                                                         false,
+		`{"type":"object","properties":{"a":{"type":"string","pattern":"^a"}}}`:                                                                                              false,
+		`{"type":"object","properties":{"a":{"type":"string","format":"email"}}}`:                                                                                            false,
+		`{"type":"object","properties":{"a":{"enum":["x",1]}}}`:                                                                                                              false,
+		`{"type":"object","properties":{"a":{"const":"x"}}}`:                                                                                                                 false,
+		`{"type":"object","properties":{"a":{"type":"number","minimum":0.5}}}`:                                                                                               false,
+		`{"type":"object","properties":{"a":{"$ref":"#/$defs/x"}},"$defs":{"x":{"type":"string"}}}`:                                                                          false,
+		`{"type":"object","anyOf":[{"required":["a"]}]}`:                                                                                                                     false,
+		`{"type":"object","patternProperties":{"^x":{"type":"string"}}}`:                                                                                                     false,
+		`{"type":"object","unevaluatedProperties":false}`:                                                                                                                    false,
+		`{"type":"object","x-order":["a"]}`:                                                                                                                                  false,
+		`{"type":"object","properties":{"a":{"$schema":"https://json-schema.org/draft/2020-12/schema"}}}`:                                                                    false,
+	} {
+		if got := compileForTest(t, raw).shape != nil; got != want {
+			t.Errorf("shape of %s: got %v, want %v", raw, got, want)
+		}
+	}
+}
+
+// TestShapeCheck pins what the shortcut accepts. Whatever it accepts the library must
+// accept too; whatever it rejects is decided by the library (checked in both cases).
+func TestShapeCheck(t *testing.T) {
+	const s1 = `{"type":"object","properties":{` +
+		`"s":{"type":"string","minLength":2,"maxLength":3},` +
+		`"n":{"type":"integer","minimum":-1,"exclusiveMaximum":10},` +
+		`"m":{"enum":["text","binary"]},` +
+		`"a":{"type":"array","items":{"type":["string","null"]}},` +
+		`"o":{"type":"object","additionalProperties":{"type":"boolean"}}},` +
+		`"required":["s"],"additionalProperties":false}`
+	tests := []struct {
+		doc        string
+		shape, lib bool // what the shape and the library say
+	}{
+		{`{"s":"ab"}`, true, true},
+		{`{"s":"日本語"}`, true, true}, // three code points, nine bytes
+		{`{"s":"ab","n":-1,"m":"text","a":["x",null],"o":{"k":true}}`, true, true},
+		{`{"s":"ab","n":9}`, true, true},
+		{`{"s":"a"}`, false, false},
+		{`{"s":"abcd"}`, false, false},
+		{`{}`, false, false},
+		{`{"s":"ab","x":1}`, false, false},
+		{`{"s":"ab","n":10}`, false, false},
+		{`{"s":"ab","n":-2}`, false, false},
+		{`{"s":"ab","n":1.5}`, false, false},
+		{`{"s":"ab","n":1.0}`, false, true}, // an integer to the library, left to it
+		{`{"s":"ab","n":2e0}`, false, true}, // likewise
+		{`{"s":"ab","n":99999999999999999999}`, false, false},
+		{`{"s":"ab","m":"other"}`, false, false},
+		{`{"s":"ab","m":1}`, false, false},
+		{`{"s":"ab","a":["x",1]}`, false, false},
+		{`{"s":"ab","o":{"k":"yes"}}`, false, false},
+		{`[]`, false, false},
+	}
+	sch := compileForTest(t, s1)
+	if sch.shape == nil {
+		t.Fatal("no shape for the test schema")
+	}
+	for _, tc := range tests {
+		v, err := jsonx.Decode([]byte(tc.doc), jsonx.Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := sch.shape.check(v); got != tc.shape {
+			t.Errorf("shape.check(%s) = %v, want %v", tc.doc, got, tc.shape)
+		}
+		if got := sch.lib.Validate(v) == nil; got != tc.lib {
+			t.Errorf("library on %s: valid = %v, want %v", tc.doc, got, tc.lib)
+		}
+		if got := validate(sch, []byte(tc.doc), jsonx.Limits{}, "arguments") == nil; got != tc.lib {
+			t.Errorf("validate(%s): valid = %v, want the library's %v", tc.doc, got, tc.lib)
+		}
+	}
+}
+
+// FuzzShapeAgreesWithLibrary holds the shortcut to its one promise: a document the
+// shape accepts is valid for the library. Seeds are schemas with shapes; the fuzzer
+// mutates both schema and document.
+func FuzzShapeAgreesWithLibrary(f *testing.F) {
+	for _, seed := range [][2]string{
+		{`{"type":"object","properties":{"a":{"type":"string","minLength":1}},"required":["a"],"additionalProperties":false}`, `{"a":"x"}`},
+		{`{"type":"object","properties":{"n":{"type":"integer","minimum":0,"maximum":5}}}`, `{"n":3}`},
+		{`{"type":"object","properties":{"n":{"type":["number","null"],"exclusiveMinimum":-3}}}`, `{"n":null}`},
+		{`{"type":"object","properties":{"e":{"enum":["a","b"]},"l":{"type":"array","items":{"type":"boolean"}}}}`, `{"e":"a","l":[true]}`},
+		{`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","additionalProperties":{"type":"string","maxLength":2}}`, `{"k":"ab"}`},
+		{`{"type":"object","properties":{"o":{"type":"object","properties":{"p":{"type":"integer"}},"required":["p"]}}}`, `{"o":{"p":-0}}`},
+	} {
+		f.Add(seed[0], seed[1])
+	}
+	f.Fuzz(func(t *testing.T, rawSchema, doc string) {
+		sch, err := compileSchema("t", []byte(rawSchema), parametersSchema, false, 1<<16)
+		if err != nil || sch.shape == nil {
+			return
+		}
+		v, err := jsonx.Decode([]byte(doc), jsonx.Limits{MaxDepth: 64})
+		if err != nil {
+			return
+		}
+		if sch.shape.check(v) {
+			if err := sch.lib.Validate(v); err != nil {
+				t.Fatalf("shape accepts %s under %s, the library does not: %v", doc, rawSchema, err)
+			}
+		}
+	})
+}
