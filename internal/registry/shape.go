@@ -18,7 +18,7 @@ type schema struct {
 
 // shape is a fast, allocation-free check for the schemas most tools register: objects
 // of typed properties with required keys and open or closed additional properties,
-// arrays of such items, string enums, string lengths and integer bounds. It is only ever a shortcut for the library: a
+// arrays of such items, string enums, string and array lengths, integer bounds. It is only ever a shortcut for the library: a
 // document it accepts is valid (every keyword of the schema was checked); a document
 // it rejects goes to the library, which decides and words the error. So the shape may
 // be conservative (an integer written 1.0 is left to the library) but never lenient —
@@ -35,10 +35,11 @@ type shape struct {
 	extra    *shape   // additionalProperties as a schema; nil: anything
 	items    *shape   // nil: anything
 	enum     []string // non-nil: the document must be one of these strings
-	// String lengths in code points, and integer bounds; each applies when set.
-	minLen, maxLen       int64
-	hasMinLen, hasMaxLen bool
-	bounds               []bound
+	// String lengths in code points, array lengths and integer bounds; each applies
+	// when set.
+	minLen, maxLen, minItems, maxItems             int64
+	hasMinLen, hasMaxLen, hasMinItems, hasMaxItems bool
+	bounds                                         []bound
 }
 
 // bound is one of minimum, maximum, exclusiveMinimum, exclusiveMaximum with an integer
@@ -171,15 +172,20 @@ func (s *shape) keyword(k string, v any, root bool) bool {
 			s.enum = append(s.enum, str)
 		}
 		return true
-	case "minLength", "maxLength":
+	case "minLength", "maxLength", "minItems", "maxItems":
 		n, ok := integerValue(v)
 		if !ok || n < 0 {
 			return false
 		}
-		if k == "minLength" {
+		switch k {
+		case "minLength":
 			s.minLen, s.hasMinLen = n, true
-		} else {
+		case "maxLength":
 			s.maxLen, s.hasMaxLen = n, true
+		case "minItems":
+			s.minItems, s.hasMinItems = n, true
+		default:
+			s.maxItems, s.hasMaxItems = n, true
 		}
 		return true
 	case "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum":
@@ -264,6 +270,9 @@ func (s *shape) check(v any) bool {
 			}
 		}
 	case []any:
+		if n := int64(len(v)); (s.hasMinItems && n < s.minItems) || (s.hasMaxItems && n > s.maxItems) {
+			return false
+		}
 		if s.items != nil {
 			for _, e := range v {
 				if !s.items.check(e) {

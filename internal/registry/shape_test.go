@@ -50,7 +50,7 @@ func TestShapeCheck(t *testing.T) {
 		`"s":{"type":"string","minLength":2,"maxLength":3},` +
 		`"n":{"type":"integer","minimum":-1,"exclusiveMaximum":10},` +
 		`"m":{"enum":["text","binary"]},` +
-		`"a":{"type":"array","items":{"type":["string","null"]}},` +
+		`"a":{"type":"array","items":{"type":["string","null"]},"minItems":1,"maxItems":2},` +
 		`"o":{"type":"object","additionalProperties":{"type":"boolean"}}},` +
 		`"required":["s"],"additionalProperties":false}`
 	tests := []struct {
@@ -74,6 +74,8 @@ func TestShapeCheck(t *testing.T) {
 		{`{"s":"ab","m":"other"}`, false, false},
 		{`{"s":"ab","m":1}`, false, false},
 		{`{"s":"ab","a":["x",1]}`, false, false},
+		{`{"s":"ab","a":[]}`, false, false},
+		{`{"s":"ab","a":["x","y","z"]}`, false, false},
 		{`{"s":"ab","o":{"k":"yes"}}`, false, false},
 		{`[]`, false, false},
 	}
@@ -106,7 +108,7 @@ func FuzzShapeAgreesWithLibrary(f *testing.F) {
 		{`{"type":"object","properties":{"a":{"type":"string","minLength":1}},"required":["a"],"additionalProperties":false}`, `{"a":"x"}`},
 		{`{"type":"object","properties":{"n":{"type":"integer","minimum":0,"maximum":5}}}`, `{"n":3}`},
 		{`{"type":"object","properties":{"n":{"type":["number","null"],"exclusiveMinimum":-3}}}`, `{"n":null}`},
-		{`{"type":"object","properties":{"e":{"enum":["a","b"]},"l":{"type":"array","items":{"type":"boolean"}}}}`, `{"e":"a","l":[true]}`},
+		{`{"type":"object","properties":{"e":{"enum":["a","b"]},"l":{"type":"array","items":{"type":"boolean"},"maxItems":3}}}`, `{"e":"a","l":[true]}`},
 		{`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","additionalProperties":{"type":"string","maxLength":2}}`, `{"k":"ab"}`},
 		{`{"type":"object","properties":{"o":{"type":"object","properties":{"p":{"type":"integer"}},"required":["p"]}}}`, `{"o":{"p":-0}}`},
 	} {
