@@ -91,7 +91,7 @@ func (c *child) awaitReady(ctx context.Context) (readyInfo, error) {
 	case info := <-c.ready:
 		return info, nil
 	case <-c.done:
-		return readyInfo{}, fmt.Errorf("harness: %s exited before it was ready: %v", c.name, c.err)
+		return readyInfo{}, fmt.Errorf("harness: %s exited before it was ready: %w", c.name, c.err)
 	case <-t.C:
 		return readyInfo{}, fmt.Errorf("harness: %s not ready after %v", c.name, readyTimeout)
 	case <-ctx.Done():

@@ -181,7 +181,7 @@ func poll(ctx context.Context, proc *child, addr string, check func(context.Cont
 		}
 		select {
 		case <-proc.done:
-			return fmt.Errorf("harness: %s exited: %v", proc.name, proc.err)
+			return fmt.Errorf("harness: %s exited: %w", proc.name, proc.err)
 		case <-ctx.Done():
 			return fmt.Errorf("harness: %s not ready: %w", proc.name, ctx.Err())
 		case <-tick.C:

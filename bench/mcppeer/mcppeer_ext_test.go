@@ -50,7 +50,7 @@ func TestBadResultIsError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer a.Close()
+	defer func() { _ = a.Close() }()
 	if err := a.Do(t.Context()); !errors.Is(err, mcppeer.ErrBadResult) {
 		t.Fatalf("Do() error = %v, want ErrBadResult", err)
 	}

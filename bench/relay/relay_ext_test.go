@@ -97,7 +97,7 @@ func TestExecuteBatchWithoutProvider(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer a.Close()
+	defer func() { _ = a.Close() }()
 	if err := a.Do(t.Context()); status.Code(err) != codes.Unavailable {
 		t.Fatalf("Do() error = %v, want Unavailable", err)
 	}
@@ -129,7 +129,7 @@ func TestProviderGoneFailsCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer a.Close()
+	defer func() { _ = a.Close() }()
 	errc := make(chan error, 1)
 	go func() { errc <- a.Do(t.Context()) }()
 	if m, err := prov.Recv(); err != nil || m.GetExecute().GetTool() != load.NoopTool {
@@ -151,7 +151,7 @@ func BenchmarkRelay(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer a.Close()
+			defer func() { _ = a.Close() }()
 			b.ReportAllocs()
 			for b.Loop() {
 				if err := a.Do(b.Context()); err != nil {

@@ -123,7 +123,7 @@ func (s *snapshot) traceGate(ctx context.Context, e *tool.Exec, t Tool, next Han
 		return next(ctx, e, t)
 	}
 	tr.end()
-	return next(tr.outer, e, t)
+	return next(tr.outer, e, t) //nolint:contextcheck // tr.outer is ctx without the prepare span: dispatch and complete get spans of their own
 }
 
 // traceDispatch is the outermost execute layer: it brackets the dispatch stage and

@@ -48,14 +48,14 @@ func benchStores() map[string]func(b *testing.B, obs session.Observer) session.S
 			if err != nil {
 				b.Fatal(err)
 			}
-			b.Cleanup(func() { s.Close() })
+			b.Cleanup(func() { closeStore(b, s) })
 			return s
 		}
 	}
 	return map[string]func(*testing.B, session.Observer) session.Store{
 		"Memory": func(b *testing.B, obs session.Observer) session.Store {
 			s := session.NewMemory(session.WithObserver(obs))
-			b.Cleanup(func() { s.Close() })
+			b.Cleanup(func() { closeStore(b, s) })
 			return s
 		},
 		"BoltSyncNone":   bolt(session.SyncNone),

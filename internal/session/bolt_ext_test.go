@@ -24,7 +24,7 @@ func openBolt(t *testing.T, dir string, opts ...session.Option) *session.Bolt {
 	if err != nil {
 		t.Fatalf("Open(%s) = %v", dir, err)
 	}
-	t.Cleanup(func() { s.Close() })
+	t.Cleanup(func() { closeStore(t, s) })
 	return s
 }
 
@@ -220,7 +220,7 @@ func TestBoltCorruptFile(t *testing.T) {
 			}
 			s, err := session.Open(dir, session.WithLockTimeout(100*time.Millisecond))
 			if err == nil {
-				s.Close()
+				_ = s.Close()
 				t.Fatal("Open() = nil error, want ErrCorrupt")
 			}
 			t.Logf("Open() = %v", err)

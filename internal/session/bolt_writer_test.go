@@ -61,7 +61,7 @@ func holdWriter(t *testing.T, opts ...Option) (*Bolt, *gate, chan error) {
 	if err != nil {
 		t.Fatalf("Open() = %v", err)
 	}
-	t.Cleanup(func() { b.Close() })
+	t.Cleanup(func() { closeStore(t, b) })
 	first := make(chan error, 1)
 	go func() {
 		_, err := b.Append(t.Context(), "s", msg("first"))
@@ -154,7 +154,7 @@ func TestBoltSummaryLoadRacingACommit(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Open() = %v", err)
 	}
-	t.Cleanup(func() { b.Close() })
+	t.Cleanup(func() { closeStore(t, b) })
 	ctx := t.Context()
 	call := Event{Type: TypeToolCall, Call: &CallRecord{CallID: "1", Name: "late"}}
 	c, err := b.Append(ctx, "s", call)

@@ -162,11 +162,3 @@ func cloneAll(events []Event) []Event {
 	}
 	return out
 }
-
-// cloneBytes copies b, keeping the difference between nil and empty.
-func cloneBytes(b []byte) []byte {
-	if b == nil {
-		return nil
-	}
-	return append(make([]byte, 0, len(b)), b...)
-}

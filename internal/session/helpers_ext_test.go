@@ -18,7 +18,7 @@ func kinds() map[string]opener {
 	return map[string]opener{
 		"Memory": func(t testing.TB, opts ...session.Option) session.Store {
 			s := session.NewMemory(opts...)
-			t.Cleanup(func() { s.Close() })
+			t.Cleanup(func() { closeStore(t, s) })
 			return s
 		},
 		"BoltSyncAlways": boltOpener(session.SyncAlways),
@@ -33,7 +33,7 @@ func boltOpener(mode session.Mode) opener {
 		if err != nil {
 			t.Fatalf("Open() = %v", err)
 		}
-		t.Cleanup(func() { s.Close() })
+		t.Cleanup(func() { closeStore(t, s) })
 		return s
 	}
 }
@@ -98,4 +98,11 @@ func upTo(from, n uint64) []uint64 {
 		out = append(out, s)
 	}
 	return out
+}
+
+// closeStore closes s at the end of a test and reports a failing close.
+func closeStore(tb testing.TB, s interface{ Close() error }) {
+	if err := s.Close(); err != nil {
+		tb.Errorf("Close() = %v", err)
+	}
 }

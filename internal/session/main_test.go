@@ -9,3 +9,10 @@ import (
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
+
+// closeStore closes s at the end of a test and reports a failing close.
+func closeStore(tb testing.TB, s interface{ Close() error }) {
+	if err := s.Close(); err != nil {
+		tb.Errorf("Close() = %v", err)
+	}
+}
