@@ -160,3 +160,19 @@ type authzAdapter struct{ z *auth.Authorizer }
 func (a authzAdapter) Authorize(ctx context.Context, act server.Action, scope, sessionID string) error {
 	return a.z.Authorize(ctx, auth.Action(act), scope, sessionID)
 }
+
+// ownerStore keeps session owners in the session log for the authorizer, so ownership
+// survives a restart and goes with the session when retention removes it.
+type ownerStore struct{ store session.Store }
+
+var _ auth.OwnerStore = ownerStore{}
+
+func (o ownerStore) ClaimOwner(ctx context.Context, sessionID string, w auth.SessionOwner) (auth.SessionOwner, error) {
+	cur, err := o.store.ClaimOwner(ctx, sessionID, session.Owner(w))
+	return auth.SessionOwner(cur), err
+}
+
+func (o ownerStore) Owner(ctx context.Context, sessionID string) (auth.SessionOwner, bool, error) {
+	cur, ok, err := o.store.Owner(ctx, sessionID)
+	return auth.SessionOwner(cur), ok, err
+}

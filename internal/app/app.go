@@ -134,7 +134,7 @@ func (a *App) openSessions() error {
 
 func (a *App) build(pol *policy.Set) error {
 	c := a.cfg
-	authn, authz, err := auth.New(auth.FromConfig(c.Auth), auth.WithLogger(a.log))
+	authn, authz, err := auth.New(auth.FromConfig(c.Auth), auth.WithLogger(a.log), auth.WithOwnerStore(ownerStore{a.sessions}))
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,9 @@ package app_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,12 +12,14 @@ import (
 	"sync"
 	"testing"
 
+	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/app"
 	"github.com/toolsd/toolsd/pkg/provider"
 )
 
@@ -31,13 +35,20 @@ const (
 // startTenants runs toolsd with static tokens and the grants of two tenants.
 func startTenants(t *testing.T) *env {
 	t.Helper()
+	return start(t, tenantAuth(t))
+}
+
+// tenantAuth is the auth section of the tenancy tests: static tokens and the grants of
+// two tenants.
+func tenantAuth(t *testing.T) string {
+	t.Helper()
 	tokens := filepath.Join(t.TempDir(), "tokens.txt")
 	lines := fmt.Sprintf("%s agent-a\n%s agent-b\n%s provider-a\n%s provider-b\n%s operator\n",
 		tokenAgentA, tokenAgentB, tokenProviderA, tokenProviderB, tokenOperator)
 	if err := os.WriteFile(tokens, []byte(lines), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return start(t, fmt.Sprintf(`
+	return fmt.Sprintf(`
 auth:
   token_file: %s
   grants:
@@ -46,7 +57,7 @@ auth:
     - {identity: provider-a, role: provider, scopes: ["tenant-a/**"]}
     - {identity: provider-b, role: provider, scopes: ["tenant-b/**"]}
     - {identity: operator, role: operator}
-`, tokens))
+`, tokens)
 }
 
 // inbox records everything a provider's handler was given.
@@ -249,4 +260,64 @@ func TestTenancy(t *testing.T) {
 	if !inA.contains("sess-a") {
 		t.Error("provider-a never saw agent-a's call: the check above proves nothing")
 	}
+}
+
+// TestSessionOwnerSurvivesRestart: the owner is recorded in the durable session log, so
+// after a restart another tenant's agent can neither take over the session nor read it,
+// while its owner still can.
+func TestSessionOwnerSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	authYAML := tenantAuth(t)
+	batch := &toolsdv1.Batch{SessionId: "sess-a", Scope: "tenant-a", Calls: []*toolsdv1.ToolCall{call("c0", "nope", `{}`)}}
+
+	first, err := app.New(durableConfig(t, dir, authYAML), app.WithLogger(zaptest.NewLogger(t)))
+	if err != nil {
+		t.Fatalf("app.New() = %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- first.Run(ctx) }()
+	conn := dialWith(t, first.Addr(), grpc.WithPerRPCCredentials(bearer(tokenAgentA)))
+	(&env{app: first, conn: conn, tools: toolsdv1.NewToolServiceClient(conn)}).mustExecute(t, batch, batchOptions{})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("first App.Run() = %v", err)
+	}
+
+	e := startConfig(t, durableConfig(t, dir, authYAML))
+	client := func(token string) *env {
+		conn := dialWith(t, e.app.Addr(), grpc.WithPerRPCCredentials(bearer(token)))
+		return &env{app: e.app, conn: conn, tools: toolsdv1.NewToolServiceClient(conn)}
+	}
+	agentA, agentB := client(tokenAgentA), client(tokenAgentB)
+	_, err = agentB.execute(t, &toolsdv1.Batch{SessionId: "sess-a", Scope: "tenant-b", Calls: []*toolsdv1.ToolCall{call("c1", "nope", `{}`)}}, batchOptions{})
+	if status.Code(err) != codes.PermissionDenied {
+		t.Errorf("ExecuteBatch(sess-a) as agent-b after a restart = %v, want PermissionDenied", err)
+	}
+	stream, err := agentB.tools.ReadSession(t.Context(), &toolsdv1.ReadSessionRequest{SessionId: "sess-a"})
+	if err == nil {
+		_, err = stream.Recv()
+	}
+	if status.Code(err) != codes.PermissionDenied {
+		t.Errorf("ReadSession(sess-a) as agent-b after a restart = %v, want PermissionDenied", err)
+	}
+	stream, err = agentA.tools.ReadSession(t.Context(), &toolsdv1.ReadSessionRequest{SessionId: "sess-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for {
+		_, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("ReadSession(sess-a) as agent-a after a restart: %v", err)
+		}
+		n++
+	}
+	if n != 2 {
+		t.Errorf("ReadSession(sess-a) as agent-a after a restart = %d events, want its call and result", n)
+	}
+	agentA.mustExecute(t, &toolsdv1.Batch{SessionId: "sess-a", Scope: "tenant-a", Step: 2, Calls: []*toolsdv1.ToolCall{call("c2", "nope", `{}`)}}, batchOptions{})
 }

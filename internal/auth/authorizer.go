@@ -35,7 +35,7 @@ type Authorizer struct {
 }
 
 func newAuthorizer(enabled bool, grants []grant, o options) *Authorizer {
-	return &Authorizer{enabled: enabled, grants: grants, owners: newOwnership(o.maxOwnedSessions), log: o.logger}
+	return &Authorizer{enabled: enabled, grants: grants, owners: newOwnership(o.maxOwnedSessions, o.owners), log: o.logger}
 }
 
 // Enabled reports whether anything is ever refused.
@@ -58,7 +58,7 @@ func (z *Authorizer) Authorize(ctx context.Context, action Action, scope, sessio
 	}
 	switch action {
 	case ReadSession:
-		return z.readSession(id.Name, sessionID)
+		return z.readSession(ctx, id.Name, sessionID)
 	case Execute, ReadTools:
 		if !z.allowed(id.Name, action, scope) {
 			return z.deny(z.scopeDenial(id.Name, action, scope))
@@ -66,7 +66,7 @@ func (z *Authorizer) Authorize(ctx context.Context, action Action, scope, sessio
 		if sessionID == "" {
 			return nil
 		}
-		return z.useSession(id.Name, action, scope, sessionID)
+		return z.useSession(ctx, id.Name, action, scope, sessionID)
 	}
 	if !z.allowed(id.Name, action, scope) {
 		return z.deny(z.scopeDenial(id.Name, action, scope))
@@ -118,17 +118,19 @@ func (z *Authorizer) ClaimSession(identity, sessionID string) error {
 	if !z.enabled {
 		return nil
 	}
-	cur, err := z.owners.claim(sessionID, owner{identity: identity})
+	cur, err := z.owners.claim(context.Background(), sessionID, SessionOwner{Identity: identity})
 	if err != nil {
 		return err
 	}
-	if cur.identity != identity {
+	if cur.Identity != identity {
 		return z.deny(&DeniedError{Identity: identity, Action: Execute, SessionID: sessionID, Why: "the session belongs to another identity"})
 	}
 	return nil
 }
 
-// ForgetSession drops sessionID's owner; call it when retention deletes the session.
+// ForgetSession drops sessionID's owner from the in-memory table; without an
+// [OwnerStore], call it when retention deletes the session. With a store, the store's
+// record decides (retention removes it with the session) and this only drops the cache.
 func (z *Authorizer) ForgetSession(sessionID string) { z.owners.forget(sessionID) }
 
 // OwnedSessions is the size of the ownership table, for metrics.
@@ -136,34 +138,41 @@ func (z *Authorizer) OwnedSessions() int { return z.owners.len() }
 
 // useSession checks, for Execute also claims, sessionID for an identity already allowed
 // action in scope. An operator of scope may use a session someone else owns.
-func (z *Authorizer) useSession(name string, action Action, scope, sessionID string) error {
+func (z *Authorizer) useSession(ctx context.Context, name string, action Action, scope, sessionID string) error {
 	operator := z.allowedAs(name, RoleOperator, action, scope)
-	var cur owner
+	var cur SessionOwner
 	if action == Execute {
 		var err error
-		if cur, err = z.owners.claim(sessionID, owner{identity: name, scope: scope, scopeKnown: true}); err != nil {
+		if cur, err = z.owners.claim(ctx, sessionID, SessionOwner{Identity: name, Scope: scope, ScopeKnown: true}); err != nil {
 			return err
 		}
 	} else {
 		var ok bool
-		if cur, ok = z.owners.get(sessionID); !ok {
+		var err error
+		if cur, ok, err = z.owners.get(ctx, sessionID); err != nil {
+			return err
+		}
+		if !ok {
 			return nil // resolving tools before the first batch is normal
 		}
 	}
-	if cur.identity == name || operator {
+	if cur.Identity == name || operator {
 		return nil
 	}
 	return z.deny(&DeniedError{Identity: name, Action: action, Scope: scope, SessionID: sessionID, Why: "the session belongs to another identity"})
 }
 
-func (z *Authorizer) readSession(name, sessionID string) error {
-	cur, owned := z.owners.get(sessionID)
+func (z *Authorizer) readSession(ctx context.Context, name, sessionID string) error {
+	cur, owned, err := z.owners.get(ctx, sessionID)
+	if err != nil {
+		return err
+	}
 	switch {
-	case owned && cur.identity == name:
+	case owned && cur.Identity == name:
 		return nil
 	case z.allowedAs(name, RoleOperator, ReadSession, ""):
 		return nil // an operator of the global scope reads every session
-	case owned && cur.scopeKnown && z.allowedAs(name, RoleOperator, ReadSession, cur.scope):
+	case owned && cur.ScopeKnown && z.allowedAs(name, RoleOperator, ReadSession, cur.Scope):
 		return nil
 	}
 	why := "the session belongs to another identity"

@@ -22,6 +22,7 @@ type options struct {
 	clock            func() time.Time
 	leeway           time.Duration
 	maxOwnedSessions int
+	owners           OwnerStore
 }
 
 func defaultOptions() options {
@@ -65,8 +66,15 @@ func WithLeeway(d time.Duration) Option {
 	return func(o *options) { o.leeway = max(d, 0) }
 }
 
-// WithMaxOwnedSessions caps the session ownership table (default
-// [DefaultMaxOwnedSessions]); at the cap, claiming a new session fails with
+// WithOwnerStore keeps session owners in s, so that ownership survives a restart; the
+// in-memory table then only caches them.
+func WithOwnerStore(s OwnerStore) Option {
+	return func(o *options) { o.owners = s }
+}
+
+// WithMaxOwnedSessions caps the in-memory session ownership table (default
+// [DefaultMaxOwnedSessions]). With an [OwnerStore] the table is a cache and drops an
+// entry at the cap; without one, claiming a new session at the cap fails with
 // [ErrOwnershipFull] until [Authorizer.ForgetSession] frees room.
 func WithMaxOwnedSessions(n int) Option {
 	return func(o *options) {

@@ -1,57 +1,108 @@
 package auth
 
 import (
+	"context"
 	"fmt"
 	"sync"
 )
 
-// ownership maps sessions to the identity that first executed a batch in them. It lives
-// in memory and is capped: at the cap a new session cannot be claimed (fail closed)
-// until [Authorizer.ForgetSession] frees room. Evicting old owners instead would let the
-// next identity to execute in an evicted session claim it and read its history.
-//
-// Ownership does not survive a restart: afterwards, the first identity to execute in
-// an existing session becomes its owner. Session ids should therefore be unguessable
-// (128 random bits); recording the owner durably in the session log is the follow-up
-// that closes this.
+// SessionOwner is the identity that owns a session: the first to execute a batch in it.
+type SessionOwner struct {
+	Identity string
+	// Scope is the scope the session was claimed in, when ScopeKnown: it lets an
+	// operator of that scope read the session. Claims through
+	// [Authorizer.ClaimSession] carry no scope.
+	Scope      string
+	ScopeKnown bool
+}
+
+// OwnerStore keeps session owners durably (toolsd keeps them in the session log), so
+// that ownership survives a restart and is removed with the session by retention.
+type OwnerStore interface {
+	// ClaimOwner records o as sessionID's owner unless one is recorded, and returns
+	// the owner now recorded.
+	ClaimOwner(ctx context.Context, sessionID string, o SessionOwner) (SessionOwner, error)
+	// Owner returns sessionID's recorded owner; ok is false when it has none.
+	Owner(ctx context.Context, sessionID string) (o SessionOwner, ok bool, err error)
+}
+
+// ownership maps sessions to their owners. With an [OwnerStore] the store is the
+// record and the in-memory table only a cache: at its cap it drops an entry, which the
+// store still has. Without one the table is the record: at the cap a new session
+// cannot be claimed (fail closed) until [Authorizer.ForgetSession] frees room, because
+// dropping an owner would let the next identity to execute in that session claim it
+// and read its history — and ownership does not survive a restart.
 type ownership struct {
+	store OwnerStore // nil: the table is the only record
+
 	mu     sync.Mutex
-	owners map[string]owner
+	owners map[string]SessionOwner
 	max    int
 }
 
-type owner struct {
-	identity string
-	// scope the session was claimed in, when known: lets an operator of that scope read
-	// it. Claims through [Authorizer.ClaimSession] carry no scope.
-	scope      string
-	scopeKnown bool
-}
-
-func newOwnership(maxSessions int) *ownership {
-	return &ownership{owners: map[string]owner{}, max: maxSessions}
+func newOwnership(maxSessions int, store OwnerStore) *ownership {
+	return &ownership{owners: map[string]SessionOwner{}, max: maxSessions, store: store}
 }
 
 // claim records o as the owner of sessionID unless the session already has one, and
 // returns the owner in force.
-func (t *ownership) claim(sessionID string, o owner) (owner, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if cur, ok := t.owners[sessionID]; ok {
+func (t *ownership) claim(ctx context.Context, sessionID string, o SessionOwner) (SessionOwner, error) {
+	if cur, ok := t.cached(sessionID); ok {
 		return cur, nil
 	}
-	if len(t.owners) >= t.max {
-		return owner{}, fmt.Errorf("%w (%d sessions): raise the cap or let retention forget sessions", ErrOwnershipFull, t.max)
+	if t.store == nil {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if cur, ok := t.owners[sessionID]; ok {
+			return cur, nil
+		}
+		if len(t.owners) >= t.max {
+			return SessionOwner{}, fmt.Errorf("%w (%d sessions): raise the cap or let retention forget sessions", ErrOwnershipFull, t.max)
+		}
+		t.owners[sessionID] = o
+		return o, nil
 	}
-	t.owners[sessionID] = o
-	return o, nil
+	cur, err := t.store.ClaimOwner(ctx, sessionID, o)
+	if err != nil {
+		return SessionOwner{}, fmt.Errorf("auth: recording the session owner: %w", err)
+	}
+	t.remember(sessionID, cur)
+	return cur, nil
 }
 
-func (t *ownership) get(sessionID string) (owner, bool) {
+// get returns sessionID's owner, if it has one.
+func (t *ownership) get(ctx context.Context, sessionID string) (SessionOwner, bool, error) {
+	if cur, ok := t.cached(sessionID); ok || t.store == nil {
+		return cur, ok, nil
+	}
+	cur, ok, err := t.store.Owner(ctx, sessionID)
+	if err != nil {
+		return SessionOwner{}, false, fmt.Errorf("auth: looking up the session owner: %w", err)
+	}
+	if ok {
+		t.remember(sessionID, cur)
+	}
+	return cur, ok, nil
+}
+
+func (t *ownership) cached(sessionID string) (SessionOwner, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	o, ok := t.owners[sessionID]
 	return o, ok
+}
+
+// remember caches an owner the store has, dropping another entry at the cap.
+func (t *ownership) remember(sessionID string, o SessionOwner) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.owners[sessionID]; !ok && len(t.owners) >= t.max {
+		for id := range t.owners {
+			delete(t.owners, id)
+			break
+		}
+	}
+	t.owners[sessionID] = o
 }
 
 func (t *ownership) forget(sessionID string) {

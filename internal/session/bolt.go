@@ -175,6 +175,68 @@ func (b *Bolt) Read(_ context.Context, sessionID string, fromSeq uint64, limit i
 }
 
 // view runs a read transaction, mapping a closed database to [ErrClosed].
+// ClaimOwner implements [Store]. A claim is rare (once per session and process), so it
+// commits on its own rather than through the append writer.
+func (b *Bolt) ClaimOwner(_ context.Context, sessionID string, o Owner) (Owner, error) {
+	if b.closed.Load() {
+		return Owner{}, ErrClosed
+	}
+	if err := validateSessionID(sessionID); err != nil {
+		return Owner{}, err
+	}
+	cur := o
+	err := guard(func() error {
+		return b.db.Update(func(tx *bolt.Tx) error {
+			owners := tx.Bucket(bucketOwners)
+			if owners == nil {
+				return fmt.Errorf("%w: a top-level bucket is missing", ErrCorrupt)
+			}
+			if v := owners.Get([]byte(sessionID)); v != nil {
+				var err error
+				cur, err = parseOwnerValue(v)
+				return err
+			}
+			return owners.Put([]byte(sessionID), ownerValue(o))
+		})
+	})
+	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+		return Owner{}, ErrClosed
+	}
+	if err != nil {
+		return Owner{}, fmt.Errorf("session: claim owner: %w", err)
+	}
+	return cur, nil
+}
+
+// Owner implements [Store].
+func (b *Bolt) Owner(_ context.Context, sessionID string) (Owner, bool, error) {
+	if b.closed.Load() {
+		return Owner{}, false, ErrClosed
+	}
+	var (
+		o  Owner
+		ok bool
+	)
+	err := b.view(func(tx *bolt.Tx) error {
+		owners := tx.Bucket(bucketOwners)
+		if owners == nil {
+			return nil
+		}
+		v := owners.Get([]byte(sessionID))
+		if v == nil {
+			return nil
+		}
+		var err error
+		o, err = parseOwnerValue(v)
+		ok = err == nil
+		return err
+	})
+	if err != nil {
+		return Owner{}, false, err
+	}
+	return o, ok, nil
+}
+
 func (b *Bolt) view(fn func(*bolt.Tx) error) error {
 	err := guard(func() error { return b.db.View(fn) })
 	if errors.Is(err, berrors.ErrDatabaseNotOpen) {

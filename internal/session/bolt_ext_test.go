@@ -44,6 +44,10 @@ func TestBoltReopenKeepsEverything(t *testing.T) {
 	mustAppend(t, s, "a", resultEvent("c1", c[0].Seq, false), messageEvent("ctx", 2))
 	mustAppend(t, s, "b", callEvent("c9", "grep", `{}`), resultEvent("c9", 1, true))
 	want := map[string][]session.Event{"a": readAll(t, s, "a"), "b": readAll(t, s, "b")}
+	owner := session.Owner{Identity: "spiffe://t/agent", Scope: "a/b", ScopeKnown: true}
+	if _, err := s.ClaimOwner(t.Context(), "a", owner); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.Close(); err != nil {
 		t.Fatalf("Close() = %v", err)
 	}
@@ -56,6 +60,9 @@ func TestBoltReopenKeepsEverything(t *testing.T) {
 		if diff := cmp.Diff(evs, readAll(t, s2, id)); diff != "" {
 			t.Errorf("Read(%s) after reopen (-before +after):\n%s", id, diff)
 		}
+	}
+	if got, ok, err := s2.Owner(t.Context(), "a"); !ok || err != nil || got != owner {
+		t.Errorf("Owner(a) after reopen = %+v, %v, %v, want %+v", got, ok, err, owner)
 	}
 	if got := mustAppend(t, s2, "a", messageEvent("next", 0)); got[0].Seq != 4 {
 		t.Errorf("Append() after reopen seq = %d, want 4", got[0].Seq)
@@ -272,5 +279,33 @@ func TestBoltLockedByAnotherStore(t *testing.T) {
 	_, err := session.Open(dir, session.WithLockTimeout(50*time.Millisecond))
 	if err == nil || !strings.Contains(err.Error(), "locked") || errors.Is(err, session.ErrCorrupt) {
 		t.Errorf("second Open() = %v, want a lock error", err)
+	}
+}
+
+// A log written before owners were recorded (no owners bucket) opens, keeps its
+// events, and records owners from then on.
+func TestBoltOpensLogWithoutOwners(t *testing.T) {
+	dir := t.TempDir()
+	s := openBolt(t, dir)
+	mustAppend(t, s, "a", messageEvent("kept", 0))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(filepath.Join(dir, session.FileName), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error { return tx.DeleteBucket([]byte("owners")) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2 := openBolt(t, dir)
+	if got := readAll(t, s2, "a"); len(got) != 1 {
+		t.Errorf("Read(a) = %d events, want 1", len(got))
+	}
+	if _, err := s2.ClaimOwner(t.Context(), "a", session.Owner{Identity: "alice"}); err != nil {
+		t.Errorf("ClaimOwner() on an upgraded log = %v", err)
 	}
 }

@@ -21,6 +21,7 @@ var (
 	bucketMeta     = []byte("meta")     // format version
 	bucketSessions = []byte("sessions") // one nested bucket per session: seq → event
 	bucketOpen     = []byte("open")     // open-call key → call id and tool name
+	bucketOwners   = []byte("owners")   // session id → owner (identity, scope)
 	keyFormat      = []byte("format")
 )
 
@@ -51,12 +52,19 @@ func initLayout(tx *bolt.Tx) error {
 	if v := meta.Get(keyFormat); len(v) != 1 || v[0] != layoutVersion {
 		return fmt.Errorf("%w: unsupported layout version %v", ErrCorrupt, v)
 	}
-	_, err := rootsOf(tx)
-	return err
+	if _, err := rootsOf(tx); err != nil {
+		return err
+	}
+	// Files written before session owners were recorded lack the bucket; it is an
+	// addition that older readers ignore, so the layout version stays.
+	if _, err := tx.CreateBucketIfNotExists(bucketOwners); err != nil {
+		return fmt.Errorf("session: create bucket %q: %w", bucketOwners, err)
+	}
+	return nil
 }
 
 func createLayout(tx *bolt.Tx) error {
-	for _, name := range [][]byte{bucketMeta, bucketSessions, bucketOpen} {
+	for _, name := range [][]byte{bucketMeta, bucketSessions, bucketOpen, bucketOwners} {
 		if _, err := tx.CreateBucket(name); err != nil {
 			return fmt.Errorf("session: create bucket %q: %w", name, err)
 		}
@@ -109,6 +117,26 @@ func parseOpenValue(v []byte) (openCall, error) {
 		return openCall{}, fmt.Errorf("%w: open-call record: %w", ErrCorrupt, d.err)
 	}
 	return oc, nil
+}
+
+func ownerValue(o Owner) []byte {
+	known := byte(0)
+	if o.ScopeKnown {
+		known = 1
+	}
+	return append(appendString(appendString(nil, o.Identity), o.Scope), known)
+}
+
+func parseOwnerValue(v []byte) (Owner, error) {
+	d := decoder{s: string(v)}
+	o := Owner{Identity: d.str(), Scope: d.str(), ScopeKnown: d.byte() == 1}
+	if d.err == nil && d.off != len(d.s) {
+		d.err = errors.New("trailing bytes")
+	}
+	if d.err != nil {
+		return Owner{}, fmt.Errorf("%w: session owner record: %w", ErrCorrupt, d.err)
+	}
+	return o, nil
 }
 
 // lastAppend returns when a session was last appended to: the time stamped in its last

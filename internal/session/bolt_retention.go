@@ -45,6 +45,11 @@ func (w *writer) sweep(r *request) {
 				if err := rt.sessions.DeleteBucket([]byte(id)); err != nil && !errors.Is(err, berrors.ErrBucketNotFound) {
 					return err
 				}
+				if owners := tx.Bucket(bucketOwners); owners != nil {
+					if err := owners.Delete([]byte(id)); err != nil {
+						return err
+					}
+				}
 				removed = append(removed, id)
 			}
 			return nil

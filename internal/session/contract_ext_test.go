@@ -43,6 +43,8 @@ func TestContract(t *testing.T) {
 		"WatchFromSeqZeroStartsAtOne": testWatchFromZero,
 		"WatchPagesThroughLongLogs":   testWatchLongLog,
 		"SummaryWhileAppending":       testSummaryWhileAppending,
+		"OwnerFirstClaimWins":         testOwnerFirstClaimWins,
+		"RetentionRemovesOwner":       testRetentionRemovesOwner,
 	}
 	for kind, open := range kinds() {
 		t.Run(kind, func(t *testing.T) {
@@ -536,6 +538,12 @@ func testClosed(t *testing.T, open opener) {
 	if err := s.Watch(ctx, "s", 1, func(session.Event) error { return nil }); !errors.Is(err, session.ErrClosed) {
 		t.Errorf("Watch() after Close = %v, want ErrClosed", err)
 	}
+	if _, err := s.ClaimOwner(ctx, "s", session.Owner{Identity: "a"}); !errors.Is(err, session.ErrClosed) {
+		t.Errorf("ClaimOwner() after Close = %v, want ErrClosed", err)
+	}
+	if _, _, err := s.Owner(ctx, "s"); !errors.Is(err, session.ErrClosed) {
+		t.Errorf("Owner() after Close = %v, want ErrClosed", err)
+	}
 	if err := s.Close(); err != nil {
 		t.Errorf("second Close() = %v, want nil", err)
 	}
@@ -747,5 +755,51 @@ func testSummaryWhileAppending(t *testing.T, open opener) {
 				t.Errorf("Summary(%s).Succeeded(%s) = false, want true", id, name)
 			}
 		}
+	}
+}
+
+func testOwnerFirstClaimWins(t *testing.T, open opener) {
+	s := open(t)
+	ctx := t.Context()
+	if _, ok, err := s.Owner(ctx, "s"); ok || err != nil {
+		t.Fatalf("Owner(unclaimed) = ok %v, %v, want none", ok, err)
+	}
+	alice := session.Owner{Identity: "alice", Scope: "team/a", ScopeKnown: true}
+	if got, err := s.ClaimOwner(ctx, "s", alice); err != nil || got != alice {
+		t.Fatalf("ClaimOwner(alice) = %+v, %v, want alice", got, err)
+	}
+	if got, err := s.ClaimOwner(ctx, "s", session.Owner{Identity: "bob"}); err != nil || got != alice {
+		t.Errorf("ClaimOwner(bob) = %+v, %v, want the recorded alice", got, err)
+	}
+	if got, ok, err := s.Owner(ctx, "s"); !ok || err != nil || got != alice {
+		t.Errorf("Owner(s) = %+v, %v, %v, want alice", got, ok, err)
+	}
+	if _, ok, _ := s.Owner(ctx, "other"); ok {
+		t.Errorf("Owner(other) found an owner, want none")
+	}
+	for _, id := range []string{"", strings.Repeat("x", session.MaxSessionIDBytes+1)} {
+		if _, err := s.ClaimOwner(ctx, id, alice); !errors.Is(err, session.ErrInvalid) {
+			t.Errorf("ClaimOwner(%d-byte id) = %v, want ErrInvalid", len(id), err)
+		}
+	}
+}
+
+func testRetentionRemovesOwner(t *testing.T, open opener) {
+	clock := newClock()
+	t0 := clock.Now()
+	s := open(t, session.WithClock(clock.Now), session.WithRetention(time.Hour, 0), session.WithSweepInterval(0))
+	ctx := t.Context()
+	mustAppend(t, s, "old", messageEvent("a", 0))
+	if _, err := s.ClaimOwner(ctx, "old", session.Owner{Identity: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	if removed, err := s.(sweeper).Sweep(t0.Add(2 * time.Hour)); err != nil || removed != 1 {
+		t.Fatalf("Sweep(+2h) = %d, %v, want 1", removed, err)
+	}
+	if o, ok, err := s.Owner(ctx, "old"); ok || err != nil {
+		t.Errorf("Owner(old) after the sweep = %+v, %v, %v, want none", o, ok, err)
+	}
+	if got, err := s.ClaimOwner(ctx, "old", session.Owner{Identity: "bob"}); err != nil || got.Identity != "bob" {
+		t.Errorf("ClaimOwner(bob) after the sweep = %+v, %v, want bob", got, err)
 	}
 }

@@ -29,6 +29,7 @@ type memSession struct {
 	events eventLog
 	calls  calls
 	last   time.Time
+	owner  *Owner
 }
 
 func (s *memSession) base() *live { return &s.live }
@@ -188,6 +189,39 @@ func (m *Memory) Summary(_ context.Context, sessionID string) (Summary, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.summary(), nil
+}
+
+// ClaimOwner implements [Store].
+func (m *Memory) ClaimOwner(_ context.Context, sessionID string, o Owner) (Owner, error) {
+	if m.closed.Load() {
+		return Owner{}, ErrClosed
+	}
+	if err := validateSessionID(sessionID); err != nil {
+		return Owner{}, err
+	}
+	s := m.lockSession(sessionID)
+	defer s.mu.Unlock()
+	if s.owner == nil {
+		s.owner = &o
+	}
+	return *s.owner, nil
+}
+
+// Owner implements [Store].
+func (m *Memory) Owner(_ context.Context, sessionID string) (Owner, bool, error) {
+	if m.closed.Load() {
+		return Owner{}, false, ErrClosed
+	}
+	s := m.sessions.get(sessionID)
+	if s == nil {
+		return Owner{}, false, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.owner == nil {
+		return Owner{}, false, nil
+	}
+	return *s.owner, true, nil
 }
 
 // Sweep applies the retention limits as of now and returns how many sessions it

@@ -23,9 +23,24 @@ type Store interface {
 	Watch(ctx context.Context, sessionID string, fromSeq uint64, fn func(Event) error) error
 	// Summary answers history questions for conditional tools.
 	Summary(ctx context.Context, sessionID string) (Summary, error)
+	// ClaimOwner records o as the session's owner unless one is recorded, and returns
+	// the owner now recorded. The record is as durable as the store's [Mode] promises
+	// and is removed with the session by retention.
+	ClaimOwner(ctx context.Context, sessionID string, o Owner) (Owner, error)
+	// Owner returns the session's recorded owner; ok is false when it has none.
+	Owner(ctx context.Context, sessionID string) (o Owner, ok bool, err error)
 	// Close stops the store's goroutines and releases its resources. Appends still
 	// waiting fail with ErrClosed.
 	Close() error
+}
+
+// Owner is the identity that owns a session: the first to execute a batch in it. The
+// auth layer keeps it here so that ownership survives a restart.
+type Owner struct {
+	Identity string
+	// Scope is the scope the session was claimed in, when ScopeKnown.
+	Scope      string
+	ScopeKnown bool
 }
 
 // Summary is a snapshot of which tools a session called and which succeeded.
@@ -67,8 +82,8 @@ var (
 
 // validate checks an Append request before anything is assigned or stored.
 func validate(sessionID string, events []Event, maxBytes int) error {
-	if sessionID == "" || len(sessionID) > MaxSessionIDBytes {
-		return fmt.Errorf("%w: session id must have 1 to %d bytes", ErrInvalid, MaxSessionIDBytes)
+	if err := validateSessionID(sessionID); err != nil {
+		return err
 	}
 	for i := range events {
 		ev := &events[i]
@@ -81,6 +96,13 @@ func validate(sessionID string, events []Event, maxBytes int) error {
 		if n := payloadSize(ev); n > maxBytes {
 			return fmt.Errorf("%w: event %d has %d bytes, limit %d", ErrTooLarge, i, n, maxBytes)
 		}
+	}
+	return nil
+}
+
+func validateSessionID(id string) error {
+	if id == "" || len(id) > MaxSessionIDBytes {
+		return fmt.Errorf("%w: session id must have 1 to %d bytes", ErrInvalid, MaxSessionIDBytes)
 	}
 	return nil
 }

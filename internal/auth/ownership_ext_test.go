@@ -1,0 +1,125 @@
+package auth_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/toolsd/toolsd/internal/auth"
+)
+
+// memOwners is an OwnerStore in a map, standing in for the session log; it outlives
+// the authorizers that use it, as the log outlives a restart.
+type memOwners struct {
+	mu     sync.Mutex
+	owners map[string]auth.SessionOwner
+	err    error // when set, every call fails with it
+	calls  int
+}
+
+func newMemOwners() *memOwners { return &memOwners{owners: map[string]auth.SessionOwner{}} }
+
+func (m *memOwners) ClaimOwner(_ context.Context, id string, o auth.SessionOwner) (auth.SessionOwner, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.calls++
+	if m.err != nil {
+		return auth.SessionOwner{}, m.err
+	}
+	if cur, ok := m.owners[id]; ok {
+		return cur, nil
+	}
+	m.owners[id] = o
+	return o, nil
+}
+
+func (m *memOwners) Owner(_ context.Context, id string) (auth.SessionOwner, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.calls++
+	if m.err != nil {
+		return auth.SessionOwner{}, false, m.err
+	}
+	o, ok := m.owners[id]
+	return o, ok, nil
+}
+
+// An owner recorded in the store binds the authorizer of the next process: another
+// identity can neither claim nor read the session after a restart.
+func TestOwnershipSurvivesRestart(t *testing.T) {
+	store := newMemOwners()
+	before := newAuthorizer(t, auth.WithOwnerStore(store))
+	a, b := asIdentity("agent-a"), asIdentity("agent-b")
+	if err := before.Authorize(a, auth.Execute, "tenant-a/bot", "s1"); err != nil {
+		t.Fatalf("Execute(agent-a, s1) = %v", err)
+	}
+
+	after := newAuthorizer(t, auth.WithOwnerStore(store)) // the restart: an empty table
+	for name, err := range map[string]error{
+		"Execute":     after.Authorize(b, auth.Execute, "sandbox/x", "s1"),
+		"ReadSession": after.Authorize(b, auth.ReadSession, "", "s1"),
+		"ReadTools":   after.Authorize(b, auth.ReadTools, "sandbox/x", "s1"),
+	} {
+		if !errors.Is(err, auth.ErrPermissionDenied) {
+			t.Errorf("%s(agent-b, agent-a's s1) after a restart = %v, want ErrPermissionDenied", name, err)
+		}
+	}
+	if err := after.Authorize(a, auth.ReadSession, "", "s1"); err != nil {
+		t.Errorf("ReadSession(agent-a, own s1) after a restart = %v, want nil", err)
+	}
+	if err := after.Authorize(asIdentity("op-a"), auth.ReadSession, "", "s1"); err != nil {
+		t.Errorf("ReadSession(operator of tenant-a, s1) after a restart = %v, want nil (scope recorded)", err)
+	}
+	if got := store.owners["s1"]; got != (auth.SessionOwner{Identity: "agent-a", Scope: "tenant-a/bot", ScopeKnown: true}) {
+		t.Errorf("recorded owner = %+v", got)
+	}
+}
+
+// With a store, the in-memory table is a cache: at its cap it drops entries instead of
+// refusing new sessions, and a dropped owner still binds (the store has it).
+func TestOwnershipCacheAtCap(t *testing.T) {
+	store := newMemOwners()
+	z := newAuthorizer(t, auth.WithOwnerStore(store), auth.WithMaxOwnedSessions(2))
+	a := asIdentity("agent-a")
+	for i := range 10 {
+		if err := z.Authorize(a, auth.Execute, "tenant-a", fmt.Sprint("s", i)); err != nil {
+			t.Fatalf("Execute(s%d) with cache cap 2 = %v, want nil", i, err)
+		}
+	}
+	if got := z.OwnedSessions(); got != 2 {
+		t.Errorf("OwnedSessions() = %d, want the cap 2", got)
+	}
+	for i := range 10 {
+		if err := z.Authorize(asIdentity("agent-b"), auth.Execute, "sandbox/x", fmt.Sprint("s", i)); !errors.Is(err, auth.ErrPermissionDenied) {
+			t.Errorf("Execute(agent-b, agent-a's s%d) = %v, want ErrPermissionDenied", i, err)
+		}
+	}
+	// Cached owners are answered without the store.
+	n := store.calls
+	if err := z.Authorize(a, auth.Execute, "tenant-a", "s9"); err != nil {
+		t.Fatal(err)
+	}
+	if store.calls != n {
+		t.Errorf("a cached owner cost %d store calls, want 0", store.calls-n)
+	}
+}
+
+// A store that fails fails the request closed: neither a claim nor a read goes through.
+func TestOwnershipStoreFailure(t *testing.T) {
+	store := newMemOwners()
+	store.err = errors.New("disk on fire")
+	z := newAuthorizer(t, auth.WithOwnerStore(store))
+	a := asIdentity("agent-a")
+	for name, err := range map[string]error{
+		"Execute":      z.Authorize(a, auth.Execute, "tenant-a", "s1"),
+		"ReadSession":  z.Authorize(a, auth.ReadSession, "", "s1"),
+		"ReadTools":    z.Authorize(a, auth.ReadTools, "tenant-a", "s1"),
+		"ClaimSession": z.ClaimSession("agent-a", "s1"),
+	} {
+		if !errors.Is(err, store.err) {
+			t.Errorf("%s with a failing store = %v, want the store's error", name, err)
+		}
+	}
+}
