@@ -132,6 +132,15 @@ func (a *App) openSessions() error {
 	return nil
 }
 
+// commitDelay is how long a batch's early results wait for their siblings: only the
+// durable store, where every append is a commit, gains from fewer appends.
+func (a *App) commitDelay() time.Duration {
+	if a.cfg.Session.Store != "bolt" {
+		return 0
+	}
+	return a.cfg.Session.Coalesce.D()
+}
+
 func (a *App) build(pol *policy.Set) error {
 	c := a.cfg
 	authn, authz, err := auth.New(auth.FromConfig(c.Auth), auth.WithLogger(a.log), auth.WithOwnerStore(ownerStore{a.sessions}))
@@ -203,6 +212,7 @@ func (a *App) build(pol *policy.Set) error {
 	)
 	a.sched = scheduler.New(a.obs.Runner(a.pipe), a.pipe, sessionLog{a.sessions},
 		scheduler.WithMaxParallel(c.Scheduler.MaxParallel),
+		scheduler.WithCommitDelay(a.commitDelay()),
 		scheduler.WithObserver(a.obs.Scheduler()),
 		scheduler.WithLogger(a.log),
 	)

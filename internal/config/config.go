@@ -57,7 +57,10 @@ type Log struct {
 type Session struct {
 	Store      string `yaml:"store"`      // bolt | memory
 	Durability string `yaml:"durability"` // sync | nosync
-	Retention  struct {
+	// Coalesce is how long a batch's ready results may wait for the calls still running
+	// before they are appended (bolt only; the memory store never waits).
+	Coalesce  Duration `yaml:"coalesce"`
+	Retention struct {
 		MaxAge      Duration `yaml:"max_age"`
 		MaxSessions int      `yaml:"max_sessions"`
 		Interval    Duration `yaml:"interval"`
@@ -266,6 +269,9 @@ func (c *Config) Validate() error {
 		if v <= 0 {
 			bad(field, "must be positive")
 		}
+	}
+	if c.Session.Coalesce < 0 {
+		bad("session.coalesce", "must not be negative")
 	}
 	for i, g := range c.Auth.Grants {
 		oneOf(fmt.Sprintf("auth.grants[%d].role", i), g.Role, "agent", "provider", "hook", "operator")

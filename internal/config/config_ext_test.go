@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolsd/toolsd/internal/config"
 )
@@ -36,5 +37,21 @@ func TestRuntimeSection(t *testing.T) {
 		if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), want) {
 			t.Errorf("Parse(%q) = %v, want ErrInvalid mentioning %q", in, err, want)
 		}
+	}
+}
+
+func TestSessionCoalesce(t *testing.T) {
+	cfg, err := config.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Session.Coalesce.D(); got != 2*time.Millisecond {
+		t.Errorf("session.coalesce default = %v, want 2ms", got)
+	}
+	if cfg, err = config.Parse([]byte("session: {coalesce: 0s}\n"), "t.yaml"); err != nil || cfg.Session.Coalesce != 0 {
+		t.Errorf("Parse(coalesce: 0s) = %v, %v, want 0 accepted", cfg, err)
+	}
+	if _, err := config.Parse([]byte("session: {coalesce: -1ms}\n"), "t.yaml"); !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "session.coalesce") {
+		t.Errorf("Parse(coalesce: -1ms) = %v, want ErrInvalid naming session.coalesce", err)
 	}
 }

@@ -87,6 +87,9 @@ func (r *run) executeMany(ctx context.Context) (Settled, error) {
 	}
 
 	r.schedule(bctx)
+	if r.holdTimer != nil {
+		r.holdTimer.Stop()
+	}
 	cancelled := ctx.Err() != nil
 	if r.ready != nil {
 		close(r.ready)

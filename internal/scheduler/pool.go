@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"time"
 
 	"github.com/toolsd/toolsd/internal/tool"
 )
@@ -53,14 +54,26 @@ func (r *run) schedule(ctx context.Context) {
 			go r.work(ctx, next, done)
 			next++
 		}
-		head = r.advance(head, next)
-		if head == n {
-			return
+		if !r.holding(head, running) {
+			head = r.advance(head, next)
+			if head == n {
+				return
+			}
 		}
 		// Here running > 0: the loop above only stops with calls unstarted while
 		// some are running, and with none unstarted some are unfinished.
-		r.slots[<-done].done = true
-		running--
+		var holdEnds <-chan time.Time
+		if r.held {
+			holdEnds = r.holdTimer.C
+		}
+		select {
+		case i := <-done:
+			r.slots[i].done = true
+			running--
+		case <-holdEnds:
+			r.held, r.flush = false, true
+			continue
+		}
 		for more := true; more; {
 			select {
 			case i := <-done:
@@ -81,6 +94,40 @@ func (r *run) work(ctx context.Context, i int, done chan<- int) {
 	done <- i
 }
 
+// holding reports whether the ready results from head stay uncommitted for now. With a
+// commit delay, the first result that could be committed while other calls still run
+// waits up to the delay for them, so that results finishing close together reach the
+// log in one append instead of one each (a durable log pays a commit per append). The
+// hold ends at the delay, or earlier when no call is left running.
+func (r *run) holding(head, running int) bool {
+	d := r.s.commitDelay
+	if d <= 0 || running == 0 || head == len(r.slots) || !r.slots[head].done {
+		return false
+	}
+	if r.flush {
+		r.flush = false
+		return false
+	}
+	if !r.held {
+		r.held = true
+		if r.holdTimer == nil {
+			r.holdTimer = time.NewTimer(d)
+		} else {
+			r.holdTimer.Reset(d)
+		}
+	}
+	return true
+}
+
+// unhold ends a hold because its results are being committed.
+func (r *run) unhold() {
+	if r.held {
+		r.held = false
+		r.holdTimer.Stop()
+	}
+	r.flush = false
+}
+
 // advance commits the final prefix from head and returns the new head. Once every call
 // has started, this goroutine has nothing left to do but commit, so it commits inline.
 // Before that, a slow log or client must not hold up starting the next calls: the
@@ -95,6 +142,7 @@ func (r *run) advance(head, next int) int {
 	if end == head {
 		return head
 	}
+	r.unhold()
 	if r.ready == nil {
 		if next == n {
 			r.commit(head, end)

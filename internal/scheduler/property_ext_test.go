@@ -110,16 +110,22 @@ func (o *occupancy) PoolOccupancy(n int) {
 func (o *occupancy) CallStarted(*tool.Call) { o.started.Add(1) }
 func (o *occupancy) CallSkipped(*tool.Call) { o.skipped.Add(1) }
 
+// TestExecuteRandomised runs every third seed with a commit delay (results held for
+// their siblings), the rest without.
 func TestExecuteRandomised(t *testing.T) {
 	for seed := range uint64(200) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			t.Parallel()
-			runRandomised(t, newBatchPlan(seed))
+			var delay time.Duration
+			if seed%3 == 2 {
+				delay = time.Millisecond
+			}
+			runRandomised(t, newBatchPlan(seed), delay)
 		})
 	}
 }
 
-func runRandomised(t *testing.T, p batchPlan) {
+func runRandomised(t *testing.T, p batchPlan, commitDelay time.Duration) {
 	n := len(p.calls)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -203,7 +209,7 @@ func runRandomised(t *testing.T, p batchPlan) {
 	}
 	obs := &occupancy{limit: p.limit}
 	s := scheduler.New(run, moder, l, scheduler.WithMaxParallel(p.config), scheduler.WithObserver(obs),
-		scheduler.WithLogger(zaptest.NewLogger(t)))
+		scheduler.WithLogger(zaptest.NewLogger(t)), scheduler.WithCommitDelay(commitDelay))
 	b := newBatch(n)
 	b.MaxParallel = p.maxParall
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -31,6 +32,11 @@ type run struct {
 	pending   []Committed
 	committed int
 	logErr    error
+
+	// The coalescing hold (see [WithCommitDelay]), owned by the scheduling goroutine:
+	// held is set while a ready prefix waits for more results; flush ends the hold.
+	held, flush bool
+	holdTimer   *time.Timer
 
 	// Backing arrays of a single-call batch, saving three allocations.
 	one        [1]slot

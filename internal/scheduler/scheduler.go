@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -116,6 +117,7 @@ type Scheduler struct {
 	maxParallel int
 	logger      *zap.Logger
 	obs         Observer
+	commitDelay time.Duration
 }
 
 // New returns a Scheduler that runs calls with run, reads their modes from mode (nil: every
@@ -131,7 +133,8 @@ func New(run Runner, mode Moder, log Log, opts ...Option) *Scheduler {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	return &Scheduler{run: run, mode: mode, log: log, maxParallel: o.maxParallel, logger: o.logger, obs: o.observer}
+	return &Scheduler{run: run, mode: mode, log: log, maxParallel: o.maxParallel, logger: o.logger, obs: o.observer,
+		commitDelay: o.commitDelay}
 }
 
 // limit is the pool bound of a batch asking for req parallel calls.
