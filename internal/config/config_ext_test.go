@@ -45,8 +45,8 @@ func TestSessionCoalesce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cfg.Session.Coalesce.D(); got != 2*time.Millisecond {
-		t.Errorf("session.coalesce default = %v, want 2ms", got)
+	if got := cfg.Session.Coalesce.D(); got != 5*time.Millisecond {
+		t.Errorf("session.coalesce default = %v, want 5ms", got)
 	}
 	if cfg, err = config.Parse([]byte("session: {coalesce: 0s}\n"), "t.yaml"); err != nil || cfg.Session.Coalesce != 0 {
 		t.Errorf("Parse(coalesce: 0s) = %v, %v, want 0 accepted", cfg, err)
