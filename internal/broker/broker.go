@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/toolsd/toolsd/internal/streamgate"
 	"github.com/toolsd/toolsd/internal/tool"
 )
 
@@ -64,12 +65,10 @@ type Broker struct {
 	// nextReq numbers requests across all providers, so an id names one call globally.
 	nextReq atomic.Uint64
 
-	mu       sync.RWMutex
-	conns    map[string]*conn
-	closing  bool
-	reason   string
-	quit     chan struct{} // closed by Shutdown
-	handlers sync.WaitGroup
+	gate *streamgate.Gate
+
+	mu    sync.RWMutex
+	conns map[string]*conn
 }
 
 // New returns a broker that registers providers' tools through reg.
@@ -89,7 +88,7 @@ func New(reg Registrar, opts ...Option) *Broker {
 		guard:    o.guard,
 		idPrefix: "p-" + hex.EncodeToString(prefix[:]) + "-",
 		conns:    make(map[string]*conn),
-		quit:     make(chan struct{}),
+		gate:     streamgate.New(),
 	}
 }
 
@@ -129,27 +128,7 @@ func (b *Broker) Providers() []ProviderInfo {
 // Shutdown says goodbye (with reason) to every provider, ends every stream, and returns
 // once every Connect handler has returned. New streams are refused from then on. Calls
 // still in flight fail with PROVIDER_GONE; drain them first for a graceful stop.
-func (b *Broker) Shutdown(reason string) {
-	b.mu.Lock()
-	if !b.closing {
-		b.closing = true
-		b.reason = validUTF8(reason)
-		close(b.quit)
-	}
-	b.mu.Unlock()
-	b.handlers.Wait()
-}
-
-// enter admits one Connect handler unless the broker is shutting down.
-func (b *Broker) enter() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closing {
-		return false
-	}
-	b.handlers.Add(1)
-	return true
-}
+func (b *Broker) Shutdown(reason string) { b.gate.Shutdown(reason) }
 
 func (b *Broker) lookup(id string) *conn {
 	b.mu.RLock()
@@ -160,11 +139,4 @@ func (b *Broker) lookup(id string) *conn {
 
 func (b *Broker) newConnID() string {
 	return b.idPrefix + strconv.FormatUint(b.nextConn.Add(1), 10)
-}
-
-// shutdownReason returns the reason given to Shutdown.
-func (b *Broker) shutdownReason() string {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	return b.reason
 }

@@ -20,10 +20,10 @@ import (
 // registrations are removed and its in-flight calls fail with PROVIDER_GONE before
 // Connect returns.
 func (b *Broker) Connect(stream toolsdv1.ProviderService_ConnectServer) error {
-	if !b.enter() {
+	if !b.gate.Enter() {
 		return status.Error(codes.Unavailable, "broker: shutting down")
 	}
-	defer b.handlers.Done()
+	defer b.gate.Leave()
 	ctx := stream.Context()
 	c := b.newConn(ctx, stream)
 	recvErr := make(chan error, 1)
@@ -47,7 +47,7 @@ func (b *Broker) supervise(ctx context.Context, c *conn, recvErr <-chan error) (
 		return false, streamError(err)
 	case <-ctx.Done():
 		return false, status.FromContextError(ctx.Err()).Err()
-	case <-b.quit:
+	case <-b.gate.Quit():
 		return true, nil
 	case <-hello.C:
 		return false, status.Errorf(codes.DeadlineExceeded, "broker: no hello within %s", b.limits.HelloTimeout)
@@ -58,7 +58,7 @@ func (b *Broker) supervise(ctx context.Context, c *conn, recvErr <-chan error) (
 		return false, streamError(err)
 	case <-ctx.Done():
 		return false, status.FromContextError(ctx.Err()).Err()
-	case <-b.quit:
+	case <-b.gate.Quit():
 		return true, nil
 	}
 }
@@ -146,7 +146,7 @@ func (b *Broker) attach(c *conn) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
-	case b.closing:
+	case b.gate.Closing():
 		return status.Error(codes.Unavailable, "broker: shutting down")
 	case c.isStopped():
 		return status.Error(codes.Unavailable, "broker: stream is closing")
@@ -186,7 +186,7 @@ func (b *Broker) teardown(c *conn, cause error, shutdown bool) {
 	var goodbye *toolsdv1.ProviderServiceConnectResponse
 	if shutdown {
 		goodbye = &toolsdv1.ProviderServiceConnectResponse{Msg: &toolsdv1.ProviderServiceConnectResponse_Goodbye{
-			Goodbye: &toolsdv1.ServerGoodbye{Reason: b.shutdownReason()},
+			Goodbye: &toolsdv1.ServerGoodbye{Reason: b.gate.Reason()},
 		}}
 	}
 	if c.closeSend(goodbye) {

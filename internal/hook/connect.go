@@ -25,10 +25,10 @@ var (
 // stream breaks, the handler's context ends or [Hub.Shutdown] runs. However it ends,
 // the hook is unsubscribed and its pending requests fail before Connect returns.
 func (h *Hub) Connect(stream toolsdv1.HookService_ConnectServer) error {
-	if !h.enter() {
+	if !h.gate.Enter() {
 		return errShuttingDown
 	}
-	defer h.handlers.Done()
+	defer h.gate.Leave()
 	ctx := stream.Context()
 	allow := func(string) bool { return true }
 	if h.opts.filter != nil {
@@ -61,7 +61,7 @@ func (h *Hub) serve(ctx context.Context, c *conn) (bool, error) {
 		return false, streamError(c.deathCause())
 	case <-ctx.Done():
 		return false, status.FromContextError(ctx.Err()).Err()
-	case <-h.quit:
+	case <-h.gate.Quit():
 		return true, nil
 	case <-timer.C:
 		return false, status.Errorf(codes.DeadlineExceeded, "hook: no hello within %s", h.opts.helloTimeout)
@@ -74,7 +74,7 @@ func (h *Hub) serve(ctx context.Context, c *conn) (bool, error) {
 		return false, streamError(c.deathCause())
 	case <-ctx.Done():
 		return false, status.FromContextError(ctx.Err()).Err()
-	case <-h.quit:
+	case <-h.gate.Quit():
 		return true, nil
 	}
 }
@@ -112,7 +112,7 @@ func (h *Hub) welcome(c *conn, hm *toolsdv1.HookHello) error {
 func (h *Hub) teardown(c *conn, shutdown bool, cause error) {
 	if shutdown {
 		c.goodbye = &response{Msg: &toolsdv1.HookServiceConnectResponse_Goodbye{
-			Goodbye: &toolsdv1.HookGoodbye{Reason: h.shutdownReason()},
+			Goodbye: &toolsdv1.HookGoodbye{Reason: h.gate.Reason()},
 		}}
 	}
 	close(c.quit)

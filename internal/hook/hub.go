@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/toolsd/toolsd/internal/streamgate"
 	"github.com/toolsd/toolsd/internal/tool"
 )
 
@@ -53,12 +54,10 @@ type Hub struct {
 	// so a call reads it without locking.
 	subs atomic.Pointer[table]
 
-	mu       sync.Mutex
-	conns    []*conn // attached hooks, in connection order
-	closing  bool
-	reason   string
-	quit     chan struct{} // closed by Shutdown
-	handlers sync.WaitGroup
+	gate *streamgate.Gate
+
+	mu    sync.Mutex
+	conns []*conn // attached hooks, in connection order
 }
 
 // New returns a hub with no hooks connected.
@@ -73,7 +72,7 @@ func New(opts ...Option) *Hub {
 		opts:     o,
 		log:      o.log,
 		idPrefix: "h-" + hex.EncodeToString(prefix[:]) + "-",
-		quit:     make(chan struct{}),
+		gate:     streamgate.New(),
 	}
 	h.subs.Store(&table{})
 	return h
@@ -94,40 +93,14 @@ func (h *Hub) Hooks() []Info {
 // Shutdown says goodbye (with reason) to every hook, ends every stream and returns once
 // every Connect handler has returned. New streams are refused from then on. Requests
 // still pending fail closed (or open) at once.
-func (h *Hub) Shutdown(reason string) {
-	h.mu.Lock()
-	if !h.closing {
-		h.closing = true
-		h.reason = validUTF8(reason)
-		close(h.quit)
-	}
-	h.mu.Unlock()
-	h.handlers.Wait()
-}
-
-// enter admits one Connect handler unless the hub is shutting down.
-func (h *Hub) enter() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closing {
-		return false
-	}
-	h.handlers.Add(1)
-	return true
-}
-
-func (h *Hub) shutdownReason() string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.reason
-}
+func (h *Hub) Shutdown(reason string) { h.gate.Shutdown(reason) }
 
 // attach publishes a welcomed conn: its subscriptions take part in calls from now on.
 func (h *Hub) attach(c *conn) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {
-	case h.closing:
+	case h.gate.Closing():
 		return errShuttingDown
 	case c.isDead():
 		return errGone
