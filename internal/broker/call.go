@@ -61,31 +61,15 @@ func (b *Broker) Call(ctx context.Context, providerID string, e *tool.Exec, atte
 		return aborted()
 	}
 	if !utf8.Valid(e.Arguments) {
-		return tool.Failure(tool.CodeInvalidArguments, "arguments are not valid UTF-8")
+		return invalidUTF8()
 	}
 	p := newPending(e)
 	id, code, limit := c.begin(p)
-	switch code {
-	case tool.CodeProviderUnavailable:
-		p.release()
-		b.obs.CallRejected(code)
-		return unavailable(providerID)
-	case tool.CodeProviderOverloaded:
-		p.release()
-		b.obs.CallRejected(code)
-		return tool.FailureWithReason(code, "the tool's provider is overloaded, try again later",
-			"provider "+providerID+" has "+strconv.Itoa(limit)+" calls in flight, its limit")
+	if code != "" {
+		return b.rejected(p, providerID, code, limit)
 	}
 	if err := c.send(ctx, executeMsg(ctx, id, e, attempt)); err != nil {
-		if !c.forget(id) {
-			return p.await()
-		}
-		p.release()
-		if ctx.Err() != nil {
-			return aborted()
-		}
-		return tool.FailureWithReason(tool.CodeProviderUnavailable, "the tool's provider is not connected",
-			"provider "+providerID+": "+err.Error())
+		return c.notSent(ctx, p, id, providerID, err)
 	}
 	select {
 	case r := <-p.done:
@@ -93,6 +77,49 @@ func (b *Broker) Call(ctx context.Context, providerID string, e *tool.Exec, atte
 		return r
 	case <-ctx.Done():
 	}
+	return c.abandon(ctx, p, id)
+}
+
+//go:noinline
+func invalidUTF8() tool.Result {
+	return tool.Failure(tool.CodeInvalidArguments, "arguments are not valid UTF-8")
+}
+
+// The failure paths of Call are kept out of it so that its frame, which is on the stack
+// of every call, stays small (see the scheduler's stack reservation).
+
+// rejected is the result of a call the connection refused to begin.
+//
+//go:noinline
+func (b *Broker) rejected(p *pendingCall, providerID string, code tool.Code, limit int) tool.Result {
+	p.release()
+	b.obs.CallRejected(code)
+	if code == tool.CodeProviderOverloaded {
+		return tool.FailureWithReason(code, "the tool's provider is overloaded, try again later",
+			"provider "+providerID+" has "+strconv.Itoa(limit)+" calls in flight, its limit")
+	}
+	return unavailable(providerID)
+}
+
+// notSent is the result of a call whose execute message could not be sent.
+//
+//go:noinline
+func (c *conn) notSent(ctx context.Context, p *pendingCall, id uint64, providerID string, err error) tool.Result {
+	if !c.forget(id) {
+		return p.await()
+	}
+	p.release()
+	if ctx.Err() != nil {
+		return aborted()
+	}
+	return tool.FailureWithReason(tool.CodeProviderUnavailable, "the tool's provider is not connected",
+		"provider "+providerID+": "+err.Error())
+}
+
+// abandon ends a call whose context ended while it waited for its result.
+//
+//go:noinline
+func (c *conn) abandon(ctx context.Context, p *pendingCall, id uint64) tool.Result {
 	if !c.forget(id) {
 		return p.await() // the result or the disconnect won the race; keep it
 	}
@@ -101,11 +128,13 @@ func (b *Broker) Call(ctx context.Context, providerID string, e *tool.Exec, atte
 	return aborted()
 }
 
+//go:noinline
 func unavailable(providerID string) tool.Result {
 	return tool.FailureWithReason(tool.CodeProviderUnavailable, "the tool's provider is not connected",
 		"provider "+providerID+" is not connected")
 }
 
+//go:noinline
 func aborted() tool.Result { return tool.Failure(tool.CodeAborted, "call was cancelled") }
 
 // executeMsg builds the execute message. Every string is made valid UTF-8: a marshal

@@ -10,13 +10,25 @@ import (
 
 // approval resolves an Ask verdict through the batch's approver, bounded by the
 // configured approval timeout. Approval lets the call go on to the guards.
-func (s *snapshot) approval(ctx context.Context, e *tool.Exec, t Tool, next Handler) tool.Result {
+func (s *snapshot) approval(ctx context.Context, e *tool.Exec, r *tool.Result) bool {
 	st := stateOf(ctx)
 	if st.verdict.Decision != Ask {
-		return next(ctx, e, t)
+		return true
 	}
+	res, ok := s.ask(ctx, e, st)
+	if !ok {
+		*r = res
+	}
+	return ok
+}
+
+// ask puts the call's question to the approver: true is an approval, false comes with
+// the call's failure.
+//
+//go:noinline
+func (s *snapshot) ask(ctx context.Context, e *tool.Exec, st *callState) (tool.Result, bool) {
 	if e.Approver == nil {
-		return failure(e, tool.CodeApprovalUnavailable, msgNoApprover, "")
+		return failure(e, tool.CodeApprovalUnavailable, msgNoApprover, ""), false
 	}
 	question := st.verdict.Reason
 	if question == "" {
@@ -31,21 +43,21 @@ func (s *snapshot) approval(ctx context.Context, e *tool.Exec, t Tool, next Hand
 	cancel()
 	switch {
 	case ctx.Err() != nil:
-		return failure(e, tool.CodeAbortedBeforeDispatch, msgCancelledBefore, "")
+		return failure(e, tool.CodeAbortedBeforeDispatch, msgCancelledBefore, ""), false
 	case err == nil && d.Approved:
-		return next(ctx, e, t)
+		return tool.Result{}, true
 	case err == nil:
 		msg := msgNotApproved
 		if d.Reason != "" {
 			msg += ": " + d.Reason
 		}
-		return failure(e, tool.CodeApprovalDenied, msg, d.Reason)
+		return failure(e, tool.CodeApprovalDenied, msg, d.Reason), false
 	case errors.Is(err, tool.ErrApprovalTimeout), expired:
 		return failure(e, tool.CodeApprovalTimeout,
-			fmt.Sprintf("approval timed out after %s", s.cfg.ApprovalTimeout), "")
+			fmt.Sprintf("approval timed out after %s", s.cfg.ApprovalTimeout), ""), false
 	case errors.Is(err, tool.ErrApprovalUnavailable):
-		return failure(e, tool.CodeApprovalUnavailable, msgNoApprover, "")
+		return failure(e, tool.CodeApprovalUnavailable, msgNoApprover, ""), false
 	default:
-		return failure(e, tool.CodeApprovalUnavailable, msgNoApprover, err.Error())
+		return failure(e, tool.CodeApprovalUnavailable, msgNoApprover, err.Error()), false
 	}
 }

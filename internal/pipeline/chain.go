@@ -16,7 +16,7 @@ type Interceptor func(ctx context.Context, e *tool.Exec, t Tool, next Handler) t
 
 // ChainInterceptors composes interceptors into one, the first being the outermost:
 // ChainInterceptors(a, b)(ctx, e, t, h) runs a, whose next runs b, whose next runs h.
-// The pipeline's own chains are composed once per config generation; a chain built
+// The pipeline's execute chain is composed once per config generation; a chain built
 // here composes its layers on each call, which costs one closure per layer.
 func ChainInterceptors(interceptors ...Interceptor) Interceptor {
 	ics := append([]Interceptor(nil), interceptors...)

@@ -14,8 +14,8 @@ import (
 // complete wraps dispatch: it turns a success that finished after the caller cancelled
 // into ABORTED (more specific failures stay), then runs the post-execute chain and
 // normalization. Only dispatched results get here.
-func (s *snapshot) complete(ctx context.Context, e *tool.Exec, t Tool, next Handler) tool.Result {
-	r := shape(e, next(ctx, e, t))
+func (s *snapshot) complete(ctx context.Context, e *tool.Exec, t Tool) tool.Result {
+	r := shape(e, s.dispatch(ctx, e, t))
 	if ctx.Err() != nil && !r.IsError {
 		r = failure(e, tool.CodeAborted, msgCancelledAfter, "")
 	}
@@ -29,6 +29,11 @@ func shape(e *tool.Exec, r tool.Result) tool.Result {
 	if r.Err == nil && !r.IsError {
 		return r
 	}
+	return shapeError(e, r)
+}
+
+//go:noinline
+func shapeError(e *tool.Exec, r tool.Result) tool.Result {
 	var er tool.Error
 	if r.Err != nil {
 		er = *r.Err

@@ -3,25 +3,30 @@
 // provider call) and complete (post-execute policy, normalization, content finalization,
 // result notification).
 //
-// Every stage is a chain of [Interceptor]s with one shape, (ctx, exec, tool, next) → result,
-// composed like go-grpc-middleware's ChainUnaryServer: the first interceptor is the
-// outermost layer. One call runs through this onion, outermost first:
+// One call runs these steps, outermost first:
 //
 //	Run ──► finish ─────────────── recover panics, finalize content, notify observers
-//	         └► resolve ─────────── UNKNOWN_TOOL | ABORTED_BEFORE_DISPATCH | INTERNAL
-//	             └► validate ────── INVALID_ARGUMENTS
-//	                 └► pre-execute ─ participants → allow | deny (DENIED) | ask
-//	                     └► approval ─ ask → APPROVAL_DENIED | _TIMEOUT | _UNAVAILABLE
-//	                         └► guards ─ GUARD_DENIED (monotonic)
-//	                             └► gate ─ ctx done → ABORTED_BEFORE_DISPATCH
+//	         └► prepare: resolve ── UNKNOWN_TOOL | ABORTED_BEFORE_DISPATCH | INTERNAL
+//	                     validate ─ INVALID_ARGUMENTS
+//	                     pre-execute ─ participants → allow | deny (DENIED) | ask
+//	                     approval ─ ask → APPROVAL_DENIED | _TIMEOUT | _UNAVAILABLE
+//	                     guards ─── GUARD_DENIED (monotonic)
+//	                     gate ───── ctx done → ABORTED_BEFORE_DISPATCH
 //	  ······························ everything above returns final results ·········
-//	                                 └► complete ─ ABORTED on cancel, post-execute, normalize
-//	                                     └► metrics ─► timeout ─► retry ─► user interceptors
-//	                                                                         └► Dispatcher
+//	             └► complete ─ ABORTED on cancel, post-execute, normalize
+//	                 └► dispatch (metrics) ─► timeout ─► retry ─► execute interceptors
+//	                                                                  └► Dispatcher
 //
-// A layer that fails returns without calling next, so a prepare-stage failure is a final
-// result: it never reaches the post-execute chain, only finalization and notification
-// (the reference's final-result versus post-result distinction). Results that come back
+// The prepare checks run one after another, the first failure ending the call; the
+// other steps wrap the next one. Only the execute stage is a chain of [Interceptor]s,
+// (ctx, exec, tool, next) → result, composed like go-grpc-middleware's
+// ChainUnaryServer: the first interceptor is the outermost layer. The built-in steps
+// are plain calls so that a call's stack stays shallow: its goroutine reserves the
+// stack up front, and outgrowing the reservation costs a stack copy mid-call.
+//
+// A prepare-stage failure is a final result: it never reaches the post-execute chain,
+// only finalization and notification (the reference's final-result versus post-result
+// distinction). Results that come back
 // from dispatch, successes and tool errors alike, are post-results.
 //
 // The pipeline never imports gRPC or protobuf and never talks to providers itself: tools

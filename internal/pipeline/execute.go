@@ -8,33 +8,53 @@ import (
 	"github.com/toolsd/toolsd/internal/tool"
 )
 
-// metrics reports each call's pass through the execute chain to the [Observer].
-func (s *snapshot) metrics(ctx context.Context, e *tool.Exec, t Tool, next Handler) tool.Result {
-	obs := s.p.opts.observer
-	name := t.Definition().Name
-	obs.DispatchStarted(name)
-	start := s.p.opts.now()
-	r := next(ctx, e, t)
-	obs.DispatchFinished(name, r.Code(), s.p.opts.now().Sub(start))
+// dispatch is the dispatch stage: its trace span (the complete stage's opens as it
+// ends), the dispatch metrics, then the timeout around the retries around each attempt.
+func (s *snapshot) dispatch(ctx context.Context, e *tool.Exec, t Tool) tool.Result {
+	tr := s.traceOf(ctx)
+	dctx := ctx
+	if tr != nil {
+		dctx = tr.start(ctx, StageDispatch)
+	}
+	var r tool.Result
+	if obs := s.p.opts.observer; obs != nil {
+		name := t.Definition().Name
+		obs.DispatchStarted(name)
+		start := s.p.opts.now()
+		r = s.timeout(dctx, e, t)
+		obs.DispatchFinished(name, r.Code(), s.p.opts.now().Sub(start))
+	} else {
+		r = s.timeout(dctx, e, t)
+	}
+	if tr != nil {
+		tr.end()
+		tr.start(ctx, StageComplete)
+	}
 	return r
 }
 
 // timeout bounds the whole dispatch, retries included. On expiry the provider call's
 // context is cancelled (the Dispatcher forwards it) and a failed or cancelled result
 // becomes TOOL_TIMEOUT; a success that raced the deadline is kept.
-func (s *snapshot) timeout(ctx context.Context, e *tool.Exec, t Tool, next Handler) tool.Result {
+func (s *snapshot) timeout(ctx context.Context, e *tool.Exec, t Tool) tool.Result {
 	d := s.timeoutFor(stateOf(ctx), t)
 	tctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	r := next(tctx, e, t)
+	r := s.retry(tctx, e, t)
 	// A provider that honours the deadline it was sent fails at the same instant the
 	// timer fires, so a failure at or past the deadline is the timeout's too.
 	deadline, _ := tctx.Deadline()
 	if r.IsError && ctx.Err() == nil && (tctx.Err() != nil || !s.p.opts.now().Before(deadline)) {
-		return keepContexts(r, failure(e, tool.CodeToolTimeout,
-			fmt.Sprintf("tool %q timed out after %s", e.Name, d), ""))
+		return timedOut(e, r, d)
 	}
 	return r
+}
+
+// timedOut turns r, the failure of a call that ran out of time d, into TOOL_TIMEOUT.
+//
+//go:noinline
+func timedOut(e *tool.Exec, r tool.Result, d time.Duration) tool.Result {
+	return keepContexts(r, failure(e, tool.CodeToolTimeout, fmt.Sprintf("tool %q timed out after %s", e.Name, d), ""))
 }
 
 // timeoutFor picks the operator's timeout, else the definition's, else the default.

@@ -29,7 +29,8 @@ type snapshot struct {
 	base   Config // as given, before defaults and the policy's default decision
 	cfg    Config
 	policy Policy
-	run    Handler
+	// attempt is one dispatch attempt: the execute interceptors around the provider call.
+	attempt Handler
 }
 
 // New builds a pipeline that resolves tools with res and dispatches them with disp.
@@ -77,7 +78,7 @@ func (p *Pipeline) Run(ctx context.Context, e *tool.Exec) tool.Result {
 	if p.opts.tracer != nil {
 		return s.traced(ctx, e, p.opts.tracer)
 	}
-	return s.run(ctx, e, nil)
+	return s.finish(ctx, e)
 }
 
 // Mode returns the call's concurrency mode: the operator's override if set, else the
@@ -110,7 +111,11 @@ func (p *Pipeline) Mode(ctx context.Context, c *tool.Call) tool.Mode {
 	return tool.ModeParallel
 }
 
-// build composes the whole onion for one config/policy generation.
+// build makes one config/policy generation. A call runs finish → prepare → complete →
+// dispatch → timeout → retry → attempt as plain calls, the prepare checks one after
+// another; only the execute interceptors are composed, once here. Keeping the chain
+// shallow keeps a call's stack small: the scheduler reserves it up front (see
+// scheduler.reserveStack), and a call that outgrows the reservation pays a stack copy.
 func (p *Pipeline) build(cfg Config, pol Policy) *snapshot {
 	s := &snapshot{p: p, base: cfg, cfg: cfg.withDefaults(), policy: pol}
 	if pol != nil {
@@ -119,25 +124,14 @@ func (p *Pipeline) build(cfg Config, pol Policy) *snapshot {
 			s.cfg.DefaultDecision = Allow
 		}
 	}
-	exec := make([]Interceptor, 0, 4+len(p.opts.execute))
-	if p.opts.tracer != nil {
-		exec = append(exec, s.traceDispatch)
-	}
-	if p.opts.observer != nil {
-		exec = append(exec, s.metrics)
-	}
-	exec = append(exec, s.timeout, s.retry)
-	exec = append(exec, p.opts.execute...)
-	dispatch := bind(exec, s.body)
-	prepare := []Interceptor{s.finish, s.resolve, s.validate, s.preExecute, s.approval, s.guards, s.gate, s.complete}
-	if p.opts.tracer != nil {
-		prepare = s.withStageMarks(prepare)
-	}
-	s.run = bind(prepare, dispatch)
+	s.attempt = bind(p.opts.execute, s.body)
 	return s
 }
 
-// settings merges the config's per-tool settings with the policy's (policy wins).
+// settings merges the config's per-tool settings with the policy's (policy wins). Not
+// inlined, so that its temporaries stay out of resolve's frame.
+//
+//go:noinline
 func (s *snapshot) settings(scope, name string) ToolSettings {
 	var ts ToolSettings
 	if s.cfg.ToolPolicy != nil {

@@ -24,12 +24,12 @@ const (
 	msgBlockedByPolicy = "result blocked by policy"
 )
 
-// finish is the outermost layer: it recovers panics, runs definition-owned content
+// finish is the outermost stage: it recovers panics, runs definition-owned content
 // finalization and notifies the result observers, for final results and post-results alike.
-func (s *snapshot) finish(ctx context.Context, e *tool.Exec, _ Tool, next Handler) tool.Result {
+func (s *snapshot) finish(ctx context.Context, e *tool.Exec) tool.Result {
 	start := s.p.opts.now()
 	st := &callState{}
-	r := s.protect(context.WithValue(ctx, stateKey{}, st), e, next)
+	r := s.protect(context.WithValue(ctx, stateKey{}, st), e)
 	if st.tool != nil {
 		r = finalizeContent(st.tool.Definition(), r)
 	}
@@ -40,7 +40,7 @@ func (s *snapshot) finish(ctx context.Context, e *tool.Exec, _ Tool, next Handle
 	return r
 }
 
-func (s *snapshot) protect(ctx context.Context, e *tool.Exec, next Handler) (r tool.Result) {
+func (s *snapshot) protect(ctx context.Context, e *tool.Exec) (r tool.Result) {
 	defer func() {
 		if v := recover(); v != nil {
 			s.p.opts.logger.Error("tool call panicked", zap.String("tool", e.Name),
@@ -48,55 +48,121 @@ func (s *snapshot) protect(ctx context.Context, e *tool.Exec, next Handler) (r t
 			r = panicResult(e, v)
 		}
 	}()
-	return next(ctx, e, nil)
+	return s.prepare(ctx, e)
+}
+
+// prepare is the prepare stage: the checks of [snapshot.admit]; a call that passes them
+// goes on to complete, and through it to dispatch.
+//
+//nolint:contextcheck // complete and dispatch continue with tr.outer, ctx without the prepare span
+func (s *snapshot) prepare(ctx context.Context, e *tool.Exec) tool.Result {
+	tr := s.traceOf(ctx)
+	if tr != nil {
+		defer tr.closePrepare(ctx)
+		tr.outer = ctx
+		ctx = tr.start(ctx, StagePrepare)
+	}
+	var r tool.Result
+	t, ok := s.admit(ctx, e, &r)
+	if !ok {
+		return r
+	}
+	if tr != nil {
+		// Dispatch and complete continue with the context from before the prepare
+		// span, so that their spans are its siblings.
+		tr.end()
+		ctx = tr.outer
+	}
+	return s.complete(ctx, e, t)
+}
+
+// admit runs the checks of the prepare stage in order: resolve, validate, pre-execute
+// policy, approval, guards and the dispatch gate. It returns the resolved tool, or false
+// with the first failure in *r, which is the call's result. The checks run one after
+// another, not nested, so a call's stack holds one of them at a time.
+func (s *snapshot) admit(ctx context.Context, e *tool.Exec, r *tool.Result) (Tool, bool) {
+	t, ok := s.resolve(ctx, e, r)
+	ok = ok && s.validate(e, t, r) && s.preExecute(ctx, e, t, r) && s.approval(ctx, e, r) &&
+		s.guards(ctx, e, t, r) && s.gate(ctx, e, r)
+	return t, ok
 }
 
 // resolve finds the tool and the operator's settings for it. A call whose context has
 // already ended goes no further: no policy is consulted for it.
-func (s *snapshot) resolve(ctx context.Context, e *tool.Exec, _ Tool, next Handler) tool.Result {
+func (s *snapshot) resolve(ctx context.Context, e *tool.Exec, r *tool.Result) (Tool, bool) {
 	if ctx.Err() != nil {
-		return failure(e, tool.CodeAbortedBeforeDispatch, msgCancelledBefore, "")
+		*r = failure(e, tool.CodeAbortedBeforeDispatch, msgCancelledBefore, "")
+		return nil, false
 	}
 	t, err := s.p.res.Resolve(ctx, &e.Call)
+	if err != nil || t == nil {
+		*r = s.unresolved(ctx, e, err)
+		return nil, false
+	}
+	st := stateOf(ctx)
+	st.tool = t
+	st.settings = s.settings(e.Scope, t.Definition().Name)
+	return t, true
+}
+
+// unresolved is the result of a call whose tool did not resolve. It is kept out of
+// resolve, like the other failure paths of the chain, so that the frames of a call's
+// common path stay small (see the scheduler's stack reservation).
+//
+//go:noinline
+func (s *snapshot) unresolved(ctx context.Context, e *tool.Exec, err error) tool.Result {
 	switch {
-	case err == nil && t != nil:
 	case errors.Is(err, tool.ErrUnknownTool):
 		return failure(e, tool.CodeUnknownTool, fmt.Sprintf("unknown tool %q", e.Name), "")
 	case errors.Is(err, tool.ErrToolSetGone):
 		return failure(e, tool.CodeAbortedBeforeDispatch, msgToolSetReleased, err.Error())
 	case ctx.Err() != nil:
 		return failure(e, tool.CodeAbortedBeforeDispatch, msgCancelledBefore, "")
-	default:
-		if err == nil {
-			err = errors.New("pipeline: resolver returned no tool")
-		}
-		s.p.opts.logger.Error("resolve tool", zap.String("tool", e.Name), zap.Error(err))
-		return failure(e, tool.CodeInternal, msgInternal, err.Error())
 	}
-	st := stateOf(ctx)
-	st.tool = t
-	st.settings = s.settings(e.Scope, t.Definition().Name)
-	return next(ctx, e, t)
+	if err == nil {
+		err = errors.New("pipeline: resolver returned no tool")
+	}
+	s.p.opts.logger.Error("resolve tool", zap.String("tool", e.Name), zap.Error(err))
+	return failure(e, tool.CodeInternal, msgInternal, err.Error())
 }
 
 // validate checks the raw arguments against the tool's parameter schema.
-func (s *snapshot) validate(ctx context.Context, e *tool.Exec, t Tool, next Handler) tool.Result {
+func (s *snapshot) validate(e *tool.Exec, t Tool, r *tool.Result) bool {
 	if err := t.ValidateArguments(e.Arguments); err != nil {
-		// Validators may already say "invalid arguments: …"; say it once.
-		detail := strings.TrimPrefix(err.Error(), "invalid arguments: ")
-		return failure(e, tool.CodeInvalidArguments,
-			fmt.Sprintf("invalid arguments for tool %q: %s", e.Name, detail), "")
+		*r = invalidArguments(e, err)
+		return false
 	}
-	return next(ctx, e, t)
+	return true
+}
+
+//go:noinline
+func invalidArguments(e *tool.Exec, err error) tool.Result {
+	// Validators may already say "invalid arguments: …"; say it once.
+	detail := strings.TrimPrefix(err.Error(), "invalid arguments: ")
+	return failure(e, tool.CodeInvalidArguments,
+		fmt.Sprintf("invalid arguments for tool %q: %s", e.Name, detail), "")
 }
 
 // preExecute consults the policy and the participants and combines their verdicts (see
 // [Combine]). It stops at the first Deny: no later participant could undo it, so the
 // outcome is the same in every order. All-abstain takes the default decision.
-func (s *snapshot) preExecute(ctx context.Context, e *tool.Exec, t Tool, next Handler) tool.Result {
+func (s *snapshot) preExecute(ctx context.Context, e *tool.Exec, t Tool, r *tool.Result) bool {
 	st := stateOf(ctx)
-	var v Verdict
-	by := ""
+	v, by := s.preVerdict(ctx, st, e, t)
+	switch v.Decision {
+	case Deny:
+		*r = s.denied(e, v, by)
+		return false
+	case Ask:
+		st.verdict = v
+	}
+	return true
+}
+
+// preVerdict combines the pre-execute verdicts, naming the participant that decided.
+//
+//go:noinline
+func (s *snapshot) preVerdict(ctx context.Context, st *callState, e *tool.Exec, t Tool) (v Verdict, by string) {
 	consult := func(p PreExecute) {
 		if pv := p.PreExecute(ctx, st.exposed(e), t); pv.Decision.strength() > v.Decision {
 			v, by = Combine(pv), p.Name()
@@ -114,20 +180,19 @@ func (s *snapshot) preExecute(ctx context.Context, e *tool.Exec, t Tool, next Ha
 	if v.Decision == Abstain {
 		v, by = Verdict{Decision: s.cfg.DefaultDecision}, "default"
 	}
-	switch v.Decision {
-	case Deny:
-		s.p.opts.logger.Debug("call denied", zap.String("tool", e.Name), zap.String("by", by))
-		return denial(e, cmp.Or(v.Code, tool.CodeDenied), v, msgDeniedByPolicy)
-	case Ask:
-		st.verdict = v
-	}
-	return next(ctx, e, t)
+	return v, by
+}
+
+//go:noinline
+func (s *snapshot) denied(e *tool.Exec, v Verdict, by string) tool.Result {
+	s.p.opts.logger.Debug("call denied", zap.String("tool", e.Name), zap.String("by", by))
+	return denial(e, cmp.Or(v.Code, tool.CodeDenied), v, msgDeniedByPolicy)
 }
 
 // guards runs the monotonic guards in order; the first denial is final.
-func (s *snapshot) guards(ctx context.Context, e *tool.Exec, t Tool, next Handler) tool.Result {
+func (s *snapshot) guards(ctx context.Context, e *tool.Exec, t Tool, r *tool.Result) bool {
 	if len(s.p.opts.guards) == 0 {
-		return next(ctx, e, t)
+		return true
 	}
 	st := stateOf(ctx)
 	for _, g := range s.p.opts.guards {
@@ -135,16 +200,18 @@ func (s *snapshot) guards(ctx context.Context, e *tool.Exec, t Tool, next Handle
 			if reason == "" {
 				reason = fmt.Sprintf("call denied by guard %q", g.Name())
 			}
-			return failure(e, tool.CodeGuardDenied, reason, "")
+			*r = failure(e, tool.CodeGuardDenied, reason, "")
+			return false
 		}
 	}
-	return next(ctx, e, t)
+	return true
 }
 
 // gate refuses to dispatch a call whose context already ended.
-func (s *snapshot) gate(ctx context.Context, e *tool.Exec, t Tool, next Handler) tool.Result {
+func (s *snapshot) gate(ctx context.Context, e *tool.Exec, r *tool.Result) bool {
 	if ctx.Err() != nil {
-		return failure(e, tool.CodeAbortedBeforeDispatch, msgCancelledBefore, "")
+		*r = failure(e, tool.CodeAbortedBeforeDispatch, msgCancelledBefore, "")
+		return false
 	}
-	return next(ctx, e, t)
+	return true
 }

@@ -21,14 +21,22 @@ func transient(c tool.Code) bool {
 // tool, so a call is sent to its provider's new connection once it has reconnected; a try
 // that finds the tool still unknown is spent waiting. Any other outcome ends the retries and the last
 // dispatched result stands.
-func (s *snapshot) retry(ctx context.Context, e *tool.Exec, t Tool, next Handler) tool.Result {
+func (s *snapshot) retry(ctx context.Context, e *tool.Exec, t Tool) tool.Result {
 	st := stateOf(ctx)
-	start := s.p.opts.now()
 	st.attempt = 1
-	r := next(ctx, e, t)
 	if !st.settings.Idempotent {
-		return r
+		return s.attempt(ctx, e, t)
 	}
+	return s.retrying(ctx, st, e, t)
+}
+
+// retrying is retry for an idempotent tool. It is kept out of retry so that the frame
+// every call passes through stays small (see the scheduler's stack reservation).
+//
+//go:noinline
+func (s *snapshot) retrying(ctx context.Context, st *callState, e *tool.Exec, t Tool) tool.Result {
+	start := s.p.opts.now()
+	r := s.attempt(ctx, e, t)
 	cfg := s.cfg.Retry
 	dispatches := 1
 	for try := 2; try <= cfg.MaxAttempts && transient(r.Code()); try++ {
@@ -52,7 +60,7 @@ func (s *snapshot) retry(ctx context.Context, e *tool.Exec, t Tool, next Handler
 		t, st.tool = nt, nt
 		dispatches++
 		st.attempt = dispatches
-		r = next(ctx, e, t)
+		r = s.attempt(ctx, e, t)
 	}
 	if dispatches > 1 && r.Err != nil && r.Err.Reason == "" {
 		errCopy := *r.Err

@@ -63,7 +63,11 @@ func (st *callState) exposed(e *tool.Exec) *tool.Exec {
 	return &st.view
 }
 
-// failure builds an error result for the call.
+// failure builds an error result for the call. It is not inlined: every failure path
+// of the chain would otherwise carry a Result of its own in its layer's frame, and a
+// call's stack is the sum of those frames (see the scheduler's stack reservation).
+//
+//go:noinline
 func failure(e *tool.Exec, code tool.Code, message, reason string) tool.Result {
 	r := tool.FailureWithReason(code, message, reason)
 	r.Err.Tool = e.Name

@@ -80,61 +80,26 @@ func traceOf(ctx context.Context) *callTrace {
 func (s *snapshot) traced(ctx context.Context, e *tool.Exec, tracer StageTracer) tool.Result {
 	ctx, ct := tracer.StartCall(ctx, e)
 	if ct == nil {
-		return s.run(ctx, e, nil)
+		return s.finish(ctx, e)
 	}
 	tr := &callTrace{ct: ct}
-	r := s.run(context.WithValue(ctx, traceKey{}, tr), e, nil)
+	r := s.finish(context.WithValue(ctx, traceKey{}, tr), e)
 	ct.End(tr.tool, r)
 	return r
 }
 
-// withStageMarks adds the stage boundaries to the prepare chain, whose first layer is
-// finish and whose last is complete: tracePrepare just inside finish, traceGate just
-// outside complete.
-func (s *snapshot) withStageMarks(prepare []Interceptor) []Interceptor {
-	n := len(prepare)
-	out := make([]Interceptor, 0, n+2)
-	out = append(out, prepare[0], s.tracePrepare)
-	out = append(out, prepare[1:n-1]...)
-	return append(out, s.traceGate, prepare[n-1])
+// traceOf returns the call's trace when the pipeline has a tracer and the call is traced.
+func (s *snapshot) traceOf(ctx context.Context) *callTrace {
+	if s.p.opts.tracer == nil {
+		return nil
+	}
+	return traceOf(ctx)
 }
 
-// tracePrepare sits just inside finish: it opens the prepare stage and, on the way
-// out, closes whatever stage is still open (prepare after a prepare-stage failure,
-// complete after a dispatch, any stage a panic left) and notes the resolved tool.
-func (s *snapshot) tracePrepare(ctx context.Context, e *tool.Exec, t Tool, next Handler) tool.Result {
-	tr := traceOf(ctx)
-	if tr == nil {
-		return next(ctx, e, t)
-	}
-	defer func() {
-		tr.end()
-		tr.tool = stateOf(ctx).tool
-	}()
-	tr.outer = ctx
-	return next(tr.start(ctx, StagePrepare), e, t)
-}
-
-// traceGate sits between the dispatch gate and complete: the call has passed every
-// prepare layer.
-func (s *snapshot) traceGate(ctx context.Context, e *tool.Exec, t Tool, next Handler) tool.Result {
-	tr := traceOf(ctx)
-	if tr == nil {
-		return next(ctx, e, t)
-	}
+// closePrepare runs as the prepare stage returns, panics included: it closes whatever
+// stage is still open (prepare after a prepare failure, complete after a dispatch, any
+// stage a panic left) and notes the tool the call resolved to.
+func (tr *callTrace) closePrepare(ctx context.Context) {
 	tr.end()
-	return next(tr.outer, e, t) //nolint:contextcheck // tr.outer is ctx without the prepare span: dispatch and complete get spans of their own
-}
-
-// traceDispatch is the outermost execute layer: it brackets the dispatch stage and
-// opens complete, which tracePrepare closes.
-func (s *snapshot) traceDispatch(ctx context.Context, e *tool.Exec, t Tool, next Handler) tool.Result {
-	tr := traceOf(ctx)
-	if tr == nil {
-		return next(ctx, e, t)
-	}
-	r := next(tr.start(ctx, StageDispatch), e, t)
-	tr.end()
-	tr.start(ctx, StageComplete)
-	return r
+	tr.tool = stateOf(ctx).tool
 }

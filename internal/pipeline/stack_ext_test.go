@@ -1,0 +1,77 @@
+package pipeline_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"unsafe"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/toolsd/toolsd/internal/observe"
+	"github.com/toolsd/toolsd/internal/pipeline"
+	"github.com/toolsd/toolsd/internal/tool"
+)
+
+// stackBudget is how deep a call may run from Run to its Dispatcher. The scheduler
+// gives a call's goroutine a 16 KiB stack up front (scheduler.reserveStack); below the
+// Dispatcher the broker and the gRPC send still need several KiB of it. A chain that
+// outgrows the reservation makes every call copy its stack mid-call, frame by frame:
+// when the pipeline was an onion of one closure per stage, that copy cost more CPU than
+// all of the stages' own work.
+const stackBudget = 7 << 10
+
+// TestCallStackDepth measures the stack a call uses between Pipeline.Run and the
+// Dispatcher, with the daemon's own observer and stage tracer installed and a policy
+// that runs the pre-execute checks.
+func TestCallStackDepth(t *testing.T) {
+	m := observe.New(prometheus.NewRegistry())
+	var top, depth uintptr
+	disp := dispatchFunc(func(context.Context, pipeline.Tool, *tool.Exec) tool.Result {
+		depth = top - stackAddr()
+		return tool.Result{Content: "ok"}
+	})
+	p := pipeline.New(nopResolver{&nopTool{def: tool.Definition{Name: "echo", Parameters: json.RawMessage(`{"type":"object"}`)}}}, disp,
+		pipeline.WithPolicy(benchRules(t, false)),
+		pipeline.WithObserver(m.Pipeline()),
+		pipeline.WithStageTracer(observe.NewCallObserver(m, observe.WithCallLog(zap.NewNop()))),
+	)
+	e := &tool.Exec{Call: tool.Call{CallID: "c1", SessionID: "s1", Scope: "global", Name: "echo", Arguments: []byte(`{}`)}}
+	done := make(chan tool.Result)
+	go func() {
+		// Grown first, so that the stack is not moved (and the addresses compared stay
+		// valid) during the call.
+		growStack(1)
+		top = stackAddr()
+		done <- p.Run(t.Context(), e)
+	}()
+	if r := <-done; r.IsError {
+		t.Fatalf("call failed: %+v", r.Err)
+	}
+	t.Logf("Run → Dispatcher: %d bytes of stack", depth)
+	if depth == 0 || depth > stackBudget {
+		t.Errorf("a call uses %d bytes of stack from Run to its Dispatcher, want at most %d: keep the chain's steps plain calls and their failure paths out of line", depth, stackBudget)
+	}
+}
+
+type dispatchFunc func(context.Context, pipeline.Tool, *tool.Exec) tool.Result
+
+func (f dispatchFunc) Dispatch(ctx context.Context, t pipeline.Tool, e *tool.Exec) tool.Result {
+	return f(ctx, t, e)
+}
+
+// stackAddr returns the address of a variable in its own frame: near the stack pointer.
+//
+//go:noinline
+func stackAddr() uintptr {
+	var b byte
+	return uintptr(unsafe.Pointer(&b))
+}
+
+//go:noinline
+func growStack(i int) byte {
+	var pad [64 << 10]byte
+	pad[i] = 1
+	return pad[i+1]
+}
