@@ -92,6 +92,7 @@ func (s *Server) recvFirst(stream batchStream) (*toolsdv1.ExecuteBatchRequest, e
 	}
 	ch := make(chan received, 1)
 	go func() {
+		reserveStack(0)
 		m, err := stream.Recv()
 		ch <- received{m, err}
 	}()
