@@ -14,15 +14,17 @@
 //	                     gate ───── ctx done → ABORTED_BEFORE_DISPATCH
 //	  ······························ everything above returns final results ·········
 //	             └► complete ─ ABORTED on cancel, post-execute, normalize
-//	                 └► dispatch (metrics) ─► timeout ─► retry ─► execute interceptors
+//	                 └► execute chain: metrics ─► timeout ─► retry ─► interceptors
 //	                                                                  └► Dispatcher
 //
-// The prepare checks run one after another, the first failure ending the call; the
-// other steps wrap the next one. Only the execute stage is a chain of [Interceptor]s,
-// (ctx, exec, tool, next) → result, composed like go-grpc-middleware's
-// ChainUnaryServer: the first interceptor is the outermost layer. The built-in steps
-// are plain calls so that a call's stack stays shallow: its goroutine reserves the
-// stack up front, and outgrowing the reservation costs a stack copy mid-call.
+// The prepare checks run one after another, the first failure ending the call;
+// finish, prepare and complete are plain calls, each wrapping the next. The execute
+// stage is a chain of [Interceptor]s, (ctx, exec, tool, next) → result, composed once
+// per config generation like go-grpc-middleware's ChainUnaryServer (the first is the
+// outermost layer): the built-in metrics, timeout and retry layers, then the operator's
+// interceptors. Prepare is not a chain so that a call's stack stays shallow: its
+// goroutine reserves the stack up front, and outgrowing the reservation costs a stack
+// copy mid-call.
 //
 // A prepare-stage failure is a final result: it never reaches the post-execute chain,
 // only finalization and notification (the reference's final-result versus post-result

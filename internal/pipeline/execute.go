@@ -8,39 +8,25 @@ import (
 	"github.com/toolsd/toolsd/internal/tool"
 )
 
-// dispatch is the dispatch stage: its trace span (the complete stage's opens as it
-// ends), the dispatch metrics, then the timeout around the retries around each attempt.
-func (s *snapshot) dispatch(ctx context.Context, e *tool.Exec, t Tool) tool.Result {
-	tr := s.traceOf(ctx)
-	dctx := ctx
-	if tr != nil {
-		dctx = tr.start(ctx, StageDispatch)
-	}
-	var r tool.Result
-	if obs := s.p.opts.observer; obs != nil {
-		name := t.Definition().Name
-		obs.DispatchStarted(name)
-		start := s.p.opts.now()
-		r = s.timeout(dctx, e, t)
-		obs.DispatchFinished(name, r.Code(), s.p.opts.now().Sub(start))
-	} else {
-		r = s.timeout(dctx, e, t)
-	}
-	if tr != nil {
-		tr.end()
-		tr.start(ctx, StageComplete)
-	}
+// metrics reports each call's pass through the execute chain to the [Observer].
+func (s *snapshot) metrics(ctx context.Context, e *tool.Exec, t Tool, next Handler) tool.Result {
+	obs := s.p.opts.observer
+	name := t.Definition().Name
+	obs.DispatchStarted(name)
+	start := s.p.opts.now()
+	r := next(ctx, e, t)
+	obs.DispatchFinished(name, r.Code(), s.p.opts.now().Sub(start))
 	return r
 }
 
 // timeout bounds the whole dispatch, retries included. On expiry the provider call's
 // context is cancelled (the Dispatcher forwards it) and a failed or cancelled result
 // becomes TOOL_TIMEOUT; a success that raced the deadline is kept.
-func (s *snapshot) timeout(ctx context.Context, e *tool.Exec, t Tool) tool.Result {
+func (s *snapshot) timeout(ctx context.Context, e *tool.Exec, t Tool, next Handler) tool.Result {
 	d := s.timeoutFor(stateOf(ctx), t)
 	tctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	r := s.retry(tctx, e, t)
+	r := next(tctx, e, t)
 	// A provider that honours the deadline it was sent fails at the same instant the
 	// timer fires, so a failure at or past the deadline is the timeout's too.
 	deadline, _ := tctx.Deadline()

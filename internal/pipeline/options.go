@@ -62,8 +62,8 @@ func WithResultObservers(obs ...ResultObserver) Option {
 	return func(o *options) { o.results = append(o.results, obs...) }
 }
 
-// WithObserver installs the dispatch metrics, taken around the timeout, the retries
-// and the execute interceptors.
+// WithObserver installs the metrics layer of the execute chain, outside the timeout,
+// the retries and the operator's interceptors.
 func WithObserver(obs Observer) Option { return func(o *options) { o.observer = obs } }
 
 // WithStageTracer installs a tracer that follows every call through its stages (stage

@@ -29,8 +29,9 @@ type snapshot struct {
 	base   Config // as given, before defaults and the policy's default decision
 	cfg    Config
 	policy Policy
-	// attempt is one dispatch attempt: the execute interceptors around the provider call.
-	attempt Handler
+	// dispatch is the execute chain: the built-in layers and the operator's execute
+	// interceptors around the provider call.
+	dispatch Handler
 }
 
 // New builds a pipeline that resolves tools with res and dispatches them with disp.
@@ -111,11 +112,12 @@ func (p *Pipeline) Mode(ctx context.Context, c *tool.Call) tool.Mode {
 	return tool.ModeParallel
 }
 
-// build makes one config/policy generation. A call runs finish → prepare → complete →
-// dispatch → timeout → retry → attempt as plain calls, the prepare checks one after
-// another; only the execute interceptors are composed, once here. Keeping the chain
-// shallow keeps a call's stack small: the scheduler reserves it up front (see
-// scheduler.reserveStack), and a call that outgrows the reservation pays a stack copy.
+// build makes one config/policy generation: finish → prepare → complete are plain
+// calls, the prepare checks running one after another, and complete runs the execute
+// chain composed here once (stage trace, metrics, timeout, retry, then the operator's
+// interceptors around the provider call). Keeping the call path shallow keeps a call's
+// stack small: the scheduler reserves it up front (see scheduler.reserveStack), and a
+// call that outgrows the reservation pays a stack copy.
 func (p *Pipeline) build(cfg Config, pol Policy) *snapshot {
 	s := &snapshot{p: p, base: cfg, cfg: cfg.withDefaults(), policy: pol}
 	if pol != nil {
@@ -124,7 +126,16 @@ func (p *Pipeline) build(cfg Config, pol Policy) *snapshot {
 			s.cfg.DefaultDecision = Allow
 		}
 	}
-	s.attempt = bind(p.opts.execute, s.body)
+	exec := make([]Interceptor, 0, 4+len(p.opts.execute))
+	if p.opts.tracer != nil {
+		exec = append(exec, s.traceDispatch)
+	}
+	if p.opts.observer != nil {
+		exec = append(exec, s.metrics)
+	}
+	exec = append(exec, s.timeout, s.retry)
+	exec = append(exec, p.opts.execute...)
+	s.dispatch = bind(exec, s.body)
 	return s
 }
 

@@ -21,22 +21,22 @@ func transient(c tool.Code) bool {
 // tool, so a call is sent to its provider's new connection once it has reconnected; a try
 // that finds the tool still unknown is spent waiting. Any other outcome ends the retries and the last
 // dispatched result stands.
-func (s *snapshot) retry(ctx context.Context, e *tool.Exec, t Tool) tool.Result {
+func (s *snapshot) retry(ctx context.Context, e *tool.Exec, t Tool, next Handler) tool.Result {
 	st := stateOf(ctx)
 	st.attempt = 1
 	if !st.settings.Idempotent {
-		return s.attempt(ctx, e, t)
+		return next(ctx, e, t)
 	}
-	return s.retrying(ctx, st, e, t)
+	return s.retrying(ctx, st, e, t, next)
 }
 
 // retrying is retry for an idempotent tool. It is kept out of retry so that the frame
 // every call passes through stays small (see the scheduler's stack reservation).
 //
 //go:noinline
-func (s *snapshot) retrying(ctx context.Context, st *callState, e *tool.Exec, t Tool) tool.Result {
+func (s *snapshot) retrying(ctx context.Context, st *callState, e *tool.Exec, t Tool, next Handler) tool.Result {
 	start := s.p.opts.now()
-	r := s.attempt(ctx, e, t)
+	r := next(ctx, e, t)
 	cfg := s.cfg.Retry
 	dispatches := 1
 	for try := 2; try <= cfg.MaxAttempts && transient(r.Code()); try++ {
@@ -60,7 +60,7 @@ func (s *snapshot) retrying(ctx context.Context, st *callState, e *tool.Exec, t 
 		t, st.tool = nt, nt
 		dispatches++
 		st.attempt = dispatches
-		r = s.attempt(ctx, e, t)
+		r = next(ctx, e, t)
 	}
 	if dispatches > 1 && r.Err != nil && r.Err.Reason == "" {
 		errCopy := *r.Err

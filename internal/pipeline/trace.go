@@ -103,3 +103,16 @@ func (tr *callTrace) closePrepare(ctx context.Context) {
 	tr.end()
 	tr.tool = stateOf(ctx).tool
 }
+
+// traceDispatch is the outermost execute layer: it brackets the dispatch stage and
+// opens complete, which the prepare stage closes as it returns.
+func (s *snapshot) traceDispatch(ctx context.Context, e *tool.Exec, t Tool, next Handler) tool.Result {
+	tr := traceOf(ctx)
+	if tr == nil {
+		return next(ctx, e, t)
+	}
+	r := next(tr.start(ctx, StageDispatch), e, t)
+	tr.end()
+	tr.start(ctx, StageComplete)
+	return r
+}
