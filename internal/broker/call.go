@@ -80,13 +80,13 @@ func (b *Broker) Call(ctx context.Context, providerID string, e *tool.Exec, atte
 	return c.abandon(ctx, p, id)
 }
 
+// The failure paths of Call are kept out of it so that its frame, which is on the stack
+// of every call, stays small (see the scheduler's stack reservation).
+
 //go:noinline
 func invalidUTF8() tool.Result {
 	return tool.Failure(tool.CodeInvalidArguments, "arguments are not valid UTF-8")
 }
-
-// The failure paths of Call are kept out of it so that its frame, which is on the stack
-// of every call, stays small (see the scheduler's stack reservation).
 
 // rejected is the result of a call the connection refused to begin.
 //
