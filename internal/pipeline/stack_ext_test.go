@@ -3,6 +3,7 @@ package pipeline_test
 import (
 	"context"
 	"encoding/json"
+	"runtime/debug"
 	"testing"
 	"unsafe"
 
@@ -41,10 +42,11 @@ func TestCallStackDepth(t *testing.T) {
 		pipeline.WithStageTracer(observe.NewCallObserver(m, observe.WithCallLog(zap.NewNop()))),
 	)
 	e := &tool.Exec{Call: tool.Call{CallID: "c1", SessionID: "s1", Scope: "global", Name: "echo", Arguments: []byte(`{}`)}}
+	// The stack must not move between the two addresses: it is grown first, and no GC
+	// runs meanwhile (a GC may shrink a goroutine's stack, moving it).
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	done := make(chan tool.Result)
 	go func() {
-		// Grown first, so that the stack is not moved (and the addresses compared stay
-		// valid) during the call.
 		growStack(1)
 		top = stackAddr()
 		done <- p.Run(t.Context(), e)
