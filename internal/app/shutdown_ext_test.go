@@ -121,6 +121,10 @@ func TestGracefulShutdownWithCallsInFlight(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("App.Run() did not return within 10s of its context ending")
 	}
+	// The goodbye is sent before Run returns; the provider reads it on its own time.
+	waitFor(t, "the provider to read toolsd's goodbye", func() bool {
+		return providerLogs.FilterMessage("toolsd is shutting down").Len() > 0
+	})
 	if n := providerLogs.FilterMessage("toolsd is shutting down").Len(); n != 1 {
 		t.Errorf("provider saw %d goodbyes, want 1", n)
 	}

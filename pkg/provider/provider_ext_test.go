@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/toolsd/toolsd/internal/broker"
 	"github.com/toolsd/toolsd/internal/broker/brokertest"
 	"github.com/toolsd/toolsd/internal/tool"
 	"github.com/toolsd/toolsd/pkg/provider"
@@ -269,4 +270,47 @@ func TestServe(t *testing.T) {
 			t.Error("Serve() = nil after the server went away, want an error")
 		}
 	})
+}
+
+// TestTakenNameIsRegisteredOnceFreed covers a provider whose registration toolsd refuses
+// because another stream holds the name, as happens when toolsd has not yet seen the
+// provider's previous stream close: once the holder's stream ends, the provider's
+// retries register the tool on its own stream.
+func TestTakenNameIsRegisteredOnceFreed(t *testing.T) {
+	reg := brokertest.NewRegistrar()
+	srv := brokertest.Start(t, reg, broker.WithErrorMapper(func(err error) (string, string) {
+		if errors.Is(err, brokertest.ErrTaken) {
+			return "ALREADY_EXISTS", err.Error()
+		}
+		return "INVALID_ARGUMENT", err.Error()
+	}))
+	holder := newProvider(t)
+	holder.Add(provider.NewTool("echo", "the previous stream's echo", func(context.Context, provider.Call, echoArgs) (string, error) {
+		return "old", nil
+	}))
+	holderCtx, stopHolder := context.WithCancel(context.Background())
+	holderDone := make(chan error, 1)
+	go func() { holderDone <- holder.Run(holderCtx, srv.Addr) }()
+	wait(t, holder.Ready(), "the holder's registration")
+	holderID := holder.ProviderID()
+
+	p := newProvider(t)
+	p.Add(echoTool())
+	run(t, p, srv.Addr)
+	wait(t, p.Ready(), "the refused registration's answer")
+	if r, _ := reg.Lookup("", "echo"); r.Owner != holderID {
+		t.Fatalf("echo's owner = %q, want the holder %q", r.Owner, holderID)
+	}
+
+	stopHolder()
+	if err := <-holderDone; err != nil {
+		t.Fatalf("holder Run() = %v", err)
+	}
+	reg.WaitFor(t, "echo registered by the second provider", func() bool {
+		r, ok := reg.Lookup("", "echo")
+		return ok && r.Owner == p.ProviderID()
+	})
+	if got := srv.Broker.Call(t.Context(), p.ProviderID(), exec("echo", `{"text":"new"}`), 1); got.Content != "new" {
+		t.Errorf("Call(echo) = %+v, want content new", got)
+	}
 }

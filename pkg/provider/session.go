@@ -33,7 +33,23 @@ type session struct {
 
 	nextRef  atomic.Uint64
 	firstRef uint64
+
+	// Tools toolsd refused because their name is taken, registered again after
+	// retakeDelay (see retake); guarded by mu.
+	retaking    map[string]bool
+	retakeDelay time.Duration
 }
+
+// A registration toolsd refuses with ALREADY_EXISTS is sent again, after a delay that
+// starts at retakeMin and doubles up to retakeMax, for as long as the stream lives. The
+// name's owner is usually this provider's own previous stream: after a quick reconnect,
+// or a restart whose old connection toolsd has not seen close yet, the new registration
+// can arrive before toolsd has removed the old stream's tools. Without a retry the tool
+// would disappear with the old stream and never come back on the new one.
+const (
+	retakeMin = 50 * time.Millisecond
+	retakeMax = 5 * time.Second
+)
 
 // running is one call in flight on the provider.
 type running struct {
@@ -143,16 +159,81 @@ func (s *session) register(tools []*toolImpl) uint64 {
 }
 
 func (s *session) registered(r *toolsdv1.RegisterToolsResult) {
+	var taken []string
 	for _, st := range r.GetTools() {
-		if st.GetErrorCode() != "" {
+		switch st.GetErrorCode() {
+		case "":
+			s.log.Debug("tool registered", zap.String("tool", st.GetName()), zap.String("content_hash", st.GetContentHash()))
+			s.retook(st.GetName())
+		case "ALREADY_EXISTS":
+			taken = append(taken, st.GetName())
+		default:
 			s.log.Warn("toolsd rejected a tool", zap.String("tool", st.GetName()),
 				zap.String("code", st.GetErrorCode()), zap.String("message", st.GetErrorMessage()))
-			continue
 		}
-		s.log.Debug("tool registered", zap.String("tool", st.GetName()), zap.String("content_hash", st.GetContentHash()))
+	}
+	if len(taken) > 0 {
+		s.retake(taken)
 	}
 	if r.GetRef() == s.firstRef {
 		s.p.markReady()
+	}
+}
+
+// retake registers the named tools again after the retake delay, unless the stream
+// ends first. The first refusal of a name is logged as a warning, later ones at debug.
+func (s *session) retake(names []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	if s.retaking == nil {
+		s.retaking = make(map[string]bool)
+	}
+	for _, name := range names {
+		lvl := zap.WarnLevel
+		if s.retaking[name] {
+			lvl = zap.DebugLevel
+		}
+		s.retaking[name] = true
+		s.log.Log(lvl, "tool name taken in toolsd; registering again later", zap.String("tool", name),
+			zap.String("hint", "another stream (often this provider's previous one) still holds it"))
+	}
+	d := max(s.retakeDelay, retakeMin)
+	s.retakeDelay = min(2*d, retakeMax)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		t := time.NewTimer(jitter(d))
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-s.ctx.Done():
+			return
+		}
+		tools := make([]*toolImpl, 0, len(names))
+		for _, name := range names {
+			if t := s.p.lookup(name); t != nil {
+				tools = append(tools, t)
+			}
+		}
+		if len(tools) > 0 {
+			s.register(tools)
+		}
+	}()
+}
+
+// retook notes that a name registered, ending its retakes.
+func (s *session) retook(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.retaking[name] {
+		delete(s.retaking, name)
+		s.log.Info("tool registered after its name was freed", zap.String("tool", name))
+	}
+	if len(s.retaking) == 0 {
+		s.retakeDelay = 0
 	}
 }
 

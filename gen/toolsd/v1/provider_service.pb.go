@@ -582,6 +582,9 @@ type ToolRegistrationStatus struct {
 	// Hex SHA-256 of the accepted registration.
 	ContentHash string `protobuf:"bytes,2,opt,name=content_hash,json=contentHash,proto3" json:"content_hash,omitempty"`
 	// Empty on success; otherwise a gRPC code name such as INVALID_ARGUMENT or ALREADY_EXISTS.
+	// ALREADY_EXISTS means another stream holds the name in that scope, often the
+	// provider's own previous stream whose end toolsd has not seen yet: send the
+	// registration again after a delay (the Go SDK retries from 50 ms up to 5 s).
 	ErrorCode string `protobuf:"bytes,3,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
 	// Why the tool was rejected.
 	ErrorMessage  string `protobuf:"bytes,4,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
