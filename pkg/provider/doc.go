@@ -3,9 +3,9 @@
 // calls toolsd sends down it. The tools live exactly as long as the stream: when the
 // process exits or the stream breaks they disappear from toolsd, and [Provider.Run]
 // reconnects and registers them again. A registration toolsd refuses because the name
-// is taken (ALREADY_EXISTS) is sent again with a growing delay (50 ms up to 5 s) while
-// the stream lives: after a quick reconnect or a restart, toolsd may not yet have seen
-// the previous stream close, and its tools are removed only then.
+// is taken (ALREADY_EXISTS) is sent again with a growing delay (50 ms up to 5 s) for up
+// to two minutes ([WithRetakeWindow]): after a quick reconnect or a restart, toolsd may
+// not yet have seen the previous stream close, and its tools are removed only then.
 //
 // A tool is a typed Go function:
 //

@@ -21,6 +21,11 @@ const (
 	DefaultMaxBackoff = 10 * time.Second
 )
 
+// DefaultRetakeWindow is how long a tool whose name toolsd reports taken
+// (ALREADY_EXISTS) is registered again before the provider gives up on it: long enough
+// for toolsd to notice that the provider's previous connection died.
+const DefaultRetakeWindow = 2 * time.Minute
+
 type options struct {
 	version     string
 	log         *zap.Logger
@@ -29,6 +34,7 @@ type options struct {
 	backoffMin  time.Duration
 	backoffMax  time.Duration
 	maxInFlight uint32
+	retakeFor   time.Duration
 }
 
 // Option configures a [Provider].
@@ -68,6 +74,11 @@ func WithBackoff(minDelay, maxDelay time.Duration) Option {
 	}
 }
 
+// WithRetakeWindow sets how long a tool whose name toolsd reports taken is registered
+// again before the provider gives up on it (see [DefaultRetakeWindow]); 0 or less
+// turns the retries off.
+func WithRetakeWindow(d time.Duration) Option { return func(o *options) { o.retakeFor = d } }
+
 // WithMaxInFlight asks toolsd to send at most n calls at once (0 means toolsd's limit).
 func WithMaxInFlight(n int) Option {
 	return func(o *options) { o.maxInFlight = uint32(min(max(n, 0), math.MaxUint32)) }
@@ -93,7 +104,7 @@ type Provider struct {
 
 // New returns a provider that introduces itself to toolsd as name.
 func New(name string, opts ...Option) *Provider {
-	o := options{log: zap.NewNop(), backoffMin: DefaultMinBackoff, backoffMax: DefaultMaxBackoff}
+	o := options{log: zap.NewNop(), backoffMin: DefaultMinBackoff, backoffMax: DefaultMaxBackoff, retakeFor: DefaultRetakeWindow}
 	for _, opt := range opts {
 		opt(&o)
 	}

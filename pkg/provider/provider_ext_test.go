@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/toolsd/toolsd/internal/broker"
 	"github.com/toolsd/toolsd/internal/broker/brokertest"
@@ -312,5 +314,41 @@ func TestTakenNameIsRegisteredOnceFreed(t *testing.T) {
 	})
 	if got := srv.Broker.Call(t.Context(), p.ProviderID(), exec("echo", `{"text":"new"}`), 1); got.Content != "new" {
 		t.Errorf("Call(echo) = %+v, want content new", got)
+	}
+}
+
+// TestTakenNameIsGivenUp covers a name another provider really owns: the retries end
+// after the retake window, with a warning, instead of going on for the stream's life.
+func TestTakenNameIsGivenUp(t *testing.T) {
+	reg := brokertest.NewRegistrar()
+	srv := brokertest.Start(t, reg, broker.WithErrorMapper(func(err error) (string, string) {
+		if errors.Is(err, brokertest.ErrTaken) {
+			return "ALREADY_EXISTS", err.Error()
+		}
+		return "INVALID_ARGUMENT", err.Error()
+	}))
+	owner := newProvider(t)
+	owner.Add(echoTool())
+	run(t, owner, srv.Addr)
+	wait(t, owner.Ready(), "the owner's registration")
+
+	core, logs := observer.New(zap.DebugLevel)
+	p := newProvider(t, provider.WithLogger(zap.New(core)), provider.WithRetakeWindow(300*time.Millisecond))
+	p.Add(echoTool())
+	run(t, p, srv.Addr)
+	const givenUp = "tool name still taken in toolsd; giving up registering it on this stream"
+	for deadline := time.Now().Add(waitTimeout); logs.FilterMessage(givenUp).Len() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out waiting for the retries to be given up")
+		}
+	}
+	refusals := logs.FilterFieldKey("tool").Len()
+	// Retries were at most 400 ms apart before the give-up; none may follow it.
+	time.Sleep(time.Second)
+	if got := logs.FilterFieldKey("tool").Len(); got != refusals {
+		t.Errorf("%d more log lines about the tool after giving up, want none", got-refusals)
+	}
+	if r, _ := reg.Lookup("", "echo"); r.Owner != owner.ProviderID() {
+		t.Errorf("echo's owner = %q, want the first provider %q", r.Owner, owner.ProviderID())
 	}
 }

@@ -34,18 +34,21 @@ type session struct {
 	nextRef  atomic.Uint64
 	firstRef uint64
 
-	// Tools toolsd refused because their name is taken, registered again after
-	// retakeDelay (see retake); guarded by mu.
-	retaking    map[string]bool
+	// Tools toolsd refused because their name is taken, by when they were first
+	// refused; they are registered again after retakeDelay (see retake). Guarded by mu.
+	retaking    map[string]time.Time
 	retakeDelay time.Duration
 }
 
 // A registration toolsd refuses with ALREADY_EXISTS is sent again, after a delay that
-// starts at retakeMin and doubles up to retakeMax, for as long as the stream lives. The
-// name's owner is usually this provider's own previous stream: after a quick reconnect,
-// or a restart whose old connection toolsd has not seen close yet, the new registration
-// can arrive before toolsd has removed the old stream's tools. Without a retry the tool
-// would disappear with the old stream and never come back on the new one.
+// starts at retakeMin and doubles up to retakeMax, until the name has been refused for
+// the retake window (options.retakeFor, DefaultRetakeWindow). The name's owner is
+// usually this provider's own previous stream: after a quick reconnect, or a restart
+// whose old connection toolsd has not seen close yet (a dead connection takes toolsd's
+// keepalive time and timeout), the new registration can arrive before toolsd has
+// removed the old stream's tools. Without a retry the tool would disappear with the old
+// stream and never come back on the new one; without an end, a name another provider
+// really owns would be retried forever.
 const (
 	retakeMin = 50 * time.Millisecond
 	retakeMax = 5 * time.Second
@@ -161,11 +164,11 @@ func (s *session) register(tools []*toolImpl) uint64 {
 func (s *session) registered(r *toolsdv1.RegisterToolsResult) {
 	var taken []string
 	for _, st := range r.GetTools() {
-		switch st.GetErrorCode() {
-		case "":
+		switch code := st.GetErrorCode(); {
+		case code == "":
 			s.log.Debug("tool registered", zap.String("tool", st.GetName()), zap.String("content_hash", st.GetContentHash()))
 			s.retook(st.GetName())
-		case "ALREADY_EXISTS":
+		case code == "ALREADY_EXISTS" && s.p.opts.retakeFor > 0:
 			taken = append(taken, st.GetName())
 		default:
 			s.log.Warn("toolsd rejected a tool", zap.String("tool", st.GetName()),
@@ -181,7 +184,8 @@ func (s *session) registered(r *toolsdv1.RegisterToolsResult) {
 }
 
 // retake registers the named tools again after the retake delay, unless the stream
-// ends first. The first refusal of a name is logged as a warning, later ones at debug.
+// ends first. The first refusal of a name is logged as a warning, later ones at debug;
+// a name refused for longer than the retake window is given up, with a warning.
 func (s *session) retake(names []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -189,16 +193,29 @@ func (s *session) retake(names []string) {
 		return
 	}
 	if s.retaking == nil {
-		s.retaking = make(map[string]bool)
+		s.retaking = make(map[string]time.Time)
 	}
+	now := time.Now()
+	again := names[:0:0]
 	for _, name := range names {
-		lvl := zap.WarnLevel
-		if s.retaking[name] {
-			lvl = zap.DebugLevel
+		first, refused := s.retaking[name]
+		switch {
+		case !refused:
+			s.retaking[name] = now
+			s.log.Warn("tool name taken in toolsd; registering again later", zap.String("tool", name),
+				zap.String("hint", "another stream (often this provider's previous one) still holds it"))
+		case now.Sub(first) > s.p.opts.retakeFor:
+			delete(s.retaking, name)
+			s.log.Warn("tool name still taken in toolsd; giving up registering it on this stream",
+				zap.String("tool", name), zap.Duration("refused_for", now.Sub(first)))
+			continue
+		default:
+			s.log.Debug("tool name still taken in toolsd; registering again later", zap.String("tool", name))
 		}
-		s.retaking[name] = true
-		s.log.Log(lvl, "tool name taken in toolsd; registering again later", zap.String("tool", name),
-			zap.String("hint", "another stream (often this provider's previous one) still holds it"))
+		again = append(again, name)
+	}
+	if len(again) == 0 {
+		return
 	}
 	d := max(s.retakeDelay, retakeMin)
 	s.retakeDelay = min(2*d, retakeMax)
@@ -212,8 +229,8 @@ func (s *session) retake(names []string) {
 		case <-s.ctx.Done():
 			return
 		}
-		tools := make([]*toolImpl, 0, len(names))
-		for _, name := range names {
+		tools := make([]*toolImpl, 0, len(again))
+		for _, name := range again {
 			if t := s.p.lookup(name); t != nil {
 				tools = append(tools, t)
 			}
@@ -228,7 +245,7 @@ func (s *session) retake(names []string) {
 func (s *session) retook(name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.retaking[name] {
+	if _, ok := s.retaking[name]; ok {
 		delete(s.retaking, name)
 		s.log.Info("tool registered after its name was freed", zap.String("tool", name))
 	}

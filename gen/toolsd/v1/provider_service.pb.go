@@ -584,7 +584,8 @@ type ToolRegistrationStatus struct {
 	// Empty on success; otherwise a gRPC code name such as INVALID_ARGUMENT or ALREADY_EXISTS.
 	// ALREADY_EXISTS means another stream holds the name in that scope, often the
 	// provider's own previous stream whose end toolsd has not seen yet: send the
-	// registration again after a delay (the Go SDK retries from 50 ms up to 5 s).
+	// registration again after a delay (the Go SDK retries from 50 ms up to 5 s apart, for
+	// two minutes).
 	ErrorCode string `protobuf:"bytes,3,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
 	// Why the tool was rejected.
 	ErrorMessage  string `protobuf:"bytes,4,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
