@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -280,12 +281,7 @@ func TestServe(t *testing.T) {
 // retries register the tool on its own stream.
 func TestTakenNameIsRegisteredOnceFreed(t *testing.T) {
 	reg := brokertest.NewRegistrar()
-	srv := brokertest.Start(t, reg, broker.WithErrorMapper(func(err error) (string, string) {
-		if errors.Is(err, brokertest.ErrTaken) {
-			return "ALREADY_EXISTS", err.Error()
-		}
-		return "INVALID_ARGUMENT", err.Error()
-	}))
+	srv := brokertest.Start(t, reg, takenAsAlreadyExists)
 	holder := newProvider(t)
 	holder.Add(provider.NewTool("echo", "the previous stream's echo", func(context.Context, provider.Call, echoArgs) (string, error) {
 		return "old", nil
@@ -321,12 +317,7 @@ func TestTakenNameIsRegisteredOnceFreed(t *testing.T) {
 // after the retake window, with a warning, instead of going on for the stream's life.
 func TestTakenNameIsGivenUp(t *testing.T) {
 	reg := brokertest.NewRegistrar()
-	srv := brokertest.Start(t, reg, broker.WithErrorMapper(func(err error) (string, string) {
-		if errors.Is(err, brokertest.ErrTaken) {
-			return "ALREADY_EXISTS", err.Error()
-		}
-		return "INVALID_ARGUMENT", err.Error()
-	}))
+	srv := brokertest.Start(t, reg, takenAsAlreadyExists)
 	owner := newProvider(t)
 	owner.Add(echoTool())
 	run(t, owner, srv.Addr)
@@ -350,5 +341,50 @@ func TestTakenNameIsGivenUp(t *testing.T) {
 	}
 	if r, _ := reg.Lookup("", "echo"); r.Owner != owner.ProviderID() {
 		t.Errorf("echo's owner = %q, want the first provider %q", r.Owner, owner.ProviderID())
+	}
+}
+
+// takenAsAlreadyExists makes the test broker answer a taken name as toolsd does.
+var takenAsAlreadyExists = broker.WithErrorMapper(func(err error) (string, string) {
+	if errors.Is(err, brokertest.ErrTaken) {
+		return "ALREADY_EXISTS", err.Error()
+	}
+	return "INVALID_ARGUMENT", err.Error()
+})
+
+// TestReplacedToolIsNotRetaken covers a tool replaced while connected: toolsd refuses to
+// register a name twice even for the stream holding it, and that refusal is not a name
+// taken by someone else, so it is not retried.
+func TestReplacedToolIsNotRetaken(t *testing.T) {
+	reg := brokertest.NewRegistrar()
+	var refuse atomic.Bool
+	reg.Reject = func(string, tool.Definition) error {
+		if refuse.Load() {
+			return brokertest.ErrTaken
+		}
+		return nil
+	}
+	srv := brokertest.Start(t, reg, takenAsAlreadyExists)
+	core, logs := observer.New(zap.DebugLevel)
+	p := newProvider(t, provider.WithLogger(zap.New(core)))
+	p.Add(echoTool())
+	run(t, p, srv.Addr)
+	wait(t, p.Ready(), "registration")
+
+	refuse.Store(true)
+	p.Add(provider.NewTool("echo", "shouts", func(_ context.Context, _ provider.Call, a echoArgs) (string, error) {
+		return a.Text + "!", nil
+	}))
+	const own = "tool already registered on this stream; toolsd keeps the first definition"
+	for deadline := time.Now().Add(waitTimeout); logs.FilterMessage(own).Len() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out waiting for the refusal of the replacement")
+		}
+	}
+	if n := logs.FilterMessage("tool name taken in toolsd; registering again later").Len(); n != 0 {
+		t.Errorf("%d retake warnings for the stream's own tool, want none", n)
+	}
+	if got := srv.Broker.Call(t.Context(), p.ProviderID(), exec("echo", `{"text":"hi"}`), 1); got.Content != "hi!" {
+		t.Errorf("Call(echo) = %+v, want the replacement's content hi!", got)
 	}
 }

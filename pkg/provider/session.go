@@ -38,6 +38,9 @@ type session struct {
 	// refused; they are registered again after retakeDelay (see retake). Guarded by mu.
 	retaking    map[string]time.Time
 	retakeDelay time.Duration
+	// owned names the tools toolsd accepted from this stream: a later ALREADY_EXISTS
+	// for one of them (a replaced tool registered again) is this stream's own hold.
+	owned map[string]bool
 }
 
 // A registration toolsd refuses with ALREADY_EXISTS is sent again, after a delay that
@@ -168,6 +171,9 @@ func (s *session) registered(r *toolsdv1.RegisterToolsResult) {
 		case code == "":
 			s.log.Debug("tool registered", zap.String("tool", st.GetName()), zap.String("content_hash", st.GetContentHash()))
 			s.retook(st.GetName())
+		case code == "ALREADY_EXISTS" && s.owns(st.GetName()):
+			s.log.Debug("tool already registered on this stream; toolsd keeps the first definition",
+				zap.String("tool", st.GetName()))
 		case code == "ALREADY_EXISTS" && s.p.opts.retakeFor > 0:
 			taken = append(taken, st.GetName())
 		default:
@@ -241,10 +247,21 @@ func (s *session) retake(names []string) {
 	}()
 }
 
-// retook notes that a name registered, ending its retakes.
+// owns reports whether toolsd accepted name from this stream.
+func (s *session) owns(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.owned[name]
+}
+
+// retook notes that a name registered on this stream, ending its retakes.
 func (s *session) retook(name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.owned == nil {
+		s.owned = make(map[string]bool)
+	}
+	s.owned[name] = true
 	if _, ok := s.retaking[name]; ok {
 		delete(s.retaking, name)
 		s.log.Info("tool registered after its name was freed", zap.String("tool", name))
