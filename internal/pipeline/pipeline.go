@@ -116,7 +116,7 @@ func (p *Pipeline) Mode(ctx context.Context, c *tool.Call) tool.Mode {
 // calls, the prepare checks running one after another, and complete runs the execute
 // chain composed here once (stage trace, metrics, timeout, retry, then the operator's
 // interceptors around the provider call). Keeping the call path shallow keeps a call's
-// stack small: the scheduler reserves it up front (see scheduler.reserveStack), and a
+// stack small: the scheduler reserves it up front (see stack.Reserve), and a
 // call that outgrows the reservation pays a stack copy.
 func (p *Pipeline) build(cfg Config, pol Policy) *snapshot {
 	s := &snapshot{p: p, base: cfg, cfg: cfg.withDefaults(), policy: pol}

@@ -16,7 +16,7 @@ import (
 )
 
 // stackBudget is how deep a call may run from Run to its Dispatcher. The scheduler
-// gives a call's goroutine a 16 KiB stack up front (scheduler.reserveStack); above Run
+// gives a call's goroutine a 16 KiB stack up front (stack.Reserve); above Run
 // the scheduler takes about 2 KiB and below the Dispatcher the broker and the gRPC send
 // about 5 more. A pipeline that outgrows the rest makes every call copy its stack
 // mid-call, frame by frame: when every stage was a closure around the next (20 KiB),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/toolsd/toolsd/internal/stack"
 	"github.com/toolsd/toolsd/internal/tool"
 )
 
@@ -63,7 +64,7 @@ func (r *run) executeOne(ctx context.Context) (Settled, error) {
 	} else {
 		r.s.obs.CallStarted(&c.exec.Call)
 		r.s.obs.PoolOccupancy(1)
-		reserveStack(0)
+		stack.Reserve(0)
 		c.result = r.s.runCall(ctx, &c.exec)
 		r.s.obs.PoolOccupancy(0)
 	}

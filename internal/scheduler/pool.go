@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/toolsd/toolsd/internal/stack"
 	"github.com/toolsd/toolsd/internal/tool"
 )
 
@@ -89,7 +90,7 @@ func (r *run) schedule(ctx context.Context) {
 
 // work runs pooled call i and reports its completion; the send is its last action.
 func (r *run) work(ctx context.Context, i int, done chan<- int) {
-	reserveStack(i)
+	stack.Reserve(i)
 	r.slots[i].result = r.s.runCall(ctx, &r.slots[i].exec)
 	done <- i
 }

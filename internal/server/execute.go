@@ -13,6 +13,7 @@ import (
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/internal/registry"
 	"github.com/toolsd/toolsd/internal/scheduler"
+	"github.com/toolsd/toolsd/internal/stack"
 	"github.com/toolsd/toolsd/internal/tool"
 )
 
@@ -92,7 +93,7 @@ func (s *Server) recvFirst(stream batchStream) (*toolsdv1.ExecuteBatchRequest, e
 	}
 	ch := make(chan received, 1)
 	go func() {
-		reserveStack(0)
+		stack.Reserve(0) // decoding the batch runs the protobuf decoder deep
 		m, err := stream.Recv()
 		ch <- received{m, err}
 	}()

@@ -7,7 +7,8 @@ package provider
 // A new goroutine starts with a small stack, and the runtime grows a stack by copying
 // it, walking every frame on it. Growing it mid-call (deep in JSON decoding or in the
 // gRPC send) costs more than the rest of a small handler's call; growing it first,
-// while only this frame is on it, is a short copy instead.
+// while only this frame is on it, is a short copy instead. (toolsd's own goroutines use
+// internal/stack; the SDK keeps this copy so that it depends on nothing internal.)
 const stackReserve = 8 << 10
 
 // reserveStack makes the calling goroutine's stack large enough for a call. Its frame
