@@ -118,6 +118,23 @@ func shapeOf(doc any, root bool) *shape {
 	}
 }
 
+// stringArray reads a JSON array of strings; false means v is not one.
+func stringArray(v any) ([]string, bool) {
+	items, ok := v.([]any)
+	if !ok {
+		return nil, false
+	}
+	out := make([]string, 0, len(items))
+	for _, it := range items {
+		str, ok := it.(string)
+		if !ok {
+			return nil, false
+		}
+		out = append(out, str)
+	}
+	return out, true
+}
+
 // keyword adds keyword k with value v to s; false means a shape cannot express it.
 func (s *shape) keyword(k string, v any, root bool) bool {
 	switch k {
@@ -136,18 +153,9 @@ func (s *shape) keyword(k string, v any, root bool) bool {
 		}
 		return true
 	case "required":
-		names, ok := v.([]any)
-		if !ok {
-			return false
-		}
-		for _, n := range names {
-			name, ok := n.(string)
-			if !ok {
-				return false
-			}
-			s.required = append(s.required, name)
-		}
-		return true
+		names, ok := stringArray(v)
+		s.required = names
+		return ok
 	case "additionalProperties":
 		if b, ok := v.(bool); ok {
 			s.closed = !b
@@ -159,19 +167,9 @@ func (s *shape) keyword(k string, v any, root bool) bool {
 		s.items = shapeOf(v, false)
 		return s.items != nil
 	case "enum":
-		vals, ok := v.([]any)
-		if !ok || len(vals) == 0 {
-			return false
-		}
-		s.enum = make([]string, 0, len(vals))
-		for _, e := range vals {
-			str, ok := e.(string)
-			if !ok {
-				return false
-			}
-			s.enum = append(s.enum, str)
-		}
-		return true
+		vals, ok := stringArray(v)
+		s.enum = vals
+		return ok && len(vals) > 0
 	case "minLength", "maxLength", "minItems", "maxItems":
 		n, ok := integerValue(v)
 		if !ok || n < 0 {
