@@ -187,6 +187,12 @@ func (v *clientView) stream(c toolsdv1.ToolServiceClient, b *toolsdv1.Batch, r *
 // and a synthetic ABORTED result (recovered) for every interrupted call, which was never
 // run again.
 func TestKillNineLosesNothing(t *testing.T) {
+	for _, store := range []string{"bolt", "journal"} {
+		t.Run(store, func(t *testing.T) { testKillNine(t, store) })
+	}
+}
+
+func testKillNine(t *testing.T, store string) {
 	dataDir := t.TempDir()
 	led := newLedger()
 	view := newClientView()
@@ -252,7 +258,7 @@ func TestKillNineLosesNothing(t *testing.T) {
 		recoveredSoFar int
 	)
 	for i := 0; i <= len(rounds); i++ {
-		d := startDaemon(t, "-data-dir", dataDir)
+		d := startDaemon(t, "-data-dir", dataDir, "-session-store", store)
 		c := dial(t, d.addr)
 		stop := runProvider(t, d.addr, led.tools()...)
 		if i > 0 {

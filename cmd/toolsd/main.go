@@ -33,6 +33,7 @@ func run(args []string) error {
 		adminListen  = fs.String("admin-listen", "", "admin HTTP listen address for /metrics, /healthz, /readyz (default 127.0.0.1:9151)")
 		dataDir      = fs.String("data-dir", "", "directory of the durable session log (default ./data)")
 		ephemeral    = fs.Bool("ephemeral", false, "keep the session log in memory only")
+		sessionStore = fs.String("session-store", "", "bolt | journal | memory (overrides session.store; default bolt)")
 		logLevel     = fs.String("log-level", "", "debug | info | warn | error")
 		logFormat    = fs.String("log-format", "", "json | console")
 		example      = fs.Bool("example-provider", false, "also run the bundled example provider (echo, add, sleep, fail, write_note, ...)")
@@ -53,7 +54,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	overrides := map[*string]*string{&cfg.Listen: listen, &cfg.AdminListen: adminListen, &cfg.DataDir: dataDir, &cfg.Log.Level: logLevel, &cfg.Log.Format: logFormat}
+	overrides := map[*string]*string{&cfg.Listen: listen, &cfg.AdminListen: adminListen, &cfg.DataDir: dataDir, &cfg.Session.Store: sessionStore, &cfg.Log.Level: logLevel, &cfg.Log.Format: logFormat}
 	for dst, src := range overrides {
 		if *src != "" {
 			*dst = *src

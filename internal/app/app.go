@@ -121,7 +121,18 @@ func (a *App) openSessions() error {
 		mode = session.SyncNone
 	}
 	opts = append(opts, session.WithDurability(mode), session.WithLogger(a.log))
-	store, err := session.Open(filepath.Clean(a.cfg.DataDir), opts...)
+	var (
+		store interface {
+			session.Store
+			Recovered() int
+		}
+		err error
+	)
+	if a.cfg.Session.Store == "journal" {
+		store, err = session.OpenJournal(filepath.Clean(a.cfg.DataDir), opts...)
+	} else {
+		store, err = session.Open(filepath.Clean(a.cfg.DataDir), opts...)
+	}
 	if err != nil {
 		return err
 	}
@@ -135,7 +146,7 @@ func (a *App) openSessions() error {
 // commitDelay is how long a batch's early results wait for their siblings: only the
 // durable store, where every append is a commit, gains from fewer appends.
 func (a *App) commitDelay() time.Duration {
-	if a.cfg.Session.Store != "bolt" {
+	if a.cfg.Session.Store == "memory" {
 		return 0
 	}
 	return a.cfg.Session.Coalesce.D()

@@ -234,7 +234,7 @@ func (c *Config) Validate() error {
 	}
 	oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
 	oneOf("log.format", c.Log.Format, "json", "console")
-	oneOf("session.store", c.Session.Store, "bolt", "memory")
+	oneOf("session.store", c.Session.Store, "bolt", "journal", "memory")
 	oneOf("session.durability", c.Session.Durability, "sync", "nosync")
 	oneOf("registry.pinning", c.Registry.Pinning, "off", "refuse", "quarantine")
 	positive := map[string]int64{

@@ -28,6 +28,47 @@ func openBolt(t *testing.T, dir string, opts ...session.Option) *session.Bolt {
 	return s
 }
 
+// durable is a store that survives a restart.
+type durable interface {
+	session.Store
+	Recovered() int
+}
+
+// durableKind opens one kind of durable store; file is its log file in the directory.
+type durableKind struct {
+	file string
+	open func(dir string, opts ...session.Option) (durable, error)
+}
+
+func durableKinds() map[string]durableKind {
+	return map[string]durableKind{
+		"Bolt": {session.FileName, func(dir string, opts ...session.Option) (durable, error) {
+			s, err := session.Open(dir, opts...)
+			if err != nil {
+				return nil, err
+			}
+			return s, nil
+		}},
+		"Journal": {session.JournalFileName, func(dir string, opts ...session.Option) (durable, error) {
+			s, err := session.OpenJournal(dir, opts...)
+			if err != nil {
+				return nil, err
+			}
+			return s, nil
+		}},
+	}
+}
+
+func (k durableKind) openT(t *testing.T, dir string, opts ...session.Option) durable {
+	t.Helper()
+	s, err := k.open(dir, opts...)
+	if err != nil {
+		t.Fatalf("open(%s) = %v", dir, err)
+	}
+	t.Cleanup(func() { closeStore(t, s) })
+	return s
+}
+
 func readAll(t *testing.T, s session.Store, id string) []session.Event {
 	t.Helper()
 	got, err := s.Read(t.Context(), id, 1, 1<<20)
@@ -37,57 +78,61 @@ func readAll(t *testing.T, s session.Store, id string) []session.Event {
 	return got
 }
 
-func TestBoltReopenKeepsEverything(t *testing.T) {
-	dir := t.TempDir()
-	s := openBolt(t, dir)
-	c := mustAppend(t, s, "a", callEvent("c1", "read", `{"bad json`))
-	mustAppend(t, s, "a", resultEvent("c1", c[0].Seq, false), messageEvent("ctx", 2))
-	mustAppend(t, s, "b", callEvent("c9", "grep", `{}`), resultEvent("c9", 1, true))
-	want := map[string][]session.Event{"a": readAll(t, s, "a"), "b": readAll(t, s, "b")}
-	owner := session.Owner{Identity: "spiffe://t/agent", Scope: "a/b", ScopeKnown: true}
-	if _, err := s.ClaimOwner(t.Context(), "a", owner); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatalf("Close() = %v", err)
-	}
+func TestDurableReopenKeepsEverything(t *testing.T) {
+	for name, k := range durableKinds() {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := k.openT(t, dir)
+			c := mustAppend(t, s, "a", callEvent("c1", "read", `{"bad json`))
+			mustAppend(t, s, "a", resultEvent("c1", c[0].Seq, false), messageEvent("ctx", 2))
+			mustAppend(t, s, "b", callEvent("c9", "grep", `{}`), resultEvent("c9", 1, true))
+			want := map[string][]session.Event{"a": readAll(t, s, "a"), "b": readAll(t, s, "b")}
+			owner := session.Owner{Identity: "spiffe://t/agent", Scope: "a/b", ScopeKnown: true}
+			if _, err := s.ClaimOwner(t.Context(), "a", owner); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatalf("Close() = %v", err)
+			}
 
-	s2 := openBolt(t, dir)
-	if n := s2.Recovered(); n != 0 {
-		t.Errorf("Recovered() = %d, want 0 after a clean close", n)
-	}
-	for id, evs := range want {
-		if diff := cmp.Diff(evs, readAll(t, s2, id)); diff != "" {
-			t.Errorf("Read(%s) after reopen (-before +after):\n%s", id, diff)
-		}
-	}
-	if got, ok, err := s2.Owner(t.Context(), "a"); !ok || err != nil || got != owner {
-		t.Errorf("Owner(a) after reopen = %+v, %v, %v, want %+v", got, ok, err, owner)
-	}
-	if got := mustAppend(t, s2, "a", messageEvent("next", 0)); got[0].Seq != 4 {
-		t.Errorf("Append() after reopen seq = %d, want 4", got[0].Seq)
-	}
-	sum, err := s2.Summary(t.Context(), "a")
-	if err != nil || !sum.Succeeded("read") {
-		t.Errorf("Summary(a) after reopen: Succeeded(read) false, err %v", err)
-	}
-	sum, err = s2.Summary(t.Context(), "b")
-	if err != nil || !sum.Called("grep") || sum.Succeeded("grep") {
-		t.Errorf("Summary(b) after reopen = Called %v Succeeded %v, want true false", sum.Called("grep"), sum.Succeeded("grep"))
+			s2 := k.openT(t, dir)
+			if n := s2.Recovered(); n != 0 {
+				t.Errorf("Recovered() = %d, want 0 after a clean close", n)
+			}
+			for id, evs := range want {
+				if diff := cmp.Diff(evs, readAll(t, s2, id)); diff != "" {
+					t.Errorf("Read(%s) after reopen (-before +after):\n%s", id, diff)
+				}
+			}
+			if got, ok, err := s2.Owner(t.Context(), "a"); !ok || err != nil || got != owner {
+				t.Errorf("Owner(a) after reopen = %+v, %v, %v, want %+v", got, ok, err, owner)
+			}
+			if got := mustAppend(t, s2, "a", messageEvent("next", 0)); got[0].Seq != 4 {
+				t.Errorf("Append() after reopen seq = %d, want 4", got[0].Seq)
+			}
+			sum, err := s2.Summary(t.Context(), "a")
+			if err != nil || !sum.Succeeded("read") {
+				t.Errorf("Summary(a) after reopen: Succeeded(read) false, err %v", err)
+			}
+			sum, err = s2.Summary(t.Context(), "b")
+			if err != nil || !sum.Called("grep") || sum.Succeeded("grep") {
+				t.Errorf("Summary(b) after reopen = Called %v Succeeded %v, want true false", sum.Called("grep"), sum.Succeeded("grep"))
+			}
+		})
 	}
 }
 
 // crashCopy copies a live store's file into a new directory, as a kill -9 would leave it
 // (an Append that returned is in the file).
-func crashCopy(t *testing.T, dir string) string {
+func crashCopy(t *testing.T, dir, file string) string {
 	t.Helper()
-	src, err := os.Open(filepath.Join(dir, session.FileName))
+	src, err := os.Open(filepath.Join(dir, file))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer src.Close()
 	out := t.TempDir()
-	dst, err := os.Create(filepath.Join(out, session.FileName))
+	dst, err := os.Create(filepath.Join(out, file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,90 +145,98 @@ func crashCopy(t *testing.T, dir string) string {
 	return out
 }
 
-func TestBoltRecoversInterruptedCallsOnce(t *testing.T) {
-	clock := newClock()
-	dir := t.TempDir()
-	s := openBolt(t, dir, session.WithClock(clock.Now))
-	// Session a: c1 finished, c2 and c3 were running. Session b: c4 was running.
-	calls := mustAppend(t, s, "a", callEvent("c1", "read", `{}`), callEvent("c2", "write", `{"x":`), callEvent("c3", "read", `{}`))
-	mustAppend(t, s, "a", resultEvent("c1", calls[0].Seq, false))
-	mustAppend(t, s, "b", messageEvent("m", 0), callEvent("c4", "shell", `{}`))
-	mustAppend(t, s, "c", callEvent("c5", "t", `{}`), resultEvent("c5", 1, true))
-	crashed := crashCopy(t, dir) // s is abandoned, not closed
+func TestDurableRecoversInterruptedCallsOnce(t *testing.T) {
+	for name, k := range durableKinds() {
+		t.Run(name, func(t *testing.T) {
+			clock := newClock()
+			dir := t.TempDir()
+			s := k.openT(t, dir, session.WithClock(clock.Now))
+			// Session a: c1 finished, c2 and c3 were running. Session b: c4 was running.
+			calls := mustAppend(t, s, "a", callEvent("c1", "read", `{}`), callEvent("c2", "write", `{"x":`), callEvent("c3", "read", `{}`))
+			mustAppend(t, s, "a", resultEvent("c1", calls[0].Seq, false))
+			mustAppend(t, s, "b", messageEvent("m", 0), callEvent("c4", "shell", `{}`))
+			mustAppend(t, s, "c", callEvent("c5", "t", `{}`), resultEvent("c5", 1, true))
+			crashed := crashCopy(t, dir, k.file) // s is abandoned, not closed
 
-	clock.Set(clock.Now().Add(time.Hour))
-	r := openBolt(t, crashed, session.WithClock(clock.Now))
-	if n := r.Recovered(); n != 3 {
-		t.Fatalf("Recovered() = %d, want 3", n)
-	}
-	synthetic := func(callID, name string, callSeq, seq uint64, batch string) session.Event {
-		return session.Event{
-			SessionID: "", Seq: seq, Type: session.TypeToolResult, Time: clock.Now(), BatchID: batch,
-			Turn: 1, Step: 2, SourceSeqs: []uint64{callSeq},
-			Result: &session.ResultRecord{CallID: callID, Content: "Error: " + session.InterruptedMessage,
-				IsError: true, Recovered: true,
-				Error: &tool.Error{Code: tool.CodeAborted, Message: session.InterruptedMessage, Tool: name}},
-		}
-	}
-	wantA := []session.Event{synthetic("c2", "write", 2, 5, "b1"), synthetic("c3", "read", 3, 6, "b1")}
-	wantA[0].SessionID, wantA[1].SessionID = "a", "a"
-	wantB := []session.Event{synthetic("c4", "shell", 2, 3, "b1")}
-	wantB[0].SessionID = "b"
-	check := func(s session.Store) {
-		t.Helper()
-		if diff := cmp.Diff(wantA, readAll(t, s, "a")[4:6]); diff != "" {
-			t.Errorf("session a synthetic results (-want +got):\n%s", diff)
-		}
-		if diff := cmp.Diff(wantB, readAll(t, s, "b")[2:3]); diff != "" {
-			t.Errorf("session b synthetic results (-want +got):\n%s", diff)
-		}
-		if got := len(readAll(t, s, "c")); got != 2 {
-			t.Errorf("session c has %d events, want 2 (nothing was open)", got)
-		}
-	}
-	check(r)
-	sum, err := r.Summary(t.Context(), "a")
-	if err != nil || sum.Succeeded("write") || !sum.Succeeded("read") {
-		t.Errorf("Summary(a) after recovery: Succeeded(write)=%v Succeeded(read)=%v, %v", sum.Succeeded("write"), sum.Succeeded("read"), err)
-	}
-	// The recovered session goes on at the next seq; its calls are closed for good.
-	if got := mustAppend(t, r, "a", messageEvent("after", 0)); got[0].Seq != 7 {
-		t.Errorf("Append(a) after recovery seq = %d, want 7", got[0].Seq)
-	}
-	if err := r.Close(); err != nil {
-		t.Fatalf("Close() = %v", err)
-	}
+			clock.Set(clock.Now().Add(time.Hour))
+			r := k.openT(t, crashed, session.WithClock(clock.Now))
+			if n := r.Recovered(); n != 3 {
+				t.Fatalf("Recovered() = %d, want 3", n)
+			}
+			synthetic := func(callID, name string, callSeq, seq uint64, batch string) session.Event {
+				return session.Event{
+					SessionID: "", Seq: seq, Type: session.TypeToolResult, Time: clock.Now(), BatchID: batch,
+					Turn: 1, Step: 2, SourceSeqs: []uint64{callSeq},
+					Result: &session.ResultRecord{CallID: callID, Content: "Error: " + session.InterruptedMessage,
+						IsError: true, Recovered: true,
+						Error: &tool.Error{Code: tool.CodeAborted, Message: session.InterruptedMessage, Tool: name}},
+				}
+			}
+			wantA := []session.Event{synthetic("c2", "write", 2, 5, "b1"), synthetic("c3", "read", 3, 6, "b1")}
+			wantA[0].SessionID, wantA[1].SessionID = "a", "a"
+			wantB := []session.Event{synthetic("c4", "shell", 2, 3, "b1")}
+			wantB[0].SessionID = "b"
+			check := func(s session.Store) {
+				t.Helper()
+				if diff := cmp.Diff(wantA, readAll(t, s, "a")[4:6]); diff != "" {
+					t.Errorf("session a synthetic results (-want +got):\n%s", diff)
+				}
+				if diff := cmp.Diff(wantB, readAll(t, s, "b")[2:3]); diff != "" {
+					t.Errorf("session b synthetic results (-want +got):\n%s", diff)
+				}
+				if got := len(readAll(t, s, "c")); got != 2 {
+					t.Errorf("session c has %d events, want 2 (nothing was open)", got)
+				}
+			}
+			check(r)
+			sum, err := r.Summary(t.Context(), "a")
+			if err != nil || sum.Succeeded("write") || !sum.Succeeded("read") {
+				t.Errorf("Summary(a) after recovery: Succeeded(write)=%v Succeeded(read)=%v, %v", sum.Succeeded("write"), sum.Succeeded("read"), err)
+			}
+			// The recovered session goes on at the next seq; its calls are closed for good.
+			if got := mustAppend(t, r, "a", messageEvent("after", 0)); got[0].Seq != 7 {
+				t.Errorf("Append(a) after recovery seq = %d, want 7", got[0].Seq)
+			}
+			if err := r.Close(); err != nil {
+				t.Fatalf("Close() = %v", err)
+			}
 
-	// Crash again right after recovery, then reopen twice: still one result per orphan.
-	for range 2 {
-		again := openBolt(t, crashed)
-		if n := again.Recovered(); n != 0 {
-			t.Errorf("Recovered() on reopen = %d, want 0", n)
-		}
-		check(again)
-		if err := again.Close(); err != nil {
-			t.Fatalf("Close() = %v", err)
-		}
+			// Crash again right after recovery, then reopen twice: still one result per orphan.
+			for range 2 {
+				again := k.openT(t, crashed)
+				if n := again.Recovered(); n != 0 {
+					t.Errorf("Recovered() on reopen = %d, want 0", n)
+				}
+				check(again)
+				if err := again.Close(); err != nil {
+					t.Fatalf("Close() = %v", err)
+				}
+			}
+		})
 	}
 }
 
-func TestBoltRecoversAfterCrashMidBatch(t *testing.T) {
-	// A batch logged all its calls, committed some results, then died.
-	dir := t.TempDir()
-	s := openBolt(t, dir)
-	calls := mustAppend(t, s, "s", callEvent("1", "a", `{}`), callEvent("2", "b", `{}`), callEvent("3", "c", `{}`))
-	mustAppend(t, s, "s", resultEvent("2", calls[1].Seq, false))
-	crashed := crashCopy(t, dir)
-	r := openBolt(t, crashed)
-	evs := readAll(t, r, "s")
-	var recovered []uint64
-	for _, ev := range evs {
-		if ev.Result != nil && ev.Result.Recovered {
-			recovered = append(recovered, ev.SourceSeqs[0])
-		}
-	}
-	if diff := cmp.Diff([]uint64{1, 3}, recovered); diff != "" {
-		t.Errorf("recovered calls (-want +got):\n%s", diff)
+func TestDurableRecoversAfterCrashMidBatch(t *testing.T) {
+	for name, k := range durableKinds() {
+		t.Run(name, func(t *testing.T) {
+			// A batch logged all its calls, committed some results, then died.
+			dir := t.TempDir()
+			s := k.openT(t, dir)
+			calls := mustAppend(t, s, "s", callEvent("1", "a", `{}`), callEvent("2", "b", `{}`), callEvent("3", "c", `{}`))
+			mustAppend(t, s, "s", resultEvent("2", calls[1].Seq, false))
+			crashed := crashCopy(t, dir, k.file)
+			r := k.openT(t, crashed)
+			evs := readAll(t, r, "s")
+			var recovered []uint64
+			for _, ev := range evs {
+				if ev.Result != nil && ev.Result.Recovered {
+					recovered = append(recovered, ev.SourceSeqs[0])
+				}
+			}
+			if diff := cmp.Diff([]uint64{1, 3}, recovered); diff != "" {
+				t.Errorf("recovered calls (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 

@@ -21,8 +21,22 @@ func kinds() map[string]opener {
 			t.Cleanup(func() { closeStore(t, s) })
 			return s
 		},
-		"BoltSyncAlways": boltOpener(session.SyncAlways),
-		"BoltSyncNone":   boltOpener(session.SyncNone),
+		"BoltSyncAlways":  boltOpener(session.SyncAlways),
+		"BoltSyncNone":    boltOpener(session.SyncNone),
+		"Journal":         journalOpener(session.SyncAlways),
+		"JournalSyncNone": journalOpener(session.SyncNone),
+	}
+}
+
+func journalOpener(mode session.Mode) opener {
+	return func(t testing.TB, opts ...session.Option) session.Store {
+		t.Helper()
+		s, err := session.OpenJournal(t.TempDir(), append([]session.Option{session.WithDurability(mode)}, opts...)...)
+		if err != nil {
+			t.Fatalf("OpenJournal() = %v", err)
+		}
+		t.Cleanup(func() { closeStore(t, s) })
+		return s
 	}
 }
 

@@ -30,6 +30,8 @@ type memSession struct {
 	calls  calls
 	last   time.Time
 	owner  *Owner
+	// bytes is the size of the session's journal records (the Journal's writer only).
+	bytes int64
 }
 
 func (s *memSession) base() *live { return &s.live }
@@ -71,21 +73,29 @@ func (m *Memory) Append(_ context.Context, sessionID string, events ...Event) ([
 	out := cloneAll(events)
 	s := m.lockSession(sessionID)
 	now := m.o.now()
-	var names toolNames
 	for i := range out {
-		ev := &out[i]
-		ev.SessionID, ev.Seq, ev.Time = sessionID, uint64(s.events.n)+1, now
+		out[i].SessionID, out[i].Seq, out[i].Time = sessionID, uint64(s.events.n+i)+1, now
+	}
+	s.add(out)
+	s.mu.Unlock()
+	m.o.observer.AppendDone(len(out), time.Since(start))
+	return out, nil
+}
+
+// add stores events whose SessionID, Seq (the next ones) and Time are assigned, updates
+// the session's open calls and summary and wakes its watchers. s.mu must be held.
+func (s *memSession) add(events []Event) {
+	var names toolNames
+	for i := range events {
+		ev := &events[i]
 		s.events.append(*ev)
 		names.add(s.calls.apply(ev, s), s.sum)
 	}
 	if !names.empty() {
 		s.sum = s.summary().with(names)
 	}
-	s.last = now
+	s.last = events[len(events)-1].Time
 	s.broadcast()
-	s.mu.Unlock()
-	m.o.observer.AppendDone(len(out), time.Since(start))
-	return out, nil
 }
 
 // lockSession returns the session's entry, created if needed, with its lock held.
@@ -230,6 +240,21 @@ func (m *Memory) Sweep(now time.Time) (int, error) {
 	if m.closed.Load() {
 		return 0, ErrClosed
 	}
+	removed := 0
+	for _, c := range m.victims(now) {
+		if m.sessions.removeIf(c.id, func(s *memSession) bool {
+			return s.last.Equal(c.last) && len(s.calls.open) == 0
+		}) {
+			removed++
+		}
+	}
+	return removed, nil
+}
+
+// victims returns the sessions the retention limits delete as of now: the expired
+// ones, then the oldest beyond the count limit. A session among them with an open call
+// must still be kept.
+func (m *Memory) victims(now time.Time) []sessionAge {
 	var expired, all []sessionAge
 	cutoff := now.Add(-m.o.maxAge)
 	m.sessions.each(func(id string, s *memSession) {
@@ -244,15 +269,7 @@ func (m *Memory) Sweep(now time.Time) (int, error) {
 			all = append(all, sessionAge{id, s.last})
 		}
 	})
-	removed := 0
-	for _, c := range append(expired, overflow(all, m.o.maxSessions)...) {
-		if m.sessions.removeIf(c.id, func(s *memSession) bool {
-			return s.last.Equal(c.last) && len(s.calls.open) == 0
-		}) {
-			removed++
-		}
-	}
-	return removed, nil
+	return append(expired, overflow(all, m.o.maxSessions)...)
 }
 
 // Close implements [Store]: later calls fail with ErrClosed and watchers return it.

@@ -56,6 +56,7 @@ type options struct {
 	maxEventBytes int
 	queueSize     int
 	lockTimeout   time.Duration
+	compactBytes  int64
 	observer      Observer
 	logger        *zap.Logger
 }
@@ -68,6 +69,7 @@ func defaultOptions() options {
 		maxEventBytes: DefaultMaxEventBytes,
 		queueSize:     DefaultQueueSize,
 		lockTimeout:   DefaultLockTimeout,
+		compactBytes:  DefaultCompactBytes,
 		observer:      nopObserver{},
 		logger:        zap.NewNop(),
 	}
@@ -141,6 +143,17 @@ func WithLockTimeout(d time.Duration) Option {
 	return func(o *options) {
 		if d > 0 {
 			o.lockTimeout = d
+		}
+	}
+}
+
+// WithCompactBytes sets the size below which the [Journal] never rewrites its file
+// (default [DefaultCompactBytes]); above it, the journal is rewritten when more than
+// half of it belongs to deleted sessions.
+func WithCompactBytes(n int64) Option {
+	return func(o *options) {
+		if n > 0 {
+			o.compactBytes = n
 		}
 	}
 }

@@ -1,0 +1,474 @@
+package session
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// JournalFileName is the [Journal]'s file in the data directory; JournalLockName is the
+// file it holds locked while open.
+const (
+	JournalFileName = "sessions.journal"
+	JournalLockName = "sessions.journal.lock"
+	compactSuffix   = ".compact"
+)
+
+// DefaultCompactBytes is the file size below which the journal is never rewritten.
+const DefaultCompactBytes = 64 << 20
+
+// maxTornBytes bounds the damaged tail Open will cut off as a torn last write; a larger
+// one is reported as corruption.
+const maxTornBytes = 1 << 30
+
+// Journal is the durable [Store] by default: the log lives in memory, as [Memory] keeps
+// it, and every change is first written to an append-only file, the journal, which
+// Open reads back.
+//
+// One writer goroutine orders every change: it takes all the appends, owner claims and
+// deletions that queued while the previous group was being written, stamps their seqs
+// and time, writes their records with one write(2), fdatasyncs once ([SyncAlways]),
+// and only then applies them to memory and releases their callers. A commit is one
+// sequential write and one flush of it; nothing already written is rewritten. When the
+// file has grown past [DefaultCompactBytes] (see [WithCompactBytes]) and more than half
+// of it belongs to deleted sessions, the writer rewrites it with the live sessions only
+// (a new file, fsynced, renamed over the old one).
+//
+// The price of the design: every retained session is held in memory (a bbolt file is
+// paged in on demand), so size retention ([WithRetention]) to the memory at hand, or
+// use [Bolt] for logs larger than memory.
+type Journal struct {
+	o    options
+	mem  *Memory // the state; its own Append and Sweep are never used
+	dir  string
+	path string
+	lock *os.File
+	f    *os.File // the journal, opened for appending; owned by the writer
+
+	queue      chan *jrequest
+	quit       chan struct{}
+	writerDone chan struct{}
+	closed     atomic.Bool
+	closeOnce  sync.Once
+	closeErr   error
+	sweeper    *sweeper
+	recovered  int
+	// fault is the write or sync error that stopped the journal; later changes fail.
+	fault atomic.Pointer[error]
+
+	// size is the file's length and live the bytes of records of sessions still held;
+	// both are the writer's (and Open's, before the writer starts).
+	size, live int64
+}
+
+var _ Store = (*Journal)(nil)
+
+// OpenJournal opens (creating if needed) the journal in dir, replays it into memory,
+// cuts off a write torn by a crash at its end, closes every call a previous run left
+// open with a synthetic ABORTED result, and starts the writer and, with
+// [WithRetention], the sweeper. Damage before the end fails with [ErrCorrupt]. A dir
+// that holds a [Bolt] log and no journal is refused, not silently started empty.
+func OpenJournal(dir string, opts ...Option) (*Journal, error) {
+	o := applyOptions(opts)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("session: create data directory: %w", err)
+	}
+	j := &Journal{
+		o:          o,
+		mem:        &Memory{o: o, sessions: newShardMap[memSession](), done: make(chan struct{})},
+		dir:        dir,
+		path:       filepath.Join(dir, JournalFileName),
+		queue:      make(chan *jrequest, o.queueSize),
+		quit:       make(chan struct{}),
+		writerDone: make(chan struct{}),
+	}
+	if err := j.open(); err != nil {
+		j.release()
+		return nil, err
+	}
+	go newJournalWriter(j).run()
+	n, err := j.recoverOpenCalls()
+	if err != nil {
+		_ = j.Close()
+		return nil, fmt.Errorf("session: open %s: recover interrupted calls: %w", j.path, err)
+	}
+	j.recovered = n
+	if n > 0 {
+		o.logger.Warn("closed calls interrupted by a restart", zap.Int("calls", n))
+	}
+	j.sweeper = startSweeper(&j.o, j.Sweep)
+	return j, nil
+}
+
+// open locks the directory, replays the journal and leaves j.f open for appending.
+func (j *Journal) open() error {
+	lock, err := lockFile(filepath.Join(j.dir, JournalLockName), j.o.lockTimeout)
+	if err != nil {
+		return err
+	}
+	j.lock = lock
+	_ = os.Remove(j.path + compactSuffix) // a rewrite a crash interrupted
+	if _, err := os.Stat(j.path); errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(filepath.Join(j.dir, FileName)); err == nil {
+			return fmt.Errorf("session: %s holds a bbolt session log (%s) and no journal; set session.store: bolt to keep using it",
+				j.dir, FileName)
+		}
+		if err := createJournal(j.path); err != nil {
+			return err
+		}
+	}
+	f, err := os.OpenFile(j.path, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("session: open %s: %w", j.path, err)
+	}
+	j.f = f
+	if err := j.replay(); err != nil {
+		return fmt.Errorf("session: open %s: %w", j.path, err)
+	}
+	if _, err := f.Seek(j.size, io.SeekStart); err != nil {
+		return fmt.Errorf("session: open %s: %w", j.path, err)
+	}
+	return nil
+}
+
+// createJournal writes an empty journal (its header) durably.
+func createJournal(path string) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("session: create %s: %w", path, err)
+	}
+	_, err = f.WriteString(journalMagic)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = syncDir(filepath.Dir(path))
+	}
+	if err != nil {
+		return fmt.Errorf("session: create %s: %w", path, err)
+	}
+	return nil
+}
+
+// replay reads every record into memory. A damaged tail that no whole record follows
+// is a write torn by a crash: it is cut off. Any other damage is ErrCorrupt.
+func (j *Journal) replay() error {
+	st, err := j.f.Stat()
+	if err != nil {
+		return err
+	}
+	end := st.Size()
+	r := bufio.NewReaderSize(io.NewSectionReader(j.f, 0, end), 1<<20)
+	magic := make([]byte, len(journalMagic))
+	if n, _ := io.ReadFull(r, magic); string(magic[:n]) != journalMagic {
+		if int64(n) == end && journalMagic[:n] == string(magic[:n]) {
+			return j.rewriteHeader() // created by a run that crashed before its header was durable
+		}
+		return fmt.Errorf("%w: not a toolsd session journal (bad header)", ErrCorrupt)
+	}
+	off := int64(len(journalMagic))
+	var hdr [recHeaderLen]byte
+	for off < end {
+		n, body, ok := readRecord(r, hdr[:], end-off)
+		if !ok {
+			return j.cutTail(off, end)
+		}
+		rec, err := decodeRecord(body)
+		if err != nil {
+			return fmt.Errorf("%w (at offset %d)", err, off)
+		}
+		if err := j.replayRecord(&rec, int64(n)); err != nil {
+			return fmt.Errorf("%w (at offset %d)", err, off)
+		}
+		off += int64(n)
+	}
+	j.size = off
+	return nil
+}
+
+// rewriteHeader makes a file shorter than its header an empty journal.
+func (j *Journal) rewriteHeader() error {
+	if _, err := j.f.WriteAt([]byte(journalMagic), 0); err != nil {
+		return err
+	}
+	if err := j.f.Sync(); err != nil {
+		return err
+	}
+	j.size = int64(len(journalMagic))
+	return nil
+}
+
+// readRecord reads the next record's body if it is whole and its checksum matches.
+func readRecord(r *bufio.Reader, hdr []byte, left int64) (int, []byte, bool) {
+	if _, err := io.ReadFull(r, hdr); err != nil {
+		return 0, nil, false
+	}
+	n := int64(binary.BigEndian.Uint32(hdr))
+	if n < 1 || n > left-recHeaderLen {
+		return 0, nil, false
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return 0, nil, false
+	}
+	if crcOf(body) != binary.BigEndian.Uint32(hdr[4:]) {
+		return 0, nil, false
+	}
+	return recHeaderLen + int(n), body, true
+}
+
+// cutTail handles damage at off: a torn last write is truncated away, damage with a
+// whole record after it is corruption.
+func (j *Journal) cutTail(off, end int64) error {
+	if end-off > maxTornBytes {
+		return fmt.Errorf("%w: damaged record at offset %d with %d bytes after it", ErrCorrupt, off, end-off)
+	}
+	tail := make([]byte, end-off)
+	if _, err := j.f.ReadAt(tail, off); err != nil {
+		return err
+	}
+	for q := 1; q < len(tail); q++ {
+		if _, ok := recordAt(tail, q); ok {
+			return fmt.Errorf("%w: damaged record at offset %d followed by a whole one at %d", ErrCorrupt, off, off+int64(q))
+		}
+	}
+	if err := j.f.Truncate(off); err != nil {
+		return fmt.Errorf("cut off a torn write: %w", err)
+	}
+	if err := j.f.Sync(); err != nil {
+		return fmt.Errorf("cut off a torn write: %w", err)
+	}
+	j.o.logger.Warn("cut off the end of the session journal that a crash left half-written",
+		zap.Int64("offset", off), zap.Int64("bytes", end-off))
+	j.size = off
+	return nil
+}
+
+// replayRecord applies one record read back from the file.
+func (j *Journal) replayRecord(rec *record, size int64) error {
+	id := rec.sessionID
+	switch rec.kind {
+	case recKindEvents:
+		s := j.mem.sessions.getOrCreate(id)
+		if want := uint64(s.events.n) + 1; rec.events[0].Seq != want {
+			return fmt.Errorf("%w: session %q continues at seq %d, want %d", ErrCorrupt, id, rec.events[0].Seq, want)
+		}
+		s.add(rec.events)
+		j.account(s, size)
+	case recKindOwner:
+		s := j.mem.sessions.getOrCreate(id)
+		if s.owner == nil {
+			s.owner = &rec.owner
+		}
+		j.account(s, size)
+	case recKindDelete:
+		if s := j.mem.sessions.get(id); s != nil {
+			j.live -= s.bytes
+			j.mem.sessions.removeIf(id, func(*memSession) bool { return true })
+		}
+	}
+	return nil
+}
+
+// account adds a record of size bytes to s and to the live total. Writer only.
+func (j *Journal) account(s *memSession, size int64) {
+	s.bytes += size
+	j.live += size
+}
+
+// recoverOpenCalls closes, through the writer, every call the replayed log left open.
+func (j *Journal) recoverOpenCalls() (int, error) {
+	type orphans struct {
+		id     string
+		events []Event
+	}
+	var all []orphans
+	j.mem.sessions.each(func(id string, s *memSession) {
+		if len(s.calls.open) == 0 {
+			return
+		}
+		o := orphans{id: id}
+		for seq := range s.calls.open {
+			o.events = append(o.events, interruptedResult(s.events.at(int(seq-1))))
+		}
+		all = append(all, o)
+	})
+	n := 0
+	for _, o := range all {
+		sortBySource(o.events)
+		if _, err := j.Append(context.Background(), o.id, o.events...); err != nil {
+			return n, err
+		}
+		n += len(o.events)
+	}
+	return n, nil
+}
+
+// Recovered returns how many interrupted calls Open closed with a synthetic result.
+func (j *Journal) Recovered() int { return j.recovered }
+
+// Append implements [Store]; see [Bolt.Append] for how ctx is used.
+func (j *Journal) Append(ctx context.Context, sessionID string, events ...Event) ([]Event, error) {
+	start := time.Now()
+	if err := j.usable(); err != nil {
+		return nil, err
+	}
+	if len(events) == 0 {
+		return nil, nil
+	}
+	if err := validate(sessionID, events, j.o.maxEventBytes); err != nil {
+		return nil, err
+	}
+	r := &jrequest{
+		kind:      recKindEvents,
+		sessionID: sessionID,
+		events:    cloneAll(events),
+		rec:       encodeEventsRecord(sessionID, events),
+		done:      make(chan jresponse, 1),
+	}
+	if resp := j.submit(ctx, r); resp.err != nil {
+		return nil, resp.err
+	}
+	j.o.observer.AppendDone(len(events), time.Since(start))
+	return r.events, nil
+}
+
+// usable fails when the journal is closed or stopped by a write failure.
+func (j *Journal) usable() error {
+	if j.closed.Load() {
+		return ErrClosed
+	}
+	if err := j.fault.Load(); err != nil {
+		return fmt.Errorf("session: the journal stopped after a failed write (restart toolsd): %w", *err)
+	}
+	return nil
+}
+
+// Read implements [Store].
+func (j *Journal) Read(ctx context.Context, sessionID string, fromSeq uint64, limit int) ([]Event, error) {
+	return j.mem.Read(ctx, sessionID, fromSeq, limit)
+}
+
+// Watch implements [Store].
+func (j *Journal) Watch(ctx context.Context, sessionID string, fromSeq uint64, fn func(Event) error) error {
+	return j.mem.Watch(ctx, sessionID, fromSeq, fn)
+}
+
+// Summary implements [Store].
+func (j *Journal) Summary(ctx context.Context, sessionID string) (Summary, error) {
+	return j.mem.Summary(ctx, sessionID)
+}
+
+// Owner implements [Store].
+func (j *Journal) Owner(ctx context.Context, sessionID string) (Owner, bool, error) {
+	return j.mem.Owner(ctx, sessionID)
+}
+
+// ClaimOwner implements [Store]. A recorded owner is answered from memory; a first
+// claim is committed like an append.
+func (j *Journal) ClaimOwner(ctx context.Context, sessionID string, o Owner) (Owner, error) {
+	if err := j.usable(); err != nil {
+		return Owner{}, err
+	}
+	if err := validateSessionID(sessionID); err != nil {
+		return Owner{}, err
+	}
+	if got, ok, err := j.mem.Owner(ctx, sessionID); err != nil || ok {
+		return got, err
+	}
+	r := &jrequest{kind: recKindOwner, sessionID: sessionID, owner: o, done: make(chan jresponse, 1)}
+	resp := j.submit(ctx, r)
+	return resp.owner, resp.err
+}
+
+// Sweep applies the retention limits as of now through the writer and returns how many
+// sessions it deleted.
+func (j *Journal) Sweep(now time.Time) (int, error) {
+	if err := j.usable(); err != nil {
+		return 0, err
+	}
+	r := &jrequest{kind: recKindDelete, now: now, done: make(chan jresponse, 1)}
+	resp := j.submit(context.Background(), r)
+	return resp.removed, resp.err
+}
+
+// submit queues r for the writer and waits for its outcome. ctx ends only the wait for
+// queue room: once queued, a change completes or fails with ErrClosed.
+func (j *Journal) submit(ctx context.Context, r *jrequest) jresponse {
+	select {
+	case j.queue <- r:
+	default:
+		select {
+		case j.queue <- r:
+		case <-ctx.Done():
+			return jresponse{err: fmt.Errorf("session: waiting for the writer: %w", ctx.Err())}
+		case <-j.quit:
+			return jresponse{err: ErrClosed}
+		}
+	}
+	select {
+	case resp := <-r.done:
+		return resp
+	case <-j.writerDone:
+		select {
+		case resp := <-r.done:
+			return resp
+		default:
+			return jresponse{err: ErrClosed}
+		}
+	}
+}
+
+// Close implements [Store]: the writer finishes the group in flight, later calls fail
+// with ErrClosed and watchers return it.
+func (j *Journal) Close() error {
+	j.closeOnce.Do(func() {
+		j.closed.Store(true)
+		close(j.quit)
+		j.sweeper.close()
+		<-j.writerDone
+		_ = j.mem.Close()
+		j.closeErr = j.release()
+	})
+	return j.closeErr
+}
+
+// release closes the journal and its lock.
+func (j *Journal) release() error {
+	var err error
+	if j.f != nil {
+		if cerr := j.f.Close(); cerr != nil {
+			err = fmt.Errorf("session: close %s: %w", j.path, cerr)
+		}
+	}
+	if j.lock != nil {
+		_ = j.lock.Close() // closing the descriptor drops its lock
+	}
+	return err
+}
+
+// syncDir fsyncs a directory so that a file created or renamed in it survives a crash.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

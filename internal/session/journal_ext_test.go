@@ -1,0 +1,237 @@
+package session_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/toolsd/toolsd/internal/session"
+)
+
+func openJournal(t *testing.T, dir string, opts ...session.Option) *session.Journal {
+	t.Helper()
+	s, err := session.OpenJournal(dir, opts...)
+	if err != nil {
+		t.Fatalf("OpenJournal(%s) = %v", dir, err)
+	}
+	t.Cleanup(func() { closeStore(t, s) })
+	return s
+}
+
+func journalSize(t *testing.T, dir string) int64 {
+	t.Helper()
+	st, err := os.Stat(filepath.Join(dir, session.JournalFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Size()
+}
+
+func closeOrFail(t *testing.T, s session.Store) {
+	t.Helper()
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close() = %v", err)
+	}
+}
+
+// A crash can tear the last group write: whatever follows the last whole record is cut
+// off at the next open, and the log goes on from there.
+func TestJournalCutsTornTail(t *testing.T) {
+	tails := map[string]func(lastGroup []byte) []byte{
+		"torn record":  func(g []byte) []byte { return g[:len(g)-3] },
+		"header only":  func(g []byte) []byte { return g[:5] },
+		"zeros":        func([]byte) []byte { return make([]byte, 4096) },
+		"garbage":      func([]byte) []byte { return randomBytes(10 << 10) },
+		"bad checksum": func(g []byte) []byte { b := bytes.Clone(g); b[len(b)-1] ^= 0xff; return b },
+	}
+	for name, tail := range tails {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := openJournal(t, dir)
+			mustAppend(t, s, "a", callEvent("c1", "read", `{}`), resultEvent("c1", 1, false))
+			mustAppend(t, s, "b", messageEvent("kept", 0))
+			closeOrFail(t, s)
+			good := journalSize(t, dir)
+			want := map[string][]session.Event{}
+
+			s = openJournal(t, dir)
+			want["a"], want["b"] = readAll(t, s, "a"), readAll(t, s, "b")
+			mustAppend(t, s, "a", messageEvent("lost", 0))
+			closeOrFail(t, s)
+			path := filepath.Join(dir, session.JournalFileName)
+			all, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			damaged := append(all[:good:good], tail(all[good:])...)
+			if err := os.WriteFile(path, damaged, 0o600); err != nil {
+				t.Fatal(err)
+			}
+
+			r := openJournal(t, dir)
+			for id, evs := range want {
+				if diff := cmp.Diff(evs, readAll(t, r, id)); diff != "" {
+					t.Errorf("Read(%s) after cutting the tail (-want +got):\n%s", id, diff)
+				}
+			}
+			if got := journalSize(t, dir); got != good {
+				t.Errorf("journal size = %d, want %d (cut back to the last whole record)", got, good)
+			}
+			if got := mustAppend(t, r, "a", messageEvent("next", 0)); got[0].Seq != 3 {
+				t.Errorf("Append(a) after the cut seq = %d, want 3", got[0].Seq)
+			}
+			closeOrFail(t, r)
+			if got := len(readAll(t, openJournal(t, dir), "a")); got != 3 {
+				t.Errorf("Read(a) after reopening = %d events, want 3", got)
+			}
+		})
+	}
+}
+
+// Damage that a whole record follows is not a torn write: Open refuses the file.
+func TestJournalCorruptFile(t *testing.T) {
+	dir := t.TempDir()
+	s := openJournal(t, dir)
+	for i := range 4 {
+		mustAppend(t, s, "s", messageEvent(fmt.Sprintf("event %d", i), 0))
+	}
+	closeOrFail(t, s)
+	valid, err := os.ReadFile(filepath.Join(dir, session.JournalFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const header = 8
+	recLen := (len(valid) - header) / 4 // four records of the same size
+	tests := map[string]func() []byte{
+		"tiny":       func() []byte { return []byte("not a journal") },
+		"bad header": func() []byte { b := bytes.Clone(valid); b[0] = 'X'; return b },
+		"random":     func() []byte { return randomBytes(64 << 10) },
+		"flipped byte in an early record": func() []byte {
+			b := bytes.Clone(valid)
+			b[header+recLen+20] ^= 0x40
+			return b
+		},
+		"duplicated record": func() []byte {
+			return append(bytes.Clone(valid), valid[header:header+recLen]...)
+		},
+		"bbolt file": func() []byte { return foreignDB(t) },
+	}
+	for name, content := range tests {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, session.JournalFileName), content(), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			s, err := session.OpenJournal(dir)
+			if err == nil {
+				_ = s.Close()
+				t.Fatal("OpenJournal() = nil error, want ErrCorrupt")
+			}
+			t.Logf("OpenJournal() = %v", err)
+			if !errors.Is(err, session.ErrCorrupt) || !strings.HasPrefix(err.Error(), "session: ") {
+				t.Errorf("OpenJournal() = %v, want ErrCorrupt with the package prefix", err)
+			}
+		})
+	}
+}
+
+// A journal a crash left shorter than its header (created, header not yet durable)
+// opens as an empty journal.
+func TestJournalShortFileIsEmpty(t *testing.T) {
+	for _, n := range []int{0, 3} {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, session.JournalFileName), []byte("TOOLSDJ")[:n], 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s := openJournal(t, dir)
+		if got := mustAppend(t, s, "a", messageEvent("m", 0)); got[0].Seq != 1 {
+			t.Errorf("%d-byte file: Append() seq = %d, want 1", n, got[0].Seq)
+		}
+		closeOrFail(t, s)
+		if got := len(readAll(t, openJournal(t, dir), "a")); got != 1 {
+			t.Errorf("%d-byte file: Read(a) after reopen = %d events, want 1", n, got)
+		}
+	}
+}
+
+func TestJournalLockedByAnotherStore(t *testing.T) {
+	dir := t.TempDir()
+	openJournal(t, dir)
+	_, err := session.OpenJournal(dir, session.WithLockTimeout(50*time.Millisecond))
+	if err == nil || !strings.Contains(err.Error(), "locked") || errors.Is(err, session.ErrCorrupt) {
+		t.Errorf("second OpenJournal() = %v, want a lock error", err)
+	}
+}
+
+// A data directory with a bbolt log is not silently started as an empty journal.
+func TestJournalRefusesBoltDirectory(t *testing.T) {
+	dir := t.TempDir()
+	closeOrFail(t, openBolt(t, dir))
+	_, err := session.OpenJournal(dir)
+	if err == nil || !strings.Contains(err.Error(), "session.store: bolt") {
+		t.Errorf("OpenJournal(bolt dir) = %v, want an error naming session.store: bolt", err)
+	}
+}
+
+// Sessions deleted by retention stay deleted after a restart; rewriting the journal
+// keeps exactly the live sessions, and appends go on in the new file.
+func TestJournalRetentionAndCompaction(t *testing.T) {
+	clock := newClock()
+	dir := t.TempDir()
+	opts := []session.Option{
+		session.WithClock(clock.Now), session.WithRetention(0, 2), session.WithSweepInterval(0),
+		session.WithCompactBytes(8 << 10), session.WithLogger(zaptest.NewLogger(t)),
+	}
+	s := openJournal(t, dir, opts...)
+	big := strings.Repeat("x", 1000)
+	for i := range 30 {
+		id := fmt.Sprintf("s%02d", i)
+		mustAppend(t, s, id, messageEvent(big, 0), messageEvent(big, 0))
+		clock.Set(clock.Now().Add(time.Second))
+	}
+	owner := session.Owner{Identity: "alice", Scope: "a", ScopeKnown: true}
+	if _, err := s.ClaimOwner(t.Context(), "s29", owner); err != nil {
+		t.Fatal(err)
+	}
+	// s28 has an open call: retention keeps it beyond the limit.
+	mustAppend(t, s, "s28", callEvent("c", "slow", `{}`))
+	before := journalSize(t, dir)
+	removed, err := s.Sweep(clock.Now())
+	if err != nil || removed != 28 {
+		t.Fatalf("Sweep() = %d, %v, want 28 removed", removed, err)
+	}
+	want := map[string][]session.Event{"s28": readAll(t, s, "s28"), "s29": readAll(t, s, "s29")}
+	// The writer rewrites the journal after the sweep, before it takes this append.
+	next := mustAppend(t, s, "s29", messageEvent("after the rewrite", 0))
+	want["s29"] = append(want["s29"], next...)
+	if after := journalSize(t, dir); after >= before/4 {
+		t.Errorf("journal is %d bytes after deleting 28 of 30 sessions (was %d), want it rewritten", after, before)
+	}
+	closeOrFail(t, s)
+
+	r := openJournal(t, dir, opts...)
+	for i := range 28 {
+		if got := readAll(t, r, fmt.Sprintf("s%02d", i)); len(got) != 0 {
+			t.Errorf("session s%02d has %d events after restart, want it deleted", i, len(got))
+		}
+	}
+	for id, evs := range want {
+		if diff := cmp.Diff(evs, readAll(t, r, id)[:len(evs)]); diff != "" {
+			t.Errorf("Read(%s) after restart (-want +got):\n%s", id, diff)
+		}
+	}
+	if got, ok, err := r.Owner(t.Context(), "s29"); !ok || err != nil || got != owner {
+		t.Errorf("Owner(s29) after restart = %+v, %v, %v, want %+v", got, ok, err, owner)
+	}
+	if n := r.Recovered(); n != 1 {
+		t.Errorf("Recovered() = %d, want 1 (s28's open call)", n)
+	}
+}

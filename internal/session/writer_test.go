@@ -1,0 +1,226 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+// gate is an Observer whose first SyncDone blocks until released: it holds the writer
+// inside a commit so that later appends queue up behind it.
+type gate struct {
+	entered, release chan struct{}
+	once             sync.Once
+	mu               sync.Mutex
+	syncs            int
+}
+
+func newGate() *gate { return &gate{entered: make(chan struct{}), release: make(chan struct{})} }
+
+func (g *gate) AppendDone(int, time.Duration) {}
+
+func (g *gate) SyncDone(time.Duration) {
+	g.mu.Lock()
+	g.syncs++
+	g.mu.Unlock()
+	g.once.Do(func() {
+		close(g.entered)
+		<-g.release
+	})
+}
+
+func (g *gate) commits() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.syncs
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func msg(text string) Event {
+	return Event{Type: TypeUserMessage, Message: &MessageRecord{Content: text}}
+}
+
+// writers opens each store that commits through a writer goroutine.
+func writers() map[string]func(dir string, opts ...Option) (Store, error) {
+	return map[string]func(dir string, opts ...Option) (Store, error){
+		"Bolt":    func(dir string, opts ...Option) (Store, error) { return Open(dir, opts...) },
+		"Journal": func(dir string, opts ...Option) (Store, error) { return OpenJournal(dir, opts...) },
+	}
+}
+
+// queued is the length of a store's writer queue.
+func queued(s Store) int {
+	switch s := s.(type) {
+	case *Bolt:
+		return len(s.queue)
+	case *Journal:
+		return len(s.queue)
+	}
+	panic("no writer")
+}
+
+func closing(s Store) func() bool {
+	switch s := s.(type) {
+	case *Bolt:
+		return s.closed.Load
+	case *Journal:
+		return s.closed.Load
+	}
+	panic("no writer")
+}
+
+// holdWriter opens a store and parks its writer inside the first commit.
+func holdWriter(t *testing.T, open func(string, ...Option) (Store, error), opts ...Option) (Store, *gate, chan error) {
+	t.Helper()
+	g := newGate()
+	b, err := open(t.TempDir(), append(opts, WithObserver(g))...)
+	if err != nil {
+		t.Fatalf("open() = %v", err)
+	}
+	t.Cleanup(func() { closeStore(t, b) })
+	first := make(chan error, 1)
+	go func() {
+		_, err := b.Append(t.Context(), "s", msg("first"))
+		first <- err
+	}()
+	<-g.entered
+	return b, g, first
+}
+
+// appendAsync starts n appends to distinct sessions and returns their errors' channel.
+func appendAsync(t *testing.T, b Store, n int) chan error {
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			_, err := b.Append(t.Context(), string(rune('a'+i)), msg("queued"))
+			errs <- err
+		}()
+	}
+	return errs
+}
+
+func TestGroupCommitSharesOneWrite(t *testing.T) {
+	for name, open := range writers() {
+		t.Run(name, func(t *testing.T) {
+			b, g, first := holdWriter(t, open)
+			errs := appendAsync(t, b, 8)
+			waitFor(t, "8 queued appends", func() bool { return queued(b) == 8 })
+			close(g.release)
+			if err := <-first; err != nil {
+				t.Fatalf("first Append() = %v", err)
+			}
+			for range 8 {
+				if err := <-errs; err != nil {
+					t.Fatalf("queued Append() = %v", err)
+				}
+			}
+			if got := g.commits(); got != 2 {
+				t.Errorf("commits = %d, want 2 (the first append, then all 8 queued ones together)", got)
+			}
+		})
+	}
+}
+
+func TestCloseFailsQueuedAppends(t *testing.T) {
+	for name, open := range writers() {
+		t.Run(name, func(t *testing.T) {
+			b, g, first := holdWriter(t, open)
+			errs := appendAsync(t, b, 5)
+			waitFor(t, "5 queued appends", func() bool { return queued(b) == 5 })
+			closed := make(chan error, 1)
+			go func() { closed <- b.Close() }()
+			waitFor(t, "Close to start", closing(b))
+			close(g.release)
+			if err := <-first; err != nil {
+				t.Errorf("in-flight Append() = %v, want success", err)
+			}
+			for range 5 {
+				if err := <-errs; !errors.Is(err, ErrClosed) {
+					t.Errorf("queued Append() = %v, want ErrClosed", err)
+				}
+			}
+			if err := <-closed; err != nil {
+				t.Errorf("Close() = %v", err)
+			}
+			if _, err := b.Append(t.Context(), "s", msg("late")); !errors.Is(err, ErrClosed) {
+				t.Errorf("Append() after Close = %v, want ErrClosed", err)
+			}
+		})
+	}
+}
+
+func TestFullQueueHonoursContext(t *testing.T) {
+	for name, open := range writers() {
+		t.Run(name, func(t *testing.T) {
+			b, g, first := holdWriter(t, open, WithQueueSize(1))
+			errs := appendAsync(t, b, 1)
+			waitFor(t, "a queued append", func() bool { return queued(b) == 1 })
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+			defer cancel()
+			if _, err := b.Append(ctx, "s", msg("no room")); !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("Append() with a full queue = %v, want context.DeadlineExceeded", err)
+			}
+			close(g.release)
+			if err := <-first; err != nil {
+				t.Errorf("first Append() = %v", err)
+			}
+			if err := <-errs; err != nil {
+				t.Errorf("queued Append() = %v", err)
+			}
+			got, err := b.Read(t.Context(), "s", 1, 0)
+			if err != nil || len(got) != 1 {
+				t.Errorf("Read(s) = %d events, %v, want only the first (the timed-out append is not stored)", len(got), err)
+			}
+		})
+	}
+}
+
+// A summary loaded from the log while a commit lands after the scan's snapshot must
+// still include that commit.
+func TestBoltSummaryLoadRacingACommit(t *testing.T) {
+	b, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatalf("Open() = %v", err)
+	}
+	t.Cleanup(func() { closeStore(t, b) })
+	ctx := t.Context()
+	call := Event{Type: TypeToolCall, Call: &CallRecord{CallID: "1", Name: "late"}}
+	c, err := b.Append(ctx, "s", call)
+	if err != nil {
+		t.Fatalf("Append() = %v", err)
+	}
+	scan := b.scan
+	b.scan = func(id string) (*toolSummary, bool, error) {
+		sum, exists, err := scan(id)
+		// The result commits after the scan's snapshot, before Summary installs it.
+		res := Event{Type: TypeToolResult, SourceSeqs: []uint64{c[0].Seq}, Result: &ResultRecord{CallID: "1"}}
+		if _, err := b.Append(ctx, "s", res); err != nil {
+			t.Errorf("Append() = %v", err)
+		}
+		return sum, exists, err
+	}
+	sum, err := b.Summary(ctx, "s")
+	if err != nil {
+		t.Fatalf("Summary() = %v", err)
+	}
+	if !sum.Succeeded("late") {
+		t.Errorf("Summary().Succeeded(late) = false, want true (committed during the load)")
+	}
+	b.scan = scan
+	if sum, _ := b.Summary(ctx, "s"); !sum.Succeeded("late") {
+		t.Errorf("cached Summary().Succeeded(late) = false, want true")
+	}
+}
