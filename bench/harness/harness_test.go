@@ -95,7 +95,7 @@ func TestSummaryRatios(t *testing.T) {
 		wSingleC64: {fake(nameToolsd, time.Millisecond, 20000), fake(nameMCP, 4*time.Millisecond, 5000)},
 		wBatch8C64: {
 			fake(nameRelay, time.Millisecond, 40000), fake(nameToolsd, time.Millisecond, 30000),
-			fake(nameToolsdDurable, time.Millisecond, 10000),
+			fake(nameToolsdDurable, time.Millisecond, 10000), fake(nameToolsdJournal, time.Millisecond, 14000),
 		},
 	}
 	s := newSummary(config{runs: 3}, ws, samples)
@@ -103,12 +103,14 @@ func TestSummaryRatios(t *testing.T) {
 		"ratio_p50_single_c1":           s.RatioP50SingleC1,
 		"ratio_tput_batch8_c64":         s.RatioTputBatch8C64,
 		"ratio_tput_batch8_c64_durable": s.RatioTputBatch8C64Durable,
+		"ratio_tput_batch8_c64_journal": s.RatioTputBatch8C64Journal,
 		"ratio_tput_vs_mcp_c64":         s.RatioTputVsMCPC64,
 	}
 	want := map[string]float64{
 		"ratio_p50_single_c1":           2,    // medians 400 / 200
 		"ratio_tput_batch8_c64":         0.75, // 30000 / 40000
 		"ratio_tput_batch8_c64_durable": 0.25,
+		"ratio_tput_batch8_c64_journal": 0.35,
 		"ratio_tput_vs_mcp_c64":         4,
 	}
 	for k, w := range want {
@@ -116,8 +118,8 @@ func TestSummaryRatios(t *testing.T) {
 			t.Errorf("newSummary() %s = %v, want %v", k, got[k], w)
 		}
 	}
-	if s.Schemas10kP50us != nil || len(s.Workloads) != 7 {
-		t.Errorf("newSummary() = %d rows, schemas %v, want 7 rows and no probe values", len(s.Workloads), s.Schemas10kP50us)
+	if s.Schemas10kP50us != nil || len(s.Workloads) != 8 {
+		t.Errorf("newSummary() = %d rows, schemas %v, want 8 rows and no probe values", len(s.Workloads), s.Schemas10kP50us)
 	}
 }
 
@@ -139,7 +141,7 @@ func TestWriteSummary(t *testing.T) {
 		t.Fatalf("summary.json is not JSON: %v", err)
 	}
 	for _, k := range []string{"ratio_p50_single_c1", "ratio_tput_batch8_c64", "ratio_tput_batch8_c64_durable",
-		"ratio_tput_vs_mcp_c64", "schemas_10k_p50_us", "idle_stream_bytes", "inflight_call_bytes", "workloads", "machine"} {
+		"ratio_tput_batch8_c64_journal", "ratio_tput_vs_mcp_c64", "schemas_10k_p50_us", "idle_stream_bytes", "inflight_call_bytes", "workloads", "machine"} {
 		if _, ok := m[k]; !ok {
 			t.Errorf("summary.json lacks %q", k)
 		}

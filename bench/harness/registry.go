@@ -11,13 +11,14 @@ const (
 	nameRelay         = "relay"
 	nameToolsd        = "toolsd"
 	nameToolsdDurable = "toolsd-durable"
+	nameToolsdJournal = "toolsd-journal"
 	nameMCP           = "mcp"
 	nameProbes        = "probes"
 )
 
 // knownNames lists every selectable part in report order.
 func knownNames() []string {
-	return []string{nameRelay, nameToolsd, nameToolsdDurable, nameMCP, nameProbes}
+	return []string{nameRelay, nameToolsd, nameToolsdDurable, nameToolsdJournal, nameMCP, nameProbes}
 }
 
 // probeResults are the toolsd-only measurements; nil means not measured.

@@ -61,6 +61,7 @@ func printTable(w io.Writer, s *summary) {
 		{"ratio_p50_single_c1", s.RatioP50SingleC1},
 		{"ratio_tput_batch8_c64", s.RatioTputBatch8C64},
 		{"ratio_tput_batch8_c64_durable", s.RatioTputBatch8C64Durable},
+		{"ratio_tput_batch8_c64_journal", s.RatioTputBatch8C64Journal},
 		{"ratio_tput_vs_mcp_c64", s.RatioTputVsMCPC64},
 		{"schemas_10k_p50_us", s.Schemas10kP50us},
 		{"idle_stream_bytes", s.IdleStreamBytes},

@@ -15,6 +15,8 @@ type summary struct {
 	RatioP50SingleC1          *float64 `json:"ratio_p50_single_c1"`
 	RatioTputBatch8C64        *float64 `json:"ratio_tput_batch8_c64"`
 	RatioTputBatch8C64Durable *float64 `json:"ratio_tput_batch8_c64_durable"`
+	// The same with the journal session store (session.store: journal).
+	RatioTputBatch8C64Journal *float64 `json:"ratio_tput_batch8_c64_journal"`
 	RatioTputVsMCPC64         *float64 `json:"ratio_tput_vs_mcp_c64"`
 	// toolsd-only probes.
 	Schemas10kP50us   *float64 `json:"schemas_10k_p50_us"`
@@ -70,6 +72,7 @@ type ratio struct {
 var ratioPairs = [][2]string{
 	{nameToolsd, nameRelay}, {nameToolsd, nameMCP},
 	{nameToolsdDurable, nameRelay}, {nameToolsdDurable, nameMCP},
+	{nameToolsdJournal, nameRelay}, {nameToolsdJournal, nameMCP},
 	{nameMCP, nameRelay},
 }
 
@@ -96,6 +99,7 @@ func newSummary(c config, workloads []load.Workload, samples map[string][]sample
 	s.RatioP50SingleC1 = s.headline(wSingleC1, nameToolsd, nameRelay, func(r ratio) *float64 { return r.P50 })
 	s.RatioTputBatch8C64 = s.headline(wBatch8C64, nameToolsd, nameRelay, func(r ratio) *float64 { return r.Throughput })
 	s.RatioTputBatch8C64Durable = s.headline(wBatch8C64, nameToolsdDurable, nameRelay, func(r ratio) *float64 { return r.Throughput })
+	s.RatioTputBatch8C64Journal = s.headline(wBatch8C64, nameToolsdJournal, nameRelay, func(r ratio) *float64 { return r.Throughput })
 	s.RatioTputVsMCPC64 = s.headline(wSingleC64, nameToolsd, nameMCP, func(r ratio) *float64 { return r.Throughput })
 	return s
 }

@@ -24,16 +24,18 @@ import (
 )
 
 func init() {
-	registerTarget(&toolsdTarget{name: nameToolsd}, &toolsdTarget{name: nameToolsdDurable, durable: true})
+	registerTarget(&toolsdTarget{name: nameToolsd}, &toolsdTarget{name: nameToolsdDurable, store: "bolt"},
+		&toolsdTarget{name: nameToolsdJournal, store: "journal"})
 	registerRole("toolsd-provider", runToolsdProvider)
 	registerProbes(runToolsdProbes)
 }
 
 // toolsdArgs is the one place that knows toolsd's command line.
-func toolsdArgs(listen, admin, dataDir string, durable bool) []string {
+// store is a durable session store ("bolt", "journal") or "" for the in-memory log.
+func toolsdArgs(listen, admin, dataDir, store string) []string {
 	args := []string{"-listen", listen, "-admin-listen", admin, "-log-level", "error", "-config", benchConfig()}
-	if durable {
-		return append(args, "-data-dir", dataDir)
+	if store != "" {
+		return append(args, "-data-dir", dataDir, "-session-store", store)
 	}
 	return append(args, "-ephemeral")
 }
@@ -41,14 +43,14 @@ func toolsdArgs(listen, admin, dataDir string, durable bool) []string {
 // toolsdTarget is toolsd (in-memory or durable session log) with the no-op tool served
 // by a separate provider process built on the Go provider SDK.
 type toolsdTarget struct {
-	name    string
-	durable bool
+	name  string
+	store string // "" in memory, or the durable store
 }
 
 func (t *toolsdTarget) Name() string { return t.name }
 
 func (t *toolsdTarget) Start(ctx context.Context) (*Instance, error) {
-	srv, err := startToolsd(ctx, t.durable)
+	srv, err := startToolsd(ctx, t.store)
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +119,7 @@ type toolsdServer struct {
 }
 
 // startToolsd runs a fresh toolsd on free loopback ports and waits until it serves.
-func startToolsd(ctx context.Context, durable bool) (*toolsdServer, error) {
+func startToolsd(ctx context.Context, store string) (*toolsdServer, error) {
 	bin, err := toolsdBinary()
 	if err != nil {
 		return nil, err
@@ -134,7 +136,7 @@ func startToolsd(ctx context.Context, durable bool) (*toolsdServer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("harness: %w", err)
 	}
-	proc, err := startChild("toolsd", bin, toolsdArgs(listen, admin, dataDir, durable)...)
+	proc, err := startChild("toolsd", bin, toolsdArgs(listen, admin, dataDir, store)...)
 	if err != nil {
 		_ = os.RemoveAll(dataDir)
 		return nil, err
@@ -220,7 +222,7 @@ func runToolsdProbes(ctx context.Context, c config) (probeResults, error) {
 		},
 	}
 	for _, step := range steps {
-		s, err := startToolsd(ctx, false)
+		s, err := startToolsd(ctx, "")
 		if err != nil {
 			return probeResults{}, err
 		}
