@@ -144,7 +144,7 @@ func (a *App) openSessions() error {
 }
 
 // commitDelay is how long a batch's early results wait for their siblings: only the
-// durable store, where every append is a commit, gains from fewer appends.
+// durable stores, where every append is a commit, gain from fewer appends.
 func (a *App) commitDelay() time.Duration {
 	if a.cfg.Session.Store == "memory" {
 		return 0

@@ -55,10 +55,10 @@ type Log struct {
 
 // Session configures the session log.
 type Session struct {
-	Store      string `yaml:"store"`      // bolt | memory
+	Store      string `yaml:"store"`      // bolt | journal | memory
 	Durability string `yaml:"durability"` // sync | nosync
 	// Coalesce is how long a batch's ready results may wait for the calls still running
-	// before they are appended (bolt only; the memory store never waits).
+	// before they are appended (durable stores only; the memory store never waits).
 	Coalesce  Duration `yaml:"coalesce"`
 	Retention struct {
 		MaxAge      Duration `yaml:"max_age"`

@@ -52,14 +52,26 @@ func benchStores() map[string]func(b *testing.B, obs session.Observer) session.S
 			return s
 		}
 	}
+	journal := func(mode session.Mode) func(*testing.B, session.Observer) session.Store {
+		return func(b *testing.B, obs session.Observer) session.Store {
+			s, err := session.OpenJournal(b.TempDir(), session.WithDurability(mode), session.WithObserver(obs))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { closeStore(b, s) })
+			return s
+		}
+	}
 	return map[string]func(*testing.B, session.Observer) session.Store{
 		"Memory": func(b *testing.B, obs session.Observer) session.Store {
 			s := session.NewMemory(session.WithObserver(obs))
 			b.Cleanup(func() { closeStore(b, s) })
 			return s
 		},
-		"BoltSyncNone":   bolt(session.SyncNone),
-		"BoltSyncAlways": bolt(session.SyncAlways),
+		"BoltSyncNone":      bolt(session.SyncNone),
+		"BoltSyncAlways":    bolt(session.SyncAlways),
+		"JournalSyncNone":   journal(session.SyncNone),
+		"JournalSyncAlways": journal(session.SyncAlways),
 	}
 }
 

@@ -4,7 +4,7 @@
 // ([Store.Watch]), the tool-history summary conditional tools read, crash recovery and
 // retention.
 //
-// Two stores implement [Store]:
+// Three stores implement [Store]:
 //
 //   - [Memory] keeps everything in process memory (tests and --ephemeral). Sessions are
 //     sharded: appends to different sessions share at most a shard's read lock.
@@ -13,8 +13,13 @@
 //     while the previous commit was in flight are written in one transaction (one
 //     round of fdatasync), and their callers are released together. There is no
 //     artificial batching delay.
+//   - [Journal] keeps the log in memory, as Memory does, and writes every change ahead
+//     to an append-only file under the data directory, group-committed the same way
+//     with one write and one fdatasync per group; Open replays the file. Appends and
+//     reads are much cheaper than Bolt's, at the price of holding every retained
+//     session in memory.
 //
-// Both stores tail sessions with a per-session notifier (a channel closed on each
+// All stores tail sessions with a per-session notifier (a channel closed on each
 // append), apply retention ([WithRetention]) on a sweeper goroutine they own, and never
 // delete a session that has an open call.
 //
@@ -22,7 +27,8 @@
 //
 //   - [SyncAlways] (default): every group commit is fdatasynced before any of its
 //     Append calls returns. A returned Append survives a process crash and a power loss.
-//   - [SyncNone]: bbolt's NoSync; commits reach the OS page cache but are not fsynced.
+//   - [SyncNone]: bbolt's NoSync, or no fdatasync after the Journal's write; commits
+//     reach the OS page cache but are not fsynced.
 //     A returned Append survives a crash of the toolsd process (the kernel still writes
 //     the pages) but not a kernel crash or power loss, which can lose recent commits or,
 //     in the worst case, leave a file that Open reports as corrupt.
@@ -32,7 +38,10 @@
 // A tool/call without a tool/result is "open". The Bolt store keeps an index of open
 // calls, updated in the same transaction as the appends, so that Open can close every
 // call interrupted by a crash with a synthetic ABORTED result (Recovered set) without
-// scanning the whole log. Interrupted calls are never re-run.
+// scanning the whole log; the Journal finds them while replaying its file. Interrupted
+// calls are never re-run. A crash can tear the Journal's last group write: Open cuts
+// off whatever follows the last whole record (those appends were never acknowledged);
+// damage that a whole record follows is reported as [ErrCorrupt].
 //
 // The package never imports gRPC or generated protobuf code, never interprets tool
 // arguments (they are stored byte for byte, malformed or not) and never re-orders or

@@ -90,8 +90,8 @@ func (o *options) retains() bool { return o.maxAge > 0 || o.maxSessions > 0 }
 // returned times compare equal.
 func (o *options) now() time.Time { return o.clock().Round(0).UTC() }
 
-// WithDurability sets the [Bolt] store's durability mode (default [SyncAlways]). The
-// memory store ignores it.
+// WithDurability sets the durability mode of [Bolt] and [Journal] (default
+// [SyncAlways]). The memory store ignores it.
 func WithDurability(m Mode) Option { return func(o *options) { o.durability = m } }
 
 // WithRetention deletes sessions whose last append is older than maxAge (0: no age
@@ -127,7 +127,7 @@ func WithMaxEventBytes(n int) Option {
 	}
 }
 
-// WithQueueSize bounds the [Bolt] writer's queue of pending appends (default
+// WithQueueSize bounds the [Bolt] or [Journal] writer's queue of pending appends (default
 // [DefaultQueueSize]); an Append waits for room (or its ctx) when it is full.
 func WithQueueSize(n int) Option {
 	return func(o *options) {
@@ -137,8 +137,8 @@ func WithQueueSize(n int) Option {
 	}
 }
 
-// WithLockTimeout bounds how long Open waits for the database file lock held by another
-// process (default [DefaultLockTimeout]).
+// WithLockTimeout bounds how long Open or OpenJournal waits for the lock another
+// process holds on the data directory's log (default [DefaultLockTimeout]).
 func WithLockTimeout(d time.Duration) Option {
 	return func(o *options) {
 		if d > 0 {
