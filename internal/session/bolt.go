@@ -66,6 +66,12 @@ func Open(dir string, opts ...Option) (*Bolt, error) {
 		return nil, fmt.Errorf("session: create data directory: %w", err)
 	}
 	path := filepath.Join(dir, FileName)
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(filepath.Join(dir, JournalFileName)); err == nil {
+			return nil, fmt.Errorf("session: %s holds a session journal (%s) and no bbolt log; set session.store: journal to keep using it",
+				dir, JournalFileName)
+		}
+	}
 	if err := checkFile(path); err != nil {
 		return nil, err
 	}

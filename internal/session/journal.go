@@ -27,9 +27,13 @@ const (
 // DefaultCompactBytes is the file size below which the journal is never rewritten.
 const DefaultCompactBytes = 64 << 20
 
-// maxTornBytes bounds the damaged tail Open will cut off as a torn last write; a larger
-// one is reported as corruption.
-const maxTornBytes = 1 << 30
+// maxRecordBytes bounds one record, so one Append (its length field is 32 bits).
+const maxRecordBytes = 512 << 20
+
+// maxTornBytes bounds the damaged tail Open will cut off as a torn last write (a group
+// write is at most maxBatchBytes plus one record); a larger one is reported as
+// corruption.
+const maxTornBytes = maxBatchBytes + maxRecordBytes
 
 // Journal is the durable [Store] by default: the log lives in memory, as [Memory] keeps
 // it, and every change is first written to an append-only file, the journal, which
@@ -331,6 +335,9 @@ func (j *Journal) Append(ctx context.Context, sessionID string, events ...Event)
 	}
 	if err := validate(sessionID, events, j.o.maxEventBytes); err != nil {
 		return nil, err
+	}
+	if n := eventsRecordSize(sessionID, events); n > maxRecordBytes {
+		return nil, fmt.Errorf("%w: the append needs up to %d bytes, the journal's limit for one append is %d", ErrTooLarge, n, maxRecordBytes)
 	}
 	r := &jrequest{
 		kind:      recKindEvents,

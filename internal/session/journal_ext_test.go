@@ -235,3 +235,29 @@ func TestJournalRetentionAndCompaction(t *testing.T) {
 		t.Errorf("Recovered() = %d, want 1 (s28's open call)", n)
 	}
 }
+
+// ... and a directory with a journal is not silently started as an empty bbolt log.
+func TestBoltRefusesJournalDirectory(t *testing.T) {
+	dir := t.TempDir()
+	closeOrFail(t, openJournal(t, dir))
+	_, err := session.Open(dir)
+	if err == nil || !strings.Contains(err.Error(), "session.store: journal") {
+		t.Errorf("Open(journal dir) = %v, want an error naming session.store: journal", err)
+	}
+}
+
+// One append is one record, whose length must fit its header.
+func TestJournalRefusesOversizedAppend(t *testing.T) {
+	s := openJournal(t, t.TempDir())
+	events := make([]session.Event, 40)
+	big := strings.Repeat("x", 15<<20)
+	for i := range events {
+		events[i] = messageEvent(big, 0)
+	}
+	if _, err := s.Append(t.Context(), "big", events...); !errors.Is(err, session.ErrTooLarge) {
+		t.Errorf("Append(600 MiB) = %v, want ErrTooLarge", err)
+	}
+	if got := readAll(t, s, "big"); len(got) != 0 {
+		t.Errorf("Read(big) = %d events after the refused append, want 0", len(got))
+	}
+}

@@ -62,11 +62,7 @@ type eventsRecord struct {
 // encodeEventsRecord encodes events (their Seq and Time are not read) as a record for
 // sessionID whose first seq and times are stamped later.
 func encodeEventsRecord(sessionID string, events []Event) eventsRecord {
-	size := recHeaderLen + 1 + binary.MaxVarintLen64 + len(sessionID) + 8 + binary.MaxVarintLen64
-	for i := range events {
-		size += valueLenBytes + payloadSize(&events[i]) + 64 + 10*len(events[i].SourceSeqs)
-	}
-	buf, _ := beginRecord(make([]byte, 0, size), recKindEvents, sessionID)
+	buf, _ := beginRecord(make([]byte, 0, eventsRecordSize(sessionID, events)), recKindEvents, sessionID)
 	r := eventsRecord{seqOff: len(buf), vals: make([]int, len(events))}
 	buf = append(buf, 0, 0, 0, 0, 0, 0, 0, 0)
 	buf = binary.AppendUvarint(buf, uint64(len(events)))
@@ -79,6 +75,15 @@ func encodeEventsRecord(sessionID string, events []Event) eventsRecord {
 	}
 	r.buf = buf
 	return r
+}
+
+// eventsRecordSize is an upper bound of the size of events' record.
+func eventsRecordSize(sessionID string, events []Event) int {
+	size := recHeaderLen + 1 + binary.MaxVarintLen64 + len(sessionID) + 8 + binary.MaxVarintLen64
+	for i := range events {
+		size += valueLenBytes + payloadSize(&events[i]) + 64 + 10*len(events[i].SourceSeqs)
+	}
+	return size
 }
 
 // appendStoredEvents appends a sealed events record of stored events (seqs dense from
