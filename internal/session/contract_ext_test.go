@@ -44,6 +44,7 @@ func TestContract(t *testing.T) {
 		"WatchPagesThroughLongLogs":   testWatchLongLog,
 		"SummaryWhileAppending":       testSummaryWhileAppending,
 		"OwnerFirstClaimWins":         testOwnerFirstClaimWins,
+		"OwnerOutlivesAWatch":         testOwnerOutlivesWatch,
 		"RetentionRemovesOwner":       testRetentionRemovesOwner,
 	}
 	for kind, open := range kinds() {
@@ -781,6 +782,29 @@ func testOwnerFirstClaimWins(t *testing.T, open opener) {
 		if _, err := s.ClaimOwner(ctx, id, alice); !errors.Is(err, session.ErrInvalid) {
 			t.Errorf("ClaimOwner(%d-byte id) = %v, want ErrInvalid", len(id), err)
 		}
+	}
+}
+
+// A session that has an owner and no events yet keeps its owner when a Watch on it ends.
+func testOwnerOutlivesWatch(t *testing.T, open opener) {
+	s := open(t)
+	ctx := t.Context()
+	alice := session.Owner{Identity: "alice"}
+	if _, err := s.ClaimOwner(ctx, "claimed", alice); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	watching := make(chan error, 1)
+	go func() { watching <- s.Watch(wctx, "claimed", 1, func(session.Event) error { return nil }) }()
+	cancel()
+	if err := <-watching; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Watch() = %v, want context.Canceled", err)
+	}
+	if got, err := s.ClaimOwner(ctx, "claimed", session.Owner{Identity: "mallory"}); err != nil || got != alice {
+		t.Errorf("ClaimOwner(mallory) after a Watch = %+v, %v, want the recorded alice", got, err)
+	}
+	if got, ok, err := s.Owner(ctx, "claimed"); !ok || err != nil || got != alice {
+		t.Errorf("Owner() after a Watch = %+v, %v, %v, want alice", got, ok, err)
 	}
 }
 

@@ -71,8 +71,10 @@ type Journal struct {
 	fault atomic.Pointer[error]
 
 	// size is the file's length and live the bytes of records of sessions still held;
-	// both are the writer's (and Open's, before the writer starts).
+	// group is the seq of the last group in the file. All are the writer's (and Open's,
+	// before the writer starts).
 	size, live int64
+	group      uint64
 }
 
 var _ Store = (*Journal)(nil)
@@ -186,20 +188,38 @@ func (j *Journal) replay() error {
 	off := int64(len(journalMagic))
 	var hdr [recHeaderLen]byte
 	for off < end {
-		n, body, ok := readRecord(r, hdr[:], end-off)
+		n, body, ok := readFrame(r, hdr[:], end-off)
 		if !ok {
 			return j.cutTail(off, end)
 		}
-		rec, err := decodeRecord(body)
-		if err != nil {
-			return fmt.Errorf("%w (at offset %d)", err, off)
-		}
-		if err := j.replayRecord(&rec, int64(n)); err != nil {
-			return fmt.Errorf("%w (at offset %d)", err, off)
+		if err := j.replayGroup(body); err != nil {
+			return fmt.Errorf("%w (group at offset %d)", err, off)
 		}
 		off += int64(n)
 	}
 	j.size = off
+	return nil
+}
+
+// replayGroup applies the records of one whole group.
+func (j *Journal) replayGroup(body []byte) error {
+	seq, recs, err := splitGroup(body)
+	if err != nil {
+		return err
+	}
+	if seq != j.group+1 {
+		return fmt.Errorf("%w: journal group %d follows group %d", ErrCorrupt, seq, j.group)
+	}
+	for _, b := range recs {
+		rec, err := decodeRecord(b)
+		if err != nil {
+			return err
+		}
+		if err := j.replayRecord(&rec, int64(recHeaderLen+len(b))); err != nil {
+			return err
+		}
+	}
+	j.group = seq
 	return nil
 }
 
@@ -215,8 +235,8 @@ func (j *Journal) rewriteHeader() error {
 	return nil
 }
 
-// readRecord reads the next record's body if it is whole and its checksum matches.
-func readRecord(r *bufio.Reader, hdr []byte, left int64) (int, []byte, bool) {
+// readFrame reads the next group's body if it is whole and its checksum matches.
+func readFrame(r *bufio.Reader, hdr []byte, left int64) (int, []byte, bool) {
 	if _, err := io.ReadFull(r, hdr); err != nil {
 		return 0, nil, false
 	}
@@ -234,19 +254,19 @@ func readRecord(r *bufio.Reader, hdr []byte, left int64) (int, []byte, bool) {
 	return recHeaderLen + int(n), body, true
 }
 
-// cutTail handles damage at off: a torn last write is truncated away, damage with a
-// whole record after it is corruption.
+// cutTail handles damage at off: a torn last group is truncated away; damage that a
+// whole later group follows is corruption.
 func (j *Journal) cutTail(off, end int64) error {
 	if end-off > maxTornBytes {
-		return fmt.Errorf("%w: damaged record at offset %d with %d bytes after it", ErrCorrupt, off, end-off)
+		return fmt.Errorf("%w: damaged group at offset %d with %d bytes after it", ErrCorrupt, off, end-off)
 	}
 	tail := make([]byte, end-off)
 	if _, err := j.f.ReadAt(tail, off); err != nil {
 		return err
 	}
 	for q := 1; q < len(tail); q++ {
-		if _, ok := recordAt(tail, q); ok {
-			return fmt.Errorf("%w: damaged record at offset %d followed by a whole one at %d", ErrCorrupt, off, off+int64(q))
+		if seq, ok := groupAt(tail, q); ok && seq > j.group {
+			return fmt.Errorf("%w: damaged group at offset %d followed by whole group %d at %d", ErrCorrupt, off, seq, off+int64(q))
 		}
 	}
 	if err := j.f.Truncate(off); err != nil {

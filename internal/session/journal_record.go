@@ -7,9 +7,14 @@ import (
 	"hash/crc32"
 )
 
-// The journal file is a header, then records:
+// The journal file is a header, then groups of records, one group per commit:
 //
 //	file    "TOOLSDJ" 0x01                         8 bytes, once
+//	group   body length                            uint32, big-endian
+//	        CRC-32C of the body                    uint32, big-endian
+//	body    'G'                                    byte (a record body starts with its kind)
+//	        group seq                              uint64, big-endian: 1, 2, 3, ... per file
+//	        records, at least one
 //	record  body length                            uint32, big-endian, >= 1
 //	        CRC-32C of the body                    uint32, big-endian
 //	body    kind                                   byte
@@ -21,10 +26,15 @@ import (
 //	owner   identity, scope                        strings; then scope known (byte 0 or 1)
 //	delete  nothing more: the session is gone (retention)
 //
-// A record is written whole by one write(2) with the rest of its group commit; the CRC
-// tells a torn write at the end of the file from a complete record.
+// A group is written by one write(2) and fdatasynced before the next one starts, so a
+// crash can damage only the last group, in any of its pages. Its CRC tells a whole group
+// from a torn one; a whole group after a damaged one means the damage is not a torn
+// write. The group seq tells a real later group from a copy of an earlier one that a
+// tool's output might carry inside the torn group.
 const (
 	journalMagic  = "TOOLSDJ\x01"
+	groupMarker   = 'G'
+	groupHeadLen  = recHeaderLen + 1 + 8
 	recHeaderLen  = 8
 	recKindEvents = 1
 	recKindOwner  = 2
@@ -197,22 +207,57 @@ func (d *decoder) fixed64() uint64 {
 	return uint64(hi)<<32 | uint64(d.fixed32())
 }
 
-// recordAt reports whether buf[off:] starts with a whole record whose checksum matches,
-// and returns its total length.
-func recordAt(buf []byte, off int) (int, bool) {
-	if len(buf)-off < recHeaderLen+1 {
+// beginGroup appends a group header placeholder for group seq to dst.
+func beginGroup(dst []byte, seq uint64) []byte {
+	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0, groupMarker)
+	return binary.BigEndian.AppendUint64(dst, seq)
+}
+
+// sealGroup completes the header of group, which starts with it.
+func sealGroup(group []byte) { sealRecord(group) }
+
+// groupAt reports whether buf[off:] starts with a whole group whose checksum matches,
+// and returns its seq.
+func groupAt(buf []byte, off int) (uint64, bool) {
+	if len(buf)-off < groupHeadLen {
 		return 0, false
 	}
 	n := int(binary.BigEndian.Uint32(buf[off:]))
-	if n < 1 || n > len(buf)-off-recHeaderLen {
+	if n < groupHeadLen-recHeaderLen || n > len(buf)-off-recHeaderLen {
 		return 0, false
 	}
 	body := buf[off+recHeaderLen : off+recHeaderLen+n]
-	if body[0] < recKindEvents || body[0] > recKindDelete {
+	if body[0] != groupMarker || crcOf(body) != binary.BigEndian.Uint32(buf[off+4:]) {
 		return 0, false
 	}
-	if crcOf(body) != binary.BigEndian.Uint32(buf[off+4:]) {
-		return 0, false
+	return binary.BigEndian.Uint64(body[1:]), true
+}
+
+// splitGroup returns the seq and the records of a group body whose checksum matched.
+// Damage is ErrCorrupt.
+func splitGroup(body []byte) (uint64, [][]byte, error) {
+	if len(body) < 1+8 || body[0] != groupMarker {
+		return 0, nil, fmt.Errorf("%w: journal group without its marker", ErrCorrupt)
 	}
-	return recHeaderLen + n, true
+	seq := binary.BigEndian.Uint64(body[1:])
+	var recs [][]byte
+	for rest := body[9:]; len(rest) > 0; {
+		if len(rest) < recHeaderLen+1 {
+			return 0, nil, fmt.Errorf("%w: journal group %d ends inside a record", ErrCorrupt, seq)
+		}
+		n := int(binary.BigEndian.Uint32(rest))
+		if n < 1 || n > len(rest)-recHeaderLen {
+			return 0, nil, fmt.Errorf("%w: journal group %d has a record of %d bytes with %d left", ErrCorrupt, seq, n, len(rest)-recHeaderLen)
+		}
+		rec := rest[recHeaderLen : recHeaderLen+n]
+		if crcOf(rec) != binary.BigEndian.Uint32(rest[4:]) {
+			return 0, nil, fmt.Errorf("%w: journal group %d has a record with a bad checksum", ErrCorrupt, seq)
+		}
+		recs = append(recs, rec)
+		rest = rest[recHeaderLen+n:]
+	}
+	if len(recs) == 0 {
+		return 0, nil, fmt.Errorf("%w: journal group %d is empty", ErrCorrupt, seq)
+	}
+	return seq, recs, nil
 }

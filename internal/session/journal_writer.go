@@ -116,7 +116,7 @@ func (w *journalWriter) commit(reqs []*jrequest) {
 	now := j.o.now()
 	clear(w.next)
 	clear(w.claims)
-	buf := w.buf[:0]
+	buf := beginGroup(w.buf[:0], j.group+1)
 	for _, r := range reqs {
 		switch r.kind {
 		case recKindEvents:
@@ -146,7 +146,7 @@ func (w *journalWriter) commit(reqs []*jrequest) {
 		}
 	}
 	w.buf = buf
-	if err := w.write(buf); err != nil {
+	if err := w.writeGroup(buf); err != nil {
 		respondAll(reqs, jresponse{err: err})
 		return
 	}
@@ -201,29 +201,38 @@ func ownerRecordSize(id string, o Owner) int64 {
 	return int64(len(appendOwnerRecord(nil, id, o)))
 }
 
-// write appends buf to the file and makes it durable. On failure the journal stops:
-// the file is cut back to its last good length when possible, and every later change
-// fails, because what the disk holds after a failed fdatasync is unknown.
-func (w *journalWriter) write(buf []byte) error {
+// writeGroup seals group (built by beginGroup for the next seq), appends it to the file
+// and makes it durable; a group without records is not written. On failure the
+// journal stops (see stop).
+func (w *journalWriter) writeGroup(group []byte) error {
 	j := w.j
-	if len(buf) == 0 {
+	if len(group) == groupHeadLen {
 		return nil
 	}
-	_, err := j.f.Write(buf)
+	sealGroup(group)
+	_, err := j.f.Write(group)
 	if err == nil && j.o.durability == SyncAlways {
 		err = fdatasync(j.f)
 	}
 	if err != nil {
-		err = fmt.Errorf("session: write the journal: %w", err)
-		j.fault.Store(&err)
-		j.o.logger.Error("session journal write failed; the log is read-only until restart", zap.Error(err))
-		if terr := j.f.Truncate(j.size); terr == nil {
-			_, _ = j.f.Seek(j.size, 0)
-		}
-		return err
+		return j.stop(fmt.Errorf("session: write the journal: %w", err))
 	}
-	j.size += int64(len(buf))
+	j.size += int64(len(group))
+	j.group++
 	return nil
+}
+
+// stop makes every later change fail with err, because what the disk holds after a
+// failed write or fdatasync is unknown, and cuts the file back to its last good length
+// when it can so that the failed group does not come back at the next start.
+func (j *Journal) stop(err error) error {
+	j.fault.Store(&err)
+	j.o.logger.Error("session journal stopped; appends fail until toolsd restarts", zap.Error(err))
+	if terr := j.f.Truncate(j.size); terr == nil {
+		_, _ = j.f.Seek(j.size, 0)
+		_ = j.f.Sync()
+	}
+	return err
 }
 
 func respondAll(reqs []*jrequest, resp jresponse) {
@@ -240,7 +249,7 @@ func (w *journalWriter) sweep(r *jrequest) {
 		return
 	}
 	var ids []string
-	buf := w.buf[:0]
+	buf := beginGroup(w.buf[:0], j.group+1)
 	for _, v := range j.mem.victims(r.now) {
 		s := j.mem.sessions.get(v.id)
 		if s == nil {
@@ -256,7 +265,7 @@ func (w *journalWriter) sweep(r *jrequest) {
 		buf = appendDeleteRecord(buf, v.id)
 	}
 	w.buf = buf
-	if err := w.write(buf); err != nil {
+	if err := w.writeGroup(buf); err != nil {
 		r.done <- jresponse{err: err}
 		return
 	}
@@ -291,7 +300,7 @@ func (w *journalWriter) maybeCompact() {
 }
 
 // compact writes the live sessions to a new file, makes it durable and renames it over
-// the journal. Appends wait meanwhile (they queue for the writer).
+// the journal. Appends wait meanwhile (they queue for the writer); reads go on.
 func (w *journalWriter) compact() error {
 	j := w.j
 	tmp := j.path + compactSuffix
@@ -299,73 +308,95 @@ func (w *journalWriter) compact() error {
 	if err != nil {
 		return err
 	}
-	fail := func(err error) error {
+	c := compactor{bw: bufio.NewWriterSize(f, 1<<20), size: int64(len(journalMagic))}
+	_, c.err = c.bw.WriteString(journalMagic)
+	c.group = beginGroup(nil, 1)
+	type held struct {
+		id string
+		s  *memSession
+	}
+	var sessions []held
+	j.mem.sessions.each(func(id string, s *memSession) { sessions = append(sessions, held{id, s}) })
+	bytes := make([]int64, len(sessions))
+	for i, h := range sessions {
+		h.s.mu.Lock()
+		view, owner := h.s.events.view(), h.s.owner
+		h.s.mu.Unlock()
+		if owner != nil {
+			bytes[i] += c.add(appendOwnerRecord(c.group, h.id, *owner))
+		}
+		for from := 0; from < view.len(); {
+			var rec []byte
+			rec, from = appendChunk(c.group, h.id, view, from)
+			bytes[i] += c.add(rec)
+		}
+	}
+	c.flush()
+	if c.err == nil {
+		c.err = c.bw.Flush()
+	}
+	if c.err == nil {
+		c.err = f.Sync()
+	}
+	if c.err == nil {
+		c.err = os.Rename(tmp, j.path)
+	}
+	if c.err != nil {
 		_ = f.Close()
 		_ = os.Remove(tmp)
-		return err
-	}
-	bw := bufio.NewWriterSize(f, 1<<20)
-	size := int64(len(journalMagic))
-	if _, err := bw.WriteString(journalMagic); err != nil {
-		return fail(err)
-	}
-	type sized struct {
-		s     *memSession
-		bytes int64
-	}
-	var sessions []sized
-	var werr error
-	var buf []byte
-	j.mem.sessions.each(func(id string, s *memSession) {
-		if werr != nil {
-			return
-		}
-		s.mu.Lock()
-		view, owner := s.events.view(), s.owner
-		s.mu.Unlock()
-		if view.len() == 0 && owner == nil {
-			return
-		}
-		n := int64(0)
-		if owner != nil {
-			buf = appendOwnerRecord(buf[:0], id, *owner)
-			n += int64(len(buf))
-			_, werr = bw.Write(buf)
-		}
-		for from := 0; from < view.len() && werr == nil; {
-			buf, from = appendChunk(buf[:0], id, view, from)
-			n += int64(len(buf))
-			_, werr = bw.Write(buf)
-		}
-		size += n
-		sessions = append(sessions, sized{s, n})
-	})
-	if werr == nil {
-		werr = bw.Flush()
-	}
-	if werr == nil {
-		werr = f.Sync()
-	}
-	if werr == nil {
-		werr = os.Rename(tmp, j.path)
-	}
-	if werr != nil {
-		return fail(werr)
-	}
-	if err := syncDir(j.dir); err != nil {
-		j.o.logger.Warn("session journal compaction: sync directory", zap.Error(err))
+		return c.err
 	}
 	old := j.f
 	j.f = f
 	_ = old.Close()
-	j.size, j.live = size, size
-	for _, c := range sessions {
-		c.s.bytes = c.bytes
+	j.size, j.live, j.group = c.size, c.size, c.seq
+	for i, h := range sessions {
+		h.s.bytes = bytes[i]
+	}
+	if err := syncDir(j.dir); err != nil {
+		// The new name may not survive a power loss: appends to the new file could be
+		// lost with it, so none are taken.
+		_ = j.stop(fmt.Errorf("session: sync the data directory after rewriting the journal: %w", err))
 	}
 	return nil
 }
 
-// compactChunkBytes bounds one events record of a rewritten journal.
+// compactor writes groups of about compactChunkBytes to a rewritten journal.
+type compactor struct {
+	bw    *bufio.Writer
+	group []byte // the group being filled; records are appended to it
+	seq   uint64 // the last group written
+	size  int64
+	err   error
+}
+
+// add takes group, the current group with one more record appended, and returns that
+// record's size; a group that is full is written.
+func (c *compactor) add(group []byte) int64 {
+	n := int64(len(group) - len(c.group))
+	c.group = group
+	if len(c.group) >= compactChunkBytes {
+		c.flush()
+	}
+	return n
+}
+
+// flush writes the current group if it holds records and starts the next one.
+func (c *compactor) flush() {
+	if len(c.group) == groupHeadLen {
+		return
+	}
+	sealGroup(c.group)
+	if c.err == nil {
+		_, c.err = c.bw.Write(c.group)
+	}
+	c.size += int64(len(c.group))
+	c.seq++
+	c.group = beginGroup(c.group[:0], c.seq+1)
+}
+
+// compactChunkBytes bounds one events record, and about one group, of a rewritten
+// journal.
 const compactChunkBytes = 1 << 20
 
 // appendChunk appends an events record of view's events from index from, up to about

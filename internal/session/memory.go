@@ -145,7 +145,7 @@ func (m *Memory) Watch(ctx context.Context, sessionID string, fromSeq uint64, fn
 		}
 		s := m.sessions.acquire(sessionID)
 		err := m.watch(ctx, s, &next, fn)
-		m.sessions.release(sessionID, s, func(s *memSession) bool { return s.events.n == 0 })
+		m.sessions.release(sessionID, s, func(s *memSession) bool { return s.events.n == 0 && s.owner == nil })
 		if !errors.Is(err, errGone) {
 			return err
 		}
