@@ -18,20 +18,16 @@ import (
 	"github.com/toolsd/toolsd/internal/tool"
 )
 
-func openBolt(t *testing.T, dir string, opts ...session.Option) *session.Bolt {
+func openBolt(t *testing.T, dir string, opts ...session.Option) durable {
 	t.Helper()
-	s, err := session.Open(dir, opts...)
-	if err != nil {
-		t.Fatalf("Open(%s) = %v", dir, err)
-	}
-	t.Cleanup(func() { closeStore(t, s) })
-	return s
+	return durableKinds()["Bolt"].openT(t, dir, opts...)
 }
 
 // durable is a store that survives a restart.
 type durable interface {
 	session.Store
 	Recovered() int
+	Sweep(now time.Time) (int, error)
 }
 
 // durableKind opens one kind of durable store; file is its log file in the directory.
@@ -326,12 +322,36 @@ func foreignDB(t *testing.T) []byte {
 	return b
 }
 
-func TestBoltLockedByAnotherStore(t *testing.T) {
-	dir := t.TempDir()
-	openBolt(t, dir)
-	_, err := session.Open(dir, session.WithLockTimeout(50*time.Millisecond))
-	if err == nil || !strings.Contains(err.Error(), "locked") || errors.Is(err, session.ErrCorrupt) {
-		t.Errorf("second Open() = %v, want a lock error", err)
+func TestDurableLockedByAnotherStore(t *testing.T) {
+	for name, k := range durableKinds() {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			k.openT(t, dir)
+			_, err := k.open(dir, session.WithLockTimeout(50*time.Millisecond))
+			if err == nil || !strings.Contains(err.Error(), "locked") || errors.Is(err, session.ErrCorrupt) {
+				t.Errorf("second open() = %v, want a lock error", err)
+			}
+		})
+	}
+}
+
+// A data directory holding one durable store's log is not silently started as an
+// empty log of the other.
+func TestDurableRefusesTheOtherStoresDirectory(t *testing.T) {
+	for name, k := range durableKinds() {
+		t.Run(name, func(t *testing.T) {
+			for other, o := range durableKinds() {
+				if other == name {
+					continue
+				}
+				dir := t.TempDir()
+				closeStore(t, o.openT(t, dir))
+				want := "session.store: " + strings.ToLower(other)
+				if _, err := k.open(dir); err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("open(%s directory) = %v, want an error naming %s", other, err, want)
+				}
+			}
+		})
 	}
 }
 

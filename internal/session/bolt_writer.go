@@ -82,32 +82,9 @@ func (b *Bolt) Append(ctx context.Context, sessionID string, events ...Event) ([
 	return r.events, nil
 }
 
-// submit queues r for the writer and waits for its outcome. ctx ends only the wait for
-// queue room.
+// submit queues r for the writer and waits for its outcome.
 func (b *Bolt) submit(ctx context.Context, r *request) response {
-	select {
-	case b.queue <- r:
-	default:
-		select {
-		case b.queue <- r:
-		case <-ctx.Done():
-			return response{err: fmt.Errorf("session: waiting for the writer: %w", ctx.Err())}
-		case <-b.quit:
-			return response{err: ErrClosed}
-		}
-	}
-	select {
-	case resp := <-r.done:
-		return resp
-	case <-b.writerDone:
-		// Queued after the writer drained its queue, or answered just before it exited.
-		select {
-		case resp := <-r.done:
-			return resp
-		default:
-			return response{err: ErrClosed}
-		}
-	}
+	return submit(ctx, b.queue, b.quit, b.writerDone, r, r.done, func(err error) response { return response{err: err} })
 }
 
 // writer owns every write transaction and the per-session write state.
@@ -133,28 +110,14 @@ func (w *writer) run() {
 	for {
 		select {
 		case r := <-w.b.queue:
-			w.batch = append(w.batch[:0], r)
-			w.collect(r.bytes)
+			w.batch = collect(w.b.queue, append(w.batch[:0], r), r.bytes, func(r *request) int { return r.bytes })
 			if w.closing() {
 				w.fail(ErrClosed)
 				continue
 			}
 			w.process()
 		case <-w.b.quit:
-			w.drain()
-			return
-		}
-	}
-}
-
-// collect adds every request already waiting, up to the batch limits.
-func (w *writer) collect(size int) {
-	for len(w.batch) < cap(w.b.queue) && size < maxBatchBytes {
-		select {
-		case r := <-w.b.queue:
-			w.batch = append(w.batch, r)
-			size += r.bytes
-		default:
+			drain(w.b.queue, func(r *request) { r.done <- response{err: ErrClosed} })
 			return
 		}
 	}
@@ -174,17 +137,6 @@ func (w *writer) fail(err error) {
 		r.done <- response{err: err}
 	}
 	clear(w.batch)
-}
-
-func (w *writer) drain() {
-	for {
-		select {
-		case r := <-w.b.queue:
-			r.done <- response{err: ErrClosed}
-		default:
-			return
-		}
-	}
 }
 
 // process commits runs of appends as single transactions; a sweep runs alone, in queue

@@ -99,7 +99,7 @@ func OpenJournal(dir string, opts ...Option) (*Journal, error) {
 		writerDone: make(chan struct{}),
 	}
 	if err := j.open(); err != nil {
-		j.release()
+		_ = j.release() // the open error is the one to report
 		return nil, err
 	}
 	go newJournalWriter(j).run()
@@ -432,31 +432,9 @@ func (j *Journal) Sweep(now time.Time) (int, error) {
 	return resp.removed, resp.err
 }
 
-// submit queues r for the writer and waits for its outcome. ctx ends only the wait for
-// queue room: once queued, a change completes or fails with ErrClosed.
+// submit queues r for the writer and waits for its outcome.
 func (j *Journal) submit(ctx context.Context, r *jrequest) jresponse {
-	select {
-	case j.queue <- r:
-	default:
-		select {
-		case j.queue <- r:
-		case <-ctx.Done():
-			return jresponse{err: fmt.Errorf("session: waiting for the writer: %w", ctx.Err())}
-		case <-j.quit:
-			return jresponse{err: ErrClosed}
-		}
-	}
-	select {
-	case resp := <-r.done:
-		return resp
-	case <-j.writerDone:
-		select {
-		case resp := <-r.done:
-			return resp
-		default:
-			return jresponse{err: ErrClosed}
-		}
-	}
+	return submit(ctx, j.queue, j.quit, j.writerDone, r, r.done, func(err error) jresponse { return jresponse{err: err} })
 }
 
 // Close implements [Store]: the writer finishes the group in flight, later calls fail

@@ -16,14 +16,9 @@ import (
 	"github.com/toolsd/toolsd/internal/session"
 )
 
-func openJournal(t *testing.T, dir string, opts ...session.Option) *session.Journal {
+func openJournal(t *testing.T, dir string, opts ...session.Option) durable {
 	t.Helper()
-	s, err := session.OpenJournal(dir, opts...)
-	if err != nil {
-		t.Fatalf("OpenJournal(%s) = %v", dir, err)
-	}
-	t.Cleanup(func() { closeStore(t, s) })
-	return s
+	return durableKinds()["Journal"].openT(t, dir, opts...)
 }
 
 func journalSize(t *testing.T, dir string) int64 {
@@ -169,25 +164,6 @@ func TestJournalShortFileIsEmpty(t *testing.T) {
 	}
 }
 
-func TestJournalLockedByAnotherStore(t *testing.T) {
-	dir := t.TempDir()
-	openJournal(t, dir)
-	_, err := session.OpenJournal(dir, session.WithLockTimeout(50*time.Millisecond))
-	if err == nil || !strings.Contains(err.Error(), "locked") || errors.Is(err, session.ErrCorrupt) {
-		t.Errorf("second OpenJournal() = %v, want a lock error", err)
-	}
-}
-
-// A data directory with a bbolt log is not silently started as an empty journal.
-func TestJournalRefusesBoltDirectory(t *testing.T) {
-	dir := t.TempDir()
-	closeOrFail(t, openBolt(t, dir))
-	_, err := session.OpenJournal(dir)
-	if err == nil || !strings.Contains(err.Error(), "session.store: bolt") {
-		t.Errorf("OpenJournal(bolt dir) = %v, want an error naming session.store: bolt", err)
-	}
-}
-
 // Sessions deleted by retention stay deleted after a restart; rewriting the journal
 // keeps exactly the live sessions, and appends go on in the new file.
 func TestJournalRetentionAndCompaction(t *testing.T) {
@@ -245,16 +221,6 @@ func TestJournalRetentionAndCompaction(t *testing.T) {
 	}
 	if n := r.Recovered(); n != 1 {
 		t.Errorf("Recovered() = %d, want 1 (s28's open call)", n)
-	}
-}
-
-// ... and a directory with a journal is not silently started as an empty bbolt log.
-func TestBoltRefusesJournalDirectory(t *testing.T) {
-	dir := t.TempDir()
-	closeOrFail(t, openJournal(t, dir))
-	_, err := session.Open(dir)
-	if err == nil || !strings.Contains(err.Error(), "session.store: journal") {
-		t.Errorf("Open(journal dir) = %v, want an error naming session.store: journal", err)
 	}
 }
 

@@ -50,35 +50,10 @@ func (w *journalWriter) run() {
 	for {
 		select {
 		case r := <-w.j.queue:
-			w.batch = append(w.batch[:0], r)
-			w.collect(len(r.rec.buf))
+			w.batch = collect(w.j.queue, append(w.batch[:0], r), len(r.rec.buf), func(r *jrequest) int { return len(r.rec.buf) })
 			w.process()
 		case <-w.j.quit:
-			w.drain()
-			return
-		}
-	}
-}
-
-// collect adds every request already waiting, up to the group limits.
-func (w *journalWriter) collect(size int) {
-	for len(w.batch) < cap(w.j.queue) && size < maxBatchBytes {
-		select {
-		case r := <-w.j.queue:
-			w.batch = append(w.batch, r)
-			size += len(r.rec.buf)
-		default:
-			return
-		}
-	}
-}
-
-func (w *journalWriter) drain() {
-	for {
-		select {
-		case r := <-w.j.queue:
-			r.done <- jresponse{err: ErrClosed}
-		default:
+			drain(w.j.queue, func(r *jrequest) { r.done <- jresponse{err: ErrClosed} })
 			return
 		}
 	}
