@@ -45,8 +45,10 @@ const maxTornBytes = maxBatchBytes + maxRecordBytes
 // and only then applies them to memory and releases their callers. A commit is one
 // sequential write and one flush of it; nothing already written is rewritten. When the
 // file has grown past [DefaultCompactBytes] (see [WithCompactBytes]) and more than half
-// of it belongs to deleted sessions, the writer rewrites it with the live sessions only
-// (a new file, fsynced, renamed over the old one).
+// of it belongs to deleted sessions, it is rewritten with the live sessions only: a
+// goroutine writes a snapshot to a new file while the writer goes on committing to the
+// old one, then the writer copies over the groups committed meanwhile and renames the
+// new file over the old (see journal_compact.go).
 //
 // The price of the design: every retained session is held in memory (a bbolt file is
 // paged in on demand), so size retention ([WithRetention]) to the memory at hand, or
@@ -75,6 +77,9 @@ type Journal struct {
 	// before the writer starts).
 	size, live int64
 	group      uint64
+	// Test seams: snapshotting is called as a rewrite's goroutine starts, rewritten by
+	// the writer after each rewrite.
+	snapshotting, rewritten func()
 }
 
 var _ Store = (*Journal)(nil)

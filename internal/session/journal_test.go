@@ -2,10 +2,15 @@ package session
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // A failed write stops the journal: the failing append and every later change report
@@ -90,4 +95,137 @@ func t0Journal() []byte {
 	b = appendDeleteRecord(b, "t")
 	sealGroup(b[second:])
 	return b
+}
+
+// A rewrite runs beside the writer: appends, a new session, an owner claim and a
+// deletion committed while the snapshot is being written all survive in the new file,
+// and the deleted sessions stay deleted.
+func TestJournalRewriteBesideAppends(t *testing.T) {
+	var (
+		mu  sync.Mutex
+		now = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	)
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		now = now.Add(time.Second)
+		return now
+	}
+	dir := t.TempDir()
+	opts := []Option{WithCompactBytes(4 << 10), WithRetention(0, 3), WithSweepInterval(0), WithClock(clock)}
+	j, err := OpenJournal(dir, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entered, hold, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	j.snapshotting = func() { close(entered); <-hold }
+	j.rewritten = func() { close(done) }
+	ctx := t.Context()
+	big := strings.Repeat("x", 2000)
+	for i := range 20 {
+		if _, err := j.Append(ctx, fmt.Sprintf("s%02d", i), msg(big), msg(big)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := j.Sweep(clock()); err != nil || n != 17 {
+		t.Fatalf("Sweep() = %d, %v, want 17", n, err)
+	}
+	<-entered // the snapshot is taken; its file is not written yet
+	if _, err := j.Append(ctx, "s19", msg("during the rewrite")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Append(ctx, "new", msg("born during the rewrite")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.ClaimOwner(ctx, "new", Owner{Identity: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := j.Sweep(clock()); err != nil || n != 1 { // s17, the oldest of four
+		t.Fatalf("second Sweep() = %d, %v, want 1", n, err)
+	}
+	before, _ := os.Stat(filepath.Join(dir, JournalFileName))
+	close(hold)
+	<-done
+	after, _ := os.Stat(filepath.Join(dir, JournalFileName))
+	if after.Size() >= before.Size()/3 {
+		t.Errorf("journal is %d bytes after the rewrite (was %d), want it smaller", after.Size(), before.Size())
+	}
+	if _, err := j.Append(ctx, "new", msg("after the rewrite")); err != nil {
+		t.Fatal(err)
+	}
+	ids := []string{"s16", "s17", "s18", "s19", "new"}
+	want := map[string][]Event{}
+	for _, id := range ids {
+		if want[id], err = j.Read(ctx, id, 1, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(want["s16"]) != 0 || len(want["s17"]) != 0 || len(want["s19"]) != 3 || len(want["new"]) != 2 {
+		t.Fatalf("before restart: s16 %d, s17 %d, s19 %d, new %d events, want 0, 0, 3, 2",
+			len(want["s16"]), len(want["s17"]), len(want["s19"]), len(want["new"]))
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := OpenJournal(dir, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeStore(t, r)
+	for _, id := range ids {
+		got, err := r.Read(ctx, id, 1, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want[id], got); diff != "" {
+			t.Errorf("Read(%s) after restart (-before +after):\n%s", id, diff)
+		}
+	}
+	if o, ok, _ := r.Owner(ctx, "new"); !ok || o.Identity != "alice" {
+		t.Errorf("Owner(new) after restart = %+v, %v, want alice", o, ok)
+	}
+}
+
+// Close during a rewrite stops it and leaves the journal whole.
+func TestJournalCloseDuringRewrite(t *testing.T) {
+	dir := t.TempDir()
+	opts := []Option{WithCompactBytes(4 << 10), WithRetention(0, 1), WithSweepInterval(0)}
+	j, err := OpenJournal(dir, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entered, hold := make(chan struct{}), make(chan struct{})
+	j.snapshotting = func() { close(entered); <-hold }
+	for i := range 10 {
+		if _, err := j.Append(t.Context(), fmt.Sprintf("s%d", i), msg(strings.Repeat("y", 1000))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := j.Sweep(time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	closed := make(chan error, 1)
+	go func() { closed <- j.Close() }()
+	waitFor(t, "Close to start", j.closed.Load)
+	close(hold)
+	if err := <-closed; err != nil {
+		t.Fatalf("Close() = %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, JournalFileName+compactSuffix)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the rewrite's file is left behind: %v", err)
+	}
+	r, err := OpenJournal(dir, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeStore(t, r)
+	n := 0
+	for i := range 10 {
+		got, _ := r.Read(t.Context(), fmt.Sprintf("s%d", i), 1, 0)
+		n += len(got)
+	}
+	if n != 1 {
+		t.Errorf("%d events after restart, want 1 (the session retention kept)", n)
+	}
 }

@@ -1,11 +1,9 @@
 package session
 
 import (
-	"bufio"
 	"cmp"
 	"encoding/binary"
 	"fmt"
-	"os"
 	"slices"
 	"time"
 
@@ -39,6 +37,8 @@ type journalWriter struct {
 	// claims are the owners claimed in it.
 	next   map[string]uint64
 	claims map[string]Owner
+	// rw is the rewrite in progress, if any.
+	rw *rewrite
 }
 
 func newJournalWriter(j *Journal) *journalWriter {
@@ -52,7 +52,10 @@ func (w *journalWriter) run() {
 		case r := <-w.j.queue:
 			w.batch = collect(w.j.queue, append(w.batch[:0], r), len(r.rec.buf), func(r *jrequest) int { return len(r.rec.buf) })
 			w.process()
+		case res := <-w.rewriteDone():
+			w.finishRewrite(res)
 		case <-w.j.quit:
+			w.stopRewrite()
 			drain(w.j.queue, func(r *jrequest) { r.done <- jresponse{err: ErrClosed} })
 			return
 		}
@@ -254,139 +257,6 @@ func (w *journalWriter) sweep(r *jrequest) {
 		j.o.logger.Debug("retention deleted sessions", zap.Int("sessions", len(ids)))
 	}
 	r.done <- jresponse{removed: len(ids)}
-}
-
-// maybeCompact rewrites the journal when it is large and mostly dead.
-func (w *journalWriter) maybeCompact() {
-	j := w.j
-	if j.size < j.o.compactBytes || j.size < 2*j.live || j.usable() != nil {
-		return
-	}
-	start := time.Now()
-	before := j.size
-	if err := w.compact(); err != nil {
-		// The old journal is intact and still open: keep appending to it.
-		j.o.logger.Error("session journal compaction failed; will retry", zap.Error(err))
-		j.live = j.size // do not retry before the file doubles again
-		return
-	}
-	j.o.logger.Info("session journal compacted", zap.Int64("bytes_before", before),
-		zap.Int64("bytes_after", j.size), zap.Duration("took", time.Since(start)))
-}
-
-// compact writes the live sessions to a new file, makes it durable and renames it over
-// the journal. Appends wait meanwhile (they queue for the writer); reads go on.
-func (w *journalWriter) compact() error {
-	j := w.j
-	tmp := j.path + compactSuffix
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_RDWR, 0o600)
-	if err != nil {
-		return err
-	}
-	c := compactor{bw: bufio.NewWriterSize(f, 1<<20), size: int64(len(journalMagic))}
-	_, c.err = c.bw.WriteString(journalMagic)
-	c.group = beginGroup(nil, 1)
-	type held struct {
-		id string
-		s  *memSession
-	}
-	var sessions []held
-	j.mem.sessions.each(func(id string, s *memSession) { sessions = append(sessions, held{id, s}) })
-	bytes := make([]int64, len(sessions))
-	for i, h := range sessions {
-		h.s.mu.Lock()
-		view, owner := h.s.events.view(), h.s.owner
-		h.s.mu.Unlock()
-		if owner != nil {
-			bytes[i] += c.add(appendOwnerRecord(c.group, h.id, *owner))
-		}
-		for from := 0; from < view.len(); {
-			var rec []byte
-			rec, from = appendChunk(c.group, h.id, view, from)
-			bytes[i] += c.add(rec)
-		}
-	}
-	c.flush()
-	if c.err == nil {
-		c.err = c.bw.Flush()
-	}
-	if c.err == nil {
-		c.err = f.Sync()
-	}
-	if c.err == nil {
-		c.err = os.Rename(tmp, j.path)
-	}
-	if c.err != nil {
-		_ = f.Close()
-		_ = os.Remove(tmp)
-		return c.err
-	}
-	old := j.f
-	j.f = f
-	_ = old.Close()
-	j.size, j.live, j.group = c.size, c.size, c.seq
-	for i, h := range sessions {
-		h.s.bytes = bytes[i]
-	}
-	if err := syncDir(j.dir); err != nil {
-		// The new name may not survive a power loss: appends to the new file could be
-		// lost with it, so none are taken.
-		_ = j.stop(fmt.Errorf("session: sync the data directory after rewriting the journal: %w", err))
-	}
-	return nil
-}
-
-// compactor writes groups of about compactChunkBytes to a rewritten journal.
-type compactor struct {
-	bw    *bufio.Writer
-	group []byte // the group being filled; records are appended to it
-	seq   uint64 // the last group written
-	size  int64
-	err   error
-}
-
-// add takes group, the current group with one more record appended, and returns that
-// record's size; a group that is full is written.
-func (c *compactor) add(group []byte) int64 {
-	n := int64(len(group) - len(c.group))
-	c.group = group
-	if len(c.group) >= compactChunkBytes {
-		c.flush()
-	}
-	return n
-}
-
-// flush writes the current group if it holds records and starts the next one.
-func (c *compactor) flush() {
-	if len(c.group) == groupHeadLen {
-		return
-	}
-	sealGroup(c.group)
-	if c.err == nil {
-		_, c.err = c.bw.Write(c.group)
-	}
-	c.size += int64(len(c.group))
-	c.seq++
-	c.group = beginGroup(c.group[:0], c.seq+1)
-}
-
-// compactChunkBytes bounds one events record, and about one group, of a rewritten
-// journal.
-const compactChunkBytes = 1 << 20
-
-// appendChunk appends an events record of view's events from index from, up to about
-// compactChunkBytes, and returns the index after the last one.
-func appendChunk(dst []byte, id string, view logView, from int) ([]byte, int) {
-	to, size := from, 0
-	for to < view.len() && (to == from || size < compactChunkBytes) {
-		size += payloadSize(view.at(to))
-		to++
-	}
-	events := make([]Event, 0, to-from)
-	for i := from; i < to; i++ {
-		events = append(events, *view.at(i))
-	}
-	return appendStoredEvents(dst, id, events), to
 }
 
 // sortBySource orders synthetic results by the seq of the call they close.

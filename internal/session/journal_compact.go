@@ -1,0 +1,278 @@
+package session
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// A rewrite of the journal runs beside the writer, which keeps committing to the old
+// file meanwhile:
+//
+//  1. the writer takes a snapshot of every session (its events so far, which are never
+//     changed, and its owner) and remembers the file's length;
+//  2. a goroutine writes the snapshot to a new file as groups 1..K and fsyncs it;
+//  3. the writer copies the groups it committed since the snapshot to the new file,
+//     numbered on from K+1, fsyncs it, renames it over the journal, fsyncs the
+//     directory and appends to it from then on.
+//
+// Appends wait only for step 3, whose cost is the groups committed during step 2.
+
+// rewrite is a rewrite in progress.
+type rewrite struct {
+	from     int64 // the journal's length at the snapshot
+	started  time.Time
+	sessions []rewriteSession
+	stop     atomic.Bool // Close asks the goroutine to give up
+	done     chan rewritten
+}
+
+// rewriteSession is one session of the snapshot.
+type rewriteSession struct {
+	id    string
+	s     *memSession
+	view  logView
+	owner *Owner
+	bytes int64 // the session's record bytes at the snapshot
+}
+
+// rewritten is what step 2 produced.
+type rewritten struct {
+	f     *os.File
+	size  int64
+	group uint64
+	bytes []int64 // per snapshot session, its record bytes in the new file
+	err   error
+}
+
+var errRewriteStopped = fmt.Errorf("session: journal rewrite stopped by Close")
+
+// maybeCompact starts a rewrite when the journal is large and mostly dead and none runs.
+func (w *journalWriter) maybeCompact() {
+	j := w.j
+	if w.rw != nil || j.size < j.o.compactBytes || j.size < 2*j.live || j.usable() != nil {
+		return
+	}
+	rw := &rewrite{from: j.size, started: time.Now(), done: make(chan rewritten, 1)}
+	j.mem.sessions.each(func(id string, s *memSession) {
+		rw.sessions = append(rw.sessions, rewriteSession{id: id, s: s})
+	})
+	for i := range rw.sessions {
+		rs := &rw.sessions[i]
+		rs.s.mu.Lock()
+		rs.view, rs.bytes = rs.s.events.view(), rs.s.bytes
+		if rs.s.owner != nil {
+			o := *rs.s.owner
+			rs.owner = &o
+		}
+		rs.s.mu.Unlock()
+	}
+	w.rw = rw
+	go func() { rw.done <- j.writeSnapshot(rw) }()
+}
+
+// rewriteDone is the channel the writer waits on for a rewrite (nil when none runs).
+func (w *journalWriter) rewriteDone() <-chan rewritten {
+	if w.rw == nil {
+		return nil
+	}
+	return w.rw.done
+}
+
+// stopRewrite ends a rewrite in progress without using it (Close).
+func (w *journalWriter) stopRewrite() {
+	if w.rw == nil {
+		return
+	}
+	w.rw.stop.Store(true)
+	res := <-w.rw.done
+	if res.f != nil {
+		_ = res.f.Close()
+	}
+	_ = os.Remove(w.j.path + compactSuffix)
+	w.rw = nil
+}
+
+// writeSnapshot is step 2; it runs on its own goroutine and touches only rw.
+func (j *Journal) writeSnapshot(rw *rewrite) rewritten {
+	if j.snapshotting != nil {
+		j.snapshotting()
+	}
+	tmp := j.path + compactSuffix
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_RDWR, 0o600)
+	if err != nil {
+		return rewritten{err: err}
+	}
+	c := compactor{bw: bufio.NewWriterSize(f, 1<<20), size: int64(len(journalMagic))}
+	_, c.err = c.bw.WriteString(journalMagic)
+	c.group = beginGroup(nil, 1)
+	bytes := make([]int64, len(rw.sessions))
+	for i := range rw.sessions {
+		if rw.stop.Load() {
+			c.err = errRewriteStopped
+		}
+		if c.err != nil {
+			break
+		}
+		rs := &rw.sessions[i]
+		if rs.owner != nil {
+			bytes[i] += c.add(appendOwnerRecord(c.group, rs.id, *rs.owner))
+		}
+		for from := 0; from < rs.view.len(); {
+			var rec []byte
+			rec, from = appendChunk(c.group, rs.id, rs.view, from)
+			bytes[i] += c.add(rec)
+		}
+	}
+	c.flush()
+	if c.err == nil {
+		c.err = c.bw.Flush()
+	}
+	if c.err == nil {
+		c.err = f.Sync()
+	}
+	if c.err != nil {
+		_ = f.Close()
+		return rewritten{err: c.err}
+	}
+	return rewritten{f: f, size: c.size, group: c.seq, bytes: bytes}
+}
+
+// finishRewrite is step 3, on the writer.
+func (w *journalWriter) finishRewrite(res rewritten) {
+	j, rw := w.j, w.rw
+	w.rw = nil
+	before := j.size
+	err := res.err
+	if err == nil && j.usable() != nil {
+		err = j.usable()
+	}
+	if err == nil {
+		res.size, res.group, err = copyGroups(j.f, rw.from, j.size, res.f, res.size, res.group)
+	}
+	if err == nil {
+		err = res.f.Sync()
+	}
+	if err == nil {
+		err = os.Rename(j.path+compactSuffix, j.path)
+	}
+	if err != nil {
+		if res.f != nil {
+			_ = res.f.Close()
+		}
+		_ = os.Remove(j.path + compactSuffix)
+		// The old journal is intact and still open: keep appending to it.
+		j.o.logger.Error("session journal rewrite failed; will retry when the file has doubled", zap.Error(err))
+		j.live = j.size
+		return
+	}
+	old := j.f
+	j.f = res.f
+	_ = old.Close()
+	j.size, j.group = res.size, res.group
+	for i, rs := range rw.sessions {
+		if j.mem.sessions.get(rs.id) == rs.s {
+			rs.s.bytes += res.bytes[i] - rs.bytes // what it appended since stays counted
+		}
+	}
+	j.live = 0
+	j.mem.sessions.each(func(_ string, s *memSession) { j.live += s.bytes })
+	if err := syncDir(j.dir); err != nil {
+		// The new name may not survive a power loss: appends to the new file could be
+		// lost with it, so none are taken.
+		_ = j.stop(fmt.Errorf("session: sync the data directory after rewriting the journal: %w", err))
+		return
+	}
+	j.o.logger.Info("session journal rewritten", zap.Int64("bytes_before", before),
+		zap.Int64("bytes_after", j.size), zap.Duration("took", time.Since(rw.started)))
+	if j.rewritten != nil {
+		j.rewritten()
+	}
+}
+
+// copyGroups appends the groups of src[from:to] to dst (whose length is size and whose
+// last group is group), numbering them on, and returns dst's new length and last group.
+func copyGroups(src *os.File, from, to int64, dst *os.File, size int64, group uint64) (int64, uint64, error) {
+	if to == from {
+		return size, group, nil
+	}
+	tail := make([]byte, to-from)
+	if _, err := src.ReadAt(tail, from); err != nil {
+		return 0, 0, fmt.Errorf("read the journal's tail: %w", err)
+	}
+	for off := 0; off < len(tail); {
+		if _, ok := groupAt(tail, off); !ok {
+			return 0, 0, fmt.Errorf("%w: journal group at offset %d is damaged", ErrCorrupt, from+int64(off))
+		}
+		n := recHeaderLen + int(binary.BigEndian.Uint32(tail[off:]))
+		group++
+		binary.BigEndian.PutUint64(tail[off+recHeaderLen+1:], group)
+		sealGroup(tail[off : off+n])
+		off += n
+	}
+	if _, err := dst.WriteAt(tail, size); err != nil {
+		return 0, 0, err
+	}
+	if _, err := dst.Seek(size+int64(len(tail)), 0); err != nil {
+		return 0, 0, err
+	}
+	return size + int64(len(tail)), group, nil
+}
+
+// compactor writes groups of about compactChunkBytes to a rewritten journal.
+type compactor struct {
+	bw    *bufio.Writer
+	group []byte // the group being filled; records are appended to it
+	seq   uint64 // the last group written
+	size  int64
+	err   error
+}
+
+// add takes group, the current group with one more record appended, and returns that
+// record's size; a group that is full is written.
+func (c *compactor) add(group []byte) int64 {
+	n := int64(len(group) - len(c.group))
+	c.group = group
+	if len(c.group) >= compactChunkBytes {
+		c.flush()
+	}
+	return n
+}
+
+// flush writes the current group if it holds records and starts the next one.
+func (c *compactor) flush() {
+	if len(c.group) == groupHeadLen {
+		return
+	}
+	sealGroup(c.group)
+	if c.err == nil {
+		_, c.err = c.bw.Write(c.group)
+	}
+	c.size += int64(len(c.group))
+	c.seq++
+	c.group = beginGroup(c.group[:0], c.seq+1)
+}
+
+// compactChunkBytes bounds one events record, and about one group, of a rewritten
+// journal.
+const compactChunkBytes = 1 << 20
+
+// appendChunk appends an events record of view's events from index from, up to about
+// compactChunkBytes, and returns the index after the last one.
+func appendChunk(dst []byte, id string, view logView, from int) ([]byte, int) {
+	to, size := from, 0
+	for to < view.len() && (to == from || size < compactChunkBytes) {
+		size += payloadSize(view.at(to))
+		to++
+	}
+	events := make([]Event, 0, to-from)
+	for i := from; i < to; i++ {
+		events = append(events, *view.at(i))
+	}
+	return appendStoredEvents(dst, id, events), to
+}
