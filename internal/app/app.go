@@ -121,6 +121,11 @@ func (a *App) openSessions() error {
 		mode = session.SyncNone
 	}
 	opts = append(opts, session.WithDurability(mode), session.WithLogger(a.log))
+	if hot := a.cfg.Session.HotFor.D(); hot > 0 {
+		opts = append(opts, session.WithHotFor(hot))
+	} else {
+		opts = append(opts, session.WithHotFor(-1))
+	}
 	var (
 		store interface {
 			session.Store

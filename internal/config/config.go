@@ -59,7 +59,10 @@ type Session struct {
 	Durability string `yaml:"durability"` // sync | nosync
 	// Coalesce is how long a batch's ready results may wait for the calls still running
 	// before they are appended (durable stores only; the memory store never waits).
-	Coalesce  Duration `yaml:"coalesce"`
+	Coalesce Duration `yaml:"coalesce"`
+	// HotFor is how long the journal store keeps a session's events in memory after its
+	// last append (0: none past the commit); older ones are read back from the file.
+	HotFor    Duration `yaml:"hot_for"`
 	Retention struct {
 		MaxAge      Duration `yaml:"max_age"`
 		MaxSessions int      `yaml:"max_sessions"`
@@ -272,6 +275,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Session.Coalesce < 0 {
 		bad("session.coalesce", "must not be negative")
+	}
+	if c.Session.HotFor < 0 {
+		bad("session.hot_for", "must not be negative")
 	}
 	for i, g := range c.Auth.Grants {
 		oneOf(fmt.Sprintf("auth.grants[%d].role", i), g.Role, "agent", "provider", "hook", "operator")

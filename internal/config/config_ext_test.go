@@ -55,3 +55,16 @@ func TestSessionCoalesce(t *testing.T) {
 		t.Errorf("Parse(coalesce: -1ms) = %v, want ErrInvalid naming session.coalesce", err)
 	}
 }
+
+func TestSessionHotFor(t *testing.T) {
+	cfg, err := config.Parse(nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Session.HotFor.D(); got != 5*time.Minute {
+		t.Errorf("session.hot_for default = %v, want 5m", got)
+	}
+	if _, err := config.Parse([]byte("session: {hot_for: -1s}\n"), "t.yaml"); !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "session.hot_for") {
+		t.Errorf("Parse(hot_for: -1s) = %v, want ErrInvalid naming session.hot_for", err)
+	}
+}

@@ -13,11 +13,11 @@
 //     while the previous commit was in flight are written in one transaction (one
 //     round of fdatasync), and their callers are released together. There is no
 //     artificial batching delay.
-//   - [Journal] keeps the log in memory, as Memory does, and writes every change ahead
-//     to an append-only file under the data directory, group-committed the same way
-//     with one write and one fdatasync per group; Open replays the file. Appends and
-//     reads are much cheaper than Bolt's, at the price of holding every retained
-//     session in memory.
+//   - [Journal] writes every change ahead to an append-only file under the data
+//     directory, group-committed the same way with one write and one fdatasync per
+//     group, and keeps sessions in memory as Memory does, the events of recently active
+//     ones only ([WithHotFor]); Open replays the file. Appends and reads of active
+//     sessions are much cheaper than Bolt's.
 //
 // All stores tail sessions with a per-session notifier (a channel closed on each
 // append), apply retention ([WithRetention]) on a sweeper goroutine they own, and never

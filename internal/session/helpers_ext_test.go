@@ -25,13 +25,15 @@ func kinds() map[string]opener {
 		"BoltSyncNone":    boltOpener(session.SyncNone),
 		"Journal":         journalOpener(session.SyncAlways),
 		"JournalSyncNone": journalOpener(session.SyncNone),
+		// Every session cold after each commit: reads come back from the file.
+		"JournalCold": journalOpener(session.SyncNone, session.WithHotFor(-1)),
 	}
 }
 
-func journalOpener(mode session.Mode) opener {
+func journalOpener(mode session.Mode, extra ...session.Option) opener {
 	return func(t testing.TB, opts ...session.Option) session.Store {
 		t.Helper()
-		s, err := session.OpenJournal(t.TempDir(), append([]session.Option{session.WithDurability(mode)}, opts...)...)
+		s, err := session.OpenJournal(t.TempDir(), append(append([]session.Option{session.WithDurability(mode)}, extra...), opts...)...)
 		if err != nil {
 			t.Fatalf("OpenJournal() = %v", err)
 		}

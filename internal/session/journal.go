@@ -35,9 +35,12 @@ const maxRecordBytes = 512 << 20
 // corruption.
 const maxTornBytes = maxBatchBytes + maxRecordBytes
 
-// Journal is the durable [Store] by default: the log lives in memory, as [Memory] keeps
-// it, and every change is first written to an append-only file, the journal, which
-// Open reads back.
+// Journal is a durable [Store] whose every change is first written to an append-only
+// file, the journal, which Open reads back. Sessions live in memory as [Memory] keeps
+// them, but only a session appended to within the hot period ([WithHotFor]) keeps its
+// events there: the others keep their open calls, tool summary, owner and where their
+// records are in the file (24 bytes per append), and a read or a watch brings their
+// events back from the file.
 //
 // One writer goroutine orders every change: it takes all the appends, owner claims and
 // deletions that queued while the previous group was being written, stamps their seqs
@@ -50,9 +53,9 @@ const maxTornBytes = maxBatchBytes + maxRecordBytes
 // old one, then the writer copies over the groups committed meanwhile and renames the
 // new file over the old (see journal_compact.go).
 //
-// The price of the design: every retained session is held in memory (a bbolt file is
-// paged in on demand), so size retention ([WithRetention]) to the memory at hand, or
-// use [Bolt] for logs larger than memory.
+// The price of the design against [Bolt]: Open replays the whole file (bbolt opens in
+// constant time), and every retained session keeps a few hundred bytes of state in
+// memory plus 24 bytes per append.
 type Journal struct {
 	o    options
 	mem  *Memory // the state; its own Append and Sweep are never used
@@ -197,7 +200,7 @@ func (j *Journal) replay() error {
 		if !ok {
 			return j.cutTail(off, end)
 		}
-		if err := j.replayGroup(body); err != nil {
+		if err := j.replayGroup(body, off+recHeaderLen); err != nil {
 			return fmt.Errorf("%w (group at offset %d)", err, off)
 		}
 		off += int64(n)
@@ -206,21 +209,25 @@ func (j *Journal) replay() error {
 	return nil
 }
 
-// replayGroup applies the records of one whole group.
-func (j *Journal) replayGroup(body []byte) error {
-	seq, recs, err := splitGroup(body)
+// replayGroup applies the records of one whole group, whose body is at offset at.
+func (j *Journal) replayGroup(body []byte, at int64) error {
+	seq, offs, err := splitGroup(body)
 	if err != nil {
 		return err
 	}
 	if seq != j.group+1 {
 		return fmt.Errorf("%w: journal group %d follows group %d", ErrCorrupt, seq, j.group)
 	}
-	for _, b := range recs {
-		rec, err := decodeRecord(b)
+	for i, off := range offs {
+		end := len(body)
+		if i+1 < len(offs) {
+			end = offs[i+1]
+		}
+		rec, err := decodeRecord(body[off+recHeaderLen : end])
 		if err != nil {
 			return err
 		}
-		if err := j.replayRecord(&rec, int64(recHeaderLen+len(b))); err != nil {
+		if err := j.replayRecord(&rec, at+int64(off), int32(end-off)); err != nil {
 			return err
 		}
 	}
@@ -286,8 +293,9 @@ func (j *Journal) cutTail(off, end int64) error {
 	return nil
 }
 
-// replayRecord applies one record read back from the file.
-func (j *Journal) replayRecord(rec *record, size int64) error {
+// replayRecord applies one record read back from the file at offset off. Replayed
+// sessions are cold: their events are read back from the file when asked for.
+func (j *Journal) replayRecord(rec *record, off int64, size int32) error {
 	id := rec.sessionID
 	switch rec.kind {
 	case recKindEvents:
@@ -295,14 +303,17 @@ func (j *Journal) replayRecord(rec *record, size int64) error {
 		if want := uint64(s.events.n) + 1; rec.events[0].Seq != want {
 			return fmt.Errorf("%w: session %q continues at seq %d, want %d", ErrCorrupt, id, rec.events[0].Seq, want)
 		}
+		s.events.cold = true
+		s.disk.file = j.f
+		s.disk.locs = append(s.disk.locs, recLoc{first: rec.events[0].Seq, off: off, size: size})
 		s.add(rec.events)
-		j.account(s, size)
+		j.account(s, int64(size))
 	case recKindOwner:
 		s := j.mem.sessions.getOrCreate(id)
 		if s.owner == nil {
 			s.owner = &rec.owner
 		}
-		j.account(s, size)
+		j.account(s, int64(size))
 	case recKindDelete:
 		if s := j.mem.sessions.get(id); s != nil {
 			j.live -= s.bytes
@@ -324,17 +335,28 @@ func (j *Journal) recoverOpenCalls() (int, error) {
 		id     string
 		events []Event
 	}
-	var all []orphans
+	var (
+		all    []orphans
+		failed error
+	)
 	j.mem.sessions.each(func(id string, s *memSession) {
 		if len(s.calls.open) == 0 {
 			return
 		}
 		o := orphans{id: id}
 		for seq := range s.calls.open {
-			o.events = append(o.events, interruptedResult(s.events.at(int(seq-1))))
+			call, err := s.eventAt(seq)
+			if err != nil {
+				failed = err
+				return
+			}
+			o.events = append(o.events, interruptedResult(&call))
 		}
 		all = append(all, o)
 	})
+	if failed != nil {
+		return 0, failed
+	}
 	n := 0
 	for _, o := range all {
 		sortBySource(o.events)

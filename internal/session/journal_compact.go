@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -14,9 +15,10 @@ import (
 // A rewrite of the journal runs beside the writer, which keeps committing to the old
 // file meanwhile:
 //
-//  1. the writer takes a snapshot of every session (its events so far, which are never
-//     changed, and its owner) and remembers the file's length;
-//  2. a goroutine writes the snapshot to a new file as groups 1..K and fsyncs it;
+//  1. the writer takes a snapshot of every session (where its events records are so
+//     far, and its owner) and remembers the file's length;
+//  2. a goroutine copies those records, which are never changed, to a new file as
+//     groups 1..K and fsyncs it;
 //  3. the writer copies the groups it committed since the snapshot to the new file,
 //     numbered on from K+1, fsyncs it, renames it over the journal, fsyncs the
 //     directory and appends to it from then on.
@@ -36,7 +38,7 @@ type rewrite struct {
 type rewriteSession struct {
 	id    string
 	s     *memSession
-	view  logView
+	disk  diskLog // its events records at the snapshot
 	owner *Owner
 	bytes int64 // the session's record bytes at the snapshot
 }
@@ -46,7 +48,8 @@ type rewritten struct {
 	f     *os.File
 	size  int64
 	group uint64
-	bytes []int64 // per snapshot session, its record bytes in the new file
+	bytes []int64    // per snapshot session, its record bytes in the new file
+	locs  [][]recLoc // per snapshot session, its events records in the new file
 	err   error
 }
 
@@ -65,7 +68,8 @@ func (w *journalWriter) maybeCompact() {
 	for i := range rw.sessions {
 		rs := &rw.sessions[i]
 		rs.s.mu.Lock()
-		rs.view, rs.bytes = rs.s.events.view(), rs.s.bytes
+		n := len(rs.s.disk.locs)
+		rs.disk, rs.bytes = diskLog{file: rs.s.disk.file, locs: rs.s.disk.locs[:n:n]}, rs.s.bytes
 		if rs.s.owner != nil {
 			o := *rs.s.owner
 			rs.owner = &o
@@ -112,6 +116,7 @@ func (j *Journal) writeSnapshot(rw *rewrite) rewritten {
 	_, c.err = c.bw.WriteString(journalMagic)
 	c.group = beginGroup(nil, 1)
 	bytes := make([]int64, len(rw.sessions))
+	locs := make([][]recLoc, len(rw.sessions))
 	for i := range rw.sessions {
 		if rw.stop.Load() {
 			c.err = errRewriteStopped
@@ -123,15 +128,27 @@ func (j *Journal) writeSnapshot(rw *rewrite) rewritten {
 		if rs.owner != nil {
 			bytes[i] += c.add(appendOwnerRecord(c.group, rs.id, *rs.owner))
 		}
-		for from := 0; from < rs.view.len(); {
-			var rec []byte
-			rec, from = appendChunk(c.group, rs.id, rs.view, from)
-			bytes[i] += c.add(rec)
+		locs[i] = make([]recLoc, 0, len(rs.disk.locs))
+		for _, loc := range rs.disk.locs {
+			if rw.stop.Load() {
+				c.err = errRewriteStopped
+				break
+			}
+			start := len(c.group)
+			grown := slices.Grow(c.group, int(loc.size))[:start+int(loc.size)]
+			if c.err = rs.disk.copyRecord(grown[start:], loc); c.err != nil {
+				break
+			}
+			locs[i] = append(locs[i], recLoc{first: loc.first, off: c.size + int64(start), size: loc.size})
+			bytes[i] += c.add(grown)
 		}
 	}
 	c.flush()
 	if c.err == nil {
 		c.err = c.bw.Flush()
+	}
+	if c.err == nil && rw.stop.Load() {
+		c.err = errRewriteStopped
 	}
 	if c.err == nil {
 		c.err = f.Sync()
@@ -140,7 +157,7 @@ func (j *Journal) writeSnapshot(rw *rewrite) rewritten {
 		_ = f.Close()
 		return rewritten{err: c.err}
 	}
-	return rewritten{f: f, size: c.size, group: c.seq, bytes: bytes}
+	return rewritten{f: f, size: c.size, group: c.seq, bytes: bytes, locs: locs}
 }
 
 // finishRewrite is step 3, on the writer.
@@ -152,6 +169,14 @@ func (w *journalWriter) finishRewrite(res rewritten) {
 	if err == nil && j.usable() != nil {
 		err = j.usable()
 	}
+	if j.closed.Load() { // Close is on its way: drop the rewrite quietly
+		if res.f != nil {
+			_ = res.f.Close()
+		}
+		_ = os.Remove(j.path + compactSuffix)
+		return
+	}
+	tail := res.size
 	if err == nil {
 		res.size, res.group, err = copyGroups(j.f, rw.from, j.size, res.f, res.size, res.group)
 	}
@@ -173,15 +198,38 @@ func (w *journalWriter) finishRewrite(res rewritten) {
 	}
 	old := j.f
 	j.f = res.f
-	_ = old.Close()
 	j.size, j.group = res.size, res.group
+	// Every session's records move to the new file: the snapshot's to where step 2 put
+	// them, the ones committed since by as much as their groups moved. A reader of a
+	// cold session holds its lock while it reads, so once all are moved nobody reads
+	// the old file.
+	snap := make(map[*memSession]int, len(rw.sessions))
 	for i, rs := range rw.sessions {
-		if j.mem.sessions.get(rs.id) == rs.s {
-			rs.s.bytes += res.bytes[i] - rs.bytes // what it appended since stays counted
-		}
+		snap[rs.s] = i
 	}
+	shift := tail - rw.from
 	j.live = 0
-	j.mem.sessions.each(func(_ string, s *memSession) { j.live += s.bytes })
+	j.mem.sessions.each(func(_ string, s *memSession) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		var moved []recLoc
+		since := s.disk.locs
+		if i, ok := snap[s]; ok {
+			moved = append(make([]recLoc, 0, len(since)), res.locs[i]...)
+			since = since[len(rw.sessions[i].disk.locs):]
+			s.bytes += res.bytes[i] - rw.sessions[i].bytes // what it appended since stays counted
+		}
+		for _, l := range since {
+			l.off += shift
+			moved = append(moved, l)
+		}
+		s.disk.locs = moved
+		if len(moved) > 0 {
+			s.disk.file = res.f
+		}
+		j.live += s.bytes
+	})
+	_ = old.Close()
 	if err := syncDir(j.dir); err != nil {
 		// The new name may not survive a power loss: appends to the new file could be
 		// lost with it, so none are taken.
@@ -196,32 +244,39 @@ func (w *journalWriter) finishRewrite(res rewritten) {
 }
 
 // copyGroups appends the groups of src[from:to] to dst (whose length is size and whose
-// last group is group), numbering them on, and returns dst's new length and last group.
+// last group is group), numbering them on, one group at a time, and returns dst's new
+// length and last group.
 func copyGroups(src *os.File, from, to int64, dst *os.File, size int64, group uint64) (int64, uint64, error) {
-	if to == from {
-		return size, group, nil
-	}
-	tail := make([]byte, to-from)
-	if _, err := src.ReadAt(tail, from); err != nil {
-		return 0, 0, fmt.Errorf("read the journal's tail: %w", err)
-	}
-	for off := 0; off < len(tail); {
-		if _, ok := groupAt(tail, off); !ok {
-			return 0, 0, fmt.Errorf("%w: journal group at offset %d is damaged", ErrCorrupt, from+int64(off))
+	var buf []byte
+	for off := from; off < to; {
+		var hdr [recHeaderLen]byte
+		if _, err := src.ReadAt(hdr[:], off); err != nil {
+			return 0, 0, fmt.Errorf("read the journal at %d: %w", off, err)
 		}
-		n := recHeaderLen + int(binary.BigEndian.Uint32(tail[off:]))
+		n := int64(recHeaderLen) + int64(binary.BigEndian.Uint32(hdr[:]))
+		if n > to-off {
+			return 0, 0, fmt.Errorf("%w: journal group at offset %d runs past the end", ErrCorrupt, off)
+		}
+		buf = slices.Grow(buf[:0], int(n))[:n]
+		if _, err := src.ReadAt(buf, off); err != nil {
+			return 0, 0, fmt.Errorf("read the journal at %d: %w", off, err)
+		}
+		if _, ok := groupAt(buf, 0); !ok {
+			return 0, 0, fmt.Errorf("%w: journal group at offset %d is damaged", ErrCorrupt, off)
+		}
 		group++
-		binary.BigEndian.PutUint64(tail[off+recHeaderLen+1:], group)
-		sealGroup(tail[off : off+n])
+		binary.BigEndian.PutUint64(buf[recHeaderLen+1:], group)
+		sealGroup(buf)
+		if _, err := dst.WriteAt(buf, size); err != nil {
+			return 0, 0, err
+		}
+		size += n
 		off += n
 	}
-	if _, err := dst.WriteAt(tail, size); err != nil {
+	if _, err := dst.Seek(size, 0); err != nil {
 		return 0, 0, err
 	}
-	if _, err := dst.Seek(size+int64(len(tail)), 0); err != nil {
-		return 0, 0, err
-	}
-	return size + int64(len(tail)), group, nil
+	return size, group, nil
 }
 
 // compactor writes groups of about compactChunkBytes to a rewritten journal.
@@ -258,21 +313,5 @@ func (c *compactor) flush() {
 	c.group = beginGroup(c.group[:0], c.seq+1)
 }
 
-// compactChunkBytes bounds one events record, and about one group, of a rewritten
-// journal.
+// compactChunkBytes is about the size of one group of a rewritten journal.
 const compactChunkBytes = 1 << 20
-
-// appendChunk appends an events record of view's events from index from, up to about
-// compactChunkBytes, and returns the index after the last one.
-func appendChunk(dst []byte, id string, view logView, from int) ([]byte, int) {
-	to, size := from, 0
-	for to < view.len() && (to == from || size < compactChunkBytes) {
-		size += payloadSize(view.at(to))
-		to++
-	}
-	events := make([]Event, 0, to-from)
-	for i := from; i < to; i++ {
-		events = append(events, *view.at(i))
-	}
-	return appendStoredEvents(dst, id, events), to
-}

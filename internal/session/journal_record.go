@@ -233,15 +233,17 @@ func groupAt(buf []byte, off int) (uint64, bool) {
 	return binary.BigEndian.Uint64(body[1:]), true
 }
 
-// splitGroup returns the seq and the records of a group body whose checksum matched.
-// Damage is ErrCorrupt.
-func splitGroup(body []byte) (uint64, [][]byte, error) {
+// splitGroup returns the seq of a group body whose checksum matched and the offsets in
+// it of its records (of their headers; each ends where the next begins, the last at
+// the end). Damage is ErrCorrupt.
+func splitGroup(body []byte) (uint64, []int, error) {
 	if len(body) < 1+8 || body[0] != groupMarker {
 		return 0, nil, fmt.Errorf("%w: journal group without its marker", ErrCorrupt)
 	}
 	seq := binary.BigEndian.Uint64(body[1:])
-	var recs [][]byte
-	for rest := body[9:]; len(rest) > 0; {
+	var offs []int
+	for off := 9; off < len(body); {
+		rest := body[off:]
 		if len(rest) < recHeaderLen+1 {
 			return 0, nil, fmt.Errorf("%w: journal group %d ends inside a record", ErrCorrupt, seq)
 		}
@@ -249,15 +251,14 @@ func splitGroup(body []byte) (uint64, [][]byte, error) {
 		if n < 1 || n > len(rest)-recHeaderLen {
 			return 0, nil, fmt.Errorf("%w: journal group %d has a record of %d bytes with %d left", ErrCorrupt, seq, n, len(rest)-recHeaderLen)
 		}
-		rec := rest[recHeaderLen : recHeaderLen+n]
-		if crcOf(rec) != binary.BigEndian.Uint32(rest[4:]) {
+		if crcOf(rest[recHeaderLen:recHeaderLen+n]) != binary.BigEndian.Uint32(rest[4:]) {
 			return 0, nil, fmt.Errorf("%w: journal group %d has a record with a bad checksum", ErrCorrupt, seq)
 		}
-		recs = append(recs, rec)
-		rest = rest[recHeaderLen+n:]
+		offs = append(offs, off)
+		off += recHeaderLen + n
 	}
-	if len(recs) == 0 {
+	if len(offs) == 0 {
 		return 0, nil, fmt.Errorf("%w: journal group %d is empty", ErrCorrupt, seq)
 	}
-	return seq, recs, nil
+	return seq, offs, nil
 }

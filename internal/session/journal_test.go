@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -101,6 +102,12 @@ func t0Journal() []byte {
 // deletion committed while the snapshot is being written all survive in the new file,
 // and the deleted sessions stay deleted.
 func TestJournalRewriteBesideAppends(t *testing.T) {
+	for name, hot := range map[string]time.Duration{"hot": time.Hour, "cold": -1} {
+		t.Run(name, func(t *testing.T) { testRewriteBesideAppends(t, hot) })
+	}
+}
+
+func testRewriteBesideAppends(t *testing.T, hot time.Duration) {
 	var (
 		mu  sync.Mutex
 		now = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -112,7 +119,7 @@ func TestJournalRewriteBesideAppends(t *testing.T) {
 		return now
 	}
 	dir := t.TempDir()
-	opts := []Option{WithCompactBytes(4 << 10), WithRetention(0, 3), WithSweepInterval(0), WithClock(clock)}
+	opts := []Option{WithCompactBytes(4 << 10), WithRetention(0, 3), WithSweepInterval(0), WithClock(clock), WithHotFor(hot)}
 	j, err := OpenJournal(dir, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -227,5 +234,87 @@ func TestJournalCloseDuringRewrite(t *testing.T) {
 	}
 	if n != 1 {
 		t.Errorf("%d events after restart, want 1 (the session retention kept)", n)
+	}
+}
+
+// A session idle for the hot period is evicted: its events leave memory and come back
+// from the file, whole, for a read, a watch or the next append.
+func TestJournalEvictsIdleSessions(t *testing.T) {
+	var (
+		mu  sync.Mutex
+		now = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	)
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	}
+	j, err := OpenJournal(t.TempDir(), WithClock(clock), WithHotFor(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeStore(t, j)
+	ctx := t.Context()
+	call := Event{Type: TypeToolCall, Call: &CallRecord{CallID: "c", Name: "grep", Arguments: []byte(`{"q":1}`)}}
+	stored, err := j.Append(ctx, "idle", call, msg("one"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := Event{Type: TypeToolResult, SourceSeqs: []uint64{stored[0].Seq}, Result: &ResultRecord{CallID: "c", Content: "found"}}
+	if _, err := j.Append(ctx, "idle", res); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Append(ctx, "busy", msg("recent")); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := j.Read(ctx, "idle", 1, 0)
+	cold := func(id string) bool {
+		s := j.mem.sessions.get(id)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.events.cold
+	}
+	if n := j.Evict(clock().Add(30 * time.Second)); n != 0 {
+		t.Errorf("Evict() within the hot period = %d, want 0", n)
+	}
+	mu.Lock()
+	now = now.Add(time.Hour)
+	mu.Unlock()
+	if _, err := j.Append(ctx, "busy", msg("now")); err != nil {
+		t.Fatal(err)
+	}
+	if n := j.Evict(clock()); n != 1 || !cold("idle") || cold("busy") {
+		t.Fatalf("Evict() = %d, idle cold %v, busy cold %v; want 1, true, false", n, cold("idle"), cold("busy"))
+	}
+	sum, err := j.Summary(ctx, "idle")
+	if err != nil || !sum.Succeeded("grep") {
+		t.Errorf("Summary(idle) of a cold session: Succeeded(grep) false, %v", err)
+	}
+	// An append to a cold session leaves it cold; a read brings it back.
+	if got, err := j.Append(ctx, "idle", msg("later")); err != nil || got[0].Seq != 4 || !cold("idle") {
+		t.Fatalf("Append(idle) while cold = %v, %v, cold %v; want seq 4 and still cold", got, err, cold("idle"))
+	}
+	got, err := j.Read(ctx, "idle", 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got[:3]); diff != "" || len(got) != 4 || cold("idle") {
+		t.Errorf("Read(idle) of a cold session (-before +after):\n%s\n%d events, cold %v", diff, len(got), cold("idle"))
+	}
+	// A watched session is not evicted.
+	j.Evict(clock().Add(time.Hour))
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	seen := make(chan uint64, 8)
+	go func() {
+		_ = j.Watch(wctx, "idle", 1, func(ev Event) error { seen <- ev.Seq; return nil })
+	}()
+	for want := uint64(1); want <= 4; want++ {
+		if got := <-seen; got != want {
+			t.Fatalf("Watch() delivered seq %d, want %d", got, want)
+		}
+	}
+	if n := j.Evict(clock().Add(2 * time.Hour)); n != 0 || cold("idle") {
+		t.Errorf("Evict() of a watched session = %d, cold %v; want 0, false", n, cold("idle"))
 	}
 }

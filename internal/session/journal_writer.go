@@ -17,6 +17,7 @@ type jrequest struct {
 	sessionID string
 	events    []Event      // appends: the store's copies; the writer assigns Seq and Time
 	rec       eventsRecord // appends: the encoded record, stamped by the writer
+	off       int          // appends: the record's offset in its group
 	owner     Owner        // claims
 	now       time.Time    // sweeps
 	done      chan jresponse
@@ -47,8 +48,16 @@ func newJournalWriter(j *Journal) *journalWriter {
 
 func (w *journalWriter) run() {
 	defer close(w.j.writerDone)
+	var evict <-chan time.Time
+	if w.j.o.hotFor > 0 {
+		t := time.NewTicker(evictEvery(w.j.o.hotFor))
+		defer t.Stop()
+		evict = t.C
+	}
 	for {
 		select {
+		case <-evict:
+			w.j.Evict(w.j.o.now())
 		case r := <-w.j.queue:
 			w.batch = collect(w.j.queue, append(w.batch[:0], r), len(r.rec.buf), func(r *jrequest) int { return len(r.rec.buf) })
 			w.process()
@@ -109,6 +118,7 @@ func (w *journalWriter) commit(reqs []*jrequest) {
 			}
 			w.next[r.sessionID] = next + uint64(len(r.events))
 			sealRecord(r.rec.buf)
+			r.off = len(buf)
 			buf = append(buf, r.rec.buf...)
 		case recKindOwner:
 			if o, ok := w.claims[r.sessionID]; ok {
@@ -124,6 +134,7 @@ func (w *journalWriter) commit(reqs []*jrequest) {
 		}
 	}
 	w.buf = buf
+	at := j.size
 	if err := w.writeGroup(buf); err != nil {
 		respondAll(reqs, jresponse{err: err})
 		return
@@ -133,7 +144,12 @@ func (w *journalWriter) commit(reqs []*jrequest) {
 		switch r.kind {
 		case recKindEvents:
 			s := j.mem.lockSession(r.sessionID)
+			s.disk.file = j.f
+			s.disk.locs = append(s.disk.locs, recLoc{first: r.events[0].Seq, off: at + int64(r.off), size: int32(len(r.rec.buf))})
 			s.add(r.events)
+			if j.o.hotFor < 0 {
+				s.events.evict()
+			}
 			j.account(s, int64(len(r.rec.buf)))
 			s.mu.Unlock()
 		case recKindOwner:

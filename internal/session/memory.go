@@ -32,6 +32,9 @@ type memSession struct {
 	owner  *Owner
 	// bytes is the size of the session's journal records (the Journal's writer only).
 	bytes int64
+	// disk is where the Journal wrote the session's events: what a cold log is read
+	// back from. Guarded by mu.
+	disk diskLog
 }
 
 func (s *memSession) base() *live { return &s.live }
@@ -40,10 +43,33 @@ func (s *memSession) callName(seq uint64) string {
 	if seq == 0 || seq > uint64(s.events.n) {
 		return ""
 	}
-	if c := s.events.at(int(seq - 1)).Call; c != nil {
-		return c.Name
+	ev, err := s.eventAt(seq)
+	if err != nil || ev.Call == nil {
+		return ""
 	}
-	return ""
+	return ev.Call.Name
+}
+
+// eventAt returns event seq (1..n), reading it back from the journal when the log is
+// cold. s.mu must be held.
+func (s *memSession) eventAt(seq uint64) (Event, error) {
+	if s.events.cold {
+		return s.disk.event(seq)
+	}
+	return *s.events.at(int(seq - 1)), nil
+}
+
+// warm reads a cold log back from the journal. s.mu must be held.
+func (s *memSession) warm() error {
+	if !s.events.cold {
+		return nil
+	}
+	l, err := s.disk.load(s.events.n)
+	if err != nil {
+		return err
+	}
+	s.events = l
+	return nil
 }
 
 // NewMemory returns an empty in-memory store. It starts a retention sweeper when
@@ -118,14 +144,17 @@ func (s *memSession) summary() *toolSummary {
 }
 
 // stored returns a snapshot of the session's events.
-func (m *Memory) stored(id string) logView {
+func (m *Memory) stored(id string) (logView, error) {
 	s := m.sessions.get(id)
 	if s == nil {
-		return logView{}
+		return logView{}, nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.events.view()
+	if err := s.warm(); err != nil {
+		return logView{}, err
+	}
+	return s.events.view(), nil
 }
 
 // Read implements [Store].
@@ -133,7 +162,11 @@ func (m *Memory) Read(_ context.Context, sessionID string, fromSeq uint64, limit
 	if m.closed.Load() {
 		return nil, ErrClosed
 	}
-	return m.stored(sessionID).page(fromSeq, limit), nil
+	v, err := m.stored(sessionID)
+	if err != nil {
+		return nil, err
+	}
+	return v.page(fromSeq, limit), nil
 }
 
 // Watch implements [Store].
@@ -158,6 +191,10 @@ func (m *Memory) watch(ctx context.Context, s *memSession, next *uint64, fn func
 		if s.gone {
 			s.mu.Unlock()
 			return errGone
+		}
+		if err := s.warm(); err != nil {
+			s.mu.Unlock()
+			return err
 		}
 		evs := s.events.view()
 		var wake <-chan struct{}

@@ -10,6 +10,9 @@ import "math/bits"
 type eventLog struct {
 	chunks [][]Event
 	n      int
+	// cold: the events are not held, only counted; the Journal reads them back from its
+	// file (see memSession.warm). The memory store never has a cold log.
+	cold bool
 }
 
 const (
@@ -37,6 +40,10 @@ func chunkSize(k int) int {
 }
 
 func (l *eventLog) append(ev Event) {
+	if l.cold {
+		l.n++
+		return
+	}
 	k, off := locate(l.n)
 	if k == len(l.chunks) {
 		l.chunks = append(l.chunks, make([]Event, chunkSize(k)))
@@ -51,7 +58,11 @@ func (l *eventLog) at(i int) *Event {
 	return &l.chunks[k][off]
 }
 
-// view returns a snapshot that stays valid after the session's lock is released.
+// evict drops the events and keeps their count.
+func (l *eventLog) evict() { *l = eventLog{n: l.n, cold: true} }
+
+// view returns a snapshot that stays valid after the session's lock is released. The
+// log must not be cold.
 func (l *eventLog) view() logView { return logView{chunks: l.chunks, n: l.n} }
 
 // logView is a read-only snapshot of an [eventLog].

@@ -42,6 +42,7 @@ const (
 	DefaultQueueSize     = 1024
 	DefaultSweepInterval = time.Minute
 	DefaultLockTimeout   = 2 * time.Second
+	DefaultHotFor        = 5 * time.Minute
 )
 
 // Option configures a store.
@@ -57,6 +58,7 @@ type options struct {
 	queueSize     int
 	lockTimeout   time.Duration
 	compactBytes  int64
+	hotFor        time.Duration
 	observer      Observer
 	logger        *zap.Logger
 }
@@ -70,6 +72,7 @@ func defaultOptions() options {
 		queueSize:     DefaultQueueSize,
 		lockTimeout:   DefaultLockTimeout,
 		compactBytes:  DefaultCompactBytes,
+		hotFor:        DefaultHotFor,
 		observer:      nopObserver{},
 		logger:        zap.NewNop(),
 	}
@@ -154,6 +157,18 @@ func WithCompactBytes(n int64) Option {
 	return func(o *options) {
 		if n > 0 {
 			o.compactBytes = n
+		}
+	}
+}
+
+// WithHotFor sets how long the [Journal] keeps a session's events in memory after its
+// last append (default [DefaultHotFor]); then, unless a Watch holds it, only their
+// count and locations are kept and a read brings them back from the file. d < 0 keeps
+// none past the commit (every read goes to the file); 0 means the default.
+func WithHotFor(d time.Duration) Option {
+	return func(o *options) {
+		if d != 0 {
+			o.hotFor = d
 		}
 	}
 }

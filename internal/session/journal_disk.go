@@ -1,0 +1,111 @@
+package session
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"sort"
+	"time"
+)
+
+// diskLog is where a Journal session's events records are in the journal file. A
+// session whose events are not held in memory (cold) is read back from here.
+type diskLog struct {
+	file *os.File
+	locs []recLoc // in seq order
+}
+
+// recLoc is one events record: its first seq, its offset in the file (of the record
+// header) and its size (header included).
+type recLoc struct {
+	first uint64
+	off   int64
+	size  int32
+}
+
+// read reads and decodes the record at loc.
+func (d *diskLog) read(loc recLoc) ([]Event, string, error) {
+	if d.file == nil {
+		return nil, "", fmt.Errorf("%w: a cold session has no journal file", ErrCorrupt)
+	}
+	buf := make([]byte, loc.size)
+	if err := d.copyRecord(buf, loc); err != nil {
+		return nil, "", err
+	}
+	rec, err := decodeRecord(buf[recHeaderLen:])
+	if err != nil {
+		return nil, "", err
+	}
+	if rec.kind != recKindEvents || rec.events[0].Seq != loc.first {
+		return nil, "", fmt.Errorf("%w: journal record at %d is not the events from seq %d", ErrCorrupt, loc.off, loc.first)
+	}
+	return rec.events, rec.sessionID, nil
+}
+
+// event returns event seq.
+func (d *diskLog) event(seq uint64) (Event, error) {
+	i := sort.Search(len(d.locs), func(i int) bool { return d.locs[i].first > seq }) - 1
+	if i < 0 {
+		return Event{}, fmt.Errorf("%w: no journal record holds seq %d", ErrCorrupt, seq)
+	}
+	evs, _, err := d.read(d.locs[i])
+	if err != nil {
+		return Event{}, err
+	}
+	if k := seq - d.locs[i].first; k < uint64(len(evs)) {
+		return evs[k], nil
+	}
+	return Event{}, fmt.Errorf("%w: no journal record holds seq %d", ErrCorrupt, seq)
+}
+
+// load reads every event back into a log of n events.
+func (d *diskLog) load(n int) (eventLog, error) {
+	var l eventLog
+	for _, loc := range d.locs {
+		evs, _, err := d.read(loc)
+		if err != nil {
+			return eventLog{}, err
+		}
+		for i := range evs {
+			l.append(evs[i])
+		}
+	}
+	if l.n != n {
+		return eventLog{}, fmt.Errorf("%w: the journal holds %d events of a session that has %d", ErrCorrupt, l.n, n)
+	}
+	return l, nil
+}
+
+// Evict drops from memory the events of the sessions whose last append is older than
+// the hot period as of now ([WithHotFor]) and that no Watch holds, and returns how many
+// sessions it made cold. The writer runs it periodically; it is safe from any goroutine.
+func (j *Journal) Evict(now time.Time) int {
+	cutoff := now.Add(-j.o.hotFor)
+	n := 0
+	j.mem.sessions.each(func(_ string, s *memSession) {
+		s.mu.Lock() // the shard's read lock, held by each, keeps refs still
+		if !s.events.cold && s.events.n > 0 && s.refs == 0 && len(s.disk.locs) > 0 &&
+			(j.o.hotFor < 0 || s.last.Before(cutoff)) {
+			s.events.evict()
+			n++
+		}
+		s.mu.Unlock()
+	})
+	return n
+}
+
+// evictEvery is how often the writer runs Evict.
+func evictEvery(hotFor time.Duration) time.Duration {
+	return min(max(hotFor/2, time.Second), time.Minute)
+}
+
+// copyRecord reads the whole record at loc into dst (len(dst) == loc.size) and checks it.
+func (d *diskLog) copyRecord(dst []byte, loc recLoc) error {
+	if _, err := d.file.ReadAt(dst, loc.off); err != nil {
+		return fmt.Errorf("session: read the journal at %d: %w", loc.off, err)
+	}
+	if int(binary.BigEndian.Uint32(dst)) != len(dst)-recHeaderLen || crcOf(dst[recHeaderLen:]) != binary.BigEndian.Uint32(dst[4:]) {
+		return fmt.Errorf("%w: journal record at %d does not match its checksum", ErrCorrupt, loc.off)
+	}
+	return nil
+}
