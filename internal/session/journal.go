@@ -39,8 +39,8 @@ const maxTornBytes = maxBatchBytes + maxRecordBytes
 // file, the journal, which Open reads back. Sessions live in memory as [Memory] keeps
 // them, but only a session appended to within the hot period ([WithHotFor]) keeps its
 // events there: the others keep their open calls, tool summary, owner and where their
-// records are in the file (24 bytes per append), and a read or a watch brings their
-// events back from the file.
+// records are in the file (24 bytes per append); a read pages their events from the
+// file and a watch brings them back into memory.
 //
 // One writer goroutine orders every change: it takes all the appends, owner claims and
 // deletions that queued while the previous group was being written, stamps their seqs

@@ -109,3 +109,29 @@ func (d *diskLog) copyRecord(dst []byte, loc recLoc) error {
 	}
 	return nil
 }
+
+// page returns up to limit events from seq fromSeq of a session of n events (limit <= 0
+// → [DefaultPageSize]), reading only the records that hold them.
+func (d *diskLog) page(fromSeq uint64, limit, n int) ([]Event, error) {
+	if limit <= 0 {
+		limit = DefaultPageSize
+	}
+	from := max(fromSeq, 1)
+	if from > uint64(n) {
+		return nil, nil
+	}
+	out := make([]Event, 0, min(uint64(limit), uint64(n)-from+1))
+	i := max(sort.Search(len(d.locs), func(i int) bool { return d.locs[i].first > from })-1, 0)
+	for ; i < len(d.locs) && len(out) < limit; i++ {
+		evs, _, err := d.read(d.locs[i])
+		if err != nil {
+			return nil, err
+		}
+		for _, ev := range evs {
+			if ev.Seq >= from && len(out) < limit {
+				out = append(out, ev)
+			}
+		}
+	}
+	return out, nil
+}

@@ -237,8 +237,8 @@ func TestJournalCloseDuringRewrite(t *testing.T) {
 	}
 }
 
-// A session idle for the hot period is evicted: its events leave memory and come back
-// from the file, whole, for a read, a watch or the next append.
+// A session idle for the hot period is evicted: its events leave memory; a read pages
+// them from the file, a watch brings them back, an append only counts.
 func TestJournalEvictsIdleSessions(t *testing.T) {
 	var (
 		mu  sync.Mutex
@@ -290,7 +290,7 @@ func TestJournalEvictsIdleSessions(t *testing.T) {
 	if err != nil || !sum.Succeeded("grep") {
 		t.Errorf("Summary(idle) of a cold session: Succeeded(grep) false, %v", err)
 	}
-	// An append to a cold session leaves it cold; a read brings it back.
+	// An append to a cold session leaves it cold, and so does a read.
 	if got, err := j.Append(ctx, "idle", msg("later")); err != nil || got[0].Seq != 4 || !cold("idle") {
 		t.Fatalf("Append(idle) while cold = %v, %v, cold %v; want seq 4 and still cold", got, err, cold("idle"))
 	}
@@ -298,11 +298,14 @@ func TestJournalEvictsIdleSessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(want, got[:3]); diff != "" || len(got) != 4 || cold("idle") {
+	if diff := cmp.Diff(want, got[:3]); diff != "" || len(got) != 4 || !cold("idle") {
 		t.Errorf("Read(idle) of a cold session (-before +after):\n%s\n%d events, cold %v", diff, len(got), cold("idle"))
 	}
-	// A watched session is not evicted.
-	j.Evict(clock().Add(time.Hour))
+	if page, err := j.Read(ctx, "idle", 2, 2); err != nil || len(page) != 2 || page[0].Seq != 2 || page[1].Seq != 3 {
+		t.Errorf("Read(idle, from 2, limit 2) of a cold session = %v, %v, want seqs 2 and 3", page, err)
+	}
+	// A watch brings the events back, and a watched session is not evicted.
+	j.Evict(clock().Add(time.Hour)) // busy too
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	seen := make(chan uint64, 8)

@@ -143,29 +143,23 @@ func (s *memSession) summary() *toolSummary {
 	return s.sum
 }
 
-// stored returns a snapshot of the session's events.
-func (m *Memory) stored(id string) (logView, error) {
-	s := m.sessions.get(id)
-	if s == nil {
-		return logView{}, nil
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.warm(); err != nil {
-		return logView{}, err
-	}
-	return s.events.view(), nil
-}
-
-// Read implements [Store].
+// Read implements [Store]. A cold session's page is read from the journal file
+// without bringing the whole session back into memory.
 func (m *Memory) Read(_ context.Context, sessionID string, fromSeq uint64, limit int) ([]Event, error) {
 	if m.closed.Load() {
 		return nil, ErrClosed
 	}
-	v, err := m.stored(sessionID)
-	if err != nil {
-		return nil, err
+	s := m.sessions.get(sessionID)
+	if s == nil {
+		return nil, nil
 	}
+	s.mu.Lock()
+	if s.events.cold {
+		defer s.mu.Unlock()
+		return s.disk.page(fromSeq, limit, s.events.n)
+	}
+	v := s.events.view()
+	s.mu.Unlock()
 	return v.page(fromSeq, limit), nil
 }
 
