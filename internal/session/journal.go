@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -296,7 +297,13 @@ func (j *Journal) cutTail(off, end int64) error {
 // replayRecord applies one record read back from the file at offset off. Replayed
 // sessions are cold: their events are read back from the file when asked for.
 func (j *Journal) replayRecord(rec *record, off int64, size int32) error {
-	id := rec.sessionID
+	// What stays in memory of a cold session must not keep its decoded records alive.
+	id := strings.Clone(rec.sessionID)
+	for i := range rec.events {
+		if c := rec.events[i].Call; c != nil {
+			c.CallID, c.Name = strings.Clone(c.CallID), strings.Clone(c.Name)
+		}
+	}
 	switch rec.kind {
 	case recKindEvents:
 		s := j.mem.sessions.getOrCreate(id)

@@ -83,8 +83,10 @@ func (j *Journal) Evict(now time.Time) int {
 	cutoff := now.Add(-j.o.hotFor)
 	n := 0
 	j.mem.sessions.each(func(_ string, s *memSession) {
-		s.mu.Lock() // the shard's read lock, held by each, keeps refs still
-		if !s.events.cold && s.events.n > 0 && s.refs == 0 && len(s.disk.locs) > 0 &&
+		if !s.mu.TryLock() { // busy (a reader of a cold session holds it while it reads): next time
+			return
+		}
+		if !s.events.cold && s.events.n > 0 && s.watchers == 0 && len(s.disk.locs) > 0 &&
 			(j.o.hotFor < 0 || s.last.Before(cutoff)) {
 			s.events.evict()
 			n++

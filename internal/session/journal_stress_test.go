@@ -88,7 +88,7 @@ func stressRewrites(t *testing.T, hot time.Duration, seed uint64) {
 						return
 					}
 				default:
-					if _, err := j.Sweep(clock()); err != nil {
+					if _, err := j.Sweep(clock()); err != nil { //nolint:contextcheck // Sweep takes no context: retention is not a caller's request
 						t.Error(err)
 						return
 					}

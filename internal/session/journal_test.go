@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -319,5 +320,94 @@ func TestJournalEvictsIdleSessions(t *testing.T) {
 	}
 	if n := j.Evict(clock().Add(2 * time.Hour)); n != 0 || cold("idle") {
 		t.Errorf("Evict() of a watched session = %d, cold %v; want 0, false", n, cold("idle"))
+	}
+}
+
+// A cold session keeps none of its records in memory after a restart: not through its
+// id, its open calls or its tool summary.
+func TestJournalReplayKeepsNoRecords(t *testing.T) {
+	dir := t.TempDir()
+	ctx := t.Context()
+	j, err := OpenJournal(dir, WithDurability(SyncNone))
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("x", 1<<20)
+	for i := range 20 {
+		id := fmt.Sprintf("s%d", i)
+		call := Event{Type: TypeToolCall, Call: &CallRecord{CallID: "c", Name: "grep", Arguments: []byte(`"` + big + `"`)}}
+		open := Event{Type: TypeToolCall, Call: &CallRecord{CallID: "d", Name: "slow", Arguments: []byte(`{}`)}}
+		if _, err := j.Append(ctx, id, msg(big), call, open); err != nil {
+			t.Fatal(err)
+		}
+		// A second result for c cites a closed call: its name comes back from the file.
+		res := Event{Type: TypeToolResult, SourceSeqs: []uint64{2}, Result: &ResultRecord{CallID: "c", Content: "ok"}}
+		if _, err := j.Append(ctx, id, res, res); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	before := liveHeap()
+	r, err := OpenJournal(dir, WithDurability(SyncNone), WithHotFor(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeStore(t, r)
+	grown := int64(liveHeap()) - int64(before)
+	if grown > 8<<20 { // 40 MiB of payload were replayed
+		t.Errorf("the heap grew by %d MiB replaying 20 cold sessions of 2 MiB each, want a few hundred KiB", grown>>20)
+	}
+	sum, err := r.Summary(ctx, "s3")
+	if err != nil || !sum.Succeeded("grep") || !sum.Called("slow") {
+		t.Errorf("Summary(s3) after restart: Succeeded(grep) %v, Called(slow) %v, %v", sum.Succeeded("grep"), sum.Called("slow"), err)
+	}
+	runtime.KeepAlive(r)
+}
+
+func liveHeap() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// A read that looked a session up before retention deleted it and a rewrite closed the
+// file it was in reads nothing, not the closed file.
+func TestJournalReadOfDeletedSession(t *testing.T) {
+	var (
+		mu  sync.Mutex
+		now = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	)
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		now = now.Add(time.Second)
+		return now
+	}
+	j, err := OpenJournal(t.TempDir(), WithClock(clock), WithCompactBytes(1024), WithRetention(0, 1),
+		WithSweepInterval(0), WithHotFor(-1), WithDurability(SyncNone))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeStore(t, j)
+	done := make(chan struct{}, 1)
+	j.rewritten = func() { done <- struct{}{} }
+	ctx := t.Context()
+	if _, err := j.Append(ctx, "old", msg(strings.Repeat("x", 4096))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Append(ctx, "new", msg("a")); err != nil {
+		t.Fatal(err)
+	}
+	s := j.mem.sessions.get("old") // what Read looked up
+	if n, err := j.Sweep(clock()); err != nil || n != 1 {
+		t.Fatalf("Sweep() = %d, %v, want 1", n, err)
+	}
+	<-done
+	if got, err := j.mem.read(s, 1, 0); err != nil || len(got) != 0 {
+		t.Errorf("read(deleted session) = %v, %v, want nothing", got, err)
 	}
 }

@@ -147,7 +147,7 @@ func (w *journalWriter) commit(reqs []*jrequest) {
 			s.disk.file = j.f
 			s.disk.locs = append(s.disk.locs, recLoc{first: r.events[0].Seq, off: at + int64(r.off), size: int32(len(r.rec.buf))})
 			s.add(r.events)
-			if j.o.hotFor < 0 {
+			if j.o.hotFor < 0 && s.watchers == 0 {
 				s.events.evict()
 			}
 			j.account(s, int64(len(r.rec.buf)))

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,6 +36,8 @@ type memSession struct {
 	// disk is where the Journal wrote the session's events: what a cold log is read
 	// back from. Guarded by mu.
 	disk diskLog
+	// watchers counts the Watch calls following the session (they keep it hot).
+	watchers int
 }
 
 func (s *memSession) base() *live { return &s.live }
@@ -46,6 +49,9 @@ func (s *memSession) callName(seq uint64) string {
 	ev, err := s.eventAt(seq)
 	if err != nil || ev.Call == nil {
 		return ""
+	}
+	if s.events.cold { // the summary keeps it: do not keep the decoded event with it
+		return strings.Clone(ev.Call.Name)
 	}
 	return ev.Call.Name
 }
@@ -153,14 +159,33 @@ func (m *Memory) Read(_ context.Context, sessionID string, fromSeq uint64, limit
 	if s == nil {
 		return nil, nil
 	}
+	return m.read(s, fromSeq, limit)
+}
+
+// read pages the events of s, which was looked up without its lock.
+func (m *Memory) read(s *memSession, fromSeq uint64, limit int) ([]Event, error) {
 	s.mu.Lock()
+	if s.gone { // deleted meanwhile; its file may be gone too
+		s.mu.Unlock()
+		return nil, nil
+	}
 	if s.events.cold {
 		defer s.mu.Unlock()
-		return s.disk.page(fromSeq, limit, s.events.n)
+		evs, err := s.disk.page(fromSeq, limit, s.events.n)
+		return evs, m.closedOr(err)
 	}
 	v := s.events.view()
 	s.mu.Unlock()
 	return v.page(fromSeq, limit), nil
+}
+
+// closedOr is err, or ErrClosed when the store closed under it (a file read that Close
+// overtook).
+func (m *Memory) closedOr(err error) error {
+	if err != nil && m.closed.Load() {
+		return ErrClosed
+	}
+	return err
 }
 
 // Watch implements [Store].
@@ -180,6 +205,14 @@ func (m *Memory) Watch(ctx context.Context, sessionID string, fromSeq uint64, fn
 }
 
 func (m *Memory) watch(ctx context.Context, s *memSession, next *uint64, fn func(Event) error) error {
+	s.mu.Lock()
+	s.watchers++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.watchers--
+		s.mu.Unlock()
+	}()
 	for {
 		s.mu.Lock()
 		if s.gone {
@@ -188,7 +221,7 @@ func (m *Memory) watch(ctx context.Context, s *memSession, next *uint64, fn func
 		}
 		if err := s.warm(); err != nil {
 			s.mu.Unlock()
-			return err
+			return m.closedOr(err)
 		}
 		evs := s.events.view()
 		var wake <-chan struct{}
