@@ -109,16 +109,7 @@ func TestJournalRewriteBesideAppends(t *testing.T) {
 }
 
 func testRewriteBesideAppends(t *testing.T, hot time.Duration) {
-	var (
-		mu  sync.Mutex
-		now = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	)
-	clock := func() time.Time {
-		mu.Lock()
-		defer mu.Unlock()
-		now = now.Add(time.Second)
-		return now
-	}
+	clock := tickingClock()
 	dir := t.TempDir()
 	opts := []Option{WithCompactBytes(4 << 10), WithRetention(0, 3), WithSweepInterval(0), WithClock(clock), WithHotFor(hot)}
 	j, err := OpenJournal(dir, opts...)
@@ -377,16 +368,7 @@ func liveHeap() uint64 {
 // A read that looked a session up before retention deleted it and a rewrite closed the
 // file it was in reads nothing, not the closed file.
 func TestJournalReadOfDeletedSession(t *testing.T) {
-	var (
-		mu  sync.Mutex
-		now = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	)
-	clock := func() time.Time {
-		mu.Lock()
-		defer mu.Unlock()
-		now = now.Add(time.Second)
-		return now
-	}
+	clock := tickingClock()
 	j, err := OpenJournal(t.TempDir(), WithClock(clock), WithCompactBytes(1024), WithRetention(0, 1),
 		WithSweepInterval(0), WithHotFor(-1), WithDurability(SyncNone))
 	if err != nil {
@@ -409,5 +391,19 @@ func TestJournalReadOfDeletedSession(t *testing.T) {
 	<-done
 	if got, err := j.mem.read(s, 1, 0); err != nil || len(got) != 0 {
 		t.Errorf("read(deleted session) = %v, %v, want nothing", got, err)
+	}
+}
+
+// tickingClock is a clock that moves on a second at every reading.
+func tickingClock() func() time.Time {
+	var (
+		mu  sync.Mutex
+		now = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	)
+	return func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		now = now.Add(time.Second)
+		return now
 	}
 }
