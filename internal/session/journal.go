@@ -107,10 +107,15 @@ func OpenJournal(dir string, opts ...Option) (*Journal, error) {
 		quit:       make(chan struct{}),
 		writerDone: make(chan struct{}),
 	}
+	start := time.Now()
 	if err := j.open(); err != nil {
 		_ = j.release() // the open error is the one to report
 		return nil, err
 	}
+	sessions := 0
+	j.mem.sessions.each(func(string, *memSession) { sessions++ })
+	o.logger.Info("session journal replayed", zap.String("path", j.path), zap.Int64("bytes", j.size),
+		zap.Int("sessions", sessions), zap.Duration("took", time.Since(start)))
 	go newJournalWriter(j).run()
 	n, err := j.recoverOpenCalls()
 	if err != nil {
