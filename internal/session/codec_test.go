@@ -85,11 +85,18 @@ func FuzzDecodeEvent(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		ev, err := decodeEvent("s", 1, b)
+		sk, skErr := skimEvent("s", 1, b)
+		if (err == nil) != (skErr == nil) {
+			t.Fatalf("decodeEvent() = %v but skimEvent() = %v", err, skErr)
+		}
 		if err != nil {
-			if !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("decodeEvent() = %v, want ErrCorrupt", err)
+			if !errors.Is(err, ErrCorrupt) || !errors.Is(skErr, ErrCorrupt) {
+				t.Fatalf("decodeEvent() = %v, skimEvent() = %v, want ErrCorrupt", err, skErr)
 			}
 			return
+		}
+		if diff := cmp.Diff(skimmed(ev), sk); diff != "" {
+			t.Fatalf("skimEvent() differs from decodeEvent() (-decoded +skimmed):\n%s", diff)
 		}
 		again, err := decodeEvent("s", 1, encodeEventAt(&ev))
 		if err != nil {
@@ -137,4 +144,37 @@ func BenchmarkCodec(b *testing.B) {
 		}
 		b.ReportMetric(float64(len(buf)), "bytes/event")
 	})
+}
+
+// skimmed is what skimEvent keeps of ev.
+func skimmed(ev Event) Event {
+	out := Event{SessionID: ev.SessionID, Seq: ev.Seq, Time: ev.Time, Type: ev.Type, Turn: ev.Turn, Step: ev.Step, SourceSeqs: ev.SourceSeqs}
+	if c := ev.Call; c != nil {
+		out.Call = &CallRecord{CallID: c.CallID, Name: c.Name}
+	}
+	if r := ev.Result; r != nil {
+		out.Result = &ResultRecord{CallID: r.CallID, IsError: r.IsError}
+	}
+	if ev.Message != nil {
+		out.Message = &MessageRecord{}
+	}
+	return out
+}
+
+func TestSkimEventKeepsWhatColdSessionsNeed(t *testing.T) {
+	for name, ev := range codecCases() {
+		b := encodeEvent(nil, &ev)
+		stampTime(b, time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC))
+		full, err := decodeEvent("s", 7, b)
+		if err != nil {
+			t.Fatalf("%s: decodeEvent() = %v", name, err)
+		}
+		got, err := skimEvent("s", 7, b)
+		if err != nil {
+			t.Fatalf("%s: skimEvent() = %v", name, err)
+		}
+		if diff := cmp.Diff(skimmed(full), got); diff != "" {
+			t.Errorf("%s: skimEvent() (-want +got):\n%s", name, diff)
+		}
+	}
 }

@@ -229,7 +229,7 @@ func (j *Journal) replayGroup(body []byte, at int64) error {
 		if i+1 < len(offs) {
 			end = offs[i+1]
 		}
-		rec, err := decodeRecord(body[off+recHeaderLen : end])
+		rec, err := skimRecord(body[off+recHeaderLen : end])
 		if err != nil {
 			return err
 		}

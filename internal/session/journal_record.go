@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"time"
 )
 
 // The journal file is a header, then groups of records, one group per commit:
@@ -145,66 +146,202 @@ type record struct {
 
 var errUnknownKind = errors.New("unknown record kind")
 
-// decodeRecord parses a record body whose checksum matched. Damage is ErrCorrupt.
-func decodeRecord(body []byte) (record, error) {
-	d := decoder{s: string(body)}
-	r := record{kind: d.byte()}
-	r.sessionID = d.str()
+// decodeRecord parses a record body whose checksum matched, its events in full. Damage
+// is ErrCorrupt.
+func decodeRecord(body []byte) (record, error) { return parseRecord(body, decodeEvent) }
+
+// skimRecord parses a record body as decodeRecord does, but its events only as far as
+// a cold session needs them ([skimEvent]): what replay reads.
+func skimRecord(body []byte) (record, error) { return parseRecord(body, skimEvent) }
+
+func parseRecord(body []byte, event func(sessionID string, seq uint64, b []byte) (Event, error)) (record, error) {
+	k := reader{b: body}
+	r := record{kind: k.byte()}
+	r.sessionID = string(k.str())
 	switch r.kind {
 	case recKindEvents:
-		first := d.fixed64()
-		n := d.uvarint()
-		if n == 0 || n > uint64(len(d.s)-d.off)/(valueLenBytes+headerLen) {
-			d.fail(fmt.Errorf("implausible event count %d", n))
+		first := k.fixed64()
+		n := k.uvarint()
+		if k.err == nil && (n == 0 || n > uint64(len(k.b)-k.off)/(valueLenBytes+headerLen)) {
+			k.fail(fmt.Errorf("implausible event count %d", n))
 		}
-		for i := uint64(0); i < n && d.err == nil; i++ {
-			start, end, ok := d.span(uint64(d.fixed32()))
-			if !ok {
+		for i := uint64(0); i < n && k.err == nil; i++ {
+			v := k.span(uint64(k.fixed32()))
+			if k.err != nil {
 				break
 			}
-			ev, err := decodeEvent(r.sessionID, first+i, body[start:end])
+			ev, err := event(r.sessionID, first+i, v)
 			if err != nil {
 				return record{}, err
 			}
 			r.events = append(r.events, ev)
 		}
 	case recKindOwner:
-		r.owner = Owner{Identity: d.str(), Scope: d.str()}
-		switch d.byte() {
+		r.owner = Owner{Identity: string(k.str()), Scope: string(k.str())}
+		switch k.byte() {
 		case 0:
 		case 1:
 			r.owner.ScopeKnown = true
 		default:
-			d.fail(errors.New("bad scope-known flag"))
+			k.fail(errors.New("bad scope-known flag"))
 		}
 	case recKindDelete:
 	default:
-		d.fail(fmt.Errorf("%w %d", errUnknownKind, r.kind))
+		k.fail(fmt.Errorf("%w %d", errUnknownKind, r.kind))
 	}
-	if d.err == nil && d.off != len(d.s) {
-		d.fail(fmt.Errorf("%d trailing bytes", len(d.s)-d.off))
+	if k.err == nil && k.off != len(k.b) {
+		k.fail(fmt.Errorf("%d trailing bytes", len(k.b)-k.off))
 	}
-	if d.err == nil && validateSessionID(r.sessionID) != nil {
-		d.fail(errors.New("bad session id"))
+	if k.err == nil && validateSessionID(r.sessionID) != nil {
+		k.fail(errors.New("bad session id"))
 	}
-	if d.err != nil {
-		return record{}, fmt.Errorf("%w: journal record: %w", ErrCorrupt, d.err)
+	if k.err != nil {
+		return record{}, fmt.Errorf("%w: journal record: %w", ErrCorrupt, k.err)
 	}
 	return r, nil
 }
 
-func (d *decoder) fixed32() uint32 {
-	start, _, ok := d.span(4)
-	if !ok {
-		return 0
+// skimEvent parses the stored form of an event (see codec.go) keeping only what a cold
+// session's state is built from: type, time, turn, step, cited seqs, a call's id and
+// name, a result's call id and error flag. Payloads are skipped, not copied. Damage is
+// ErrCorrupt, as with decodeEvent.
+func skimEvent(sessionID string, seq uint64, b []byte) (Event, error) {
+	if len(b) < headerLen || b[0] != codecV1 {
+		return decodeEvent(sessionID, seq, b) // for its error
 	}
-	b := d.s[start : start+4]
-	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+	k := reader{b: b, off: headerLen}
+	ev := Event{
+		SessionID: sessionID,
+		Seq:       seq,
+		Time:      time.Unix(0, int64(binary.BigEndian.Uint64(b[timeOffset:]))).UTC(),
+		Type:      eventType(k.str()),
+	}
+	k.str() // batch id
+	ev.Turn, ev.Step = k.uvarint(), k.uvarint()
+	if n := k.uvarint(); n > 0 && k.err == nil {
+		if n > uint64(len(k.b)-k.off) {
+			k.fail(errShort)
+		} else {
+			ev.SourceSeqs = make([]uint64, n)
+			for i := range ev.SourceSeqs {
+				ev.SourceSeqs[i] = k.uvarint()
+			}
+		}
+	}
+	flags := k.byte()
+	if flags&flagCall != 0 {
+		ev.Call = &CallRecord{CallID: string(k.str()), Name: string(k.str())}
+		k.bytes()
+	}
+	if flags&flagResult != 0 {
+		ev.Result = &ResultRecord{CallID: string(k.str())}
+		k.str() // content
+		rf := k.byte()
+		ev.Result.IsError = rf&resIsError != 0
+		if rf&resHasError != 0 {
+			k.str()
+			k.str()
+			k.str()
+			k.str()
+		}
+		k.bytes() // meta
+	}
+	if flags&flagMessage != 0 {
+		ev.Message = &MessageRecord{}
+		k.str()
+	}
+	if k.err == nil && k.off != len(k.b) {
+		k.fail(fmt.Errorf("%d trailing bytes", len(k.b)-k.off))
+	}
+	if k.err != nil {
+		return Event{}, fmt.Errorf("%w: event %d of session %q: %w", ErrCorrupt, seq, sessionID, k.err)
+	}
+	return ev, nil
 }
 
-func (d *decoder) fixed64() uint64 {
-	hi := d.fixed32()
-	return uint64(hi)<<32 | uint64(d.fixed32())
+// eventType returns the type named by b without allocating for the known ones.
+func eventType(b []byte) EventType {
+	for _, t := range []EventType{TypeToolCall, TypeToolResult, TypeUserMessage} {
+		if string(b) == string(t) {
+			return t
+		}
+	}
+	return EventType(b)
+}
+
+// reader reads the journal's encodings in place. After an error every read returns a
+// zero value.
+type reader struct {
+	b   []byte
+	off int
+	err error
+}
+
+func (k *reader) fail(err error) {
+	if k.err == nil {
+		k.err = err
+	}
+	k.off = len(k.b)
+}
+
+func (k *reader) span(n uint64) []byte {
+	if k.err != nil {
+		return nil
+	}
+	if n > uint64(len(k.b)-k.off) {
+		k.fail(errShort)
+		return nil
+	}
+	start := k.off
+	k.off += int(n)
+	return k.b[start:k.off:k.off]
+}
+
+func (k *reader) byte() byte {
+	if b := k.span(1); len(b) == 1 {
+		return b[0]
+	}
+	return 0
+}
+
+func (k *reader) uvarint() uint64 {
+	if k.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(k.b[k.off:])
+	if n <= 0 {
+		if n == 0 {
+			k.fail(errShort)
+		} else {
+			k.fail(errors.New("uvarint overflows 64 bits"))
+		}
+		return 0
+	}
+	k.off += n
+	return v
+}
+
+func (k *reader) str() []byte { return k.span(k.uvarint()) }
+
+// bytes skips a byte field (uvarint length+1; 0 = nil).
+func (k *reader) bytes() {
+	if n := k.uvarint(); n > 0 {
+		k.span(n - 1)
+	}
+}
+
+func (k *reader) fixed32() uint32 {
+	if b := k.span(4); len(b) == 4 {
+		return binary.BigEndian.Uint32(b)
+	}
+	return 0
+}
+
+func (k *reader) fixed64() uint64 {
+	if b := k.span(8); len(b) == 8 {
+		return binary.BigEndian.Uint64(b)
+	}
+	return 0
 }
 
 // beginGroup appends a group header placeholder for group seq to dst.
