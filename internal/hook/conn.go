@@ -124,8 +124,10 @@ func (c *conn) die(cause error) {
 	pending := c.pending
 	c.pending = nil
 	c.mu.Unlock()
-	close(c.gone)
+	// Detached before gone is closed: whoever sees gone (the handler, then its client)
+	// sees the hub without this conn.
 	c.h.detach(c)
+	close(c.gone)
 	for _, w := range pending {
 		w.ch <- answer{slot: w.slot, err: errGone}
 	}
