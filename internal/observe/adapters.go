@@ -85,7 +85,10 @@ func (m *Metrics) Session() session.Observer { return sessionObserver{&m.sess} }
 
 type sessionObserver struct{ m *sessionMetrics }
 
-var _ session.Observer = sessionObserver{}
+var (
+	_ session.Observer        = sessionObserver{}
+	_ session.JournalObserver = sessionObserver{}
+)
 
 func (o sessionObserver) AppendDone(events int, d time.Duration) {
 	o.m.appendDuration.Observe(d.Seconds())
@@ -93,6 +96,10 @@ func (o sessionObserver) AppendDone(events int, d time.Duration) {
 }
 
 func (o sessionObserver) SyncDone(d time.Duration) { o.m.syncDuration.Observe(d.Seconds()) }
+
+func (o sessionObserver) JournalBytes(n int64) { o.m.journalBytes.Set(float64(n)) }
+
+func (o sessionObserver) JournalRewritten(time.Duration) { o.m.rewrites.Inc() }
 
 // HookObserver is what the hook hub reports; it has the methods of hook.Observer.
 type HookObserver interface {

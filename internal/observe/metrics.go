@@ -55,6 +55,8 @@ type sessionMetrics struct {
 	appendDuration prometheus.Histogram
 	appended       prometheus.Counter
 	syncDuration   prometheus.Histogram
+	journalBytes   prometheus.Gauge
+	rewrites       prometheus.Counter
 }
 
 type serverMetrics struct {
@@ -86,7 +88,7 @@ func New(reg prometheus.Registerer, opts ...Option) *Metrics {
 		s.running, s.started, s.skipped, s.occupancy,
 		b.providers, b.rejected, b.stale, b.invalid, b.malformed,
 		h.connected, h.failures,
-		ss.appendDuration, ss.appended, ss.syncDuration,
+		ss.appendDuration, ss.appended, ss.syncDuration, ss.journalBytes, ss.rewrites,
 		m.srv.panics, tools,
 	)
 	return m
@@ -167,6 +169,8 @@ func newSessionMetrics(o options) sessionMetrics {
 			Help:    "Latency of one session-log group commit: the write and, when durable, the fsync.",
 			Buckets: o.sessionBuckets,
 		}),
+		journalBytes: gauge("session", "journal_bytes", "Length of the journal store's file (0 with the other stores)."),
+		rewrites:     counter("session", "journal_rewrites_total", "Rewrites of the journal store's file that dropped deleted sessions."),
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/toolsd/toolsd/internal/observe"
 	"github.com/toolsd/toolsd/internal/pipeline"
 	"github.com/toolsd/toolsd/internal/scheduler"
+	"github.com/toolsd/toolsd/internal/session"
 	"github.com/toolsd/toolsd/internal/tool"
 )
 
@@ -100,11 +101,17 @@ func TestAdapters(t *testing.T) {
 				s.AppendDone(3, 2*time.Millisecond)
 				s.AppendDone(1, time.Millisecond)
 				s.SyncDone(time.Millisecond)
+				j := s.(session.JournalObserver)
+				j.JournalBytes(4096)
+				j.JournalBytes(8192)
+				j.JournalRewritten(time.Second)
 			},
 			want: []series{
 				{"toolsd_session_appended_events_total", nil, 4},
 				{"toolsd_session_append_duration_seconds", nil, 2},
 				{"toolsd_session_sync_duration_seconds", nil, 1},
+				{"toolsd_session_journal_bytes", nil, 8192},
+				{"toolsd_session_journal_rewrites_total", nil, 1},
 			},
 		},
 		"hooks": {
@@ -272,6 +279,8 @@ var metricNames = []string{
 	"toolsd_server_panics_recovered_total",
 	"toolsd_session_append_duration_seconds",
 	"toolsd_session_appended_events_total",
+	"toolsd_session_journal_bytes",
+	"toolsd_session_journal_rewrites_total",
 	"toolsd_session_sync_duration_seconds",
 }
 

@@ -81,6 +81,9 @@ type Journal struct {
 	// before the writer starts).
 	size, live int64
 	group      uint64
+	// jobs receives the journal's own metrics, when the observer takes them.
+	jobs JournalObserver
+
 	// Test seams: snapshotting is called as a rewrite's goroutine starts, rewritten by
 	// the writer after each rewrite.
 	snapshotting, rewritten func()
@@ -112,6 +115,8 @@ func OpenJournal(dir string, opts ...Option) (*Journal, error) {
 		_ = j.release() // the open error is the one to report
 		return nil, err
 	}
+	j.jobs, _ = o.observer.(JournalObserver)
+	j.reportBytes()
 	sessions := 0
 	j.mem.sessions.each(func(string, *memSession) { sessions++ })
 	o.logger.Info("session journal replayed", zap.String("path", j.path), zap.Int64("bytes", j.size),
@@ -333,6 +338,13 @@ func (j *Journal) replayRecord(rec *record, off int64, size int32) error {
 		}
 	}
 	return nil
+}
+
+// reportBytes reports the file's length to the observer, if it takes it.
+func (j *Journal) reportBytes() {
+	if j.jobs != nil {
+		j.jobs.JournalBytes(j.size)
+	}
 }
 
 // account adds a record of size bytes to s and to the live total. Writer only.

@@ -238,6 +238,10 @@ func (w *journalWriter) finishRewrite(res rewritten) {
 	}
 	j.o.logger.Info("session journal rewritten", zap.Int64("bytes_before", before),
 		zap.Int64("bytes_after", j.size), zap.Duration("took", time.Since(rw.started)))
+	j.reportBytes()
+	if j.jobs != nil {
+		j.jobs.JournalRewritten(time.Since(rw.started))
+	}
 	if j.rewritten != nil {
 		j.rewritten()
 	}

@@ -407,3 +407,60 @@ func tickingClock() func() time.Time {
 		return now
 	}
 }
+
+// journalObs records what a Journal reports to a JournalObserver.
+type journalObs struct {
+	nopObserver
+	mu       sync.Mutex
+	bytes    int64
+	rewrites int
+}
+
+func (o *journalObs) JournalBytes(n int64) { o.mu.Lock(); o.bytes = n; o.mu.Unlock() }
+
+func (o *journalObs) JournalRewritten(time.Duration) { o.mu.Lock(); o.rewrites++; o.mu.Unlock() }
+
+func (o *journalObs) get() (int64, int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.bytes, o.rewrites
+}
+
+// The journal reports its file's length after every commit and each rewrite.
+func TestJournalReportsFileAndRewrites(t *testing.T) {
+	dir := t.TempDir()
+	obs := &journalObs{}
+	j, err := OpenJournal(dir, WithObserver(obs), WithClock(tickingClock()), WithCompactBytes(4<<10),
+		WithRetention(0, 1), WithSweepInterval(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeStore(t, j)
+	size := func() int64 {
+		st, err := os.Stat(filepath.Join(dir, JournalFileName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Size()
+	}
+	if b, _ := obs.get(); b != size() {
+		t.Errorf("reported %d bytes at open, file has %d", b, size())
+	}
+	done := make(chan struct{}, 1)
+	j.rewritten = func() { done <- struct{}{} }
+	for i := range 8 {
+		if _, err := j.Append(t.Context(), fmt.Sprintf("s%d", i), msg(strings.Repeat("z", 1000))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b, _ := obs.get(); b != size() {
+		t.Errorf("reported %d bytes after appends, file has %d", b, size())
+	}
+	if _, err := j.Sweep(time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if b, n := obs.get(); b != size() || n != 1 {
+		t.Errorf("after a rewrite: reported %d bytes and %d rewrites, file has %d, want 1 rewrite", b, n, size())
+	}
+}

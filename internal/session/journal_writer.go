@@ -213,6 +213,7 @@ func (w *journalWriter) writeGroup(group []byte) error {
 	}
 	j.size += int64(len(group))
 	j.group++
+	j.reportBytes()
 	return nil
 }
 

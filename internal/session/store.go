@@ -61,6 +61,15 @@ type Observer interface {
 	SyncDone(d time.Duration)
 }
 
+// JournalObserver is what a [Journal] also reports when its [Observer] implements it.
+// Methods must be fast and must not call back into the store.
+type JournalObserver interface {
+	// JournalBytes reports the journal file's length after a commit, a rewrite or Open.
+	JournalBytes(n int64)
+	// JournalRewritten reports one finished rewrite of the file that took d.
+	JournalRewritten(d time.Duration)
+}
+
 // DefaultPageSize is the page [Store.Read] returns when limit <= 0.
 const DefaultPageSize = 1000
 
