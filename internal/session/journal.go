@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -307,13 +306,7 @@ func (j *Journal) cutTail(off, end int64) error {
 // replayRecord applies one record read back from the file at offset off. Replayed
 // sessions are cold: their events are read back from the file when asked for.
 func (j *Journal) replayRecord(rec *record, off int64, size int32) error {
-	// What stays in memory of a cold session must not keep its decoded records alive.
-	id := strings.Clone(rec.sessionID)
-	for i := range rec.events {
-		if c := rec.events[i].Call; c != nil {
-			c.CallID, c.Name = strings.Clone(c.CallID), strings.Clone(c.Name)
-		}
-	}
+	id := rec.sessionID // skimRecord's strings are copies: they keep no record alive
 	switch rec.kind {
 	case recKindEvents:
 		s := j.mem.sessions.getOrCreate(id)
@@ -407,14 +400,15 @@ func (j *Journal) Append(ctx context.Context, sessionID string, events ...Event)
 	if err := validate(sessionID, events, j.o.maxEventBytes); err != nil {
 		return nil, err
 	}
-	if n := eventsRecordSize(sessionID, events); n > maxRecordBytes {
-		return nil, fmt.Errorf("%w: the append needs up to %d bytes, the journal's limit for one append is %d", ErrTooLarge, n, maxRecordBytes)
+	size := eventsRecordSize(sessionID, events)
+	if size > maxRecordBytes {
+		return nil, fmt.Errorf("%w: the append needs up to %d bytes, the journal's limit for one append is %d", ErrTooLarge, size, maxRecordBytes)
 	}
 	r := &jrequest{
 		kind:      recKindEvents,
 		sessionID: sessionID,
 		events:    cloneAll(events),
-		rec:       encodeEventsRecord(sessionID, events),
+		rec:       encodeEventsRecord(sessionID, events, size),
 		done:      make(chan jresponse, 1),
 	}
 	if resp := j.submit(ctx, r); resp.err != nil {

@@ -94,12 +94,16 @@ func (w *journalWriter) stopRewrite() {
 		return
 	}
 	w.rw.stop.Store(true)
-	res := <-w.rw.done
+	w.j.discard(<-w.rw.done)
+	w.rw = nil
+}
+
+// discard drops a rewrite's file.
+func (j *Journal) discard(res rewritten) {
 	if res.f != nil {
 		_ = res.f.Close()
 	}
-	_ = os.Remove(w.j.path + compactSuffix)
-	w.rw = nil
+	_ = os.Remove(j.path + compactSuffix)
 }
 
 // writeSnapshot is step 2; it runs on its own goroutine and touches only rw.
@@ -165,16 +169,13 @@ func (w *journalWriter) finishRewrite(res rewritten) {
 	j, rw := w.j, w.rw
 	w.rw = nil
 	before := j.size
-	err := res.err
-	if err == nil && j.usable() != nil {
-		err = j.usable()
-	}
 	if j.closed.Load() { // Close is on its way: drop the rewrite quietly
-		if res.f != nil {
-			_ = res.f.Close()
-		}
-		_ = os.Remove(j.path + compactSuffix)
+		j.discard(res)
 		return
+	}
+	err := res.err
+	if err == nil {
+		err = j.usable()
 	}
 	tail := res.size
 	if err == nil {
@@ -187,10 +188,7 @@ func (w *journalWriter) finishRewrite(res rewritten) {
 		err = os.Rename(j.path+compactSuffix, j.path)
 	}
 	if err != nil {
-		if res.f != nil {
-			_ = res.f.Close()
-		}
-		_ = os.Remove(j.path + compactSuffix)
+		j.discard(res)
 		// The old journal is intact and still open: keep appending to it.
 		j.o.logger.Error("session journal rewrite failed; will retry when the file has doubled", zap.Error(err))
 		j.live = j.size

@@ -71,9 +71,9 @@ type eventsRecord struct {
 }
 
 // encodeEventsRecord encodes events (their Seq and Time are not read) as a record for
-// sessionID whose first seq and times are stamped later.
-func encodeEventsRecord(sessionID string, events []Event) eventsRecord {
-	buf, _ := beginRecord(make([]byte, 0, eventsRecordSize(sessionID, events)), recKindEvents, sessionID)
+// sessionID whose first seq and times are stamped later; size is eventsRecordSize's.
+func encodeEventsRecord(sessionID string, events []Event, size int) eventsRecord {
+	buf, _ := beginRecord(make([]byte, 0, size), recKindEvents, sessionID)
 	r := eventsRecord{seqOff: len(buf), vals: make([]int, len(events))}
 	buf = append(buf, 0, 0, 0, 0, 0, 0, 0, 0)
 	buf = binary.AppendUvarint(buf, uint64(len(events)))

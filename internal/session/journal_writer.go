@@ -17,7 +17,7 @@ type jrequest struct {
 	sessionID string
 	events    []Event      // appends: the store's copies; the writer assigns Seq and Time
 	rec       eventsRecord // appends: the encoded record, stamped by the writer
-	off       int          // appends: the record's offset in its group
+	off, n    int          // the record's offset in its group and its size
 	owner     Owner        // claims
 	now       time.Time    // sweeps
 	done      chan jresponse
@@ -118,7 +118,7 @@ func (w *journalWriter) commit(reqs []*jrequest) {
 			}
 			w.next[r.sessionID] = next + uint64(len(r.events))
 			sealRecord(r.rec.buf)
-			r.off = len(buf)
+			r.off, r.n = len(buf), len(r.rec.buf)
 			buf = append(buf, r.rec.buf...)
 		case recKindOwner:
 			if o, ok := w.claims[r.sessionID]; ok {
@@ -130,7 +130,9 @@ func (w *journalWriter) commit(reqs []*jrequest) {
 				continue
 			}
 			w.claims[r.sessionID] = r.owner
+			r.off = len(buf)
 			buf = appendOwnerRecord(buf, r.sessionID, r.owner)
+			r.n = len(buf) - r.off
 		}
 	}
 	w.buf = buf
@@ -145,19 +147,19 @@ func (w *journalWriter) commit(reqs []*jrequest) {
 		case recKindEvents:
 			s := j.mem.lockSession(r.sessionID)
 			s.disk.file = j.f
-			s.disk.locs = append(s.disk.locs, recLoc{first: r.events[0].Seq, off: at + int64(r.off), size: int32(len(r.rec.buf))})
+			s.disk.locs = append(s.disk.locs, recLoc{first: r.events[0].Seq, off: at + int64(r.off), size: int32(r.n)})
 			s.add(r.events)
 			if j.o.hotFor < 0 && s.watchers == 0 {
 				s.events.evict()
 			}
-			j.account(s, int64(len(r.rec.buf)))
+			j.account(s, int64(r.n))
 			s.mu.Unlock()
 		case recKindOwner:
 			if o, ok := w.claims[r.sessionID]; ok && o == r.owner {
 				s := j.mem.lockSession(r.sessionID)
 				if s.owner == nil {
 					s.owner = &o
-					j.account(s, ownerRecordSize(r.sessionID, o))
+					j.account(s, int64(r.n))
 				}
 				s.mu.Unlock()
 			}
@@ -189,10 +191,6 @@ func (j *Journal) nextSeq(id string) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return uint64(s.events.n) + 1
-}
-
-func ownerRecordSize(id string, o Owner) int64 {
-	return int64(len(appendOwnerRecord(nil, id, o)))
 }
 
 // writeGroup seals group (built by beginGroup for the next seq), appends it to the file
