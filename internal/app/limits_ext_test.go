@@ -16,6 +16,7 @@ import (
 	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -305,6 +306,51 @@ func TestSlowClientIsCutOff(t *testing.T) {
 	}
 	if received >= n {
 		t.Errorf("received %d results, want fewer than %d", received, n)
+	}
+}
+
+// TestSlowClientIsCutOffSingleCall is the same for a lone call, whose messages the
+// handler writes itself while they cannot block: a result larger than the client's flow
+// control window must not leave the handler stuck writing what follows it.
+func TestSlowClientIsCutOffSingleCall(t *testing.T) {
+	e := start(t, "limits: {write_timeout: 100ms}\n")
+	runProvider(t, e.app.Addr(), sizedTool("sized"))
+	// A fixed 64 KiB window: a client that does not read never makes room.
+	conn, err := grpc.NewClient("passthrough:///"+e.app.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	stream, err := toolsdv1.NewToolServiceClient(conn).ExecuteBatch(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := &toolsdv1.Batch{SessionId: "s-slow-one", Calls: []*toolsdv1.ToolCall{call("c0", "sized", `{"bytes":262144}`)}}
+	if err := stream.Send(batchReq(batch)); err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the result in the log", func() bool { return len(e.readSession(t, "s-slow-one")) == 2 })
+	assertCompleteLog(t, e, "s-slow-one", 1)
+	// Read only once toolsd has given up on the client, or reading would make room.
+	waitFor(t, "the batch to be cut off", func() bool {
+		return rpcCount(t, e.app, "grpc_server_handled_total", "grpc_method", "ExecuteBatch", "grpc_code", "ResourceExhausted") == 1
+	})
+	for {
+		m, err := stream.Recv()
+		if err == nil {
+			if m.GetSettled() != nil {
+				t.Fatal("the slow client got the whole batch: nothing was cut off")
+			}
+			continue
+		}
+		if status.Code(err) != codes.ResourceExhausted || reason(err) != "SLOW_CLIENT" {
+			t.Errorf("ExecuteBatch().Recv() = %v, want ResourceExhausted SLOW_CLIENT", err)
+		}
+		break
 	}
 }
 

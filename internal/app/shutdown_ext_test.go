@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
@@ -154,21 +155,32 @@ func TestGracefulShutdownWithCallsInFlight(t *testing.T) {
 // startedRPCs counts the RPCs of method whose handler started, from toolsd's metrics.
 func startedRPCs(tb testing.TB, a *app.App, method string) int {
 	tb.Helper()
+	return rpcCount(tb, a, "grpc_server_started_total", "grpc_method", method)
+}
+
+// rpcCount sums the counter family's series whose labels have the given values
+// (name, value pairs).
+func rpcCount(tb testing.TB, a *app.App, family string, labels ...string) int {
+	tb.Helper()
 	families, err := a.Metrics().Gather()
 	if err != nil {
 		tb.Fatal(err)
 	}
 	n := 0.0
 	for _, f := range families {
-		if f.GetName() != "grpc_server_started_total" {
+		if f.GetName() != family {
 			continue
 		}
+	series:
 		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "grpc_method" && l.GetValue() == method {
-					n += m.GetCounter().GetValue()
+			for i := 0; i+1 < len(labels); i += 2 {
+				if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool {
+					return l.GetName() == labels[i] && l.GetValue() == labels[i+1]
+				}) {
+					continue series
 				}
 			}
+			n += m.GetCounter().GetValue()
 		}
 	}
 	return int(n)

@@ -17,16 +17,17 @@ type batches struct {
 	// one would hold the gRPC server's GracefulStop until its fallback timer.
 	watches   context.Context
 	stopWatch context.CancelCauseFunc
-	// drained is closed by Drain: streams still waiting for their batch are refused.
-	drained   chan struct{}
-	drainOnce sync.Once
+	// drained ends with Drain: streams still waiting for their batch are refused.
+	drained context.Context
+	drain   context.CancelCauseFunc
 }
 
 func newBatches() *batches {
-	b := &batches{idle: make(chan struct{}), drained: make(chan struct{})}
+	b := &batches{idle: make(chan struct{})}
 	close(b.idle)
 	b.abort, b.cancel = context.WithCancelCause(context.Background())
 	b.watches, b.stopWatch = context.WithCancelCause(context.Background())
+	b.drained, b.drain = context.WithCancelCause(context.Background())
 	return b
 }
 

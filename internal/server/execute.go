@@ -8,12 +8,13 @@ import (
 	"strconv"
 
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/internal/registry"
 	"github.com/toolsd/toolsd/internal/scheduler"
-	"github.com/toolsd/toolsd/internal/stack"
 	"github.com/toolsd/toolsd/internal/tool"
 )
 
@@ -43,7 +44,7 @@ func (s *Server) ExecuteBatch(stream batchStream) error {
 	defer cancel(nil)
 	stopAbort := context.AfterFunc(s.active.abort, func() { cancel(errShuttingDown) })
 	defer stopAbort()
-	out := newOutbox(stream, s.limits.OutboxSize, s.limits.WriteTimeout, cancel)
+	out := newOutbox(stream, s.limits.OutboxSize, s.limits.WriteTimeout, cancel, len(b.Calls) == 1)
 	approver := newStreamApprover(out)
 	go s.receive(stream, approver, cancel, b.BatchID)
 
@@ -53,18 +54,28 @@ func (s *Server) ExecuteBatch(stream batchStream) error {
 		appr = s.wrapAppr(appr)
 	}
 	settled, execErr := s.sched.Execute(batchCtx, b, sink, appr)
+	last := sink.held
 	if execErr != nil {
+		if last != nil {
+			_ = out.put(last)
+		}
 		out.fail(execErr)
 		_ = out.close()
 		s.log.Error("batch failed", zap.String("batch_id", b.BatchID), zap.String("session_id", b.SessionID), zap.Error(execErr))
 		return toStatus(s.log, fmt.Errorf("server: session log: %w", execErr))
 	}
-	if err := out.put(&toolsdv1.ExecuteBatchResponse{Msg: &toolsdv1.ExecuteBatchResponse_Settled{Settled: &toolsdv1.BatchSettled{
+	end := &toolsdv1.ExecuteBatchResponse{Msg: &toolsdv1.ExecuteBatchResponse_Settled{Settled: &toolsdv1.BatchSettled{
 		ConcludesTurn:      settled.ConcludesTurn,
 		AdditionalContexts: settled.AdditionalContexts,
 		Cancelled:          settled.Cancelled,
 		Results:            uint32(settled.Results),
-	}}}); err != nil {
+	}}}
+	if last != nil {
+		err = out.putPair(last, end)
+	} else {
+		err = out.put(end)
+	}
+	if err != nil {
 		_ = out.close()
 		return s.streamFailure(err)
 	}
@@ -82,27 +93,36 @@ func (s *Server) streamFailure(err error) error {
 	return toStatus(s.log, context.Canceled)
 }
 
-// recvFirst waits for the batch message. Draining ends the wait: the batch would be
-// refused anyway, and a client that opened a stream but sends nothing must not hold
-// shutdown until its deadline. The reader ends when the handler returns, because that
-// ends the stream.
+// recvFirst reads the batch message on the handler's goroutine. Draining ends the wait:
+// the batch would be refused anyway, and a client that opened a stream but sends nothing
+// must not hold shutdown until its deadline.
+//
+// A server stream's Recv ends only when the stream does, and a Recv that fails writes
+// its own status (Canceled, for a cancelled stream) before the handler could write
+// Unavailable. So draining writes the handler's status itself, through the transport
+// stream (grpc-go's implements WriteStatus), which ends the stream and with it the
+// Recv. (TestShutdownEndsIdleStreams fails if a gRPC upgrade takes WriteStatus away:
+// such a stream would then hold shutdown until the gRPC server's hard stop.)
 func (s *Server) recvFirst(stream batchStream) (*toolsdv1.ExecuteBatchRequest, error) {
-	type received struct {
-		m   *toolsdv1.ExecuteBatchRequest
-		err error
+	w, ok := grpc.ServerTransportStreamFromContext(stream.Context()).(statusWriter)
+	if !ok {
+		return stream.Recv()
 	}
-	ch := make(chan received, 1)
-	go func() {
-		stack.Reserve(0) // decoding the batch runs the protobuf decoder deep
-		m, err := stream.Recv()
-		ch <- received{m, err}
-	}()
-	select {
-	case r := <-ch:
-		return r.m, r.err
-	case <-s.active.drained:
-		return nil, errShuttingDown
+	stop := context.AfterFunc(s.active.drained, func() {
+		st, _ := status.FromError(toStatus(s.log, errShuttingDown))
+		_ = w.WriteStatus(st)
+	})
+	m, err := stream.Recv()
+	if !stop() {
+		return nil, errShuttingDown // the stream has ended with this status
 	}
+	return m, err
+}
+
+// statusWriter is the part of grpc-go's server transport stream that ends a stream
+// with a status.
+type statusWriter interface {
+	WriteStatus(*status.Status) error
 }
 
 // receive reads approvals and cancels until the client half-closes or goes away. It
@@ -207,9 +227,17 @@ func (s *Server) planBatch(ctx context.Context, first *toolsdv1.ExecuteBatchRequ
 }
 
 // batchSink streams committed results, in model order, to the client.
+//
+// The batch's last result is held back for the handler to send together with settled
+// (one write, where the client would otherwise wake twice), unless the batch has
+// additional contexts: settling records those in the log first, which may wait on a
+// durable commit. Without them, settling after the last result is a few field reads.
 type batchSink struct {
-	out   *outbox
-	calls []tool.Call
+	out       *outbox
+	calls     []tool.Call
+	delivered int
+	contexts  bool
+	held      *toolsdv1.ExecuteBatchResponse
 }
 
 var _ scheduler.Sink = (*batchSink)(nil)
@@ -221,7 +249,14 @@ func (k *batchSink) Accepted(batchID string, callSeqs []uint64) error {
 }
 
 func (k *batchSink) Result(index int, callSeq, resultSeq uint64, r tool.Result) error {
-	return k.out.put(resultMsg(index, k.calls[index].CallID, callSeq, resultSeq, &r))
+	m := resultMsg(index, k.calls[index].CallID, callSeq, resultSeq, &r)
+	k.delivered++
+	k.contexts = k.contexts || len(r.AdditionalContexts) > 0
+	if k.delivered == len(k.calls) && !k.contexts {
+		k.held = m
+		return nil
+	}
+	return k.out.put(m)
 }
 
 func (k *batchSink) Progress(p tool.Progress) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 )
@@ -14,55 +15,123 @@ type batchStream = grpc.BidiStreamingServer[toolsdv1.ExecuteBatchRequest, toolsd
 
 var errClientGone = errors.New("server: client stream closed")
 
+// directLimit is how many bytes a direct outbox writes from its producers' goroutines.
+// grpc-go's Send blocks only while a stream's queued, unwritten bytes exceed its write
+// quota (64 KiB); a stream that has been sent fewer bytes than that in all cannot be
+// over it, so a Send below the limit returns without waiting for the client.
+const directLimit = 32 << 10
+
 // outbox decouples the scheduler from a client's reading speed. Producers (the commit
 // path, approvers, progress) put messages into a bounded queue; one sender goroutine,
 // owned by the ExecuteBatch handler, writes them to the stream. A client that stops
 // reading fills the queue; a put that cannot enqueue within the write timeout cuts the
 // client off (onCut cancels the batch) while the scheduler keeps committing to the log.
+//
+// A direct outbox (single-call batches) starts without the goroutine: while less than
+// [directLimit] has been sent, a put writes to the stream itself, which cannot block, and
+// saves the hand-offs to the sender and back that a lone call's latency would otherwise
+// carry. The first put past the limit starts the sender, and from then on it is queued.
 type outbox struct {
 	stream  batchStream
-	ch      chan *toolsdv1.ExecuteBatchResponse
-	done    chan struct{} // closed when the sender exits
+	size    int
 	timeout time.Duration
 	onCut   func(error)
 
 	mu     sync.Mutex
 	err    error // first failure; after it every put fails fast
 	closed bool
+	direct bool // puts write to the stream under mu; ch and done are nil
+	sent   int  // bytes written while direct
+	// ch and done are set (under mu) when the sender starts, and never change after.
+	ch   chan outItem
+	done chan struct{} // closed when the sender exits
 }
 
-func newOutbox(stream batchStream, size int, timeout time.Duration, onCut func(error)) *outbox {
-	o := &outbox{
-		stream:  stream,
-		ch:      make(chan *toolsdv1.ExecuteBatchResponse, size),
-		done:    make(chan struct{}),
-		timeout: timeout,
-		onCut:   onCut,
+func newOutbox(stream batchStream, size int, timeout time.Duration, onCut func(error), direct bool) *outbox {
+	o := &outbox{stream: stream, size: size, timeout: timeout, onCut: onCut, direct: direct}
+	if !direct {
+		o.startLocked()
 	}
-	go o.run()
 	return o
+}
+
+// startLocked starts the sender; from then on every put is queued.
+func (o *outbox) startLocked() {
+	o.direct = false
+	o.ch = make(chan outItem, o.size)
+	o.done = make(chan struct{})
+	go o.run()
+}
+
+// outItem is one message, or two to be written back to back: the sender hands both to
+// the transport before it writes, so they leave in one write.
+type outItem struct {
+	m, then *toolsdv1.ExecuteBatchResponse
 }
 
 func (o *outbox) run() {
 	defer close(o.done)
-	for m := range o.ch {
-		if err := o.stream.Send(m); err != nil {
-			o.fail(errors.Join(errClientGone, err))
+	for it := range o.ch {
+		if err := o.send(it); err != nil {
+			o.fail(err)
 			return
 		}
 	}
 }
 
+func (o *outbox) send(it outItem) error {
+	err := o.stream.Send(it.m)
+	if err == nil && it.then != nil {
+		err = o.stream.Send(it.then)
+	}
+	if err != nil {
+		return errors.Join(errClientGone, err)
+	}
+	return nil
+}
+
+// sendDirectLocked writes what it can of it from the caller's goroutine, if the outbox
+// is direct, checking the limit before each message: a pair whose first message crosses
+// the limit has its second queued (starting the sender). It returns what is left to
+// queue (left false if nothing) and the cut-off to run if a write failed.
+func (o *outbox) sendDirectLocked(it outItem) (rest outItem, left bool, cut func()) {
+	for it.m != nil {
+		if !o.direct {
+			return it, true, nil
+		}
+		if o.sent >= directLimit {
+			o.startLocked()
+			return it, true, nil
+		}
+		o.sent += proto.Size(it.m)
+		if err := o.stream.Send(it.m); err != nil {
+			return outItem{}, false, o.failLocked(errors.Join(errClientGone, err))
+		}
+		it = outItem{m: it.then}
+	}
+	return outItem{}, false, nil
+}
+
 func (o *outbox) fail(err error) {
 	o.mu.Lock()
-	first := o.err == nil
-	if first {
-		o.err = err
-	}
+	cut := o.failLocked(err)
 	o.mu.Unlock()
-	if first && o.onCut != nil {
-		o.onCut(err)
+	if cut != nil {
+		cut()
 	}
+}
+
+// failLocked records the first failure and returns the cut-off to run once mu is
+// released (nil if there was a failure already).
+func (o *outbox) failLocked(err error) func() {
+	if o.err != nil {
+		return nil
+	}
+	o.err = err
+	if o.onCut == nil {
+		return func() {}
+	}
+	return func() { o.onCut(err) }
 }
 
 func (o *outbox) failure() error {
@@ -72,19 +141,37 @@ func (o *outbox) failure() error {
 }
 
 // put enqueues m, waiting at most the write timeout for room.
-func (o *outbox) put(m *toolsdv1.ExecuteBatchResponse) error {
-	if err := o.failure(); err != nil {
+func (o *outbox) put(m *toolsdv1.ExecuteBatchResponse) error { return o.putItem(outItem{m: m}) }
+
+// putPair enqueues m and then, to be written together.
+func (o *outbox) putPair(m, then *toolsdv1.ExecuteBatchResponse) error {
+	return o.putItem(outItem{m: m, then: then})
+}
+
+func (o *outbox) putItem(it outItem) error {
+	o.mu.Lock()
+	if o.err != nil {
+		o.mu.Unlock()
+		return o.err
+	}
+	it, left, cut := o.sendDirectLocked(it)
+	err := o.err
+	o.mu.Unlock()
+	if cut != nil {
+		cut()
+	}
+	if !left {
 		return err
 	}
 	select {
-	case o.ch <- m:
+	case o.ch <- it:
 		return nil
 	default:
 	}
 	t := time.NewTimer(o.timeout)
 	defer t.Stop()
 	select {
-	case o.ch <- m:
+	case o.ch <- it:
 		return nil
 	case <-o.done:
 		return o.failure()
@@ -98,13 +185,20 @@ func (o *outbox) put(m *toolsdv1.ExecuteBatchResponse) error {
 // It may race with close (a provider's progress can trail its result), so it holds mu.
 func (o *outbox) tryPut(m *toolsdv1.ExecuteBatchResponse) {
 	o.mu.Lock()
-	defer o.mu.Unlock()
 	if o.err != nil || o.closed {
+		o.mu.Unlock()
 		return
 	}
-	select {
-	case o.ch <- m:
-	default:
+	it, left, cut := o.sendDirectLocked(outItem{m: m})
+	if left {
+		select {
+		case o.ch <- it:
+		default:
+		}
+	}
+	o.mu.Unlock()
+	if cut != nil {
+		cut()
 	}
 }
 
@@ -112,11 +206,17 @@ func (o *outbox) tryPut(m *toolsdv1.ExecuteBatchResponse) {
 // sender to flush. Producers must have stopped before close is called.
 func (o *outbox) close() error {
 	o.mu.Lock()
+	queued := o.ch != nil
 	if !o.closed {
 		o.closed = true
-		close(o.ch)
+		if queued {
+			close(o.ch)
+		}
 	}
 	o.mu.Unlock()
+	if !queued {
+		return o.failure()
+	}
 	t := time.NewTimer(o.timeout)
 	defer t.Stop()
 	select {

@@ -96,5 +96,5 @@ func New(deps Deps) *Server {
 // Drain makes new batches fail with Unavailable; running batches finish.
 func (s *Server) Drain() {
 	s.draining.Store(true)
-	s.active.drainOnce.Do(func() { close(s.active.drained) })
+	s.active.drain(errShuttingDown)
 }
