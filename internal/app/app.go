@@ -281,6 +281,8 @@ func grpcConfig(a *App, c *config.Config, authn *auth.Authenticator) (server.GRP
 		// Enough workers for the batches a busy machine runs at once; beyond them a
 		// stream gets its own goroutine, as without workers.
 		StreamWorkers: uint32(32 * runtime.GOMAXPROCS(0)),
+		StreamWindow:  int32(c.Limits.StreamWindow),
+		ConnWindow:    int32(c.Limits.ConnectionWindow),
 	}
 	if authn.Enabled() {
 		gc.AuthUnary = authn.UnaryServerInterceptor()

@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -369,6 +371,108 @@ func TestConnectionTimeout(t *testing.T) {
 	_, err = io.Copy(io.Discard, c) // the server's settings, then the end
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatal("a silent connection was still open after 5s, want it closed after connection_timeout")
+	}
+}
+
+// TestFlowControlWindows checks stream_window and connection_window: the server's first
+// SETTINGS grant the fixed stream window and a WINDOW_UPDATE the connection window, and
+// no bandwidth-estimation ping follows a peer's data; with both 0, gRPC's estimation
+// pings.
+func TestFlowControlWindows(t *testing.T) {
+	for _, tc := range []struct {
+		name, cfg          string
+		stream, conn       uint32 // want; 0: gRPC's default 64 KiB
+		wantEstimatingPing bool
+	}{
+		{name: "defaults", cfg: "", stream: 1 << 20, conn: 4 << 20},
+		{name: "set", cfg: "limits: {stream_window: 256KiB, connection_window: 512KiB}\n", stream: 256 << 10, conn: 512 << 10},
+		{name: "estimated", cfg: "limits: {stream_window: 0, connection_window: 0}\n", wantEstimatingPing: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := start(t, tc.cfg)
+			stream, conn, pinged := handshakeWindows(t, e.app.Addr())
+			if tc.stream != 0 && stream != tc.stream {
+				t.Errorf("SETTINGS_INITIAL_WINDOW_SIZE = %d, want %d", stream, tc.stream)
+			}
+			if tc.conn != 0 && conn != tc.conn {
+				t.Errorf("connection window = %d, want %d", conn, tc.conn)
+			}
+			if pinged != tc.wantEstimatingPing {
+				t.Errorf("bandwidth-estimation ping after data = %v, want %v", pinged, tc.wantEstimatingPing)
+			}
+		})
+	}
+}
+
+// handshakeWindows speaks raw HTTP/2 to addr: it reads the windows the server grants,
+// then opens a stream with one DATA frame followed by a PING of its own, and reports
+// whether the server pinged between the two (the server handles frames, and queues what
+// they make it write, in order).
+func handshakeWindows(t *testing.T, addr string) (stream, conn uint32, pinged bool) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	if err := c.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(c, c)
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", "/toolsd.v1.ToolService/Nope"},
+		{":authority", "toolsd"}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
+		if err := enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := fr.WriteData(1, true, []byte{0, 0, 0, 0, 0}); err != nil { // one empty gRPC message
+		t.Fatal(err)
+	}
+	mine := [8]byte{'t', 'o', 'o', 'l', 's', 'd'}
+	if err := fr.WritePing(false, mine); err != nil {
+		t.Fatal(err)
+	}
+	conn = 65535
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("reading the server's frames: %v", err)
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if f.IsAck() {
+				continue
+			}
+			stream = 65535
+			if v, ok := f.Value(http2.SettingInitialWindowSize); ok {
+				stream = v
+			}
+			if err := fr.WriteSettingsAck(); err != nil {
+				t.Fatal(err)
+			}
+		case *http2.WindowUpdateFrame:
+			if f.StreamID == 0 {
+				conn += f.Increment
+			}
+		case *http2.PingFrame:
+			if f.IsAck() && f.Data == mine {
+				return stream, conn, pinged
+			}
+			if !f.IsAck() {
+				pinged = true
+			}
+		}
 	}
 }
 

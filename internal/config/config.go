@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"time"
@@ -83,24 +84,28 @@ type Registry struct {
 
 // Limits bound every input; each has a default in defaults.yaml.
 type Limits struct {
-	MaxRequestBytes        Size     `yaml:"max_request_bytes"`
-	MaxArgumentBytes       Size     `yaml:"max_argument_bytes"`
-	MaxJSONDepth           int      `yaml:"max_json_depth"`
-	MaxCallsPerBatch       int      `yaml:"max_calls_per_batch"`
-	MaxToolsPerScope       int      `yaml:"max_tools_per_scope"`
-	MaxToolsPerProvider    int      `yaml:"max_tools_per_provider"`
-	MaxSchemaBytes         Size     `yaml:"max_schema_bytes"`
-	MaxResultBytes         Size     `yaml:"max_result_bytes"`
-	MaxProviders           int      `yaml:"max_providers"`
-	MaxInFlightPerProvider int      `yaml:"max_in_flight_per_provider"`
-	MaxConcurrentStreams   uint32   `yaml:"max_concurrent_streams"`
-	ApprovalTimeout        Duration `yaml:"approval_timeout"`
-	HookTimeout            Duration `yaml:"hook_timeout"`
-	KeepaliveTime          Duration `yaml:"keepalive_time"`
-	KeepaliveTimeout       Duration `yaml:"keepalive_timeout"`
-	ConnectionTimeout      Duration `yaml:"connection_timeout"`
-	OutboxSize             int      `yaml:"outbox_size"`
-	WriteTimeout           Duration `yaml:"write_timeout"`
+	MaxRequestBytes        Size   `yaml:"max_request_bytes"`
+	MaxArgumentBytes       Size   `yaml:"max_argument_bytes"`
+	MaxJSONDepth           int    `yaml:"max_json_depth"`
+	MaxCallsPerBatch       int    `yaml:"max_calls_per_batch"`
+	MaxToolsPerScope       int    `yaml:"max_tools_per_scope"`
+	MaxToolsPerProvider    int    `yaml:"max_tools_per_provider"`
+	MaxSchemaBytes         Size   `yaml:"max_schema_bytes"`
+	MaxResultBytes         Size   `yaml:"max_result_bytes"`
+	MaxProviders           int    `yaml:"max_providers"`
+	MaxInFlightPerProvider int    `yaml:"max_in_flight_per_provider"`
+	MaxConcurrentStreams   uint32 `yaml:"max_concurrent_streams"`
+	// StreamWindow and ConnectionWindow are fixed HTTP/2 flow-control windows; 0 lets
+	// gRPC size them by bandwidth-delay estimation (a ping per burst of data).
+	StreamWindow      Size     `yaml:"stream_window"`
+	ConnectionWindow  Size     `yaml:"connection_window"`
+	ApprovalTimeout   Duration `yaml:"approval_timeout"`
+	HookTimeout       Duration `yaml:"hook_timeout"`
+	KeepaliveTime     Duration `yaml:"keepalive_time"`
+	KeepaliveTimeout  Duration `yaml:"keepalive_timeout"`
+	ConnectionTimeout Duration `yaml:"connection_timeout"`
+	OutboxSize        int      `yaml:"outbox_size"`
+	WriteTimeout      Duration `yaml:"write_timeout"`
 }
 
 // Timeouts are service-wide deadlines.
@@ -271,6 +276,11 @@ func (c *Config) Validate() error {
 	for field, v := range positive {
 		if v <= 0 {
 			bad(field, "must be positive")
+		}
+	}
+	for field, v := range map[string]Size{"limits.stream_window": c.Limits.StreamWindow, "limits.connection_window": c.Limits.ConnectionWindow} {
+		if v != 0 && (v < 64<<10 || v > math.MaxInt32) {
+			bad(field, "must be 0 (sized by gRPC) or from 64KiB to 2GiB")
 		}
 	}
 	if c.Session.Coalesce < 0 {

@@ -19,6 +19,29 @@ func TestDefaultsAreValid(t *testing.T) {
 	}
 }
 
+func TestFlowControlWindows(t *testing.T) {
+	cfg, err := config.Parse(nil, "t.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Limits.StreamWindow != 1<<20 || cfg.Limits.ConnectionWindow != 4<<20 {
+		t.Errorf("windows = %d / %d, want 1MiB / 4MiB by default", cfg.Limits.StreamWindow, cfg.Limits.ConnectionWindow)
+	}
+	if _, err := config.Parse([]byte("limits: {stream_window: 0, connection_window: 0}\n"), "t.yaml"); err != nil {
+		t.Errorf("Parse(windows 0) = %v, want nil (gRPC sizes them)", err)
+	}
+	for _, in := range []string{
+		"limits: {stream_window: 1KiB}\n",
+		"limits: {connection_window: 65535}\n",
+		"limits: {stream_window: 4GiB}\n",
+	} {
+		_, err := config.Parse([]byte(in), "t.yaml")
+		if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "must be 0 (sized by gRPC) or from 64KiB to 2GiB") {
+			t.Errorf("Parse(%q) = %v, want ErrInvalid naming the window's range", in, err)
+		}
+	}
+}
+
 func TestRuntimeSection(t *testing.T) {
 	cfg, err := config.Parse([]byte("runtime: {gc_percent: 150, memory_limit: 2GiB}\n"), "t.yaml")
 	if err != nil {

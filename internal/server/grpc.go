@@ -45,6 +45,10 @@ type GRPCConfig struct {
 	// goroutine per stream. A kept worker keeps the stack it grew, where a new goroutine
 	// would grow (copy) its stack again in every ExecuteBatch.
 	StreamWorkers uint32
+	// StreamWindow and ConnWindow fix the HTTP/2 flow-control windows toolsd grants its
+	// peers; 0 leaves both to gRPC's bandwidth-delay estimation, which sends a ping with
+	// every burst of data it receives (a round trip of wake-ups for every small message).
+	StreamWindow, ConnWindow int32
 }
 
 // NewGRPCServer builds toolsd's gRPC server with mirrored unary and stream chains.
@@ -105,6 +109,12 @@ func NewGRPCServer(c GRPCConfig) (*grpc.Server, *grpcprom.ServerMetrics) {
 	}
 	if c.StatsHandler != nil {
 		opts = append(opts, grpc.StatsHandler(c.StatsHandler))
+	}
+	if c.StreamWindow > 0 {
+		opts = append(opts, grpc.StaticStreamWindowSize(c.StreamWindow))
+	}
+	if c.ConnWindow > 0 {
+		opts = append(opts, grpc.StaticConnWindowSize(c.ConnWindow))
 	}
 	if c.StreamWorkers > 0 {
 		opts = append(opts, grpc.NumStreamWorkers(c.StreamWorkers))

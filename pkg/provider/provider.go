@@ -35,6 +35,8 @@ type options struct {
 	backoffMax  time.Duration
 	maxInFlight uint32
 	retakeFor   time.Duration
+	// streamWindow and connWindow are the flow-control windows granted to toolsd.
+	streamWindow, connWindow int32
 }
 
 // Option configures a [Provider].
@@ -59,6 +61,21 @@ func WithScope(scope string) Option { return func(o *options) { o.scope = scope 
 // credentials among them the connection is insecure (plaintext).
 func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(o *options) { o.dial = append(o.dial, opts...) }
+}
+
+// Default flow-control windows the provider grants toolsd (see [WithWindows]).
+const (
+	DefaultStreamWindow = 1 << 20
+	DefaultConnWindow   = 4 << 20
+)
+
+// WithWindows sets the HTTP/2 flow-control windows the provider grants toolsd for its
+// calls' arguments. Fixed windows (the default: [DefaultStreamWindow] and
+// [DefaultConnWindow]) spare the ping round trip gRPC's bandwidth-delay estimation
+// adds to every burst of data; 0 for both restores that estimation. gRPC raises
+// sizes under 64 KiB to 64 KiB.
+func WithWindows(stream, conn int32) Option {
+	return func(o *options) { o.streamWindow, o.connWindow = stream, conn }
 }
 
 // WithBackoff sets the reconnect delay of [Provider.Run]: it starts at minDelay, doubles
@@ -104,7 +121,8 @@ type Provider struct {
 
 // New returns a provider that introduces itself to toolsd as name.
 func New(name string, opts ...Option) *Provider {
-	o := options{log: zap.NewNop(), backoffMin: DefaultMinBackoff, backoffMax: DefaultMaxBackoff, retakeFor: DefaultRetakeWindow}
+	o := options{log: zap.NewNop(), backoffMin: DefaultMinBackoff, backoffMax: DefaultMaxBackoff, retakeFor: DefaultRetakeWindow,
+		streamWindow: DefaultStreamWindow, connWindow: DefaultConnWindow}
 	for _, opt := range opts {
 		opt(&o)
 	}

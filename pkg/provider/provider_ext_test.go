@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
+	"golang.org/x/net/http2"
 
 	"github.com/toolsd/toolsd/internal/broker"
 	"github.com/toolsd/toolsd/internal/broker/brokertest"
@@ -386,5 +389,83 @@ func TestReplacedToolIsNotRetaken(t *testing.T) {
 	}
 	if got := srv.Broker.Call(t.Context(), p.ProviderID(), exec("echo", `{"text":"hi"}`), 1); got.Content != "hi!" {
 		t.Errorf("Call(echo) = %+v, want the replacement's content hi!", got)
+	}
+}
+
+// TestWindows checks the flow-control windows the provider grants toolsd: fixed by
+// default, as set by WithWindows, and left to gRPC's estimation with WithWindows(0, 0).
+func TestWindows(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		opts         []provider.Option
+		stream, conn uint32
+	}{
+		{name: "defaults", stream: provider.DefaultStreamWindow, conn: provider.DefaultConnWindow},
+		{name: "set", opts: []provider.Option{provider.WithWindows(128<<10, 256<<10)}, stream: 128 << 10, conn: 256 << 10},
+		{name: "estimated", opts: []provider.Option{provider.WithWindows(0, 0)}, stream: 65535, conn: 65535},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lis, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = lis.Close() }()
+			ctx, cancel := context.WithCancel(t.Context())
+			p := provider.New("windows", tc.opts...)
+			done := make(chan error, 1)
+			go func() { done <- p.Run(ctx, lis.Addr().String()) }()
+			defer func() { cancel(); <-done }()
+			c, err := lis.Accept()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = c.Close() }()
+			stream, conn := clientWindows(t, c)
+			if stream != tc.stream || conn != tc.conn {
+				t.Errorf("windows = %d / %d, want %d / %d", stream, conn, tc.stream, tc.conn)
+			}
+		})
+	}
+}
+
+// clientWindows reads an HTTP/2 client's preface, SETTINGS and any connection
+// WINDOW_UPDATE that follows before its first request.
+func clientWindows(t *testing.T, c net.Conn) (stream, conn uint32) {
+	t.Helper()
+	if err := c.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	preface := make([]byte, len(http2.ClientPreface))
+	if _, err := io.ReadFull(c, preface); err != nil || string(preface) != http2.ClientPreface {
+		t.Fatalf("client preface = %q, %v", preface, err)
+	}
+	fr := http2.NewFramer(c, c)
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	stream, conn = 65535, 65535
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("reading the client's frames: %v", err)
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if f.IsAck() {
+				continue
+			}
+			if v, ok := f.Value(http2.SettingInitialWindowSize); ok {
+				stream = v
+			}
+			if err := fr.WriteSettingsAck(); err != nil {
+				t.Fatal(err)
+			}
+		case *http2.WindowUpdateFrame:
+			if f.StreamID == 0 {
+				conn += f.Increment
+			}
+		case *http2.HeadersFrame: // the Connect stream: the preamble is over
+			return stream, conn
+		}
 	}
 }

@@ -20,7 +20,11 @@ func (p *Provider) Run(ctx context.Context, target string) error {
 		return ErrRunning
 	}
 	defer p.running.Store(false)
-	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, p.opts.dial...)
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	if p.opts.streamWindow != 0 || p.opts.connWindow != 0 {
+		opts = append(opts, grpc.WithInitialWindowSize(p.opts.streamWindow), grpc.WithInitialConnWindowSize(p.opts.connWindow))
+	}
+	opts = append(opts, p.opts.dial...)
 	conn, err := grpc.NewClient(target, opts...)
 	if err != nil {
 		return fmt.Errorf("provider: dial %s: %w", target, err)
