@@ -414,7 +414,12 @@ func TestWindows(t *testing.T) {
 			p := provider.New("windows", tc.opts...)
 			done := make(chan error, 1)
 			go func() { done <- p.Run(ctx, lis.Addr().String()) }()
-			defer func() { cancel(); <-done }()
+			defer func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Errorf("Provider.Run() = %v, want nil after cancel", err)
+				}
+			}()
 			c, err := lis.Accept()
 			if err != nil {
 				t.Fatal(err)
