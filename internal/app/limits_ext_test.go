@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/encoding/gzip"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -371,6 +372,43 @@ func TestConnectionTimeout(t *testing.T) {
 	_, err = io.Copy(io.Discard, c) // the server's settings, then the end
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatal("a silent connection was still open after 5s, want it closed after connection_timeout")
+	}
+}
+
+// TestProgressToASlowClientBlocksNobody sends a lone call's progress, many times over,
+// to a client that reads nothing and asks for gzip (which makes small messages cost
+// more of the stream's write quota than their size): the provider's receive loop must
+// not wait on that client, so another client's call on the same provider completes.
+func TestProgressToASlowClientBlocksNobody(t *testing.T) {
+	e := start(t, "")
+	reported := make(chan struct{})
+	chatty := provider.NewTool("chatty", "Reports progress, often.", func(_ context.Context, c provider.Call, _ map[string]any) (string, error) {
+		for range 20000 {
+			c.Progress("", 0, 0)
+		}
+		close(reported)
+		return "ok", nil
+	})
+	runProvider(t, e.app.Addr(), chatty, echoTool())
+	conn, err := grpc.NewClient("passthrough:///"+e.app.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	slow, err := toolsdv1.NewToolServiceClient(conn).ExecuteBatch(t.Context(), grpc.UseCompressor(gzip.Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := slow.Send(batchReq(&toolsdv1.Batch{SessionId: "s-chatty", Calls: []*toolsdv1.ToolCall{call("c0", "chatty", "{}")}})); err != nil {
+		t.Fatal(err)
+	}
+	<-reported
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	req := batchReq(&toolsdv1.Batch{SessionId: "s-other", Calls: []*toolsdv1.ToolCall{call("c0", "echo", `{"text":"hi"}`)}})
+	if err := runBatch(ctx, e.tools, req); err != nil {
+		t.Fatalf("another client's call on the same provider: %v", err)
 	}
 }
 

@@ -108,6 +108,21 @@ type Limits struct {
 	WriteTimeout      Duration `yaml:"write_timeout"`
 }
 
+// checkWindows: gRPC fixes both flow-control windows or neither, so both are 0 or both
+// are sizes, and a connection's window holds at least one stream's.
+func (l Limits) checkWindows(bad func(field, format string, args ...any)) {
+	s, c := l.StreamWindow, l.ConnectionWindow
+	switch {
+	case (s == 0) != (c == 0):
+		bad("limits.stream_window", "and limits.connection_window must both be 0 (sized by gRPC) or both be set")
+	case s == 0:
+	case s < 64<<10 || s > math.MaxInt32:
+		bad("limits.stream_window", "must be at least 64KiB and under 2GiB")
+	case c < s || c > math.MaxInt32:
+		bad("limits.connection_window", "must be at least limits.stream_window and under 2GiB")
+	}
+}
+
 // Timeouts are service-wide deadlines.
 type Timeouts struct {
 	DefaultTool Duration `yaml:"default_tool"`
@@ -278,11 +293,7 @@ func (c *Config) Validate() error {
 			bad(field, "must be positive")
 		}
 	}
-	for field, v := range map[string]Size{"limits.stream_window": c.Limits.StreamWindow, "limits.connection_window": c.Limits.ConnectionWindow} {
-		if v != 0 && (v < 64<<10 || v > math.MaxInt32) {
-			bad(field, "must be 0 (sized by gRPC) or from 64KiB to 2GiB")
-		}
-	}
+	c.Limits.checkWindows(bad)
 	if c.Session.Coalesce < 0 {
 		bad("session.coalesce", "must not be negative")
 	}

@@ -30,14 +30,17 @@ func TestFlowControlWindows(t *testing.T) {
 	if _, err := config.Parse([]byte("limits: {stream_window: 0, connection_window: 0}\n"), "t.yaml"); err != nil {
 		t.Errorf("Parse(windows 0) = %v, want nil (gRPC sizes them)", err)
 	}
-	for _, in := range []string{
-		"limits: {stream_window: 1KiB}\n",
-		"limits: {connection_window: 65535}\n",
-		"limits: {stream_window: 4GiB}\n",
+	for in, want := range map[string]string{
+		"limits: {stream_window: 1KiB, connection_window: 4MiB}\n":   "limits.stream_window: must be at least 64KiB and under 2GiB",
+		"limits: {stream_window: 2GiB, connection_window: 2GiB}\n":   "limits.stream_window: must be at least 64KiB and under 2GiB",
+		"limits: {stream_window: 1MiB, connection_window: 512KiB}\n": "limits.connection_window: must be at least limits.stream_window",
+		"limits: {connection_window: 3GiB}\n":                        "limits.connection_window: must be at least limits.stream_window and under 2GiB",
+		"limits: {stream_window: 1MiB, connection_window: 0}\n":      "limits.stream_window: and limits.connection_window must both be 0",
+		"limits: {stream_window: 0}\n":                               "limits.stream_window: and limits.connection_window must both be 0",
 	} {
 		_, err := config.Parse([]byte(in), "t.yaml")
-		if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "must be 0 (sized by gRPC) or from 64KiB to 2GiB") {
-			t.Errorf("Parse(%q) = %v, want ErrInvalid naming the window's range", in, err)
+		if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), want) {
+			t.Errorf("Parse(%q) = %v, want ErrInvalid mentioning %q", in, err, want)
 		}
 	}
 }

@@ -54,11 +54,9 @@ func (s *Server) ExecuteBatch(stream batchStream) error {
 		appr = s.wrapAppr(appr)
 	}
 	settled, execErr := s.sched.Execute(batchCtx, b, sink, appr)
-	last := sink.held
 	if execErr != nil {
-		if last != nil {
-			_ = out.put(last)
-		}
+		// Nothing is held: a batch whose every result was committed can only fail
+		// while logging additional contexts, and then its last result was not held.
 		out.fail(execErr)
 		_ = out.close()
 		s.log.Error("batch failed", zap.String("batch_id", b.BatchID), zap.String("session_id", b.SessionID), zap.Error(execErr))
@@ -70,7 +68,7 @@ func (s *Server) ExecuteBatch(stream batchStream) error {
 		Cancelled:          settled.Cancelled,
 		Results:            uint32(settled.Results),
 	}}}
-	if last != nil {
+	if last := sink.held; last != nil {
 		err = out.putPair(last, end)
 	} else {
 		err = out.put(end)

@@ -15,11 +15,16 @@ type batchStream = grpc.BidiStreamingServer[toolsdv1.ExecuteBatchRequest, toolsd
 
 var errClientGone = errors.New("server: client stream closed")
 
-// directLimit is how many bytes a direct outbox writes from its producers' goroutines.
-// grpc-go's Send blocks only while a stream's queued, unwritten bytes exceed its write
-// quota (64 KiB); a stream that has been sent fewer bytes than that in all cannot be
-// over it, so a Send below the limit returns without waiting for the client.
-const directLimit = 32 << 10
+// directLimit is how many bytes a direct outbox writes from the handler's goroutine.
+// grpc-go's Send blocks only once a stream's queued, unwritten bytes have used up its
+// write quota (64 KiB); a stream that has been sent fewer bytes than that in all cannot
+// have, so a Send below the limit returns without waiting for the client. What a
+// message costs the quota is its encoded size plus the 5-byte message header, and
+// compressed (gRPC answers a gzip client in gzip) at most directOverhead more.
+const (
+	directLimit    = 32 << 10
+	directOverhead = 5 + 64 // message header; gzip's header, trailer and stored-block framing
+)
 
 // outbox decouples the scheduler from a client's reading speed. Producers (the commit
 // path, approvers, progress) put messages into a bounded queue; one sender goroutine,
@@ -31,6 +36,8 @@ const directLimit = 32 << 10
 // [directLimit] has been sent, a put writes to the stream itself, which cannot block, and
 // saves the hand-offs to the sender and back that a lone call's latency would otherwise
 // carry. The first put past the limit starts the sender, and from then on it is queued.
+// Progress (tryPut, from a provider's receive loop, which must never wait on a client)
+// starts the sender too rather than writing itself.
 type outbox struct {
 	stream  batchStream
 	size    int
@@ -103,7 +110,7 @@ func (o *outbox) sendDirectLocked(it outItem) (rest outItem, left bool, cut func
 			o.startLocked()
 			return it, true, nil
 		}
-		o.sent += proto.Size(it.m)
+		o.sent += proto.Size(it.m) + directOverhead
 		if err := o.stream.Send(it.m); err != nil {
 			return outItem{}, false, o.failLocked(errors.Join(errClientGone, err))
 		}
@@ -189,17 +196,14 @@ func (o *outbox) tryPut(m *toolsdv1.ExecuteBatchResponse) {
 		o.mu.Unlock()
 		return
 	}
-	it, left, cut := o.sendDirectLocked(outItem{m: m})
-	if left {
-		select {
-		case o.ch <- it:
-		default:
-		}
+	if o.direct {
+		o.startLocked()
+	}
+	select {
+	case o.ch <- outItem{m: m}:
+	default:
 	}
 	o.mu.Unlock()
-	if cut != nil {
-		cut()
-	}
 }
 
 // close stops accepting messages and waits (bounded by the write timeout) for the

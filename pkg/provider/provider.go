@@ -70,10 +70,11 @@ const (
 )
 
 // WithWindows sets the HTTP/2 flow-control windows the provider grants toolsd for its
-// calls' arguments. Fixed windows (the default: [DefaultStreamWindow] and
-// [DefaultConnWindow]) spare the ping round trip gRPC's bandwidth-delay estimation
-// adds to every burst of data; 0 for both restores that estimation. gRPC raises
-// sizes under 64 KiB to 64 KiB.
+// calls' arguments: per stream and per connection. Fixed windows (the default:
+// [DefaultStreamWindow] and [DefaultConnWindow]) spare the ping round trip gRPC's
+// bandwidth-delay estimation adds to every burst of data. A 0 in either restores that
+// estimation for both (gRPC fixes both windows or neither). gRPC raises sizes under
+// 64 KiB to 64 KiB.
 func WithWindows(stream, conn int32) Option {
 	return func(o *options) { o.streamWindow, o.connWindow = stream, conn }
 }

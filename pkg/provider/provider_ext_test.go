@@ -1,6 +1,7 @@
 package provider_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
 	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 
 	"github.com/toolsd/toolsd/internal/broker"
 	"github.com/toolsd/toolsd/internal/broker/brokertest"
@@ -393,16 +395,19 @@ func TestReplacedToolIsNotRetaken(t *testing.T) {
 }
 
 // TestWindows checks the flow-control windows the provider grants toolsd: fixed by
-// default, as set by WithWindows, and left to gRPC's estimation with WithWindows(0, 0).
+// default, as set by WithWindows, and left to gRPC's estimation (which pings when data
+// arrives) with WithWindows(0, 0) or a zero in either.
 func TestWindows(t *testing.T) {
 	for _, tc := range []struct {
 		name         string
 		opts         []provider.Option
 		stream, conn uint32
+		estimating   bool
 	}{
 		{name: "defaults", stream: provider.DefaultStreamWindow, conn: provider.DefaultConnWindow},
 		{name: "set", opts: []provider.Option{provider.WithWindows(128<<10, 256<<10)}, stream: 128 << 10, conn: 256 << 10},
-		{name: "estimated", opts: []provider.Option{provider.WithWindows(0, 0)}, stream: 65535, conn: 65535},
+		{name: "estimated", opts: []provider.Option{provider.WithWindows(0, 0)}, stream: 65535, conn: 65535, estimating: true},
+		{name: "one zero", opts: []provider.Option{provider.WithWindows(1<<20, 0)}, stream: 65535, conn: 65535, estimating: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -425,17 +430,23 @@ func TestWindows(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer func() { _ = c.Close() }()
-			stream, conn := clientWindows(t, c)
+			stream, conn, pinged := clientWindows(t, c)
 			if stream != tc.stream || conn != tc.conn {
 				t.Errorf("windows = %d / %d, want %d / %d", stream, conn, tc.stream, tc.conn)
+			}
+			if pinged != tc.estimating {
+				t.Errorf("estimation ping after data = %v, want %v", pinged, tc.estimating)
 			}
 		})
 	}
 }
 
 // clientWindows reads an HTTP/2 client's preface, SETTINGS and any connection
-// WINDOW_UPDATE that follows before its first request.
-func clientWindows(t *testing.T, c net.Conn) (stream, conn uint32) {
+// WINDOW_UPDATE that come before its first request, then answers that request's
+// headers with one DATA frame followed by a PING of its own, and reports whether the
+// client pinged between the two (it handles frames, and queues what they make it
+// write, in order).
+func clientWindows(t *testing.T, c net.Conn) (stream, conn uint32, pinged bool) {
 	t.Helper()
 	if err := c.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
 		t.Fatal(err)
@@ -449,6 +460,8 @@ func clientWindows(t *testing.T, c net.Conn) (stream, conn uint32) {
 		t.Fatal(err)
 	}
 	stream, conn = 65535, 65535
+	mine := [8]byte{'t', 'o', 'o', 'l', 's', 'd'}
+	answered := false
 	for {
 		f, err := fr.ReadFrame()
 		if err != nil {
@@ -466,11 +479,43 @@ func clientWindows(t *testing.T, c net.Conn) (stream, conn uint32) {
 				t.Fatal(err)
 			}
 		case *http2.WindowUpdateFrame:
-			if f.StreamID == 0 {
+			if f.StreamID == 0 && !answered {
 				conn += f.Increment
 			}
 		case *http2.HeadersFrame: // the Connect stream: the preamble is over
-			return stream, conn
+			if answered {
+				continue
+			}
+			answered = true
+			answer(t, fr, f.StreamID)
+			if err := fr.WritePing(false, mine); err != nil {
+				t.Fatal(err)
+			}
+		case *http2.PingFrame:
+			if f.IsAck() && f.Data == mine {
+				return stream, conn, pinged
+			}
+			if !f.IsAck() {
+				pinged = true
+			}
 		}
+	}
+}
+
+// answer sends response headers and one empty gRPC message on the stream.
+func answer(t *testing.T, fr *http2.Framer, id uint32) {
+	t.Helper()
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range [][2]string{{":status", "200"}, {"content-type", "application/grpc"}} {
+		if err := enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hb.Bytes(), EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := fr.WriteData(id, false, []byte{0, 0, 0, 0, 0}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -21,7 +21,7 @@ func (p *Provider) Run(ctx context.Context, target string) error {
 	}
 	defer p.running.Store(false)
 	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
-	if p.opts.streamWindow != 0 || p.opts.connWindow != 0 {
+	if p.opts.streamWindow != 0 && p.opts.connWindow != 0 {
 		opts = append(opts, grpc.WithInitialWindowSize(p.opts.streamWindow), grpc.WithInitialConnWindowSize(p.opts.connWindow))
 	}
 	opts = append(opts, p.opts.dial...)
