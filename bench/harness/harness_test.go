@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -179,5 +180,81 @@ func TestMeasureEndToEnd(t *testing.T) {
 				t.Fatalf("measure(%s) = %+v (cpu %v, allocs %v), want calls, CPU and allocations", target.Name(), s.result, s.cpuPerCall, s.allocsPerCall)
 			}
 		})
+	}
+}
+
+func TestPairedFlags(t *testing.T) {
+	tests := map[string]struct {
+		args             []string
+		runs             int
+		warmup, duration time.Duration
+	}{
+		"unpaired":       {args: nil, runs: 3, warmup: time.Second, duration: 3 * time.Second},
+		"paired":         {args: []string{"-paired"}, runs: 9, warmup: 300 * time.Millisecond, duration: time.Second},
+		"paired, runs 5": {args: []string{"-paired", "-runs", "5", "-duration", "2s"}, runs: 5, warmup: 300 * time.Millisecond, duration: 2 * time.Second},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			c, err := parseFlags(tc.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.runs != tc.runs || c.warmup != tc.warmup || c.duration != tc.duration {
+				t.Errorf("parseFlags(%q) = runs %d, warm-up %v, window %v; want %d, %v, %v", tc.args, c.runs, c.warmup, c.duration, tc.runs, tc.warmup, tc.duration)
+			}
+		})
+	}
+}
+
+// TestPairedRounds runs two real targets paired: each round gives each one window, the
+// order rotating, on instances that stay up.
+func TestPairedRounds(t *testing.T) {
+	w := load.Workload{Name: "e2e", Agents: 1, BatchSize: 1, ArgBytes: 100, Warmup: 20 * time.Millisecond, Duration: 150 * time.Millisecond}
+	p := &plan{c: config{paired: true, runs: 3}, targets: []Target{relayTarget{}, mcpTarget{}}}
+	samples := map[string][]sample{}
+	if err := p.rounds(t.Context(), w, samples); err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for _, s := range samples["e2e"] {
+		order = append(order, s.target)
+		if s.result.Calls == 0 || s.cpuPerCall == nil {
+			t.Errorf("%s: %+v, want calls and CPU", s.target, s.result)
+		}
+	}
+	want := []string{nameRelay, nameMCP, nameMCP, nameRelay, nameRelay, nameMCP}
+	if diff := cmp.Diff(want, order); diff != "" {
+		t.Errorf("window order (-want +got):\n%s", diff)
+	}
+}
+
+// TestPairedRatios checks the round-by-round ratios of a paired run: sample i of each
+// target is round i, and the ratio of medians stays the headline.
+func TestPairedRatios(t *testing.T) {
+	ws := allWorkloads(time.Second, time.Second)
+	samples := map[string][]sample{wSingleC1: {
+		fake(nameRelay, 200*time.Microsecond, 5000), fake(nameToolsd, 300*time.Microsecond, 3000), // 1.5
+		fake(nameToolsd, 500*time.Microsecond, 2000), fake(nameRelay, 400*time.Microsecond, 4000), // 1.25
+		fake(nameRelay, 100*time.Microsecond, 6000), fake(nameToolsd, 400*time.Microsecond, 1000), // 4
+	}}
+	for _, paired := range []bool{false, true} {
+		s := newSummary(config{runs: 3, paired: paired}, ws, samples)
+		if s.RatioP50SingleC1 == nil || *s.RatioP50SingleC1 != 2 { // medians 400 / 200
+			t.Errorf("paired %v: ratio_p50_single_c1 = %v, want 2", paired, s.RatioP50SingleC1)
+		}
+		r := s.Ratios[slices.IndexFunc(s.Ratios, func(r ratio) bool { return r.Target == nameToolsd && r.Baseline == nameRelay })]
+		if !paired {
+			if r.PairedP50 != nil || r.PairedThroughput != nil {
+				t.Errorf("unpaired run has round ratios %+v", r)
+			}
+			continue
+		}
+		want := &spread{Median: 1.5, Min: 1.25, Max: 4, Samples: []float64{1.5, 1.25, 4}}
+		if diff := cmp.Diff(want, r.PairedP50); diff != "" {
+			t.Errorf("p50 by round (-want +got):\n%s", diff)
+		}
+		if r.PairedThroughput == nil || r.PairedThroughput.Median != 0.5 { // 0.6, 0.5, 1/6
+			t.Errorf("calls/s by round = %+v, want median 0.5", r.PairedThroughput)
+		}
 	}
 }

@@ -25,6 +25,7 @@ type config struct {
 	only      string
 	workloads string
 	runs      int
+	paired    bool
 	warmup    time.Duration
 	duration  time.Duration
 	timeout   time.Duration
@@ -42,6 +43,8 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.only, "only", "", "comma-separated subset of targets and probes ("+strings.Join(knownNames(), ",")+"); default all built in")
 	fs.StringVar(&c.workloads, "workloads", "", "comma-separated subset of workloads ("+strings.Join(workloadNames(), ",")+")")
 	fs.IntVar(&c.runs, "runs", 3, "repetitions of every workload (medians and min-max across them)")
+	fs.BoolVar(&c.paired, "paired", false, "keep every target up through a workload and let them take turns in short windows, the order rotating every round "+
+		"(runs default to 9 rounds of 0.3s warm-up + 1s window)")
 	fs.DurationVar(&c.warmup, "warmup", time.Second, "warm-up before each measured window")
 	fs.DurationVar(&c.duration, "duration", 3*time.Second, "measured window of each workload run")
 	fs.DurationVar(&c.timeout, "timeout", 15*time.Minute, "hard limit for the whole benchmark")
@@ -53,6 +56,19 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.target, "target", "", "internal: address a provider role connects to")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if c.paired {
+		for name, apply := range map[string]func(){
+			"runs":     func() { c.runs = 9 },
+			"warmup":   func() { c.warmup = 300 * time.Millisecond },
+			"duration": func() { c.duration = time.Second },
+		} {
+			if !set[name] {
+				apply()
+			}
+		}
 	}
 	if c.quick {
 		c.runs, c.warmup, c.duration = 1, 200*time.Millisecond, 700*time.Millisecond

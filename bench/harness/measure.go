@@ -20,14 +20,20 @@ type sample struct {
 	allocsPerCall *float64
 }
 
-// measure starts t, runs w against it while sampling the server's CPU time and
-// allocation counter at the edges of the measured window, and stops it.
+// measure starts t, runs w against it (see [measureOn]) and stops it.
 func measure(ctx context.Context, t Target, w load.Workload) (sample, error) {
 	inst, err := t.Start(ctx)
 	if err != nil {
 		return sample{}, err
 	}
 	defer inst.Stop()
+	return measureOn(ctx, t.Name(), inst, w)
+}
+
+// measureOn runs w against a running instance of the target named target while
+// sampling the server's CPU time and allocation counter at the edges of the measured
+// window.
+func measureOn(ctx context.Context, target string, inst *Instance, w load.Workload) (sample, error) {
 	m := meter{ctx: ctx, inst: inst}
 	m.calibrate()
 	res, err := load.Run(ctx, w, inst.Dial, load.WithWindowHooks(m.open, m.close))
@@ -37,7 +43,7 @@ func measure(ctx context.Context, t Target, w load.Workload) (sample, error) {
 	if m.err != nil {
 		return sample{}, m.err
 	}
-	s := sample{target: t.Name(), result: res}
+	s := sample{target: target, result: res}
 	if res.Calls > 0 && inst.PID != 0 {
 		v := float64(m.cpu1-m.cpu0) / float64(time.Microsecond) / float64(res.Calls)
 		s.cpuPerCall = &v

@@ -105,24 +105,35 @@ func selection(list string, valid []string) (map[string]bool, error) {
 }
 
 // execute runs every repetition, interleaving targets within each workload so that drift
-// of the machine hits every target alike, then the probes.
+// of the machine hits every target alike, then the probes. With -paired the targets
+// stay up through a workload and take turns window by window instead (see [plan.rounds]).
 func (p *plan) execute(ctx context.Context) (*summary, error) {
 	samples := map[string][]sample{} // by workload
-	for rep := range p.c.runs {
+	if p.c.paired {
 		for _, w := range p.workloads {
-			for _, t := range p.targets {
-				s, err := measure(ctx, t, w)
-				if err != nil {
-					return nil, fmt.Errorf("%s on %s (run %d): %w", w.Name, t.Name(), rep+1, err)
+			if err := p.rounds(ctx, w, samples); err != nil {
+				return nil, err
+			}
+		}
+	} else {
+		for rep := range p.c.runs {
+			for _, w := range p.workloads {
+				for _, t := range p.targets {
+					s, err := measure(ctx, t, w)
+					if err != nil {
+						return nil, fmt.Errorf("%s on %s (run %d): %w", w.Name, t.Name(), rep+1, err)
+					}
+					p.progress(rep, w, s)
+					samples[w.Name] = append(samples[w.Name], s)
 				}
-				fmt.Fprintf(os.Stderr, "run %d/%d  %-16s %-15s p50 %8.0f µs  %9.0f calls/s\n",
-					rep+1, p.c.runs, w.Name, t.Name(), us(s.result.P50), s.result.CallsPerSec)
-				samples[w.Name] = append(samples[w.Name], s)
 			}
 		}
 	}
 	s := newSummary(p.c, p.workloads, samples)
 	s.Notes = append(s.Notes, p.notes...)
+	if p.c.paired {
+		s.Notes = append(s.Notes, fmt.Sprintf("paired: targets stayed up through each workload and took turns in %d rounds, the order rotating", p.c.runs))
+	}
 	if p.probes != nil {
 		fmt.Fprintln(os.Stderr, "probes: Schemas at scale, idle streams, in-flight calls")
 		pr, err := p.probes(ctx, p.c)
@@ -132,6 +143,46 @@ func (p *plan) execute(ctx context.Context) (*summary, error) {
 		s.Schemas10kP50us, s.IdleStreamBytes, s.InflightCallBytes = pr.Schemas10kP50us, pr.IdleStreamBytes, pr.InflightCallBytes
 	}
 	return s, nil
+}
+
+// rounds measures w paired: every target is started once and kept up, and each round
+// gives every target one window, starting one target later than the round before.
+// Windows seconds apart see the same machine, where fresh instances a workload apart
+// may not (single-call latency here drifts by half from one minute to the next). The
+// price: a durable target's log grows from one round to the next.
+func (p *plan) rounds(ctx context.Context, w load.Workload, samples map[string][]sample) error {
+	insts := make([]*Instance, len(p.targets))
+	defer func() {
+		for _, inst := range insts {
+			if inst != nil {
+				inst.Stop()
+			}
+		}
+	}()
+	for i, t := range p.targets {
+		inst, err := t.Start(ctx)
+		if err != nil {
+			return fmt.Errorf("%s on %s: %w", w.Name, t.Name(), err)
+		}
+		insts[i] = inst
+	}
+	for r := range p.c.runs {
+		for j := range p.targets {
+			i := (j + r) % len(p.targets)
+			s, err := measureOn(ctx, p.targets[i].Name(), insts[i], w)
+			if err != nil {
+				return fmt.Errorf("%s on %s (round %d): %w", w.Name, p.targets[i].Name(), r+1, err)
+			}
+			p.progress(r, w, s)
+			samples[w.Name] = append(samples[w.Name], s)
+		}
+	}
+	return nil
+}
+
+func (p *plan) progress(rep int, w load.Workload, s sample) {
+	fmt.Fprintf(os.Stderr, "run %d/%d  %-16s %-15s p50 %8.0f µs  %9.0f calls/s\n",
+		rep+1, p.c.runs, w.Name, s.target, us(s.result.P50), s.result.CallsPerSec)
 }
 
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }

@@ -36,8 +36,12 @@ func printTable(w io.Writer, s *summary) {
 	m := s.Machine
 	fmt.Fprintf(w, "machine: %d cores, GOMAXPROCS %d, %s, %s, %s, load average %s\n",
 		m.Cores, m.GOMAXPROCS, m.GoVersion, m.Kernel, m.CPU, m.LoadAvg)
-	fmt.Fprintf(w, "runs: %d × (%.1fs warm-up + %.1fs window); latency is per batch; median (min–max)\n\n",
-		s.Settings.Runs, s.Settings.WarmupS, s.Settings.DurationS)
+	how := "runs"
+	if s.Settings.Paired {
+		how = "paired rounds"
+	}
+	fmt.Fprintf(w, "%s: %d × (%.1fs warm-up + %.1fs window); latency is per batch; median (min–max)\n\n",
+		how, s.Settings.Runs, s.Settings.WarmupS, s.Settings.DurationS)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "workload\ttarget\tp50 µs\tp99 µs\tcalls/s\tserver CPU µs/call\tallocs/call")
 	for _, r := range s.Workloads {
@@ -47,9 +51,17 @@ func printTable(w io.Writer, s *summary) {
 	_ = tw.Flush()
 	if len(s.Ratios) > 0 {
 		fmt.Fprintln(w)
-		fmt.Fprintln(tw, "workload\ttarget / baseline\tp50\tcalls/s\tCPU/call")
+		if s.Settings.Paired {
+			fmt.Fprintln(tw, "workload\ttarget / baseline\tp50\tcalls/s\tCPU/call\tp50 by round\tcalls/s by round")
+		} else {
+			fmt.Fprintln(tw, "workload\ttarget / baseline\tp50\tcalls/s\tCPU/call")
+		}
 		for _, r := range s.Ratios {
-			fmt.Fprintf(tw, "%s\t%s / %s\t%s\t%s\t%s\n", r.Workload, r.Target, r.Baseline, fmtRatio(r.P50), fmtRatio(r.Throughput), fmtRatio(r.CPUPerCall))
+			fmt.Fprintf(tw, "%s\t%s / %s\t%s\t%s\t%s", r.Workload, r.Target, r.Baseline, fmtRatio(r.P50), fmtRatio(r.Throughput), fmtRatio(r.CPUPerCall))
+			if s.Settings.Paired {
+				fmt.Fprintf(tw, "\t%s\t%s", fmtSpread(r.PairedP50), fmtSpread(r.PairedThroughput))
+			}
+			fmt.Fprintln(tw)
 		}
 		_ = tw.Flush()
 	}

@@ -30,6 +30,7 @@ type summary struct {
 
 type settings struct {
 	Runs      int     `json:"runs"`
+	Paired    bool    `json:"paired"`
 	WarmupS   float64 `json:"warmup_s"`
 	DurationS float64 `json:"duration_s"`
 	Quick     bool    `json:"quick"`
@@ -58,14 +59,18 @@ type row struct {
 	AllocsPerCall *spread `json:"allocs_per_call"`
 }
 
-// ratio compares a target with a baseline on one workload, median to median.
+// ratio compares a target with a baseline on one workload, median to median. A paired
+// run also has the ratios round by round (the windows of one round are seconds apart):
+// their median and range.
 type ratio struct {
-	Workload   string   `json:"workload"`
-	Target     string   `json:"target"`
-	Baseline   string   `json:"baseline"`
-	P50        *float64 `json:"p50"`
-	Throughput *float64 `json:"throughput"`
-	CPUPerCall *float64 `json:"cpu_per_call"`
+	Workload         string   `json:"workload"`
+	Target           string   `json:"target"`
+	Baseline         string   `json:"baseline"`
+	P50              *float64 `json:"p50"`
+	Throughput       *float64 `json:"throughput"`
+	CPUPerCall       *float64 `json:"cpu_per_call"`
+	PairedP50        *spread  `json:"paired_p50,omitempty"`
+	PairedThroughput *spread  `json:"paired_throughput,omitempty"`
 }
 
 // ratioPairs are the (target, baseline) comparisons reported for every workload.
@@ -79,7 +84,7 @@ var ratioPairs = [][2]string{
 func newSummary(c config, workloads []load.Workload, samples map[string][]sample) *summary {
 	s := &summary{
 		Machine:  currentMachine(),
-		Settings: settings{Runs: c.runs, WarmupS: c.warmup.Seconds(), DurationS: c.duration.Seconds(), Quick: c.quick},
+		Settings: settings{Runs: c.runs, Paired: c.paired, WarmupS: c.warmup.Seconds(), DurationS: c.duration.Seconds(), Quick: c.quick},
 		Notes:    []string{},
 	}
 	for _, w := range workloads {
@@ -169,7 +174,28 @@ func (s *summary) compare(workload, target, baseline string) (ratio, bool) {
 	if t.CPUusPerCall != nil && b.CPUusPerCall != nil {
 		r.CPUPerCall = div(t.CPUusPerCall.Median, b.CPUusPerCall.Median)
 	}
+	if s.Settings.Paired {
+		r.PairedP50 = roundRatios(t.P50us.Samples, b.P50us.Samples)
+		r.PairedThroughput = roundRatios(t.CallsPerSec.Samples, b.CallsPerSec.Samples)
+	}
 	return r, true
+}
+
+// roundRatios divides samples round by round (sample i of each is round i); nil unless
+// both have every round.
+func roundRatios(t, b []float64) *spread {
+	if len(t) == 0 || len(t) != len(b) {
+		return nil
+	}
+	vs := make([]float64, len(t))
+	for i := range t {
+		if b[i] == 0 {
+			return nil
+		}
+		vs[i] = t[i] / b[i]
+	}
+	sp := newSpread(vs)
+	return &sp
 }
 
 func (s *summary) headline(workload, target, baseline string, pick func(ratio) *float64) *float64 {
