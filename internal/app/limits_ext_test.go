@@ -290,24 +290,7 @@ func TestSlowClientIsCutOff(t *testing.T) {
 	reader := &env{app: e.app, conn: other, tools: toolsdv1.NewToolServiceClient(other)}
 	waitFor(t, "every result in the log", func() bool { return len(reader.readSession(t, "s-slow")) == 2*n })
 	assertCompleteLog(t, reader, "s-slow", n)
-	received := 0
-	for {
-		m, err := stream.Recv()
-		if err == nil {
-			if m.GetResult() != nil {
-				received++
-			}
-			if m.GetSettled() != nil {
-				t.Fatal("the slow client got the whole batch: nothing was cut off")
-			}
-			continue
-		}
-		if status.Code(err) != codes.ResourceExhausted || reason(err) != "SLOW_CLIENT" {
-			t.Errorf("ExecuteBatch().Recv() = %v, want ResourceExhausted SLOW_CLIENT", err)
-		}
-		break
-	}
-	if received >= n {
+	if received := readUntilCutOff(t, stream); received >= n {
 		t.Errorf("received %d results, want fewer than %d", received, n)
 	}
 }
@@ -318,14 +301,7 @@ func TestSlowClientIsCutOff(t *testing.T) {
 func TestSlowClientIsCutOffSingleCall(t *testing.T) {
 	e := start(t, "limits: {write_timeout: 100ms}\n")
 	runProvider(t, e.app.Addr(), sizedTool("sized"))
-	// A fixed 64 KiB window: a client that does not read never makes room.
-	conn, err := grpc.NewClient("passthrough:///"+e.app.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = conn.Close() }()
-	stream, err := toolsdv1.NewToolServiceClient(conn).ExecuteBatch(t.Context())
+	stream, err := toolsdv1.NewToolServiceClient(dialFixedWindow(t, e.app.Addr())).ExecuteBatch(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -342,19 +318,42 @@ func TestSlowClientIsCutOffSingleCall(t *testing.T) {
 	waitFor(t, "the batch to be cut off", func() bool {
 		return rpcCount(t, e.app, "grpc_server_handled_total", "grpc_method", "ExecuteBatch", "grpc_code", "ResourceExhausted") == 1
 	})
+	readUntilCutOff(t, stream)
+}
+
+// readUntilCutOff reads a batch stream to its end, which must be toolsd cutting the
+// client off (ResourceExhausted, SLOW_CLIENT) before settled; it returns the results
+// that got through.
+func readUntilCutOff(t *testing.T, stream grpc.BidiStreamingClient[toolsdv1.ExecuteBatchRequest, toolsdv1.ExecuteBatchResponse]) (results int) {
+	t.Helper()
 	for {
 		m, err := stream.Recv()
-		if err == nil {
-			if m.GetSettled() != nil {
-				t.Fatal("the slow client got the whole batch: nothing was cut off")
+		if err != nil {
+			if status.Code(err) != codes.ResourceExhausted || reason(err) != "SLOW_CLIENT" {
+				t.Errorf("ExecuteBatch().Recv() = %v, want ResourceExhausted SLOW_CLIENT", err)
 			}
-			continue
+			return results
 		}
-		if status.Code(err) != codes.ResourceExhausted || reason(err) != "SLOW_CLIENT" {
-			t.Errorf("ExecuteBatch().Recv() = %v, want ResourceExhausted SLOW_CLIENT", err)
+		if m.GetResult() != nil {
+			results++
 		}
-		break
+		if m.GetSettled() != nil {
+			t.Fatal("the slow client got the whole batch: nothing was cut off")
+		}
 	}
+}
+
+// dialFixedWindow connects with a fixed 64 KiB flow-control window: a client that does
+// not read never makes room.
+func dialFixedWindow(t *testing.T, addr string) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
 }
 
 // TestConnectionTimeout checks connection_timeout: a client that connects and sends
@@ -390,13 +389,7 @@ func TestProgressToASlowClientBlocksNobody(t *testing.T) {
 		return "ok", nil
 	})
 	runProvider(t, e.app.Addr(), chatty, echoTool())
-	conn, err := grpc.NewClient("passthrough:///"+e.app.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = conn.Close() }()
-	slow, err := toolsdv1.NewToolServiceClient(conn).ExecuteBatch(t.Context(), grpc.UseCompressor(gzip.Name))
+	slow, err := toolsdv1.NewToolServiceClient(dialFixedWindow(t, e.app.Addr())).ExecuteBatch(t.Context(), grpc.UseCompressor(gzip.Name))
 	if err != nil {
 		t.Fatal(err)
 	}
