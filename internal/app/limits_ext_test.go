@@ -405,6 +405,33 @@ func TestProgressToASlowClientBlocksNobody(t *testing.T) {
 	}
 }
 
+// TestLargestPayloadsPass sends calls with the largest arguments and results the
+// default limits allow, several at once through one provider stream: the fixed
+// flow-control windows (1 MiB a stream, 4 MiB a connection) must move them all.
+func TestLargestPayloadsPass(t *testing.T) {
+	e := start(t, "")
+	runProvider(t, e.app.Addr(), sizedTool("sized"), echoTool())
+	const half = 500 << 10 // content and value of a result together: just under 1 MiB
+	var calls []*toolsdv1.ToolCall
+	for i := range 3 {
+		calls = append(calls, call(fmt.Sprint("r", i), "sized", fmt.Sprintf(`{"bytes":%d}`, half)))
+	}
+	text := strings.Repeat("z", 1000<<10) // arguments just under 1 MiB
+	calls = append(calls, call("a0", "echo", `{"text":"`+text+`"}`))
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-large", Calls: calls}, batchOptions{})
+	if got := resultCodes(out.results); !slices.Equal(got, []string{"", "", "", ""}) {
+		t.Fatalf("result codes = %v, want four successes", got)
+	}
+	for i, r := range out.results[:3] {
+		if len(r.GetContent()) != half {
+			t.Errorf("result %d: %d bytes of content, want %d", i, len(r.GetContent()), half)
+		}
+	}
+	if out.results[3].GetContent() != text {
+		t.Errorf("echo of %d bytes came back as %d bytes", len(text), len(out.results[3].GetContent()))
+	}
+}
+
 // TestFlowControlWindows checks stream_window and connection_window: the server's first
 // SETTINGS grant the fixed stream window and a WINDOW_UPDATE the connection window, and
 // no bandwidth-estimation ping follows a peer's data; with both 0, gRPC's estimation
