@@ -100,8 +100,9 @@ func (o *outbox) send(it outItem) error {
 // sendDirectLocked writes what it can of it from the caller's goroutine, if the outbox
 // is direct, checking the limit before each message: a pair whose first message crosses
 // the limit has its second queued (starting the sender). It returns what is left to
-// queue (left false if nothing) and the cut-off to run if a write failed.
-func (o *outbox) sendDirectLocked(it outItem) (rest outItem, left bool, cut func()) {
+// queue (left false if nothing) and the error of a write that failed, for the caller
+// to record with fail once mu is released.
+func (o *outbox) sendDirectLocked(it outItem) (rest outItem, left bool, err error) {
 	for it.m != nil {
 		if !o.direct {
 			return it, true, nil
@@ -112,33 +113,24 @@ func (o *outbox) sendDirectLocked(it outItem) (rest outItem, left bool, cut func
 		}
 		o.sent += proto.Size(it.m) + directOverhead
 		if err := o.stream.Send(it.m); err != nil {
-			return outItem{}, false, o.failLocked(errors.Join(errClientGone, err))
+			return outItem{}, false, errors.Join(errClientGone, err)
 		}
 		it = outItem{m: it.then}
 	}
 	return outItem{}, false, nil
 }
 
+// fail records the first failure and cuts the client off with it.
 func (o *outbox) fail(err error) {
 	o.mu.Lock()
-	cut := o.failLocked(err)
+	first := o.err == nil
+	if first {
+		o.err = err
+	}
 	o.mu.Unlock()
-	if cut != nil {
-		cut()
+	if first && o.onCut != nil {
+		o.onCut(err)
 	}
-}
-
-// failLocked records the first failure and returns the cut-off to run once mu is
-// released (nil if there was a failure already).
-func (o *outbox) failLocked(err error) func() {
-	if o.err != nil {
-		return nil
-	}
-	o.err = err
-	if o.onCut == nil {
-		return func() {}
-	}
-	return func() { o.onCut(err) }
 }
 
 func (o *outbox) failure() error {
@@ -157,18 +149,18 @@ func (o *outbox) putPair(m, then *toolsdv1.ExecuteBatchResponse) error {
 
 func (o *outbox) putItem(it outItem) error {
 	o.mu.Lock()
-	if o.err != nil {
+	if err := o.err; err != nil {
 		o.mu.Unlock()
-		return o.err
+		return err
 	}
-	it, left, cut := o.sendDirectLocked(it)
-	err := o.err
+	it, left, err := o.sendDirectLocked(it)
 	o.mu.Unlock()
-	if cut != nil {
-		cut()
+	if err != nil {
+		o.fail(err)
+		return o.failure()
 	}
 	if !left {
-		return err
+		return nil
 	}
 	select {
 	case o.ch <- it:
