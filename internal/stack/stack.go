@@ -15,8 +15,8 @@ const reserve = 8 << 10
 
 // Reserve grows the calling goroutine's stack to 16 KiB, enough for a tool call from
 // the scheduler to the provider send (pipeline.TestCallStackDepth keeps the pipeline's
-// part within budget) and for decoding a batch. Its frame is the reservation; i only
-// keeps the compiler from eliding it.
+// part within budget). Its frame is the reservation; i only keeps the compiler from
+// eliding it.
 //
 //go:noinline
 func Reserve(i int) byte {
