@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"fmt"
 	"context"
 	"errors"
 	"io"
@@ -103,6 +104,8 @@ type outcome struct {
 	approvals []*toolsdv1.ApprovalRequest
 	progress  []*toolsdv1.ToolProgress
 	settled   *toolsdv1.BatchSettled
+	// order is the kind of each message in arrival order ("accepted", "result", ...).
+	order []string
 }
 
 // batchOptions steer a client's side of the stream.
@@ -143,6 +146,7 @@ func (e *env) execute(tb testing.TB, b *toolsdv1.Batch, o batchOptions) (*outcom
 		if err != nil {
 			return out, err
 		}
+		out.order = append(out.order, messageKind(m))
 		switch msg := m.GetMsg().(type) {
 		case *toolsdv1.ExecuteBatchResponse_Accepted:
 			out.accepted = msg.Accepted
@@ -170,6 +174,23 @@ func (e *env) execute(tb testing.TB, b *toolsdv1.Batch, o batchOptions) (*outcom
 			out.settled = msg.Settled
 		}
 	}
+}
+
+// messageKind names a response message's kind, as recorded in outcome.order.
+func messageKind(m *toolsdv1.ExecuteBatchResponse) string {
+	switch m.GetMsg().(type) {
+	case *toolsdv1.ExecuteBatchResponse_Accepted:
+		return "accepted"
+	case *toolsdv1.ExecuteBatchResponse_Result:
+		return "result"
+	case *toolsdv1.ExecuteBatchResponse_ApprovalRequest:
+		return "approval"
+	case *toolsdv1.ExecuteBatchResponse_Progress:
+		return "progress"
+	case *toolsdv1.ExecuteBatchResponse_Settled:
+		return "settled"
+	}
+	return fmt.Sprintf("%T", m.GetMsg())
 }
 
 // mustExecute is execute that fails the test on an RPC error.

@@ -13,6 +13,9 @@ import (
 // half-closed its side, no answer can come, so pending and later asks fail at once.
 type streamApprover struct {
 	out *outbox
+	// before, if set, runs before an approval is requested: a quietly started batch
+	// (see quietStart) writes its accepted message and starts reading the client.
+	before func() error
 
 	mu      sync.Mutex
 	pending map[string]chan tool.ApprovalDecision
@@ -28,6 +31,9 @@ func newStreamApprover(out *outbox) *streamApprover {
 
 // Approve implements tool.Approver.
 func (a *streamApprover) Approve(ctx context.Context, req tool.ApprovalRequest) (tool.ApprovalDecision, error) {
+	if a.before != nil && a.before() != nil {
+		return tool.ApprovalDecision{}, tool.ErrApprovalUnavailable
+	}
 	ch := make(chan tool.ApprovalDecision, 1)
 	a.mu.Lock()
 	if a.closed {

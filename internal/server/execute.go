@@ -44,19 +44,27 @@ func (s *Server) ExecuteBatch(stream batchStream) error {
 	defer cancel(nil)
 	stopAbort := context.AfterFunc(s.active.abort, func() { cancel(errShuttingDown) })
 	defer stopAbort()
-	out := newOutbox(stream, s.limits.OutboxSize, s.limits.WriteTimeout, cancel, len(b.Calls) == 1)
+	single := len(b.Calls) == 1
+	out := newOutbox(stream, s.limits.OutboxSize, s.limits.WriteTimeout, cancel, single)
 	approver := newStreamApprover(out)
-	go s.receive(stream, approver, cancel, b.BatchID)
-
+	startReader := func() { go s.receive(stream, approver, cancel, b.BatchID) }
 	sink := &batchSink{out: out, calls: b.Calls}
+	if single {
+		sink.quiet = newQuietStart(out, startReader)
+		approver.before = sink.quiet.end
+	} else {
+		startReader()
+	}
 	var appr tool.Approver = approver
 	if s.wrapAppr != nil {
 		appr = s.wrapAppr(appr)
 	}
 	settled, execErr := s.sched.Execute(batchCtx, b, sink, appr)
 	if execErr != nil {
-		// Nothing is held: a batch whose every result was committed can only fail
+		// No result is held: a batch whose every result was committed can only fail
 		// while logging additional contexts, and then its last result was not held.
+		// A held accepted message is written: the plan is in the log.
+		_ = sink.finishQuiet()
 		out.fail(execErr)
 		_ = out.close()
 		s.log.Error("batch failed", zap.String("batch_id", b.BatchID), zap.String("session_id", b.SessionID), zap.Error(execErr))
@@ -68,9 +76,10 @@ func (s *Server) ExecuteBatch(stream batchStream) error {
 		Cancelled:          settled.Cancelled,
 		Results:            uint32(settled.Results),
 	}}}
-	if last := sink.held; last != nil {
+	err = sink.finishQuiet()
+	if last := sink.held; err == nil && last != nil {
 		err = out.putPair(last, end)
-	} else {
+	} else if err == nil {
 		err = out.put(end)
 	}
 	if err != nil {
@@ -230,9 +239,13 @@ func (s *Server) planBatch(ctx context.Context, first *toolsdv1.ExecuteBatchRequ
 // (one write, where the client would otherwise wake twice), unless the batch has
 // additional contexts: settling records those in the log first, which may wait on a
 // durable commit. Without them, settling after the last result is a few field reads.
+//
+// A single-call batch starts quietly (quiet is set; see [quietStart]): its accepted
+// message is held too, and written just before the result if the call is quick.
 type batchSink struct {
 	out       *outbox
 	calls     []tool.Call
+	quiet     *quietStart // nil for a multi-call batch
 	delivered int
 	contexts  bool
 	held      *toolsdv1.ExecuteBatchResponse
@@ -241,12 +254,28 @@ type batchSink struct {
 var _ scheduler.Sink = (*batchSink)(nil)
 
 func (k *batchSink) Accepted(batchID string, callSeqs []uint64) error {
-	return k.out.put(&toolsdv1.ExecuteBatchResponse{Msg: &toolsdv1.ExecuteBatchResponse_Accepted{
+	m := &toolsdv1.ExecuteBatchResponse{Msg: &toolsdv1.ExecuteBatchResponse_Accepted{
 		Accepted: &toolsdv1.BatchAccepted{BatchId: batchID, CallSeqs: callSeqs},
-	}})
+	}}
+	if k.quiet != nil {
+		k.quiet.hold(m)
+		return nil
+	}
+	return k.out.put(m)
+}
+
+// finishQuiet writes a held accepted message, if any.
+func (k *batchSink) finishQuiet() error {
+	if k.quiet == nil {
+		return nil
+	}
+	return k.quiet.finish()
 }
 
 func (k *batchSink) Result(index int, callSeq, resultSeq uint64, r tool.Result) error {
+	if err := k.finishQuiet(); err != nil {
+		return err
+	}
 	m := resultMsg(index, k.calls[index].CallID, callSeq, resultSeq, &r)
 	k.delivered++
 	k.contexts = k.contexts || len(r.AdditionalContexts) > 0
@@ -258,6 +287,9 @@ func (k *batchSink) Result(index int, callSeq, resultSeq uint64, r tool.Result) 
 }
 
 func (k *batchSink) Progress(p tool.Progress) {
+	if k.quiet != nil && k.quiet.end() != nil {
+		return
+	}
 	k.out.tryPut(&toolsdv1.ExecuteBatchResponse{Msg: &toolsdv1.ExecuteBatchResponse_Progress{Progress: &toolsdv1.ToolProgress{
 		CallId: p.CallID, Index: uint32(p.Index), Message: p.Message, Progress: p.Progress, Total: p.Total,
 	}}})
