@@ -1,9 +1,9 @@
 package app_test
 
 import (
-	"fmt"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"testing"
 	"time"

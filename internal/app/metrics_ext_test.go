@@ -7,8 +7,12 @@ import (
 	"strings"
 	"testing"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/toolsd/toolsd/examples/provider/exampletools"
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/app"
 )
 
 func scrape(t *testing.T, addr, path string) (int, string) {
@@ -67,5 +71,31 @@ func TestMetricsMoveAfterABatch(t *testing.T) {
 	}
 	if code, _ := scrape(t, admin, "/readyz"); code != http.StatusOK {
 		t.Errorf("/readyz = %d, want 200 while serving", code)
+	}
+}
+
+// TestRPCLogLine checks the middleware's per-RPC line: written at debug for a
+// successful batch, with the method, the code and the duration as a number.
+func TestRPCLogLine(t *testing.T) {
+	core, logs := observer.New(zap.DebugLevel)
+	e := start(t, "", app.WithLogger(zap.New(core)))
+	runProvider(t, e.app.Addr(), echoTool())
+	e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-rpc-log", Calls: []*toolsdv1.ToolCall{call("c0", "echo", `{"text":"hi"}`)}}, batchOptions{})
+	var line *observer.LoggedEntry
+	waitFor(t, "the ExecuteBatch log line", func() bool {
+		for _, l := range logs.FilterMessage("finished call").All() {
+			if l.ContextMap()["grpc.method"] == "ExecuteBatch" {
+				line = &l
+				return true
+			}
+		}
+		return false
+	})
+	fields := line.ContextMap()
+	if line.Level != zap.DebugLevel || fields["grpc.code"] != "OK" || fields["grpc.service"] != "toolsd.v1.ToolService" {
+		t.Errorf("line = %v %v, want debug, code OK, service toolsd.v1.ToolService", line.Level, fields)
+	}
+	if ms, ok := fields["grpc.time_ms"].(float64); !ok || ms <= 0 {
+		t.Errorf("grpc.time_ms = %#v, want a positive number", fields["grpc.time_ms"])
 	}
 }
