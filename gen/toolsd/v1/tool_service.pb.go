@@ -1144,7 +1144,11 @@ func (*ExecuteBatchRequest_Approval) isExecuteBatchRequest_Msg() {}
 
 func (*ExecuteBatchRequest_Cancel) isExecuteBatchRequest_Msg() {}
 
-// BatchAccepted confirms that every call is in the session log.
+// BatchAccepted confirms that every call is in the session log. It is the first
+// message of a batch's response stream. For a batch of one call the server holds it back
+// for up to a millisecond: a call that answers within that time gets accepted and its
+// result in one write; a slower one gets accepted when the millisecond ends (or before
+// its first progress or approval request, whichever is sooner).
 type BatchAccepted struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Server-assigned batch id.
