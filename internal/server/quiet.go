@@ -7,8 +7,11 @@ import (
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 )
 
-// quietFor is how long a single-call batch starts quietly (see [quietStart]).
-const quietFor = time.Millisecond
+// quietFor is how long a single-call batch starts quietly (see [quietStart]). It is the
+// bound the durable log's result coalescing uses (session.coalesce's default), for the
+// same reason: a call with two durable commits fits in it, and no agent loop waiting on
+// a model notices it.
+const quietFor = 5 * time.Millisecond
 
 // quietStart lets a single-call batch that finishes quickly cost one write to its client
 // and no goroutine besides the handler's.

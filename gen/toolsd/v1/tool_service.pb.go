@@ -1146,9 +1146,10 @@ func (*ExecuteBatchRequest_Cancel) isExecuteBatchRequest_Msg() {}
 
 // BatchAccepted confirms that every call is in the session log. It is the first
 // message of a batch's response stream. For a batch of one call the server holds it back
-// for up to a millisecond: a call that answers within that time gets accepted and its
-// result in one write; a slower one gets accepted when the millisecond ends (or before
-// its first progress or approval request, whichever is sooner).
+// for up to 5 ms: a call whose result is durable within that time gets accepted and its
+// result in one write; a slower one gets accepted when the 5 ms end, or before its first
+// progress or approval request if that comes sooner. (Cancel messages sent meanwhile are
+// read when the hold ends.)
 type BatchAccepted struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Server-assigned batch id.
