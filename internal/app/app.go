@@ -245,6 +245,7 @@ func (a *App) build(pol *policy.Set) error {
 			MaxRequestBytes:  int(c.Limits.MaxRequestBytes),
 			OutboxSize:       c.Limits.OutboxSize,
 			WriteTimeout:     c.Limits.WriteTimeout.D(),
+			AcceptedHold:     c.Limits.AcceptedHold.D(),
 		},
 	})
 	var grpcMetrics *grpcprom.ServerMetrics

@@ -13,28 +13,39 @@ import (
 	"github.com/toolsd/toolsd/pkg/provider"
 )
 
-// A single-call batch holds its accepted message back for a moment and starts no reader
-// of client messages: a quick call then answers in one write. These tests hold what must
-// not change for the client: accepted leads every other message, a slow call's accepted
-// arrives while the call runs, and approvals and cancels still reach the batch.
+// A single-call batch starts quietly (limits.accepted_hold): its accepted message is
+// held back and no reader of client messages runs, so that a quick call's accepted and
+// result leave in one write. With a hold of an hour, these tests see only what the
+// hold does, never its timer: accepted is not written while the call runs, it still
+// leads every other message, and progress or an approval request ends the hold (an
+// approval is answered, so the reader runs).
 func TestSingleCallQuietStart(t *testing.T) {
 	e := start(t, `
+limits: {accepted_hold: 1h}
 policy:
   rules:
     - {tool: ask_echo, decision: ask, reason: "needs a human"}
 `)
 	started, stopped := make(chan string, 4), make(chan string, 4)
-	reported := make(chan struct{}, 1)
+	release := make(chan struct{})
+	gated := provider.NewTool("gated", "Answers once released.", func(ctx context.Context, _ provider.Call, _ map[string]any) (string, error) {
+		started <- "gated"
+		select {
+		case <-release:
+			return "released", nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	})
 	chatty := provider.NewTool("chatty", "Reports progress, then answers.", func(_ context.Context, c provider.Call, _ map[string]any) (string, error) {
 		c.Progress("halfway", 1, 2)
 		c.Progress("done", 2, 2)
-		reported <- struct{}{}
 		return "ok", nil
 	})
 	askEcho := provider.NewTool("ask_echo", "Echoes, once approved.", func(_ context.Context, _ provider.Call, a map[string]any) (string, error) {
 		return fmt.Sprint(a["text"]), nil
 	})
-	runProvider(t, e.app.Addr(), echoTool(), chatty, askEcho, blockTool("block", started, stopped))
+	runProvider(t, e.app.Addr(), echoTool(), gated, eventuallyTool(stopped), chatty, askEcho)
 
 	t.Run("quick call", func(t *testing.T) {
 		out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-quiet-quick", Calls: []*toolsdv1.ToolCall{call("c0", "echo", `{"text":"hi"}`)}}, batchOptions{})
@@ -47,70 +58,57 @@ policy:
 		}
 	})
 
-	t.Run("slow call is accepted while it runs, and its cancel is read", func(t *testing.T) {
-		out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-quiet-slow", Calls: []*toolsdv1.ToolCall{call("c0", "block", `{"label":"slow"}`)}}, batchOptions{
-			onAccepted: func(s toolsdv1.ToolService_ExecuteBatchClient) {
-				// The call blocks until cancelled: accepted came while it ran, and only
-				// a reader started by then can see this cancel.
-				<-started
-				if err := s.Send(&toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Cancel{Cancel: &toolsdv1.CancelBatch{Reason: "stop"}}}); err != nil {
-					t.Errorf("Send(cancel) = %v", err)
-				}
-			},
-		})
-		if got := resultCodes(out.results); !slices.Equal(got, []string{"ABORTED"}) || !out.settled.GetCancelled() {
-			t.Errorf("codes = %v, settled.cancelled = %v; want [ABORTED], true", got, out.settled.GetCancelled())
-		}
-		select {
-		case <-stopped:
-		case <-time.After(10 * time.Second):
-			t.Error("the provider never saw the cancellation")
-		}
-	})
-
-	t.Run("cancel sent with the batch", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-		defer cancel()
-		stream, err := e.tools.ExecuteBatch(ctx)
+	t.Run("accepted waits for the result", func(t *testing.T) {
+		stream, err := e.tools.ExecuteBatch(t.Context())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := stream.Send(batchReq(&toolsdv1.Batch{SessionId: "s-quiet-cancel", Calls: []*toolsdv1.ToolCall{call("c0", "block", `{"label":"early"}`)}})); err != nil {
+		if err := stream.Send(batchReq(&toolsdv1.Batch{SessionId: "s-quiet-wait", Calls: []*toolsdv1.ToolCall{call("c0", "gated", `{}`)}})); err != nil {
 			t.Fatal(err)
 		}
-		if err := stream.Send(&toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Cancel{Cancel: &toolsdv1.CancelBatch{Reason: "changed my mind"}}}); err != nil {
-			t.Fatal(err)
-		}
-		var kinds []string
-		var settled *toolsdv1.BatchSettled
-		for settled == nil {
-			m, err := stream.Recv()
-			if err != nil {
-				t.Fatalf("Recv() = %v after %v", err, kinds)
+		msgs := make(chan *toolsdv1.ExecuteBatchResponse, 8)
+		go func() {
+			defer close(msgs)
+			for {
+				m, err := stream.Recv()
+				if err != nil {
+					return
+				}
+				msgs <- m
 			}
+		}()
+		<-started
+		// Before the hold, accepted was written before the call was dispatched; it
+		// would be here by now on any machine that is not stalled.
+		select {
+		case m := <-msgs:
+			t.Fatalf("got %s while the call ran, want nothing before its result", messageKind(m))
+		case <-time.After(50 * time.Millisecond):
+		}
+		close(release)
+		var kinds []string
+		for m := range msgs {
 			kinds = append(kinds, messageKind(m))
-			settled = m.GetSettled()
 		}
-		if !slices.Equal(kinds, []string{"accepted", "result", "settled"}) || !settled.GetCancelled() {
-			t.Errorf("messages = %v, settled.cancelled = %v; want accepted, result, settled and cancelled", kinds, settled.GetCancelled())
+		if want := []string{"accepted", "result", "settled"}; !slices.Equal(kinds, want) {
+			t.Errorf("messages = %v, want %v", kinds, want)
 		}
-		assertCompleteLog(t, e, "s-quiet-cancel", 1)
+	})
+
+	t.Run("cancel sent during the hold", func(t *testing.T) {
+		// Documented on BatchAccepted: read when the hold ends, so a call that
+		// finishes within it is not stopped, and its result says so.
+		kinds, codes, settled := executeThenCancel(t, e, "s-quiet-cancel", "eventually", `{"ms":100}`)
+		if !slices.Equal(kinds, []string{"accepted", "result", "settled"}) || settled.GetCancelled() || !slices.Equal(codes, []string{""}) {
+			t.Errorf("messages = %v, codes = %v, settled.cancelled = %v; want accepted, result, settled, a success, not cancelled", kinds, codes, settled.GetCancelled())
+		}
 	})
 
 	t.Run("progress follows accepted", func(t *testing.T) {
 		out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-quiet-progress", Calls: []*toolsdv1.ToolCall{call("c0", "chatty", `{}`)}}, batchOptions{})
-		<-reported
-		if len(out.order) < 3 || out.order[0] != "accepted" || !slices.Equal(out.order[len(out.order)-2:], []string{"result", "settled"}) {
-			t.Fatalf("messages = %v, want accepted first and result, settled last", out.order)
-		}
-		for _, k := range out.order[1 : len(out.order)-2] {
-			if k != "progress" {
-				t.Errorf("messages = %v, want only progress between accepted and the result", out.order)
-			}
-		}
 		// Progress is best-effort, but nothing here fills the outbox.
-		if len(out.progress) != 2 {
-			t.Errorf("progress = %v, want both updates", out.progress)
+		if want := []string{"accepted", "progress", "progress", "result", "settled"}; !slices.Equal(out.order, want) {
+			t.Errorf("messages = %v, want %v", out.order, want)
 		}
 	})
 
@@ -127,4 +125,88 @@ policy:
 			t.Errorf("codes = %v, result = %v; want the approved call's answer", got, out.results[0])
 		}
 	})
+}
+
+// TestSingleCallQuietStartEnds runs a call that blocks until cancelled with a short
+// hold and with none: accepted arrives while the call runs (the client cancels only
+// once it has it). With no hold, a cancel sent right after the batch is read at once and
+// stops a call that would otherwise finish by itself.
+func TestSingleCallQuietStartEnds(t *testing.T) {
+	for _, hold := range []string{"1ms", "0s"} {
+		t.Run("accepted_hold "+hold, func(t *testing.T) {
+			e := start(t, "limits: {accepted_hold: "+hold+"}\n")
+			started, stopped := make(chan string, 1), make(chan string, 4)
+			runProvider(t, e.app.Addr(), blockTool("block", started, stopped), eventuallyTool(stopped))
+			out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-quiet-ends", Calls: []*toolsdv1.ToolCall{call("c0", "block", `{"label":"slow"}`)}}, batchOptions{
+				onAccepted: func(s toolsdv1.ToolService_ExecuteBatchClient) {
+					<-started
+					if err := s.Send(&toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Cancel{Cancel: &toolsdv1.CancelBatch{Reason: "stop"}}}); err != nil {
+						t.Errorf("Send(cancel) = %v", err)
+					}
+				},
+			})
+			if got := resultCodes(out.results); !slices.Equal(got, []string{"ABORTED"}) || !out.settled.GetCancelled() {
+				t.Errorf("codes = %v, settled.cancelled = %v; want [ABORTED], true", got, out.settled.GetCancelled())
+			}
+			select {
+			case <-stopped:
+			case <-time.After(10 * time.Second):
+				t.Error("the provider never saw the cancellation")
+			}
+			if hold != "0s" {
+				return
+			}
+			_, codes, settled := executeThenCancel(t, e, "s-quiet-at-once", "eventually", `{"ms":60000}`)
+			if len(codes) != 1 || (codes[0] != "ABORTED" && codes[0] != "ABORTED_BEFORE_DISPATCH") || !settled.GetCancelled() {
+				t.Errorf("codes = %v, settled.cancelled = %v; want ABORTED or ABORTED_BEFORE_DISPATCH, cancelled", codes, settled.GetCancelled())
+			}
+			assertCompleteLog(t, e, "s-quiet-at-once", 1)
+		})
+	}
+}
+
+// eventuallyTool answers after {"ms": N} milliseconds unless cancelled first; a cancel
+// is reported on stopped.
+func eventuallyTool(stopped chan<- string) provider.Tool {
+	return provider.NewTool("eventually", "Answers after a while unless cancelled.", func(ctx context.Context, _ provider.Call, a struct {
+		MS int `json:"ms"`
+	}) (string, error) {
+		select {
+		case <-time.After(time.Duration(a.MS) * time.Millisecond):
+			return "finished", nil
+		case <-ctx.Done():
+			stopped <- "eventually"
+			return "", ctx.Err()
+		}
+	})
+}
+
+// executeThenCancel sends a one-call batch and a cancel right after it, and reads the
+// stream to settled: the message kinds, the result codes, and settled.
+func executeThenCancel(t *testing.T, e *env, sessionID, tool, args string) (kinds, codes []string, settled *toolsdv1.BatchSettled) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	stream, err := e.tools.ExecuteBatch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(batchReq(&toolsdv1.Batch{SessionId: sessionID, Calls: []*toolsdv1.ToolCall{call("c0", tool, args)}})); err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Cancel{Cancel: &toolsdv1.CancelBatch{Reason: "changed my mind"}}}); err != nil {
+		t.Fatal(err)
+	}
+	for settled == nil {
+		m, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("Recv() = %v after %v", err, kinds)
+		}
+		kinds = append(kinds, messageKind(m))
+		if r := m.GetResult(); r != nil {
+			codes = append(codes, resultCodes([]*toolsdv1.ToolResult{r})...)
+		}
+		settled = m.GetSettled()
+	}
+	return kinds, codes, settled
 }

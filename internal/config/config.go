@@ -106,6 +106,10 @@ type Limits struct {
 	ConnectionTimeout Duration `yaml:"connection_timeout"`
 	OutboxSize        int      `yaml:"outbox_size"`
 	WriteTimeout      Duration `yaml:"write_timeout"`
+	// AcceptedHold is how long a single-call batch holds its accepted message back (and
+	// defers reading client messages), so that a quick call's accepted and result leave
+	// in one write; 0 sends accepted and reads client messages at once.
+	AcceptedHold Duration `yaml:"accepted_hold"`
 }
 
 // checkWindows: gRPC fixes both flow-control windows or neither, so both are 0 or both
@@ -294,6 +298,9 @@ func (c *Config) Validate() error {
 		}
 	}
 	c.Limits.checkWindows(bad)
+	if c.Limits.AcceptedHold < 0 {
+		bad("limits.accepted_hold", "must not be negative")
+	}
 	if c.Session.Coalesce < 0 {
 		bad("session.coalesce", "must not be negative")
 	}

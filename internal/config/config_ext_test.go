@@ -82,6 +82,22 @@ func TestSessionCoalesce(t *testing.T) {
 	}
 }
 
+func TestAcceptedHold(t *testing.T) {
+	cfg, err := config.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Limits.AcceptedHold.D(); got != 5*time.Millisecond {
+		t.Errorf("limits.accepted_hold default = %v, want 5ms", got)
+	}
+	if cfg, err = config.Parse([]byte("limits: {accepted_hold: 0s}\n"), "t.yaml"); err != nil || cfg.Limits.AcceptedHold != 0 {
+		t.Errorf("Parse(accepted_hold: 0s) = %v, %v, want 0 accepted", cfg, err)
+	}
+	if _, err := config.Parse([]byte("limits: {accepted_hold: -1ms}\n"), "t.yaml"); !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "limits.accepted_hold") {
+		t.Errorf("Parse(accepted_hold: -1ms) = %v, want ErrInvalid naming limits.accepted_hold", err)
+	}
+}
+
 func TestSessionHotFor(t *testing.T) {
 	cfg, err := config.Parse(nil, "")
 	if err != nil {

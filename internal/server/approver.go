@@ -14,7 +14,7 @@ import (
 type streamApprover struct {
 	out *outbox
 	// before, if set, runs before an approval is requested: a quietly started batch
-	// (see quietStart) writes its accepted message and starts reading the client.
+	// (see quietStart) writes its held accepted message and starts reading the client.
 	before func() error
 
 	mu      sync.Mutex

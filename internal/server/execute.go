@@ -49,8 +49,8 @@ func (s *Server) ExecuteBatch(stream batchStream) error {
 	approver := newStreamApprover(out)
 	startReader := func() { go s.receive(stream, approver, cancel, b.BatchID) }
 	sink := &batchSink{out: out, calls: b.Calls}
-	if single {
-		sink.quiet = newQuietStart(out, startReader)
+	if single && s.limits.AcceptedHold > 0 {
+		sink.quiet = newQuietStart(out, s.limits.AcceptedHold, startReader)
 		approver.before = sink.quiet.end
 	} else {
 		startReader()
@@ -240,12 +240,12 @@ func (s *Server) planBatch(ctx context.Context, first *toolsdv1.ExecuteBatchRequ
 // additional contexts: settling records those in the log first, which may wait on a
 // durable commit. Without them, settling after the last result is a few field reads.
 //
-// A single-call batch starts quietly (quiet is set; see [quietStart]): its accepted
-// message is held too, and written just before the result if the call is quick.
+// A single-call batch may start quietly (see [quietStart]): its accepted message is
+// held back too, and written just before the result if the call is quick.
 type batchSink struct {
 	out       *outbox
 	calls     []tool.Call
-	quiet     *quietStart // nil for a multi-call batch
+	quiet     *quietStart // nil unless the batch starts quietly
 	delivered int
 	contexts  bool
 	held      *toolsdv1.ExecuteBatchResponse
@@ -264,7 +264,7 @@ func (k *batchSink) Accepted(batchID string, callSeqs []uint64) error {
 	return k.out.put(m)
 }
 
-// finishQuiet writes a held accepted message, if any.
+// finishQuiet writes a held accepted message, if any, without starting the reader.
 func (k *batchSink) finishQuiet() error {
 	if k.quiet == nil {
 		return nil

@@ -7,101 +7,84 @@ import (
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 )
 
-// quietFor is how long a single-call batch starts quietly (see [quietStart]). It is the
-// bound the durable log's result coalescing uses (session.coalesce's default), for the
-// same reason: a call with two durable commits fits in it, and no agent loop waiting on
-// a model notices it.
-const quietFor = 5 * time.Millisecond
-
-// quietStart lets a single-call batch that finishes quickly cost one write to its client
-// and no goroutine besides the handler's.
+// quietStart lets a single-call batch that finishes quickly cost its client one write
+// and the server no goroutine besides the handler's (Limits.AcceptedHold > 0).
 //
 // A batch normally sends accepted as soon as its plan is durable and starts a goroutine
-// that reads the client's approvals and cancels. For one call that answers within
-// [quietFor], both are waste: the accepted message goes out in a write of its own (the
-// client wakes twice), and the reader is started only to be stopped. So a single-call
-// batch holds its accepted message back and starts no reader, until one of:
-//   - quietFor elapses (a slow call): the message is written and the reader started,
-//     exactly as a multi-call batch would have done at the start;
+// that reads the client's approvals and cancels. For one call that answers quickly, the
+// accepted message leaves in a write of its own just before the result's, and the
+// reader is started only to be stopped; in paired runs at one agent the reader alone
+// cost 3–8 % of a call's latency (it is scheduled between the call's dispatch and the
+// transport's write to the provider). So a single-call batch holds its accepted message
+// back and starts no reader until the first of:
+//   - the hold time elapses (a slow call): accepted is written and the reader started,
+//     as a multi-call batch does at its start;
 //   - a message other than the result is about to go out (progress, an approval
-//     request): the same, first, so that accepted still leads and an approval can be
-//     answered;
-//   - the result is ready: the message is written just before it, and no reader is
-//     started, since nothing the client could send would change the batch any more.
+//     request): the same, first, so that accepted still leads the stream and an
+//     approval can be answered;
+//   - the result is ready: accepted is written just before it, and no reader is
+//     started.
 //
-// A client that goes away in the meantime still cancels the call (its stream's context
-// ends); a cancel message sent in the quiet time is read when it ends.
+// The price, documented on BatchAccepted: a cancel message sent during the hold is read
+// when the hold ends, so a call that finishes within the hold completes (and its
+// result says so). A client that goes away still cancels the call at once, because
+// its stream's context ends. Limits.AcceptedHold = 0 turns all of this off.
 type quietStart struct {
 	out  *outbox
+	d    time.Duration
 	wake func() // starts the reader
 
 	mu    sync.Mutex
-	state quietState
-	msg   *toolsdv1.ExecuteBatchResponse // the held accepted message; nil once written
+	msg   *toolsdv1.ExecuteBatchResponse // the held message; nil before hold and once written
+	done  bool                           // the hold has ended: later calls do nothing
 	timer *time.Timer
 }
 
-type quietState uint8
-
-const (
-	quietHolding  quietState = iota // nothing written, no reader
-	quietWoken                      // accepted written, reader started
-	quietFinished                   // accepted written before the result; no reader
-)
-
-func newQuietStart(out *outbox, wake func()) *quietStart {
-	return &quietStart{out: out, wake: wake}
+func newQuietStart(out *outbox, d time.Duration, wake func()) *quietStart {
+	return &quietStart{out: out, d: d, wake: wake}
 }
 
-// hold keeps the accepted message m back for at most quietFor.
+// hold keeps the accepted message m back for at most the hold time.
 func (q *quietStart) hold(m *toolsdv1.ExecuteBatchResponse) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.state != quietHolding {
+	if q.done {
 		return
 	}
 	q.msg = m
-	q.timer = time.AfterFunc(quietFor, func() { _ = q.end() })
+	q.timer = time.AfterFunc(q.d, func() { _ = q.end() })
 }
 
-// end ends the quiet start for a message other than the result, or because quietFor has
+// end ends the hold for a message other than the result, or because the hold time has
 // elapsed: the held message is written and the reader started. It returns the error of
-// that write. Calls after the first do nothing.
-func (q *quietStart) end() error {
+// that write.
+func (q *quietStart) end() error { return q.stop(true) }
+
+// finish ends the hold for the result (or the batch's failure): the held message is
+// written, and no reader is started.
+func (q *quietStart) finish() error { return q.stop(false) }
+
+func (q *quietStart) stop(wake bool) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.state != quietHolding {
+	if q.done {
 		return nil
 	}
-	q.state = quietWoken
+	q.done = true
 	if q.timer != nil {
 		q.timer.Stop()
 	}
-	q.wake()
-	return q.flushLocked()
-}
-
-// finish ends the quiet start for the result (or for the batch's failure): the held
-// message, if any, is written; no reader is started. A timer firing later does nothing.
-func (q *quietStart) finish() error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.state == quietHolding {
-		q.state = quietFinished
-		if q.timer != nil {
-			q.timer.Stop()
-		}
+	if wake {
+		q.wake()
 	}
-	return q.flushLocked()
-}
-
-// flushLocked writes the held message. It is the batch's first message, so the outbox
-// (direct for a single call) writes it from this goroutine without waiting on the client.
-func (q *quietStart) flushLocked() error {
 	m := q.msg
+	q.msg = nil
 	if m == nil {
 		return nil
 	}
-	q.msg = nil
+	// The batch's first message, and the outbox of a single-call batch is direct: the
+	// write happens on this goroutine and cannot wait on the client (see directLimit).
+	// Progress ends the hold from a provider's receive loop, which must never wait on a
+	// client.
 	return q.out.put(m)
 }

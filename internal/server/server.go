@@ -23,6 +23,10 @@ type Limits struct {
 	MaxSessionIDLen int
 	OutboxSize      int
 	WriteTimeout    time.Duration
+	// AcceptedHold is how long a single-call batch may start quietly, holding its
+	// accepted message back and reading no client messages (see quietStart); 0 sends
+	// accepted and starts reading at once.
+	AcceptedHold time.Duration
 }
 
 // DefaultLimits are used for zero fields.

@@ -994,7 +994,9 @@ func (x *ApprovalDecision) GetReason() string {
 }
 
 // CancelBatch cancels the batch cooperatively: started calls are cancelled and drain,
-// unstarted calls get ABORTED_BEFORE_DISPATCH results.
+// unstarted calls get ABORTED_BEFORE_DISPATCH results. For a batch of one call it is
+// read once accepted has been sent (see BatchAccepted): a call that finishes before
+// that is not cancelled.
 type CancelBatch struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Optional reason for the log.
@@ -1146,10 +1148,12 @@ func (*ExecuteBatchRequest_Cancel) isExecuteBatchRequest_Msg() {}
 
 // BatchAccepted confirms that every call is in the session log. It is the first
 // message of a batch's response stream. For a batch of one call the server holds it back
-// for up to 5 ms: a call whose result is durable within that time gets accepted and its
-// result in one write; a slower one gets accepted when the 5 ms end, or before its first
-// progress or approval request if that comes sooner. (Cancel messages sent meanwhile are
-// read when the hold ends.)
+// for up to limits.accepted_hold (5 ms by default): a call whose result is durable within
+// that time gets accepted and its result in one write; a slower one gets accepted when
+// the hold ends, or before its first progress or approval request if that comes sooner.
+// Client messages are read from the end of the hold on: a cancel sent during it does not
+// stop a call that finishes within it (the result then reports the call as it ran).
+// With limits.accepted_hold 0, accepted is sent and client messages are read at once.
 type BatchAccepted struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Server-assigned batch id.
