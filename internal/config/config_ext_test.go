@@ -66,35 +66,32 @@ func TestRuntimeSection(t *testing.T) {
 	}
 }
 
-func TestSessionCoalesce(t *testing.T) {
-	cfg, err := config.Load("")
+// TestZeroableDurations checks the durations where 0 turns a feature off: their
+// defaults, 0 accepted, a negative value refused by name.
+func TestZeroableDurations(t *testing.T) {
+	def, err := config.Load("")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cfg.Session.Coalesce.D(); got != 5*time.Millisecond {
-		t.Errorf("session.coalesce default = %v, want 5ms", got)
-	}
-	if cfg, err = config.Parse([]byte("session: {coalesce: 0s}\n"), "t.yaml"); err != nil || cfg.Session.Coalesce != 0 {
-		t.Errorf("Parse(coalesce: 0s) = %v, %v, want 0 accepted", cfg, err)
-	}
-	if _, err := config.Parse([]byte("session: {coalesce: -1ms}\n"), "t.yaml"); !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "session.coalesce") {
-		t.Errorf("Parse(coalesce: -1ms) = %v, want ErrInvalid naming session.coalesce", err)
-	}
-}
-
-func TestAcceptedHold(t *testing.T) {
-	cfg, err := config.Load("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := cfg.Limits.AcceptedHold.D(); got != 5*time.Millisecond {
-		t.Errorf("limits.accepted_hold default = %v, want 5ms", got)
-	}
-	if cfg, err = config.Parse([]byte("limits: {accepted_hold: 0s}\n"), "t.yaml"); err != nil || cfg.Limits.AcceptedHold != 0 {
-		t.Errorf("Parse(accepted_hold: 0s) = %v, %v, want 0 accepted", cfg, err)
-	}
-	if _, err := config.Parse([]byte("limits: {accepted_hold: -1ms}\n"), "t.yaml"); !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "limits.accepted_hold") {
-		t.Errorf("Parse(accepted_hold: -1ms) = %v, want ErrInvalid naming limits.accepted_hold", err)
+	for _, d := range []struct {
+		section, key string
+		get          func(*config.Config) time.Duration
+		want         time.Duration
+	}{
+		{"session", "coalesce", func(c *config.Config) time.Duration { return c.Session.Coalesce.D() }, 5 * time.Millisecond},
+		{"limits", "accepted_hold", func(c *config.Config) time.Duration { return c.Limits.AcceptedHold.D() }, 5 * time.Millisecond},
+	} {
+		name := d.section + "." + d.key
+		if got := d.get(def); got != d.want {
+			t.Errorf("%s default = %v, want %v", name, got, d.want)
+		}
+		cfg, err := config.Parse([]byte(d.section+": {"+d.key+": 0s}\n"), "t.yaml")
+		if err != nil || d.get(cfg) != 0 {
+			t.Errorf("Parse(%s: 0s) = %v, want 0 accepted", name, err)
+		}
+		if _, err := config.Parse([]byte(d.section+": {"+d.key+": -1ms}\n"), "t.yaml"); !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), name) {
+			t.Errorf("Parse(%s: -1ms) = %v, want ErrInvalid naming %s", name, err, name)
+		}
 	}
 }
 
