@@ -55,6 +55,8 @@ type App struct {
 	obs      *observe.Metrics
 	tracing  *observe.Tracing
 	example  string // notes file of the bundled example provider; "" = off
+	// wrapStore, if set, wraps the opened session store (see WithSessionStoreWrapper).
+	wrapStore func(session.Store) session.Store
 }
 
 // Option configures [New].
@@ -68,6 +70,14 @@ func WithListener(l net.Listener) Option { return func(a *App) { a.lis = l } }
 
 // WithAdminListener serves the admin HTTP endpoints on l.
 func WithAdminListener(l net.Listener) Option { return func(a *App) { a.adminLis = l } }
+
+// WithSessionStoreWrapper wraps the session store the configuration opens: everything
+// toolsd writes to or reads from the log goes through the returned store, and closing
+// it must close the wrapped one. For instrumenting the log, or for tests that make it
+// fail.
+func WithSessionStoreWrapper(wrap func(session.Store) session.Store) Option {
+	return func(a *App) { a.wrapStore = wrap }
+}
 
 // WithExampleProvider runs the bundled example provider in-process, connected over
 // loopback gRPC like any other provider; write_note appends to notesPath.
@@ -95,6 +105,9 @@ func New(cfg *config.Config, opts ...Option) (*App, error) {
 	}
 	if err := a.openSessions(); err != nil {
 		return nil, err
+	}
+	if a.wrapStore != nil {
+		a.sessions = a.wrapStore(a.sessions)
 	}
 	if err := a.build(pol); err != nil {
 		_ = a.sessions.Close()

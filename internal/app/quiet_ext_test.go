@@ -2,26 +2,31 @@ package app_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/app"
+	"github.com/toolsd/toolsd/internal/session"
 	"github.com/toolsd/toolsd/pkg/provider"
 )
 
 // A single-call batch starts quietly (limits.accepted_hold): its accepted message is
 // held back and no reader of client messages runs, so that a quick call's accepted and
-// result leave in one write. With a hold of an hour, these tests see only what the
+// result leave in one write. With a hold of a minute, these tests see only what the
 // hold does, never its timer: accepted is not written while the call runs, it still
 // leads every other message, and progress or an approval request ends the hold (an
 // approval is answered, so the reader runs).
 func TestSingleCallQuietStart(t *testing.T) {
 	e := start(t, `
-limits: {accepted_hold: 1h}
+limits: {accepted_hold: 1m}
 policy:
   rules:
     - {tool: ask_echo, decision: ask, reason: "needs a human"}
@@ -209,4 +214,41 @@ func executeThenCancel(t *testing.T, e *env, sessionID, tool, args string) (kind
 		settled = m.GetSettled()
 	}
 	return kinds, codes, settled
+}
+
+// failingResults is a session store whose appends of tool/result events fail.
+type failingResults struct{ session.Store }
+
+var errDiskGone = errors.New("disk gone")
+
+func (f failingResults) Append(ctx context.Context, sessionID string, events ...session.Event) ([]session.Event, error) {
+	for _, ev := range events {
+		if ev.Type == session.TypeToolResult {
+			return nil, errDiskGone
+		}
+	}
+	return f.Store.Append(ctx, sessionID, events...)
+}
+
+// TestResultLogFailureAfterAccepted fails the log's result appends: the batch's calls
+// are in the log, so the client still gets accepted (held, for a single call) before
+// the error that ends the stream, and no result.
+func TestResultLogFailureAfterAccepted(t *testing.T) {
+	e := start(t, "limits: {accepted_hold: 1m}\n", app.WithSessionStoreWrapper(func(s session.Store) session.Store { return failingResults{s} }))
+	runProvider(t, e.app.Addr(), echoTool())
+	for _, n := range []int{1, 2} {
+		t.Run(fmt.Sprintf("%d calls", n), func(t *testing.T) {
+			var calls []*toolsdv1.ToolCall
+			for i := range n {
+				calls = append(calls, call(fmt.Sprintf("c%d", i), "echo", `{"text":"hi"}`))
+			}
+			out, err := e.execute(t, &toolsdv1.Batch{SessionId: fmt.Sprintf("s-log-fails-%d", n), Calls: calls}, batchOptions{})
+			if status.Code(err) != codes.Internal {
+				t.Errorf("ExecuteBatch() = %v, want Internal", err)
+			}
+			if !slices.Equal(out.order, []string{"accepted"}) || len(out.accepted.GetCallSeqs()) != n {
+				t.Errorf("messages = %v, accepted = %v; want only accepted, with %d call seqs", out.order, out.accepted, n)
+			}
+		})
+	}
 }

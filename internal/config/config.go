@@ -112,6 +112,10 @@ type Limits struct {
 	AcceptedHold Duration `yaml:"accepted_hold"`
 }
 
+// maxAcceptedHold bounds limits.accepted_hold: it delays a slow single call's accepted
+// message and the reading of its client messages, so a typo must not make that minutes.
+const maxAcceptedHold = time.Minute
+
 // checkWindows: gRPC fixes both flow-control windows or neither, so both are 0 or both
 // are sizes, and a connection's window holds at least one stream's.
 func (l Limits) checkWindows(bad func(field, format string, args ...any)) {
@@ -298,8 +302,8 @@ func (c *Config) Validate() error {
 		}
 	}
 	c.Limits.checkWindows(bad)
-	if c.Limits.AcceptedHold < 0 {
-		bad("limits.accepted_hold", "must not be negative")
+	if h := c.Limits.AcceptedHold; h < 0 || h > Duration(maxAcceptedHold) {
+		bad("limits.accepted_hold", "%v is not between 0 and %v", h.D(), maxAcceptedHold)
 	}
 	if c.Session.Coalesce < 0 {
 		bad("session.coalesce", "must not be negative")

@@ -93,6 +93,12 @@ func TestZeroableDurations(t *testing.T) {
 			t.Errorf("Parse(%s: -1ms) = %v, want ErrInvalid naming %s", name, err, name)
 		}
 	}
+	if _, err := config.Parse([]byte("limits: {accepted_hold: 2m}\n"), "t.yaml"); !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "limits.accepted_hold") {
+		t.Errorf("Parse(accepted_hold: 2m) = %v, want ErrInvalid naming limits.accepted_hold (at most 1m)", err)
+	}
+	if _, err := config.Parse([]byte("limits: {accepted_hold: 1m}\n"), "t.yaml"); err != nil {
+		t.Errorf("Parse(accepted_hold: 1m) = %v, want it accepted", err)
+	}
 }
 
 func TestSessionHotFor(t *testing.T) {

@@ -258,8 +258,7 @@ func (k *batchSink) Accepted(batchID string, callSeqs []uint64) error {
 		Accepted: &toolsdv1.BatchAccepted{BatchId: batchID, CallSeqs: callSeqs},
 	}}
 	if k.quiet != nil {
-		k.quiet.hold(m)
-		return nil
+		return k.quiet.hold(m)
 	}
 	return k.out.put(m)
 }

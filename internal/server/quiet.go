@@ -44,15 +44,18 @@ func newQuietStart(out *outbox, d time.Duration, wake func()) *quietStart {
 	return &quietStart{out: out, d: d, wake: wake}
 }
 
-// hold keeps the accepted message m back for at most the hold time.
-func (q *quietStart) hold(m *toolsdv1.ExecuteBatchResponse) {
+// hold keeps the accepted message m back for at most the hold time. If the hold has
+// already ended (it cannot, today: accepted is the batch's first message), m is written
+// at once rather than lost.
+func (q *quietStart) hold(m *toolsdv1.ExecuteBatchResponse) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.done {
-		return
+		return q.out.put(m)
 	}
 	q.msg = m
 	q.timer = time.AfterFunc(q.d, func() { _ = q.end() })
+	return nil
 }
 
 // end ends the hold for a message other than the result, or because the hold time has

@@ -994,9 +994,10 @@ func (x *ApprovalDecision) GetReason() string {
 }
 
 // CancelBatch cancels the batch cooperatively: started calls are cancelled and drain,
-// unstarted calls get ABORTED_BEFORE_DISPATCH results. For a batch of one call it is
-// read once accepted has been sent (see BatchAccepted): a call that finishes before
-// that is not cancelled.
+// unstarted calls get ABORTED_BEFORE_DISPATCH results. A batch of one call reads its
+// client's messages only from the end of accepted's hold on (see BatchAccepted): a
+// cancel sent during the hold does not stop a call that finishes within it. Cancelling
+// the RPC always stops the batch at once.
 type CancelBatch struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Optional reason for the log.
