@@ -76,11 +76,13 @@ func (s *Server) ExecuteBatch(stream batchStream) error {
 		Cancelled:          settled.Cancelled,
 		Results:            uint32(settled.Results),
 	}}}
-	err = sink.finishQuiet()
-	if last := sink.held; err == nil && last != nil {
-		err = out.putPair(last, end)
-	} else if err == nil {
-		err = out.put(end)
+	// A held accepted is normally written with the result; here only if no result was.
+	if err = sink.finishQuiet(); err == nil {
+		if last := sink.held; last != nil {
+			err = out.putPair(last, end)
+		} else {
+			err = out.put(end)
+		}
 	}
 	if err != nil {
 		_ = out.close()
