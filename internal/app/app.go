@@ -202,6 +202,7 @@ func (a *App) build(pol *policy.Set) error {
 			MaxInFlightPerProvider: c.Limits.MaxInFlightPerProvider,
 			MaxToolsPerRegister:    c.Limits.MaxToolsPerProvider,
 			MaxResultBytes:         int(c.Limits.MaxResultBytes),
+			SendTimeout:            c.Limits.WriteTimeout.D(),
 		}),
 	)
 	a.broker = broker.New(registrar{a.reg}, brokerOpts...)

@@ -167,8 +167,8 @@ func executeMsg(ctx context.Context, id uint64, e *tool.Exec, attempt int) *tool
 	return &m.resp
 }
 
-func cancelMsg(r cancelReq) *toolsdv1.ProviderServiceConnectResponse {
+func cancelMsg(id uint64, reason string) *toolsdv1.ProviderServiceConnectResponse {
 	return &toolsdv1.ProviderServiceConnectResponse{Msg: &toolsdv1.ProviderServiceConnectResponse_Cancel{
-		Cancel: &toolsdv1.CancelExecution{RequestId: r.id, Reason: r.reason},
+		Cancel: &toolsdv1.CancelExecution{RequestId: id, Reason: reason},
 	}}
 }

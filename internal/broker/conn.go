@@ -25,12 +25,6 @@ type sender interface {
 	Send(*toolsdv1.ProviderServiceConnectResponse) error
 }
 
-// cancelReq is a cancel message waiting for the send slot.
-type cancelReq struct {
-	id     uint64
-	reason string
-}
-
 // conn is one provider stream.
 type conn struct {
 	b   *Broker
@@ -52,11 +46,14 @@ type conn struct {
 	// channel rather than a mutex lets a waiter give up when its context ends.
 	sem        chan struct{}
 	sendClosed atomic.Bool // set by teardown; checked while holding sem
-	hasCancels atomic.Bool // cancels is non-empty
+	hasQueued  atomic.Bool // queued is non-empty
+	// sendSince is when the Send in progress began (see monoNow), 0 when none is: a
+	// provider that stops reading leaves it set, and the supervisor ends the stream.
+	sendSince atomic.Int64
 
 	mu      sync.Mutex
 	pending map[uint64]*pendingCall
-	cancels []cancelReq
+	queued  []*toolsdv1.ProviderServiceConnectResponse // cancels and registration answers
 	tools   map[ToolRef]struct{}
 	closed  bool
 
@@ -109,17 +106,19 @@ func (c *conn) lockSend(ctx context.Context) bool {
 	}
 }
 
-// unlockSend releases the send slot, first sending any cancels queued meanwhile. Cancels
-// are queued by callers that must not wait for the slot; whoever holds it sends them.
-// After releasing, it re-checks the queue, so a cancel queued during the release is sent
-// either by this holder or by the next one.
+// unlockSend releases the send slot, first sending any messages queued meanwhile.
+// Messages are queued by callers that must not wait for the slot (cancels, and the
+// receive loop's answers to registrations: a loop that waited for the slot could wait on
+// a provider that is itself waiting for the loop to read); whoever holds the slot sends
+// them. After releasing, it re-checks the queue, so a message queued during the release
+// is sent either by this holder or by the next one.
 func (c *conn) unlockSend() {
 	for {
-		if c.hasCancels.Load() {
-			c.flushCancels()
+		if c.hasQueued.Load() {
+			c.flushQueued()
 		}
 		<-c.sem
-		if !c.hasCancels.Load() {
+		if !c.hasQueued.Load() {
 			return
 		}
 		select {
@@ -139,42 +138,87 @@ func (c *conn) send(ctx context.Context, m *toolsdv1.ProviderServiceConnectRespo
 	if c.sendClosed.Load() {
 		return errSendClosed
 	}
-	return c.out.Send(m)
+	return c.write(m)
 }
 
-// flushCancels sends the queued cancels; the caller holds the send slot.
-func (c *conn) flushCancels() {
+// write sends m; the caller holds the send slot. While it waits, sendSince says since
+// when.
+func (c *conn) write(m *toolsdv1.ProviderServiceConnectResponse) error {
+	c.sendSince.Store(monoNow())
+	err := c.out.Send(m)
+	c.sendSince.Store(0)
+	return err
+}
+
+// sendStalled reports whether a send has been waiting for longer than d.
+func (c *conn) sendStalled(d time.Duration) bool {
+	since := c.sendSince.Load()
+	return since != 0 && monoNow()-since > int64(d)
+}
+
+// monoEpoch anchors monoNow, a monotonic clock in nanoseconds that is never 0.
+var monoEpoch = time.Now()
+
+func monoNow() int64 { return int64(time.Since(monoEpoch)) + 1 }
+
+// flushQueued sends the queued messages; the caller holds the send slot.
+func (c *conn) flushQueued() {
 	c.mu.Lock()
-	q := c.cancels
-	c.cancels = nil
-	c.hasCancels.Store(false)
+	q := c.queued
+	c.queued = nil
+	c.hasQueued.Store(false)
 	c.mu.Unlock()
 	if c.sendClosed.Load() {
 		return
 	}
-	for _, r := range q {
-		if err := c.out.Send(cancelMsg(r)); err != nil {
-			c.log.Debug("cancel not sent", zap.Uint64("request_id", r.id), zap.Error(err))
+	for _, m := range q {
+		if err := c.write(m); err != nil {
+			c.log.Debug("queued message not sent", zap.Error(err))
 			return
 		}
 	}
 }
 
-// cancel tells the provider to stop request id without waiting for the send slot.
+// cancel tells the provider to stop request id without waiting for the send slot: it
+// sends the cancel now if the slot is free, else the slot's holder sends it when it
+// releases the slot.
 func (c *conn) cancel(id uint64, reason string) {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
+	if !c.enqueue(cancelMsg(id, reason)) {
 		return
 	}
-	c.cancels = append(c.cancels, cancelReq{id: id, reason: reason})
-	c.hasCancels.Store(true)
-	c.mu.Unlock()
 	select {
 	case c.sem <- struct{}{}:
 		c.unlockSend()
 	default: // the holder sends it when it releases the slot
 	}
+}
+
+// post sends m from the receive loop, which must never wait on a send: even a free
+// slot's Send can wait for the provider to read, and the provider may be waiting for
+// the loop to read what it is sending. A goroutine takes the slot, or gives up when the
+// stream ends; messages are rare (registration answers), so the goroutine is cheap.
+func (c *conn) post(m *toolsdv1.ProviderServiceConnectResponse) {
+	if !c.enqueue(m) {
+		return
+	}
+	go func() {
+		if c.lockSend(c.ctx) {
+			c.unlockSend()
+		}
+	}()
+}
+
+// enqueue queues m for the next holder of the send slot to send. It reports false, and
+// drops m, once the stream is closed.
+func (c *conn) enqueue(m *toolsdv1.ProviderServiceConnectResponse) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.queued = append(c.queued, m)
+	c.hasQueued.Store(true)
+	return true
 }
 
 // closeSend sends goodbye (if non-nil) and forbids further sends. It waits at most
@@ -200,7 +244,7 @@ func (c *conn) closeSend(goodbye *toolsdv1.ProviderServiceConnectResponse) bool 
 		return false
 	}
 	if goodbye != nil && !c.sendClosed.Load() {
-		if err := c.out.Send(goodbye); err != nil {
+		if err := c.write(goodbye); err != nil {
 			c.log.Debug("goodbye not sent", zap.Error(err))
 		}
 	}
@@ -246,7 +290,7 @@ func (c *conn) failPending() int {
 	c.closed = true
 	pend := c.pending
 	c.pending = nil
-	c.cancels = nil
+	c.queued = nil
 	c.mu.Unlock()
 	for _, p := range pend {
 		p.done <- tool.Failure(tool.CodeProviderGone, "provider disconnected while the call was running")

@@ -53,13 +53,25 @@ func (b *Broker) supervise(ctx context.Context, c *conn, recvErr <-chan error) (
 		return false, status.Errorf(codes.DeadlineExceeded, "broker: no hello within %s", b.limits.HelloTimeout)
 	}
 	hello.Stop()
-	select {
-	case err := <-recvErr:
-		return false, streamError(err)
-	case <-ctx.Done():
-		return false, status.FromContextError(ctx.Err()).Err()
-	case <-b.gate.Quit():
-		return true, nil
+	// A provider that stops reading its stream would hold the send slot's holder in
+	// Send forever, and with it every call that waits for the slot: past SendTimeout the
+	// provider counts as hung and its stream ends (its calls get PROVIDER_GONE).
+	stall := time.NewTicker(max(b.limits.SendTimeout/2, time.Millisecond))
+	defer stall.Stop()
+	for {
+		select {
+		case err := <-recvErr:
+			return false, streamError(err)
+		case <-ctx.Done():
+			return false, status.FromContextError(ctx.Err()).Err()
+		case <-b.gate.Quit():
+			return true, nil
+		case <-stall.C:
+			if c.sendStalled(b.limits.SendTimeout) {
+				return false, status.Errorf(codes.Unavailable,
+					"broker: provider stopped reading its stream: a message waited over %s to be sent", b.limits.SendTimeout)
+			}
+		}
 	}
 }
 
@@ -127,7 +139,7 @@ func (b *Broker) hello(c *conn, m *toolsdv1.ProviderServiceConnectRequest) error
 		err = status.Error(codes.Unavailable, "broker: stream is closing")
 	}
 	if err == nil {
-		err = c.out.Send(&toolsdv1.ProviderServiceConnectResponse{Msg: &toolsdv1.ProviderServiceConnectResponse_Welcome{
+		err = c.write(&toolsdv1.ProviderServiceConnectResponse{Msg: &toolsdv1.ProviderServiceConnectResponse_Welcome{
 			Welcome: &toolsdv1.ProviderWelcome{ProviderId: c.id},
 		}})
 	}

@@ -179,13 +179,13 @@ func (b *Broker) fail(st *toolsdv1.ToolRegistrationStatus, err error) {
 	st.ErrorCode, st.ErrorMessage = validUTF8(code), validUTF8(msg)
 }
 
+// reply answers a register or unregister. It runs on the receive loop, so it posts the
+// answer rather than send it (see [conn.post]).
 func (b *Broker) reply(c *conn, ref uint64, statuses []*toolsdv1.ToolRegistrationStatus) {
 	m := &toolsdv1.ProviderServiceConnectResponse{Msg: &toolsdv1.ProviderServiceConnectResponse_RegisterResult{
 		RegisterResult: &toolsdv1.RegisterToolsResult{Ref: ref, Tools: statuses},
 	}}
-	if err := c.send(c.ctx, m); err != nil {
-		c.log.Debug("register result not sent", zap.Uint64("ref", ref), zap.Error(err))
-	}
+	c.post(m)
 }
 
 // checkScope applies the tenancy guard, if any, with the provider's stream context (which

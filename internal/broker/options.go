@@ -16,6 +16,7 @@ const (
 	DefaultMaxToolsPerRegister    = 1000
 	DefaultMaxResultBytes         = 4 << 20
 	DefaultHelloTimeout           = 10 * time.Second
+	DefaultSendTimeout            = 10 * time.Second
 )
 
 // goodbyeWait bounds how long a closing stream waits for a send in progress before it
@@ -37,6 +38,9 @@ type Limits struct {
 	MaxResultBytes int
 	// HelloTimeout is how long a new stream may take to say hello.
 	HelloTimeout time.Duration
+	// SendTimeout is how long a message to a provider may wait to be sent (the provider
+	// not reading its stream) before the stream is ended as hung.
+	SendTimeout time.Duration
 }
 
 func (l Limits) withDefaults() Limits {
@@ -54,6 +58,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.HelloTimeout <= 0 {
 		l.HelloTimeout = DefaultHelloTimeout
+	}
+	if l.SendTimeout <= 0 {
+		l.SendTimeout = DefaultSendTimeout
 	}
 	return l
 }

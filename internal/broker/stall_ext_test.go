@@ -1,0 +1,89 @@
+package broker_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/broker"
+	"github.com/toolsd/toolsd/internal/broker/brokertest"
+	"github.com/toolsd/toolsd/internal/tool"
+)
+
+// bigArgs is larger than a stream's default 64 KiB flow-control window, so a provider
+// that does not read stops the second such execute inside Send.
+var bigArgs = `{"a":"` + strings.Repeat("x", 200<<10) + `"}`
+
+// A provider that stops reading its stream holds an execute in Send. Past the send
+// timeout the stream ends as hung: every call returns PROVIDER_GONE (or PROVIDER_UNAVAILABLE, for one
+// that comes after the stream ended), none waits forever.
+func TestProviderThatStopsReadingIsCutOff(t *testing.T) {
+	srv := brokertest.Start(t, brokertest.NewRegistrar(), broker.WithLimits(broker.Limits{SendTimeout: 200 * time.Millisecond}))
+	raw := helloRaw(t, srv, "deaf", 0) // from here on it reads nothing
+	var calls []<-chan tool.Result
+	for range 4 {
+		calls = append(calls, goCall(context.Background(), srv.Broker, raw.id, execFor("t", bigArgs)))
+	}
+	gone := 0
+	for i, ch := range calls {
+		// A call that reaches the broker after the stream ended finds no provider.
+		switch r := awaitResult(t, ch); r.Code() {
+		case tool.CodeProviderGone:
+			gone++
+		case tool.CodeProviderUnavailable:
+		default:
+			t.Errorf("call %d = %+v, want PROVIDER_GONE", i, r)
+		}
+	}
+	if gone == 0 {
+		t.Error("no call was in flight when the stream ended")
+	}
+	err := raw.end()
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "stopped reading") {
+		t.Errorf("stream ended with %v, want Unavailable saying the provider stopped reading", err)
+	}
+}
+
+// The receive loop answers registrations without waiting for the send slot: while an
+// execute is stuck in Send (the provider busy elsewhere, not reading), a registration
+// and then a result arrive, and the result still reaches its call. A loop that waited
+// for the slot would hold the result until the provider read again, and a provider
+// whose own receive loop was writing at that moment would never read again.
+func TestReceiveLoopDoesNotWaitForTheSendSlot(t *testing.T) {
+	srv := brokertest.Start(t, brokertest.NewRegistrar(), broker.WithLimits(broker.Limits{SendTimeout: time.Minute}))
+	raw := helloRaw(t, srv, "busy", 0)
+	first := goCall(context.Background(), srv.Broker, raw.id, execFor("t", `{}`))
+	id := raw.execute().GetRequestId()
+	// Executes larger than the window and the send quota: one of them waits in Send,
+	// holding the slot.
+	for range 4 {
+		goCall(context.Background(), srv.Broker, raw.id, execFor("t", bigArgs))
+	}
+	time.Sleep(200 * time.Millisecond) // not needed to pass; without it the test may not fail on a loop that waits
+	raw.send(&toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Register{
+		Register: &toolsdv1.RegisterTools{Ref: 7, Scope: "agent/a", Tools: []*toolsdv1.ToolDefinition{
+			{Name: "late", ParametersJson: `{"type":"object"}`},
+		}},
+	}})
+	raw.result(&toolsdv1.ExecuteResult{RequestId: id, Content: []byte("done")})
+	if r := awaitResult(t, first); r.IsError || string(r.Content) != "done" {
+		t.Errorf("first call = %+v, want its result", r)
+	}
+	// Reading again lets the executes and the queued registration answer through.
+	var answered bool
+	for range 8 {
+		m := raw.next()
+		if rr := m.GetRegisterResult(); rr != nil {
+			answered = rr.GetRef() == 7 && rr.GetTools()[0].GetErrorCode() == ""
+			break
+		}
+	}
+	if !answered {
+		t.Error("the registration was not answered once the provider read again")
+	}
+}
