@@ -78,11 +78,7 @@ func (s *Server) ExecuteBatch(stream batchStream) error {
 	}}}
 	// A held accepted is normally written with the result; here only if no result was.
 	if err = sink.finishQuiet(); err == nil {
-		if last := sink.held; last != nil {
-			err = out.putPair(last, end)
-		} else {
-			err = out.put(end)
-		}
+		err = out.putLast(sink.held, end)
 	}
 	if err != nil {
 		_ = out.close()

@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -47,11 +48,15 @@ type outbox struct {
 	mu     sync.Mutex
 	err    error // first failure; after it every put fails fast
 	closed bool
+	final  bool // the stream's last message was put: progress is dropped from then on
 	direct bool // puts write to the stream under mu; ch and done are nil
 	sent   int  // bytes written while direct
 	// ch and done are set (under mu) when the sender starts, and never change after.
 	ch   chan outItem
 	done chan struct{} // closed when the sender exits
+	// written counts the sender's writes: close cuts a client off only when a whole
+	// write timeout passes without one.
+	written atomic.Uint64
 }
 
 func newOutbox(stream batchStream, size int, timeout time.Duration, onCut func(error), direct bool) *outbox {
@@ -83,6 +88,7 @@ func (o *outbox) run() {
 			o.fail(err)
 			return
 		}
+		o.written.Add(1)
 	}
 }
 
@@ -147,6 +153,18 @@ func (o *outbox) putPair(m, then *toolsdv1.ExecuteBatchResponse) error {
 	return o.putItem(outItem{m: m, then: then})
 }
 
+// putLast enqueues the stream's last message (then, after m if m is not nil). Progress
+// that arrives later is dropped: nothing follows the last message.
+func (o *outbox) putLast(m, then *toolsdv1.ExecuteBatchResponse) error {
+	o.mu.Lock()
+	o.final = true
+	o.mu.Unlock()
+	if m == nil {
+		return o.put(then)
+	}
+	return o.putPair(m, then)
+}
+
 func (o *outbox) putItem(it outItem) error {
 	o.mu.Lock()
 	if err := o.err; err != nil {
@@ -184,7 +202,7 @@ func (o *outbox) putItem(it outItem) error {
 // It may race with close (a provider's progress can trail its result), so it holds mu.
 func (o *outbox) tryPut(m *toolsdv1.ExecuteBatchResponse) {
 	o.mu.Lock()
-	if o.err != nil || o.closed {
+	if o.err != nil || o.closed || o.final {
 		o.mu.Unlock()
 		return
 	}
@@ -198,8 +216,10 @@ func (o *outbox) tryPut(m *toolsdv1.ExecuteBatchResponse) {
 	o.mu.Unlock()
 }
 
-// close stops accepting messages and waits (bounded by the write timeout) for the
-// sender to flush. Producers must have stopped before close is called.
+// close stops accepting messages and waits for the sender to flush, for as long as it
+// makes progress: the client is cut off when a whole write timeout passes without a
+// message written (a backlog that takes longer than that to reach a client that keeps
+// reading is not a slow client). Producers must have stopped before close is called.
 func (o *outbox) close() error {
 	o.mu.Lock()
 	queued := o.ch != nil
@@ -215,11 +235,18 @@ func (o *outbox) close() error {
 	}
 	t := time.NewTimer(o.timeout)
 	defer t.Stop()
-	select {
-	case <-o.done:
-		return o.failure()
-	case <-t.C:
-		o.fail(errSlowClient)
-		return errSlowClient
+	for last := o.written.Load(); ; {
+		select {
+		case <-o.done:
+			return o.failure()
+		case <-t.C:
+		}
+		n := o.written.Load()
+		if n == last {
+			o.fail(errSlowClient)
+			return errSlowClient
+		}
+		last = n
+		t.Reset(o.timeout)
 	}
 }
