@@ -219,6 +219,7 @@ func TestInvalidResultsFailOnlyTheirCall(t *testing.T) {
 		"error message not UTF-8": {res: &toolsdv1.ExecuteResult{IsError: true, ErrorMessage: []byte("\xc3\x28")}, code: tool.CodeInvalidResult},
 		"value not JSON":          {res: &toolsdv1.ExecuteResult{ValueJson: []byte("{nope")}, code: tool.CodeInvalidResult},
 		"too large":               {res: &toolsdv1.ExecuteResult{Content: []byte("twelve bytes"), MetaJson: []byte(`{"k":"v"}`)}, code: tool.CodeResultTooLarge},
+		"kept back for its size":  {res: &toolsdv1.ExecuteResult{OversizedBytes: 1}, code: tool.CodeResultTooLarge},
 	} {
 		t.Run(name, func(t *testing.T) {
 			before := obs.get("invalid")

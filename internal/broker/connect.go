@@ -140,7 +140,7 @@ func (b *Broker) hello(c *conn, m *toolsdv1.ProviderServiceConnectRequest) error
 	}
 	if err == nil {
 		err = c.write(&toolsdv1.ProviderServiceConnectResponse{Msg: &toolsdv1.ProviderServiceConnectResponse_Welcome{
-			Welcome: &toolsdv1.ProviderWelcome{ProviderId: c.id},
+			Welcome: &toolsdv1.ProviderWelcome{ProviderId: c.id, MaxResultBytes: uint64(b.limits.MaxResultBytes)},
 		}})
 	}
 	c.unlockSend()

@@ -14,11 +14,15 @@ import (
 
 // decodeResult turns a provider's result into the call's outcome. Payloads arrive as
 // bytes so that a bad one fails only this call: oversized → RESULT_TOO_LARGE, text that
-// is not UTF-8 → INVALID_RESULT. The value and meta JSON pass through unjudged (the
+// is not UTF-8 → INVALID_RESULT. A provider that kept an oversized result back says so
+// with oversized_bytes. The value and meta JSON pass through unjudged (the
 // pipeline validates them) except when content must be derived from the value.
 func decodeResult(r *toolsdv1.ExecuteResult, maxBytes int) tool.Result {
 	content, value, errMsg, meta := r.GetContent(), r.GetValueJson(), r.GetErrorMessage(), r.GetMetaJson()
-	if n := len(content) + len(value) + len(errMsg) + len(meta); n > maxBytes {
+	n := uint64(len(content) + len(value) + len(errMsg) + len(meta))
+	dropped := r.GetOversizedBytes() // the provider kept the result back for its size
+	if dropped > 0 || n > uint64(maxBytes) {
+		n = max(n, dropped)
 		return tool.Failure(tool.CodeResultTooLarge,
 			fmt.Sprintf("the tool's result is %d bytes, over the limit of %d bytes", n, maxBytes))
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/toolsd/toolsd/internal/broker"
 	"github.com/toolsd/toolsd/internal/broker/brokertest"
 	"github.com/toolsd/toolsd/internal/tool"
+	"github.com/toolsd/toolsd/pkg/provider"
 )
 
 // bigArgs is larger than a stream's default 64 KiB flow-control window, so a provider
@@ -85,5 +86,29 @@ func TestReceiveLoopDoesNotWaitForTheSendSlot(t *testing.T) {
 	}
 	if !answered {
 		t.Error("the registration was not answered once the provider read again")
+	}
+}
+
+// The SDK sends a result larger than the welcome's max_result_bytes as its size only: a
+// result too large for the stream's receive limit (4 MiB here) fails its own call with
+// RESULT_TOO_LARGE, and another call in flight on the same stream still gets its result.
+func TestSDKOversizedResultFailsOnlyItsCall(t *testing.T) {
+	srv := brokertest.Start(t, brokertest.NewRegistrar(), broker.WithLimits(broker.Limits{MaxResultBytes: 64 << 10}))
+	huge := strings.Repeat("z", 5<<20)
+	release := make(chan struct{})
+	p := runSDK(t, srv,
+		provider.NewTool("huge", "", func(context.Context, provider.Call, struct{}) (string, error) { return huge, nil }),
+		provider.NewTool("wait", "", func(context.Context, provider.Call, struct{}) (string, error) {
+			<-release
+			return "done", nil
+		}))
+	waiting := goCall(t.Context(), srv.Broker, p.ProviderID(), execFor("wait", `{}`))
+	r := awaitResult(t, goCall(t.Context(), srv.Broker, p.ProviderID(), execFor("huge", `{}`)))
+	if r.Code() != tool.CodeResultTooLarge || !strings.Contains(r.Content, "5242880 bytes") {
+		t.Errorf("huge result = %+v, want RESULT_TOO_LARGE naming its size", r)
+	}
+	close(release)
+	if r := awaitResult(t, waiting); r.IsError || r.Content != "done" {
+		t.Errorf("the other call = %+v, want its result", r)
 	}
 }

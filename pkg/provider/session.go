@@ -33,6 +33,9 @@ type session struct {
 
 	nextRef  atomic.Uint64
 	firstRef uint64
+	// maxResult is the welcome's max_result_bytes (0: not announced): a larger result
+	// is sent as its size only, so that it fails its call alone rather than the stream.
+	maxResult uint64
 
 	// Tools toolsd refused because their name is taken, by when they were first
 	// refused; they are registered again after retakeDelay (see retake). Guarded by mu.
@@ -90,6 +93,7 @@ func (p *Provider) serve(ctx context.Context, conn grpc.ClientConnInterface) (we
 		return false, fmt.Errorf("provider: toolsd answered hello with %T, want a welcome", m.GetMsg())
 	}
 	s.log = p.log.With(zap.String("provider_id", w.GetProviderId()))
+	s.maxResult = w.GetMaxResultBytes()
 	tools := p.attach(s, w.GetProviderId())
 	s.log.Info("connected to toolsd", zap.Int("tools", len(tools)))
 	if len(tools) > 0 {
@@ -277,7 +281,14 @@ func (s *session) execute(sctx context.Context, req *toolsdv1.ExecuteRequest) {
 	id := req.GetRequestId()
 	t := s.p.lookup(req.GetTool())
 	if t == nil {
-		s.sendResult(id, errorResult(fmt.Sprintf("provider %q has no tool %q", s.p.name, req.GetTool())))
+		// Answered from a goroutine: the receive loop must never wait on a send, or it
+		// could wait on toolsd, which may be waiting for it to read.
+		res := errorResult(fmt.Sprintf("provider %q has no tool %q", s.p.name, req.GetTool()))
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if !s.closed {
+			s.wg.Go(func() { s.sendResult(id, res) })
+		}
 		return
 	}
 	var (
@@ -363,6 +374,11 @@ func (s *session) cancelCall(id uint64) {
 }
 
 func (s *session) sendResult(id uint64, res *toolsdv1.ExecuteResult) {
+	if n := uint64(len(res.GetContent()) + len(res.GetValueJson()) + len(res.GetErrorMessage()) + len(res.GetMetaJson())); s.maxResult > 0 && n > s.maxResult {
+		s.log.Warn("result larger than toolsd accepts; sending its size instead (the call fails with RESULT_TOO_LARGE)",
+			zap.Uint64("request_id", id), zap.Uint64("bytes", n), zap.Uint64("max_result_bytes", s.maxResult))
+		res = &toolsdv1.ExecuteResult{OversizedBytes: n}
+	}
 	res.RequestId = id
 	err := s.send(&toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Result{Result: res}})
 	if err != nil && !errors.Is(s.ctx.Err(), context.Canceled) {

@@ -234,8 +234,13 @@ type ExecuteResult struct {
 	MetaJson []byte `protobuf:"bytes,6,opt,name=meta_json,json=metaJson,proto3" json:"meta_json,omitempty"`
 	// Ask the agent loop to end the turn at this step.
 	ConcludesTurn bool `protobuf:"varint,7,opt,name=concludes_turn,json=concludesTurn,proto3" json:"concludes_turn,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Set, with no payload, by a provider whose result was larger than the welcome's
+	// max_result_bytes: the result's size in bytes. The call fails with RESULT_TOO_LARGE.
+	// (A message larger than toolsd accepts at all ends the whole stream, failing every
+	// call on it; providers check the size before sending.)
+	OversizedBytes uint64 `protobuf:"varint,8,opt,name=oversized_bytes,json=oversizedBytes,proto3" json:"oversized_bytes,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ExecuteResult) Reset() {
@@ -315,6 +320,13 @@ func (x *ExecuteResult) GetConcludesTurn() bool {
 		return x.ConcludesTurn
 	}
 	return false
+}
+
+func (x *ExecuteResult) GetOversizedBytes() uint64 {
+	if x != nil {
+		return x.OversizedBytes
+	}
+	return 0
 }
 
 // ExecuteProgress reports progress of a running call.
@@ -532,9 +544,13 @@ func (*ProviderServiceConnectRequest_Progress) isProviderServiceConnectRequest_M
 type ProviderWelcome struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Id of this provider connection; RegisterTool may name it.
-	ProviderId    string `protobuf:"bytes,1,opt,name=provider_id,json=providerId,proto3" json:"provider_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ProviderId string `protobuf:"bytes,1,opt,name=provider_id,json=providerId,proto3" json:"provider_id,omitempty"`
+	// The most result payload bytes (content, value_json, error_message and meta_json
+	// together) toolsd accepts for one call; a larger result fails with RESULT_TOO_LARGE.
+	// A provider should send oversized_bytes instead of such a result.
+	MaxResultBytes uint64 `protobuf:"varint,2,opt,name=max_result_bytes,json=maxResultBytes,proto3" json:"max_result_bytes,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ProviderWelcome) Reset() {
@@ -572,6 +588,13 @@ func (x *ProviderWelcome) GetProviderId() string {
 		return x.ProviderId
 	}
 	return ""
+}
+
+func (x *ProviderWelcome) GetMaxResultBytes() uint64 {
+	if x != nil {
+		return x.MaxResultBytes
+	}
+	return 0
 }
 
 // ToolRegistrationStatus is the outcome of registering or unregistering one tool.
@@ -1088,7 +1111,7 @@ const file_toolsd_v1_provider_service_proto_rawDesc = "" +
 	"\x0fUnregisterTools\x12\x10\n" +
 	"\x03ref\x18\x01 \x01(\x04R\x03ref\x12\x14\n" +
 	"\x05scope\x18\x02 \x01(\tR\x05scope\x12\x14\n" +
-	"\x05names\x18\x03 \x03(\tR\x05names\"\xeb\x01\n" +
+	"\x05names\x18\x03 \x03(\tR\x05names\"\x94\x02\n" +
 	"\rExecuteResult\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\x04R\trequestId\x12\x1d\n" +
@@ -1098,7 +1121,8 @@ const file_toolsd_v1_provider_service_proto_rawDesc = "" +
 	"\bis_error\x18\x04 \x01(\bR\aisError\x12#\n" +
 	"\rerror_message\x18\x05 \x01(\fR\ferrorMessage\x12\x1b\n" +
 	"\tmeta_json\x18\x06 \x01(\fR\bmetaJson\x12%\n" +
-	"\x0econcludes_turn\x18\a \x01(\bR\rconcludesTurn\"|\n" +
+	"\x0econcludes_turn\x18\a \x01(\bR\rconcludesTurn\x12'\n" +
+	"\x0foversized_bytes\x18\b \x01(\x04R\x0eoversizedBytes\"|\n" +
 	"\x0fExecuteProgress\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\x04R\trequestId\x12\x18\n" +
@@ -1113,10 +1137,11 @@ const file_toolsd_v1_provider_service_proto_rawDesc = "" +
 	"unregister\x122\n" +
 	"\x06result\x18\x04 \x01(\v2\x18.toolsd.v1.ExecuteResultH\x00R\x06result\x128\n" +
 	"\bprogress\x18\x05 \x01(\v2\x1a.toolsd.v1.ExecuteProgressH\x00R\bprogressB\x05\n" +
-	"\x03msg\"2\n" +
+	"\x03msg\"\\\n" +
 	"\x0fProviderWelcome\x12\x1f\n" +
 	"\vprovider_id\x18\x01 \x01(\tR\n" +
-	"providerId\"\x93\x01\n" +
+	"providerId\x12(\n" +
+	"\x10max_result_bytes\x18\x02 \x01(\x04R\x0emaxResultBytes\"\x93\x01\n" +
 	"\x16ToolRegistrationStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
 	"\fcontent_hash\x18\x02 \x01(\tR\vcontentHash\x12\x1d\n" +
