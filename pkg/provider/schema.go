@@ -2,6 +2,7 @@ package provider
 
 import (
 	"bytes"
+	"encoding"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -45,9 +46,21 @@ type deriver struct {
 }
 
 var (
-	timeType       = reflect.TypeFor[time.Time]()
-	rawMessageType = reflect.TypeFor[json.RawMessage]()
+	timeType            = reflect.TypeFor[time.Time]()
+	rawMessageType      = reflect.TypeFor[json.RawMessage]()
+	jsonUnmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+	textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
 )
+
+// decodesItself reports how encoding/json decodes a type that implements a decoding
+// interface: one that decodes itself from any JSON value (json.Unmarshaler), or one
+// that decodes from a JSON string (encoding.TextUnmarshaler, such as netip.Addr).
+func decodesItself(t reflect.Type) (fromJSON, fromText bool) {
+	p := reflect.PointerTo(t)
+	fromJSON = t.Implements(jsonUnmarshalerType) || p.Implements(jsonUnmarshalerType)
+	fromText = t.Implements(textUnmarshalerType) || p.Implements(textUnmarshalerType)
+	return fromJSON, fromText
+}
 
 // schema returns the schema of a Go type as encoding/json encodes it.
 func (d *deriver) schema(t reflect.Type) (*object, error) {
@@ -62,6 +75,13 @@ func (d *deriver) schema(t reflect.Type) (*object, error) {
 		return o, nil
 	case rawMessageType:
 		return o, nil // any JSON value
+	}
+	switch fromJSON, fromText := decodesItself(t); {
+	case fromJSON:
+		return o, nil // the type decides what it accepts: any JSON value
+	case fromText:
+		o.set("type", "string")
+		return o, nil
 	}
 	switch t.Kind() {
 	case reflect.Bool:
@@ -167,6 +187,11 @@ func (d *deriver) fields(t reflect.Type, props *object, required *[]string) erro
 		if err != nil {
 			return fmt.Errorf("%s.%s: %w", t, f.Name, err)
 		}
+		if hasOption(opts, "string") && quotable(ft) {
+			// encoding/json reads such a field from a JSON string holding its value.
+			s = &object{}
+			s.set("type", "string")
+		}
 		tags, err := parseFieldTags(f, ft)
 		if err != nil {
 			return fmt.Errorf("%s.%s: %w", t, f.Name, err)
@@ -178,6 +203,18 @@ func (d *deriver) fields(t reflect.Type, props *object, required *[]string) erro
 		}
 	}
 	return nil
+}
+
+// quotable reports whether the json tag's string option applies to a field of type t
+// (dereferenced): encoding/json honours it for booleans, numbers and strings only.
+func quotable(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64, reflect.String:
+		return true
+	}
+	return false
 }
 
 func hasOption(opts, want string) bool {

@@ -3,9 +3,12 @@ package provider_test
 import (
 	"context"
 	"encoding/json"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/toolsd/toolsd/pkg/provider"
 )
@@ -181,4 +184,79 @@ func TestNewToolPanicsOnProgrammingErrors(t *testing.T) {
 			tc.build()
 		})
 	}
+}
+
+type quotedArgs struct {
+	N int     `json:"n,string"`
+	B *bool   `json:"b,string,omitempty"`
+	L []int   `json:"l,string,omitempty"` // the option does not apply to arrays
+	S string  `json:"s,string,omitempty"`
+	F float64 `json:"f,omitempty"`
+}
+
+type textArgs struct {
+	Addr netip.Addr `json:"addr"`
+}
+
+// selfDecoding decodes itself from any JSON value.
+type selfDecoding struct{ raw string }
+
+func (s *selfDecoding) UnmarshalJSON(b []byte) error { s.raw = string(b); return nil }
+
+type selfArgs struct {
+	V selfDecoding `json:"v"`
+}
+
+// The derived schema accepts what encoding/json decodes into the arguments type and
+// rejects what it cannot: the json tag's string option, types that decode from a JSON
+// string (encoding.TextUnmarshaler) and types that decode themselves.
+func TestDerivedSchemaAgreesWithDecoding(t *testing.T) {
+	for _, tc := range []struct {
+		name, schema, doc string
+		decode            func(string) error
+	}{
+		{"quoted int", schemaOf[quotedArgs](), `{"n":"5"}`, decodeInto[quotedArgs]},
+		{"unquoted int", schemaOf[quotedArgs](), `{"n":5}`, decodeInto[quotedArgs]},
+		{"quoted bool", schemaOf[quotedArgs](), `{"n":"1","b":"true"}`, decodeInto[quotedArgs]},
+		{"quoted string", schemaOf[quotedArgs](), `{"n":"1","s":"\"x\""}`, decodeInto[quotedArgs]},
+		{"array keeps its type", schemaOf[quotedArgs](), `{"n":"1","l":[1,2]}`, decodeInto[quotedArgs]},
+		{"text address", schemaOf[textArgs](), `{"addr":"10.0.0.1"}`, decodeInto[textArgs]},
+		{"address as object", schemaOf[textArgs](), `{"addr":{}}`, decodeInto[textArgs]},
+		{"self-decoding object", schemaOf[selfArgs](), `{"v":{"any":[1]}}`, decodeInto[selfArgs]},
+		{"self-decoding number", schemaOf[selfArgs](), `{"v":3}`, decodeInto[selfArgs]},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			valid, decodeErr := schemaAccepts(t, tc.schema, tc.doc), tc.decode(tc.doc)
+			if valid != (decodeErr == nil) {
+				t.Errorf("schema %s accepts %s: %v; encoding/json decodes it: %v", tc.schema, tc.doc, valid, decodeErr)
+			}
+		})
+	}
+}
+
+func decodeInto[A any](doc string) error {
+	var a A
+	return json.Unmarshal([]byte(doc), &a)
+}
+
+// schemaAccepts compiles schema and reports whether doc is valid against it.
+func schemaAccepts(t *testing.T, schema, doc string) bool {
+	t.Helper()
+	s, err := jsonschema.UnmarshalJSON(strings.NewReader(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("args.json", s); err != nil {
+		t.Fatal(err)
+	}
+	compiled, err := c.Compile("args.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := jsonschema.UnmarshalJSON(strings.NewReader(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return compiled.Validate(v) == nil
 }
