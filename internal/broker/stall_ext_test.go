@@ -72,7 +72,7 @@ func TestReceiveLoopDoesNotWaitForTheSendSlot(t *testing.T) {
 		}},
 	}})
 	raw.result(&toolsdv1.ExecuteResult{RequestId: id, Content: []byte("done")})
-	if r := awaitResult(t, first); r.IsError || string(r.Content) != "done" {
+	if r := awaitResult(t, first); r.IsError || r.Content != "done" {
 		t.Errorf("first call = %+v, want its result", r)
 	}
 	// Reading again lets the executes and the queued registration answer through.
