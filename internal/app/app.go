@@ -55,6 +55,8 @@ type App struct {
 	obs      *observe.Metrics
 	tracing  *observe.Tracing
 	example  string // notes file of the bundled example provider; "" = off
+	// stopExample ends the example provider (set by Run when it runs one).
+	stopExample context.CancelFunc
 	// wrapStore, if set, wraps the opened session store (see WithSessionStoreWrapper).
 	wrapStore func(session.Store) session.Store
 }
@@ -380,7 +382,11 @@ func (a *App) Run(ctx context.Context) error {
 		return nil
 	})
 	if a.example != "" {
-		g.Go(func() error { return a.runExample(gctx) })
+		// The example provider outlives the drain like any provider would: it stops
+		// once the broker has said goodbye, not when shutdown begins.
+		exampleCtx, stopExample := context.WithCancel(context.Background())
+		a.stopExample = stopExample
+		g.Go(func() error { return a.runExample(exampleCtx) }) //nolint:contextcheck // stopped by shutdown, after the drain
 	}
 	a.log.Info("toolsd serving", zap.String("grpc", a.Addr()), zap.String("admin", a.AdminAddr()), zap.String("session_store", a.cfg.Session.Store))
 	g.Go(func() error {
@@ -408,6 +414,9 @@ func (a *App) shutdown() error {
 	}
 	a.srv.StopWatches()
 	a.broker.Shutdown("toolsd is shutting down")
+	if a.stopExample != nil {
+		a.stopExample()
+	}
 	a.hub.Shutdown("toolsd is shutting down")
 	stopped := make(chan struct{})
 	go func() { a.grpc.GracefulStop(); close(stopped) }()

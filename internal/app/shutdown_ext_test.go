@@ -283,3 +283,41 @@ func TestShutdownEndsIdleStreams(t *testing.T) {
 		t.Errorf("idle ExecuteBatch().Recv() after shutdown = %v, want Unavailable with reason SHUTTING_DOWN", err)
 	}
 }
+
+// TestExampleProviderOutlivesTheDrain: the bundled example provider (make run) is a
+// provider like any other at shutdown: a call running on it when the signal comes
+// finishes within the shutdown deadline instead of failing with PROVIDER_GONE.
+func TestExampleProviderOutlivesTheDrain(t *testing.T) {
+	cfg, err := config.Parse([]byte(baseConfig+"timeouts: {shutdown: 30s}\n"), "test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := app.New(cfg, app.WithLogger(zaptest.NewLogger(t)), app.WithExampleProvider(t.TempDir()+"/notes.txt"))
+	if err != nil {
+		t.Fatalf("app.New() = %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	runErr := make(chan error, 1)
+	go func() { runErr <- a.Run(ctx) }()
+	conn := dial(t, a.Addr())
+	e := &env{app: a, conn: conn, tools: toolsdv1.NewToolServiceClient(conn)}
+	waitFor(t, "the example tools", func() bool { return slices.Contains(e.schemaNames(t, ""), "sleep") })
+
+	done := make(chan *outcome, 1)
+	go func() {
+		out, err := e.execute(t, &toolsdv1.Batch{SessionId: "example-drain", Calls: []*toolsdv1.ToolCall{call("s", "sleep", `{"ms":300}`)}}, batchOptions{})
+		if err != nil {
+			t.Errorf("ExecuteBatch() = %v", err)
+		}
+		done <- out
+	}()
+	waitFor(t, "the call to start", func() bool { return rpcCount(t, a, "toolsd_scheduler_calls_started_total") == 1 })
+	cancel() // what SIGINT does under make run
+	if out := <-done; out == nil || len(out.results) != 1 || out.results[0].GetIsError() {
+		t.Errorf("sleep during the drain = %+v, want its result", out)
+	}
+	if err := <-runErr; err != nil {
+		t.Errorf("App.Run() = %v, want nil", err)
+	}
+}
