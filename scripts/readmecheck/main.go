@@ -11,6 +11,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -166,6 +167,13 @@ func firstLine(s string) string {
 // startToolsd builds toolsd and starts it like `make run`, then waits until the example
 // provider's tools are registered.
 func startToolsd(addr string) (stop func(), err error) {
+	// The README's commands name this address: a toolsd already listening there (make
+	// run in another terminal) would answer them instead of the one started here.
+	probe, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s is taken (is make run still running?): the README's commands use it: %w", addr, err)
+	}
+	_ = probe.Close()
 	dir, err := os.MkdirTemp("", "readmecheck")
 	if err != nil {
 		return nil, err
@@ -190,20 +198,20 @@ func startToolsd(addr string) (stop func(), err error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
 	stop = func() {
 		_ = cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
 		select {
-		case <-done:
+		case <-exited:
 		case <-time.After(10 * time.Second):
 			_ = cmd.Process.Kill()
-			<-done
+			<-exited
 		}
 		_ = logFile.Close()
 		_ = os.RemoveAll(dir)
 	}
-	if err := waitReady(addr); err != nil {
+	if err := waitReady(addr, exited); err != nil {
 		stop()
 		log, _ := os.ReadFile(logFile.Name())
 		return nil, fmt.Errorf("%w\ntoolsd log:\n%s", err, log)
@@ -211,7 +219,8 @@ func startToolsd(addr string) (stop func(), err error) {
 	return stop, nil
 }
 
-func waitReady(addr string) error {
+// waitReady waits until the toolsd at addr serves the example tools, or exited closes.
+func waitReady(addr string, exited <-chan struct{}) error {
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return err
@@ -226,7 +235,11 @@ func waitReady(addr string) error {
 		if herr == nil && h.GetStatus() == healthpb.HealthCheckResponse_SERVING && serr == nil && len(s.GetTools()) >= 5 {
 			return nil
 		}
-		time.Sleep(100 * time.Millisecond)
+		select {
+		case <-exited:
+			return errors.New("toolsd exited before it was ready")
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 	return errors.New("toolsd did not become ready with the example tools within 30s")
 }
