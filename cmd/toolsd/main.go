@@ -54,6 +54,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	loaded := *cfg // as the file says, before the flags: what a reload compares against
 	overrides := map[*string]*string{&cfg.Listen: listen, &cfg.AdminListen: adminListen, &cfg.DataDir: dataDir, &cfg.Session.Store: sessionStore, &cfg.Log.Level: logLevel, &cfg.Log.Format: logFormat}
 	for dst, src := range overrides {
 		if *src != "" {
@@ -83,12 +84,13 @@ func run(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	go reloadOnHUP(ctx, a, *configPath, log)
+	go reloadOnHUP(ctx, a, *configPath, &loaded, log)
 	return a.Run(ctx)
 }
 
-// reloadOnHUP re-reads the policy on SIGHUP without dropping in-flight calls.
-func reloadOnHUP(ctx context.Context, a *app.App, path string, log *zap.Logger) {
+// reloadOnHUP re-reads the policy on SIGHUP without dropping in-flight calls. Other keys
+// take effect at the next start; the reload names those that changed.
+func reloadOnHUP(ctx context.Context, a *app.App, path string, loaded *config.Config, log *zap.Logger) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -105,7 +107,11 @@ func reloadOnHUP(ctx context.Context, a *app.App, path string, log *zap.Logger) 
 				log.Error("config reload failed; keeping the running policy", zap.Error(err))
 				continue
 			}
-			log.Info("config reloaded", zap.String("config", path))
+			log.Info("policy reloaded", zap.String("config", path))
+			if changed := config.ChangedOutsidePolicy(loaded, cfg); len(changed) > 0 {
+				log.Warn("config keys outside the policy changed; they take effect at the next start",
+					zap.String("config", path), zap.Strings("keys", changed))
+			}
 		}
 	}
 }

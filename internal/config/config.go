@@ -8,6 +8,9 @@ import (
 	"math"
 	"net"
 	"os"
+	"reflect"
+	"regexp"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -236,9 +239,27 @@ func decode(data []byte, source string, cfg *Config) error {
 		if errors.Is(err, errEOF) {
 			return nil
 		}
-		return fmt.Errorf("%w: %s: %w", ErrInvalid, source, err)
+		return fmt.Errorf("%w: %s: %w", ErrInvalid, source, unknownKeys(err))
 	}
 	return nil
+}
+
+// unknownField is how the YAML decoder words a key the config does not have.
+var unknownField = regexp.MustCompile(`field (\S+) not found in type \S+`)
+
+// unknownKeys rewords the decoder's unknown-field errors, which name Go types, into
+// the config's terms: "line 2: field max_paralel not found in type config.Scheduler"
+// becomes "line 2: unknown key max_paralel".
+func unknownKeys(err error) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return err
+	}
+	msgs := make([]string, len(te.Errors))
+	for i, m := range te.Errors {
+		msgs[i] = unknownField.ReplaceAllString(m, "unknown key $1")
+	}
+	return errors.New(strings.Join(msgs, "; "))
 }
 
 // Validate checks values the YAML types cannot.
@@ -295,6 +316,8 @@ func (c *Config) Validate() error {
 		"retry.base_delay":                  int64(c.Retry.BaseDelay),
 		"retry.max_delay":                   int64(c.Retry.MaxDelay),
 		"runtime.gc_percent":                int64(c.Runtime.GCPercent),
+		"registry.tool_set_idle":            int64(c.Registry.ToolSetIdle),
+		"session.retention.interval":        int64(c.Session.Retention.Interval),
 	}
 	for field, v := range positive {
 		if v <= 0 {
@@ -308,8 +331,14 @@ func (c *Config) Validate() error {
 	if c.Session.Coalesce < 0 {
 		bad("session.coalesce", "must not be negative")
 	}
-	if c.Session.HotFor < 0 {
-		bad("session.hot_for", "must not be negative")
+	for field, v := range map[string]int64{
+		"session.hot_for":                int64(c.Session.HotFor),
+		"session.retention.max_age":      int64(c.Session.Retention.MaxAge),
+		"session.retention.max_sessions": int64(c.Session.Retention.MaxSessions),
+	} {
+		if v < 0 {
+			bad(field, "must not be negative")
+		}
 	}
 	for i, g := range c.Auth.Grants {
 		oneOf(fmt.Sprintf("auth.grants[%d].role", i), g.Role, "agent", "provider", "hook", "operator")
@@ -322,3 +351,22 @@ func (c *Config) Validate() error {
 
 // ShutdownTimeout is a convenience accessor.
 func (c *Config) ShutdownTimeout() time.Duration { return time.Duration(c.Timeouts.Shutdown) }
+
+// ChangedOutsidePolicy lists the top-level keys other than policy whose values differ
+// between two loads of a config file: what a reload, which applies only the policy,
+// leaves for the next start.
+func ChangedOutsidePolicy(before, after *Config) []string {
+	var changed []string
+	b, a := reflect.ValueOf(before).Elem(), reflect.ValueOf(after).Elem()
+	t := b.Type()
+	for i := range t.NumField() {
+		key, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+		if key == "" || key == "-" || key == "policy" {
+			continue
+		}
+		if !reflect.DeepEqual(b.Field(i).Interface(), a.Field(i).Interface()) {
+			changed = append(changed, key)
+		}
+	}
+	return changed
+}

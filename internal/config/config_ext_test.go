@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -111,5 +112,45 @@ func TestSessionHotFor(t *testing.T) {
 	}
 	if _, err := config.Parse([]byte("session: {hot_for: -1s}\n"), "t.yaml"); !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "session.hot_for") {
 		t.Errorf("Parse(hot_for: -1s) = %v, want ErrInvalid naming session.hot_for", err)
+	}
+}
+
+// TestRefusedValues: values that would silently turn a feature off or be replaced by a
+// default are refused at start-up, naming the key; an unknown key is named in the
+// config's terms, with its line.
+func TestRefusedValues(t *testing.T) {
+	for in, want := range map[string]string{
+		"session: {retention: {interval: 0s}}\n":     "session.retention.interval: must be positive",
+		"session: {retention: {max_sessions: -1}}\n": "session.retention.max_sessions: must not be negative",
+		"session: {retention: {max_age: -1h}}\n":     "session.retention.max_age: must not be negative",
+		"registry: {tool_set_idle: 0s}\n":            "registry.tool_set_idle: must be positive",
+		"scheduler:\n  max_paralel: 3\n":             "t.yaml: line 2: unknown key max_paralel",
+		"limits: {outbox: 1}\nlog: {colour: red}\n":  "line 1: unknown key outbox; line 2: unknown key colour",
+	} {
+		_, err := config.Parse([]byte(in), "t.yaml")
+		if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), want) {
+			t.Errorf("Parse(%q) = %v, want ErrInvalid mentioning %q", in, err, want)
+		}
+	}
+}
+
+// TestChangedOutsidePolicy names the top-level keys a policy-only reload leaves behind.
+func TestChangedOutsidePolicy(t *testing.T) {
+	parse := func(text string) *config.Config {
+		t.Helper()
+		cfg, err := config.Parse([]byte(text), "t.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	before := parse("limits: {write_timeout: 5s}\npolicy: {rules: [{tool: \"*\", action: allow}]}\n")
+	same := parse("limits: {write_timeout: 5s}\npolicy: {rules: [{tool: \"*\", action: deny}]}\n")
+	if got := config.ChangedOutsidePolicy(before, same); len(got) != 0 {
+		t.Errorf("only the policy changed, got %v", got)
+	}
+	other := parse("limits: {write_timeout: 6s}\nlisten: 127.0.0.1:1\npolicy: {rules: [{tool: \"*\", action: allow}]}\n")
+	if got, want := config.ChangedOutsidePolicy(before, other), []string{"listen", "limits"}; !slices.Equal(got, want) {
+		t.Errorf("ChangedOutsidePolicy() = %v, want %v", got, want)
 	}
 }
