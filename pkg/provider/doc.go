@@ -21,7 +21,7 @@
 //
 //	p := provider.New("calculator", provider.WithVersion("1.0.0"))
 //	p.Add(add)
-//	err := p.Run(ctx, "127.0.0.1:50051") // returns nil when ctx ends
+//	err := p.Run(ctx, "127.0.0.1:50151") // returns nil when ctx ends
 //
 // # Argument schemas
 //

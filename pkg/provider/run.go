@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 )
 
-// Run connects to toolsd at target (a gRPC target such as "127.0.0.1:50051"), says
+// Run connects to toolsd at target (a gRPC target such as "127.0.0.1:50151"), says
 // hello, registers every tool and serves calls. When the stream fails it reconnects
 // with exponential backoff and jitter and registers everything again. It returns nil
 // when ctx ends, after every running handler has returned.
