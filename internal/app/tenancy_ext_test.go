@@ -40,11 +40,15 @@ func startTenants(t *testing.T) *env {
 
 // tenantAuth is the auth section of the tenancy tests: static tokens and the grants of
 // two tenants.
-func tenantAuth(t *testing.T) string {
+func tenantAuth(t *testing.T) string { return tenantAuthWith(t, "", "") }
+
+// tenantAuthWith is tenantAuth plus more token-file lines ("<token> <identity>\n") and
+// grant lines.
+func tenantAuthWith(t *testing.T, tokenLines, grantLines string) string {
 	t.Helper()
 	tokens := filepath.Join(t.TempDir(), "tokens.txt")
 	lines := fmt.Sprintf("%s agent-a\n%s agent-b\n%s provider-a\n%s provider-b\n%s operator\n",
-		tokenAgentA, tokenAgentB, tokenProviderA, tokenProviderB, tokenOperator)
+		tokenAgentA, tokenAgentB, tokenProviderA, tokenProviderB, tokenOperator) + tokenLines
 	if err := os.WriteFile(tokens, []byte(lines), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +61,7 @@ auth:
     - {identity: provider-a, role: provider, scopes: ["tenant-a/**"]}
     - {identity: provider-b, role: provider, scopes: ["tenant-b/**"]}
     - {identity: operator, role: operator}
-`, tokens)
+%s`, tokens, grantLines)
 }
 
 // inbox records everything a provider's handler was given.

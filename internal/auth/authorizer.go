@@ -139,7 +139,7 @@ func (z *Authorizer) OwnedSessions() int { return z.owners.len() }
 // useSession checks, for Execute also claims, sessionID for an identity already allowed
 // action in scope. An operator of scope may use a session someone else owns.
 func (z *Authorizer) useSession(ctx context.Context, name string, action Action, scope, sessionID string) error {
-	operator := z.allowedAs(name, RoleOperator, action, scope)
+	operator := z.allowedAs(name, RoleOperator, action, scope) // and see operates
 	var cur SessionOwner
 	if action == Execute {
 		var err error
@@ -156,7 +156,7 @@ func (z *Authorizer) useSession(ctx context.Context, name string, action Action,
 			return nil // resolving tools before the first batch is normal
 		}
 	}
-	if cur.Identity == name || operator {
+	if cur.Identity == name || (operator && z.operates(name, action, cur)) {
 		return nil
 	}
 	return z.deny(&DeniedError{Identity: name, Action: action, Scope: scope, SessionID: sessionID, Why: "the session belongs to another identity"})
@@ -170,16 +170,38 @@ func (z *Authorizer) readSession(ctx context.Context, name, sessionID string) er
 	switch {
 	case owned && cur.Identity == name:
 		return nil
-	case z.allowedAs(name, RoleOperator, ReadSession, ""):
-		return nil // an operator of the global scope reads every session
-	case owned && cur.ScopeKnown && z.allowedAs(name, RoleOperator, ReadSession, cur.Scope):
+	case owned && z.operates(name, ReadSession, cur):
 		return nil
+	case z.operatorEverywhere(name, ReadSession):
+		return nil // an operator of every scope reads every session, owned or not
 	}
 	why := "the session belongs to another identity"
 	if !owned {
 		why = "the session has no owner yet (its owner is the identity that first executes a batch in it)"
 	}
 	return z.deny(&DeniedError{Identity: name, Action: ReadSession, SessionID: sessionID, Why: why})
+}
+
+// operates reports whether name may act as an operator on a session owned by another
+// identity: as an operator of the scope the session was claimed in, or of every scope
+// when that scope is not known. The scope a request names is not enough: it would let
+// an operator of one tenant reach into another tenant's sessions by naming its own.
+func (z *Authorizer) operates(name string, action Action, owner SessionOwner) bool {
+	if owner.ScopeKnown && z.allowedAs(name, RoleOperator, action, owner.Scope) {
+		return true
+	}
+	return z.operatorEverywhere(name, action)
+}
+
+// operatorEverywhere reports whether name holds an operator grant for action in every
+// scope ("**", or no scopes). A grant of the global scope "" covers that scope only.
+func (z *Authorizer) operatorEverywhere(name string, action Action) bool {
+	for i := range z.grants {
+		if g := &z.grants[i]; g.role == RoleOperator && g.names(name) && g.coversAll(action) {
+			return true
+		}
+	}
+	return false
 }
 
 func (z *Authorizer) allowed(name string, action Action, scope string) bool {

@@ -68,6 +68,20 @@ func (g *grant) permits(action Action) bool {
 	return false
 }
 
+// coversAll reports whether the grant lets its role perform action in every scope: one
+// of its scope globs is "**" (an operator grant without scopes has it).
+func (g *grant) coversAll(action Action) bool {
+	if !g.permits(action) {
+		return false
+	}
+	for _, s := range g.scopes {
+		if len(s.segs) == 0 && s.descendants {
+			return true
+		}
+	}
+	return false
+}
+
 // covers reports whether the grant lets its role perform action in scope. The global
 // scope "" is special for providers and hooks: a tool registered there is visible to
 // every tenant, and a hook there sees every tenant's calls, so only a grant naming ""

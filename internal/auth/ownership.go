@@ -46,10 +46,12 @@ func newOwnership(maxSessions int, store OwnerStore) *ownership {
 
 // claim records o as the owner of sessionID unless the session already has one, and
 // returns the owner in force.
+//
+// With a store, every claim goes to the store, never to the cache alone: retention
+// removes a session's owner with the session, and a cached owner would then keep
+// claiming the id without recording it, so that after a restart another identity
+// could claim it and read what followed.
 func (t *ownership) claim(ctx context.Context, sessionID string, o SessionOwner) (SessionOwner, error) {
-	if cur, ok := t.cached(sessionID); ok {
-		return cur, nil
-	}
 	if t.store == nil {
 		t.mu.Lock()
 		defer t.mu.Unlock()

@@ -111,6 +111,17 @@ func nameSet(scope, which string, names []string) (map[string]struct{}, []string
 
 // Unrestrict lifts a restriction. Tool sets stay valid: lifting a mask only makes more
 // tools visible to later resolutions.
+// RestrictionScope returns the scope restriction id masks; ok is false when there is no
+// such restriction.
+func (r *Registry) RestrictionScope(id string) (scope string, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if m := r.restrictions[id]; m != nil {
+		return m.scope, true
+	}
+	return "", false
+}
+
 func (r *Registry) Unrestrict(id string) error {
 	r.mu.Lock()
 	m := r.restrictions[id]

@@ -119,7 +119,11 @@ func (s *Server) Unrestrict(ctx context.Context, req *toolsdv1.UnrestrictRequest
 	if req.GetRestrictionId() == "" {
 		return nil, toStatus(s.log, badField("restriction_id", "is required"))
 	}
-	if err := s.authz.Authorize(ctx, ActionRestrict, "", ""); err != nil {
+	// Authorized against the scope the restriction masks. An unknown id is checked
+	// against the global scope, so only an operator of every scope learns that an id
+	// does not exist.
+	scope, _ := s.reg.RestrictionScope(req.GetRestrictionId())
+	if err := s.authz.Authorize(ctx, ActionRestrict, scope, ""); err != nil {
 		return nil, toStatus(s.log, err)
 	}
 	if err := s.reg.Unrestrict(req.GetRestrictionId()); err != nil {

@@ -180,15 +180,19 @@ func (b *Bolt) Read(_ context.Context, sessionID string, fromSeq uint64, limit i
 	return out, err
 }
 
-// view runs a read transaction, mapping a closed database to [ErrClosed].
-// ClaimOwner implements [Store]. A claim is rare (once per session and process), so it
-// commits on its own rather than through the append writer.
-func (b *Bolt) ClaimOwner(_ context.Context, sessionID string, o Owner) (Owner, error) {
+// ClaimOwner implements [Store]. Every batch claims its session when auth is on, and
+// almost every claim finds its owner recorded: that is a read transaction. Recording a
+// new owner is rare (once per session), so it commits on its own rather than through the
+// append writer.
+func (b *Bolt) ClaimOwner(ctx context.Context, sessionID string, o Owner) (Owner, error) {
 	if b.closed.Load() {
 		return Owner{}, ErrClosed
 	}
 	if err := validateSessionID(sessionID); err != nil {
 		return Owner{}, err
+	}
+	if got, ok, err := b.Owner(ctx, sessionID); err != nil || ok {
+		return got, err
 	}
 	cur := o
 	err := guard(func() error {
@@ -243,6 +247,7 @@ func (b *Bolt) Owner(_ context.Context, sessionID string) (Owner, bool, error) {
 	return o, ok, nil
 }
 
+// view runs a read transaction, mapping a closed database to [ErrClosed].
 func (b *Bolt) view(fn func(*bolt.Tx) error) error {
 	err := guard(func() error { return b.db.View(fn) })
 	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
