@@ -180,3 +180,25 @@ func TestOwnerSurvivesRetentionAndRestart(t *testing.T) {
 		}
 	}
 }
+
+// TestForeignToolSetNamesNoScope: a tool set id resolved in one tenant, used in another,
+// is refused without naming the tenant it came from.
+func TestForeignToolSetNamesNoScope(t *testing.T) {
+	e := start(t, tenantAuth(t))
+	conn := dialWith(t, e.app.Addr(), grpc.WithPerRPCCredentials(bearer(tokenAgentA)))
+	agentA := toolsdv1.NewToolServiceClient(conn)
+	conn = dialWith(t, e.app.Addr(), grpc.WithPerRPCCredentials(bearer(tokenAgentB)))
+	agentB := &env{app: e.app, conn: conn, tools: toolsdv1.NewToolServiceClient(conn)}
+	ts, err := agentA.ResolveToolSet(t.Context(), &toolsdv1.ResolveToolSetRequest{Scope: "tenant-a/secret-project", SessionId: "s-a", Turn: 1, Step: 1})
+	if err != nil {
+		t.Fatalf("ResolveToolSet() as agent-a = %v", err)
+	}
+	_, schemasErr := agentB.tools.Schemas(t.Context(), &toolsdv1.SchemasRequest{Scope: "tenant-b", ToolSetId: ts.GetToolSetId()})
+	_, execErr := agentB.execute(t, &toolsdv1.Batch{SessionId: "s-b", Scope: "tenant-b", ToolSetId: ts.GetToolSetId(),
+		Calls: []*toolsdv1.ToolCall{call("c", "nope", `{}`)}}, batchOptions{})
+	for name, err := range map[string]error{"Schemas": schemasErr, "ExecuteBatch": execErr} {
+		if status.Code(err) != codes.InvalidArgument || strings.Contains(err.Error(), "tenant-a") {
+			t.Errorf("%s with tenant-a's tool set as agent-b = %v, want InvalidArgument not naming tenant-a", name, err)
+		}
+	}
+}

@@ -193,7 +193,7 @@ func (s *Server) planBatch(ctx context.Context, first *toolsdv1.ExecuteBatchRequ
 			return nil, err
 		}
 		if ts.Scope() != req.GetScope() {
-			return nil, badField("batch.tool_set_id", "tool set %q belongs to scope %q, not %q", id, ts.Scope(), req.GetScope())
+			return nil, badField("batch.tool_set_id", "tool set %q was not resolved for scope %q", id, req.GetScope())
 		}
 	}
 	b := &scheduler.Batch{

@@ -90,7 +90,7 @@ func (s *Server) Schemas(ctx context.Context, req *toolsdv1.SchemasRequest) (*to
 			return nil, toStatus(s.log, err)
 		}
 		if ts.Scope() != req.GetScope() {
-			return nil, toStatus(s.log, badField("tool_set_id", "tool set %q belongs to scope %q, not %q", id, ts.Scope(), req.GetScope()))
+			return nil, toStatus(s.log, badField("tool_set_id", "tool set %q was not resolved for scope %q", id, req.GetScope()))
 		}
 		schemas, fp := ts.Schemas()
 		return &toolsdv1.SchemasResponse{Tools: s.projections.proto(schemas, fp), Fingerprint: fp}, nil
