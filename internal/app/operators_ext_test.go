@@ -202,3 +202,24 @@ func TestForeignToolSetNamesNoScope(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusedBatchClaimsNoSession: a batch refused as malformed does not claim its
+// session: an owner without events would never be removed by retention.
+func TestRefusedBatchClaimsNoSession(t *testing.T) {
+	var store session.Store
+	e := start(t, tenantAuth(t), app.WithSessionStoreWrapper(func(s session.Store) session.Store { store = s; return s }))
+	conn := dialWith(t, e.app.Addr(), grpc.WithPerRPCCredentials(bearer(tokenAgentA)))
+	agentA := &env{app: e.app, conn: conn, tools: toolsdv1.NewToolServiceClient(conn)}
+	for name, b := range map[string]*toolsdv1.Batch{
+		"duplicate call ids": {SessionId: "s-dup", Scope: "tenant-a", Calls: []*toolsdv1.ToolCall{call("c", "nope", `{}`), call("c", "nope", `{}`)}},
+		"missing call id":    {SessionId: "s-noid", Scope: "tenant-a", Calls: []*toolsdv1.ToolCall{call("", "nope", `{}`)}},
+		"unknown tool set":   {SessionId: "s-ts", Scope: "tenant-a", ToolSetId: "ts_unknown", Calls: []*toolsdv1.ToolCall{call("c", "nope", `{}`)}},
+	} {
+		if _, err := agentA.execute(t, b, batchOptions{}); err == nil {
+			t.Errorf("%s: ExecuteBatch() = nil, want it refused", name)
+		}
+		if owner, ok, err := store.Owner(t.Context(), b.GetSessionId()); err != nil || ok {
+			t.Errorf("%s: session %s has owner %+v (%v) after a refused batch, want none", name, b.GetSessionId(), owner, err)
+		}
+	}
+}

@@ -156,8 +156,8 @@ func (s *Server) receive(stream batchStream, approver *streamApprover, cancel co
 	}
 }
 
-// planBatch validates the first message and builds the scheduler's batch. Everything
-// here is a malformed request: nothing has been logged or run yet.
+// planBatch validates the first message, builds the scheduler's batch and authorizes
+// it. Everything refused here is refused before anything is logged or run.
 func (s *Server) planBatch(ctx context.Context, first *toolsdv1.ExecuteBatchRequest) (*scheduler.Batch, error) {
 	req := first.GetBatch()
 	if req == nil {
@@ -183,9 +183,6 @@ func (s *Server) planBatch(ctx context.Context, first *toolsdv1.ExecuteBatchRequ
 	}
 	if len(calls) > s.limits.MaxCallsPerBatch {
 		return nil, badField("batch.calls", "%d calls, over the limit of %d per batch", len(calls), s.limits.MaxCallsPerBatch)
-	}
-	if err := s.authz.Authorize(ctx, ActionExecute, req.GetScope(), req.GetSessionId()); err != nil {
-		return nil, err
 	}
 	if id := req.GetToolSetId(); id != "" {
 		ts, err := s.reg.ToolSet(id)
@@ -227,6 +224,12 @@ func (s *Server) planBatch(ctx context.Context, first *toolsdv1.ExecuteBatchRequ
 			Name:      c.GetName(),
 			Arguments: []byte(c.GetArgumentsJson()),
 		}
+	}
+	// Last: authorizing an execute claims the session for the caller, and a batch
+	// refused after the claim would leave an owner with no events, which retention
+	// (it ages sessions by their events) never removes.
+	if err := s.authz.Authorize(ctx, ActionExecute, req.GetScope(), req.GetSessionId()); err != nil {
+		return nil, err
 	}
 	return b, nil
 }
