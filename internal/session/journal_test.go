@@ -464,3 +464,32 @@ func TestJournalReportsFileAndRewrites(t *testing.T) {
 		t.Errorf("after a rewrite: reported %d bytes and %d rewrites, file has %d, want 1 rewrite", b, n, size())
 	}
 }
+
+// With no hot period (hot_for 0), a session a watch loads back into memory is made cold
+// again when the watch ends: there is no periodic eviction to do it later.
+func TestJournalWatchLeavesNoHotSession(t *testing.T) {
+	j, err := OpenJournal(t.TempDir(), WithDurability(SyncNone), WithHotFor(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeStore(t, j)
+	ctx := context.Background()
+	for i := range 5 {
+		if _, err := j.Append(ctx, fmt.Sprint("s", i), Event{Type: TypeUserMessage, Message: &MessageRecord{Content: "hello"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop := errors.New("stop")
+	for i := range 5 {
+		if err := j.Watch(ctx, fmt.Sprint("s", i), 1, func(Event) error { return stop }); !errors.Is(err, stop) {
+			t.Fatalf("Watch(s%d) = %v, want the callback's error", i, err)
+		}
+	}
+	j.mem.sessions.each(func(id string, s *memSession) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if !s.events.cold {
+			t.Errorf("session %s keeps its events in memory after its watch ended", id)
+		}
+	})
+}

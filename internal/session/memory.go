@@ -211,6 +211,13 @@ func (m *Memory) watch(ctx context.Context, s *memSession, next *uint64, fn func
 	defer func() {
 		s.mu.Lock()
 		s.watchers--
+		// A journal that keeps no session hot (hot_for 0) evicts after each append
+		// that no watch holds, and runs no periodic eviction: a session the watch
+		// loaded is made cold again here, or it would stay in memory until its next
+		// append.
+		if s.watchers == 0 && m.o.hotFor < 0 && !s.events.cold && s.events.n > 0 && len(s.disk.locs) > 0 {
+			s.events.evict()
+		}
 		s.mu.Unlock()
 	}()
 	for {
