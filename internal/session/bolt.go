@@ -62,11 +62,13 @@ func (l *boltLive) idle() bool { return l.sum == nil && l.loading == 0 }
 // [WithRetention], the sweeper. A damaged file fails with [ErrCorrupt].
 func Open(dir string, opts ...Option) (*Bolt, error) {
 	o := applyOptions(opts)
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return nil, fmt.Errorf("session: create data directory: %w", err)
+	if err := makeDataDir(dir); err != nil {
+		return nil, err
 	}
 	path := filepath.Join(dir, FileName)
-	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+	_, statErr := os.Stat(path)
+	created := errors.Is(statErr, os.ErrNotExist)
+	if created {
 		if _, err := os.Stat(filepath.Join(dir, JournalFileName)); err == nil {
 			return nil, fmt.Errorf("session: %s holds a session journal (%s) and no bbolt log; set session.store: journal to keep using it",
 				dir, JournalFileName)
@@ -91,6 +93,12 @@ func Open(dir string, opts ...Option) (*Bolt, error) {
 	if err := guard(func() error { return db.Update(initLayout) }); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("session: open %s: %w", path, err)
+	}
+	if created { // bbolt syncs the file, not the directory entry that names it
+		if err := syncDir(dir); err != nil {
+			_ = db.Close()
+			return nil, fmt.Errorf("session: open %s: %w", path, err)
+		}
 	}
 	if b.recovered, err = b.recoverOpenCalls(); err != nil {
 		_ = db.Close()

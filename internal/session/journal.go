@@ -97,8 +97,8 @@ var _ Store = (*Journal)(nil)
 // that holds a [Bolt] log and no journal is refused, not silently started empty.
 func OpenJournal(dir string, opts ...Option) (*Journal, error) {
 	o := applyOptions(opts)
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return nil, fmt.Errorf("session: create data directory: %w", err)
+	if err := makeDataDir(dir); err != nil {
+		return nil, err
 	}
 	j := &Journal{
 		o:          o,
@@ -508,6 +508,22 @@ func (j *Journal) release() error {
 		_ = j.lock.Close() // closing the descriptor drops its lock
 	}
 	return err
+}
+
+// makeDataDir creates dir if needed. A directory it creates is made durable in its
+// parent, so that the log file created in it next, whose appends are acknowledged once
+// synced, cannot vanish with the directory in a crash.
+func makeDataDir(dir string) error {
+	_, statErr := os.Stat(dir)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return fmt.Errorf("session: create data directory: %w", err)
+	}
+	if errors.Is(statErr, os.ErrNotExist) {
+		if err := syncDir(filepath.Dir(filepath.Clean(dir))); err != nil {
+			return fmt.Errorf("session: create data directory: %w", err)
+		}
+	}
+	return nil
 }
 
 // syncDir fsyncs a directory so that a file created or renamed in it survives a crash.
