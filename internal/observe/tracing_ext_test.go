@@ -218,7 +218,9 @@ func TestTracingThroughGRPC(t *testing.T) {
 		t.Errorf("Check() = %v", err)
 	}
 	_ = conn.Close()
-	srv.Stop()
+	// GracefulStop waits for the handler, which ends the RPC's span after the client
+	// has its response; Stop does not, and the span could miss the export.
+	srv.GracefulStop()
 	if err := <-served; err != nil {
 		t.Errorf("Serve() = %v", err)
 	}
