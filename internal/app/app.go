@@ -384,9 +384,9 @@ func (a *App) Run(ctx context.Context) error {
 	if a.example != "" {
 		// The example provider outlives the drain like any provider would: it stops
 		// once the broker has said goodbye, not when shutdown begins.
-		exampleCtx, stopExample := context.WithCancel(context.Background())
+		exampleCtx, stopExample := context.WithCancel(context.WithoutCancel(ctx))
 		a.stopExample = stopExample
-		g.Go(func() error { return a.runExample(exampleCtx) }) //nolint:contextcheck // stopped by shutdown, after the drain
+		g.Go(func() error { return a.runExample(exampleCtx) })
 	}
 	a.log.Info("toolsd serving", zap.String("grpc", a.Addr()), zap.String("admin", a.AdminAddr()), zap.String("session_store", a.cfg.Session.Store))
 	g.Go(func() error {

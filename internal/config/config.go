@@ -248,8 +248,8 @@ func decode(data []byte, source string, cfg *Config) error {
 var unknownField = regexp.MustCompile(`field (\S+) not found in type \S+`)
 
 // unknownKeys rewords the decoder's unknown-field errors, which name Go types, into
-// the config's terms: "line 2: field max_paralel not found in type config.Scheduler"
-// becomes "line 2: unknown key max_paralel".
+// the config's terms: "line 2: field max_threads not found in type config.Scheduler"
+// becomes "line 2: unknown key max_threads".
 func unknownKeys(err error) error {
 	var te *yaml.TypeError
 	if !errors.As(err, &te) {

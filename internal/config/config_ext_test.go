@@ -124,7 +124,7 @@ func TestRefusedValues(t *testing.T) {
 		"session: {retention: {max_sessions: -1}}\n": "session.retention.max_sessions: must not be negative",
 		"session: {retention: {max_age: -1h}}\n":     "session.retention.max_age: must not be negative",
 		"registry: {tool_set_idle: 0s}\n":            "registry.tool_set_idle: must be positive",
-		"scheduler:\n  max_paralel: 3\n":             "t.yaml: line 2: unknown key max_paralel",
+		"scheduler:\n  max_threads: 3\n":             "t.yaml: line 2: unknown key max_threads",
 		"limits: {outbox: 1}\nlog: {colour: red}\n":  "line 1: unknown key outbox; line 2: unknown key colour",
 	} {
 		_, err := config.Parse([]byte(in), "t.yaml")
