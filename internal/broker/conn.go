@@ -47,6 +47,8 @@ type conn struct {
 	sem        chan struct{}
 	sendClosed atomic.Bool // set by teardown; checked while holding sem
 	hasQueued  atomic.Bool // queued is non-empty
+	posting    atomic.Bool // a post goroutine is waiting for the slot (at most one)
+	overflow   atomic.Bool // the queue reached maxQueued: the provider is not reading
 	// sendSince is when the Send in progress began (see monoNow), 0 when none is: a
 	// provider that stops reading leaves it set, and the supervisor ends the stream.
 	sendSince atomic.Int64
@@ -197,23 +199,45 @@ func (c *conn) cancel(id uint64, reason string) {
 // slot's Send can wait for the provider to read, and the provider may be waiting for
 // the loop to read what it is sending. A goroutine takes the slot, or gives up when the
 // stream ends; messages are rare (registration answers), so the goroutine is cheap.
+//
+// At most one such goroutine waits per stream: whoever holds the slot sends the whole
+// queue, so a provider that sends registrations without reading leaves queued answers
+// (up to maxQueued, see enqueue), not goroutines.
 func (c *conn) post(m *toolsdv1.ProviderServiceConnectResponse) {
-	if !c.enqueue(m) {
+	if !c.enqueue(m) || !c.posting.CompareAndSwap(false, true) {
 		return
 	}
 	go func() {
-		if c.lockSend(c.ctx) {
+		for {
+			if !c.lockSend(c.ctx) {
+				c.posting.Store(false)
+				return
+			}
 			c.unlockSend()
+			c.posting.Store(false)
+			// A message queued after the flush whose post saw this goroutine still
+			// waiting would otherwise wait for the next sender.
+			if !c.hasQueued.Load() || !c.posting.CompareAndSwap(false, true) {
+				return
+			}
 		}
 	}()
 }
 
+// maxQueued bounds the messages waiting for the send slot. A provider that lets more
+// pile up is not reading its stream; the supervisor ends the stream.
+const maxQueued = 4096
+
 // enqueue queues m for the next holder of the send slot to send. It reports false, and
-// drops m, once the stream is closed.
+// drops m, once the stream is closed or the queue is full.
 func (c *conn) enqueue(m *toolsdv1.ProviderServiceConnectResponse) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
+		return false
+	}
+	if len(c.queued) >= maxQueued {
+		c.overflow.Store(true)
 		return false
 	}
 	c.queued = append(c.queued, m)

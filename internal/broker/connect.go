@@ -71,6 +71,10 @@ func (b *Broker) supervise(ctx context.Context, c *conn, recvErr <-chan error) (
 				return false, status.Errorf(codes.Unavailable,
 					"broker: provider stopped reading its stream: a message waited over %s to be sent", b.limits.SendTimeout)
 			}
+			if c.overflow.Load() {
+				return false, status.Errorf(codes.Unavailable,
+					"broker: provider stopped reading its stream: over %d messages wait to be sent", maxQueued)
+			}
 		}
 	}
 }

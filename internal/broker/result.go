@@ -21,8 +21,11 @@ func decodeResult(r *toolsdv1.ExecuteResult, maxBytes int) tool.Result {
 	content, value, errMsg, meta := r.GetContent(), r.GetValueJson(), r.GetErrorMessage(), r.GetMetaJson()
 	n := uint64(len(content) + len(value) + len(errMsg) + len(meta))
 	dropped := r.GetOversizedBytes() // the provider kept the result back for its size
-	if dropped > 0 || n > uint64(maxBytes) {
-		n = max(n, dropped)
+	if dropped > 0 {
+		return tool.Failure(tool.CodeResultTooLarge,
+			fmt.Sprintf("the provider kept back the tool's result of %d bytes as too large (the limit is %d bytes)", dropped, maxBytes))
+	}
+	if n > uint64(maxBytes) {
 		return tool.Failure(tool.CodeResultTooLarge,
 			fmt.Sprintf("the tool's result is %d bytes, over the limit of %d bytes", n, maxBytes))
 	}

@@ -2,6 +2,8 @@ package broker_test
 
 import (
 	"context"
+	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -110,5 +112,38 @@ func TestSDKOversizedResultFailsOnlyItsCall(t *testing.T) {
 	close(release)
 	if r := awaitResult(t, waiting); r.IsError || r.Content != "done" {
 		t.Errorf("the other call = %+v, want its result", r)
+	}
+}
+
+// A provider that keeps registering without reading leaves queued answers, not a
+// goroutine each, and once too many wait its stream ends.
+func TestRegistrationFloodIsBounded(t *testing.T) {
+	srv := brokertest.Start(t, brokertest.NewRegistrar(), broker.WithLimits(broker.Limits{SendTimeout: 4 * time.Second}))
+	raw := helloRaw(t, srv, "flood", 0)
+	for range 4 { // an execute stuck in Send holds the slot
+		goCall(context.Background(), srv.Broker, raw.id, execFor("t", bigArgs))
+	}
+	time.Sleep(200 * time.Millisecond) // not needed to pass
+	register := func(ref int) {
+		raw.send(&toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Register{
+			Register: &toolsdv1.RegisterTools{Ref: uint64(ref), Scope: "agent/a", Tools: []*toolsdv1.ToolDefinition{
+				{Name: fmt.Sprint("t", ref), ParametersJson: `{"type":"object"}`},
+			}},
+		}})
+	}
+	before := runtime.NumGoroutine()
+	for i := range 2000 {
+		register(i + 1)
+	}
+	srv.Registrar.WaitFor(t, "2000 registrations", func() bool { return srv.Registrar.Registrations() == 2000 })
+	if d := runtime.NumGoroutine() - before; d > 20 {
+		t.Errorf("2000 registrations left %d more goroutines, want a handful", d)
+	}
+	for i := range 3000 {
+		register(2001 + i)
+	}
+	err := raw.end()
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "messages wait to be sent") {
+		t.Errorf("stream ended with %v, want Unavailable naming the queued messages", err)
 	}
 }

@@ -109,8 +109,6 @@ func nameSet(scope, which string, names []string) (map[string]struct{}, []string
 	return set, list, nil
 }
 
-// Unrestrict lifts a restriction. Tool sets stay valid: lifting a mask only makes more
-// tools visible to later resolutions.
 // RestrictionScope returns the scope restriction id masks; ok is false when there is no
 // such restriction.
 func (r *Registry) RestrictionScope(id string) (scope string, ok bool) {
@@ -122,6 +120,8 @@ func (r *Registry) RestrictionScope(id string) (scope string, ok bool) {
 	return "", false
 }
 
+// Unrestrict lifts a restriction. Tool sets stay valid: lifting a mask only makes more
+// tools visible to later resolutions.
 func (r *Registry) Unrestrict(id string) error {
 	r.mu.Lock()
 	m := r.restrictions[id]

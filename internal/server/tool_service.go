@@ -120,8 +120,8 @@ func (s *Server) Unrestrict(ctx context.Context, req *toolsdv1.UnrestrictRequest
 		return nil, toStatus(s.log, badField("restriction_id", "is required"))
 	}
 	// Authorized against the scope the restriction masks. An unknown id is checked
-	// against the global scope, so only an operator of every scope learns that an id
-	// does not exist.
+	// against the global scope "", so only an operator of that scope learns that an id
+	// does not exist (ids are random: that tells nothing about other tenants).
 	scope, _ := s.reg.RestrictionScope(req.GetRestrictionId())
 	if err := s.authz.Authorize(ctx, ActionRestrict, scope, ""); err != nil {
 		return nil, toStatus(s.log, err)

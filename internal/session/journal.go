@@ -510,16 +510,23 @@ func (j *Journal) release() error {
 	return err
 }
 
-// makeDataDir creates dir if needed. A directory it creates is made durable in its
+// makeDataDir creates dir if needed. Each directory it creates is made durable in its
 // parent, so that the log file created in it next, whose appends are acknowledged once
 // synced, cannot vanish with the directory in a crash.
 func makeDataDir(dir string) error {
-	_, statErr := os.Stat(dir)
+	// The directories MkdirAll will create, deepest first.
+	var missing []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) || d == filepath.Dir(d) {
+			break
+		}
+		missing = append(missing, d)
+	}
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return fmt.Errorf("session: create data directory: %w", err)
 	}
-	if errors.Is(statErr, os.ErrNotExist) {
-		if err := syncDir(filepath.Dir(filepath.Clean(dir))); err != nil {
+	for i := len(missing) - 1; i >= 0; i-- { // each new entry, in its parent
+		if err := syncDir(filepath.Dir(missing[i])); err != nil {
 			return fmt.Errorf("session: create data directory: %w", err)
 		}
 	}

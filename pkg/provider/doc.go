@@ -36,10 +36,11 @@
 //     string → string, slices and arrays → array with items, maps → object with
 //     additionalProperties, structs → object, time.Time → string (date-time), []byte →
 //     base64 string, interfaces and json.RawMessage → any value. As encoding/json decodes
-//     them: a type that decodes itself (json.Unmarshaler) → any value, one that decodes
-//     from text (encoding.TextUnmarshaler, such as netip.Addr) → string, and a boolean,
-//     number or string field tagged `json:",string"` → string. Recursive types, channels
-//     and functions need an explicit schema ([WithSchema]).
+//     them: a type that decodes itself (json.Unmarshaler) → any value (the arguments
+//     struct itself is still described by its fields), one that decodes from text
+//     (encoding.TextUnmarshaler, such as netip.Addr) → string, and a boolean, number or
+//     string field tagged `json:",string"` → string. Recursive types, channels and
+//     functions need an explicit schema ([WithSchema]).
 //   - A field is required unless it is a pointer or its json tag says omitempty or
 //     omitzero; `jsonschema:"required"` and `jsonschema:"optional"` override that.
 //   - A `description:"..."` tag sets the property's description.

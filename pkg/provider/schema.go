@@ -21,7 +21,13 @@ func deriveSchema(t reflect.Type, strict bool) (string, error) {
 	var root *object
 	switch t.Kind() {
 	case reflect.Struct, reflect.Map:
-		o, err := d.schema(t)
+		// The root is described by its fields even when it decodes itself (often to fill
+		// in defaults or to validate): the arguments are always a JSON object.
+		schema := d.schema
+		if fromJSON, _ := decodesItself(t); fromJSON && t.Kind() == reflect.Struct && t != timeType {
+			schema = d.object
+		}
+		o, err := schema(t)
 		if err != nil {
 			return "", err
 		}

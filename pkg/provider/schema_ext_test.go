@@ -260,3 +260,26 @@ func schemaAccepts(t *testing.T, schema, doc string) bool {
 	}
 	return compiled.Validate(v) == nil
 }
+
+// defaulted is an arguments type that decodes itself to fill in a default.
+type defaulted struct {
+	Limit int `json:"limit,omitempty"`
+}
+
+func (d *defaulted) UnmarshalJSON(b []byte) error {
+	type plain defaulted
+	p := plain{Limit: 10}
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	*d = defaulted(p)
+	return nil
+}
+
+// An arguments struct with its own UnmarshalJSON is still described by its fields.
+func TestSelfDecodingArgumentsStruct(t *testing.T) {
+	got := schemaOf[defaulted]()
+	if want := `{"type":"object","properties":{"limit":{"type":"integer"}}}`; got != want {
+		t.Errorf("schema = %s, want %s", got, want)
+	}
+}
