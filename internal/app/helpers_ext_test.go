@@ -209,20 +209,29 @@ func (e *env) mustExecute(tb testing.TB, b *toolsdv1.Batch, o batchOptions) *out
 // readSession returns every stored event of a session.
 func (e *env) readSession(tb testing.TB, sessionID string) []*toolsdv1.SessionEvent {
 	tb.Helper()
-	stream, err := e.tools.ReadSession(context.Background(), &toolsdv1.ReadSessionRequest{SessionId: sessionID})
+	events, err := readAll(e, sessionID)
 	if err != nil {
-		tb.Fatalf("ReadSession() = %v", err)
+		tb.Fatalf("ReadSession(%s) = %v", sessionID, err)
 	}
-	var events []*toolsdv1.SessionEvent
+	return events
+}
+
+// readAll reads a session and returns its events, or the RPC's error.
+func readAll(e *env, id string) ([]*toolsdv1.SessionEvent, error) {
+	stream, err := e.tools.ReadSession(context.Background(), &toolsdv1.ReadSessionRequest{SessionId: id})
+	if err != nil {
+		return nil, err
+	}
+	var out []*toolsdv1.SessionEvent
 	for {
 		m, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
-			return events
+			return out, nil
 		}
 		if err != nil {
-			tb.Fatalf("ReadSession().Recv() = %v", err)
+			return out, err
 		}
-		events = append(events, m.GetEvent())
+		out = append(out, m.GetEvent())
 	}
 }
 

@@ -2,8 +2,6 @@ package app_test
 
 import (
 	"context"
-	"errors"
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -30,25 +28,6 @@ func operatorAuth(t *testing.T) string {
 	return tenantAuthWith(t, tokenOpA+" op-a\n"+tokenOpGlobal+" op-global\n", `    - {identity: op-a, role: operator, scopes: ["tenant-a/**"]}
     - {identity: op-global, role: operator, scopes: [""]}
 `)
-}
-
-// readAll reads a session and returns its events, or the RPC's error.
-func readAll(e *env, id string) ([]*toolsdv1.SessionEvent, error) {
-	stream, err := e.tools.ReadSession(context.Background(), &toolsdv1.ReadSessionRequest{SessionId: id})
-	if err != nil {
-		return nil, err
-	}
-	var out []*toolsdv1.SessionEvent
-	for {
-		m, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return out, err
-		}
-		out = append(out, m.GetEvent())
-	}
 }
 
 // TestScopedOperators: an operator acts on another identity's session only as an
