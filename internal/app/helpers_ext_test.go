@@ -48,21 +48,37 @@ func start(tb testing.TB, extra string, opts ...app.Option) *env {
 
 func startConfig(tb testing.TB, cfg *config.Config, opts ...app.Option) *env {
 	tb.Helper()
+	a, stop, runErr := runApp(tb, cfg, opts...)
+	conn := dial(tb, a.Addr())
+	tb.Cleanup(func() {
+		stop()
+		if err := <-runErr; err != nil {
+			tb.Errorf("App.Run() = %v", err)
+		}
+	})
+	return &env{app: a, conn: conn, tools: toolsdv1.NewToolServiceClient(conn)}
+}
+
+// runApp builds an app from cfg (logging to the test) and runs it; stop is what SIGTERM
+// does, and runErr receives Run's result. The app is stopped, and its end awaited, when
+// the test ends.
+func runApp(tb testing.TB, cfg *config.Config, opts ...app.Option) (a *app.App, stop context.CancelFunc, runErr <-chan error) {
+	tb.Helper()
 	a, err := app.New(cfg, append([]app.Option{app.WithLogger(zaptest.NewLogger(tb))}, opts...)...)
 	if err != nil {
 		tb.Fatalf("app.New() = %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	conn := dial(tb, a.Addr())
+	result, ended := make(chan error, 1), make(chan struct{})
+	go func() {
+		result <- a.Run(ctx)
+		close(ended)
+	}()
 	tb.Cleanup(func() {
 		cancel()
-		if err := <-done; err != nil {
-			tb.Errorf("App.Run() = %v", err)
-		}
+		<-ended
 	})
-	return &env{app: a, conn: conn, tools: toolsdv1.NewToolServiceClient(conn)}
+	return a, cancel, result
 }
 
 func dial(tb testing.TB, addr string) *grpc.ClientConn {

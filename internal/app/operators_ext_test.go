@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -112,14 +111,7 @@ func TestOwnerSurvivesRetentionAndRestart(t *testing.T) {
 	authYAML := tenantAuth(t)
 	var store session.Store
 	wrap := app.WithSessionStoreWrapper(func(s session.Store) session.Store { store = s; return s })
-	first, err := app.New(durableConfig(t, dir, authYAML), app.WithLogger(zaptest.NewLogger(t)), wrap)
-	if err != nil {
-		t.Fatalf("app.New() = %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- first.Run(ctx) }()
+	first, cancel, done := runApp(t, durableConfig(t, dir, authYAML), wrap)
 	conn := dialWith(t, first.Addr(), grpc.WithPerRPCCredentials(bearer(tokenAgentA)))
 	agentA := &env{app: first, conn: conn, tools: toolsdv1.NewToolServiceClient(conn)}
 	agentA.mustExecute(t, &toolsdv1.Batch{SessionId: "sess-r", Scope: "tenant-a",

@@ -11,7 +11,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -30,14 +29,7 @@ import (
 // aborted and logged, the provider is told, and Run returns nil.
 func TestGracefulShutdownWithCallsInFlight(t *testing.T) {
 	cfg := durableConfig(t, t.TempDir(), "timeouts: {shutdown: 1s}\n")
-	a, err := app.New(cfg, app.WithLogger(zaptest.NewLogger(t)))
-	if err != nil {
-		t.Fatalf("app.New() = %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	runErr := make(chan error, 1)
-	go func() { runErr <- a.Run(ctx) }()
+	a, cancel, runErr := runApp(t, cfg)
 	conn := dial(t, a.Addr())
 	e := &env{app: a, conn: conn, tools: toolsdv1.NewToolServiceClient(conn)}
 
@@ -240,15 +232,7 @@ func reason(err error) string {
 // came. Left to the gRPC server, they would hold its graceful stop (and the idle batch
 // also the drain) until the fallback timers, long past the shutdown deadline.
 func TestShutdownEndsIdleStreams(t *testing.T) {
-	cfg := durableConfig(t, t.TempDir(), "timeouts: {shutdown: 100ms}\n")
-	a, err := app.New(cfg, app.WithLogger(zaptest.NewLogger(t)))
-	if err != nil {
-		t.Fatalf("app.New() = %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	runErr := make(chan error, 1)
-	go func() { runErr <- a.Run(ctx) }()
+	a, cancel, runErr := runApp(t, durableConfig(t, t.TempDir(), "timeouts: {shutdown: 100ms}\n"))
 	conn := dial(t, a.Addr())
 	e := &env{app: a, conn: conn, tools: toolsdv1.NewToolServiceClient(conn)}
 	e.mustExecute(t, &toolsdv1.Batch{SessionId: "watched", Calls: []*toolsdv1.ToolCall{call("c", "nope", "{}")}}, batchOptions{})
@@ -292,14 +276,7 @@ func TestExampleProviderOutlivesTheDrain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := app.New(cfg, app.WithLogger(zaptest.NewLogger(t)), app.WithExampleProvider(t.TempDir()+"/notes.txt"))
-	if err != nil {
-		t.Fatalf("app.New() = %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	runErr := make(chan error, 1)
-	go func() { runErr <- a.Run(ctx) }()
+	a, cancel, runErr := runApp(t, cfg, app.WithExampleProvider(t.TempDir()+"/notes.txt"))
 	conn := dial(t, a.Addr())
 	e := &env{app: a, conn: conn, tools: toolsdv1.NewToolServiceClient(conn)}
 	waitFor(t, "the example tools", func() bool { return slices.Contains(e.schemaNames(t, ""), "sleep") })

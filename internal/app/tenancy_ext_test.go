@@ -12,14 +12,12 @@ import (
 	"sync"
 	"testing"
 
-	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
-	"github.com/toolsd/toolsd/internal/app"
 	"github.com/toolsd/toolsd/pkg/provider"
 )
 
@@ -274,13 +272,7 @@ func TestSessionOwnerSurvivesRestart(t *testing.T) {
 	authYAML := tenantAuth(t)
 	batch := &toolsdv1.Batch{SessionId: "sess-a", Scope: "tenant-a", Calls: []*toolsdv1.ToolCall{call("c0", "nope", `{}`)}}
 
-	first, err := app.New(durableConfig(t, dir, authYAML), app.WithLogger(zaptest.NewLogger(t)))
-	if err != nil {
-		t.Fatalf("app.New() = %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- first.Run(ctx) }()
+	first, cancel, done := runApp(t, durableConfig(t, dir, authYAML))
 	conn := dialWith(t, first.Addr(), grpc.WithPerRPCCredentials(bearer(tokenAgentA)))
 	(&env{app: first, conn: conn, tools: toolsdv1.NewToolServiceClient(conn)}).mustExecute(t, batch, batchOptions{})
 	cancel()
@@ -294,7 +286,7 @@ func TestSessionOwnerSurvivesRestart(t *testing.T) {
 		return &env{app: e.app, conn: conn, tools: toolsdv1.NewToolServiceClient(conn)}
 	}
 	agentA, agentB := client(tokenAgentA), client(tokenAgentB)
-	_, err = agentB.execute(t, &toolsdv1.Batch{SessionId: "sess-a", Scope: "tenant-b", Calls: []*toolsdv1.ToolCall{call("c1", "nope", `{}`)}}, batchOptions{})
+	_, err := agentB.execute(t, &toolsdv1.Batch{SessionId: "sess-a", Scope: "tenant-b", Calls: []*toolsdv1.ToolCall{call("c1", "nope", `{}`)}}, batchOptions{})
 	if status.Code(err) != codes.PermissionDenied {
 		t.Errorf("ExecuteBatch(sess-a) as agent-b after a restart = %v, want PermissionDenied", err)
 	}

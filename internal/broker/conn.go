@@ -47,8 +47,9 @@ type conn struct {
 	sem        chan struct{}
 	sendClosed atomic.Bool // set by teardown; checked while holding sem
 	hasQueued  atomic.Bool // queued is non-empty
-	posting    atomic.Bool // a post goroutine is waiting for the slot (at most one)
-	overflow   atomic.Bool // the queue reached maxQueued: the provider is not reading
+	posting    atomic.Bool   // a post goroutine is waiting for the slot (at most one)
+	overflow   chan struct{} // closed when the queue overflows: the provider is not reading
+	overflowed sync.Once
 	// sendSince is when the Send in progress began (see monoNow), 0 when none is: a
 	// provider that stops reading leaves it set, and the supervisor ends the stream.
 	sendSince atomic.Int64
@@ -81,6 +82,7 @@ func (b *Broker) newConn(ctx context.Context, out sender) *conn {
 		log:      b.log.With(zap.String("provider_id", id)),
 		quit:     make(chan struct{}),
 		welcomed: make(chan struct{}),
+		overflow: make(chan struct{}),
 		sem:      make(chan struct{}, 1),
 		pending:  make(map[uint64]*pendingCall),
 		tools:    make(map[ToolRef]struct{}),
@@ -237,7 +239,7 @@ func (c *conn) enqueue(m *toolsdv1.ProviderServiceConnectResponse) bool {
 		return false
 	}
 	if len(c.queued) >= maxQueued {
-		c.overflow.Store(true)
+		c.overflowed.Do(func() { close(c.overflow) })
 		return false
 	}
 	c.queued = append(c.queued, m)

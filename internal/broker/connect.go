@@ -38,42 +38,36 @@ func (b *Broker) Connect(stream toolsdv1.ProviderService_ConnectServer) error {
 
 // supervise waits for the stream to end. It reports whether the end is a broker
 // shutdown and the handler's return value.
+//
+// A provider that stops reading its stream would hold the send slot's holder in Send
+// forever, and with it every call that waits for the slot: past SendTimeout (or with
+// too many messages queued) the provider counts as hung and its stream ends (its calls
+// get PROVIDER_GONE).
 func (b *Broker) supervise(ctx context.Context, c *conn, recvErr <-chan error) (bool, error) {
 	hello := time.NewTimer(b.limits.HelloTimeout)
 	defer hello.Stop()
-	select {
-	case <-c.welcomed:
-	case err := <-recvErr:
-		return false, streamError(err)
-	case <-ctx.Done():
-		return false, status.FromContextError(ctx.Err()).Err()
-	case <-b.gate.Quit():
-		return true, nil
-	case <-hello.C:
-		return false, status.Errorf(codes.DeadlineExceeded, "broker: no hello within %s", b.limits.HelloTimeout)
-	}
-	hello.Stop()
-	// A provider that stops reading its stream would hold the send slot's holder in
-	// Send forever, and with it every call that waits for the slot: past SendTimeout the
-	// provider counts as hung and its stream ends (its calls get PROVIDER_GONE).
 	stall := time.NewTicker(max(b.limits.SendTimeout/2, time.Millisecond))
 	defer stall.Stop()
+	welcomed, helloDue := c.welcomed, hello.C // nil once the welcome went out
 	for {
 		select {
+		case <-welcomed:
+			welcomed, helloDue = nil, nil
 		case err := <-recvErr:
 			return false, streamError(err)
 		case <-ctx.Done():
 			return false, status.FromContextError(ctx.Err()).Err()
 		case <-b.gate.Quit():
 			return true, nil
+		case <-c.overflow:
+			return false, status.Errorf(codes.Unavailable,
+				"broker: provider stopped reading its stream: over %d messages wait to be sent", maxQueued)
+		case <-helloDue:
+			return false, status.Errorf(codes.DeadlineExceeded, "broker: no hello within %s", b.limits.HelloTimeout)
 		case <-stall.C:
 			if c.sendStalled(b.limits.SendTimeout) {
 				return false, status.Errorf(codes.Unavailable,
 					"broker: provider stopped reading its stream: a message waited over %s to be sent", b.limits.SendTimeout)
-			}
-			if c.overflow.Load() {
-				return false, status.Errorf(codes.Unavailable,
-					"broker: provider stopped reading its stream: over %d messages wait to be sent", maxQueued)
 			}
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/testing/protocmp"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
@@ -88,7 +89,12 @@ type rawStream struct {
 // openRaw opens a stream without saying hello.
 func openRaw(tb testing.TB, srv *brokertest.Server) *rawStream {
 	tb.Helper()
-	conn := srv.Dial(tb)
+	return openRawOn(tb, srv.Dial(tb))
+}
+
+// openRawOn opens a stream on conn without saying hello.
+func openRawOn(tb testing.TB, conn *grpc.ClientConn) *rawStream {
+	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	stream, err := toolsdv1.NewProviderServiceClient(conn).Connect(ctx)
 	if err != nil {
@@ -123,7 +129,26 @@ func openRaw(tb testing.TB, srv *brokertest.Server) *rawStream {
 // helloRaw opens a stream, says hello and waits for the welcome.
 func helloRaw(tb testing.TB, srv *brokertest.Server, name string, maxInFlight uint32) *rawStream {
 	tb.Helper()
-	r := openRaw(tb, srv)
+	return hello(tb, openRaw(tb, srv), name, maxInFlight)
+}
+
+// helloRawFixedWindow is helloRaw on a connection with fixed 64 KiB flow-control
+// windows: once such a provider stops reading, toolsd's sends to it block for good
+// (gRPC's default windows grow while data arrives, whether or not it is read).
+func helloRawFixedWindow(tb testing.TB, srv *brokertest.Server, name string) *rawStream {
+	tb.Helper()
+	conn, err := grpc.NewClient(srv.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	if err != nil {
+		tb.Fatalf("grpc.NewClient() = %v", err)
+	}
+	tb.Cleanup(func() { _ = conn.Close() })
+	return hello(tb, openRawOn(tb, conn), name, 0)
+}
+
+// hello says hello on r and waits for the welcome.
+func hello(tb testing.TB, r *rawStream, name string, maxInFlight uint32) *rawStream {
+	tb.Helper()
 	r.send(&toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Hello{
 		Hello: &toolsdv1.ProviderHello{Name: name, Version: "v0", MaxInFlight: maxInFlight},
 	}})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +28,7 @@ var bigArgs = `{"a":"` + strings.Repeat("x", 200<<10) + `"}`
 // that comes after the stream ended), none waits forever.
 func TestProviderThatStopsReadingIsCutOff(t *testing.T) {
 	srv := brokertest.Start(t, brokertest.NewRegistrar(), broker.WithLimits(broker.Limits{SendTimeout: 200 * time.Millisecond}))
-	raw := helloRaw(t, srv, "deaf", 0) // from here on it reads nothing
+	raw := helloRawFixedWindow(t, srv, "deaf") // from here on it reads nothing
 	var calls []<-chan tool.Result
 	for range 4 {
 		calls = append(calls, goCall(context.Background(), srv.Broker, raw.id, execFor("t", bigArgs)))
@@ -59,7 +60,7 @@ func TestProviderThatStopsReadingIsCutOff(t *testing.T) {
 // whose own receive loop was writing at that moment would never read again.
 func TestReceiveLoopDoesNotWaitForTheSendSlot(t *testing.T) {
 	srv := brokertest.Start(t, brokertest.NewRegistrar(), broker.WithLimits(broker.Limits{SendTimeout: time.Minute}))
-	raw := helloRaw(t, srv, "busy", 0)
+	raw := helloRawFixedWindow(t, srv, "busy")
 	first := goCall(context.Background(), srv.Broker, raw.id, execFor("t", `{}`))
 	id := raw.execute().GetRequestId()
 	// Executes larger than the window and the send quota: one of them waits in Send,
@@ -118,8 +119,8 @@ func TestSDKOversizedResultFailsOnlyItsCall(t *testing.T) {
 // A provider that keeps registering without reading leaves queued answers, not a
 // goroutine each, and once too many wait its stream ends.
 func TestRegistrationFloodIsBounded(t *testing.T) {
-	srv := brokertest.Start(t, brokertest.NewRegistrar(), broker.WithLimits(broker.Limits{SendTimeout: 4 * time.Second}))
-	raw := helloRaw(t, srv, "flood", 0)
+	srv := brokertest.Start(t, brokertest.NewRegistrar(), broker.WithLimits(broker.Limits{SendTimeout: time.Minute}))
+	raw := helloRawFixedWindow(t, srv, "flood")
 	for range 4 { // an execute stuck in Send holds the slot
 		goCall(context.Background(), srv.Broker, raw.id, execFor("t", bigArgs))
 	}
@@ -142,6 +143,9 @@ func TestRegistrationFloodIsBounded(t *testing.T) {
 	for i := range 3000 {
 		register(2001 + i)
 	}
+	// Read only once the stream has ended (its tools are removed): reading would let
+	// the queue drain.
+	srv.Registrar.WaitFor(t, "the stream to end", func() bool { return slices.Contains(srv.Registrar.Removed(), raw.id) })
 	err := raw.end()
 	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "messages wait to be sent") {
 		t.Errorf("stream ended with %v, want Unavailable naming the queued messages", err)
