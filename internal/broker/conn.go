@@ -45,8 +45,8 @@ type conn struct {
 	// sem is the one-slot send lock: gRPC allows one concurrent Send per stream. A
 	// channel rather than a mutex lets a waiter give up when its context ends.
 	sem        chan struct{}
-	sendClosed atomic.Bool // set by teardown; checked while holding sem
-	hasQueued  atomic.Bool // queued is non-empty
+	sendClosed atomic.Bool   // set by teardown; checked while holding sem
+	hasQueued  atomic.Bool   // queued is non-empty
 	posting    atomic.Bool   // a post goroutine is waiting for the slot (at most one)
 	overflow   chan struct{} // closed when the queue overflows: the provider is not reading
 	overflowed sync.Once
