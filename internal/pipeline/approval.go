@@ -44,6 +44,11 @@ func (s *snapshot) ask(ctx context.Context, e *tool.Exec, st *callState) (tool.R
 	switch {
 	case ctx.Err() != nil:
 		return failure(e, tool.CodeAbortedBeforeDispatch, msgCancelledBefore, ""), false
+	case expired || errors.Is(err, tool.ErrApprovalTimeout):
+		// Checked before the answer: an approval that comes once the wait has expired
+		// (an approver may return one it got just after its deadline) does not run the call.
+		return failure(e, tool.CodeApprovalTimeout,
+			fmt.Sprintf("approval timed out after %s", s.cfg.ApprovalTimeout), ""), false
 	case err == nil && d.Approved:
 		return tool.Result{}, true
 	case err == nil:
@@ -52,9 +57,6 @@ func (s *snapshot) ask(ctx context.Context, e *tool.Exec, st *callState) (tool.R
 			msg += ": " + d.Reason
 		}
 		return failure(e, tool.CodeApprovalDenied, msg, d.Reason), false
-	case errors.Is(err, tool.ErrApprovalTimeout), expired:
-		return failure(e, tool.CodeApprovalTimeout,
-			fmt.Sprintf("approval timed out after %s", s.cfg.ApprovalTimeout), ""), false
 	case errors.Is(err, tool.ErrApprovalUnavailable):
 		return failure(e, tool.CodeApprovalUnavailable, msgNoApprover, ""), false
 	default:

@@ -307,3 +307,20 @@ func TestGateStopsCallCancelledDuringPrepare(t *testing.T) {
 		t.Errorf("Run() = %+v with %d dispatches, want ABORTED_BEFORE_DISPATCH and none", r.Err, disp.count())
 	}
 }
+
+// An approval that an approver returns once the wait has expired (it got the answer
+// just after its deadline) does not run the call: the ask timed out.
+func TestLateApprovalDoesNotRun(t *testing.T) {
+	disp := returning(tool.Result{Content: "ok"})
+	p := pipeline.New(staticResolver(newTool("rm")), disp,
+		pipeline.WithConfig(pipeline.Config{ApprovalTimeout: 5 * time.Millisecond}),
+		pipeline.WithPreExecute(verdict(pipeline.Ask, "deletes files")))
+	e := newExec("rm", `{}`)
+	e.Approver = approverFunc(func(ctx context.Context, _ tool.ApprovalRequest) (tool.ApprovalDecision, error) {
+		<-ctx.Done()
+		return tool.ApprovalDecision{Approved: true}, nil
+	})
+	if r := p.Run(t.Context(), e); r.Code() != tool.CodeApprovalTimeout || disp.count() != 0 {
+		t.Errorf("Run() = code %q content %q, dispatched %d times; want APPROVAL_TIMEOUT and no dispatch", r.Code(), r.Content, disp.count())
+	}
+}

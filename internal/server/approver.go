@@ -61,6 +61,9 @@ func (a *streamApprover) Approve(ctx context.Context, req tool.ApprovalRequest) 
 	}
 	select {
 	case d := <-ch:
+		if err := ctx.Err(); err != nil {
+			return tool.ApprovalDecision{}, err // the answer came with the deadline: too late
+		}
 		return d, nil
 	case <-a.gone:
 		return tool.ApprovalDecision{}, tool.ErrApprovalUnavailable

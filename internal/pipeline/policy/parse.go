@@ -104,7 +104,13 @@ func (p *parser) rule(item *yaml.Node, rp string) (rule, bool) {
 	}
 	p.fields(item, rp, map[string]func(*yaml.Node, string){
 		"scope": globField(scopeGlob, &r.scope),
-		"tool":  globField(glob.Tool, &r.tool),
+		"tool": func(v *yaml.Node, path string) {
+			if v.Kind == yaml.ScalarNode && !isNull(v) && v.Value == "" { // no tool has that name
+				p.add(v, path, "must not be empty (\"*\" matches every tool)")
+				return
+			}
+			globField(glob.Tool, &r.tool)(v, path)
+		},
 		"when": func(v *yaml.Node, path string) {
 			r.where = fmt.Sprintf("%s:%d:%d: %s", p.source, v.Line, v.Column, path)
 			r.when = p.cel(v, path, cel.BoolType)

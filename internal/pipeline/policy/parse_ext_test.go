@@ -113,6 +113,10 @@ func TestParseErrors(t *testing.T) {
 			src:  "rules:\n  - tool: \"[bad\"\n    decision: deny\n",
 			want: `config.yaml:2:11: rules[0].tool: bad glob "[bad": syntax error in pattern`,
 		},
+		"empty tool glob": {
+			src:  "rules:\n  - tool: \"\"\n    decision: deny\n",
+			want: `config.yaml:2:11: rules[0].tool: must not be empty ("*" matches every tool)`,
+		},
 		"bad scope glob": {
 			src:  "rules:\n  - scope: \"agents/[\"\n    decision: deny\n",
 			want: `config.yaml:2:12: rules[0].scope: bad glob "agents/[": syntax error in pattern`,
