@@ -333,7 +333,14 @@ func (p *parser) number() (any, error) {
 			p.pos = i
 			return nil, p.unexpected("in exponent of numeric literal")
 		}
+		e := i
 		i = digits(d, i+1)
+		if exp, err := strconv.Atoi(string(d[e:i])); err != nil || exp > MaxExponent {
+			return nil, newError(ErrNumberRange, start, "exponent beyond ±"+strconv.Itoa(MaxExponent)+" in numeric literal")
+		}
+	}
+	if i-start > MaxNumberLen {
+		return nil, newError(ErrNumberRange, start, "numeric literal longer than "+strconv.Itoa(MaxNumberLen)+" bytes")
 	}
 	p.pos = i
 	if !p.build {

@@ -31,6 +31,7 @@ func TestDecodeAccepts(t *testing.T) {
 		"big number is lossless":  {in: `12345678901234567890123`, want: json.Number("12345678901234567890123")},
 		"precise float":           {in: `0.1000000000000000055511151231257827`, want: json.Number("0.1000000000000000055511151231257827")},
 		"exponent forms":          {in: `[1E5,1e+5,1e-5,0.5]`, want: []any{json.Number("1E5"), json.Number("1e+5"), json.Number("1e-5"), json.Number("0.5")}},
+		"float64 extremes":        {in: `[1.7976931348623157e308,5e-324,1e400,1e-400]`, want: []any{json.Number("1.7976931348623157e308"), json.Number("5e-324"), json.Number("1e400"), json.Number("1e-400")}},
 		"escapes":                 {in: `"a\"b\\c\/d\b\f\n\r\t"`, want: "a\"b\\c/d\b\f\n\r\t"},
 		"unicode escape":          {in: `"\u00e9\u4e2d"`, want: "é中"},
 		"surrogate pair":          {in: `"\ud83d\ude00"`, want: "😀"},
@@ -105,6 +106,11 @@ func TestDecodeRejects(t *testing.T) {
 		"NaN":                    {in: `NaN`, want: jsonx.ErrSyntax, offset: 0},
 		"bad literal":            {in: `nul`, want: jsonx.ErrSyntax, offset: 3},
 		"comment":                {in: `{} // x`, want: jsonx.ErrSyntax, offset: 3},
+		"huge exponent":          {in: `[1e999999]`, want: jsonx.ErrNumberRange, offset: 1, message: "jsonx: exponent beyond ±400 in numeric literal at offset 1"},
+		"huge negative exponent": {in: `[1E-401]`, want: jsonx.ErrNumberRange, offset: 1},
+		"exponent overflows int": {in: `1e99999999999999999999999`, want: jsonx.ErrNumberRange, offset: 0},
+		"long integer":           {in: `{"n":` + strings.Repeat("9", 129) + `}`, want: jsonx.ErrNumberRange, offset: 5},
+		"long zero-led exponent": {in: `1e` + strings.Repeat("0", 127) + `1`, want: jsonx.ErrNumberRange, offset: 0},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

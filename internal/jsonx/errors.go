@@ -17,6 +17,9 @@ var (
 	ErrInvalidUTF8 = errors.New("jsonx: invalid UTF-8")
 	// ErrTooLarge: the input is longer than [Limits.MaxBytes].
 	ErrTooLarge = errors.New("jsonx: input too large")
+	// ErrNumberRange: a number is longer than [MaxNumberLen] bytes or its exponent is
+	// beyond ±[MaxExponent] (no float64 needs either).
+	ErrNumberRange = errors.New("jsonx: number out of range")
 )
 
 // Error is a rejected input: where and why. Its message reads like

@@ -8,6 +8,14 @@ const (
 	hardMaxDepth = 10000
 )
 
+// Bounds on one number, whatever the limits. Schema validation computes with exact
+// rationals, whose cost grows with the digits and the exponent (1e999999 takes seconds,
+// a larger exponent makes the validator fail); no float64 needs more than these.
+const (
+	MaxNumberLen = 128
+	MaxExponent  = 400
+)
+
 // Limits bound one document. Zero fields take the defaults (1 MiB, depth 64).
 type Limits struct {
 	// MaxBytes is the largest accepted input, in bytes.

@@ -2,6 +2,7 @@ package registry_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -139,6 +140,25 @@ func TestValidateArgumentsLimits(t *testing.T) {
 			err := e.ValidateArguments([]byte(tc.args))
 			if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
 				t.Errorf("ValidateArguments(%s) = %v, want %v", tc.args, err, tc.want)
+			}
+		})
+	}
+}
+
+// Numbers no float64 needs are refused before the schema library sees them: it computes
+// with exact rationals, where 1e999999 costs seconds and a larger exponent made it panic.
+func TestValidateArgumentsNumberRange(t *testing.T) {
+	r := newRegistry(t)
+	for name, tc := range map[string]struct{ params, args string }{
+		"minimum":     {`{"type":"object","properties":{"n":{"type":"number","minimum":0}}}`, `{"n":1e9999999}`},
+		"integer":     {`{"type":"object","properties":{"n":{"type":"integer"}}}`, `{"n":1e999999}`},
+		"uniqueItems": {`{"type":"object","properties":{"a":{"type":"array","uniqueItems":true}}}`, `{"a":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,1e9999999]}`},
+		"long digits": {`{"type":"object","properties":{"n":{"type":"integer"}}}`, `{"n":` + strings.Repeat("7", 200) + `}`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := mustRegister(t, r, "", withParams("t_"+strings.ReplaceAll(name, " ", "_"), tc.params), "")
+			if err := e.ValidateArguments([]byte(tc.args)); !errors.Is(err, registry.ErrInvalidArguments) || !strings.Contains(err.Error(), "numeric literal") {
+				t.Errorf("ValidateArguments(%.60s…) = %v, want ErrInvalidArguments about the number", tc.args, err)
 			}
 		})
 	}
