@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"regexp/syntax"
 	"slices"
 	"strings"
 
@@ -37,7 +38,8 @@ const (
 // compileSchema parses raw as strict JSON and compiles it as a JSON Schema with every
 // loader disabled: draft 2020-12 unless "$schema" names another draft the library
 // embeds (draft-07, 2019-09, 06, 04). Patterns compile with Go's regexp (RE2), whose
-// matching is linear in the input, so no pattern can backtrack catastrophically; ECMA-262
+// matching is linear in the input, so no pattern can backtrack catastrophically (and
+// a pattern's size is bounded, see maxPatternSize); ECMA-262
 // features RE2 lacks (lookaround, backreferences) are rejected at registration.
 // With requireObject the root must declare "type": "object".
 func compileSchema(name string, raw []byte, kind schemaKind, requireObject bool, maxBytes int) (_ *schema, err error) {
@@ -116,11 +118,45 @@ func re2(pattern string) (jsonschema.Regexp, error) {
 	if len(pattern) > maxPatternBytes {
 		return nil, fmt.Errorf("pattern longer than %d bytes", maxPatternBytes)
 	}
+	parsed, err := syntax.Parse(pattern, syntax.Perl)
+	if err != nil {
+		return nil, err
+	}
+	if n := regexSize(parsed, maxPatternSize+1); n > maxPatternSize {
+		return nil, fmt.Errorf("pattern expands to more than %d regex instructions (counted repetitions multiply)", maxPatternSize)
+	}
 	re, err := regexp.Compile(pattern)
 	if err != nil {
 		return nil, err
 	}
 	return re2Regexp{re}, nil
+}
+
+// maxPatternSize bounds a pattern's compiled size. RE2 matches in time linear in the
+// input but proportional to the program too, and counted repetitions multiply it: a
+// few hundred bytes of ".{0,1000}" make a program that takes seconds per kilobyte of
+// argument, and seconds and hundreds of megabytes to compile.
+const maxPatternSize = 10000
+
+// regexSize estimates the instructions re compiles to, stopping once past limit.
+func regexSize(re *syntax.Regexp, limit int) int {
+	n := 1
+	for _, sub := range re.Sub {
+		if n += regexSize(sub, limit); n > limit {
+			return n
+		}
+	}
+	switch re.Op {
+	case syntax.OpLiteral:
+		n += len(re.Rune)
+	case syntax.OpRepeat:
+		times := re.Max
+		if times < 0 {
+			times = re.Min + 1
+		}
+		n *= max(times, 1)
+	}
+	return min(n, limit+1)
 }
 
 // schemaError turns a compiler error into a registration error; an outside reference

@@ -2,6 +2,7 @@ package registry_test
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -219,5 +220,23 @@ func TestOutputSchemaAnyRoot(t *testing.T) {
 	e := mustRegister(t, r, "", d, "")
 	if err := e.ValidateOutput([]byte(`"ok"`)); err != nil {
 		t.Errorf("ValidateOutput(\"ok\") = %v, want nil", err)
+	}
+}
+
+// A pattern whose counted repetitions multiply into a huge program is refused at
+// registration: RE2 is linear in the input but proportional to the program, and this one
+// took seconds per kilobyte of argument (and seconds to compile).
+func TestPatternSizeIsBounded(t *testing.T) {
+	r := newRegistry(t)
+	huge := strings.Repeat(".{0,1000}", 40) + "x"
+	_, err := r.Register("", withParams("huge", `{"type":"object","properties":{"s":{"type":"string","pattern":`+strconv.Quote(huge)+`}}}`), "p1")
+	if !errors.Is(err, registry.ErrInvalidSchema) || !strings.Contains(err.Error(), "/properties/s/pattern") {
+		t.Errorf("Register(pattern %.30s…) = %v, want ErrInvalidSchema naming the pattern", huge, err)
+	}
+	for _, ok := range []string{`^[a-z0-9_]{1,64}$`, `.{0,1000}`, `^(\+|-)?[0-9]{1,20}(\.[0-9]{1,10})?$`} {
+		if _, err := r.Register("", withParams("fine", `{"type":"object","properties":{"s":{"type":"string","pattern":`+strconv.Quote(ok)+`}}}`), "p1"); err != nil {
+			t.Errorf("Register(pattern %s) = %v, want it accepted", ok, err)
+		}
+		r.RemoveOwner("p1")
 	}
 }
