@@ -137,9 +137,9 @@ func (z *Authorizer) ForgetSession(sessionID string) { z.owners.forget(sessionID
 func (z *Authorizer) OwnedSessions() int { return z.owners.len() }
 
 // useSession checks, for Execute also claims, sessionID for an identity already allowed
-// action in scope. An operator of scope may use a session someone else owns.
+// action in scope. An operator of scope may use a session someone else owns when it
+// also operates where that session was claimed (see operates).
 func (z *Authorizer) useSession(ctx context.Context, name string, action Action, scope, sessionID string) error {
-	operator := z.allowedAs(name, RoleOperator, action, scope) // and see operates
 	var cur SessionOwner
 	if action == Execute {
 		var err error
@@ -156,7 +156,7 @@ func (z *Authorizer) useSession(ctx context.Context, name string, action Action,
 			return nil // resolving tools before the first batch is normal
 		}
 	}
-	if cur.Identity == name || (operator && z.operates(name, action, cur)) {
+	if cur.Identity == name || (z.allowedAs(name, RoleOperator, action, scope) && z.operates(name, action, cur)) {
 		return nil
 	}
 	return z.deny(&DeniedError{Identity: name, Action: action, Scope: scope, SessionID: sessionID, Why: "the session belongs to another identity"})

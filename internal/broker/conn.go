@@ -202,26 +202,20 @@ func (c *conn) cancel(id uint64, reason string) {
 // the loop to read what it is sending. A goroutine takes the slot, or gives up when the
 // stream ends; messages are rare (registration answers), so the goroutine is cheap.
 //
-// At most one such goroutine waits per stream: whoever holds the slot sends the whole
-// queue, so a provider that sends registrations without reading leaves queued answers
+// At most one such goroutine waits for the slot per stream: whoever holds it sends the
+// whole queue, so a provider that sends registrations without reading leaves queued answers
 // (up to maxQueued, see enqueue), not goroutines.
 func (c *conn) post(m *toolsdv1.ProviderServiceConnectResponse) {
 	if !c.enqueue(m) || !c.posting.CompareAndSwap(false, true) {
 		return
 	}
 	go func() {
-		for {
-			if !c.lockSend(c.ctx) {
-				c.posting.Store(false)
-				return
-			}
+		locked := c.lockSend(c.ctx)
+		// Cleared before the flush: a message queued from here on is either in the
+		// flush or posted by a new goroutine.
+		c.posting.Store(false)
+		if locked {
 			c.unlockSend()
-			c.posting.Store(false)
-			// A message queued after the flush whose post saw this goroutine still
-			// waiting would otherwise wait for the next sender.
-			if !c.hasQueued.Load() || !c.posting.CompareAndSwap(false, true) {
-				return
-			}
 		}
 	}()
 }
