@@ -154,11 +154,11 @@ func newEntry(scope string, def tool.Definition, owner string, o *options) (*Ent
 	if len(def.Parameters) == 0 {
 		return nil, fmt.Errorf("%w: tool %s parameters: a schema is required", ErrInvalidSchema, quoteName(def.Name))
 	}
-	if e.params, err = compileSchema(def.Name, e.def.Parameters, parametersSchema, true, lim.MaxSchemaBytes); err != nil {
+	if e.params, err = compileSchema(def.Name, e.def.Parameters, parametersSchema, true, schemaLimits{lim.MaxSchemaBytes, lim.Args.MaxDepth}); err != nil {
 		return nil, err
 	}
 	if len(def.OutputSchema) > 0 {
-		if e.output, err = compileSchema(def.Name, e.def.OutputSchema, outputSchema, false, lim.MaxSchemaBytes); err != nil {
+		if e.output, err = compileSchema(def.Name, e.def.OutputSchema, outputSchema, false, schemaLimits{lim.MaxSchemaBytes, lim.Output.MaxDepth}); err != nil {
 			return nil, err
 		}
 	}

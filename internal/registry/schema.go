@@ -42,7 +42,8 @@ const (
 // a pattern's size is bounded, see maxPatternSize); ECMA-262
 // features RE2 lacks (lookaround, backreferences) are rejected at registration.
 // With requireObject the root must declare "type": "object".
-func compileSchema(name string, raw []byte, kind schemaKind, requireObject bool, maxBytes int) (_ *schema, err error) {
+func compileSchema(name string, raw []byte, kind schemaKind, requireObject bool, lim schemaLimits) (_ *schema, err error) {
+	maxBytes := lim.maxBytes
 	where := "tool " + quoteName(name) + " " + string(kind)
 	if len(raw) > maxBytes {
 		return nil, fmt.Errorf("%w: %s is %d bytes, over the limit of %d", ErrLimit, where, len(raw), maxBytes)
@@ -77,8 +78,15 @@ func compileSchema(name string, raw []byte, kind schemaKind, requireObject bool,
 	if err != nil {
 		return nil, schemaError(where, doc, err)
 	}
+	if err := checkFanout(where, lib, lim.maxDepth); err != nil {
+		return nil, err
+	}
 	return &schema{lib: lib, shape: newShape(doc)}, nil
 }
+
+// schemaLimits bound a schema (maxBytes) and the documents it validates (maxDepth,
+// the deepest nesting the document's parser accepts).
+type schemaLimits struct{ maxBytes, maxDepth int }
 
 // countObjects counts the objects in v, stopping once it reaches stop.
 func countObjects(v any, stop int) int {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolsd/toolsd/internal/jsonx"
 	"github.com/toolsd/toolsd/internal/registry"
 	"github.com/toolsd/toolsd/internal/tool"
 )
@@ -61,17 +62,21 @@ func TestSchemaInternalReferences(t *testing.T) {
 			params: `{"type":"object","$defs":{"node":{"type":"object","properties":{"kids":{"type":"array","items":{"$ref":"#/$defs/node"}}}}},"properties":{"t":{"$ref":"#/$defs/node"}}}`,
 			valid:  `{"t":{"kids":[{"kids":[]},{}]}}`, wrong: `{"t":{"kids":[{"kids":[7]}]}}`, wantInWrong: "/t/kids/0/kids/0: expected object, got number",
 		},
-		"self cycle": {
-			params: `{"type":"object","$defs":{"a":{"$ref":"#/$defs/a"}},"properties":{"x":{"$ref":"#/$defs/a"}}}`,
-			valid:  `{"y":1}`, wrong: `{"x":1}`, wantInWrong: "reference cycle",
-		},
-		"mutual cycle": {
-			params: `{"type":"object","$defs":{"a":{"$ref":"#/$defs/b"},"b":{"$ref":"#/$defs/a"}},"properties":{"x":{"$ref":"#/$defs/a"}}}`,
-			valid:  `{}`, wrong: `{"x":true}`, wantInWrong: "reference cycle",
-		},
 		"root recursion": {
 			params: `{"type":"object","properties":{"child":{"$ref":"#"},"n":{"type":"integer"}}}`,
 			valid:  `{"child":{"child":{"n":1}}}`, wrong: `{"child":{"child":{"n":"x"}}}`, wantInWrong: "/child/child/n: expected integer, got string",
+		},
+		"binary tree": {
+			params: `{"type":"object","$defs":{"n":{"type":"object","properties":{"l":{"$ref":"#/$defs/n"},"r":{"$ref":"#/$defs/n"},"v":{"type":"integer"}}}},"properties":{"t":{"$ref":"#/$defs/n"}}}`,
+			valid:  `{"t":{"l":{"r":{"v":1}},"r":{}}}`, wrong: `{"t":{"l":{"r":{"v":"x"}}}}`, wantInWrong: "/t/l/r/v: expected integer, got string",
+		},
+		"named and other keys recurse": {
+			params: `{"type":"object","properties":{"child":{"$ref":"#"}},"patternProperties":{"^p":{"$ref":"#"}},"additionalProperties":{"$ref":"#"}}`,
+			valid:  `{"child":{"pa":{"z":{}}}}`, wrong: `{"child":{"pa":{"z":1}}}`, wantInWrong: "/child/pa/z: expected object, got number",
+		},
+		"dynamic tree": {
+			params: `{"$id":"https://example.com/tree","$dynamicAnchor":"node","type":"object","properties":{"kids":{"type":"array","items":{"$dynamicRef":"#node"}}}}`,
+			valid:  `{"kids":[{"kids":[]}]}`, wrong: `{"kids":[{"kids":[1]}]}`, wantInWrong: "/kids/0/kids/0: expected object, got number",
 		},
 		"embedded $id": {
 			params: `{"$id":"https://example.com/root.json","type":"object","$defs":{"item":{"$id":"item.json","type":"string"}},"properties":{"i":{"$ref":"item.json"}}}`,
@@ -239,4 +244,79 @@ func TestPatternSizeIsBounded(t *testing.T) {
 		}
 		r.RemoveOwner("p1")
 	}
+}
+
+// A schema that refers back to itself at the same place would fail every document that
+// reaches the place ("reference cycle"); it is refused at registration, naming the place.
+func TestSchemaReferenceCyclesRefused(t *testing.T) {
+	tests := map[string]struct{ params, pointer string }{
+		"self":      {params: `{"type":"object","$defs":{"a":{"$ref":"#/$defs/a"}},"properties":{"x":{"$ref":"#/$defs/a"}}}`, pointer: "#/$defs/a"},
+		"mutual":    {params: `{"type":"object","$defs":{"a":{"$ref":"#/$defs/b"},"b":{"$ref":"#/$defs/a"}},"properties":{"x":{"$ref":"#/$defs/a"}}}`, pointer: "#/$defs/a"},
+		"root":      {params: `{"type":"object","allOf":[{"$ref":"#"}]}`, pointer: "the root"},
+		"via anyOf": {params: `{"type":"object","properties":{"x":{"$ref":"#/$defs/a"}},"$defs":{"a":{"anyOf":[{"type":"string"},{"not":{"$ref":"#/$defs/a"}}]}}}`, pointer: "#/$defs/a"},
+		"via if":    {params: `{"type":"object","properties":{"x":{"$ref":"#/$defs/a"}},"$defs":{"a":{"if":{"$ref":"#/$defs/a"}}}}`, pointer: "#/$defs/a"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := newRegistry(t)
+			_, err := r.Register("", withParams("t", tc.params), "")
+			if !errors.Is(err, registry.ErrInvalidSchema) || !strings.Contains(err.Error(), tc.pointer+" refers back to itself") {
+				t.Errorf("Register(%s) = %v, want ErrInvalidSchema naming %s", tc.params, err, tc.pointer)
+			}
+			d := def("u")
+			d.OutputSchema = []byte(tc.params)
+			if _, err := r.Register("", d, ""); !errors.Is(err, registry.ErrInvalidSchema) {
+				t.Errorf("Register(output %s) = %v, want ErrInvalidSchema", tc.params, err)
+			}
+		})
+	}
+}
+
+// anyOfChain is a schema whose $defs a0…a(n-1) each apply the next one twice, so that
+// 2^(n+1)-1 subschemas apply where a0 is used.
+func anyOfChain(n int) string {
+	var b strings.Builder
+	b.WriteString(`{"type":"object","properties":{"x":{"$ref":"#/$defs/a0"}},"$defs":{`)
+	for i := range n {
+		next := `{"$ref":"#/$defs/a` + strconv.Itoa(i+1) + `"}`
+		b.WriteString(`"a` + strconv.Itoa(i) + `":{"anyOf":[` + next + `,` + next + `]},`)
+	}
+	b.WriteString(`"a` + strconv.Itoa(n) + `":{"type":"integer"}}}`)
+	return b.String()
+}
+
+// References and combinators that multiply the subschemas applied at one place are
+// refused: a chain of anyOf pairs doubles the work at each link, and a definition that
+// applies itself twice one level down doubles it at each level of the document. Before
+// this check, each schema below was accepted and one call's validation of a small
+// document took time exponential in the chain's length or the document's depth.
+func TestSchemaFanoutIsBounded(t *testing.T) {
+	refused := map[string]struct{ params, where string }{
+		"anyOf chain":                 {params: anyOfChain(9), where: "at #/$defs/a"},
+		"allOf of $defs":              {params: `{"type":"object","allOf":[` + strings.Repeat(`{"$ref":"#/$defs/w"},`, 30) + `{}],"$defs":{"w":{"allOf":[` + strings.Repeat(`{"$ref":"#/$defs/v"},`, 30) + `{}]},"v":{}}}`, where: "at the root"},
+		"doubling per level":          {params: `{"type":"object","properties":{"x":{"anyOf":[{"$ref":"#"},{"$ref":"#"}]}}}`, where: "levels below the root"},
+		"doubling per item":           {params: `{"type":"object","properties":{"l":{"$ref":"#/$defs/l"}},"$defs":{"l":{"type":"array","items":{"oneOf":[{"$ref":"#/$defs/l"},{"$ref":"#/$defs/l"}]}}}}`, where: "levels below the root"},
+		"doubling through additional": {params: `{"type":"object","additionalProperties":{"allOf":[{"$ref":"#"},{"$ref":"#"}]}}`, where: "levels below the root"},
+	}
+	for name, tc := range refused {
+		t.Run(name, func(t *testing.T) {
+			r := newRegistry(t)
+			_, err := r.Register("", withParams("t", tc.params), "")
+			if !errors.Is(err, registry.ErrLimit) || !strings.Contains(err.Error(), tc.where) || !strings.Contains(err.Error(), "the limit is 500") {
+				t.Errorf("Register(%.80s…) = %v, want ErrLimit naming %q", tc.params, err, tc.where)
+			}
+		})
+	}
+	// Under the limit: 253 subschemas where a0 applies, accepted and validating.
+	r := newRegistry(t)
+	e := mustRegister(t, r, "", withParams("t", anyOfChain(6)), "")
+	if err := e.ValidateArguments([]byte(`{"x":1}`)); err != nil {
+		t.Errorf("ValidateArguments(chain of 6) = %v, want nil", err)
+	}
+	if err := e.ValidateArguments([]byte(`{"x":"no"}`)); !errors.Is(err, registry.ErrInvalidArguments) {
+		t.Errorf("ValidateArguments(chain of 6, wrong) = %v, want ErrInvalidArguments", err)
+	}
+	// A definition that doubles per level is fine when documents cannot nest that deep.
+	shallow := newRegistry(t, registry.WithLimits(registry.Limits{Args: jsonx.Limits{MaxDepth: 4}}))
+	mustRegister(t, shallow, "", withParams("t", `{"type":"object","properties":{"x":{"anyOf":[{"$ref":"#"},{"$ref":"#"}]}}}`), "")
 }

@@ -8,7 +8,7 @@ import (
 
 func compileForTest(t testing.TB, raw string) *schema {
 	t.Helper()
-	s, err := compileSchema("t", []byte(raw), parametersSchema, false, 1<<16)
+	s, err := compileSchema("t", []byte(raw), parametersSchema, false, schemaLimits{1 << 16, 64})
 	if err != nil {
 		t.Fatalf("compileSchema(%s) = %v", raw, err)
 	}
@@ -115,7 +115,7 @@ func FuzzShapeAgreesWithLibrary(f *testing.F) {
 		f.Add(seed[0], seed[1])
 	}
 	f.Fuzz(func(t *testing.T, rawSchema, doc string) {
-		sch, err := compileSchema("t", []byte(rawSchema), parametersSchema, false, 1<<16)
+		sch, err := compileSchema("t", []byte(rawSchema), parametersSchema, false, schemaLimits{1 << 16, 64})
 		if err != nil || sch.shape == nil {
 			return
 		}

@@ -1,0 +1,431 @@
+package registry
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// MaxSchemaFanout bounds how many subschemas validation may apply at one place of a
+// document. References and combinators multiply: a chain of anyOf pairs of $refs doubles
+// the work at every link, and a recursive definition that refers to itself twice per
+// property doubles it at every level of nesting, so a schema of a few hundred bytes can
+// make one call's validation run for hours. The JSON object count bounds a schema's
+// size, not this.
+const MaxSchemaFanout = 500
+
+// maxFanoutSteps bounds the analysis itself, so that a schema built to make it slow is
+// refused rather than analysed for long.
+const maxFanoutSteps = 5_000_000
+
+// checkFanout refuses a compiled schema that applies more than MaxSchemaFanout
+// subschemas at any one place of a document at most maxDepth deep, or that refers back
+// to itself without descending into a property or an item (validation would loop: the
+// library fails every document that reaches such a place).
+//
+// The count is an upper bound: every branch of a combinator and of if/then/else is
+// counted as applied, and a key's subschemas are counted across every subschema
+// applied at its object, each maximised on its own.
+func checkFanout(where string, root *jsonschema.Schema, maxDepth int) error {
+	g := &fanout{where: where, node: map[*jsonschema.Schema]*fanNode{}}
+	g.collect(root)
+	for _, n := range g.order {
+		if err := g.closure(n); err != nil {
+			return err
+		}
+	}
+	g.node[root].head = true
+	for _, n := range g.order {
+		forBelow(n.s, func(c *jsonschema.Schema) { g.node[c].head = true })
+	}
+	for _, n := range g.order {
+		if n.head {
+			g.expand(n)
+		}
+	}
+	return g.depths(g.node[root], maxDepth)
+}
+
+// fanout is the graph of a compiled schema's subschemas.
+type fanout struct {
+	where string // the schema, for messages
+	node  map[*jsonschema.Schema]*fanNode
+	order []*fanNode
+	// dynamic: the subschemas declaring each $dynamicAnchor; recursive: those with
+	// "$recursiveAnchor": true. A dynamic reference may resolve to any of them.
+	dynamic   map[string][]*jsonschema.Schema
+	recursive []*jsonschema.Schema
+	steps     int
+}
+
+// fanNode is one subschema: the subschemas it applies at its own place (references,
+// combinators, conditionals, dependent schemas) and those it applies one level down.
+type fanNode struct {
+	s    *jsonschema.Schema
+	here []*jsonschema.Schema
+	// alts: where a $dynamicRef or $recursiveRef may resolve (its static target and
+	// every subschema with the matching anchor); one of them applies.
+	alts  []*jsonschema.Schema
+	state uint8 // closure: 0 not visited, 1 on the stack, 2 done
+	total int   // how many subschemas apply at this node's place, itself included
+	// head: the node is entered from one level up (or is the root); applied lists the
+	// subschemas applied at its place (the closure of here) for heads only.
+	head    bool
+	applied []applied
+	// prev and cur: the most subschemas applied at one place d levels below this one.
+	prev, cur int
+}
+
+type applied struct {
+	n     *fanNode
+	times int
+}
+
+func (g *fanout) collect(root *jsonschema.Schema) {
+	var staticRefs func(*jsonschema.Schema)
+	staticRefs = func(s *jsonschema.Schema) {
+		if s == nil || g.node[s] != nil {
+			return
+		}
+		n := &fanNode{s: s}
+		g.node[s] = n
+		g.order = append(g.order, n)
+		if s.DynamicAnchor != "" {
+			if g.dynamic == nil {
+				g.dynamic = map[string][]*jsonschema.Schema{}
+			}
+			g.dynamic[s.DynamicAnchor] = append(g.dynamic[s.DynamicAnchor], s)
+		}
+		if s.RecursiveAnchor {
+			g.recursive = append(g.recursive, s)
+		}
+		for _, c := range here(s) {
+			staticRefs(c)
+		}
+		staticRefs(s.RecursiveRef)
+		if s.DynamicRef != nil {
+			staticRefs(s.DynamicRef.Ref)
+		}
+		forBelow(s, func(c *jsonschema.Schema) { staticRefs(c) })
+	}
+	staticRefs(root)
+	for _, n := range g.order {
+		n.here = here(n.s)
+		if d := n.s.DynamicRef; d != nil {
+			n.alts = append(n.alts, d.Ref)
+			if d.Anchor != "" {
+				n.alts = append(n.alts, g.dynamic[d.Anchor]...)
+			}
+		}
+		if r := n.s.RecursiveRef; r != nil {
+			n.alts = append(n.alts, r)
+			n.alts = append(n.alts, g.recursive...)
+		}
+		slices.SortFunc(n.alts, func(a, b *jsonschema.Schema) int { return strings.Compare(a.Location, b.Location) })
+		n.alts = slices.Compact(n.alts)
+	}
+}
+
+// here lists the subschemas s applies at its own place, except dynamic references.
+func here(s *jsonschema.Schema) []*jsonschema.Schema {
+	var out []*jsonschema.Schema
+	add := func(c *jsonschema.Schema) {
+		if c != nil {
+			out = append(out, c)
+		}
+	}
+	add(s.Ref)
+	add(s.Not)
+	add(s.If)
+	add(s.Then)
+	add(s.Else)
+	out = append(out, s.AllOf...)
+	out = append(out, s.AnyOf...)
+	out = append(out, s.OneOf...)
+	for _, k := range sortedKeys(s.DependentSchemas) {
+		add(s.DependentSchemas[k])
+	}
+	for _, k := range sortedKeys(s.Dependencies) {
+		if c, ok := s.Dependencies[k].(*jsonschema.Schema); ok {
+			add(c)
+		}
+	}
+	return out
+}
+
+// forBelow calls f with every subschema s applies one level down (to a property, an
+// item, a property name or a string's decoded content).
+func forBelow(s *jsonschema.Schema, f func(*jsonschema.Schema)) {
+	each := func(cs ...*jsonschema.Schema) {
+		for _, c := range cs {
+			if c != nil {
+				f(c)
+			}
+		}
+	}
+	for _, k := range sortedKeys(s.Properties) {
+		f(s.Properties[k])
+	}
+	for _, c := range s.PatternProperties {
+		f(c)
+	}
+	a, _ := s.AdditionalProperties.(*jsonschema.Schema)
+	each(a, s.PropertyNames, s.UnevaluatedProperties, s.Contains, s.UnevaluatedItems, s.Items2020, s.ContentSchema)
+	each(s.PrefixItems...)
+	switch items := s.Items.(type) {
+	case *jsonschema.Schema:
+		f(items)
+	case []*jsonschema.Schema:
+		each(items...)
+	}
+	ai, _ := s.AdditionalItems.(*jsonschema.Schema)
+	each(ai)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// closure checks that n's references end (no cycle at one place) and counts the
+// subschemas applied at n's place, refusing more than MaxSchemaFanout.
+func (g *fanout) closure(n *fanNode) error {
+	switch n.state {
+	case 1:
+		return fmt.Errorf(`%w: %s: %s refers back to itself without descending into a property or an item (a $ref cycle): validation would never end`,
+			ErrInvalidSchema, g.where, schemaPointer(n.s))
+	case 2:
+		return nil
+	}
+	n.state = 1
+	n.total = 1
+	for _, c := range n.here {
+		cn := g.node[c]
+		if err := g.closure(cn); err != nil {
+			return err
+		}
+		n.total = capped(n.total + cn.total)
+	}
+	alt := 0
+	for _, c := range n.alts {
+		cn := g.node[c]
+		if err := g.closure(cn); err != nil {
+			return err
+		}
+		alt = max(alt, cn.total)
+	}
+	n.total = capped(n.total + alt)
+	if n.total > MaxSchemaFanout {
+		return g.fanoutError(n.s, n.total, 0)
+	}
+	n.state = 2
+	return nil
+}
+
+// expand lists the subschemas applied at n's place (n's closure) with how many times
+// each is applied. Of a dynamic reference's targets, each subschema counts as often as
+// the target applying it most often does.
+func (g *fanout) expand(n *fanNode) {
+	times := g.applying(n)
+	n.applied = make([]applied, 0, len(times))
+	for m, k := range times {
+		n.applied = append(n.applied, applied{m, k})
+	}
+}
+
+func (g *fanout) applying(n *fanNode) map[*fanNode]int {
+	times := map[*fanNode]int{n: 1}
+	for _, c := range n.here {
+		for m, k := range g.applying(g.node[c]) {
+			g.steps++
+			times[m] = capped(times[m] + k)
+		}
+	}
+	if len(n.alts) > 0 {
+		most := map[*fanNode]int{}
+		for _, c := range n.alts {
+			for m, k := range g.applying(g.node[c]) {
+				g.steps++
+				most[m] = max(most[m], k)
+			}
+		}
+		for m, k := range most {
+			times[m] = capped(times[m] + k)
+		}
+	}
+	return times
+}
+
+// depths follows the document's levels from root down to maxDepth, keeping for each
+// subschema the most subschemas applied at one place that many levels below it, and
+// refuses the schema once that passes MaxSchemaFanout at the root. It stops early when
+// no place is that deep or the counts stop changing (the schema's recursion, if any,
+// does not multiply).
+func (g *fanout) depths(root *fanNode, maxDepth int) error {
+	for _, n := range g.order {
+		n.prev = n.total
+	}
+	for d := 1; d <= maxDepth; d++ {
+		changed := false
+		for _, n := range g.order {
+			if !n.head {
+				continue
+			}
+			n.cur = g.below(n)
+			if n.cur != n.prev {
+				changed = true
+			}
+			if g.steps > maxFanoutSteps {
+				return fmt.Errorf("%w: %s: its references and combinators are too entangled to check", ErrLimit, g.where)
+			}
+		}
+		if root.cur > MaxSchemaFanout {
+			return g.fanoutError(root.s, root.cur, d)
+		}
+		for _, n := range g.order {
+			n.prev = n.cur
+		}
+		if !changed || root.cur == 0 {
+			return nil
+		}
+	}
+	return nil
+}
+
+// below is the most subschemas applied at one place one level below n's place: over
+// every property name, item index and key string, the sum over the subschemas applied
+// at n's place of what each applies there (from prev).
+func (g *fanout) below(n *fanNode) int {
+	prev := func(c *jsonschema.Schema) int {
+		if c == nil {
+			return 0
+		}
+		return g.node[c].prev
+	}
+	sum := func(cs ...*jsonschema.Schema) int {
+		t := 0
+		for _, c := range cs {
+			t = capped(t + prev(c))
+		}
+		return t
+	}
+	// Labels: every named property, every prefix index, and "any other key", "any
+	// other index", a key as a string, decoded content.
+	var names []string
+	prefix := 0
+	for _, a := range n.applied {
+		m := a.n
+		for k := range m.s.Properties {
+			names = append(names, k)
+		}
+		prefix = max(prefix, len(m.s.PrefixItems))
+		if items, ok := m.s.Items.([]*jsonschema.Schema); ok {
+			prefix = max(prefix, len(items))
+		}
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+	best := 0
+	atKey := func(name string, named bool) int {
+		t := 0
+		for _, a := range n.applied {
+			g.steps++
+			s, times := a.n.s, a.times
+			add, _ := s.AdditionalProperties.(*jsonschema.Schema)
+			v := sum(s.UnevaluatedProperties)
+			if c, ok := s.Properties[name]; named && ok {
+				v = capped(v + prev(c))
+			} else {
+				matched, patterns := 0, 0
+				for re, c := range s.PatternProperties {
+					patterns = capped(patterns + prev(c))
+					if named && re.MatchString(name) {
+						matched = capped(matched + prev(c))
+					}
+				}
+				switch {
+				case named && matched > 0:
+					v = capped(v + matched)
+				case named && len(s.PatternProperties) > 0 && matched == 0:
+					v = capped(v + prev(add))
+				default:
+					// An unnamed key matches some patterns or none.
+					v = capped(v + max(patterns, prev(add)))
+				}
+			}
+			t = capped(t + capped(v*times))
+		}
+		return t
+	}
+	for _, name := range names {
+		best = max(best, atKey(name, true))
+	}
+	best = max(best, atKey("", false))
+	atIndex := func(i int) int {
+		t := 0
+		for _, a := range n.applied {
+			g.steps++
+			s, times := a.n.s, a.times
+			v := sum(s.Contains, s.UnevaluatedItems)
+			switch items := s.Items.(type) {
+			case *jsonschema.Schema:
+				v = capped(v + prev(items))
+			case []*jsonschema.Schema:
+				if i < len(items) {
+					v = capped(v + prev(items[i]))
+				} else if ai, ok := s.AdditionalItems.(*jsonschema.Schema); ok {
+					v = capped(v + prev(ai))
+				}
+			}
+			if i < len(s.PrefixItems) {
+				v = capped(v + prev(s.PrefixItems[i]))
+			} else {
+				v = capped(v + prev(s.Items2020))
+			}
+			t = capped(t + capped(v*times))
+		}
+		return t
+	}
+	for i := 0; i <= prefix; i++ { // i == prefix: every later index
+		best = max(best, atIndex(i))
+	}
+	keyString, content := 0, 0
+	for _, a := range n.applied {
+		keyString = capped(keyString + capped(prev(a.n.s.PropertyNames)*a.times))
+		content = capped(content + capped(prev(a.n.s.ContentSchema)*a.times))
+	}
+	return max(best, keyString, content)
+}
+
+// capped saturates counts just past the limit, so that sums and products of them
+// never overflow.
+func capped(n int) int { return min(n, MaxSchemaFanout+1) }
+
+func (g *fanout) fanoutError(s *jsonschema.Schema, n, depth int) error {
+	where := "at " + schemaPointer(s)
+	if depth > 0 {
+		where = fmt.Sprintf("%d levels below %s", depth, schemaPointer(s))
+	}
+	more := ""
+	if n > MaxSchemaFanout {
+		more = "more than "
+		n = MaxSchemaFanout
+	}
+	return fmt.Errorf("%w: %s: validation would apply %s%d subschemas at one place %s (references and anyOf/allOf/oneOf branches multiply); the limit is %d",
+		ErrLimit, g.where, more, n, where, MaxSchemaFanout)
+}
+
+// schemaPointer is a subschema's location in the submitted document, as "#/$defs/a".
+func schemaPointer(s *jsonschema.Schema) string {
+	loc := strings.TrimPrefix(s.Location, schemaBase)
+	if loc == "" || loc == "#" {
+		return "the root"
+	}
+	return loc
+}
