@@ -11,6 +11,8 @@ import (
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
+
+	"github.com/toolsd/toolsd/internal/celx"
 )
 
 // ModelSelection is the provider, model and reasoning effort a step runs with.
@@ -66,6 +68,7 @@ var celEnv = sync.OnceValues(func() (*cel.Env, error) {
 			[]*cel.Type{cel.StringType}, cel.BoolType, cel.LateFunctionBinding())),
 		cel.Function(fnSucceeded, cel.Overload("session_succeeded_string",
 			[]*cel.Type{cel.StringType}, cel.BoolType, cel.LateFunctionBinding())),
+		celx.BoundedRegex(),
 	)
 })
 

@@ -3,6 +3,7 @@ package registry_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -25,6 +26,9 @@ func TestConditionCompileErrors(t *testing.T) {
 		"type mismatch":      {cond: `turn == "1"`, want: "1:6: found no matching overload for '_==_'"},
 		"unknown function":   {cond: `session.forget("x")`, want: "1:15: undeclared reference to 'forget'"},
 		"no writes possible": {cond: `scope = "x"`, want: "1:7: "},
+		"computed pattern":   {cond: `scope.matches(model.model)`, want: "1:20: the pattern of matches must be a string literal"},
+		"computed pattern 2": {cond: `matches(scope, "^" + model.model)`, want: "1:20: the pattern of matches must be a string literal"},
+		"huge pattern":       {cond: `scope.matches("` + strings.Repeat(`.{0,1000}`, 20) + `")`, want: "exceeds"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -37,6 +41,16 @@ func TestConditionCompileErrors(t *testing.T) {
 				t.Errorf("Register(condition %q) = %q, want it to contain %q", tc.cond, err, tc.want)
 			}
 		})
+	}
+}
+
+// Literal patterns are what conditions may match with, either call form.
+func TestConditionLiteralPatterns(t *testing.T) {
+	r := newRegistry(t)
+	for i, cond := range []string{`scope.matches("^agents/")`, `matches(model.model, "^claude-")`} {
+		if _, err := r.Register("", withCondition("t"+strconv.Itoa(i), cond), ""); err != nil {
+			t.Errorf("Register(condition %q) = %v, want it accepted", cond, err)
+		}
 	}
 }
 

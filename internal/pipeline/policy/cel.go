@@ -8,6 +8,7 @@ import (
 
 	"cel.dev/cel-go/cel"
 
+	"github.com/toolsd/toolsd/internal/celx"
 	"github.com/toolsd/toolsd/internal/tool"
 )
 
@@ -20,6 +21,7 @@ var celEnv = sync.OnceValues(func() (*cel.Env, error) {
 		cel.Variable("args", cel.MapType(cel.StringType, cel.DynType)),
 		cel.Variable("scope", cel.StringType),
 		cel.Variable("tool", cel.StringType),
+		celx.BoundedRegex(),
 	)
 })
 

@@ -133,6 +133,10 @@ func TestParseErrors(t *testing.T) {
 			src:  "rules:\n  - when: 'user == \"bob\"'\n    decision: deny\n",
 			want: "config.yaml:2:11: rules[0].when: ERROR: <input>:1:1: undeclared reference to 'user'…",
 		},
+		"CEL pattern from the arguments": {
+			src:  "rules:\n  - when: 'args.text.matches(args.re)'\n    decision: deny\n",
+			want: "config.yaml:2:11: rules[0].when: ERROR: <input>:1:23: the pattern of matches must be a string literal…",
+		},
 		"unknown decision": {
 			src:  "rules:\n  - decision: perhaps\n",
 			want: `config.yaml:2:15: rules[0].decision: unknown decision "perhaps" (want allow, deny or ask)`,
