@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -205,6 +206,7 @@ func (a *App) build(pol *policy.Set) error {
 			MaxToolsPerRegister:    c.Limits.MaxToolsPerProvider,
 			MaxResultBytes:         int(c.Limits.MaxResultBytes),
 			SendTimeout:            c.Limits.WriteTimeout.D(),
+			CancelGrace:            cmp.Or(c.Limits.CancelGrace.D(), -1), // 0: do not wait
 		}),
 	)
 	a.broker = broker.New(registrar{a.reg}, brokerOpts...)
@@ -408,7 +410,8 @@ func (a *App) shutdown() error {
 	if err := a.srv.WaitIdle(ctx); err != nil {
 		a.log.Warn("shutdown deadline reached; aborting running batches", zap.Int("batches", a.srv.Running()))
 		a.srv.AbortRunning()
-		grace, cancelGrace := context.WithTimeout(context.Background(), 5*time.Second)
+		// Aborted calls wait up to cancel_grace for their providers to stop the tools.
+		grace, cancelGrace := context.WithTimeout(context.Background(), a.cfg.Limits.CancelGrace.D()+5*time.Second)
 		_ = a.srv.WaitIdle(grace)
 		cancelGrace()
 	}
@@ -433,6 +436,14 @@ func (a *App) shutdown() error {
 		_ = a.admin.Shutdown(actx)
 		acancel()
 	}
+	// A batch that outlived the grace above (its committer blocked writing to a client
+	// that stopped reading) ends now that its stream is gone; its results are logged
+	// before the store closes.
+	idle, cancelIdle := context.WithTimeout(context.Background(), 5*time.Second)
+	if err := a.srv.WaitIdle(idle); err != nil {
+		a.log.Warn("closing the session store under running batches", zap.Int("batches", a.srv.Running()))
+	}
+	cancelIdle()
 	tctx, tcancel := context.WithTimeout(context.Background(), 5*time.Second)
 	if err := a.tracing.Shutdown(tctx); err != nil {
 		a.log.Warn("flushing traces", zap.Error(err))

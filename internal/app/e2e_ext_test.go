@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -335,5 +336,37 @@ policy:
 	}
 	if got := out.results[1].GetError().GetCode(); got != "PROVIDER_GONE" {
 		t.Errorf("non-idempotent call code = %q, want PROVIDER_GONE (never retried)", got)
+	}
+}
+
+// Cancellation is quiescent: a call that timed out still holds the batch's barrier
+// until its tool has stopped, so an exclusive call after it runs alone.
+func TestExclusiveWaitsForATimedOutCallToStop(t *testing.T) {
+	e := start(t, `
+policy:
+  tools:
+    lingers: {timeout: 100ms}
+`)
+	var active, overlap atomic.Int64
+	lingers := provider.NewTool("lingers", "Cleans up slowly after a cancel.", func(ctx context.Context, _ provider.Call, _ blockArgs) (string, error) {
+		active.Add(1)
+		defer active.Add(-1)
+		<-ctx.Done()
+		time.Sleep(300 * time.Millisecond) // clean-up still touching shared state
+		return "", ctx.Err()
+	})
+	solo := provider.NewTool("solo", "Must run alone.", func(context.Context, provider.Call, blockArgs) (string, error) {
+		overlap.Store(active.Load())
+		return "ok", nil
+	}, provider.Exclusive())
+	runProvider(t, e.app.Addr(), lingers, solo)
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-barrier", Calls: []*toolsdv1.ToolCall{
+		call("c0", "lingers", `{"label":"a"}`), call("c1", "solo", `{"label":"b"}`),
+	}}, batchOptions{})
+	if got, want := resultCodes(out.results), []string{"TOOL_TIMEOUT", ""}; !slices.Equal(got, want) {
+		t.Errorf("codes = %q, want %q", got, want)
+	}
+	if n := overlap.Load(); n != 0 {
+		t.Errorf("the exclusive call ran while %d other call(s) of its batch were still running", n)
 	}
 }

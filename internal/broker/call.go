@@ -5,6 +5,8 @@ import (
 	"math"
 	"strconv"
 	"sync"
+	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -21,6 +23,9 @@ type pendingCall struct {
 	progress func(tool.Progress)
 	callID   string
 	index    int
+	// cancelled: toolsd told the provider to cancel the call (set before the cancel is
+	// sent, read by the receive loop that takes the call's result).
+	cancelled atomic.Bool
 }
 
 var pendingPool = sync.Pool{New: func() any { return &pendingCall{done: make(chan tool.Result, 1)} }}
@@ -34,6 +39,7 @@ func newPending(e *tool.Exec) *pendingCall {
 // release recycles p; its done channel must be empty and nobody may hold it.
 func (p *pendingCall) release() {
 	p.progress, p.callID = nil, ""
+	p.cancelled.Store(false)
 	pendingPool.Put(p)
 }
 
@@ -47,8 +53,10 @@ func (p *pendingCall) await() tool.Result {
 // Call sends one call to providerID's stream and waits for its result, ctx's end, or
 // the provider's disconnect. It never returns an error: every failure is an error
 // result (PROVIDER_UNAVAILABLE, PROVIDER_OVERLOADED, PROVIDER_GONE, ABORTED, …). When
-// ctx ends first, the provider is told to cancel and the call returns ABORTED; a
-// pipeline whose own deadline fired turns that into TOOL_TIMEOUT. attempt is 1 for the
+// ctx ends first, the provider is told to cancel and the call waits, up to the cancel
+// grace, for the provider's answer: its failure is kept, anything else (a success, the
+// provider's report that the tool stopped, no answer in time) is ABORTED; a pipeline
+// whose own deadline fired turns those into TOOL_TIMEOUT. attempt is 1 for the
 // first try. e.Progress, when set, is called on the stream's receive goroutine and must
 // not block.
 func (b *Broker) Call(ctx context.Context, providerID string, e *tool.Exec, attempt int) tool.Result {
@@ -116,15 +124,44 @@ func (c *conn) notSent(ctx context.Context, p *pendingCall, id uint64, providerI
 		"provider "+providerID+": "+err.Error())
 }
 
-// abandon ends a call whose context ended while it waited for its result.
+// abandon ends a call whose context ended while it waited for its result. The call
+// stays pending (holding its in-flight slot) until the provider answers the cancel or
+// the grace ends: until then the tool may still be running, and the batch's barrier
+// and settle must not pass it.
 //
 //go:noinline
 func (c *conn) abandon(ctx context.Context, p *pendingCall, id uint64) tool.Result {
+	select {
+	case r := <-p.done: // the result raced the context's end: it is the call's
+		p.release()
+		return r
+	default:
+	}
+	p.cancelled.Store(true)
+	c.cancel(id, validUTF8(context.Cause(ctx).Error()))
+	if grace := c.b.limits.CancelGrace; grace > 0 {
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case r := <-p.done:
+			p.release()
+			return cancelledResult(r)
+		case <-t.C:
+		}
+	}
 	if !c.forget(id) {
-		return p.await() // the result or the disconnect won the race; keep it
+		return cancelledResult(p.await()) // the answer or the disconnect won the race
 	}
 	p.release()
-	c.cancel(id, validUTF8(context.Cause(ctx).Error()))
+	return aborted()
+}
+
+// cancelledResult is what a cancelled call's answer counts as: a failure stays (it is
+// more specific than the cancel), anything else is ABORTED.
+func cancelledResult(r tool.Result) tool.Result {
+	if r.IsError || r.Err != nil {
+		return r
+	}
 	return aborted()
 }
 

@@ -376,3 +376,96 @@ func providerInfo(tb testing.TB, b *broker.Broker, id string) broker.ProviderInf
 	tb.Fatalf("Providers() lacks %q", id)
 	return broker.ProviderInfo{}
 }
+
+// A cancelled call keeps waiting for the provider's answer, and its in-flight slot, until
+// the tool has stopped: the answer's failure is kept, a success or the provider's report
+// that the tool stopped is ABORTED.
+func TestCancelledCallWaitsForTheProvider(t *testing.T) {
+	srv := brokertest.Start(t, brokertest.NewRegistrar(),
+		broker.WithLimits(broker.Limits{MaxInFlightPerProvider: 1, CancelGrace: time.Hour}))
+	r := helloRaw(t, srv, "raw", 0)
+	for name, tc := range map[string]struct {
+		answer   *toolsdv1.ExecuteResult
+		code     tool.Code
+		message  string
+		stillRun bool
+	}{
+		"own failure kept": {answer: &toolsdv1.ExecuteResult{IsError: true, ErrorMessage: []byte("disk full")}, code: tool.CodeToolError, message: "disk full"},
+		"success aborted":  {answer: &toolsdv1.ExecuteResult{Content: []byte("done anyway")}, code: tool.CodeAborted, message: "call was cancelled"},
+		"stopped":          {answer: &toolsdv1.ExecuteResult{IsError: true, ErrorMessage: []byte("context canceled"), Cancelled: true}, code: tool.CodeAborted, message: "call was cancelled"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			call := goCall(ctx, srv.Broker, r.id, execFor("t", "{}"))
+			id := r.execute().GetRequestId()
+			cancel()
+			if c := r.next().GetCancel(); c.GetRequestId() != id {
+				t.Fatalf("got %v, want the cancel of request %d", c, id)
+			}
+			// The tool may still be running: the call holds its slot and has no result.
+			if got := srv.Broker.Call(t.Context(), r.id, execFor("t", "{}"), 1); got.Code() != tool.CodeProviderOverloaded {
+				t.Errorf("second Call() while the cancelled one runs = %q, want PROVIDER_OVERLOADED", got.Code())
+			}
+			select {
+			case res := <-call:
+				t.Fatalf("cancelled Call() returned %+v before the provider answered", res)
+			default:
+			}
+			tc.answer.RequestId = id
+			r.result(tc.answer)
+			if res := awaitResult(t, call); res.Code() != tc.code || res.Err.Message != tc.message {
+				t.Errorf("Call() = %+v, want %s: %s", res, tc.code, tc.message)
+			}
+		})
+	}
+}
+
+// Without an answer, a cancelled call ends after the grace, frees its slot, and a later
+// answer is stale.
+func TestCancelGraceEnds(t *testing.T) {
+	obs := newRecorder()
+	srv := brokertest.Start(t, brokertest.NewRegistrar(), broker.WithObserver(obs),
+		broker.WithLimits(broker.Limits{CancelGrace: 10 * time.Millisecond}))
+	r := helloRaw(t, srv, "raw", 0)
+	ctx, cancel := context.WithCancel(t.Context())
+	call := goCall(ctx, srv.Broker, r.id, execFor("t", "{}"))
+	id := r.execute().GetRequestId()
+	cancel()
+	r.next() // the cancel
+	if res := awaitResult(t, call); res.Code() != tool.CodeAborted {
+		t.Errorf("Call() = %+v, want ABORTED", res)
+	}
+	if n := providerInfo(t, srv.Broker, r.id).InFlight; n != 0 {
+		t.Errorf("InFlight = %d after the grace, want 0", n)
+	}
+	r.result(&toolsdv1.ExecuteResult{RequestId: id, Content: []byte("late")})
+	obs.waitFor(t, "stale", 1)
+}
+
+// The SDK answers a cancelled call: a handler returning its context's error reports
+// that it stopped (ABORTED); one returning an error of its own keeps it.
+func TestSDKAnswersCancelledCalls(t *testing.T) {
+	srv := brokertest.Start(t, brokertest.NewRegistrar(), broker.WithLimits(broker.Limits{CancelGrace: time.Hour}))
+	started := make(chan struct{}, 1)
+	p := runSDK(t, srv, provider.NewTool("wait", "waits for cancellation",
+		func(ctx context.Context, _ provider.Call, a struct{ Own bool }) (string, error) {
+			started <- struct{}{}
+			<-ctx.Done()
+			if a.Own {
+				return "", errors.New("rolled back the half-written file")
+			}
+			return "", ctx.Err()
+		}))
+	for args, want := range map[string]tool.Result{
+		`{}`:           tool.Failure(tool.CodeAborted, "call was cancelled"),
+		`{"Own":true}`: tool.Failure(tool.CodeToolError, "rolled back the half-written file"),
+	} {
+		ctx, cancel := context.WithCancel(t.Context())
+		call := goCall(ctx, srv.Broker, p.ProviderID(), execFor("wait", args))
+		<-started
+		cancel()
+		if diff := cmp.Diff(want, awaitResult(t, call)); diff != "" {
+			t.Errorf("Call(%s) mismatch (-want +got):\n%s", args, diff)
+		}
+	}
+}

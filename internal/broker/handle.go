@@ -54,6 +54,9 @@ func (b *Broker) result(c *conn, r *toolsdv1.ExecuteResult) {
 		return
 	}
 	res := decodeResult(r, b.limits.MaxResultBytes)
+	if r.GetCancelled() && p.cancelled.Load() {
+		res = aborted() // the tool stopped because it was told to
+	}
 	if code := res.Code(); code == tool.CodeInvalidResult || code == tool.CodeResultTooLarge {
 		b.obs.InvalidResult()
 		c.log.Warn("invalid result", zap.Uint64("request_id", id), zap.String("call_id", p.callID),

@@ -17,6 +17,7 @@ const (
 	DefaultMaxResultBytes         = 4 << 20
 	DefaultHelloTimeout           = 10 * time.Second
 	DefaultSendTimeout            = 10 * time.Second
+	DefaultCancelGrace            = 2 * time.Second
 )
 
 // goodbyeWait bounds how long a closing stream waits for a send in progress before it
@@ -41,6 +42,10 @@ type Limits struct {
 	// SendTimeout is how long a message to a provider may wait to be sent (the provider
 	// not reading its stream) before the stream is ended as hung.
 	SendTimeout time.Duration
+	// CancelGrace is how long a call whose context ended keeps waiting, after telling the
+	// provider to cancel, for the provider's answer; the call keeps its in-flight slot
+	// meanwhile. Negative: do not wait.
+	CancelGrace time.Duration
 }
 
 func (l Limits) withDefaults() Limits {
@@ -61,6 +66,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.SendTimeout <= 0 {
 		l.SendTimeout = DefaultSendTimeout
+	}
+	if l.CancelGrace == 0 {
+		l.CancelGrace = DefaultCancelGrace
 	}
 	return l
 }

@@ -113,11 +113,17 @@ type Limits struct {
 	// defers reading client messages), so that a quick call's accepted and result leave
 	// in one write; 0 sends accepted and reads client messages at once.
 	AcceptedHold Duration `yaml:"accepted_hold"`
+	// CancelGrace is how long a cancelled call waits for its provider to answer (the
+	// tool to stop) before it is recorded ABORTED without the answer; 0 does not wait.
+	CancelGrace Duration `yaml:"cancel_grace"`
 }
 
 // maxAcceptedHold bounds limits.accepted_hold: it delays a slow single call's accepted
 // message and the reading of its client messages, so a typo must not make that minutes.
 const maxAcceptedHold = time.Minute
+
+// maxCancelGrace bounds limits.cancel_grace: a cancelled batch settles only after it.
+const maxCancelGrace = time.Minute
 
 // checkWindows: gRPC fixes both flow-control windows or neither, so both are 0 or both
 // are sizes, and a connection's window holds at least one stream's.
@@ -327,6 +333,9 @@ func (c *Config) Validate() error {
 	c.Limits.checkWindows(bad)
 	if h := c.Limits.AcceptedHold; h < 0 || h > Duration(maxAcceptedHold) {
 		bad("limits.accepted_hold", "%v is not between 0 and %v", h.D(), maxAcceptedHold)
+	}
+	if g := c.Limits.CancelGrace; g < 0 || g > Duration(maxCancelGrace) {
+		bad("limits.cancel_grace", "%v is not between 0 and %v", g.D(), maxCancelGrace)
 	}
 	if c.Session.Coalesce < 0 {
 		bad("session.coalesce", "must not be negative")

@@ -81,6 +81,7 @@ func TestZeroableDurations(t *testing.T) {
 	}{
 		{"session", "coalesce", func(c *config.Config) time.Duration { return c.Session.Coalesce.D() }, 5 * time.Millisecond},
 		{"limits", "accepted_hold", func(c *config.Config) time.Duration { return c.Limits.AcceptedHold.D() }, 5 * time.Millisecond},
+		{"limits", "cancel_grace", func(c *config.Config) time.Duration { return c.Limits.CancelGrace.D() }, 2 * time.Second},
 	} {
 		name := d.section + "." + d.key
 		if got := d.get(def); got != d.want {
@@ -99,6 +100,11 @@ func TestZeroableDurations(t *testing.T) {
 	}
 	if _, err := config.Parse([]byte("limits: {accepted_hold: 1m}\n"), "t.yaml"); err != nil {
 		t.Errorf("Parse(accepted_hold: 1m) = %v, want it accepted", err)
+	}
+	for _, bad := range []string{"2m", "-1s"} {
+		if _, err := config.Parse([]byte("limits: {cancel_grace: "+bad+"}\n"), "t.yaml"); !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "limits.cancel_grace") {
+			t.Errorf("Parse(cancel_grace: %s) = %v, want ErrInvalid naming limits.cancel_grace", bad, err)
+		}
 	}
 }
 

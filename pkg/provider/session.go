@@ -326,14 +326,15 @@ func (s *session) execute(sctx context.Context, req *toolsdv1.ExecuteRequest) {
 	go s.run(ctx, r, t, call, req.GetArgumentsJson())
 }
 
-// run runs one handler and sends its result unless toolsd cancelled the call.
+// run runs one handler and sends its result, also when toolsd cancelled the call:
+// toolsd waits for that answer to know the tool has stopped.
 func (s *session) run(ctx context.Context, r *running, t *toolImpl, call Call, args string) {
 	reserveStack(r.id)
 	defer s.wg.Done()
 	defer r.cancel()
 	res := s.invoke(ctx, t, call, args)
 	if !s.finish(r) || s.ctx.Err() != nil {
-		return // cancelled by toolsd, or the session is ending: nobody awaits this result
+		return // the session is ending: nobody awaits this result
 	}
 	s.sendResult(r.id, res)
 }
@@ -362,10 +363,11 @@ func (s *session) finish(r *running) bool {
 	return true
 }
 
+// cancelCall cancels the call's context; the call stays in flight until its handler
+// returns, and its result is sent as for any call.
 func (s *session) cancelCall(id uint64) {
 	s.mu.Lock()
 	r := s.calls[id]
-	delete(s.calls, id)
 	s.mu.Unlock()
 	if r != nil {
 		r.done.Store(true)

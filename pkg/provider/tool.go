@@ -193,7 +193,11 @@ func NewTool[A any, R any](name, description string, fn func(ctx context.Context
 		}
 		r, err := fn(ctx, call, a)
 		if err != nil {
-			return errorResult(err.Error())
+			res := errorResult(err.Error())
+			// The tool returned the cancellation it was given: toolsd records ABORTED (or
+			// TOOL_TIMEOUT) rather than a failure of the tool's own.
+			res.Cancelled = ctx.Err() != nil && errors.Is(err, ctx.Err())
+			return res
 		}
 		return encodeResult(r)
 	}}

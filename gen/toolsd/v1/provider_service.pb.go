@@ -239,8 +239,12 @@ type ExecuteResult struct {
 	// (A message larger than toolsd accepts at all ends the whole stream, failing every
 	// call on it; providers check the size before sending.)
 	OversizedBytes uint64 `protobuf:"varint,8,opt,name=oversized_bytes,json=oversizedBytes,proto3" json:"oversized_bytes,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The call stopped because toolsd cancelled it (CancelExecution): the tool returned the
+	// cancellation, not a failure of its own. toolsd records ABORTED (or TOOL_TIMEOUT when
+	// its deadline ended the call). Ignored for a call toolsd did not cancel.
+	Cancelled     bool `protobuf:"varint,9,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExecuteResult) Reset() {
@@ -327,6 +331,13 @@ func (x *ExecuteResult) GetOversizedBytes() uint64 {
 		return x.OversizedBytes
 	}
 	return 0
+}
+
+func (x *ExecuteResult) GetCancelled() bool {
+	if x != nil {
+		return x.Cancelled
+	}
+	return false
 }
 
 // ExecuteProgress reports progress of a running call.
@@ -856,7 +867,13 @@ func (x *ExecuteRequest) GetAttempt() uint32 {
 	return 0
 }
 
-// CancelExecution tells the provider to stop a call; its result is no longer awaited.
+// CancelExecution tells the provider to stop a call.
+//
+// A cancelled call is still running until the provider answers it: toolsd keeps
+// waiting for its ExecuteResult (and keeps counting it against max_in_flight) for up to
+// limits.cancel_grace, so that a batch's barrier and its settle come after the tool has
+// stopped. Providers answer every cancelled call: with the result if the tool finished
+// anyway (a success becomes ABORTED), its own failure (kept), or cancelled = true.
 type CancelExecution struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Request id to cancel.
@@ -1111,7 +1128,7 @@ const file_toolsd_v1_provider_service_proto_rawDesc = "" +
 	"\x0fUnregisterTools\x12\x10\n" +
 	"\x03ref\x18\x01 \x01(\x04R\x03ref\x12\x14\n" +
 	"\x05scope\x18\x02 \x01(\tR\x05scope\x12\x14\n" +
-	"\x05names\x18\x03 \x03(\tR\x05names\"\x94\x02\n" +
+	"\x05names\x18\x03 \x03(\tR\x05names\"\xb2\x02\n" +
 	"\rExecuteResult\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\x04R\trequestId\x12\x1d\n" +
@@ -1122,7 +1139,8 @@ const file_toolsd_v1_provider_service_proto_rawDesc = "" +
 	"\rerror_message\x18\x05 \x01(\fR\ferrorMessage\x12\x1b\n" +
 	"\tmeta_json\x18\x06 \x01(\fR\bmetaJson\x12%\n" +
 	"\x0econcludes_turn\x18\a \x01(\bR\rconcludesTurn\x12'\n" +
-	"\x0foversized_bytes\x18\b \x01(\x04R\x0eoversizedBytes\"|\n" +
+	"\x0foversized_bytes\x18\b \x01(\x04R\x0eoversizedBytes\x12\x1c\n" +
+	"\tcancelled\x18\t \x01(\bR\tcancelled\"|\n" +
 	"\x0fExecuteProgress\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\x04R\trequestId\x12\x18\n" +
