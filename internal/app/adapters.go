@@ -2,6 +2,8 @@ package app
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/toolsd/toolsd/internal/auth"
@@ -96,7 +98,11 @@ func (l sessionLog) AppendResults(ctx context.Context, b *scheduler.Batch, rs []
 			SourceSeqs: cites[i : i+1 : i+1], Result: &records[i],
 		}
 	}
-	return appendSeqs(ctx, l.store, b.SessionID, events)
+	seqs, err := appendSeqs(ctx, l.store, b.SessionID, events)
+	if errors.Is(err, session.ErrTooLarge) {
+		err = fmt.Errorf("%w: %w", scheduler.ErrResultTooLarge, err)
+	}
+	return seqs, err
 }
 
 func (l sessionLog) AppendContexts(ctx context.Context, b *scheduler.Batch, resultSeq uint64, contexts []string) error {

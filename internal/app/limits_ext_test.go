@@ -616,3 +616,23 @@ func TestKeepaliveDropsDeadPeers(t *testing.T) {
 		t.Error("the connection closed without a keepalive ping")
 	}
 }
+
+// A result within max_result_bytes but over the session log's limit for one event (16 MiB)
+// fails its own call with RESULT_TOO_LARGE; the batch and its other results are kept.
+func TestResultOverTheLogsEventLimit(t *testing.T) {
+	e := start(t, "limits: {max_result_bytes: 32MiB, max_request_bytes: 40MiB}\n")
+	big := provider.NewTool("big", "17 MiB of text.", func(context.Context, provider.Call, noArgs) (string, error) {
+		return strings.Repeat("x", 17<<20), nil
+	})
+	small := provider.NewTool("small", "A few bytes.", func(context.Context, provider.Call, noArgs) (string, error) {
+		return "fine", nil
+	})
+	runProvider(t, e.app.Addr(), big, small)
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-big", Calls: []*toolsdv1.ToolCall{
+		call("c0", "small", `{}`), call("c1", "big", `{}`), call("c2", "small", `{}`),
+	}}, batchOptions{})
+	if got, want := resultCodes(out.results), []string{"", "RESULT_TOO_LARGE", ""}; !slices.Equal(got, want) {
+		t.Errorf("codes = %q, want %q", got, want)
+	}
+	assertCompleteLog(t, e, "s-big", 3)
+}

@@ -1,9 +1,12 @@
 package scheduler
 
 import (
+	"errors"
 	"fmt"
 
 	"go.uber.org/zap"
+
+	"github.com/toolsd/toolsd/internal/tool"
 )
 
 // commitLoop is the committer of a multi-call batch: it receives indices in model order
@@ -40,7 +43,11 @@ func (r *run) commit(lo, hi int) {
 		buf = append(buf, Committed{Index: i, CallSeq: r.callSeqs[i], Result: r.slots[i].result})
 	}
 	seqs, err := r.appendResults(buf)
+	if errors.Is(err, ErrResultTooLarge) {
+		seqs, err = r.appendEach(buf)
+	}
 	if err != nil {
+		r.deliverAll(lo, seqs) // appended one by one before the failure
 		r.logErr = err
 		if r.cancel != nil {
 			r.cancel()
@@ -50,6 +57,11 @@ func (r *run) commit(lo, hi int) {
 			zap.Int("first_index", lo), zap.Int("results", hi-lo), zap.Error(err))
 		return
 	}
+	r.deliverAll(lo, seqs)
+}
+
+// deliverAll records the seqs of results lo, lo+1, … and hands them to the sink.
+func (r *run) deliverAll(lo int, seqs []uint64) {
 	for k, seq := range seqs {
 		i := lo + k
 		r.slots[i].resultSeq = seq
@@ -58,6 +70,34 @@ func (r *run) commit(lo, hi int) {
 			r.deliver(i, seq)
 		}
 	}
+}
+
+// appendEach appends buf's results one at a time, after the log refused them together
+// for an event's size. A result the log refuses on its own becomes RESULT_TOO_LARGE. It
+// returns the seqs of the results appended before any other failure.
+//
+//go:noinline
+func (r *run) appendEach(buf []Committed) ([]uint64, error) {
+	seqs := make([]uint64, 0, len(buf))
+	for k := range buf {
+		one := buf[k : k+1]
+		s, err := r.appendResults(one)
+		if errors.Is(err, ErrResultTooLarge) {
+			res := &r.slots[one[0].Index].result
+			r.s.logger.Warn("tool result over the session log's event limit; recorded as RESULT_TOO_LARGE",
+				zap.String("session_id", r.b.SessionID), zap.String("call_id", r.b.Calls[one[0].Index].CallID),
+				zap.Int("content_bytes", len(res.Content)), zap.Int("meta_bytes", len(res.Meta)))
+			*res = tool.Failure(tool.CodeResultTooLarge, fmt.Sprintf(
+				"the tool's result (%d bytes) is over the session log's limit for one event", len(res.Content)+len(res.Meta)))
+			one[0].Result = *res
+			s, err = r.appendResults(one)
+		}
+		if err != nil {
+			return seqs, err
+		}
+		seqs = append(seqs, s...)
+	}
+	return seqs, nil
 }
 
 // appendResults appends buf to the log, turning a panicking log into an error so that

@@ -455,6 +455,54 @@ func TestExecuteAppendResultsFailure(t *testing.T) {
 	}
 }
 
+// A result over the log's event limit costs its own call (RESULT_TOO_LARGE), not the
+// batch: its siblings, also those that would have shared its append, are logged and
+// delivered.
+func TestExecuteResultTooLargeForTheLog(t *testing.T) {
+	for _, n := range []int{1, 4} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			big := n / 2
+			siblingsDone := make(chan struct{})
+			var done atomic.Int32
+			run := scheduler.RunnerFunc(func(ctx context.Context, e *tool.Exec) tool.Result {
+				if e.Index == 0 && n > 1 {
+					<-siblingsDone // the others become ready first, to commit with this one
+				}
+				defer func() {
+					if e.Index != 0 && int(done.Add(1)) == n-1 {
+						close(siblingsDone)
+					}
+				}()
+				if e.Index == big {
+					return tool.Result{Content: strings.Repeat("x", 1000)}
+				}
+				return okResult(e.Index)
+			})
+			l := &fakeLog{maxContent: 200}
+			sink := &fakeSink{log: l}
+			s := scheduler.New(run, nil, l, scheduler.WithMaxParallel(n), scheduler.WithLogger(zaptest.NewLogger(t)))
+			got, err := s.Execute(t.Context(), newBatch(n), sink, nil)
+			if err != nil || got.Results != n {
+				t.Fatalf("Execute() = %+v, %v, want %d results, nil", got, err, n)
+			}
+			for i, r := range l.checkComplete(t, n) {
+				if i == big {
+					if r.Code() != tool.CodeResultTooLarge || !strings.Contains(r.Err.Message, "1000 bytes") {
+						t.Errorf("logged result %d = %+v, want RESULT_TOO_LARGE naming 1000 bytes", i, r)
+					}
+				} else if diff := cmp.Diff(okResult(i), r); diff != "" {
+					t.Errorf("logged result %d (-want +got):\n%s", i, diff)
+				}
+			}
+			d, _ := sink.got()
+			if len(d) != n || d[big].Result.Code() != tool.CodeResultTooLarge {
+				t.Errorf("sink got %+v, want %d results with %d RESULT_TOO_LARGE", d, n, big)
+			}
+			sink.checkProblems(t)
+		})
+	}
+}
+
 func TestExecuteRunnerPanic(t *testing.T) {
 	tests := map[string]struct {
 		n, panicking int

@@ -32,6 +32,8 @@ type fakeLog struct {
 	failResults  error // returned by AppendResults number failResultsAt (1-based; 0 means the first)
 	failAt       int
 	failContexts error
+	// maxContent, when set, refuses (ErrResultTooLarge) an append with a longer content.
+	maxContent int
 	// onResults, when set, runs (outside the lock) at the start of AppendResults number n.
 	onResults func(n int)
 
@@ -88,6 +90,11 @@ func (l *fakeLog) AppendResults(ctx context.Context, _ *scheduler.Batch, rs []sc
 	l.batches = append(l.batches, idx)
 	if l.failResults != nil && (l.failAt == 0 || l.failAt == n) {
 		return nil, l.failResults
+	}
+	for _, r := range rs {
+		if l.maxContent > 0 && len(r.Result.Content) > l.maxContent {
+			return nil, fmt.Errorf("%w: %d bytes", scheduler.ErrResultTooLarge, len(r.Result.Content))
+		}
 	}
 	if len(rs) == 0 {
 		l.problem("AppendResults with no results")

@@ -14,6 +14,12 @@ import (
 // seqs than events it was given: the scheduler can no longer cite them.
 var ErrSeqCount = errors.New("scheduler: log returned a wrong number of seqs")
 
+// ErrResultTooLarge is wrapped by a [Log]'s AppendResults error when one of the events is
+// over the log's size cap and nothing was appended. The scheduler then appends the results
+// one by one and records a result the log refuses on its own as RESULT_TOO_LARGE, so one
+// huge result costs its own call, not the batch.
+var ErrResultTooLarge = errors.New("scheduler: result too large for the session log")
+
 // Batch is one model step's tool calls, in model order, and where they run. The batch
 // fields (session, scope, batch, tool set, turn, step) override those of each call.
 type Batch struct {
@@ -81,7 +87,8 @@ type Log interface {
 	AppendCalls(ctx context.Context, b *Batch) (callSeqs []uint64, err error)
 	// AppendResults appends one tool/result event per committed result, in the given
 	// (model) order, each citing its call's seq, and returns their seqs. Consecutive ready
-	// results come in one call so they can share one sync.
+	// results come in one call so they can share one sync. An event over the log's size
+	// cap fails the append with an error wrapping [ErrResultTooLarge], appending nothing.
 	AppendResults(ctx context.Context, b *Batch, rs []Committed) (resultSeqs []uint64, err error)
 	// AppendContexts appends one user/message event per context, citing resultSeq.
 	AppendContexts(ctx context.Context, b *Batch, resultSeq uint64, contexts []string) error
