@@ -1,8 +1,10 @@
 package registry
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -44,6 +46,9 @@ func checkFanout(where string, root *jsonschema.Schema, maxDepth int) error {
 		if n.head {
 			g.expand(n)
 		}
+		if g.steps > maxFanoutSteps {
+			return g.tooEntangled()
+		}
 	}
 	return g.depths(g.node[root], maxDepth)
 }
@@ -73,7 +78,11 @@ type fanNode struct {
 	// head: the node is entered from one level up (or is the root); applied lists the
 	// subschemas applied at its place (the closure of here) for heads only.
 	head    bool
-	applied []applied
+	applied []applied // only those that apply something one level down
+	// key names applied: heads with the same key have the same counts below them.
+	key   string
+	index int  // position in the graph's order
+	below bool // the subschema applies something one level down
 	// prev and cur: the most subschemas applied at one place d levels below this one.
 	prev, cur int
 }
@@ -89,7 +98,7 @@ func (g *fanout) collect(root *jsonschema.Schema) {
 		if s == nil || g.node[s] != nil {
 			return
 		}
-		n := &fanNode{s: s}
+		n := &fanNode{s: s, index: len(g.order)}
 		g.node[s] = n
 		g.order = append(g.order, n)
 		if s.DynamicAnchor != "" {
@@ -108,7 +117,10 @@ func (g *fanout) collect(root *jsonschema.Schema) {
 		if s.DynamicRef != nil {
 			staticRefs(s.DynamicRef.Ref)
 		}
-		forBelow(s, func(c *jsonschema.Schema) { staticRefs(c) })
+		forBelow(s, func(c *jsonschema.Schema) {
+			n.below = true
+			staticRefs(c)
+		})
 	}
 	staticRefs(root)
 	for _, n := range g.order {
@@ -235,12 +247,26 @@ func (g *fanout) expand(n *fanNode) {
 	times := g.applying(n)
 	n.applied = make([]applied, 0, len(times))
 	for m, k := range times {
-		n.applied = append(n.applied, applied{m, k})
+		if m.below { // the others apply nothing one level down
+			n.applied = append(n.applied, applied{m, k})
+		}
 	}
+	slices.SortFunc(n.applied, func(a, b applied) int { return cmp.Compare(a.n.index, b.n.index) })
+	var key strings.Builder
+	for _, a := range n.applied {
+		key.WriteString(strconv.Itoa(a.n.index))
+		key.WriteByte('*')
+		key.WriteString(strconv.Itoa(a.times))
+		key.WriteByte(' ')
+	}
+	n.key = key.String()
 }
 
 func (g *fanout) applying(n *fanNode) map[*fanNode]int {
 	times := map[*fanNode]int{n: 1}
+	if g.steps++; g.steps > maxFanoutSteps {
+		return times // checkFanout refuses the schema
+	}
 	for _, c := range n.here {
 		for m, k := range g.applying(g.node[c]) {
 			g.steps++
@@ -273,16 +299,22 @@ func (g *fanout) depths(root *fanNode, maxDepth int) error {
 	}
 	for d := 1; d <= maxDepth; d++ {
 		changed := false
+		level := map[string]int{} // by key: heads applying the same subschemas share a count
 		for _, n := range g.order {
 			if !n.head {
 				continue
 			}
-			n.cur = g.below(n)
+			c, ok := level[n.key]
+			if !ok {
+				c = g.below(n)
+				level[n.key] = c
+			}
+			n.cur = c
 			if n.cur != n.prev {
 				changed = true
 			}
 			if g.steps > maxFanoutSteps {
-				return fmt.Errorf("%w: %s: its references and combinators are too entangled to check", ErrLimit, g.where)
+				return g.tooEntangled()
 			}
 		}
 		if root.cur > MaxSchemaFanout {
@@ -406,6 +438,10 @@ func (g *fanout) below(n *fanNode) int {
 // capped saturates counts just past the limit, so that sums and products of them
 // never overflow.
 func capped(n int) int { return min(n, MaxSchemaFanout+1) }
+
+func (g *fanout) tooEntangled() error {
+	return fmt.Errorf("%w: %s: its references and combinators are too entangled to check", ErrLimit, g.where)
+}
 
 func (g *fanout) fanoutError(s *jsonschema.Schema, n, depth int) error {
 	where := "at " + schemaPointer(s)
