@@ -79,6 +79,9 @@ fuzz: ## Run every fuzz target for longer (FUZZTIME=2m by default here)
 readme-check: $(BIN)/grpcurl ## Run the README's grpcurl commands against a real toolsd and compare outputs
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(GO) run ./scripts/readmecheck -readme README.md
 
+.PHONY: grpcurl
+grpcurl: $(BIN)/grpcurl ## Build grpcurl (pinned in tools.mod) into bin/
+
 $(BIN)/grpcurl: tools.mod
 	$(GO) build -modfile=tools.mod -o $(BIN)/grpcurl github.com/fullstorydev/grpcurl/cmd/grpcurl
 

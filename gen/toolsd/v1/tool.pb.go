@@ -167,7 +167,7 @@ type ToolDefinition struct {
 	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
 	// JSON Schema of the arguments, as JSON text. Its root must be an object schema. The bytes
 	// reach the prompt unchanged (property order preserved). Draft 2020-12 unless "$schema"
-	// names draft-07. Remote "$ref"s are rejected.
+	// names 2019-09, draft-07, -06 or -04. Remote "$ref"s are rejected.
 	ParametersJson string `protobuf:"bytes,3,opt,name=parameters_json,json=parametersJson,proto3" json:"parameters_json,omitempty"`
 	// Optional JSON Schema the tool's JSON value must satisfy.
 	OutputSchemaJson string `protobuf:"bytes,4,opt,name=output_schema_json,json=outputSchemaJson,proto3" json:"output_schema_json,omitempty"`
@@ -301,7 +301,8 @@ type ToolSchema struct {
 	ParametersJson string `protobuf:"bytes,3,opt,name=parameters_json,json=parametersJson,proto3" json:"parameters_json,omitempty"`
 	// Deferred-loading marker.
 	DeferLoading bool `protobuf:"varint,4,opt,name=defer_loading,json=deferLoading,proto3" json:"defer_loading,omitempty"`
-	// Hex SHA-256 pinning the registration (name, description, schemas, annotations, mode).
+	// Hex SHA-256 pinning the registration (name, description, schemas, annotations, mode,
+	// condition, defer_loading).
 	ContentHash   string `protobuf:"bytes,5,opt,name=content_hash,json=contentHash,proto3" json:"content_hash,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
