@@ -285,8 +285,10 @@ func (c *conn) live(o outbound) *response {
 	return o.msg
 }
 
+// sayGoodbye sends the goodbye, if the handler set one. The conn is dead by then (its
+// requests failed first), which does not stop the goodbye.
 func (c *conn) sayGoodbye() {
-	if c.goodbye == nil || c.isDead() {
+	if c.goodbye == nil {
 		return
 	}
 	if err := c.out.Send(c.goodbye); err != nil {

@@ -107,9 +107,14 @@ func (h *Hub) welcome(c *conn, hm *toolsdv1.HookHello) error {
 	return nil
 }
 
-// teardown ends everything the stream owns: the goodbye on shutdown, the writer, the
-// subscriptions and the pending requests.
+// teardown ends everything the stream owns: the subscriptions and the pending
+// requests first, then the writer, with a goodbye on shutdown. The pending requests
+// fail before the goodbye is tried, so they never wait for a hook that stopped reading.
 func (h *Hub) teardown(c *conn, shutdown bool, cause error) {
+	if cause == nil {
+		cause = errGone
+	}
+	c.die(cause)
 	if shutdown {
 		c.goodbye = &response{Msg: &toolsdv1.HookServiceConnectResponse_Goodbye{
 			Goodbye: &toolsdv1.HookGoodbye{Reason: h.gate.Reason()},
@@ -127,10 +132,6 @@ func (h *Hub) teardown(c *conn, shutdown bool, cause error) {
 		}
 		t.Stop()
 	}
-	if cause == nil {
-		cause = errGone
-	}
-	c.die(cause)
 	if c.started {
 		c.log.Info("hook disconnected", zap.String("hook", c.hello.name), zap.Bool("shutdown", shutdown), zap.Error(c.deathCause()))
 	}

@@ -15,6 +15,7 @@ import (
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/internal/hook"
 	"github.com/toolsd/toolsd/internal/pipeline"
+	"github.com/toolsd/toolsd/internal/tool"
 )
 
 // openRaw opens a hook stream and sends msgs, without waiting for anything.
@@ -216,6 +217,48 @@ func TestShutdown(t *testing.T) {
 	}
 	if n := len(e.hub.Hooks()); n != 0 {
 		t.Errorf("Hooks() = %d after Shutdown, want 0", n)
+	}
+}
+
+// TestShutdownFailsPendingAtOnce checks that Shutdown fails the requests pending on a
+// hook that stopped reading before it waits to say goodbye: with the hub's writer stuck
+// in Send, the goodbye can only time out, and the calls must not wait for that.
+func TestShutdownFailsPendingAtOnce(t *testing.T) {
+	const calls = 8
+	e := newEnv(t, hook.WithTimeout(time.Minute))
+	e.connect(t, helloFor("stuck", sub(pre, "", "", 0)), nil, noRead)
+	// Each request is larger than the hook's flow-control window: the writer blocks.
+	args := `{"blob":"` + strings.Repeat("x", 200<<10) + `"}`
+	results := make(chan pipeline.Verdict, calls)
+	for range calls {
+		go func() {
+			results <- e.hub.PreExecute().PreExecute(context.Background(), newExec("echo", args), newTool("echo"))
+		}()
+	}
+	waitUntil(t, "every request pending", func() bool {
+		hs := e.hub.Hooks()
+		return len(hs) == 1 && hs[0].Pending == calls
+	})
+	start := time.Now()
+	shutdownDone := make(chan struct{})
+	go func() {
+		defer close(shutdownDone)
+		e.hub.Shutdown("maintenance")
+	}()
+	for range calls {
+		if got := <-results; got.Code != tool.CodePolicyUnavailable {
+			t.Errorf("pending call = %+v, want POLICY_UNAVAILABLE", got)
+		}
+	}
+	callsTook := time.Since(start)
+	<-shutdownDone
+	// The goodbye waits a second for the stuck writer; the calls must not wait for it.
+	// The bound is generous so that a slow machine does not fail the test.
+	if d := time.Since(start); d < 500*time.Millisecond {
+		t.Fatalf("Shutdown took %v: the hook's writer was not stuck, so the test proves nothing", d)
+	}
+	if callsTook >= 500*time.Millisecond {
+		t.Errorf("pending calls ended %v after Shutdown began, want at once", callsTook)
 	}
 }
 

@@ -79,6 +79,18 @@ func (r *recorder) waitFor(tb testing.TB, name string, cond func(int) bool) {
 	}
 }
 
+// waitUntil polls cond until it holds; reaching waitTimeout fails the test.
+func waitUntil(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // env is a hub served over bufconn by a real gRPC server.
 type env struct {
 	hub *hook.Hub
