@@ -47,7 +47,7 @@ func (r *recorder) add(name string, d int) {
 	r.mu.Unlock()
 }
 
-func (r *recorder) HookConnected(d int) { r.add("connected", d) }
+func (r *recorder) HookConnected(_ string, d int) { r.add("connected", d) }
 
 func (r *recorder) HookFailure(name, stage string, failOpen bool) {
 	r.add(fmt.Sprintf("failure:%s:%s:%t", name, stage, failOpen), 1)

@@ -109,7 +109,7 @@ func (h *Hub) attach(c *conn) error {
 	}
 	h.conns = append(h.conns, c)
 	h.subs.Store(buildTable(h.conns))
-	h.opts.obs.HookConnected(1)
+	h.opts.obs.HookConnected(c.hello.name, 1)
 	return nil
 }
 
@@ -123,7 +123,7 @@ func (h *Hub) detach(c *conn) {
 	}
 	h.conns = slices.Delete(h.conns, i, i+1)
 	h.subs.Store(buildTable(h.conns))
-	h.opts.obs.HookConnected(-1)
+	h.opts.obs.HookConnected(c.hello.name, -1)
 }
 
 // subscribed returns the hooks that take part in stage for e, in priority order (lower

@@ -33,13 +33,16 @@ const (
 // package does not import Prometheus. Methods are called on hot paths and must not
 // block. Embed [NopObserver] to stay compatible when methods are added.
 type Observer interface {
-	// HookConnected is called with +1 when a hook is welcomed and -1 when it leaves.
-	HookConnected(delta int)
+	// HookConnected is called with +1 when a hook named hook is welcomed and with -1
+	// when it leaves. Hooks choose their names, and several may share one.
+	HookConnected(hook string, delta int)
 	// HookFailure counts a hook that could not be used for a call at stage
 	// ("pre_execute", "post_execute", "result"): no answer by the deadline, a dropped
 	// stream, a full queue or an invalid answer. failOpen reports that the call went on
 	// without it (a fail-open hook, or a dropped result notification); false means the
-	// call failed closed with POLICY_UNAVAILABLE.
+	// call failed closed with POLICY_UNAVAILABLE. It may come just after the hook's
+	// HookConnected(hook, -1): the requests pending on a dropped stream fail once the
+	// hook is unsubscribed.
 	HookFailure(hook, stage string, failOpen bool)
 }
 
@@ -47,7 +50,7 @@ type Observer interface {
 type NopObserver struct{}
 
 // HookConnected implements [Observer].
-func (NopObserver) HookConnected(int) {}
+func (NopObserver) HookConnected(string, int) {}
 
 // HookFailure implements [Observer].
 func (NopObserver) HookFailure(string, string, bool) {}

@@ -103,24 +103,51 @@ func (o sessionObserver) JournalRewritten(time.Duration) { o.m.rewrites.Inc() }
 
 // HookObserver is what the hook hub reports; it has the methods of hook.Observer.
 type HookObserver interface {
-	// HookConnected is called with +1 when a hook is welcomed and -1 when it leaves.
-	HookConnected(delta int)
+	// HookConnected is called with +1 when a hook named hook is welcomed and -1 when
+	// it leaves.
+	HookConnected(hook string, delta int)
 	// HookFailure counts a hook that could not be used for a call at stage; failOpen
 	// tells whether the call went on without it.
 	HookFailure(hook, stage string, failOpen bool)
 }
 
-// Hooks returns the adapter for hook.WithObserver.
+// departedHook is the hook label of failures counted when no hook of their hook's name
+// was connected any more (requests pending on a dropped stream fail just after the
+// hook leaves). Hook names are never empty.
+const departedHook = ""
+
+// Hooks returns the adapter for hook.WithObserver. Hooks choose their own names, so a
+// name labels failures only while a hook of that name is connected: when the last one
+// leaves, its series are deleted, and failures counted later go to hook="". The series
+// are thus bounded by the hooks connected at once.
 func (m *Metrics) Hooks() HookObserver { return hookObserver{&m.hook} }
 
 type hookObserver struct{ m *hookMetrics }
 
-func (o hookObserver) HookConnected(delta int) { o.m.connected.Add(float64(delta)) }
+func (o hookObserver) HookConnected(hook string, delta int) {
+	o.m.connected.Add(float64(delta))
+	names := o.m.names
+	names.mu.Lock()
+	defer names.mu.Unlock()
+	if n := names.live[hook] + delta; n > 0 {
+		names.live[hook] = n
+		return
+	}
+	delete(names.live, hook)
+	o.m.failures.DeletePartialMatch(prometheus.Labels{"hook": hook})
+}
 
 func (o hookObserver) HookFailure(hook, stage string, failOpen bool) {
 	outcome := "fail_closed"
 	if failOpen {
 		outcome = "fail_open"
+	}
+	// Read-locked so that no series is created for a name whose last hook is leaving.
+	names := o.m.names
+	names.mu.RLock()
+	defer names.mu.RUnlock()
+	if names.live[hook] == 0 {
+		hook = departedHook
 	}
 	o.m.failures.WithLabelValues(hook, stage, outcome).Inc()
 }

@@ -1,6 +1,7 @@
 package observe
 
 import (
+	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -49,6 +50,14 @@ type brokerMetrics struct {
 type hookMetrics struct {
 	connected prometheus.Gauge
 	failures  *prometheus.CounterVec // hook, stage, outcome
+	names     *hookNames
+}
+
+// hookNames counts the connected hooks of each name: a name labels failures only while
+// it has one.
+type hookNames struct {
+	mu   sync.RWMutex
+	live map[string]int
 }
 
 type sessionMetrics struct {
@@ -151,8 +160,9 @@ func newHookMetrics() hookMetrics {
 		connected: gauge("hook", "hooks_connected", "Remote policy hooks connected."),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Subsystem: "hook", Name: "failures_total",
-			Help: "Hooks that could not be used for a call, by hook, stage and outcome (fail_open: the call went on; fail_closed: it failed with POLICY_UNAVAILABLE).",
+			Help: "Hooks that could not be used for a call, by hook (while one of that name is connected, else empty), stage and outcome (fail_open: the call went on; fail_closed: it failed with POLICY_UNAVAILABLE).",
 		}, []string{"hook", "stage", "outcome"}),
+		names: &hookNames{live: map[string]int{}},
 	}
 }
 

@@ -117,9 +117,9 @@ func TestAdapters(t *testing.T) {
 		"hooks": {
 			do: func(m *observe.Metrics) {
 				h := m.Hooks()
-				h.HookConnected(1)
-				h.HookConnected(1)
-				h.HookConnected(-1)
+				h.HookConnected("audit", 1)
+				h.HookConnected("audit", 1)
+				h.HookConnected("audit", -1)
 				h.HookFailure("audit", "pre_execute", true)
 				h.HookFailure("audit", "pre_execute", false)
 				h.HookFailure("audit", "pre_execute", false)
@@ -222,6 +222,40 @@ func TestApproverCountsPending(t *testing.T) {
 	}
 }
 
+// TestHookFailureSeriesFollowConnectedNames checks that a hook name labels failures
+// only while a hook of that name is connected: hooks choose their names, so series
+// kept for departed names would grow without bound.
+func TestHookFailureSeriesFollowConnectedNames(t *testing.T) {
+	m, reg := newMetrics(t)
+	h := m.Hooks()
+	const name = "toolsd_hook_failures_total"
+	h.HookConnected("audit", 1)
+	h.HookConnected("audit", 1)
+	h.HookFailure("audit", "pre_execute", false)
+	h.HookConnected("audit", -1)
+	if got := value(t, reg, name, "hook", "audit", "stage", "pre_execute", "outcome", "fail_closed"); got != 1 {
+		t.Errorf("%s{hook=audit} with one audit hook left = %v, want 1", name, got)
+	}
+	h.HookConnected("audit", -1)
+	if has(t, reg, name, "hook", "audit") {
+		t.Errorf("%s{hook=audit} still exported after the last audit hook left", name)
+	}
+	// A request pending on the dropped stream fails after the hook left.
+	h.HookFailure("audit", "pre_execute", false)
+	if has(t, reg, name, "hook", "audit") {
+		t.Errorf("a late failure recreated %s{hook=audit}", name)
+	}
+	if got := value(t, reg, name, "hook", "", "stage", "pre_execute", "outcome", "fail_closed"); got != 1 {
+		t.Errorf("%s{hook=\"\"} = %v, want the late failure", name, got)
+	}
+	// A hook that comes back under the name starts from zero.
+	h.HookConnected("audit", 1)
+	h.HookFailure("audit", "result", true)
+	if got := value(t, reg, name, "hook", "audit", "stage", "result", "outcome", "fail_open"); got != 1 {
+		t.Errorf("%s{hook=audit,stage=result} = %v, want 1", name, got)
+	}
+}
+
 // exerciseAll moves every toolsd metric at least once.
 func exerciseAll(t *testing.T, m *observe.Metrics) {
 	t.Helper()
@@ -245,7 +279,7 @@ func exerciseAll(t *testing.T, m *observe.Metrics) {
 	ss.AppendDone(1, time.Millisecond)
 	ss.SyncDone(time.Millisecond)
 	h := m.Hooks()
-	h.HookConnected(1)
+	h.HookConnected("audit", 1)
 	h.HookFailure("audit", "pre_execute", false)
 	m.PanicRecovered()
 	m.ApprovalsPending().Inc()
