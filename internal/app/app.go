@@ -214,10 +214,16 @@ func (a *App) build(pol *policy.Set) error {
 		hook.WithLogger(a.log.Named("hooks")),
 		hook.WithTimeout(c.Limits.HookTimeout.D()),
 		hook.WithObserver(a.obs.Hooks()),
+		hook.WithMaxHooks(c.Limits.MaxHooks),
+		hook.WithMaxScopedHooks(c.Limits.MaxScopedHooks),
 	}
 	if authz.Enabled() {
-		hubOpts = append(hubOpts, hook.WithScopeFilter(func(ctx context.Context) (func(string) bool, error) {
-			return authz.ScopeFilter(ctx, auth.Subscribe)
+		hubOpts = append(hubOpts, hook.WithScopeFilter(func(ctx context.Context) (hook.Scopes, error) {
+			allow, err := authz.ScopeFilter(ctx, auth.Subscribe)
+			if err != nil {
+				return hook.Scopes{}, err
+			}
+			return hook.Scopes{Allow: allow, Confined: !authz.Unconfined(ctx, auth.Subscribe)}, nil
 		}))
 	}
 	a.hub = hook.New(hubOpts...)

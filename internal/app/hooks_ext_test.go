@@ -2,6 +2,8 @@ package app_test
 
 import (
 	"context"
+	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +12,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/toolsd/toolsd/examples/hook/examplehook"
 	"github.com/toolsd/toolsd/examples/provider/exampletools"
@@ -112,5 +117,50 @@ func TestKilledHookFailsClosed(t *testing.T) {
 	out = e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-hook-dead", Calls: []*toolsdv1.ToolCall{call("c2", "echo", `{"text":"hi"}`)}}, batchOptions{})
 	if got := resultCodes(out.results); !slices.Equal(got, []string{""}) {
 		t.Errorf("codes after the hook is gone = %v, want the call to run", got)
+	}
+}
+
+const tokenHookB = "hook-b-token-6d2f8a1c3e5b7094"
+
+// connectHookAs opens a hook stream as the identity of token and says hello; it
+// returns nil once welcomed (the stream stays open until the test ends) or the
+// stream's error.
+func connectHookAs(t *testing.T, addr, token, name string) error {
+	t.Helper()
+	conn := dialWith(t, addr, grpc.WithPerRPCCredentials(bearer(token)))
+	stream, err := toolsdv1.NewHookServiceClient(conn).Connect(t.Context())
+	if err != nil {
+		return err
+	}
+	if err := stream.Send(&toolsdv1.HookServiceConnectRequest{Msg: &toolsdv1.HookServiceConnectRequest_Hello{Hello: &toolsdv1.HookHello{
+		Name:          name,
+		Subscriptions: []*toolsdv1.HookSubscription{{Stage: toolsdv1.HookStage_HOOK_STAGE_PRE_EXECUTE}},
+	}}}); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	m, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	if m.GetWelcome() == nil {
+		t.Fatalf("hook hello answered %v, want a welcome", m)
+	}
+	return nil
+}
+
+// TestTenantHooksHaveTheirOwnLimit: the hooks of an identity confined to a tenant
+// count against limits.max_scoped_hooks only, so a tenant that fills its places does
+// not keep the operator's hook out.
+func TestTenantHooksHaveTheirOwnLimit(t *testing.T) {
+	auth := tenantAuthWith(t, tokenHookB+" hook-b\n", "    - {identity: hook-b, role: hook, scopes: [\"tenant-b/**\"]}\n")
+	e := start(t, auth+"limits: {max_hooks: 1, max_scoped_hooks: 1}\n")
+	if err := connectHookAs(t, e.app.Addr(), tokenHookB, "tenant-b-1"); err != nil {
+		t.Fatalf("first tenant-b hook: %v", err)
+	}
+	if err := connectHookAs(t, e.app.Addr(), tokenHookB, "tenant-b-2"); status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("second tenant-b hook: %v, want ResourceExhausted", err)
+	}
+	if err := connectHookAs(t, e.app.Addr(), tokenOperator, "operator-policy"); err != nil {
+		t.Errorf("operator's hook with the tenant's places full: %v, want a welcome", err)
 	}
 }

@@ -244,6 +244,34 @@ func TestAuthorizeWithoutIdentity(t *testing.T) {
 	}
 }
 
+func TestUnconfined(t *testing.T) {
+	z := newAuthorizer(t)
+	tests := map[string]struct {
+		identity string
+		action   auth.Action
+		want     bool
+	}{
+		"tenant hook":               {identity: "hook-a", action: auth.Subscribe},
+		"** hook":                   {identity: "hook-all", action: auth.Subscribe, want: true},
+		"global hook":               {identity: "hook-global", action: auth.Subscribe},
+		"operator":                  {identity: "operator", action: auth.Subscribe, want: true},
+		"tenant operator":           {identity: "op-a", action: auth.Subscribe},
+		"** provider subscribing":   {identity: "provider-all", action: auth.Subscribe},
+		"** provider registering":   {identity: "provider-all", action: auth.Register, want: true},
+		"agent has no subscription": {identity: "agent-a", action: auth.Subscribe},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := z.Unconfined(asIdentity(tc.identity), tc.action); got != tc.want {
+				t.Errorf("Unconfined(%s, %v) = %t, want %t", tc.identity, tc.action, got, tc.want)
+			}
+		})
+	}
+	if z.Unconfined(context.Background(), auth.Subscribe) {
+		t.Error("Unconfined(no identity) = true, want false")
+	}
+}
+
 func TestScopeFilter(t *testing.T) {
 	z := newAuthorizer(t)
 	tests := map[string]struct {

@@ -116,6 +116,11 @@ type Limits struct {
 	// CancelGrace is how long a cancelled call waits for its provider to answer (the
 	// tool to stop) before it is recorded ABORTED without the answer; 0 does not wait.
 	CancelGrace Duration `yaml:"cancel_grace"`
+
+	// MaxHooks caps the hook streams that may see every tenant's calls (the
+	// operator's); MaxScopedHooks, apart, those confined to some scopes.
+	MaxHooks       int `yaml:"max_hooks"`
+	MaxScopedHooks int `yaml:"max_scoped_hooks"`
 }
 
 // maxAcceptedHold bounds limits.accepted_hold: it delays a slow single call's accepted
@@ -307,6 +312,8 @@ func (c *Config) Validate() error {
 		"limits.max_result_bytes":           int64(c.Limits.MaxResultBytes),
 		"limits.max_providers":              int64(c.Limits.MaxProviders),
 		"limits.max_in_flight_per_provider": int64(c.Limits.MaxInFlightPerProvider),
+		"limits.max_hooks":                  int64(c.Limits.MaxHooks),
+		"limits.max_scoped_hooks":           int64(c.Limits.MaxScopedHooks),
 		"limits.max_concurrent_streams":     int64(c.Limits.MaxConcurrentStreams),
 		"limits.approval_timeout":           int64(c.Limits.ApprovalTimeout),
 		"limits.hook_timeout":               int64(c.Limits.HookTimeout),

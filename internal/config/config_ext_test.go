@@ -108,6 +108,30 @@ func TestZeroableDurations(t *testing.T) {
 	}
 }
 
+// TestHookLimits checks the two hook caps: their defaults, an override, and a cap of 0
+// (which would refuse every hook) refused by name.
+func TestHookLimits(t *testing.T) {
+	def, err := config.Parse(nil, "t.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if def.Limits.MaxHooks != 100 || def.Limits.MaxScopedHooks != 100 {
+		t.Errorf("hook limits = %d / %d, want 100 / 100 by default", def.Limits.MaxHooks, def.Limits.MaxScopedHooks)
+	}
+	cfg, err := config.Parse([]byte("limits: {max_hooks: 4, max_scoped_hooks: 20}\n"), "t.yaml")
+	if err != nil {
+		t.Fatalf("Parse(hook limits) = %v", err)
+	}
+	if cfg.Limits.MaxHooks != 4 || cfg.Limits.MaxScopedHooks != 20 {
+		t.Errorf("hook limits = %d / %d, want 4 / 20", cfg.Limits.MaxHooks, cfg.Limits.MaxScopedHooks)
+	}
+	for _, key := range []string{"max_hooks", "max_scoped_hooks"} {
+		if _, err := config.Parse([]byte("limits: {"+key+": 0}\n"), "t.yaml"); !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "limits."+key+": must be positive") {
+			t.Errorf("Parse(%s: 0) = %v, want ErrInvalid naming limits.%s", key, err, key)
+		}
+	}
+}
+
 func TestSessionHotFor(t *testing.T) {
 	cfg, err := config.Parse(nil, "")
 	if err != nil {

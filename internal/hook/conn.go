@@ -47,6 +47,8 @@ type conn struct {
 	log *zap.Logger
 	// allow is the identity's scope filter; it never changes.
 	allow func(scope string) bool
+	// confined: the identity may not see every tenant's calls (see [Scopes]).
+	confined bool
 
 	// hello is set by the handler before the conn is attached; read-only afterwards.
 	hello       hello
@@ -74,7 +76,11 @@ type conn struct {
 	cause   error
 }
 
-func (h *Hub) newConn(out sender, allow func(string) bool) *conn {
+func (h *Hub) newConn(out sender, scopes Scopes) *conn {
+	allow := scopes.Allow
+	if allow == nil {
+		allow = func(string) bool { return true }
+	}
 	seq := h.nextConn.Add(1)
 	id := h.idPrefix + strconv.FormatUint(seq, 10)
 	return &conn{
@@ -84,6 +90,7 @@ func (h *Hub) newConn(out sender, allow func(string) bool) *conn {
 		out:        out,
 		log:        h.log.With(zap.String("hook_id", id)),
 		allow:      allow,
+		confined:   scopes.Confined,
 		helloCh:    make(chan *toolsdv1.HookHello, 1),
 		reqs:       make(chan outbound, requestQueue),
 		notes:      make(chan *response, h.opts.resultQueue),

@@ -9,7 +9,7 @@ import (
 // writer (the hook stopped reading) fails at once instead of waiting.
 func TestRequestQueueFull(t *testing.T) {
 	h := New()
-	c := h.newConn(nopSender{}, func(string) bool { return true }) // no writer runs
+	c := h.newConn(nopSender{}, Scopes{}) // no writer runs
 	ch := make(chan answer, requestQueue+1)
 	for i := range requestQueue + 1 {
 		c.request(uint64(i+1), i, ch, &response{})

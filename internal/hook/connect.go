@@ -15,8 +15,9 @@ import (
 
 // Stream-level failures, as the hook sees them.
 var (
-	errShuttingDown = status.Error(codes.Unavailable, "hook: toolsd is shutting down")
-	errTooManyHooks = errors.New("hook: too many hooks connected")
+	errShuttingDown       = status.Error(codes.Unavailable, "hook: toolsd is shutting down")
+	errTooManyHooks       = errors.New("hook: too many hooks connected")
+	errTooManyScopedHooks = errors.New("hook: too many hooks confined to some scopes connected")
 )
 
 // Connect is the body of the HookService.Connect handler. The first message must be
@@ -30,18 +31,17 @@ func (h *Hub) Connect(stream toolsdv1.HookService_ConnectServer) error {
 	}
 	defer h.gate.Leave()
 	ctx := stream.Context()
-	allow := func(string) bool { return true }
+	var scopes Scopes
 	if h.opts.filter != nil {
-		f, err := h.opts.filter(ctx)
-		if err != nil {
+		var err error
+		if scopes, err = h.opts.filter(ctx); err != nil {
 			if _, ok := status.FromError(err); !ok {
 				err = status.Error(codes.PermissionDenied, err.Error())
 			}
 			return err
 		}
-		allow = f
 	}
-	c := h.newConn(stream, allow)
+	c := h.newConn(stream, scopes)
 	// The receive loop belongs to this handler: Recv fails once it returns.
 	go c.receive(stream.Recv)
 	shutdown, err := h.serve(ctx, c)
@@ -92,6 +92,8 @@ func (h *Hub) welcome(c *conn, hm *toolsdv1.HookHello) error {
 	switch err := h.attach(c); {
 	case errors.Is(err, errTooManyHooks):
 		return status.Errorf(codes.ResourceExhausted, "hook: %d hooks are connected, the limit", h.opts.maxHooks)
+	case errors.Is(err, errTooManyScopedHooks):
+		return status.Errorf(codes.ResourceExhausted, "hook: %d hooks confined to some scopes are connected, the limit", h.opts.maxScoped)
 	case errors.Is(err, errGone):
 		return streamError(c.deathCause())
 	case err != nil:

@@ -3,13 +3,16 @@ package hook_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
@@ -165,6 +168,58 @@ func TestMaxHooks(t *testing.T) {
 	}
 }
 
+// tenantFilter confines a hook whose stream carries the metadata tenant=b to the scopes
+// of tenant-b; every other hook sees every scope, as the operator's does.
+func tenantFilter(ctx context.Context) (hook.Scopes, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	if slices.Contains(md.Get("tenant"), "b") {
+		return hook.Scopes{Allow: func(scope string) bool { return scope == "tenant-b" || strings.HasPrefix(scope, "tenant-b/") }, Confined: true}, nil
+	}
+	return hook.Scopes{}, nil
+}
+
+// TestScopedHooksCannotLockOutOperators fills every place with a tenant's hooks while
+// the operator's fail-closed policy hook is away: it must still get back in, and the
+// calls of other tenants must meet its policy again.
+func TestScopedHooksCannotLockOutOperators(t *testing.T) {
+	e := newEnv(t, hook.WithMaxHooks(2), hook.WithScopeFilter(tenantFilter))
+	policy := helloFor("operator-policy", sub(pre, "", "", 0))
+	deny := always(verdict(toolsdv1.HookVerdict_HOOK_VERDICT_DENY, "operator policy"))
+	op := e.connect(t, policy, deny)
+	_ = op.cc.Close()
+	<-op.done
+	waitUntil(t, "the operator's hook to leave", func() bool { return len(e.hub.Hooks()) == 0 })
+	for i := range 2 {
+		e.connect(t, helloFor(fmt.Sprintf("tenant-b-%d", i), sub(pre, "", "", 0)), nil, withMetadata("tenant", "b"))
+	}
+	e.connect(t, policy, deny)
+	got := e.hub.PreExecute().PreExecute(t.Context(), withScope(newExec("echo", `{}`), ""), newTool("echo"))
+	if got.Decision != pipeline.Deny {
+		t.Errorf("PreExecute(global scope) = %+v, want the operator's deny", got)
+	}
+}
+
+// TestMaxScopedHooks checks that confined hooks have a limit of their own, which does
+// not hold back the other hooks.
+func TestMaxScopedHooks(t *testing.T) {
+	e := newEnv(t, hook.WithMaxHooks(1), hook.WithMaxScopedHooks(1), hook.WithScopeFilter(tenantFilter))
+	e.connect(t, helloFor("tenant-b-0", sub(pre, "", "", 0)), nil, withMetadata("tenant", "b"))
+	stream, err := toolsdv1.NewHookServiceClient(e.dial(t)).Connect(metadata.AppendToOutgoingContext(t.Context(), "tenant", "b"))
+	if err != nil {
+		t.Fatalf("Connect() = %v", err)
+	}
+	if err := stream.Send(helloMsg(helloFor("tenant-b-1", sub(pre, "", "", 0)))); err != nil && !errors.Is(err, io.EOF) {
+		t.Fatalf("Send() = %v", err)
+	}
+	if err := recvUntilError(stream); status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "confined to some scopes") {
+		t.Errorf("second tenant hook's stream error = %v, want ResourceExhausted naming the scoped limit", err)
+	}
+	e.connect(t, helloFor("operator-policy", sub(pre, "", "", 0)), nil)
+	if n := len(e.hub.Hooks()); n != 2 {
+		t.Errorf("Hooks() = %d, want the tenant's and the operator's", n)
+	}
+}
+
 func TestHooks(t *testing.T) {
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	e := newEnv(t, hook.WithClock(func() time.Time { return now }))
@@ -263,8 +318,8 @@ func TestShutdownFailsPendingAtOnce(t *testing.T) {
 }
 
 func TestScopeFilter(t *testing.T) {
-	e := newEnv(t, hook.WithScopeFilter(func(ctx context.Context) (func(string) bool, error) {
-		return func(scope string) bool { return strings.HasPrefix(scope, "tenant-a") }, nil
+	e := newEnv(t, hook.WithScopeFilter(func(context.Context) (hook.Scopes, error) {
+		return hook.Scopes{Allow: func(scope string) bool { return strings.HasPrefix(scope, "tenant-a") }, Confined: true}, nil
 	}))
 	e.connect(t, helloFor("tenant-a-hook", sub(pre, "", "", 0)), always(verdict(toolsdv1.HookVerdict_HOOK_VERDICT_DENY, "seen")))
 	tests := map[string]struct {
@@ -286,8 +341,8 @@ func TestScopeFilter(t *testing.T) {
 }
 
 func TestScopeFilterRefuses(t *testing.T) {
-	e := newEnv(t, hook.WithScopeFilter(func(context.Context) (func(string) bool, error) {
-		return nil, errors.New("auth: no grant allows it in any scope")
+	e := newEnv(t, hook.WithScopeFilter(func(context.Context) (hook.Scopes, error) {
+		return hook.Scopes{}, errors.New("auth: no grant allows it in any scope")
 	}))
 	err := recvUntilError(e.openRaw(t, helloMsg(helloFor("a", sub(pre, "", "", 0)))))
 	if status.Code(err) != codes.PermissionDenied {

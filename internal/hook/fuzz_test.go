@@ -42,7 +42,7 @@ func FuzzHookMessage(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, first, second []byte) {
 		h := New()
-		c := h.newConn(nopSender{}, func(string) bool { return true })
+		c := h.newConn(nopSender{}, Scopes{})
 		c.hello = hello{name: "fuzz"}
 		ch := make(chan answer, 3)
 		for i := range 3 {

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/proto"
 
@@ -166,6 +167,12 @@ type hookOpts struct {
 	noRead   bool // never read after the welcome
 	noRecord bool // do not record requests
 	dial     []grpc.DialOption
+	md       []string // metadata of the stream, as key, value pairs
+}
+
+// withMetadata sends the key, value pairs kv as the stream's metadata.
+func withMetadata(kv ...string) func(*hookOpts) {
+	return func(o *hookOpts) { o.md = append(o.md, kv...) }
 }
 
 // noRead makes a hook that stops reading after its welcome, with small fixed flow
@@ -184,7 +191,7 @@ func (e *env) connect(tb testing.TB, hello *toolsdv1.HookHello, answer answerFun
 		f(&o)
 	}
 	cc := e.dial(tb, o.dial...)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(context.Background(), o.md...))
 	tb.Cleanup(cancel)
 	stream, err := toolsdv1.NewHookServiceClient(cc).Connect(ctx)
 	if err != nil {

@@ -58,6 +58,9 @@ type Hub struct {
 
 	mu    sync.Mutex
 	conns []*conn // attached hooks, in connection order
+	// confined counts the conns whose identity is confined to some scopes; they have
+	// their own limit.
+	confined int
 }
 
 // New returns a hub with no hooks connected.
@@ -96,6 +99,7 @@ func (h *Hub) Hooks() []Info {
 func (h *Hub) Shutdown(reason string) { h.gate.Shutdown(reason) }
 
 // attach publishes a welcomed conn: its subscriptions take part in calls from now on.
+// Confined and other hooks are counted against separate limits.
 func (h *Hub) attach(c *conn) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -104,10 +108,15 @@ func (h *Hub) attach(c *conn) error {
 		return errShuttingDown
 	case c.isDead():
 		return errGone
-	case len(h.conns) >= h.opts.maxHooks:
+	case c.confined && h.confined >= h.opts.maxScoped:
+		return errTooManyScopedHooks
+	case !c.confined && len(h.conns)-h.confined >= h.opts.maxHooks:
 		return errTooManyHooks
 	}
 	h.conns = append(h.conns, c)
+	if c.confined {
+		h.confined++
+	}
 	h.subs.Store(buildTable(h.conns))
 	h.opts.obs.HookConnected(c.hello.name, 1)
 	return nil
@@ -122,6 +131,9 @@ func (h *Hub) detach(c *conn) {
 		return
 	}
 	h.conns = slices.Delete(h.conns, i, i+1)
+	if c.confined {
+		h.confined--
+	}
 	h.subs.Store(buildTable(h.conns))
 	h.opts.obs.HookConnected(c.hello.name, -1)
 }

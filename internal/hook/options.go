@@ -9,10 +9,11 @@ import (
 
 // Defaults of the [Option]s.
 const (
-	DefaultTimeout      = 5 * time.Second
-	DefaultMaxHooks     = 100
-	DefaultHelloTimeout = 10 * time.Second
-	DefaultResultQueue  = 256
+	DefaultTimeout        = 5 * time.Second
+	DefaultMaxHooks       = 100
+	DefaultMaxScopedHooks = 100
+	DefaultHelloTimeout   = 10 * time.Second
+	DefaultResultQueue    = 256
 )
 
 const (
@@ -55,9 +56,21 @@ func (NopObserver) HookConnected(string, int) {}
 // HookFailure implements [Observer].
 func (NopObserver) HookFailure(string, string, bool) {}
 
-// ScopeFilter returns, for the stream in ctx, the scopes whose calls the hook may see
-// (auth.Authorizer.ScopeFilter for the Subscribe action fits). An error refuses the stream.
-type ScopeFilter func(ctx context.Context) (func(scope string) bool, error)
+// ScopeFilter returns, for the stream in ctx, the scopes whose calls the hook may see.
+// An error refuses the stream.
+type ScopeFilter func(ctx context.Context) (Scopes, error)
+
+// Scopes are the scopes a hook's identity may see.
+type Scopes struct {
+	// Allow reports whether the hook may see the calls of scope; nil allows every
+	// scope. auth.Authorizer.ScopeFilter for the Subscribe action fits.
+	Allow func(scope string) bool
+	// Confined says that the identity may not see every tenant's calls
+	// (auth.Authorizer.Unconfined is false): its hooks count against
+	// [WithMaxScopedHooks] instead of [WithMaxHooks], so a tenant's hooks can never
+	// take the places of the operator's.
+	Confined bool
+}
 
 // Option configures a [Hub].
 type Option func(*options)
@@ -67,6 +80,7 @@ type options struct {
 	timeout      time.Duration
 	helloTimeout time.Duration
 	maxHooks     int
+	maxScoped    int
 	resultQueue  int
 	obs          Observer
 	now          func() time.Time
@@ -79,6 +93,7 @@ func defaultOptions() options {
 		timeout:      DefaultTimeout,
 		helloTimeout: DefaultHelloTimeout,
 		maxHooks:     DefaultMaxHooks,
+		maxScoped:    DefaultMaxScopedHooks,
 		resultQueue:  DefaultResultQueue,
 		obs:          NopObserver{},
 		now:          time.Now,
@@ -112,11 +127,24 @@ func WithHelloTimeout(d time.Duration) Option {
 	}
 }
 
-// WithMaxHooks caps the hooks connected at once ([DefaultMaxHooks] when n <= 0).
+// WithMaxHooks caps the hooks connected at once whose identity is not confined to
+// some scopes (see [Scopes]): every hook without a scope filter, the operator's with
+// one ([DefaultMaxHooks] when n <= 0). A further one's stream is refused.
 func WithMaxHooks(n int) Option {
 	return func(o *options) {
 		if n > 0 {
 			o.maxHooks = n
+		}
+	}
+}
+
+// WithMaxScopedHooks caps the hooks connected at once whose identity is confined to
+// some scopes ([DefaultMaxScopedHooks] when n <= 0). The two caps are separate, so
+// hooks of tenants cannot lock the operator's policy hooks out.
+func WithMaxScopedHooks(n int) Option {
+	return func(o *options) {
+		if n > 0 {
+			o.maxScoped = n
 		}
 	}
 }
@@ -151,5 +179,6 @@ func WithClock(now func() time.Time) Option {
 }
 
 // WithScopeFilter confines each hook to the scopes its identity may subscribe to: a call
-// outside them is never sent to it, whatever scope glob it subscribed with.
+// outside them is never sent to it, whatever scope glob it subscribed with. Without
+// one, every hook sees every scope.
 func WithScopeFilter(f ScopeFilter) Option { return func(o *options) { o.filter = f } }
