@@ -173,6 +173,23 @@ func (a *App) commitDelay() time.Duration {
 	return a.cfg.Session.Coalesce.D()
 }
 
+// callObserver returns the pipeline's call observer. A tool's per-call series go with
+// the last registration of its name, in any scope, so that providers reconnecting under
+// new tool names do not grow /metrics. A call of the tool still in flight may recreate
+// its series afterwards (see [observe.CallObserver.ForgetTool]); that is accepted.
+func (a *App) callObserver() *observe.CallObserver {
+	calls := observe.NewCallObserver(a.obs,
+		observe.WithCallLog(a.log.Named("calls")),
+		observe.WithPayloads(a.cfg.Log.Payloads),
+		observe.WithTracerProvider(a.tracing.TracerProvider()))
+	a.reg.Subscribe(func(ch registry.Change) {
+		if ch.Kind == registry.ChangeUnregistered && !a.reg.Registered(ch.Name) {
+			calls.ForgetTool(ch.Name)
+		}
+	})
+	return calls
+}
+
 func (a *App) build(pol *policy.Set) error {
 	c := a.cfg
 	authn, authz, err := auth.New(auth.FromConfig(c.Auth), auth.WithLogger(a.log), auth.WithOwnerStore(ownerStore{a.sessions}))
@@ -234,10 +251,7 @@ func (a *App) build(pol *policy.Set) error {
 		pipeline.WithLogger(a.log),
 		pipeline.WithPolicy(pol),
 		pipeline.WithObserver(a.obs.Pipeline()),
-		pipeline.WithStageTracer(observe.NewCallObserver(a.obs,
-			observe.WithCallLog(a.log.Named("calls")),
-			observe.WithPayloads(c.Log.Payloads),
-			observe.WithTracerProvider(a.tracing.TracerProvider()))),
+		pipeline.WithStageTracer(a.callObserver()),
 		pipeline.WithConfig(pipeline.Config{
 			DefaultTimeout:  c.Timeouts.DefaultTool.D(),
 			ApprovalTimeout: c.Limits.ApprovalTimeout.D(),

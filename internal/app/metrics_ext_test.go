@@ -1,9 +1,12 @@
 package app_test
 
 import (
+	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -13,6 +16,7 @@ import (
 	"github.com/toolsd/toolsd/examples/provider/exampletools"
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/internal/app"
+	"github.com/toolsd/toolsd/pkg/provider"
 )
 
 func scrape(t *testing.T, addr, path string) (int, string) {
@@ -72,6 +76,40 @@ func TestMetricsMoveAfterABatch(t *testing.T) {
 	if code, _ := scrape(t, admin, "/readyz"); code != http.StatusOK {
 		t.Errorf("/readyz = %d, want 200 while serving", code)
 	}
+}
+
+// TestToolSeriesLeaveWithTheirTool runs providers that each register a tool of a new
+// name, call it once and leave: the per-tool series must go with the tool, or a
+// provider reconnecting under fresh tool names grows /metrics without bound.
+func TestToolSeriesLeaveWithTheirTool(t *testing.T) {
+	const tools = 15
+	e := start(t, "")
+	for i := range tools {
+		name := fmt.Sprintf("gen_%d", i)
+		_, stop := runProvider(t, e.app.Addr(), provider.NewTool(name, "Generated.", func(context.Context, provider.Call, map[string]any) (string, error) {
+			return "ok", nil
+		}))
+		out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-" + name, Calls: []*toolsdv1.ToolCall{call("c0", name, `{}`)}}, batchOptions{})
+		if codes := resultCodes(out.results); !slices.Equal(codes, []string{""}) {
+			t.Fatalf("%s codes = %v, want success", name, codes)
+		}
+		stop()
+		waitFor(t, name+" to be unregistered", func() bool { return !slices.Contains(e.schemaNames(t, ""), name) })
+	}
+	// The series go once the registry has reported the last tool gone, which may be
+	// just after Schemas stopped showing it.
+	perTool := []string{"toolsd_pipeline_calls_total{", "toolsd_pipeline_call_duration_seconds_count{", "toolsd_pipeline_stage_duration_seconds_count{"}
+	waitFor(t, "the per-tool series of the unregistered tools to go", func() bool {
+		_, body := scrape(t, e.app.AdminAddr(), "/metrics")
+		for _, line := range strings.Split(body, "\n") {
+			for _, prefix := range perTool {
+				if strings.HasPrefix(line, prefix) {
+					return false
+				}
+			}
+		}
+		return true
+	})
 }
 
 // TestRPCLogLine checks the middleware's per-RPC line: written at debug for a

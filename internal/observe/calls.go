@@ -174,10 +174,32 @@ func (c *callRecord) End(t pipeline.Tool, r tool.Result) {
 	}
 }
 
+// ForgetTool deletes the series labelled with the tool name — calls, call and stage
+// durations, retries — and the handles cached for them. Call it once no scope
+// registers name any more: providers choose tool names, so series kept for every name
+// ever registered would grow without bound (a provider reconnecting under new names).
+//
+// A call of the tool still in flight may observe after this: it either recreates its
+// series, which then hold that call alone until the name is forgotten again, or counts
+// into a handle it looked up before, which is no longer exported. Both lose or keep
+// at most the in-flight calls, which is acceptable for a tool that is gone.
+func (o *CallObserver) ForgetTool(name string) {
+	o.series.Delete(name)
+	if o.m == nil {
+		return
+	}
+	p, byTool := &o.m.pipe, prometheus.Labels{"tool": name}
+	p.calls.DeletePartialMatch(byTool)
+	p.callDuration.DeleteLabelValues(name)
+	p.stageDuration.DeletePartialMatch(byTool)
+	p.retries.DeletePartialMatch(byTool)
+}
+
 // toolSeries are one tool's per-call series, looked up once each: a label lookup
 // hashes the label values on every call. Each series is created on its first use, as
 // WithLabelValues would, so /metrics shows exactly the series that were observed. Names
-// are registered tool names (or ""), so the cache is bounded like the series themselves.
+// are registered tool names (or ""), and [CallObserver.ForgetTool] drops those no longer
+// registered, so the cache is bounded like the series themselves.
 type toolSeries struct {
 	name     string
 	ok       atomic.Pointer[counterRef]

@@ -209,3 +209,33 @@ func TestCallLogPayloadCap(t *testing.T) {
 		t.Errorf("capped arguments end %q, want a whole rune", head[len(head)-4:])
 	}
 }
+
+// TestForgetTool checks that forgetting a tool drops every series labelled with it,
+// leaves other tools' alone, and that a later call of the name counts from zero.
+func TestForgetTool(t *testing.T) {
+	m, reg := newMetrics(t)
+	calls := observe.NewCallObserver(m)
+	p := pipeline.New(tools(newTool("read", "p1"), newTool("write", "p1")), succeed("ok"), pipeline.WithStageTracer(calls))
+	for _, name := range []string{"read", "write", "write"} {
+		p.Run(t.Context(), newExec(name, `{}`))
+	}
+	m.Pipeline().Retried("write", tool.CodeProviderGone, 2)
+
+	calls.ForgetTool("write")
+	for _, name := range []string{"toolsd_pipeline_calls_total", "toolsd_pipeline_call_duration_seconds", "toolsd_pipeline_stage_duration_seconds", "toolsd_pipeline_retries_total"} {
+		if has(t, reg, name, "tool", "write") {
+			t.Errorf("%s{tool=write} still exported after ForgetTool(write)", name)
+		}
+	}
+	if got := value(t, reg, "toolsd_pipeline_calls_total", "tool", "read", "code", "OK"); got != 1 {
+		t.Errorf("calls_total{tool=read} = %v after ForgetTool(write), want 1", got)
+	}
+	p.Run(t.Context(), newExec("write", `{}`))
+	// The cached handles went too: the call is counted in an exported series.
+	if got := value(t, reg, "toolsd_pipeline_calls_total", "tool", "write", "code", "OK"); got != 1 {
+		t.Errorf("calls_total{tool=write} after a new call = %v, want 1", got)
+	}
+	if got := value(t, reg, "toolsd_pipeline_call_duration_seconds", "tool", "write"); got != 1 {
+		t.Errorf("call_duration_seconds{tool=write} count after a new call = %v, want 1", got)
+	}
+}

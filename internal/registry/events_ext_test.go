@@ -133,3 +133,44 @@ func TestSubscribeOrderUnderConcurrency(t *testing.T) {
 		}
 	}
 }
+
+// TestRegisteredAcrossScopes checks that a name counts as registered while any scope
+// holds it, visible or quarantined, and that a subscriber to its last unregistration
+// already sees it gone.
+func TestRegisteredAcrossScopes(t *testing.T) {
+	r := newRegistry(t, registry.WithPinning(registry.PinQuarantine))
+	var goneAt []string
+	r.Subscribe(func(c registry.Change) {
+		if c.Kind == registry.ChangeUnregistered && !r.Registered(c.Name) {
+			goneAt = append(goneAt, c.Scope+"/"+c.Name)
+		}
+	})
+	if r.Registered("t") {
+		t.Fatal("Registered(t) on an empty registry = true")
+	}
+	mustRegister(t, r, "a", def("t"), "p")
+	mustRegister(t, r, "b", def("t"), "q")
+	if err := r.Unregister("a", "t", "p"); err != nil {
+		t.Fatal(err)
+	}
+	if !r.Registered("t") {
+		t.Error("Registered(t) with t left in scope b = false")
+	}
+	// A changed definition in a pinned scope is held back, and still registered.
+	changed := def("t")
+	changed.Description = "changed"
+	mustRegister(t, r, "a", changed, "p")
+	if err := r.Unregister("b", "t", "q"); err != nil {
+		t.Fatal(err)
+	}
+	if !r.Registered("t") {
+		t.Error("Registered(t) with t quarantined in scope a = false")
+	}
+	r.RemoveOwner("p")
+	if r.Registered("t") {
+		t.Error("Registered(t) after every registration went = true")
+	}
+	if diff := cmp.Diff([]string{"a/t"}, goneAt); diff != "" {
+		t.Errorf("last unregistrations seen by the subscriber (-want +got):\n%s", diff)
+	}
+}

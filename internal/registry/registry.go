@@ -27,6 +27,7 @@ type Registry struct {
 	restrictions map[string]*restriction
 	owners       map[string]map[toolKey]*Entry // non-operator owners only
 	ntools       int                           // visible-eligible registrations
+	names        map[string]int                // registrations (visible or quarantined) per tool name
 	pins         *pinStore                     // nil with PinOff
 	sets         map[string]*ToolSet
 
@@ -68,6 +69,7 @@ func New(opts ...Option) *Registry {
 		nodes:        map[string]*node{"": root},
 		restrictions: map[string]*restriction{},
 		owners:       map[string]map[toolKey]*Entry{},
+		names:        map[string]int{},
 		sets:         map[string]*ToolSet{},
 	}
 	r.delivery.cond = sync.NewCond(&r.delivery.mu)
@@ -135,6 +137,7 @@ func (r *Registry) insertLocked(e *Entry) (Change, error) {
 		}
 		r.owners[owner][key] = e
 	}
+	r.names[key.name]++
 	r.seq++
 	change := Change{Seq: r.seq, Scope: scope, Name: key.name, Entry: e}
 	if quarantine {
@@ -231,6 +234,9 @@ func (r *Registry) removeLocked(e *Entry) Change {
 	} else {
 		delete(n.quarantined, key.name)
 	}
+	if r.names[key.name]--; r.names[key.name] == 0 {
+		delete(r.names, key.name)
+	}
 	if e.owner != "" {
 		delete(r.owners[e.owner], key)
 		if len(r.owners[e.owner]) == 0 {
@@ -254,6 +260,15 @@ func (r *Registry) Count() (tools, scopes int) {
 		}
 	}
 	return r.ntools, scopes
+}
+
+// Registered reports whether some scope holds a registration of name, visible or
+// quarantined. A [ChangeUnregistered] subscriber calls it to learn that a name is gone
+// everywhere, for example to drop the name's metrics.
+func (r *Registry) Registered(name string) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.names[name] > 0
 }
 
 // addNodeLocked creates the node of scope and adopts existing descendant nodes whose
