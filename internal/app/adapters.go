@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/toolsd/toolsd/internal/auth"
@@ -181,4 +182,42 @@ func (o ownerStore) ClaimOwner(ctx context.Context, sessionID string, w auth.Ses
 func (o ownerStore) Owner(ctx context.Context, sessionID string) (auth.SessionOwner, bool, error) {
 	cur, ok, err := o.store.Owner(ctx, sessionID)
 	return auth.SessionOwner(cur), ok, err
+}
+
+// defaultToolSeriesKeep is how long a tool's series outlive its last registration.
+const defaultToolSeriesKeep = 10 * time.Minute
+
+// retiredTools are tool names with no registration left, each since when; a sweep
+// forgets (deletes the series of) those retired for keep and still unregistered.
+type retiredTools struct {
+	keep   time.Duration
+	forget func(name string) // checks the name is still unregistered
+
+	mu    sync.Mutex
+	since map[string]time.Time
+}
+
+func newRetiredTools(keep time.Duration) *retiredTools {
+	return &retiredTools{keep: keep, since: map[string]time.Time{}}
+}
+
+func (r *retiredTools) add(name string, now time.Time) {
+	r.mu.Lock()
+	r.since[name] = now
+	r.mu.Unlock()
+}
+
+func (r *retiredTools) sweep(now time.Time) {
+	var due []string
+	r.mu.Lock()
+	for name, t := range r.since {
+		if now.Sub(t) >= r.keep {
+			due = append(due, name)
+			delete(r.since, name)
+		}
+	}
+	r.mu.Unlock()
+	for _, name := range due {
+		r.forget(name)
+	}
 }

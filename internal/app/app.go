@@ -60,6 +60,8 @@ type App struct {
 	stopExample context.CancelFunc
 	// wrapStore, if set, wraps the opened session store (see WithSessionStoreWrapper).
 	wrapStore func(session.Store) session.Store
+	// retired holds tool names whose last registration went, until their series go.
+	retired *retiredTools
 }
 
 // Option configures [New].
@@ -80,6 +82,13 @@ func WithAdminListener(l net.Listener) Option { return func(a *App) { a.adminLis
 // fail.
 func WithSessionStoreWrapper(wrap func(session.Store) session.Store) Option {
 	return func(a *App) { a.wrapStore = wrap }
+}
+
+// WithToolSeriesKeep sets how long a tool's per-call series stay after the last
+// registration of its name went (default 10 minutes): long enough for the results of its
+// provider's last moments (PROVIDER_GONE) to be scraped and seen by alerts' rate windows.
+func WithToolSeriesKeep(d time.Duration) Option {
+	return func(a *App) { a.retired = newRetiredTools(d) }
 }
 
 // WithExampleProvider runs the bundled example provider in-process, connected over
@@ -173,18 +182,26 @@ func (a *App) commitDelay() time.Duration {
 	return a.cfg.Session.Coalesce.D()
 }
 
-// callObserver returns the pipeline's call observer. A tool's per-call series go with
-// the last registration of its name, in any scope, so that providers reconnecting under
-// new tool names do not grow /metrics. A call of the tool still in flight may recreate
+// callObserver returns the pipeline's call observer. A tool's per-call series go some
+// minutes after the last registration of its name, in any scope, so that providers
+// reconnecting under new tool names do not grow /metrics. A call of the tool still in flight may recreate
 // its series afterwards (see [observe.CallObserver.ForgetTool]); that is accepted.
 func (a *App) callObserver() *observe.CallObserver {
 	calls := observe.NewCallObserver(a.obs,
 		observe.WithCallLog(a.log.Named("calls")),
 		observe.WithPayloads(a.cfg.Log.Payloads),
 		observe.WithTracerProvider(a.tracing.TracerProvider()))
+	if a.retired == nil {
+		a.retired = newRetiredTools(defaultToolSeriesKeep)
+	}
+	a.retired.forget = func(name string) {
+		if !a.reg.Registered(name) { // else registered again: a later unregistration retires it anew
+			calls.ForgetTool(name)
+		}
+	}
 	a.reg.Subscribe(func(ch registry.Change) {
 		if ch.Kind == registry.ChangeUnregistered && !a.reg.Registered(ch.Name) {
-			calls.ForgetTool(ch.Name)
+			a.retired.add(ch.Name, time.Now())
 		}
 	})
 	return calls
@@ -401,6 +418,10 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	g.Go(func() error {
 		sweepEvery(gctx, time.Minute, func(now time.Time) { a.reg.SweepToolSets(now) })
+		return nil
+	})
+	g.Go(func() error {
+		sweepEvery(gctx, min(time.Minute, a.retired.keep), a.retired.sweep)
 		return nil
 	})
 	if a.example != "" {

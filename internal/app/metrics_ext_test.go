@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
@@ -81,9 +82,24 @@ func TestMetricsMoveAfterABatch(t *testing.T) {
 // TestToolSeriesLeaveWithTheirTool runs providers that each register a tool of a new
 // name, call it once and leave: the per-tool series must go with the tool, or a
 // provider reconnecting under fresh tool names grows /metrics without bound.
+// TestToolSeriesOutliveTheirTool: until the keep time has passed, a tool's series stay
+// after its provider left, so that its last results are scraped.
+func TestToolSeriesOutliveTheirTool(t *testing.T) {
+	e := start(t, "", app.WithToolSeriesKeep(time.Hour))
+	_, stop := runProvider(t, e.app.Addr(), provider.NewTool("brief", "Here and gone.", func(context.Context, provider.Call, map[string]any) (string, error) {
+		return "ok", nil
+	}))
+	e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-brief", Calls: []*toolsdv1.ToolCall{call("c0", "brief", `{}`)}}, batchOptions{})
+	stop()
+	waitFor(t, "brief to be unregistered", func() bool { return !slices.Contains(e.schemaNames(t, ""), "brief") })
+	if _, body := scrape(t, e.app.AdminAddr(), "/metrics"); !strings.Contains(body, `toolsd_pipeline_calls_total{code="OK",tool="brief"} 1`) {
+		t.Errorf("/metrics lost brief's calls_total series at once:\n%s", body)
+	}
+}
+
 func TestToolSeriesLeaveWithTheirTool(t *testing.T) {
 	const tools = 15
-	e := start(t, "")
+	e := start(t, "", app.WithToolSeriesKeep(10*time.Millisecond))
 	for i := range tools {
 		name := fmt.Sprintf("gen_%d", i)
 		_, stop := runProvider(t, e.app.Addr(), provider.NewTool(name, "Generated.", func(context.Context, provider.Call, map[string]any) (string, error) {

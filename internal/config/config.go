@@ -116,7 +116,6 @@ type Limits struct {
 	// CancelGrace is how long a cancelled call waits for its provider to answer (the
 	// tool to stop) before it is recorded ABORTED without the answer; 0 does not wait.
 	CancelGrace Duration `yaml:"cancel_grace"`
-
 	// MaxHooks caps the hook streams that may see every tenant's calls (the
 	// operator's); MaxScopedHooks, apart, those confined to some scopes.
 	MaxHooks       int `yaml:"max_hooks"`
