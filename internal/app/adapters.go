@@ -198,7 +198,7 @@ type retiredTools struct {
 }
 
 func newRetiredTools(keep time.Duration) *retiredTools {
-	return &retiredTools{keep: keep, since: map[string]time.Time{}}
+	return &retiredTools{keep: max(keep, time.Millisecond), since: map[string]time.Time{}}
 }
 
 func (r *retiredTools) add(name string, now time.Time) {

@@ -23,8 +23,9 @@ func TestFailureSeriesLeaveWithTheirHook(t *testing.T) {
 		hello.FailOpen = true
 		h := e.connect(t, hello, always(verdict(toolsdv1.HookVerdict_HOOK_VERDICT_BLOCK, "")))
 		e.hub.PreExecute().PreExecute(t.Context(), newExec("echo", `{}`), newTool("echo"))
-		if n := failureSeries(t, reg); n != 1 {
-			t.Fatalf("failure series while hook %d is connected = %d, want 1", i, n)
+		// Its name's stage × outcome series, created at 0 when it connected.
+		if n := failureSeries(t, reg); n != 6 {
+			t.Fatalf("failure series while hook %d is connected = %d, want 6", i, n)
 		}
 		_ = h.cc.Close()
 		<-h.done

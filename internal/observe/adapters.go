@@ -116,6 +116,9 @@ type HookObserver interface {
 // hook leaves). Hook names are never empty.
 const departedHook = ""
 
+// hookStages are the stage label's values (hook.Stage's names).
+var hookStages = []string{"pre_execute", "post_execute", "result"}
+
 // Hooks returns the adapter for hook.WithObserver. Hooks choose their own names, so a
 // name labels failures only while a hook of that name is connected: when the last one
 // leaves, its series are deleted, and failures counted later go to hook="". The series
@@ -130,6 +133,14 @@ func (o hookObserver) HookConnected(hook string, delta int) {
 	names.mu.Lock()
 	defer names.mu.Unlock()
 	if n := names.live[hook] + delta; n > 0 {
+		if names.live[hook] == 0 {
+			// Created at 0, so that rate() sees the first failure of the connection.
+			for _, stage := range hookStages {
+				for _, outcome := range []string{"fail_open", "fail_closed"} {
+					o.m.failures.WithLabelValues(hook, stage, outcome)
+				}
+			}
+		}
 		names.live[hook] = n
 		return
 	}

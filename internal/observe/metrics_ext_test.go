@@ -230,6 +230,10 @@ func TestHookFailureSeriesFollowConnectedNames(t *testing.T) {
 	h := m.Hooks()
 	const name = "toolsd_hook_failures_total"
 	h.HookConnected("audit", 1)
+	// Created at 0 when the name connects, so that rate() sees its first failure.
+	if !has(t, reg, name, "hook", "audit") || value(t, reg, name, "hook", "audit", "stage", "post_execute", "outcome", "fail_closed") != 0 {
+		t.Errorf("%s{hook=audit} not exported at 0 once an audit hook connected", name)
+	}
 	h.HookConnected("audit", 1)
 	h.HookFailure("audit", "pre_execute", false)
 	h.HookConnected("audit", -1)

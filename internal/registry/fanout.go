@@ -30,12 +30,12 @@ const maxFanoutSteps = 5_000_000
 // The count is an upper bound: every branch of a combinator and of if/then/else is
 // counted as applied, and a key's subschemas are counted across every subschema
 // applied at its object, each maximised on its own.
-func checkFanout(where string, root *jsonschema.Schema, maxDepth int) error {
+func checkFanout(where string, root *jsonschema.Schema, maxDepth int) (perPlace int, err error) {
 	g := &fanout{where: where, node: map[*jsonschema.Schema]*fanNode{}}
 	g.collect(root)
 	for _, n := range g.order {
 		if err := g.closure(n); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	g.node[root].head = true
@@ -47,7 +47,7 @@ func checkFanout(where string, root *jsonschema.Schema, maxDepth int) error {
 			g.expand(n)
 		}
 		if g.steps > maxFanoutSteps {
-			return g.tooEntangled()
+			return 0, g.tooEntangled()
 		}
 	}
 	return g.depths(g.node[root], maxDepth)
@@ -63,6 +63,38 @@ type fanout struct {
 	dynamic   map[string][]*jsonschema.Schema
 	recursive []*jsonschema.Schema
 	steps     int
+	// matched caches which patternProperties subschemas of a subschema match a name.
+	matched map[patternKey][]*jsonschema.Schema
+}
+
+type patternKey struct {
+	s    *jsonschema.Schema
+	name string
+}
+
+// matching lists the patternProperties subschemas of s whose pattern matches name,
+// computed once per (s, name): the same pair comes back at every level. Each match
+// counts toward the analysis's steps by the pattern's length.
+func (g *fanout) matching(s *jsonschema.Schema, name string) []*jsonschema.Schema {
+	if len(s.PatternProperties) == 0 {
+		return nil
+	}
+	k := patternKey{s, name}
+	if m, ok := g.matched[k]; ok {
+		return m
+	}
+	var m []*jsonschema.Schema
+	for re, c := range s.PatternProperties {
+		g.steps += 1 + len(re.String())*(len(name)+1)/4
+		if re.MatchString(name) {
+			m = append(m, c)
+		}
+	}
+	if g.matched == nil {
+		g.matched = map[patternKey][]*jsonschema.Schema{}
+	}
+	g.matched[k] = m
+	return m
 }
 
 // fanNode is one subschema: the subschemas it applies at its own place (references,
@@ -85,6 +117,11 @@ type fanNode struct {
 	below bool // the subschema applies something one level down
 	// prev and cur: the most subschemas applied at one place d levels below this one.
 	prev, cur int
+	// names and prefix: the property names and prefix-item count of applied (the labels
+	// of the places below), once labelled.
+	names    []string
+	prefix   int
+	labelled bool
 }
 
 type applied struct {
@@ -292,11 +329,12 @@ func (g *fanout) applying(n *fanNode) map[*fanNode]int {
 // subschema the most subschemas applied at one place that many levels below it, and
 // refuses the schema once that passes MaxSchemaFanout at the root. It stops early when
 // no place is that deep or the counts stop changing (the schema's recursion, if any,
-// does not multiply).
-func (g *fanout) depths(root *fanNode, maxDepth int) error {
+// does not multiply). It returns the most subschemas applied at any one place.
+func (g *fanout) depths(root *fanNode, maxDepth int) (int, error) {
 	for _, n := range g.order {
 		n.prev = n.total
 	}
+	most := root.total
 	for d := 1; d <= maxDepth; d++ {
 		changed := false
 		level := map[string]int{} // by key: heads applying the same subschemas share a count
@@ -314,20 +352,21 @@ func (g *fanout) depths(root *fanNode, maxDepth int) error {
 				changed = true
 			}
 			if g.steps > maxFanoutSteps {
-				return g.tooEntangled()
+				return 0, g.tooEntangled()
 			}
 		}
 		if root.cur > MaxSchemaFanout {
-			return g.fanoutError(root.s, root.cur, d)
+			return 0, g.fanoutError(root.s, root.cur, d)
 		}
+		most = max(most, root.cur)
 		for _, n := range g.order {
 			n.prev = n.cur
 		}
 		if !changed || root.cur == 0 {
-			return nil
+			return most, nil
 		}
 	}
-	return nil
+	return most, nil
 }
 
 // below is the most subschemas applied at one place one level below n's place: over
@@ -349,21 +388,26 @@ func (g *fanout) below(n *fanNode) int {
 	}
 	// Labels: every named property, every prefix index, and "any other key", "any
 	// other index", a key as a string, decoded content.
-	var names []string
-	prefix := 0
-	for _, a := range n.applied {
-		m := a.n
-		for k := range m.s.Properties {
-			names = append(names, k)
+	if !n.labelled {
+		n.labelled = true
+		for _, a := range n.applied {
+			m := a.n
+			for k := range m.s.Properties {
+				n.names = append(n.names, k)
+			}
+			n.prefix = max(n.prefix, len(m.s.PrefixItems))
+			if items, ok := m.s.Items.([]*jsonschema.Schema); ok {
+				n.prefix = max(n.prefix, len(items))
+			}
 		}
-		prefix = max(prefix, len(m.s.PrefixItems))
-		if items, ok := m.s.Items.([]*jsonschema.Schema); ok {
-			prefix = max(prefix, len(items))
-		}
+		slices.Sort(n.names)
+		n.names = slices.Compact(n.names)
 	}
-	slices.Sort(names)
-	names = slices.Compact(names)
+	names, prefix := n.names, n.prefix
 	best := 0
+	// atKey: a named key gets its property's subschema and every matching pattern's,
+	// or additionalProperties when neither applies; another key matches some patterns
+	// (at most all) or none.
 	atKey := func(name string, named bool) int {
 		t := 0
 		for _, a := range n.applied {
@@ -371,25 +415,22 @@ func (g *fanout) below(n *fanNode) int {
 			s, times := a.n.s, a.times
 			add, _ := s.AdditionalProperties.(*jsonschema.Schema)
 			v := sum(s.UnevaluatedProperties)
-			if c, ok := s.Properties[name]; named && ok {
-				v = capped(v + prev(c))
-			} else {
-				matched, patterns := 0, 0
-				for re, c := range s.PatternProperties {
-					patterns = capped(patterns + prev(c))
-					if named && re.MatchString(name) {
-						matched = capped(matched + prev(c))
-					}
+			if named {
+				c, ok := s.Properties[name]
+				matched := g.matching(s, name)
+				if ok {
+					v = capped(v + prev(c))
 				}
-				switch {
-				case named && matched > 0:
-					v = capped(v + matched)
-				case named && len(s.PatternProperties) > 0 && matched == 0:
+				v = capped(v + sum(matched...))
+				if !ok && len(matched) == 0 {
 					v = capped(v + prev(add))
-				default:
-					// An unnamed key matches some patterns or none.
-					v = capped(v + max(patterns, prev(add)))
 				}
+			} else {
+				patterns := 0
+				for _, c := range s.PatternProperties {
+					patterns = capped(patterns + prev(c))
+				}
+				v = capped(v + max(patterns, prev(add)))
 			}
 			t = capped(t + capped(v*times))
 		}
@@ -397,6 +438,9 @@ func (g *fanout) below(n *fanNode) int {
 	}
 	for _, name := range names {
 		best = max(best, atKey(name, true))
+		if g.steps > maxFanoutSteps {
+			return 0 // depths refuses the schema
+		}
 	}
 	best = max(best, atKey("", false))
 	atIndex := func(i int) int {

@@ -78,10 +78,11 @@ func compileSchema(name string, raw []byte, kind schemaKind, requireObject bool,
 	if err != nil {
 		return nil, schemaError(where, doc, err)
 	}
-	if err := checkFanout(where, lib, lim.maxDepth); err != nil {
+	perPlace, err := checkFanout(where, lib, lim.maxDepth)
+	if err != nil {
 		return nil, err
 	}
-	return &schema{lib: lib, shape: newShape(doc)}, nil
+	return &schema{lib: lib, shape: newShape(doc), perPlace: perPlace}, nil
 }
 
 // schemaLimits bound a schema (maxBytes) and the documents it validates (maxDepth,

@@ -292,11 +292,12 @@ func anyOfChain(n int) string {
 // document took time exponential in the chain's length or the document's depth.
 func TestSchemaFanoutIsBounded(t *testing.T) {
 	refused := map[string]struct{ params, where string }{
-		"anyOf chain":                 {params: anyOfChain(9), where: "at #/$defs/a"},
-		"allOf of $defs":              {params: `{"type":"object","allOf":[` + strings.Repeat(`{"$ref":"#/$defs/w"},`, 30) + `{}],"$defs":{"w":{"allOf":[` + strings.Repeat(`{"$ref":"#/$defs/v"},`, 30) + `{}]},"v":{}}}`, where: "at the root"},
-		"doubling per level":          {params: `{"type":"object","properties":{"x":{"anyOf":[{"$ref":"#"},{"$ref":"#"}]}}}`, where: "levels below the root"},
-		"doubling per item":           {params: `{"type":"object","properties":{"l":{"$ref":"#/$defs/l"}},"$defs":{"l":{"type":"array","items":{"oneOf":[{"$ref":"#/$defs/l"},{"$ref":"#/$defs/l"}]}}}}`, where: "levels below the root"},
-		"doubling through additional": {params: `{"type":"object","additionalProperties":{"allOf":[{"$ref":"#"},{"$ref":"#"}]}}`, where: "levels below the root"},
+		"anyOf chain":                     {params: anyOfChain(9), where: "at #/$defs/a"},
+		"allOf of $defs":                  {params: `{"type":"object","allOf":[` + strings.Repeat(`{"$ref":"#/$defs/w"},`, 30) + `{}],"$defs":{"w":{"allOf":[` + strings.Repeat(`{"$ref":"#/$defs/v"},`, 30) + `{}]},"v":{}}}`, where: "at the root"},
+		"doubling per level":              {params: `{"type":"object","properties":{"x":{"anyOf":[{"$ref":"#"},{"$ref":"#"}]}}}`, where: "levels below the root"},
+		"doubling per item":               {params: `{"type":"object","properties":{"l":{"$ref":"#/$defs/l"}},"$defs":{"l":{"type":"array","items":{"oneOf":[{"$ref":"#/$defs/l"},{"$ref":"#/$defs/l"}]}}}}`, where: "levels below the root"},
+		"property and pattern both apply": {params: `{"type":"object","properties":{"a":{"$ref":"#"}},"patternProperties":{"^a$":{"$ref":"#"}}}`, where: "levels below the root"},
+		"doubling through additional":     {params: `{"type":"object","additionalProperties":{"allOf":[{"$ref":"#"},{"$ref":"#"}]}}`, where: "levels below the root"},
 	}
 	for name, tc := range refused {
 		t.Run(name, func(t *testing.T) {
@@ -319,4 +320,30 @@ func TestSchemaFanoutIsBounded(t *testing.T) {
 	// A definition that doubles per level is fine when documents cannot nest that deep.
 	shallow := newRegistry(t, registry.WithLimits(registry.Limits{Args: jsonx.Limits{MaxDepth: 4}}))
 	mustRegister(t, shallow, "", withParams("t", `{"type":"object","properties":{"x":{"anyOf":[{"$ref":"#"},{"$ref":"#"}]}}}`), "")
+}
+
+// A schema applying many subschemas at each place accepts documents of thousands of
+// values, not a megabyte of them: 498 anyOf branches per array item would have made a
+// 40 KB array take seconds to validate.
+func TestValidationWorkIsBounded(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"type":"object","properties":{"a":{"type":"array","items":{"anyOf":[`)
+	for i := range 497 {
+		b.WriteString(`{"type":"string","minLength":` + strconv.Itoa(i) + `},`)
+	}
+	b.WriteString(`{"type":"integer"}]}}}}`)
+	e := mustRegister(t, newRegistry(t), "", withParams("t", b.String()), "")
+	if err := e.ValidateArguments([]byte(`{"a":[1,2,"x"]}`)); err != nil {
+		t.Errorf("ValidateArguments(3 items) = %v, want nil", err)
+	}
+	doc := `{"a":[` + strings.Repeat(`0,`, 4999) + `0]}`
+	err := e.ValidateArguments([]byte(doc))
+	if !errors.Is(err, registry.ErrInvalidArguments) || !strings.Contains(err.Error(), "too many values for this tool's schema") {
+		t.Errorf("ValidateArguments(5000 items) = %v, want ErrInvalidArguments: too many values", err)
+	}
+	// A schema applying one subschema per place is not limited.
+	plain := mustRegister(t, newRegistry(t), "", withParams("t", `{"type":"object","properties":{"a":{"type":"array","items":{"type":"integer"}}}}`), "")
+	if err := plain.ValidateArguments([]byte(doc)); err != nil {
+		t.Errorf("ValidateArguments(5000 items, plain schema) = %v, want nil", err)
+	}
 }

@@ -14,6 +14,9 @@ import (
 type schema struct {
 	lib   *jsonschema.Schema
 	shape *shape // nil: every document goes to the library
+	// perPlace is the most subschemas validation applies at one place of a document
+	// (see checkFanout); a document's values times it bounds the library's work.
+	perPlace int
 }
 
 // shape is a fast, allocation-free check for the schemas most tools register: objects

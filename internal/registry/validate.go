@@ -3,6 +3,7 @@ package registry
 import (
 	"cmp"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -109,6 +110,13 @@ func validate(sch *schema, raw []byte, lim jsonx.Limits, what string) error {
 	if sch.shape != nil && sch.shape.check(v) {
 		return nil
 	}
+	if sch.perPlace > 1 {
+		if most := maxValidationWork / sch.perPlace; countValues(v, most+1) > most {
+			msg := fmt.Sprintf("too many values for this tool's schema: more than %d, each checked against up to %d subschemas",
+				most, sch.perPlace)
+			return &ValidationError{Message: msg, Violations: []Violation{{Message: msg}}, what: what}
+		}
+	}
 	err = sch.lib.Validate(v)
 	if err == nil {
 		return nil
@@ -120,6 +128,41 @@ func validate(sch *schema, raw []byte, lim jsonx.Limits, what string) error {
 	}
 	vs := violations(verr)
 	return &ValidationError{Pointer: vs[0].Pointer, Message: vs[0].Message, Violations: vs, what: what}
+}
+
+// maxValidationWork bounds one document's validation: its values times the most
+// subschemas the schema applies at one place. A schema whose combinators apply hundreds
+// of subschemas at a place accepts documents of thousands of values, not a megabyte of
+// them; one applying a single subschema per place is never limited by it.
+const maxValidationWork = 1_000_000
+
+// countValues counts the JSON values in v, stopping once it reaches stop.
+func countValues(v any, stop int) int {
+	n := 0
+	var walk func(any)
+	walk = func(v any) {
+		if n++; n >= stop {
+			return
+		}
+		switch v := v.(type) {
+		case map[string]any:
+			for _, c := range v {
+				walk(c)
+				if n >= stop {
+					return
+				}
+			}
+		case []any:
+			for _, c := range v {
+				walk(c)
+				if n >= stop {
+					return
+				}
+			}
+		}
+	}
+	walk(v)
+	return n
 }
 
 var printer = message.NewPrinter(language.English)

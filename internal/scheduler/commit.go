@@ -87,8 +87,11 @@ func (r *run) appendEach(buf []Committed) ([]uint64, error) {
 			r.s.logger.Warn("tool result over the session log's event limit; recorded as RESULT_TOO_LARGE",
 				zap.String("session_id", r.b.SessionID), zap.String("call_id", r.b.Calls[one[0].Index].CallID),
 				zap.Int("content_bytes", len(res.Content)), zap.Int("meta_bytes", len(res.Meta)))
-			*res = tool.Failure(tool.CodeResultTooLarge, fmt.Sprintf(
+			tooLarge := tool.Failure(tool.CodeResultTooLarge, fmt.Sprintf(
 				"the tool's result (%d bytes) is over the session log's limit for one event", len(res.Content)+len(res.Meta)))
+			// What the result asked of the turn is not part of its event: it stays.
+			tooLarge.ConcludesTurn, tooLarge.AdditionalContexts = res.ConcludesTurn, res.AdditionalContexts
+			*res = tooLarge
 			one[0].Result = *res
 			s, err = r.appendResults(one)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -474,7 +475,7 @@ func TestExecuteResultTooLargeForTheLog(t *testing.T) {
 					}
 				}()
 				if e.Index == big {
-					return tool.Result{Content: strings.Repeat("x", 1000)}
+					return tool.Result{Content: strings.Repeat("x", 1000), ConcludesTurn: true, AdditionalContexts: []string{"remember the quota"}}
 				}
 				return okResult(e.Index)
 			})
@@ -484,6 +485,10 @@ func TestExecuteResultTooLargeForTheLog(t *testing.T) {
 			got, err := s.Execute(t.Context(), newBatch(n), sink, nil)
 			if err != nil || got.Results != n {
 				t.Fatalf("Execute() = %+v, %v, want %d results, nil", got, err, n)
+			}
+			// What the result asked of the turn survives its replacement.
+			if !got.ConcludesTurn || !slices.Equal(got.AdditionalContexts, []string{"remember the quota"}) {
+				t.Errorf("Execute() = %+v, want the big result's ConcludesTurn and context kept", got)
 			}
 			for i, r := range l.checkComplete(t, n) {
 				if i == big {
