@@ -111,12 +111,11 @@ func (z *Authorizer) ScopeFilter(ctx context.Context, action Action) (func(scope
 	}, nil
 }
 
-// Unconfined reports whether the caller in ctx may perform action in every scope below
-// the global one: one of its grants for action has "**" (an operator grant without
-// scopes has it). The global scope is left out because providers and hooks are given
-// it only by name. The hook layer keeps such hooks (the operator's) apart from the
-// hooks of a tenant, which must not take their places. With authorization off it is
-// true.
+// Unconfined reports whether the caller in ctx acts for the operator rather than for a
+// tenant: one of its grants for action has "**" (an operator grant without scopes has
+// it) or names the global scope "", which every tenant's calls and tools fall back to
+// and which no tenant is given. The hook layer keeps such hooks apart from the hooks of
+// a tenant, which must not take their places. With authorization off it is true.
 func (z *Authorizer) Unconfined(ctx context.Context, action Action) bool {
 	if !z.enabled {
 		return true
@@ -126,7 +125,7 @@ func (z *Authorizer) Unconfined(ctx context.Context, action Action) bool {
 		return false
 	}
 	for i := range z.grants {
-		if g := &z.grants[i]; g.names(id.Name) && g.coversAll(action) {
+		if g := &z.grants[i]; g.names(id.Name) && (g.coversAll(action) || g.covers(action, "")) {
 			return true
 		}
 	}

@@ -253,7 +253,7 @@ func TestUnconfined(t *testing.T) {
 	}{
 		"tenant hook":               {identity: "hook-a", action: auth.Subscribe},
 		"** hook":                   {identity: "hook-all", action: auth.Subscribe, want: true},
-		"global hook":               {identity: "hook-global", action: auth.Subscribe},
+		"global hook":               {identity: "hook-global", action: auth.Subscribe, want: true},
 		"operator":                  {identity: "operator", action: auth.Subscribe, want: true},
 		"tenant operator":           {identity: "op-a", action: auth.Subscribe},
 		"** provider subscribing":   {identity: "provider-all", action: auth.Subscribe},
