@@ -74,7 +74,8 @@ type patternKey struct {
 
 // matching lists the patternProperties subschemas of s whose pattern matches name,
 // computed once per (s, name): the same pair comes back at every level. Each match
-// counts toward the analysis's steps by the pattern's length.
+// counts toward the analysis's steps by the pattern's program size times the name's
+// length.
 func (g *fanout) matching(s *jsonschema.Schema, name string) []*jsonschema.Schema {
 	if len(s.PatternProperties) == 0 {
 		return nil
@@ -85,7 +86,10 @@ func (g *fanout) matching(s *jsonschema.Schema, name string) []*jsonschema.Schem
 	}
 	var m []*jsonschema.Schema
 	for re, c := range s.PatternProperties {
-		g.steps += 1 + len(re.String())*(len(name)+1)/4
+		// Matching costs up to the program's size per byte of the name.
+		if g.steps += 1 + patternSizeOf(re)*(len(name)+1)/2; g.steps > maxFanoutSteps {
+			break // checkFanout refuses the schema
+		}
 		if re.MatchString(name) {
 			m = append(m, c)
 		}

@@ -82,12 +82,56 @@ func compileSchema(name string, raw []byte, kind schemaKind, requireObject bool,
 	if err != nil {
 		return nil, err
 	}
-	return &schema{lib: lib, shape: newShape(doc), perPlace: perPlace}, nil
+	sch := &schema{lib: lib, shape: newShape(doc), perPlace: perPlace}
+	sch.patternSize, sch.enumSize = costlyKeywords(lib)
+	return sch, nil
 }
 
 // schemaLimits bound a schema (maxBytes) and the documents it validates (maxDepth,
 // the deepest nesting the document's parser accepts).
 type schemaLimits struct{ maxBytes, maxDepth int }
+
+// patternSizeOf is a pattern's estimated program size.
+func patternSizeOf(re jsonschema.Regexp) int {
+	if r, ok := re.(re2Regexp); ok {
+		return r.size
+	}
+	return maxPatternSize // only re2 compiles schema patterns
+}
+
+// costlyKeywords walks every subschema of root for the keywords whose cost per value
+// is more than a constant: the largest pattern (matching is up to its program size per
+// byte of text) and the largest enum (the library compares a value with its members one
+// by one, numbers exactly, parsing both).
+func costlyKeywords(root *jsonschema.Schema) (patternSize, enumSize int) {
+	seen := map[*jsonschema.Schema]bool{}
+	var walk func(*jsonschema.Schema)
+	walk = func(s *jsonschema.Schema) {
+		if s == nil || seen[s] {
+			return
+		}
+		seen[s] = true
+		if s.Pattern != nil {
+			patternSize = max(patternSize, patternSizeOf(s.Pattern))
+		}
+		for re := range s.PatternProperties {
+			patternSize = max(patternSize, patternSizeOf(re))
+		}
+		if s.Enum != nil {
+			enumSize = max(enumSize, len(s.Enum.Values))
+		}
+		for _, c := range here(s) {
+			walk(c)
+		}
+		walk(s.RecursiveRef)
+		if s.DynamicRef != nil {
+			walk(s.DynamicRef.Ref)
+		}
+		forBelow(s, walk)
+	}
+	walk(root)
+	return patternSize, enumSize
+}
 
 // countObjects counts the objects in v, stopping once it reaches stop.
 func countObjects(v any, stop int) int {
@@ -121,7 +165,12 @@ func (refuseLoader) Load(u string) (any, error) {
 	return nil, fmt.Errorf("loading %q is disabled", u)
 }
 
-type re2Regexp struct{ *regexp.Regexp }
+// re2Regexp is a schema pattern with its estimated program size (matching costs up to
+// the size per byte of input).
+type re2Regexp struct {
+	*regexp.Regexp
+	size int
+}
 
 func re2(pattern string) (jsonschema.Regexp, error) {
 	if len(pattern) > maxPatternBytes {
@@ -131,14 +180,15 @@ func re2(pattern string) (jsonschema.Regexp, error) {
 	if err != nil {
 		return nil, err
 	}
-	if n := regexSize(parsed, maxPatternSize+1); n > maxPatternSize {
+	size := regexSize(parsed, maxPatternSize+1)
+	if size > maxPatternSize {
 		return nil, fmt.Errorf("pattern expands to more than %d regex instructions (counted repetitions multiply)", maxPatternSize)
 	}
 	re, err := regexp.Compile(pattern)
 	if err != nil {
 		return nil, err
 	}
-	return re2Regexp{re}, nil
+	return re2Regexp{re, size}, nil
 }
 
 // maxPatternSize bounds a pattern's compiled size. RE2 matches in time linear in the

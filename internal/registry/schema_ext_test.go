@@ -347,3 +347,45 @@ func TestValidationWorkIsBounded(t *testing.T) {
 		t.Errorf("ValidateArguments(5000 items, plain schema) = %v, want nil", err)
 	}
 }
+
+// Enums and patterns cost per value and per byte: a 12,000-number enum made each array
+// item cost 30 ms, and ".{0,1000}x" took 29 s against a 1 MB string. Documents within
+// the work those allow validate as before; larger ones are refused before the library
+// runs.
+func TestValidationWorkCountsEnumsAndPatterns(t *testing.T) {
+	var enum strings.Builder
+	for i := range 2000 {
+		enum.WriteString(strconv.Itoa(i) + ",")
+	}
+	tests := map[string]struct {
+		params, small, large, want string
+	}{
+		"numeric enum": {
+			params: `{"type":"object","properties":{"a":{"type":"array","items":{"enum":[` + enum.String() + `-1]}}}}`,
+			small:  `{"a":[1,2,3]}`, large: `{"a":[` + strings.Repeat(`1,`, 999) + `1]}`,
+			want: "too many values for this tool's schema",
+		},
+		"pattern": {
+			params: `{"type":"object","properties":{"s":{"type":"string","pattern":".{0,1000}x"}}}`,
+			small:  `{"s":"` + strings.Repeat("a", 1000) + `x"}`, large: `{"s":"` + strings.Repeat("a", 100_000) + `x"}`,
+			want: "too much text for this tool's schema",
+		},
+		"pattern on keys": {
+			params: `{"type":"object","patternProperties":{"^[a-z]{0,1000}$":{"type":"integer"}}}`,
+			small:  `{"abc":1}`, large: `{"` + strings.Repeat("a", 100_000) + `":1}`,
+			want: "too much text for this tool's schema",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := mustRegister(t, newRegistry(t), "", withParams("t", tc.params), "")
+			if err := e.ValidateArguments([]byte(tc.small)); err != nil {
+				t.Errorf("ValidateArguments(small) = %v, want nil", err)
+			}
+			err := e.ValidateArguments([]byte(tc.large))
+			if !errors.Is(err, registry.ErrInvalidArguments) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("ValidateArguments(large) = %.200v, want ErrInvalidArguments: %s", err, tc.want)
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -110,12 +111,8 @@ func validate(sch *schema, raw []byte, lim jsonx.Limits, what string) error {
 	if sch.shape != nil && sch.shape.check(v) {
 		return nil
 	}
-	if sch.perPlace > 1 {
-		if most := maxValidationWork / sch.perPlace; countValues(v, most+1) > most {
-			msg := fmt.Sprintf("too many values for this tool's schema: more than %d, each checked against up to %d subschemas",
-				most, sch.perPlace)
-			return &ValidationError{Message: msg, Violations: []Violation{{Message: msg}}, what: what}
-		}
+	if err := sch.checkWork(v, what); err != nil {
+		return err
 	}
 	err = sch.lib.Validate(v)
 	if err == nil {
@@ -130,51 +127,88 @@ func validate(sch *schema, raw []byte, lim jsonx.Limits, what string) error {
 	return &ValidationError{Pointer: vs[0].Pointer, Message: vs[0].Message, Violations: vs, what: what}
 }
 
-// maxValidationWork bounds one document's validation: its values times the most
-// subschemas the schema applies at one place. A schema whose combinators apply hundreds
-// of subschemas at a place accepts documents of thousands of values, not a megabyte of
-// them; one applying a single subschema per place is never limited by it.
-const maxValidationWork = 1_000_000
+// Bounds on one document's validation, which the library's work grows with: its values
+// times the subschemas the schema applies at one place (plus the largest enum, whose
+// members are compared one by one), and its text (strings and keys) times the
+// largest pattern's program. A schema applying a single subschema per place with no
+// pattern or enum is never limited; one applying hundreds of subschemas at each
+// place accepts documents of thousands of values, not a megabyte of them.
+const (
+	maxValidationWork = 1_000_000
+	maxPatternWork    = 50_000_000 // program instructions × bytes of text; ~1 s of matching
+)
 
-// countValues counts the JSON values in v, stopping once it reaches stop.
-func countValues(v any, stop int) int {
-	n := 0
-	var walk func(any)
-	walk = func(v any) {
-		if n++; n >= stop {
-			return
-		}
+// checkWork refuses a document whose validation would exceed the bounds above.
+func (sch *schema) checkWork(v any, what string) error {
+	perValue := sch.perPlace + sch.enumSize
+	if perValue <= 1 && sch.patternSize == 0 {
+		return nil
+	}
+	maxValues, maxText := math.MaxInt, math.MaxInt
+	if perValue > 1 {
+		maxValues = maxValidationWork / perValue
+	}
+	if sch.patternSize > 0 {
+		maxText = maxPatternWork / sch.patternSize
+	}
+	values, text := measure(v, maxValues, maxText)
+	var msg string
+	switch {
+	case values > maxValues:
+		msg = fmt.Sprintf("too many values for this tool's schema: more than %d, each checked against up to %d subschemas or enum members", maxValues, perValue)
+	case text > maxText:
+		msg = fmt.Sprintf("too much text for this tool's schema: more than %d bytes of strings and keys, matched against patterns of up to %d instructions", maxText, sch.patternSize)
+	default:
+		return nil
+	}
+	return &ValidationError{Message: msg, Violations: []Violation{{Message: msg}}, what: what}
+}
+
+// measure counts the JSON values in v and the bytes of its strings and object keys,
+// stopping once either passes its limit.
+func measure(v any, maxValues, maxText int) (values, text int) {
+	var walk func(any) bool
+	walk = func(v any) bool {
+		values++
 		switch v := v.(type) {
+		case string:
+			text += len(v)
 		case map[string]any:
-			for _, c := range v {
-				walk(c)
-				if n >= stop {
-					return
+			for k, c := range v {
+				text += len(k)
+				if !walk(c) {
+					return false
 				}
 			}
 		case []any:
 			for _, c := range v {
-				walk(c)
-				if n >= stop {
-					return
+				if !walk(c) {
+					return false
 				}
 			}
 		}
+		return values <= maxValues && text <= maxText
 	}
 	walk(v)
-	return n
+	return values, text
 }
 
 var printer = message.NewPrinter(language.English)
 
 // violations flattens the library's error tree to its leaves, sorted by pointer so the
-// message is deterministic (the library walks properties in map order).
+// message is deterministic (the library walks properties in map order). Only the first
+// leaves by pointer are worded: wording one can format a whole enum or required list,
+// and a failing document can have hundreds of thousands of leaves.
 func violations(root *jsonschema.ValidationError) []Violation {
-	var out []Violation
+	type leaf struct {
+		pointer string
+		kind    jsonschema.ErrorKind
+	}
+	var leaves []leaf
 	var walk func(*jsonschema.ValidationError)
 	walk = func(e *jsonschema.ValidationError) {
 		if len(e.Causes) == 0 {
-			out = append(out, Violation{Pointer: pointer(e.InstanceLocation), Message: describe(e.ErrorKind)})
+			leaves = append(leaves, leaf{pointer(e.InstanceLocation), e.ErrorKind})
 			return
 		}
 		for _, c := range e.Causes {
@@ -182,6 +216,12 @@ func violations(root *jsonschema.ValidationError) []Violation {
 		}
 	}
 	walk(root)
+	slices.SortStableFunc(leaves, func(a, b leaf) int { return cmp.Compare(a.pointer, b.pointer) })
+	leaves = leaves[:min(len(leaves), maxWordedLeaves)]
+	out := make([]Violation, len(leaves))
+	for i, l := range leaves {
+		out[i] = Violation{Pointer: l.pointer, Message: describe(l.kind)}
+	}
 	slices.SortStableFunc(out, func(a, b Violation) int {
 		return cmp.Or(cmp.Compare(a.Pointer, b.Pointer), cmp.Compare(a.Message, b.Message))
 	})
@@ -194,6 +234,9 @@ func violations(root *jsonschema.ValidationError) []Violation {
 	}
 	return out
 }
+
+// maxWordedLeaves bounds the failures worded for one document (see violations).
+const maxWordedLeaves = 4 * maxViolations
 
 // describe words one failure. Kinds that would echo the offending value (which may be
 // huge) name only what was expected.
