@@ -82,9 +82,7 @@ func compileSchema(name string, raw []byte, kind schemaKind, requireObject bool,
 	if err != nil {
 		return nil, err
 	}
-	sch := &schema{lib: lib, shape: newShape(doc), perPlace: perPlace}
-	sch.patternSize, sch.enumSize = costlyKeywords(lib)
-	return sch, nil
+	return &schema{lib: lib, shape: newShape(doc), perPlace: perPlace, costs: costlyKeywords(lib)}, nil
 }
 
 // schemaLimits bound a schema (maxBytes) and the documents it validates (maxDepth,
@@ -99,11 +97,26 @@ func patternSizeOf(re jsonschema.Regexp) int {
 	return maxPatternSize // only re2 compiles schema patterns
 }
 
-// costlyKeywords walks every subschema of root for the keywords whose cost per value
-// is more than a constant: the largest pattern (matching is up to its program size per
-// byte of text) and the largest enum (the library compares a value with its members one
-// by one, numbers exactly, parsing both).
-func costlyKeywords(root *jsonschema.Schema) (patternSize, enumSize int) {
+// keywordCosts are the keywords of a schema whose cost per value is more than a
+// constant (see costlyKeywords and schema.checkWork).
+type keywordCosts struct {
+	// patternSize: the largest pattern's program (matching costs up to it per byte).
+	patternSize int
+	// enumSize: the largest enum (a value is compared with its members one by one,
+	// numbers exactly, parsing both).
+	enumSize int
+	// requiredSize: the longest required list plus every dependentRequired (or draft-07
+	// dependencies) list of one subschema, checked per object.
+	requiredSize int
+	// uniqueItems: arrays of up to 20 items are compared pairwise, deeply.
+	uniqueItems bool
+	// formatRegex: an asserted "format": "regex" compiles every string it checks.
+	formatRegex bool
+}
+
+// costlyKeywords walks every subschema of root for its keywordCosts.
+func costlyKeywords(root *jsonschema.Schema) keywordCosts {
+	var k keywordCosts
 	seen := map[*jsonschema.Schema]bool{}
 	var walk func(*jsonschema.Schema)
 	walk = func(s *jsonschema.Schema) {
@@ -112,14 +125,26 @@ func costlyKeywords(root *jsonschema.Schema) (patternSize, enumSize int) {
 		}
 		seen[s] = true
 		if s.Pattern != nil {
-			patternSize = max(patternSize, patternSizeOf(s.Pattern))
+			k.patternSize = max(k.patternSize, patternSizeOf(s.Pattern))
 		}
 		for re := range s.PatternProperties {
-			patternSize = max(patternSize, patternSizeOf(re))
+			k.patternSize = max(k.patternSize, patternSizeOf(re))
 		}
 		if s.Enum != nil {
-			enumSize = max(enumSize, len(s.Enum.Values))
+			k.enumSize = max(k.enumSize, len(s.Enum.Values))
 		}
+		required := len(s.Required)
+		for _, names := range s.DependentRequired {
+			required += len(names)
+		}
+		for _, d := range s.Dependencies {
+			if names, ok := d.([]string); ok {
+				required += len(names)
+			}
+		}
+		k.requiredSize = max(k.requiredSize, required)
+		k.uniqueItems = k.uniqueItems || s.UniqueItems
+		k.formatRegex = k.formatRegex || s.Format != nil && s.Format.Name == "regex"
 		for _, c := range here(s) {
 			walk(c)
 		}
@@ -130,7 +155,7 @@ func costlyKeywords(root *jsonschema.Schema) (patternSize, enumSize int) {
 		forBelow(s, walk)
 	}
 	walk(root)
-	return patternSize, enumSize
+	return k
 }
 
 // countObjects counts the objects in v, stopping once it reaches stop.

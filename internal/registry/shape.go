@@ -15,9 +15,9 @@ type schema struct {
 	lib   *jsonschema.Schema
 	shape *shape // nil: every document goes to the library
 	// perPlace is the most subschemas validation applies at one place of a document
-	// (see checkFanout); patternSize the largest pattern's program, enumSize the
-	// largest enum (see costlyKeywords). They bound a document (checkWork).
-	perPlace, patternSize, enumSize int
+	// (see checkFanout); it and costs bound a document (see checkWork).
+	perPlace int
+	costs    keywordCosts
 }
 
 // shape is a fast, allocation-free check for the schemas most tools register: objects

@@ -127,55 +127,80 @@ func validate(sch *schema, raw []byte, lim jsonx.Limits, what string) error {
 	return &ValidationError{Pointer: vs[0].Pointer, Message: vs[0].Message, Violations: vs, what: what}
 }
 
-// Bounds on one document's validation, which the library's work grows with: its values
-// times the subschemas the schema applies at one place (plus the largest enum, whose
-// members are compared one by one), and its text (strings and keys) times the
-// largest pattern's program. A schema applying a single subschema per place with no
-// pattern or enum is never limited; one applying hundreds of subschemas at each
-// place accepts documents of thousands of values, not a megabyte of them.
+// Bounds on one document's validation, which the library's work grows with:
+//   - its values × (the subschemas applied at one place + the largest enum + 20 with
+//     uniqueItems + 1,000 with an asserted "format": "regex"),
+//   - its objects × the longest required (and dependentRequired) lists of a subschema,
+//   - its text (strings and keys) × the largest pattern's program,
+//
+// each refused past its maximum before the library runs. A schema with one subschema per
+// place and none of those keywords is never limited; one applying hundreds of subschemas
+// at each place accepts documents of thousands of values, not a megabyte of them.
 const (
 	maxValidationWork = 1_000_000
 	maxPatternWork    = 50_000_000 // program instructions × bytes of text; ~1 s of matching
+	// uniqueItemsCost and formatRegexCost price a value under those keywords: up to 20
+	// deep comparisons, and compiling the string as a pattern (up to ~1 ms).
+	uniqueItemsCost = 20
+	formatRegexCost = 1000
 )
 
 // checkWork refuses a document whose validation would exceed the bounds above.
 func (sch *schema) checkWork(v any, what string) error {
-	perValue := sch.perPlace + sch.enumSize
-	if perValue <= 1 && sch.patternSize == 0 {
+	k := &sch.costs
+	perValue := sch.perPlace + k.enumSize
+	if k.uniqueItems {
+		perValue += uniqueItemsCost
+	}
+	if k.formatRegex {
+		perValue += formatRegexCost
+	}
+	if perValue <= 1 && k.patternSize == 0 && k.requiredSize <= 1 {
 		return nil
 	}
-	maxValues, maxText := math.MaxInt, math.MaxInt
+	lim := docSize{values: math.MaxInt, objects: math.MaxInt, text: math.MaxInt}
 	if perValue > 1 {
-		maxValues = maxValidationWork / perValue
+		lim.values = maxValidationWork / perValue
 	}
-	if sch.patternSize > 0 {
-		maxText = maxPatternWork / sch.patternSize
+	if k.requiredSize > 1 {
+		lim.objects = maxValidationWork / k.requiredSize
 	}
-	values, text := measure(v, maxValues, maxText)
+	if k.patternSize > 0 {
+		lim.text = maxPatternWork / k.patternSize
+	}
+	n := measure(v, lim)
 	var msg string
 	switch {
-	case values > maxValues:
-		msg = fmt.Sprintf("too many values for this tool's schema: more than %d, each checked against up to %d subschemas or enum members", maxValues, perValue)
-	case text > maxText:
-		msg = fmt.Sprintf("too much text for this tool's schema: more than %d bytes of strings and keys, matched against patterns of up to %d instructions", maxText, sch.patternSize)
+	case n.values > lim.values:
+		msg = fmt.Sprintf("too many values for this tool's schema: more than %d, each checked against up to %d subschemas, enum members or comparisons", lim.values, perValue)
+	case n.objects > lim.objects:
+		msg = fmt.Sprintf("too many objects for this tool's schema: more than %d, each checked for up to %d required properties", lim.objects, k.requiredSize)
+	case n.text > lim.text:
+		msg = fmt.Sprintf("too much text for this tool's schema: more than %d bytes of strings and keys, matched against patterns of up to %d instructions", lim.text, k.patternSize)
 	default:
 		return nil
 	}
 	return &ValidationError{Message: msg, Violations: []Violation{{Message: msg}}, what: what}
 }
 
-// measure counts the JSON values in v and the bytes of its strings and object keys,
-// stopping once either passes its limit.
-func measure(v any, maxValues, maxText int) (values, text int) {
+// docSize is what measure counts of a document.
+type docSize struct{ values, objects, text int }
+
+// measure counts the JSON values in v, its objects, and the bytes of its strings and
+// object keys, stopping once any passes its limit in lim.
+func measure(v any, lim docSize) docSize {
+	var n docSize
+	within := func() bool { return n.values <= lim.values && n.objects <= lim.objects && n.text <= lim.text }
 	var walk func(any) bool
 	walk = func(v any) bool {
-		values++
+		n.values++
 		switch v := v.(type) {
 		case string:
-			text += len(v)
+			n.text += len(v)
 		case map[string]any:
+			n.objects++
 			for k, c := range v {
-				text += len(k)
+				n.text += len(k)
 				if !walk(c) {
 					return false
 				}
@@ -187,18 +212,19 @@ func measure(v any, maxValues, maxText int) (values, text int) {
 				}
 			}
 		}
-		return values <= maxValues && text <= maxText
+		return within()
 	}
 	walk(v)
-	return values, text
+	return n
 }
 
 var printer = message.NewPrinter(language.English)
 
 // violations flattens the library's error tree to its leaves, sorted by pointer so the
-// message is deterministic (the library walks properties in map order). Only the first
-// leaves by pointer are worded: wording one can format a whole enum or required list,
-// and a failing document can have hundreds of thousands of leaves.
+// message is deterministic (the library walks properties in map order). A failing
+// document can have hundreds of thousands of leaves: only the first maxLeaves are read,
+// and only the first by pointer are worded (wording one can format a whole enum or
+// required list).
 func violations(root *jsonschema.ValidationError) []Violation {
 	type leaf struct {
 		pointer string
@@ -207,6 +233,9 @@ func violations(root *jsonschema.ValidationError) []Violation {
 	var leaves []leaf
 	var walk func(*jsonschema.ValidationError)
 	walk = func(e *jsonschema.ValidationError) {
+		if len(leaves) == maxLeaves {
+			return
+		}
 		if len(e.Causes) == 0 {
 			leaves = append(leaves, leaf{pointer(e.InstanceLocation), e.ErrorKind})
 			return
@@ -235,8 +264,13 @@ func violations(root *jsonschema.ValidationError) []Violation {
 	return out
 }
 
-// maxWordedLeaves bounds the failures worded for one document (see violations).
-const maxWordedLeaves = 4 * maxViolations
+// maxWordedLeaves bounds the failures worded for one document, maxLeaves those read
+// from the library's error tree at all (see violations): past it, which failures are
+// reported may depend on the library's walk order.
+const (
+	maxWordedLeaves = 4 * maxViolations
+	maxLeaves       = 10_000
+)
 
 // describe words one failure. Kinds that would echo the offending value (which may be
 // huge) name only what was expected.
@@ -258,8 +292,11 @@ func pointer(loc []string) string {
 	}
 	var b strings.Builder
 	for _, tok := range loc {
+		if b.Len() > maxViolationMessage {
+			break // truncate cuts it there anyway
+		}
 		b.WriteByte('/')
-		b.WriteString(escapePointer(tok))
+		b.WriteString(escapePointer(tok[:min(len(tok), maxViolationMessage+1)]))
 	}
 	return truncate(b.String())
 }
