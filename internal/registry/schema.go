@@ -112,6 +112,9 @@ type keywordCosts struct {
 	uniqueItems bool
 	// formatRegex: an asserted "format": "regex" compiles every string it checks.
 	formatRegex bool
+	// numeric: a keyword compares numbers exactly (multipleOf, a bound, "integer"): the
+	// library parses each number as a big rational, at a cost growing with its exponent.
+	numeric bool
 }
 
 // costlyKeywords walks every subschema of root for its keywordCosts.
@@ -145,6 +148,8 @@ func costlyKeywords(root *jsonschema.Schema) keywordCosts {
 		k.requiredSize = max(k.requiredSize, required)
 		k.uniqueItems = k.uniqueItems || s.UniqueItems
 		k.formatRegex = k.formatRegex || s.Format != nil && s.Format.Name == "regex"
+		k.numeric = k.numeric || s.MultipleOf != nil || s.Minimum != nil || s.Maximum != nil ||
+			s.ExclusiveMinimum != nil || s.ExclusiveMaximum != nil || s.Types != nil && slices.Contains(s.Types.ToStrings(), "integer")
 		for _, c := range here(s) {
 			walk(c)
 		}

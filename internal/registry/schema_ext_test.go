@@ -348,10 +348,11 @@ func TestValidationWorkIsBounded(t *testing.T) {
 	}
 }
 
-// Enums, patterns, required lists, uniqueItems and format "regex" cost per value, byte or
-// object: a 12,000-number enum made each array item cost 30 ms, ".{0,1000}x" took 29 s
+// Enums, patterns, required lists, uniqueItems, format "regex" and exact number checks
+// cost per value, byte or object: a 12,000-number enum made each array item cost 30 ms, ".{0,1000}x" took 29 s
 // against a 1 MB string, an 8,000-name required list 28 s for 100 KB of empty objects,
-// 20 near-identical 50 KB uniqueItems 10 s, and 33,000 format-regex strings 20 s.
+// 20 near-identical 50 KB uniqueItems 10 s, 33,000 format-regex strings 20 s, and a
+// megabyte of 1e400 against multipleOf ~2 s.
 // Documents within the work those allow validate as before; larger ones are refused
 // before the library runs.
 func TestValidationWorkCountsCostlyKeywords(t *testing.T) {
@@ -392,6 +393,11 @@ func TestValidationWorkCountsCostlyKeywords(t *testing.T) {
 			params: `{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"a":{"type":"array","items":{"type":"string","format":"regex"}}}}`,
 			small:  `{"a":["^a+$"]}`, large: `{"a":[` + strings.Repeat(`"a",`, 1999) + `"a"]}`,
 			want: "too many values for this tool's schema",
+		},
+		"huge exponents": {
+			params: `{"type":"object","properties":{"a":{"type":"array","items":{"type":"number","multipleOf":0.7}}}}`,
+			small:  `{"a":[1.4,2.1]}`, large: `{"a":[` + strings.Repeat(`1e400,`, 79_999) + `1e400]}`,
+			want: "numbers too large for this tool's schema",
 		},
 		"pattern on keys": {
 			params: `{"type":"object","patternProperties":{"^[a-z]{0,1000}$":{"type":"integer"}}}`,

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -139,6 +140,9 @@ func validate(sch *schema, raw []byte, lim jsonx.Limits, what string) error {
 const (
 	maxValidationWork = 1_000_000
 	maxPatternWork    = 50_000_000 // program instructions × bytes of text; ~1 s of matching
+	// maxNumberWork bounds, under a numeric keyword, the sum over a document's numbers of
+	// their length plus their exponent's magnitude (~30 ns each when parsed exactly).
+	maxNumberWork = 30_000_000
 	// uniqueItemsCost and formatRegexCost price a value under those keywords: up to 20
 	// deep comparisons, and compiling the string as a pattern (up to ~1 ms).
 	uniqueItemsCost = 20
@@ -155,10 +159,13 @@ func (sch *schema) checkWork(v any, what string) error {
 	if k.formatRegex {
 		perValue += formatRegexCost
 	}
-	if perValue <= 1 && k.patternSize == 0 && k.requiredSize <= 1 {
+	if perValue <= 1 && k.patternSize == 0 && k.requiredSize <= 1 && !k.numeric {
 		return nil
 	}
-	lim := docSize{values: math.MaxInt, objects: math.MaxInt, text: math.MaxInt}
+	lim := docSize{values: math.MaxInt, objects: math.MaxInt, text: math.MaxInt, numbers: math.MaxInt}
+	if k.numeric {
+		lim.numbers = maxNumberWork
+	}
 	if perValue > 1 {
 		lim.values = maxValidationWork / perValue
 	}
@@ -177,26 +184,43 @@ func (sch *schema) checkWork(v any, what string) error {
 		msg = fmt.Sprintf("too many objects for this tool's schema: more than %d, each checked for up to %d required properties", lim.objects, k.requiredSize)
 	case n.text > lim.text:
 		msg = fmt.Sprintf("too much text for this tool's schema: more than %d bytes of strings and keys, matched against patterns of up to %d instructions", lim.text, k.patternSize)
+	case n.numbers > lim.numbers:
+		msg = "numbers too large for this tool's schema: their digits and exponents add up to more than " + strconv.Itoa(lim.numbers)
 	default:
 		return nil
 	}
 	return &ValidationError{Message: msg, Violations: []Violation{{Message: msg}}, what: what}
 }
 
-// docSize is what measure counts of a document.
-type docSize struct{ values, objects, text int }
+// numberCost is a number's length plus its exponent's magnitude (jsonx bounds both).
+func numberCost(s string) int {
+	c := len(s)
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		e, _ := strconv.Atoi(strings.TrimPrefix(s[i+1:], "+"))
+		c += max(e, -e)
+	}
+	return c
+}
+
+// docSize is what measure counts of a document: numbers is the sum over its numbers of
+// their length plus their exponent's magnitude.
+type docSize struct{ values, objects, text, numbers int }
 
 // measure counts the JSON values in v, its objects, and the bytes of its strings and
 // object keys, stopping once any passes its limit in lim.
 func measure(v any, lim docSize) docSize {
 	var n docSize
-	within := func() bool { return n.values <= lim.values && n.objects <= lim.objects && n.text <= lim.text }
+	within := func() bool {
+		return n.values <= lim.values && n.objects <= lim.objects && n.text <= lim.text && n.numbers <= lim.numbers
+	}
 	var walk func(any) bool
 	walk = func(v any) bool {
 		n.values++
 		switch v := v.(type) {
 		case string:
 			n.text += len(v)
+		case json.Number:
+			n.numbers += numberCost(string(v))
 		case map[string]any:
 			n.objects++
 			for k, c := range v {
