@@ -250,6 +250,7 @@ func (a *App) build(pol *policy.Set) error {
 		hook.WithObserver(a.obs.Hooks()),
 		hook.WithMaxHooks(c.Limits.MaxHooks),
 		hook.WithMaxScopedHooks(c.Limits.MaxScopedHooks),
+		hook.WithMaxHooksPerIdentity(c.Limits.MaxHooksPerIdentity),
 	}
 	if authz.Enabled() {
 		hubOpts = append(hubOpts, hook.WithScopeFilter(func(ctx context.Context) (hook.Scopes, error) {
@@ -257,7 +258,8 @@ func (a *App) build(pol *policy.Set) error {
 			if err != nil {
 				return hook.Scopes{}, err
 			}
-			return hook.Scopes{Allow: allow, Confined: !authz.Unconfined(ctx, auth.Subscribe)}, nil
+			id, _ := auth.FromContext(ctx)
+			return hook.Scopes{Allow: allow, Confined: !authz.Unconfined(ctx, auth.Subscribe), Identity: id.Name}, nil
 		}))
 	}
 	a.hub = hook.New(hubOpts...)

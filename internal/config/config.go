@@ -120,6 +120,8 @@ type Limits struct {
 	// operator's); MaxScopedHooks, apart, those confined to some scopes.
 	MaxHooks       int `yaml:"max_hooks"`
 	MaxScopedHooks int `yaml:"max_scoped_hooks"`
+	// MaxHooksPerIdentity caps one confined identity's hooks, within MaxScopedHooks.
+	MaxHooksPerIdentity int `yaml:"max_hooks_per_identity"`
 }
 
 // maxAcceptedHold bounds limits.accepted_hold: it delays a slow single call's accepted
@@ -313,6 +315,7 @@ func (c *Config) Validate() error {
 		"limits.max_in_flight_per_provider": int64(c.Limits.MaxInFlightPerProvider),
 		"limits.max_hooks":                  int64(c.Limits.MaxHooks),
 		"limits.max_scoped_hooks":           int64(c.Limits.MaxScopedHooks),
+		"limits.max_hooks_per_identity":     int64(c.Limits.MaxHooksPerIdentity),
 		"limits.max_concurrent_streams":     int64(c.Limits.MaxConcurrentStreams),
 		"limits.approval_timeout":           int64(c.Limits.ApprovalTimeout),
 		"limits.hook_timeout":               int64(c.Limits.HookTimeout),

@@ -49,6 +49,7 @@ type conn struct {
 	allow func(scope string) bool
 	// confined: the identity may not see every tenant's calls (see [Scopes]).
 	confined bool
+	identity string // the caller, for the per-identity cap of confined hooks
 
 	// hello is set by the handler before the conn is attached; read-only afterwards.
 	hello       hello
@@ -91,6 +92,7 @@ func (h *Hub) newConn(out sender, scopes Scopes) *conn {
 		log:        h.log.With(zap.String("hook_id", id)),
 		allow:      allow,
 		confined:   scopes.Confined,
+		identity:   scopes.Identity,
 		helloCh:    make(chan *toolsdv1.HookHello, 1),
 		reqs:       make(chan outbound, requestQueue),
 		notes:      make(chan *response, h.opts.resultQueue),

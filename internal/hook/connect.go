@@ -15,9 +15,10 @@ import (
 
 // Stream-level failures, as the hook sees them.
 var (
-	errShuttingDown       = status.Error(codes.Unavailable, "hook: toolsd is shutting down")
-	errTooManyHooks       = errors.New("hook: too many hooks connected")
-	errTooManyScopedHooks = errors.New("hook: too many hooks confined to some scopes connected")
+	errShuttingDown         = status.Error(codes.Unavailable, "hook: toolsd is shutting down")
+	errTooManyHooks         = errors.New("hook: too many hooks connected")
+	errTooManyScopedHooks   = errors.New("hook: too many hooks confined to some scopes connected")
+	errTooManyIdentityHooks = errors.New("hook: too many hooks of one identity connected")
 )
 
 // Connect is the body of the HookService.Connect handler. The first message must be
@@ -94,6 +95,8 @@ func (h *Hub) welcome(c *conn, hm *toolsdv1.HookHello) error {
 		return status.Errorf(codes.ResourceExhausted, "hook: %d hooks are connected, the limit", h.opts.maxHooks)
 	case errors.Is(err, errTooManyScopedHooks):
 		return status.Errorf(codes.ResourceExhausted, "hook: %d hooks confined to some scopes are connected, the limit", h.opts.maxScoped)
+	case errors.Is(err, errTooManyIdentityHooks):
+		return status.Errorf(codes.ResourceExhausted, "hook: this identity has %d hooks connected, the limit", h.opts.maxPerID)
 	case errors.Is(err, errGone):
 		return streamError(c.deathCause())
 	case err != nil:

@@ -204,7 +204,9 @@ func TestScopedHooksCannotLockOutOperators(t *testing.T) {
 func TestMaxScopedHooks(t *testing.T) {
 	e := newEnv(t, hook.WithMaxHooks(1), hook.WithMaxScopedHooks(1), hook.WithScopeFilter(tenantFilter))
 	e.connect(t, helloFor("tenant-b-0", sub(pre, "", "", 0)), nil, withMetadata("tenant", "b"))
-	stream, err := toolsdv1.NewHookServiceClient(e.dial(t)).Connect(metadata.AppendToOutgoingContext(t.Context(), "tenant", "b"))
+	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout) // a welcomed stream would wait forever
+	defer cancel()
+	stream, err := toolsdv1.NewHookServiceClient(e.dial(t)).Connect(metadata.AppendToOutgoingContext(ctx, "tenant", "b"))
 	if err != nil {
 		t.Fatalf("Connect() = %v", err)
 	}
@@ -217,6 +219,40 @@ func TestMaxScopedHooks(t *testing.T) {
 	e.connect(t, helloFor("operator-policy", sub(pre, "", "", 0)), nil)
 	if n := len(e.hub.Hooks()); n != 2 {
 		t.Errorf("Hooks() = %d, want the tenant's and the operator's", n)
+	}
+}
+
+// tenantsFilter confines a caller with metadata tenant=X to tenant-X/** as identity
+// "tenant-X"; others see everything.
+func tenantsFilter(ctx context.Context) (hook.Scopes, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	if t := md.Get("tenant"); len(t) == 1 {
+		prefix := "tenant-" + t[0]
+		return hook.Scopes{Allow: func(scope string) bool { return scope == prefix || strings.HasPrefix(scope, prefix+"/") }, Confined: true, Identity: prefix}, nil
+	}
+	return hook.Scopes{}, nil
+}
+
+// One tenant cannot take every confined place: its identity's hooks are capped on their
+// own, and another tenant's hook still gets in.
+func TestMaxHooksPerIdentity(t *testing.T) {
+	e := newEnv(t, hook.WithMaxScopedHooks(10), hook.WithMaxHooksPerIdentity(1), hook.WithScopeFilter(tenantsFilter))
+	e.connect(t, helloFor("b-0", sub(pre, "", "", 0)), nil, withMetadata("tenant", "b"))
+	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout) // a welcomed stream would wait forever
+	defer cancel()
+	stream, err := toolsdv1.NewHookServiceClient(e.dial(t)).Connect(metadata.AppendToOutgoingContext(ctx, "tenant", "b"))
+	if err != nil {
+		t.Fatalf("Connect() = %v", err)
+	}
+	if err := stream.Send(helloMsg(helloFor("b-1", sub(pre, "", "", 0)))); err != nil && !errors.Is(err, io.EOF) {
+		t.Fatalf("Send() = %v", err)
+	}
+	if err := recvUntilError(stream); status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "this identity has 1 hooks") {
+		t.Errorf("tenant b's second hook's stream error = %v, want ResourceExhausted naming the identity's limit", err)
+	}
+	e.connect(t, helloFor("c-0", sub(pre, "", "", 0)), nil, withMetadata("tenant", "c"))
+	if n := len(e.hub.Hooks()); n != 2 {
+		t.Errorf("Hooks() = %d, want tenant b's and tenant c's", n)
 	}
 }
 

@@ -61,6 +61,8 @@ type Hub struct {
 	// confined counts the conns whose identity is confined to some scopes; they have
 	// their own limit.
 	confined int
+	// byIdentity counts the confined conns of each identity.
+	byIdentity map[string]int
 }
 
 // New returns a hub with no hooks connected.
@@ -110,12 +112,18 @@ func (h *Hub) attach(c *conn) error {
 		return errGone
 	case c.confined && h.confined >= h.opts.maxScoped:
 		return errTooManyScopedHooks
+	case c.confined && h.byIdentity[c.identity] >= h.opts.maxPerID:
+		return errTooManyIdentityHooks
 	case !c.confined && len(h.conns)-h.confined >= h.opts.maxHooks:
 		return errTooManyHooks
 	}
 	h.conns = append(h.conns, c)
 	if c.confined {
 		h.confined++
+		if h.byIdentity == nil {
+			h.byIdentity = map[string]int{}
+		}
+		h.byIdentity[c.identity]++
 	}
 	h.subs.Store(buildTable(h.conns))
 	h.opts.obs.HookConnected(c.hello.name, 1)
@@ -133,6 +141,9 @@ func (h *Hub) detach(c *conn) {
 	h.conns = slices.Delete(h.conns, i, i+1)
 	if c.confined {
 		h.confined--
+		if h.byIdentity[c.identity]--; h.byIdentity[c.identity] == 0 {
+			delete(h.byIdentity, c.identity)
+		}
 	}
 	h.subs.Store(buildTable(h.conns))
 	h.opts.obs.HookConnected(c.hello.name, -1)

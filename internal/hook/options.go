@@ -12,8 +12,10 @@ const (
 	DefaultTimeout        = 5 * time.Second
 	DefaultMaxHooks       = 100
 	DefaultMaxScopedHooks = 100
-	DefaultHelloTimeout   = 10 * time.Second
-	DefaultResultQueue    = 256
+	// DefaultMaxHooksPerIdentity caps one confined identity's hooks.
+	DefaultMaxHooksPerIdentity = 10
+	DefaultHelloTimeout        = 10 * time.Second
+	DefaultResultQueue         = 256
 )
 
 const (
@@ -70,6 +72,9 @@ type Scopes struct {
 	// [WithMaxScopedHooks] instead of [WithMaxHooks], so a tenant's hooks can never
 	// take the places of the operator's.
 	Confined bool
+	// Identity names the caller; a confined identity's hooks are also capped on their
+	// own ([WithMaxHooksPerIdentity]), so one tenant cannot take every confined place.
+	Identity string
 }
 
 // Option configures a [Hub].
@@ -81,6 +86,7 @@ type options struct {
 	helloTimeout time.Duration
 	maxHooks     int
 	maxScoped    int
+	maxPerID     int
 	resultQueue  int
 	obs          Observer
 	now          func() time.Time
@@ -94,6 +100,7 @@ func defaultOptions() options {
 		helloTimeout: DefaultHelloTimeout,
 		maxHooks:     DefaultMaxHooks,
 		maxScoped:    DefaultMaxScopedHooks,
+		maxPerID:     DefaultMaxHooksPerIdentity,
 		resultQueue:  DefaultResultQueue,
 		obs:          NopObserver{},
 		now:          time.Now,
@@ -145,6 +152,16 @@ func WithMaxScopedHooks(n int) Option {
 	return func(o *options) {
 		if n > 0 {
 			o.maxScoped = n
+		}
+	}
+}
+
+// WithMaxHooksPerIdentity caps the hooks connected at once of one confined identity
+// ([DefaultMaxHooksPerIdentity] when n <= 0), within [WithMaxScopedHooks].
+func WithMaxHooksPerIdentity(n int) Option {
+	return func(o *options) {
+		if n > 0 {
+			o.maxPerID = n
 		}
 	}
 }
