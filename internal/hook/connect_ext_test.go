@@ -199,21 +199,28 @@ func TestScopedHooksCannotLockOutOperators(t *testing.T) {
 	}
 }
 
+// tenantHookEnd connects a hook named name with metadata tenant=tenant and returns the
+// error that ends its stream (a welcomed stream ends at waitTimeout).
+func tenantHookEnd(t *testing.T, e *env, tenant, name string) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
+	defer cancel()
+	stream, err := toolsdv1.NewHookServiceClient(e.dial(t)).Connect(metadata.AppendToOutgoingContext(ctx, "tenant", tenant))
+	if err != nil {
+		t.Fatalf("Connect() = %v", err)
+	}
+	if err := stream.Send(helloMsg(helloFor(name, sub(pre, "", "", 0)))); err != nil && !errors.Is(err, io.EOF) {
+		t.Fatalf("Send() = %v", err)
+	}
+	return recvUntilError(stream)
+}
+
 // TestMaxScopedHooks checks that confined hooks have a limit of their own, which does
 // not hold back the other hooks.
 func TestMaxScopedHooks(t *testing.T) {
 	e := newEnv(t, hook.WithMaxHooks(1), hook.WithMaxScopedHooks(1), hook.WithScopeFilter(tenantFilter))
 	e.connect(t, helloFor("tenant-b-0", sub(pre, "", "", 0)), nil, withMetadata("tenant", "b"))
-	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout) // a welcomed stream would wait forever
-	defer cancel()
-	stream, err := toolsdv1.NewHookServiceClient(e.dial(t)).Connect(metadata.AppendToOutgoingContext(ctx, "tenant", "b"))
-	if err != nil {
-		t.Fatalf("Connect() = %v", err)
-	}
-	if err := stream.Send(helloMsg(helloFor("tenant-b-1", sub(pre, "", "", 0)))); err != nil && !errors.Is(err, io.EOF) {
-		t.Fatalf("Send() = %v", err)
-	}
-	if err := recvUntilError(stream); status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "confined to some scopes") {
+	if err := tenantHookEnd(t, e, "b", "tenant-b-1"); status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "confined to some scopes") {
 		t.Errorf("second tenant hook's stream error = %v, want ResourceExhausted naming the scoped limit", err)
 	}
 	e.connect(t, helloFor("operator-policy", sub(pre, "", "", 0)), nil)
@@ -238,16 +245,7 @@ func tenantsFilter(ctx context.Context) (hook.Scopes, error) {
 func TestMaxHooksPerIdentity(t *testing.T) {
 	e := newEnv(t, hook.WithMaxScopedHooks(10), hook.WithMaxHooksPerIdentity(1), hook.WithScopeFilter(tenantsFilter))
 	e.connect(t, helloFor("b-0", sub(pre, "", "", 0)), nil, withMetadata("tenant", "b"))
-	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout) // a welcomed stream would wait forever
-	defer cancel()
-	stream, err := toolsdv1.NewHookServiceClient(e.dial(t)).Connect(metadata.AppendToOutgoingContext(ctx, "tenant", "b"))
-	if err != nil {
-		t.Fatalf("Connect() = %v", err)
-	}
-	if err := stream.Send(helloMsg(helloFor("b-1", sub(pre, "", "", 0)))); err != nil && !errors.Is(err, io.EOF) {
-		t.Fatalf("Send() = %v", err)
-	}
-	if err := recvUntilError(stream); status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "this identity has 1 hooks") {
+	if err := tenantHookEnd(t, e, "b", "b-1"); status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "this identity has 1 hooks") {
 		t.Errorf("tenant b's second hook's stream error = %v, want ResourceExhausted naming the identity's limit", err)
 	}
 	e.connect(t, helloFor("c-0", sub(pre, "", "", 0)), nil, withMetadata("tenant", "c"))
