@@ -184,8 +184,9 @@ func (a *App) commitDelay() time.Duration {
 
 // callObserver returns the pipeline's call observer. A tool's per-call series go some
 // minutes after the last registration of its name, in any scope, so that providers
-// reconnecting under new tool names do not grow /metrics. A call of the tool still in flight may recreate
-// its series afterwards (see [observe.CallObserver.ForgetTool]); that is accepted.
+// reconnecting under new tool names do not grow /metrics. A call of the tool still in
+// flight may recreate its series afterwards (see [observe.CallObserver.ForgetTool]);
+// that is accepted.
 func (a *App) callObserver() *observe.CallObserver {
 	calls := observe.NewCallObserver(a.obs,
 		observe.WithCallLog(a.log.Named("calls")),

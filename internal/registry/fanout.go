@@ -30,12 +30,15 @@ const maxFanoutSteps = 5_000_000
 // The count is an upper bound: every branch of a combinator and of if/then/else is
 // counted as applied, and a key's subschemas are counted across every subschema
 // applied at its object, each maximised on its own.
-func checkFanout(where string, root *jsonschema.Schema, maxDepth int) (perPlace int, err error) {
+//
+// It returns the most subschemas applied at one place and the costly keywords of every
+// subschema it walked.
+func checkFanout(where string, root *jsonschema.Schema, maxDepth int) (perPlace int, costs keywordCosts, err error) {
 	g := &fanout{where: where, node: map[*jsonschema.Schema]*fanNode{}}
 	g.collect(root)
 	for _, n := range g.order {
 		if err := g.closure(n); err != nil {
-			return 0, err
+			return 0, costs, err
 		}
 	}
 	g.node[root].head = true
@@ -47,10 +50,16 @@ func checkFanout(where string, root *jsonschema.Schema, maxDepth int) (perPlace 
 			g.expand(n)
 		}
 		if g.steps > maxFanoutSteps {
-			return 0, g.tooEntangled()
+			return 0, costs, g.tooEntangled()
 		}
 	}
-	return g.depths(g.node[root], maxDepth)
+	if perPlace, err = g.depths(g.node[root], maxDepth); err != nil {
+		return 0, costs, err
+	}
+	for _, n := range g.order {
+		costs.add(n.s)
+	}
+	return perPlace, costs, nil
 }
 
 // fanout is the graph of a compiled schema's subschemas.

@@ -78,11 +78,11 @@ func compileSchema(name string, raw []byte, kind schemaKind, requireObject bool,
 	if err != nil {
 		return nil, schemaError(where, doc, err)
 	}
-	perPlace, err := checkFanout(where, lib, lim.maxDepth)
+	perPlace, costs, err := checkFanout(where, lib, lim.maxDepth)
 	if err != nil {
 		return nil, err
 	}
-	return &schema{lib: lib, shape: newShape(doc), perPlace: perPlace, costs: costlyKeywords(lib)}, nil
+	return &schema{lib: lib, shape: newShape(doc), perPlace: perPlace, costs: costs}, nil
 }
 
 // schemaLimits bound a schema (maxBytes) and the documents it validates (maxDepth,
@@ -98,7 +98,7 @@ func patternSizeOf(re jsonschema.Regexp) int {
 }
 
 // keywordCosts are the keywords of a schema whose cost per value is more than a
-// constant (see costlyKeywords and schema.checkWork).
+// constant (gathered by checkFanout, used by schema.checkWork).
 type keywordCosts struct {
 	// patternSize: the largest pattern's program (matching costs up to it per byte).
 	patternSize int
@@ -117,50 +117,31 @@ type keywordCosts struct {
 	numeric bool
 }
 
-// costlyKeywords walks every subschema of root for its keywordCosts.
-func costlyKeywords(root *jsonschema.Schema) keywordCosts {
-	var k keywordCosts
-	seen := map[*jsonschema.Schema]bool{}
-	var walk func(*jsonschema.Schema)
-	walk = func(s *jsonschema.Schema) {
-		if s == nil || seen[s] {
-			return
-		}
-		seen[s] = true
-		if s.Pattern != nil {
-			k.patternSize = max(k.patternSize, patternSizeOf(s.Pattern))
-		}
-		for re := range s.PatternProperties {
-			k.patternSize = max(k.patternSize, patternSizeOf(re))
-		}
-		if s.Enum != nil {
-			k.enumSize = max(k.enumSize, len(s.Enum.Values))
-		}
-		required := len(s.Required)
-		for _, names := range s.DependentRequired {
+// add takes in the costly keywords of one subschema.
+func (k *keywordCosts) add(s *jsonschema.Schema) {
+	if s.Pattern != nil {
+		k.patternSize = max(k.patternSize, patternSizeOf(s.Pattern))
+	}
+	for re := range s.PatternProperties {
+		k.patternSize = max(k.patternSize, patternSizeOf(re))
+	}
+	if s.Enum != nil {
+		k.enumSize = max(k.enumSize, len(s.Enum.Values))
+	}
+	required := len(s.Required)
+	for _, names := range s.DependentRequired {
+		required += len(names)
+	}
+	for _, d := range s.Dependencies {
+		if names, ok := d.([]string); ok {
 			required += len(names)
 		}
-		for _, d := range s.Dependencies {
-			if names, ok := d.([]string); ok {
-				required += len(names)
-			}
-		}
-		k.requiredSize = max(k.requiredSize, required)
-		k.uniqueItems = k.uniqueItems || s.UniqueItems
-		k.formatRegex = k.formatRegex || s.Format != nil && s.Format.Name == "regex"
-		k.numeric = k.numeric || s.MultipleOf != nil || s.Minimum != nil || s.Maximum != nil ||
-			s.ExclusiveMinimum != nil || s.ExclusiveMaximum != nil || s.Types != nil && slices.Contains(s.Types.ToStrings(), "integer")
-		for _, c := range here(s) {
-			walk(c)
-		}
-		walk(s.RecursiveRef)
-		if s.DynamicRef != nil {
-			walk(s.DynamicRef.Ref)
-		}
-		forBelow(s, walk)
 	}
-	walk(root)
-	return k
+	k.requiredSize = max(k.requiredSize, required)
+	k.uniqueItems = k.uniqueItems || s.UniqueItems
+	k.formatRegex = k.formatRegex || s.Format != nil && s.Format.Name == "regex"
+	k.numeric = k.numeric || s.MultipleOf != nil || s.Minimum != nil || s.Maximum != nil ||
+		s.ExclusiveMinimum != nil || s.ExclusiveMaximum != nil || s.Types != nil && slices.Contains(s.Types.ToStrings(), "integer")
 }
 
 // countObjects counts the objects in v, stopping once it reaches stop.
