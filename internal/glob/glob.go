@@ -1,7 +1,9 @@
 // Package glob matches tool names and scope paths against operator-written patterns.
-// Tool patterns are path.Match globs. Scope patterns are matched per '/' segment with
-// path.Match, and a "**" segment stands for any number of segments (zero included), so
-// "team/**" matches "team", "team/a" and "team/a/b". Patterns are compiled once and
+// Tool patterns have path.Match's syntax but match the whole name with '/' as an ordinary
+// character: a tool name is flat (the scope is the hierarchy), so "fs_*" matches
+// "fs_admin/delete" and "?" matches a '/'. Scope patterns are matched per '/' segment
+// with path.Match, and a "**" segment stands for any number of segments (zero included),
+// so "team/**" matches "team", "team/a" and "team/a/b". Patterns are compiled once and
 // matching allocates nothing. The policy rules and the hook subscriptions share it.
 package glob
 
@@ -9,6 +11,7 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"unicode/utf8"
 )
 
 const meta = `*?[\`
@@ -22,7 +25,7 @@ type Pattern struct {
 	segs    []string // scope patterns: '/'-separated segments
 }
 
-// Tool compiles a tool-name pattern ("*" matches every name).
+// Tool compiles a tool-name pattern ("*" matches every name, '/' included).
 func Tool(p string) (Pattern, error) {
 	if _, err := path.Match(p, ""); err != nil {
 		return Pattern{}, err
@@ -66,8 +69,7 @@ func (g *Pattern) Match(s string) bool {
 	case g.scope:
 		return matchRest(g.segs, s, true)
 	}
-	ok, _ := path.Match(g.raw, s)
-	return ok
+	return matchName(g.raw, s)
 }
 
 // matchRest matches pat against the segments left in scope (has is false when none are
@@ -95,4 +97,85 @@ func matchRest(pat []string, scope string, has bool) bool {
 		pat, scope, has = pat[1:], rest, more
 	}
 	return !has
+}
+
+// matchName matches a well-formed path.Match pattern (Tool checked it) against the whole
+// of name, with '/' an ordinary character. A star is retried one character further on a
+// mismatch after it (only the last star needs retrying), so the work is at most
+// len(pattern)×len(name).
+func matchName(pattern, name string) bool {
+	px, nx := 0, 0
+	starPx, starNx := -1, 0 // the last star and where its next retry starts in name
+	for px < len(pattern) || nx < len(name) {
+		if px < len(pattern) {
+			switch c := pattern[px]; c {
+			case '*':
+				starPx, starNx = px, nx
+				px++
+				continue
+			case '?':
+				if nx < len(name) {
+					_, w := utf8.DecodeRuneInString(name[nx:])
+					px, nx = px+1, nx+w
+					continue
+				}
+			case '[':
+				if nx < len(name) {
+					r, w := utf8.DecodeRuneInString(name[nx:])
+					if ok, n := matchClass(pattern[px+1:], r); ok {
+						px, nx = px+1+n, nx+w
+						continue
+					}
+				}
+			default:
+				if c == '\\' {
+					px++ // well-formed: an escaped character follows
+				}
+				if nx < len(name) && name[nx] == pattern[px] {
+					px, nx = px+1, nx+1
+					continue
+				}
+			}
+		}
+		if starPx < 0 || starNx >= len(name) {
+			return false
+		}
+		_, w := utf8.DecodeRuneInString(name[starNx:])
+		starNx += w
+		px, nx = starPx+1, starNx
+	}
+	return true
+}
+
+// matchClass matches r against the character class that starts class (just after its
+// '['), returning whether it matched and the class's length up to and including ']'.
+func matchClass(class string, r rune) (bool, int) {
+	i, negated, matched := 0, false, false
+	if i < len(class) && class[i] == '^' {
+		negated, i = true, i+1
+	}
+	for first := true; i < len(class); first = false {
+		if class[i] == ']' && !first {
+			return matched != negated, i + 1
+		}
+		var lo, hi rune
+		lo, i = classChar(class, i)
+		hi = lo
+		if i < len(class) && class[i] == '-' {
+			hi, i = classChar(class, i+1)
+		}
+		if lo <= r && r <= hi {
+			matched = true
+		}
+	}
+	return false, len(class) // unreachable for a well-formed pattern
+}
+
+// classChar reads one possibly escaped character of a class at i.
+func classChar(class string, i int) (rune, int) {
+	if class[i] == '\\' {
+		i++
+	}
+	r, w := utf8.DecodeRuneInString(class[i:])
+	return r, i + w
 }

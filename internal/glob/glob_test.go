@@ -54,13 +54,19 @@ func TestPatterns(t *testing.T) {
 		match   []string
 		miss    []string
 	}{
-		"tool star":       {tool: true, pattern: "*", match: []string{"echo", "fs.read", ""}},
-		"tool literal":    {tool: true, pattern: "echo", match: []string{"echo"}, miss: []string{"echo2", "ech"}},
-		"tool prefix":     {tool: true, pattern: "fs.*", match: []string{"fs.read", "fs."}, miss: []string{"fsread", "x.fs.read"}},
-		"scope any depth": {pattern: "**", match: []string{"", "a", "a/b/c"}},
-		"scope subtree":   {pattern: "team/**", match: []string{"team", "team/a", "team/a/b"}, miss: []string{"teams", "other/team"}},
-		"scope children":  {pattern: "team/*", match: []string{"team/a"}, miss: []string{"team", "team/a/b"}},
-		"scope literal":   {pattern: "team/bot", match: []string{"team/bot"}, miss: []string{"team", "team/bot/x"}},
+		"tool star":               {tool: true, pattern: "*", match: []string{"echo", "fs.read", ""}},
+		"tool literal":            {tool: true, pattern: "echo", match: []string{"echo"}, miss: []string{"echo2", "ech"}},
+		"tool prefix":             {tool: true, pattern: "fs.*", match: []string{"fs.read", "fs."}, miss: []string{"fsread", "x.fs.read"}},
+		"tool star crosses slash": {tool: true, pattern: "fs_*", match: []string{"fs_admin/delete", "fs_/", "fs_a/b/c"}, miss: []string{"x/fs_a"}},
+		"tool slash literal":      {tool: true, pattern: "fs/*/rm", match: []string{"fs/a/rm", "fs/a/b/rm"}, miss: []string{"fs/rm", "fs/a/rmx"}},
+		"tool question slash":     {tool: true, pattern: "a?b", match: []string{"a/b", "a.b"}, miss: []string{"ab", "a//b"}},
+		"tool class slash":        {tool: true, pattern: "a[!-~]b", match: []string{"a/b", "a.b"}, miss: []string{"ab"}},
+		"tool negated class":      {tool: true, pattern: "a[^x]*", match: []string{"a/x", "ab"}, miss: []string{"ax", "a"}},
+		"tool escape":             {tool: true, pattern: `a\*`, match: []string{"a*"}, miss: []string{"ab", "a/"}},
+		"scope any depth":         {pattern: "**", match: []string{"", "a", "a/b/c"}},
+		"scope subtree":           {pattern: "team/**", match: []string{"team", "team/a", "team/a/b"}, miss: []string{"teams", "other/team"}},
+		"scope children":          {pattern: "team/*", match: []string{"team/a"}, miss: []string{"team", "team/a/b"}},
+		"scope literal":           {pattern: "team/bot", match: []string{"team/bot"}, miss: []string{"team", "team/bot/x"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			g, err := Scope(tc.pattern, 0)
@@ -97,6 +103,34 @@ func TestBadPatterns(t *testing.T) {
 	if _, err := Scope("**/**/a", 1); err != nil {
 		t.Errorf(`Scope("**/**/a", 1) = %v, want "**/**" to count once`, err)
 	}
+}
+
+// FuzzToolPattern checks matchName against path.Match: the same for names without '/',
+// and, for patterns without a class (whose ranges could span '/'), the same as path.Match
+// with '/' spelled as a byte no tool name has.
+func FuzzToolPattern(f *testing.F) {
+	for _, s := range [][2]string{{"fs_*", "fs_a/b"}, {"*a*b*c", "xaybzc"}, {"a[b-d]?", "ac/"}, {`\*?*`, "*//"}, {"[^a-c]*x", "d/x"}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, pattern, name string) {
+		g, err := Tool(pattern)
+		if err != nil || strings.Contains(pattern, "\x00") || strings.Contains(name, "\x00") {
+			return
+		}
+		got := g.Match(name)
+		if !strings.Contains(name, "/") {
+			if want, _ := path.Match(pattern, name); got != want {
+				t.Fatalf("Tool(%q).Match(%q) = %v, path.Match = %v", pattern, name, got, want)
+			}
+			return
+		}
+		if !strings.Contains(pattern, "[") {
+			sub := func(s string) string { return strings.ReplaceAll(s, "/", "\x00") }
+			if want, _ := path.Match(sub(pattern), sub(name)); got != want {
+				t.Fatalf("Tool(%q).Match(%q) = %v, path.Match with '/' as NUL = %v", pattern, name, got, want)
+			}
+		}
+	})
 }
 
 func BenchmarkScopeMatch(b *testing.B) {

@@ -64,7 +64,8 @@ func stageOf(s toolsdv1.HookStage) (Stage, bool) {
 // Subscription is one stage a hook receives requests for.
 type Subscription struct {
 	Stage Stage
-	// Tool is a path.Match glob over tool names; "" and "*" match every tool.
+	// Tool is a glob over whole tool names (path.Match syntax, '/' an ordinary
+	// character); "" and "*" match every tool.
 	Tool string
 	// Scope is a glob over scope paths, matched per '/' segment with path.Match, "**"
 	// standing for any number of segments; "" matches every scope.

@@ -153,7 +153,8 @@ type HookSubscription struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Stage.
 	Stage HookStage `protobuf:"varint,1,opt,name=stage,proto3,enum=toolsd.v1.HookStage" json:"stage,omitempty"`
-	// Glob over tool names ("" or "*" = all).
+	// Glob over whole tool names ("" or "*" = all): path.Match syntax, with '/' an
+	// ordinary character, so "fs_*" matches "fs_admin/delete".
 	Tool string `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
 	// Glob over scopes ("" = all).
 	Scope string `protobuf:"bytes,3,opt,name=scope,proto3" json:"scope,omitempty"`

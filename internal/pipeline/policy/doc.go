@@ -10,7 +10,7 @@
 //	  default: allow            # allow | deny | ask when every participant abstains
 //	  rules:                    # every matching rule is a verdict, combined by pipeline.Combine
 //	    - scope: "*"            # glob over the scope path
-//	      tool: "echo"          # glob over the tool name (path.Match)
+//	      tool: "echo"          # glob over the whole tool name ("fs_*" matches "fs_a/b")
 //	      when: 'args.text.contains("forbidden")'   # optional CEL: args, scope, tool
 //	      decision: deny        # allow | deny | ask
 //	      reason: "echo may not say forbidden"      # model-facing unless private
@@ -23,7 +23,8 @@
 //
 // Scope globs are matched per '/'-separated segment with path.Match; a "**" segment
 // matches any number of segments, and a pattern that is just "*" or "**" matches every
-// scope. Tool globs use path.Match on the whole name. Keys of `tools` are exact names.
+// scope. Tool globs have path.Match's syntax over the whole name, with '/' an ordinary
+// character ("fs_*" matches "fs_admin/delete"). Keys of `tools` are exact names.
 //
 // CEL conditions see `args` (the call's arguments as a map), `scope` and `tool`; they
 // are type-checked at parse time (conditions to bool, mode expressions to string, dyn

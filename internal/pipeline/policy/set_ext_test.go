@@ -48,6 +48,7 @@ rules:
 		"scope mismatch":               {scope: "other", name: "fs_read"},
 		"single-segment star":          {scope: "global/x/sandbox", name: "shell", want: pipeline.Verdict{Decision: pipeline.Allow}},
 		"star does not cross segments": {scope: "global/x/y/sandbox", name: "shell"},
+		"tool star crosses slashes":    {scope: "global/x", name: "fs_admin/delete", want: pipeline.Verdict{Decision: pipeline.Ask, Reason: "file access"}},
 		"deny beats ask":               {scope: "global/agents/intern", name: "fs_read", want: pipeline.Verdict{Decision: pipeline.Deny, Reason: "interns may not use tools"}},
 		"condition true":               {scope: "global/agents/a", name: "web_fetch", args: `{"url":"http://x"}`, want: pipeline.Verdict{Decision: pipeline.Deny, Reason: "plain http is not allowed"}},
 		"condition false":              {scope: "global/agents/a", name: "web_fetch", args: `{"url":"https://x"}`},
