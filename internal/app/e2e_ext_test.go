@@ -2,18 +2,23 @@ package app_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/toolsd/toolsd/examples/provider/exampletools"
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/app"
 	"github.com/toolsd/toolsd/pkg/provider"
 )
 
@@ -232,6 +237,45 @@ func TestCancelMidBatch(t *testing.T) {
 		t.Error("the provider never saw the cancellation")
 	}
 	assertCompleteLog(t, e, "s-cancel", 3)
+}
+
+// TestStrayMessagesLogBounded checks that a client sending approvals nobody awaits
+// writes a bounded number of warnings, with its ids clipped.
+func TestStrayMessagesLogBounded(t *testing.T) {
+	core, logs := observer.New(zap.DebugLevel)
+	e := start(t, "", app.WithLogger(zap.New(core)))
+	started, stopped := make(chan string, 1), make(chan string, 1)
+	runProvider(t, e.app.Addr(), blockTool("block", started, stopped))
+	batch := &toolsdv1.Batch{SessionId: "s-strays", Calls: []*toolsdv1.ToolCall{call("c0", "block", `{"label":"x"}`)}}
+	e.mustExecute(t, batch, batchOptions{onAccepted: func(s toolsdv1.ToolService_ExecuteBatchClient) {
+		<-started
+		for i := range 100 {
+			id := fmt.Sprint("nobody-asked-", i)
+			if i == 0 {
+				id = strings.Repeat("x", 10000)
+			}
+			if err := s.Send(&toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Approval{Approval: &toolsdv1.ApprovalDecision{CallId: id}}}); err != nil {
+				t.Errorf("Send(approval) = %v", err)
+			}
+		}
+		// Read in order after the strays, the cancel ends the batch.
+		if err := s.Send(&toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Cancel{Cancel: &toolsdv1.CancelBatch{Reason: "stop"}}}); err != nil {
+			t.Errorf("Send(cancel) = %v", err)
+		}
+	}})
+	<-stopped
+	strays := logs.FilterMessage("approval for a call that is not awaiting one").All()
+	if len(strays) != 10 {
+		t.Errorf("%d warnings for stray approvals, want the first 10", len(strays))
+	}
+	if n := logs.FilterMessage("further stray messages on this batch are not logged").Len(); n != 1 {
+		t.Errorf("%d notes that further strays go unlogged, want 1", n)
+	}
+	if len(strays) > 0 {
+		if id, _ := strays[0].ContextMap()["call_id"].(string); len(id) > 200 {
+			t.Errorf("a 10,000-byte call id was logged as %d bytes, want it clipped", len(id))
+		}
+	}
 }
 
 func TestClientDisconnectCompletesLog(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -130,10 +131,27 @@ type statusWriter interface {
 	WriteStatus(*status.Status) error
 }
 
+// maxStrayLogs bounds the warnings one batch stream's stray messages (approvals nobody
+// awaits, repeated cancels, unexpected messages) write, so a client cannot flood the log.
+const maxStrayLogs = 10
+
+// maxLoggedID bounds a client-chosen id in those warnings.
+const maxLoggedID = 128
+
 // receive reads approvals and cancels until the client half-closes or goes away. It
 // ends when the handler returns, because the stream's context ends with it.
 func (s *Server) receive(stream batchStream, approver *streamApprover, cancel context.CancelCauseFunc, batchID string) {
 	defer approver.closeSide()
+	strays, cancelled := 0, false
+	stray := func(msg string, fields ...zap.Field) {
+		strays++
+		switch {
+		case strays <= maxStrayLogs:
+			s.log.Warn(msg, append(fields, zap.String("batch_id", batchID))...)
+		case strays == maxStrayLogs+1:
+			s.log.Warn("further stray messages on this batch are not logged", zap.String("batch_id", batchID), zap.Int("logged", maxStrayLogs))
+		}
+	}
 	for {
 		m, err := stream.Recv()
 		if err != nil {
@@ -145,13 +163,18 @@ func (s *Server) receive(stream batchStream, approver *streamApprover, cancel co
 		switch msg := m.GetMsg().(type) {
 		case *toolsdv1.ExecuteBatchRequest_Approval:
 			if !approver.resolve(msg.Approval) {
-				s.log.Warn("approval for a call that is not awaiting one", zap.String("batch_id", batchID), zap.String("call_id", msg.Approval.GetCallId()))
+				stray("approval for a call that is not awaiting one", zap.String("call_id", clip(msg.Approval.GetCallId(), maxLoggedID)))
 			}
 		case *toolsdv1.ExecuteBatchRequest_Cancel:
-			s.log.Info("batch cancelled by client", zap.String("batch_id", batchID), zap.String("reason", msg.Cancel.GetReason()))
+			if cancelled {
+				stray("batch cancelled again")
+				continue
+			}
+			cancelled = true
+			s.log.Info("batch cancelled by client", zap.String("batch_id", batchID), zap.String("reason", clip(msg.Cancel.GetReason(), maxLoggedID)))
 			cancel(errClientCancelled)
 		default:
-			s.log.Warn("unexpected message on a running batch", zap.String("batch_id", batchID))
+			stray("unexpected message on a running batch")
 		}
 	}
 }
@@ -293,4 +316,15 @@ func (k *batchSink) Progress(p tool.Progress) {
 	k.out.tryPut(&toolsdv1.ExecuteBatchResponse{Msg: &toolsdv1.ExecuteBatchResponse_Progress{Progress: &toolsdv1.ToolProgress{
 		CallId: p.CallID, Index: uint32(p.Index), Message: p.Message, Progress: p.Progress, Total: p.Total,
 	}}})
+}
+
+// clip bounds client-chosen text written to the log at n bytes (on a rune boundary).
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
