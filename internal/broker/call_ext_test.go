@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/internal/broker"
@@ -283,6 +285,28 @@ func TestStaleAndForeignResultsAreDropped(t *testing.T) {
 	a.result(&toolsdv1.ExecuteResult{RequestId: id, Content: []byte("genuine")})
 	if got := awaitResult(t, pending); got.Content != "genuine" {
 		t.Errorf("Call() content = %q, want genuine", got.Content)
+	}
+}
+
+// TestStrayMessagesLogBounded checks that a provider sending stray messages writes a
+// bounded number of warnings while the metrics count every one.
+func TestStrayMessagesLogBounded(t *testing.T) {
+	obs := newRecorder()
+	core, logs := observer.New(zap.DebugLevel)
+	srv := brokertest.Start(t, brokertest.NewRegistrar(), broker.WithObserver(obs), broker.WithLogger(zap.New(core)))
+	a := helloRaw(t, srv, "a", 0)
+	for i := range 50 {
+		a.result(&toolsdv1.ExecuteResult{RequestId: 1<<60 + uint64(i)})
+		a.send(&toolsdv1.ProviderServiceConnectRequest{})
+	}
+	obs.waitFor(t, "stale", 50)
+	obs.waitFor(t, "malformed", 50)
+	stray := logs.FilterMessage("dropped result for a request id never issued").Len() + logs.FilterMessage("ignored provider message").Len()
+	if stray != 10 {
+		t.Errorf("%d warnings for 100 stray messages, want the first 10", stray)
+	}
+	if n := logs.FilterMessage("further stray messages on this stream are not logged").Len(); n != 1 {
+		t.Errorf("%d notes that further strays go unlogged, want 1", n)
 	}
 }
 

@@ -65,6 +65,7 @@ type conn struct {
 	// the end of the handler. It is skipped only when the loop may be stuck in a send.
 	busy    sync.Mutex
 	retired bool
+	strays  int // stray messages warned about; the receive loop's alone
 
 	// regMu is held around registrar calls, never around a send, so the teardown can
 	// always take it: no registration can follow the RemoveOwner that ends the stream.

@@ -23,7 +23,23 @@ func (b *Broker) handle(c *conn, m *toolsdv1.ProviderServiceConnectRequest) {
 		b.unregister(c, msg.Unregister)
 	default:
 		b.obs.MalformedMessage()
-		c.log.Warn("ignored provider message", zap.String("kind", messageKind(m)))
+		c.warnStray("ignored provider message", zap.String("kind", messageKind(m)))
+	}
+}
+
+// maxStrayLogs bounds the warnings one stream's stray messages write (the metrics count
+// them all), so a provider cannot flood the log.
+const maxStrayLogs = 10
+
+// warnStray logs a stray message at warn, the first maxStrayLogs of the stream only.
+// It runs on the receive loop.
+func (c *conn) warnStray(msg string, fields ...zap.Field) {
+	c.strays++
+	switch {
+	case c.strays <= maxStrayLogs:
+		c.log.Warn(msg, fields...)
+	case c.strays == maxStrayLogs+1:
+		c.log.Warn("further stray messages on this stream are not logged", zap.Int("logged", maxStrayLogs))
 	}
 }
 
@@ -70,7 +86,7 @@ func (b *Broker) result(c *conn, r *toolsdv1.ExecuteResult) {
 func (b *Broker) stale(c *conn, id uint64) {
 	b.obs.StaleResult()
 	if id == 0 || id > b.nextReq.Load() {
-		c.log.Warn("dropped result for a request id never issued", zap.Uint64("request_id", id))
+		c.warnStray("dropped result for a request id never issued", zap.Uint64("request_id", id))
 		return
 	}
 	c.log.Debug("dropped result for a request not pending on this stream", zap.Uint64("request_id", id))
