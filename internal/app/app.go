@@ -248,6 +248,7 @@ func (a *App) build(pol *policy.Set) error {
 	hubOpts := []hook.Option{
 		hook.WithLogger(a.log.Named("hooks")),
 		hook.WithTimeout(c.Limits.HookTimeout.D()),
+		hook.WithSendTimeout(c.Limits.WriteTimeout.D()),
 		hook.WithObserver(a.obs.Hooks()),
 		hook.WithMaxHooks(c.Limits.MaxHooks),
 		hook.WithMaxScopedHooks(c.Limits.MaxScopedHooks),

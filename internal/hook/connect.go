@@ -70,13 +70,24 @@ func (h *Hub) serve(ctx context.Context, c *conn) (bool, error) {
 	if err := h.welcome(c, hm); err != nil {
 		return false, err
 	}
-	select {
-	case <-c.gone:
-		return false, streamError(c.deathCause())
-	case <-ctx.Done():
-		return false, status.FromContextError(ctx.Err()).Err()
-	case <-h.gate.Quit():
-		return true, nil
+	// A hook that stops reading would hold the writer in Send, and the queues full of
+	// requests and results, until it left: past the send timeout it counts as stuck.
+	stall := time.NewTicker(max(h.opts.sendTimeout/2, time.Millisecond))
+	defer stall.Stop()
+	for {
+		select {
+		case <-c.gone:
+			return false, streamError(c.deathCause())
+		case <-ctx.Done():
+			return false, status.FromContextError(ctx.Err()).Err()
+		case <-h.gate.Quit():
+			return true, nil
+		case <-stall.C:
+			if c.sendStalled(h.opts.sendTimeout) {
+				return false, status.Errorf(codes.Unavailable,
+					"hook: stopped reading its stream: a message waited over %s to be sent", h.opts.sendTimeout)
+			}
+		}
 	}
 }
 

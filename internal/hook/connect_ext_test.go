@@ -351,6 +351,29 @@ func TestShutdownFailsPendingAtOnce(t *testing.T) {
 	}
 }
 
+// TestStuckHookIsCutOff checks that a hook that stops reading its stream is
+// disconnected once a message has waited for it longer than the send timeout: its
+// pending requests fail (closed) and nothing stays queued for it.
+func TestStuckHookIsCutOff(t *testing.T) {
+	const calls = 4
+	e := newEnv(t, hook.WithTimeout(time.Minute), hook.WithSendTimeout(100*time.Millisecond))
+	e.connect(t, helloFor("stuck", sub(pre, "", "", 0)), nil, noRead)
+	// Each request is larger than the hook's flow-control window: the writer blocks.
+	args := `{"blob":"` + strings.Repeat("x", 200<<10) + `"}`
+	results := make(chan pipeline.Verdict, calls)
+	for range calls {
+		go func() {
+			results <- e.hub.PreExecute().PreExecute(context.Background(), newExec("echo", args), newTool("echo"))
+		}()
+	}
+	for range calls {
+		if got := <-results; got.Code != tool.CodePolicyUnavailable {
+			t.Errorf("call on a stuck hook = %+v, want POLICY_UNAVAILABLE", got)
+		}
+	}
+	waitUntil(t, "the stuck hook to leave", func() bool { return len(e.hub.Hooks()) == 0 })
+}
+
 func TestScopeFilter(t *testing.T) {
 	e := newEnv(t, hook.WithScopeFilter(func(context.Context) (hook.Scopes, error) {
 		return hook.Scopes{Allow: func(scope string) bool { return strings.HasPrefix(scope, "tenant-a") }, Confined: true}, nil

@@ -16,6 +16,9 @@ const (
 	DefaultMaxHooksPerIdentity = 10
 	DefaultHelloTimeout        = 10 * time.Second
 	DefaultResultQueue         = 256
+	// DefaultSendTimeout is how long a message may wait to be taken by a hook before the
+	// hook counts as stuck and its stream ends.
+	DefaultSendTimeout = 10 * time.Second
 )
 
 const (
@@ -88,6 +91,7 @@ type options struct {
 	maxScoped    int
 	maxPerID     int
 	resultQueue  int
+	sendTimeout  time.Duration
 	obs          Observer
 	now          func() time.Time
 	filter       ScopeFilter
@@ -102,6 +106,7 @@ func defaultOptions() options {
 		maxScoped:    DefaultMaxScopedHooks,
 		maxPerID:     DefaultMaxHooksPerIdentity,
 		resultQueue:  DefaultResultQueue,
+		sendTimeout:  DefaultSendTimeout,
 		obs:          NopObserver{},
 		now:          time.Now,
 	}
@@ -172,6 +177,17 @@ func WithResultQueue(n int) Option {
 	return func(o *options) {
 		if n > 0 {
 			o.resultQueue = n
+		}
+	}
+}
+
+// WithSendTimeout sets how long one message may wait for a hook to take it before the
+// hook counts as stuck: its stream ends, its pending requests fail (open or closed as
+// the hook asked) and what was queued for it is freed ([DefaultSendTimeout] when d <= 0).
+func WithSendTimeout(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.sendTimeout = d
 		}
 	}
 }
