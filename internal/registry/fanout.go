@@ -27,9 +27,10 @@ const maxFanoutSteps = 5_000_000
 // to itself without descending into a property or an item (validation would loop: the
 // library fails every document that reaches such a place).
 //
-// The count is an upper bound: every branch of a combinator and of if/then/else is
-// counted as applied, and a key's subschemas are counted across every subschema
-// applied at its object, each maximised on its own.
+// The count is an upper bound: every branch of a combinator is counted as applied, of
+// then and else (and of a dynamic reference's targets) the one that applies more, and a
+// key's subschemas are counted across every subschema applied at its object, each
+// maximised on its own.
 //
 // It returns the most subschemas applied at one place and the costly keywords of every
 // subschema it walked.
@@ -115,11 +116,12 @@ func (g *fanout) matching(s *jsonschema.Schema, name string) []*jsonschema.Schem
 type fanNode struct {
 	s    *jsonschema.Schema
 	here []*jsonschema.Schema
-	// alts: where a $dynamicRef or $recursiveRef may resolve (its static target and
-	// every subschema with the matching anchor); one of them applies.
-	alts  []*jsonschema.Schema
-	state uint8 // closure: 0 not visited, 1 on the stack, 2 done
-	total int   // how many subschemas apply at this node's place, itself included
+	// choices: groups of subschemas of which one applies — then or else; where a
+	// $dynamicRef or $recursiveRef may resolve (its static target and every subschema
+	// with the matching anchor).
+	choices [][]*jsonschema.Schema
+	state   uint8 // closure: 0 not visited, 1 on the stack, 2 done
+	total   int   // how many subschemas apply at this node's place, itself included
 	// head: the node is entered from one level up (or is the root); applied lists the
 	// subschemas applied at its place (the closure of here) for heads only.
 	head    bool
@@ -163,6 +165,8 @@ func (g *fanout) collect(root *jsonschema.Schema) {
 		for _, c := range here(s) {
 			staticRefs(c)
 		}
+		staticRefs(s.Then)
+		staticRefs(s.Else)
 		staticRefs(s.RecursiveRef)
 		if s.DynamicRef != nil {
 			staticRefs(s.DynamicRef.Ref)
@@ -175,22 +179,31 @@ func (g *fanout) collect(root *jsonschema.Schema) {
 	staticRefs(root)
 	for _, n := range g.order {
 		n.here = here(n.s)
+		var alts []*jsonschema.Schema
 		if d := n.s.DynamicRef; d != nil {
-			n.alts = append(n.alts, d.Ref)
+			alts = append(alts, d.Ref)
 			if d.Anchor != "" {
-				n.alts = append(n.alts, g.dynamic[d.Anchor]...)
+				alts = append(alts, g.dynamic[d.Anchor]...)
 			}
 		}
 		if r := n.s.RecursiveRef; r != nil {
-			n.alts = append(n.alts, r)
-			n.alts = append(n.alts, g.recursive...)
+			alts = append(alts, r)
+			alts = append(alts, g.recursive...)
 		}
-		slices.SortFunc(n.alts, func(a, b *jsonschema.Schema) int { return strings.Compare(a.Location, b.Location) })
-		n.alts = slices.Compact(n.alts)
+		slices.SortFunc(alts, func(a, b *jsonschema.Schema) int { return strings.Compare(a.Location, b.Location) })
+		if alts = slices.Compact(alts); len(alts) > 0 {
+			n.choices = append(n.choices, alts)
+		}
+		if branches := slices.DeleteFunc([]*jsonschema.Schema{n.s.Then, n.s.Else}, isNil); len(branches) > 0 {
+			n.choices = append(n.choices, branches)
+		}
 	}
 }
 
-// here lists the subschemas s applies at its own place, except dynamic references.
+func isNil(s *jsonschema.Schema) bool { return s == nil }
+
+// here lists the subschemas s applies at its own place, except those of which only one
+// applies (see fanNode.choices).
 func here(s *jsonschema.Schema) []*jsonschema.Schema {
 	var out []*jsonschema.Schema
 	add := func(c *jsonschema.Schema) {
@@ -201,8 +214,6 @@ func here(s *jsonschema.Schema) []*jsonschema.Schema {
 	add(s.Ref)
 	add(s.Not)
 	add(s.If)
-	add(s.Then)
-	add(s.Else)
 	out = append(out, s.AllOf...)
 	out = append(out, s.AnyOf...)
 	out = append(out, s.OneOf...)
@@ -274,15 +285,17 @@ func (g *fanout) closure(n *fanNode) error {
 		}
 		n.total = capped(n.total + cn.total)
 	}
-	alt := 0
-	for _, c := range n.alts {
-		cn := g.node[c]
-		if err := g.closure(cn); err != nil {
-			return err
+	for _, choice := range n.choices {
+		alt := 0
+		for _, c := range choice {
+			cn := g.node[c]
+			if err := g.closure(cn); err != nil {
+				return err
+			}
+			alt = max(alt, cn.total)
 		}
-		alt = max(alt, cn.total)
+		n.total = capped(n.total + alt)
 	}
-	n.total = capped(n.total + alt)
 	if n.total > MaxSchemaFanout {
 		return g.fanoutError(n.s, n.total, 0)
 	}
@@ -323,9 +336,9 @@ func (g *fanout) applying(n *fanNode) map[*fanNode]int {
 			times[m] = capped(times[m] + k)
 		}
 	}
-	if len(n.alts) > 0 {
+	for _, choice := range n.choices {
 		most := map[*fanNode]int{}
-		for _, c := range n.alts {
+		for _, c := range choice {
 			for m, k := range g.applying(g.node[c]) {
 				g.steps++
 				most[m] = max(most[m], k)

@@ -297,6 +297,7 @@ func TestSchemaFanoutIsBounded(t *testing.T) {
 		"doubling per level":              {params: `{"type":"object","properties":{"x":{"anyOf":[{"$ref":"#"},{"$ref":"#"}]}}}`, where: "levels below the root"},
 		"doubling per item":               {params: `{"type":"object","properties":{"l":{"$ref":"#/$defs/l"}},"$defs":{"l":{"type":"array","items":{"oneOf":[{"$ref":"#/$defs/l"},{"$ref":"#/$defs/l"}]}}}}`, where: "levels below the root"},
 		"property and pattern both apply": {params: `{"type":"object","properties":{"a":{"$ref":"#"}},"patternProperties":{"^a$":{"$ref":"#"}}}`, where: "levels below the root"},
+		"doubling in one branch":          {params: `{"type":"object","if":{"required":["a"]},"then":{"properties":{"x":{"anyOf":[{"$ref":"#"},{"$ref":"#"}]}}},"else":{}}`, where: "levels below the root"},
 		"doubling through additional":     {params: `{"type":"object","additionalProperties":{"allOf":[{"$ref":"#"},{"$ref":"#"}]}}`, where: "levels below the root"},
 	}
 	for name, tc := range refused {
@@ -316,6 +317,12 @@ func TestSchemaFanoutIsBounded(t *testing.T) {
 	}
 	if err := e.ValidateArguments([]byte(`{"x":"no"}`)); !errors.Is(err, registry.ErrInvalidArguments) {
 		t.Errorf("ValidateArguments(chain of 6, wrong) = %v, want ErrInvalidArguments", err)
+	}
+	// Of then and else one applies: ~400 subschemas in each are ~400 at that place, not ~800.
+	branch := `{"allOf":[` + strings.Repeat(`{"$ref":"#/$defs/v"},`, 199) + `{}]}`
+	e = mustRegister(t, r, "", withParams("u", `{"type":"object","if":{"required":["a"]},"then":`+branch+`,"else":`+branch+`,"$defs":{"v":{}}}`), "")
+	if err := e.ValidateArguments([]byte(`{"a":1}`)); err != nil {
+		t.Errorf("ValidateArguments(then/else) = %v, want nil", err)
 	}
 	// A definition that doubles per level is fine when documents cannot nest that deep.
 	shallow := newRegistry(t, registry.WithLimits(registry.Limits{Args: jsonx.Limits{MaxDepth: 4}}))
