@@ -53,6 +53,7 @@ var errorTable = []struct {
 	{tool.ErrToolSetGone, codes.NotFound, "TOOL_SET_GONE"},
 	{session.ErrTooLarge, codes.ResourceExhausted, "EVENT_TOO_LARGE"},
 	{session.ErrClosed, codes.Unavailable, "SESSION_STORE_CLOSED"},
+	{session.ErrDeleted, codes.NotFound, "SESSION_DELETED"},
 }
 
 // Server-layer sentinels.

@@ -274,33 +274,34 @@ func sessionBucket(tx *bolt.Tx, sessionID string) *bolt.Bucket {
 
 // Watch implements [Store].
 func (b *Bolt) Watch(ctx context.Context, sessionID string, fromSeq uint64, fn func(Event) error) error {
-	next := max(fromSeq, 1)
-	for {
-		if b.closed.Load() {
-			return ErrClosed
-		}
-		l := b.live.acquire(sessionID)
-		err := b.watch(ctx, sessionID, l, &next, fn)
-		b.live.release(sessionID, l, (*boltLive).idle)
-		if !errors.Is(err, errGone) {
-			return err
-		}
+	if b.closed.Load() {
+		return ErrClosed
 	}
+	l := b.live.acquire(sessionID)
+	next := max(fromSeq, 1)
+	err := b.watch(ctx, sessionID, l, &next, fn)
+	b.live.release(sessionID, l, (*boltLive).idle)
+	return err
 }
 
 func (b *Bolt) watch(ctx context.Context, sessionID string, l *boltLive, next *uint64, fn func(Event) error) error {
 	for {
 		// Take the wake-up channel before reading: a commit the read misses closes it.
 		l.mu.Lock()
-		if l.gone {
-			l.mu.Unlock()
-			return errGone
-		}
 		wake := l.wait()
 		l.mu.Unlock()
 		evs, err := b.Read(ctx, sessionID, *next, DefaultPageSize)
 		if err != nil {
 			return err
+		}
+		// A watcher's pin keeps the entry: only retention removes it, and before the
+		// writer commits anything after the deletion. Checked after the read, so that
+		// events of a session recreated under the same id are never delivered.
+		l.mu.Lock()
+		gone := l.gone
+		l.mu.Unlock()
+		if gone {
+			return ErrDeleted
 		}
 		if err := deliver(ctx, evs, next, fn); err != nil {
 			return err

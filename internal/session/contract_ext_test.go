@@ -46,6 +46,7 @@ func TestContract(t *testing.T) {
 		"OwnerFirstClaimWins":         testOwnerFirstClaimWins,
 		"OwnerOutlivesAWatch":         testOwnerOutlivesWatch,
 		"RetentionRemovesOwner":       testRetentionRemovesOwner,
+		"WatchEndsWhenDeleted":        testWatchEndsWhenDeleted,
 	}
 	for kind, open := range kinds() {
 		t.Run(kind, func(t *testing.T) {
@@ -825,5 +826,43 @@ func testRetentionRemovesOwner(t *testing.T, open opener) {
 	}
 	if got, err := s.ClaimOwner(ctx, "old", session.Owner{Identity: "bob"}); err != nil || got.Identity != "bob" {
 		t.Errorf("ClaimOwner(bob) after the sweep = %+v, %v, want bob", got, err)
+	}
+}
+
+// A watched session that retention deletes ends the watch: the id's next appends start
+// again at seq 1, and delivering them after the old ones would skip their first seqs.
+func testWatchEndsWhenDeleted(t *testing.T, open opener) {
+	clock := newClock()
+	t0 := clock.Now()
+	s := open(t, session.WithClock(clock.Now), session.WithRetention(time.Hour, 0), session.WithSweepInterval(0))
+	for range 3 {
+		mustAppend(t, s, "w", messageEvent("old", 0))
+	}
+	got := make(chan session.Event, 16)
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Watch(t.Context(), "w", 1, func(ev session.Event) error { got <- ev; return nil })
+	}()
+	receive(t, got, 3)
+	clock.Set(t0.Add(2 * time.Hour))
+	if n, err := s.(sweeper).Sweep(clock.Now()); err != nil || n != 1 {
+		t.Fatalf("Sweep() = %d, %v, want 1", n, err)
+	}
+	for range 4 {
+		mustAppend(t, s, "w", messageEvent("new", 0))
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, session.ErrDeleted) {
+			t.Errorf("Watch() of a deleted session = %v, want ErrDeleted", err)
+		}
+	case ev := <-got:
+		t.Fatalf("Watch() delivered seq %d %q after its session was deleted", ev.Seq, ev.Message.Content)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Watch() of a deleted session did not return")
+	}
+	if len(got) > 0 {
+		ev := <-got
+		t.Errorf("Watch() delivered seq %d %q after its session was deleted", ev.Seq, ev.Message.Content)
 	}
 }

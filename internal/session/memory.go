@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -190,21 +189,16 @@ func (m *Memory) closedOr(err error) error {
 
 // Watch implements [Store].
 func (m *Memory) Watch(ctx context.Context, sessionID string, fromSeq uint64, fn func(Event) error) error {
-	next := max(fromSeq, 1)
-	for {
-		if m.closed.Load() {
-			return ErrClosed
-		}
-		s := m.sessions.acquire(sessionID)
-		err := m.watch(ctx, s, &next, fn)
-		m.sessions.release(sessionID, s, func(s *memSession) bool { return s.events.n == 0 && s.owner == nil })
-		if !errors.Is(err, errGone) {
-			return err
-		}
+	if m.closed.Load() {
+		return ErrClosed
 	}
+	s := m.sessions.acquire(sessionID)
+	err := m.watch(ctx, s, max(fromSeq, 1), fn)
+	m.sessions.release(sessionID, s, func(s *memSession) bool { return s.events.n == 0 && s.owner == nil })
+	return err
 }
 
-func (m *Memory) watch(ctx context.Context, s *memSession, next *uint64, fn func(Event) error) error {
+func (m *Memory) watch(ctx context.Context, s *memSession, next uint64, fn func(Event) error) error {
 	s.mu.Lock()
 	s.watchers++
 	s.mu.Unlock()
@@ -222,9 +216,9 @@ func (m *Memory) watch(ctx context.Context, s *memSession, next *uint64, fn func
 	}()
 	for {
 		s.mu.Lock()
-		if s.gone {
+		if s.gone { // a watcher's pin keeps the entry: only retention removes it
 			s.mu.Unlock()
-			return errGone
+			return ErrDeleted
 		}
 		if err := s.warm(); err != nil {
 			s.mu.Unlock()
@@ -232,19 +226,19 @@ func (m *Memory) watch(ctx context.Context, s *memSession, next *uint64, fn func
 		}
 		evs := s.events.view()
 		var wake <-chan struct{}
-		if uint64(evs.len()) < *next {
+		if uint64(evs.len()) < next {
 			wake = s.wait()
 		}
 		s.mu.Unlock()
 		if wake == nil {
-			for i := int(*next - 1); i < evs.len(); i++ {
+			for i := int(next - 1); i < evs.len(); i++ {
 				if err := ctx.Err(); err != nil {
 					return err
 				}
 				if err := fn(*evs.at(i)); err != nil {
 					return err
 				}
-				*next++
+				next++
 			}
 			continue
 		}

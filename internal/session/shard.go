@@ -1,14 +1,9 @@
 package session
 
 import (
-	"errors"
 	"hash/maphash"
 	"sync"
 )
-
-// errGone: a watched entry left its map (retention, or its last holder left); Watch
-// looks the session up again.
-var errGone = errors.New("session: entry gone")
 
 // live is the per-session state both stores share: the notifier Watch waits on and the
 // tool summary. Lock order: shard lock, then mu.
@@ -16,7 +11,8 @@ type live struct {
 	mu sync.Mutex
 	// refs counts Watch and Summary calls holding the entry; guarded by the shard lock.
 	refs int
-	// gone is set when the entry leaves its map; holders look the session up again.
+	// gone is set when the entry leaves its map: retention deleted the session (a
+	// pinned entry leaves no other way), so a Watch holding it ends with ErrDeleted.
 	gone bool
 	// notify is closed (and cleared) on every append; created lazily by a waiter.
 	notify chan struct{}

@@ -19,7 +19,9 @@ type Store interface {
 	Read(ctx context.Context, sessionID string, fromSeq uint64, limit int) ([]Event, error)
 	// Watch calls fn for every event with Seq >= fromSeq: first the stored ones, then live
 	// ones as they are appended, in order, with no gap or duplicate, until ctx ends
-	// (returns ctx.Err()), fn fails (returns its error) or the store closes (ErrClosed).
+	// (returns ctx.Err()), fn fails (returns its error), retention deletes the session
+	// (ErrDeleted: a session appended to under the same id afterwards starts again at
+	// seq 1) or the store closes (ErrClosed).
 	Watch(ctx context.Context, sessionID string, fromSeq uint64, fn func(Event) error) error
 	// Summary answers history questions for conditional tools.
 	Summary(ctx context.Context, sessionID string) (Summary, error)
@@ -80,6 +82,8 @@ const MaxSessionIDBytes = 1024
 var (
 	// ErrClosed: the store is closed.
 	ErrClosed = errors.New("session: store closed")
+	// ErrDeleted: retention deleted the watched session.
+	ErrDeleted = errors.New("session: session deleted by retention")
 	// ErrTooLarge: an event is over the configured size cap.
 	ErrTooLarge = errors.New("session: event too large")
 	// ErrCorrupt: the database file is damaged, truncated or not a session log.
