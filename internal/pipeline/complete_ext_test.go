@@ -235,3 +235,35 @@ func TestFinalizeTruncatesAtRuneBoundary(t *testing.T) {
 		})
 	}
 }
+
+// Finalization must keep an error result's "Error: <message>" shape: a limit smaller
+// than the error (even than its prefix plus the marker) cuts the message, never the
+// prefix, and the structured message says what the content says.
+func TestFinalizeKeepsErrorShape(t *testing.T) {
+	tests := map[string]struct {
+		limit int
+		pre   []pipeline.PreExecute
+		disp  *dispatcher
+	}{
+		"denial, limit below the marker": {limit: 10, pre: []pipeline.PreExecute{verdict(pipeline.Deny, "")}, disp: returning(tool.Result{Content: "x"})},
+		"tool error, long message":       {limit: 40, disp: returning(tool.Failure(tool.CodeToolError, strings.Repeat("y", 100)))},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			tl := newTool("cat")
+			tl.def.MaxContentBytes = tc.limit
+			p := pipeline.New(staticResolver(tl), tc.disp, pipeline.WithPreExecute(tc.pre...))
+			e := newExec("cat", `{}`)
+			r := p.Run(t.Context(), e)
+			if !r.IsError || r.Err == nil {
+				t.Fatalf("Run() = %+v, want an error result", r)
+			}
+			if want := tool.ErrorContentPrefix + r.Err.Message; r.Content != want {
+				t.Errorf("Run().Content = %q, want %q (\"Error: \" + Err.Message)", r.Content, want)
+			}
+			if !strings.Contains(r.Content, "[truncated: ") {
+				t.Errorf("Run().Content = %q, want the truncation marker", r.Content)
+			}
+		})
+	}
+}

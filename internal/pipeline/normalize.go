@@ -85,12 +85,19 @@ func strictJSON(b []byte) error {
 
 // finalizeContent is the definition-owned, content-only last step: content over
 // MaxContentBytes is cut at a UTF-8 boundary and ends with an explicit marker, the
-// whole staying within the limit whenever the limit can hold the marker.
+// whole staying within the limit whenever the limit can hold the marker. An error
+// result keeps its "Error: <message>" shape: its message is cut, never the prefix.
 func finalizeContent(def *tool.Definition, r tool.Result) tool.Result {
 	if def == nil || def.MaxContentBytes <= 0 || len(r.Content) <= def.MaxContentBytes {
 		return r
 	}
-	r.Content = truncate(r.Content, def.MaxContentBytes)
+	if !r.IsError || r.Err == nil {
+		r.Content = truncate(r.Content, def.MaxContentBytes)
+		return r
+	}
+	er := *r.Err
+	er.Message = truncate(er.Message, def.MaxContentBytes-len(tool.ErrorContentPrefix))
+	r.Err, r.Content = &er, tool.ErrorContentPrefix+er.Message
 	return r
 }
 
