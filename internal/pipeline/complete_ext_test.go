@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -265,5 +266,22 @@ func TestFinalizeKeepsErrorShape(t *testing.T) {
 				t.Errorf("Run().Content = %q, want the truncation marker", r.Content)
 			}
 		})
+	}
+}
+
+// Additional contexts are made valid UTF-8 whatever becomes of the result, including a
+// success that normalization itself turns into INVALID_RESULT: they are logged as
+// user/message events and sent in settled.additional_contexts, a proto string.
+func TestNormalizeSanitizesContextsOfInvalidResults(t *testing.T) {
+	addBad := pipeline.PostExecuteFunc("ctx", func(context.Context, *tool.Exec, pipeline.Tool, tool.Result) pipeline.PostVerdict {
+		return pipeline.PostVerdict{AddContext: []string{"note \xff"}}
+	})
+	p := pipeline.New(staticResolver(newTool("cat")), returning(tool.Result{Content: "bad \xff"}), pipeline.WithPostExecute(addBad))
+	r := p.Run(t.Context(), newExec("cat", `{}`))
+	if r.Code() != tool.CodeInvalidResult {
+		t.Fatalf("Run().Code() = %q, want %q", r.Code(), tool.CodeInvalidResult)
+	}
+	if want := []string{"note \uFFFD"}; !slices.Equal(r.AdditionalContexts, want) {
+		t.Errorf("Run().AdditionalContexts = %q, want %q", r.AdditionalContexts, want)
 	}
 }

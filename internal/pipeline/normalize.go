@@ -19,16 +19,16 @@ func (s *snapshot) normalize(e *tool.Exec, st *callState, r tool.Result) tool.Re
 	if limit <= 0 {
 		limit = s.cfg.MaxResultBytes
 	}
-	if r.IsError {
-		r = sanitizeError(r)
-	} else if f, ok := checkSuccess(e, st.tool, r); !ok {
-		return keepContexts(r, f)
-	}
 	for i, c := range r.AdditionalContexts {
 		if !utf8.ValidString(c) {
 			r.AdditionalContexts = append([]string(nil), r.AdditionalContexts...)
 			r.AdditionalContexts[i] = strings.ToValidUTF8(c, "\uFFFD")
 		}
+	}
+	if r.IsError {
+		r = sanitizeError(r)
+	} else if f, ok := checkSuccess(e, st.tool, r); !ok {
+		return keepContexts(r, f)
 	}
 	if n := len(r.Content) + len(r.Value); n > limit {
 		f := failure(e, tool.CodeResultTooLarge,
