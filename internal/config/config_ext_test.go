@@ -101,6 +101,12 @@ func TestZeroableDurations(t *testing.T) {
 	if _, err := config.Parse([]byte("limits: {accepted_hold: 1m}\n"), "t.yaml"); err != nil {
 		t.Errorf("Parse(accepted_hold: 1m) = %v, want it accepted", err)
 	}
+	if _, err := config.Parse([]byte("limits: {max_result_bytes: 9MiB}\n"), "t.yaml"); !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "limits.max_result_bytes") {
+		t.Errorf("Parse(max_result_bytes: 9MiB) = %v, want ErrInvalid naming limits.max_result_bytes (at most 8MiB)", err)
+	}
+	if _, err := config.Parse([]byte("limits: {max_result_bytes: 8MiB}\n"), "t.yaml"); err != nil {
+		t.Errorf("Parse(max_result_bytes: 8MiB) = %v, want it accepted", err)
+	}
 	for _, bad := range []string{"2m", "-1s"} {
 		if _, err := config.Parse([]byte("limits: {cancel_grace: "+bad+"}\n"), "t.yaml"); !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "limits.cancel_grace") {
 			t.Errorf("Parse(cancel_grace: %s) = %v, want ErrInvalid naming limits.cancel_grace", bad, err)
