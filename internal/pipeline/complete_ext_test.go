@@ -59,7 +59,7 @@ func TestPostExecute(t *testing.T) {
 			want: failureFor(tool.CodeInvalidResult, "result value does not match the output schema: expected object", ""),
 		},
 		"block gives feedback and stops the chain": {
-			result: tool.Result{Content: "secret stuff", AdditionalContexts: []string{"tool"}},
+			result: tool.Result{Content: "secret stuff", AdditionalContexts: []string{"tool"}, ConcludesTurn: true},
 			post: []pipeline.PostExecute{
 				post("ctx", func(tool.Result) pipeline.PostVerdict { return pipeline.PostVerdict{AddContext: []string{"a"}} }),
 				post("dlp", func(tool.Result) pipeline.PostVerdict {
@@ -67,7 +67,7 @@ func TestPostExecute(t *testing.T) {
 				}),
 				post("never", func(tool.Result) pipeline.PostVerdict { panic("ran after block") }),
 			},
-			want: withContexts(failureFor(tool.CodeBlocked, "result contained a credential", ""), "tool", "a", "b"),
+			want: concluding(withContexts(failureFor(tool.CodeBlocked, "result contained a credential", ""), "tool", "a", "b")),
 		},
 		"add context is FIFO": {
 			result: tool.Result{Content: "x", AdditionalContexts: []string{"tool-1"}},
@@ -124,6 +124,11 @@ func withContexts(r tool.Result, cs ...string) tool.Result {
 	return r
 }
 
+func concluding(r tool.Result) tool.Result {
+	r.ConcludesTurn = true
+	return r
+}
+
 func TestNormalize(t *testing.T) {
 	big := strings.Repeat("x", 60)
 	tests := map[string]struct {
@@ -160,8 +165,8 @@ func TestNormalize(t *testing.T) {
 			want:   failureFor(tool.CodeInvalidResult, "result metadata is not valid JSON: "+jsonErr(`nope`), ""),
 		},
 		"too large by config": {
-			result: tool.Result{Content: big, Value: json.RawMessage(`{"a":1}`), AdditionalContexts: []string{"kept"}},
-			want:   withContexts(failureFor(tool.CodeResultTooLarge, "result is 67 bytes, over the 64-byte limit", ""), "kept"),
+			result: tool.Result{Content: big, Value: json.RawMessage(`{"a":1}`), AdditionalContexts: []string{"kept"}, ConcludesTurn: true},
+			want:   concluding(withContexts(failureFor(tool.CodeResultTooLarge, "result is 67 bytes, over the 64-byte limit", ""), "kept")),
 		},
 		"per-tool limit": {
 			result:   tool.Result{Content: "0123456789a"},

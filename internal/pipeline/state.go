@@ -86,9 +86,11 @@ func denial(e *tool.Exec, code tool.Code, v Verdict, generic string) tool.Result
 	return failure(e, code, msg, reason)
 }
 
-// keepContexts carries the additional contexts gathered so far onto a replacement result.
+// keepContexts carries what the result asked of its batch — the additional contexts
+// gathered so far and concludes_turn — onto a replacement result: a replaced result
+// still ran (the session log's own RESULT_TOO_LARGE keeps them too).
 func keepContexts(from, to tool.Result) tool.Result {
-	to.AdditionalContexts = from.AdditionalContexts
+	to.AdditionalContexts, to.ConcludesTurn = from.AdditionalContexts, from.ConcludesTurn
 	return to
 }
 
