@@ -25,7 +25,8 @@ type Call struct {
 
 // Progress reports intermediate progress of the call to toolsd, which forwards it to
 // the agent loop. progress and total are in any unit (total 0 means unknown). Reports
-// after the handler returned, or after toolsd cancelled the call, are dropped.
+// after the handler returned, or after toolsd cancelled the call, are dropped. A message
+// is cut to 64 KiB (less if toolsd's max_result_bytes is smaller).
 func (c Call) Progress(message string, progress, total float64) {
 	if c.run != nil {
 		c.run.progress(message, progress, total)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -388,14 +389,34 @@ func (s *session) sendResult(id uint64, res *toolsdv1.ExecuteResult) {
 	}
 }
 
+// maxProgressBytes caps a progress message. Progress is a status line for the agent
+// loop's UI, and a message larger than toolsd receives at all would end the stream,
+// failing every call on it.
+const maxProgressBytes = 64 << 10
+
 func (r *running) progress(message string, progress, total float64) {
 	if r.done.Load() {
 		return
 	}
+	limit := uint64(maxProgressBytes)
+	if r.s.maxResult > 0 {
+		limit = min(limit, r.s.maxResult)
+	}
 	m := &toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Progress{
-		Progress: &toolsdv1.ExecuteProgress{RequestId: r.id, Message: []byte(message), Progress: progress, Total: total},
+		Progress: &toolsdv1.ExecuteProgress{RequestId: r.id, Message: []byte(truncateUTF8(message, int(limit))), Progress: progress, Total: total},
 	}}
 	if err := r.s.send(m); err != nil {
 		r.s.log.Debug("progress not sent", zap.Uint64("request_id", r.id), zap.Error(err))
 	}
+}
+
+// truncateUTF8 returns s cut to at most n bytes, at a character boundary.
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
