@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 )
@@ -32,8 +33,10 @@ type session struct {
 	closed bool
 	wg     sync.WaitGroup // handler goroutines
 
-	nextRef  atomic.Uint64
-	firstRef uint64
+	nextRef atomic.Uint64
+	// firstRefs are the refs of the first registration's messages not answered yet;
+	// the provider is ready once it is empty. Used by the receive loop only.
+	firstRefs map[uint64]bool
 	// maxResult is the welcome's max_result_bytes (0: not announced): a larger result
 	// is sent as its size only, so that it fails its call alone rather than the stream.
 	maxResult uint64
@@ -98,7 +101,10 @@ func (p *Provider) serve(ctx context.Context, conn grpc.ClientConnInterface) (we
 	tools := p.attach(s, w.GetProviderId())
 	s.log.Info("connected to toolsd", zap.Int("tools", len(tools)))
 	if len(tools) > 0 {
-		s.firstRef = s.register(tools)
+		s.firstRefs = make(map[uint64]bool)
+		for _, ref := range s.register(tools) {
+			s.firstRefs[ref] = true
+		}
 	} else {
 		p.markReady()
 	}
@@ -153,8 +159,38 @@ func (s *session) handle(ctx context.Context, m *toolsdv1.ProviderServiceConnect
 	}
 }
 
-// register sends a registration of tools and returns its ref.
-func (s *session) register(tools []*toolImpl) uint64 {
+// registerBudget bounds the definitions one register message carries (and the
+// welcome's max_result_bytes, when smaller: toolsd receives messages of that size).
+// A message over toolsd's receive limit ends the stream, so a provider whose tools
+// together exceed it would reconnect and fail again forever, never registering them.
+// A definition larger than the budget is sent alone.
+const registerBudget = 1 << 20
+
+// register sends a registration of tools, in as many messages as their size needs,
+// and returns the messages' refs.
+func (s *session) register(tools []*toolImpl) []uint64 {
+	budget := uint64(registerBudget)
+	if s.maxResult > 0 {
+		budget = min(budget, s.maxResult)
+	}
+	var refs []uint64
+	for len(tools) > 0 {
+		n, size := 0, uint64(0)
+		for ; n < len(tools); n++ {
+			sz := uint64(proto.Size(tools[n].def))
+			if n > 0 && size+sz > budget {
+				break
+			}
+			size += sz
+		}
+		refs = append(refs, s.registerChunk(tools[:n]))
+		tools = tools[n:]
+	}
+	return refs
+}
+
+// registerChunk sends one register message and returns its ref.
+func (s *session) registerChunk(tools []*toolImpl) uint64 {
 	ref := s.nextRef.Add(1)
 	defs := make([]*toolsdv1.ToolDefinition, len(tools))
 	for i, t := range tools {
@@ -189,8 +225,11 @@ func (s *session) registered(r *toolsdv1.RegisterToolsResult) {
 	if len(taken) > 0 {
 		s.retake(taken)
 	}
-	if r.GetRef() == s.firstRef {
-		s.p.markReady()
+	if ref := r.GetRef(); s.firstRefs[ref] {
+		delete(s.firstRefs, ref)
+		if len(s.firstRefs) == 0 {
+			s.p.markReady()
+		}
 	}
 }
 
