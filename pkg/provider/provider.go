@@ -112,6 +112,9 @@ type Provider struct {
 	ready     chan struct{}
 	readyOnce sync.Once
 	running   atomic.Bool
+	// wg counts the sessions' goroutines: handlers outlive their session's stream
+	// until they return, and Run and Serve wait for them.
+	wg sync.WaitGroup
 
 	mu     sync.Mutex
 	tools  []*toolImpl // registration order

@@ -30,6 +30,7 @@ func (p *Provider) Run(ctx context.Context, target string) error {
 		return fmt.Errorf("provider: dial %s: %w", target, err)
 	}
 	defer func() { _ = conn.Close() }()
+	defer p.wg.Wait()
 
 	delay := p.opts.backoffMin
 	for {
@@ -57,6 +58,7 @@ func (p *Provider) Serve(ctx context.Context, conn grpc.ClientConnInterface) err
 		return ErrRunning
 	}
 	defer p.running.Store(false)
+	defer p.wg.Wait()
 	_, err := p.serve(ctx, conn)
 	return err
 }

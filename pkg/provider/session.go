@@ -31,7 +31,11 @@ type session struct {
 	mu     sync.Mutex
 	calls  map[uint64]*running
 	closed bool
-	wg     sync.WaitGroup // handler goroutines
+	// wg is the provider's: it counts the session's goroutines (handlers, retakes),
+	// which Run and Serve wait for before they return. A session's end does not wait
+	// for them, so a handler slow to honour its cancelled context cannot keep the
+	// provider from reconnecting.
+	wg *sync.WaitGroup
 
 	nextRef atomic.Uint64
 	// firstRefs are the refs of the first registration's messages not answered yet;
@@ -81,7 +85,7 @@ func (p *Provider) serve(ctx context.Context, conn grpc.ClientConnInterface) (we
 	if err != nil {
 		return false, fmt.Errorf("provider: connect: %w", err)
 	}
-	s := &session{p: p, log: p.log, stream: stream, ctx: sctx, cancel: cancel, calls: make(map[uint64]*running)}
+	s := &session{p: p, log: p.log, stream: stream, ctx: sctx, cancel: cancel, calls: make(map[uint64]*running), wg: &p.wg}
 	defer s.close()
 
 	hello := &toolsdv1.ProviderHello{Name: p.name, Version: p.opts.version, MaxInFlight: p.opts.maxInFlight}
@@ -125,8 +129,8 @@ func (s *session) ended(ctx context.Context, err error) error {
 	return err
 }
 
-// close ends the session: no new calls, every handler's context cancelled, and every
-// handler returned.
+// close ends the session: no new calls and every handler's context cancelled. The
+// handlers may still be running (see session.wg).
 func (s *session) close() {
 	s.p.detach(s)
 	s.mu.Lock()
@@ -134,7 +138,6 @@ func (s *session) close() {
 	s.calls = nil
 	s.mu.Unlock()
 	s.cancel()
-	s.wg.Wait()
 }
 
 func (s *session) send(m *toolsdv1.ProviderServiceConnectRequest) error {
