@@ -92,6 +92,13 @@ func (b *Broker) stale(c *conn, id uint64) {
 	c.log.Debug("dropped result for a request not pending on this stream", zap.Uint64("request_id", id))
 }
 
+// MaxProgressBytes caps a progress message forwarded to the agent loop; a longer one is
+// cut. Progress is a status line, and toolsd receives provider messages up to its
+// request or result limit: forwarded whole, one could exceed what the agent loop's gRPC
+// client receives (4 MiB by default) and fail its whole batch, or fill the memory of a
+// batch's outbox.
+const MaxProgressBytes = 64 << 10
+
 // progress forwards a progress report to the waiting call's observer. It runs on the
 // receive loop, so the callback must not block.
 func (b *Broker) progress(c *conn, pr *toolsdv1.ExecuteProgress) {
@@ -111,7 +118,7 @@ func (b *Broker) progress(c *conn, pr *toolsdv1.ExecuteProgress) {
 	fn(tool.Progress{
 		CallID:   callID,
 		Index:    index,
-		Message:  validUTF8(string(pr.GetMessage())),
+		Message:  validUTF8(string(truncate(pr.GetMessage(), MaxProgressBytes))),
 		Progress: finite(pr.GetProgress()),
 		Total:    finite(pr.GetTotal()),
 	})

@@ -107,3 +107,16 @@ func finite(f float64) float64 {
 	}
 	return f
 }
+
+// truncate cuts b to at most n bytes, at a UTF-8 character boundary when b is UTF-8.
+func truncate(b []byte, n int) []byte {
+	if len(b) <= n {
+		return b
+	}
+	for i := n; i > n-utf8.UTFMax && i > 0; i-- {
+		if utf8.RuneStart(b[i]) {
+			return b[:i]
+		}
+	}
+	return b[:n]
+}
