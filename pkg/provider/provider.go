@@ -80,7 +80,8 @@ func WithWindows(stream, conn int32) Option {
 }
 
 // WithBackoff sets the reconnect delay of [Provider.Run]: it starts at minDelay, doubles
-// after each failed attempt up to maxDelay, and is jittered down by up to half.
+// after each failed attempt up to maxDelay, and is jittered down by up to half. It
+// starts over once a stream has lasted maxDelay.
 func WithBackoff(minDelay, maxDelay time.Duration) Option {
 	return func(o *options) {
 		if minDelay > 0 {

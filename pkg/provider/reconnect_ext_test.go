@@ -2,8 +2,14 @@ package provider_test
 
 import (
 	"context"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"go.uber.org/zap"
+
+	"github.com/toolsd/toolsd/internal/broker"
 	"github.com/toolsd/toolsd/internal/broker/brokertest"
 	"github.com/toolsd/toolsd/internal/tool"
 	"github.com/toolsd/toolsd/pkg/provider"
@@ -42,5 +48,35 @@ func TestStuckHandlerDoesNotBlockReconnect(t *testing.T) {
 	})
 	if got := second.Broker.Call(t.Context(), newID, exec("echo", `{"text":"back"}`), 1); got.Content != "back" {
 		t.Errorf("Call(echo) after reconnect = %+v, want content back", got)
+	}
+}
+
+// connects counts the streams a broker welcomed.
+type connects struct {
+	broker.NopObserver
+	n atomic.Int64
+}
+
+func (c *connects) ProviderConnected(d int) {
+	if d > 0 {
+		c.n.Add(1)
+	}
+}
+
+// A stream that toolsd ends right after its welcome (here: a tool definition larger
+// than toolsd receives in one message) does not reset the reconnect backoff: the
+// provider backs off instead of reconnecting in a storm.
+func TestShortLivedStreamsBackOff(t *testing.T) {
+	obs := &connects{}
+	srv := brokertest.Start(t, brokertest.NewRegistrar(), broker.WithObserver(obs))
+	p := provider.New("sdk", provider.WithLogger(zap.NewNop()), provider.WithBackoff(10*time.Millisecond, 400*time.Millisecond))
+	p.Add(echoTool(), provider.NewTool("huge", "too big to receive", func(context.Context, provider.Call, struct{}) (string, error) {
+		return "", nil
+	}, provider.WithSchema(`{"type":"object","description":"`+strings.Repeat("x", 5<<20)+`"}`)))
+	run(t, p, srv.Addr)
+	time.Sleep(2 * time.Second) // the test measures a rate
+	// Backing off from 10 ms to 400 ms takes about a dozen streams in two seconds.
+	if n := obs.n.Load(); n > 20 {
+		t.Errorf("%d streams in 2s, want the backoff to grow", n)
 	}
 }

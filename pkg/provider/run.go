@@ -13,7 +13,8 @@ import (
 
 // Run connects to toolsd at target (a gRPC target such as "127.0.0.1:50151"), says
 // hello, registers every tool and serves calls. When the stream fails it reconnects
-// with exponential backoff and jitter and registers everything again. It returns nil
+// with exponential backoff and jitter and registers everything again; the backoff
+// starts over after a stream that lasted at least its maximum delay. It returns nil
 // when ctx ends, after every running handler has returned.
 func (p *Provider) Run(ctx context.Context, target string) error {
 	if !p.running.CompareAndSwap(false, true) {
@@ -34,11 +35,15 @@ func (p *Provider) Run(ctx context.Context, target string) error {
 
 	delay := p.opts.backoffMin
 	for {
+		began := time.Now()
 		welcomed, err := p.serve(ctx, conn)
 		if ctx.Err() != nil {
 			return nil
 		}
-		if welcomed {
+		// Only a stream that lasted resets the backoff: one that toolsd ends right after
+		// its welcome (say, for a message it cannot receive) would otherwise be
+		// reopened, and end again, every backoffMin.
+		if welcomed && time.Since(began) >= p.opts.backoffMax {
 			delay = p.opts.backoffMin
 		}
 		wait := jitter(delay)
