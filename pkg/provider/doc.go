@@ -32,7 +32,8 @@
 //   - Each exported field is a property named by its `json` tag (or the field name);
 //     `json:"-"` fields are skipped and embedded structs are inlined, as encoding/json
 //     does.
-//   - Go types map to JSON types: bool → boolean, integers → integer, floats → number,
+//   - Go types map to JSON types: bool → boolean, integers → integer (unsigned ones with
+//     minimum 0, sized ones within their range), floats → number,
 //     string → string, slices and arrays → array with items, maps → object with
 //     additionalProperties, structs → object, time.Time → string (date-time), []byte →
 //     base64 string, interfaces and json.RawMessage → any value. As encoding/json decodes

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -95,6 +96,7 @@ func (d *deriver) schema(t reflect.Type) (*object, error) {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
 		o.set("type", "integer")
+		integerRange(o, t)
 	case reflect.Float32, reflect.Float64:
 		o.set("type", "number")
 	case reflect.String:
@@ -134,6 +136,22 @@ func (d *deriver) schema(t reflect.Type) (*object, error) {
 		return nil, fmt.Errorf("type %s has no JSON Schema", t)
 	}
 	return o, nil
+}
+
+// integerRange bounds an integer schema by what encoding/json decodes into t: no
+// negative number into an unsigned type, nothing outside a sized type's range.
+func integerRange(o *object, t reflect.Type) {
+	switch t.Kind() {
+	case reflect.Int8, reflect.Int16, reflect.Int32:
+		bits := t.Bits()
+		o.set("minimum", json.RawMessage(strconv.FormatInt(-1<<(bits-1), 10)))
+		o.set("maximum", json.RawMessage(strconv.FormatInt(1<<(bits-1)-1, 10)))
+	case reflect.Uint8, reflect.Uint16, reflect.Uint32:
+		o.set("minimum", json.RawMessage("0"))
+		o.set("maximum", json.RawMessage(strconv.FormatUint(1<<t.Bits()-1, 10)))
+	case reflect.Uint, reflect.Uint64, reflect.Uintptr:
+		o.set("minimum", json.RawMessage("0"))
+	}
 }
 
 // object describes a struct: properties in field order, then required.

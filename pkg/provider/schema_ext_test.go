@@ -75,7 +75,7 @@ func TestDerivedSchemas(t *testing.T) {
 		}](), `{"type":"object","properties":{"text":{"type":"string","description":"The text to echo."}},"required":["text"]}`},
 		"every kind": {schemaOf[everything](), `{"type":"object","properties":{` +
 			`"e1":{"type":"string","description":"from the embedded struct"},` +
-			`"s":{"type":"string"},"b":{"type":"boolean"},"i":{"type":"integer"},"u":{"type":"integer"},"f":{"type":"number"},` +
+			`"s":{"type":"string"},"b":{"type":"boolean"},"i":{"type":"integer"},"u":{"type":"integer","minimum":0,"maximum":255},"f":{"type":"number"},` +
 			`"list":{"type":"array","items":{"type":"string"}},"arr":{"type":"array","items":{"type":"integer"}},` +
 			`"map":{"type":"object","additionalProperties":{"type":"object","properties":{"z":{"type":"integer"}},"required":["z"]}},` +
 			`"any_map":{"type":"object"},` +
@@ -97,6 +97,10 @@ func TestDerivedSchemas(t *testing.T) {
 		"strict": {schemaOf[strictArgs](provider.StrictArguments()), `{"type":"object","properties":{` +
 			`"a":{"type":"string"},"inner":{"type":"object","properties":{"z":{"type":"integer"}},"required":["z"],"additionalProperties":false}},` +
 			`"required":["a","inner"],"additionalProperties":false}`},
+		"sized integers": {schemaOf[sizedArgs](), `{"type":"object","properties":{` +
+			`"u":{"type":"integer","minimum":0},"i8":{"type":"integer","minimum":-128,"maximum":127},` +
+			`"u16":{"type":"integer","minimum":0,"maximum":65535},"min":{"type":"integer","minimum":5,"maximum":255}},` +
+			`"required":["u","i8","u16"]}`},
 		"map root": {schemaOf[map[string]int](), `{"type":"object","additionalProperties":{"type":"integer"}}`},
 		"any root": {schemaOf[any](), `{"type":"object"}`},
 		"explicit schema kept byte for byte": {
@@ -224,6 +228,12 @@ func TestDerivedSchemaAgreesWithDecoding(t *testing.T) {
 		{"address as object", schemaOf[textArgs](), `{"addr":{}}`, decodeInto[textArgs]},
 		{"self-decoding object", schemaOf[selfArgs](), `{"v":{"any":[1]}}`, decodeInto[selfArgs]},
 		{"self-decoding number", schemaOf[selfArgs](), `{"v":3}`, decodeInto[selfArgs]},
+		{"negative unsigned", schemaOf[sizedArgs](), `{"u":-1,"i8":0,"u16":0}`, decodeInto[sizedArgs]},
+		{"unsigned zero", schemaOf[sizedArgs](), `{"u":0,"i8":0,"u16":0}`, decodeInto[sizedArgs]},
+		{"int8 overflow", schemaOf[sizedArgs](), `{"u":0,"i8":128,"u16":0}`, decodeInto[sizedArgs]},
+		{"int8 underflow", schemaOf[sizedArgs](), `{"u":0,"i8":-129,"u16":0}`, decodeInto[sizedArgs]},
+		{"int8 bounds", schemaOf[sizedArgs](), `{"u":0,"i8":-128,"u16":65535}`, decodeInto[sizedArgs]},
+		{"uint16 overflow", schemaOf[sizedArgs](), `{"u":0,"i8":0,"u16":65536}`, decodeInto[sizedArgs]},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			valid, decodeErr := schemaAccepts(t, tc.schema, tc.doc), tc.decode(tc.doc)
@@ -232,6 +242,13 @@ func TestDerivedSchemaAgreesWithDecoding(t *testing.T) {
 			}
 		})
 	}
+}
+
+type sizedArgs struct {
+	U   uint   `json:"u"`
+	I8  int8   `json:"i8"`
+	U16 uint16 `json:"u16"`
+	Min uint8  `json:"min,omitempty" jsonschema:"minimum=5"`
 }
 
 func decodeInto[A any](doc string) error {

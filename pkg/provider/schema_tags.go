@@ -121,7 +121,7 @@ func (t fieldTags) apply(s *object) *object {
 		o.set("pattern", t.pattern)
 	}
 	for _, f := range s.fields {
-		if f.key != "type" && f.key != "format" {
+		if f.key != "type" && f.key != "format" && !o.has(f.key) { // a tag's bound wins
 			o.set(f.key, f.val)
 		}
 	}
