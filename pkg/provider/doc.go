@@ -31,7 +31,8 @@
 //
 //   - Each exported field is a property named by its `json` tag (or the field name);
 //     `json:"-"` fields are skipped and embedded structs are inlined, as encoding/json
-//     does.
+//     does — including its rule for a name several fields share: the shallowest field
+//     wins, then the one whose tag names it, and a name still shared is left out.
 //   - Go types map to JSON types: bool → boolean, integers → integer (unsigned ones with
 //     minimum 0, sized ones within their range), floats → number,
 //     string → string, slices and arrays → array with items, maps → object with

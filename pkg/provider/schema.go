@@ -179,34 +179,10 @@ func (d *deriver) object(t reflect.Type) (*object, error) {
 	return o, nil
 }
 
-// fields adds t's JSON fields to props, inlining embedded structs like encoding/json.
+// fields adds t's JSON fields to props, as encoding/json decodes them (see jsonFields).
 func (d *deriver) fields(t reflect.Type, props *object, required *[]string) error {
-	for i := range t.NumField() {
-		f := t.Field(i)
-		tag := f.Tag.Get("json")
-		if tag == "-" {
-			continue
-		}
-		name, opts, _ := strings.Cut(tag, ",")
-		ft := f.Type
-		for ft.Kind() == reflect.Pointer {
-			ft = ft.Elem()
-		}
-		if f.Anonymous && name == "" && ft.Kind() == reflect.Struct {
-			if err := d.fields(ft, props, required); err != nil {
-				return err
-			}
-			continue
-		}
-		if !f.IsExported() {
-			continue
-		}
-		if name == "" {
-			name = f.Name
-		}
-		if props.has(name) {
-			return fmt.Errorf("%s: two fields are named %q in JSON", t, name)
-		}
+	for _, jf := range jsonFields(t) {
+		f, ft, name, opts, t := jf.f, jf.ft, jf.name, jf.opts, jf.owner
 		s, err := d.schema(f.Type)
 		if err != nil {
 			return fmt.Errorf("%s.%s: %w", t, f.Name, err)
@@ -227,6 +203,92 @@ func (d *deriver) fields(t reflect.Type, props *object, required *[]string) erro
 		}
 	}
 	return nil
+}
+
+// jsonField is one struct field encoding/json decodes into.
+type jsonField struct {
+	f          reflect.StructField
+	owner      reflect.Type // the struct declaring it, for messages
+	ft         reflect.Type // f.Type without pointers
+	name, opts string
+	tagged     bool // the name comes from the json tag
+	depth      int  // how many embedded structs down
+}
+
+// jsonFields lists the fields encoding/json decodes into a value of struct type t, in
+// its order: embedded structs without a tag name are inlined where they are declared;
+// of several fields with one JSON name the shallowest wins, then the one named by its
+// tag, and a name left ambiguous is dropped (encoding/json ignores it too).
+func jsonFields(t reflect.Type) []jsonField {
+	var all []jsonField
+	onPath := map[reflect.Type]bool{}
+	var walk func(t reflect.Type, depth int)
+	walk = func(t reflect.Type, depth int) {
+		if onPath[t] {
+			return
+		}
+		onPath[t] = true
+		defer delete(onPath, t)
+		for i := range t.NumField() {
+			f := t.Field(i)
+			ft := f.Type
+			for ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if f.Anonymous && !f.IsExported() && ft.Kind() != reflect.Struct || !f.Anonymous && !f.IsExported() {
+				continue
+			}
+			tag := f.Tag.Get("json")
+			if tag == "-" {
+				continue
+			}
+			name, opts, _ := strings.Cut(tag, ",")
+			if f.Anonymous && name == "" && ft.Kind() == reflect.Struct {
+				walk(ft, depth+1)
+				continue
+			}
+			if !f.IsExported() {
+				continue
+			}
+			jf := jsonField{f: f, owner: t, ft: ft, name: name, opts: opts, tagged: name != "", depth: depth}
+			if jf.name == "" {
+				jf.name = f.Name
+			}
+			all = append(all, jf)
+		}
+	}
+	walk(t, 0)
+	type rival struct{ depth, fields, tagged, tagIndex, index int }
+	rivals := map[string]*rival{} // per name: its shallowest fields
+	for i, jf := range all {
+		r := rivals[jf.name]
+		if r == nil || jf.depth < r.depth {
+			r = &rival{depth: jf.depth, index: i}
+			rivals[jf.name] = r
+		} else if jf.depth > r.depth {
+			continue
+		}
+		r.fields++
+		if jf.tagged {
+			r.tagged, r.tagIndex = r.tagged+1, i
+		}
+	}
+	winner := func(name string) int {
+		switch r := rivals[name]; {
+		case r.fields == 1:
+			return r.index
+		case r.tagged == 1:
+			return r.tagIndex
+		}
+		return -1 // ambiguous
+	}
+	out := all[:0:0]
+	for i, jf := range all {
+		if winner(jf.name) == i {
+			out = append(out, jf)
+		}
+	}
+	return out
 }
 
 // quotable reports whether the json tag's string option applies to a field of type t

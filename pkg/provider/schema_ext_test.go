@@ -163,12 +163,6 @@ func TestNewToolPanicsOnProgrammingErrors(t *testing.T) {
 				A int `json:"a" jsonschema:"required,optional"`
 			}]()
 		}, "both required and optional"},
-		"duplicate names": {func() {
-			schemaOf[struct {
-				Embedded
-				Again string `json:"e1"`
-			}]()
-		}, `two fields are named "e1"`},
 		"non-object root":            {func() { schemaOf[string]() }, "must be a struct or a map"},
 		"explicit schema not JSON":   {func() { schemaOf[struct{}](provider.WithSchema(`{`)) }, "not valid JSON"},
 		"explicit schema not object": {func() { schemaOf[struct{}](provider.WithSchema(`[]`)) }, "not a JSON object"},
@@ -234,6 +228,10 @@ func TestDerivedSchemaAgreesWithDecoding(t *testing.T) {
 		{"int8 underflow", schemaOf[sizedArgs](), `{"u":0,"i8":-129,"u16":0}`, decodeInto[sizedArgs]},
 		{"int8 bounds", schemaOf[sizedArgs](), `{"u":0,"i8":-128,"u16":65535}`, decodeInto[sizedArgs]},
 		{"uint16 overflow", schemaOf[sizedArgs](), `{"u":0,"i8":0,"u16":65536}`, decodeInto[sizedArgs]},
+		{"outer field shadows", schemaOf[shadowArgs](), `{"e1":1,"Tag":"x"}`, decodeInto[shadowArgs]},
+		{"outer field's type", schemaOf[shadowArgs](), `{"e1":"x","Tag":"x"}`, decodeInto[shadowArgs]},
+		{"tagged field wins", schemaOf[shadowArgs](), `{"e1":1,"Tag":1}`, decodeInto[shadowArgs]},
+		{"ambiguous name ignored", schemaOf[shadowArgs](), `{"e1":1,"Tag":"x","amb":[true]}`, decodeInto[shadowArgs]},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			valid, decodeErr := schemaAccepts(t, tc.schema, tc.doc), tc.decode(tc.doc)
@@ -241,6 +239,38 @@ func TestDerivedSchemaAgreesWithDecoding(t *testing.T) {
 				t.Errorf("schema %s accepts %s: %v; encoding/json decodes it: %v", tc.schema, tc.doc, valid, decodeErr)
 			}
 		})
+	}
+}
+
+// shadowArgs has fields encoding/json resolves by its dominance rules: e1 is the outer
+// field's (shallower), Tag the tagged one's (same depth), amb nobody's (ambiguous).
+type shadowArgs struct {
+	Embedded
+	E1 int `json:"e1"`
+	tagA
+	tagB
+	ambA
+	ambB
+}
+
+type (
+	tagA struct {
+		X string `json:"Tag"`
+	}
+	tagB struct{ Tag int }
+	ambA struct {
+		Amb string `json:"amb"`
+	}
+	ambB struct {
+		Amb int `json:"amb"`
+	}
+)
+
+// TestShadowedFieldsSchema checks the names and types jsonFields picks.
+func TestShadowedFieldsSchema(t *testing.T) {
+	want := `{"type":"object","properties":{"e1":{"type":"integer"},"Tag":{"type":"string"}},"required":["e1","Tag"]}`
+	if got := schemaOf[shadowArgs](); got != want {
+		t.Errorf("schema = %s, want %s", got, want)
 	}
 }
 
