@@ -231,7 +231,7 @@ func TestDerivedSchemaAgreesWithDecoding(t *testing.T) {
 		{"outer field shadows", schemaOf[shadowArgs](), `{"e1":1,"Tag":"x"}`, decodeInto[shadowArgs]},
 		{"outer field's type", schemaOf[shadowArgs](), `{"e1":"x","Tag":"x"}`, decodeInto[shadowArgs]},
 		{"tagged field wins", schemaOf[shadowArgs](), `{"e1":1,"Tag":1}`, decodeInto[shadowArgs]},
-		{"ambiguous name ignored", schemaOf[shadowArgs](), `{"e1":1,"Tag":"x","amb":[true]}`, decodeInto[shadowArgs]},
+		{"ambiguous name ignored", schemaOf[shadowArgs](), `{"e1":1,"Tag":"x","Amb":[true]}`, decodeInto[shadowArgs]},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			valid, decodeErr := schemaAccepts(t, tc.schema, tc.doc), tc.decode(tc.doc)
@@ -243,7 +243,7 @@ func TestDerivedSchemaAgreesWithDecoding(t *testing.T) {
 }
 
 // shadowArgs has fields encoding/json resolves by its dominance rules: e1 is the outer
-// field's (shallower), Tag the tagged one's (same depth), amb nobody's (ambiguous).
+// field's (shallower), Tag the tagged one's (same depth), Amb nobody's (ambiguous).
 type shadowArgs struct {
 	Embedded
 	E1 int `json:"e1"`
@@ -258,12 +258,8 @@ type (
 		X string `json:"Tag"`
 	}
 	tagB struct{ Tag int }
-	ambA struct {
-		Amb string `json:"amb"`
-	}
-	ambB struct {
-		Amb int `json:"amb"`
-	}
+	ambA struct{ Amb string }
+	ambB struct{ Amb int }
 )
 
 // TestShadowedFieldsSchema checks the names and types jsonFields picks.
