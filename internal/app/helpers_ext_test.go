@@ -132,6 +132,8 @@ type batchOptions struct {
 	onResult func(toolsdv1.ToolService_ExecuteBatchClient, *toolsdv1.ToolResult)
 	// onAccepted may act once the plan is durable.
 	onAccepted func(toolsdv1.ToolService_ExecuteBatchClient)
+	// callOpts are the stream's call options (e.g. a larger receive limit).
+	callOpts []grpc.CallOption
 }
 
 // execute runs a batch to its end and returns what the stream carried.
@@ -139,7 +141,7 @@ func (e *env) execute(tb testing.TB, b *toolsdv1.Batch, o batchOptions) (*outcom
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	stream, err := e.tools.ExecuteBatch(ctx)
+	stream, err := e.tools.ExecuteBatch(ctx, o.callOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -234,7 +236,8 @@ func (e *env) readSession(tb testing.TB, sessionID string) []*toolsdv1.SessionEv
 
 // readAll reads a session and returns its events, or the RPC's error.
 func readAll(e *env, id string) ([]*toolsdv1.SessionEvent, error) {
-	stream, err := e.tools.ReadSession(context.Background(), &toolsdv1.ReadSessionRequest{SessionId: id})
+	// Events may be as large as the log allows (16 MiB), over gRPC's default 4 MiB.
+	stream, err := e.tools.ReadSession(context.Background(), &toolsdv1.ReadSessionRequest{SessionId: id}, grpc.MaxCallRecvMsgSize(32<<20))
 	if err != nil {
 		return nil, err
 	}

@@ -617,12 +617,14 @@ func TestKeepaliveDropsDeadPeers(t *testing.T) {
 	}
 }
 
-// A result within max_result_bytes but over the session log's limit for one event (16 MiB)
-// fails its own call with RESULT_TOO_LARGE; the batch and its other results are kept.
-func TestResultOverTheLogsEventLimit(t *testing.T) {
-	e := start(t, "limits: {max_result_bytes: 32MiB, max_request_bytes: 40MiB}\n")
-	big := provider.NewTool("big", "17 MiB of text.", func(context.Context, provider.Call, noArgs) (string, error) {
-		return strings.Repeat("x", 17<<20), nil
+// The largest result max_result_bytes allows (at most 8 MiB) fits the session log's
+// limit for one event (16 MiB) with room to spare: it is logged and delivered, and its
+// batch's other results with it. (A result over the event limit would fail only its
+// call: the scheduler's TestExecuteResultTooLargeForTheLog.)
+func TestLargestResultFitsTheLog(t *testing.T) {
+	e := start(t, "limits: {max_result_bytes: 8MiB}\n")
+	big := provider.NewTool("big", "Almost 8 MiB of text.", func(context.Context, provider.Call, noArgs) (string, error) {
+		return strings.Repeat("x", 8<<20-64), nil
 	})
 	small := provider.NewTool("small", "A few bytes.", func(context.Context, provider.Call, noArgs) (string, error) {
 		return "fine", nil
@@ -630,9 +632,12 @@ func TestResultOverTheLogsEventLimit(t *testing.T) {
 	runProvider(t, e.app.Addr(), big, small)
 	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-big", Calls: []*toolsdv1.ToolCall{
 		call("c0", "small", `{}`), call("c1", "big", `{}`), call("c2", "small", `{}`),
-	}}, batchOptions{})
-	if got, want := resultCodes(out.results), []string{"", "RESULT_TOO_LARGE", ""}; !slices.Equal(got, want) {
+	}}, batchOptions{callOpts: []grpc.CallOption{grpc.MaxCallRecvMsgSize(32 << 20)}})
+	if got, want := resultCodes(out.results), []string{"", "", ""}; !slices.Equal(got, want) {
 		t.Errorf("codes = %q, want %q", got, want)
+	}
+	if n := len(out.results[1].GetContent()); n != 8<<20-64 {
+		t.Errorf("big result's content is %d bytes, want %d", n, 8<<20-64)
 	}
 	assertCompleteLog(t, e, "s-big", 3)
 }
