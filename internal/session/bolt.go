@@ -38,6 +38,10 @@ type Bolt struct {
 	closeErr   error
 	sweeper    *sweeper
 	recovered  int
+	// commitMu orders the write transactions (see update); fault is the failed
+	// commit's error that stopped the store.
+	commitMu sync.Mutex
+	fault    atomic.Pointer[error]
 	// scan loads a session's summary from the log (a seam for tests).
 	scan func(sessionID string) (*toolSummary, bool, error)
 }
@@ -193,8 +197,8 @@ func (b *Bolt) Read(_ context.Context, sessionID string, fromSeq uint64, limit i
 // new owner is rare (once per session), so it commits on its own rather than through the
 // append writer.
 func (b *Bolt) ClaimOwner(ctx context.Context, sessionID string, o Owner) (Owner, error) {
-	if b.closed.Load() {
-		return Owner{}, ErrClosed
+	if err := b.usable(); err != nil {
+		return Owner{}, err
 	}
 	if err := validateSessionID(sessionID); err != nil {
 		return Owner{}, err
@@ -203,24 +207,24 @@ func (b *Bolt) ClaimOwner(ctx context.Context, sessionID string, o Owner) (Owner
 		return got, err
 	}
 	cur := o
-	err := guard(func() error {
-		return b.db.Update(func(tx *bolt.Tx) error {
-			owners := tx.Bucket(bucketOwners)
-			if owners == nil {
-				return fmt.Errorf("%w: a top-level bucket is missing", ErrCorrupt)
-			}
-			if v := owners.Get([]byte(sessionID)); v != nil {
-				var err error
-				cur, err = parseOwnerValue(v)
-				return err
-			}
-			return owners.Put([]byte(sessionID), ownerValue(o))
-		})
+	err := b.update(func(tx *bolt.Tx) error {
+		owners := tx.Bucket(bucketOwners)
+		if owners == nil {
+			return fmt.Errorf("%w: a top-level bucket is missing", ErrCorrupt)
+		}
+		if v := owners.Get([]byte(sessionID)); v != nil {
+			var err error
+			cur, err = parseOwnerValue(v)
+			return err
+		}
+		return owners.Put([]byte(sessionID), ownerValue(o))
 	})
-	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+	switch {
+	case errors.Is(err, berrors.ErrDatabaseNotOpen), errors.Is(err, ErrClosed):
 		return Owner{}, ErrClosed
-	}
-	if err != nil {
+	case errors.Is(err, errStopped):
+		return Owner{}, err
+	case err != nil:
 		return Owner{}, fmt.Errorf("session: claim owner: %w", err)
 	}
 	return cur, nil

@@ -14,8 +14,8 @@ import (
 // deleted. It runs on the writer, between group commits, so it never races an append.
 // The background sweeper calls it; tests call it with an injected time.
 func (b *Bolt) Sweep(now time.Time) (int, error) {
-	if b.closed.Load() {
-		return 0, ErrClosed
+	if err := b.usable(); err != nil {
+		return 0, err
 	}
 	if !b.o.retains() {
 		return 0, nil
@@ -27,33 +27,31 @@ func (b *Bolt) Sweep(now time.Time) (int, error) {
 
 func (w *writer) sweep(r *request) {
 	var removed []string
-	err := guard(func() error {
-		return w.b.db.Update(func(tx *bolt.Tx) error {
-			removed = removed[:0]
-			rt, err := rootsOf(tx)
-			if err != nil {
+	err := w.b.update(func(tx *bolt.Tx) error {
+		removed = removed[:0]
+		rt, err := rootsOf(tx)
+		if err != nil {
+			return err
+		}
+		victims, err := w.b.victims(rt, r.now)
+		if err != nil {
+			return err
+		}
+		for _, id := range victims {
+			if hasOpenCalls(rt, id) {
+				continue
+			}
+			if err := rt.sessions.DeleteBucket([]byte(id)); err != nil && !errors.Is(err, berrors.ErrBucketNotFound) {
 				return err
 			}
-			victims, err := w.b.victims(rt, r.now)
-			if err != nil {
-				return err
-			}
-			for _, id := range victims {
-				if hasOpenCalls(rt, id) {
-					continue
-				}
-				if err := rt.sessions.DeleteBucket([]byte(id)); err != nil && !errors.Is(err, berrors.ErrBucketNotFound) {
+			if owners := tx.Bucket(bucketOwners); owners != nil {
+				if err := owners.Delete([]byte(id)); err != nil {
 					return err
 				}
-				if owners := tx.Bucket(bucketOwners); owners != nil {
-					if err := owners.Delete([]byte(id)); err != nil {
-						return err
-					}
-				}
-				removed = append(removed, id)
 			}
-			return nil
-		})
+			removed = append(removed, id)
+		}
+		return nil
 	})
 	if err != nil {
 		r.done <- response{err: err}

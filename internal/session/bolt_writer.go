@@ -3,6 +3,7 @@ package session
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -44,8 +45,8 @@ const (
 // append in doubt.
 func (b *Bolt) Append(ctx context.Context, sessionID string, events ...Event) ([]Event, error) {
 	start := time.Now()
-	if b.closed.Load() {
-		return nil, ErrClosed
+	if err := b.usable(); err != nil {
+		return nil, err
 	}
 	if len(events) == 0 {
 		return nil, nil
@@ -162,26 +163,27 @@ func (w *writer) process() {
 func (w *writer) commit(reqs []*request) {
 	start := time.Now()
 	now := w.b.o.now()
-	err := guard(func() error {
-		return w.b.db.Update(func(tx *bolt.Tx) error {
-			rt, err := rootsOf(tx)
-			if err != nil {
+	err := w.b.update(func(tx *bolt.Tx) error {
+		rt, err := rootsOf(tx)
+		if err != nil {
+			return err
+		}
+		for _, r := range reqs {
+			if err := w.apply(rt, r, now); err != nil {
 				return err
 			}
-			for _, r := range reqs {
-				if err := w.apply(rt, r, now); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
+		}
+		return nil
 	})
 	w.b.o.observer.SyncDone(time.Since(start))
 	if err != nil {
-		w.b.o.logger.Error("session commit failed", zap.Int("appends", len(reqs)), zap.Error(err))
+		if !errors.Is(err, errStopped) { // else the store stopped, and logged why
+			w.b.o.logger.Error("session commit failed", zap.Int("appends", len(reqs)), zap.Error(err))
+			err = fmt.Errorf("session: commit: %w", err)
+		}
 		for _, r := range reqs {
 			delete(w.sessions, r.sessionID) // its seqs and open calls advanced in memory only
-			r.done <- response{err: fmt.Errorf("session: commit: %w", err)}
+			r.done <- response{err: err}
 		}
 		return
 	}

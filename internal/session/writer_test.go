@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // gate is an Observer whose first SyncDone blocks until released: it holds the writer
@@ -222,5 +224,23 @@ func TestBoltSummaryLoadRacingACommit(t *testing.T) {
 	b.scan = scan
 	if sum, _ := b.Summary(ctx, "s"); !sum.Succeeded("late") {
 		t.Errorf("cached Summary().Succeeded(late) = false, want true")
+	}
+}
+
+// An error of toolsd's own inside a write transaction rolls back that transaction only:
+// the store does not stop, as it does after a commit that fails in bbolt.
+func TestBoltUpdateErrorDoesNotStop(t *testing.T) {
+	b, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeStore(t, b)
+	mine := errors.New("refused by the closure")
+	if err := b.update(func(*bolt.Tx) error { return mine }); !errors.Is(err, mine) || errors.Is(err, errStopped) {
+		t.Fatalf("update(failing closure) = %v, want its own error", err)
+	}
+	ev := Event{Type: TypeUserMessage, Message: &MessageRecord{Content: "after"}}
+	if _, err := b.Append(t.Context(), "s", ev); err != nil {
+		t.Errorf("Append() after a closure error = %v, want nil", err)
 	}
 }

@@ -1,0 +1,100 @@
+package session_test
+
+import (
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/toolsd/toolsd/internal/session"
+)
+
+// A commit that fails in bbolt itself stops the store: what the disk holds after a
+// failed write is unknown, and bbolt may already show the failed transaction through
+// its mmap. The failure is real: RLIMIT_FSIZE makes the file's next growth fail with
+// EFBIG. The limit is the process's, so this test must not run in parallel.
+func TestBoltStopsAfterFailedCommit(t *testing.T) {
+	dir := t.TempDir()
+	core, logs := observer.New(zapcore.ErrorLevel)
+	clock := newClock()
+	s := openBolt(t, dir, session.WithLogger(zap.New(core)), session.WithClock(clock.Now),
+		session.WithRetention(time.Hour, 0), session.WithSweepInterval(0))
+	ctx := t.Context()
+	mustAppend(t, s, "kept", messageEvent("before", 0))
+	if _, err := s.ClaimOwner(ctx, "kept", session.Owner{Identity: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	limitFileSize(t, filepath.Join(dir, session.FileName))
+
+	big := strings.Repeat("x", 4<<10)
+	var failed error
+	for i := 0; i < 10_000 && failed == nil; i++ {
+		_, failed = s.Append(ctx, "grow", messageEvent(big, 0))
+	}
+	const want = "the session store stopped after a failed commit (restart toolsd)"
+	if failed == nil || !strings.Contains(failed.Error(), want) || !strings.Contains(failed.Error(), syscall.EFBIG.Error()) {
+		t.Fatalf("Append() past RLIMIT_FSIZE = %v, want %q wrapping %q", failed, want, syscall.EFBIG.Error())
+	}
+	restoreFileSize(t)
+
+	if _, err := s.Append(ctx, "kept", messageEvent("after", 0)); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Append() after the failed commit = %v, want %q", err, want)
+	}
+	if _, err := s.ClaimOwner(ctx, "new", session.Owner{Identity: "bob"}); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("ClaimOwner() after the failed commit = %v, want %q", err, want)
+	}
+	if _, err := s.Sweep(clock.Now().Add(2 * time.Hour)); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Sweep() after the failed commit = %v, want %q", err, want)
+	}
+	if got := readAll(t, s, "kept"); len(got) != 1 || got[0].Message.Content != "before" {
+		t.Errorf("Read(kept) after the failed commit = %d events, want the 1 committed before it", len(got))
+	}
+	if o, ok, err := s.Owner(ctx, "kept"); !ok || err != nil || o.Identity != "alice" {
+		t.Errorf("Owner(kept) after the failed commit = %+v, %v, %v, want alice", o, ok, err)
+	}
+	if n := logs.FilterMessageSnippet("stopped").Len(); n != 1 || logs.Len() != 1 {
+		t.Errorf("error log lines = %v, want one saying the store stopped", logs.All())
+	}
+}
+
+// limitFileSize sets RLIMIT_FSIZE to path's current size, so that growing it fails
+// with EFBIG (SIGXFSZ ignored); restoreFileSize, also run at cleanup, lifts it.
+func limitFileSize(t *testing.T, path string) {
+	t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
+		t.Skipf("Getrlimit(RLIMIT_FSIZE) = %v", err)
+	}
+	signal.Ignore(syscall.SIGXFSZ)
+	savedFileSize = &old
+	t.Cleanup(func() { restoreFileSize(t); signal.Reset(syscall.SIGXFSZ) })
+	lim := old
+	lim.Cur = uint64(st.Size())
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &lim); err != nil {
+		t.Skipf("Setrlimit(RLIMIT_FSIZE) = %v", err)
+	}
+}
+
+var savedFileSize *syscall.Rlimit
+
+func restoreFileSize(t *testing.T) {
+	t.Helper()
+	if savedFileSize == nil {
+		return
+	}
+	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, savedFileSize); err != nil {
+		t.Fatalf("restore RLIMIT_FSIZE: %v", err)
+	}
+	savedFileSize = nil
+}
