@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
@@ -38,6 +39,8 @@ type Bolt struct {
 	closeErr   error
 	sweeper    *sweeper
 	recovered  int
+	// opened is when Open began: the claim time of owners recorded without one.
+	opened time.Time
 	// commitMu orders the write transactions (see update); fault is the failed
 	// commit's error that stopped the store.
 	commitMu sync.Mutex
@@ -92,6 +95,7 @@ func Open(dir string, opts ...Option) (*Bolt, error) {
 		queue:      make(chan *request, o.queueSize),
 		quit:       make(chan struct{}),
 		writerDone: make(chan struct{}),
+		opened:     o.now(),
 	}
 	b.scan = b.scanSummary
 	if err := guard(func() error { return db.Update(initLayout) }); err != nil {
@@ -214,10 +218,10 @@ func (b *Bolt) ClaimOwner(ctx context.Context, sessionID string, o Owner) (Owner
 		}
 		if v := owners.Get([]byte(sessionID)); v != nil {
 			var err error
-			cur, err = parseOwnerValue(v)
+			cur, _, err = parseOwnerValue(v)
 			return err
 		}
-		return owners.Put([]byte(sessionID), ownerValue(o))
+		return owners.Put([]byte(sessionID), ownerValue(o, b.o.now()))
 	})
 	switch {
 	case errors.Is(err, berrors.ErrDatabaseNotOpen), errors.Is(err, ErrClosed):
@@ -249,7 +253,7 @@ func (b *Bolt) Owner(_ context.Context, sessionID string) (Owner, bool, error) {
 			return nil
 		}
 		var err error
-		o, err = parseOwnerValue(v)
+		o, _, err = parseOwnerValue(v)
 		ok = err == nil
 		return err
 	})

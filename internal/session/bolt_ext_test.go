@@ -382,3 +382,28 @@ func TestBoltOpensLogWithoutOwners(t *testing.T) {
 		t.Errorf("ClaimOwner() on an upgraded log = %v", err)
 	}
 }
+
+// A claim's time is stored with it: a session claimed and never appended to is still
+// idle since its claim after a restart.
+func TestDurableClaimAgesAcrossRestart(t *testing.T) {
+	for name, k := range durableKinds() {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			clock := newClock()
+			t0 := clock.Now()
+			opts := []session.Option{session.WithClock(clock.Now), session.WithRetention(time.Hour, 0), session.WithSweepInterval(0)}
+			s := k.openT(t, dir, opts...)
+			if _, err := s.ClaimOwner(t.Context(), "claimed", session.Owner{Identity: "alice"}); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			clock.Set(t0.Add(2 * time.Hour))
+			s2 := k.openT(t, dir, opts...)
+			if removed, err := s2.Sweep(clock.Now()); err != nil || removed != 1 {
+				t.Errorf("Sweep(claim+2h) after a restart = %d, %v, want 1", removed, err)
+			}
+		})
+	}
+}

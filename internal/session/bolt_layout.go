@@ -21,7 +21,7 @@ var (
 	bucketMeta     = []byte("meta")     // format version
 	bucketSessions = []byte("sessions") // one nested bucket per session: seq → event
 	bucketOpen     = []byte("open")     // open-call key → call id and tool name
-	bucketOwners   = []byte("owners")   // session id → owner (identity, scope)
+	bucketOwners   = []byte("owners")   // session id → owner (identity, scope, claim time)
 	keyFormat      = []byte("format")
 )
 
@@ -119,24 +119,34 @@ func parseOpenValue(v []byte) (openCall, error) {
 	return oc, nil
 }
 
-func ownerValue(o Owner) []byte {
+// ownerValue is the owner record of a session claimed at the given time: a session
+// with no events is idle since its claim.
+func ownerValue(o Owner, claimed time.Time) []byte {
 	known := byte(0)
 	if o.ScopeKnown {
 		known = 1
 	}
-	return append(appendString(appendString(nil, o.Identity), o.Scope), known)
+	v := append(appendString(appendString(nil, o.Identity), o.Scope), known)
+	return binary.BigEndian.AppendUint64(v, uint64(claimed.UnixNano()))
 }
 
-func parseOwnerValue(v []byte) (Owner, error) {
+// parseOwnerValue returns the owner and claim time of an owner record; the time is
+// zero in a record written before claims were timed.
+func parseOwnerValue(v []byte) (Owner, time.Time, error) {
 	d := decoder{s: string(v)}
 	o := Owner{Identity: d.str(), Scope: d.str(), ScopeKnown: d.byte() == 1}
-	if d.err == nil && d.off != len(d.s) {
+	var claimed time.Time
+	switch rest := len(d.s) - d.off; {
+	case d.err != nil || rest == 0:
+	case rest == 8:
+		claimed = time.Unix(0, int64(binary.BigEndian.Uint64(v[d.off:]))).UTC()
+	default:
 		d.err = errors.New("trailing bytes")
 	}
 	if d.err != nil {
-		return Owner{}, fmt.Errorf("%w: session owner record: %w", ErrCorrupt, d.err)
+		return Owner{}, time.Time{}, fmt.Errorf("%w: session owner record: %w", ErrCorrupt, d.err)
 	}
-	return o, nil
+	return o, claimed, nil
 }
 
 // lastAppend returns when a session was last appended to: the time stamped in its last

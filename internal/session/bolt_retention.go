@@ -33,7 +33,7 @@ func (w *writer) sweep(r *request) {
 		if err != nil {
 			return err
 		}
-		victims, err := w.b.victims(rt, r.now)
+		victims, err := w.b.victims(tx, rt, r.now)
 		if err != nil {
 			return err
 		}
@@ -65,21 +65,35 @@ func (w *writer) sweep(r *request) {
 }
 
 // victims lists the sessions past the age limit, then the oldest beyond the count limit.
-func (b *Bolt) victims(rt roots, now time.Time) ([]string, error) {
+// A session is idle since its last append or, with no events, since its owner's claim.
+func (b *Bolt) victims(tx *bolt.Tx, rt roots, now time.Time) ([]string, error) {
 	var expired, kept []sessionAge
 	cutoff := now.Add(-b.o.maxAge)
+	add := func(id string, idle time.Time) {
+		if b.o.maxAge > 0 && idle.Before(cutoff) {
+			expired = append(expired, sessionAge{id, idle})
+		} else {
+			kept = append(kept, sessionAge{id, idle})
+		}
+	}
 	err := rt.sessions.ForEachBucket(func(k []byte) error {
 		last, err := lastAppend(rt.sessions.Bucket(k))
-		if err != nil {
-			return err
-		}
-		if b.o.maxAge > 0 && last.Before(cutoff) {
-			expired = append(expired, sessionAge{string(k), last})
-		} else {
-			kept = append(kept, sessionAge{string(k), last})
-		}
-		return nil
+		add(string(k), last)
+		return err
 	})
+	if owners := tx.Bucket(bucketOwners); owners != nil && err == nil {
+		err = owners.ForEach(func(k, v []byte) error {
+			if rt.sessions.Bucket(k) != nil {
+				return nil
+			}
+			_, claimed, err := parseOwnerValue(v)
+			if claimed.IsZero() { // an untimed claim: idle from this start on
+				claimed = b.opened
+			}
+			add(string(k), claimed)
+			return err
+		})
+	}
 	ids := make([]string, 0, len(expired))
 	for _, s := range append(expired, overflow(kept, b.o.maxSessions)...) {
 		ids = append(ids, s.id)

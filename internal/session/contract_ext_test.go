@@ -46,6 +46,7 @@ func TestContract(t *testing.T) {
 		"OwnerFirstClaimWins":         testOwnerFirstClaimWins,
 		"OwnerOutlivesAWatch":         testOwnerOutlivesWatch,
 		"RetentionRemovesOwner":       testRetentionRemovesOwner,
+		"RetentionRemovesClaimOnly":   testRetentionRemovesClaimOnly,
 		"WatchEndsWhenDeleted":        testWatchEndsWhenDeleted,
 	}
 	for kind, open := range kinds() {
@@ -826,6 +827,53 @@ func testRetentionRemovesOwner(t *testing.T, open opener) {
 	}
 	if got, err := s.ClaimOwner(ctx, "old", session.Owner{Identity: "bob"}); err != nil || got.Identity != "bob" {
 		t.Errorf("ClaimOwner(bob) after the sweep = %+v, %v, want bob", got, err)
+	}
+}
+
+// A session that was claimed and never appended to is idle since its claim: retention
+// removes it, and its owner, like any other session.
+func testRetentionRemovesClaimOnly(t *testing.T, open opener) {
+	clock := newClock()
+	t0 := clock.Now()
+	s := open(t, session.WithClock(clock.Now), session.WithRetention(time.Hour, 0), session.WithSweepInterval(0))
+	ctx := t.Context()
+	alice := session.Owner{Identity: "alice"}
+	for _, id := range []string{"idle", "used"} {
+		if _, err := s.ClaimOwner(ctx, id, alice); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock.Set(t0.Add(50 * time.Minute))
+	if _, err := s.ClaimOwner(ctx, "fresh", alice); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, s, "used", messageEvent("a", 0))
+
+	if removed, err := s.(sweeper).Sweep(t0.Add(90 * time.Minute)); err != nil || removed != 1 {
+		t.Fatalf("Sweep(+90m) = %d, %v, want 1 (idle)", removed, err)
+	}
+	for id, want := range map[string]bool{"idle": false, "fresh": true, "used": true} {
+		if _, ok, err := s.Owner(ctx, id); ok != want || err != nil {
+			t.Errorf("Owner(%s) after the sweep = ok %v, %v, want ok %v", id, ok, err, want)
+		}
+	}
+	if got, err := s.ClaimOwner(ctx, "idle", session.Owner{Identity: "bob"}); err != nil || got.Identity != "bob" {
+		t.Errorf("ClaimOwner(bob) after the sweep = %+v, %v, want bob", got, err)
+	}
+
+	// Counted against max_sessions too, oldest (by its claim) first.
+	clock.Set(t0)
+	c := open(t, session.WithClock(clock.Now), session.WithRetention(0, 1), session.WithSweepInterval(0))
+	if _, err := c.ClaimOwner(ctx, "claimed", alice); err != nil {
+		t.Fatal(err)
+	}
+	clock.Set(t0.Add(time.Minute))
+	mustAppend(t, c, "appended", messageEvent("a", 0))
+	if removed, err := c.(sweeper).Sweep(clock.Now()); err != nil || removed != 1 {
+		t.Fatalf("Sweep(max 1 session) = %d, %v, want 1 (claimed)", removed, err)
+	}
+	if _, ok, err := c.Owner(ctx, "claimed"); ok || err != nil {
+		t.Errorf("Owner(claimed) after the sweep = ok %v, %v, want none", ok, err)
 	}
 }
 

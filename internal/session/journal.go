@@ -72,6 +72,8 @@ type Journal struct {
 	closeErr   error
 	sweeper    *sweeper
 	recovered  int
+	// opened is when Open began: the claim time of owners recorded without one.
+	opened time.Time
 	// fault is the write or sync error that stopped the journal; later changes fail.
 	fault atomic.Pointer[error]
 
@@ -108,6 +110,7 @@ func OpenJournal(dir string, opts ...Option) (*Journal, error) {
 		queue:      make(chan *jrequest, o.queueSize),
 		quit:       make(chan struct{}),
 		writerDone: make(chan struct{}),
+		opened:     o.now(),
 	}
 	start := time.Now()
 	if err := j.open(); err != nil {
@@ -321,7 +324,10 @@ func (j *Journal) replayRecord(rec *record, off int64, size int32) error {
 	case recKindOwner:
 		s := j.mem.sessions.getOrCreate(id)
 		if s.owner == nil {
-			s.owner = &rec.owner
+			s.owner, s.claimed = &rec.owner, rec.claimed
+			if rec.claimed.IsZero() { // an untimed claim: idle from this start on
+				s.claimed = j.opened
+			}
 		}
 		j.account(s, int64(size))
 	case recKindDelete:

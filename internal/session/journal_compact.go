@@ -40,7 +40,9 @@ type rewriteSession struct {
 	s     *memSession
 	disk  diskLog // its events records at the snapshot
 	owner *Owner
-	bytes int64 // the session's record bytes at the snapshot
+	// claimed is the owner's claim time.
+	claimed time.Time
+	bytes   int64 // the session's record bytes at the snapshot
 }
 
 // rewritten is what step 2 produced.
@@ -72,7 +74,7 @@ func (w *journalWriter) maybeCompact() {
 		rs.disk, rs.bytes = diskLog{file: rs.s.disk.file, locs: rs.s.disk.locs[:n:n]}, rs.s.bytes
 		if rs.s.owner != nil {
 			o := *rs.s.owner
-			rs.owner = &o
+			rs.owner, rs.claimed = &o, rs.s.claimed
 		}
 		rs.s.mu.Unlock()
 	}
@@ -130,7 +132,7 @@ func (j *Journal) writeSnapshot(rw *rewrite) rewritten {
 		}
 		rs := &rw.sessions[i]
 		if rs.owner != nil {
-			bytes[i] += c.add(appendOwnerRecord(c.group, rs.id, *rs.owner))
+			bytes[i] += c.add(appendOwnerRecord(c.group, rs.id, *rs.owner, rs.claimed))
 		}
 		locs[i] = make([]recLoc, 0, len(rs.disk.locs))
 		for _, loc := range rs.disk.locs {

@@ -25,6 +25,8 @@ import (
 //	        count x (value length uint32 BE, value) values in the stored form of codec.go,
 //	                                               seqs first, first+1, ...
 //	owner   identity, scope                        strings; then scope known (byte 0 or 1)
+//	        claim time                             int64 BE, Unix ns; absent in files
+//	                                               written before claims were timed
 //	delete  nothing more: the session is gone (retention)
 //
 // A group is written by one write(2) and fdatasynced before the next one starts, so a
@@ -115,8 +117,8 @@ func appendStoredEvents(dst []byte, sessionID string, events []Event) []byte {
 	return dst
 }
 
-// appendOwnerRecord appends a sealed owner record to dst.
-func appendOwnerRecord(dst []byte, sessionID string, o Owner) []byte {
+// appendOwnerRecord appends a sealed owner record, claimed at the given time, to dst.
+func appendOwnerRecord(dst []byte, sessionID string, o Owner, claimed time.Time) []byte {
 	dst, start := beginRecord(dst, recKindOwner, sessionID)
 	dst = appendString(dst, o.Identity)
 	dst = appendString(dst, o.Scope)
@@ -125,6 +127,7 @@ func appendOwnerRecord(dst []byte, sessionID string, o Owner) []byte {
 		known = 1
 	}
 	dst = append(dst, known)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(claimed.UnixNano()))
 	sealRecord(dst[start:])
 	return dst
 }
@@ -142,6 +145,9 @@ type record struct {
 	sessionID string
 	events    []Event
 	owner     Owner
+	// claimed is the owner's claim time; zero in a record written before claims were
+	// timed.
+	claimed time.Time
 }
 
 var errUnknownKind = errors.New("unknown record kind")
@@ -184,6 +190,9 @@ func parseRecord(body []byte, event func(sessionID string, seq uint64, b []byte)
 			r.owner.ScopeKnown = true
 		default:
 			k.fail(errors.New("bad scope-known flag"))
+		}
+		if k.err == nil && k.off < len(k.b) {
+			r.claimed = time.Unix(0, int64(k.fixed64())).UTC()
 		}
 	case recKindDelete:
 	default:

@@ -89,7 +89,7 @@ func t0Journal() []byte {
 	b := beginGroup(nil, 1)
 	call := Event{Type: TypeToolCall, Call: &CallRecord{CallID: "1", Name: "n", Arguments: []byte(`{}`)}, Seq: 1}
 	b = appendStoredEvents(b, "s", []Event{call})
-	b = appendOwnerRecord(b, "s", Owner{Identity: "id", Scope: "x", ScopeKnown: true})
+	b = appendOwnerRecord(b, "s", Owner{Identity: "id", Scope: "x", ScopeKnown: true}, time.Unix(1, 0))
 	sealGroup(b)
 	second := len(b)
 	b = beginGroup(b, 2)
@@ -492,4 +492,22 @@ func TestJournalWatchLeavesNoHotSession(t *testing.T) {
 			t.Errorf("session %s keeps its events in memory after its watch ended", id)
 		}
 	})
+}
+
+// Owner records written before claims were timed still parse, with no claim time.
+func TestUntimedOwnerRecordsParse(t *testing.T) {
+	alice := Owner{Identity: "alice", Scope: "s", ScopeKnown: true}
+	legacy, start := beginRecord(nil, recKindOwner, "x")
+	legacy = append(appendString(appendString(legacy, alice.Identity), alice.Scope), 1)
+	sealRecord(legacy[start:])
+	if rec, err := decodeRecord(legacy[recHeaderLen:]); err != nil || rec.owner != alice || !rec.claimed.IsZero() {
+		t.Errorf("decodeRecord(untimed owner) = %+v, %v, want alice with no claim time", rec, err)
+	}
+	v := ownerValue(alice, time.Unix(5, 0))
+	if o, claimed, err := parseOwnerValue(v[:len(v)-8]); err != nil || o != alice || !claimed.IsZero() {
+		t.Errorf("parseOwnerValue(untimed) = %+v, %v, %v, want alice with no claim time", o, claimed, err)
+	}
+	if o, claimed, err := parseOwnerValue(v); err != nil || o != alice || !claimed.Equal(time.Unix(5, 0)) {
+		t.Errorf("parseOwnerValue(timed) = %+v, %v, %v, want alice claimed at 5s", o, claimed, err)
+	}
 }

@@ -131,7 +131,7 @@ func (w *journalWriter) commit(reqs []*jrequest) {
 			}
 			w.claims[r.sessionID] = r.owner
 			r.off = len(buf)
-			buf = appendOwnerRecord(buf, r.sessionID, r.owner)
+			buf = appendOwnerRecord(buf, r.sessionID, r.owner, now)
 			r.n = len(buf) - r.off
 		}
 	}
@@ -158,7 +158,7 @@ func (w *journalWriter) commit(reqs []*jrequest) {
 			if o, ok := w.claims[r.sessionID]; ok && o == r.owner {
 				s := j.mem.lockSession(r.sessionID)
 				if s.owner == nil {
-					s.owner = &o
+					s.owner, s.claimed = &o, now
 					j.account(s, int64(r.n))
 				}
 				s.mu.Unlock()

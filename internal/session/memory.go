@@ -30,6 +30,8 @@ type memSession struct {
 	calls  calls
 	last   time.Time
 	owner  *Owner
+	// claimed is when the owner was claimed: a session with no events is idle since.
+	claimed time.Time
 	// bytes is the size of the session's journal records (the Journal's writer only).
 	bytes int64
 	// disk is where the Journal wrote the session's events: what a cold log is read
@@ -40,6 +42,19 @@ type memSession struct {
 }
 
 func (s *memSession) base() *live { return &s.live }
+
+// idleSince is when the session was last appended to or, with no events, claimed; ok
+// is false for an entry that holds neither (a watch of an unknown session). s.mu must
+// be held.
+func (s *memSession) idleSince() (t time.Time, ok bool) {
+	switch {
+	case s.events.n > 0:
+		return s.last, true
+	case s.owner != nil:
+		return s.claimed, true
+	}
+	return time.Time{}, false
+}
 
 func (s *memSession) callName(seq uint64) string {
 	if seq == 0 || seq > uint64(s.events.n) {
@@ -277,7 +292,7 @@ func (m *Memory) ClaimOwner(_ context.Context, sessionID string, o Owner) (Owner
 	s := m.lockSession(sessionID)
 	defer s.mu.Unlock()
 	if s.owner == nil {
-		s.owner = &o
+		s.owner, s.claimed = &o, m.o.now()
 	}
 	return *s.owner, nil
 }
@@ -308,7 +323,8 @@ func (m *Memory) Sweep(now time.Time) (int, error) {
 	removed := 0
 	for _, c := range m.victims(now) {
 		if m.sessions.removeIf(c.id, func(s *memSession) bool {
-			return s.last.Equal(c.last) && len(s.calls.open) == 0
+			idle, ok := s.idleSince()
+			return ok && idle.Equal(c.last) && len(s.calls.open) == 0
 		}) {
 			removed++
 		}
@@ -317,21 +333,22 @@ func (m *Memory) Sweep(now time.Time) (int, error) {
 }
 
 // victims returns the sessions the retention limits delete as of now: the expired
-// ones, then the oldest beyond the count limit. A session among them with an open call
-// must still be kept.
+// ones, then the oldest beyond the count limit, each aged by [memSession.idleSince]. A
+// session among them with an open call must still be kept.
 func (m *Memory) victims(now time.Time) []sessionAge {
 	var expired, all []sessionAge
 	cutoff := now.Add(-m.o.maxAge)
 	m.sessions.each(func(id string, s *memSession) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if s.events.n == 0 {
+		idle, ok := s.idleSince()
+		if !ok {
 			return
 		}
-		if m.o.maxAge > 0 && s.last.Before(cutoff) {
-			expired = append(expired, sessionAge{id, s.last})
+		if m.o.maxAge > 0 && idle.Before(cutoff) {
+			expired = append(expired, sessionAge{id, idle})
 		} else {
-			all = append(all, sessionAge{id, s.last})
+			all = append(all, sessionAge{id, idle})
 		}
 	})
 	return append(expired, overflow(all, m.o.maxSessions)...)

@@ -97,9 +97,10 @@ func (o *options) now() time.Time { return o.clock().Round(0).UTC() }
 // [SyncAlways]). The memory store ignores it.
 func WithDurability(m Mode) Option { return func(o *options) { o.durability = m } }
 
-// WithRetention deletes sessions whose last append is older than maxAge (0: no age
-// limit) and, beyond maxSessions sessions (0: no limit), the least recently appended
-// ones. A session with an open call (a tool/call without its result) is never deleted.
+// WithRetention deletes sessions idle for longer than maxAge (0: no age limit) and,
+// beyond maxSessions sessions (0: no limit), the longest idle ones. A session is idle
+// since its last append or, when it has none, since its owner was claimed. A session
+// with an open call (a tool/call without its result) is never deleted.
 func WithRetention(maxAge time.Duration, maxSessions int) Option {
 	return func(o *options) {
 		o.maxAge = max(maxAge, 0)
