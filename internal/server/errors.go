@@ -54,6 +54,7 @@ var errorTable = []struct {
 	{session.ErrTooLarge, codes.ResourceExhausted, "EVENT_TOO_LARGE"},
 	{session.ErrClosed, codes.Unavailable, "SESSION_STORE_CLOSED"},
 	{session.ErrDeleted, codes.NotFound, "SESSION_DELETED"},
+	{session.ErrStopped, codes.Unavailable, "SESSION_STORE_STOPPED"},
 }
 
 // Server-layer sentinels.

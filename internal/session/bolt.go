@@ -226,7 +226,7 @@ func (b *Bolt) ClaimOwner(ctx context.Context, sessionID string, o Owner) (Owner
 	switch {
 	case errors.Is(err, berrors.ErrDatabaseNotOpen), errors.Is(err, ErrClosed):
 		return Owner{}, ErrClosed
-	case errors.Is(err, errStopped):
+	case errors.Is(err, ErrStopped):
 		return Owner{}, err
 	case err != nil:
 		return Owner{}, fmt.Errorf("session: claim owner: %w", err)

@@ -1,15 +1,11 @@
 package session
 
 import (
-	"errors"
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
 	"go.uber.org/zap"
 )
-
-// errStopped is what every change fails with once a failed commit stopped a [Bolt].
-var errStopped = errors.New("session: the session store stopped after a failed commit (restart toolsd)")
 
 // usable fails when the store is closed or stopped by a failed commit.
 func (b *Bolt) usable() error {
@@ -58,7 +54,7 @@ func (b *Bolt) update(fn func(*bolt.Tx) error) error {
 
 // stop records the failed commit's error; every later change fails with it.
 func (b *Bolt) stop(cause error) error {
-	err := fmt.Errorf("%w: %w", errStopped, cause)
+	err := fmt.Errorf("%w: %w", ErrStopped, cause)
 	b.fault.Store(&err)
 	b.o.logger.Error("session store stopped; appends fail until toolsd restarts", zap.Error(cause))
 	return err

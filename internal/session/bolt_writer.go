@@ -177,7 +177,7 @@ func (w *writer) commit(reqs []*request) {
 	})
 	w.b.o.observer.SyncDone(time.Since(start))
 	if err != nil {
-		if !errors.Is(err, errStopped) { // else the store stopped, and logged why
+		if !errors.Is(err, ErrStopped) { // else the store stopped, and logged why
 			w.b.o.logger.Error("session commit failed", zap.Int("appends", len(reqs)), zap.Error(err))
 			err = fmt.Errorf("session: commit: %w", err)
 		}

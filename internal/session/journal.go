@@ -430,7 +430,7 @@ func (j *Journal) usable() error {
 		return ErrClosed
 	}
 	if err := j.fault.Load(); err != nil {
-		return fmt.Errorf("session: the journal stopped after a failed write (restart toolsd): %w", *err)
+		return fmt.Errorf("%w: %w", ErrStopped, *err)
 	}
 	return nil
 }

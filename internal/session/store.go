@@ -82,6 +82,9 @@ const MaxSessionIDBytes = 1024
 var (
 	// ErrClosed: the store is closed.
 	ErrClosed = errors.New("session: store closed")
+	// ErrStopped: a failed write or commit stopped the durable store; changes fail until
+	// toolsd restarts (reads go on).
+	ErrStopped = errors.New("session: the session store stopped after a failed write (restart toolsd)")
 	// ErrDeleted: retention deleted the watched session.
 	ErrDeleted = errors.New("session: session deleted by retention")
 	// ErrTooLarge: an event is over the configured size cap.

@@ -236,7 +236,7 @@ func TestBoltUpdateErrorDoesNotStop(t *testing.T) {
 	}
 	defer closeStore(t, b)
 	mine := errors.New("refused by the closure")
-	if err := b.update(func(*bolt.Tx) error { return mine }); !errors.Is(err, mine) || errors.Is(err, errStopped) {
+	if err := b.update(func(*bolt.Tx) error { return mine }); !errors.Is(err, mine) || errors.Is(err, ErrStopped) {
 		t.Fatalf("update(failing closure) = %v, want its own error", err)
 	}
 	ev := Event{Type: TypeUserMessage, Message: &MessageRecord{Content: "after"}}
