@@ -140,8 +140,7 @@ func matchName(pattern, name string) bool {
 		if starPx < 0 || starNx >= len(name) {
 			return false
 		}
-		_, w := utf8.DecodeRuneInString(name[starNx:])
-		starNx += w
+		starNx++ // by byte, as path.Match retries its stars
 		px, nx = starPx+1, starNx
 	}
 	return true
