@@ -314,7 +314,14 @@ func (a *App) build(pol *policy.Set) error {
 	}
 	a.grpc, grpcMetrics = server.NewGRPCServer(gc)
 	toolsdv1.RegisterToolServiceServer(a.grpc, a.srv)
-	toolsdv1.RegisterProviderServiceServer(a.grpc, providerService{b: a.broker})
+	ps := providerService{b: a.broker}
+	if authz.Enabled() {
+		ps.admit = func(ctx context.Context) error {
+			_, err := authz.ScopeFilter(ctx, auth.Register)
+			return err
+		}
+	}
+	toolsdv1.RegisterProviderServiceServer(a.grpc, ps)
 	toolsdv1.RegisterHookServiceServer(a.grpc, hookService{h: a.hub})
 	a.health = health.NewServer()
 	healthpb.RegisterHealthServer(a.grpc, a.health)

@@ -6,7 +6,9 @@ import (
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/toolsd/toolsd/examples/provider/exampletools"
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
@@ -20,9 +22,17 @@ import (
 type providerService struct {
 	toolsdv1.UnimplementedProviderServiceServer
 	b *broker.Broker
+	// admit, if set, refuses a stream whose identity may not register tools anywhere:
+	// it would only take one of the limited provider places.
+	admit func(ctx context.Context) error
 }
 
 func (p providerService) Connect(stream toolsdv1.ProviderService_ConnectServer) error {
+	if p.admit != nil {
+		if err := p.admit(stream.Context()); err != nil {
+			return status.Error(codes.PermissionDenied, err.Error())
+		}
+	}
 	return p.b.Connect(stream)
 }
 
