@@ -316,10 +316,7 @@ func (a *App) build(pol *policy.Set) error {
 	toolsdv1.RegisterToolServiceServer(a.grpc, a.srv)
 	ps := providerService{b: a.broker}
 	if authz.Enabled() {
-		ps.admit = func(ctx context.Context) error {
-			_, err := authz.ScopeFilter(ctx, auth.Register)
-			return err
-		}
+		ps.admit = admitProvider(authz, &providerPlaces{max: c.Limits.MaxProvidersPerIdentity})
 	}
 	toolsdv1.RegisterProviderServiceServer(a.grpc, ps)
 	toolsdv1.RegisterHookServiceServer(a.grpc, hookService{h: a.hub})

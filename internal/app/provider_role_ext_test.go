@@ -23,3 +23,34 @@ func TestProviderStreamNeedsARegisterGrant(t *testing.T) {
 		t.Errorf("Connect() as provider-a = %v, want a welcome", err)
 	}
 }
+
+// TestProviderStreamsPerIdentity: one tenant's provider identity may not take every
+// limits.max_providers place either.
+func TestProviderStreamsPerIdentity(t *testing.T) {
+	e := start(t, "limits: {max_providers: 4, max_providers_per_identity: 2}\n"+tenantAuth(t))
+	as := func(token string) *grpc.ClientConn {
+		return dialWith(t, e.app.Addr(), grpc.WithPerRPCCredentials(bearer(token)))
+	}
+	connA := as(tokenProviderA)
+	first, err := connectRaw(t, connA, "a-1")
+	if err != nil {
+		t.Fatalf("Connect() #1 as provider-a = %v", err)
+	}
+	if _, err := connectRaw(t, connA, "a-2"); err != nil {
+		t.Fatalf("Connect() #2 as provider-a = %v", err)
+	}
+	if _, err := connectRaw(t, connA, "a-3"); status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("Connect() #3 as provider-a = %v, want ResourceExhausted", err)
+	}
+	if _, err := connectRaw(t, as(tokenProviderB), "b"); err != nil {
+		t.Errorf("Connect() as provider-b = %v, want a welcome", err)
+	}
+	// A stream that ends gives its place back.
+	if err := first.stream.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "provider-a's place to come back", func() bool {
+		_, err := connectRaw(t, connA, "a-again")
+		return err == nil
+	})
+}

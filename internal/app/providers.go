@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	"sync"
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/toolsd/toolsd/examples/provider/exampletools"
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/auth"
 	"github.com/toolsd/toolsd/internal/broker"
 	"github.com/toolsd/toolsd/internal/hook"
 	"github.com/toolsd/toolsd/internal/registry"
@@ -22,18 +24,70 @@ import (
 type providerService struct {
 	toolsdv1.UnimplementedProviderServiceServer
 	b *broker.Broker
-	// admit, if set, refuses a stream whose identity may not register tools anywhere:
-	// it would only take one of the limited provider places.
-	admit func(ctx context.Context) error
+	// admit, if set, refuses a stream whose identity may not register tools anywhere
+	// (it would only take one of the limited provider places), or that would take more
+	// places than its identity has; release gives the place back when the stream ends.
+	admit func(ctx context.Context) (release func(), err error)
 }
 
 func (p providerService) Connect(stream toolsdv1.ProviderService_ConnectServer) error {
 	if p.admit != nil {
-		if err := p.admit(stream.Context()); err != nil {
-			return status.Error(codes.PermissionDenied, err.Error())
+		release, err := p.admit(stream.Context())
+		if err != nil {
+			return err
 		}
+		defer release()
 	}
 	return p.b.Connect(stream)
+}
+
+// providerPlaces counts the provider streams of each identity confined to some scopes,
+// so that one tenant cannot take every limits.max_providers place.
+type providerPlaces struct {
+	max int
+
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// take claims one of identity's places; it reports false when identity has none left.
+func (p *providerPlaces) take(identity string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.n[identity] >= p.max {
+		return false
+	}
+	if p.n == nil {
+		p.n = make(map[string]int)
+	}
+	p.n[identity]++
+	return true
+}
+
+func (p *providerPlaces) give(identity string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.n[identity]--; p.n[identity] <= 0 {
+		delete(p.n, identity)
+	}
+}
+
+// admitProvider is providerService.admit with authorization on.
+func admitProvider(authz *auth.Authorizer, places *providerPlaces) func(context.Context) (func(), error) {
+	return func(ctx context.Context) (func(), error) {
+		if _, err := authz.ScopeFilter(ctx, auth.Register); err != nil {
+			return nil, status.Error(codes.PermissionDenied, err.Error())
+		}
+		if authz.Unconfined(ctx, auth.Register) {
+			return func() {}, nil // the operator's providers are bound by max_providers alone
+		}
+		id, _ := auth.FromContext(ctx)
+		if !places.take(id.Name) {
+			return nil, status.Errorf(codes.ResourceExhausted,
+				"this identity has %d provider streams connected, the limit (limits.max_providers_per_identity)", places.max)
+		}
+		return func() { places.give(id.Name) }, nil
+	}
 }
 
 // hookService exposes the hook hub as HookService.

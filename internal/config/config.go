@@ -122,6 +122,9 @@ type Limits struct {
 	MaxScopedHooks int `yaml:"max_scoped_hooks"`
 	// MaxHooksPerIdentity caps one confined identity's hooks, within MaxScopedHooks.
 	MaxHooksPerIdentity int `yaml:"max_hooks_per_identity"`
+	// MaxProvidersPerIdentity caps one confined identity's provider streams, within
+	// MaxProviders.
+	MaxProvidersPerIdentity int `yaml:"max_providers_per_identity"`
 }
 
 // maxAcceptedHold bounds limits.accepted_hold: it delays a slow single call's accepted
@@ -318,6 +321,7 @@ func (c *Config) Validate() error {
 		"limits.max_schema_bytes":           int64(c.Limits.MaxSchemaBytes),
 		"limits.max_result_bytes":           int64(c.Limits.MaxResultBytes),
 		"limits.max_providers":              int64(c.Limits.MaxProviders),
+		"limits.max_providers_per_identity": int64(c.Limits.MaxProvidersPerIdentity),
 		"limits.max_in_flight_per_provider": int64(c.Limits.MaxInFlightPerProvider),
 		"limits.max_hooks":                  int64(c.Limits.MaxHooks),
 		"limits.max_scoped_hooks":           int64(c.Limits.MaxScopedHooks),

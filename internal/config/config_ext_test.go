@@ -134,7 +134,10 @@ func TestHookLimits(t *testing.T) {
 	if def.Limits.MaxHooksPerIdentity != 10 {
 		t.Errorf("max_hooks_per_identity = %d, want 10 by default", def.Limits.MaxHooksPerIdentity)
 	}
-	for _, key := range []string{"max_hooks", "max_scoped_hooks", "max_hooks_per_identity"} {
+	if def.Limits.MaxProvidersPerIdentity != 100 {
+		t.Errorf("max_providers_per_identity = %d, want 100 by default", def.Limits.MaxProvidersPerIdentity)
+	}
+	for _, key := range []string{"max_hooks", "max_scoped_hooks", "max_hooks_per_identity", "max_providers_per_identity"} {
 		if _, err := config.Parse([]byte("limits: {"+key+": 0}\n"), "t.yaml"); !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "limits."+key+": must be positive") {
 			t.Errorf("Parse(%s: 0) = %v, want ErrInvalid naming limits.%s", key, err, key)
 		}
