@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,5 +67,66 @@ func TestWatchEndsWhenRetentionDeletesTheSession(t *testing.T) {
 	}
 	if status.Code(err) != codes.NotFound {
 		t.Errorf("WatchSession(shared) after retention deleted it = %v, want NotFound", err)
+	}
+}
+
+// TestReadSessionStopsWhenTheSessionChangesOwner: ReadSession pages through a session.
+// If retention deletes it between two pages (its reader may be slow) and another
+// tenant's agent claims the freed id, the next page must not come from the new owner's
+// session.
+func TestReadSessionStopsWhenTheSessionChangesOwner(t *testing.T) {
+	text := "listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\n" +
+		"session: {store: memory, retention: {max_sessions: 1, interval: 5ms}}\n" + tenantAuth(t)
+	cfg, err := config.Parse([]byte(text), "test.yaml")
+	if err != nil {
+		t.Fatalf("config.Parse() = %v", err)
+	}
+	e := startConfig(t, cfg)
+	client := func(token string, opts ...grpc.DialOption) *env {
+		conn := dialWith(t, e.app.Addr(), append(opts, grpc.WithPerRPCCredentials(bearer(token)))...)
+		return &env{app: e.app, conn: conn, tools: toolsdv1.NewToolServiceClient(conn)}
+	}
+	agentB, operator := client(tokenAgentB), client(tokenOperator)
+	// agent-a's reader takes little at a time: fixed 64 KiB windows.
+	agentA := client(tokenAgentA, grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	full := func(session, scope, text string, step uint64) *toolsdv1.Batch {
+		b := &toolsdv1.Batch{SessionId: session, Scope: scope, Step: step}
+		for i := range 128 {
+			b.Calls = append(b.Calls, call(fmt.Sprint("c", i), "nope", fmt.Sprintf(`{"text":%q}`, text)))
+		}
+		return b
+	}
+	padding := strings.Repeat("a", 1024)
+	// Two batches: 512 events, one full page of ReadSession, so it reads a second.
+	agentA.mustExecute(t, full("shared", "tenant-a", padding, 0), batchOptions{})
+	agentA.mustExecute(t, full("shared", "tenant-a", padding, 1), batchOptions{})
+
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	stream, err := agentA.tools.ReadSession(ctx, &toolsdv1.ReadSessionRequest{SessionId: "shared"})
+	if err != nil {
+		t.Fatalf("ReadSession(shared) as agent-a = %v", err)
+	}
+	if _, err := stream.Recv(); err != nil {
+		t.Fatalf("ReadSession(shared) as agent-a: Recv() = %v", err)
+	}
+	// While the reader waits, retention deletes "shared" and agent-b claims the id.
+	agentA.mustExecute(t, &toolsdv1.Batch{SessionId: "newer", Scope: "tenant-a", Calls: []*toolsdv1.ToolCall{call("c0", "nope", `{}`)}}, batchOptions{})
+	waitFor(t, "retention to delete the session", func() bool { return len(operator.readSession(t, "shared")) == 0 })
+	for step := range uint64(3) {
+		agentB.mustExecute(t, full("shared", "tenant-b", "b's secret", step), batchOptions{})
+	}
+
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			if status.Code(err) != codes.PermissionDenied {
+				t.Errorf("ReadSession(shared) as agent-a ended with %v, want PermissionDenied", err)
+			}
+			return
+		}
+		if strings.Contains(m.GetEvent().GetToolCall().GetArgumentsJson(), "b's secret") {
+			t.Fatalf("agent-a's ReadSession delivered agent-b's event %v", m.GetEvent())
+		}
 	}
 }

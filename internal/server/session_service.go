@@ -36,6 +36,12 @@ func (s *Server) ReadSession(req *toolsdv1.ReadSessionRequest, stream grpc.Serve
 		if err != nil {
 			return toStatus(s.log, err)
 		}
+		// Checked again after each read: while a slow reader took the last page,
+		// retention may have deleted the session and another identity claimed its id
+		// (a claim comes before the claimer's events, so a page holding them fails).
+		if err := s.authz.Authorize(ctx, ActionReadSession, "", req.GetSessionId()); err != nil {
+			return toStatus(s.log, err)
+		}
 		for i := range events {
 			if err := stream.Send(&toolsdv1.ReadSessionResponse{Event: EventToProto(&events[i])}); err != nil {
 				return err
