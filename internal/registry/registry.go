@@ -30,6 +30,7 @@ type Registry struct {
 	names        map[string]int                // registrations (visible or quarantined) per tool name
 	pins         *pinStore                     // nil with PinOff
 	sets         map[string]*ToolSet
+	ended        endedSets // why recently ended sets ended
 
 	delivery delivery
 	subs     subscribers

@@ -208,9 +208,10 @@ func (r *Registry) stillCurrentLocked(ts *ToolSet, v *view) bool {
 func (r *Registry) ToolSet(id string) (*ToolSet, error) {
 	r.mu.RLock()
 	ts := r.sets[id]
+	state := r.ended.state(id)
 	r.mu.RUnlock()
 	if ts == nil {
-		return nil, &toolSetGoneError{id: id}
+		return nil, &toolSetGoneError{id: id, state: state}
 	}
 	if err := ts.use(); err != nil {
 		return nil, err
@@ -222,13 +223,13 @@ func (r *Registry) ToolSet(id string) (*ToolSet, error) {
 // longer use it. Unknown ids fail with [tool.ErrToolSetGone].
 func (r *Registry) ReleaseToolSet(id string) error {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	ts := r.sets[id]
-	delete(r.sets, id)
-	r.mu.Unlock()
 	if ts == nil {
-		return &toolSetGoneError{id: id}
+		return &toolSetGoneError{id: id, state: r.ended.state(id)}
 	}
 	ts.state.CompareAndSwap(setLive, setReleased)
+	r.dropSetLocked(ts)
 	return nil
 }
 
@@ -239,12 +240,12 @@ func (r *Registry) SweepToolSets(now time.Time) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	dropped := 0
-	for id, ts := range r.sets {
+	for _, ts := range r.sets {
 		if now.UnixNano()-ts.lastUsed.Load() > idle {
 			ts.state.CompareAndSwap(setLive, setExpired)
 		}
 		if ts.state.Load() != setLive {
-			delete(r.sets, id)
+			r.dropSetLocked(ts)
 			dropped++
 		}
 	}
@@ -254,7 +255,7 @@ func (r *Registry) SweepToolSets(now time.Time) int {
 // invalidateSetsForNameLocked invalidates the sets at or below scope that admitted name
 // when their scope no longer sees that exact entry.
 func (r *Registry) invalidateSetsForNameLocked(scope, name string) {
-	for id, ts := range r.sets {
+	for _, ts := range r.sets {
 		if !within(ts.scope, scope) {
 			continue
 		}
@@ -263,16 +264,50 @@ func (r *Registry) invalidateSetsForNameLocked(scope, name string) {
 			continue
 		}
 		ts.state.CompareAndSwap(setLive, setInvalidated)
-		delete(r.sets, id)
+		r.dropSetLocked(ts)
 	}
 }
 
 // invalidateSetsUnderLocked invalidates every set resolved for scope or a descendant.
 func (r *Registry) invalidateSetsUnderLocked(scope string) {
-	for id, ts := range r.sets {
+	for _, ts := range r.sets {
 		if within(ts.scope, scope) {
 			ts.state.CompareAndSwap(setLive, setInvalidated)
-			delete(r.sets, id)
+			r.dropSetLocked(ts)
 		}
 	}
+}
+
+// dropSetLocked removes an ended set, remembering why it ended: the calls still
+// naming it find it by id, and their results should say released or invalidated.
+func (r *Registry) dropSetLocked(ts *ToolSet) {
+	delete(r.sets, ts.id)
+	r.ended.add(ts.id, ts.state.Load())
+}
+
+// maxEndedSets bounds [endedSets]; an id forgotten since reads as unknown.
+const maxEndedSets = 4096
+
+// endedSets remembers the final state of the most recently ended sets, oldest
+// forgotten first.
+type endedSets struct {
+	byID  map[string]int32
+	order []string // a ring of at most maxEndedSets ids
+	next  int
+}
+
+func (s *endedSets) state(id string) int32 { return s.byID[id] } // setLive: unknown
+
+func (s *endedSets) add(id string, state int32) {
+	if s.byID == nil {
+		s.byID = make(map[string]int32)
+	}
+	if len(s.order) < maxEndedSets {
+		s.order = append(s.order, id)
+	} else {
+		delete(s.byID, s.order[s.next])
+		s.order[s.next] = id
+		s.next = (s.next + 1) % maxEndedSets
+	}
+	s.byID[id] = state
 }

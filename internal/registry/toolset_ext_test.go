@@ -268,3 +268,35 @@ func TestToolSetInvalidScope(t *testing.T) {
 		t.Errorf("ResolveToolSet(/x) = %v, want ErrInvalidScope", err)
 	}
 }
+
+// TestToolSetByIDSaysWhyItIsGone: the server and the call resolver find a set by id, so
+// that lookup must say why a set ended (the reason of its calls' ABORTED_BEFORE_DISPATCH
+// results), not call a set that existed unknown.
+func TestToolSetByIDSaysWhyItIsGone(t *testing.T) {
+	r := newRegistry(t)
+	mustRegister(t, r, "", def("g"), "")
+	resolve := func() *registry.ToolSet {
+		t.Helper()
+		ts, err := r.ResolveToolSet(t.Context(), "a", registry.ConditionEnv{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ts
+	}
+	released := resolve()
+	if err := r.ReleaseToolSet(released.ID()); err != nil {
+		t.Fatal(err)
+	}
+	invalidated := resolve()
+	mustRestrict(t, r, "a", nil, []string{"g"})
+	for id, want := range map[string]string{
+		released.ID():    "was released",
+		invalidated.ID(): "was invalidated by a registry change",
+		"ts_unknown":     "is unknown",
+	} {
+		_, err := r.ToolSet(id)
+		if want := `registry: tool set "` + id + `" ` + want; !errors.Is(err, tool.ErrToolSetGone) || err.Error() != want {
+			t.Errorf("ToolSet(%q) = %v, want %q", id, err, want)
+		}
+	}
+}
