@@ -127,5 +127,9 @@ func newLogger(c config.Log) (*zap.Logger, error) {
 	}
 	zc.Level = zap.NewAtomicLevelAt(level)
 	zc.DisableStacktrace = true
+	// The production preset samples: past 100 lines of one message a second it keeps
+	// one in 100, which would drop most "tool call" lines (one per call) under load.
+	// toolsd bounds its own noisy lines (stray messages) instead.
+	zc.Sampling = nil
 	return zc.Build()
 }
