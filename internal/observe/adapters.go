@@ -135,17 +135,23 @@ func (o hookObserver) HookConnected(hook string, delta int) {
 	if n := names.live[hook] + delta; n > 0 {
 		if names.live[hook] == 0 {
 			// Created at 0, so that rate() sees the first failure of the connection.
-			for _, stage := range hookStages {
-				for _, outcome := range []string{"fail_open", "fail_closed"} {
-					o.m.failures.WithLabelValues(hook, stage, outcome)
-				}
-			}
+			o.m.initFailures(hook)
 		}
 		names.live[hook] = n
 		return
 	}
 	delete(names.live, hook)
 	o.m.failures.DeletePartialMatch(prometheus.Labels{"hook": hook})
+}
+
+// initFailures creates hook's failure series at 0: a series born at its first count
+// shows no increase to rate(), so alerts would miss that count.
+func (m *hookMetrics) initFailures(hook string) {
+	for _, stage := range hookStages {
+		for _, outcome := range []string{"fail_open", "fail_closed"} {
+			m.failures.WithLabelValues(hook, stage, outcome)
+		}
+	}
 }
 
 func (o hookObserver) HookFailure(hook, stage string, failOpen bool) {

@@ -85,6 +85,9 @@ func New(reg prometheus.Registerer, opts ...Option) *Metrics {
 	m.sched = newSchedulerMetrics()
 	m.brk = newBrokerMetrics()
 	m.hook = newHookMetrics()
+	// Failures after their hook left (requests pending on a dropped stream) count under
+	// departedHook, whose series are never deleted: they start at 0 like a name's.
+	m.hook.initFailures(departedHook)
 	m.sess = newSessionMetrics(o)
 	m.srv = serverMetrics{panics: counter("server", "panics_recovered_total", "Panics recovered by the gRPC recovery handler.")}
 	tools := prometheus.NewGaugeFunc(prometheus.GaugeOpts{

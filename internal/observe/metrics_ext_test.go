@@ -372,3 +372,24 @@ func TestCustomBuckets(t *testing.T) {
 		t.Errorf("sync histogram has %d buckets, want 2", got)
 	}
 }
+
+// TestDepartedHookSeriesStartAtZero: failures of requests pending on a dropped hook
+// stream count under hook="" (the hook has left by then). Those series must exist at 0
+// from the start, as a connected name's do, or rate() never sees the first burst (a
+// series born at N has no increase) and ToolsdHookFailingClosed misses the typical
+// "hook dropped its stream" case.
+func TestDepartedHookSeriesStartAtZero(t *testing.T) {
+	_, reg := newMetrics(t)
+	const name = "toolsd_hook_failures_total"
+	for _, stage := range []string{"pre_execute", "post_execute", "result"} {
+		for _, outcome := range []string{"fail_open", "fail_closed"} {
+			if !has(t, reg, name, "hook", "", "stage", stage, "outcome", outcome) {
+				t.Errorf("%s{hook=\"\",stage=%q,outcome=%q} not exported before any failure", name, stage, outcome)
+				continue
+			}
+			if got := value(t, reg, name, "hook", "", "stage", stage, "outcome", outcome); got != 0 {
+				t.Errorf("%s{hook=\"\",stage=%q,outcome=%q} = %v, want 0", name, stage, outcome, got)
+			}
+		}
+	}
+}
