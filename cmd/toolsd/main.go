@@ -74,6 +74,12 @@ func run(args []string) error {
 	defer func() { _ = log.Sync() }()
 	applyRuntime(cfg.Runtime, log)
 
+	// SIGHUP stays caught until run returns: were it released when shutdown begins, a
+	// reload sent during the drain would end the process (Go's default for SIGHUP).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+
 	opts := []app.Option{app.WithLogger(log)}
 	if *example {
 		opts = append(opts, app.WithExampleProvider(*notesFile))
@@ -84,16 +90,14 @@ func run(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	go reloadOnHUP(ctx, a, *configPath, &loaded, log)
+	go reloadOnHUP(ctx, hup, a, *configPath, &loaded, log)
 	return a.Run(ctx)
 }
 
-// reloadOnHUP re-reads the policy on SIGHUP without dropping in-flight calls. Other keys
-// take effect at the next start; the reload names those that changed.
-func reloadOnHUP(ctx context.Context, a *app.App, path string, loaded *config.Config, log *zap.Logger) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+// reloadOnHUP re-reads the policy on each signal from hup without dropping in-flight
+// calls, until ctx ends (shutdown). Other keys take effect at the next start; the reload
+// names those that changed.
+func reloadOnHUP(ctx context.Context, hup <-chan os.Signal, a *app.App, path string, loaded *config.Config, log *zap.Logger) {
 	for {
 		select {
 		case <-ctx.Done():
