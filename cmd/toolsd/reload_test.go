@@ -1,10 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 )
 
 // TestSIGHUPDuringDrain: a SIGHUP that arrives while toolsd drains (a reload sent by
@@ -42,4 +45,61 @@ func TestSIGHUPDuringDrain(t *testing.T) {
 	if len(d.logged("stopped")) != 1 {
 		t.Error(`toolsd did not log "stopped"`)
 	}
+}
+
+// TestSIGHUPReloadsThePolicy: SIGHUP swaps the policy and names the other keys that
+// changed; a bad file is refused, said so, and the running policy stays.
+func TestSIGHUPReloadsThePolicy(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "toolsd.yaml")
+	write := func(text string) {
+		t.Helper()
+		if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hup := func(d *daemon) {
+		t.Helper()
+		if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code := func(c toolsdv1.ToolServiceClient, session string) string {
+		t.Helper()
+		view := newClientView()
+		r := view.run(c, batch(session, 1, 0, "fast:x"))
+		if !waitDone(r) {
+			t.Fatalf("batch %s = %v, want settled", session, r.err)
+		}
+		return view.results[session]["x"].GetError().GetCode()
+	}
+	write("policy:\n  rules:\n    - {tool: fast, decision: deny, reason: not today}\n")
+	d := startDaemon(t, "-config", cfg, "-ephemeral")
+	c := dial(t, d.addr)
+	defer runProvider(t, d.addr, newLedger().tools()...)()
+	if got := code(c, "before"); got != "DENIED" {
+		t.Fatalf("fast before reload = %q, want DENIED", got)
+	}
+
+	write("policy:\n  rules:\n    - {tool: fast, decision: maybe}\n")
+	hup(d)
+	waitFor(t, "the refused reload", func() bool { return len(d.logged("config reload failed; keeping the running policy")) == 1 })
+	if got := code(c, "refused"); got != "DENIED" {
+		t.Errorf("fast after a refused reload = %q, want DENIED (the old policy)", got)
+	}
+
+	write("scheduler: {max_parallel: 3}\n")
+	hup(d)
+	waitFor(t, "the reload", func() bool { return len(d.logged("policy reloaded")) == 1 })
+	if got := code(c, "after"); got != "" {
+		t.Errorf("fast after reload = %q, want success", got)
+	}
+	warned := d.logged("config keys outside the policy changed; they take effect at the next start")
+	if len(warned) != 1 || fmt.Sprint(warned[0]["keys"]) != "[scheduler]" {
+		t.Errorf("reload warnings = %v, want one naming [scheduler]", warned)
+	}
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	d.wait(t)
 }
