@@ -135,9 +135,9 @@ const maxAcceptedHold = time.Minute
 const maxCancelGrace = time.Minute
 
 // maxResultBytes bounds limits.max_result_bytes at half the session log's event limit
-// (session.DefaultMaxEventBytes), leaving the other half to the result's additional
-// contexts and fields: a result the pipeline accepted, and its observers saw, should
-// not be refused by the log afterwards.
+// (session.DefaultMaxEventBytes), leaving the other half to the result event's other
+// fields: a result the pipeline accepted, and its observers saw, is never refused by
+// the log afterwards.
 const maxResultBytes = 8 << 20
 
 // checkWindows: gRPC fixes both flow-control windows or neither, so both are 0 or both
