@@ -34,6 +34,7 @@ import (
 	"github.com/toolsd/toolsd/internal/scheduler"
 	"github.com/toolsd/toolsd/internal/server"
 	"github.com/toolsd/toolsd/internal/session"
+	"github.com/toolsd/toolsd/internal/tool"
 )
 
 // App is one assembled toolsd process.
@@ -182,6 +183,18 @@ func (a *App) commitDelay() time.Duration {
 	return a.cfg.Session.Coalesce.D()
 }
 
+// skipLogger adds the call log's line for calls the scheduler skipped, so that every
+// call of a batch has one.
+type skipLogger struct {
+	scheduler.Observer
+	calls *observe.CallObserver
+}
+
+func (s skipLogger) CallSkipped(c *tool.Call) {
+	s.Observer.CallSkipped(c)
+	s.calls.Skipped(c)
+}
+
 // callObserver returns the pipeline's call observer. A tool's per-call series go some
 // minutes after the last registration of its name, in any scope, so that providers
 // reconnecting under new tool names do not grow /metrics. A call of the tool still in
@@ -265,6 +278,7 @@ func (a *App) build(pol *policy.Set) error {
 		}))
 	}
 	a.hub = hook.New(hubOpts...)
+	calls := a.callObserver()
 	a.pipe = pipeline.New(resolver{a.reg}, dispatcher{a.broker},
 		pipeline.WithPreExecute(a.hub.PreExecute()),
 		pipeline.WithPostExecute(a.hub.PostExecute()),
@@ -272,7 +286,7 @@ func (a *App) build(pol *policy.Set) error {
 		pipeline.WithLogger(a.log),
 		pipeline.WithPolicy(pol),
 		pipeline.WithObserver(a.obs.Pipeline()),
-		pipeline.WithStageTracer(a.callObserver()),
+		pipeline.WithStageTracer(calls),
 		pipeline.WithConfig(pipeline.Config{
 			DefaultTimeout:  c.Timeouts.DefaultTool.D(),
 			ApprovalTimeout: c.Limits.ApprovalTimeout.D(),
@@ -288,7 +302,7 @@ func (a *App) build(pol *policy.Set) error {
 	a.sched = scheduler.New(a.obs.Runner(a.pipe), a.pipe, sessionLog{a.sessions},
 		scheduler.WithMaxParallel(c.Scheduler.MaxParallel),
 		scheduler.WithCommitDelay(a.commitDelay()),
-		scheduler.WithObserver(a.obs.Scheduler()),
+		scheduler.WithObserver(skipLogger{a.obs.Scheduler(), calls}),
 		scheduler.WithLogger(a.log),
 	)
 	var authorizer server.Authorizer

@@ -278,6 +278,35 @@ func TestStrayMessagesLogBounded(t *testing.T) {
 	}
 }
 
+// TestEveryCallHasALogLine: the calls a cancel skips before they start get their
+// "tool call" line too, with their code.
+func TestEveryCallHasALogLine(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	e := start(t, "", app.WithLogger(zap.New(core)))
+	started, stopped := make(chan string, 4), make(chan string, 4)
+	runProvider(t, e.app.Addr(), blockTool("block", started, stopped))
+	batch := &toolsdv1.Batch{SessionId: "s-lines", MaxParallel: 1, Calls: []*toolsdv1.ToolCall{
+		call("c0", "block", `{"label":"first"}`), call("c1", "block", `{"label":"second"}`), call("c2", "block", `{"label":"third"}`),
+	}}
+	e.mustExecute(t, batch, batchOptions{onAccepted: func(s toolsdv1.ToolService_ExecuteBatchClient) {
+		<-started
+		if err := s.Send(&toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Cancel{Cancel: &toolsdv1.CancelBatch{}}}); err != nil {
+			t.Errorf("Send(cancel) = %v", err)
+		}
+	}})
+	codes := map[string]string{}
+	for _, l := range logs.FilterMessage("tool call").All() {
+		f := l.ContextMap()
+		if f["session_id"] == "s-lines" {
+			codes[f["call_id"].(string)], _ = f["code"].(string)
+		}
+	}
+	want := map[string]string{"c0": "ABORTED", "c1": "ABORTED_BEFORE_DISPATCH", "c2": "ABORTED_BEFORE_DISPATCH"}
+	if diff := cmp.Diff(want, codes); diff != "" {
+		t.Errorf("tool call lines by call id (-want +got):\n%s", diff)
+	}
+}
+
 func TestClientDisconnectCompletesLog(t *testing.T) {
 	e := start(t, "")
 	started, stopped := make(chan string, 4), make(chan string, 4)

@@ -174,6 +174,15 @@ func (c *callRecord) End(t pipeline.Tool, r tool.Result) {
 	}
 }
 
+// Skipped writes the info line of a call that never started: its batch was cancelled
+// first, and the scheduler gave it ABORTED_BEFORE_DISPATCH without running the pipeline
+// (so it has no provider, duration, span or per-tool series; the scheduler's
+// calls_skipped_total counts it).
+func (o *CallObserver) Skipped(c *tool.Call) {
+	r := tool.Failure(tool.CodeAbortedBeforeDispatch, "call was cancelled before it started")
+	o.logCall(&tool.Exec{Call: *c}, "", codeLabel(r.Code()), r, 0)
+}
+
 // ForgetTool deletes the series labelled with the tool name — calls, call and stage
 // durations, retries — and the handles cached for them. Call it once no scope
 // registers name any more: providers choose tool names, so series kept for every name
