@@ -41,9 +41,12 @@ func (o brokerObserver) MalformedMessage() { o.m.malformed.Inc() }
 // Pipeline returns the adapter for pipeline.WithObserver: dispatches in flight and
 // retries. Call counts and durations come from [CallObserver] instead, which knows the
 // resolved tool.
-func (m *Metrics) Pipeline() pipeline.Observer { return pipelineObserver{&m.pipe} }
+func (m *Metrics) Pipeline() pipeline.Observer { return pipelineObserver{&m.pipe, m.srv.panics} }
 
-type pipelineObserver struct{ m *pipelineMetrics }
+type pipelineObserver struct {
+	m      *pipelineMetrics
+	panics prometheus.Counter
+}
 
 var _ pipeline.Observer = pipelineObserver{}
 
@@ -55,18 +58,26 @@ func (o pipelineObserver) Retried(toolName string, code tool.Code, _ int) {
 	o.m.retries.WithLabelValues(toolName, codeLabel(code)).Inc()
 }
 
+func (o pipelineObserver) Panicked(string) { o.panics.Inc() }
+
 // Scheduler returns the adapter for scheduler.WithObserver: calls started and skipped,
 // and the per-batch pool occupancy distribution. The observer cannot tell batches apart,
 // so the server-wide gauge of running calls comes from [Metrics.Runner].
-func (m *Metrics) Scheduler() scheduler.Observer { return schedulerObserver{&m.sched} }
+func (m *Metrics) Scheduler() scheduler.Observer {
+	return schedulerObserver{&m.sched, m.srv.panics}
+}
 
-type schedulerObserver struct{ m *schedulerMetrics }
+type schedulerObserver struct {
+	m      *schedulerMetrics
+	panics prometheus.Counter
+}
 
 var _ scheduler.Observer = schedulerObserver{}
 
 func (o schedulerObserver) PoolOccupancy(running int) { o.m.occupancy.Observe(float64(running)) }
 func (o schedulerObserver) CallStarted(*tool.Call)    { o.m.started.Inc() }
 func (o schedulerObserver) CallSkipped(*tool.Call)    { o.m.skipped.Inc() }
+func (o schedulerObserver) Panicked()                 { o.panics.Inc() }
 
 // Runner wraps the scheduler's runner so that toolsd_scheduler_running_calls counts the
 // calls running in every batch's pool: up when the scheduler hands a call over, down

@@ -269,3 +269,4 @@ func (m *metrics) DispatchFinished(name string, code tool.Code, _ time.Duration)
 func (m *metrics) Retried(name string, code tool.Code, attempt int) {
 	m.add(fmt.Sprintf("retry %s %s %d", name, code, attempt))
 }
+func (m *metrics) Panicked(name string) { m.add("panic " + name) }

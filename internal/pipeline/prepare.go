@@ -46,6 +46,9 @@ func (s *snapshot) protect(ctx context.Context, e *tool.Exec) (r tool.Result) {
 			s.p.opts.logger.Error("tool call panicked", zap.String("tool", e.Name),
 				zap.String("call_id", e.CallID), zap.Any("panic", v), zap.Stack("stack"))
 			r = panicResult(e, v)
+			if s.p.opts.observer != nil {
+				s.p.opts.observer.Panicked(e.Name)
+			}
 		}
 	}()
 	return s.prepare(ctx, e)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -281,13 +282,17 @@ func TestCancelledBeforeDispatch(t *testing.T) {
 func TestPanicBecomesInternal(t *testing.T) {
 	var observed int
 	disp := &dispatcher{fn: func(context.Context, int, pipeline.Tool, *tool.Exec) tool.Result { panic("boom") }}
-	p := pipeline.New(staticResolver(newTool("echo")), disp,
+	obs := &metrics{}
+	p := pipeline.New(staticResolver(newTool("echo")), disp, pipeline.WithObserver(obs),
 		pipeline.WithResultObservers(func(*tool.Exec, tool.Result, time.Duration) { observed++ }))
 	e := newExec("echo", `{}`)
 	r := p.Run(t.Context(), e)
 	checkShape(t, e, r)
 	if r.Code() != tool.CodeInternal || r.Err.Message != "internal error" || observed != 1 {
 		t.Errorf("Run(panicking) = %+v, observed %d; want INTERNAL observed once", r.Err, observed)
+	}
+	if evs := obs.events(); !slices.Contains(evs, "panic echo") {
+		t.Errorf("observer saw %q, want the panic counted", evs)
 	}
 }
 

@@ -109,6 +109,7 @@ func (r *run) appendResults(buf []Committed) (seqs []uint64, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			r.s.logger.Error("session log panicked", zap.Any("panic", p), zap.Stack("stack"))
+			r.s.obs.Panicked()
 			seqs, err = nil, fmt.Errorf("scheduler: append results: log panicked: %v", p)
 		}
 	}()
@@ -129,6 +130,7 @@ func (r *run) deliver(i int, seq uint64) {
 		if p := recover(); p != nil {
 			r.sinkGone.Store(true)
 			r.s.logger.Error("result sink panicked", zap.Any("panic", p), zap.Stack("stack"))
+			r.s.obs.Panicked()
 		}
 	}()
 	if err := r.sink.Result(i, r.callSeqs[i], seq, r.slots[i].result); err != nil {

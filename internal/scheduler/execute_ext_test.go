@@ -531,7 +531,8 @@ func TestExecuteRunnerPanic(t *testing.T) {
 			})
 			core, logs := observer.New(zap.ErrorLevel)
 			l := &fakeLog{}
-			s := scheduler.New(run, m, l, scheduler.WithLogger(zap.New(core)))
+			panics := &panicCount{}
+			s := scheduler.New(run, m, l, scheduler.WithLogger(zap.New(core)), scheduler.WithObserver(panics))
 			if _, err := s.Execute(t.Context(), newBatch(tc.n), &fakeSink{log: l}, nil); err != nil {
 				t.Fatalf("Execute() error = %v", err)
 			}
@@ -548,9 +549,20 @@ func TestExecuteRunnerPanic(t *testing.T) {
 			if got := logs.FilterMessage("tool call panicked").FilterField(zap.String("tool", "tool-"+strconv.Itoa(tc.panicking))).Len(); got != 1 {
 				t.Errorf("logged %d panics of the tool, want 1; all: %v", got, logs.All())
 			}
+			if n := panics.n.Load(); n != 1 {
+				t.Errorf("observer counted %d panics, want 1", n)
+			}
 		})
 	}
 }
+
+// panicCount counts the panics the scheduler reports.
+type panicCount struct {
+	scheduler.NopObserver
+	n atomic.Int64
+}
+
+func (p *panicCount) Panicked() { p.n.Add(1) }
 
 func TestExecuteModerPanicRunsAlone(t *testing.T) {
 	var tr tracker

@@ -71,6 +71,9 @@ type Observer interface {
 	CallStarted(c *tool.Call)
 	// CallSkipped reports a call that got a synthetic ABORTED_BEFORE_DISPATCH result.
 	CallSkipped(c *tool.Call)
+	// Panicked reports a recovered panic: of a call's runner, mode lookup, result sink
+	// or session log.
+	Panicked()
 }
 
 // NopObserver ignores everything; embed it to implement part of [Observer].
@@ -84,5 +87,8 @@ func (NopObserver) CallStarted(*tool.Call) {}
 
 // CallSkipped does nothing.
 func (NopObserver) CallSkipped(*tool.Call) {}
+
+// Panicked does nothing.
+func (NopObserver) Panicked() {}
 
 var _ Observer = NopObserver{}

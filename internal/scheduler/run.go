@@ -110,6 +110,7 @@ func (s *Scheduler) runCall(ctx context.Context, e *tool.Exec) (res tool.Result)
 				zap.String("session_id", e.SessionID), zap.String("batch_id", e.BatchID),
 				zap.String("call_id", e.CallID), zap.String("tool", e.Name),
 				zap.Any("panic", p), zap.Stack("stack"))
+			s.obs.Panicked()
 			res = tool.Failure(tool.CodeInternal, "internal error")
 			res.Err.Tool = e.Name
 		}
@@ -126,6 +127,7 @@ func (s *Scheduler) modeOf(ctx context.Context, c *tool.Call) (m tool.Mode) {
 				zap.String("session_id", c.SessionID), zap.String("batch_id", c.BatchID),
 				zap.String("call_id", c.CallID), zap.String("tool", c.Name),
 				zap.Any("panic", p), zap.Stack("stack"))
+			s.obs.Panicked()
 			m = tool.ModeExclusive
 		}
 	}()
