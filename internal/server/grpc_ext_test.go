@@ -55,7 +55,12 @@ func TestRecoveryAnswersPlainInternal(t *testing.T) {
 	lis := bufconn.Listen(1 << 20)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
-	defer func() { srv.Stop(); <-served }()
+	defer func() {
+		srv.Stop()
+		if err := <-served; err != nil {
+			t.Errorf("Serve() = %v after Stop, want nil", err)
+		}
+	}()
 	conn, err := grpc.NewClient("passthrough:///bufnet",
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
 		grpc.WithTransportCredentials(insecure.NewCredentials()))
