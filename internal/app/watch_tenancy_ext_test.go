@@ -20,17 +20,7 @@ import (
 // tenant's agent may claim it; the old watch must not go on to stream the new owner's
 // events.
 func TestWatchEndsWhenRetentionDeletesTheSession(t *testing.T) {
-	text := "listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\n" +
-		"session: {store: memory, retention: {max_sessions: 1, interval: 5ms}}\n" + tenantAuth(t)
-	cfg, err := config.Parse([]byte(text), "test.yaml")
-	if err != nil {
-		t.Fatalf("config.Parse() = %v", err)
-	}
-	e := startConfig(t, cfg)
-	client := func(token string) *env {
-		conn := dialWith(t, e.app.Addr(), grpc.WithPerRPCCredentials(bearer(token)))
-		return &env{app: e.app, conn: conn, tools: toolsdv1.NewToolServiceClient(conn)}
-	}
+	client := startKeepingOneSession(t)
 	agentA, agentB, operator := client(tokenAgentA), client(tokenAgentB), client(tokenOperator)
 	batch := func(session, scope, text string) *toolsdv1.Batch {
 		return &toolsdv1.Batch{SessionId: session, Scope: scope, Calls: []*toolsdv1.ToolCall{
@@ -75,17 +65,7 @@ func TestWatchEndsWhenRetentionDeletesTheSession(t *testing.T) {
 // tenant's agent claims the freed id, the next page must not come from the new owner's
 // session.
 func TestReadSessionStopsWhenTheSessionChangesOwner(t *testing.T) {
-	text := "listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\n" +
-		"session: {store: memory, retention: {max_sessions: 1, interval: 5ms}}\n" + tenantAuth(t)
-	cfg, err := config.Parse([]byte(text), "test.yaml")
-	if err != nil {
-		t.Fatalf("config.Parse() = %v", err)
-	}
-	e := startConfig(t, cfg)
-	client := func(token string, opts ...grpc.DialOption) *env {
-		conn := dialWith(t, e.app.Addr(), append(opts, grpc.WithPerRPCCredentials(bearer(token)))...)
-		return &env{app: e.app, conn: conn, tools: toolsdv1.NewToolServiceClient(conn)}
-	}
+	client := startKeepingOneSession(t)
 	agentB, operator := client(tokenAgentB), client(tokenOperator)
 	// agent-a's reader takes little at a time: fixed 64 KiB windows.
 	agentA := client(tokenAgentA, grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
@@ -128,5 +108,22 @@ func TestReadSessionStopsWhenTheSessionChangesOwner(t *testing.T) {
 		if strings.Contains(m.GetEvent().GetToolCall().GetArgumentsJson(), "b's secret") {
 			t.Fatalf("agent-a's ReadSession delivered agent-b's event %v", m.GetEvent())
 		}
+	}
+}
+
+// startKeepingOneSession starts toolsd with the tenants' auth and a retention that keeps
+// one session (swept every 5 ms), and returns a dialer of clients by token.
+func startKeepingOneSession(t *testing.T) func(token string, opts ...grpc.DialOption) *env {
+	t.Helper()
+	text := "listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\n" +
+		"session: {store: memory, retention: {max_sessions: 1, interval: 5ms}}\n" + tenantAuth(t)
+	cfg, err := config.Parse([]byte(text), "test.yaml")
+	if err != nil {
+		t.Fatalf("config.Parse() = %v", err)
+	}
+	e := startConfig(t, cfg)
+	return func(token string, opts ...grpc.DialOption) *env {
+		conn := dialWith(t, e.app.Addr(), append(opts, grpc.WithPerRPCCredentials(bearer(token)))...)
+		return &env{app: e.app, conn: conn, tools: toolsdv1.NewToolServiceClient(conn)}
 	}
 }

@@ -53,35 +53,28 @@ func (h *Hub) Connect(stream toolsdv1.HookService_ConnectServer) error {
 // serve admits the stream and waits for it to end. It reports whether the end is a hub
 // shutdown, and the handler's return value.
 func (h *Hub) serve(ctx context.Context, c *conn) (bool, error) {
-	timer := time.NewTimer(h.opts.helloTimeout)
-	defer timer.Stop()
-	var hm *toolsdv1.HookHello
-	select {
-	case hm = <-c.helloCh:
-	case <-c.gone:
-		return false, streamError(c.deathCause())
-	case <-ctx.Done():
-		return false, status.FromContextError(ctx.Err()).Err()
-	case <-h.gate.Quit():
-		return true, nil
-	case <-timer.C:
-		return false, status.Errorf(codes.DeadlineExceeded, "hook: no hello within %s", h.opts.helloTimeout)
-	}
-	if err := h.welcome(c, hm); err != nil {
-		return false, err
-	}
+	hello := time.NewTimer(h.opts.helloTimeout)
+	defer hello.Stop()
 	// A hook that stops reading would hold the writer in Send, and the queues full of
 	// requests and results, until it left: past the send timeout it counts as stuck.
 	stall := time.NewTicker(max(h.opts.sendTimeout/2, time.Millisecond))
 	defer stall.Stop()
+	helloCh, helloDue := c.helloCh, hello.C // nil once the hook is welcomed
 	for {
 		select {
+		case hm := <-helloCh:
+			helloCh, helloDue = nil, nil
+			if err := h.welcome(c, hm); err != nil {
+				return false, err
+			}
 		case <-c.gone:
 			return false, streamError(c.deathCause())
 		case <-ctx.Done():
 			return false, status.FromContextError(ctx.Err()).Err()
 		case <-h.gate.Quit():
 			return true, nil
+		case <-helloDue:
+			return false, status.Errorf(codes.DeadlineExceeded, "hook: no hello within %s", h.opts.helloTimeout)
 		case <-stall.C:
 			if c.sendStalled(h.opts.sendTimeout) {
 				return false, status.Errorf(codes.Unavailable,
