@@ -38,7 +38,7 @@ func compile(expr string, want *cel.Type) (cel.Program, error) {
 	if out := ast.OutputType(); !out.IsExactType(want) && !out.IsExactType(cel.DynType) {
 		return nil, fmt.Errorf("expression has type %s, want %s", out, want)
 	}
-	return env.Program(ast, cel.CostLimit(CostLimit), cel.InterruptCheckFrequency(100))
+	return env.Program(ast, cel.CostLimit(CostLimit), cel.InterruptCheckFrequency(100), celx.SizedOperatorCosts())
 }
 
 // vars is the activation of one call: its arguments decoded once.

@@ -177,3 +177,28 @@ type dispatcherFunc func(ctx context.Context, t pipeline.Tool, e *tool.Exec) too
 func (f dispatcherFunc) Dispatch(ctx context.Context, t pipeline.Tool, e *tool.Exec) tool.Result {
 	return f(ctx, t, e)
 }
+
+// TestConditionCostCountsOperandSizes: arguments are dyn, and CEL charges an operator on
+// dyn operands 1 whatever their size, so without sized costs this condition would copy
+// 2000 half-megabyte strings (a gigabyte) within the cost limit and abstain.
+func TestConditionCostCountsOperandSizes(t *testing.T) {
+	s := mustParse(t, `
+rules:
+  - tool: open
+    when: 'args.parts.exists(p, args.base + p == "/etc/passwd")'
+    decision: deny
+    reason: "no passwd"
+  - tool: cmp
+    when: 'args.parts.exists(p, args.base < args.base)'
+    decision: deny
+    reason: "never"
+`)
+	parts := strings.TrimSuffix(strings.Repeat(`"x",`, 2000), ",")
+	args := fmt.Sprintf(`{"base":%q,"parts":[%s]}`, strings.Repeat("a", 512<<10), parts)
+	for _, name := range []string{"open", "cmp"} {
+		v := s.PreExecute(t.Context(), exec("g", name, args), nil)
+		if v.Decision != pipeline.Deny || !strings.HasSuffix(v.UserReason, "actual cost limit exceeded") {
+			t.Errorf("PreExecute(%s, 2000 half-megabyte operations) = %+v, want a fail-closed deny over the cost limit", name, v)
+		}
+	}
+}
