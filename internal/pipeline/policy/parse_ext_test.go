@@ -181,6 +181,10 @@ func TestParseErrors(t *testing.T) {
 			src:  "tools:\n  cat: {max_result_bytes: -1}\n",
 			want: "config.yaml:2:27: tools.cat.max_result_bytes: must be a positive integer",
 		},
+		"max_result_bytes over 8MiB": {
+			src:  "tools:\n  cat: {max_result_bytes: 8388609}\n",
+			want: "config.yaml:2:27: tools.cat.max_result_bytes: 8388609 bytes, over the most, 8388608 (8MiB, as limits.max_result_bytes)",
+		},
 		"mode and mode_when": {
 			src:  "tools:\n  shell:\n    mode: parallel\n    mode_when: '\"exclusive\"'\n",
 			want: "config.yaml:2:3: tools.shell: mode and mode_when are mutually exclusive",
