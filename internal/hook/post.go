@@ -73,7 +73,7 @@ func (h *Hub) postStep(ch *chain, c *conn, e *tool.Exec, a answer) bool {
 		return false
 	case toolsdv1.HookVerdict_HOOK_VERDICT_BLOCK:
 		ch.contexts = append(ch.contexts, d.GetAddContext()...)
-		v := pipeline.PostVerdict{Action: pipeline.Block, Reason: d.GetReason(), UserReason: userReason(c, d.GetReason(), "blocked the result")}
+		v := pipeline.PostVerdict{Action: pipeline.Block, Reason: reasonOf(d), UserReason: userReason(c, reasonOf(d), "blocked the result")}
 		if d.GetPrivate() {
 			v.Reason = "" // the pipeline's generic message
 		}

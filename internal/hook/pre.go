@@ -3,6 +3,7 @@ package hook
 import (
 	"context"
 	"fmt"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 
@@ -90,11 +91,11 @@ func (h *Hub) preVerdict(c *conn, e *tool.Exec, a answer) pipeline.Verdict {
 	case toolsdv1.HookVerdict_HOOK_VERDICT_ALLOW:
 		return pipeline.Verdict{Decision: pipeline.Allow}
 	case toolsdv1.HookVerdict_HOOK_VERDICT_DENY:
-		return pipeline.Verdict{Decision: pipeline.Deny, Reason: d.GetReason(), Private: d.GetPrivate(),
-			UserReason: userReason(c, d.GetReason(), "denied the call")}
+		return pipeline.Verdict{Decision: pipeline.Deny, Reason: reasonOf(d), Private: d.GetPrivate(),
+			UserReason: userReason(c, reasonOf(d), "denied the call")}
 	case toolsdv1.HookVerdict_HOOK_VERDICT_ASK:
-		return pipeline.Verdict{Decision: pipeline.Ask, Reason: d.GetReason(), Private: d.GetPrivate(),
-			UserReason: userReason(c, d.GetReason(), "asks for approval")}
+		return pipeline.Verdict{Decision: pipeline.Ask, Reason: reasonOf(d), Private: d.GetPrivate(),
+			UserReason: userReason(c, reasonOf(d), "asks for approval")}
 	}
 	return h.preFailure(c, e, fmt.Errorf("%w: verdict %s is not valid before execution", errProtocol, d.GetVerdict()))
 }
@@ -128,6 +129,23 @@ func (h *Hub) failed(c *conn, stage Stage, e *tool.Exec, err error) {
 }
 
 // userReason names the hook for users: `hook "x": reason`, or `hook "x" <what>`.
+// MaxReasonBytes bounds a hook's reason: it becomes the model-facing content of a
+// denied or blocked call (and its error's reason), which no result size limit covers.
+const MaxReasonBytes = 4096
+
+// reasonOf is the decision's reason, cut at MaxReasonBytes on a rune boundary.
+func reasonOf(d *toolsdv1.HookDecision) string {
+	r := d.GetReason()
+	if len(r) <= MaxReasonBytes {
+		return r
+	}
+	n := MaxReasonBytes - len("…")
+	for n > 0 && !utf8.RuneStart(r[n]) {
+		n--
+	}
+	return r[:n] + "…"
+}
+
 func userReason(c *conn, reason, what string) string {
 	if reason == "" {
 		return fmt.Sprintf("hook %q %s", c.hello.name, what)

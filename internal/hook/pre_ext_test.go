@@ -92,6 +92,11 @@ func TestPreExecuteResults(t *testing.T) {
 			decision:   verdict(toolsdv1.HookVerdict_HOOK_VERDICT_DENY, "no deleting"),
 			wantResult: failure(tool.CodeDenied, "no deleting", `hook "policy-x": no deleting`),
 		},
+		"a long reason is cut": {
+			decision: verdict(toolsdv1.HookVerdict_HOOK_VERDICT_DENY, strings.Repeat("é", 5000)),
+			wantResult: failure(tool.CodeDenied, strings.Repeat("é", (hook.MaxReasonBytes-len("…"))/2)+"…",
+				`hook "policy-x": `+strings.Repeat("é", (hook.MaxReasonBytes-len("…"))/2)+"…"),
+		},
 		"private deny shows a generic message": {
 			decision:   &toolsdv1.HookDecision{Verdict: toolsdv1.HookVerdict_HOOK_VERDICT_DENY, Reason: "user 42 is banned", Private: true},
 			wantResult: failure(tool.CodeDenied, "call denied by policy", `hook "policy-x": user 42 is banned`),
