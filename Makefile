@@ -10,6 +10,8 @@ LINT      := $(GO) tool -modfile=lint.mod golangci-lint
 BIN       := bin
 FUZZTIME  ?= 5s
 PKGS      := ./...
+NPM       ?= npm
+NODE_EX   := examples/node
 
 .PHONY: help
 help: ## Show this help
@@ -30,8 +32,18 @@ run: ## Run toolsd with the example config and the bundled example provider (Ctr
 test: vet buf-lint check-generate test-go fuzz-short readme-check ## Everything CI runs: vet, buf lint, stale-code check, race tests, short fuzz, README commands
 
 .PHONY: test-go
-test-go: ## Go tests with -race (goleak in every package)
+test-go: node-deps ## Go tests with -race (goleak in every package)
 	$(GO) test -race -count=1 -timeout 8m $(PKGS)
+
+.PHONY: node-deps
+node-deps: ## npm ci in examples/node (a no-op without npm, or when node_modules is current)
+	@if ! command -v $(NPM) >/dev/null 2>&1; then \
+	  echo "npm not found: skipping $(NODE_EX) (its test skips too)"; \
+	elif [ $(NODE_EX)/node_modules/.package-lock.json -nt $(NODE_EX)/package-lock.json ]; then \
+	  echo "$(NODE_EX)/node_modules is up to date"; \
+	else \
+	  cd $(NODE_EX) && $(NPM) ci --ignore-scripts --no-audit --no-fund; \
+	fi
 
 .PHONY: vet
 vet: ## go vet

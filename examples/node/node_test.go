@@ -1,0 +1,328 @@
+package node_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/app"
+	"github.com/toolsd/toolsd/internal/config"
+)
+
+// toolsdConfig is a loopback, in-memory toolsd. Its cancel_grace is far longer than the
+// test waits for a cancelled call, so an ABORTED result that comes back promptly shows
+// that provider.mjs answered the cancel, not that toolsd gave up waiting for it.
+const toolsdConfig = `
+listen: 127.0.0.1:0
+admin_listen: 127.0.0.1:0
+session: {store: memory}
+limits: {cancel_grace: 1m}
+`
+
+// TestNodeExamples runs provider.mjs against toolsd, calls its tools, cancels one of its
+// calls, runs agent.mjs, and restarts toolsd to see the provider reconnect.
+func TestNodeExamples(t *testing.T) {
+	node, npm := requireNode(t)
+	installDeps(t, npm)
+
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	stopToolsd := runToolsd(t, lis)
+	provider := startNode(t, node, "provider.mjs", "--addr", addr)
+	provider.waitFor(t, 1, "provider: registered shout", "provider: registered wait")
+	client := toolsdv1.NewToolServiceClient(dial(t, addr))
+
+	t.Run("shout", func(t *testing.T) {
+		results, _ := executeBatch(t, client, batch("node-shout", call("c1", "shout", `{"text": "hello, toolsd"}`)), nil)
+		if len(results) != 1 || results[0].GetIsError() || results[0].GetContent() != "HELLO, TOOLSD" {
+			t.Errorf("ExecuteBatch(shout) results = %v, want one with content %q", results, "HELLO, TOOLSD")
+		}
+	})
+
+	t.Run("cancel", func(t *testing.T) {
+		// The wait call reports progress once it runs at the provider: cancel the batch then.
+		var cancelled time.Time
+		onProgress := func(stream toolsdv1.ToolService_ExecuteBatchClient) {
+			if !cancelled.IsZero() {
+				return
+			}
+			cancelled = time.Now()
+			if err := stream.Send(&toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Cancel{Cancel: &toolsdv1.CancelBatch{Reason: "test"}}}); err != nil {
+				t.Errorf("sending cancel: %v", err)
+			}
+		}
+		results, settled := executeBatch(t, client, batch("node-cancel", call("c1", "wait", `{"ms": 50000}`)), onProgress)
+		if cancelled.IsZero() {
+			t.Fatal("the wait call reported no progress, so it was never cancelled")
+		}
+		if elapsed := time.Since(cancelled); elapsed > 5*time.Second {
+			t.Errorf("the cancelled call took %v to settle, want the provider to answer its cancel at once", elapsed)
+		}
+		if len(results) != 1 || results[0].GetError().GetCode() != "ABORTED" || !settled.GetCancelled() {
+			t.Errorf("ExecuteBatch(wait) cancelled = results %v, settled %v; want one ABORTED result and a cancelled settle", results, settled)
+		}
+	})
+
+	t.Run("agent", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, node, "agent.mjs", "--addr", addr).CombinedOutput()
+		if err != nil {
+			t.Fatalf("node agent.mjs = %v, output:\n%s", err, out)
+		}
+		// Progress lines may come anywhere before their result; these come in this order.
+		want := []string{
+			"prompt tools (fingerprint ",
+			"  shout ",
+			"  wait ",
+			"accepted: batch ",
+			"result 0 call_1: waited 200 ms",
+			"result 1 call_2: HELLO FROM NODE",
+			"settled: 2 results, cancelled=false, concludes_turn=false",
+		}
+		if missing := missingInOrder(string(out), want); missing != "" {
+			t.Errorf("node agent.mjs printed no line starting %q after the lines before it; output:\n%s", missing, out)
+		}
+	})
+
+	t.Run("reconnect", func(t *testing.T) {
+		stopToolsd()
+		lis, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatalf("re-listening on %s: %v", addr, err)
+		}
+		runToolsd(t, lis)
+		provider.waitFor(t, 2, "provider: registered shout", "provider: registered wait")
+		client := toolsdv1.NewToolServiceClient(dial(t, addr))
+		results, _ := executeBatch(t, client, batch("node-reconnect", call("c1", "shout", `{"text": "again"}`)), nil)
+		if len(results) != 1 || results[0].GetContent() != "AGAIN" {
+			t.Errorf("ExecuteBatch(shout) on the restarted toolsd = %v, want content %q", results, "AGAIN")
+		}
+	})
+}
+
+// requireNode returns the paths of node and npm, or skips the test.
+func requireNode(t *testing.T) (node, npm string) {
+	t.Helper()
+	node, errNode := exec.LookPath("node")
+	npm, errNpm := exec.LookPath("npm")
+	if errNode != nil || errNpm != nil {
+		t.Skip("node and npm are not both on PATH: skipping the Node.js example test (install Node.js 20+ to run it)")
+	}
+	return node, npm
+}
+
+// installDeps runs `npm ci` in the example's directory unless node_modules already
+// holds what package-lock.json pins (`make test` installs it first, by the same rule).
+func installDeps(t *testing.T, npm string) {
+	t.Helper()
+	lock, err := os.Stat("package-lock.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if installed, err := os.Stat(filepath.Join("node_modules", ".package-lock.json")); err == nil && installed.ModTime().After(lock.ModTime()) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund").CombinedOutput(); err != nil {
+		t.Fatalf("npm ci = %v, output:\n%s", err, out)
+	}
+}
+
+// runToolsd runs toolsd from toolsdConfig on lis until stop (or the test's end).
+func runToolsd(tb testing.TB, lis net.Listener) (stop func()) {
+	tb.Helper()
+	cfg, err := config.Parse([]byte(toolsdConfig), "node_test.yaml")
+	if err != nil {
+		tb.Fatalf("config.Parse() = %v", err)
+	}
+	a, err := app.New(cfg, app.WithLogger(zaptest.NewLogger(tb)), app.WithListener(lis))
+	if err != nil {
+		tb.Fatalf("app.New() = %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				tb.Errorf("App.Run() = %v", err)
+			}
+		})
+	}
+	tb.Cleanup(stop)
+	return stop
+}
+
+func dial(tb testing.TB, addr string) *grpc.ClientConn {
+	tb.Helper()
+	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		tb.Fatalf("grpc.NewClient(%s) = %v", addr, err)
+	}
+	tb.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+// startNode runs `node script args...` in the example's directory until the test ends,
+// then interrupts it as Ctrl-C would and expects it to exit 0 (it is killed if it has
+// not within 10 s).
+func startNode(t *testing.T, node, script string, args ...string) *lineLog {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, node, append([]string{script}, args...)...)
+	out := newLineLog()
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 10 * time.Second
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatalf("starting node %s: %v", script, err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		// Wait reports the cancel even after a clean exit: the exit status decides.
+		if err := cmd.Wait(); !cmd.ProcessState.Success() {
+			t.Errorf("node %s after an interrupt = %v, want exit status 0", script, err)
+		}
+		if t.Failed() {
+			t.Logf("node %s output:\n%s", script, out)
+		}
+	})
+	return out
+}
+
+// lineLog collects a process's output and lets a test wait for lines in it.
+type lineLog struct {
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	changed chan struct{} // closed and replaced on every write
+}
+
+func newLineLog() *lineLog { return &lineLog{changed: make(chan struct{})} }
+
+func (l *lineLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf.Write(p)
+	close(l.changed)
+	l.changed = make(chan struct{})
+	return len(p), nil
+}
+
+func (l *lineLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// waitFor waits up to 20 s until each of lines has been printed n times or more.
+func (l *lineLog) waitFor(tb testing.TB, n int, lines ...string) {
+	tb.Helper()
+	timeout := time.NewTimer(20 * time.Second)
+	defer timeout.Stop()
+	for {
+		l.mu.Lock()
+		text, changed := l.buf.String(), l.changed
+		l.mu.Unlock()
+		done := true
+		for _, line := range lines {
+			done = done && strings.Count(text, line+"\n") >= n
+		}
+		if done {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout.C:
+			tb.Fatalf("no %d× %q within 20s; output:\n%s", n, lines, text)
+		}
+	}
+}
+
+// missingInOrder returns the first of prefixes that no line of out starts with after the
+// line the previous prefix matched, or "" when every prefix matched in order.
+func missingInOrder(out string, prefixes []string) string {
+	lines := strings.Split(out, "\n")
+	for _, p := range prefixes {
+		for len(lines) > 0 && !strings.HasPrefix(lines[0], p) {
+			lines = lines[1:]
+		}
+		if len(lines) == 0 {
+			return p
+		}
+		lines = lines[1:]
+	}
+	return ""
+}
+
+func batch(session string, calls ...*toolsdv1.ToolCall) *toolsdv1.Batch {
+	return &toolsdv1.Batch{SessionId: session, Calls: calls}
+}
+
+func call(id, name, args string) *toolsdv1.ToolCall {
+	return &toolsdv1.ToolCall{CallId: id, Name: name, ArgumentsJson: args}
+}
+
+// executeBatch runs b to its settle. With onProgress nil it half-closes at once; else
+// onProgress sees every progress message and may send on the stream (a cancel).
+func executeBatch(t *testing.T, client toolsdv1.ToolServiceClient, b *toolsdv1.Batch, onProgress func(toolsdv1.ToolService_ExecuteBatchClient)) ([]*toolsdv1.ToolResult, *toolsdv1.BatchSettled) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	stream, err := client.ExecuteBatch(ctx)
+	if err != nil {
+		t.Fatalf("ExecuteBatch() = %v", err)
+	}
+	if err := stream.Send(&toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Batch{Batch: b}}); err != nil {
+		t.Fatalf("sending the batch: %v", err)
+	}
+	if onProgress == nil {
+		if err := stream.CloseSend(); err != nil {
+			t.Fatalf("CloseSend() = %v", err)
+		}
+	}
+	var results []*toolsdv1.ToolResult
+	var settled *toolsdv1.BatchSettled
+	for {
+		m, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("ExecuteBatch() stream = %v, after results %v", err, results)
+		}
+		switch {
+		case m.GetProgress() != nil && onProgress != nil:
+			onProgress(stream)
+		case m.GetResult() != nil:
+			results = append(results, m.GetResult())
+		case m.GetSettled() != nil:
+			settled = m.GetSettled()
+		}
+	}
+	if settled == nil {
+		t.Fatal("ExecuteBatch() ended without settled")
+	}
+	return results, settled
+}

@@ -1,0 +1,164 @@
+// provider.mjs is a toolsd tool provider in Node.js, speaking ProviderService.Connect
+// directly: hello → welcome, register → register_result, then execute → result and
+// cancel → an answer with cancelled: true. It registers two tools, shout and wait, and
+// reconnects with backoff whenever the stream ends, until SIGINT or SIGTERM.
+//
+//	node provider.mjs --addr 127.0.0.1:50151
+import { parseArgs } from 'node:util';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { providerClient } from './toolsd.mjs';
+
+const { values: flags } = parseArgs({
+  options: {
+    addr: { type: 'string', default: '127.0.0.1:50151' }, // toolsd gRPC address
+    name: { type: 'string', default: 'node-example' }, // provider name in toolsd's logs
+    scope: { type: 'string', default: '' }, // scope to register in ("" is global)
+  },
+});
+
+// The tools: a definition as toolsd registers it, and a body that gets the parsed
+// arguments plus the call's AbortSignal and progress reporter, and returns the
+// model-facing text (throwing fails the call with TOOL_ERROR). toolsd has validated the
+// arguments against parametersJson before a call gets here.
+const tools = {
+  shout: {
+    definition: {
+      name: 'shout',
+      description: 'Returns the given text in upper case.',
+      parametersJson: JSON.stringify({
+        type: 'object',
+        properties: { text: { type: 'string', description: 'The text to shout.' } },
+        required: ['text'],
+      }),
+    },
+    run: async ({ text }) => text.toUpperCase(),
+  },
+  wait: {
+    definition: {
+      name: 'wait',
+      description: 'Waits for the given number of milliseconds, then says how long it waited.',
+      parametersJson: JSON.stringify({
+        type: 'object',
+        properties: { ms: { type: 'integer', description: 'How long to wait, in milliseconds.', minimum: 0 } },
+        required: ['ms'],
+      }),
+    },
+    run: async ({ ms }, { signal, progress }) => {
+      progress(`waiting ${ms} ms`);
+      await sleep(ms, undefined, { signal }); // rejects with an AbortError when cancelled
+      return `waited ${ms} ms`;
+    },
+  },
+};
+
+const log = (msg) => console.log(`provider: ${msg}`);
+const stop = new AbortController(); // aborted by SIGINT / SIGTERM
+
+// serve runs one Connect stream until it ends; it resolves on a clean end and rejects
+// with the gRPC status otherwise. onWelcome is called once toolsd has accepted the hello.
+async function serve(client, onWelcome) {
+  const stream = client.connect();
+  const ended = new AbortController(); // stops this stream's registration retries
+  const running = new Map(); // request id → AbortController of a running call
+  let maxResultBytes = Infinity;
+  let ref = 0;
+  // Writes are buffered by the stream, so handlers never block the receive loop below.
+  const send = (msg) => stream.writable && stream.write(msg);
+  const register = (names) =>
+    send({ register: { ref: ++ref, scope: flags.scope, tools: names.map((n) => tools[n].definition) } });
+  const cancelStream = () => stream.cancel();
+  stream.on('error', () => {}); // the loop below reports errors; none may go unhandled later
+  stop.signal.addEventListener('abort', cancelStream);
+
+  // A name can still be held by our previous stream, whose end toolsd has not seen yet
+  // (ALREADY_EXISTS): register it again after a delay, 50 ms doubling up to 5 s.
+  let retakeDelay = 50;
+  const retake = async (names) => {
+    await sleep(retakeDelay, undefined, { signal: ended.signal });
+    retakeDelay = Math.min(retakeDelay * 2, 5000);
+    register(names);
+  };
+
+  send({ hello: { name: flags.name, version: '0.1.0' } });
+  try {
+    for await (const m of stream) {
+      switch (m.msg) {
+        case 'welcome':
+          log(`connected as ${m.welcome.providerId}`);
+          maxResultBytes = Number(m.welcome.maxResultBytes);
+          onWelcome();
+          register(Object.keys(tools));
+          break;
+        case 'registerResult': {
+          const taken = [];
+          for (const t of m.registerResult.tools) {
+            if (!t.errorCode) log(`registered ${t.name}`);
+            else if (t.errorCode === 'ALREADY_EXISTS') taken.push(t.name);
+            else log(`${t.name} refused: ${t.errorCode} ${t.errorMessage}`);
+          }
+          if (taken.length > 0) retake(taken).catch(() => {}); // rejects only when the stream ends
+          break;
+        }
+        case 'execute': // not awaited: the loop keeps reading while the call runs
+          execute(m.execute, running, send, maxResultBytes);
+          break;
+        case 'cancel':
+          log(`cancel ${m.cancel.requestId}: ${m.cancel.reason}`);
+          running.get(m.cancel.requestId)?.abort(m.cancel.reason);
+          break;
+        case 'goodbye':
+          log(`toolsd is going away: ${m.goodbye.reason}`);
+          break;
+      }
+    }
+  } finally {
+    stop.signal.removeEventListener('abort', cancelStream);
+    ended.abort();
+    // toolsd has failed these calls with PROVIDER_GONE; stop their work too.
+    for (const call of running.values()) call.abort('stream ended');
+  }
+}
+
+// execute runs one call and answers it, whatever happens: with the tool's text, its
+// failure, or cancelled: true when it stopped because toolsd cancelled it.
+async function execute(req, running, send, maxResultBytes) {
+  const call = new AbortController();
+  running.set(req.requestId, call);
+  const progress = (message) => send({ progress: { requestId: req.requestId, message: Buffer.from(message) } });
+  let result;
+  try {
+    const text = await tools[req.tool].run(JSON.parse(req.argumentsJson), { signal: call.signal, progress });
+    result = { content: Buffer.from(text) }; // a success after a cancel still counts as ABORTED
+  } catch (err) {
+    result = call.signal.aborted
+      ? { cancelled: true } // toolsd records ABORTED (TOOL_TIMEOUT if its deadline ended it)
+      : { isError: true, errorMessage: Buffer.from(String(err?.message ?? err)) };
+  } finally {
+    running.delete(req.requestId);
+  }
+  // Too large a message would end the whole stream: send only the size (RESULT_TOO_LARGE).
+  const size = (result.content?.length ?? 0) + (result.errorMessage?.length ?? 0);
+  if (size > maxResultBytes) result = { oversizedBytes: size };
+  send({ result: { requestId: req.requestId, ...result } });
+}
+
+for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => stop.abort());
+
+// Reconnect until stopped: 100 ms doubling up to 5 s with jitter, reset by each welcome.
+const client = providerClient(flags.addr);
+let backoff = 100;
+while (!stop.signal.aborted) {
+  try {
+    await serve(client, () => (backoff = 100));
+    log('stream ended');
+  } catch (err) {
+    if (!stop.signal.aborted) log(`stream ended: ${err.details || err.message}`);
+  }
+  if (stop.signal.aborted) break;
+  const delay = Math.round(backoff / 2 + (Math.random() * backoff) / 2);
+  log(`reconnecting in ${delay} ms`);
+  await sleep(delay, undefined, { signal: stop.signal }).catch(() => {});
+  backoff = Math.min(backoff * 2, 5000);
+}
+client.close();
+log('stopped');
