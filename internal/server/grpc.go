@@ -31,7 +31,9 @@ type GRPCConfig struct {
 	MaxConcurrentStreams uint32
 	KeepaliveTime        time.Duration
 	KeepaliveTimeout     time.Duration
-	ConnectionTimeout    time.Duration
+	// ConnectionTimeout bounds a new connection's handshake; 0 leaves gRPC's default
+	// (120s). (gRPC itself would take 0 as a deadline of now and drop connections.)
+	ConnectionTimeout time.Duration
 	// Creds are the transport credentials (mTLS); nil means plaintext.
 	Creds credentials.TransportCredentials
 	// AuthUnary / AuthStream authenticate callers; nil means no authentication.
@@ -99,11 +101,13 @@ func NewGRPCServer(c GRPCConfig) (*grpc.Server, *grpcprom.ServerMetrics) {
 		grpc.ChainStreamInterceptor(streams...),
 		grpc.MaxRecvMsgSize(c.MaxRecvMsgSize),
 		grpc.MaxConcurrentStreams(c.MaxConcurrentStreams),
-		grpc.ConnectionTimeout(c.ConnectionTimeout),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: c.KeepaliveTime, Timeout: c.KeepaliveTimeout}),
 		// Clients may ping as often as every 5s even without active streams: provider
 		// SDKs keep their idle callback streams alive this way.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+	}
+	if c.ConnectionTimeout > 0 {
+		opts = append(opts, grpc.ConnectionTimeout(c.ConnectionTimeout))
 	}
 	if c.Creds != nil {
 		opts = append(opts, grpc.Creds(c.Creds))
