@@ -72,8 +72,8 @@ func TestNodeExamples(t *testing.T) {
 		if cancelled.IsZero() {
 			t.Fatal("the wait call reported no progress, so it was never cancelled")
 		}
-		if elapsed := time.Since(cancelled); elapsed > 5*time.Second {
-			t.Errorf("the cancelled call took %v to settle, want the provider to answer its cancel at once", elapsed)
+		if elapsed := time.Since(cancelled); elapsed > 30*time.Second {
+			t.Errorf("the cancelled call took %v to settle, want the provider to answer its cancel long before cancel_grace (1m) ends", elapsed)
 		}
 		if len(results) != 1 || results[0].GetError().GetCode() != "ABORTED" || !settled.GetCancelled() {
 			t.Errorf("ExecuteBatch(wait) cancelled = results %v, settled %v; want one ABORTED result and a cancelled settle", results, settled)
