@@ -23,7 +23,7 @@ var (
 // is closed after the welcome. It returns nil when ctx ends or the server closes the
 // stream cleanly.
 func RunProvider(ctx context.Context, addr string, ready chan<- struct{}) error {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, append(providerDialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		return fmt.Errorf("relay: dial %s: %w", addr, err)
 	}

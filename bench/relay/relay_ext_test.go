@@ -24,7 +24,7 @@ func startServer(tb testing.TB) string {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	g := grpc.NewServer()
+	g := grpc.NewServer(relay.ServerOptions()...)
 	relay.NewServer().Register(g)
 	done := make(chan struct{})
 	go func() {

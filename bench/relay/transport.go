@@ -1,0 +1,35 @@
+package relay
+
+import (
+	"runtime"
+
+	"google.golang.org/grpc"
+
+	"github.com/toolsd/toolsd/internal/config"
+	"github.com/toolsd/toolsd/pkg/provider"
+)
+
+// ServerOptions are the transport settings toolsd's gRPC server runs with by default:
+// fixed flow-control windows (so no bandwidth-estimation PINGs per burst of data) and
+// kept stream workers. They move bytes, so the relay uses them too: otherwise the
+// baseline pays a PING round trip and a goroutine per stream that toolsd does not, and
+// toolsd / relay understates toolsd's cost.
+func ServerOptions() []grpc.ServerOption {
+	cfg, err := config.Load("")
+	if err != nil {
+		panic("relay: toolsd's embedded defaults: " + err.Error())
+	}
+	return []grpc.ServerOption{
+		grpc.StaticStreamWindowSize(int32(cfg.Limits.StreamWindow)),
+		grpc.StaticConnWindowSize(int32(cfg.Limits.ConnectionWindow)),
+		grpc.NumStreamWorkers(uint32(32 * runtime.GOMAXPROCS(0))), // as internal/app does
+	}
+}
+
+// providerDialOptions are the provider SDK's default transport settings (fixed windows).
+func providerDialOptions() []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithInitialWindowSize(provider.DefaultStreamWindow),
+		grpc.WithInitialConnWindowSize(provider.DefaultConnWindow),
+	}
+}
