@@ -6,6 +6,7 @@ import (
 	"io"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -51,8 +52,12 @@ func (s *Server) ExecuteBatch(stream toolsdv1.ToolService_ExecuteBatchServer) er
 	}
 	n := len(batch.GetCalls())
 	first := s.seq.Add(uint64(2*n)) - uint64(2*n) + 1
-	if err := stream.Send(accepted(s.batches.Add(1), first, n)); err != nil {
-		return err
+	acc := accepted(s.batches.Add(1), first, n)
+	if n > 1 {
+		if err := stream.Send(acc); err != nil {
+			return err
+		}
+		acc = nil
 	}
 	ids := make([]uint64, n)
 	waits := make([]<-chan *toolsdv1.ExecuteResult, n)
@@ -76,21 +81,47 @@ func (s *Server) ExecuteBatch(stream toolsdv1.ToolService_ExecuteBatchServer) er
 		}
 	}
 	ctx := stream.Context()
+	var ready *toolsdv1.ExecuteResult
+	if acc != nil {
+		// One call: accepted waits for the result, as toolsd's (limits.accepted_hold),
+		// so a quick call costs its agent one write.
+		if ready, err = holdAccepted(stream, acc, waits[0]); err != nil {
+			return err
+		}
+	}
 	for i, c := range batch.GetCalls() {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case r := <-waits[i]:
-			callSeq := first + uint64(i)
-			if err := stream.Send(result(c, i, r, callSeq, callSeq+uint64(n))); err != nil {
-				return err
+		r := ready // the single call's result, if the hold took it
+		if r == nil {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case r = <-waits[i]:
 			}
+		}
+		callSeq := first + uint64(i)
+		if err := stream.Send(result(c, i, r, callSeq, callSeq+uint64(n))); err != nil {
+			return err
 		}
 	}
 	settled = true
 	return stream.Send(&toolsdv1.ExecuteBatchResponse{Msg: &toolsdv1.ExecuteBatchResponse_Settled{
 		Settled: &toolsdv1.BatchSettled{Results: uint32(n)},
 	}})
+}
+
+// holdAccepted sends a single-call batch's accepted message once its result is ready
+// (and returns that result) or once the hold time has passed (and returns nil).
+func holdAccepted(stream toolsdv1.ToolService_ExecuteBatchServer, acc *toolsdv1.ExecuteBatchResponse, wait <-chan *toolsdv1.ExecuteResult) (*toolsdv1.ExecuteResult, error) {
+	t := time.NewTimer(acceptedHold())
+	defer t.Stop()
+	var r *toolsdv1.ExecuteResult
+	select {
+	case <-stream.Context().Done():
+		return nil, stream.Context().Err()
+	case <-t.C:
+	case r = <-wait:
+	}
+	return r, stream.Send(acc)
 }
 
 func accepted(batch, first uint64, n int) *toolsdv1.ExecuteBatchResponse {

@@ -2,6 +2,8 @@ package relay
 
 import (
 	"runtime"
+	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -15,10 +17,7 @@ import (
 // baseline pays a PING round trip and a goroutine per stream that toolsd does not, and
 // toolsd / relay understates toolsd's cost.
 func ServerOptions() []grpc.ServerOption {
-	cfg, err := config.Load("")
-	if err != nil {
-		panic("relay: toolsd's embedded defaults: " + err.Error())
-	}
+	cfg := toolsdDefaults()
 	return []grpc.ServerOption{
 		grpc.StaticStreamWindowSize(int32(cfg.Limits.StreamWindow)),
 		grpc.StaticConnWindowSize(int32(cfg.Limits.ConnectionWindow)),
@@ -33,3 +32,15 @@ func providerDialOptions() []grpc.DialOption {
 		grpc.WithInitialConnWindowSize(provider.DefaultConnWindow),
 	}
 }
+
+// toolsdDefaults is toolsd's embedded default configuration.
+var toolsdDefaults = sync.OnceValue(func() *config.Config {
+	cfg, err := config.Load("")
+	if err != nil {
+		panic("relay: toolsd's embedded defaults: " + err.Error())
+	}
+	return cfg
+})
+
+// acceptedHold is toolsd's default limits.accepted_hold.
+func acceptedHold() time.Duration { return toolsdDefaults().Limits.AcceptedHold.D() }
