@@ -43,10 +43,15 @@ type child struct {
 
 // startChild starts path with args; a READY line on its stdout, if any, reaches c.ready.
 func startChild(name, path string, args ...string) (*child, error) {
+	return startChildLogging(name, path, os.Stderr, args...)
+}
+
+// startChildLogging is startChild with the child's stderr going to stderr.
+func startChildLogging(name, path string, stderr io.Writer, args ...string) (*child, error) {
 	c := &child{name: name, ready: make(chan readyInfo, 1), done: make(chan struct{})}
 	c.cmd = exec.Command(path, args...)
 	c.cmd.Stdout = &readyWriter{ready: c.ready}
-	c.cmd.Stderr = os.Stderr
+	c.cmd.Stderr = stderr
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdin, err := c.cmd.StdinPipe()
 	if err != nil {

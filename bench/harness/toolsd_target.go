@@ -33,7 +33,7 @@ func init() {
 // toolsdArgs is the one place that knows toolsd's command line.
 // store is a durable session store ("bolt", "journal") or "" for the in-memory log.
 func toolsdArgs(listen, admin, dataDir, store string) []string {
-	args := []string{"-listen", listen, "-admin-listen", admin, "-log-level", "error", "-config", benchConfig()}
+	args := []string{"-listen", listen, "-admin-listen", admin, "-config", benchConfig()}
 	if store != "" {
 		return append(args, "-data-dir", dataDir, "-session-store", store)
 	}
@@ -136,7 +136,17 @@ func startToolsd(ctx context.Context, store string) (*toolsdServer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("harness: %w", err)
 	}
-	proc, err := startChild("toolsd", bin, toolsdArgs(listen, admin, dataDir, store)...)
+	// toolsd logs at its default level, info: a line per call, as a deployment's does. It
+	// writes them to a file, as a daemon's log would go to one, not to the harness's
+	// terminal; a toolsd that fails to start has its log quoted.
+	logPath := filepath.Join(dataDir, "toolsd.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		_ = os.RemoveAll(dataDir)
+		return nil, fmt.Errorf("harness: %w", err)
+	}
+	proc, err := startChildLogging("toolsd", bin, logFile, toolsdArgs(listen, admin, dataDir, store)...)
+	_ = logFile.Close() // the child has its own descriptor
 	if err != nil {
 		_ = os.RemoveAll(dataDir)
 		return nil, err
@@ -153,8 +163,9 @@ func startToolsd(ctx context.Context, store string) (*toolsdServer, error) {
 		return false, nil
 	})
 	if err != nil {
+		log, _ := os.ReadFile(logPath)
 		s.stop()
-		return nil, err
+		return nil, fmt.Errorf("%w\ntoolsd's log:\n%s", err, log[max(len(log)-4096, 0):])
 	}
 	return s, nil
 }
