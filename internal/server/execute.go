@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 
 	"go.uber.org/zap"
@@ -267,9 +268,14 @@ func (s *Server) planBatch(ctx context.Context, first *toolsdv1.ExecuteBatchRequ
 // A single-call batch may start quietly (see [quietStart]): its accepted message is
 // held back too, and written just before the result if the call is quick.
 type batchSink struct {
-	out       *outbox
-	calls     []tool.Call
-	quiet     *quietStart // nil unless the batch starts quietly
+	out   *outbox
+	calls []tool.Call
+	quiet *quietStart // nil unless the batch starts quietly
+	// mu orders progress against results. A provider's progress is forwarded from its
+	// stream's receive loop, which may still be forwarding a report when the call has
+	// stopped waiting (its context ended) and its result is committed; results come in
+	// model order, so a call below delivered has its result, and its progress is dropped.
+	mu        sync.Mutex
 	delivered int
 	contexts  bool
 	held      *toolsdv1.ExecuteBatchResponse
@@ -300,9 +306,12 @@ func (k *batchSink) Result(index int, callSeq, resultSeq uint64, r tool.Result) 
 		return err
 	}
 	m := resultMsg(index, k.calls[index].CallID, callSeq, resultSeq, &r)
+	k.mu.Lock()
 	k.delivered++
+	last := k.delivered == len(k.calls)
+	k.mu.Unlock()
 	k.contexts = k.contexts || len(r.AdditionalContexts) > 0
-	if k.delivered == len(k.calls) && !k.contexts {
+	if last && !k.contexts {
 		k.held = m
 		return nil
 	}
@@ -313,9 +322,15 @@ func (k *batchSink) Progress(p tool.Progress) {
 	if k.quiet != nil && k.quiet.end() != nil {
 		return
 	}
-	k.out.tryPut(&toolsdv1.ExecuteBatchResponse{Msg: &toolsdv1.ExecuteBatchResponse_Progress{Progress: &toolsdv1.ToolProgress{
+	m := &toolsdv1.ExecuteBatchResponse{Msg: &toolsdv1.ExecuteBatchResponse_Progress{Progress: &toolsdv1.ToolProgress{
 		CallId: p.CallID, Index: uint32(p.Index), Message: p.Message, Progress: p.Progress, Total: p.Total,
-	}}})
+	}}}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if p.Index < k.delivered {
+		return // its result has gone out (or is held for settled): nothing follows it
+	}
+	k.out.tryPut(m)
 }
 
 // clip bounds client-chosen text written to the log at n bytes (on a rune boundary).
