@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/toolsd/toolsd/internal/config"
@@ -22,17 +23,14 @@ func TestLoggerKeepsEveryCallLine(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer func() { _ = f.Close() }()
-			stderr := os.Stderr
-			os.Stderr = f // zap's "stderr" sink is os.Stderr as Build runs
-			log, err := newLogger(config.Log{Level: "info", Format: format})
-			os.Stderr = stderr
+			log, closeLog, err := newLogger(config.Log{Level: "info", Format: format}, f)
 			if err != nil {
 				t.Fatalf("newLogger(%s) = %v", format, err)
 			}
 			for range lines {
 				log.Info("tool call")
 			}
-			_ = log.Sync()
+			closeLog()
 			r, err := os.Open(path)
 			if err != nil {
 				t.Fatal(err)
@@ -46,5 +44,30 @@ func TestLoggerKeepsEveryCallLine(t *testing.T) {
 				t.Errorf("newLogger(%s) wrote %d of %d identical info lines, want all", format, got, lines)
 			}
 		})
+	}
+}
+
+// TestLoggerWritesWarningsAtOnce: info lines may wait in the log's buffer, but a
+// warning is written before Warn returns, together with the lines logged before it.
+func TestLoggerWritesWarningsAtOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "stderr")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	log, closeLog, err := newLogger(config.Log{Level: "info", Format: "json"}, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeLog()
+	log.Info("tool call")
+	log.Warn("hook failed")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(string(b), "\n"); got != 2 || !strings.Contains(string(b), "tool call") || !strings.Contains(string(b), "hook failed") {
+		t.Errorf("log file after Warn returned = %q, want the info and the warning lines", b)
 	}
 }

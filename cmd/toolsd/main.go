@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -67,11 +68,11 @@ func run(args []string) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	log, err := newLogger(cfg.Log)
+	log, closeLog, err := newLogger(cfg.Log, os.Stderr)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = log.Sync() }()
+	defer closeLog()
 	applyRuntime(cfg.Runtime, log)
 
 	// SIGHUP stays caught until run returns: were it released when shutdown begins, a
@@ -120,20 +121,58 @@ func reloadOnHUP(ctx context.Context, hup <-chan os.Signal, a *app.App, path str
 	}
 }
 
-func newLogger(c config.Log) (*zap.Logger, error) {
+// newLogger builds the logger writing to w and the function that flushes and stops it.
+// Info and debug lines wait in a buffer for at most logFlush (a write per "tool call"
+// line would be a write per call); a warning or an error is written at once, with
+// everything before it, and Sync flushes.
+func newLogger(c config.Log, w *os.File) (*zap.Logger, func(), error) {
 	level, err := zapcore.ParseLevel(c.Level)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	zc := zap.NewProductionConfig()
+	enc := zapcore.NewJSONEncoder(zc.EncoderConfig)
 	if c.Format == "console" {
 		zc = zap.NewDevelopmentConfig()
+		enc = zapcore.NewConsoleEncoder(zc.EncoderConfig)
 	}
-	zc.Level = zap.NewAtomicLevelAt(level)
-	zc.DisableStacktrace = true
-	// The production preset samples: past 100 lines of one message a second it keeps
-	// one in 100, which would drop most "tool call" lines (one per call) under load.
-	// toolsd bounds its own noisy lines (stray messages) instead.
-	zc.Sampling = nil
-	return zc.Build()
+	// Not the presets' sampling: past 100 lines of one message a second it keeps one in
+	// 100, which would drop most "tool call" lines (one per call) under load; toolsd
+	// bounds its own noisy lines (stray messages) instead. No stack traces either.
+	out := zapcore.Lock(w)
+	buf := &zapcore.BufferedWriteSyncer{WS: out, Size: logBuffer, FlushInterval: logFlush}
+	core := flushingCore{zapcore.NewCore(enc, buf, zap.NewAtomicLevelAt(level))}
+	opts := []zap.Option{zap.ErrorOutput(out), zap.AddCaller()}
+	if zc.Development {
+		opts = append(opts, zap.Development())
+	}
+	return zap.New(core, opts...), func() { _ = buf.Stop() }, nil
+}
+
+// The log's buffer: flushed when full, every logFlush, at a warning or worse, and by Sync.
+const (
+	logBuffer = 64 << 10
+	logFlush  = 100 * time.Millisecond
+)
+
+// flushingCore writes a warning or worse, and whatever waits before it, at once.
+type flushingCore struct{ zapcore.Core }
+
+func (c flushingCore) With(fields []zapcore.Field) zapcore.Core {
+	return flushingCore{c.Core.With(fields)}
+}
+
+func (c flushingCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if c.Enabled(e.Level) {
+		return ce.AddCore(e, c)
+	}
+	return ce
+}
+
+func (c flushingCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
+	err := c.Core.Write(e, fields)
+	if e.Level >= zapcore.WarnLevel {
+		err = errors.Join(err, c.Core.Sync())
+	}
+	return err
 }

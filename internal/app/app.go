@@ -202,7 +202,7 @@ func (s skipLogger) CallSkipped(c *tool.Call) {
 // that is accepted.
 func (a *App) callObserver() *observe.CallObserver {
 	calls := observe.NewCallObserver(a.obs,
-		observe.WithCallLog(a.log.Named("calls")),
+		observe.WithCallLog(a.log.Named("calls").WithOptions(zap.WithCaller(false))), // always calllog.go
 		observe.WithPayloads(a.cfg.Log.Payloads),
 		observe.WithTracerProvider(a.tracing.TracerProvider()))
 	if a.retired == nil {
