@@ -172,7 +172,7 @@ func (c flushingCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.
 func (c flushingCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
 	err := c.Core.Write(e, fields)
 	if e.Level >= zapcore.WarnLevel {
-		err = errors.Join(err, c.Core.Sync())
+		err = errors.Join(err, c.Sync())
 	}
 	return err
 }
