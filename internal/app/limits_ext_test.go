@@ -321,6 +321,62 @@ func TestSlowClientIsCutOffSingleCall(t *testing.T) {
 	readUntilCutOff(t, stream)
 }
 
+// slowConn reads at most rate bytes a second: a slow link.
+type slowConn struct {
+	net.Conn
+	rate int
+}
+
+func (c slowConn) Read(b []byte) (int, error) {
+	if len(b) > 4096 {
+		b = b[:4096]
+	}
+	n, err := c.Conn.Read(b)
+	time.Sleep(time.Duration(n) * time.Second / time.Duration(c.rate))
+	return n, err
+}
+
+// TestSlowLinkGetsALargeResult: a client reading steadily over a link that takes
+// longer than the write timeout to carry one large result still gets the result and
+// settled. While the result drains, the next message's Send waits without a write
+// completing; the wait allowed grows with the size of the message ahead of it.
+func TestSlowLinkGetsALargeResult(t *testing.T) {
+	e := start(t, "limits: {write_timeout: 1s}\n")
+	runProvider(t, e.app.Addr(), sizedTool("sized"))
+	conn, err := grpc.NewClient("passthrough:///"+e.app.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10),
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+			if err != nil {
+				return nil, err
+			}
+			return slowConn{c, 300 << 10}, nil // 900 KB take ~3 write timeouts
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	stream, err := toolsdv1.NewToolServiceClient(conn).ExecuteBatch(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(batchReq(&toolsdv1.Batch{SessionId: "s-slow-link", Calls: []*toolsdv1.ToolCall{call("c0", "sized", `{"bytes":900000}`)}})); err != nil {
+		t.Fatal(err)
+	}
+	_ = stream.CloseSend()
+	var kinds []string
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("after %v: Recv() = %v, want settled", kinds, err)
+		}
+		kinds = append(kinds, messageKind(m))
+		if m.GetSettled() != nil {
+			return
+		}
+	}
+}
+
 // TestSteadyReaderIsNotCutOff: a client that keeps reading, but whose backlog of ready
 // results takes longer than the write timeout to reach it (a slow link), gets the whole
 // batch: the write timeout is how long toolsd waits without writing, not how long the

@@ -27,6 +27,13 @@ const (
 	directOverhead = 5 + 64 // message header; gzip's header, trailer and stored-block framing
 )
 
+// drainRate is the least a reading client takes per write timeout: a large message
+// handed to the stream may keep the next Send waiting for as many write timeouts, plus
+// one, as it has drainRate bytes, before the client counts as stopped. A client that
+// is gone is found by keepalive within seconds; this tells a slow link from a client
+// that stopped reading.
+const drainRate = 64 << 10
+
 // outbox decouples the scheduler from a client's reading speed. Producers (the commit
 // path, approvers, progress) put messages into a bounded queue; one sender goroutine,
 // owned by the ExecuteBatch handler, writes them to the stream. A client that stops
@@ -54,9 +61,12 @@ type outbox struct {
 	// ch and done are set (under mu) when the sender starts, and never change after.
 	ch   chan outItem
 	done chan struct{} // closed when the sender exits
-	// written counts the sender's writes: close cuts a client off only when a whole
-	// write timeout passes without one.
+	// written counts the sender's writes: a client is cut off only when write timeouts
+	// pass without one (see stuck).
 	written atomic.Uint64
+	// lastBytes is the size of the message (or pair) last handed to the stream, which
+	// the client may still be taking in while the next Send waits.
+	lastBytes atomic.Int64
 }
 
 func newOutbox(stream batchStream, size int, timeout time.Duration, onCut func(error), direct bool) *outbox {
@@ -88,8 +98,26 @@ func (o *outbox) run() {
 			o.fail(err)
 			return
 		}
+		n := proto.Size(it.m)
+		if it.then != nil {
+			n += proto.Size(it.then)
+		}
+		o.lastBytes.Store(int64(n))
 		o.written.Add(1)
 	}
+}
+
+// stuck reports, as a write timeout ends, whether the client has taken no message for
+// longer than it may: one write timeout, plus one for every drainRate bytes of the
+// message last handed to the stream. last and stalled carry the count of writes and of
+// timeouts without one between calls.
+func (o *outbox) stuck(last *uint64, stalled *int) bool {
+	if n := o.written.Load(); n != *last {
+		*last, *stalled = n, 0
+		return false
+	}
+	*stalled++
+	return int64(*stalled) > o.lastBytes.Load()/drainRate
 }
 
 func (o *outbox) send(it outItem) error {
@@ -117,10 +145,12 @@ func (o *outbox) sendDirectLocked(it outItem) (rest outItem, left bool, err erro
 			o.startLocked()
 			return it, true, nil
 		}
-		o.sent += proto.Size(it.m) + directOverhead
+		n := proto.Size(it.m)
+		o.sent += n + directOverhead
 		if err := o.stream.Send(it.m); err != nil {
 			return outItem{}, false, errors.Join(errClientGone, err)
 		}
+		o.lastBytes.Store(int64(n))
 		it = outItem{m: it.then}
 	}
 	return outItem{}, false, nil
@@ -187,14 +217,20 @@ func (o *outbox) putItem(it outItem) error {
 	}
 	t := time.NewTimer(o.timeout)
 	defer t.Stop()
-	select {
-	case o.ch <- it:
-		return nil
-	case <-o.done:
-		return o.failure()
-	case <-t.C:
-		o.fail(errSlowClient)
-		return errSlowClient
+	last, stalled := o.written.Load(), 0
+	for {
+		select {
+		case o.ch <- it:
+			return nil
+		case <-o.done:
+			return o.failure()
+		case <-t.C:
+		}
+		if o.stuck(&last, &stalled) {
+			o.fail(errSlowClient)
+			return errSlowClient
+		}
+		t.Reset(o.timeout)
 	}
 }
 
@@ -217,9 +253,9 @@ func (o *outbox) tryPut(m *toolsdv1.ExecuteBatchResponse) {
 }
 
 // close stops accepting messages and waits for the sender to flush, for as long as it
-// makes progress: the client is cut off when a whole write timeout passes without a
-// message written (a backlog that takes longer than that to reach a client that keeps
-// reading is not a slow client). Producers must have stopped before close is called.
+// makes progress: the client is cut off when write timeouts pass without a message
+// written, one more than the last message's size allows (see stuck; a backlog that takes
+// longer than that to reach a client that keeps reading is not a slow client). Producers must have stopped before close is called.
 func (o *outbox) close() error {
 	o.mu.Lock()
 	queued := o.ch != nil
@@ -235,18 +271,17 @@ func (o *outbox) close() error {
 	}
 	t := time.NewTimer(o.timeout)
 	defer t.Stop()
-	for last := o.written.Load(); ; {
+	last, stalled := o.written.Load(), 0
+	for {
 		select {
 		case <-o.done:
 			return o.failure()
 		case <-t.C:
 		}
-		n := o.written.Load()
-		if n == last {
+		if o.stuck(&last, &stalled) {
 			o.fail(errSlowClient)
 			return errSlowClient
 		}
-		last = n
 		t.Reset(o.timeout)
 	}
 }
