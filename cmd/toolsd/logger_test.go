@@ -71,3 +71,30 @@ func TestLoggerWritesWarningsAtOnce(t *testing.T) {
 		t.Errorf("log file after Warn returned = %q, want the info and the warning lines", b)
 	}
 }
+
+// TestLoggerWarnsOnPipeWithoutWriteError: stderr is usually a pipe (systemd, docker,
+// kubectl logs), and fsync of a pipe fails with EINVAL. Flushing a warning must not
+// report that as a write error, which zap writes to the error output as one more line
+// ("write error: sync ...") after every warning.
+func TestLoggerWarnsOnPipeWithoutWriteError(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = r.Close() }()
+	log, closeLog, err := newLogger(config.Log{Level: "info", Format: "json"}, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Info("tool call")
+	log.Warn("hook failed")
+	closeLog()
+	_ = w.Close()
+	var lines []string
+	for sc := bufio.NewScanner(r); sc.Scan(); {
+		lines = append(lines, sc.Text())
+	}
+	if len(lines) != 2 || !strings.Contains(lines[0], "tool call") || !strings.Contains(lines[1], "hook failed") {
+		t.Errorf("log on a pipe = %q, want the info and the warning lines only", lines)
+	}
+}

@@ -139,7 +139,7 @@ func newLogger(c config.Log, w *os.File) (*zap.Logger, func(), error) {
 	// Not the presets' sampling: past 100 lines of one message a second it keeps one in
 	// 100, which would drop most "tool call" lines (one per call) under load; toolsd
 	// bounds its own noisy lines (stray messages) instead. No stack traces either.
-	out := zapcore.Lock(w)
+	out := zapcore.Lock(fileSyncer{w})
 	buf := &zapcore.BufferedWriteSyncer{WS: out, Size: logBuffer, FlushInterval: logFlush}
 	core := flushingCore{zapcore.NewCore(enc, buf, zap.NewAtomicLevelAt(level))}
 	opts := []zap.Option{zap.ErrorOutput(out), zap.AddCaller()}
@@ -154,6 +154,18 @@ const (
 	logBuffer = 64 << 10
 	logFlush  = 100 * time.Millisecond
 )
+
+// fileSyncer is the log's file whose Sync succeeds where the file cannot be synced: stderr
+// is usually a pipe or a terminal, whose fsync fails with EINVAL (ENOTSUP on some
+// systems), and zap would report that as a write error after every flushed warning.
+type fileSyncer struct{ *os.File }
+
+func (f fileSyncer) Sync() error {
+	if err := f.File.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOTSUP) {
+		return err
+	}
+	return nil
+}
 
 // flushingCore writes a warning or worse, and whatever waits before it, at once.
 type flushingCore struct{ zapcore.Core }
