@@ -155,17 +155,13 @@ const (
 	logFlush  = 100 * time.Millisecond
 )
 
-// fileSyncer is the log's file whose Sync succeeds where the file cannot be synced: stderr
-// is usually a pipe or a terminal, whose fsync fails with EINVAL (ENOTSUP on some
-// systems), and zap would report that as a write error after every flushed warning.
+// fileSyncer is the log's file without fsync: a flush hands the lines to the kernel,
+// which is all a log needs (a crash of toolsd loses nothing written). An fsync per
+// flushed warning would cost a disk flush each where stderr is a file, and fails with
+// EINVAL where it is a pipe or a terminal, which zap reports as a write error.
 type fileSyncer struct{ *os.File }
 
-func (f fileSyncer) Sync() error {
-	if err := f.File.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOTSUP) {
-		return err
-	}
-	return nil
-}
+func (fileSyncer) Sync() error { return nil }
 
 // flushingCore writes a warning or worse, and whatever waits before it, at once.
 type flushingCore struct{ zapcore.Core }
