@@ -71,7 +71,7 @@ lint: vet buf-lint ## vet, golangci-lint, buf lint, buf format
 	$(LINT) run ./...
 
 .PHONY: fuzz-short
-fuzz-short: ## Run every fuzz target briefly ($(FUZZTIME) each)
+fuzz-short: ## Run every fuzz target briefly (FUZZTIME each, 5s by default)
 	@out=$$(mktemp); trap 'rm -f "$$out"' EXIT; \
 	$(GO) list -f '{{.ImportPath}} {{.Dir}}' ./... | while read -r pkg dir; do \
 	  for f in $$(grep -hoE '^func (Fuzz[A-Za-z0-9_]+)' $$dir/*_test.go 2>/dev/null | awk '{print $$2}'); do \
