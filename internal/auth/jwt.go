@@ -18,6 +18,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/toolsd/toolsd/internal/textcut"
 )
 
 // maxTokenBytes bounds a bearer token before any decoding.
@@ -316,10 +318,4 @@ func (d *numericDate) UnmarshalJSON(b []byte) error {
 }
 
 // clip bounds attacker-chosen text echoed in errors and logs.
-func clip(s string) string {
-	const n = 64
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
+func clip(s string) string { return textcut.Ellipsis(s, 64) }

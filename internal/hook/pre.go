@@ -3,12 +3,12 @@ package hook
 import (
 	"context"
 	"fmt"
-	"unicode/utf8"
 
 	"go.uber.org/zap"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/internal/pipeline"
+	"github.com/toolsd/toolsd/internal/textcut"
 	"github.com/toolsd/toolsd/internal/tool"
 )
 
@@ -128,7 +128,6 @@ func (h *Hub) failed(c *conn, stage Stage, e *tool.Exec, err error) {
 		zap.String("call_id", e.CallID), zap.Bool("fail_open", c.hello.failOpen), zap.Error(err))
 }
 
-// userReason names the hook for users: `hook "x": reason`, or `hook "x" <what>`.
 // MaxReasonBytes bounds a hook's reason: it becomes the model-facing content of a
 // denied or blocked call (and its error's reason), which no result size limit covers.
 const MaxReasonBytes = 4096
@@ -139,13 +138,10 @@ func reasonOf(d *toolsdv1.HookDecision) string {
 	if len(r) <= MaxReasonBytes {
 		return r
 	}
-	n := MaxReasonBytes - len("…")
-	for n > 0 && !utf8.RuneStart(r[n]) {
-		n--
-	}
-	return r[:n] + "…"
+	return textcut.Prefix(r, MaxReasonBytes-len("…")) + "…"
 }
 
+// userReason names the hook for users: `hook "x": reason`, or `hook "x" <what>`.
 func userReason(c *conn, reason, what string) string {
 	if reason == "" {
 		return fmt.Sprintf("hook %q %s", c.hello.name, what)

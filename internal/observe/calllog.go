@@ -5,11 +5,11 @@ import (
 	"encoding/hex"
 	"fmt"
 	"time"
-	"unicode/utf8"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/toolsd/toolsd/internal/textcut"
 	"github.com/toolsd/toolsd/internal/tool"
 )
 
@@ -86,9 +86,5 @@ func capText(s string, limit int) string {
 	if len(s) <= limit {
 		return s
 	}
-	keep := limit
-	for keep > 0 && !utf8.RuneStart(s[keep]) {
-		keep--
-	}
-	return s[:keep] + fmt.Sprintf("…[%d bytes total]", len(s))
+	return textcut.Prefix(s, limit) + fmt.Sprintf("…[%d bytes total]", len(s))
 }

@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/toolsd/toolsd/internal/jsonx"
+	"github.com/toolsd/toolsd/internal/textcut"
 	"github.com/toolsd/toolsd/internal/tool"
 )
 
@@ -103,11 +104,7 @@ func finalizeContent(def *tool.Definition, r tool.Result) tool.Result {
 
 func truncate(s string, limit int) string {
 	marker := fmt.Sprintf("\n[truncated: %d bytes total]", len(s))
-	keep := max(limit-len(marker), 0)
-	for keep > 0 && !utf8.RuneStart(s[keep]) {
-		keep--
-	}
-	return s[:keep] + marker
+	return textcut.Prefix(s, max(limit-len(marker), 0)) + marker
 }
 
 // tooLargeReason keeps the code of an error result that was replaced for its size.

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
@@ -17,6 +16,7 @@ import (
 	"golang.org/x/text/message"
 
 	"github.com/toolsd/toolsd/internal/jsonx"
+	"github.com/toolsd/toolsd/internal/textcut"
 )
 
 // Violation is one schema failure at one place in the validated document.
@@ -325,13 +325,4 @@ func pointer(loc []string) string {
 	return truncate(b.String())
 }
 
-func truncate(s string) string {
-	if len(s) <= maxViolationMessage {
-		return s
-	}
-	cut := maxViolationMessage
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}
+func truncate(s string) string { return textcut.Ellipsis(s, maxViolationMessage) }

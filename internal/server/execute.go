@@ -7,7 +7,6 @@ import (
 	"io"
 	"strconv"
 	"sync"
-	"unicode/utf8"
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -17,6 +16,7 @@ import (
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/internal/registry"
 	"github.com/toolsd/toolsd/internal/scheduler"
+	"github.com/toolsd/toolsd/internal/textcut"
 	"github.com/toolsd/toolsd/internal/tool"
 )
 
@@ -164,7 +164,7 @@ func (s *Server) receive(stream batchStream, approver *streamApprover, cancel co
 		switch msg := m.GetMsg().(type) {
 		case *toolsdv1.ExecuteBatchRequest_Approval:
 			if !approver.resolve(msg.Approval) {
-				stray("approval for a call that is not awaiting one", zap.String("call_id", clip(msg.Approval.GetCallId(), maxLoggedID)))
+				stray("approval for a call that is not awaiting one", zap.String("call_id", textcut.Ellipsis(msg.Approval.GetCallId(), maxLoggedID)))
 			}
 		case *toolsdv1.ExecuteBatchRequest_Cancel:
 			if cancelled {
@@ -172,7 +172,7 @@ func (s *Server) receive(stream batchStream, approver *streamApprover, cancel co
 				continue
 			}
 			cancelled = true
-			s.log.Info("batch cancelled by client", zap.String("batch_id", batchID), zap.String("reason", clip(msg.Cancel.GetReason(), maxLoggedID)))
+			s.log.Info("batch cancelled by client", zap.String("batch_id", batchID), zap.String("reason", textcut.Ellipsis(msg.Cancel.GetReason(), maxLoggedID)))
 			cancel(errClientCancelled)
 		default:
 			stray("unexpected message on a running batch")
@@ -331,15 +331,4 @@ func (k *batchSink) Progress(p tool.Progress) {
 		return // its result has gone out (or is held for settled): nothing follows it
 	}
 	k.out.tryPut(m)
-}
-
-// clip bounds client-chosen text written to the log at n bytes (on a rune boundary).
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }

@@ -7,13 +7,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/textcut"
 )
 
 // session is one Connect stream: hello, welcome, registration, then calls until the
@@ -445,20 +445,9 @@ func (r *running) progress(message string, progress, total float64) {
 		limit = min(limit, r.s.maxResult)
 	}
 	m := &toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Progress{
-		Progress: &toolsdv1.ExecuteProgress{RequestId: r.id, Message: []byte(truncateUTF8(message, int(limit))), Progress: progress, Total: total},
+		Progress: &toolsdv1.ExecuteProgress{RequestId: r.id, Message: []byte(textcut.Prefix(message, int(limit))), Progress: progress, Total: total},
 	}}
 	if err := r.s.send(m); err != nil {
 		r.s.log.Debug("progress not sent", zap.Uint64("request_id", r.id), zap.Error(err))
 	}
-}
-
-// truncateUTF8 returns s cut to at most n bytes, at a character boundary.
-func truncateUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }
