@@ -62,7 +62,7 @@ type outbox struct {
 	ch   chan outItem
 	done chan struct{} // closed when the sender exits
 	// written counts the sender's writes: a client is cut off only when write timeouts
-	// pass without one (see stuck).
+	// pass without one (see stallWatch).
 	written atomic.Uint64
 	// lastBytes is the size of the message (or pair) last handed to the stream, which
 	// the client may still be taking in while the next Send waits.
@@ -107,17 +107,31 @@ func (o *outbox) run() {
 	}
 }
 
-// stuck reports, as a write timeout ends, whether the client has taken no message for
-// longer than it may: one write timeout, plus one for every drainRate bytes of the
-// message last handed to the stream. last and stalled carry the count of writes and of
-// timeouts without one between calls.
-func (o *outbox) stuck(last *uint64, stalled *int) bool {
-	if n := o.written.Load(); n != *last {
-		*last, *stalled = n, 0
-		return false
+// stallWatch times a wait on the client (for room in the queue, or for the sender to
+// flush): its timer fires every write timeout.
+type stallWatch struct {
+	o       *outbox
+	t       *time.Timer
+	last    uint64 // the sender's writes when the watch last saw one
+	stalled int    // write timeouts since then
+}
+
+func (o *outbox) watchStall() stallWatch {
+	return stallWatch{o: o, t: time.NewTimer(o.timeout), last: o.written.Load()}
+}
+
+// stuck is called when the timer fires. It cuts the client off (and reports true) when
+// it has taken no message for longer than it may: one write timeout, plus one for every
+// drainRate bytes of the message last handed to the stream; else it rearms the timer.
+func (w *stallWatch) stuck() bool {
+	if n := w.o.written.Load(); n != w.last {
+		w.last, w.stalled = n, 0
+	} else if w.stalled++; int64(w.stalled) > w.o.lastBytes.Load()/drainRate {
+		w.o.fail(errSlowClient)
+		return true
 	}
-	*stalled++
-	return int64(*stalled) > o.lastBytes.Load()/drainRate
+	w.t.Reset(w.o.timeout)
+	return false
 }
 
 func (o *outbox) send(it outItem) error {
@@ -215,22 +229,19 @@ func (o *outbox) putItem(it outItem) error {
 		return nil
 	default:
 	}
-	t := time.NewTimer(o.timeout)
-	defer t.Stop()
-	last, stalled := o.written.Load(), 0
+	w := o.watchStall()
+	defer w.t.Stop()
 	for {
 		select {
 		case o.ch <- it:
 			return nil
 		case <-o.done:
 			return o.failure()
-		case <-t.C:
+		case <-w.t.C:
+			if w.stuck() {
+				return errSlowClient
+			}
 		}
-		if o.stuck(&last, &stalled) {
-			o.fail(errSlowClient)
-			return errSlowClient
-		}
-		t.Reset(o.timeout)
 	}
 }
 
@@ -254,8 +265,9 @@ func (o *outbox) tryPut(m *toolsdv1.ExecuteBatchResponse) {
 
 // close stops accepting messages and waits for the sender to flush, for as long as it
 // makes progress: the client is cut off when write timeouts pass without a message
-// written, one more than the last message's size allows (see stuck; a backlog that takes
-// longer than that to reach a client that keeps reading is not a slow client). Producers must have stopped before close is called.
+// written, one more than the last message's size allows (see stallWatch.stuck; a
+// backlog that takes longer than that to reach a client that keeps reading is not a slow
+// client). Producers must have stopped before close is called.
 func (o *outbox) close() error {
 	o.mu.Lock()
 	queued := o.ch != nil
@@ -269,19 +281,16 @@ func (o *outbox) close() error {
 	if !queued {
 		return o.failure()
 	}
-	t := time.NewTimer(o.timeout)
-	defer t.Stop()
-	last, stalled := o.written.Load(), 0
+	w := o.watchStall()
+	defer w.t.Stop()
 	for {
 		select {
 		case <-o.done:
 			return o.failure()
-		case <-t.C:
+		case <-w.t.C:
+			if w.stuck() {
+				return errSlowClient
+			}
 		}
-		if o.stuck(&last, &stalled) {
-			o.fail(errSlowClient)
-			return errSlowClient
-		}
-		t.Reset(o.timeout)
 	}
 }
