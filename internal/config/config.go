@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/toolsd/toolsd/internal/tool"
 )
 
 // ErrInvalid wraps every validation failure.
@@ -133,12 +135,6 @@ const maxAcceptedHold = time.Minute
 
 // maxCancelGrace bounds limits.cancel_grace: a cancelled batch settles only after it.
 const maxCancelGrace = time.Minute
-
-// maxResultBytes bounds limits.max_result_bytes at half the session log's event limit
-// (session.DefaultMaxEventBytes), leaving the other half to the result event's other
-// fields: a result the pipeline accepted, and its observers saw, is never refused by
-// the log afterwards.
-const maxResultBytes = 8 << 20
 
 // checkWindows: gRPC fixes both flow-control windows or neither, so both are 0 or both
 // are sizes, and a connection's window holds at least one stream's.
@@ -353,8 +349,8 @@ func (c *Config) Validate() error {
 	if h := c.Limits.AcceptedHold; h < 0 || h > Duration(maxAcceptedHold) {
 		bad("limits.accepted_hold", "%v is not between 0 and %v", h.D(), maxAcceptedHold)
 	}
-	if n := c.Limits.MaxResultBytes; n > maxResultBytes {
-		bad("limits.max_result_bytes", "%d bytes, over the most, %d (8MiB)", n, maxResultBytes)
+	if n := c.Limits.MaxResultBytes; n > tool.MaxResultBytes {
+		bad("limits.max_result_bytes", "%d bytes, over the most, %d (8MiB)", n, tool.MaxResultBytes)
 	}
 	if g := c.Limits.CancelGrace; g < 0 || g > Duration(maxCancelGrace) {
 		bad("limits.cancel_grace", "%v is not between 0 and %v", g.D(), maxCancelGrace)

@@ -57,6 +57,11 @@ type Result struct {
 	AdditionalContexts []string
 }
 
+// MaxResultBytes bounds every configured result size limit (limits.max_result_bytes and
+// a tool's own): half the session log's 16 MiB limit for one event, so that a result the
+// pipeline accepted, and its observers saw, always fits its event.
+const MaxResultBytes = 8 << 20
+
 // ErrorContentPrefix starts the model-facing content of every error result.
 const ErrorContentPrefix = "Error: "
 

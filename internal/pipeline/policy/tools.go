@@ -70,8 +70,8 @@ func (p *parser) toolSettings(k, sv *yaml.Node, tp string) pipeline.ToolSettings
 		},
 		"idempotent": func(v *yaml.Node, path string) { ts.Idempotent = p.boolean(v, path) },
 		"max_result_bytes": func(v *yaml.Node, path string) {
-			if ts.MaxResultBytes = p.positiveInt(v, path); ts.MaxResultBytes > MaxResultBytes {
-				p.add(v, path, "%d bytes, over the most, %d (8MiB, as limits.max_result_bytes)", ts.MaxResultBytes, MaxResultBytes)
+			if ts.MaxResultBytes = p.positiveInt(v, path); ts.MaxResultBytes > tool.MaxResultBytes {
+				p.add(v, path, "%d bytes, over the most, %d (8MiB, as limits.max_result_bytes)", ts.MaxResultBytes, tool.MaxResultBytes)
 			}
 		},
 	})
@@ -80,11 +80,6 @@ func (p *parser) toolSettings(k, sv *yaml.Node, tp string) pipeline.ToolSettings
 	}
 	return ts
 }
-
-// MaxResultBytes bounds a tool's max_result_bytes as config bounds the global one: half
-// the session log's event limit, so that a result the pipeline accepted always fits its
-// event.
-const MaxResultBytes = 8 << 20
 
 func parseMode(s string) (tool.Mode, error) {
 	switch s {
