@@ -315,15 +315,7 @@ func TestShutdown(t *testing.T) {
 func TestShutdownFailsPendingAtOnce(t *testing.T) {
 	const calls = 8
 	e := newEnv(t, hook.WithTimeout(time.Minute))
-	e.connect(t, helloFor("stuck", sub(pre, "", "", 0)), nil, noRead)
-	// Each request is larger than the hook's flow-control window: the writer blocks.
-	args := `{"blob":"` + strings.Repeat("x", 200<<10) + `"}`
-	results := make(chan pipeline.Verdict, calls)
-	for range calls {
-		go func() {
-			results <- e.hub.PreExecute().PreExecute(context.Background(), newExec("echo", args), newTool("echo"))
-		}()
-	}
+	results := callStuckHook(t, e, calls)
 	waitUntil(t, "every request pending", func() bool {
 		hs := e.hub.Hooks()
 		return len(hs) == 1 && hs[0].Pending == calls
@@ -351,14 +343,12 @@ func TestShutdownFailsPendingAtOnce(t *testing.T) {
 	}
 }
 
-// TestStuckHookIsCutOff checks that a hook that stops reading its stream is
-// disconnected once a message has waited for it longer than the send timeout: its
-// pending requests fail (closed) and nothing stays queued for it.
-func TestStuckHookIsCutOff(t *testing.T) {
-	const calls = 4
-	e := newEnv(t, hook.WithTimeout(time.Minute), hook.WithSendTimeout(100*time.Millisecond))
+// callStuckHook connects a pre-execute hook that never reads its stream and starts
+// calls that consult it, each request larger than the hook's flow-control window so that
+// the hub's writer blocks; their verdicts arrive on the channel.
+func callStuckHook(t *testing.T, e *env, calls int) <-chan pipeline.Verdict {
+	t.Helper()
 	e.connect(t, helloFor("stuck", sub(pre, "", "", 0)), nil, noRead)
-	// Each request is larger than the hook's flow-control window: the writer blocks.
 	args := `{"blob":"` + strings.Repeat("x", 200<<10) + `"}`
 	results := make(chan pipeline.Verdict, calls)
 	for range calls {
@@ -366,6 +356,16 @@ func TestStuckHookIsCutOff(t *testing.T) {
 			results <- e.hub.PreExecute().PreExecute(context.Background(), newExec("echo", args), newTool("echo"))
 		}()
 	}
+	return results
+}
+
+// TestStuckHookIsCutOff checks that a hook that stops reading its stream is
+// disconnected once a message has waited for it longer than the send timeout: its
+// pending requests fail (closed) and nothing stays queued for it.
+func TestStuckHookIsCutOff(t *testing.T) {
+	const calls = 4
+	e := newEnv(t, hook.WithTimeout(time.Minute), hook.WithSendTimeout(100*time.Millisecond))
+	results := callStuckHook(t, e, calls)
 	for range calls {
 		if got := <-results; got.Code != tool.CodePolicyUnavailable {
 			t.Errorf("call on a stuck hook = %+v, want POLICY_UNAVAILABLE", got)
