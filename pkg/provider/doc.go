@@ -69,7 +69,9 @@
 //
 // [StrictArguments] additionally rejects unknown argument fields and says
 // "additionalProperties": false. toolsd validates arguments against the schema before
-// it sends a call, so a handler sees only arguments that match it.
+// it sends a call, so a handler sees only arguments that match it. JSON Schema counts
+// 1.0 and 2e3 as integers; the SDK decodes them into integer fields as 1 and 2000
+// (encoding/json alone would refuse them).
 //
 // # Results
 //

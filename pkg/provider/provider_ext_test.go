@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync/atomic"
@@ -92,6 +93,9 @@ func TestHandlerOutcomes(t *testing.T) {
 		provider.NewTool("nil_result", "nil *Result", func(context.Context, provider.Call, struct{}) (*provider.Result, error) {
 			return nil, nil
 		}),
+		provider.NewTool("integers", "integer arguments", func(_ context.Context, _ provider.Call, a intArgs) (string, error) {
+			return fmt.Sprint(a.N, a.U, a.F, a.L), nil
+		}, provider.StrictArguments()),
 	)
 	run(t, p, srv.Addr)
 	wait(t, p.Ready(), "registration")
@@ -109,6 +113,11 @@ func TestHandlerOutcomes(t *testing.T) {
 		"error text made UTF-8":    {"wrapped", `{}`, tool.Failure(tool.CodeToolError, "first\nsecond \uFFFD")},
 		"value that cannot encode": {"unencodable", `{}`, tool.Failure(tool.CodeToolError, "cannot encode the tool's value: json: unsupported type: func()")},
 		"nil *Result":              {"nil_result", `{}`, tool.Result{}},
+		// JSON Schema's integers include 1.0 and 2e0; encoding/json's do not.
+		"integers with a fraction or exponent": {"integers", `{"n":1.0,"u":2e0,"f":1.5,"l":[3.00,-4E1,0.5e1]}`, tool.Result{Content: "1 2 1.5 [3 -40 5]"}},
+		"integer with a real fraction":         {"integers", `{"n":1.5}`, tool.Failure(tool.CodeToolError, "invalid arguments: "+jsonError[intArgs](`{"n":1.5}`))},
+		"integer out of range":                 {"integers", `{"u":3.0e2}`, tool.Failure(tool.CodeToolError, "invalid arguments: "+jsonError[intArgs](`{"u":300}`))},
+		"integers and trailing data":           {"integers", `{"n":1.0} {}`, tool.Failure(tool.CodeToolError, "invalid arguments: "+jsonError[intArgs](`{"n":1.0}`))},
 	} {
 		t.Run(name, func(t *testing.T) {
 			got := srv.Broker.Call(t.Context(), p.ProviderID(), exec(tc.tool, tc.args), 1)
@@ -117,6 +126,22 @@ func TestHandlerOutcomes(t *testing.T) {
 			}
 		})
 	}
+}
+
+type intArgs struct {
+	N int     `json:"n"`
+	U uint8   `json:"u"`
+	F float64 `json:"f"`
+	L []int64 `json:"l"`
+}
+
+// jsonError is what encoding/json says about decoding doc into an A.
+func jsonError[A any](doc string) string {
+	var a A
+	if err := json.Unmarshal([]byte(doc), &a); err != nil {
+		return err.Error()
+	}
+	return "(no error)"
 }
 
 func TestCallMetadata(t *testing.T) {

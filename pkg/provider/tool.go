@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 
@@ -215,10 +217,28 @@ func checkObjectSchema(s string) error {
 }
 
 // decodeArgs decodes the call's arguments into dst; empty arguments leave the zero value.
+//
+// JSON Schema counts 1.0 and 2e3 as integers, so toolsd's validation lets them through
+// to an "integer" property, but encoding/json will not decode them into a Go integer.
+// When that is why decoding failed, such numbers are rewritten as plain integers and the
+// arguments decoded again.
 func decodeArgs(args string, dst any, strict bool) error {
 	if strings.TrimSpace(args) == "" {
 		return nil
 	}
+	err := decodeJSON(args, dst, strict)
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) || !strings.HasPrefix(te.Value, "number") {
+		return err
+	}
+	plain, ok := plainIntegers(args)
+	if !ok {
+		return err
+	}
+	return decodeJSON(plain, dst, strict)
+}
+
+func decodeJSON(args string, dst any, strict bool) error {
 	if !strict {
 		return json.Unmarshal([]byte(args), dst)
 	}
@@ -231,6 +251,73 @@ func decodeArgs(args string, dst any, strict bool) error {
 		return errors.New("unexpected data after the arguments")
 	}
 	return nil
+}
+
+// plainIntegers returns doc with every integral number written with a fraction or an
+// exponent (1.0, -2.50e1, 3E2) rewritten as a plain integer (1, -25, 300), and whether
+// there was any. A doc that is not a single JSON value is left alone.
+func plainIntegers(doc string) (string, bool) {
+	dec := json.NewDecoder(strings.NewReader(doc))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil {
+		return "", false
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return "", false
+	}
+	changed := false
+	v = mapNumbers(v, func(n json.Number) json.Number {
+		if i, ok := integral(string(n)); ok {
+			changed = true
+			return json.Number(i)
+		}
+		return n
+	})
+	if !changed {
+		return "", false
+	}
+	b, err := marshal(v)
+	if err != nil {
+		return "", false
+	}
+	return string(b), true
+}
+
+// mapNumbers replaces every number in a document decoded with UseNumber.
+func mapNumbers(v any, f func(json.Number) json.Number) any {
+	switch t := v.(type) {
+	case json.Number:
+		return f(t)
+	case map[string]any:
+		for k, e := range t {
+			t[k] = mapNumbers(e, f)
+		}
+	case []any:
+		for i, e := range t {
+			t[i] = mapNumbers(e, f)
+		}
+	}
+	return v
+}
+
+// integral returns the number s as a plain integer if it has a fraction or an exponent
+// and its value is a whole number. Numbers too long or too large for any Go integer are
+// left as they are (decoding reports them).
+func integral(s string) (string, bool) {
+	if len(s) > 64 || !strings.ContainsAny(s, ".eE") {
+		return "", false
+	}
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		if e, err := strconv.Atoi(s[i+1:]); err != nil || e < -64 || e > 64 {
+			return "", false
+		}
+	}
+	var r big.Rat
+	if _, ok := r.SetString(s); !ok || !r.IsInt() {
+		return "", false
+	}
+	return r.Num().String(), true
 }
 
 // encodeResult turns a handler's answer into the wire result.
