@@ -304,6 +304,7 @@ func newTool(name string) *fakeTool {
 
 func (f *fakeTool) Definition() *tool.Definition { return &f.def }
 func (f *fakeTool) Owner() string                { return "p1" }
+func (f *fakeTool) Hash() string                 { return "" }
 func (f *fakeTool) ValidateArguments(raw []byte) error {
 	if !json.Valid(raw) {
 		return errors.New("arguments are not valid JSON")

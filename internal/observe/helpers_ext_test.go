@@ -95,6 +95,7 @@ func newTool(name, owner string) *fakeTool {
 
 func (f *fakeTool) Definition() *tool.Definition   { return &f.def }
 func (f *fakeTool) Owner() string                  { return f.owner }
+func (f *fakeTool) Hash() string                   { return "" }
 func (f *fakeTool) ValidateArguments([]byte) error { return nil }
 func (f *fakeTool) ValidateOutput([]byte) error    { return nil }
 

@@ -147,6 +147,38 @@ func TestRetryReresolvesIdempotentTool(t *testing.T) {
 	}
 }
 
+// A retry goes only to a registration of the same definition: policy, guards and the
+// approval decided on the one the call was admitted with, and a tool re-registered
+// with, say, other annotations may need another decision.
+func TestRetryStopsAtAnotherDefinition(t *testing.T) {
+	old, other := newTool("fetch"), newTool("fetch")
+	old.owner, old.hash = "p1", "h1"
+	other.owner, other.hash = "p2", "h2"
+	other.def.Annotations.Destructive = true
+	res := &resolver{fn: func(n int, _ *tool.Call) (pipeline.Tool, error) {
+		if n == 1 {
+			return old, nil
+		}
+		return other, nil
+	}}
+	disp := &dispatcher{fn: func(context.Context, int, pipeline.Tool, *tool.Exec) tool.Result {
+		return tool.Failure(tool.CodeProviderGone, "provider disconnected")
+	}}
+	p, _ := retryRig(true, pipeline.RetryConfig{MaxAttempts: 5, Budget: time.Minute}, res, disp)
+	e := newExec("fetch", `{}`)
+	r := p.Run(t.Context(), e)
+	checkShape(t, e, r)
+	if r.Code() != tool.CodeProviderGone {
+		t.Errorf("Run() code = %s, want the first dispatch's PROVIDER_GONE", r.Code())
+	}
+	if diff := cmp.Diff([]string{"p1"}, disp.owners); diff != "" {
+		t.Errorf("dispatched owners (-want +got):\n%s", diff)
+	}
+	if res.count() != 2 {
+		t.Errorf("resolves = %d, want 2 (the call's and the retry's)", res.count())
+	}
+}
+
 func TestRetryLimits(t *testing.T) {
 	gone := tool.Failure(tool.CodeProviderGone, "provider disconnected")
 	tests := map[string]struct {

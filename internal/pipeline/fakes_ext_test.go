@@ -17,6 +17,7 @@ import (
 type fakeTool struct {
 	def    tool.Definition
 	owner  string
+	hash   string
 	argErr error
 	// outErr, when set, validates output values.
 	outErr func(v []byte) error
@@ -28,6 +29,7 @@ func newTool(name string) *fakeTool {
 
 func (f *fakeTool) Definition() *tool.Definition { return &f.def }
 func (f *fakeTool) Owner() string                { return f.owner }
+func (f *fakeTool) Hash() string                 { return f.hash }
 
 func (f *fakeTool) ValidateArguments(raw []byte) error {
 	if f.argErr != nil {

@@ -13,6 +13,9 @@ type Tool interface {
 	Definition() *tool.Definition
 	// Owner is the id of the provider that serves the tool.
 	Owner() string
+	// Hash pins the definition: two registrations with the same hash have the same
+	// schemas, annotations, mode and condition, so policy decides the same for both.
+	Hash() string
 	// ValidateArguments checks raw arguments as strict JSON against the parameter schema.
 	// Its Error() text is shown to the model.
 	ValidateArguments(raw []byte) error

@@ -19,8 +19,10 @@ func transient(c tool.Code) bool {
 // result, with exponential backoff and jitter: at most Retry.MaxAttempts tries, the first
 // dispatch included, and no retry starting past Retry.Budget. Each retry re-resolves the
 // tool, so a call is sent to its provider's new connection once it has reconnected; a try
-// that finds the tool still unknown is spent waiting. Any other outcome ends the retries and the last
-// dispatched result stands.
+// that finds the tool still unknown is spent waiting. A registration with another
+// definition (another content hash) ends the retries: policy, guards and any approval
+// decided on the definition the call was admitted with. Any other outcome ends the
+// retries too, and the last dispatched result stands.
 func (s *snapshot) retry(ctx context.Context, e *tool.Exec, t Tool, next Handler) tool.Result {
 	st := stateOf(ctx)
 	st.attempt = 1
@@ -51,7 +53,7 @@ func (s *snapshot) retrying(ctx context.Context, st *callState, e *tool.Exec, t 
 		if errors.Is(err, tool.ErrUnknownTool) {
 			continue
 		}
-		if err != nil || nt == nil || nt.ValidateArguments(e.Arguments) != nil {
+		if err != nil || nt == nil || nt.Hash() != t.Hash() || nt.ValidateArguments(e.Arguments) != nil {
 			break
 		}
 		if s.p.opts.observer != nil {

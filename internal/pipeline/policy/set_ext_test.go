@@ -161,6 +161,7 @@ type stubTool struct{ def tool.Definition }
 
 func (s *stubTool) Definition() *tool.Definition { return &s.def }
 func (s *stubTool) Owner() string                { return "p" }
+func (s *stubTool) Hash() string                 { return "" }
 func (s *stubTool) ValidateArguments([]byte) error {
 	return nil
 }
