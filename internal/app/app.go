@@ -214,7 +214,10 @@ func (a *App) callObserver() *observe.CallObserver {
 		}
 	}
 	a.reg.Subscribe(func(ch registry.Change) {
-		if ch.Kind == registry.ChangeUnregistered && !a.reg.Registered(ch.Name) {
+		switch {
+		case ch.Kind == registry.ChangeRegistered:
+			calls.PrepareTool(ch.Name)
+		case ch.Kind == registry.ChangeUnregistered && !a.reg.Registered(ch.Name):
 			a.retired.add(ch.Name, time.Now())
 		}
 	})

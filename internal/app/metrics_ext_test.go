@@ -40,9 +40,16 @@ func TestMetricsMoveAfterABatch(t *testing.T) {
 	runProvider(t, e.app.Addr(), exampletools.Tools(filepath.Join(t.TempDir(), "notes.txt"))...)
 	admin := e.app.AdminAddr()
 
+	// A registered tool's OK count and duration exist at zero before its first call,
+	// so that rate() counts that call.
 	_, before := scrape(t, admin, "/metrics")
-	if strings.Contains(before, `toolsd_pipeline_calls_total{code="OK",tool="echo"}`) {
-		t.Fatal("calls counter already set before any batch")
+	for _, want := range []string{
+		`toolsd_pipeline_calls_total{code="OK",tool="echo"} 0`,
+		`toolsd_pipeline_call_duration_seconds_count{tool="echo"} 0`,
+	} {
+		if !strings.Contains(before, want) {
+			t.Errorf("/metrics before any batch lacks %s", want)
+		}
 	}
 	e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-metrics", Calls: []*toolsdv1.ToolCall{
 		call("c1", "echo", `{"text":"hi"}`),

@@ -183,6 +183,18 @@ func (o *CallObserver) Skipped(c *tool.Call) {
 	o.logCall(&tool.Exec{Call: *c}, "", codeLabel(r.Code()), r, 0)
 }
 
+// PrepareTool creates the tool's calls_total{code="OK"} and call_duration_seconds
+// series at zero. Call it when the tool is registered: a series born at its first count
+// hides that count from rate() and increase(), which need an earlier sample.
+func (o *CallObserver) PrepareTool(name string) {
+	if o.m == nil {
+		return
+	}
+	ts := o.seriesOf(name)
+	ts.okCalls(&o.m.pipe)
+	ts.callDuration(&o.m.pipe)
+}
+
 // ForgetTool deletes the series labelled with the tool name — calls, call and stage
 // durations, retries — and the handles cached for them. Call it once no scope
 // registers name any more: providers choose tool names, so series kept for every name
@@ -206,7 +218,8 @@ func (o *CallObserver) ForgetTool(name string) {
 
 // toolSeries are one tool's per-call series, looked up once each: a label lookup
 // hashes the label values on every call. Each series is created on its first use, as
-// WithLabelValues would, so /metrics shows exactly the series that were observed. Names
+// WithLabelValues would, or, for the OK count and the duration, when the tool is
+// registered ([CallObserver.PrepareTool]). Names
 // are registered tool names (or ""), and [CallObserver.ForgetTool] drops those no longer
 // registered, so the cache is bounded like the series themselves.
 type toolSeries struct {
