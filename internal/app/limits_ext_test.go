@@ -377,6 +377,38 @@ func TestSlowLinkGetsALargeResult(t *testing.T) {
 	}
 }
 
+// TestProviderOnSlowLinkGetsLargeArguments: a provider reading steadily over a link
+// that takes longer than the write timeout to carry one call's arguments is not taken
+// for stuck: the next call's Send waits while the first drains, and the wait allowed
+// grows with the size of the message ahead of it (as for agents).
+func TestProviderOnSlowLinkGetsLargeArguments(t *testing.T) {
+	e := start(t, "limits: {write_timeout: 500ms}\n")
+	stop := runProviderWith(t, e.app.Addr(), []provider.Option{
+		provider.WithWindows(64<<10, 64<<10),
+		provider.WithDialOptions(grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+			if err != nil {
+				return nil, err
+			}
+			return slowConn{c, 300 << 10}, nil // 400 KB take ~3 write timeouts
+		})),
+	}, provider.NewTool("measure", "Says how long its text is.", func(_ context.Context, _ provider.Call, a struct {
+		Text string `json:"text"`
+	}) (string, error) {
+		return fmt.Sprint(len(a.Text)), nil
+	}))
+	defer stop()
+	args := fmt.Sprintf(`{"text":%q}`, strings.Repeat("x", 400_000))
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-slow-provider", Calls: []*toolsdv1.ToolCall{
+		call("c0", "measure", args), call("c1", "measure", args),
+	}}, batchOptions{})
+	for i, r := range out.results {
+		if r.GetIsError() || r.GetContent() != "400000" {
+			t.Errorf("result %d = %q (%s), want 400000", i, r.GetContent(), r.GetError().GetCode())
+		}
+	}
+}
+
 // TestSteadyReaderIsNotCutOff: a client that keeps reading, but whose backlog of ready
 // results takes longer than the write timeout to reach it (a slow link), gets the whole
 // batch: the write timeout is how long toolsd waits without writing, not how long the

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/streamgate"
 	"github.com/toolsd/toolsd/internal/tool"
 )
 
@@ -50,9 +51,9 @@ type conn struct {
 	posting    atomic.Bool   // a post goroutine is waiting for the slot (at most one)
 	overflow   chan struct{} // closed when the queue overflows: the provider is not reading
 	overflowed sync.Once
-	// sendSince is when the Send in progress began (see monoNow), 0 when none is: a
-	// provider that stops reading leaves it set, and the supervisor ends the stream.
-	sendSince atomic.Int64
+	// sends times the Send in progress: a provider that stops reading leaves one
+	// waiting, and the supervisor ends the stream.
+	sends streamgate.SendWatch
 
 	mu      sync.Mutex
 	pending map[uint64]*pendingCall
@@ -146,25 +147,10 @@ func (c *conn) send(ctx context.Context, m *toolsdv1.ProviderServiceConnectRespo
 	return c.write(m)
 }
 
-// write sends m; the caller holds the send slot. While it waits, sendSince says since
-// when.
+// write sends m; the caller holds the send slot.
 func (c *conn) write(m *toolsdv1.ProviderServiceConnectResponse) error {
-	c.sendSince.Store(monoNow())
-	err := c.out.Send(m)
-	c.sendSince.Store(0)
-	return err
+	return streamgate.Send(&c.sends, c.out.Send, m)
 }
-
-// sendStalled reports whether a send has been waiting for longer than d.
-func (c *conn) sendStalled(d time.Duration) bool {
-	since := c.sendSince.Load()
-	return since != 0 && monoNow()-since > int64(d)
-}
-
-// monoEpoch anchors monoNow, a monotonic clock in nanoseconds that is never 0.
-var monoEpoch = time.Now()
-
-func monoNow() int64 { return int64(time.Since(monoEpoch)) + 1 }
 
 // flushQueued sends the queued messages; the caller holds the send slot.
 func (c *conn) flushQueued() {

@@ -65,7 +65,7 @@ func (b *Broker) supervise(ctx context.Context, c *conn, recvErr <-chan error) (
 		case <-helloDue:
 			return false, status.Errorf(codes.DeadlineExceeded, "broker: no hello within %s", b.limits.HelloTimeout)
 		case <-stall.C:
-			if c.sendStalled(b.limits.SendTimeout) {
+			if c.sends.Stalled(b.limits.SendTimeout) {
 				return false, status.Errorf(codes.Unavailable,
 					"broker: provider stopped reading its stream: a message waited over %s to be sent", b.limits.SendTimeout)
 			}

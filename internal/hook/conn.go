@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/streamgate"
 )
 
 type response = toolsdv1.HookServiceConnectResponse
@@ -69,8 +69,8 @@ type conn struct {
 	// goodbye, when set before quit is closed, is the writer's last message.
 	goodbye    *response
 	writerDone chan struct{}
-	// sendSince is when the writer's Send in progress began (monoNow), 0 when none is.
-	sendSince atomic.Int64
+	// sends times the writer's Send in progress (see Hub.serve).
+	sends streamgate.SendWatch
 
 	gone chan struct{} // closed by die
 
@@ -282,26 +282,12 @@ func (c *conn) write() {
 		if msg == nil {
 			continue
 		}
-		c.sendSince.Store(monoNow())
-		err := c.out.Send(msg)
-		c.sendSince.Store(0)
-		if err != nil {
+		if err := streamgate.Send(&c.sends, c.out.Send, msg); err != nil {
 			c.die(fmt.Errorf("hook: send: %w", err))
 			return
 		}
 	}
 }
-
-// sendStalled reports whether the writer's Send has been waiting for longer than d.
-func (c *conn) sendStalled(d time.Duration) bool {
-	since := c.sendSince.Load()
-	return since != 0 && monoNow()-since > int64(d)
-}
-
-// monoEpoch anchors monoNow, a monotonic clock in nanoseconds that is never 0.
-var monoEpoch = time.Now()
-
-func monoNow() int64 { return int64(time.Since(monoEpoch)) + 1 }
 
 // live returns o's message unless its call stopped waiting for it.
 func (c *conn) live(o outbound) *response {

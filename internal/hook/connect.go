@@ -76,7 +76,7 @@ func (h *Hub) serve(ctx context.Context, c *conn) (bool, error) {
 		case <-helloDue:
 			return false, status.Errorf(codes.DeadlineExceeded, "hook: no hello within %s", h.opts.helloTimeout)
 		case <-stall.C:
-			if c.sendStalled(h.opts.sendTimeout) {
+			if c.sends.Stalled(h.opts.sendTimeout) {
 				return false, status.Errorf(codes.Unavailable,
 					"hook: stopped reading its stream: a message waited over %s to be sent", h.opts.sendTimeout)
 			}

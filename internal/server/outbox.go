@@ -98,14 +98,18 @@ func (o *outbox) run() {
 			o.fail(err)
 			return
 		}
-		n := proto.Size(it.m)
+		// The transport has just encoded them: their sizes are cached.
+		n := sentSize.Size(it.m)
 		if it.then != nil {
-			n += proto.Size(it.then)
+			n += sentSize.Size(it.then)
 		}
 		o.lastBytes.Store(int64(n))
 		o.written.Add(1)
 	}
 }
+
+// sentSize sizes a message that was just sent, from the size its encoding cached.
+var sentSize = proto.MarshalOptions{UseCachedSize: true}
 
 // stallWatch times a wait on the client (for room in the queue, or for the sender to
 // flush): its timer fires every write timeout.

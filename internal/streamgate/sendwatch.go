@@ -1,0 +1,49 @@
+package streamgate
+
+import (
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+)
+
+// DrainRate is the least a reading peer takes in per send timeout. A large message
+// handed to a stream keeps the next Send waiting while the peer takes it in: on a slow
+// link, for longer than the send timeout. Behind a message of N bytes, a Send may wait
+// the send timeout once more per DrainRate bytes before the peer counts as stopped. A
+// peer that is gone is found by keepalive within seconds.
+const DrainRate = 64 << 10
+
+// SendWatch times the Sends on one stream, for a supervisor that ends the stream of a
+// peer that stopped reading (see [SendWatch.Stalled]). Sends must not overlap, as gRPC
+// requires; Stalled may be called from any goroutine.
+type SendWatch struct {
+	since atomic.Int64 // when the Send in progress began (monoNow), 0 when none is
+	last  atomic.Int64 // the encoded size of the message the last Send handed over
+}
+
+// Send calls send(m) and times it.
+func Send[M proto.Message](w *SendWatch, send func(M) error, m M) error {
+	w.since.Store(monoNow())
+	err := send(m)
+	w.since.Store(0)
+	// The transport has just encoded m: its size is cached.
+	w.last.Store(int64(proto.MarshalOptions{UseCachedSize: true}.Size(m)))
+	return err
+}
+
+// Stalled reports whether the Send in progress has been waiting for longer than d, and
+// d more for every [DrainRate] bytes of the message before it.
+func (w *SendWatch) Stalled(d time.Duration) bool {
+	since := w.since.Load()
+	if since == 0 {
+		return false
+	}
+	allowed := d * time.Duration(1+w.last.Load()/DrainRate)
+	return monoNow()-since > int64(allowed)
+}
+
+// monoEpoch anchors monoNow, a monotonic clock in nanoseconds that is never 0.
+var monoEpoch = time.Now()
+
+func monoNow() int64 { return int64(time.Since(monoEpoch)) + 1 }

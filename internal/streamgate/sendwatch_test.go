@@ -1,0 +1,42 @@
+package streamgate
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// TestSendWatch checks what counts as stalled: only a Send in progress, past the send
+// timeout plus one timeout per DrainRate bytes of the message sent before it.
+func TestSendWatch(t *testing.T) {
+	var w SendWatch
+	if w.Stalled(0) {
+		t.Error("Stalled with no Send in progress")
+	}
+	failed := errors.New("stream closed")
+	big := wrapperspb.Bytes(make([]byte, 3*DrainRate))
+	if err := Send(&w, func(*wrapperspb.BytesValue) error { return failed }, big); !errors.Is(err, failed) {
+		t.Fatalf("Send() = %v, want the send's own error", err)
+	}
+	if got, want := w.last.Load(), int64(3*DrainRate+4); got != want { // tag and length prefix
+		t.Fatalf("last message size = %d, want %d", got, want)
+	}
+	// A Send that began 2.5s ago, behind 3 DrainRates' bytes: 4 timeouts of 1s allowed.
+	w.since.Store(monoNow() - int64(2500*time.Millisecond))
+	if w.Stalled(time.Second) {
+		t.Error("Stalled after 2.5s behind a large message, want 4s allowed")
+	}
+	if !w.Stalled(500 * time.Millisecond) {
+		t.Error("not Stalled after 2.5s with 4 × 500ms allowed")
+	}
+	small := wrapperspb.Bytes([]byte("x"))
+	if err := Send(&w, func(*wrapperspb.BytesValue) error { return nil }, small); err != nil {
+		t.Fatal(err)
+	}
+	w.since.Store(monoNow() - int64(2500*time.Millisecond))
+	if !w.Stalled(time.Second) {
+		t.Error("not Stalled after 2.5s behind a small message, want 1s allowed")
+	}
+}
