@@ -127,3 +127,37 @@ func startKeepingOneSession(t *testing.T) func(token string, opts ...grpc.DialOp
 		return &env{app: e.app, conn: conn, tools: toolsdv1.NewToolServiceClient(conn)}
 	}
 }
+
+// TestWatchOfADeletedSessionDoesNotFollowTheNextOwner: once retention has deleted a
+// session, a watch its former owner opens on the freed id must not stream the events
+// of the identity that claims the id next.
+func TestWatchOfADeletedSessionDoesNotFollowTheNextOwner(t *testing.T) {
+	client := startKeepingOneSession(t)
+	agentA, agentB, operator := client(tokenAgentA), client(tokenAgentB), client(tokenOperator)
+	one := func(session, scope, text string) *toolsdv1.Batch {
+		return &toolsdv1.Batch{SessionId: session, Scope: scope, Calls: []*toolsdv1.ToolCall{
+			call("c0", "nope", fmt.Sprintf(`{"text":%q}`, text)),
+		}}
+	}
+	agentA.mustExecute(t, one("shared", "tenant-a", "a's"), batchOptions{})
+	// A newer session pushes "shared" past retention's max_sessions.
+	agentA.mustExecute(t, one("newer", "tenant-a", "a's"), batchOptions{})
+	waitFor(t, "retention to delete the session", func() bool { return len(operator.readSession(t, "shared")) == 0 })
+
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	watch, err := agentA.tools.WatchSession(ctx, &toolsdv1.WatchSessionRequest{SessionId: "shared"})
+	if err != nil {
+		t.Fatalf("WatchSession(shared) as agent-a = %v", err)
+	}
+	waitFor(t, "the watch to start", func() bool { return startedRPCs(t, agentA.app, "WatchSession") == 1 })
+	agentB.mustExecute(t, one("shared", "tenant-b", "b's secret"), batchOptions{})
+
+	ev, err := watch.Recv()
+	if err == nil {
+		t.Fatalf("agent-a's watch of its deleted session delivered agent-b's event %v", ev.GetEvent())
+	}
+	if c := status.Code(err); c != codes.PermissionDenied && c != codes.NotFound {
+		t.Errorf("WatchSession(shared) of a deleted session = %v, want PermissionDenied or NotFound", err)
+	}
+}

@@ -73,6 +73,13 @@ func (s *Server) WatchSession(req *toolsdv1.WatchSessionRequest, stream grpc.Ser
 	defer cancel(nil)
 	defer context.AfterFunc(s.active.watches, func() { cancel(errShuttingDown) })()
 	err := s.sessions.Watch(watchCtx, req.GetSessionId(), max(req.GetFromSeq(), 1), func(ev session.Event) error {
+		// Checked again for every event, as ReadSession does for every page: the
+		// session may have been deleted by retention before the watch began (the
+		// caller's ownership outlives it until the id is claimed again), and then the
+		// watch follows whoever claims the id next; a claim comes before its events.
+		if err := s.authz.Authorize(ctx, ActionReadSession, "", req.GetSessionId()); err != nil {
+			return err
+		}
 		if err := stream.Send(&toolsdv1.WatchSessionResponse{Event: EventToProto(&ev)}); err != nil {
 			return errors.Join(errStopWatch, err)
 		}
