@@ -47,6 +47,10 @@ func run(args []string) error {
 		}
 		return err
 	}
+	// Parsing stops at the first non-flag: every flag after it would be ignored.
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q: toolsd takes only flags (a config file is -config FILE)", fs.Arg(0))
+	}
 	if *printDefault {
 		_, err := os.Stdout.Write(config.Defaults())
 		return err
