@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -15,3 +17,22 @@ func TestRunRefusesStrayArguments(t *testing.T) {
 	}
 }
 
+// TestRunBlamesFlagsForTheirValues: a bad value given by a flag is reported as the
+// command line's, not as the config file's (or the embedded defaults'), which hold a
+// valid one.
+func TestRunBlamesFlagsForTheirValues(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "toolsd.yaml")
+	if err := os.WriteFile(cfg, []byte("log: {level: info}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"-log-level", "loud"},
+		{"-config", cfg, "-log-level", "loud"},
+		{"-config", cfg, "-session-store", "sqlite"},
+	} {
+		err := run(args)
+		if err == nil || !strings.Contains(err.Error(), "command line") || strings.Contains(err.Error(), ".yaml") {
+			t.Errorf("run(%q) = %v, want an error blaming the command line", args, err)
+		}
+	}
+}

@@ -69,7 +69,10 @@ func run(args []string) error {
 	if *ephemeral {
 		cfg.Session.Store = "memory"
 	}
-	if err := cfg.Validate(); err != nil {
+	// Load validated the file's values: what fails now came from a flag.
+	flagged := *cfg
+	flagged.Source = "command line"
+	if err := flagged.Validate(); err != nil {
 		return err
 	}
 	log, closeLog, err := newLogger(cfg.Log, os.Stderr)
