@@ -196,3 +196,23 @@ func TestChangedOutsidePolicy(t *testing.T) {
 		t.Errorf("ChangedOutsidePolicy() = %v, want %v", got, want)
 	}
 }
+
+// TestSizeOverflow: a size whose unit multiplies it past int64 is refused, not wrapped
+// around (17179869185GiB would be 1GiB, 8589934592GiB negative).
+func TestSizeOverflow(t *testing.T) {
+	for _, in := range []string{
+		"runtime: {memory_limit: 17179869185GiB}\n",
+		"limits: {max_request_bytes: 8589934592GiB}\n",
+	} {
+		_, err := config.Parse([]byte(in), "t.yaml")
+		if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "line 1: size") {
+			t.Errorf("Parse(%q) = %v, want ErrInvalid naming the size and its line", in, err)
+		}
+	}
+	if _, err := config.ParseSize("8191PiB"); err == nil {
+		t.Error(`ParseSize("8191PiB") = nil error, want one (no such unit)`)
+	}
+	if n, err := config.ParseSize("8589934591GiB"); err != nil || n != 8589934591<<30 {
+		t.Errorf(`ParseSize("8589934591GiB") = %d, %v, want %d`, n, err, int64(8589934591)<<30)
+	}
+}

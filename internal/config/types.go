@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -59,6 +60,9 @@ func ParseSize(text string) (int64, error) {
 	v, err := strconv.ParseInt(t, 10, 64)
 	if err != nil || v < 0 {
 		return 0, errors.New("size " + strconv.Quote(text) + " is not a byte count like 1048576 or 1MiB")
+	}
+	if v > math.MaxInt64/mult {
+		return 0, errors.New("size " + strconv.Quote(text) + " is too large")
 	}
 	return v * mult, nil
 }
