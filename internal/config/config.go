@@ -285,8 +285,11 @@ func (c *Config) Validate() error {
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: %s: %s: %s", ErrInvalid, c.Source, field, fmt.Sprintf(format, args...)))
 	}
+	if c.Listen == "" { // net.Listen would pick a random port on every interface
+		bad("listen", "must not be empty (a host:port such as 127.0.0.1:50151)")
+	}
 	for field, addr := range map[string]string{"listen": c.Listen, "admin_listen": c.AdminListen} {
-		if addr == "" {
+		if addr == "" { // admin_listen: no admin endpoints
 			continue
 		}
 		if _, _, err := net.SplitHostPort(addr); err != nil {

@@ -216,3 +216,15 @@ func TestSizeOverflow(t *testing.T) {
 		t.Errorf(`ParseSize("8589934591GiB") = %d, %v, want %d`, n, err, int64(8589934591)<<30)
 	}
 }
+
+// TestEmptyListenRefused: an empty gRPC address would listen on a random port of every
+// interface; only admin_listen may be empty (no admin endpoints).
+func TestEmptyListenRefused(t *testing.T) {
+	_, err := config.Parse([]byte("listen: \"\"\n"), "t.yaml")
+	if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "t.yaml: listen: must not be empty") {
+		t.Errorf("Parse(empty listen) = %v, want ErrInvalid naming listen", err)
+	}
+	if _, err := config.Parse([]byte("admin_listen: \"\"\n"), "t.yaml"); err != nil {
+		t.Errorf("Parse(empty admin_listen) = %v, want nil (no admin endpoints)", err)
+	}
+}
