@@ -57,6 +57,10 @@ func (o *CallObserver) logCall(e *tool.Exec, owner, code string, r tool.Result, 
 	}
 }
 
+// maxLoggedID bounds the call id and tool name in the log: the model chooses them, and
+// only the request size bounds them (a registered name has at most 64 bytes).
+const maxLoggedID = 128
+
 // callFields identify a call in both lines.
 func callFields(e *tool.Exec) []zap.Field {
 	fields := make([]zap.Field, 0, 16)
@@ -66,8 +70,8 @@ func callFields(e *tool.Exec) []zap.Field {
 		zap.Uint64("turn", e.Turn),
 		zap.Uint64("step", e.Step),
 		zap.Int("index", e.Index),
-		zap.String("call_id", e.CallID),
-		zap.String("tool", e.Name),
+		zap.String("call_id", textcut.Ellipsis(e.CallID, maxLoggedID)),
+		zap.String("tool", textcut.Ellipsis(e.Name, maxLoggedID)),
 	)
 }
 

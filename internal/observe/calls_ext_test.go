@@ -239,3 +239,29 @@ func TestForgetTool(t *testing.T) {
 		t.Errorf("call_duration_seconds{tool=write} count after a new call = %v, want 1", got)
 	}
 }
+
+// TestCallLogClipsClientChosenIDs: the call id and the tool name of a call come from the
+// model, unbounded but for the request size; the info line clips them like the other
+// client-chosen ids in the log, so one call cannot write megabytes of log. Registered
+// names (at most 64 bytes) are never clipped.
+func TestCallLogClipsClientChosenIDs(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	obs := observe.NewCallObserver(nil, observe.WithCallLog(zap.New(core)))
+	p := pipeline.New(tools(), succeed("unused"), pipeline.WithStageTracer(obs))
+	e := newExec(strings.Repeat("n", 100_000), `{}`)
+	e.CallID = strings.Repeat("c", 100_000)
+	p.Run(t.Context(), e)
+	obs.Skipped(&e.Call)
+	entries := logs.All()
+	if len(entries) != 2 {
+		t.Fatalf("logged %d lines, want 2", len(entries))
+	}
+	for _, entry := range entries {
+		f := entry.ContextMap()
+		for _, key := range []string{"tool", "call_id"} {
+			if s, _ := f[key].(string); s == "" || len(s) > 200 {
+				t.Errorf("%q line: %s is %d bytes, want it clipped", entry.Message, key, len(s))
+			}
+		}
+	}
+}
