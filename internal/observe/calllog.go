@@ -57,8 +57,9 @@ func (o *CallObserver) logCall(e *tool.Exec, owner, code string, r tool.Result, 
 	}
 }
 
-// maxLoggedID bounds the call id and tool name in the log: the model chooses them, and
-// only the request size bounds them (a registered name has at most 64 bytes).
+// maxLoggedID bounds the call id and tool name in the log and on spans: the model
+// chooses them, and only the request size bounds them (a registered name has at most
+// 64 bytes).
 const maxLoggedID = 128
 
 // callFields identify a call in both lines.

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/toolsd/toolsd/internal/pipeline"
+	"github.com/toolsd/toolsd/internal/textcut"
 	"github.com/toolsd/toolsd/internal/tool"
 )
 
@@ -89,7 +90,7 @@ func (o *CallObserver) StartCall(ctx context.Context, e *tool.Exec) (context.Con
 		o.m.pipe.inFlight.Inc()
 	}
 	if o.tracer != nil {
-		ctx, c.span = o.tracer.Start(ctx, "execute_tool "+e.Name,
+		ctx, c.span = o.tracer.Start(ctx, "execute_tool "+textcut.Ellipsis(e.Name, maxLoggedID),
 			trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(callAttributes(e)...))
 	}
 	return ctx, c

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/stats"
 
+	"github.com/toolsd/toolsd/internal/textcut"
 	"github.com/toolsd/toolsd/internal/tool"
 )
 
@@ -129,8 +130,8 @@ func (t *Tracing) Shutdown(ctx context.Context) error {
 func callAttributes(e *tool.Exec) []attribute.KeyValue {
 	return []attribute.KeyValue{
 		attribute.String("gen_ai.operation.name", "execute_tool"),
-		attribute.String("gen_ai.tool.name", e.Name),
-		attribute.String("gen_ai.tool.call.id", e.CallID),
+		attribute.String("gen_ai.tool.name", textcut.Ellipsis(e.Name, maxLoggedID)),
+		attribute.String("gen_ai.tool.call.id", textcut.Ellipsis(e.CallID, maxLoggedID)),
 		attribute.String("toolsd.session_id", e.SessionID),
 		attribute.String("toolsd.scope", e.Scope),
 		attribute.String("toolsd.batch_id", e.BatchID),

@@ -3,6 +3,7 @@ package observe_test
 import (
 	"context"
 	"net"
+	"strings"
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -257,5 +258,27 @@ func TestTracingThroughGRPC(t *testing.T) {
 	}
 	if got := attr(call.Snapshot(), "toolsd.provider"); got.AsString() != "p1" {
 		t.Errorf("call span toolsd.provider = %q, want p1", got.AsString())
+	}
+}
+
+// TestCallSpanClipsClientChosenIDs: an invented tool name and a call id, unbounded but
+// for the request size, are clipped in the span's name and attributes as in the log: a
+// megabyte span could make the exporter's whole batch fail.
+func TestCallSpanClipsClientChosenIDs(t *testing.T) {
+	rec, tp := newRecorder(t)
+	p := pipeline.New(tools(), succeed("ok"),
+		pipeline.WithStageTracer(observe.NewCallObserver(nil, observe.WithTracerProvider(tp))))
+	e := newExec(strings.Repeat("n", 100_000), `{}`)
+	e.CallID = strings.Repeat("c", 100_000)
+	p.Run(t.Context(), e)
+	for _, s := range rec.Ended() {
+		if len(s.Name()) > 200 {
+			t.Errorf("span name is %d bytes, want it clipped", len(s.Name()))
+		}
+		for _, key := range []string{"gen_ai.tool.name", "gen_ai.tool.call.id"} {
+			if n := len(attr(s, key).AsString()); n > 200 {
+				t.Errorf("span %.30q: %s is %d bytes, want it clipped", s.Name(), key, n)
+			}
+		}
 	}
 }
