@@ -96,10 +96,47 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
+	term := make(chan os.Signal, 2)
+	signal.Notify(term, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(term)
+	done := make(chan struct{})
+	defer close(done)
+	go onTerm(done, term, stop, log, exitAtOnce)
 	go reloadOnHUP(ctx, hup, a, *configPath, &loaded, log)
 	return a.Run(ctx)
+}
+
+// onTerm starts the graceful shutdown (stop) at the first SIGINT or SIGTERM, and ends
+// the process at once at the second: an operator who pressed Ctrl-C twice does not
+// want to wait out the drain. Exiting then is a crash as far as the session log is
+// concerned: what was acknowledged is kept, and the calls still running get their
+// results when toolsd next starts.
+// It returns when done is closed (run returned).
+func onTerm(done <-chan struct{}, term <-chan os.Signal, stop func(), log *zap.Logger, exit func(os.Signal)) {
+	select {
+	case <-done:
+		return
+	case <-term:
+		log.Info("shutdown requested; the same signal again exits at once")
+		stop()
+	}
+	select {
+	case <-done:
+	case s := <-term:
+		log.Warn("second signal: exiting without finishing the drain", zap.String("signal", s.String()))
+		exit(s)
+	}
+}
+
+// exitAtOnce ends the process as the shell reports a death by signal s: 128 + its number.
+func exitAtOnce(s os.Signal) {
+	code := 1
+	if n, ok := s.(syscall.Signal); ok {
+		code = 128 + int(n)
+	}
+	os.Exit(code)
 }
 
 // reloadOnHUP re-reads the policy on each signal from hup without dropping in-flight

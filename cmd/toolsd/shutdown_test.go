@@ -62,3 +62,50 @@ func TestSIGTERMDrainsAndExitsZero(t *testing.T) {
 		t.Errorf("idle toolsd after SIGTERM exited with code %d, want 0", code)
 	}
 }
+
+// TestSecondSignalExitsAtOnce: a second SIGTERM while toolsd drains ends the process at
+// once (exit code 128+15) instead of waiting out the shutdown timeout; as after a
+// crash, the next start gives the call that was still running its result.
+func TestSecondSignalExitsAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "toolsd.yaml")
+	if err := os.WriteFile(cfg, []byte("timeouts: {shutdown: 1h}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dataDir := filepath.Join(dir, "data")
+	led := newLedger()
+	view := newClientView()
+
+	d := startDaemon(t, "-config", cfg, "-data-dir", dataDir)
+	c := dial(t, d.addr)
+	stop := runProvider(t, d.addr, led.tools()...)
+	defer stop()
+	view.run(c, batch("twice", 1, 0, "block:b"))
+	waitFor(t, "the blocking call", func() bool { return led.isBlocked("twice/b") })
+
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the drain to begin", func() bool { return len(d.logged("shutting down")) == 1 })
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	d.wait(t)
+	if code := d.cmd.ProcessState.ExitCode(); code != 128+int(syscall.SIGTERM) {
+		t.Errorf("toolsd after a second SIGTERM exited with code %d, want %d", code, 128+int(syscall.SIGTERM))
+	}
+	if len(d.logged("second signal: exiting without finishing the drain")) != 1 {
+		t.Error("toolsd did not say why it exited")
+	}
+	stop()
+	view.wg.Wait()
+
+	d2 := startDaemon(t, "-config", cfg, "-data-dir", dataDir)
+	if n := recoveredLogged(t, d2); n != 1 {
+		t.Errorf("restart recovered %d calls, want the 1 that was running", n)
+	}
+	if err := d2.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	d2.wait(t)
+}
