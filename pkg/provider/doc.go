@@ -34,7 +34,7 @@
 //     does — including its rule for a name several fields share: the shallowest field
 //     wins, then the one whose tag names it, and a name still shared is left out.
 //   - Go types map to JSON types: bool → boolean, integers → integer (unsigned ones with
-//     minimum 0, sized ones within their range), floats → number,
+//     minimum 0, sized ones within their range), floats and json.Number → number,
 //     string → string, slices and arrays → array with items, maps → object with
 //     additionalProperties, structs → object, time.Time → string (date-time), []byte →
 //     base64 string, interfaces and json.RawMessage → any value. As encoding/json decodes

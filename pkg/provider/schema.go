@@ -55,6 +55,7 @@ type deriver struct {
 var (
 	timeType            = reflect.TypeFor[time.Time]()
 	rawMessageType      = reflect.TypeFor[json.RawMessage]()
+	numberType          = reflect.TypeFor[json.Number]()
 	jsonUnmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 	textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
 )
@@ -82,6 +83,11 @@ func (d *deriver) schema(t reflect.Type) (*object, error) {
 		return o, nil
 	case rawMessageType:
 		return o, nil // any JSON value
+	case numberType:
+		// A string type that encoding/json fills from a JSON number (or a string holding
+		// one): the number is what a caller sends.
+		o.set("type", "number")
+		return o, nil
 	}
 	switch fromJSON, fromText := decodesItself(t); {
 	case fromJSON:

@@ -94,6 +94,9 @@ func TestDerivedSchemas(t *testing.T) {
 			`"on":{"type":"boolean","default":true},` +
 			`"comment":{"type":"string","description":"Free text: <b>bold</b> & \"quoted\"."}},` +
 			`"required":["mode","name","email","on","comment"]}`},
+		"json.Number": {schemaOf[struct {
+			N json.Number `json:"n" jsonschema:"enum=1|2.5,default=1,minimum=0"`
+		}](), `{"type":"object","properties":{"n":{"type":"number","enum":[1,2.5],"default":1,"minimum":0}},"required":["n"]}`},
 		"strict": {schemaOf[strictArgs](provider.StrictArguments()), `{"type":"object","properties":{` +
 			`"a":{"type":"string"},"inner":{"type":"object","properties":{"z":{"type":"integer"}},"required":["z"],"additionalProperties":false}},` +
 			`"required":["a","inner"],"additionalProperties":false}`},
@@ -232,6 +235,8 @@ func TestDerivedSchemaAgreesWithDecoding(t *testing.T) {
 		{"outer field's type", schemaOf[shadowArgs](), `{"e1":"x","Tag":"x"}`, decodeInto[shadowArgs]},
 		{"tagged field wins", schemaOf[shadowArgs](), `{"e1":1,"Tag":1}`, decodeInto[shadowArgs]},
 		{"ambiguous name ignored", schemaOf[shadowArgs](), `{"e1":1,"Tag":"x","Amb":[true]}`, decodeInto[shadowArgs]},
+		{"json.Number from a number", schemaOf[numberArgs](), `{"n":5.5}`, decodeInto[numberArgs]},
+		{"json.Number from text", schemaOf[numberArgs](), `{"n":"five"}`, decodeInto[numberArgs]},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			valid, decodeErr := schemaAccepts(t, tc.schema, tc.doc), tc.decode(tc.doc)
@@ -268,6 +273,11 @@ func TestShadowedFieldsSchema(t *testing.T) {
 	if got := schemaOf[shadowArgs](); got != want {
 		t.Errorf("schema = %s, want %s", got, want)
 	}
+}
+
+// numberArgs takes a json.Number, which encoding/json fills from a JSON number.
+type numberArgs struct {
+	N json.Number `json:"n"`
 }
 
 type sizedArgs struct {

@@ -156,6 +156,9 @@ func splitTag(tag string) []string {
 func literal(v string, t reflect.Type) (json.RawMessage, error) {
 	switch t.Kind() {
 	case reflect.String:
+		if t == numberType {
+			return number(v, false)
+		}
 		var buf bytes.Buffer
 		writeString(&buf, v)
 		return buf.Bytes(), nil
