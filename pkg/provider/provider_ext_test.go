@@ -238,6 +238,31 @@ func TestAddWhileConnected(t *testing.T) {
 	}
 }
 
+// TestTextNotUTF8IsRepaired checks that a provider name or tool text that is not UTF-8
+// neither ends the stream (gRPC cannot marshal such a string) nor keeps the provider's
+// other tools from registering.
+func TestTextNotUTF8IsRepaired(t *testing.T) {
+	reg := brokertest.NewRegistrar()
+	srv := brokertest.Start(t, reg)
+	p := provider.New("sdk\xff", provider.WithVersion("v\xfe"), provider.WithLogger(zaptest.NewLogger(t)),
+		provider.WithBackoff(time.Millisecond, 20*time.Millisecond))
+	p.Add(echoTool(), provider.NewTool("latin1", "caf\xe9", func(context.Context, provider.Call, struct{}) (string, error) {
+		return "ok", nil
+	}, provider.WithAnnotations(provider.Annotations{Title: "T\xff"})))
+	run(t, p, srv.Addr)
+	wait(t, p.Ready(), "registration")
+	if _, ok := reg.Lookup("", "echo"); !ok {
+		t.Error("echo is not registered")
+	}
+	r, ok := reg.Lookup("", "latin1")
+	if !ok || r.Def.Description != "caf\uFFFD" || r.Def.Annotations.Title != "T\uFFFD" {
+		t.Errorf("latin1 registration = %+v, %v; want description caf\uFFFD and title T\uFFFD", r.Def, ok)
+	}
+	if got := srv.Broker.Call(t.Context(), p.ProviderID(), exec("echo", `{"text":"hi"}`), 1); got.Content != "hi" {
+		t.Errorf("Call(echo) = %+v, want content hi", got)
+	}
+}
+
 func TestReconnectRegistersAgain(t *testing.T) {
 	reg := brokertest.NewRegistrar()
 	first := brokertest.Start(t, reg)

@@ -169,6 +169,9 @@ func TestNewToolPanicsOnProgrammingErrors(t *testing.T) {
 		"non-object root":            {func() { schemaOf[string]() }, "must be a struct or a map"},
 		"explicit schema not JSON":   {func() { schemaOf[struct{}](provider.WithSchema(`{`)) }, "not valid JSON"},
 		"explicit schema not object": {func() { schemaOf[struct{}](provider.WithSchema(`[]`)) }, "not a JSON object"},
+		"explicit schema not UTF-8": {func() {
+			schemaOf[struct{}](provider.WithSchema("{\"description\":\"caf\xe9\"}"))
+		}, "not valid UTF-8"},
 		"bad output schema":          {func() { schemaOf[struct{}](provider.WithOutputSchema(`"x"`)) }, "output schema"},
 		"nil handler": {func() {
 			provider.NewTool[struct{}, string]("t", "d", nil)

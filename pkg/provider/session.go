@@ -88,7 +88,7 @@ func (p *Provider) serve(ctx context.Context, conn grpc.ClientConnInterface) (we
 	s := &session{p: p, log: p.log, stream: stream, ctx: sctx, cancel: cancel, calls: make(map[uint64]*running), wg: &p.wg}
 	defer s.close()
 
-	hello := &toolsdv1.ProviderHello{Name: p.name, Version: p.opts.version, MaxInFlight: p.opts.maxInFlight}
+	hello := &toolsdv1.ProviderHello{Name: validUTF8(p.name), Version: validUTF8(p.opts.version), MaxInFlight: p.opts.maxInFlight}
 	if err := s.send(&toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Hello{Hello: hello}}); err != nil {
 		return false, s.ended(ctx, fmt.Errorf("provider: send hello: %w", err))
 	}
@@ -200,7 +200,7 @@ func (s *session) registerChunk(tools []*toolImpl) uint64 {
 		defs[i] = t.def
 	}
 	m := &toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Register{
-		Register: &toolsdv1.RegisterTools{Ref: ref, Scope: s.p.opts.scope, Tools: defs},
+		Register: &toolsdv1.RegisterTools{Ref: ref, Scope: validUTF8(s.p.opts.scope), Tools: defs},
 	}}
 	if err := s.send(m); err != nil {
 		s.log.Warn("registration not sent", zap.Error(err))

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -140,8 +141,9 @@ func (t *toolImpl) impl() *toolImpl { return t }
 // panic in fn produces an error result and is logged, and the provider keeps running.
 //
 // NewTool panics if fn is nil, if A cannot be described by a JSON Schema object, or if
-// an explicit schema is not a JSON object: these are programming errors that the first
-// test building the tool reveals.
+// an explicit schema is not a JSON object in UTF-8: these are programming errors that
+// the first test building the tool reveals. Other text that is not UTF-8 (the name, the
+// description) has its invalid bytes replaced by U+FFFD.
 func NewTool[A any, R any](name, description string, fn func(ctx context.Context, call Call, args A) (R, error), opts ...ToolOption) Tool {
 	if fn == nil {
 		panic(fmt.Sprintf("provider: tool %q has a nil handler", name))
@@ -165,14 +167,17 @@ func NewTool[A any, R any](name, description string, fn func(ctx context.Context
 			panic(fmt.Sprintf("provider: tool %q: output schema: %v", name, err))
 		}
 	}
+	// Text that is not UTF-8 cannot be sent at all: gRPC refuses to marshal it and ends
+	// the stream, failing every call on it, again after every reconnect. The schemas are
+	// checked above; the rest is repaired, and toolsd judges what it then receives.
 	def := &toolsdv1.ToolDefinition{
-		Name:             name,
-		Description:      description,
+		Name:             validUTF8(name),
+		Description:      validUTF8(description),
 		ParametersJson:   params,
 		OutputSchemaJson: cfg.outputSchema,
 		Mode:             cfg.mode,
 		DeferLoading:     cfg.deferLoading,
-		Condition:        cfg.condition,
+		Condition:        validUTF8(cfg.condition),
 		MaxContentBytes:  cfg.maxContentBytes,
 	}
 	if cfg.timeout > 0 {
@@ -180,7 +185,7 @@ func NewTool[A any, R any](name, description string, fn func(ctx context.Context
 	}
 	if a := cfg.annotations; a != nil {
 		def.Annotations = &toolsdv1.ToolAnnotations{
-			Title:           a.Title,
+			Title:           validUTF8(a.Title),
 			ReadOnlyHint:    a.ReadOnly,
 			DestructiveHint: a.Destructive,
 			IdempotentHint:  a.Idempotent,
@@ -205,8 +210,11 @@ func NewTool[A any, R any](name, description string, fn func(ctx context.Context
 	}}
 }
 
-// checkObjectSchema checks that s is a single JSON object.
+// checkObjectSchema checks that s is a single JSON object in UTF-8.
 func checkObjectSchema(s string) error {
+	if !utf8.ValidString(s) {
+		return errors.New("not valid UTF-8")
+	}
 	if !json.Valid([]byte(s)) {
 		return errors.New("not valid JSON")
 	}
@@ -369,5 +377,8 @@ func marshal(v any) ([]byte, error) {
 
 // errorResult is a tool error whose message is valid UTF-8 (toolsd rejects anything else).
 func errorResult(msg string) *toolsdv1.ExecuteResult {
-	return &toolsdv1.ExecuteResult{IsError: true, ErrorMessage: []byte(strings.ToValidUTF8(msg, "\uFFFD"))}
+	return &toolsdv1.ExecuteResult{IsError: true, ErrorMessage: []byte(validUTF8(msg))}
 }
+
+// validUTF8 returns s with invalid sequences replaced by U+FFFD.
+func validUTF8(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
