@@ -91,7 +91,9 @@ func sleep(ctx context.Context, _ provider.Call, a SleepArgs) (string, error) {
 	case <-t.C:
 		return "slept " + strconv.FormatInt(a.Ms, 10) + " ms", nil
 	case <-ctx.Done():
-		return "", errors.New("cancelled")
+		// The context's own error tells toolsd the tool stopped because it was told to
+		// (ABORTED, or TOOL_TIMEOUT), rather than that it failed.
+		return "", ctx.Err()
 	}
 }
 

@@ -102,12 +102,22 @@ func TestWriteNoteWithoutFile(t *testing.T) {
 
 func TestSleepHonoursCancellation(t *testing.T) {
 	srv, id := serve(t, "")
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	// The deadline reaches the provider too, so either side may notice it first.
-	got := call(ctx, srv, id, "sleep", `{"ms":60000}`)
-	if got.Code() != tool.CodeAborted && (got.Code() != tool.CodeToolError || got.Err.Message != "cancelled") {
-		t.Errorf("Call(sleep 60s) with a short deadline = %+v, want ABORTED or the tool's cancelled error", got)
+	res := make(chan tool.Result, 1)
+	go func() { res <- call(ctx, srv, id, "sleep", `{"ms":60000}`) }()
+	for deadline := time.Now().Add(brokertest.WaitTimeout); ; time.Sleep(time.Millisecond) {
+		if ps := srv.Broker.Providers(); len(ps) == 1 && ps[0].InFlight == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("timed out waiting for the sleep call to be in flight")
+		}
+	}
+	cancel() // as a cancelled batch does: toolsd tells the provider to stop
+	// The tool reports that it stopped because it was told to, not a failure of its own.
+	if got := <-res; got.Code() != tool.CodeAborted {
+		t.Errorf("Call(sleep 60s) cancelled = %+v, want ABORTED", got)
 	}
 	// The provider keeps serving; and since Serve waits for every handler, the
 	// test's cleanup would hang if sleep ignored its cancelled context.
