@@ -17,6 +17,7 @@ import (
 	"github.com/toolsd/toolsd/internal/broker"
 	"github.com/toolsd/toolsd/internal/hook"
 	"github.com/toolsd/toolsd/internal/registry"
+	"github.com/toolsd/toolsd/internal/tool"
 	"github.com/toolsd/toolsd/pkg/provider"
 )
 
@@ -114,6 +115,8 @@ func registrationErrorCode(err error) (string, string) {
 		code = "FAILED_PRECONDITION"
 	case errors.Is(err, registry.ErrNotOwner):
 		code = "PERMISSION_DENIED"
+	case errors.Is(err, tool.ErrUnknownTool):
+		code = "NOT_FOUND"
 	}
 	return code, err.Error()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -80,6 +81,52 @@ func (p *rawProvider) register(tb testing.TB, scope string, defs ...*toolsdv1.To
 		if r := m.GetRegisterResult(); r.GetRef() == p.ref {
 			return r.GetTools()
 		}
+	}
+}
+
+// unregister removes names from scope and returns toolsd's statuses.
+func (p *rawProvider) unregister(tb testing.TB, scope string, names ...string) []*toolsdv1.ToolRegistrationStatus {
+	tb.Helper()
+	p.ref++
+	err := p.stream.Send(&toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Unregister{
+		Unregister: &toolsdv1.UnregisterTools{Ref: p.ref, Scope: scope, Names: names},
+	}})
+	if err != nil {
+		tb.Fatalf("Send(unregister) = %v", err)
+	}
+	for {
+		m, err := p.stream.Recv()
+		if err != nil {
+			tb.Fatalf("Recv() awaiting the unregister result = %v", err)
+		}
+		if r := m.GetRegisterResult(); r.GetRef() == p.ref {
+			return r.GetTools()
+		}
+	}
+}
+
+// TestRegistrationStatusCodes checks the gRPC code names of a provider stream's
+// registration statuses, which match what the unary RPCs answer.
+func TestRegistrationStatusCodes(t *testing.T) {
+	e := start(t, "")
+	p, err := connectRaw(t, e.conn, "codes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := connectRaw(t, e.conn, "codes-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := def("bad")
+	bad.ParametersJson = `{"type":"string"}`
+	if got, want := statusCodes(p.register(t, "s", def("mine"), def("mine"), bad)), []string{"", "ALREADY_EXISTS", "INVALID_ARGUMENT"}; !slices.Equal(got, want) {
+		t.Errorf("register statuses = %v, want %v", got, want)
+	}
+	if got, want := statusCodes(q.unregister(t, "s", "mine", "never")), []string{"PERMISSION_DENIED", "NOT_FOUND"}; !slices.Equal(got, want) {
+		t.Errorf("unregister statuses = %v, want %v", got, want)
+	}
+	if got, want := statusCodes(p.unregister(t, "s", "mine", "mine")), []string{"", "NOT_FOUND"}; !slices.Equal(got, want) {
+		t.Errorf("unregister statuses = %v, want %v", got, want)
 	}
 }
 
