@@ -122,11 +122,14 @@ func (d *deriver) schema(t reflect.Type) (*object, error) {
 		o.set("type", "array")
 		o.set("items", items)
 	case reflect.Map:
+		// The keys encoding/json decodes: strings, integers and text-decoding types.
 		switch t.Key().Kind() {
 		case reflect.String, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
 		default:
-			return nil, fmt.Errorf("map key type %s cannot be a JSON object key", t.Key())
+			if !reflect.PointerTo(t.Key()).Implements(textUnmarshalerType) {
+				return nil, fmt.Errorf("map key type %s cannot be a JSON object key", t.Key())
+			}
 		}
 		o.set("type", "object")
 		if t.Elem().Kind() != reflect.Interface {

@@ -172,7 +172,7 @@ func TestNewToolPanicsOnProgrammingErrors(t *testing.T) {
 		"explicit schema not UTF-8": {func() {
 			schemaOf[struct{}](provider.WithSchema("{\"description\":\"caf\xe9\"}"))
 		}, "not valid UTF-8"},
-		"bad output schema":          {func() { schemaOf[struct{}](provider.WithOutputSchema(`"x"`)) }, "output schema"},
+		"bad output schema": {func() { schemaOf[struct{}](provider.WithOutputSchema(`"x"`)) }, "output schema"},
 		"nil handler": {func() {
 			provider.NewTool[struct{}, string]("t", "d", nil)
 		}, "nil handler"},
@@ -238,6 +238,8 @@ func TestDerivedSchemaAgreesWithDecoding(t *testing.T) {
 		{"outer field's type", schemaOf[shadowArgs](), `{"e1":"x","Tag":"x"}`, decodeInto[shadowArgs]},
 		{"tagged field wins", schemaOf[shadowArgs](), `{"e1":1,"Tag":1}`, decodeInto[shadowArgs]},
 		{"ambiguous name ignored", schemaOf[shadowArgs](), `{"e1":1,"Tag":"x","Amb":[true]}`, decodeInto[shadowArgs]},
+		{"text map key", schemaOf[textKeyArgs](), `{"m":{"10.0.0.1":1}}`, decodeInto[textKeyArgs]},
+		{"uintptr map key", schemaOf[textKeyArgs](), `{"m":{},"u":{"7":true}}`, decodeInto[textKeyArgs]},
 		{"json.Number from a number", schemaOf[numberArgs](), `{"n":5.5}`, decodeInto[numberArgs]},
 		{"json.Number from text", schemaOf[numberArgs](), `{"n":"five"}`, decodeInto[numberArgs]},
 	} {
@@ -276,6 +278,13 @@ func TestShadowedFieldsSchema(t *testing.T) {
 	if got := schemaOf[shadowArgs](); got != want {
 		t.Errorf("schema = %s, want %s", got, want)
 	}
+}
+
+// textKeyArgs has maps whose keys encoding/json decodes from text (netip.Addr) and from
+// integers (uintptr).
+type textKeyArgs struct {
+	M map[netip.Addr]int `json:"m"`
+	U map[uintptr]bool   `json:"u,omitempty"`
 }
 
 // numberArgs takes a json.Number, which encoding/json fills from a JSON number.
