@@ -35,6 +35,7 @@ type anyTool struct{ def tool.Definition }
 
 func (t anyTool) Definition() *tool.Definition { return &t.def }
 func (anyTool) Owner() string                  { return "p1" }
+func (anyTool) Hash() string                   { return "" }
 func (anyTool) ValidateArguments(raw []byte) error {
 	if !json.Valid(raw) {
 		return errors.New("invalid JSON")
