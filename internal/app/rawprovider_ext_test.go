@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"slices"
@@ -9,6 +10,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/zap/zaptest"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/proto"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/internal/app"
@@ -110,6 +115,75 @@ func TestMisbehavingProviderFailsOnlyItsCalls(t *testing.T) {
 	_, metrics := scrape(t, e.app.AdminAddr(), "/metrics")
 	if !hasLine(metrics, "toolsd_broker_stale_results_total 1") {
 		t.Error("the stale result was not counted")
+	}
+}
+
+// badTextCodec sends protobuf with each "@@BAD@@" turned into as many bytes that are not
+// UTF-8, as a provider in a language whose protobuf library does not check could.
+type badTextCodec struct{}
+
+func (badTextCodec) Name() string { return "proto" }
+
+func (badTextCodec) Marshal(v any) (mem.BufferSlice, error) {
+	b, err := proto.Marshal(v.(proto.Message))
+	if err != nil {
+		return nil, err
+	}
+	return mem.BufferSlice{mem.SliceBuffer(bytes.ReplaceAll(b, []byte("@@BAD@@"), []byte("\xff\xfe\xfd@@@@")))}, nil
+}
+
+func (badTextCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	return proto.Unmarshal(data.Materialize(), v.(proto.Message))
+}
+
+// TestProviderTextNotUTF8KeepsItsStream: a registration whose text is not UTF-8 (which
+// protobuf refuses to decode) costs the provider the tool whose name is bad, never its
+// stream: the text is repaired, the other tools register and their calls run.
+func TestProviderTextNotUTF8KeepsItsStream(t *testing.T) {
+	e := start(t, "")
+	conn, err := grpc.NewClient("passthrough:///"+e.app.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(badTextCodec{})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	stream, err := toolsdv1.NewProviderServiceClient(conn).Connect(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &handProvider{stream: stream}
+	p.send(t, &toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Hello{Hello: &toolsdv1.ProviderHello{Name: "raw @@BAD@@"}}})
+	if m := p.recv(t); m.GetWelcome() == nil {
+		t.Fatalf("first message = %v, want welcome", m)
+	}
+	p.send(t, &toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Register{Register: &toolsdv1.RegisterTools{Ref: 1, Tools: []*toolsdv1.ToolDefinition{
+		{Name: "described", Description: "caf@@BAD@@", ParametersJson: `{"type":"object"}`},
+		{Name: "bad_@@BAD@@", Description: "named badly", ParametersJson: `{"type":"object"}`},
+	}}}})
+	var codes []string
+	for _, st := range p.recv(t).GetRegisterResult().GetTools() {
+		codes = append(codes, st.GetErrorCode())
+	}
+	if diff := cmp.Diff([]string{"", "INVALID_ARGUMENT"}, codes); diff != "" {
+		t.Fatalf("registration codes (-want +got):\n%s", diff)
+	}
+	go func() {
+		for {
+			m, err := p.stream.Recv()
+			if err != nil {
+				return
+			}
+			if ex := m.GetExecute(); ex != nil {
+				r := &toolsdv1.ExecuteResult{RequestId: ex.GetRequestId(), Content: []byte("ran")}
+				if p.stream.Send(&toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Result{Result: r}}) != nil {
+					return
+				}
+			}
+		}
+	}()
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-bad-text", Calls: []*toolsdv1.ToolCall{call("c0", "described", `{}`)}}, batchOptions{})
+	if got := out.results[0].GetContent(); got != "ran" {
+		t.Errorf("call after the bad registration = %q (%s), want the provider's answer", got, out.results[0].GetError().GetCode())
 	}
 }
 

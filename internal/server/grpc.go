@@ -100,6 +100,7 @@ func NewGRPCServer(c GRPCConfig) (*grpc.Server, *grpcprom.ServerMetrics) {
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(streams...),
 		grpc.MaxRecvMsgSize(c.MaxRecvMsgSize),
+		grpc.ForceServerCodecV2(newLenientCodec()),
 		grpc.MaxConcurrentStreams(c.MaxConcurrentStreams),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: c.KeepaliveTime, Timeout: c.KeepaliveTimeout}),
 		// Clients may ping as often as every 5s even without active streams: provider
