@@ -125,23 +125,34 @@ func (b *Broker) progress(c *conn, pr *toolsdv1.ExecuteProgress) {
 }
 
 // register registers each tool with the provider as owner and answers with one status
-// per tool, in request order.
+// per tool, in request order. Each tool is taken or refused on its own: past
+// MaxToolsPerRegister, the rest of the message is refused (RESOURCE_EXHAUSTED) and the
+// tools before them are registered.
 func (b *Broker) register(c *conn, r *toolsdv1.RegisterTools) {
 	defs, scope := r.GetTools(), r.GetScope()
 	statuses := make([]*toolsdv1.ToolRegistrationStatus, len(defs))
-	if len(defs) > b.limits.MaxToolsPerRegister {
-		msg := fmt.Sprintf("register carries %d tools, over the limit of %d", len(defs), b.limits.MaxToolsPerRegister)
-		for i, d := range defs {
-			statuses[i] = &toolsdv1.ToolRegistrationStatus{Name: d.GetName(), ErrorCode: "RESOURCE_EXHAUSTED", ErrorMessage: msg}
-		}
-	} else if !c.registering(func() {
-		for i, d := range defs {
+	taken := min(len(defs), b.limits.MaxToolsPerRegister)
+	b.overPerMessage(statuses, "register", taken, func(i int) string { return defs[i].GetName() })
+	if !c.registering(func() {
+		for i, d := range defs[:taken] {
 			statuses[i] = b.registerOne(c, scope, d)
 		}
 	}) {
 		return
 	}
 	b.reply(c, r.GetRef(), statuses)
+}
+
+// overPerMessage fills the statuses from index taken on, which one register or
+// unregister message carries past MaxToolsPerRegister.
+func (b *Broker) overPerMessage(statuses []*toolsdv1.ToolRegistrationStatus, kind string, taken int, name func(int) string) {
+	if taken == len(statuses) {
+		return
+	}
+	msg := fmt.Sprintf("%s carries %d tools; only the first %d of one message are taken", kind, len(statuses), taken)
+	for i := taken; i < len(statuses); i++ {
+		statuses[i] = &toolsdv1.ToolRegistrationStatus{Name: name(i), ErrorCode: "RESOURCE_EXHAUSTED", ErrorMessage: msg}
+	}
 }
 
 func (b *Broker) registerOne(c *conn, scope string, d *toolsdv1.ToolDefinition) *toolsdv1.ToolRegistrationStatus {
@@ -166,17 +177,15 @@ func (b *Broker) registerOne(c *conn, scope string, d *toolsdv1.ToolDefinition) 
 	return st
 }
 
-// unregister removes the named tools and answers like register.
+// unregister removes the named tools and answers like register (the same per-message
+// limit applies).
 func (b *Broker) unregister(c *conn, r *toolsdv1.UnregisterTools) {
 	names, scope := r.GetNames(), r.GetScope()
 	statuses := make([]*toolsdv1.ToolRegistrationStatus, len(names))
-	if len(names) > b.limits.MaxToolsPerRegister {
-		msg := fmt.Sprintf("unregister carries %d names, over the limit of %d", len(names), b.limits.MaxToolsPerRegister)
-		for i, n := range names {
-			statuses[i] = &toolsdv1.ToolRegistrationStatus{Name: n, ErrorCode: "RESOURCE_EXHAUSTED", ErrorMessage: msg}
-		}
-	} else if !c.registering(func() {
-		for i, n := range names {
+	taken := min(len(names), b.limits.MaxToolsPerRegister)
+	b.overPerMessage(statuses, "unregister", taken, func(i int) string { return names[i] })
+	if !c.registering(func() {
+		for i, n := range names[:taken] {
 			st := &toolsdv1.ToolRegistrationStatus{Name: n}
 			if err := b.checkScope(c, scope); err != nil {
 				st.ErrorCode, st.ErrorMessage = "PERMISSION_DENIED", validUTF8(err.Error())

@@ -94,7 +94,7 @@ func TestRegisterStatuses(t *testing.T) {
 		},
 		"over the per-message limit": {
 			defs: []*toolsdv1.ToolDefinition{toolDef("a"), toolDef("b"), toolDef("c")},
-			want: map[string]string{"a": "RESOURCE_EXHAUSTED", "b": "RESOURCE_EXHAUSTED", "c": "RESOURCE_EXHAUSTED"},
+			want: map[string]string{"a": "", "b": "", "c": "RESOURCE_EXHAUSTED"},
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -192,6 +192,30 @@ func TestUnregister(t *testing.T) {
 	}
 	if tools := srv.Broker.Providers()[0].Tools; !cmp.Equal(tools, []broker.ToolRef{{Name: "b"}}) {
 		t.Errorf("Providers()[0].Tools = %v, want [b]", tools)
+	}
+}
+
+// An unregister past the per-message limit removes the tools it takes and refuses the
+// rest, each on its own.
+func TestUnregisterOverThePerMessageLimit(t *testing.T) {
+	reg := brokertest.NewRegistrar()
+	srv := brokertest.Start(t, reg, broker.WithLimits(broker.Limits{MaxToolsPerRegister: 2}))
+	r := helloRaw(t, srv, "raw", 0)
+	r.send(registerMsg(1, "", toolDef("a"), toolDef("b")))
+	statusCodes(t, r.next(), 1)
+	r.send(registerMsg(2, "", toolDef("c")))
+	statusCodes(t, r.next(), 2)
+
+	r.send(unregisterMsg(100, "", "a", "b", "c"))
+	want := map[string]string{"a": "", "b": "", "c": "RESOURCE_EXHAUSTED"}
+	if diff := cmp.Diff(want, statusCodes(t, r.next(), 100)); diff != "" {
+		t.Errorf("unregister statuses mismatch (-want +got):\n%s", diff)
+	}
+	if _, ok := reg.Lookup("", "c"); !ok {
+		t.Error("c, past the limit, was removed")
+	}
+	if _, ok := reg.Lookup("", "a"); ok {
+		t.Error("a, within the limit, is still registered")
 	}
 }
 
