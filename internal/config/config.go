@@ -136,6 +136,9 @@ const maxAcceptedHold = time.Minute
 // maxCancelGrace bounds limits.cancel_grace: a cancelled batch settles only after it.
 const maxCancelGrace = time.Minute
 
+// maxOutboxSize bounds limits.outbox_size: every batch stream allocates its queue.
+const maxOutboxSize = 1 << 16
+
 // checkWindows: gRPC fixes both flow-control windows or neither, so both are 0 or both
 // are sizes, and a connection's window holds at least one stream's.
 func (l Limits) checkWindows(bad func(field, format string, args ...any)) {
@@ -357,6 +360,14 @@ func (c *Config) Validate() error {
 	}
 	if g := c.Limits.CancelGrace; g < 0 || g > Duration(maxCancelGrace) {
 		bad("limits.cancel_grace", "%v is not between 0 and %v", g.D(), maxCancelGrace)
+	}
+	if r := c.Retry; r.BaseDelay > r.MaxDelay {
+		bad("retry.base_delay", "%v is over retry.max_delay (%v)", r.BaseDelay.D(), r.MaxDelay.D())
+	} else if r.Budget < r.BaseDelay {
+		bad("retry.budget", "%v is under retry.base_delay (%v): no retry could start", r.Budget.D(), r.BaseDelay.D())
+	}
+	if n := c.Limits.OutboxSize; n > maxOutboxSize {
+		bad("limits.outbox_size", "%d, over the most, %d (each batch stream allocates this many places)", n, maxOutboxSize)
 	}
 	if c.Session.Coalesce < 0 {
 		bad("session.coalesce", "must not be negative")

@@ -168,6 +168,9 @@ func TestRefusedValues(t *testing.T) {
 		"registry: {tool_set_idle: 0s}\n":            "registry.tool_set_idle: must be positive",
 		"scheduler:\n  max_threads: 3\n":             "t.yaml: line 2: unknown key max_threads",
 		"limits: {outbox: 1}\nlog: {colour: red}\n":  "line 1: unknown key outbox; line 2: unknown key colour",
+		"retry: {base_delay: 3s, max_delay: 2s}\n":   "retry.base_delay: 3s is over retry.max_delay (2s)",
+		"retry: {budget: 50ms, base_delay: 100ms}\n": "retry.budget: 50ms is under retry.base_delay (100ms)",
+		"limits: {outbox_size: 100000000}\n":         "limits.outbox_size: 100000000, over the most, 65536",
 	} {
 		_, err := config.Parse([]byte(in), "t.yaml")
 		if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), want) {
