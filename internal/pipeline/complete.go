@@ -44,7 +44,7 @@ func shapeError(e *tool.Exec, r tool.Result) tool.Result {
 		er.Code = tool.CodeToolError
 	}
 	if er.Tool == "" {
-		er.Tool = e.Name
+		er.Tool = tool.NamedInResult(e.Name)
 	}
 	r.IsError, r.Err, r.Value = true, &er, nil
 	return r

@@ -116,7 +116,7 @@ func (s *snapshot) resolve(ctx context.Context, e *tool.Exec, r *tool.Result) (T
 func (s *snapshot) unresolved(ctx context.Context, e *tool.Exec, err error) tool.Result {
 	switch {
 	case errors.Is(err, tool.ErrUnknownTool):
-		return failure(e, tool.CodeUnknownTool, fmt.Sprintf("unknown tool %q", e.Name), "")
+		return failure(e, tool.CodeUnknownTool, fmt.Sprintf("unknown tool %q", tool.NamedInResult(e.Name)), "")
 	case errors.Is(err, tool.ErrToolSetGone):
 		return failure(e, tool.CodeAbortedBeforeDispatch, msgToolSetReleased, err.Error())
 	case ctx.Err() != nil:

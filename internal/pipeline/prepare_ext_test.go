@@ -15,6 +15,29 @@ import (
 	"github.com/toolsd/toolsd/internal/tool"
 )
 
+// A call may name a tool that does not exist with any text the request allows: its
+// result quotes the name cut at 128 bytes, in the message and in error.tool.
+func TestUnknownToolNameIsCut(t *testing.T) {
+	res := &resolver{fn: func(int, *tool.Call) (pipeline.Tool, error) { return nil, tool.ErrUnknownTool }}
+	p := pipeline.New(res, &dispatcher{})
+	name := strings.Repeat("n", 100_000)
+	e := newExec(name, `{}`)
+	r := p.Run(t.Context(), e)
+	if r.Code() != tool.CodeUnknownTool {
+		t.Fatalf("Run() code = %s, want UNKNOWN_TOOL", r.Code())
+	}
+	want := tool.NamedInResult(name)
+	if len(want) > 132 || !strings.HasPrefix(name, strings.TrimSuffix(want, "…")) {
+		t.Fatalf("NamedInResult() = %d bytes, want the name cut to at most 128 bytes and an ellipsis", len(want))
+	}
+	if r.Err.Tool != want || r.Err.Message != fmt.Sprintf("unknown tool %q", want) {
+		t.Errorf("error.tool = %d bytes, message = %d bytes; want both quoting the cut name", len(r.Err.Tool), len(r.Err.Message))
+	}
+	if len(r.Content) > 200 {
+		t.Errorf("content is %d bytes, want the cut name only", len(r.Content))
+	}
+}
+
 func TestPrepareFailures(t *testing.T) {
 	echo := newTool("echo")
 	strict := newTool("echo")

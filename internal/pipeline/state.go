@@ -70,7 +70,7 @@ func (st *callState) exposed(e *tool.Exec) *tool.Exec {
 //go:noinline
 func failure(e *tool.Exec, code tool.Code, message, reason string) tool.Result {
 	r := tool.FailureWithReason(code, message, reason)
-	r.Err.Tool = e.Name
+	r.Err.Tool = tool.NamedInResult(e.Name)
 	return r
 }
 

@@ -97,7 +97,7 @@ func (r *run) skip(i int) {
 // abortedBeforeDispatch is the result of a call that never started.
 func abortedBeforeDispatch(name string) tool.Result {
 	res := tool.Failure(tool.CodeAbortedBeforeDispatch, "call was cancelled before it started")
-	res.Err.Tool = name
+	res.Err.Tool = tool.NamedInResult(name)
 	return res
 }
 
@@ -112,7 +112,7 @@ func (s *Scheduler) runCall(ctx context.Context, e *tool.Exec) (res tool.Result)
 				zap.Any("panic", p), zap.Stack("stack"))
 			s.obs.Panicked()
 			res = tool.Failure(tool.CodeInternal, "internal error")
-			res.Err.Tool = e.Name
+			res.Err.Tool = tool.NamedInResult(e.Name)
 		}
 	}()
 	return s.run.Run(ctx, e)

@@ -1,6 +1,10 @@
 package tool
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/toolsd/toolsd/internal/textcut"
+)
 
 // Code is a stable, machine-readable outcome code carried by error results. Clients
 // match on codes, never on message text.
@@ -73,6 +77,15 @@ func Failure(code Code, message string) Result {
 		Err:     &Error{Code: code, Message: message},
 	}
 }
+
+// maxNamedBytes bounds a tool name quoted in a result (see [NamedInResult]).
+const maxNamedBytes = 128
+
+// NamedInResult is name as a failure quotes it (in Error.Tool and its message): cut at
+// 128 bytes. A call may name a tool that does not exist with any text the request size
+// allows, and each copy would reach the client and the session log; a registered name
+// is never that long.
+func NamedInResult(name string) string { return textcut.Ellipsis(name, maxNamedBytes) }
 
 // FailureWithReason is like [Failure] with a private, user-facing reason kept out of the content.
 func FailureWithReason(code Code, message, reason string) Result {
