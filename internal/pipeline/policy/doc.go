@@ -18,7 +18,7 @@
 //	      private: false
 //	  tools:
 //	    sleep:      { timeout: 2s }
-//	    write_note: { mode: exclusive, idempotent: false, max_result_bytes: 65536 }
+//	    write_note: { mode: exclusive, idempotent: false, max_result_bytes: 64KiB }
 //	    shell:      { mode_when: 'args.command.startsWith("ls") ? "parallel" : "exclusive"' }
 //
 // Scope globs are matched per '/'-separated segment with path.Match; a "**" segment

@@ -2,10 +2,12 @@ package policy
 
 import (
 	"fmt"
+	"math"
 
 	"cel.dev/cel-go/cel"
 	"gopkg.in/yaml.v3"
 
+	"github.com/toolsd/toolsd/internal/config"
 	"github.com/toolsd/toolsd/internal/glob"
 	"github.com/toolsd/toolsd/internal/pipeline"
 )
@@ -205,13 +207,15 @@ func (p *parser) boolean(v *yaml.Node, path string) bool {
 	return b
 }
 
-func (p *parser) positiveInt(v *yaml.Node, path string) int {
-	var n int
-	if v.Kind != yaml.ScalarNode || v.Tag != "!!int" || v.Decode(&n) != nil || n <= 0 {
-		p.add(v, path, "must be a positive integer")
-		return 0
+// size reads a positive byte count written as the config writes sizes: 65536, 64KiB.
+func (p *parser) size(v *yaml.Node, path string) int {
+	if v.Kind == yaml.ScalarNode && (v.Tag == "!!int" || v.Tag == "!!str") {
+		if n, err := config.ParseSize(v.Value); err == nil && n > 0 && n <= math.MaxInt32 {
+			return int(n)
+		}
 	}
-	return n
+	p.add(v, path, "must be a positive byte count like 65536 or 64KiB")
+	return 0
 }
 
 func deref(n *yaml.Node) *yaml.Node {

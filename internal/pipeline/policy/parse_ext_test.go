@@ -25,7 +25,7 @@ policy:
       private: false
   tools:
     sleep:   { timeout: 2s }
-    write_note: { mode: exclusive, idempotent: false, max_result_bytes: 65536 }
+    write_note: { mode: exclusive, idempotent: false, max_result_bytes: 64KiB }
     fetch: { idempotent: true }
     shell:   { mode_when: 'args.command.startsWith("ls") ? "parallel" : "exclusive"' }
 `
@@ -179,7 +179,15 @@ func TestParseErrors(t *testing.T) {
 		},
 		"bad max_result_bytes": {
 			src:  "tools:\n  cat: {max_result_bytes: -1}\n",
-			want: "config.yaml:2:27: tools.cat.max_result_bytes: must be a positive integer",
+			want: "config.yaml:2:27: tools.cat.max_result_bytes: must be a positive byte count like 65536 or 64KiB",
+		},
+		"max_result_bytes not a size": {
+			src:  "tools:\n  cat: {max_result_bytes: 64KB}\n",
+			want: "config.yaml:2:27: tools.cat.max_result_bytes: must be a positive byte count like 65536 or 64KiB",
+		},
+		"max_result_bytes over 8MiB as a size": {
+			src:  "tools:\n  cat: {max_result_bytes: 9MiB}\n",
+			want: "config.yaml:2:27: tools.cat.max_result_bytes: 9437184 bytes, over the most, 8388608 (8MiB, as limits.max_result_bytes)",
 		},
 		"max_result_bytes over 8MiB": {
 			src:  "tools:\n  cat: {max_result_bytes: 8388609}\n",

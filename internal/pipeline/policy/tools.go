@@ -70,7 +70,7 @@ func (p *parser) toolSettings(k, sv *yaml.Node, tp string) pipeline.ToolSettings
 		},
 		"idempotent": func(v *yaml.Node, path string) { ts.Idempotent = p.boolean(v, path) },
 		"max_result_bytes": func(v *yaml.Node, path string) {
-			if ts.MaxResultBytes = p.positiveInt(v, path); ts.MaxResultBytes > tool.MaxResultBytes {
+			if ts.MaxResultBytes = p.size(v, path); ts.MaxResultBytes > tool.MaxResultBytes {
 				p.add(v, path, "%d bytes, over the most, %d (8MiB, as limits.max_result_bytes)", ts.MaxResultBytes, tool.MaxResultBytes)
 			}
 		},
