@@ -77,9 +77,11 @@ func TestReadSessionStopsWhenTheSessionChangesOwner(t *testing.T) {
 		return b
 	}
 	padding := strings.Repeat("a", 1024)
-	// Two batches: 512 events, one full page of ReadSession, so it reads a second.
-	agentA.mustExecute(t, full("shared", "tenant-a", padding, 0), batchOptions{})
-	agentA.mustExecute(t, full("shared", "tenant-a", padding, 1), batchOptions{})
+	// Three batches: 768 events, more than ReadSession's first two pages (4, then 512
+	// of events this small), so it reads a third.
+	for step := range uint64(3) {
+		agentA.mustExecute(t, full("shared", "tenant-a", padding, step), batchOptions{})
+	}
 
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()

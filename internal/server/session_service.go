@@ -10,8 +10,23 @@ import (
 	"github.com/toolsd/toolsd/internal/session"
 )
 
-// readPage is how many events ReadSession loads from the store at once.
-const readPage = 512
+// ReadSession loads events from the store a page at a time. The first page has
+// firstReadPage events; each next one as many as readPageBytes holds of events the size
+// of the last page's, between 1 and readPage. So a session of small events is read 512
+// at a time, and one of multi-megabyte results does not hold gigabytes per reader.
+const (
+	firstReadPage = 4
+	readPage      = 512
+	readPageBytes = 8 << 20
+)
+
+// nextReadPage sizes the page after one of n events that took size bytes on the wire.
+func nextReadPage(n, size int) int {
+	if n == 0 || size <= 0 {
+		return readPage
+	}
+	return max(1, min(readPage, readPageBytes/max(1, size/n)))
+}
 
 // errStopWatch ends a watch when the client goes away.
 var errStopWatch = errors.New("server: watch stopped")
@@ -27,8 +42,9 @@ func (s *Server) ReadSession(req *toolsdv1.ReadSessionRequest, stream grpc.Serve
 	}
 	from := max(req.GetFromSeq(), 1)
 	remaining := int(req.GetLimit())
+	want := firstReadPage
 	for {
-		page := readPage
+		page := want
 		if remaining > 0 && remaining < page {
 			page = remaining
 		}
@@ -42,14 +58,18 @@ func (s *Server) ReadSession(req *toolsdv1.ReadSessionRequest, stream grpc.Serve
 		if err := s.authz.Authorize(ctx, ActionReadSession, "", req.GetSessionId()); err != nil {
 			return toStatus(s.log, err)
 		}
+		size := 0
 		for i := range events {
-			if err := stream.Send(&toolsdv1.ReadSessionResponse{Event: EventToProto(&events[i])}); err != nil {
+			m := &toolsdv1.ReadSessionResponse{Event: EventToProto(&events[i])}
+			if err := stream.Send(m); err != nil {
 				return err
 			}
+			size += sentSize.Size(m)
 		}
 		if len(events) < page {
 			return nil
 		}
+		want = nextReadPage(len(events), size)
 		from = events[len(events)-1].Seq + 1
 		if remaining > 0 {
 			remaining -= len(events)
