@@ -374,6 +374,50 @@ policy:
 	}
 }
 
+// A call whose timeout fired is TOOL_TIMEOUT even when the client cancels the batch
+// while toolsd still waits (cancel_grace) for a provider that ignores the cancel.
+func TestTimeoutThenCancelStaysTimeout(t *testing.T) {
+	e := start(t, `
+limits:
+  cancel_grace: 300ms
+policy:
+  tools:
+    stuck: {timeout: 100ms}
+`)
+	cancelled, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	runProvider(t, e.app.Addr(), provider.NewTool("stuck", "Ignores cancellation.", func(ctx context.Context, _ provider.Call, _ blockArgs) (string, error) {
+		<-ctx.Done()
+		close(cancelled)
+		<-release // still running: the tool does not stop
+		return "", ctx.Err()
+	}))
+	sent := make(chan error, 1)
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-timeout-cancel", Calls: []*toolsdv1.ToolCall{call("c", "stuck", `{"label":"s"}`)}}, batchOptions{
+		onAccepted: func(s toolsdv1.ToolService_ExecuteBatchClient) {
+			go func() {
+				select {
+				case <-cancelled: // the timeout fired and was forwarded
+				case <-release:
+					return
+				}
+				sent <- s.Send(&toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Cancel{Cancel: &toolsdv1.CancelBatch{Reason: "stop"}}})
+			}()
+		},
+	})
+	select {
+	case err := <-sent:
+		if err != nil {
+			t.Fatalf("sending cancel: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("no cancel sent; results %v", out.results)
+	}
+	if got := resultCodes(out.results); !slices.Equal(got, []string{"TOOL_TIMEOUT"}) {
+		t.Errorf("codes = %v, want [TOOL_TIMEOUT]", got)
+	}
+}
+
 func TestIdempotentRetryAfterReconnect(t *testing.T) {
 	e := start(t, `
 retry: {max_attempts: 200, budget: 20s, base_delay: 10ms, max_delay: 20ms}

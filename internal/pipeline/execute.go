@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -19,18 +20,24 @@ func (s *snapshot) metrics(ctx context.Context, e *tool.Exec, t Tool, next Handl
 	return r
 }
 
+// errTimedOut is the cause of a dispatch context whose own timeout fired, as opposed
+// to one ended by the call's context.
+var errTimedOut = fmt.Errorf("tool timed out: %w", context.DeadlineExceeded)
+
 // timeout bounds the whole dispatch, retries included. On expiry the provider call's
 // context is cancelled (the Dispatcher forwards it) and a failed or cancelled result
-// becomes TOOL_TIMEOUT; a success that raced the deadline is kept.
+// becomes TOOL_TIMEOUT, even when the call's context ends while the provider is still
+// stopping: the timeout came first. A success that raced the deadline is kept.
 func (s *snapshot) timeout(ctx context.Context, e *tool.Exec, t Tool, next Handler) tool.Result {
 	d := s.timeoutFor(stateOf(ctx), t)
-	tctx, cancel := context.WithTimeout(ctx, d)
+	tctx, cancel := context.WithTimeoutCause(ctx, d, errTimedOut)
 	defer cancel()
 	r := next(tctx, e, t)
 	// A provider that honours the deadline it was sent fails at the same instant the
 	// timer fires, so a failure at or past the deadline is the timeout's too.
 	deadline, _ := tctx.Deadline()
-	if r.IsError && ctx.Err() == nil && (tctx.Err() != nil || !s.p.opts.now().Before(deadline)) {
+	if r.IsError && (errors.Is(context.Cause(tctx), errTimedOut) ||
+		ctx.Err() == nil && (tctx.Err() != nil || !s.p.opts.now().Before(deadline))) {
 		return timedOut(e, r, d)
 	}
 	return r

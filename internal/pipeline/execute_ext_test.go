@@ -302,3 +302,22 @@ func (m *metrics) Retried(name string, code tool.Code, attempt int) {
 	m.add(fmt.Sprintf("retry %s %s %d", name, code, attempt))
 }
 func (m *metrics) Panicked(name string) { m.add("panic " + name) }
+
+// A call whose timeout fired stays TOOL_TIMEOUT when the batch is cancelled while the
+// provider is still winding down (the broker's cancel grace): the timeout came first.
+func TestTimeoutBeforeCancelStaysTimeout(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	disp := &dispatcher{fn: func(ctx context.Context, _ int, _ pipeline.Tool, _ *tool.Exec) tool.Result {
+		<-ctx.Done() // the tool's timeout
+		cancel()     // the client cancels during the cancel grace
+		return tool.Failure(tool.CodeAborted, "call was cancelled")
+	}}
+	p := pipeline.New(staticResolver(newTool("sleep")), disp, pipeline.WithConfig(pipeline.Config{DefaultTimeout: time.Millisecond}))
+	e := newExec("sleep", `{}`)
+	r := p.Run(ctx, e)
+	checkShape(t, e, r)
+	if r.Code() != tool.CodeToolTimeout {
+		t.Errorf("Run() = %+v, want TOOL_TIMEOUT", r.Err)
+	}
+}
