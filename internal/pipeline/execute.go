@@ -9,14 +9,24 @@ import (
 	"github.com/toolsd/toolsd/internal/tool"
 )
 
-// metrics reports each call's pass through the execute chain to the [Observer].
-func (s *snapshot) metrics(ctx context.Context, e *tool.Exec, t Tool, next Handler) tool.Result {
+// metrics reports each call's pass through the execute chain to the [Observer]. A
+// dispatch that panics finishes too, as INTERNAL (the call's result), so that the
+// dispatches in flight do not count it forever.
+func (s *snapshot) metrics(ctx context.Context, e *tool.Exec, t Tool, next Handler) (r tool.Result) {
 	obs := s.p.opts.observer
 	name := t.Definition().Name
 	obs.DispatchStarted(name)
 	start := s.p.opts.now()
-	r := next(ctx, e, t)
-	obs.DispatchFinished(name, r.Code(), s.p.opts.now().Sub(start))
+	returned := false
+	defer func() {
+		code := r.Code()
+		if !returned {
+			code = tool.CodeInternal
+		}
+		obs.DispatchFinished(name, code, s.p.opts.now().Sub(start))
+	}()
+	r = next(ctx, e, t)
+	returned = true
 	return r
 }
 

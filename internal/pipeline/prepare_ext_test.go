@@ -317,6 +317,10 @@ func TestPanicBecomesInternal(t *testing.T) {
 	if evs := obs.events(); !slices.Contains(evs, "panic echo") {
 		t.Errorf("observer saw %q, want the panic counted", evs)
 	}
+	// The dispatch that panicked is over: it is no longer in flight.
+	if evs := obs.events(); !slices.Contains(evs, "finish echo INTERNAL") {
+		t.Errorf("observer saw %q, want the panicked dispatch finished", evs)
+	}
 }
 
 func TestGateStopsCallCancelledDuringPrepare(t *testing.T) {
