@@ -14,11 +14,7 @@ import (
 // a config manager as the service stops) must not kill the process: the drain goes on,
 // the blocked call gets its result, and toolsd exits 0 as after SIGTERM alone.
 func TestSIGHUPDuringDrain(t *testing.T) {
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "toolsd.yaml")
-	if err := os.WriteFile(cfg, []byte("timeouts: {shutdown: 1s}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg, _ := shutdownConfig(t, "1s")
 	led := newLedger()
 	view := newClientView()
 	d := startDaemon(t, "-config", cfg, "-ephemeral")

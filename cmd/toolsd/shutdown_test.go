@@ -11,12 +11,7 @@ import (
 // the call is aborted at the shutdown deadline and its result reaches the client and the
 // log, the process exits 0, and a restart finds nothing to recover.
 func TestSIGTERMDrainsAndExitsZero(t *testing.T) {
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "toolsd.yaml")
-	if err := os.WriteFile(cfg, []byte("timeouts: {shutdown: 300ms}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	dataDir := filepath.Join(dir, "data")
+	cfg, dataDir := shutdownConfig(t, "300ms")
 	led := newLedger()
 	view := newClientView()
 
@@ -67,12 +62,7 @@ func TestSIGTERMDrainsAndExitsZero(t *testing.T) {
 // once (exit code 128+15) instead of waiting out the shutdown timeout; as after a
 // crash, the next start gives the call that was still running its result.
 func TestSecondSignalExitsAtOnce(t *testing.T) {
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "toolsd.yaml")
-	if err := os.WriteFile(cfg, []byte("timeouts: {shutdown: 1h}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	dataDir := filepath.Join(dir, "data")
+	cfg, dataDir := shutdownConfig(t, "1h")
 	led := newLedger()
 	view := newClientView()
 
@@ -108,4 +98,16 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	d2.wait(t)
+}
+
+// shutdownConfig writes a config file with the shutdown timeout d and returns its path
+// and a data directory beside it.
+func shutdownConfig(t *testing.T, d string) (cfg, dataDir string) {
+	t.Helper()
+	dir := t.TempDir()
+	cfg = filepath.Join(dir, "toolsd.yaml")
+	if err := os.WriteFile(cfg, []byte("timeouts: {shutdown: "+d+"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, filepath.Join(dir, "data")
 }

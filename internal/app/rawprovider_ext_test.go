@@ -28,15 +28,7 @@ type handProvider struct {
 
 func connectHand(t *testing.T, e *env, tools ...string) *handProvider {
 	t.Helper()
-	stream, err := toolsdv1.NewProviderServiceClient(e.conn).Connect(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &handProvider{stream: stream}
-	p.send(t, &toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Hello{Hello: &toolsdv1.ProviderHello{Name: "raw"}}})
-	if m := p.recv(t); m.GetWelcome() == nil {
-		t.Fatalf("first message = %v, want welcome", m)
-	}
+	p := helloHand(t, e.conn, "raw")
 	defs := make([]*toolsdv1.ToolDefinition, len(tools))
 	for i, name := range tools {
 		defs[i] = &toolsdv1.ToolDefinition{Name: name, Description: "raw tool", ParametersJson: `{"type":"object"}`}
@@ -46,6 +38,21 @@ func connectHand(t *testing.T, e *env, tools ...string) *handProvider {
 		if st.GetErrorCode() != "" {
 			t.Fatalf("registering %s: %s %s", st.GetName(), st.GetErrorCode(), st.GetErrorMessage())
 		}
+	}
+	return p
+}
+
+// helloHand opens a provider stream on conn and says hello as name.
+func helloHand(t *testing.T, conn grpc.ClientConnInterface, name string) *handProvider {
+	t.Helper()
+	stream, err := toolsdv1.NewProviderServiceClient(conn).Connect(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &handProvider{stream: stream}
+	p.send(t, &toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Hello{Hello: &toolsdv1.ProviderHello{Name: name}}})
+	if m := p.recv(t); m.GetWelcome() == nil {
+		t.Fatalf("first message = %v, want welcome", m)
 	}
 	return p
 }
@@ -147,15 +154,7 @@ func TestProviderTextNotUTF8KeepsItsStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = conn.Close() }()
-	stream, err := toolsdv1.NewProviderServiceClient(conn).Connect(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &handProvider{stream: stream}
-	p.send(t, &toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Hello{Hello: &toolsdv1.ProviderHello{Name: "raw @@BAD@@"}}})
-	if m := p.recv(t); m.GetWelcome() == nil {
-		t.Fatalf("first message = %v, want welcome", m)
-	}
+	p := helloHand(t, conn, "raw @@BAD@@")
 	p.send(t, &toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Register{Register: &toolsdv1.RegisterTools{Ref: 1, Tools: []*toolsdv1.ToolDefinition{
 		{Name: "described", Description: "caf@@BAD@@", ParametersJson: `{"type":"object"}`},
 		{Name: "bad_@@BAD@@", Description: "named badly", ParametersJson: `{"type":"object"}`},
