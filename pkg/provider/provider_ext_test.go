@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -93,6 +94,10 @@ func TestHandlerOutcomes(t *testing.T) {
 		provider.NewTool("nil_result", "nil *Result", func(context.Context, provider.Call, struct{}) (*provider.Result, error) {
 			return nil, nil
 		}),
+		provider.NewTool("goexit", "ends its goroutine", func(context.Context, provider.Call, struct{}) (string, error) {
+			runtime.Goexit()
+			return "", nil
+		}),
 		provider.NewTool("integers", "integer arguments", func(_ context.Context, _ provider.Call, a intArgs) (string, error) {
 			return fmt.Sprint(a.N, a.U, a.F, a.L), nil
 		}, provider.StrictArguments()),
@@ -113,6 +118,7 @@ func TestHandlerOutcomes(t *testing.T) {
 		"error text made UTF-8":    {"wrapped", `{}`, tool.Failure(tool.CodeToolError, "first\nsecond \uFFFD")},
 		"value that cannot encode": {"unencodable", `{}`, tool.Failure(tool.CodeToolError, "cannot encode the tool's value: json: unsupported type: func()")},
 		"nil *Result":              {"nil_result", `{}`, tool.Result{}},
+		"goroutine ended":          {"goexit", `{}`, tool.Failure(tool.CodeToolError, `tool "goexit" failed unexpectedly (it ended its goroutine)`)},
 		// JSON Schema's integers include 1.0 and 2e0; encoding/json's do not.
 		"integers with a fraction or exponent": {"integers", `{"n":1.0,"u":2e0,"f":1.5,"l":[3.00,-4E1,0.5e1]}`, tool.Result{Content: "1 2 1.5 [3 -40 5]"}},
 		"integer with a real fraction":         {"integers", `{"n":1.5}`, tool.Failure(tool.CodeToolError, "invalid arguments: "+jsonError[intArgs](`{"n":1.5}`))},

@@ -370,16 +370,24 @@ func (s *session) execute(sctx context.Context, req *toolsdv1.ExecuteRequest) {
 }
 
 // run runs one handler and sends its result, also when toolsd cancelled the call:
-// toolsd waits for that answer to know the tool has stopped.
+// toolsd waits for that answer to know the tool has stopped. The result is sent from a
+// deferred call, so that a handler that ends its goroutine (runtime.Goexit, as
+// t.FailNow does) still answers, with an error.
 func (s *session) run(ctx context.Context, r *running, t *toolImpl, call Call, args string) {
 	reserveStack(r.id)
 	defer s.wg.Done()
 	defer r.cancel()
-	res := s.invoke(ctx, t, call, args)
-	if !s.finish(r) || s.ctx.Err() != nil {
-		return // the session is ending: nobody awaits this result
-	}
-	s.sendResult(r.id, res)
+	var res *toolsdv1.ExecuteResult
+	defer func() {
+		if res == nil {
+			res = errorResult(fmt.Sprintf("tool %q failed unexpectedly (it ended its goroutine)", t.Name()))
+		}
+		if !s.finish(r) || s.ctx.Err() != nil {
+			return // the session is ending: nobody awaits this result
+		}
+		s.sendResult(r.id, res)
+	}()
+	res = s.invoke(ctx, t, call, args)
 }
 
 // invoke calls the handler, turning a panic into an error result.
