@@ -81,15 +81,17 @@ func WithWindows(stream, conn int32) Option {
 
 // WithBackoff sets the reconnect delay of [Provider.Run]: it starts at minDelay, doubles
 // after each failed attempt up to maxDelay, and is jittered down by up to half. It
-// starts over once a stream has lasted maxDelay.
+// starts over once a stream has lasted maxDelay. A maxDelay below minDelay is minDelay;
+// 0 or less keeps the default.
 func WithBackoff(minDelay, maxDelay time.Duration) Option {
 	return func(o *options) {
 		if minDelay > 0 {
 			o.backoffMin = minDelay
 		}
-		if maxDelay >= o.backoffMin {
+		if maxDelay > 0 {
 			o.backoffMax = maxDelay
 		}
+		o.backoffMax = max(o.backoffMax, o.backoffMin) // never below where it starts
 	}
 }
 
