@@ -5,6 +5,7 @@ import (
 	"context"
 	"net"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -250,5 +251,39 @@ func TestProviderReregistersAfterToolsdRestarts(t *testing.T) {
 			t.Fatalf("Schemas() on the new toolsd = %v, %v; want the provider's tool registered again", resp, err)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestValueOnlyResultCountsDerivedContent: content toolsd derives from a value-only
+// result counts against max_result_bytes, as the welcome's comment says: a value over
+// half the limit fails, the same value with content of its own does not.
+func TestValueOnlyResultCountsDerivedContent(t *testing.T) {
+	e := start(t, "limits: {max_result_bytes: 64KiB}\n")
+	p := connectHand(t, e, "raw")
+	value := []byte(`"` + strings.Repeat("x", 40<<10) + `"`) // 40 KiB: under the limit on the wire
+	go func() {
+		for {
+			m, err := p.stream.Recv()
+			if err != nil {
+				return
+			}
+			ex := m.GetExecute()
+			if ex == nil {
+				continue
+			}
+			r := &toolsdv1.ExecuteResult{RequestId: ex.GetRequestId(), ValueJson: value}
+			if ex.GetCallId() == "with-content" {
+				r.Content = []byte("forty KiB of x")
+			}
+			if err := p.stream.Send(&toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Result{Result: r}}); err != nil {
+				return
+			}
+		}
+	}()
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-derived", Calls: []*toolsdv1.ToolCall{
+		call("value-only", "raw", `{}`), call("with-content", "raw", `{}`),
+	}}, batchOptions{})
+	if diff := cmp.Diff([]string{"RESULT_TOO_LARGE", ""}, resultCodes(out.results)); diff != "" {
+		t.Errorf("codes (-want +got):\n%s", diff)
 	}
 }

@@ -224,7 +224,8 @@ type ExecuteResult struct {
 	// The tool's JSON value (JSON text). Optional when content is set.
 	ValueJson []byte `protobuf:"bytes,2,opt,name=value_json,json=valueJson,proto3" json:"value_json,omitempty"`
 	// Model-facing UTF-8 text. When empty, content is derived from value_json (a JSON string
-	// becomes its text; anything else its compact JSON).
+	// becomes its text; anything else its compact JSON), and that derived text counts
+	// against max_result_bytes as well (see ProviderWelcome).
 	Content []byte `protobuf:"bytes,3,opt,name=content,proto3" json:"content,omitempty"`
 	// The tool failed; error_message explains why (TOOL_ERROR).
 	IsError bool `protobuf:"varint,4,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
@@ -558,7 +559,11 @@ type ProviderWelcome struct {
 	ProviderId string `protobuf:"bytes,1,opt,name=provider_id,json=providerId,proto3" json:"provider_id,omitempty"`
 	// The most result payload bytes (content, value_json, error_message and meta_json
 	// together) toolsd accepts for one call; a larger result fails with RESULT_TOO_LARGE.
-	// A provider should send oversized_bytes instead of such a result.
+	// A provider should send oversized_bytes instead of such a result. The content and
+	// value the call ends with are held to this limit too: content that toolsd derives
+	// from value_json (content left empty) counts, so a result carrying only a value
+	// fails once that value is over about half of this. The operator may set a lower
+	// limit for a tool.
 	MaxResultBytes uint64 `protobuf:"varint,2,opt,name=max_result_bytes,json=maxResultBytes,proto3" json:"max_result_bytes,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
