@@ -29,7 +29,9 @@ type ProviderHello struct {
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// Provider version for logs.
 	Version string `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
-	// Maximum calls the provider accepts at once (0 = the server's limit).
+	// Maximum calls the provider accepts at once (0 = the server's limit,
+	// limits.max_in_flight_per_provider, which also caps a larger value). Calls beyond it
+	// fail with PROVIDER_OVERLOADED.
 	MaxInFlight   uint32 `protobuf:"varint,3,opt,name=max_in_flight,json=maxInFlight,proto3" json:"max_in_flight,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -227,7 +229,8 @@ type ExecuteResult struct {
 	// becomes its text; anything else its compact JSON), and that derived text counts
 	// against max_result_bytes as well (see ProviderWelcome).
 	Content []byte `protobuf:"bytes,3,opt,name=content,proto3" json:"content,omitempty"`
-	// The tool failed; error_message explains why (TOOL_ERROR).
+	// The tool failed; error_message explains why (TOOL_ERROR). content and value_json are
+	// ignored then (meta_json and concludes_turn are kept).
 	IsError bool `protobuf:"varint,4,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
 	// UTF-8 failure message when is_error.
 	ErrorMessage []byte `protobuf:"bytes,5,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
@@ -760,7 +763,9 @@ type ExecuteRequest struct {
 	Tool string `protobuf:"bytes,5,opt,name=tool,proto3" json:"tool,omitempty"`
 	// Validated arguments as JSON text.
 	ArgumentsJson string `protobuf:"bytes,6,opt,name=arguments_json,json=argumentsJson,proto3" json:"arguments_json,omitempty"`
-	// When toolsd stops waiting for the result.
+	// When the call's time runs out: its tool timeout (which covers retries too), or the
+	// agent's RPC deadline if that is sooner. toolsd then cancels the call
+	// (CancelExecution) and still waits up to limits.cancel_grace for its answer.
 	Deadline *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=deadline,proto3" json:"deadline,omitempty"`
 	// Turn number.
 	Turn uint64 `protobuf:"varint,8,opt,name=turn,proto3" json:"turn,omitempty"`

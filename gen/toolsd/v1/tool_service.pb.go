@@ -929,14 +929,17 @@ func (x *Batch) GetMaxParallel() uint32 {
 	return 0
 }
 
-// ApprovalDecision answers an ApprovalRequest.
+// ApprovalDecision answers an ApprovalRequest. A decision for a call that is not awaiting
+// one (never asked, already decided, or timed out) is ignored. A request left unanswered
+// for limits.approval_timeout (60 s by default) fails its call with APPROVAL_TIMEOUT.
 type ApprovalDecision struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Call being decided.
 	CallId string `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
 	// True lets the call proceed.
 	Approved bool `protobuf:"varint,2,opt,name=approved,proto3" json:"approved,omitempty"`
-	// Optional reason, recorded and (on denial) shown to the model.
+	// Optional reason. On denial it is shown to the model ("call was not approved: " +
+	// reason) and recorded as the result's error.reason; an approval's reason is not kept.
 	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -58,7 +58,11 @@ type ToolServiceClient interface {
 	// ExecuteBatch runs one step's tool calls. The first request carries the batch; later
 	// requests carry approval decisions or a cancel. The server answers with one result per
 	// call in model order, interleaved with approval requests and progress, then one settled
-	// message, then ends the stream.
+	// message, then ends the stream. Keep the sending side open while approvals may be
+	// asked: once the client half-closes, every pending and later approval request fails
+	// its call with APPROVAL_UNAVAILABLE. A malformed batch (no session_id, no calls,
+	// duplicate or empty call ids, over limits.max_calls_per_batch) ends the RPC with
+	// INVALID_ARGUMENT, reason BAD_REQUEST, before anything is logged or run.
 	ExecuteBatch(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ExecuteBatchRequest, ExecuteBatchResponse], error)
 	// ReadSession streams a session's stored events from from_seq.
 	ReadSession(ctx context.Context, in *ReadSessionRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ReadSessionResponse], error)
@@ -223,7 +227,11 @@ type ToolServiceServer interface {
 	// ExecuteBatch runs one step's tool calls. The first request carries the batch; later
 	// requests carry approval decisions or a cancel. The server answers with one result per
 	// call in model order, interleaved with approval requests and progress, then one settled
-	// message, then ends the stream.
+	// message, then ends the stream. Keep the sending side open while approvals may be
+	// asked: once the client half-closes, every pending and later approval request fails
+	// its call with APPROVAL_UNAVAILABLE. A malformed batch (no session_id, no calls,
+	// duplicate or empty call ids, over limits.max_calls_per_batch) ends the RPC with
+	// INVALID_ARGUMENT, reason BAD_REQUEST, before anything is logged or run.
 	ExecuteBatch(grpc.BidiStreamingServer[ExecuteBatchRequest, ExecuteBatchResponse]) error
 	// ReadSession streams a session's stored events from from_seq.
 	ReadSession(*ReadSessionRequest, grpc.ServerStreamingServer[ReadSessionResponse]) error
