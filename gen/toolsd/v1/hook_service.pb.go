@@ -156,7 +156,9 @@ type HookSubscription struct {
 	// Glob over whole tool names ("" or "*" = all): path.Match syntax, with '/' an
 	// ordinary character, so "fs_*" matches "fs_admin/delete".
 	Tool string `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
-	// Glob over scopes ("" = all).
+	// Glob over scope paths ("", "*" and "**" = all): path.Match syntax per '/' segment,
+	// with a "**" segment standing for any number of segments, so "team/**" matches
+	// "team", "team/a" and "team/a/b", while "team/*" matches only "team/a".
 	Scope string `protobuf:"bytes,3,opt,name=scope,proto3" json:"scope,omitempty"`
 	// Lower runs first among hooks of one stage.
 	Priority      int32 `protobuf:"varint,4,opt,name=priority,proto3" json:"priority,omitempty"`
@@ -293,13 +295,15 @@ type HookDecision struct {
 	RequestId uint64 `protobuf:"varint,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// Verdict.
 	Verdict HookVerdict `protobuf:"varint,2,opt,name=verdict,proto3,enum=toolsd.v1.HookVerdict" json:"verdict,omitempty"`
-	// Model-facing reason for a deny or block.
+	// Model-facing reason for a deny or block; for ASK, the question the approval request
+	// carries. Cut at 4 KiB.
 	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
 	// Keep the reason out of model content (it is still logged for users).
 	Private bool `protobuf:"varint,4,opt,name=private,proto3" json:"private,omitempty"`
 	// REPLACE: new model-facing content (unset keeps the current content).
 	ReplaceContent *string `protobuf:"bytes,5,opt,name=replace_content,json=replaceContent,proto3,oneof" json:"replace_content,omitempty"`
-	// REPLACE: new JSON value (must satisfy the tool's output schema).
+	// REPLACE: new JSON value (must satisfy the tool's output schema; empty keeps the
+	// current value). A value for an error result fails the call with INVALID_RESULT.
 	ReplaceValueJson string `protobuf:"bytes,6,opt,name=replace_value_json,json=replaceValueJson,proto3" json:"replace_value_json,omitempty"`
 	// Post-execute: additional contexts to deliver when the batch settles.
 	AddContext    []string `protobuf:"bytes,7,rep,name=add_context,json=addContext,proto3" json:"add_context,omitempty"`
@@ -730,7 +734,8 @@ type HookRequest struct {
 	Call *HookCall `protobuf:"bytes,3,opt,name=call,proto3" json:"call,omitempty"`
 	// The result (post-execute and result stages).
 	Result *HookResult `protobuf:"bytes,4,opt,name=result,proto3" json:"result,omitempty"`
-	// Answer before this instant.
+	// Answer before this instant (limits.hook_timeout after the request). Unset for
+	// HOOK_STAGE_RESULT, which expects no answer.
 	Deadline      *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=deadline,proto3" json:"deadline,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -28,8 +28,11 @@ const (
 //
 // HookService lets a policy process take part in every call's pipeline. A hook opens one
 // Connect stream, subscribes to stages with a tool filter and a priority, and answers each
-// request with a decision before its deadline. A hook that does not answer in time, or
-// whose stream drops, fails closed (POLICY_UNAVAILABLE) unless it registered fail-open.
+// request with a decision before its deadline. A hook that does not answer in time,
+// answers with a verdict that does not belong to the request's stage, or whose stream
+// drops, fails closed (POLICY_UNAVAILABLE) unless it registered fail-open. A hello that
+// is not valid (no name, no subscriptions, an unspecified stage, a bad glob) ends the
+// stream with INVALID_ARGUMENT.
 type HookServiceClient interface {
 	// Connect is the hook's stream.
 	Connect(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[HookServiceConnectRequest, HookServiceConnectResponse], error)
@@ -62,8 +65,11 @@ type HookService_ConnectClient = grpc.BidiStreamingClient[HookServiceConnectRequ
 //
 // HookService lets a policy process take part in every call's pipeline. A hook opens one
 // Connect stream, subscribes to stages with a tool filter and a priority, and answers each
-// request with a decision before its deadline. A hook that does not answer in time, or
-// whose stream drops, fails closed (POLICY_UNAVAILABLE) unless it registered fail-open.
+// request with a decision before its deadline. A hook that does not answer in time,
+// answers with a verdict that does not belong to the request's stage, or whose stream
+// drops, fails closed (POLICY_UNAVAILABLE) unless it registered fail-open. A hello that
+// is not valid (no name, no subscriptions, an unspecified stage, a bad glob) ends the
+// stream with INVALID_ARGUMENT.
 type HookServiceServer interface {
 	// Connect is the hook's stream.
 	Connect(grpc.BidiStreamingServer[HookServiceConnectRequest, HookServiceConnectResponse]) error
