@@ -161,7 +161,9 @@ func (x *ToolAnnotations) GetOpenWorldHint() bool {
 // ToolDefinition is a tool as its provider declares it.
 type ToolDefinition struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Tool name: letters, digits, "_", "-", ".", "/"; 1-64 characters (MCP's rule).
+	// Tool name: letters, digits, "_", "-", ".", "/"; 1-64 characters (MCP's rule). The
+	// name "run_code" is reserved for the operator: a provider's registration of it is
+	// refused (INVALID_ARGUMENT).
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// Model-facing description.
 	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`

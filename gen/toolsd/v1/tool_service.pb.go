@@ -24,7 +24,10 @@ const (
 // RegisterToolRequest registers one tool for a connected provider.
 type RegisterToolRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Scope path: "" is global; "team" and "team/agent" are nested scopes.
+	// Scope path: "" is global; "team" and "team/agent" are nested scopes. At most 8
+	// segments of 1-64 characters from letters, digits, "_", ".", "-" ("." and ".." are
+	// refused); any other scope is INVALID_ARGUMENT, reason INVALID_SCOPE (in a
+	// provider's RegisterTools, an INVALID_ARGUMENT status for each tool).
 	Scope string `protobuf:"bytes,1,opt,name=scope,proto3" json:"scope,omitempty"`
 	// The provider id returned in the provider's Welcome message.
 	ProviderId string `protobuf:"bytes,2,opt,name=provider_id,json=providerId,proto3" json:"provider_id,omitempty"`
