@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"slices"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -164,4 +165,51 @@ func reasonOf(err error) string {
 		}
 	}
 	return ""
+}
+
+// TestToolSetEndingDuringApprovalStopsTheCall: a call waiting for its approval has not
+// started; when its tool set ends meanwhile (a restriction on the scope, a release), the
+// approved call must not reach the tool.
+func TestToolSetEndingDuringApprovalStopsTheCall(t *testing.T) {
+	for name, end := range map[string]func(t *testing.T, e *env, setID string){
+		"restricted": func(t *testing.T, e *env, _ string) {
+			if _, err := e.tools.Restrict(context.Background(), &toolsdv1.RestrictRequest{Scope: "agent", Deny: []string{"guarded"}}); err != nil {
+				t.Errorf("Restrict() = %v", err)
+			}
+		},
+		"released": func(t *testing.T, e *env, setID string) {
+			if _, err := e.tools.ReleaseToolSet(context.Background(), &toolsdv1.ReleaseToolSetRequest{ToolSetId: setID}); err != nil {
+				t.Errorf("ReleaseToolSet() = %v", err)
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := start(t, `
+policy:
+  rules:
+    - {tool: guarded, decision: ask}
+`)
+			var ran atomic.Int32
+			runProvider(t, e.app.Addr(), provider.NewTool("guarded", "Counts its runs.", func(context.Context, provider.Call, noArgs) (string, error) {
+				ran.Add(1)
+				return "ran", nil
+			}))
+			set, err := e.tools.ResolveToolSet(t.Context(), &toolsdv1.ResolveToolSetRequest{Scope: "agent", SessionId: "s-ask", Turn: 1, Step: 1})
+			if err != nil {
+				t.Fatalf("ResolveToolSet() = %v", err)
+			}
+			out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-ask", Scope: "agent", Turn: 1, Step: 1, ToolSetId: set.GetToolSetId(), Calls: []*toolsdv1.ToolCall{
+				call("c1", "guarded", `{}`),
+			}}, batchOptions{approve: func(r *toolsdv1.ApprovalRequest) *toolsdv1.ApprovalDecision {
+				end(t, e, set.GetToolSetId())
+				return &toolsdv1.ApprovalDecision{CallId: r.GetCallId(), Approved: true}
+			}})
+			if diff := cmp.Diff([]string{"ABORTED_BEFORE_DISPATCH"}, resultCodes(out.results)); diff != "" {
+				t.Errorf("codes (-want +got):\n%s", diff)
+			}
+			if n := ran.Load(); n != 0 {
+				t.Errorf("the tool ran %d times after its tool set ended, want 0", n)
+			}
+		})
+	}
 }

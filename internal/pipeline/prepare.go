@@ -210,11 +210,19 @@ func (s *snapshot) guards(ctx context.Context, e *tool.Exec, t Tool, r *tool.Res
 	return true
 }
 
-// gate refuses to dispatch a call whose context already ended.
+// gate refuses to dispatch a call whose context already ended, or whose tool set ended
+// (released or invalidated) while its policy, approval or guards ran: the call has not
+// started, so the set no longer admits it.
 func (s *snapshot) gate(ctx context.Context, e *tool.Exec, r *tool.Result) bool {
 	if ctx.Err() != nil {
 		*r = failure(e, tool.CodeAbortedBeforeDispatch, msgCancelledBefore, "")
 		return false
+	}
+	if e.ToolSetID != "" {
+		if _, err := s.p.res.Resolve(ctx, &e.Call); errors.Is(err, tool.ErrToolSetGone) {
+			*r = failure(e, tool.CodeAbortedBeforeDispatch, msgToolSetReleased, err.Error())
+			return false
+		}
 	}
 	return true
 }
