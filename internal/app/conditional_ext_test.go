@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -211,5 +212,27 @@ policy:
 				t.Errorf("the tool ran %d times after its tool set ended, want 0", n)
 			}
 		})
+	}
+}
+
+// TestToolSetInUseDoesNotExpire: a tool set governs its batch until the batch ends; a
+// call that runs longer than registry.tool_set_idle must not make the set expire under
+// the batch's later calls.
+func TestToolSetInUseDoesNotExpire(t *testing.T) {
+	e := start(t, `
+registry: {tool_set_idle: 100ms}
+`)
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	runProvider(t, e.app.Addr(), gateTool("long", started, release), constTool("after", "ran"))
+	set := e.resolve(t, "s-idle", 1, nil)
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-idle", ToolSetId: set.GetToolSetId(), MaxParallel: 1, Calls: []*toolsdv1.ToolCall{
+		call("c1", "long", `{}`), call("c2", "after", `{}`),
+	}}, batchOptions{onAccepted: func(toolsdv1.ToolService_ExecuteBatchClient) {
+		<-started
+		time.Sleep(300 * time.Millisecond) // the first call outlasts the idle time
+		close(release)
+	}})
+	if diff := cmp.Diff([]string{"", ""}, resultCodes(out.results)); diff != "" {
+		t.Errorf("codes (-want +got):\n%s", diff)
 	}
 }

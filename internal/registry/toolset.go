@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -31,6 +32,7 @@ type ToolSet struct {
 	fingerprint string
 
 	lastUsed atomic.Int64 // clock UnixNano
+	holds    atomic.Int32 // batches running with the set; a held set does not expire
 	state    atomic.Int32
 }
 
@@ -86,11 +88,31 @@ func (ts *ToolSet) entry(name string) *Entry {
 	return e
 }
 
+// Hold keeps the set from expiring while a batch runs with it, however long its calls
+// take between lookups; the returned release ends the hold (once, however often it is
+// called) and counts as a use. A held set still ends when released or invalidated.
+func (ts *ToolSet) Hold() (release func()) {
+	ts.holds.Add(1)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			ts.lastUsed.Store(ts.r.opts.clock().UnixNano())
+			ts.holds.Add(-1)
+		})
+	}
+}
+
+// idle reports whether the set is unheld and has not been used for longer than the
+// idle time at now (UnixNano).
+func (ts *ToolSet) idle(now int64) bool {
+	return ts.holds.Load() == 0 && now-ts.lastUsed.Load() > int64(ts.r.opts.idle)
+}
+
 // use fails if the set is gone (expiring it if it has been idle too long) and otherwise
 // marks it used now.
 func (ts *ToolSet) use() error {
 	now := ts.r.opts.clock().UnixNano()
-	if ts.state.Load() == setLive && now-ts.lastUsed.Load() > int64(ts.r.opts.idle) {
+	if ts.state.Load() == setLive && ts.idle(now) {
 		ts.state.CompareAndSwap(setLive, setExpired)
 	}
 	if s := ts.state.Load(); s != setLive {
@@ -233,15 +255,14 @@ func (r *Registry) ReleaseToolSet(id string) error {
 	return nil
 }
 
-// SweepToolSets drops the sets idle for longer than the configured idle time (and any
-// already gone) and returns how many it dropped. The caller owns the ticker.
+// SweepToolSets drops the unheld sets idle for longer than the configured idle time (and
+// any already gone) and returns how many it dropped. The caller owns the ticker.
 func (r *Registry) SweepToolSets(now time.Time) int {
-	idle := int64(r.opts.idle)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	dropped := 0
 	for _, ts := range r.sets {
-		if now.UnixNano()-ts.lastUsed.Load() > idle {
+		if ts.idle(now.UnixNano()) {
 			ts.state.CompareAndSwap(setLive, setExpired)
 		}
 		if ts.state.Load() != setLive {

@@ -300,3 +300,37 @@ func TestToolSetByIDSaysWhyItIsGone(t *testing.T) {
 		}
 	}
 }
+
+// TestHeldToolSetDoesNotExpire: a batch holds its set, so a call running longer than
+// the idle time does not make it expire; idleness counts again from the release.
+func TestHeldToolSetDoesNotExpire(t *testing.T) {
+	clock := newFakeClock()
+	r := newRegistry(t, registry.WithClock(clock.Now), registry.WithToolSetIdle(time.Minute))
+	mustRegister(t, r, "", def("t"), "")
+	ts, err := r.ResolveToolSet(t.Context(), "", registry.ConditionEnv{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := ts.Hold()
+	clock.Advance(5 * time.Minute)
+	if n := r.SweepToolSets(clock.Now()); n != 0 {
+		t.Errorf("SweepToolSets while held = %d, want 0", n)
+	}
+	if _, err := ts.Lookup("t"); err != nil {
+		t.Errorf("Lookup while held after 5m = %v, want nil", err)
+	}
+	clock.Advance(5 * time.Minute)
+	release()
+	release() // idempotent
+	clock.Advance(30 * time.Second)
+	if _, err := r.ToolSet(ts.ID()); err != nil {
+		t.Errorf("ToolSet(id) 30s after the release = %v, want nil", err)
+	}
+	clock.Advance(2 * time.Minute)
+	if n := r.SweepToolSets(clock.Now()); n != 1 {
+		t.Errorf("SweepToolSets 2m after the release = %d, want 1", n)
+	}
+	if _, err := ts.Lookup("t"); !errors.Is(err, tool.ErrToolSetGone) {
+		t.Errorf("Lookup after the sweep = %v, want ErrToolSetGone", err)
+	}
+}

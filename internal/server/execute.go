@@ -37,9 +37,13 @@ func (s *Server) ExecuteBatch(stream batchStream) error {
 		}
 		return toStatus(s.log, err)
 	}
-	b, err := s.planBatch(ctx, first)
+	b, ts, err := s.planBatch(ctx, first)
 	if err != nil {
 		return toStatus(s.log, err)
+	}
+	if ts != nil {
+		// The set governs every call of the batch: it must not expire while calls run.
+		defer ts.Hold()()
 	}
 
 	batchCtx, cancel := context.WithCancelCause(ctx)
@@ -181,40 +185,42 @@ func (s *Server) receive(stream batchStream, approver *streamApprover, cancel co
 }
 
 // planBatch validates the first message, builds the scheduler's batch and authorizes
-// it. Everything refused here is refused before anything is logged or run.
-func (s *Server) planBatch(ctx context.Context, first *toolsdv1.ExecuteBatchRequest) (*scheduler.Batch, error) {
+// it, and returns the batch's tool set (nil without one). Everything refused here is
+// refused before anything is logged or run.
+func (s *Server) planBatch(ctx context.Context, first *toolsdv1.ExecuteBatchRequest) (*scheduler.Batch, *registry.ToolSet, error) {
 	req := first.GetBatch()
 	if req == nil {
-		return nil, badField("batch", "the first message must carry the batch")
+		return nil, nil, badField("batch", "the first message must carry the batch")
 	}
 	if limit := s.limits.MaxRequestBytes; limit > 0 {
 		if n := proto.Size(first); n > limit {
-			return nil, fmt.Errorf("%w: the batch is %d bytes, over the limit of %d (max_request_bytes)", errRequestTooLarge, n, limit)
+			return nil, nil, fmt.Errorf("%w: the batch is %d bytes, over the limit of %d (max_request_bytes)", errRequestTooLarge, n, limit)
 		}
 	}
 	if s.draining.Load() {
-		return nil, errShuttingDown
+		return nil, nil, errShuttingDown
 	}
 	if err := s.checkSessionID(req.GetSessionId()); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := registry.ValidateScope(req.GetScope()); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	calls := req.GetCalls()
 	if len(calls) == 0 {
-		return nil, badField("batch.calls", "at least one call is required")
+		return nil, nil, badField("batch.calls", "at least one call is required")
 	}
 	if len(calls) > s.limits.MaxCallsPerBatch {
-		return nil, badField("batch.calls", "%d calls, over the limit of %d per batch", len(calls), s.limits.MaxCallsPerBatch)
+		return nil, nil, badField("batch.calls", "%d calls, over the limit of %d per batch", len(calls), s.limits.MaxCallsPerBatch)
 	}
+	var ts *registry.ToolSet
 	if id := req.GetToolSetId(); id != "" {
-		ts, err := s.reg.ToolSet(id)
-		if err != nil {
-			return nil, err
+		var err error
+		if ts, err = s.reg.ToolSet(id); err != nil {
+			return nil, nil, err
 		}
 		if ts.Scope() != req.GetScope() {
-			return nil, badField("batch.tool_set_id", "tool set %q was not resolved for scope %q", id, req.GetScope())
+			return nil, nil, badField("batch.tool_set_id", "tool set %q was not resolved for scope %q", id, req.GetScope())
 		}
 	}
 	b := &scheduler.Batch{
@@ -230,10 +236,10 @@ func (s *Server) planBatch(ctx context.Context, first *toolsdv1.ExecuteBatchRequ
 	seen := make(map[string]int, len(calls))
 	for i, c := range calls {
 		if c.GetCallId() == "" {
-			return nil, badField(fmt.Sprintf("batch.calls[%d].call_id", i), "is required")
+			return nil, nil, badField(fmt.Sprintf("batch.calls[%d].call_id", i), "is required")
 		}
 		if j, dup := seen[c.GetCallId()]; dup {
-			return nil, badField(fmt.Sprintf("batch.calls[%d].call_id", i), "duplicates calls[%d].call_id %q", j, c.GetCallId())
+			return nil, nil, badField(fmt.Sprintf("batch.calls[%d].call_id", i), "duplicates calls[%d].call_id %q", j, c.GetCallId())
 		}
 		seen[c.GetCallId()] = i
 		b.Calls[i] = tool.Call{
@@ -253,9 +259,9 @@ func (s *Server) planBatch(ctx context.Context, first *toolsdv1.ExecuteBatchRequ
 	// refused after the claim would leave an owner with no events, which retention
 	// (it ages sessions by their events) never removes.
 	if err := s.authz.Authorize(ctx, ActionExecute, req.GetScope(), req.GetSessionId()); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return b, nil
+	return b, ts, nil
 }
 
 // batchSink streams committed results, in model order, to the client.
