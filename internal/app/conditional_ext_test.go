@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -234,5 +235,30 @@ registry: {tool_set_idle: 100ms}
 	}})
 	if diff := cmp.Diff([]string{"", ""}, resultCodes(out.results)); diff != "" {
 		t.Errorf("codes (-want +got):\n%s", diff)
+	}
+}
+
+// TestOversizedModelSelectionIsRefused: conditions run regular expressions over the
+// model selection, and CEL charges a match's cost only after it ran, so a megabyte of
+// model name would keep a condition like `model.model.matches(".{0,1000}x")` matching
+// for minutes. ResolveToolSet refuses such a selection before any condition runs.
+func TestOversizedModelSelectionIsRefused(t *testing.T) {
+	e := start(t, "")
+	runProvider(t, e.app.Addr(), constTool("picky", "ok", provider.WithCondition(`model.model.matches(".{0,1000}x")`)))
+	long := strings.Repeat("a", 100_000)
+	for field, m := range map[string]*toolsdv1.ModelSelection{
+		"model.provider":         {Provider: long},
+		"model.model":            {Model: long},
+		"model.reasoning_effort": {ReasoningEffort: long},
+	} {
+		_, err := e.tools.ResolveToolSet(t.Context(), &toolsdv1.ResolveToolSetRequest{SessionId: "s", Model: m})
+		if status.Code(err) != codes.InvalidArgument || reasonOf(err) != "BAD_REQUEST" || !strings.Contains(status.Convert(err).Message(), field) {
+			t.Errorf("ResolveToolSet(%s of 100000 bytes) = %v, want InvalidArgument BAD_REQUEST naming the field", field, err)
+		}
+	}
+	if _, err := e.tools.ResolveToolSet(t.Context(), &toolsdv1.ResolveToolSetRequest{SessionId: "s", Model: &toolsdv1.ModelSelection{
+		Provider: "openrouter", Model: "meta-llama/llama-3.1-405b-instruct:free", ReasoningEffort: "high",
+	}}); err != nil {
+		t.Errorf("ResolveToolSet(ordinary model) = %v, want success", err)
 	}
 }

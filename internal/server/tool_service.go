@@ -132,20 +132,30 @@ func (s *Server) Unrestrict(ctx context.Context, req *toolsdv1.UnrestrictRequest
 	return &toolsdv1.UnrestrictResponse{}, nil
 }
 
+// maxModelFieldBytes bounds each field of a step's model selection. Conditions match
+// regular expressions over them, and CEL charges a match only after it ran: a literal
+// pattern of the bounded size takes tens of microseconds per byte of text, so a megabyte
+// of model name would hold a resolution for minutes.
+const maxModelFieldBytes = 256
+
 // ResolveToolSet evaluates conditional tools for one step.
 func (s *Server) ResolveToolSet(ctx context.Context, req *toolsdv1.ResolveToolSetRequest) (*toolsdv1.ResolveToolSetResponse, error) {
 	if err := s.authz.Authorize(ctx, ActionReadTools, req.GetScope(), req.GetSessionId()); err != nil {
 		return nil, toStatus(s.log, err)
 	}
+	m := req.GetModel()
+	for _, f := range [...]struct{ name, v string }{
+		{"model.provider", m.GetProvider()}, {"model.model", m.GetModel()}, {"model.reasoning_effort", m.GetReasoningEffort()},
+	} {
+		if len(f.v) > maxModelFieldBytes {
+			return nil, toStatus(s.log, badField(f.name, "is %d bytes, over the limit of %d", len(f.v), maxModelFieldBytes))
+		}
+	}
 	env := registry.ConditionEnv{
 		SessionID: req.GetSessionId(),
 		Turn:      req.GetTurn(),
 		Step:      req.GetStep(),
-		Model: registry.ModelSelection{
-			Provider:        req.GetModel().GetProvider(),
-			Model:           req.GetModel().GetModel(),
-			ReasoningEffort: req.GetModel().GetReasoningEffort(),
-		},
+		Model:     registry.ModelSelection{Provider: m.GetProvider(), Model: m.GetModel(), ReasoningEffort: m.GetReasoningEffort()},
 	}
 	if req.GetSessionId() != "" {
 		sum, err := s.sessions.Summary(ctx, req.GetSessionId())
