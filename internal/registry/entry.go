@@ -190,6 +190,8 @@ func checkDefinition(def *tool.Definition, lim *Limits) error {
 		return fmt.Errorf("%w: %s condition is %d bytes, over the limit of %d", ErrLimit, t, len(def.Condition), lim.MaxConditionBytes)
 	case !utf8.ValidString(def.Condition):
 		return fmt.Errorf("%w: %s condition is not valid UTF-8", ErrInvalidDefinition, t)
+	case len(def.Annotations.Title) > lim.MaxDescriptionBytes:
+		return fmt.Errorf("%w: %s annotation title is %d bytes, over the limit of %d", ErrLimit, t, len(def.Annotations.Title), lim.MaxDescriptionBytes)
 	case !utf8.ValidString(def.Annotations.Title):
 		return fmt.Errorf("%w: %s annotation title is not valid UTF-8", ErrInvalidDefinition, t)
 	case def.Mode < tool.ModeUnspecified || def.Mode > tool.ModeExclusive:

@@ -16,7 +16,8 @@ type Limits struct {
 	MaxToolsPerOwner int
 	// MaxSchemaBytes caps each of a definition's parameter and output schemas. Default 64 KiB.
 	MaxSchemaBytes int
-	// MaxDescriptionBytes caps a definition's description. Default 8 KiB.
+	// MaxDescriptionBytes caps a definition's description and its annotation title.
+	// Default 8 KiB.
 	MaxDescriptionBytes int
 	// MaxConditionBytes caps a definition's CEL condition. Default 4 KiB.
 	MaxConditionBytes int

@@ -30,6 +30,7 @@ func TestRegisterRejects(t *testing.T) {
 		"no parameters":            {def: withParams("t", ""), want: registry.ErrInvalidSchema},
 		"description too long":     {def: tool.Definition{Name: "t", Description: strings.Repeat("d", 8<<10+1), Parameters: []byte(objectSchema)}, want: registry.ErrLimit},
 		"description limit option": {def: tool.Definition{Name: "t", Description: "0123456789", Parameters: []byte(objectSchema)}, opts: []registry.Option{registry.WithLimits(registry.Limits{MaxDescriptionBytes: 5})}, want: registry.ErrLimit},
+		"title too long":           {def: tool.Definition{Name: "t", Annotations: tool.Annotations{Title: strings.Repeat("t", 8<<10+1)}, Parameters: []byte(objectSchema)}, want: registry.ErrLimit},
 		"description not utf-8":    {def: tool.Definition{Name: "t", Description: "bad \xff", Parameters: []byte(objectSchema)}, want: registry.ErrInvalidDefinition},
 		"schema too long":          {def: withParams("t", `{"type":"object","description":"`+strings.Repeat("x", 100)+`"}`), opts: []registry.Option{registry.WithLimits(registry.Limits{MaxSchemaBytes: 64})}, want: registry.ErrLimit},
 		"unknown mode":             {def: tool.Definition{Name: "t", Parameters: []byte(objectSchema), Mode: 7}, want: registry.ErrInvalidDefinition},
