@@ -369,7 +369,9 @@ func grpcConfig(a *App, c *config.Config, authn *auth.Authenticator) (server.GRP
 		gc.AuthUnary = authn.UnaryServerInterceptor()
 		gc.AuthStream = authn.StreamServerInterceptor()
 	}
-	if t := c.Auth.TLS; t.CertFile != "" {
+	// Any tls setting turns TLS on, so that an incomplete section is an error rather
+	// than a plaintext listener carrying bearer tokens in clear.
+	if t := c.Auth.TLS; t.CertFile != "" || t.KeyFile != "" || t.ClientCAFile != "" {
 		tlsCfg, err := auth.ServerTLSConfig(t.CertFile, t.KeyFile, t.ClientCAFile)
 		if err != nil {
 			return gc, err
