@@ -317,3 +317,42 @@ func TestSessionOwnerSurvivesRestart(t *testing.T) {
 	}
 	agentA.mustExecute(t, &toolsdv1.Batch{SessionId: "sess-a", Scope: "tenant-a", Step: 2, Calls: []*toolsdv1.ToolCall{call("c2", "nope", `{}`)}}, batchOptions{})
 }
+
+// TestDenialBoundsWhatItEchoes: a denial names the scope and session refused, but an
+// agent's megabyte of scope is not copied whole into the status and the log line.
+func TestDenialBoundsWhatItEchoes(t *testing.T) {
+	e := startTenants(t)
+	agentA := toolsdv1.NewToolServiceClient(dialWith(t, e.app.Addr(), grpc.WithPerRPCCredentials(bearer(tokenAgentA))))
+	scope := "tenant-b/" + strings.Repeat("x", 1<<20)
+	_, schemasErr := agentA.Schemas(t.Context(), &toolsdv1.SchemasRequest{Scope: scope})
+	_, restrictErr := agentA.Restrict(t.Context(), &toolsdv1.RestrictRequest{Scope: scope, Deny: []string{"t"}})
+	_, resolveErr := agentA.ResolveToolSet(t.Context(), &toolsdv1.ResolveToolSetRequest{Scope: scope})
+	for name, err := range map[string]error{"Schemas": schemasErr, "Restrict": restrictErr, "ResolveToolSet": resolveErr} {
+		st, _ := status.FromError(err)
+		if st.Code() != codes.PermissionDenied || !strings.Contains(st.Message(), "tenant-b/xxx") || len(st.Message()) > 4<<10 {
+			t.Errorf("%s(1 MiB scope) as agent-a = %v, %d bytes of message, want PermissionDenied naming the scope in at most 4 KiB",
+				name, st.Code(), len(st.Message()))
+		}
+	}
+}
+
+// TestProviderDenialsAreBounded: each tool of a registration refused for its scope gets
+// a status naming the scope, but not the provider's whole megabyte of scope again: one
+// message of a thousand names would otherwise make a reply of gigabytes.
+func TestProviderDenialsAreBounded(t *testing.T) {
+	e := startTenants(t)
+	pa, err := connectRaw(t, dialWith(t, e.app.Addr(), grpc.WithPerRPCCredentials(bearer(tokenProviderA))), "provider-a-raw")
+	if err != nil {
+		t.Fatalf("Connect() as provider-a = %v", err)
+	}
+	scope := "tenant-b/" + strings.Repeat("x", 1<<20)
+	names := make([]string, 64)
+	for i := range names {
+		names[i] = fmt.Sprintf("t%d", i)
+	}
+	for i, st := range pa.unregister(t, scope, names...) {
+		if st.GetErrorCode() != "PERMISSION_DENIED" || len(st.GetErrorMessage()) > 4<<10 {
+			t.Fatalf("unregister status %d = %s, %d bytes of message, want PERMISSION_DENIED in at most 4 KiB", i, st.GetErrorCode(), len(st.GetErrorMessage()))
+		}
+	}
+}

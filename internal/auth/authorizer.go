@@ -265,6 +265,6 @@ func (z *Authorizer) scopeDenial(name string, action Action, scope string) *Deni
 
 func (z *Authorizer) deny(e *DeniedError) error {
 	z.log.Info("permission denied", zap.String("identity", e.Identity), zap.Stringer("action", e.Action),
-		zap.String("scope", e.Scope), zap.String("session_id", e.SessionID), zap.String("why", e.Why))
+		zap.String("scope", clipEchoed(e.Scope)), zap.String("session_id", clipEchoed(e.SessionID)), zap.String("why", e.Why))
 	return e
 }

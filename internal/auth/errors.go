@@ -3,6 +3,8 @@ package auth
 import (
 	"errors"
 	"fmt"
+
+	"github.com/toolsd/toolsd/internal/textcut"
 )
 
 // Sentinel errors; match them with errors.Is.
@@ -58,15 +60,22 @@ type DeniedError struct {
 func (e *DeniedError) Error() string {
 	var msg string
 	if e.Action == ReadSession || (e.SessionID != "" && e.Why != "") {
-		msg = fmt.Sprintf("auth: identity %q may not %s session %q", e.Identity, e.Action.verb(), e.SessionID)
+		msg = fmt.Sprintf("auth: identity %q may not %s session %q", e.Identity, e.Action.verb(), clipEchoed(e.SessionID))
 	} else {
-		msg = fmt.Sprintf("auth: identity %q may not %s scope %q", e.Identity, e.Action.verb(), e.Scope)
+		msg = fmt.Sprintf("auth: identity %q may not %s scope %q", e.Identity, e.Action.verb(), clipEchoed(e.Scope))
 	}
 	if e.Why != "" {
 		msg += ": " + e.Why
 	}
 	return msg
 }
+
+// maxEchoedBytes bounds the scope and session id a denial repeats: longer than any
+// valid one, so only a caller's oversized request is cut (its scope is checked for
+// validity after authorization, and may be megabytes).
+const maxEchoedBytes = 1024
+
+func clipEchoed(s string) string { return textcut.Ellipsis(s, maxEchoedBytes) }
 
 // Unwrap makes every DeniedError match [ErrPermissionDenied].
 func (e *DeniedError) Unwrap() error { return ErrPermissionDenied }
