@@ -356,3 +356,19 @@ func TestProviderDenialsAreBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestSchemasOfAToolSetChecksTheScope: a scope the agent's grant covers but that is not
+// a valid scope is refused as one, not repeated whole in a tool set mismatch.
+func TestSchemasOfAToolSetChecksTheScope(t *testing.T) {
+	e := startTenants(t)
+	agentA := toolsdv1.NewToolServiceClient(dialWith(t, e.app.Addr(), grpc.WithPerRPCCredentials(bearer(tokenAgentA))))
+	ts, err := agentA.ResolveToolSet(t.Context(), &toolsdv1.ResolveToolSetRequest{Scope: "tenant-a"})
+	if err != nil {
+		t.Fatalf("ResolveToolSet(tenant-a) as agent-a = %v", err)
+	}
+	_, err = agentA.Schemas(t.Context(), &toolsdv1.SchemasRequest{Scope: "tenant-a/" + strings.Repeat("x", 1<<20), ToolSetId: ts.GetToolSetId()})
+	st, _ := status.FromError(err)
+	if st.Code() != codes.InvalidArgument || len(st.Message()) > 4<<10 {
+		t.Errorf("Schemas(1 MiB scope, tool set) as agent-a = %v, %d bytes of message, want InvalidArgument in at most 4 KiB", st.Code(), len(st.Message()))
+	}
+}

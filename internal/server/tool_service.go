@@ -84,6 +84,10 @@ func (s *Server) Schemas(ctx context.Context, req *toolsdv1.SchemasRequest) (*to
 	if err := s.authz.Authorize(ctx, ActionReadTools, req.GetScope(), ""); err != nil {
 		return nil, toStatus(s.log, err)
 	}
+	// Validated first: the mismatch below repeats the scope, which must be a bounded one.
+	if err := registry.ValidateScope(req.GetScope()); err != nil {
+		return nil, toStatus(s.log, err)
+	}
 	if id := req.GetToolSetId(); id != "" {
 		ts, err := s.reg.ToolSet(id)
 		if err != nil {
@@ -94,9 +98,6 @@ func (s *Server) Schemas(ctx context.Context, req *toolsdv1.SchemasRequest) (*to
 		}
 		schemas, fp := ts.Schemas()
 		return &toolsdv1.SchemasResponse{Tools: s.projections.proto(schemas, fp), Fingerprint: fp}, nil
-	}
-	if err := registry.ValidateScope(req.GetScope()); err != nil {
-		return nil, toStatus(s.log, err)
 	}
 	schemas, fp := s.reg.Schemas(req.GetScope())
 	return &toolsdv1.SchemasResponse{Tools: s.projections.proto(schemas, fp), Fingerprint: fp}, nil
