@@ -12,12 +12,15 @@ import (
 	"sync"
 	"testing"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/app"
 	"github.com/toolsd/toolsd/pkg/provider"
 )
 
@@ -370,5 +373,34 @@ func TestSchemasOfAToolSetChecksTheScope(t *testing.T) {
 	st, _ := status.FromError(err)
 	if st.Code() != codes.InvalidArgument || len(st.Message()) > 4<<10 {
 		t.Errorf("Schemas(1 MiB scope, tool set) as agent-a = %v, %d bytes of message, want InvalidArgument in at most 4 KiB", st.Code(), len(st.Message()))
+	}
+}
+
+// TestRefusedRegistrationsLogABoundedScope: each refused tool of a register message is
+// logged, naming its scope in at most a few KiB, not the provider's whole megabyte.
+func TestRefusedRegistrationsLogABoundedScope(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	e := start(t, tenantAuth(t), app.WithLogger(zap.New(core)))
+	pa, err := connectRaw(t, dialWith(t, e.app.Addr(), grpc.WithPerRPCCredentials(bearer(tokenProviderA))), "provider-a-raw")
+	if err != nil {
+		t.Fatalf("Connect() as provider-a = %v", err)
+	}
+	defs := make([]*toolsdv1.ToolDefinition, 64)
+	for i := range defs {
+		defs[i] = def(fmt.Sprintf("t%d", i))
+	}
+	for _, scope := range []string{"tenant-b/", "tenant-a/"} { // refused by the grant, by the registry
+		if got := statusCodes(pa.register(t, scope+strings.Repeat("x", 1<<20), defs...)); got[0] == "" {
+			t.Fatalf("register into a 1 MiB scope = %v, want refused", got)
+		}
+	}
+	logged := 0
+	for _, entry := range logs.All() {
+		for _, f := range entry.Context {
+			logged += len(f.String)
+		}
+	}
+	if logged > 2<<20 {
+		t.Errorf("refusing 128 tools in 1 MiB scopes logged %d bytes of fields, want them bounded", logged)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"go.uber.org/zap"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/textcut"
 	"github.com/toolsd/toolsd/internal/tool"
 )
 
@@ -155,6 +156,9 @@ func (b *Broker) overPerMessage(statuses []*toolsdv1.ToolRegistrationStatus, kin
 	}
 }
 
+// maxLoggedScope bounds the scope a refused registration logs: longer than any valid one.
+const maxLoggedScope = 1024
+
 func (b *Broker) registerOne(c *conn, scope string, d *toolsdv1.ToolDefinition) *toolsdv1.ToolRegistrationStatus {
 	st := &toolsdv1.ToolRegistrationStatus{Name: d.GetName()}
 	def, err := DefinitionFromProto(d)
@@ -172,7 +176,8 @@ func (b *Broker) registerOne(c *conn, scope string, d *toolsdv1.ToolDefinition) 
 		c.log.Debug("tool registered", zap.String("scope", scope), zap.String("tool", st.Name))
 		return st
 	}
-	c.log.Info("tool registration rejected", zap.String("scope", scope), zap.String("tool", st.Name),
+	// Cut: a refused scope may be megabytes, and this is logged for every tool of the message.
+	c.log.Info("tool registration rejected", zap.String("scope", textcut.Ellipsis(scope, maxLoggedScope)), zap.String("tool", st.Name),
 		zap.String("code", st.ErrorCode), zap.Error(err))
 	return st
 }
