@@ -7,6 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/toolsd/toolsd/internal/auth"
 )
 
 // adminServer serves /metrics, /healthz (the process is up), /readyz (it accepts
@@ -26,6 +28,7 @@ func (a *App) adminServer() *http.Server {
 		_, _ = w.Write([]byte("ready\n"))
 	})
 	if a.cfg.Debug.Pprof {
+		auth.WarnIfPprofExposed(a.cfg.AdminListen, a.log)
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)

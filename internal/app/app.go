@@ -230,7 +230,7 @@ func (a *App) build(pol *policy.Set) error {
 	if err != nil {
 		return err
 	}
-	auth.WarnIfExposed(c.Listen, authn.Enabled(), a.log)
+	auth.WarnIfExposed(c.Listen, authn.Enabled(), tlsOn(c.Auth), a.log)
 	var brokerOpts []broker.Option
 	if authz.Enabled() {
 		brokerOpts = append(brokerOpts, broker.WithScopeGuard(authz.AllowRegister))
@@ -371,7 +371,7 @@ func grpcConfig(a *App, c *config.Config, authn *auth.Authenticator) (server.GRP
 	}
 	// Any tls setting turns TLS on, so that an incomplete section is an error rather
 	// than a plaintext listener carrying bearer tokens in clear.
-	if t := c.Auth.TLS; t.CertFile != "" || t.KeyFile != "" || t.ClientCAFile != "" {
+	if t := c.Auth.TLS; tlsOn(c.Auth) {
 		tlsCfg, err := auth.ServerTLSConfig(t.CertFile, t.KeyFile, t.ClientCAFile)
 		if err != nil {
 			return gc, err
@@ -379,6 +379,11 @@ func grpcConfig(a *App, c *config.Config, authn *auth.Authenticator) (server.GRP
 		gc.Creds = credentials.NewTLS(tlsCfg)
 	}
 	return gc, nil
+}
+
+// tlsOn reports whether the config asks for TLS: any tls setting does.
+func tlsOn(c config.Auth) bool {
+	return c.TLS.CertFile != "" || c.TLS.KeyFile != "" || c.TLS.ClientCAFile != ""
 }
 
 func (a *App) listen() error {

@@ -72,9 +72,9 @@ func TestNewInvalid(t *testing.T) {
 
 func TestWarnIfExposed(t *testing.T) {
 	tests := map[string]struct {
-		addr     string
-		authOn   bool
-		wantWarn bool
+		addr          string
+		authOn, tlsOn bool
+		wantWarn      bool
 	}{
 		"ipv4 loopback":      {addr: "127.0.0.1:50151"},
 		"ipv6 loopback":      {addr: "[::1]:50151"},
@@ -84,7 +84,9 @@ func TestWarnIfExposed(t *testing.T) {
 		"ipv6 any":           {addr: "[::]:50151", wantWarn: true},
 		"private address":    {addr: "10.1.2.3:50151", wantWarn: true},
 		"host name":          {addr: "toolsd.internal:50151", wantWarn: true},
-		"exposed with auth":  {addr: "0.0.0.0:50151", authOn: true},
+		"exposed with auth":  {addr: "0.0.0.0:50151", authOn: true, tlsOn: true},
+		"tokens in clear":    {addr: "0.0.0.0:50151", authOn: true, wantWarn: true},
+		"loopback in clear":  {addr: "127.0.0.1:50151", authOn: true},
 		"nil logger is safe": {addr: "0.0.0.0:1"},
 	}
 	for name, tc := range tests {
@@ -94,11 +96,21 @@ func TestWarnIfExposed(t *testing.T) {
 			if name != "nil logger is safe" {
 				log = zap.New(core)
 			}
-			auth.WarnIfExposed(tc.addr, tc.authOn, log)
+			auth.WarnIfExposed(tc.addr, tc.authOn, tc.tlsOn, log)
 			if got := logs.Len() > 0; got != tc.wantWarn {
-				t.Errorf("WarnIfExposed(%q, %v) warned = %v, want %v", tc.addr, tc.authOn, got, tc.wantWarn)
+				t.Errorf("WarnIfExposed(%q, auth %v, tls %v) warned = %v, want %v", tc.addr, tc.authOn, tc.tlsOn, got, tc.wantWarn)
 			}
 		})
+	}
+}
+
+func TestWarnIfPprofExposed(t *testing.T) {
+	for addr, want := range map[string]bool{"127.0.0.1:9090": false, "localhost:9090": false, ":9090": true, "10.0.0.1:9090": true} {
+		core, logs := observer.New(zapcore.WarnLevel)
+		auth.WarnIfPprofExposed(addr, zap.New(core))
+		if got := logs.Len() > 0; got != want {
+			t.Errorf("WarnIfPprofExposed(%q) warned = %v, want %v", addr, got, want)
+		}
 	}
 }
 
