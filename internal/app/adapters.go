@@ -24,12 +24,12 @@ type registrar struct{ reg *registry.Registry }
 
 var _ broker.Registrar = registrar{}
 
-func (r registrar) Register(scope string, def tool.Definition, owner string) (string, error) {
+func (r registrar) Register(scope string, def tool.Definition, owner string) (string, bool, error) {
 	e, err := r.reg.Register(scope, def, owner)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
-	return e.Hash(), nil
+	return e.Hash(), r.reg.IsQuarantined(e), nil
 }
 
 func (r registrar) Unregister(scope, name, owner string) error {

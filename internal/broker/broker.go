@@ -20,8 +20,9 @@ import (
 // Registrar binds tool definitions to an owning provider. The consumer (the server
 // wiring) adapts the real registry to it. Calls for one owner come from one goroutine.
 type Registrar interface {
-	// Register adds def to scope on behalf of owner and returns the registration's hash.
-	Register(scope string, def tool.Definition, owner string) (hash string, err error)
+	// Register adds def to scope on behalf of owner and returns the registration's hash,
+	// and whether it is held back (quarantined: invisible until an operator approves it).
+	Register(scope string, def tool.Definition, owner string) (hash string, held bool, err error)
 	// Unregister removes owner's tool name from scope.
 	Unregister(scope, name, owner string) error
 	// RemoveOwner removes every registration owner holds, in every scope.

@@ -23,14 +23,14 @@ type mapRegistrar struct {
 	tools map[string]string // scope/name → owner
 }
 
-func (r *mapRegistrar) Register(scope string, def tool.Definition, owner string) (string, error) {
+func (r *mapRegistrar) Register(scope string, def tool.Definition, owner string) (string, bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if def.Name == "" || !json.Valid(def.Parameters) {
-		return "", errTest
+		return "", false, errTest
 	}
 	r.tools[scope+"/"+def.Name] = owner
-	return "hash", nil
+	return "hash", false, nil
 }
 
 func (r *mapRegistrar) Unregister(scope, name, owner string) error {

@@ -167,11 +167,11 @@ func (b *Broker) registerOne(c *conn, scope string, d *toolsdv1.ToolDefinition) 
 		st.ErrorCode, st.ErrorMessage = "PERMISSION_DENIED", validUTF8(gerr.Error())
 	} else if err != nil {
 		st.ErrorCode, st.ErrorMessage = "INVALID_ARGUMENT", validUTF8(err.Error())
-	} else if hash, rerr := b.reg.Register(scope, def, c.id); rerr != nil {
+	} else if hash, held, rerr := b.reg.Register(scope, def, c.id); rerr != nil {
 		err = rerr
 		b.fail(st, err)
 	} else {
-		st.ContentHash = validUTF8(hash)
+		st.ContentHash, st.Quarantined = validUTF8(hash), held
 		c.trackTool(ToolRef{Scope: scope, Name: st.Name}, true)
 		c.log.Debug("tool registered", zap.String("scope", scope), zap.String("tool", st.Name))
 		return st

@@ -39,7 +39,7 @@ func TestSubscribe(t *testing.T) {
 	changed := def("t")
 	changed.Description = "changed"
 	mustRegister(t, r, "a", changed, "p")
-	if err := r.ApproveQuarantined("a", "t"); err != nil {
+	if err := r.ApproveQuarantined("a", "t", ""); err != nil {
 		t.Fatal(err)
 	}
 	mustRegister(t, r, "b", def("u"), "p")

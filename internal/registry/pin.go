@@ -65,9 +65,29 @@ func (r *Registry) Quarantined() []*Entry {
 	return out
 }
 
+// PinnedHash returns the content hash pinned for name in scope, if any.
+func (r *Registry) PinnedHash(scope, name string) (string, bool) {
+	if r.pins == nil {
+		return "", false
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.pins.get(toolKey{scope, name})
+}
+
+// IsQuarantined reports whether e is held back by [PinQuarantine].
+func (r *Registry) IsQuarantined(e *Entry) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	n := r.nodes[e.scope]
+	return n != nil && n.quarantined[e.def.Name] == e
+}
+
 // ApproveQuarantined makes the quarantined registration of name in scope visible and
-// pins its hash in place of the old one.
-func (r *Registry) ApproveQuarantined(scope, name string) error {
+// pins its hash in place of the old one. hash, when not empty, must be the quarantined
+// definition's: an operator approves the definition it reviewed, not one registered
+// since ([ErrPinMismatch]).
+func (r *Registry) ApproveQuarantined(scope, name, hash string) error {
 	if err := ValidateScope(scope); err != nil {
 		return err
 	}
@@ -80,6 +100,11 @@ func (r *Registry) ApproveQuarantined(scope, name string) error {
 	if e == nil {
 		r.mu.Unlock()
 		return fmt.Errorf("%w: tool %s in scope %s", ErrNotQuarantined, quoteName(name), quoteName(scope))
+	}
+	if hash != "" && hash != e.hash {
+		r.mu.Unlock()
+		return fmt.Errorf("%w: the quarantined tool %s in scope %s has hash %s, not %s",
+			ErrPinMismatch, quoteName(name), quoteName(scope), e.hash, quoteName(hash))
 	}
 	delete(n.quarantined, name)
 	n.tools[name] = e

@@ -60,11 +60,26 @@ func TestPinQuarantineApproval(t *testing.T) {
 	if _, err := r.Register("s", def("t"), "p"); !errors.Is(err, registry.ErrAlreadyExists) {
 		t.Fatalf("Register while quarantined = %v, want ErrAlreadyExists", err)
 	}
-	if err := r.ApproveQuarantined("s", "nope"); !errors.Is(err, registry.ErrNotQuarantined) {
+	if err := r.ApproveQuarantined("s", "nope", ""); !errors.Is(err, registry.ErrNotQuarantined) {
 		t.Errorf("ApproveQuarantined(nope) = %v, want ErrNotQuarantined", err)
 	}
-	if err := r.ApproveQuarantined("s", "t"); err != nil {
+	if !r.IsQuarantined(q) {
+		t.Error("IsQuarantined(changed registration) = false")
+	}
+	if pinned, ok := r.PinnedHash("s", "t"); !ok || pinned == q.Hash() {
+		t.Errorf("PinnedHash = %q, %v; want the first definition's hash", pinned, ok)
+	}
+	if err := r.ApproveQuarantined("s", "t", "not-"+q.Hash()); !errors.Is(err, registry.ErrPinMismatch) {
+		t.Errorf("ApproveQuarantined(another hash) = %v, want ErrPinMismatch", err)
+	}
+	if err := r.ApproveQuarantined("s", "t", q.Hash()); err != nil {
 		t.Fatalf("ApproveQuarantined = %v", err)
+	}
+	if r.IsQuarantined(q) {
+		t.Error("IsQuarantined(approved registration) = true")
+	}
+	if pinned, _ := r.PinnedHash("s", "t"); pinned != q.Hash() {
+		t.Errorf("PinnedHash after approval = %q, want the approved hash", pinned)
 	}
 	if got, err := r.Lookup("s", "t"); err != nil || got != q {
 		t.Fatalf("Lookup after approval = %v, %v, want the approved entry", got, err)

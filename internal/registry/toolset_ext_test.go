@@ -151,7 +151,7 @@ func TestToolSetInvalidation(t *testing.T) {
 			d := def("q")
 			d.Description = "changed"
 			mustRegister(t, r, "p", d, "")
-			if err := r.ApproveQuarantined("p", "q"); err != nil {
+			if err := r.ApproveQuarantined("p", "q", ""); err != nil {
 				t.Fatal(err)
 			}
 		}, gone: true},

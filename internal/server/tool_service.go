@@ -7,6 +7,7 @@ import (
 	"github.com/toolsd/toolsd/internal/auth"
 	"github.com/toolsd/toolsd/internal/broker"
 	"github.com/toolsd/toolsd/internal/registry"
+	"github.com/toolsd/toolsd/internal/tool"
 )
 
 // RegisterTool binds a tool to a connected provider.
@@ -131,6 +132,40 @@ func (s *Server) Unrestrict(ctx context.Context, req *toolsdv1.UnrestrictRequest
 		return nil, toStatus(s.log, err)
 	}
 	return &toolsdv1.UnrestrictResponse{}, nil
+}
+
+// ListQuarantined lists the held-back registrations in the scopes the caller may
+// restrict.
+func (s *Server) ListQuarantined(ctx context.Context, _ *toolsdv1.ListQuarantinedRequest) (*toolsdv1.ListQuarantinedResponse, error) {
+	out := &toolsdv1.ListQuarantinedResponse{}
+	for _, e := range s.reg.Quarantined() {
+		if s.authz.Authorize(ctx, ActionRestrict, e.Scope(), "") != nil {
+			continue
+		}
+		pinned, _ := s.reg.PinnedHash(e.Scope(), e.Name())
+		out.Tools = append(out.Tools, &toolsdv1.QuarantinedTool{
+			Scope:       e.Scope(),
+			Tool:        schemasToProto([]tool.Schema{e.Schema()})[0],
+			ContentHash: e.Hash(),
+			PinnedHash:  pinned,
+			ProviderId:  e.Owner(),
+		})
+	}
+	return out, nil
+}
+
+// ApproveQuarantined makes one held-back registration visible.
+func (s *Server) ApproveQuarantined(ctx context.Context, req *toolsdv1.ApproveQuarantinedRequest) (*toolsdv1.ApproveQuarantinedResponse, error) {
+	if req.GetContentHash() == "" {
+		return nil, toStatus(s.log, badField("content_hash", "is required: approve the definition ListQuarantined showed"))
+	}
+	if err := s.authz.Authorize(ctx, ActionRestrict, req.GetScope(), ""); err != nil {
+		return nil, toStatus(s.log, err)
+	}
+	if err := s.reg.ApproveQuarantined(req.GetScope(), req.GetName(), req.GetContentHash()); err != nil {
+		return nil, toStatus(s.log, err)
+	}
+	return &toolsdv1.ApproveQuarantinedResponse{}, nil
 }
 
 // maxModelFieldBytes bounds each field of a step's model selection. Conditions match

@@ -630,7 +630,11 @@ type ToolRegistrationStatus struct {
 	// two minutes).
 	ErrorCode string `protobuf:"bytes,3,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
 	// Why the tool was rejected.
-	ErrorMessage  string `protobuf:"bytes,4,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	ErrorMessage string `protobuf:"bytes,4,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// The registration was accepted but is held back, invisible to agents, until an
+	// operator approves it (ApproveQuarantined): registry.pinning is quarantine and the
+	// name is pinned to another definition (content hash).
+	Quarantined   bool `protobuf:"varint,5,opt,name=quarantined,proto3" json:"quarantined,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -691,6 +695,13 @@ func (x *ToolRegistrationStatus) GetErrorMessage() string {
 		return x.ErrorMessage
 	}
 	return ""
+}
+
+func (x *ToolRegistrationStatus) GetQuarantined() bool {
+	if x != nil {
+		return x.Quarantined
+	}
+	return false
 }
 
 // RegisterToolsResult answers RegisterTools or UnregisterTools.
@@ -1169,13 +1180,14 @@ const file_toolsd_v1_provider_service_proto_rawDesc = "" +
 	"\x0fProviderWelcome\x12\x1f\n" +
 	"\vprovider_id\x18\x01 \x01(\tR\n" +
 	"providerId\x12(\n" +
-	"\x10max_result_bytes\x18\x02 \x01(\x04R\x0emaxResultBytes\"\x93\x01\n" +
+	"\x10max_result_bytes\x18\x02 \x01(\x04R\x0emaxResultBytes\"\xb5\x01\n" +
 	"\x16ToolRegistrationStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
 	"\fcontent_hash\x18\x02 \x01(\tR\vcontentHash\x12\x1d\n" +
 	"\n" +
 	"error_code\x18\x03 \x01(\tR\terrorCode\x12#\n" +
-	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\"`\n" +
+	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\x12 \n" +
+	"\vquarantined\x18\x05 \x01(\bR\vquarantined\"`\n" +
 	"\x13RegisterToolsResult\x12\x10\n" +
 	"\x03ref\x18\x01 \x01(\x04R\x03ref\x127\n" +
 	"\x05tools\x18\x02 \x03(\v2!.toolsd.v1.ToolRegistrationStatusR\x05tools\"\xb2\x02\n" +

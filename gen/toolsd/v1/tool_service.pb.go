@@ -767,6 +767,275 @@ func (*ReleaseToolSetResponse) Descriptor() ([]byte, []int) {
 	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{13}
 }
 
+// ListQuarantinedRequest is empty.
+type ListQuarantinedRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListQuarantinedRequest) Reset() {
+	*x = ListQuarantinedRequest{}
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListQuarantinedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListQuarantinedRequest) ProtoMessage() {}
+
+func (x *ListQuarantinedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListQuarantinedRequest.ProtoReflect.Descriptor instead.
+func (*ListQuarantinedRequest) Descriptor() ([]byte, []int) {
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{14}
+}
+
+// QuarantinedTool is one held-back registration.
+type QuarantinedTool struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Scope of the registration.
+	Scope string `protobuf:"bytes,1,opt,name=scope,proto3" json:"scope,omitempty"`
+	// The new definition as the model would see it.
+	Tool *ToolSchema `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
+	// Hex SHA-256 of the new definition: pass it to ApproveQuarantined.
+	ContentHash string `protobuf:"bytes,3,opt,name=content_hash,json=contentHash,proto3" json:"content_hash,omitempty"`
+	// Hex SHA-256 pinned for the name: the definition the registration would replace.
+	// Empty when the pin has since been evicted (registry pins are bounded).
+	PinnedHash string `protobuf:"bytes,4,opt,name=pinned_hash,json=pinnedHash,proto3" json:"pinned_hash,omitempty"`
+	// The provider stream holding the registration.
+	ProviderId    string `protobuf:"bytes,5,opt,name=provider_id,json=providerId,proto3" json:"provider_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QuarantinedTool) Reset() {
+	*x = QuarantinedTool{}
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QuarantinedTool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QuarantinedTool) ProtoMessage() {}
+
+func (x *QuarantinedTool) ProtoReflect() protoreflect.Message {
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QuarantinedTool.ProtoReflect.Descriptor instead.
+func (*QuarantinedTool) Descriptor() ([]byte, []int) {
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *QuarantinedTool) GetScope() string {
+	if x != nil {
+		return x.Scope
+	}
+	return ""
+}
+
+func (x *QuarantinedTool) GetTool() *ToolSchema {
+	if x != nil {
+		return x.Tool
+	}
+	return nil
+}
+
+func (x *QuarantinedTool) GetContentHash() string {
+	if x != nil {
+		return x.ContentHash
+	}
+	return ""
+}
+
+func (x *QuarantinedTool) GetPinnedHash() string {
+	if x != nil {
+		return x.PinnedHash
+	}
+	return ""
+}
+
+func (x *QuarantinedTool) GetProviderId() string {
+	if x != nil {
+		return x.ProviderId
+	}
+	return ""
+}
+
+// ListQuarantinedResponse lists the held-back registrations.
+type ListQuarantinedResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Sorted by scope, then name.
+	Tools         []*QuarantinedTool `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListQuarantinedResponse) Reset() {
+	*x = ListQuarantinedResponse{}
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListQuarantinedResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListQuarantinedResponse) ProtoMessage() {}
+
+func (x *ListQuarantinedResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListQuarantinedResponse.ProtoReflect.Descriptor instead.
+func (*ListQuarantinedResponse) Descriptor() ([]byte, []int) {
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ListQuarantinedResponse) GetTools() []*QuarantinedTool {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+// ApproveQuarantinedRequest names one quarantined registration.
+type ApproveQuarantinedRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Scope of the registration.
+	Scope string `protobuf:"bytes,1,opt,name=scope,proto3" json:"scope,omitempty"`
+	// Tool name.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// The content hash ListQuarantined showed (required): only that definition is
+	// approved. Another one fails with FAILED_PRECONDITION, reason DEFINITION_CHANGED; no
+	// quarantined registration of the name, with NOT_FOUND, reason NOT_QUARANTINED.
+	ContentHash   string `protobuf:"bytes,3,opt,name=content_hash,json=contentHash,proto3" json:"content_hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApproveQuarantinedRequest) Reset() {
+	*x = ApproveQuarantinedRequest{}
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApproveQuarantinedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApproveQuarantinedRequest) ProtoMessage() {}
+
+func (x *ApproveQuarantinedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApproveQuarantinedRequest.ProtoReflect.Descriptor instead.
+func (*ApproveQuarantinedRequest) Descriptor() ([]byte, []int) {
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ApproveQuarantinedRequest) GetScope() string {
+	if x != nil {
+		return x.Scope
+	}
+	return ""
+}
+
+func (x *ApproveQuarantinedRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ApproveQuarantinedRequest) GetContentHash() string {
+	if x != nil {
+		return x.ContentHash
+	}
+	return ""
+}
+
+// ApproveQuarantinedResponse is empty.
+type ApproveQuarantinedResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApproveQuarantinedResponse) Reset() {
+	*x = ApproveQuarantinedResponse{}
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApproveQuarantinedResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApproveQuarantinedResponse) ProtoMessage() {}
+
+func (x *ApproveQuarantinedResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApproveQuarantinedResponse.ProtoReflect.Descriptor instead.
+func (*ApproveQuarantinedResponse) Descriptor() ([]byte, []int) {
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{18}
+}
+
 // ToolCall is one tool-call block of the model's message.
 type ToolCall struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -783,7 +1052,7 @@ type ToolCall struct {
 
 func (x *ToolCall) Reset() {
 	*x = ToolCall{}
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[14]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -795,7 +1064,7 @@ func (x *ToolCall) String() string {
 func (*ToolCall) ProtoMessage() {}
 
 func (x *ToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[14]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -808,7 +1077,7 @@ func (x *ToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
 func (*ToolCall) Descriptor() ([]byte, []int) {
-	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{14}
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ToolCall) GetCallId() string {
@@ -855,7 +1124,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[15]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -867,7 +1136,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[15]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -880,7 +1149,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{15}
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Batch) GetSessionId() string {
@@ -950,7 +1219,7 @@ type ApprovalDecision struct {
 
 func (x *ApprovalDecision) Reset() {
 	*x = ApprovalDecision{}
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[16]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -962,7 +1231,7 @@ func (x *ApprovalDecision) String() string {
 func (*ApprovalDecision) ProtoMessage() {}
 
 func (x *ApprovalDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[16]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -975,7 +1244,7 @@ func (x *ApprovalDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalDecision.ProtoReflect.Descriptor instead.
 func (*ApprovalDecision) Descriptor() ([]byte, []int) {
-	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{16}
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ApprovalDecision) GetCallId() string {
@@ -1014,7 +1283,7 @@ type CancelBatch struct {
 
 func (x *CancelBatch) Reset() {
 	*x = CancelBatch{}
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[17]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1026,7 +1295,7 @@ func (x *CancelBatch) String() string {
 func (*CancelBatch) ProtoMessage() {}
 
 func (x *CancelBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[17]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1039,7 +1308,7 @@ func (x *CancelBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelBatch.ProtoReflect.Descriptor instead.
 func (*CancelBatch) Descriptor() ([]byte, []int) {
-	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{17}
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CancelBatch) GetReason() string {
@@ -1066,7 +1335,7 @@ type ExecuteBatchRequest struct {
 
 func (x *ExecuteBatchRequest) Reset() {
 	*x = ExecuteBatchRequest{}
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[18]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1078,7 +1347,7 @@ func (x *ExecuteBatchRequest) String() string {
 func (*ExecuteBatchRequest) ProtoMessage() {}
 
 func (x *ExecuteBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[18]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1091,7 +1360,7 @@ func (x *ExecuteBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteBatchRequest.ProtoReflect.Descriptor instead.
 func (*ExecuteBatchRequest) Descriptor() ([]byte, []int) {
-	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{18}
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ExecuteBatchRequest) GetMsg() isExecuteBatchRequest_Msg {
@@ -1173,7 +1442,7 @@ type BatchAccepted struct {
 
 func (x *BatchAccepted) Reset() {
 	*x = BatchAccepted{}
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[19]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1185,7 +1454,7 @@ func (x *BatchAccepted) String() string {
 func (*BatchAccepted) ProtoMessage() {}
 
 func (x *BatchAccepted) ProtoReflect() protoreflect.Message {
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[19]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1198,7 +1467,7 @@ func (x *BatchAccepted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchAccepted.ProtoReflect.Descriptor instead.
 func (*BatchAccepted) Descriptor() ([]byte, []int) {
-	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{19}
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *BatchAccepted) GetBatchId() string {
@@ -1245,7 +1514,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[20]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1257,7 +1526,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[20]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1270,7 +1539,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{20}
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ToolResult) GetCallId() string {
@@ -1362,7 +1631,7 @@ type ApprovalRequest struct {
 
 func (x *ApprovalRequest) Reset() {
 	*x = ApprovalRequest{}
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[21]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1374,7 +1643,7 @@ func (x *ApprovalRequest) String() string {
 func (*ApprovalRequest) ProtoMessage() {}
 
 func (x *ApprovalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[21]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1387,7 +1656,7 @@ func (x *ApprovalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalRequest.ProtoReflect.Descriptor instead.
 func (*ApprovalRequest) Descriptor() ([]byte, []int) {
-	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{21}
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ApprovalRequest) GetCallId() string {
@@ -1444,7 +1713,7 @@ type ToolProgress struct {
 
 func (x *ToolProgress) Reset() {
 	*x = ToolProgress{}
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[22]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1456,7 +1725,7 @@ func (x *ToolProgress) String() string {
 func (*ToolProgress) ProtoMessage() {}
 
 func (x *ToolProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[22]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1469,7 +1738,7 @@ func (x *ToolProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolProgress.ProtoReflect.Descriptor instead.
 func (*ToolProgress) Descriptor() ([]byte, []int) {
-	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{22}
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ToolProgress) GetCallId() string {
@@ -1524,7 +1793,7 @@ type BatchSettled struct {
 
 func (x *BatchSettled) Reset() {
 	*x = BatchSettled{}
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[23]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1536,7 +1805,7 @@ func (x *BatchSettled) String() string {
 func (*BatchSettled) ProtoMessage() {}
 
 func (x *BatchSettled) ProtoReflect() protoreflect.Message {
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[23]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1549,7 +1818,7 @@ func (x *BatchSettled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchSettled.ProtoReflect.Descriptor instead.
 func (*BatchSettled) Descriptor() ([]byte, []int) {
-	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{23}
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *BatchSettled) GetConcludesTurn() bool {
@@ -1599,7 +1868,7 @@ type ExecuteBatchResponse struct {
 
 func (x *ExecuteBatchResponse) Reset() {
 	*x = ExecuteBatchResponse{}
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[24]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1611,7 +1880,7 @@ func (x *ExecuteBatchResponse) String() string {
 func (*ExecuteBatchResponse) ProtoMessage() {}
 
 func (x *ExecuteBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[24]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1624,7 +1893,7 @@ func (x *ExecuteBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteBatchResponse.ProtoReflect.Descriptor instead.
 func (*ExecuteBatchResponse) Descriptor() ([]byte, []int) {
-	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{24}
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ExecuteBatchResponse) GetMsg() isExecuteBatchResponse_Msg {
@@ -1733,7 +2002,7 @@ type ReadSessionRequest struct {
 
 func (x *ReadSessionRequest) Reset() {
 	*x = ReadSessionRequest{}
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[25]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1745,7 +2014,7 @@ func (x *ReadSessionRequest) String() string {
 func (*ReadSessionRequest) ProtoMessage() {}
 
 func (x *ReadSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[25]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1758,7 +2027,7 @@ func (x *ReadSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadSessionRequest.ProtoReflect.Descriptor instead.
 func (*ReadSessionRequest) Descriptor() ([]byte, []int) {
-	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{25}
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ReadSessionRequest) GetSessionId() string {
@@ -1793,7 +2062,7 @@ type ReadSessionResponse struct {
 
 func (x *ReadSessionResponse) Reset() {
 	*x = ReadSessionResponse{}
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[26]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1805,7 +2074,7 @@ func (x *ReadSessionResponse) String() string {
 func (*ReadSessionResponse) ProtoMessage() {}
 
 func (x *ReadSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[26]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1818,7 +2087,7 @@ func (x *ReadSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadSessionResponse.ProtoReflect.Descriptor instead.
 func (*ReadSessionResponse) Descriptor() ([]byte, []int) {
-	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{26}
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ReadSessionResponse) GetEvent() *SessionEvent {
@@ -1841,7 +2110,7 @@ type WatchSessionRequest struct {
 
 func (x *WatchSessionRequest) Reset() {
 	*x = WatchSessionRequest{}
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[27]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1853,7 +2122,7 @@ func (x *WatchSessionRequest) String() string {
 func (*WatchSessionRequest) ProtoMessage() {}
 
 func (x *WatchSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[27]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1866,7 +2135,7 @@ func (x *WatchSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSessionRequest.ProtoReflect.Descriptor instead.
 func (*WatchSessionRequest) Descriptor() ([]byte, []int) {
-	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{27}
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *WatchSessionRequest) GetSessionId() string {
@@ -1894,7 +2163,7 @@ type WatchSessionResponse struct {
 
 func (x *WatchSessionResponse) Reset() {
 	*x = WatchSessionResponse{}
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[28]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1906,7 +2175,7 @@ func (x *WatchSessionResponse) String() string {
 func (*WatchSessionResponse) ProtoMessage() {}
 
 func (x *WatchSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[28]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1919,7 +2188,7 @@ func (x *WatchSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSessionResponse.ProtoReflect.Descriptor instead.
 func (*WatchSessionResponse) Descriptor() ([]byte, []int) {
-	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{28}
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *WatchSessionResponse) GetEvent() *SessionEvent {
@@ -1975,7 +2244,23 @@ const file_toolsd_v1_tool_service_proto_rawDesc = "" +
 	"\vfingerprint\x18\x03 \x01(\tR\vfingerprint\"7\n" +
 	"\x15ReleaseToolSetRequest\x12\x1e\n" +
 	"\vtool_set_id\x18\x01 \x01(\tR\ttoolSetId\"\x18\n" +
-	"\x16ReleaseToolSetResponse\"^\n" +
+	"\x16ReleaseToolSetResponse\"\x18\n" +
+	"\x16ListQuarantinedRequest\"\xb7\x01\n" +
+	"\x0fQuarantinedTool\x12\x14\n" +
+	"\x05scope\x18\x01 \x01(\tR\x05scope\x12)\n" +
+	"\x04tool\x18\x02 \x01(\v2\x15.toolsd.v1.ToolSchemaR\x04tool\x12!\n" +
+	"\fcontent_hash\x18\x03 \x01(\tR\vcontentHash\x12\x1f\n" +
+	"\vpinned_hash\x18\x04 \x01(\tR\n" +
+	"pinnedHash\x12\x1f\n" +
+	"\vprovider_id\x18\x05 \x01(\tR\n" +
+	"providerId\"K\n" +
+	"\x17ListQuarantinedResponse\x120\n" +
+	"\x05tools\x18\x01 \x03(\v2\x1a.toolsd.v1.QuarantinedToolR\x05tools\"h\n" +
+	"\x19ApproveQuarantinedRequest\x12\x14\n" +
+	"\x05scope\x18\x01 \x01(\tR\x05scope\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12!\n" +
+	"\fcontent_hash\x18\x03 \x01(\tR\vcontentHash\"\x1c\n" +
+	"\x1aApproveQuarantinedResponse\"^\n" +
 	"\bToolCall\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12%\n" +
@@ -2053,7 +2338,7 @@ const file_toolsd_v1_tool_service_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x19\n" +
 	"\bfrom_seq\x18\x02 \x01(\x04R\afromSeq\"E\n" +
 	"\x14WatchSessionResponse\x12-\n" +
-	"\x05event\x18\x01 \x01(\v2\x17.toolsd.v1.SessionEventR\x05event2\xad\x06\n" +
+	"\x05event\x18\x01 \x01(\v2\x17.toolsd.v1.SessionEventR\x05event2\xea\a\n" +
 	"\vToolService\x12O\n" +
 	"\fRegisterTool\x12\x1e.toolsd.v1.RegisterToolRequest\x1a\x1f.toolsd.v1.RegisterToolResponse\x12U\n" +
 	"\x0eUnregisterTool\x12 .toolsd.v1.UnregisterToolRequest\x1a!.toolsd.v1.UnregisterToolResponse\x12@\n" +
@@ -2062,7 +2347,9 @@ const file_toolsd_v1_tool_service_proto_rawDesc = "" +
 	"\n" +
 	"Unrestrict\x12\x1c.toolsd.v1.UnrestrictRequest\x1a\x1d.toolsd.v1.UnrestrictResponse\x12U\n" +
 	"\x0eResolveToolSet\x12 .toolsd.v1.ResolveToolSetRequest\x1a!.toolsd.v1.ResolveToolSetResponse\x12U\n" +
-	"\x0eReleaseToolSet\x12 .toolsd.v1.ReleaseToolSetRequest\x1a!.toolsd.v1.ReleaseToolSetResponse\x12S\n" +
+	"\x0eReleaseToolSet\x12 .toolsd.v1.ReleaseToolSetRequest\x1a!.toolsd.v1.ReleaseToolSetResponse\x12X\n" +
+	"\x0fListQuarantined\x12!.toolsd.v1.ListQuarantinedRequest\x1a\".toolsd.v1.ListQuarantinedResponse\x12a\n" +
+	"\x12ApproveQuarantined\x12$.toolsd.v1.ApproveQuarantinedRequest\x1a%.toolsd.v1.ApproveQuarantinedResponse\x12S\n" +
 	"\fExecuteBatch\x12\x1e.toolsd.v1.ExecuteBatchRequest\x1a\x1f.toolsd.v1.ExecuteBatchResponse(\x010\x01\x12N\n" +
 	"\vReadSession\x12\x1d.toolsd.v1.ReadSessionRequest\x1a\x1e.toolsd.v1.ReadSessionResponse0\x01\x12Q\n" +
 	"\fWatchSession\x12\x1e.toolsd.v1.WatchSessionRequest\x1a\x1f.toolsd.v1.WatchSessionResponse0\x01B1Z/github.com/toolsd/toolsd/gen/toolsd/v1;toolsdv1b\x06proto3"
@@ -2079,85 +2366,96 @@ func file_toolsd_v1_tool_service_proto_rawDescGZIP() []byte {
 	return file_toolsd_v1_tool_service_proto_rawDescData
 }
 
-var file_toolsd_v1_tool_service_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_toolsd_v1_tool_service_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_toolsd_v1_tool_service_proto_goTypes = []any{
-	(*RegisterToolRequest)(nil),    // 0: toolsd.v1.RegisterToolRequest
-	(*RegisterToolResponse)(nil),   // 1: toolsd.v1.RegisterToolResponse
-	(*UnregisterToolRequest)(nil),  // 2: toolsd.v1.UnregisterToolRequest
-	(*UnregisterToolResponse)(nil), // 3: toolsd.v1.UnregisterToolResponse
-	(*SchemasRequest)(nil),         // 4: toolsd.v1.SchemasRequest
-	(*SchemasResponse)(nil),        // 5: toolsd.v1.SchemasResponse
-	(*RestrictRequest)(nil),        // 6: toolsd.v1.RestrictRequest
-	(*RestrictResponse)(nil),       // 7: toolsd.v1.RestrictResponse
-	(*UnrestrictRequest)(nil),      // 8: toolsd.v1.UnrestrictRequest
-	(*UnrestrictResponse)(nil),     // 9: toolsd.v1.UnrestrictResponse
-	(*ResolveToolSetRequest)(nil),  // 10: toolsd.v1.ResolveToolSetRequest
-	(*ResolveToolSetResponse)(nil), // 11: toolsd.v1.ResolveToolSetResponse
-	(*ReleaseToolSetRequest)(nil),  // 12: toolsd.v1.ReleaseToolSetRequest
-	(*ReleaseToolSetResponse)(nil), // 13: toolsd.v1.ReleaseToolSetResponse
-	(*ToolCall)(nil),               // 14: toolsd.v1.ToolCall
-	(*Batch)(nil),                  // 15: toolsd.v1.Batch
-	(*ApprovalDecision)(nil),       // 16: toolsd.v1.ApprovalDecision
-	(*CancelBatch)(nil),            // 17: toolsd.v1.CancelBatch
-	(*ExecuteBatchRequest)(nil),    // 18: toolsd.v1.ExecuteBatchRequest
-	(*BatchAccepted)(nil),          // 19: toolsd.v1.BatchAccepted
-	(*ToolResult)(nil),             // 20: toolsd.v1.ToolResult
-	(*ApprovalRequest)(nil),        // 21: toolsd.v1.ApprovalRequest
-	(*ToolProgress)(nil),           // 22: toolsd.v1.ToolProgress
-	(*BatchSettled)(nil),           // 23: toolsd.v1.BatchSettled
-	(*ExecuteBatchResponse)(nil),   // 24: toolsd.v1.ExecuteBatchResponse
-	(*ReadSessionRequest)(nil),     // 25: toolsd.v1.ReadSessionRequest
-	(*ReadSessionResponse)(nil),    // 26: toolsd.v1.ReadSessionResponse
-	(*WatchSessionRequest)(nil),    // 27: toolsd.v1.WatchSessionRequest
-	(*WatchSessionResponse)(nil),   // 28: toolsd.v1.WatchSessionResponse
-	(*ToolDefinition)(nil),         // 29: toolsd.v1.ToolDefinition
-	(*ToolSchema)(nil),             // 30: toolsd.v1.ToolSchema
-	(*ModelSelection)(nil),         // 31: toolsd.v1.ModelSelection
-	(*ToolError)(nil),              // 32: toolsd.v1.ToolError
-	(*SessionEvent)(nil),           // 33: toolsd.v1.SessionEvent
+	(*RegisterToolRequest)(nil),        // 0: toolsd.v1.RegisterToolRequest
+	(*RegisterToolResponse)(nil),       // 1: toolsd.v1.RegisterToolResponse
+	(*UnregisterToolRequest)(nil),      // 2: toolsd.v1.UnregisterToolRequest
+	(*UnregisterToolResponse)(nil),     // 3: toolsd.v1.UnregisterToolResponse
+	(*SchemasRequest)(nil),             // 4: toolsd.v1.SchemasRequest
+	(*SchemasResponse)(nil),            // 5: toolsd.v1.SchemasResponse
+	(*RestrictRequest)(nil),            // 6: toolsd.v1.RestrictRequest
+	(*RestrictResponse)(nil),           // 7: toolsd.v1.RestrictResponse
+	(*UnrestrictRequest)(nil),          // 8: toolsd.v1.UnrestrictRequest
+	(*UnrestrictResponse)(nil),         // 9: toolsd.v1.UnrestrictResponse
+	(*ResolveToolSetRequest)(nil),      // 10: toolsd.v1.ResolveToolSetRequest
+	(*ResolveToolSetResponse)(nil),     // 11: toolsd.v1.ResolveToolSetResponse
+	(*ReleaseToolSetRequest)(nil),      // 12: toolsd.v1.ReleaseToolSetRequest
+	(*ReleaseToolSetResponse)(nil),     // 13: toolsd.v1.ReleaseToolSetResponse
+	(*ListQuarantinedRequest)(nil),     // 14: toolsd.v1.ListQuarantinedRequest
+	(*QuarantinedTool)(nil),            // 15: toolsd.v1.QuarantinedTool
+	(*ListQuarantinedResponse)(nil),    // 16: toolsd.v1.ListQuarantinedResponse
+	(*ApproveQuarantinedRequest)(nil),  // 17: toolsd.v1.ApproveQuarantinedRequest
+	(*ApproveQuarantinedResponse)(nil), // 18: toolsd.v1.ApproveQuarantinedResponse
+	(*ToolCall)(nil),                   // 19: toolsd.v1.ToolCall
+	(*Batch)(nil),                      // 20: toolsd.v1.Batch
+	(*ApprovalDecision)(nil),           // 21: toolsd.v1.ApprovalDecision
+	(*CancelBatch)(nil),                // 22: toolsd.v1.CancelBatch
+	(*ExecuteBatchRequest)(nil),        // 23: toolsd.v1.ExecuteBatchRequest
+	(*BatchAccepted)(nil),              // 24: toolsd.v1.BatchAccepted
+	(*ToolResult)(nil),                 // 25: toolsd.v1.ToolResult
+	(*ApprovalRequest)(nil),            // 26: toolsd.v1.ApprovalRequest
+	(*ToolProgress)(nil),               // 27: toolsd.v1.ToolProgress
+	(*BatchSettled)(nil),               // 28: toolsd.v1.BatchSettled
+	(*ExecuteBatchResponse)(nil),       // 29: toolsd.v1.ExecuteBatchResponse
+	(*ReadSessionRequest)(nil),         // 30: toolsd.v1.ReadSessionRequest
+	(*ReadSessionResponse)(nil),        // 31: toolsd.v1.ReadSessionResponse
+	(*WatchSessionRequest)(nil),        // 32: toolsd.v1.WatchSessionRequest
+	(*WatchSessionResponse)(nil),       // 33: toolsd.v1.WatchSessionResponse
+	(*ToolDefinition)(nil),             // 34: toolsd.v1.ToolDefinition
+	(*ToolSchema)(nil),                 // 35: toolsd.v1.ToolSchema
+	(*ModelSelection)(nil),             // 36: toolsd.v1.ModelSelection
+	(*ToolError)(nil),                  // 37: toolsd.v1.ToolError
+	(*SessionEvent)(nil),               // 38: toolsd.v1.SessionEvent
 }
 var file_toolsd_v1_tool_service_proto_depIdxs = []int32{
-	29, // 0: toolsd.v1.RegisterToolRequest.tool:type_name -> toolsd.v1.ToolDefinition
-	30, // 1: toolsd.v1.SchemasResponse.tools:type_name -> toolsd.v1.ToolSchema
-	31, // 2: toolsd.v1.ResolveToolSetRequest.model:type_name -> toolsd.v1.ModelSelection
-	30, // 3: toolsd.v1.ResolveToolSetResponse.tools:type_name -> toolsd.v1.ToolSchema
-	14, // 4: toolsd.v1.Batch.calls:type_name -> toolsd.v1.ToolCall
-	15, // 5: toolsd.v1.ExecuteBatchRequest.batch:type_name -> toolsd.v1.Batch
-	16, // 6: toolsd.v1.ExecuteBatchRequest.approval:type_name -> toolsd.v1.ApprovalDecision
-	17, // 7: toolsd.v1.ExecuteBatchRequest.cancel:type_name -> toolsd.v1.CancelBatch
-	32, // 8: toolsd.v1.ToolResult.error:type_name -> toolsd.v1.ToolError
-	19, // 9: toolsd.v1.ExecuteBatchResponse.accepted:type_name -> toolsd.v1.BatchAccepted
-	20, // 10: toolsd.v1.ExecuteBatchResponse.result:type_name -> toolsd.v1.ToolResult
-	21, // 11: toolsd.v1.ExecuteBatchResponse.approval_request:type_name -> toolsd.v1.ApprovalRequest
-	22, // 12: toolsd.v1.ExecuteBatchResponse.progress:type_name -> toolsd.v1.ToolProgress
-	23, // 13: toolsd.v1.ExecuteBatchResponse.settled:type_name -> toolsd.v1.BatchSettled
-	33, // 14: toolsd.v1.ReadSessionResponse.event:type_name -> toolsd.v1.SessionEvent
-	33, // 15: toolsd.v1.WatchSessionResponse.event:type_name -> toolsd.v1.SessionEvent
-	0,  // 16: toolsd.v1.ToolService.RegisterTool:input_type -> toolsd.v1.RegisterToolRequest
-	2,  // 17: toolsd.v1.ToolService.UnregisterTool:input_type -> toolsd.v1.UnregisterToolRequest
-	4,  // 18: toolsd.v1.ToolService.Schemas:input_type -> toolsd.v1.SchemasRequest
-	6,  // 19: toolsd.v1.ToolService.Restrict:input_type -> toolsd.v1.RestrictRequest
-	8,  // 20: toolsd.v1.ToolService.Unrestrict:input_type -> toolsd.v1.UnrestrictRequest
-	10, // 21: toolsd.v1.ToolService.ResolveToolSet:input_type -> toolsd.v1.ResolveToolSetRequest
-	12, // 22: toolsd.v1.ToolService.ReleaseToolSet:input_type -> toolsd.v1.ReleaseToolSetRequest
-	18, // 23: toolsd.v1.ToolService.ExecuteBatch:input_type -> toolsd.v1.ExecuteBatchRequest
-	25, // 24: toolsd.v1.ToolService.ReadSession:input_type -> toolsd.v1.ReadSessionRequest
-	27, // 25: toolsd.v1.ToolService.WatchSession:input_type -> toolsd.v1.WatchSessionRequest
-	1,  // 26: toolsd.v1.ToolService.RegisterTool:output_type -> toolsd.v1.RegisterToolResponse
-	3,  // 27: toolsd.v1.ToolService.UnregisterTool:output_type -> toolsd.v1.UnregisterToolResponse
-	5,  // 28: toolsd.v1.ToolService.Schemas:output_type -> toolsd.v1.SchemasResponse
-	7,  // 29: toolsd.v1.ToolService.Restrict:output_type -> toolsd.v1.RestrictResponse
-	9,  // 30: toolsd.v1.ToolService.Unrestrict:output_type -> toolsd.v1.UnrestrictResponse
-	11, // 31: toolsd.v1.ToolService.ResolveToolSet:output_type -> toolsd.v1.ResolveToolSetResponse
-	13, // 32: toolsd.v1.ToolService.ReleaseToolSet:output_type -> toolsd.v1.ReleaseToolSetResponse
-	24, // 33: toolsd.v1.ToolService.ExecuteBatch:output_type -> toolsd.v1.ExecuteBatchResponse
-	26, // 34: toolsd.v1.ToolService.ReadSession:output_type -> toolsd.v1.ReadSessionResponse
-	28, // 35: toolsd.v1.ToolService.WatchSession:output_type -> toolsd.v1.WatchSessionResponse
-	26, // [26:36] is the sub-list for method output_type
-	16, // [16:26] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	34, // 0: toolsd.v1.RegisterToolRequest.tool:type_name -> toolsd.v1.ToolDefinition
+	35, // 1: toolsd.v1.SchemasResponse.tools:type_name -> toolsd.v1.ToolSchema
+	36, // 2: toolsd.v1.ResolveToolSetRequest.model:type_name -> toolsd.v1.ModelSelection
+	35, // 3: toolsd.v1.ResolveToolSetResponse.tools:type_name -> toolsd.v1.ToolSchema
+	35, // 4: toolsd.v1.QuarantinedTool.tool:type_name -> toolsd.v1.ToolSchema
+	15, // 5: toolsd.v1.ListQuarantinedResponse.tools:type_name -> toolsd.v1.QuarantinedTool
+	19, // 6: toolsd.v1.Batch.calls:type_name -> toolsd.v1.ToolCall
+	20, // 7: toolsd.v1.ExecuteBatchRequest.batch:type_name -> toolsd.v1.Batch
+	21, // 8: toolsd.v1.ExecuteBatchRequest.approval:type_name -> toolsd.v1.ApprovalDecision
+	22, // 9: toolsd.v1.ExecuteBatchRequest.cancel:type_name -> toolsd.v1.CancelBatch
+	37, // 10: toolsd.v1.ToolResult.error:type_name -> toolsd.v1.ToolError
+	24, // 11: toolsd.v1.ExecuteBatchResponse.accepted:type_name -> toolsd.v1.BatchAccepted
+	25, // 12: toolsd.v1.ExecuteBatchResponse.result:type_name -> toolsd.v1.ToolResult
+	26, // 13: toolsd.v1.ExecuteBatchResponse.approval_request:type_name -> toolsd.v1.ApprovalRequest
+	27, // 14: toolsd.v1.ExecuteBatchResponse.progress:type_name -> toolsd.v1.ToolProgress
+	28, // 15: toolsd.v1.ExecuteBatchResponse.settled:type_name -> toolsd.v1.BatchSettled
+	38, // 16: toolsd.v1.ReadSessionResponse.event:type_name -> toolsd.v1.SessionEvent
+	38, // 17: toolsd.v1.WatchSessionResponse.event:type_name -> toolsd.v1.SessionEvent
+	0,  // 18: toolsd.v1.ToolService.RegisterTool:input_type -> toolsd.v1.RegisterToolRequest
+	2,  // 19: toolsd.v1.ToolService.UnregisterTool:input_type -> toolsd.v1.UnregisterToolRequest
+	4,  // 20: toolsd.v1.ToolService.Schemas:input_type -> toolsd.v1.SchemasRequest
+	6,  // 21: toolsd.v1.ToolService.Restrict:input_type -> toolsd.v1.RestrictRequest
+	8,  // 22: toolsd.v1.ToolService.Unrestrict:input_type -> toolsd.v1.UnrestrictRequest
+	10, // 23: toolsd.v1.ToolService.ResolveToolSet:input_type -> toolsd.v1.ResolveToolSetRequest
+	12, // 24: toolsd.v1.ToolService.ReleaseToolSet:input_type -> toolsd.v1.ReleaseToolSetRequest
+	14, // 25: toolsd.v1.ToolService.ListQuarantined:input_type -> toolsd.v1.ListQuarantinedRequest
+	17, // 26: toolsd.v1.ToolService.ApproveQuarantined:input_type -> toolsd.v1.ApproveQuarantinedRequest
+	23, // 27: toolsd.v1.ToolService.ExecuteBatch:input_type -> toolsd.v1.ExecuteBatchRequest
+	30, // 28: toolsd.v1.ToolService.ReadSession:input_type -> toolsd.v1.ReadSessionRequest
+	32, // 29: toolsd.v1.ToolService.WatchSession:input_type -> toolsd.v1.WatchSessionRequest
+	1,  // 30: toolsd.v1.ToolService.RegisterTool:output_type -> toolsd.v1.RegisterToolResponse
+	3,  // 31: toolsd.v1.ToolService.UnregisterTool:output_type -> toolsd.v1.UnregisterToolResponse
+	5,  // 32: toolsd.v1.ToolService.Schemas:output_type -> toolsd.v1.SchemasResponse
+	7,  // 33: toolsd.v1.ToolService.Restrict:output_type -> toolsd.v1.RestrictResponse
+	9,  // 34: toolsd.v1.ToolService.Unrestrict:output_type -> toolsd.v1.UnrestrictResponse
+	11, // 35: toolsd.v1.ToolService.ResolveToolSet:output_type -> toolsd.v1.ResolveToolSetResponse
+	13, // 36: toolsd.v1.ToolService.ReleaseToolSet:output_type -> toolsd.v1.ReleaseToolSetResponse
+	16, // 37: toolsd.v1.ToolService.ListQuarantined:output_type -> toolsd.v1.ListQuarantinedResponse
+	18, // 38: toolsd.v1.ToolService.ApproveQuarantined:output_type -> toolsd.v1.ApproveQuarantinedResponse
+	29, // 39: toolsd.v1.ToolService.ExecuteBatch:output_type -> toolsd.v1.ExecuteBatchResponse
+	31, // 40: toolsd.v1.ToolService.ReadSession:output_type -> toolsd.v1.ReadSessionResponse
+	33, // 41: toolsd.v1.ToolService.WatchSession:output_type -> toolsd.v1.WatchSessionResponse
+	30, // [30:42] is the sub-list for method output_type
+	18, // [18:30] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_toolsd_v1_tool_service_proto_init() }
@@ -2167,12 +2465,12 @@ func file_toolsd_v1_tool_service_proto_init() {
 	}
 	file_toolsd_v1_session_proto_init()
 	file_toolsd_v1_tool_proto_init()
-	file_toolsd_v1_tool_service_proto_msgTypes[18].OneofWrappers = []any{
+	file_toolsd_v1_tool_service_proto_msgTypes[23].OneofWrappers = []any{
 		(*ExecuteBatchRequest_Batch)(nil),
 		(*ExecuteBatchRequest_Approval)(nil),
 		(*ExecuteBatchRequest_Cancel)(nil),
 	}
-	file_toolsd_v1_tool_service_proto_msgTypes[24].OneofWrappers = []any{
+	file_toolsd_v1_tool_service_proto_msgTypes[29].OneofWrappers = []any{
 		(*ExecuteBatchResponse_Accepted)(nil),
 		(*ExecuteBatchResponse_Result)(nil),
 		(*ExecuteBatchResponse_ApprovalRequest)(nil),
@@ -2185,7 +2483,7 @@ func file_toolsd_v1_tool_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolsd_v1_tool_service_proto_rawDesc), len(file_toolsd_v1_tool_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   29,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

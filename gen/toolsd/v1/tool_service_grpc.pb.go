@@ -19,16 +19,18 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ToolService_RegisterTool_FullMethodName   = "/toolsd.v1.ToolService/RegisterTool"
-	ToolService_UnregisterTool_FullMethodName = "/toolsd.v1.ToolService/UnregisterTool"
-	ToolService_Schemas_FullMethodName        = "/toolsd.v1.ToolService/Schemas"
-	ToolService_Restrict_FullMethodName       = "/toolsd.v1.ToolService/Restrict"
-	ToolService_Unrestrict_FullMethodName     = "/toolsd.v1.ToolService/Unrestrict"
-	ToolService_ResolveToolSet_FullMethodName = "/toolsd.v1.ToolService/ResolveToolSet"
-	ToolService_ReleaseToolSet_FullMethodName = "/toolsd.v1.ToolService/ReleaseToolSet"
-	ToolService_ExecuteBatch_FullMethodName   = "/toolsd.v1.ToolService/ExecuteBatch"
-	ToolService_ReadSession_FullMethodName    = "/toolsd.v1.ToolService/ReadSession"
-	ToolService_WatchSession_FullMethodName   = "/toolsd.v1.ToolService/WatchSession"
+	ToolService_RegisterTool_FullMethodName       = "/toolsd.v1.ToolService/RegisterTool"
+	ToolService_UnregisterTool_FullMethodName     = "/toolsd.v1.ToolService/UnregisterTool"
+	ToolService_Schemas_FullMethodName            = "/toolsd.v1.ToolService/Schemas"
+	ToolService_Restrict_FullMethodName           = "/toolsd.v1.ToolService/Restrict"
+	ToolService_Unrestrict_FullMethodName         = "/toolsd.v1.ToolService/Unrestrict"
+	ToolService_ResolveToolSet_FullMethodName     = "/toolsd.v1.ToolService/ResolveToolSet"
+	ToolService_ReleaseToolSet_FullMethodName     = "/toolsd.v1.ToolService/ReleaseToolSet"
+	ToolService_ListQuarantined_FullMethodName    = "/toolsd.v1.ToolService/ListQuarantined"
+	ToolService_ApproveQuarantined_FullMethodName = "/toolsd.v1.ToolService/ApproveQuarantined"
+	ToolService_ExecuteBatch_FullMethodName       = "/toolsd.v1.ToolService/ExecuteBatch"
+	ToolService_ReadSession_FullMethodName        = "/toolsd.v1.ToolService/ReadSession"
+	ToolService_WatchSession_FullMethodName       = "/toolsd.v1.ToolService/WatchSession"
 )
 
 // ToolServiceClient is the client API for ToolService service.
@@ -55,6 +57,13 @@ type ToolServiceClient interface {
 	ResolveToolSet(ctx context.Context, in *ResolveToolSetRequest, opts ...grpc.CallOption) (*ResolveToolSetResponse, error)
 	// ReleaseToolSet disposes a tool set; unstarted calls using it are cancelled.
 	ReleaseToolSet(ctx context.Context, in *ReleaseToolSetRequest, opts ...grpc.CallOption) (*ReleaseToolSetResponse, error)
+	// ListQuarantined lists the registrations registry.pinning: quarantine holds back (a
+	// provider registered a pinned tool again with another definition), in the scopes the
+	// caller may restrict, sorted by scope and name.
+	ListQuarantined(ctx context.Context, in *ListQuarantinedRequest, opts ...grpc.CallOption) (*ListQuarantinedResponse, error)
+	// ApproveQuarantined makes one quarantined registration visible and pins its content
+	// hash in place of the old one (the caller must be allowed to restrict its scope).
+	ApproveQuarantined(ctx context.Context, in *ApproveQuarantinedRequest, opts ...grpc.CallOption) (*ApproveQuarantinedResponse, error)
 	// ExecuteBatch runs one step's tool calls. The first request carries the batch; later
 	// requests carry approval decisions or a cancel. The server answers with one result per
 	// call in model order, interleaved with approval requests and progress, then one settled
@@ -149,6 +158,26 @@ func (c *toolServiceClient) ReleaseToolSet(ctx context.Context, in *ReleaseToolS
 	return out, nil
 }
 
+func (c *toolServiceClient) ListQuarantined(ctx context.Context, in *ListQuarantinedRequest, opts ...grpc.CallOption) (*ListQuarantinedResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListQuarantinedResponse)
+	err := c.cc.Invoke(ctx, ToolService_ListQuarantined_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *toolServiceClient) ApproveQuarantined(ctx context.Context, in *ApproveQuarantinedRequest, opts ...grpc.CallOption) (*ApproveQuarantinedResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ApproveQuarantinedResponse)
+	err := c.cc.Invoke(ctx, ToolService_ApproveQuarantined_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *toolServiceClient) ExecuteBatch(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ExecuteBatchRequest, ExecuteBatchResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &ToolService_ServiceDesc.Streams[0], ToolService_ExecuteBatch_FullMethodName, cOpts...)
@@ -224,6 +253,13 @@ type ToolServiceServer interface {
 	ResolveToolSet(context.Context, *ResolveToolSetRequest) (*ResolveToolSetResponse, error)
 	// ReleaseToolSet disposes a tool set; unstarted calls using it are cancelled.
 	ReleaseToolSet(context.Context, *ReleaseToolSetRequest) (*ReleaseToolSetResponse, error)
+	// ListQuarantined lists the registrations registry.pinning: quarantine holds back (a
+	// provider registered a pinned tool again with another definition), in the scopes the
+	// caller may restrict, sorted by scope and name.
+	ListQuarantined(context.Context, *ListQuarantinedRequest) (*ListQuarantinedResponse, error)
+	// ApproveQuarantined makes one quarantined registration visible and pins its content
+	// hash in place of the old one (the caller must be allowed to restrict its scope).
+	ApproveQuarantined(context.Context, *ApproveQuarantinedRequest) (*ApproveQuarantinedResponse, error)
 	// ExecuteBatch runs one step's tool calls. The first request carries the batch; later
 	// requests carry approval decisions or a cancel. The server answers with one result per
 	// call in model order, interleaved with approval requests and progress, then one settled
@@ -268,6 +304,12 @@ func (UnimplementedToolServiceServer) ResolveToolSet(context.Context, *ResolveTo
 }
 func (UnimplementedToolServiceServer) ReleaseToolSet(context.Context, *ReleaseToolSetRequest) (*ReleaseToolSetResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReleaseToolSet not implemented")
+}
+func (UnimplementedToolServiceServer) ListQuarantined(context.Context, *ListQuarantinedRequest) (*ListQuarantinedResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListQuarantined not implemented")
+}
+func (UnimplementedToolServiceServer) ApproveQuarantined(context.Context, *ApproveQuarantinedRequest) (*ApproveQuarantinedResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ApproveQuarantined not implemented")
 }
 func (UnimplementedToolServiceServer) ExecuteBatch(grpc.BidiStreamingServer[ExecuteBatchRequest, ExecuteBatchResponse]) error {
 	return status.Error(codes.Unimplemented, "method ExecuteBatch not implemented")
@@ -425,6 +467,42 @@ func _ToolService_ReleaseToolSet_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ToolService_ListQuarantined_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListQuarantinedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ToolServiceServer).ListQuarantined(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ToolService_ListQuarantined_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ToolServiceServer).ListQuarantined(ctx, req.(*ListQuarantinedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ToolService_ApproveQuarantined_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ApproveQuarantinedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ToolServiceServer).ApproveQuarantined(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ToolService_ApproveQuarantined_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ToolServiceServer).ApproveQuarantined(ctx, req.(*ApproveQuarantinedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _ToolService_ExecuteBatch_Handler(srv interface{}, stream grpc.ServerStream) error {
 	return srv.(ToolServiceServer).ExecuteBatch(&grpc.GenericServerStream[ExecuteBatchRequest, ExecuteBatchResponse]{ServerStream: stream})
 }
@@ -488,6 +566,14 @@ var ToolService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReleaseToolSet",
 			Handler:    _ToolService_ReleaseToolSet_Handler,
+		},
+		{
+			MethodName: "ListQuarantined",
+			Handler:    _ToolService_ListQuarantined_Handler,
+		},
+		{
+			MethodName: "ApproveQuarantined",
+			Handler:    _ToolService_ApproveQuarantined_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -60,24 +60,24 @@ func NewRegistrar() *Registrar {
 }
 
 // Register implements [broker.Registrar].
-func (r *Registrar) Register(scope string, def tool.Definition, owner string) (string, error) {
+func (r *Registrar) Register(scope string, def tool.Definition, owner string) (string, bool, error) {
 	if r.Reject != nil {
 		if err := r.Reject(scope, def); err != nil {
-			return "", err
+			return "", false, err
 		}
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	k := Key{scope, def.Name}
 	if old, ok := r.tools[k]; ok && old.Owner != owner {
-		return "", fmt.Errorf("%w: %q", ErrTaken, def.Name)
+		return "", false, fmt.Errorf("%w: %q", ErrTaken, def.Name)
 	}
 	sum := sha256.Sum256([]byte(def.Name + "\x00" + def.Description + "\x00" + string(def.Parameters)))
 	reg := Registration{Def: def, Owner: owner, Hash: hex.EncodeToString(sum[:])}
 	r.tools[k] = reg
 	r.count++
 	r.notify()
-	return reg.Hash, nil
+	return reg.Hash, false, nil
 }
 
 // Unregister implements [broker.Registrar].

@@ -15,10 +15,10 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func TestRegistrarOwnership(t *testing.T) {
 	r := brokertest.NewRegistrar()
 	def := tool.Definition{Name: "t", Parameters: []byte(`{"type":"object"}`)}
-	if _, err := r.Register("s", def, "p1"); err != nil {
+	if _, _, err := r.Register("s", def, "p1"); err != nil {
 		t.Fatalf("Register(p1) = %v", err)
 	}
-	if _, err := r.Register("s", def, "p2"); !errors.Is(err, brokertest.ErrTaken) {
+	if _, _, err := r.Register("s", def, "p2"); !errors.Is(err, brokertest.ErrTaken) {
 		t.Errorf("Register(p2) = %v, want ErrTaken", err)
 	}
 	if err := r.Unregister("s", "t", "p2"); !errors.Is(err, brokertest.ErrNotFound) {
