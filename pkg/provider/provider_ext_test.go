@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -402,6 +403,23 @@ func TestTakenNameIsGivenUp(t *testing.T) {
 	}
 	if r, _ := reg.Lookup("", "echo"); r.Owner != owner.ProviderID() {
 		t.Errorf("echo's owner = %q, want the first provider %q", r.Owner, owner.ProviderID())
+	}
+}
+
+// TestHeldBackToolIsReported: a registration toolsd accepts but holds back (pinning
+// quarantine) makes the provider ready and warns that the tool stays invisible.
+func TestHeldBackToolIsReported(t *testing.T) {
+	reg := brokertest.NewRegistrar()
+	reg.Hold = func(string, tool.Definition) bool { return true }
+	srv := brokertest.Start(t, reg)
+	core, logs := observer.New(zap.WarnLevel)
+	p := newProvider(t, provider.WithLogger(zap.New(core)))
+	p.Add(echoTool())
+	run(t, p, srv.Addr)
+	wait(t, p.Ready(), "registration")
+	held := logs.FilterField(zap.String("tool", "echo")).All()
+	if len(held) != 1 || !strings.Contains(held[0].Message, "held back") {
+		t.Errorf("warnings about echo = %v, want one saying it is held back", held)
 	}
 }
 

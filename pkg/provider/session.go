@@ -212,6 +212,10 @@ func (s *session) registered(r *toolsdv1.RegisterToolsResult) {
 	var taken []string
 	for _, st := range r.GetTools() {
 		switch code := st.GetErrorCode(); {
+		case code == "" && st.GetQuarantined():
+			s.log.Warn("tool held back: its definition differs from the one toolsd pinned, and it stays invisible until an operator approves it (ApproveQuarantined)",
+				zap.String("tool", st.GetName()), zap.String("content_hash", st.GetContentHash()))
+			s.retook(st.GetName())
 		case code == "":
 			s.log.Debug("tool registered", zap.String("tool", st.GetName()), zap.String("content_hash", st.GetContentHash()))
 			s.retook(st.GetName())

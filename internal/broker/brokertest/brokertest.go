@@ -44,6 +44,8 @@ type Registration struct {
 type Registrar struct {
 	// Reject, when set, refuses a registration with the error it returns.
 	Reject func(scope string, def tool.Definition) error
+	// Hold, when set, reports an accepted registration as held back (quarantined).
+	Hold func(scope string, def tool.Definition) bool
 
 	mu      sync.Mutex
 	tools   map[Key]Registration
@@ -77,7 +79,7 @@ func (r *Registrar) Register(scope string, def tool.Definition, owner string) (s
 	r.tools[k] = reg
 	r.count++
 	r.notify()
-	return reg.Hash, false, nil
+	return reg.Hash, r.Hold != nil && r.Hold(scope, def), nil
 }
 
 // Unregister implements [broker.Registrar].
