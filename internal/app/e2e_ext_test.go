@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -136,6 +137,38 @@ func TestBatchRequestErrors(t *testing.T) {
 	}
 	if events := e.readSession(t, "bad"); len(events) != 0 {
 		t.Errorf("rejected batches logged %d events, want none", len(events))
+	}
+}
+
+// TestBatchRequestErrorsNameTheField: a refused batch's BadRequest names the field by
+// its path in the request, as batch.calls[i].call_id does, so that a client can point
+// at it; the session id is batch.session_id, not a top-level session_id.
+func TestBatchRequestErrorsNameTheField(t *testing.T) {
+	e := start(t, "")
+	ok := call("c", "echo", `{}`)
+	for name, tc := range map[string]struct {
+		batch *toolsdv1.Batch
+		field string
+	}{
+		"missing session id":   {batch: &toolsdv1.Batch{Calls: []*toolsdv1.ToolCall{ok}}, field: "batch.session_id"},
+		"session id too long":  {batch: &toolsdv1.Batch{SessionId: strings.Repeat("s", 300), Calls: []*toolsdv1.ToolCall{ok}}, field: "batch.session_id"},
+		"no calls":             {batch: &toolsdv1.Batch{SessionId: "s"}, field: "batch.calls"},
+		"call without call id": {batch: &toolsdv1.Batch{SessionId: "s", Calls: []*toolsdv1.ToolCall{call("", "echo", `{}`)}}, field: "batch.calls[0].call_id"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := e.execute(t, tc.batch, batchOptions{})
+			var fields []string
+			for _, d := range status.Convert(err).Details() {
+				if br, ok := d.(*errdetails.BadRequest); ok {
+					for _, v := range br.GetFieldViolations() {
+						fields = append(fields, v.GetField())
+					}
+				}
+			}
+			if status.Code(err) != codes.InvalidArgument || !slices.Equal(fields, []string{tc.field}) {
+				t.Errorf("ExecuteBatch() = %v with field violations %v, want InvalidArgument naming %s", err, fields, tc.field)
+			}
+		})
 	}
 }
 

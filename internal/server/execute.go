@@ -200,7 +200,7 @@ func (s *Server) planBatch(ctx context.Context, first *toolsdv1.ExecuteBatchRequ
 	if s.draining.Load() {
 		return nil, nil, errShuttingDown
 	}
-	if err := s.checkSessionID(req.GetSessionId()); err != nil {
+	if err := s.checkSessionID("batch.session_id", req.GetSessionId()); err != nil {
 		return nil, nil, err
 	}
 	if err := registry.ValidateScope(req.GetScope()); err != nil {

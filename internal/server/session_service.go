@@ -34,7 +34,7 @@ var errStopWatch = errors.New("server: watch stopped")
 // ReadSession streams stored events from from_seq, one event per message.
 func (s *Server) ReadSession(req *toolsdv1.ReadSessionRequest, stream grpc.ServerStreamingServer[toolsdv1.ReadSessionResponse]) error {
 	ctx := stream.Context()
-	if err := s.checkSessionID(req.GetSessionId()); err != nil {
+	if err := s.checkSessionID("session_id", req.GetSessionId()); err != nil {
 		return toStatus(s.log, err)
 	}
 	if err := s.authz.Authorize(ctx, ActionReadSession, "", req.GetSessionId()); err != nil {
@@ -83,7 +83,7 @@ func (s *Server) ReadSession(req *toolsdv1.ReadSessionRequest, stream grpc.Serve
 // WatchSession replays stored events, then tails live ones until the client cancels.
 func (s *Server) WatchSession(req *toolsdv1.WatchSessionRequest, stream grpc.ServerStreamingServer[toolsdv1.WatchSessionResponse]) error {
 	ctx := stream.Context()
-	if err := s.checkSessionID(req.GetSessionId()); err != nil {
+	if err := s.checkSessionID("session_id", req.GetSessionId()); err != nil {
 		return toStatus(s.log, err)
 	}
 	if err := s.authz.Authorize(ctx, ActionReadSession, "", req.GetSessionId()); err != nil {
@@ -114,12 +114,13 @@ func (s *Server) WatchSession(req *toolsdv1.WatchSessionRequest, stream grpc.Ser
 	return toStatus(s.log, err)
 }
 
-func (s *Server) checkSessionID(id string) error {
+// checkSessionID validates a request's session id; field is its path in the request.
+func (s *Server) checkSessionID(field, id string) error {
 	if id == "" {
-		return badField("session_id", "is required")
+		return badField(field, "is required")
 	}
 	if len(id) > s.limits.MaxSessionIDLen {
-		return badField("session_id", "is %d bytes, over the limit of %d", len(id), s.limits.MaxSessionIDLen)
+		return badField(field, "is %d bytes, over the limit of %d", len(id), s.limits.MaxSessionIDLen)
 	}
 	return nil
 }
