@@ -242,6 +242,41 @@ policy:
 	})
 }
 
+// TestApprovalDecisionsAreRecorded: the proto promises an approval's reason is recorded,
+// and a denial's reaches the model in its result; an approval's decision and reason
+// leave a log line, so that who let a call run can be audited.
+func TestApprovalDecisionsAreRecorded(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	e := start(t, `
+policy:
+  rules:
+    - {tool: echo, decision: ask, reason: "echo needs a human"}
+`, app.WithLogger(zap.New(core)))
+	runProvider(t, e.app.Addr(), echoTool())
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-approval-log", Calls: []*toolsdv1.ToolCall{
+		call("yes", "echo", `{"text":"a"}`), call("no", "echo", `{"text":"b"}`),
+	}}, batchOptions{
+		approve: func(r *toolsdv1.ApprovalRequest) *toolsdv1.ApprovalDecision {
+			return &toolsdv1.ApprovalDecision{CallId: r.GetCallId(), Approved: r.GetCallId() == "yes", Reason: "decided by " + r.GetCallId()}
+		},
+	})
+	if got := resultCodes(out.results); !slices.Equal(got, []string{"", "APPROVAL_DENIED"}) {
+		t.Fatalf("codes = %v, want [\"\" APPROVAL_DENIED]", got)
+	}
+	got := map[string]string{}
+	for _, l := range logs.FilterMessage("approval answered").All() {
+		f := l.ContextMap()
+		if f["batch_id"] != out.accepted.GetBatchId() {
+			continue
+		}
+		got[f["call_id"].(string)] = fmt.Sprint(f["approved"], " ", f["reason"])
+	}
+	want := map[string]string{"yes": "true decided by yes", "no": "false decided by no"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("approval log lines by call id (-want +got):\n%s", diff)
+	}
+}
+
 func TestCancelMidBatch(t *testing.T) {
 	e := start(t, "")
 	started, stopped := make(chan string, 4), make(chan string, 4)
