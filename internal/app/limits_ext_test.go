@@ -122,6 +122,42 @@ func TestRequestSizeLimit(t *testing.T) {
 	}
 }
 
+// TestRequestSizeLimitLaterMessages: max_request_bytes holds for every client message
+// of a batch stream, not only the batch: an approval or cancel over it ends the stream
+// with REQUEST_TOO_LARGE, as the batch would, and cancels the batch, whose log is
+// completed. (Over gRPC's own receive limit the transport does the same, without
+// details.)
+func TestRequestSizeLimitLaterMessages(t *testing.T) {
+	e := start(t, "limits: {max_request_bytes: 64KiB}\n")
+	started, stopped := make(chan string, 1), make(chan string, 1)
+	runProvider(t, e.app.Addr(), blockTool("block", started, stopped))
+	big := strings.Repeat("r", 100<<10)
+	for name, m := range map[string]*toolsdv1.ExecuteBatchRequest{
+		"approval": {Msg: &toolsdv1.ExecuteBatchRequest_Approval{Approval: &toolsdv1.ApprovalDecision{CallId: "c", Reason: big}}},
+		"cancel":   {Msg: &toolsdv1.ExecuteBatchRequest_Cancel{Cancel: &toolsdv1.CancelBatch{Reason: big}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			session := "s-later-size-" + name
+			out, err := e.execute(t, &toolsdv1.Batch{SessionId: session, Calls: []*toolsdv1.ToolCall{call("c", "block", `{"label":"x"}`)}}, batchOptions{
+				onAccepted: func(s toolsdv1.ToolService_ExecuteBatchClient) {
+					<-started
+					if err := s.Send(m); err != nil {
+						t.Errorf("Send(%s) = %v", name, err)
+					}
+					// A client that still wants the batch to end.
+					_ = s.Send(&toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Cancel{Cancel: &toolsdv1.CancelBatch{}}})
+				},
+			})
+			if status.Code(err) != codes.ResourceExhausted || reason(err) != "REQUEST_TOO_LARGE" {
+				t.Errorf("ExecuteBatch() = %v after %v, want ResourceExhausted with reason REQUEST_TOO_LARGE", err, out.order)
+			}
+			<-stopped
+			waitFor(t, "the log to complete", func() bool { return len(e.readSession(t, session)) == 2 })
+			assertCompleteLog(t, e, session, 1)
+		})
+	}
+}
+
 // TestInvalidUTF8Arguments sends arguments_json with invalid UTF-8, which the Go
 // client cannot marshal, as raw bytes: the RPC fails and nothing is logged.
 func TestInvalidUTF8Arguments(t *testing.T) {

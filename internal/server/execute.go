@@ -130,6 +130,16 @@ func (s *Server) recvFirst(stream batchStream) (*toolsdv1.ExecuteBatchRequest, e
 	return m, err
 }
 
+// endStream ends the stream with err's status from a goroutine other than the
+// handler's, through the transport stream (see recvFirst); the status the handler
+// returns later is then not sent.
+func (s *Server) endStream(stream batchStream, err error) {
+	if w, ok := grpc.ServerTransportStreamFromContext(stream.Context()).(statusWriter); ok {
+		st, _ := status.FromError(toStatus(s.log, err))
+		_ = w.WriteStatus(st)
+	}
+}
+
 // statusWriter is the part of grpc-go's server transport stream that ends a stream
 // with a status.
 type statusWriter interface {
@@ -164,6 +174,16 @@ func (s *Server) receive(stream batchStream, approver *streamApprover, cancel co
 				cancel(err)
 			}
 			return
+		}
+		if limit := s.limits.MaxRequestBytes; limit > 0 {
+			if n := proto.Size(m); n > limit {
+				// As the transport does for a message over its own limit: the stream
+				// ends with the error, and the batch is cancelled.
+				err := fmt.Errorf("%w: a message of %d bytes, over the limit of %d (max_request_bytes)", errRequestTooLarge, n, limit)
+				s.endStream(stream, err)
+				cancel(err)
+				return
+			}
 		}
 		switch msg := m.GetMsg().(type) {
 		case *toolsdv1.ExecuteBatchRequest_Approval:
