@@ -216,6 +216,44 @@ policy:
 	}
 }
 
+// TestRestrictionDuringApprovalStopsTheCall: without a tool set too, a tool restricted
+// away while its call waited for a person's approval does not run: the restriction, an
+// operator's later word, wins over the approval.
+func TestRestrictionDuringApprovalStopsTheCall(t *testing.T) {
+	e := start(t, `
+policy:
+  rules:
+    - {tool: guarded, decision: ask}
+`)
+	var ran atomic.Int32
+	runProvider(t, e.app.Addr(), provider.NewTool("guarded", "Counts its runs.", func(context.Context, provider.Call, noArgs) (string, error) {
+		ran.Add(1)
+		return "ran", nil
+	}))
+	approve := func(r *toolsdv1.ApprovalRequest) *toolsdv1.ApprovalDecision {
+		return &toolsdv1.ApprovalDecision{CallId: r.GetCallId(), Approved: true}
+	}
+	// Approved with nothing changed, it runs.
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-ask", Scope: "agent", Calls: []*toolsdv1.ToolCall{call("c0", "guarded", `{}`)}},
+		batchOptions{approve: approve})
+	if diff := cmp.Diff([]string{""}, resultCodes(out.results)); diff != "" {
+		t.Fatalf("codes of the approved call (-want +got):\n%s", diff)
+	}
+	out = e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-ask", Scope: "agent", Step: 1, Calls: []*toolsdv1.ToolCall{call("c1", "guarded", `{}`)}},
+		batchOptions{approve: func(r *toolsdv1.ApprovalRequest) *toolsdv1.ApprovalDecision {
+			if _, err := e.tools.Restrict(context.Background(), &toolsdv1.RestrictRequest{Scope: "agent", Deny: []string{"guarded"}}); err != nil {
+				t.Errorf("Restrict() = %v", err)
+			}
+			return approve(r)
+		}})
+	if diff := cmp.Diff([]string{"ABORTED_BEFORE_DISPATCH"}, resultCodes(out.results)); diff != "" {
+		t.Errorf("codes (-want +got):\n%s", diff)
+	}
+	if n := ran.Load(); n != 1 {
+		t.Errorf("the tool ran %d times, want once (not after its restriction)", n)
+	}
+}
+
 // TestToolSetInUseDoesNotExpire: a tool set governs its batch until the batch ends; a
 // call that runs longer than registry.tool_set_idle must not make the set expire under
 // the batch's later calls.

@@ -17,6 +17,7 @@ const (
 	msgDeniedByPolicy  = "call denied by policy"
 	msgCancelledBefore = "call was cancelled before dispatch"
 	msgToolSetReleased = "call was not started: tool set released"
+	msgToolChanged     = "call was not started: the tool changed while the call waited for approval"
 	msgInternal        = "internal error"
 	msgNoApprover      = "call requires approval but no approver is available"
 	msgNotApproved     = "call was not approved"
@@ -86,7 +87,7 @@ func (s *snapshot) prepare(ctx context.Context, e *tool.Exec) tool.Result {
 func (s *snapshot) admit(ctx context.Context, e *tool.Exec, r *tool.Result) (Tool, bool) {
 	t, ok := s.resolve(ctx, e, r)
 	ok = ok && s.validate(e, t, r) && s.preExecute(ctx, e, t, r) && s.approval(ctx, e, r) &&
-		s.guards(ctx, e, t, r) && s.gate(ctx, e, r)
+		s.guards(ctx, e, t, r) && s.gate(ctx, e, t, r)
 	return t, ok
 }
 
@@ -210,19 +211,42 @@ func (s *snapshot) guards(ctx context.Context, e *tool.Exec, t Tool, r *tool.Res
 	return true
 }
 
-// gate refuses to dispatch a call whose context already ended, or whose tool set ended
-// (released or invalidated) while its policy, approval or guards ran: the call has not
-// started, so the set no longer admits it.
-func (s *snapshot) gate(ctx context.Context, e *tool.Exec, r *tool.Result) bool {
+// gate refuses to dispatch a call whose context already ended, or (see regate) whose
+// tool set ended or whose tool changed while its policy, approval or guards ran.
+func (s *snapshot) gate(ctx context.Context, e *tool.Exec, t Tool, r *tool.Result) bool {
 	if ctx.Err() != nil {
 		*r = failure(e, tool.CodeAbortedBeforeDispatch, msgCancelledBefore, "")
 		return false
 	}
-	if e.ToolSetID != "" {
-		if _, err := s.p.res.Resolve(ctx, &e.Call); errors.Is(err, tool.ErrToolSetGone) {
-			*r = failure(e, tool.CodeAbortedBeforeDispatch, msgToolSetReleased, err.Error())
-			return false
-		}
+	if e.ToolSetID == "" && stateOf(ctx).verdict.Decision != Ask {
+		return true
+	}
+	return s.regate(ctx, e, t, r)
+}
+
+// regate resolves the tool again for a call that may have waited: one of a tool set
+// that ended (released, or invalidated by a restriction or replacement) since the call
+// resolved it, and one that waited for approval (a person may take minutes) while its
+// tool was restricted away or registered again with another definition, do not start.
+// Either way the call gets ABORTED_BEFORE_DISPATCH.
+//
+//go:noinline
+func (s *snapshot) regate(ctx context.Context, e *tool.Exec, t Tool, r *tool.Result) bool {
+	nt, err := s.p.res.Resolve(ctx, &e.Call)
+	if errors.Is(err, tool.ErrToolSetGone) {
+		*r = failure(e, tool.CodeAbortedBeforeDispatch, msgToolSetReleased, err.Error())
+		return false
+	}
+	if stateOf(ctx).verdict.Decision != Ask {
+		return true
+	}
+	switch {
+	case err != nil:
+		*r = failure(e, tool.CodeAbortedBeforeDispatch, msgToolChanged, err.Error())
+		return false
+	case nt == nil || nt.Hash() != t.Hash():
+		*r = failure(e, tool.CodeAbortedBeforeDispatch, msgToolChanged, "registered again with another definition")
+		return false
 	}
 	return true
 }
