@@ -1402,7 +1402,9 @@ type isExecuteBatchRequest_Msg interface {
 }
 
 type ExecuteBatchRequest_Batch struct {
-	// The batch; must be the first message and appears once.
+	// The batch; must be the first message and appears once. A later batch message is
+	// ignored (nothing of it runs or is logged; toolsd logs a warning): send each step
+	// on its own ExecuteBatch stream.
 	Batch *Batch `protobuf:"bytes,1,opt,name=batch,proto3,oneof"`
 }
 
