@@ -106,13 +106,7 @@ func (r *run) appendEach(buf []Committed) ([]uint64, error) {
 // appendResults appends buf to the log, turning a panicking log into an error so that
 // the batch still settles.
 func (r *run) appendResults(buf []Committed) (seqs []uint64, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			r.s.logger.Error("session log panicked", zap.Any("panic", p), zap.Stack("stack"))
-			r.s.obs.Panicked()
-			seqs, err = nil, fmt.Errorf("scheduler: append results: log panicked: %v", p)
-		}
-	}()
+	defer r.s.logPanicked("append results", &err)
 	seqs, err = r.s.log.AppendResults(r.logCtx, r.b, buf)
 	if err != nil {
 		return nil, fmt.Errorf("scheduler: append results: %w", err)
@@ -121,6 +115,17 @@ func (r *run) appendResults(buf []Committed) (seqs []uint64, err error) {
 		return nil, fmt.Errorf("%w: %d result seqs for %d results", ErrSeqCount, len(seqs), len(buf))
 	}
 	return seqs, nil
+}
+
+// logPanicked, deferred around a call of the session log, turns its panic into *err
+// (what is being appended says what) so that the batch fails as on a log error: a
+// panicking store must not take down the handler with the batch's goroutines running.
+func (s *Scheduler) logPanicked(what string, err *error) {
+	if p := recover(); p != nil {
+		s.logger.Error("session log panicked", zap.String("append", what), zap.Any("panic", p), zap.Stack("stack"))
+		s.obs.Panicked()
+		*err = fmt.Errorf("scheduler: %s: log panicked: %v", what, p)
+	}
 }
 
 // deliver hands durable result i to the sink. A failing (or panicking) sink means the

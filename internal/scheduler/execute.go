@@ -33,9 +33,9 @@ func (s *Scheduler) Execute(ctx context.Context, b *Batch, sink Sink, approver t
 		sink = discard{}
 	}
 	logCtx := context.WithoutCancel(ctx)
-	callSeqs, err := s.log.AppendCalls(logCtx, b)
+	callSeqs, err := s.appendCalls(logCtx, b)
 	if err != nil {
-		return Settled{}, fmt.Errorf("scheduler: append calls: %w", err)
+		return Settled{}, err
 	}
 	if len(callSeqs) != n {
 		return Settled{}, fmt.Errorf("%w: %d call seqs for %d calls", ErrSeqCount, len(callSeqs), n)
@@ -48,6 +48,15 @@ func (s *Scheduler) Execute(ctx context.Context, b *Batch, sink Sink, approver t
 		return r.executeOne(ctx)
 	}
 	return r.executeMany(ctx)
+}
+
+// appendCalls appends the batch's plan, turning a panicking log into an error.
+func (s *Scheduler) appendCalls(ctx context.Context, b *Batch) (seqs []uint64, err error) {
+	defer s.logPanicked("append calls", &err)
+	if seqs, err = s.log.AppendCalls(ctx, b); err != nil {
+		return nil, fmt.Errorf("scheduler: append calls: %w", err)
+	}
+	return seqs, nil
 }
 
 // executeOne runs a single-call batch inline in the caller's goroutine: no pool, no

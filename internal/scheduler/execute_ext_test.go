@@ -374,6 +374,38 @@ func TestExecuteAppendContextsFailure(t *testing.T) {
 	}
 }
 
+// A session log that panics fails the batch as a log error does, whichever append it
+// panics in: the panic never leaves Execute, and no goroutine of the batch outlives it.
+func TestExecuteLogPanicsAreErrors(t *testing.T) {
+	run := scheduler.RunnerFunc(func(_ context.Context, e *tool.Exec) tool.Result {
+		r := okResult(e.Index)
+		r.AdditionalContexts = []string{"x"}
+		return r
+	})
+	for name, tc := range map[string]struct {
+		log         *fakeLog
+		wantResults int
+	}{
+		"plan":     {&fakeLog{panicCalls: true}, 0},
+		"contexts": {&fakeLog{panicContexts: true}, 3},
+	} {
+		t.Run(name, func(t *testing.T) {
+			panics := &panicCount{}
+			s := scheduler.New(run, nil, tc.log, scheduler.WithLogger(zaptest.NewLogger(t)), scheduler.WithObserver(panics))
+			got, err := s.Execute(t.Context(), newBatch(3), &fakeSink{log: tc.log}, nil)
+			if err == nil || !strings.Contains(err.Error(), "log panicked: store broke") {
+				t.Errorf("Execute() error = %v, want the log's panic as an error", err)
+			}
+			if got.Results != tc.wantResults {
+				t.Errorf("Execute() = %+v, want %d results", got, tc.wantResults)
+			}
+			if n := panics.n.Load(); n != 1 {
+				t.Errorf("panics counted = %d, want 1", n)
+			}
+		})
+	}
+}
+
 func TestExecuteSinkErrorKeepsLogging(t *testing.T) {
 	for name, n := range map[string]int{"one call": 1, "batch": 5} {
 		t.Run(name, func(t *testing.T) {

@@ -32,6 +32,8 @@ type fakeLog struct {
 	failResults  error // returned by AppendResults number failResultsAt (1-based; 0 means the first)
 	failAt       int
 	failContexts error
+	// panicCalls and panicContexts make AppendCalls and AppendContexts panic.
+	panicCalls, panicContexts bool
 	// maxContent, when set, refuses (ErrResultTooLarge) an append with a longer content.
 	maxContent int
 	// onResults, when set, runs (outside the lock) at the start of AppendResults number n.
@@ -57,6 +59,9 @@ func (l *fakeLog) AppendCalls(ctx context.Context, b *scheduler.Batch) ([]uint64
 	defer l.mu.Unlock()
 	if ctx.Err() != nil {
 		l.problem("AppendCalls with a cancelled context")
+	}
+	if l.panicCalls {
+		panic("store broke")
 	}
 	if l.failCalls != nil {
 		return nil, l.failCalls
@@ -120,6 +125,9 @@ func (l *fakeLog) AppendContexts(ctx context.Context, _ *scheduler.Batch, result
 	defer l.mu.Unlock()
 	if ctx.Err() != nil {
 		l.problem("AppendContexts with a cancelled context")
+	}
+	if l.panicContexts {
+		panic("store broke")
 	}
 	if l.failContexts != nil {
 		return l.failContexts

@@ -21,12 +21,22 @@ func (r *run) settle(cancelled bool) (Settled, error) {
 		if err != nil {
 			continue
 		}
-		if e := r.s.log.AppendContexts(r.logCtx, r.b, r.slots[i].resultSeq, res.AdditionalContexts); e != nil {
-			err = fmt.Errorf("scheduler: append contexts: %w", e)
+		if e := r.appendContexts(i, res.AdditionalContexts); e != nil {
+			err = e
 			r.s.logger.Error("additional contexts not recorded",
 				zap.String("session_id", r.b.SessionID), zap.String("batch_id", r.b.BatchID),
 				zap.Int("index", i), zap.Error(e))
 		}
 	}
 	return st, err
+}
+
+// appendContexts logs result i's additional contexts, turning a panicking log into an
+// error.
+func (r *run) appendContexts(i int, contexts []string) (err error) {
+	defer r.s.logPanicked("append contexts", &err)
+	if err := r.s.log.AppendContexts(r.logCtx, r.b, r.slots[i].resultSeq, contexts); err != nil {
+		return fmt.Errorf("scheduler: append contexts: %w", err)
+	}
+	return nil
 }
