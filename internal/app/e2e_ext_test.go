@@ -443,7 +443,10 @@ policy:
 }
 
 // A call whose timeout fired is TOOL_TIMEOUT even when the client cancels the batch
-// while toolsd still waits (cancel_grace) for a provider that ignores the cancel.
+// while toolsd still waits (cancel_grace) for a provider that ignores the cancel. The
+// provider is driven by hand: the client cancels once the provider has received
+// toolsd's cancel, which only the timeout sends (an SDK handler would see its own
+// deadline, which can pass before toolsd's timer fires).
 func TestTimeoutThenCancelStaysTimeout(t *testing.T) {
 	e := start(t, `
 limits:
@@ -452,23 +455,25 @@ policy:
   tools:
     stuck: {timeout: 100ms}
 `)
-	cancelled, release := make(chan struct{}), make(chan struct{})
-	defer close(release)
-	runProvider(t, e.app.Addr(), provider.NewTool("stuck", "Ignores cancellation.", func(ctx context.Context, _ provider.Call, _ blockArgs) (string, error) {
-		<-ctx.Done()
-		close(cancelled)
-		<-release // still running: the tool does not stop
-		return "", ctx.Err()
-	}))
+	p := connectHand(t, e, "stuck")
+	cancelled := make(chan struct{})
+	go func() {
+		for {
+			m, err := p.stream.Recv()
+			if err != nil {
+				return
+			}
+			if m.GetCancel() != nil {
+				close(cancelled) // and never answer: the tool does not stop
+				return
+			}
+		}
+	}()
 	sent := make(chan error, 1)
 	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-timeout-cancel", Calls: []*toolsdv1.ToolCall{call("c", "stuck", `{"label":"s"}`)}}, batchOptions{
 		onAccepted: func(s toolsdv1.ToolService_ExecuteBatchClient) {
 			go func() {
-				select {
-				case <-cancelled: // the timeout fired and was forwarded
-				case <-release:
-					return
-				}
+				<-cancelled // the timeout fired and was forwarded
 				sent <- s.Send(&toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Cancel{Cancel: &toolsdv1.CancelBatch{Reason: "stop"}}})
 			}()
 		},
