@@ -363,8 +363,9 @@ func (c *Config) Validate() error {
 	}
 	if r := c.Retry; r.BaseDelay > r.MaxDelay {
 		bad("retry.base_delay", "%v is over retry.max_delay (%v)", r.BaseDelay.D(), r.MaxDelay.D())
-	} else if r.Budget < r.BaseDelay {
-		bad("retry.budget", "%v is under retry.base_delay (%v): no retry could start", r.Budget.D(), r.BaseDelay.D())
+	} else if r.Budget < r.BaseDelay/2 { // jitter waits at least half the base delay
+		bad("retry.budget", "%v is under half of retry.base_delay (%v), the shortest wait before a retry: no retry could start",
+			r.Budget.D(), r.BaseDelay.D())
 	}
 	if n := c.Limits.OutboxSize; n > maxOutboxSize {
 		bad("limits.outbox_size", "%d, over the most, %d (each batch stream allocates this many places)", n, maxOutboxSize)

@@ -169,7 +169,7 @@ func TestRefusedValues(t *testing.T) {
 		"scheduler:\n  max_threads: 3\n":             "t.yaml: line 2: unknown key max_threads",
 		"limits: {outbox: 1}\nlog: {colour: red}\n":  "line 1: unknown key outbox; line 2: unknown key colour",
 		"retry: {base_delay: 3s, max_delay: 2s}\n":   "retry.base_delay: 3s is over retry.max_delay (2s)",
-		"retry: {budget: 50ms, base_delay: 100ms}\n": "retry.budget: 50ms is under retry.base_delay (100ms)",
+		"retry: {budget: 40ms, base_delay: 100ms}\n": "retry.budget: 40ms is under half of retry.base_delay (100ms), the shortest wait before a retry",
 		"limits: {outbox_size: 100000000}\n":         "limits.outbox_size: 100000000, over the most, 65536",
 	} {
 		_, err := config.Parse([]byte(in), "t.yaml")
@@ -229,5 +229,14 @@ func TestEmptyListenRefused(t *testing.T) {
 	}
 	if _, err := config.Parse([]byte("admin_listen: \"\"\n"), "t.yaml"); err != nil {
 		t.Errorf("Parse(empty admin_listen) = %v, want nil (no admin endpoints)", err)
+	}
+}
+
+// TestRetryBudgetUnderTheBaseDelay: the first retry waits between half the base delay
+// and the whole of it (jitter), so a budget in that range still lets retries start; only
+// one under half the base delay leaves none.
+func TestRetryBudgetUnderTheBaseDelay(t *testing.T) {
+	if _, err := config.Parse([]byte("retry: {budget: 80ms, base_delay: 100ms}\n"), "t.yaml"); err != nil {
+		t.Errorf("Parse(budget 80ms, base_delay 100ms) = %v, want it accepted (a retry may start after 50ms)", err)
 	}
 }
