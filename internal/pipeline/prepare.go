@@ -212,7 +212,9 @@ func (s *snapshot) guards(ctx context.Context, e *tool.Exec, t Tool, r *tool.Res
 }
 
 // gate refuses to dispatch a call whose context already ended, or (see regate) whose
-// tool set ended or whose tool changed while its policy, approval or guards ran.
+// tool set ended while its policy, approval or guards ran, or whose tool was restricted
+// away or changed while it waited for approval. A call that named no tool set and was
+// not asked about is not resolved again: nothing it waited for takes a person's time.
 func (s *snapshot) gate(ctx context.Context, e *tool.Exec, t Tool, r *tool.Result) bool {
 	if ctx.Err() != nil {
 		*r = failure(e, tool.CodeAbortedBeforeDispatch, msgCancelledBefore, "")
