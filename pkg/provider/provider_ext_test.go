@@ -100,6 +100,9 @@ func TestHandlerOutcomes(t *testing.T) {
 			return "", nil
 		}),
 		provider.NewTool("integers", "integer arguments", func(_ context.Context, _ provider.Call, a intArgs) (string, error) {
+			if a.M != nil {
+				return fmt.Sprint(a.N, a.U, a.F, a.L, a.M), nil
+			}
 			return fmt.Sprint(a.N, a.U, a.F, a.L), nil
 		}, provider.StrictArguments()),
 	)
@@ -124,7 +127,9 @@ func TestHandlerOutcomes(t *testing.T) {
 		"integers with a fraction or exponent": {"integers", `{"n":1.0,"u":2e0,"f":1.5,"l":[3.00,-4E1,0.5e1]}`, tool.Result{Content: "1 2 1.5 [3 -40 5]"}},
 		"integer with a real fraction":         {"integers", `{"n":1.5}`, tool.Failure(tool.CodeToolError, "invalid arguments: "+jsonError[intArgs](`{"n":1.5}`))},
 		"integer out of range":                 {"integers", `{"u":3.0e2}`, tool.Failure(tool.CodeToolError, "invalid arguments: "+jsonError[intArgs](`{"u":300}`))},
-		"integers and trailing data":           {"integers", `{"n":1.0} {}`, tool.Failure(tool.CodeToolError, "invalid arguments: "+jsonError[intArgs](`{"n":1.0}`))},
+		// The retry decodes into a fresh value: the first try's partial map is not merged.
+		"integers decoded afresh":    {"integers", `{"m":{"a":1},"n":1.0,"m":{"b":2}}`, tool.Result{Content: "1 0 0 [] map[b:2]"}},
+		"integers and trailing data": {"integers", `{"n":1.0} {}`, tool.Failure(tool.CodeToolError, "invalid arguments: "+jsonError[intArgs](`{"n":1.0}`))},
 	} {
 		t.Run(name, func(t *testing.T) {
 			got := srv.Broker.Call(t.Context(), p.ProviderID(), exec(tc.tool, tc.args), 1)
@@ -136,10 +141,11 @@ func TestHandlerOutcomes(t *testing.T) {
 }
 
 type intArgs struct {
-	N int     `json:"n"`
-	U uint8   `json:"u"`
-	F float64 `json:"f"`
-	L []int64 `json:"l"`
+	N int            `json:"n"`
+	U uint8          `json:"u"`
+	F float64        `json:"f"`
+	L []int64        `json:"l"`
+	M map[string]int `json:"m"`
 }
 
 // jsonError is what encoding/json says about decoding doc into an A.

@@ -243,6 +243,8 @@ func decodeArgs(args string, dst any, strict bool) error {
 	if !ok {
 		return err
 	}
+	// The failed decode may have filled part of dst: start again from the zero value.
+	reflect.ValueOf(dst).Elem().SetZero()
 	return decodeJSON(plain, dst, strict)
 }
 
