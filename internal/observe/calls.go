@@ -205,16 +205,19 @@ func (o *CallObserver) PrepareTool(name string) {
 // series, which then hold that call alone until the name is forgotten again, or counts
 // into a handle it looked up before, which is no longer exported. Both lose or keep
 // at most the in-flight calls, which is acceptable for a tool that is gone.
+//
+// The series go before the cached handles: a registration of the name racing this
+// ([CallObserver.PrepareTool]) may then find the old handles, which are dropped just
+// after, but never caches a handle to a series already deleted for good.
 func (o *CallObserver) ForgetTool(name string) {
-	o.series.Delete(name)
-	if o.m == nil {
-		return
+	if o.m != nil {
+		p, byTool := &o.m.pipe, prometheus.Labels{"tool": name}
+		p.calls.DeletePartialMatch(byTool)
+		p.callDuration.DeleteLabelValues(name)
+		p.stageDuration.DeletePartialMatch(byTool)
+		p.retries.DeletePartialMatch(byTool)
 	}
-	p, byTool := &o.m.pipe, prometheus.Labels{"tool": name}
-	p.calls.DeletePartialMatch(byTool)
-	p.callDuration.DeleteLabelValues(name)
-	p.stageDuration.DeletePartialMatch(byTool)
-	p.retries.DeletePartialMatch(byTool)
+	o.series.Delete(name)
 }
 
 // toolSeries are one tool's per-call series, looked up once each: a label lookup
