@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/toolsd/toolsd/internal/textcut"
 	"github.com/toolsd/toolsd/internal/tool"
 )
 
@@ -44,8 +45,8 @@ func (s *snapshot) finish(ctx context.Context, e *tool.Exec) tool.Result {
 func (s *snapshot) protect(ctx context.Context, e *tool.Exec) (r tool.Result) {
 	defer func() {
 		if v := recover(); v != nil {
-			s.p.opts.logger.Error("tool call panicked", zap.String("tool", e.Name),
-				zap.String("call_id", e.CallID), zap.Any("panic", v), zap.Stack("stack"))
+			s.p.opts.logger.Error("tool call panicked", zap.String("tool", tool.NamedInResult(e.Name)),
+				zap.String("call_id", textcut.Ellipsis(e.CallID, 128)), zap.Any("panic", v), zap.Stack("stack"))
 			r = panicResult(e, v)
 			if s.p.opts.observer != nil {
 				s.p.opts.observer.Panicked(e.Name)
@@ -126,7 +127,7 @@ func (s *snapshot) unresolved(ctx context.Context, e *tool.Exec, err error) tool
 	if err == nil {
 		err = errors.New("pipeline: resolver returned no tool")
 	}
-	s.p.opts.logger.Error("resolve tool", zap.String("tool", e.Name), zap.Error(err))
+	s.p.opts.logger.Error("resolve tool", zap.String("tool", tool.NamedInResult(e.Name)), zap.Error(err))
 	return failure(e, tool.CodeInternal, msgInternal, err.Error())
 }
 

@@ -588,6 +588,28 @@ func TestExecuteRunnerPanic(t *testing.T) {
 	}
 }
 
+// A panic of a call whose model-chosen name and id are huge is logged with both cut.
+func TestRunnerPanicLogIsBounded(t *testing.T) {
+	run := scheduler.RunnerFunc(func(context.Context, *tool.Exec) tool.Result { panic("boom") })
+	core, logs := observer.New(zap.ErrorLevel)
+	l := &fakeLog{}
+	b := newBatch(1)
+	b.Calls[0].Name, b.Calls[0].CallID = strings.Repeat("n", 100_000), strings.Repeat("c", 100_000)
+	s := scheduler.New(run, nil, l, scheduler.WithLogger(zap.New(core)))
+	if _, err := s.Execute(t.Context(), b, &fakeSink{log: l}, nil); err != nil {
+		t.Fatalf("Execute() error = %v", err)
+	}
+	lines := logs.FilterMessage("tool call panicked").All()
+	if len(lines) != 1 {
+		t.Fatalf("logged %d panic lines, want 1", len(lines))
+	}
+	for _, key := range []string{"tool", "call_id"} {
+		if v, _ := lines[0].ContextMap()[key].(string); v == "" || len(v) > 200 {
+			t.Errorf("panic line's %s is %d bytes, want it cut", key, len(v))
+		}
+	}
+}
+
 // panicCount counts the panics the scheduler reports.
 type panicCount struct {
 	scheduler.NopObserver
