@@ -1211,7 +1211,9 @@ type ApprovalDecision struct {
 	// True lets the call proceed.
 	Approved bool `protobuf:"varint,2,opt,name=approved,proto3" json:"approved,omitempty"`
 	// Optional reason. On denial it is shown to the model ("call was not approved: " +
-	// reason) and recorded as the result's error.reason; an approval's reason is not kept.
+	// reason) and recorded as the result's error.reason. Every answer, approval or
+	// denial, is logged by toolsd ("approval answered": call id, decision and the reason
+	// cut at 128 bytes); an approval's reason is kept nowhere else.
 	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1318,7 +1320,12 @@ func (x *CancelBatch) GetReason() string {
 	return ""
 }
 
-// ExecuteBatchRequest is one client message on the ExecuteBatch stream.
+// ExecuteBatchRequest is one client message on the ExecuteBatch stream. Each is held to
+// limits.max_request_bytes: a batch over it is refused with RESOURCE_EXHAUSTED, reason
+// REQUEST_TOO_LARGE, before anything is logged or run; a later message over it (an
+// approval, a cancel) ends the stream with the same status and cancels the batch,
+// whose log is still completed. (A message over gRPC's own receive limit as well is
+// refused by the transport, with RESOURCE_EXHAUSTED and no reason.)
 type ExecuteBatchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Exactly one of these.
