@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/streamgate"
 )
 
 type batchStream = grpc.BidiStreamingServer[toolsdv1.ExecuteBatchRequest, toolsdv1.ExecuteBatchResponse]
@@ -26,13 +27,6 @@ const (
 	directLimit    = 32 << 10
 	directOverhead = 5 + 64 // message header; gzip's header, trailer and stored-block framing
 )
-
-// drainRate is the least a reading client takes per write timeout: a large message
-// handed to the stream may keep the next Send waiting for as many write timeouts, plus
-// one, as it has drainRate bytes, before the client counts as stopped. A client that
-// is gone is found by keepalive within seconds; this tells a slow link from a client
-// that stopped reading.
-const drainRate = 64 << 10
 
 // outbox decouples the scheduler from a client's reading speed. Producers (the commit
 // path, approvers, progress) put messages into a bounded queue; one sender goroutine,
@@ -98,18 +92,14 @@ func (o *outbox) run() {
 			o.fail(err)
 			return
 		}
-		// The transport has just encoded them: their sizes are cached.
-		n := sentSize.Size(it.m)
+		n := streamgate.SentSize(it.m)
 		if it.then != nil {
-			n += sentSize.Size(it.then)
+			n += streamgate.SentSize(it.then)
 		}
 		o.lastBytes.Store(int64(n))
 		o.written.Add(1)
 	}
 }
-
-// sentSize sizes a message that was just sent, from the size its encoding cached.
-var sentSize = proto.MarshalOptions{UseCachedSize: true}
 
 // stallWatch times a wait on the client (for room in the queue, or for the sender to
 // flush): its timer fires every write timeout.
@@ -126,11 +116,13 @@ func (o *outbox) watchStall() stallWatch {
 
 // stuck is called when the timer fires. It cuts the client off (and reports true) when
 // it has taken no message for longer than it may: one write timeout, plus one for every
-// drainRate bytes of the message last handed to the stream; else it rearms the timer.
+// [streamgate.DrainRate] bytes of the message last handed to the stream (a large
+// message may keep the next Send waiting while a slow link carries it); else it rearms
+// the timer.
 func (w *stallWatch) stuck() bool {
 	if n := w.o.written.Load(); n != w.last {
 		w.last, w.stalled = n, 0
-	} else if w.stalled++; int64(w.stalled) > w.o.lastBytes.Load()/drainRate {
+	} else if w.stalled++; int64(w.stalled) > w.o.lastBytes.Load()/streamgate.DrainRate {
 		w.o.fail(errSlowClient)
 		return true
 	}

@@ -8,6 +8,7 @@ import (
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/internal/session"
+	"github.com/toolsd/toolsd/internal/streamgate"
 )
 
 // ReadSession loads events from the store a page at a time. The first page has
@@ -64,7 +65,7 @@ func (s *Server) ReadSession(req *toolsdv1.ReadSessionRequest, stream grpc.Serve
 			if err := stream.Send(m); err != nil {
 				return err
 			}
-			size += sentSize.Size(m)
+			size += streamgate.SentSize(m)
 		}
 		if len(events) < page {
 			return nil

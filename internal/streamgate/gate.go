@@ -1,5 +1,7 @@
 // Package streamgate admits the handlers of long-lived callback streams (provider and
 // hook Connect streams) until shutdown, and lets shutdown end them and wait for them.
+// It also times those streams' Sends ([SendWatch]), with the allowance for a slow link
+// ([DrainRate]) that the batch stream's outbox uses too.
 package streamgate
 
 import (

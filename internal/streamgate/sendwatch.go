@@ -27,10 +27,16 @@ func Send[M proto.Message](w *SendWatch, send func(M) error, m M) error {
 	w.since.Store(monoNow())
 	err := send(m)
 	w.since.Store(0)
-	// The transport has just encoded m: its size is cached.
-	w.last.Store(int64(proto.MarshalOptions{UseCachedSize: true}.Size(m)))
+	w.last.Store(int64(SentSize(m)))
 	return err
 }
+
+// SentSize is the encoded size of m, which a Send has just handed to gRPC: its encoding
+// cached the size, so this costs no walk of the message (it is computed if no size is
+// cached).
+func SentSize(m proto.Message) int { return sentSize.Size(m) }
+
+var sentSize = proto.MarshalOptions{UseCachedSize: true}
 
 // Stalled reports whether the Send in progress has been waiting for longer than d, and
 // d more for every [DrainRate] bytes of the message before it.
