@@ -119,7 +119,7 @@ func onTerm(done <-chan struct{}, term <-chan os.Signal, stop func(), log *zap.L
 	case <-done:
 		return
 	case <-term:
-		log.Info("shutdown requested; the same signal again exits at once")
+		log.Info("shutdown requested; a second SIGINT or SIGTERM exits at once")
 		stop()
 	}
 	select {
