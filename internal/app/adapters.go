@@ -168,6 +168,10 @@ func (a authzAdapter) Authorize(ctx context.Context, act server.Action, scope, s
 	return a.z.Authorize(ctx, auth.Action(act), scope, sessionID)
 }
 
+func (a authzAdapter) ScopeFilter(ctx context.Context, act server.Action) (func(string) bool, error) {
+	return a.z.ScopeFilter(ctx, auth.Action(act))
+}
+
 // ownerStore keeps session owners in the session log for the authorizer, so ownership
 // survives a restart and goes with the session when retention removes it.
 type ownerStore struct{ store session.Store }

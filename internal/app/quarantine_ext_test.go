@@ -98,7 +98,7 @@ func TestQuarantineStaysInItsTenant(t *testing.T) {
 		conn := dialWith(t, e.app.Addr(), grpc.WithPerRPCCredentials(bearer(token)))
 		return &env{app: e.app, conn: conn, tools: toolsdv1.NewToolServiceClient(conn)}
 	}
-	providerB, opA, operator := client(tokenProviderB), client(tokenOpA), client(tokenOperator)
+	providerB, opA, operator, agentA := client(tokenProviderB), client(tokenOpA), client(tokenOperator), client(tokenAgentA)
 	first := helloHand(t, providerB.conn, "first")
 	pinned := registerHand(t, first, "tenant-b", pinnedDef("v1")).GetContentHash()
 	if err := first.stream.CloseSend(); err != nil {
@@ -110,6 +110,9 @@ func TestQuarantineStaysInItsTenant(t *testing.T) {
 		t.Fatalf("changed registration = %v, want quarantined", st)
 	}
 
+	if _, err := agentA.tools.ListQuarantined(t.Context(), &toolsdv1.ListQuarantinedRequest{}); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("ListQuarantined() as an agent = %v, want PermissionDenied (it may restrict nowhere)", err)
+	}
 	if list, err := opA.tools.ListQuarantined(t.Context(), &toolsdv1.ListQuarantinedRequest{}); err != nil || len(list.GetTools()) != 0 {
 		t.Errorf("ListQuarantined() as tenant-a's operator = %v, %v; want none of tenant-b's", list.GetTools(), err)
 	}

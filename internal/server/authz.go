@@ -18,8 +18,16 @@ const (
 // session reads, on sessionID). It returns a PERMISSION_DENIED-mapped error or nil.
 type Authorizer interface {
 	Authorize(ctx context.Context, action Action, scope, sessionID string) error
+	// ScopeFilter returns the scopes in which the caller may perform action, as a
+	// predicate that logs nothing (for filtering a listing), or a PERMISSION_DENIED-mapped
+	// error when it may do so nowhere.
+	ScopeFilter(ctx context.Context, action Action) (func(scope string) bool, error)
 }
 
 type allowAll struct{}
 
 func (allowAll) Authorize(context.Context, Action, string, string) error { return nil }
+
+func (allowAll) ScopeFilter(context.Context, Action) (func(string) bool, error) {
+	return func(string) bool { return true }, nil
+}

@@ -135,11 +135,15 @@ func (s *Server) Unrestrict(ctx context.Context, req *toolsdv1.UnrestrictRequest
 }
 
 // ListQuarantined lists the held-back registrations in the scopes the caller may
-// restrict.
+// restrict; one that may restrict nowhere is denied.
 func (s *Server) ListQuarantined(ctx context.Context, _ *toolsdv1.ListQuarantinedRequest) (*toolsdv1.ListQuarantinedResponse, error) {
+	mine, err := s.authz.ScopeFilter(ctx, ActionRestrict)
+	if err != nil {
+		return nil, toStatus(s.log, err)
+	}
 	out := &toolsdv1.ListQuarantinedResponse{}
 	for _, e := range s.reg.Quarantined() {
-		if s.authz.Authorize(ctx, ActionRestrict, e.Scope(), "") != nil {
+		if !mine(e.Scope()) {
 			continue
 		}
 		pinned, _ := s.reg.PinnedHash(e.Scope(), e.Name())

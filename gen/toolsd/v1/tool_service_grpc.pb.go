@@ -59,7 +59,8 @@ type ToolServiceClient interface {
 	ReleaseToolSet(ctx context.Context, in *ReleaseToolSetRequest, opts ...grpc.CallOption) (*ReleaseToolSetResponse, error)
 	// ListQuarantined lists the registrations registry.pinning: quarantine holds back (a
 	// provider registered a pinned tool again with another definition), in the scopes the
-	// caller may restrict, sorted by scope and name.
+	// caller may restrict, sorted by scope and name. A caller that may restrict in no
+	// scope gets PERMISSION_DENIED.
 	ListQuarantined(ctx context.Context, in *ListQuarantinedRequest, opts ...grpc.CallOption) (*ListQuarantinedResponse, error)
 	// ApproveQuarantined makes one quarantined registration visible and pins its content
 	// hash in place of the old one (the caller must be allowed to restrict its scope).
@@ -255,7 +256,8 @@ type ToolServiceServer interface {
 	ReleaseToolSet(context.Context, *ReleaseToolSetRequest) (*ReleaseToolSetResponse, error)
 	// ListQuarantined lists the registrations registry.pinning: quarantine holds back (a
 	// provider registered a pinned tool again with another definition), in the scopes the
-	// caller may restrict, sorted by scope and name.
+	// caller may restrict, sorted by scope and name. A caller that may restrict in no
+	// scope gets PERMISSION_DENIED.
 	ListQuarantined(context.Context, *ListQuarantinedRequest) (*ListQuarantinedResponse, error)
 	// ApproveQuarantined makes one quarantined registration visible and pins its content
 	// hash in place of the old one (the caller must be allowed to restrict its scope).
