@@ -186,16 +186,7 @@ func TestToolSetEndingDuringApprovalStopsTheCall(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			e := start(t, `
-policy:
-  rules:
-    - {tool: guarded, decision: ask}
-`)
-			var ran atomic.Int32
-			runProvider(t, e.app.Addr(), provider.NewTool("guarded", "Counts its runs.", func(context.Context, provider.Call, noArgs) (string, error) {
-				ran.Add(1)
-				return "ran", nil
-			}))
+			e, ran := startGuarded(t)
 			set, err := e.tools.ResolveToolSet(t.Context(), &toolsdv1.ResolveToolSetRequest{Scope: "agent", SessionId: "s-ask", Turn: 1, Step: 1})
 			if err != nil {
 				t.Fatalf("ResolveToolSet() = %v", err)
@@ -216,20 +207,28 @@ policy:
 	}
 }
 
-// TestRestrictionDuringApprovalStopsTheCall: without a tool set too, a tool restricted
-// away while its call waited for a person's approval does not run: the restriction, an
-// operator's later word, wins over the approval.
-func TestRestrictionDuringApprovalStopsTheCall(t *testing.T) {
+// startGuarded starts toolsd with a policy asking before every call of "guarded", a tool
+// whose runs it counts.
+func startGuarded(t *testing.T) (*env, *atomic.Int32) {
+	t.Helper()
 	e := start(t, `
 policy:
   rules:
     - {tool: guarded, decision: ask}
 `)
-	var ran atomic.Int32
+	ran := new(atomic.Int32)
 	runProvider(t, e.app.Addr(), provider.NewTool("guarded", "Counts its runs.", func(context.Context, provider.Call, noArgs) (string, error) {
 		ran.Add(1)
 		return "ran", nil
 	}))
+	return e, ran
+}
+
+// TestRestrictionDuringApprovalStopsTheCall: without a tool set too, a tool restricted
+// away while its call waited for a person's approval does not run: the restriction, an
+// operator's later word, wins over the approval.
+func TestRestrictionDuringApprovalStopsTheCall(t *testing.T) {
+	e, ran := startGuarded(t)
 	approve := func(r *toolsdv1.ApprovalRequest) *toolsdv1.ApprovalDecision {
 		return &toolsdv1.ApprovalDecision{CallId: r.GetCallId(), Approved: true}
 	}

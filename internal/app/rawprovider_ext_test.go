@@ -58,6 +58,33 @@ func helloHand(t *testing.T, conn grpc.ClientConnInterface, name string) *handPr
 	return p
 }
 
+// serve answers, until the stream ends, each execute request with the messages answer
+// returns for it (a result, progress, anything), in order.
+func (p *handProvider) serve(answer func(*toolsdv1.ExecuteRequest) []*toolsdv1.ProviderServiceConnectRequest) {
+	go func() {
+		for {
+			m, err := p.stream.Recv()
+			if err != nil {
+				return
+			}
+			ex := m.GetExecute()
+			if ex == nil {
+				continue
+			}
+			for _, out := range answer(ex) {
+				if p.stream.Send(out) != nil {
+					return
+				}
+			}
+		}
+	}()
+}
+
+// result is a provider's result message.
+func result(r *toolsdv1.ExecuteResult) *toolsdv1.ProviderServiceConnectRequest {
+	return &toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Result{Result: r}}
+}
+
 func (p *handProvider) send(t *testing.T, m *toolsdv1.ProviderServiceConnectRequest) {
 	t.Helper()
 	if err := p.stream.Send(m); err != nil {
@@ -79,33 +106,20 @@ func (p *handProvider) recv(t *testing.T) *toolsdv1.ProviderServiceConnectRespon
 func TestMisbehavingProviderFailsOnlyItsCalls(t *testing.T) {
 	e := start(t, "")
 	p := connectHand(t, e, "raw")
-	go func() {
-		for i := 0; ; i++ {
-			m, err := p.stream.Recv()
-			if err != nil {
-				return
+	p.serve(func(ex *toolsdv1.ExecuteRequest) []*toolsdv1.ProviderServiceConnectRequest {
+		id := ex.GetRequestId()
+		switch ex.GetCallId() {
+		case "bad-utf8":
+			// A stale id first: dropped and counted, never delivered.
+			return []*toolsdv1.ProviderServiceConnectRequest{
+				result(&toolsdv1.ExecuteResult{RequestId: id + 1000, Content: []byte("stale")}),
+				result(&toolsdv1.ExecuteResult{RequestId: id, Content: []byte("caf\xe9")}),
 			}
-			ex := m.GetExecute()
-			if ex == nil {
-				continue
-			}
-			var r *toolsdv1.ExecuteResult
-			switch ex.GetCallId() {
-			case "bad-utf8":
-				// A stale id first: dropped and counted, never delivered.
-				_ = p.stream.Send(&toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Result{Result: &toolsdv1.ExecuteResult{RequestId: ex.GetRequestId() + 1000, Content: []byte("stale")}}})
-				r = &toolsdv1.ExecuteResult{Content: []byte("caf\xe9")}
-			case "bad-json":
-				r = &toolsdv1.ExecuteResult{ValueJson: []byte(`{"a":1,"a":2}`)}
-			default:
-				r = &toolsdv1.ExecuteResult{ValueJson: []byte(`{"ok":true}`)}
-			}
-			r.RequestId = ex.GetRequestId()
-			if err := p.stream.Send(&toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Result{Result: r}}); err != nil {
-				return
-			}
+		case "bad-json":
+			return []*toolsdv1.ProviderServiceConnectRequest{result(&toolsdv1.ExecuteResult{RequestId: id, ValueJson: []byte(`{"a":1,"a":2}`)})}
 		}
-	}()
+		return []*toolsdv1.ProviderServiceConnectRequest{result(&toolsdv1.ExecuteResult{RequestId: id, ValueJson: []byte(`{"ok":true}`)})}
+	})
 	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-raw", MaxParallel: 1, Calls: []*toolsdv1.ToolCall{
 		call("bad-utf8", "raw", `{}`), call("bad-json", "raw", `{}`), call("fine", "raw", `{}`),
 	}}, batchOptions{})
@@ -167,20 +181,9 @@ func TestProviderTextNotUTF8KeepsItsStream(t *testing.T) {
 	if diff := cmp.Diff([]string{"", "INVALID_ARGUMENT"}, codes); diff != "" {
 		t.Fatalf("registration codes (-want +got):\n%s", diff)
 	}
-	go func() {
-		for {
-			m, err := p.stream.Recv()
-			if err != nil {
-				return
-			}
-			if ex := m.GetExecute(); ex != nil {
-				r := &toolsdv1.ExecuteResult{RequestId: ex.GetRequestId(), Content: []byte("ran")}
-				if p.stream.Send(&toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Result{Result: r}}) != nil {
-					return
-				}
-			}
-		}
-	}()
+	p.serve(func(ex *toolsdv1.ExecuteRequest) []*toolsdv1.ProviderServiceConnectRequest {
+		return []*toolsdv1.ProviderServiceConnectRequest{result(&toolsdv1.ExecuteResult{RequestId: ex.GetRequestId(), Content: []byte("ran")})}
+	})
 	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-bad-text", Calls: []*toolsdv1.ToolCall{call("c0", "described", `{}`)}}, batchOptions{})
 	if got := out.results[0].GetContent(); got != "ran" {
 		t.Errorf("call after the bad registration = %q (%s), want the provider's answer", got, out.results[0].GetError().GetCode())
@@ -261,25 +264,13 @@ func TestValueOnlyResultCountsDerivedContent(t *testing.T) {
 	e := start(t, "limits: {max_result_bytes: 64KiB}\n")
 	p := connectHand(t, e, "raw")
 	value := []byte(`"` + strings.Repeat("x", 40<<10) + `"`) // 40 KiB: under the limit on the wire
-	go func() {
-		for {
-			m, err := p.stream.Recv()
-			if err != nil {
-				return
-			}
-			ex := m.GetExecute()
-			if ex == nil {
-				continue
-			}
-			r := &toolsdv1.ExecuteResult{RequestId: ex.GetRequestId(), ValueJson: value}
-			if ex.GetCallId() == "with-content" {
-				r.Content = []byte("forty KiB of x")
-			}
-			if err := p.stream.Send(&toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Result{Result: r}}); err != nil {
-				return
-			}
+	p.serve(func(ex *toolsdv1.ExecuteRequest) []*toolsdv1.ProviderServiceConnectRequest {
+		r := &toolsdv1.ExecuteResult{RequestId: ex.GetRequestId(), ValueJson: value}
+		if ex.GetCallId() == "with-content" {
+			r.Content = []byte("forty KiB of x")
 		}
-	}()
+		return []*toolsdv1.ProviderServiceConnectRequest{result(r)}
+	})
 	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-derived", Calls: []*toolsdv1.ToolCall{
 		call("value-only", "raw", `{}`), call("with-content", "raw", `{}`),
 	}}, batchOptions{})
