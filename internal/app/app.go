@@ -242,6 +242,8 @@ func (a *App) build(pol *policy.Set) error {
 			MaxToolsPerOwner: c.Limits.MaxToolsPerProvider,
 			MaxSchemaBytes:   int(c.Limits.MaxSchemaBytes),
 			Args:             jsonLimits(c),
+
+			MaxToolSetsPerOwner: c.Limits.MaxToolSetsPerIdentity,
 		}),
 		registry.WithPinning(pinMode(c.Registry.Pinning)),
 		registry.WithToolSetIdle(c.Registry.ToolSetIdle.D()),

@@ -127,6 +127,8 @@ type Limits struct {
 	// MaxProvidersPerIdentity caps one confined identity's provider streams, within
 	// MaxProviders.
 	MaxProvidersPerIdentity int `yaml:"max_providers_per_identity"`
+	// MaxToolSetsPerIdentity caps the live tool sets one authenticated identity resolved.
+	MaxToolSetsPerIdentity int `yaml:"max_tool_sets_per_identity"`
 }
 
 // maxAcceptedHold bounds limits.accepted_hold: it delays a slow single call's accepted
@@ -324,6 +326,7 @@ func (c *Config) Validate() error {
 		"limits.max_result_bytes":           int64(c.Limits.MaxResultBytes),
 		"limits.max_providers":              int64(c.Limits.MaxProviders),
 		"limits.max_providers_per_identity": int64(c.Limits.MaxProvidersPerIdentity),
+		"limits.max_tool_sets_per_identity": int64(c.Limits.MaxToolSetsPerIdentity),
 		"limits.max_in_flight_per_provider": int64(c.Limits.MaxInFlightPerProvider),
 		"limits.max_hooks":                  int64(c.Limits.MaxHooks),
 		"limits.max_scoped_hooks":           int64(c.Limits.MaxScopedHooks),

@@ -30,6 +30,9 @@ type History interface {
 // ConditionEnv is everything a condition can see. Conditions only read it: they can
 // neither change registrations nor do tool work.
 type ConditionEnv struct {
+	// Owner is who the set is resolved for (an authenticated identity; "" for none). It
+	// is not visible to conditions: it counts the set against MaxToolSetsPerOwner.
+	Owner     string
 	SessionID string
 	Turn      uint64
 	Step      uint64

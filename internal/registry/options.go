@@ -23,6 +23,10 @@ type Limits struct {
 	MaxConditionBytes int
 	// MaxToolSets caps live tool sets. Default 100000.
 	MaxToolSets int
+	// MaxToolSetsPerOwner caps the live tool sets resolved for one owner (a
+	// [ConditionEnv.Owner] other than ""), so that one tenant cannot take every place.
+	// Default 1000.
+	MaxToolSetsPerOwner int
 	// Args bounds tool arguments before schema validation. Default 1 MiB, depth 64.
 	Args jsonx.Limits
 	// Output bounds a tool's JSON value before output-schema validation. Default 4 MiB, depth 64.
@@ -37,6 +41,7 @@ const (
 	DefaultMaxDescriptionBytes = 8 << 10
 	DefaultMaxConditionBytes   = 4 << 10
 	DefaultMaxToolSets         = 100000
+	DefaultMaxToolSetsPerOwner = 1000
 	DefaultMaxOutputBytes      = 4 << 20
 	DefaultToolSetIdle         = 10 * time.Minute
 	DefaultConditionCostLimit  = 10000
@@ -60,6 +65,7 @@ func (l Limits) withDefaults() Limits {
 	def(&l.MaxDescriptionBytes, DefaultMaxDescriptionBytes)
 	def(&l.MaxConditionBytes, DefaultMaxConditionBytes)
 	def(&l.MaxToolSets, DefaultMaxToolSets)
+	def(&l.MaxToolSetsPerOwner, DefaultMaxToolSetsPerOwner)
 	def(&l.Output.MaxBytes, DefaultMaxOutputBytes)
 	l.Args = l.Args.WithDefaults()
 	l.Output = l.Output.WithDefaults()

@@ -30,7 +30,8 @@ type Registry struct {
 	names        map[string]int                // registrations (visible or quarantined) per tool name
 	pins         *pinStore                     // nil with PinOff
 	sets         map[string]*ToolSet
-	ended        endedSets // why recently ended sets ended
+	setsOf       map[string]int // live sets per owner (ToolSet.owner other than "")
+	ended        endedSets      // why recently ended sets ended
 
 	delivery delivery
 	subs     subscribers
@@ -72,6 +73,7 @@ func New(opts ...Option) *Registry {
 		owners:       map[string]map[toolKey]*Entry{},
 		names:        map[string]int{},
 		sets:         map[string]*ToolSet{},
+		setsOf:       map[string]int{},
 	}
 	r.delivery.cond = sync.NewCond(&r.delivery.mu)
 	if o.pin != PinOff {

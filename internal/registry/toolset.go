@@ -24,6 +24,7 @@ type ToolSet struct {
 	r     *Registry
 	id    string
 	scope string
+	owner string // counted in Registry.setsOf while live
 	// entries is the resolving view's visible list (sorted, shared, immutable).
 	entries []*Entry
 	// admitted holds the conditional entries whose condition was true.
@@ -160,14 +161,22 @@ func (r *Registry) ResolveToolSet(ctx context.Context, scope string, env Conditi
 			return nil, err
 		}
 		ts := r.newToolSet(scope, v, admitted)
+		ts.owner = env.Owner
 
 		r.mu.Lock()
 		if len(r.sets) >= r.opts.limits.MaxToolSets {
 			r.mu.Unlock()
 			return nil, fmt.Errorf("%w: %d live tool sets", ErrLimit, r.opts.limits.MaxToolSets)
 		}
+		if n := r.setsOf[ts.owner]; ts.owner != "" && n >= r.opts.limits.MaxToolSetsPerOwner {
+			r.mu.Unlock()
+			return nil, fmt.Errorf("%w: %d live tool sets of %s (release them, or let them expire)", ErrLimit, n, quoteName(ts.owner))
+		}
 		if r.stillCurrentLocked(ts, v) {
 			r.sets[ts.id] = ts
+			if ts.owner != "" {
+				r.setsOf[ts.owner]++
+			}
 			r.mu.Unlock()
 			return ts, nil
 		}
@@ -304,6 +313,11 @@ func (r *Registry) invalidateSetsUnderLocked(scope string) {
 func (r *Registry) dropSetLocked(ts *ToolSet) {
 	delete(r.sets, ts.id)
 	r.ended.add(ts.id, ts.state.Load())
+	if ts.owner != "" {
+		if r.setsOf[ts.owner]--; r.setsOf[ts.owner] <= 0 {
+			delete(r.setsOf, ts.owner)
+		}
+	}
 }
 
 // maxEndedSets bounds [endedSets]; an id forgotten since reads as unknown.

@@ -262,6 +262,44 @@ func TestToolSetLimit(t *testing.T) {
 	}
 }
 
+// TestToolSetLimitPerOwner: one owner's live sets are capped apart from the others', a
+// released or invalidated set frees its owner's place, and sets without an owner count
+// only against the global cap.
+func TestToolSetLimitPerOwner(t *testing.T) {
+	r := newRegistry(t, registry.WithLimits(registry.Limits{MaxToolSets: 10, MaxToolSetsPerOwner: 2}))
+	resolve := func(owner string) (*registry.ToolSet, error) {
+		return r.ResolveToolSet(t.Context(), "a", registry.ConditionEnv{Owner: owner})
+	}
+	var sets []*registry.ToolSet
+	for range 2 {
+		ts, err := resolve("tenant-a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sets = append(sets, ts)
+	}
+	if _, err := resolve("tenant-a"); !errors.Is(err, registry.ErrLimit) {
+		t.Errorf("tenant-a's third ResolveToolSet = %v, want ErrLimit", err)
+	}
+	for _, owner := range []string{"tenant-b", "", "", ""} {
+		if _, err := resolve(owner); err != nil {
+			t.Errorf("ResolveToolSet for %q beside tenant-a's = %v", owner, err)
+		}
+	}
+	if err := r.ReleaseToolSet(sets[0].ID()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := resolve("tenant-a"); err != nil {
+		t.Errorf("tenant-a's ResolveToolSet after releasing one = %v", err)
+	}
+	if _, err := r.Restrict("a", nil, []string{"x"}); err != nil { // invalidates every set of "a"
+		t.Fatal(err)
+	}
+	if _, err := resolve("tenant-a"); err != nil {
+		t.Errorf("tenant-a's ResolveToolSet after its sets were invalidated = %v", err)
+	}
+}
+
 func TestToolSetInvalidScope(t *testing.T) {
 	r := newRegistry(t)
 	if _, err := r.ResolveToolSet(t.Context(), "/x", registry.ConditionEnv{}); !errors.Is(err, registry.ErrInvalidScope) {

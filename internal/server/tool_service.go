@@ -192,6 +192,7 @@ func (s *Server) ResolveToolSet(ctx context.Context, req *toolsdv1.ResolveToolSe
 		}
 	}
 	env := registry.ConditionEnv{
+		Owner:     callerName(ctx),
 		SessionID: req.GetSessionId(),
 		Turn:      req.GetTurn(),
 		Step:      req.GetStep(),
@@ -210,6 +211,14 @@ func (s *Server) ResolveToolSet(ctx context.Context, req *toolsdv1.ResolveToolSe
 	}
 	schemas, fp := ts.Schemas()
 	return &toolsdv1.ResolveToolSetResponse{ToolSetId: ts.ID(), Tools: s.projections.proto(schemas, fp), Fingerprint: fp}, nil
+}
+
+// callerName is the authenticated identity in ctx, "" without one.
+func callerName(ctx context.Context) string {
+	if id, ok := auth.FromContext(ctx); ok {
+		return id.Name
+	}
+	return ""
 }
 
 // ReleaseToolSet disposes a tool set.
