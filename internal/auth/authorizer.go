@@ -183,6 +183,10 @@ func (z *Authorizer) useSession(ctx context.Context, name string, action Action,
 	return z.deny(&DeniedError{Identity: name, Action: action, Scope: scope, SessionID: sessionID, Why: "the session belongs to another identity"})
 }
 
+// notYours is why a session read is refused, whether the session has another owner or
+// none yet.
+const notYours = "the session is not this identity's (a session belongs to the identity that first executes a batch in it)"
+
 func (z *Authorizer) readSession(ctx context.Context, name, sessionID string) error {
 	cur, owned, err := z.owners.get(ctx, sessionID)
 	if err != nil {
@@ -196,11 +200,9 @@ func (z *Authorizer) readSession(ctx context.Context, name, sessionID string) er
 	case z.operatorEverywhere(name, ReadSession):
 		return nil // an operator of every scope reads every session, owned or not
 	}
-	why := "the session belongs to another identity"
-	if !owned {
-		why = "the session has no owner yet (its owner is the identity that first executes a batch in it)"
-	}
-	return z.deny(&DeniedError{Identity: name, Action: ReadSession, SessionID: sessionID, Why: why})
+	// One answer whether the session is another identity's or nobody's yet: a
+	// different one would tell any agent which session ids are in use.
+	return z.deny(&DeniedError{Identity: name, Action: ReadSession, SessionID: sessionID, Why: notYours})
 }
 
 // operates reports whether name may act as an operator on a session owned by another
