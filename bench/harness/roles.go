@@ -56,6 +56,7 @@ func runRelayServer(ctx context.Context, _ config, ready func(readyInfo)) error 
 	if err != nil {
 		return err
 	}
+	relay.ApplyRuntime()
 	g := grpc.NewServer(relay.ServerOptions()...)
 	relay.NewServer().Register(g)
 	metrics, err := serveMetrics(ctx)

@@ -1,7 +1,9 @@
 package relay
 
 import (
+	"os"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -22,6 +24,21 @@ func ServerOptions() []grpc.ServerOption {
 		grpc.StaticStreamWindowSize(int32(cfg.Limits.StreamWindow)),
 		grpc.StaticConnWindowSize(int32(cfg.Limits.ConnectionWindow)),
 		grpc.NumStreamWorkers(uint32(32 * runtime.GOMAXPROCS(0))), // as internal/app does
+	}
+}
+
+// ApplyRuntime gives this process the Go runtime settings toolsd runs with by default
+// (runtime.gc_percent, runtime.memory_limit), GOGC and GOMEMLIMIT winning as they do in
+// toolsd. Collections cost CPU per byte allocated, so a relay at Go's default of 100
+// pays collections toolsd (at 400) does not, and toolsd / relay understates toolsd's
+// cost. Call it once, at the start of the relay's server process.
+func ApplyRuntime() {
+	rt := toolsdDefaults().Runtime
+	if _, ok := os.LookupEnv("GOGC"); !ok {
+		debug.SetGCPercent(rt.GCPercent)
+	}
+	if _, ok := os.LookupEnv("GOMEMLIMIT"); !ok && rt.MemoryLimit > 0 {
+		debug.SetMemoryLimit(int64(rt.MemoryLimit))
 	}
 }
 
