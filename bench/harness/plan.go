@@ -70,7 +70,7 @@ func newPlan(c config) (*plan, error) {
 	}
 	for _, name := range knownNames() {
 		if want[name] {
-			p.notes = append(p.notes, fmt.Sprintf("%s not measured: not built in (build with -tags toolsd_target)", name))
+			p.notes = append(p.notes, fmt.Sprintf("%s not measured: no target of that name is registered in this harness", name))
 		}
 	}
 	wantW, err := selection(c.workloads, workloadNames())
