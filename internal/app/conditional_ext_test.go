@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -136,7 +135,7 @@ func TestConditionErrorsFailActivation(t *testing.T) {
 	e := start(t, "")
 	runProvider(t, e.app.Addr(), constTool("picky", "ok", provider.WithCondition(`int(model.model) > 3`)))
 	_, err := e.tools.ResolveToolSet(t.Context(), &toolsdv1.ResolveToolSetRequest{SessionId: "s", Model: &toolsdv1.ModelSelection{Model: "not-a-number"}})
-	if status.Code(err) != codes.FailedPrecondition || reasonOf(err) != "TOOL_ACTIVATION_FAILED" {
+	if status.Code(err) != codes.FailedPrecondition || reason(err) != "TOOL_ACTIVATION_FAILED" {
 		t.Fatalf("ResolveToolSet() = %v, want FailedPrecondition with reason TOOL_ACTIVATION_FAILED", err)
 	}
 	if _, err := e.tools.ResolveToolSet(t.Context(), &toolsdv1.ResolveToolSetRequest{SessionId: "s", Model: &toolsdv1.ModelSelection{Model: "7"}}); err != nil {
@@ -150,23 +149,9 @@ func TestBadConditionIsRejectedAtRegistration(t *testing.T) {
 	_, err := e.tools.RegisterTool(t.Context(), &toolsdv1.RegisterToolRequest{ProviderId: p.ProviderID(), Tool: &toolsdv1.ToolDefinition{
 		Name: "broken", ParametersJson: `{"type":"object"}`, Condition: `session.called("x") &&`,
 	}})
-	if status.Code(err) != codes.InvalidArgument || reasonOf(err) != "INVALID_CONDITION" {
+	if status.Code(err) != codes.InvalidArgument || reason(err) != "INVALID_CONDITION" {
 		t.Fatalf("RegisterTool(bad condition) = %v, want InvalidArgument INVALID_CONDITION", err)
 	}
-}
-
-// reasonOf returns the ErrorInfo reason of a status error.
-func reasonOf(err error) string {
-	st, ok := status.FromError(err)
-	if !ok {
-		return ""
-	}
-	for _, d := range st.Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok {
-			return info.GetReason()
-		}
-	}
-	return ""
 }
 
 // TestToolSetEndingDuringApprovalStopsTheCall: a call waiting for its approval has not
@@ -289,7 +274,7 @@ func TestOversizedModelSelectionIsRefused(t *testing.T) {
 		"model.reasoning_effort": {ReasoningEffort: long},
 	} {
 		_, err := e.tools.ResolveToolSet(t.Context(), &toolsdv1.ResolveToolSetRequest{SessionId: "s", Model: m})
-		if status.Code(err) != codes.InvalidArgument || reasonOf(err) != "BAD_REQUEST" || !strings.Contains(status.Convert(err).Message(), field) {
+		if status.Code(err) != codes.InvalidArgument || reason(err) != "BAD_REQUEST" || !strings.Contains(status.Convert(err).Message(), field) {
 			t.Errorf("ResolveToolSet(%s of 100000 bytes) = %v, want InvalidArgument BAD_REQUEST naming the field", field, err)
 		}
 	}

@@ -18,6 +18,11 @@ func (s *Server) RegisterTool(ctx context.Context, req *toolsdv1.RegisterToolReq
 	if req.GetProviderId() == "" {
 		return nil, toStatus(s.log, badField("provider_id", "is required: a tool needs a connected provider to run it"))
 	}
+	// The scope is checked before the caller's rights in it: a malformed scope is the
+	// same mistake whoever sends it (INVALID_SCOPE, as ExecuteBatch answers).
+	if err := registry.ValidateScope(req.GetScope()); err != nil {
+		return nil, toStatus(s.log, err)
+	}
 	if err := s.authz.Authorize(ctx, ActionRegister, req.GetScope(), ""); err != nil {
 		return nil, toStatus(s.log, err)
 	}
@@ -66,6 +71,11 @@ func (s *Server) UnregisterTool(ctx context.Context, req *toolsdv1.UnregisterToo
 	if req.GetProviderId() == "" {
 		action = ActionRestrict // removing anyone's tool is an operator action
 	}
+	// The scope is checked before the caller's rights in it: a malformed scope is the
+	// same mistake whoever sends it (INVALID_SCOPE, as ExecuteBatch answers).
+	if err := registry.ValidateScope(req.GetScope()); err != nil {
+		return nil, toStatus(s.log, err)
+	}
 	if err := s.authz.Authorize(ctx, action, req.GetScope(), ""); err != nil {
 		return nil, toStatus(s.log, err)
 	}
@@ -82,11 +92,12 @@ func (s *Server) UnregisterTool(ctx context.Context, req *toolsdv1.UnregisterToo
 
 // Schemas returns the visible schemas of a scope or a tool set.
 func (s *Server) Schemas(ctx context.Context, req *toolsdv1.SchemasRequest) (*toolsdv1.SchemasResponse, error) {
-	if err := s.authz.Authorize(ctx, ActionReadTools, req.GetScope(), ""); err != nil {
+	// The scope is checked before the caller's rights in it: a malformed scope is the
+	// same mistake whoever sends it (INVALID_SCOPE, as ExecuteBatch answers).
+	if err := registry.ValidateScope(req.GetScope()); err != nil {
 		return nil, toStatus(s.log, err)
 	}
-	// Validated first: the mismatch below repeats the scope, which must be a bounded one.
-	if err := registry.ValidateScope(req.GetScope()); err != nil {
+	if err := s.authz.Authorize(ctx, ActionReadTools, req.GetScope(), ""); err != nil {
 		return nil, toStatus(s.log, err)
 	}
 	if id := req.GetToolSetId(); id != "" {
@@ -106,6 +117,11 @@ func (s *Server) Schemas(ctx context.Context, req *toolsdv1.SchemasRequest) (*to
 
 // Restrict places a mask on a scope's inherited tools.
 func (s *Server) Restrict(ctx context.Context, req *toolsdv1.RestrictRequest) (*toolsdv1.RestrictResponse, error) {
+	// The scope is checked before the caller's rights in it: a malformed scope is the
+	// same mistake whoever sends it (INVALID_SCOPE, as ExecuteBatch answers).
+	if err := registry.ValidateScope(req.GetScope()); err != nil {
+		return nil, toStatus(s.log, err)
+	}
 	if err := s.authz.Authorize(ctx, ActionRestrict, req.GetScope(), ""); err != nil {
 		return nil, toStatus(s.log, err)
 	}
@@ -163,6 +179,11 @@ func (s *Server) ApproveQuarantined(ctx context.Context, req *toolsdv1.ApproveQu
 	if req.GetContentHash() == "" {
 		return nil, toStatus(s.log, badField("content_hash", "is required: approve the definition ListQuarantined showed"))
 	}
+	// The scope is checked before the caller's rights in it: a malformed scope is the
+	// same mistake whoever sends it (INVALID_SCOPE, as ExecuteBatch answers).
+	if err := registry.ValidateScope(req.GetScope()); err != nil {
+		return nil, toStatus(s.log, err)
+	}
 	if err := s.authz.Authorize(ctx, ActionRestrict, req.GetScope(), ""); err != nil {
 		return nil, toStatus(s.log, err)
 	}
@@ -180,6 +201,11 @@ const maxModelFieldBytes = 256
 
 // ResolveToolSet evaluates conditional tools for one step.
 func (s *Server) ResolveToolSet(ctx context.Context, req *toolsdv1.ResolveToolSetRequest) (*toolsdv1.ResolveToolSetResponse, error) {
+	// The scope is checked before the caller's rights in it: a malformed scope is the
+	// same mistake whoever sends it (INVALID_SCOPE, as ExecuteBatch answers).
+	if err := registry.ValidateScope(req.GetScope()); err != nil {
+		return nil, toStatus(s.log, err)
+	}
 	if err := s.authz.Authorize(ctx, ActionReadTools, req.GetScope(), req.GetSessionId()); err != nil {
 		return nil, toStatus(s.log, err)
 	}
