@@ -464,7 +464,8 @@ type isHookServiceConnectRequest_Msg interface {
 }
 
 type HookServiceConnectRequest_Hello struct {
-	// First message.
+	// First message. A second hello ends the stream (INVALID_ARGUMENT): subscriptions
+	// cannot change on a live stream; open a new one.
 	Hello *HookHello `protobuf:"bytes,1,opt,name=hello,proto3,oneof"`
 }
 

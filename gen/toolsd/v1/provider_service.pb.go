@@ -521,7 +521,7 @@ type isProviderServiceConnectRequest_Msg interface {
 }
 
 type ProviderServiceConnectRequest_Hello struct {
-	// First message.
+	// First message. A later hello is ignored (and counted as a malformed message).
 	Hello *ProviderHello `protobuf:"bytes,1,opt,name=hello,proto3,oneof"`
 }
 
