@@ -45,8 +45,9 @@ const (
 	DefaultMaxOutputBytes      = 4 << 20
 	DefaultToolSetIdle         = 10 * time.Minute
 	DefaultConditionCostLimit  = 10000
-	// MaxPins bounds the remembered (scope, name) → hash pins; the least recently
-	// registered pin is forgotten first.
+	// MaxPins bounds the remembered (scope, name) → hash pins; when it is reached, the
+	// tenant root (first scope segment) holding the most pins forgets its least
+	// recently pinned one.
 	MaxPins = 100000
 	// maxRestrictionsPerScope and maxRestrictionNames bound restriction masks.
 	maxRestrictionsPerScope = 64

@@ -5,15 +5,20 @@ import (
 	"container/list"
 	"fmt"
 	"slices"
+	"strings"
 
 	"go.uber.org/zap"
 )
 
 // pinStore remembers the last accepted hash per (scope, name), also after the tool is
-// gone, up to a bound; the least recently pinned key is forgotten first.
+// gone, up to a bound. Pins are kept per tenant root (a scope's first segment): when
+// the store is full, the root holding the most pins loses its least recently pinned
+// one, so that one tenant registering name after name cannot push out every other
+// tenant's pins (and with them their rug-pull protection).
 type pinStore struct {
 	max   int
-	order *list.List // of *pin, most recent at the front
+	n     int
+	roots map[string]*list.List // of *pin, most recent at the front
 	byKey map[toolKey]*list.Element
 }
 
@@ -23,7 +28,13 @@ type pin struct {
 }
 
 func newPinStore(max int) *pinStore {
-	return &pinStore{max: max, order: list.New(), byKey: map[toolKey]*list.Element{}}
+	return &pinStore{max: max, roots: map[string]*list.List{}, byKey: map[toolKey]*list.Element{}}
+}
+
+// pinRoot is the tenant root of scope: its first segment ("" for the global scope).
+func pinRoot(scope string) string {
+	root, _, _ := strings.Cut(scope, "/")
+	return root
 }
 
 func (s *pinStore) get(k toolKey) (string, bool) {
@@ -35,16 +46,39 @@ func (s *pinStore) get(k toolKey) (string, bool) {
 }
 
 func (s *pinStore) put(k toolKey, hash string) {
+	root := pinRoot(k.scope)
 	if el, ok := s.byKey[k]; ok {
 		el.Value.(*pin).hash = hash
-		s.order.MoveToFront(el)
+		s.roots[root].MoveToFront(el)
 		return
 	}
-	s.byKey[k] = s.order.PushFront(&pin{key: k, hash: hash})
-	for s.order.Len() > s.max {
-		oldest := s.order.Back()
-		s.order.Remove(oldest)
-		delete(s.byKey, oldest.Value.(*pin).key)
+	l := s.roots[root]
+	if l == nil {
+		l = list.New()
+		s.roots[root] = l
+	}
+	s.byKey[k] = l.PushFront(&pin{key: k, hash: hash})
+	s.n++
+	for s.n > s.max {
+		s.evictFromLargest()
+	}
+}
+
+// evictFromLargest forgets the least recently pinned key of the root with the most pins.
+func (s *pinStore) evictFromLargest() {
+	var largest string
+	var most *list.List
+	for root, l := range s.roots {
+		if most == nil || l.Len() > most.Len() || l.Len() == most.Len() && root < largest {
+			largest, most = root, l
+		}
+	}
+	oldest := most.Back()
+	most.Remove(oldest)
+	delete(s.byKey, oldest.Value.(*pin).key)
+	s.n--
+	if most.Len() == 0 {
+		delete(s.roots, largest)
 	}
 }
 
