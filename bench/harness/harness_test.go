@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -149,6 +151,43 @@ func TestWriteSummary(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), wSingleC1) {
 		t.Errorf("writeSummary() table = %q, want a row for %s", out.String(), wSingleC1)
+	}
+}
+
+// TestSummaryKeysAreNumbers: with every target and the probes measured, each key the
+// issue names is a JSON number in summary.json, computed from the samples.
+func TestSummaryKeysAreNumbers(t *testing.T) {
+	samples := map[string][]sample{
+		wSingleC1:  {fake(nameRelay, 200*time.Microsecond, 5000), fake(nameToolsd, 300*time.Microsecond, 4000)},
+		wSingleC64: {fake(nameToolsd, time.Millisecond, 3000), fake(nameMCP, 2*time.Millisecond, 1000)},
+		wBatch8C64: {
+			fake(nameRelay, time.Millisecond, 20000), fake(nameToolsd, time.Millisecond, 10000),
+			fake(nameToolsdDurable, time.Millisecond, 6000), fake(nameToolsdJournal, time.Millisecond, 8000),
+		},
+	}
+	s := newSummary(config{runs: 1}, allWorkloads(0, time.Second), samples)
+	s.Schemas10kP50us, s.IdleStreamBytes, s.InflightCallBytes = ptr(1234.0), ptr(48000.0), ptr(44000.0)
+	dir := t.TempDir()
+	if err := writeSummary(dir, s, io.Discard); err != nil {
+		t.Fatalf("writeSummary() error = %v", err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("summary.json is not JSON: %v", err)
+	}
+	for k, want := range map[string]float64{
+		"ratio_p50_single_c1": 1.5, "ratio_tput_batch8_c64": 0.5, "ratio_tput_batch8_c64_durable": 0.3,
+		"ratio_tput_batch8_c64_journal": 0.4, "ratio_tput_vs_mcp_c64": 3,
+		"schemas_10k_p50_us": 1234, "idle_stream_bytes": 48000, "inflight_call_bytes": 44000,
+	} {
+		got, ok := m[k].(float64)
+		if !ok || math.Abs(got-want) > 1e-9 {
+			t.Errorf("summary.json %s = %v (%T), want the number %v", k, m[k], m[k], want)
+		}
 	}
 }
 
