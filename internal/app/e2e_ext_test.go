@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -244,9 +245,12 @@ policy:
 
 // TestApprovalDecisionsAreRecorded: the proto promises an approval's reason is recorded,
 // and a denial's reaches the model in its result; an approval's decision and reason
-// leave a log line, so that who let a call run can be audited.
+// leave a log line, so that who let a call run can be audited. The line is written
+// before the call goes on (here made slow to write): one written after could come when
+// the batch, and the test that owns the logger, had already ended.
 func TestApprovalDecisionsAreRecorded(t *testing.T) {
-	core, logs := observer.New(zap.InfoLevel)
+	observed, logs := observer.New(zap.InfoLevel)
+	core := slowLineCore{Core: observed, msg: "approval answered", delay: 50 * time.Millisecond}
 	e := start(t, `
 policy:
   rules:
@@ -559,4 +563,29 @@ policy:
 	if n := overlap.Load(); n != 0 {
 		t.Errorf("the exclusive call ran while %d other call(s) of its batch were still running", n)
 	}
+}
+
+// slowLineCore writes lines with one message only after a delay.
+type slowLineCore struct {
+	zapcore.Core
+	msg   string
+	delay time.Duration
+}
+
+func (c slowLineCore) With(fields []zapcore.Field) zapcore.Core {
+	return slowLineCore{Core: c.Core.With(fields), msg: c.msg, delay: c.delay}
+}
+
+func (c slowLineCore) Check(ent zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if c.Enabled(ent.Level) {
+		return ce.AddCore(ent, c)
+	}
+	return ce
+}
+
+func (c slowLineCore) Write(ent zapcore.Entry, fields []zapcore.Field) error {
+	if ent.Message == c.msg {
+		time.Sleep(c.delay)
+	}
+	return c.Core.Write(ent, fields)
 }

@@ -69,18 +69,24 @@ func (a *streamApprover) Approve(ctx context.Context, req tool.ApprovalRequest) 
 	}
 }
 
-// resolve delivers the client's decision; it reports false for a call nobody asked about.
-func (a *streamApprover) resolve(d *toolsdv1.ApprovalDecision) bool {
+// resolve delivers the client's decision; it reports false for a call nobody asked
+// about. answered, if set, runs before the decision is delivered: what it records
+// (the log line) happens before the call can go on, and so before the batch can end.
+func (a *streamApprover) resolve(d *toolsdv1.ApprovalDecision, answered func()) bool {
 	a.mu.Lock()
 	ch, ok := a.pending[d.GetCallId()]
 	if ok {
 		delete(a.pending, d.GetCallId())
 	}
 	a.mu.Unlock()
-	if ok {
-		ch <- tool.ApprovalDecision{Approved: d.GetApproved(), Reason: d.GetReason()}
+	if !ok {
+		return false
 	}
-	return ok
+	if answered != nil {
+		answered()
+	}
+	ch <- tool.ApprovalDecision{Approved: d.GetApproved(), Reason: d.GetReason()}
+	return true
 }
 
 // closeSide records that the client half-closed or vanished.

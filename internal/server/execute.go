@@ -187,15 +187,18 @@ func (s *Server) receive(stream batchStream, approver *streamApprover, cancel co
 		}
 		switch msg := m.GetMsg().(type) {
 		case *toolsdv1.ExecuteBatchRequest_Approval:
-			if !approver.resolve(msg.Approval) {
-				stray("approval for a call that is not awaiting one", zap.String("call_id", textcut.Ellipsis(msg.Approval.GetCallId(), maxLoggedID)))
-				continue
+			// The record of who let a call run (a denial's reason is also in its result),
+			// written before the call goes on: the handler does not wait for this
+			// goroutine, so a line written after the answer could outlive the batch.
+			answered := func() {
+				s.log.Info("approval answered", zap.String("batch_id", batchID),
+					zap.String("call_id", textcut.Ellipsis(msg.Approval.GetCallId(), maxLoggedID)),
+					zap.Bool("approved", msg.Approval.GetApproved()),
+					zap.String("reason", textcut.Ellipsis(msg.Approval.GetReason(), maxLoggedID)))
 			}
-			// The record of who let a call run: a denial's reason is also in its result.
-			s.log.Info("approval answered", zap.String("batch_id", batchID),
-				zap.String("call_id", textcut.Ellipsis(msg.Approval.GetCallId(), maxLoggedID)),
-				zap.Bool("approved", msg.Approval.GetApproved()),
-				zap.String("reason", textcut.Ellipsis(msg.Approval.GetReason(), maxLoggedID)))
+			if !approver.resolve(msg.Approval, answered) {
+				stray("approval for a call that is not awaiting one", zap.String("call_id", textcut.Ellipsis(msg.Approval.GetCallId(), maxLoggedID)))
+			}
 		case *toolsdv1.ExecuteBatchRequest_Cancel:
 			if cancelled {
 				stray("batch cancelled again")
