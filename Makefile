@@ -77,6 +77,9 @@ fuzz-short: ## Run every fuzz target briefly (FUZZTIME each, 5s by default)
 	  for f in $$(grep -hoE '^func (Fuzz[A-Za-z0-9_]+)' $$dir/*_test.go 2>/dev/null | awk '{print $$2}'); do \
 	    echo "fuzz $$pkg $$f"; \
 	    if ! $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) $$pkg >"$$out" 2>&1; then \
+	      if grep -q 'context deadline exceeded' "$$out" && ! grep -q 'Failing input written' "$$out"; then \
+	        echo "  ended by Go's fuzz-deadline race (golang/go#75804, fixed in Go 1.27), not by an input: passed"; continue; \
+	      fi; \
 	      echo "  first attempt failed; retrying once (a crasher found is replayed from testdata and fails again):"; \
 	      sed 's/^/    /' "$$out" | tail -15; \
 	      if ! $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) $$pkg >"$$out" 2>&1; then cat "$$out"; exit 1; fi; \
