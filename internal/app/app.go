@@ -63,6 +63,9 @@ type App struct {
 	wrapStore func(session.Store) session.Store
 	// retired holds tool names whose last registration went, until their series go.
 	retired *retiredTools
+	// pinSaver keeps the registry's pins in the data directory (nil: they live in
+	// memory only).
+	pinSaver *pinSaver
 }
 
 // Option configures [New].
@@ -235,8 +238,21 @@ func (a *App) build(pol *policy.Set) error {
 	if authz.Enabled() {
 		brokerOpts = append(brokerOpts, broker.WithScopeGuard(authz.AllowRegister))
 	}
+	pinning := pinMode(c.Registry.Pinning)
+	var pins []registry.Pin
+	pinPath := "" // where the pins are kept across restarts: only beside a durable log
+	if pinning != registry.PinOff && c.Session.Store != "memory" {
+		pinPath = filepath.Join(filepath.Clean(c.DataDir), pinFileName)
+		if pins, err = loadPins(pinPath); err != nil {
+			return err
+		}
+		if len(pins) > 0 {
+			a.log.Info("registry pins loaded", zap.String("path", pinPath), zap.Int("pins", len(pins)))
+		}
+	}
 	a.reg = registry.New(
 		registry.WithLogger(a.log),
+		registry.WithPins(pins),
 		registry.WithLimits(registry.Limits{
 			MaxToolsPerScope: c.Limits.MaxToolsPerScope,
 			MaxToolsPerOwner: c.Limits.MaxToolsPerProvider,
@@ -245,9 +261,12 @@ func (a *App) build(pol *policy.Set) error {
 
 			MaxToolSetsPerOwner: c.Limits.MaxToolSetsPerIdentity,
 		}),
-		registry.WithPinning(pinMode(c.Registry.Pinning)),
+		registry.WithPinning(pinning),
 		registry.WithToolSetIdle(c.Registry.ToolSetIdle.D()),
 	)
+	if pinPath != "" {
+		a.pinSaver = newPinSaver(a.reg, pinPath, a.log)
+	}
 	a.obs.RegisteredTools(func() int { n, _ := a.reg.Count(); return n })
 	brokerOpts = append(brokerOpts,
 		broker.WithLogger(a.log),
@@ -458,6 +477,12 @@ func (a *App) Run(ctx context.Context) error {
 		sweepEvery(gctx, min(time.Minute, a.retired.keep), a.retired.sweep)
 		return nil
 	})
+	if a.pinSaver != nil {
+		g.Go(func() error {
+			a.pinSaver.run(gctx, pinSaveEvery)
+			return nil
+		})
+	}
 	if a.example != "" {
 		// The example provider outlives the drain like any provider would: it stops
 		// once the broker has said goodbye, not when shutdown begins.
@@ -496,6 +521,10 @@ func (a *App) shutdown() error {
 		a.stopExample()
 	}
 	a.hub.Shutdown("toolsd is shutting down")
+	if a.pinSaver != nil {
+		// No provider is left to register: these are the pins the next start reads.
+		_ = a.pinSaver.save()
+	}
 	stopped := make(chan struct{})
 	go func() { a.grpc.GracefulStop(); close(stopped) }()
 	t := time.NewTimer(5 * time.Second)

@@ -105,6 +105,7 @@ type Option func(*options)
 type options struct {
 	limits    Limits
 	pin       PinMode
+	pinned    []Pin
 	log       *zap.Logger
 	clock     func() time.Time
 	idle      time.Duration
@@ -126,6 +127,11 @@ func WithLimits(l Limits) Option { return func(o *options) { o.limits = l.withDe
 
 // WithPinning selects the pin mode (default [PinOff]).
 func WithPinning(m PinMode) Option { return func(o *options) { o.pin = m } }
+
+// WithPins starts the registry remembering pins, as [Registry.Pins] returned them (a
+// restart keeps its rug-pull protection this way). Ignored with [PinOff]. The caller
+// validates what it read: pins are taken as given.
+func WithPins(pins []Pin) Option { return func(o *options) { o.pinned = pins } }
 
 // WithLogger sets the logger; nil keeps the no-op logger.
 func WithLogger(l *zap.Logger) Option {

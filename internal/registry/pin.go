@@ -20,6 +20,14 @@ type pinStore struct {
 	n     int
 	roots map[string]*list.List // of *pin, most recent at the front
 	byKey map[toolKey]*list.Element
+	// gen increases when a pin is added or its hash changes (not when a registration
+	// with the pinned hash only refreshes it): what a saved copy has to catch up with.
+	gen uint64
+}
+
+// Pin is one remembered (scope, name) → content hash ([ContentHash]).
+type Pin struct {
+	Scope, Name, Hash string
 }
 
 type pin struct {
@@ -48,10 +56,14 @@ func (s *pinStore) get(k toolKey) (string, bool) {
 func (s *pinStore) put(k toolKey, hash string) {
 	root := pinRoot(k.scope)
 	if el, ok := s.byKey[k]; ok {
-		el.Value.(*pin).hash = hash
+		if p := el.Value.(*pin); p.hash != hash {
+			p.hash = hash
+			s.gen++
+		}
 		s.roots[root].MoveToFront(el)
 		return
 	}
+	s.gen++
 	l := s.roots[root]
 	if l == nil {
 		l = list.New()
@@ -80,6 +92,47 @@ func (s *pinStore) evictFromLargest() {
 	if most.Len() == 0 {
 		delete(s.roots, largest)
 	}
+}
+
+// all returns the pins, each tenant root's from the least to the most recently pinned,
+// roots in order: put back in this order, they keep their recency.
+func (s *pinStore) all() []Pin {
+	roots := make([]string, 0, len(s.roots))
+	for root := range s.roots {
+		roots = append(roots, root)
+	}
+	slices.Sort(roots)
+	out := make([]Pin, 0, s.n)
+	for _, root := range roots {
+		for el := s.roots[root].Back(); el != nil; el = el.Prev() {
+			p := el.Value.(*pin)
+			out = append(out, Pin{Scope: p.key.scope, Name: p.key.name, Hash: p.hash})
+		}
+	}
+	return out
+}
+
+// Pins returns the remembered pins (nil with [PinOff]) and their generation, a number
+// that increases whenever a pin is added or changes. Given to [WithPins], for example
+// after a restart, they are remembered again in the same order of recency.
+func (r *Registry) Pins() ([]Pin, uint64) {
+	if r.pins == nil {
+		return nil, 0
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.pins.all(), r.pins.gen
+}
+
+// PinGeneration returns the generation [Registry.Pins] would: a saver polls it to learn
+// whether there is anything new to save.
+func (r *Registry) PinGeneration() uint64 {
+	if r.pins == nil {
+		return 0
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.pins.gen
 }
 
 // Quarantined lists the registrations held back by [PinQuarantine], sorted by scope and

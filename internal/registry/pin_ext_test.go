@@ -2,6 +2,7 @@ package registry_test
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/toolsd/toolsd/internal/registry"
@@ -114,5 +115,46 @@ func TestQuarantinedRemovedWithOwner(t *testing.T) {
 	mustRegister(t, r, "s", changed, "p")
 	if got := r.RemoveOwner("p"); len(got) != 1 || len(r.Quarantined()) != 0 {
 		t.Errorf("RemoveOwner = %d entries, quarantine %d, want 1, 0", len(got), len(r.Quarantined()))
+	}
+}
+
+// TestPinsRoundTrip: Pins returns what WithPins needs to start another registry with
+// the same pins, each tenant's in their order of recency; the generation moves when a
+// pin is added or changes, not when a registration only confirms one.
+func TestPinsRoundTrip(t *testing.T) {
+	r := newRegistry(t, registry.WithPinning(registry.PinQuarantine))
+	mustRegister(t, r, "b", def("t1"), "p")
+	mustRegister(t, r, "a", def("t2"), "p")
+	mustRegister(t, r, "b", def("t3"), "p")
+	pins, gen := r.Pins()
+	if gen != 3 {
+		t.Errorf("generation after three pins = %d, want 3", gen)
+	}
+	var got []string
+	for _, p := range pins {
+		got = append(got, p.Scope+"/"+p.Name)
+	}
+	if want := []string{"a/t2", "b/t1", "b/t3"}; !slices.Equal(got, want) {
+		t.Errorf("Pins() = %v, want %v (roots in order, oldest first)", got, want)
+	}
+	if err := r.Unregister("b", "t1", "p"); err != nil {
+		t.Fatal(err)
+	}
+	mustRegister(t, r, "b", def("t1"), "p") // the pinned hash again
+	if g := r.PinGeneration(); g != gen {
+		t.Errorf("generation after a registration matching its pin = %d, want %d", g, gen)
+	}
+
+	again := newRegistry(t, registry.WithPinning(registry.PinRefuse), registry.WithPins(pins))
+	changed := def("t3")
+	changed.Description = "changed"
+	if _, err := again.Register("b", changed, "p"); !errors.Is(err, registry.ErrPinMismatch) {
+		t.Errorf("Register(changed) in a registry started with the pins = %v, want ErrPinMismatch", err)
+	}
+	if restored, _ := again.Pins(); !slices.Equal(restored, pins) {
+		t.Errorf("Pins() of the restarted registry = %v, want %v", restored, pins)
+	}
+	if p, _ := newRegistry(t, registry.WithPins(pins)).Pins(); p != nil {
+		t.Errorf("Pins() with pinning off = %v, want none", p)
 	}
 }

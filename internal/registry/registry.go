@@ -78,6 +78,9 @@ func New(opts ...Option) *Registry {
 	r.delivery.cond = sync.NewCond(&r.delivery.mu)
 	if o.pin != PinOff {
 		r.pins = newPinStore(MaxPins)
+		for _, p := range o.pinned {
+			r.pins.put(toolKey{p.Scope, p.Name}, p.Hash)
+		}
 	}
 	return r
 }

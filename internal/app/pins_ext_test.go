@@ -1,0 +1,104 @@
+package app_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/toolsd/toolsd/internal/app"
+)
+
+// TestPinsSurviveARestart: with pinning on and a durable log, the pins are kept in the
+// data directory, so a provider that comes back after a restart with a changed
+// definition is refused as it would have been without the restart — a restart is when
+// every provider registers again, the moment a rug pull would otherwise go unnoticed.
+func TestPinsSurviveARestart(t *testing.T) {
+	dir := t.TempDir()
+	cfg := durableConfig(t, dir, "registry: {pinning: refuse}\n")
+	a, stop, runErr := runApp(t, cfg)
+	first := helloHand(t, dial(t, a.Addr()), "first")
+	st := registerHand(t, first, "", pinnedDef("v1"))
+	if st.GetErrorCode() != "" {
+		t.Fatalf("first registration = %v, want accepted", st)
+	}
+	stop()
+	if err := <-runErr; err != nil {
+		t.Fatalf("App.Run() = %v", err)
+	}
+
+	again := startConfig(t, durableConfig(t, dir, "registry: {pinning: refuse}\n"))
+	second := helloHand(t, again.conn, "second")
+	if st := registerHand(t, second, "", pinnedDef("v2")); st.GetErrorCode() != "FAILED_PRECONDITION" || !strings.Contains(st.GetErrorMessage(), "pinned") {
+		t.Errorf("changed registration after a restart = %v, want FAILED_PRECONDITION (pinned)", st)
+	}
+	if st := registerHand(t, second, "", pinnedDef("v1")); st.GetErrorCode() != "" {
+		t.Errorf("the pinned definition after a restart = %v, want accepted", st)
+	}
+}
+
+// TestPinsAreSavedWhileRunning: a pin reaches the file without a shutdown (a crash
+// loses at most the last second's), and with pinning off nothing is written.
+func TestPinsAreSavedWhileRunning(t *testing.T) {
+	dir := t.TempDir()
+	e := startConfig(t, durableConfig(t, dir, "registry: {pinning: quarantine}\n"))
+	hash := registerHand(t, helloHand(t, e.conn, "p"), "team", pinnedDef("v1")).GetContentHash()
+	path := filepath.Join(dir, "pins.json")
+	var saved struct {
+		Pins []struct{ Scope, Name, Hash string }
+	}
+	waitFor(t, "the pin to be saved", func() bool {
+		b, err := os.ReadFile(path)
+		return err == nil && json.Unmarshal(b, &saved) == nil && len(saved.Pins) == 1
+	})
+	if p := saved.Pins[0]; p.Scope != "team" || p.Name != "pinned" || p.Hash != hash {
+		t.Errorf("saved pin = %+v, want team/pinned with hash %s", p, hash)
+	}
+
+	off := t.TempDir()
+	a, stop, runErr := runApp(t, durableConfig(t, off, ""))
+	if st := registerHand(t, helloHand(t, dial(t, a.Addr()), "p"), "", pinnedDef("v1")); st.GetErrorCode() != "" {
+		t.Fatalf("registration = %v", st)
+	}
+	stop() // a shutdown saves what pinning has to save
+	if err := <-runErr; err != nil {
+		t.Fatalf("App.Run() = %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(off, "pins.json")); !os.IsNotExist(err) {
+		t.Errorf("with pinning off, stat(pins.json) = %v, want no file", err)
+	}
+}
+
+// TestUnreadablePinFileRefusesStart: a pin file toolsd cannot read whole stops the
+// start with an error naming it; starting without the pins would let changed
+// definitions in unnoticed.
+func TestUnreadablePinFileRefusesStart(t *testing.T) {
+	hash := strings.Repeat("ab", 32)
+	for name, content := range map[string]string{
+		"not JSON":       "{pins",
+		"newer version":  `{"version": 2, "hash_version": "toolsd.tool.v1", "pins": []}`,
+		"other hashes":   `{"version": 1, "hash_version": "toolsd.tool.v2", "pins": []}`,
+		"bad scope":      `{"version": 1, "hash_version": "toolsd.tool.v1", "pins": [{"scope": "a//b", "name": "t", "hash": "` + hash + `"}]}`,
+		"bad name":       `{"version": 1, "hash_version": "toolsd.tool.v1", "pins": [{"scope": "", "name": "", "hash": "` + hash + `"}]}`,
+		"truncated hash": `{"version": 1, "hash_version": "toolsd.tool.v1", "pins": [{"scope": "", "name": "t", "hash": "abcd"}]}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "pins.json"), []byte(content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			a, err := app.New(durableConfig(t, dir, "registry: {pinning: refuse}\n"))
+			if err == nil {
+				ctx, cancel := context.WithCancel(t.Context())
+				cancel()
+				_ = a.Run(ctx)
+				t.Fatal("app.New() = nil, want an error naming the pin file")
+			}
+			if !strings.Contains(err.Error(), "pins.json") {
+				t.Errorf("app.New() = %v, want it to name pins.json", err)
+			}
+		})
+	}
+}
