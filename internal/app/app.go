@@ -479,7 +479,7 @@ func (a *App) Run(ctx context.Context) error {
 	})
 	if a.pinSaver != nil {
 		g.Go(func() error {
-			a.pinSaver.run(gctx, pinSaveEvery)
+			sweepEvery(gctx, pinSaveEvery, func(time.Time) { _ = a.pinSaver.save() })
 			return nil
 		})
 	}

@@ -1,7 +1,6 @@
 package app
 
 import (
-	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -142,20 +141,6 @@ type pinSaver struct {
 
 func newPinSaver(reg *registry.Registry, path string, log *zap.Logger) *pinSaver {
 	return &pinSaver{reg: reg, path: path, log: log, saved: reg.PinGeneration()}
-}
-
-// run saves new pins every pinSaveEvery until ctx ends.
-func (s *pinSaver) run(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			_ = s.save()
-		}
-	}
 }
 
 // save writes the pins if any changed since the last save.
