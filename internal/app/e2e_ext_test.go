@@ -17,6 +17,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/toolsd/toolsd/examples/provider/exampletools"
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
@@ -170,6 +171,25 @@ func TestBatchRequestErrorsNameTheField(t *testing.T) {
 				t.Errorf("ExecuteBatch() = %v with field violations %v, want InvalidArgument naming %s", err, fields, tc.field)
 			}
 		})
+	}
+}
+
+// TestDuplicateCallIDIsQuotedCut: a batch refused for a duplicated call id quotes that
+// id cut short, as other refusals quote client-chosen text: the id is the client's, of
+// any size the request allows, and the status carries it in its message and again in
+// its BadRequest.
+func TestDuplicateCallIDIsQuotedCut(t *testing.T) {
+	e := start(t, "")
+	id := strings.Repeat("c", 512<<10)
+	_, err := e.execute(t, &toolsdv1.Batch{SessionId: "s-dup", Calls: []*toolsdv1.ToolCall{
+		call(id, "echo", `{}`), call(id, "echo", `{}`),
+	}}, batchOptions{})
+	st := status.Convert(err)
+	if st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), "duplicates calls[0].call_id") {
+		t.Fatalf("ExecuteBatch(duplicate call ids) = %v, want InvalidArgument naming the duplicate", err)
+	}
+	if n := proto.Size(st.Proto()); n > 4<<10 {
+		t.Errorf("the refusal is %d bytes, want the %d-byte call id cut short", n, len(id))
 	}
 }
 

@@ -268,7 +268,9 @@ func (s *Server) planBatch(ctx context.Context, first *toolsdv1.ExecuteBatchRequ
 			return nil, nil, badField(fmt.Sprintf("batch.calls[%d].call_id", i), "is required")
 		}
 		if j, dup := seen[c.GetCallId()]; dup {
-			return nil, nil, badField(fmt.Sprintf("batch.calls[%d].call_id", i), "duplicates calls[%d].call_id %q", j, c.GetCallId())
+			// Quoted cut: the id is the client's, of any size the request allows, and the
+			// status would carry it twice (message and BadRequest).
+			return nil, nil, badField(fmt.Sprintf("batch.calls[%d].call_id", i), "duplicates calls[%d].call_id %q", j, textcut.Ellipsis(c.GetCallId(), maxLoggedID))
 		}
 		seen[c.GetCallId()] = i
 		b.Calls[i] = tool.Call{
