@@ -217,6 +217,34 @@ func TestProviderKilledMidCall(t *testing.T) {
 	}
 }
 
+// TestLongDenialReasonIsCut: a denial's reason becomes the call's result (content,
+// message and reason), which max_result_bytes bounds like any other, and which a client
+// with gRPC's default receive limit (4 MiB) must be able to take. A reason of any size
+// up to max_request_bytes is cut, as a hook's reason is, at 4 KiB.
+func TestLongDenialReasonIsCut(t *testing.T) {
+	e := start(t, `
+policy:
+  rules:
+    - {tool: echo, decision: ask}
+`)
+	runProvider(t, e.app.Addr(), exampletools.Tools(filepath.Join(t.TempDir(), "notes.txt"))...)
+	reason := strings.Repeat("r", 1536<<10) // under max_request_bytes (4 MiB)
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-long-denial", Calls: []*toolsdv1.ToolCall{call("c", "echo", `{"text":"a"}`)}},
+		batchOptions{approve: func(r *toolsdv1.ApprovalRequest) *toolsdv1.ApprovalDecision {
+			return &toolsdv1.ApprovalDecision{CallId: r.GetCallId(), Reason: reason}
+		}})
+	if got := resultCodes(out.results); !slices.Equal(got, []string{"APPROVAL_DENIED"}) {
+		t.Fatalf("codes = %v, want [APPROVAL_DENIED]", got)
+	}
+	r := out.results[0]
+	if n := proto.Size(r); n > 16<<10 {
+		t.Errorf("the denial's result is %d bytes, want the %d-byte reason cut", n, len(reason))
+	}
+	if got := r.GetError().GetReason(); !strings.HasPrefix(got, "rrrr") || !strings.HasSuffix(got, "…") {
+		t.Errorf("error.reason = %.40q…, want the reason's start, cut", got)
+	}
+}
+
 func TestApprovals(t *testing.T) {
 	e := start(t, `
 limits: {approval_timeout: 300ms}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/toolsd/toolsd/internal/textcut"
 	"github.com/toolsd/toolsd/internal/tool"
 )
 
@@ -52,14 +53,28 @@ func (s *snapshot) ask(ctx context.Context, e *tool.Exec, st *callState) (tool.R
 	case err == nil && d.Approved:
 		return tool.Result{}, true
 	case err == nil:
+		reason := approvalReason(d.Reason)
 		msg := msgNotApproved
-		if d.Reason != "" {
-			msg += ": " + d.Reason
+		if reason != "" {
+			msg += ": " + reason
 		}
-		return failure(e, tool.CodeApprovalDenied, msg, d.Reason), false
+		return failure(e, tool.CodeApprovalDenied, msg, reason), false
 	case errors.Is(err, tool.ErrApprovalUnavailable):
 		return failure(e, tool.CodeApprovalUnavailable, msgNoApprover, ""), false
 	default:
 		return failure(e, tool.CodeApprovalUnavailable, msgNoApprover, err.Error()), false
 	}
+}
+
+// MaxApprovalReasonBytes bounds a denial's reason, as a hook's is bounded: it becomes
+// the call's result (its content, message and reason), which no result size limit
+// covers, and an approver may send as much as a request holds.
+const MaxApprovalReasonBytes = 4096
+
+// approvalReason is a denial's reason, cut at MaxApprovalReasonBytes on a rune boundary.
+func approvalReason(r string) string {
+	if len(r) <= MaxApprovalReasonBytes {
+		return r
+	}
+	return textcut.Prefix(r, MaxApprovalReasonBytes-len("…")) + "…"
 }

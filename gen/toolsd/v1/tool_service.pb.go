@@ -1211,9 +1211,10 @@ type ApprovalDecision struct {
 	// True lets the call proceed.
 	Approved bool `protobuf:"varint,2,opt,name=approved,proto3" json:"approved,omitempty"`
 	// Optional reason. On denial it is shown to the model ("call was not approved: " +
-	// reason) and recorded as the result's error.reason. Every answer, approval or
-	// denial, is logged by toolsd ("approval answered": call id, decision and the reason
-	// cut at 128 bytes); an approval's reason is kept nowhere else.
+	// reason) and recorded as the result's error.reason, cut at 4 KiB as a hook's reason
+	// is. Every answer, approval or denial, is logged by toolsd ("approval answered":
+	// call id, decision and the reason cut at 128 bytes); an approval's reason is kept
+	// nowhere else.
 	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
