@@ -284,3 +284,30 @@ func TestOversizedModelSelectionIsRefused(t *testing.T) {
 		t.Errorf("ResolveToolSet(ordinary model) = %v, want success", err)
 	}
 }
+
+// TestApprovedCallGoesToTheReconnectedProvider: a provider that reconnects while a call
+// waits for approval, with the same definition, serves the approved call; it is not sent
+// to the connection that went away (PROVIDER_GONE).
+func TestApprovedCallGoesToTheReconnectedProvider(t *testing.T) {
+	e := start(t, `
+policy:
+  rules:
+    - {tool: guarded, decision: ask}
+`)
+	served := func(by string) provider.Tool {
+		return provider.NewTool("guarded", "Counts its runs.", func(context.Context, provider.Call, noArgs) (string, error) {
+			return "ran by " + by, nil
+		})
+	}
+	_, stopFirst := runProvider(t, e.app.Addr(), served("first"))
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-reconnect", Calls: []*toolsdv1.ToolCall{call("c1", "guarded", `{}`)}},
+		batchOptions{approve: func(r *toolsdv1.ApprovalRequest) *toolsdv1.ApprovalDecision {
+			stopFirst()
+			waitFor(t, "the first provider's tool to go", func() bool { return !slices.Contains(e.schemaNames(t, ""), "guarded") })
+			runProvider(t, e.app.Addr(), served("second"))
+			return &toolsdv1.ApprovalDecision{CallId: r.GetCallId(), Approved: true}
+		}})
+	if len(out.results) != 1 || out.results[0].GetIsError() || out.results[0].GetContent() != "ran by second" {
+		t.Errorf("results = %v, want one success from the second provider", out.results)
+	}
+}

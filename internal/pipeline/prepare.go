@@ -88,7 +88,7 @@ func (s *snapshot) prepare(ctx context.Context, e *tool.Exec) tool.Result {
 func (s *snapshot) admit(ctx context.Context, e *tool.Exec, r *tool.Result) (Tool, bool) {
 	t, ok := s.resolve(ctx, e, r)
 	ok = ok && s.validate(e, t, r) && s.preExecute(ctx, e, t, r) && s.approval(ctx, e, r) &&
-		s.guards(ctx, e, t, r) && s.gate(ctx, e, t, r)
+		s.guards(ctx, e, t, r) && s.gate(ctx, e, &t, r)
 	return t, ok
 }
 
@@ -216,7 +216,9 @@ func (s *snapshot) guards(ctx context.Context, e *tool.Exec, t Tool, r *tool.Res
 // tool set ended while its policy, approval or guards ran, or whose tool was restricted
 // away or changed while it waited for approval. A call that named no tool set and was
 // not asked about is not resolved again: nothing it waited for takes a person's time.
-func (s *snapshot) gate(ctx context.Context, e *tool.Exec, t Tool, r *tool.Result) bool {
+// A call resolved again goes to the tool as resolved now (*t): its provider may have
+// reconnected meanwhile with the same definition.
+func (s *snapshot) gate(ctx context.Context, e *tool.Exec, t *Tool, r *tool.Result) bool {
 	if ctx.Err() != nil {
 		*r = failure(e, tool.CodeAbortedBeforeDispatch, msgCancelledBefore, "")
 		return false
@@ -234,22 +236,27 @@ func (s *snapshot) gate(ctx context.Context, e *tool.Exec, t Tool, r *tool.Resul
 // Either way the call gets ABORTED_BEFORE_DISPATCH.
 //
 //go:noinline
-func (s *snapshot) regate(ctx context.Context, e *tool.Exec, t Tool, r *tool.Result) bool {
+func (s *snapshot) regate(ctx context.Context, e *tool.Exec, t *Tool, r *tool.Result) bool {
 	nt, err := s.p.res.Resolve(ctx, &e.Call)
 	if errors.Is(err, tool.ErrToolSetGone) {
 		*r = failure(e, tool.CodeAbortedBeforeDispatch, msgToolSetReleased, err.Error())
 		return false
 	}
-	if stateOf(ctx).verdict.Decision != Ask {
+	st := stateOf(ctx)
+	if st.verdict.Decision != Ask {
+		if err == nil && nt != nil && nt.Hash() == (*t).Hash() {
+			*t, st.tool = nt, nt
+		}
 		return true
 	}
 	switch {
 	case err != nil:
 		*r = failure(e, tool.CodeAbortedBeforeDispatch, msgToolChanged, err.Error())
 		return false
-	case nt == nil || nt.Hash() != t.Hash():
+	case nt == nil || nt.Hash() != (*t).Hash():
 		*r = failure(e, tool.CodeAbortedBeforeDispatch, msgToolChanged, "registered again with another definition")
 		return false
 	}
+	*t, st.tool = nt, nt
 	return true
 }
