@@ -11,23 +11,14 @@ import (
 	"github.com/toolsd/toolsd/internal/streamgate"
 )
 
-// ReadSession loads events from the store a page at a time. The first page has
-// firstReadPage events; each next one as many as readPageBytes holds of events the size
-// of the last page's, between 1 and readPage. So a session of small events is read 512
-// at a time, and one of multi-megabyte results does not hold gigabytes per reader.
-const (
-	firstReadPage = 4
-	readPage      = 512
-	readPageBytes = 8 << 20
-)
+// ReadSession loads events from the store a page at a time: [session.FirstPage] events
+// first, then each page sized by [session.NextPage] from the last page's wire size, at
+// most readPage. So a session of small events is read 512 at a time, and one of
+// multi-megabyte results does not hold gigabytes per reader.
+const readPage = 512
 
 // nextReadPage sizes the page after one of n events that took size bytes on the wire.
-func nextReadPage(n, size int) int {
-	if n == 0 || size <= 0 {
-		return readPage
-	}
-	return max(1, min(readPage, readPageBytes/max(1, size/n)))
-}
+func nextReadPage(n, size int) int { return session.NextPage(n, size, readPage) }
 
 // errStopWatch ends a watch when the client goes away.
 var errStopWatch = errors.New("server: watch stopped")
@@ -43,7 +34,7 @@ func (s *Server) ReadSession(req *toolsdv1.ReadSessionRequest, stream grpc.Serve
 	}
 	from := max(req.GetFromSeq(), 1)
 	remaining := int(req.GetLimit())
-	want := firstReadPage
+	want := session.FirstPage
 	for {
 		page := want
 		if remaining > 0 && remaining < page {

@@ -292,13 +292,17 @@ func (b *Bolt) Watch(ctx context.Context, sessionID string, fromSeq uint64, fn f
 	return err
 }
 
+// watch delivers the session's events from *next as they are committed. It reads pages
+// sized by the events it has seen ([NextPage]): a session of multi-megabyte results must
+// not be decoded a thousand events at a time per watcher.
 func (b *Bolt) watch(ctx context.Context, sessionID string, l *boltLive, next *uint64, fn func(Event) error) error {
+	page := FirstPage
 	for {
 		// Take the wake-up channel before reading: a commit the read misses closes it.
 		l.mu.Lock()
 		wake := l.wait()
 		l.mu.Unlock()
-		evs, err := b.Read(ctx, sessionID, *next, DefaultPageSize)
+		evs, err := b.Read(ctx, sessionID, *next, page)
 		if err != nil {
 			return err
 		}
@@ -314,7 +318,15 @@ func (b *Bolt) watch(ctx context.Context, sessionID string, l *boltLive, next *u
 		if err := deliver(ctx, evs, next, fn); err != nil {
 			return err
 		}
-		if len(evs) == DefaultPageSize {
+		full := len(evs) == page
+		if len(evs) > 0 {
+			size := 0
+			for i := range evs {
+				size += payloadSize(&evs[i])
+			}
+			page = NextPage(len(evs), size, DefaultPageSize)
+		}
+		if full {
 			continue
 		}
 		select {

@@ -21,33 +21,34 @@ import (
 // TestContract runs the behavioural suite every Store must pass against each store.
 func TestContract(t *testing.T) {
 	tests := map[string]func(t *testing.T, open opener){
-		"AppendAssignsSeqsAndTime":    testAppendAssigns,
-		"RoundTripKeepsEveryField":    testRoundTrip,
-		"AppendDoesNotAliasCaller":    testNoAlias,
-		"DenseSeqsOneSession":         testDenseOneSession,
-		"DenseSeqsManySessions":       testDenseManySessions,
-		"MultiEventAppendIsAtomic":    testAtomicAppend,
-		"InvalidAppends":              testInvalidAppends,
-		"ReadPaging":                  testReadPaging,
-		"WatchReplaysThenTails":       testWatchReplayTail,
-		"WatchStopsOnFnError":         testWatchFnError,
-		"WatchStopsOnCancel":          testWatchCancel,
-		"WatchStopsOnClose":           testWatchClose,
-		"Summary":                     testSummary,
-		"ClosedStoreFails":            testClosed,
-		"RetentionByAge":              testRetentionAge,
-		"RetentionByCount":            testRetentionCount,
-		"BackgroundSweeper":           testBackgroundSweeper,
-		"ObserverSeesAppends":         testObserver,
-		"EmptyAppendIsNoop":           testEmptyAppend,
-		"WatchFromSeqZeroStartsAtOne": testWatchFromZero,
-		"WatchPagesThroughLongLogs":   testWatchLongLog,
-		"SummaryWhileAppending":       testSummaryWhileAppending,
-		"OwnerFirstClaimWins":         testOwnerFirstClaimWins,
-		"OwnerOutlivesAWatch":         testOwnerOutlivesWatch,
-		"RetentionRemovesOwner":       testRetentionRemovesOwner,
-		"RetentionRemovesClaimOnly":   testRetentionRemovesClaimOnly,
-		"WatchEndsWhenDeleted":        testWatchEndsWhenDeleted,
+		"AppendAssignsSeqsAndTime":     testAppendAssigns,
+		"RoundTripKeepsEveryField":     testRoundTrip,
+		"AppendDoesNotAliasCaller":     testNoAlias,
+		"DenseSeqsOneSession":          testDenseOneSession,
+		"DenseSeqsManySessions":        testDenseManySessions,
+		"MultiEventAppendIsAtomic":     testAtomicAppend,
+		"InvalidAppends":               testInvalidAppends,
+		"ReadPaging":                   testReadPaging,
+		"WatchReplaysThenTails":        testWatchReplayTail,
+		"WatchStopsOnFnError":          testWatchFnError,
+		"WatchStopsOnCancel":           testWatchCancel,
+		"WatchStopsOnClose":            testWatchClose,
+		"Summary":                      testSummary,
+		"ClosedStoreFails":             testClosed,
+		"RetentionByAge":               testRetentionAge,
+		"RetentionByCount":             testRetentionCount,
+		"BackgroundSweeper":            testBackgroundSweeper,
+		"ObserverSeesAppends":          testObserver,
+		"EmptyAppendIsNoop":            testEmptyAppend,
+		"WatchFromSeqZeroStartsAtOne":  testWatchFromZero,
+		"WatchPagesThroughLongLogs":    testWatchLongLog,
+		"WatchPagesThroughLargeEvents": testWatchLargeEvents,
+		"SummaryWhileAppending":        testSummaryWhileAppending,
+		"OwnerFirstClaimWins":          testOwnerFirstClaimWins,
+		"OwnerOutlivesAWatch":          testOwnerOutlivesWatch,
+		"RetentionRemovesOwner":        testRetentionRemovesOwner,
+		"RetentionRemovesClaimOnly":    testRetentionRemovesClaimOnly,
+		"WatchEndsWhenDeleted":         testWatchEndsWhenDeleted,
 	}
 	for kind, open := range kinds() {
 		t.Run(kind, func(t *testing.T) {
@@ -704,6 +705,31 @@ func testWatchLongLog(t *testing.T, open opener) {
 	ch, _ := watchInto(t, s, "long", 1)
 	if diff := cmp.Diff(upTo(1, n), seqsOf(receive(t, ch, n))); diff != "" {
 		t.Errorf("Watch() seqs (-want +got):\n%s", diff)
+	}
+}
+
+// testWatchLargeEvents: a watch over events of hundreds of kilobytes each (read in pages
+// sized by their size, where the store pages) delivers every one, whole and in order,
+// also those committed while it watches.
+func testWatchLargeEvents(t *testing.T, open opener) {
+	s := open(t)
+	const n, size = 30, 700 << 10
+	text := func(i int) string { return fmt.Sprintf("%03d", i) + strings.Repeat("x", size) }
+	for i := range n / 2 {
+		mustAppend(t, s, "large", messageEvent(text(i), 0))
+	}
+	ch, _ := watchInto(t, s, "large", 1)
+	for i := n / 2; i < n; i++ {
+		mustAppend(t, s, "large", messageEvent(text(i), 0))
+	}
+	got := receive(t, ch, n)
+	if diff := cmp.Diff(upTo(1, n), seqsOf(got)); diff != "" {
+		t.Errorf("Watch() seqs (-want +got):\n%s", diff)
+	}
+	for i, ev := range got {
+		if ev.Message == nil || ev.Message.Content != text(i) {
+			t.Errorf("event %d is not the one appended", i+1)
+		}
 	}
 }
 

@@ -75,6 +75,23 @@ type JournalObserver interface {
 // DefaultPageSize is the page [Store.Read] returns when limit <= 0.
 const DefaultPageSize = 1000
 
+// Readers that page through a log whose events may be megabytes each start with
+// FirstPage events and size each next page with [NextPage], so that a page holds about
+// PageBytes however large the session's events are.
+const (
+	FirstPage = 4
+	PageBytes = 8 << 20
+)
+
+// NextPage sizes the page after one of n events that took size bytes: as many events
+// of that average size as PageBytes holds, between 1 and most.
+func NextPage(n, size, most int) int {
+	if n == 0 || size <= 0 {
+		return most
+	}
+	return max(1, min(most, PageBytes/max(1, size/n)))
+}
+
 // MaxSessionIDBytes bounds a session id (it is a database key).
 const MaxSessionIDBytes = 1024
 
