@@ -134,3 +134,50 @@ func BenchmarkToolSetLookup(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRegisterWithLiveToolSets measures one registration and one unregistration
+// while 10,000 tool sets of 100 other tenants are live: the change cannot affect any of
+// them, so it should not cost time proportional to them under the registry's lock
+// ("no live sets" is the same change in an empty registry, for comparison).
+func BenchmarkRegisterWithLiveToolSets(b *testing.B) {
+	b.Run("no live sets", func(b *testing.B) {
+		r := registry.New()
+		d := def("fresh")
+		b.ReportAllocs()
+		for b.Loop() {
+			mustRegister(b, r, "quiet/agent", d, "")
+			if err := r.Unregister("quiet/agent", "fresh", ""); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	r := registry.New()
+	for i := range 20 {
+		mustRegister(b, r, "", def("global_"+strconv.Itoa(i)), "")
+	}
+	for t := range 100 {
+		tenant := "tenant_" + strconv.Itoa(t)
+		mustRegister(b, r, tenant, def("own_tool"), "")
+		for s := range 100 {
+			if _, err := r.ResolveToolSet(b.Context(), tenant+"/agent/s"+strconv.Itoa(s), registry.ConditionEnv{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	for _, bc := range []struct{ name, scope, tool string }{
+		{"other tenant", "quiet/agent", "fresh"},
+		{"other tenant shadowing a global tool", "quiet/agent", "global_7"},
+		{"global scope", "", "fresh"},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			d := def(bc.tool)
+			b.ReportAllocs()
+			for b.Loop() {
+				mustRegister(b, r, bc.scope, d, "")
+				if err := r.Unregister(bc.scope, bc.tool, ""); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

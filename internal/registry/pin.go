@@ -193,12 +193,13 @@ func (r *Registry) ApproveQuarantined(scope, name, hash string) error {
 		return fmt.Errorf("%w: the quarantined tool %s in scope %s has hash %s, not %s",
 			ErrPinMismatch, quoteName(name), quoteName(scope), e.hash, quoteName(hash))
 	}
+	old := visibleEntryLocked(n, name) // what scope saw before: n has no visible registration of name
 	delete(n.quarantined, name)
 	n.tools[name] = e
 	n.ver++
 	r.ntools++
 	r.pins.put(toolKey{scope, name}, e.hash)
-	r.invalidateSetsForNameLocked(scope, name)
+	r.invalidateSetsForNameLocked(scope, name, old)
 	r.seq++
 	change := Change{Kind: ChangeRegistered, Seq: r.seq, Scope: scope, Name: name, Entry: e}
 	r.log.Info("quarantined tool approved", zap.String("scope", scope), zap.String("tool", name), zap.String("hash", e.hash))

@@ -30,8 +30,9 @@ type Registry struct {
 	names        map[string]int                // registrations (visible or quarantined) per tool name
 	pins         *pinStore                     // nil with PinOff
 	sets         map[string]*ToolSet
-	setsOf       map[string]int // live sets per owner (ToolSet.owner other than "")
-	ended        endedSets      // why recently ended sets ended
+	setsOf       map[string]int                       // live sets per owner (ToolSet.owner other than "")
+	setGroups    map[string]map[setGroupKey]*setGroup // the sets by tenant root and visible list
+	ended        endedSets                            // why recently ended sets ended
 
 	delivery delivery
 	subs     subscribers
@@ -74,6 +75,7 @@ func New(opts ...Option) *Registry {
 		names:        map[string]int{},
 		sets:         map[string]*ToolSet{},
 		setsOf:       map[string]int{},
+		setGroups:    map[string]map[setGroupKey]*setGroup{},
 	}
 	r.delivery.cond = sync.NewCond(&r.delivery.mu)
 	if o.pin != PinOff {
@@ -134,6 +136,7 @@ func (r *Registry) insertLocked(e *Entry) (Change, error) {
 			r.pins.put(key, e.hash)
 		}
 	}
+	old := visibleEntryLocked(r.nearestLocked(scope), key.name) // what scope saw before
 	if n == nil {
 		n = r.addNodeLocked(scope)
 	}
@@ -157,7 +160,7 @@ func (r *Registry) insertLocked(e *Entry) (Change, error) {
 	n.ver++
 	r.ntools++
 	change.Kind = ChangeRegistered
-	r.invalidateSetsForNameLocked(scope, key.name)
+	r.invalidateSetsForNameLocked(scope, key.name, old)
 	r.log.Debug("tool registered",
 		zap.String("scope", scope), zap.String("tool", key.name), zap.String("owner", owner), zap.String("hash", e.hash))
 	return change, nil
@@ -236,7 +239,7 @@ func (r *Registry) removeLocked(e *Entry) Change {
 		delete(n.tools, key.name)
 		n.ver++
 		r.ntools--
-		r.invalidateSetsForNameLocked(e.scope, key.name)
+		r.invalidateSetsForNameLocked(e.scope, key.name, e)
 	} else {
 		delete(n.quarantined, key.name)
 	}

@@ -24,7 +24,8 @@ type ToolSet struct {
 	r     *Registry
 	id    string
 	scope string
-	owner string // counted in Registry.setsOf while live
+	owner string    // counted in Registry.setsOf while live
+	group *setGroup // while in Registry.sets
 	// entries is the resolving view's visible list (sorted, shared, immutable).
 	entries []*Entry
 	// admitted holds the conditional entries whose condition was true.
@@ -173,10 +174,7 @@ func (r *Registry) ResolveToolSet(ctx context.Context, scope string, env Conditi
 			return nil, fmt.Errorf("%w: %d live tool sets of %s (release them, or let them expire)", ErrLimit, n, quoteName(ts.owner))
 		}
 		if r.stillCurrentLocked(ts, v) {
-			r.sets[ts.id] = ts
-			if ts.owner != "" {
-				r.setsOf[ts.owner]++
-			}
+			r.addSetLocked(ts)
 			r.mu.Unlock()
 			return ts, nil
 		}
@@ -282,30 +280,114 @@ func (r *Registry) SweepToolSets(now time.Time) int {
 	return dropped
 }
 
-// invalidateSetsForNameLocked invalidates the sets at or below scope that admitted name
-// when their scope no longer sees that exact entry.
-func (r *Registry) invalidateSetsForNameLocked(scope, name string) {
-	for _, ts := range r.sets {
-		if !within(ts.scope, scope) {
-			continue
-		}
-		admitted := ts.entry(name)
-		if admitted == nil || visibleEntryLocked(r.nearestLocked(ts.scope), name) == admitted {
-			continue
-		}
-		ts.state.CompareAndSwap(setLive, setInvalidated)
-		r.dropSetLocked(ts)
+// setGroup holds the sets of one tenant root (first scope segment) that were resolved
+// from one visible list, which they share as ToolSet.entries; it is dropped with its
+// last set. A change finds the sets it may affect through the groups of its scope's
+// root whose list holds the changed entry, instead of visiting every set.
+type setGroup struct {
+	root    string
+	key     setGroupKey
+	entries []*Entry
+	sets    map[*ToolSet]struct{}
+}
+
+// setGroupKey identifies a shared visible list: its first element and length.
+type setGroupKey struct {
+	first **Entry // nil for an empty list
+	n     int
+}
+
+// tenantRoot returns scope's first segment; every scope within scope shares it.
+func tenantRoot(scope string) string {
+	if i := strings.IndexByte(scope, '/'); i >= 0 {
+		return scope[:i]
 	}
+	return scope
+}
+
+// addSetLocked makes ts live: known by id, counted for its owner and indexed.
+func (r *Registry) addSetLocked(ts *ToolSet) {
+	r.sets[ts.id] = ts
+	if ts.owner != "" {
+		r.setsOf[ts.owner]++
+	}
+	root := tenantRoot(ts.scope)
+	key := setGroupKey{n: len(ts.entries)}
+	if key.n > 0 {
+		key.first = &ts.entries[0]
+	}
+	groups := r.setGroups[root]
+	if groups == nil {
+		groups = map[setGroupKey]*setGroup{}
+		r.setGroups[root] = groups
+	}
+	g := groups[key]
+	if g == nil {
+		g = &setGroup{root: root, key: key, entries: ts.entries, sets: map[*ToolSet]struct{}{}}
+		groups[key] = g
+	}
+	g.sets[ts] = struct{}{}
+	ts.group = g
+}
+
+// eachGroupWithinLocked calls f with every group that may hold sets resolved for scope
+// or a descendant: those of scope's tenant root, or all of them for the global scope.
+// f may drop sets.
+func (r *Registry) eachGroupWithinLocked(scope string, f func(*setGroup)) {
+	if scope != "" {
+		for _, g := range r.setGroups[tenantRoot(scope)] {
+			f(g)
+		}
+		return
+	}
+	for _, groups := range r.setGroups {
+		for _, g := range groups {
+			f(g)
+		}
+	}
+}
+
+// invalidateSetsForNameLocked invalidates the sets at or below scope that admitted name
+// when their scope no longer sees that exact entry. old is the entry scope itself saw
+// for name before the change (nil: none). Every set in r.sets admitted only entries its
+// scope still sees (each change ends the sets it makes stale), and a set within scope
+// sees name either from below scope, which the change leaves alone, or as scope saw it:
+// only sets that admitted old can be affected. Without old there is nothing to do;
+// otherwise only the groups whose visible list holds old are visited.
+func (r *Registry) invalidateSetsForNameLocked(scope, name string, old *Entry) {
+	if old == nil {
+		return
+	}
+	r.eachGroupWithinLocked(scope, func(g *setGroup) {
+		if i, ok := slices.BinarySearchFunc(g.entries, name, func(e *Entry, n string) int {
+			return strings.Compare(e.def.Name, n)
+		}); !ok || g.entries[i] != old {
+			return
+		}
+		for ts := range g.sets {
+			if !within(ts.scope, scope) {
+				continue
+			}
+			admitted := ts.entry(name)
+			if admitted == nil || visibleEntryLocked(r.nearestLocked(ts.scope), name) == admitted {
+				continue
+			}
+			ts.state.CompareAndSwap(setLive, setInvalidated)
+			r.dropSetLocked(ts)
+		}
+	})
 }
 
 // invalidateSetsUnderLocked invalidates every set resolved for scope or a descendant.
 func (r *Registry) invalidateSetsUnderLocked(scope string) {
-	for _, ts := range r.sets {
-		if within(ts.scope, scope) {
-			ts.state.CompareAndSwap(setLive, setInvalidated)
-			r.dropSetLocked(ts)
+	r.eachGroupWithinLocked(scope, func(g *setGroup) {
+		for ts := range g.sets {
+			if within(ts.scope, scope) {
+				ts.state.CompareAndSwap(setLive, setInvalidated)
+				r.dropSetLocked(ts)
+			}
 		}
-	}
+	})
 }
 
 // dropSetLocked removes an ended set, remembering why it ended: the calls still
@@ -316,6 +398,16 @@ func (r *Registry) dropSetLocked(ts *ToolSet) {
 	if ts.owner != "" {
 		if r.setsOf[ts.owner]--; r.setsOf[ts.owner] <= 0 {
 			delete(r.setsOf, ts.owner)
+		}
+	}
+	g := ts.group
+	ts.group = nil
+	delete(g.sets, ts)
+	if len(g.sets) == 0 {
+		groups := r.setGroups[g.root]
+		delete(groups, g.key)
+		if len(groups) == 0 {
+			delete(r.setGroups, g.root)
 		}
 	}
 }

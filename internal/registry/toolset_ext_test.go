@@ -2,6 +2,7 @@ package registry_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -370,5 +371,80 @@ func TestHeldToolSetDoesNotExpire(t *testing.T) {
 	}
 	if _, err := ts.Lookup("t"); !errors.Is(err, tool.ErrToolSetGone) {
 		t.Errorf("Lookup after the sweep = %v, want ErrToolSetGone", err)
+	}
+}
+
+// TestToolSetInvalidationAcrossTenants: a change ends exactly the live sets, of any
+// tenant, that admitted the changed entry and no longer see it (or, for a restriction,
+// the sets at or below its scope); sets of other tenants, of a tenant whose name starts
+// with the changed one's, and sets that never admitted the name stay live.
+func TestToolSetInvalidationAcrossTenants(t *testing.T) {
+	all := []string{"global", "a", "a/x 1", "a/x 2", "ab/x", "b/x"}
+	tests := map[string]struct {
+		change func(t *testing.T, r *registry.Registry)
+		gone   []string
+	}{
+		"global tool shadowed in a tenant": {change: func(t *testing.T, r *registry.Registry) {
+			mustRegister(t, r, "a", def("g"), "")
+		}, gone: []string{"a", "a/x 1", "a/x 2"}},
+		"global tool shadowed below a tenant": {change: func(t *testing.T, r *registry.Registry) {
+			mustRegister(t, r, "a/x", def("g"), "")
+		}, gone: []string{"a/x 1", "a/x 2"}},
+		"tenant tool unregistered": {change: func(t *testing.T, r *registry.Registry) {
+			if err := r.Unregister("a", "own", ""); err != nil {
+				t.Fatal(err)
+			}
+		}, gone: []string{"a", "a/x 1", "a/x 2"}},
+		"global tool unregistered": {change: func(t *testing.T, r *registry.Registry) {
+			if err := r.Unregister("", "g", ""); err != nil {
+				t.Fatal(err)
+			}
+		}, gone: []string{"global", "a", "a/x 1", "a/x 2", "ab/x"}},
+		"global provider removed": {change: func(t *testing.T, r *registry.Registry) {
+			r.RemoveOwner("prov")
+		}, gone: []string{"global", "a", "a/x 1", "a/x 2", "ab/x"}},
+		"tenant restricted": {change: func(t *testing.T, r *registry.Registry) {
+			mustRestrict(t, r, "a", nil, []string{"unrelated"})
+		}, gone: []string{"a", "a/x 1", "a/x 2"}},
+		"new global tool": {change: func(t *testing.T, r *registry.Registry) {
+			mustRegister(t, r, "", def("fresh"), "")
+		}},
+		"tool registered where its name is restricted away": {change: func(t *testing.T, r *registry.Registry) {
+			mustRegister(t, r, "b", def("g"), "")
+			mustRegister(t, r, "b/x", def("g2"), "")
+		}},
+		"shadow below every set": {change: func(t *testing.T, r *registry.Registry) {
+			mustRegister(t, r, "a/x/y", def("g"), "")
+			mustRegister(t, r, "ab/x/y", def("own"), "")
+		}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := newRegistry(t)
+			mustRegister(t, r, "", def("g"), "prov")
+			mustRegister(t, r, "", def("h"), "")
+			mustRegister(t, r, "a", def("own"), "")
+			mustRegister(t, r, "b/x", def("g2_base"), "")
+			mustRestrict(t, r, "b", nil, []string{"g", "g2"})
+			sets := map[string]*registry.ToolSet{}
+			for _, label := range all {
+				scope, _, _ := strings.Cut(label, " ")
+				if label == "global" {
+					scope = ""
+				}
+				ts, err := r.ResolveToolSet(t.Context(), scope, registry.ConditionEnv{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				sets[label] = ts
+			}
+			tc.change(t, r)
+			for _, label := range all {
+				_, err := r.ToolSet(sets[label].ID())
+				if gone := contains(tc.gone, label); gone != errors.Is(err, tool.ErrToolSetGone) || !gone && err != nil {
+					t.Errorf("set of %q after the change: ToolSet(id) = %v, want gone=%v", label, err, gone)
+				}
+			}
+		})
 	}
 }
