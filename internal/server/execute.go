@@ -37,10 +37,11 @@ func (s *Server) ExecuteBatch(stream batchStream) error {
 		}
 		return toStatus(s.log, err)
 	}
-	b, ts, err := s.planBatch(ctx, first)
+	b, ts, release, err := s.planBatch(ctx, first)
 	if err != nil {
 		return toStatus(s.log, err)
 	}
+	defer release()
 	if ts != nil {
 		// The set governs every call of the batch: it must not expire while calls run.
 		defer ts.Hold()()
@@ -214,9 +215,34 @@ func (s *Server) receive(stream batchStream, approver *streamApprover, cancel co
 }
 
 // planBatch validates the first message, builds the scheduler's batch and authorizes
-// it, and returns the batch's tool set (nil without one). Everything refused here is
-// refused before anything is logged or run.
-func (s *Server) planBatch(ctx context.Context, first *toolsdv1.ExecuteBatchRequest) (*scheduler.Batch, *registry.ToolSet, error) {
+// it, and returns the batch's tool set (nil without one) and the release of its hold on
+// the session, which the caller calls once the batch's last append is done. Everything
+// refused here is refused before anything is logged or run.
+func (s *Server) planBatch(ctx context.Context, first *toolsdv1.ExecuteBatchRequest) (*scheduler.Batch, *registry.ToolSet, func(), error) {
+	b, ts, err := s.buildBatch(first)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	// Held from before the claim to the batch's last append, so that retention cannot
+	// delete the session (and its owner record) in between: the plan would then
+	// recreate the id with no owner, or land in the session another identity claimed
+	// meanwhile, and the results and contexts that follow would cite seqs of the
+	// deleted session.
+	release, err := s.sessions.Hold(ctx, b.SessionID)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("server: session log: %w", err)
+	}
+	// Last: authorizing an execute claims the session for the caller, and a batch
+	// refused after the claim would leave an owner with no events behind.
+	if err := s.authz.Authorize(ctx, ActionExecute, b.Scope, b.SessionID); err != nil {
+		release()
+		return nil, nil, nil, err
+	}
+	return b, ts, release, nil
+}
+
+// buildBatch validates the first message and builds the scheduler's batch.
+func (s *Server) buildBatch(first *toolsdv1.ExecuteBatchRequest) (*scheduler.Batch, *registry.ToolSet, error) {
 	req := first.GetBatch()
 	if req == nil {
 		return nil, nil, badField("batch", "the first message must carry the batch")
@@ -285,12 +311,6 @@ func (s *Server) planBatch(ctx context.Context, first *toolsdv1.ExecuteBatchRequ
 			Name:      c.GetName(),
 			Arguments: []byte(c.GetArgumentsJson()),
 		}
-	}
-	// Last: authorizing an execute claims the session for the caller, and a batch
-	// refused after the claim would leave an owner with no events, which retention
-	// (it ages sessions by their events) never removes.
-	if err := s.authz.Authorize(ctx, ActionExecute, req.GetScope(), req.GetSessionId()); err != nil {
-		return nil, nil, err
 	}
 	return b, ts, nil
 }

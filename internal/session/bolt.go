@@ -38,6 +38,7 @@ type Bolt struct {
 	closeOnce  sync.Once
 	closeErr   error
 	sweeper    *sweeper
+	holds      holds
 	recovered  int
 	// opened is when Open began: the claim time of owners recorded without one.
 	opened time.Time

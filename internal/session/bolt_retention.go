@@ -26,6 +26,8 @@ func (b *Bolt) Sweep(now time.Time) (int, error) {
 }
 
 func (w *writer) sweep(r *request) {
+	w.b.holds.beginSweep()
+	defer w.b.holds.endSweep()
 	var removed []string
 	err := w.b.update(func(tx *bolt.Tx) error {
 		removed = removed[:0]
@@ -38,7 +40,7 @@ func (w *writer) sweep(r *request) {
 			return err
 		}
 		for _, id := range victims {
-			if hasOpenCalls(rt, id) {
+			if hasOpenCalls(rt, id) || !w.b.holds.doom(id) {
 				continue
 			}
 			if err := rt.sessions.DeleteBucket([]byte(id)); err != nil && !errors.Is(err, berrors.ErrBucketNotFound) {
@@ -62,6 +64,14 @@ func (w *writer) sweep(r *request) {
 		w.b.live.removeIf(id, func(*boltLive) bool { return true })
 	}
 	r.done <- response{removed: len(removed)}
+}
+
+// Hold implements [Store].
+func (b *Bolt) Hold(ctx context.Context, sessionID string) (func(), error) {
+	if b.closed.Load() {
+		return nil, ErrClosed
+	}
+	return b.holds.hold(ctx, sessionID, b.quit)
 }
 
 // victims lists the sessions past the age limit, then the oldest beyond the count limit.

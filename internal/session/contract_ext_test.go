@@ -49,6 +49,7 @@ func TestContract(t *testing.T) {
 		"RetentionRemovesOwner":        testRetentionRemovesOwner,
 		"RetentionRemovesClaimOnly":    testRetentionRemovesClaimOnly,
 		"WatchEndsWhenDeleted":         testWatchEndsWhenDeleted,
+		"HeldSessionIsKept":            testHeldSessionIsKept,
 	}
 	for kind, open := range kinds() {
 		t.Run(kind, func(t *testing.T) {
@@ -938,5 +939,69 @@ func testWatchEndsWhenDeleted(t *testing.T, open opener) {
 	if len(got) > 0 {
 		ev := <-got
 		t.Errorf("Watch() delivered seq %d %q after its session was deleted", ev.Seq, ev.Message.Content)
+	}
+}
+
+// A held session is not deleted by retention, whether it is past the age limit or beyond
+// the count limit, claimed only or appended to: a batch holds its session from before
+// its claim to its last append. Released (once per hold), it is deleted like any other.
+func testHeldSessionIsKept(t *testing.T, open opener) {
+	clock := newClock()
+	t0 := clock.Now()
+	s := open(t, session.WithClock(clock.Now), session.WithRetention(time.Hour, 1), session.WithSweepInterval(0))
+	ctx := t.Context()
+	alice := session.Owner{Identity: "alice"}
+	for _, id := range []string{"claimed", "free"} {
+		if _, err := s.ClaimOwner(ctx, id, alice); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustAppend(t, s, "appended", messageEvent("a", 0))
+	hold := func(id string) func() {
+		t.Helper()
+		release, err := s.Hold(ctx, id)
+		if err != nil {
+			t.Fatalf("Hold(%s) = %v", id, err)
+		}
+		return release
+	}
+	releaseClaimed := hold("claimed")
+	releaseAppended, again := hold("appended"), hold("appended")
+
+	if removed, err := s.(sweeper).Sweep(t0.Add(2 * time.Hour)); err != nil || removed != 1 {
+		t.Fatalf("Sweep(+2h) = %d, %v, want 1 (free)", removed, err)
+	}
+	if o, ok, err := s.Owner(ctx, "claimed"); err != nil || !ok || o != alice {
+		t.Errorf("Owner(claimed) held through a sweep = %+v, %v, %v, want alice", o, ok, err)
+	}
+	if evs, err := s.Read(ctx, "appended", 1, 0); err != nil || len(evs) != 1 {
+		t.Errorf("Read(appended) held through a sweep = %d events, %v, want 1", len(evs), err)
+	}
+
+	releaseClaimed()
+	releaseAppended()
+	releaseAppended() // a second call releases nothing more: "appended" is held once still
+	if removed, err := s.(sweeper).Sweep(t0.Add(3 * time.Hour)); err != nil || removed != 1 {
+		t.Fatalf("Sweep(+3h) = %d, %v, want 1 (claimed, released)", removed, err)
+	}
+	if evs, err := s.Read(ctx, "appended", 1, 0); err != nil || len(evs) != 1 {
+		t.Errorf("Read(appended) still held = %d events, %v, want 1", len(evs), err)
+	}
+	again()
+	if removed, err := s.(sweeper).Sweep(t0.Add(4 * time.Hour)); err != nil || removed != 1 {
+		t.Fatalf("Sweep(+4h) = %d, %v, want 1 (appended, released)", removed, err)
+	}
+	if _, err := s.Append(ctx, "appended", messageEvent("b", 0)); err != nil {
+		t.Fatal(err)
+	}
+	if evs, err := s.Read(ctx, "appended", 1, 0); err != nil || !slices.Equal(seqsOf(evs), []uint64{1}) {
+		t.Errorf("Read(appended) after its deletion and a new append = seqs %v, %v, want [1]", seqsOf(evs), err)
+	}
+
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Hold(ctx, "claimed"); !errors.Is(err, session.ErrClosed) {
+		t.Errorf("Hold() on a closed store = %v, want ErrClosed", err)
 	}
 }

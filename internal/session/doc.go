@@ -21,7 +21,7 @@
 //
 // All stores tail sessions with a per-session notifier (a channel closed on each
 // append), apply retention ([WithRetention]) on a sweeper goroutine they own, and never
-// delete a session that has an open call.
+// delete a session that has an open call or that a batch holds ([Store.Hold]).
 //
 // # Durability modes ([WithDurability])
 //

@@ -472,6 +472,14 @@ func (j *Journal) ClaimOwner(ctx context.Context, sessionID string, o Owner) (Ow
 	return resp.owner, resp.err
 }
 
+// Hold implements [Store].
+func (j *Journal) Hold(ctx context.Context, sessionID string) (func(), error) {
+	if j.closed.Load() {
+		return nil, ErrClosed
+	}
+	return j.mem.holds.hold(ctx, sessionID, j.quit)
+}
+
 // Sweep applies the retention limits as of now through the writer and returns how many
 // sessions it deleted.
 func (j *Journal) Sweep(now time.Time) (int, error) {

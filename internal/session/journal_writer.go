@@ -241,6 +241,8 @@ func (w *journalWriter) sweep(r *jrequest) {
 		r.done <- jresponse{err: err}
 		return
 	}
+	j.mem.holds.beginSweep()
+	defer j.mem.holds.endSweep()
 	var ids []string
 	buf := beginGroup(w.buf[:0], j.group+1)
 	for _, v := range j.mem.victims(r.now) {
@@ -251,7 +253,7 @@ func (w *journalWriter) sweep(r *jrequest) {
 		s.mu.Lock()
 		keep := len(s.calls.open) > 0
 		s.mu.Unlock()
-		if keep {
+		if keep || !j.mem.holds.doom(v.id) {
 			continue
 		}
 		ids = append(ids, v.id)

@@ -18,6 +18,7 @@ type Memory struct {
 	done      chan struct{}
 	closeOnce sync.Once
 	sweeper   *sweeper
+	holds     holds
 }
 
 var _ Store = (*Memory)(nil)
@@ -314,14 +315,27 @@ func (m *Memory) Owner(_ context.Context, sessionID string) (Owner, bool, error)
 	return *s.owner, true, nil
 }
 
+// Hold implements [Store].
+func (m *Memory) Hold(ctx context.Context, sessionID string) (func(), error) {
+	if m.closed.Load() {
+		return nil, ErrClosed
+	}
+	return m.holds.hold(ctx, sessionID, m.done)
+}
+
 // Sweep applies the retention limits as of now and returns how many sessions it
 // deleted. The background sweeper calls it; tests call it with an injected time.
 func (m *Memory) Sweep(now time.Time) (int, error) {
 	if m.closed.Load() {
 		return 0, ErrClosed
 	}
+	m.holds.beginSweep()
+	defer m.holds.endSweep()
 	removed := 0
 	for _, c := range m.victims(now) {
+		if !m.holds.doom(c.id) {
+			continue
+		}
 		if m.sessions.removeIf(c.id, func(s *memSession) bool {
 			idle, ok := s.idleSince()
 			return ok && idle.Equal(c.last) && len(s.calls.open) == 0

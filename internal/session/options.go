@@ -100,7 +100,8 @@ func WithDurability(m Mode) Option { return func(o *options) { o.durability = m 
 // WithRetention deletes sessions idle for longer than maxAge (0: no age limit) and,
 // beyond maxSessions sessions (0: no limit), the longest idle ones. A session is idle
 // since its last append or, when it has none, since its owner was claimed. A session
-// with an open call (a tool/call without its result) is never deleted.
+// with an open call (a tool/call without its result) or held ([Store.Hold]) is never
+// deleted.
 func WithRetention(maxAge time.Duration, maxSessions int) Option {
 	return func(o *options) {
 		o.maxAge = max(maxAge, 0)

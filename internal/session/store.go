@@ -31,6 +31,14 @@ type Store interface {
 	ClaimOwner(ctx context.Context, sessionID string, o Owner) (Owner, error)
 	// Owner returns the session's recorded owner; ok is false when it has none.
 	Owner(ctx context.Context, sessionID string) (o Owner, ok bool, err error)
+	// Hold keeps retention from deleting the session until release is called (release
+	// is idempotent); when a sweep is deleting the session right then, Hold waits for
+	// the deletion to finish. A batch holds its session from before it claims the
+	// session to after its last append: a session deleted in between, with its owner
+	// record, would be recreated by the batch's next append with no owner (or under the
+	// owner another identity claimed meanwhile), and results or contexts would cite
+	// seqs of the deleted life. Holds are not durable (a restart ends every batch).
+	Hold(ctx context.Context, sessionID string) (release func(), err error)
 	// Close stops the store's goroutines and releases its resources. Appends still
 	// waiting fail with ErrClosed.
 	Close() error

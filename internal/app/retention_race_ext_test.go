@@ -1,0 +1,94 @@
+package app_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/app"
+	"github.com/toolsd/toolsd/internal/config"
+	"github.com/toolsd/toolsd/internal/session"
+)
+
+// sweepAfterClaim runs a retention sweep (as of far in the future, so that every idle
+// session is due) right after the first claim of one session id returns: the sweeper
+// firing between a batch's claim and the append of its plan.
+type sweepAfterClaim struct {
+	session.Store
+	id string
+
+	once    sync.Once
+	removed int
+	err     error
+}
+
+func (w *sweepAfterClaim) ClaimOwner(ctx context.Context, id string, o session.Owner) (session.Owner, error) {
+	cur, err := w.Store.ClaimOwner(ctx, id, o)
+	if err == nil && id == w.id {
+		w.once.Do(func() {
+			sw := w.Store.(interface{ Sweep(time.Time) (int, error) })
+			w.removed, w.err = sw.Sweep(time.Now().Add(10000 * time.Hour))
+		})
+	}
+	return cur, err
+}
+
+// TestRetentionBetweenClaimAndPlan: retention sweeps while a batch has claimed its
+// session and not yet logged its plan. The session must stay its owner's: if the sweep
+// deleted it with its owner record, the plan would recreate the id with no owner, and
+// the next identity to execute in it would claim it and read the first one's calls.
+func TestRetentionBetweenClaimAndPlan(t *testing.T) {
+	for _, store := range []string{"memory", "bolt", "journal"} {
+		t.Run(store, func(t *testing.T) {
+			cfg := fmt.Sprintf("listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\ndata_dir: %s\n"+
+				"session: {store: %s, durability: nosync, retention: {max_age: 1h, interval: 1h}}\n%s",
+				t.TempDir(), store, tenantAuth(t))
+			c, err := config.Parse([]byte(cfg), "test.yaml")
+			if err != nil {
+				t.Fatalf("config.Parse() = %v", err)
+			}
+			wrap := &sweepAfterClaim{id: "s-race"}
+			e := startConfig(t, c, app.WithSessionStoreWrapper(func(s session.Store) session.Store {
+				wrap.Store = s
+				return wrap
+			}))
+			client := func(token string) *env {
+				conn := dialWith(t, e.app.Addr(), grpc.WithPerRPCCredentials(bearer(token)))
+				return &env{app: e.app, conn: conn, tools: toolsdv1.NewToolServiceClient(conn)}
+			}
+			agentA, agentB := client(tokenAgentA), client(tokenAgentB)
+
+			agentA.mustExecute(t, &toolsdv1.Batch{SessionId: "s-race", Scope: "tenant-a",
+				Calls: []*toolsdv1.ToolCall{call("c0", "nope", `{"secret":"agent-a-private-data"}`)}}, batchOptions{})
+			if wrap.err != nil {
+				t.Fatalf("Sweep() between claim and plan = %v", wrap.err)
+			}
+			if owner, ok, err := wrap.Owner(t.Context(), "s-race"); err != nil || !ok || owner.Identity != "agent-a" {
+				t.Errorf("owner of s-race after agent-a's batch = %+v, %v, %v (sweep removed %d), want agent-a",
+					owner, ok, err, wrap.removed)
+			}
+
+			if _, err := agentB.execute(t, &toolsdv1.Batch{SessionId: "s-race", Scope: "tenant-b",
+				Calls: []*toolsdv1.ToolCall{call("c1", "nope", `{}`)}}, batchOptions{}); status.Code(err) != codes.PermissionDenied {
+				t.Errorf("ExecuteBatch(agent-a's s-race) as agent-b = %v, want PermissionDenied", err)
+			}
+			events, err := readAll(agentB, "s-race")
+			if status.Code(err) != codes.PermissionDenied {
+				t.Errorf("ReadSession(agent-a's s-race) as agent-b = %d events, %v, want PermissionDenied", len(events), err)
+			}
+			for _, ev := range events {
+				if strings.Contains(ev.String(), "agent-a-private-data") {
+					t.Errorf("agent-b read agent-a's call: %v", ev.GetToolCall())
+				}
+			}
+		})
+	}
+}
