@@ -38,6 +38,11 @@ type ownership struct {
 	mu     sync.Mutex
 	owners map[string]SessionOwner
 	max    int
+	// changes counts the claims that changed the cache. A lookup that misses the cache
+	// caches the store's answer only if none did while it asked the store: meanwhile
+	// retention may have deleted the session and another identity claimed it, and the
+	// lookup's answer, the former owner, must not replace the new one.
+	changes uint64
 }
 
 func newOwnership(maxSessions int, store OwnerStore) *ownership {
@@ -74,7 +79,8 @@ func (t *ownership) claim(ctx context.Context, sessionID string, o SessionOwner)
 
 // get returns sessionID's owner, if it has one.
 func (t *ownership) get(ctx context.Context, sessionID string) (SessionOwner, bool, error) {
-	if cur, ok := t.cached(sessionID); ok || t.store == nil {
+	cur, ok, changes := t.cached(sessionID)
+	if ok || t.store == nil {
 		return cur, ok, nil
 	}
 	cur, ok, err := t.store.Owner(ctx, sessionID)
@@ -82,22 +88,36 @@ func (t *ownership) get(ctx context.Context, sessionID string) (SessionOwner, bo
 		return SessionOwner{}, false, fmt.Errorf("auth: looking up the session owner: %w", err)
 	}
 	if ok {
-		t.remember(sessionID, cur)
+		t.mu.Lock()
+		if _, cached := t.owners[sessionID]; !cached && t.changes == changes {
+			t.put(sessionID, cur)
+		}
+		t.mu.Unlock()
 	}
 	return cur, ok, nil
 }
 
-func (t *ownership) cached(sessionID string) (SessionOwner, bool) {
+// cached returns the cached owner, if any, and the count of cache-changing claims.
+func (t *ownership) cached(sessionID string) (SessionOwner, bool, uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	o, ok := t.owners[sessionID]
-	return o, ok
+	return o, ok, t.changes
 }
 
-// remember caches an owner the store has, dropping another entry at the cap.
+// remember caches the owner a claim got from the store.
 func (t *ownership) remember(sessionID string, o SessionOwner) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if cur, ok := t.owners[sessionID]; !ok || cur != o {
+		t.changes++
+	}
+	t.put(sessionID, o)
+}
+
+// put caches an owner the store has, dropping another entry at the cap. t.mu must be
+// held.
+func (t *ownership) put(sessionID string, o SessionOwner) {
 	if _, ok := t.owners[sessionID]; !ok && len(t.owners) >= t.max {
 		for id := range t.owners {
 			delete(t.owners, id)

@@ -130,3 +130,47 @@ func TestOwnershipStoreFailure(t *testing.T) {
 		}
 	}
 }
+
+// racingOwners is memOwners whose Owner runs between, once, after it has read the owner
+// and before it answers: what the session log does meanwhile.
+type racingOwners struct {
+	*memOwners
+	once    sync.Once
+	between func()
+}
+
+func (r *racingOwners) Owner(ctx context.Context, id string) (auth.SessionOwner, bool, error) {
+	o, ok, err := r.memOwners.Owner(ctx, id)
+	r.once.Do(r.between)
+	return o, ok, err
+}
+
+// A read looks up an owner the cache lacks (here after a restart). Before its answer
+// is cached, retention deletes the session with its owner and another identity claims
+// the id. The read's stale answer must not replace the new owner in the cache: the
+// former owner would go on reading the new owner's session, and the new owner would be
+// refused its own.
+func TestStaleOwnerLookupDoesNotOverrideAClaim(t *testing.T) {
+	store := newMemOwners()
+	store.owners["s1"] = auth.SessionOwner{Identity: "agent-a", Scope: "sandbox/x", ScopeKnown: true}
+	racing := &racingOwners{memOwners: store}
+	z := newAuthorizer(t, auth.WithOwnerStore(racing))
+	a, b := asIdentity("agent-a"), asIdentity("agent-b")
+	racing.between = func() {
+		store.mu.Lock()
+		delete(store.owners, "s1") // retention
+		store.mu.Unlock()
+		if err := z.Authorize(b, auth.Execute, "sandbox/y", "s1"); err != nil {
+			t.Errorf("Execute(agent-b, s1) after retention deleted it = %v, want nil (the id is free)", err)
+		}
+	}
+	if err := z.Authorize(a, auth.ReadSession, "", "s1"); err != nil {
+		t.Fatalf("ReadSession(agent-a, own s1) = %v, want nil (read before the deletion)", err)
+	}
+	if err := z.Authorize(a, auth.ReadSession, "", "s1"); !errors.Is(err, auth.ErrPermissionDenied) {
+		t.Errorf("ReadSession(agent-a, s1) now agent-b's = %v, want ErrPermissionDenied", err)
+	}
+	if err := z.Authorize(b, auth.ReadSession, "", "s1"); err != nil {
+		t.Errorf("ReadSession(agent-b, own s1) = %v, want nil", err)
+	}
+}
