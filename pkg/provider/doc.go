@@ -36,7 +36,9 @@
 //   - Go types map to JSON types: bool → boolean, integers → integer (unsigned ones with
 //     minimum 0, sized ones within their range), floats and json.Number → number,
 //     string → string, slices and arrays → array with items, maps → object with
-//     additionalProperties, structs → object, time.Time → string (date-time), []byte →
+//     additionalProperties (and, for integer keys, propertyNames holding the decimal
+//     integers encoding/json parses: a key it cannot parse fails the whole decoding),
+//     structs → object, time.Time → string (date-time), []byte →
 //     base64 string, interfaces and json.RawMessage → any value. As encoding/json decodes
 //     them: a type that decodes itself (json.Unmarshaler) → any value (the arguments
 //     struct itself is still described by its fields), one that decodes from text

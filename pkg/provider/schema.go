@@ -132,6 +132,11 @@ func (d *deriver) schema(t reflect.Type) (*object, error) {
 			}
 		}
 		o.set("type", "object")
+		if p := integerKeys(t.Key()); p != "" {
+			names := &object{}
+			names.set("pattern", p)
+			o.set("propertyNames", names)
+		}
 		if t.Elem().Kind() != reflect.Interface {
 			elem, err := d.schema(t.Elem())
 			if err != nil {
@@ -145,6 +150,23 @@ func (d *deriver) schema(t reflect.Type) (*object, error) {
 		return nil, fmt.Errorf("type %s has no JSON Schema", t)
 	}
 	return o, nil
+}
+
+// integerKeys returns the pattern of the keys encoding/json decodes into map key type
+// k when it reads them as integers (strconv.ParseInt or ParseUint of the key: decimal
+// digits, with a sign for signed types), or "" when it takes any string. A key it
+// cannot parse fails the whole decoding, so the schema must not accept it.
+func integerKeys(k reflect.Type) string {
+	if reflect.PointerTo(k).Implements(textUnmarshalerType) {
+		return "" // decoded from text, as the type likes
+	}
+	switch k.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "^[+-]?[0-9]+$"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return "^[0-9]+$"
+	}
+	return ""
 }
 
 // integerRange bounds an integer schema by what encoding/json decodes into t: no

@@ -105,6 +105,9 @@ func TestDerivedSchemas(t *testing.T) {
 			`"u16":{"type":"integer","minimum":0,"maximum":65535},"min":{"type":"integer","minimum":5,"maximum":255}},` +
 			`"required":["u","i8","u16"]}`},
 		"map root": {schemaOf[map[string]int](), `{"type":"object","additionalProperties":{"type":"integer"}}`},
+		"integer keys": {schemaOf[intKeyArgs](), `{"type":"object","properties":{` +
+			`"i":{"type":"object","propertyNames":{"pattern":"^[+-]?[0-9]+$"},"additionalProperties":{"type":"string"}},` +
+			`"u":{"type":"object","propertyNames":{"pattern":"^[0-9]+$"},"additionalProperties":{"type":"integer"}}},"required":["i","u"]}`},
 		"any root": {schemaOf[any](), `{"type":"object"}`},
 		"explicit schema kept byte for byte": {
 			schemaOf[struct{}](provider.WithSchema(`{ "type": "object", "properties": {"b":{}, "a":{}} }`)),
@@ -240,6 +243,12 @@ func TestDerivedSchemaAgreesWithDecoding(t *testing.T) {
 		{"ambiguous name ignored", schemaOf[shadowArgs](), `{"e1":1,"Tag":"x","Amb":[true]}`, decodeInto[shadowArgs]},
 		{"text map key", schemaOf[textKeyArgs](), `{"m":{"10.0.0.1":1}}`, decodeInto[textKeyArgs]},
 		{"uintptr map key", schemaOf[textKeyArgs](), `{"m":{},"u":{"7":true}}`, decodeInto[textKeyArgs]},
+		{"integer key", schemaOf[intKeyArgs](), `{"i":{"-3":"x","+4":"y","05":"z"},"u":{"7":1}}`, decodeInto[intKeyArgs]},
+		{"integer key not a number", schemaOf[intKeyArgs](), `{"i":{"abc":"x"},"u":{}}`, decodeInto[intKeyArgs]},
+		{"integer key with a fraction", schemaOf[intKeyArgs](), `{"i":{"1.5":"x"},"u":{}}`, decodeInto[intKeyArgs]},
+		{"integer key with spaces", schemaOf[intKeyArgs](), `{"i":{" 1":"x"},"u":{}}`, decodeInto[intKeyArgs]},
+		{"unsigned key negative", schemaOf[intKeyArgs](), `{"i":{},"u":{"-7":1}}`, decodeInto[intKeyArgs]},
+		{"unsigned key signed", schemaOf[intKeyArgs](), `{"i":{},"u":{"+7":1}}`, decodeInto[intKeyArgs]},
 		{"json.Number from a number", schemaOf[numberArgs](), `{"n":5.5}`, decodeInto[numberArgs]},
 		{"json.Number from text", schemaOf[numberArgs](), `{"n":"five"}`, decodeInto[numberArgs]},
 	} {
@@ -285,6 +294,13 @@ func TestShadowedFieldsSchema(t *testing.T) {
 type textKeyArgs struct {
 	M map[netip.Addr]int `json:"m"`
 	U map[uintptr]bool   `json:"u,omitempty"`
+}
+
+// intKeyArgs has maps whose keys encoding/json decodes as integers: only decimal
+// integers (signed ones with an optional sign) are keys it accepts.
+type intKeyArgs struct {
+	I map[int64]string `json:"i"`
+	U map[uint16]int   `json:"u"`
 }
 
 // numberArgs takes a json.Number, which encoding/json fills from a JSON number.
