@@ -81,8 +81,10 @@ func WithWindows(stream, conn int32) Option {
 
 // WithBackoff sets the reconnect delay of [Provider.Run]: it starts at minDelay, doubles
 // after each failed attempt up to maxDelay, and is jittered down by up to half. It
-// starts over once a stream has lasted maxDelay. A maxDelay below minDelay is minDelay;
-// 0 or less keeps the default.
+// starts over once a stream has lasted maxDelay. The connection to toolsd is dialled
+// again on the same schedule (gRPC's own backoff would grow to two minutes while
+// toolsd is down; grpc.WithConnectParams among [WithDialOptions] overrides this). A
+// maxDelay below minDelay is minDelay; 0 or less keeps the default.
 func WithBackoff(minDelay, maxDelay time.Duration) Option {
 	return func(o *options) {
 		if minDelay > 0 {

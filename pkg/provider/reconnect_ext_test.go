@@ -2,12 +2,15 @@ package provider_test
 
 import (
 	"context"
+	"errors"
+	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/toolsd/toolsd/internal/broker"
 	"github.com/toolsd/toolsd/internal/broker/brokertest"
@@ -78,5 +81,34 @@ func TestShortLivedStreamsBackOff(t *testing.T) {
 	// Backing off from 10 ms to 400 ms takes about a dozen streams in two seconds.
 	if n := obs.n.Load(); n > 20 {
 		t.Errorf("%d streams in 2s, want the backoff to grow", n)
+	}
+}
+
+// A connection that toolsd refused several times (it was down for a while) is dialled
+// again as WithBackoff says, not after gRPC's own connection backoff, which grows to
+// two minutes: the provider is back within its maximum delay of toolsd's return.
+func TestRedialFollowsTheBackoff(t *testing.T) {
+	srv := brokertest.Start(t, brokertest.NewRegistrar())
+	const refusals = 6 // gRPC's default backoff would wait about 26 s in all (1 s, growing by 1.6)
+	var dials atomic.Int64
+	dialer := func(ctx context.Context, addr string) (net.Conn, error) {
+		if dials.Add(1) <= refusals {
+			return nil, errors.New("connection refused (toolsd is down)")
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", addr)
+	}
+	p := provider.New("sdk", provider.WithLogger(zap.NewNop()), provider.WithBackoff(time.Millisecond, 20*time.Millisecond),
+		provider.WithDialOptions(grpc.WithContextDialer(dialer)))
+	p.Add(echoTool())
+	run(t, p, srv.Addr)
+	// The wait is a safety net far above what the provider's backoff allows (at most
+	// 20 ms between dials) and far below gRPC's default connection backoff.
+	timer := time.NewTimer(10 * time.Second)
+	defer timer.Stop()
+	select {
+	case <-p.Ready():
+	case <-timer.C:
+		t.Fatalf("not registered 10s after %d refused dials (dialled %d times), want the provider's 20 ms backoff", refusals, dials.Load())
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 )
 
@@ -21,7 +22,18 @@ func (p *Provider) Run(ctx context.Context, target string) error {
 		return ErrRunning
 	}
 	defer p.running.Store(false)
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	opts := []grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		// gRPC dials a connection again after its own backoff, which grows to two
+		// minutes: after toolsd was down a while, the streams reopened every
+		// backoffMax would fail at once until then. The connection follows the
+		// provider's backoff instead.
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff: backoff.Config{BaseDelay: p.opts.backoffMin, Multiplier: 2, Jitter: 0.2, MaxDelay: p.opts.backoffMax},
+			// gRPC's default: a slow handshake is not cut short.
+			MinConnectTimeout: 20 * time.Second,
+		}),
+	}
 	if p.opts.streamWindow != 0 && p.opts.connWindow != 0 {
 		opts = append(opts, grpc.WithInitialWindowSize(p.opts.streamWindow), grpc.WithInitialConnWindowSize(p.opts.connWindow))
 	}
