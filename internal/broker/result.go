@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -52,35 +51,13 @@ func decodeResult(r *toolsdv1.ExecuteResult, maxBytes int) tool.Result {
 		ConcludesTurn: r.GetConcludesTurn(),
 	}
 	if len(content) == 0 && len(value) > 0 {
-		text, ok := contentFromValue(value)
+		text, ok := tool.ContentFromValue(value)
 		if !ok {
 			return tool.Failure(tool.CodeInvalidResult, "the tool's value is not valid UTF-8 JSON")
 		}
 		res.Content = text
 	}
 	return res
-}
-
-// contentFromValue derives model-facing text from a JSON value: a JSON string becomes
-// its text, anything else its compact JSON.
-func contentFromValue(v []byte) (string, bool) {
-	if !utf8.Valid(v) {
-		return "", false // encoding/json would silently replace invalid UTF-8 in strings
-	}
-	v = bytes.TrimSpace(v)
-	if len(v) > 0 && v[0] == '"' {
-		var s string
-		if err := json.Unmarshal(v, &s); err != nil {
-			return "", false
-		}
-		return s, true
-	}
-	var buf bytes.Buffer
-	buf.Grow(len(v))
-	if err := json.Compact(&buf, v); err != nil {
-		return "", false
-	}
-	return buf.String(), true
 }
 
 func nilIfEmpty(b []byte) json.RawMessage {

@@ -99,6 +99,9 @@ func (ch *chain) replace(d *toolsdv1.HookDecision) bool {
 		if ch.cur.IsError {
 			return true
 		}
+		if d.ReplaceContent == nil && tool.DerivedFrom(ch.cur.Content, ch.cur.Value) {
+			ch.cur.Content, _ = tool.ContentFromValue(ch.value)
+		}
 		ch.cur.Value = ch.value
 	}
 	return false

@@ -158,3 +158,24 @@ func TestPostExecuteNotForPrepareFailures(t *testing.T) {
 	default:
 	}
 }
+
+// TestValueRedactionReachesDerivedContent: a hook that redacts only the value of a
+// result whose content is derived from it (the tool returned a value alone) redacts
+// what the model reads too, and the next hook sees the content derived again.
+func TestValueRedactionReachesDerivedContent(t *testing.T) {
+	e := newEnv(t)
+	e.connect(t, helloFor("redact", sub(post, "", "", 1)), always(&toolsdv1.HookDecision{
+		Verdict: toolsdv1.HookVerdict_HOOK_VERDICT_REPLACE, ReplaceValueJson: `{"token":"[redacted]"}`}))
+	second := e.connect(t, helloFor("second", sub(post, "", "", 2)), always(verdict(toolsdv1.HookVerdict_HOOK_VERDICT_ACCEPT, "")))
+	disp := &dispatcher{fn: func(*tool.Exec) tool.Result {
+		return tool.Result{Content: `{"token":"s3cret"}`, Value: json.RawMessage(`{"token":"s3cret"}`)}
+	}}
+	got := e.newPipeline(disp).Run(t.Context(), newExec("echo", `{}`))
+	if want := (tool.Result{Content: `{"token":"[redacted]"}`, Value: json.RawMessage(`{"token":"[redacted]"}`)}); !cmp.Equal(want, got) {
+		t.Errorf("Run() = %+v, want %+v", got, want)
+	}
+	wantSeen := &toolsdv1.HookResult{Content: `{"token":"[redacted]"}`, ValueJson: `{"token":"[redacted]"}`}
+	if seen := second.next().GetResult(); !proto.Equal(wantSeen, seen) {
+		t.Errorf("second hook saw %v, want %v", seen, wantSeen)
+	}
+}

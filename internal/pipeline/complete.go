@@ -51,7 +51,9 @@ func shapeError(e *tool.Exec, r tool.Result) tool.Result {
 }
 
 // postExecute runs the participants in order, each seeing the previous one's output.
-// Replace swaps content and/or value (an error's message follows its content); Block ends the chain with BLOCKED; AddContext
+// Replace swaps content and/or value (an error's message follows its content; content
+// derived from the old value is derived again from a new value replacing it alone);
+// Block ends the chain with BLOCKED; AddContext
 // appends, in order, to the result's additional contexts (kept across a Block).
 func (s *snapshot) postExecute(ctx context.Context, e *tool.Exec, st *callState, r tool.Result) tool.Result {
 	for _, p := range s.p.opts.post {
@@ -74,6 +76,10 @@ func (s *snapshot) postExecute(ctx context.Context, e *tool.Exec, st *callState,
 			}
 			if pv.Content != nil {
 				r = replaceContent(r, *pv.Content)
+			} else if pv.Value != nil && tool.DerivedFrom(r.Content, r.Value) {
+				// The content is the old value's text: kept, it would show the model
+				// what the new value replaced (a redaction of the value alone).
+				r.Content, _ = tool.ContentFromValue(pv.Value) // "" if invalid: normalize fails the value
 			}
 			if pv.Value != nil {
 				r.Value = bytes.Clone(pv.Value)

@@ -58,6 +58,20 @@ func TestPostExecute(t *testing.T) {
 			})},
 			want: failureFor(tool.CodeInvalidResult, "result value does not match the output schema: expected object", ""),
 		},
+		"a value replaced alone takes along content derived from the old value": {
+			result: tool.Result{Content: `{"token":"s3cret"}`, Value: json.RawMessage(`{"token":"s3cret"}`)},
+			post: []pipeline.PostExecute{post("redact", func(tool.Result) pipeline.PostVerdict {
+				return pipeline.PostVerdict{Action: pipeline.Replace, Value: json.RawMessage(`{"token": "[redacted]"}`)}
+			})},
+			want: tool.Result{Content: `{"token":"[redacted]"}`, Value: json.RawMessage(`{"token": "[redacted]"}`)},
+		},
+		"a value replaced alone keeps the tool's own content": {
+			result: tool.Result{Content: "one token issued", Value: json.RawMessage(`{"token":"s3cret"}`)},
+			post: []pipeline.PostExecute{post("redact", func(tool.Result) pipeline.PostVerdict {
+				return pipeline.PostVerdict{Action: pipeline.Replace, Value: json.RawMessage(`{"token":"[redacted]"}`)}
+			})},
+			want: tool.Result{Content: "one token issued", Value: json.RawMessage(`{"token":"[redacted]"}`)},
+		},
 		"block gives feedback and stops the chain": {
 			result: tool.Result{Content: "secret stuff", AdditionalContexts: []string{"tool"}, ConcludesTurn: true},
 			post: []pipeline.PostExecute{

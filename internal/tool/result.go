@@ -1,7 +1,9 @@
 package tool
 
 import (
+	"bytes"
 	"encoding/json"
+	"unicode/utf8"
 
 	"github.com/toolsd/toolsd/internal/textcut"
 )
@@ -100,4 +102,37 @@ func (r Result) Code() Code {
 		return ""
 	}
 	return r.Err.Code
+}
+
+// ContentFromValue derives the model-facing text of a result that has only a JSON
+// value: a JSON string becomes its text, anything else its compact JSON. It reports
+// false for a value that is not valid UTF-8 JSON.
+func ContentFromValue(v []byte) (string, bool) {
+	if !utf8.Valid(v) {
+		return "", false // encoding/json would silently replace invalid UTF-8 in strings
+	}
+	v = bytes.TrimSpace(v)
+	if len(v) > 0 && v[0] == '"' {
+		var s string
+		if err := json.Unmarshal(v, &s); err != nil {
+			return "", false
+		}
+		return s, true
+	}
+	var buf bytes.Buffer
+	buf.Grow(len(v))
+	if err := json.Compact(&buf, v); err != nil {
+		return "", false
+	}
+	return buf.String(), true
+}
+
+// DerivedFrom reports whether content is what [ContentFromValue] derives from value: a
+// result whose tool returned only a value, or the same text as its value.
+func DerivedFrom(content string, value []byte) bool {
+	if len(value) == 0 {
+		return false
+	}
+	text, ok := ContentFromValue(value)
+	return ok && text == content
 }

@@ -300,7 +300,10 @@ type HookDecision struct {
 	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
 	// Keep the reason out of model content (it is still logged for users).
 	Private bool `protobuf:"varint,4,opt,name=private,proto3" json:"private,omitempty"`
-	// REPLACE: new model-facing content (unset keeps the current content).
+	// REPLACE: new model-facing content. Unset keeps the current content, except content
+	// derived from the value (the tool returned a value alone): a new value replacing it
+	// alone takes its derived text along, so redacting the value redacts what the model
+	// reads too.
 	ReplaceContent *string `protobuf:"bytes,5,opt,name=replace_content,json=replaceContent,proto3,oneof" json:"replace_content,omitempty"`
 	// REPLACE: new JSON value (must satisfy the tool's output schema; empty keeps the
 	// current value). A value for an error result fails the call with INVALID_RESULT.
