@@ -16,6 +16,7 @@ import (
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
@@ -46,7 +47,11 @@ func run() error {
 		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+*token)
 	}
 
-	conn, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	// The stream is reopened every second; gRPC's own connection backoff (growing to two
+	// minutes) would otherwise leave every reopened stream failing long after toolsd is
+	// back.
+	conn, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: time.Second, Multiplier: 1, MaxDelay: time.Second}, MinConnectTimeout: 5 * time.Second}))
 	if err != nil {
 		return err
 	}
