@@ -72,18 +72,28 @@ func (s *pinStore) put(k toolKey, hash string) {
 	s.byKey[k] = l.PushFront(&pin{key: k, hash: hash})
 	s.n++
 	for s.n > s.max {
-		s.evictFromLargest()
+		s.evictFromLargest(root)
 	}
 }
 
 // evictFromLargest forgets the least recently pinned key of the root with the most pins.
-func (s *pinStore) evictFromLargest() {
+// Among roots with as many, it spares fresh (the root just pinned into, whose oldest pin
+// may be the one just made) and takes the first in order.
+func (s *pinStore) evictFromLargest(fresh string) {
 	var largest string
 	var most *list.List
 	for root, l := range s.roots {
-		if most == nil || l.Len() > most.Len() || l.Len() == most.Len() && root < largest {
-			largest, most = root, l
+		switch {
+		case most == nil, l.Len() > most.Len():
+		case l.Len() < most.Len():
+			continue
+		case largest == fresh:
+		case root == fresh:
+			continue
+		case root > largest:
+			continue
 		}
+		largest, most = root, l
 	}
 	oldest := most.Back()
 	most.Remove(oldest)
