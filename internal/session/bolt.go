@@ -103,11 +103,12 @@ func Open(dir string, opts ...Option) (*Bolt, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("session: open %s: %w", path, err)
 	}
-	if created { // bbolt syncs the file, not the directory entry that names it
-		if err := syncDir(dir); err != nil {
-			_ = db.Close()
-			return nil, fmt.Errorf("session: open %s: %w", path, err)
-		}
+	// bbolt syncs the file, not the directory entry that names it; a run that created
+	// the file and crashed before syncing the directory left a name that may not
+	// survive a power loss, so the directory is synced at every open.
+	if err := syncDir(dir); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("session: open %s: %w", path, err)
 	}
 	if b.recovered, err = b.recoverOpenCalls(); err != nil {
 		_ = db.Close()

@@ -153,6 +153,11 @@ func (j *Journal) open() error {
 		if err := createJournal(j.path); err != nil {
 			return err
 		}
+	} else if err := syncDir(j.dir); err != nil {
+		// The run that created the journal, or renamed a rewrite over it, may have
+		// crashed before it synced the directory: the name is made durable before any
+		// append is acknowledged in the file it names.
+		return fmt.Errorf("session: open %s: sync the data directory: %w", j.path, err)
 	}
 	f, err := os.OpenFile(j.path, os.O_RDWR, 0)
 	if err != nil {
@@ -548,7 +553,8 @@ func makeDataDir(dir string) error {
 }
 
 // syncDir fsyncs a directory so that a file created or renamed in it survives a crash.
-func syncDir(dir string) error {
+// A variable: tests see which directories are synced.
+var syncDir = func(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err

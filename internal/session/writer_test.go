@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -242,5 +243,45 @@ func TestBoltUpdateErrorDoesNotStop(t *testing.T) {
 	ev := Event{Type: TypeUserMessage, Message: &MessageRecord{Content: "after"}}
 	if _, err := b.Append(t.Context(), "s", ev); err != nil {
 		t.Errorf("Append() after a closure error = %v, want nil", err)
+	}
+}
+
+// A run that crashed after creating its log file (or after a journal rewrite renamed
+// its file over the old one) but before it fsynced the directory leaves a file whose
+// name may not survive a power loss. The next Open finds the file and must make the
+// name durable before it acknowledges an append.
+func TestOpenSyncsTheDirectoryOfAnExistingLog(t *testing.T) {
+	for name, open := range writers() {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			s, err := open(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			var mu sync.Mutex
+			var synced []string
+			orig := syncDir
+			syncDir = func(d string) error {
+				mu.Lock()
+				synced = append(synced, d)
+				mu.Unlock()
+				return orig(d)
+			}
+			t.Cleanup(func() { syncDir = orig })
+			s, err = open(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = s.Close() }()
+			mu.Lock()
+			got := synced
+			mu.Unlock()
+			if !slices.Contains(got, dir) {
+				t.Errorf("Open of an existing log synced directories %q, want %q among them", got, dir)
+			}
+		})
 	}
 }
