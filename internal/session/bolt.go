@@ -265,8 +265,15 @@ func (b *Bolt) Owner(_ context.Context, sessionID string) (Owner, bool, error) {
 	return o, ok, nil
 }
 
-// view runs a read transaction, mapping a closed database to [ErrClosed].
+// view runs a read transaction, mapping a closed database to [ErrClosed]. A store that
+// a failed commit stopped reads nothing more either (see [Bolt.update]): bbolt may
+// already show the failed transaction through its mmap when only the meta page's
+// fdatasync failed, and its events, never acknowledged and perhaps not on the disk,
+// must not reach a reader.
 func (b *Bolt) view(fn func(*bolt.Tx) error) error {
+	if err := b.fault.Load(); err != nil {
+		return *err
+	}
 	err := guard(func() error { return b.db.View(fn) })
 	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
 		return ErrClosed

@@ -53,11 +53,12 @@ func TestBoltStopsAfterFailedCommit(t *testing.T) {
 	if _, err := s.Sweep(clock.Now().Add(2 * time.Hour)); !errors.Is(err, session.ErrStopped) {
 		t.Errorf("Sweep() after the failed commit = %v, want ErrStopped", err)
 	}
-	if got := readAll(t, s, "kept"); len(got) != 1 || got[0].Message.Content != "before" {
-		t.Errorf("Read(kept) after the failed commit = %d events, want the 1 committed before it", len(got))
+	// Nor is anything read: a failed commit may already show through bbolt's mmap.
+	if evs, err := s.Read(ctx, "kept", 1, 0); !errors.Is(err, session.ErrStopped) {
+		t.Errorf("Read(kept) after the failed commit = %d events, %v; want ErrStopped", len(evs), err)
 	}
-	if o, ok, err := s.Owner(ctx, "kept"); !ok || err != nil || o.Identity != "alice" {
-		t.Errorf("Owner(kept) after the failed commit = %+v, %v, %v, want alice", o, ok, err)
+	if o, ok, err := s.Owner(ctx, "kept"); !errors.Is(err, session.ErrStopped) {
+		t.Errorf("Owner(kept) after the failed commit = %+v, %v, %v; want ErrStopped", o, ok, err)
 	}
 	if n := logs.FilterMessageSnippet("stopped").Len(); n != 1 || logs.Len() != 1 {
 		t.Errorf("error log lines = %v, want one saying the store stopped", logs.All())

@@ -108,7 +108,7 @@ var (
 	// ErrClosed: the store is closed.
 	ErrClosed = errors.New("session: store closed")
 	// ErrStopped: a failed write or commit stopped the durable store; changes fail until
-	// toolsd restarts (reads go on).
+	// toolsd restarts (the journal's reads go on; bbolt's fail too, see [Bolt.update]).
 	ErrStopped = errors.New("session: the session store stopped after a failed write (restart toolsd)")
 	// ErrDeleted: retention deleted the watched session.
 	ErrDeleted = errors.New("session: session deleted by retention")
