@@ -398,6 +398,40 @@ func TestStrayMessagesLogBounded(t *testing.T) {
 	}
 }
 
+// TestStrayLineWrittenBeforeTheBatchEnds: the goroutine that reads a batch's stream
+// is not awaited by the handler, so a line it writes about a message (here a stray
+// approval, its line slow to write) must be written before the batch ends, not when
+// the batch, and with it the test that owns the logger, may be over.
+func TestStrayLineWrittenBeforeTheBatchEnds(t *testing.T) {
+	const stray = "approval for a call that is not awaiting one"
+	observed, logs := observer.New(zap.InfoLevel)
+	writing := make(chan struct{}, 1)
+	core := slowLineCore{Core: observed, msg: stray, delay: 200 * time.Millisecond, writing: writing}
+	e := start(t, "", app.WithLogger(zap.New(core)))
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	runProvider(t, e.app.Addr(), gateTool("gated", started, release), constTool("quick", "ok"))
+	// Two calls: a single call's accepted message may be held (limits.accepted_hold).
+	batch := &toolsdv1.Batch{SessionId: "s-stray-line", Calls: []*toolsdv1.ToolCall{call("c0", "gated", `{}`), call("c1", "quick", `{}`)}}
+	out := e.mustExecute(t, batch, batchOptions{onAccepted: func(s toolsdv1.ToolService_ExecuteBatchClient) {
+		<-started
+		if err := s.Send(&toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Approval{Approval: &toolsdv1.ApprovalDecision{CallId: "nobody-asked"}}}); err != nil {
+			t.Errorf("Send(approval) = %v", err)
+		}
+		<-writing // the stray was read and its line is being written
+		close(release)
+		if err := s.CloseSend(); err != nil {
+			t.Errorf("CloseSend() = %v", err)
+		}
+	}})
+	if got := resultCodes(out.results); !slices.Equal(got, []string{"", ""}) {
+		t.Errorf("codes = %v, want two successes", got)
+	}
+	// The stream has ended, and with it the handler.
+	if n := logs.FilterMessage(stray).Len(); n != 1 {
+		t.Errorf("%d lines for the stray approval when the batch had ended, want 1", n)
+	}
+}
+
 // TestEveryCallHasALogLine: the calls a cancel skips before they start get their
 // "tool call" line too, with their code.
 func TestEveryCallHasALogLine(t *testing.T) {
@@ -613,15 +647,17 @@ policy:
 	}
 }
 
-// slowLineCore writes lines with one message only after a delay.
+// slowLineCore writes lines with one message only after a delay. writing, if set, is
+// sent to (without waiting) when such a line begins to be written.
 type slowLineCore struct {
 	zapcore.Core
-	msg   string
-	delay time.Duration
+	msg     string
+	delay   time.Duration
+	writing chan<- struct{}
 }
 
 func (c slowLineCore) With(fields []zapcore.Field) zapcore.Core {
-	return slowLineCore{Core: c.Core.With(fields), msg: c.msg, delay: c.delay}
+	return slowLineCore{Core: c.Core.With(fields), msg: c.msg, delay: c.delay, writing: c.writing}
 }
 
 func (c slowLineCore) Check(ent zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
@@ -633,6 +669,12 @@ func (c slowLineCore) Check(ent zapcore.Entry, ce *zapcore.CheckedEntry) *zapcor
 
 func (c slowLineCore) Write(ent zapcore.Entry, fields []zapcore.Field) error {
 	if ent.Message == c.msg {
+		if c.writing != nil {
+			select {
+			case c.writing <- struct{}{}:
+			default:
+			}
+		}
 		time.Sleep(c.delay)
 	}
 	return c.Core.Write(ent, fields)

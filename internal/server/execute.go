@@ -54,7 +54,10 @@ func (s *Server) ExecuteBatch(stream batchStream) error {
 	single := len(b.Calls) == 1
 	out := newOutbox(stream, s.limits.OutboxSize, s.limits.WriteTimeout, cancel, single)
 	approver := newStreamApprover(out)
-	startReader := func() { go s.receive(stream, approver, cancel, b.BatchID) }
+	lines := &readerLines{}
+	// The reader's lines end before the handler returns, however it returns.
+	defer lines.end()
+	startReader := func() { go s.receive(stream, approver, cancel, b.BatchID, lines) }
 	sink := &batchSink{out: out, calls: b.Calls}
 	if single && s.limits.AcceptedHold > 0 {
 		sink.quiet = newQuietStart(out, s.limits.AcceptedHold, startReader)
@@ -154,18 +157,48 @@ const maxStrayLogs = 10
 // maxLoggedID bounds a client-chosen id in those warnings.
 const maxLoggedID = 128
 
+// readerLines is how the batch stream's reader writes its log lines. The handler does
+// not wait for the reader (its Recv ends only once the handler has returned), so a
+// line the reader wrote on its own could come after the batch ended, when whoever owns
+// the logger may be done with it. Lines are written while the batch runs; end waits
+// for a line being written, and lines after it are dropped: they would be about
+// messages that arrived when the batch was over.
+type readerLines struct {
+	mu    sync.Mutex
+	ended bool
+}
+
+// write runs log unless the batch has ended.
+func (l *readerLines) write(log func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.ended {
+		log()
+	}
+}
+
+// end waits for a line being written and drops later ones.
+func (l *readerLines) end() {
+	l.mu.Lock()
+	l.ended = true
+	l.mu.Unlock()
+}
+
 // receive reads approvals and cancels until the client half-closes or goes away. It
-// ends when the handler returns, because the stream's context ends with it.
-func (s *Server) receive(stream batchStream, approver *streamApprover, cancel context.CancelCauseFunc, batchID string) {
+// ends when the handler returns, because the stream's context ends with it; its log
+// lines go through lines, which the handler ends before it returns.
+func (s *Server) receive(stream batchStream, approver *streamApprover, cancel context.CancelCauseFunc, batchID string, lines *readerLines) {
 	defer approver.closeSide()
 	strays, cancelled := 0, false
 	stray := func(msg string, fields ...zap.Field) {
 		strays++
 		switch {
 		case strays <= maxStrayLogs:
-			s.log.Warn(msg, append(fields, zap.String("batch_id", batchID))...)
+			lines.write(func() { s.log.Warn(msg, append(fields, zap.String("batch_id", batchID))...) })
 		case strays == maxStrayLogs+1:
-			s.log.Warn("further stray messages on this batch are not logged", zap.String("batch_id", batchID), zap.Int("logged", maxStrayLogs))
+			lines.write(func() {
+				s.log.Warn("further stray messages on this batch are not logged", zap.String("batch_id", batchID), zap.Int("logged", maxStrayLogs))
+			})
 		}
 	}
 	for {
@@ -192,10 +225,12 @@ func (s *Server) receive(stream batchStream, approver *streamApprover, cancel co
 			// written before the call goes on: the handler does not wait for this
 			// goroutine, so a line written after the answer could outlive the batch.
 			answered := func() {
-				s.log.Info("approval answered", zap.String("batch_id", batchID),
-					zap.String("call_id", textcut.Ellipsis(msg.Approval.GetCallId(), maxLoggedID)),
-					zap.Bool("approved", msg.Approval.GetApproved()),
-					zap.String("reason", textcut.Ellipsis(msg.Approval.GetReason(), maxLoggedID)))
+				lines.write(func() {
+					s.log.Info("approval answered", zap.String("batch_id", batchID),
+						zap.String("call_id", textcut.Ellipsis(msg.Approval.GetCallId(), maxLoggedID)),
+						zap.Bool("approved", msg.Approval.GetApproved()),
+						zap.String("reason", textcut.Ellipsis(msg.Approval.GetReason(), maxLoggedID)))
+				})
 			}
 			if !approver.resolve(msg.Approval, answered) {
 				stray("approval for a call that is not awaiting one", zap.String("call_id", textcut.Ellipsis(msg.Approval.GetCallId(), maxLoggedID)))
@@ -206,7 +241,9 @@ func (s *Server) receive(stream batchStream, approver *streamApprover, cancel co
 				continue
 			}
 			cancelled = true
-			s.log.Info("batch cancelled by client", zap.String("batch_id", batchID), zap.String("reason", textcut.Ellipsis(msg.Cancel.GetReason(), maxLoggedID)))
+			lines.write(func() {
+				s.log.Info("batch cancelled by client", zap.String("batch_id", batchID), zap.String("reason", textcut.Ellipsis(msg.Cancel.GetReason(), maxLoggedID)))
+			})
 			cancel(errClientCancelled)
 		default:
 			stray("unexpected message on a running batch")
