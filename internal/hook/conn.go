@@ -74,6 +74,13 @@ type conn struct {
 
 	gone chan struct{} // closed by die
 
+	// busy is held by the receive loop while it handles a message, and by the writer
+	// while it logs its goodbye's failure. The handler's teardown takes it and sets
+	// retired, so no line of theirs follows the end of the handler (which does not wait
+	// for either goroutine); later lines are dropped. Neither holds it across a send.
+	busy    sync.Mutex
+	retired bool
+
 	mu      sync.Mutex
 	pending map[uint64]waiter
 	dead    bool
@@ -215,18 +222,41 @@ func (c *conn) notify(msg *response) bool {
 }
 
 // receive is the stream's only reader. It ends when Recv fails (which returning from
-// the handler guarantees) or on a protocol error; either way the conn dies.
+// the handler guarantees), on a protocol error (the conn dies then), or once the
+// teardown retired the conn.
 func (c *conn) receive(recv func() (*toolsdv1.HookServiceConnectRequest, error)) {
 	for {
 		m, err := recv()
 		if err == nil {
-			err = c.handle(m)
+			var live bool
+			if live, err = c.step(m); !live {
+				return
+			}
 		}
 		if err != nil {
 			c.die(err)
 			return
 		}
 	}
+}
+
+// step handles one message unless the conn is retired (live is false then).
+func (c *conn) step(m *toolsdv1.HookServiceConnectRequest) (live bool, err error) {
+	c.busy.Lock()
+	defer c.busy.Unlock()
+	if c.retired {
+		return false, nil
+	}
+	return true, c.handle(m)
+}
+
+// retire waits for the receive loop to finish the message in hand (handling one never
+// waits on a send) and for a goodbye failure being logged, and stops both from doing
+// more.
+func (c *conn) retire() {
+	c.busy.Lock()
+	c.retired = true
+	c.busy.Unlock()
 }
 
 // handle processes one message from the hook. Only the receive loop calls it.
@@ -304,6 +334,11 @@ func (c *conn) sayGoodbye() {
 		return
 	}
 	if err := c.out.Send(c.goodbye); err != nil {
-		c.log.Debug("goodbye not sent", zap.Error(err))
+		// A Send the teardown stopped waiting for fails only once the handler returned.
+		c.busy.Lock()
+		defer c.busy.Unlock()
+		if !c.retired {
+			c.log.Debug("goodbye not sent", zap.Error(err))
+		}
 	}
 }

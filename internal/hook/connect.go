@@ -117,8 +117,9 @@ func (h *Hub) welcome(c *conn, hm *toolsdv1.HookHello) error {
 }
 
 // teardown ends everything the stream owns: the subscriptions and the pending
-// requests first, then the writer, with a goodbye on shutdown. The pending requests
-// fail before the goodbye is tried, so they never wait for a hook that stopped reading.
+// requests first, then the writer, with a goodbye on shutdown, then the receive loop's
+// and the writer's log lines. The pending requests fail before the goodbye is tried, so
+// they never wait for a hook that stopped reading.
 func (h *Hub) teardown(c *conn, shutdown bool, cause error) {
 	if cause == nil {
 		cause = errGone
@@ -141,6 +142,7 @@ func (h *Hub) teardown(c *conn, shutdown bool, cause error) {
 		}
 		t.Stop()
 	}
+	c.retire()
 	if c.started {
 		c.log.Info("hook disconnected", zap.String("hook", c.hello.name), zap.Bool("shutdown", shutdown), zap.Error(c.deathCause()))
 	}
