@@ -63,7 +63,8 @@ type conn struct {
 
 	// busy is held by the receive loop while it processes a message. The teardown
 	// takes it and sets retired, so nothing the loop does (a log line, a delivery) follows
-	// the end of the handler. It is skipped only when the loop may be stuck in a send.
+	// the end of the handler. It is skipped only when the loop may be stuck in the
+	// hello's send.
 	busy    sync.Mutex
 	retired bool
 	strays  int // stray messages warned about; the receive loop's alone

@@ -180,6 +180,16 @@ func (b *Broker) detach(c *conn) bool {
 	return true
 }
 
+// isWelcomed reports whether the welcome went out (the hello is done).
+func (c *conn) isWelcomed() bool {
+	select {
+	case <-c.welcomed:
+		return true
+	default:
+		return false
+	}
+}
+
 func (c *conn) isStopped() bool {
 	select {
 	case <-c.quit:
@@ -199,11 +209,15 @@ func (b *Broker) teardown(c *conn, cause error, shutdown bool) {
 			Goodbye: &toolsdv1.ServerGoodbye{Reason: b.gate.Reason()},
 		}}
 	}
-	if c.closeSend(goodbye) {
+	// The loop sends only in the hello (the welcome, and what is queued behind it).
+	// Until the welcome went out, a send that did not let closeSend in may be the
+	// loop's own, which only the handler's return can end: waiting for the loop then
+	// would deadlock. Once welcomed, the loop never waits on a send, so it is retired
+	// even when another sender holds the slot.
+	if c.closeSend(goodbye) || c.isWelcomed() {
 		c.retire()
 	} else {
-		// The loop may be stuck in a send that only the handler's return can end;
-		// waiting for it here would deadlock. Registrations are still fenced below.
+		// Registrations are still fenced below.
 		c.log.Warn("provider receive loop still busy at teardown")
 	}
 	c.closeRegistrations()

@@ -1,0 +1,86 @@
+package broker_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/broker"
+	"github.com/toolsd/toolsd/internal/broker/brokertest"
+	"github.com/toolsd/toolsd/internal/tool"
+)
+
+// TestReceiveLoopLinesEndWithAStuckStream: a stream whose send slot is held by an
+// execute stuck in Send (the provider stopped reading) ends without its goodbye, and
+// the receive loop, which the handler does not wait for, must still write nothing
+// after the stream's end: a line about a message it read (here a result nobody asked
+// for, its line slow to write) is written before the stream's calls fail and its
+// handler returns, not when the broker, and the test that owns the logger, may be gone.
+func TestReceiveLoopLinesEndWithAStuckStream(t *testing.T) {
+	const stray = "dropped result for a request id never issued"
+	observed, logs := observer.New(zap.InfoLevel)
+	writing := make(chan struct{}, 1)
+	// Slower to write than the stall takes to be noticed (SendTimeout) plus the
+	// teardown's wait for the stuck send (a second).
+	core := slowLineCore{Core: observed, msg: stray, delay: 2 * time.Second, writing: writing}
+	srv := brokertest.Start(t, brokertest.NewRegistrar(), broker.WithLogger(zap.New(core)),
+		broker.WithLimits(broker.Limits{SendTimeout: 200 * time.Millisecond}))
+	raw := helloRawFixedWindow(t, srv, "deaf") // from here on it reads nothing
+	raw.result(&toolsdv1.ExecuteResult{RequestId: 1 << 60, Content: []byte("unasked")})
+	select {
+	case <-writing: // the loop is in the middle of the stray result
+	case <-time.After(waitTimeout):
+		t.Fatal("the stray result was never logged")
+	}
+	// Executes larger than the window: one of them waits in Send, holding the slot,
+	// until the stream is cut off as stuck.
+	var calls []<-chan tool.Result
+	for range 4 {
+		calls = append(calls, goCall(context.Background(), srv.Broker, raw.id, execFor("t", bigArgs)))
+	}
+	for _, ch := range calls {
+		awaitResult(t, ch) // the stream's calls fail in its teardown
+	}
+	if n := logs.FilterMessage(stray).Len(); n != 1 {
+		t.Errorf("%d lines for the stray result when the stream had ended, want 1", n)
+	}
+	if n := logs.FilterMessage("provider stream send blocked; closing without goodbye").Len(); n != 1 {
+		t.Errorf("%d lines saying the send was blocked at teardown, want 1 (else the test proves nothing)", n)
+	}
+}
+
+// slowLineCore writes lines with one message only after a delay; writing, if set, is
+// sent to (without waiting) when such a line begins to be written.
+type slowLineCore struct {
+	zapcore.Core
+	msg     string
+	delay   time.Duration
+	writing chan<- struct{}
+}
+
+func (c slowLineCore) With(fields []zapcore.Field) zapcore.Core {
+	return slowLineCore{Core: c.Core.With(fields), msg: c.msg, delay: c.delay, writing: c.writing}
+}
+
+func (c slowLineCore) Check(ent zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if c.Enabled(ent.Level) {
+		return ce.AddCore(ent, c)
+	}
+	return ce
+}
+
+func (c slowLineCore) Write(ent zapcore.Entry, fields []zapcore.Field) error {
+	if ent.Message == c.msg {
+		select {
+		case c.writing <- struct{}{}:
+		default:
+		}
+		time.Sleep(c.delay)
+	}
+	return c.Core.Write(ent, fields)
+}
