@@ -34,17 +34,19 @@ func TestReceiveLoopLinesEndWithTheStream(t *testing.T) {
 	}
 }
 
-// slowLineCore writes lines with one message only after a delay; writing, if set, is
-// sent to (without waiting) when such a line begins to be written.
+// slowLineCore writes lines with one message only after a delay, or once until is
+// closed if it is set; writing, if set, is sent to (without waiting) when such a line
+// begins to be written.
 type slowLineCore struct {
 	zapcore.Core
 	msg     string
 	delay   time.Duration
+	until   <-chan struct{}
 	writing chan<- struct{}
 }
 
 func (c slowLineCore) With(fields []zapcore.Field) zapcore.Core {
-	return slowLineCore{Core: c.Core.With(fields), msg: c.msg, delay: c.delay, writing: c.writing}
+	return slowLineCore{Core: c.Core.With(fields), msg: c.msg, delay: c.delay, until: c.until, writing: c.writing}
 }
 
 func (c slowLineCore) Check(ent zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
@@ -60,7 +62,11 @@ func (c slowLineCore) Write(ent zapcore.Entry, fields []zapcore.Field) error {
 		case c.writing <- struct{}{}:
 		default:
 		}
-		time.Sleep(c.delay)
+		if c.until != nil {
+			<-c.until
+		} else {
+			time.Sleep(c.delay)
+		}
 	}
 	return c.Core.Write(ent, fields)
 }
