@@ -89,8 +89,15 @@ func TestReadSessionStopsWhenTheSessionChangesOwner(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ReadSession(shared) as agent-a = %v", err)
 	}
-	if _, err := stream.Recv(); err != nil {
-		t.Fatalf("ReadSession(shared) as agent-a: Recv() = %v", err)
+	// Five events: the fifth is of the second page, so the server read that page
+	// before retention deletes the session, and it reads the third only once this
+	// reader has taken the second (far more than the window holds), after agent-b's
+	// claim. A second page read between the delete and the claim would find the
+	// session empty and end the stream with EOF, and show nothing.
+	for range 5 {
+		if _, err := stream.Recv(); err != nil {
+			t.Fatalf("ReadSession(shared) as agent-a: Recv() = %v", err)
+		}
 	}
 	// While the reader waits, retention deletes "shared" and agent-b claims the id.
 	agentA.mustExecute(t, &toolsdv1.Batch{SessionId: "newer", Scope: "tenant-a", Calls: []*toolsdv1.ToolCall{call("c0", "nope", `{}`)}}, batchOptions{})
