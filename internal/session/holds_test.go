@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"testing"
 )
 
@@ -22,12 +23,12 @@ func TestHoldWaitsForTheSweepDeletingItsSession(t *testing.T) {
 	}
 	cancelled, cancel := context.WithCancel(t.Context())
 	cancel()
-	if _, err := h.hold(cancelled, "doomed", nil); err != context.Canceled {
+	if _, err := h.hold(cancelled, "doomed", nil); !errors.Is(err, context.Canceled) {
 		t.Errorf("hold(doomed) during its sweep = %v, want it to wait (until its ctx ends)", err)
 	}
 	closed := make(chan struct{})
 	close(closed)
-	if _, err := h.hold(t.Context(), "doomed", closed); err != ErrClosed {
+	if _, err := h.hold(t.Context(), "doomed", closed); !errors.Is(err, ErrClosed) {
 		t.Errorf("hold(doomed) on a closing store = %v, want ErrClosed", err)
 	}
 	other, err := h.hold(cancelled, "other", nil)
