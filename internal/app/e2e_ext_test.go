@@ -12,7 +12,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -22,6 +21,7 @@ import (
 	"github.com/toolsd/toolsd/examples/provider/exampletools"
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/internal/app"
+	"github.com/toolsd/toolsd/internal/logtest"
 	"github.com/toolsd/toolsd/pkg/provider"
 )
 
@@ -298,7 +298,7 @@ policy:
 // the batch, and the test that owns the logger, had already ended.
 func TestApprovalDecisionsAreRecorded(t *testing.T) {
 	observed, logs := observer.New(zap.InfoLevel)
-	core := slowLineCore{Core: observed, msg: "approval answered", delay: 50 * time.Millisecond}
+	core := logtest.SlowLineCore{Core: observed, Msg: "approval answered", Delay: 50 * time.Millisecond}
 	e := start(t, `
 policy:
   rules:
@@ -406,7 +406,7 @@ func TestStrayLineWrittenBeforeTheBatchEnds(t *testing.T) {
 	const stray = "approval for a call that is not awaiting one"
 	observed, logs := observer.New(zap.InfoLevel)
 	writing := make(chan struct{}, 1)
-	core := slowLineCore{Core: observed, msg: stray, delay: 200 * time.Millisecond, writing: writing}
+	core := logtest.SlowLineCore{Core: observed, Msg: stray, Delay: 200 * time.Millisecond, Writing: writing}
 	e := start(t, "", app.WithLogger(zap.New(core)))
 	started, release := make(chan struct{}, 1), make(chan struct{})
 	runProvider(t, e.app.Addr(), gateTool("gated", started, release), constTool("quick", "ok"))
@@ -645,37 +645,4 @@ policy:
 	if n := overlap.Load(); n != 0 {
 		t.Errorf("the exclusive call ran while %d other call(s) of its batch were still running", n)
 	}
-}
-
-// slowLineCore writes lines with one message only after a delay. writing, if set, is
-// sent to (without waiting) when such a line begins to be written.
-type slowLineCore struct {
-	zapcore.Core
-	msg     string
-	delay   time.Duration
-	writing chan<- struct{}
-}
-
-func (c slowLineCore) With(fields []zapcore.Field) zapcore.Core {
-	return slowLineCore{Core: c.Core.With(fields), msg: c.msg, delay: c.delay, writing: c.writing}
-}
-
-func (c slowLineCore) Check(ent zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
-	if c.Enabled(ent.Level) {
-		return ce.AddCore(ent, c)
-	}
-	return ce
-}
-
-func (c slowLineCore) Write(ent zapcore.Entry, fields []zapcore.Field) error {
-	if ent.Message == c.msg {
-		if c.writing != nil {
-			select {
-			case c.writing <- struct{}{}:
-			default:
-			}
-		}
-		time.Sleep(c.delay)
-	}
-	return c.Core.Write(ent, fields)
 }

@@ -6,12 +6,12 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/internal/broker"
 	"github.com/toolsd/toolsd/internal/broker/brokertest"
+	"github.com/toolsd/toolsd/internal/logtest"
 	"github.com/toolsd/toolsd/internal/tool"
 )
 
@@ -27,7 +27,7 @@ func TestReceiveLoopLinesEndWithAStuckStream(t *testing.T) {
 	writing := make(chan struct{}, 1)
 	// Slower to write than the stall takes to be noticed (SendTimeout) plus the
 	// teardown's wait for the stuck send (a second).
-	core := slowLineCore{Core: observed, msg: stray, delay: 2 * time.Second, writing: writing}
+	core := logtest.SlowLineCore{Core: observed, Msg: stray, Delay: 2 * time.Second, Writing: writing}
 	srv := brokertest.Start(t, brokertest.NewRegistrar(), broker.WithLogger(zap.New(core)),
 		broker.WithLimits(broker.Limits{SendTimeout: 200 * time.Millisecond}))
 	raw := helloRawFixedWindow(t, srv, "deaf") // from here on it reads nothing
@@ -52,35 +52,4 @@ func TestReceiveLoopLinesEndWithAStuckStream(t *testing.T) {
 	if n := logs.FilterMessage("provider stream send blocked; closing without goodbye").Len(); n != 1 {
 		t.Errorf("%d lines saying the send was blocked at teardown, want 1 (else the test proves nothing)", n)
 	}
-}
-
-// slowLineCore writes lines with one message only after a delay; writing, if set, is
-// sent to (without waiting) when such a line begins to be written.
-type slowLineCore struct {
-	zapcore.Core
-	msg     string
-	delay   time.Duration
-	writing chan<- struct{}
-}
-
-func (c slowLineCore) With(fields []zapcore.Field) zapcore.Core {
-	return slowLineCore{Core: c.Core.With(fields), msg: c.msg, delay: c.delay, writing: c.writing}
-}
-
-func (c slowLineCore) Check(ent zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
-	if c.Enabled(ent.Level) {
-		return ce.AddCore(ent, c)
-	}
-	return ce
-}
-
-func (c slowLineCore) Write(ent zapcore.Entry, fields []zapcore.Field) error {
-	if ent.Message == c.msg {
-		select {
-		case c.writing <- struct{}{}:
-		default:
-		}
-		time.Sleep(c.delay)
-	}
-	return c.Core.Write(ent, fields)
 }

@@ -19,6 +19,7 @@ import (
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/internal/hook"
+	"github.com/toolsd/toolsd/internal/logtest"
 	"github.com/toolsd/toolsd/internal/pipeline"
 	"github.com/toolsd/toolsd/internal/tool"
 )
@@ -323,7 +324,7 @@ func TestShutdownFailsPendingAtOnce(t *testing.T) {
 	)
 	observed, logs := observer.New(zap.InfoLevel)
 	answered := make(chan struct{})
-	core := slowLineCore{Core: observed, msg: blocked, until: answered}
+	core := logtest.SlowLineCore{Core: observed, Msg: blocked, Until: answered}
 	e := newEnv(t, hook.WithTimeout(time.Minute), hook.WithLogger(zap.New(core)))
 	results := callStuckHook(t, e, calls)
 	waitUntil(t, "every request pending", func() bool {
