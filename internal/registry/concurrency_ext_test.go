@@ -4,7 +4,9 @@ import (
 	"errors"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/toolsd/toolsd/internal/registry"
 	"github.com/toolsd/toolsd/internal/tool"
@@ -66,4 +68,45 @@ func TestConcurrentUse(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// TestResolveToolSetUnderConstantChange: a resolution whose scope changes between its
+// evaluation and its check, every time, still ends with a tool set (the last attempt
+// holds the lock) instead of failing with "the registry kept changing". The clock is
+// read once per attempt, after the evaluation: on the first three reads (the attempts
+// made without the lock) it replaces the tool the attempt admitted.
+func TestResolveToolSetUnderConstantChange(t *testing.T) {
+	var r *registry.Registry
+	var reads atomic.Int32
+	clock := func() time.Time {
+		if n := reads.Add(1); n <= 3 {
+			// The tool the attempt admitted is replaced by another registration.
+			if err := r.Unregister("team", "first", "p"); err != nil {
+				t.Errorf("Unregister() = %v", err)
+			}
+			if _, err := r.Register("team", withCondition("first", "step > "+strconv.Itoa(-int(n))), "p"); err != nil {
+				t.Errorf("Register() = %v", err)
+			}
+		}
+		return time.Unix(0, 0)
+	}
+	r = newRegistry(t, registry.WithClock(clock))
+	mustRegister(t, r, "team", withCondition("first", "step > 0"), "p")
+	if n := reads.Load(); n != 0 {
+		t.Fatalf("the clock was read %d times before the resolution; the test needs it unread", n)
+	}
+	ts, err := r.ResolveToolSet(t.Context(), "team", registry.ConditionEnv{Step: 1})
+	if err != nil {
+		t.Fatalf("ResolveToolSet() under constant change = %v, want a tool set", err)
+	}
+	if n := reads.Load(); n < 4 {
+		t.Fatalf("the clock was read %d times, want 4 or more (three raced attempts and the last): the test proves nothing", n)
+	}
+	e, err := ts.Lookup("first")
+	if err != nil {
+		t.Fatalf("the set's Lookup(first) = %v", err)
+	}
+	if got := e.Definition().Condition; got != "step > -3" {
+		t.Errorf("the set admitted the registration with condition %q, want the last one (step > -3)", got)
+	}
 }

@@ -165,13 +165,9 @@ func (r *Registry) ResolveToolSet(ctx context.Context, scope string, env Conditi
 		ts.owner = env.Owner
 
 		r.mu.Lock()
-		if len(r.sets) >= r.opts.limits.MaxToolSets {
+		if err := r.checkSetLimitsLocked(ts.owner); err != nil {
 			r.mu.Unlock()
-			return nil, fmt.Errorf("%w: %d live tool sets", ErrLimit, r.opts.limits.MaxToolSets)
-		}
-		if n := r.setsOf[ts.owner]; ts.owner != "" && n >= r.opts.limits.MaxToolSetsPerOwner {
-			r.mu.Unlock()
-			return nil, fmt.Errorf("%w: %d live tool sets of %s (release them, or let them expire)", ErrLimit, n, quoteName(ts.owner))
+			return nil, err
 		}
 		if r.stillCurrentLocked(ts, v) {
 			r.addSetLocked(ts)
@@ -180,7 +176,35 @@ func (r *Registry) ResolveToolSet(ctx context.Context, scope string, env Conditi
 		}
 		r.mu.Unlock()
 	}
-	return nil, fmt.Errorf("%w: scope %s: the registry kept changing during resolution", ErrActivationFailed, quoteName(scope))
+	// The registry changed under every attempt (providers registering without pause):
+	// the last one evaluates under the write lock, so that a resolution always ends.
+	// Conditions are cost-bounded, and this blocks changes and lookups only as long as
+	// one resolution takes.
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.checkSetLimitsLocked(env.Owner); err != nil {
+		return nil, err
+	}
+	v := r.viewLocked(r.nearestLocked(scope))
+	admitted, err := evaluate(ctx, scope, v, env)
+	if err != nil {
+		return nil, err
+	}
+	ts := r.newToolSet(scope, v, admitted)
+	ts.owner = env.Owner
+	r.addSetLocked(ts)
+	return ts, nil
+}
+
+// checkSetLimitsLocked refuses a new set past the registry's or its owner's limit.
+func (r *Registry) checkSetLimitsLocked(owner string) error {
+	if len(r.sets) >= r.opts.limits.MaxToolSets {
+		return fmt.Errorf("%w: %d live tool sets", ErrLimit, r.opts.limits.MaxToolSets)
+	}
+	if n := r.setsOf[owner]; owner != "" && n >= r.opts.limits.MaxToolSetsPerOwner {
+		return fmt.Errorf("%w: %d live tool sets of %s (release them, or let them expire)", ErrLimit, n, quoteName(owner))
+	}
+	return nil
 }
 
 // evaluate runs the condition of every conditional entry of v.
