@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -104,8 +105,13 @@ func run(args []string) error {
 	done := make(chan struct{})
 	defer close(done)
 	go onTerm(done, term, stop, log, exitAtOnce)
-	go reloadOnHUP(ctx, hup, a, *configPath, &loaded, log)
-	return a.Run(ctx)
+	// A reload in progress when Run returns finishes before the log is closed.
+	var reloads sync.WaitGroup
+	reloads.Go(func() { reloadOnHUP(ctx, hup, a, *configPath, &loaded, log) })
+	err = a.Run(ctx)
+	stop()
+	reloads.Wait()
+	return err
 }
 
 // onTerm starts the graceful shutdown (stop) at the first SIGINT or SIGTERM, and ends
