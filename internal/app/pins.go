@@ -47,6 +47,7 @@ type pinRecord struct {
 // read back whole is an error, not an empty memory: starting without the pins would
 // let any changed definition in unnoticed.
 func loadPins(path string) ([]registry.Pin, error) {
+	removeSaveLeftovers(path)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -70,6 +71,14 @@ func loadPins(path string) ([]registry.Pin, error) {
 		pins = append(pins, registry.Pin{Scope: p.Scope, Name: p.Name, Hash: p.Hash})
 	}
 	return pins, nil
+}
+
+// removeSaveLeftovers removes the temporary files of saves a crash interrupted.
+func removeSaveLeftovers(path string) {
+	leftovers, _ := filepath.Glob(filepath.Join(filepath.Dir(path), pinFileName+".*"))
+	for _, f := range leftovers {
+		_ = os.Remove(f)
+	}
 }
 
 func checkPin(p pinRecord) error {

@@ -29,7 +29,16 @@ func TestPinsSurviveARestart(t *testing.T) {
 		t.Fatalf("App.Run() = %v", err)
 	}
 
+	// A save a crash interrupted leaves a temporary file beside the pins: the next start
+	// removes it.
+	leftover := filepath.Join(dir, "pins.json.123456")
+	if err := os.WriteFile(leftover, []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	again := startConfig(t, durableConfig(t, dir, "registry: {pinning: refuse}\n"))
+	if _, err := os.Stat(leftover); !os.IsNotExist(err) {
+		t.Errorf("stat(%s) after a start = %v, want it removed", leftover, err)
+	}
 	second := helloHand(t, again.conn, "second")
 	if st := registerHand(t, second, "", pinnedDef("v2")); st.GetErrorCode() != "FAILED_PRECONDITION" || !strings.Contains(st.GetErrorMessage(), "pinned") {
 		t.Errorf("changed registration after a restart = %v, want FAILED_PRECONDITION (pinned)", st)
