@@ -521,10 +521,6 @@ func (a *App) shutdown() error {
 		a.stopExample()
 	}
 	a.hub.Shutdown("toolsd is shutting down")
-	if a.pinSaver != nil {
-		// No provider is left to register: these are the pins the next start reads.
-		_ = a.pinSaver.save()
-	}
 	stopped := make(chan struct{})
 	go func() { a.grpc.GracefulStop(); close(stopped) }()
 	t := time.NewTimer(5 * time.Second)
@@ -534,6 +530,11 @@ func (a *App) shutdown() error {
 	case <-t.C:
 		a.grpc.Stop()
 		<-stopped
+	}
+	if a.pinSaver != nil {
+		// No provider is left to register and no operator to approve: these are the
+		// pins the next start reads.
+		_ = a.pinSaver.save()
 	}
 	if a.admin != nil {
 		actx, acancel := context.WithTimeout(context.Background(), 2*time.Second)
