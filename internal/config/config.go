@@ -261,27 +261,121 @@ func decode(data []byte, source string, cfg *Config) error {
 		if errors.Is(err, errEOF) {
 			return nil
 		}
-		return fmt.Errorf("%w: %s: %w", ErrInvalid, source, unknownKeys(err))
+		return fmt.Errorf("%w: %s", ErrInvalid, located(data, source, err))
 	}
 	return nil
 }
 
-// unknownField is how the YAML decoder words a key the config does not have.
-var unknownField = regexp.MustCompile(`field (\S+) not found in type \S+`)
+// typeErrorLine splits the decoder's "line 2: cannot unmarshal ..." messages.
+var typeErrorLine = regexp.MustCompile(`^line (\d+): (.*)$`)
 
-// unknownKeys rewords the decoder's unknown-field errors, which name Go types, into
-// the config's terms: "line 2: field max_threads not found in type config.Scheduler"
-// becomes "line 2: unknown key max_threads".
-func unknownKeys(err error) error {
+// unknownField is how the YAML decoder words a key the config does not have.
+var unknownField = regexp.MustCompile(`^field (\S+) not found in type \S+$`)
+
+// quotedValue finds the value a decoder message quotes: `abc` or "5".
+var quotedValue = regexp.MustCompile("`([^`]*)`|\"((?:[^\"\\\\]|\\\\.)*)\"")
+
+// located words a decoding error as the policy's errors are: "file:line:column: key:
+// message", the key as its dotted path (limits.max_calls_per_batch), an unknown key as
+// "unknown key". A syntax error, which has no key, keeps the decoder's words.
+func located(data []byte, source string, err error) error {
+	var root yaml.Node
+	if yaml.Unmarshal(data, &root) != nil { // a syntax error: nothing to locate in
+		return fmt.Errorf("%s: %w", source, err)
+	}
+	pairs := keyPaths(&root)
+	var ve *valueError
+	if errors.As(err, &ve) {
+		for _, p := range pairs {
+			if p.value.Line == ve.line && p.value.Column == ve.column {
+				return fmt.Errorf("%s:%d:%d: %s: %w", source, ve.line, ve.column, p.path, ve.err)
+			}
+		}
+		return fmt.Errorf("%s: %w", source, err)
+	}
 	var te *yaml.TypeError
 	if !errors.As(err, &te) {
-		return err
+		return fmt.Errorf("%s: %w", source, err)
 	}
 	msgs := make([]string, len(te.Errors))
 	for i, m := range te.Errors {
-		msgs[i] = unknownField.ReplaceAllString(m, "unknown key $1")
+		msgs[i] = locate(pairs, source, m)
 	}
 	return errors.New(strings.Join(msgs, "; "))
+}
+
+// locate finds the key a decoder message "line N: ..." is about: the unknown key it
+// names, else the value on that line it quotes, else the innermost value on that line.
+func locate(pairs []keyPath, source, msg string) string {
+	sub := typeErrorLine.FindStringSubmatch(msg)
+	if sub == nil {
+		return source + ": " + msg
+	}
+	line, text := sub[1], sub[2]
+	on := func(n *yaml.Node) bool { return fmt.Sprint(n.Line) == line }
+	if u := unknownField.FindStringSubmatch(text); u != nil {
+		for _, p := range pairs {
+			if on(p.key) && p.key.Value == u[1] {
+				return fmt.Sprintf("%s:%d:%d: %s: unknown key", source, p.key.Line, p.key.Column, p.path)
+			}
+		}
+		return fmt.Sprintf("%s: line %s: unknown key %s", source, line, u[1])
+	}
+	var found *keyPath
+	quoted := quotedValue.FindStringSubmatch(text)
+	for i := range pairs {
+		p := &pairs[i]
+		if !on(p.value) {
+			continue
+		}
+		if quoted != nil && p.value.Kind == yaml.ScalarNode && (p.value.Value == quoted[1] || p.value.Value == quoted[2]) {
+			found = p
+			break
+		}
+		if found == nil || len(p.path) > len(found.path) {
+			found = p
+		}
+	}
+	if found == nil {
+		return source + ": " + msg
+	}
+	return fmt.Sprintf("%s:%d:%d: %s: %s", source, found.value.Line, found.value.Column, found.path, text)
+}
+
+// keyPath is one mapping entry of a config file with its dotted path.
+type keyPath struct {
+	path       string
+	key, value *yaml.Node
+}
+
+// keyPaths lists every mapping entry under n, parents before children.
+func keyPaths(n *yaml.Node) []keyPath {
+	var out []keyPath
+	var walk func(n *yaml.Node, path string)
+	walk = func(n *yaml.Node, path string) {
+		switch n.Kind {
+		case yaml.DocumentNode:
+			for _, c := range n.Content {
+				walk(c, path)
+			}
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k, v := n.Content[i], n.Content[i+1]
+				p := k.Value
+				if path != "" {
+					p = path + "." + k.Value
+				}
+				out = append(out, keyPath{path: p, key: k, value: v})
+				walk(v, p)
+			}
+		case yaml.SequenceNode:
+			for i, c := range n.Content {
+				walk(c, fmt.Sprintf("%s[%d]", path, i))
+			}
+		}
+	}
+	walk(n, "")
+	return out
 }
 
 // Validate checks values the YAML types cannot.

@@ -57,8 +57,8 @@ func TestRuntimeSection(t *testing.T) {
 	for in, want := range map[string]string{
 		"runtime: {gc_percent: 0}\n":      "runtime.gc_percent: must be positive",
 		"runtime: {gc_percent: -5}\n":     "runtime.gc_percent: must be positive",
-		"runtime: {memory_limit: -1}\n":   `line 1: size "-1" is not a byte count`,
-		"runtime: {memory_limit: lots}\n": `line 1: size "lots" is not a byte count`,
+		"runtime: {memory_limit: -1}\n":   `t.yaml:1:25: runtime.memory_limit: size "-1" is not a byte count`,
+		"runtime: {memory_limit: lots}\n": `t.yaml:1:25: runtime.memory_limit: size "lots" is not a byte count`,
 	} {
 		_, err := config.Parse([]byte(in), "t.yaml")
 		if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), want) {
@@ -159,15 +159,15 @@ func TestSessionHotFor(t *testing.T) {
 
 // TestRefusedValues: values that would silently turn a feature off or be replaced by a
 // default are refused at start-up, naming the key; an unknown key is named in the
-// config's terms, with its line.
+// config's terms, with its place.
 func TestRefusedValues(t *testing.T) {
 	for in, want := range map[string]string{
 		"session: {retention: {interval: 0s}}\n":     "session.retention.interval: must be positive",
 		"session: {retention: {max_sessions: -1}}\n": "session.retention.max_sessions: must not be negative",
 		"session: {retention: {max_age: -1h}}\n":     "session.retention.max_age: must not be negative",
 		"registry: {tool_set_idle: 0s}\n":            "registry.tool_set_idle: must be positive",
-		"scheduler:\n  max_threads: 3\n":             "t.yaml: line 2: unknown key max_threads",
-		"limits: {outbox: 1}\nlog: {colour: red}\n":  "line 1: unknown key outbox; line 2: unknown key colour",
+		"scheduler:\n  max_threads: 3\n":             "t.yaml:2:3: scheduler.max_threads: unknown key",
+		"limits: {outbox: 1}\nlog: {colour: red}\n":  "t.yaml:1:10: limits.outbox: unknown key; t.yaml:2:7: log.colour: unknown key",
 		"retry: {base_delay: 3s, max_delay: 2s}\n":   "retry.base_delay: 3s is over retry.max_delay (2s)",
 		"retry: {budget: 40ms, base_delay: 100ms}\n": "retry.budget: 40ms is under half of retry.base_delay (100ms), the shortest wait before a retry",
 		"limits: {outbox_size: 100000000}\n":         "limits.outbox_size: 100000000, over the most, 65536",
@@ -208,8 +208,8 @@ func TestSizeOverflow(t *testing.T) {
 		"limits: {max_request_bytes: 8589934592GiB}\n",
 	} {
 		_, err := config.Parse([]byte(in), "t.yaml")
-		if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "line 1: size") {
-			t.Errorf("Parse(%q) = %v, want ErrInvalid naming the size and its line", in, err)
+		if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "t.yaml:1:") || !strings.Contains(err.Error(), "is too large") {
+			t.Errorf("Parse(%q) = %v, want ErrInvalid naming the size and its place", in, err)
 		}
 	}
 	if _, err := config.ParseSize("8191PiB"); err == nil {
@@ -238,5 +238,27 @@ func TestEmptyListenRefused(t *testing.T) {
 func TestRetryBudgetUnderTheBaseDelay(t *testing.T) {
 	if _, err := config.Parse([]byte("retry: {budget: 80ms, base_delay: 100ms}\n"), "t.yaml"); err != nil {
 		t.Errorf("Parse(budget 80ms, base_delay 100ms) = %v, want it accepted (a retry may start after 50ms)", err)
+	}
+}
+
+// TestDecodeErrorsNameKeyAndPlace: a value of the wrong type or format, and an unknown
+// key, are reported as the policy's errors are: file:line:column, then the key's dotted
+// path, so that a flow mapping with several keys on one line still says which one.
+func TestDecodeErrorsNameKeyAndPlace(t *testing.T) {
+	for in, want := range map[string]string{
+		"limits:\n  max_calls_per_batch: abc\n":                     "t.yaml:2:24: limits.max_calls_per_batch: cannot unmarshal !!str `abc` into int",
+		"limits:\n  approval_timeout: 5\n":                          `t.yaml:2:21: limits.approval_timeout: time: missing unit in duration "5"`,
+		"limits: {approval_timeout: 5s, hook_timeout: 5}\n":         `t.yaml:1:46: limits.hook_timeout: time: missing unit in duration "5"`,
+		"limits: {max_request_bytes: 1MiB, max_schema_bytes: -5}\n": `t.yaml:1:53: limits.max_schema_bytes: size "-5" is not a byte count`,
+		"limits:\n  max_concurrent_streams: -1\n":                   "t.yaml:2:27: limits.max_concurrent_streams: cannot unmarshal !!int `-1` into uint32",
+		"scheduler: 5\n":                                      "t.yaml:1:12: scheduler: cannot unmarshal !!int `5` into config.Scheduler",
+		"log:\n  payloads: maybe\n":                           "t.yaml:2:13: log.payloads: cannot unmarshal !!str `maybe` into bool",
+		"scheduler:\n  max_threads: 3\n":                      "t.yaml:2:3: scheduler.max_threads: unknown key",
+		"auth:\n  grants:\n    - {identity: a, rol: agent}\n": "t.yaml:3:21: auth.grants[0].rol: unknown key",
+	} {
+		_, err := config.Parse([]byte(in), "t.yaml")
+		if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), want) {
+			t.Errorf("Parse(%q) = %v, want ErrInvalid mentioning %q", in, err, want)
+		}
 	}
 }

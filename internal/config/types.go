@@ -21,11 +21,22 @@ type Duration time.Duration
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	v, err := time.ParseDuration(n.Value)
 	if err != nil {
-		return fmt.Errorf("line %d: %w", n.Line, err)
+		return &valueError{line: n.Line, column: n.Column, err: err}
 	}
 	*d = Duration(v)
 	return nil
 }
+
+// valueError is a Duration's or Size's refusal of its text, with the value's place; decode
+// adds the key's path.
+type valueError struct {
+	line, column int
+	err          error
+}
+
+func (e *valueError) Error() string { return fmt.Sprintf("line %d: %v", e.line, e.err) }
+
+func (e *valueError) Unwrap() error { return e.err }
 
 // D returns the value as a time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
@@ -37,7 +48,7 @@ type Size int64
 func (s *Size) UnmarshalYAML(n *yaml.Node) error {
 	v, err := ParseSize(n.Value)
 	if err != nil {
-		return fmt.Errorf("line %d: %w", n.Line, err)
+		return &valueError{line: n.Line, column: n.Column, err: err}
 	}
 	*s = Size(v)
 	return nil
