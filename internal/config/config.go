@@ -15,6 +15,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/toolsd/toolsd/internal/jsonx"
 	"github.com/toolsd/toolsd/internal/tool"
 )
 
@@ -463,6 +464,10 @@ func (c *Config) Validate() error {
 	} else if r.Budget < r.BaseDelay/2 { // jitter waits at least half the base delay
 		bad("retry.budget", "%v is under half of retry.base_delay (%v), the shortest wait before a retry: no retry could start",
 			r.Budget.D(), r.BaseDelay.D())
+	}
+	if n := c.Limits.MaxJSONDepth; n > jsonx.MaxDepthCeiling {
+		// The strict parser's own ceiling, which would lower a larger setting unsaid.
+		bad("limits.max_json_depth", "%d, over the most, %d (the JSON parser goes no deeper)", n, jsonx.MaxDepthCeiling)
 	}
 	if n := c.Limits.OutboxSize; n > maxOutboxSize {
 		bad("limits.outbox_size", "%d, over the most, %d (each batch stream allocates this many places)", n, maxOutboxSize)

@@ -171,6 +171,7 @@ func TestRefusedValues(t *testing.T) {
 		"retry: {base_delay: 3s, max_delay: 2s}\n":   "retry.base_delay: 3s is over retry.max_delay (2s)",
 		"retry: {budget: 40ms, base_delay: 100ms}\n": "retry.budget: 40ms is under half of retry.base_delay (100ms), the shortest wait before a retry",
 		"limits: {outbox_size: 100000000}\n":         "limits.outbox_size: 100000000, over the most, 65536",
+		"limits: {max_json_depth: 1000000}\n":        "limits.max_json_depth: 1000000, over the most, 10000",
 	} {
 		_, err := config.Parse([]byte(in), "t.yaml")
 		if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), want) {

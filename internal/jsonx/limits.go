@@ -4,8 +4,8 @@ package jsonx
 const (
 	DefaultMaxBytes = 1 << 20
 	DefaultMaxDepth = 64
-	// hardMaxDepth bounds the recursion of the parser whatever the caller asks for.
-	hardMaxDepth = 10000
+	// MaxDepthCeiling bounds the recursion of the parser whatever the caller asks for.
+	MaxDepthCeiling = 10000
 )
 
 // Bounds on one number, whatever the limits. Schema validation computes with exact
@@ -33,8 +33,8 @@ func (l Limits) WithDefaults() Limits {
 	if l.MaxDepth <= 0 {
 		l.MaxDepth = DefaultMaxDepth
 	}
-	if l.MaxDepth > hardMaxDepth {
-		l.MaxDepth = hardMaxDepth
+	if l.MaxDepth > MaxDepthCeiling {
+		l.MaxDepth = MaxDepthCeiling
 	}
 	return l
 }
