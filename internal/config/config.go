@@ -262,7 +262,7 @@ func decode(data []byte, source string, cfg *Config) error {
 		if errors.Is(err, errEOF) {
 			return nil
 		}
-		return fmt.Errorf("%w: %s", ErrInvalid, located(data, source, err))
+		return fmt.Errorf("%w: %w", ErrInvalid, located(data, source, err))
 	}
 	return nil
 }
