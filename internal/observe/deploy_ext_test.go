@@ -5,12 +5,17 @@ import (
 	"encoding/json"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"gopkg.in/yaml.v3"
+
+	"github.com/toolsd/toolsd/internal/tool"
 )
 
 const (
@@ -18,10 +23,35 @@ const (
 	dashboardFile = "../../deploy/grafana/toolsd-dashboard.json"
 )
 
+// series is what a scrape of toolsd shows under one name.
+type series struct {
+	labels map[string]bool
+	// counter: the series only goes up (a counter, or a histogram's _bucket, _sum and
+	// _count), so queries take rate() or increase() of it, and of nothing else.
+	counter bool
+	// values holds, for the labels whose values form a closed set, the values the
+	// series can carry.
+	values map[string]map[string]bool
+}
+
+// closedLabels are the labels whose every value is known in advance: a query's
+// matcher on one of them must name values toolsd can produce.
+var closedLabels = []string{"code", "grpc_code", "outcome", "stage"}
+
+// resultCodes are the values of toolsd's code labels: every tool.Code and OK.
+var resultCodes = []tool.Code{
+	tool.CodeUnknownTool, tool.CodeInvalidArguments, tool.CodeDenied, tool.CodeGuardDenied,
+	tool.CodeApprovalDenied, tool.CodeApprovalTimeout, tool.CodeApprovalUnavailable,
+	tool.CodePolicyUnavailable, tool.CodeBlocked, tool.CodeToolError, tool.CodeToolTimeout,
+	tool.CodeProviderGone, tool.CodeProviderUnavailable, tool.CodeProviderOverloaded,
+	tool.CodeInvalidResult, tool.CodeResultTooLarge, tool.CodeAborted,
+	tool.CodeAbortedBeforeDispatch, tool.CodeToolActivationFailed, tool.CodeInternal, "OK",
+}
+
 // exported maps every series name a scrape of toolsd shows (histograms as _bucket,
-// _sum and _count) to its label names: this package's metrics and the gRPC server's,
+// _sum and _count) to its labels: this package's metrics and the gRPC server's,
 // registered the way internal/server registers them.
-func exported(t *testing.T) map[string]map[string]bool {
+func exported(t *testing.T) map[string]*series {
 	t.Helper()
 	m, reg := newMetrics(t)
 	exerciseAll(t, m)
@@ -33,19 +63,42 @@ func exported(t *testing.T) map[string]map[string]bool {
 	if err != nil {
 		t.Fatalf("Gather() = %v", err)
 	}
-	out := map[string]map[string]bool{}
+	out := map[string]*series{}
 	for _, mf := range mfs {
-		labels := map[string]bool{"instance": true, "job": true}
-		for _, lp := range mf.GetMetric()[0].GetLabel() {
-			labels[lp.GetName()] = true
+		s := &series{
+			labels:  map[string]bool{"instance": true, "job": true},
+			counter: mf.GetType() == dto.MetricType_COUNTER,
+			values:  map[string]map[string]bool{},
+		}
+		for _, mt := range mf.GetMetric() {
+			for _, lp := range mt.GetLabel() {
+				s.labels[lp.GetName()] = true
+				if s.values[lp.GetName()] == nil {
+					s.values[lp.GetName()] = map[string]bool{}
+				}
+				s.values[lp.GetName()][lp.GetValue()] = true
+			}
+		}
+		// A code label can carry any result code (grpc_code any gRPC code), not only
+		// those this scrape happened to see.
+		if s.labels["code"] {
+			for _, c := range resultCodes {
+				s.values["code"][string(c)] = true
+			}
+		}
+		if s.labels["grpc_code"] {
+			for c := codes.OK; c <= codes.Unauthenticated; c++ {
+				s.values["grpc_code"][c.String()] = true
+			}
 		}
 		names := []string{mf.GetName()}
-		if mf.GetMetric()[0].GetHistogram() != nil {
-			labels["le"] = true
+		if mf.GetType() == dto.MetricType_HISTOGRAM {
+			s.labels["le"] = true
+			s.counter = true
 			names = []string{mf.GetName() + "_bucket", mf.GetName() + "_sum", mf.GetName() + "_count"}
 		}
 		for _, n := range names {
-			out[n] = labels
+			out[n] = s
 		}
 	}
 	if len(out) == 0 || out["grpc_server_handled_total"] == nil {
@@ -56,42 +109,117 @@ func exported(t *testing.T) map[string]map[string]bool {
 
 var (
 	seriesRef = regexp.MustCompile(`\b((?:toolsd|grpc_server)_[a-z0-9_]+)(\{[^}]*\})?`)
-	matcher   = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)`)
-	grouping  = regexp.MustCompile(`\b(?:by|without)\s*\(([^)]*)\)`)
+	matcher   = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"([^"]*)"`)
+	grouping  = regexp.MustCompile(`\b(by|without)\s*\(([^)]*)\)`)
+	// rateOf ends in a function that wants a counter, right before its argument.
+	rateOf = regexp.MustCompile(`\b(?:rate|irate|increase)\s*\(\s*$`)
+	// alternation is a regex matcher's value that only lists literal values.
+	alternation = regexp.MustCompile(`^[A-Za-z0-9_]+(?:\|[A-Za-z0-9_]+)*$`)
 )
 
 // checkQuery fails when q names no toolsd or gRPC series, a series toolsd does not
-// export, or a label such a series does not have.
-func checkQuery(t *testing.T, where, q string, series map[string]map[string]bool) {
+// export, a label such a series does not have or a value a closed label cannot take;
+// when it takes rate() or increase() of a gauge, or a counter without either; when a
+// histogram's buckets are used other than by histogram_quantile over le. It returns
+// the labels q keeps when it aggregates by (nil when it does not), for the legend or
+// the annotations to check against.
+func checkQuery(t *testing.T, where, q string, exp map[string]*series) map[string]bool {
 	t.Helper()
-	refs := seriesRef.FindAllStringSubmatch(q, -1)
+	refs := seriesRef.FindAllStringSubmatchIndex(q, -1)
 	if len(refs) == 0 {
 		t.Errorf("%s: query names no toolsd series: %s", where, q)
 	}
 	used := map[string]bool{}
+	buckets := false
+	// A variable's label_values() lists a series' labels: any series will do.
+	listing := strings.HasPrefix(q, "label_values(")
 	for _, r := range refs {
-		labels, ok := series[r[1]]
+		name, sel := q[r[2]:r[3]], ""
+		if r[4] >= 0 {
+			sel = q[r[4]:r[5]]
+		}
+		s, ok := exp[name]
 		if !ok {
-			t.Errorf("%s: %s is not a series toolsd exports", where, r[1])
+			t.Errorf("%s: %s is not a series toolsd exports", where, name)
 			continue
 		}
-		for k := range labels {
+		for k := range s.labels {
 			used[k] = true
 		}
-		for _, m := range matcher.FindAllStringSubmatch(r[2], -1) {
-			if !labels[m[1]] {
-				t.Errorf("%s: %s has no label %q", where, r[1], m[1])
+		buckets = buckets || strings.HasSuffix(name, "_bucket")
+		switch rated := rateOf.MatchString(q[:r[0]]); {
+		case listing:
+		case rated && !s.counter:
+			t.Errorf("%s: takes the rate of %s, which is not a counter", where, name)
+		case !rated && s.counter:
+			t.Errorf("%s: uses the counter %s without rate() or increase()", where, name)
+		}
+		for _, m := range matcher.FindAllStringSubmatch(sel, -1) {
+			label, op, val := m[1], m[2], m[3]
+			if !s.labels[label] {
+				t.Errorf("%s: %s has no label %q", where, name, label)
+				continue
+			}
+			if !slices.Contains(closedLabels, label) || strings.Contains(val, "$") {
+				continue
+			}
+			vals := []string{val}
+			if op == "=~" || op == "!~" {
+				if !alternation.MatchString(val) {
+					continue
+				}
+				vals = strings.Split(val, "|")
+			}
+			for _, v := range vals {
+				if !s.values[label][v] {
+					t.Errorf("%s: %s{%s} is never %q", where, name, label, v)
+				}
 			}
 		}
 	}
+	var kept map[string]bool
 	for _, g := range grouping.FindAllStringSubmatch(q, -1) {
-		for l := range strings.SplitSeq(g[1], ",") {
+		if g[1] == "by" && kept == nil {
+			kept = map[string]bool{}
+		}
+		hasLe := false
+		for l := range strings.SplitSeq(g[2], ",") {
 			if l = strings.TrimSpace(l); l != "" && !used[l] {
 				t.Errorf("%s: groups by %q, which none of its series has", where, l)
 			}
+			hasLe = hasLe || l == "le"
+			if g[1] == "by" {
+				kept[l] = true
+			}
+		}
+		if buckets && !hasLe {
+			t.Errorf("%s: aggregates histogram buckets without keeping le: %s", where, q)
+		}
+	}
+	if buckets && !strings.Contains(q, "histogram_quantile(") {
+		t.Errorf("%s: uses histogram buckets outside histogram_quantile: %s", where, q)
+	}
+	return kept
+}
+
+// checkTemplate fails when text shows a label (ref's first group) that the query,
+// which keeps only the labels in kept, drops. kept nil: the query does not aggregate.
+func checkTemplate(t *testing.T, where, text string, ref *regexp.Regexp, kept map[string]bool) {
+	t.Helper()
+	if kept == nil {
+		return
+	}
+	for _, m := range ref.FindAllStringSubmatch(text, -1) {
+		if !kept[m[1]] {
+			t.Errorf("%s: shows label %q, which its query aggregates away", where, m[1])
 		}
 	}
 }
+
+var (
+	legendLabel     = regexp.MustCompile(`\{\{\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\}\}`)
+	annotationLabel = regexp.MustCompile(`\$labels\.([a-zA-Z_][a-zA-Z0-9_]*)`)
+)
 
 type alertRules struct {
 	Groups []struct {
@@ -130,7 +258,10 @@ func TestAlertRules(t *testing.T) {
 			if r.Alert == "" || r.Labels["severity"] == "" || r.Annotations["summary"] == "" || r.Annotations["description"] == "" {
 				t.Errorf("rule %q: want a name, a severity, a summary and a description", r.Alert)
 			}
-			checkQuery(t, r.Alert, r.Expr, series)
+			kept := checkQuery(t, r.Alert, r.Expr, series)
+			for k, text := range r.Annotations {
+				checkTemplate(t, r.Alert+" "+k, text, annotationLabel, kept)
+			}
 		}
 	}
 	for name, found := range want {
@@ -148,13 +279,28 @@ type dashboard struct {
 			Definition string `json:"definition"`
 		} `json:"list"`
 	} `json:"templating"`
-	Panels []struct {
-		Title   string `json:"title"`
-		Type    string `json:"type"`
-		Targets []struct {
-			Expr string `json:"expr"`
-		} `json:"targets"`
-	} `json:"panels"`
+	Panels []panel `json:"panels"`
+}
+
+type panel struct {
+	Title   string `json:"title"`
+	Type    string `json:"type"`
+	Targets []struct {
+		Expr         string `json:"expr"`
+		LegendFormat string `json:"legendFormat"`
+	} `json:"targets"`
+	// Panels are a collapsed row's.
+	Panels []panel `json:"panels"`
+}
+
+// all returns ps and the panels of their collapsed rows.
+func all(ps []panel) []panel {
+	var out []panel
+	for _, p := range ps {
+		out = append(out, p)
+		out = append(out, all(p.Panels)...)
+	}
+	return out
 }
 
 func TestDashboard(t *testing.T) {
@@ -168,7 +314,7 @@ func TestDashboard(t *testing.T) {
 	}
 	series := exported(t)
 	queried := map[string]bool{}
-	for _, p := range d.Panels {
+	for _, p := range all(d.Panels) {
 		if p.Type == "row" {
 			continue
 		}
@@ -176,7 +322,8 @@ func TestDashboard(t *testing.T) {
 			t.Errorf("panel %q has no queries", p.Title)
 		}
 		for _, tg := range p.Targets {
-			checkQuery(t, "panel "+p.Title, tg.Expr, series)
+			kept := checkQuery(t, "panel "+p.Title, tg.Expr, series)
+			checkTemplate(t, "panel "+p.Title+" legend", tg.LegendFormat, legendLabel, kept)
 			for _, r := range seriesRef.FindAllStringSubmatch(tg.Expr, -1) {
 				queried[strings.TrimSuffix(r[1], "_bucket")] = true
 			}
