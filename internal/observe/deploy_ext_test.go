@@ -289,8 +289,60 @@ type panel struct {
 		Expr         string `json:"expr"`
 		LegendFormat string `json:"legendFormat"`
 	} `json:"targets"`
+	FieldConfig struct {
+		Defaults struct {
+			Unit string `json:"unit"`
+		} `json:"defaults"`
+		Overrides []struct {
+			Matcher struct {
+				ID      string `json:"id"`
+				Options string `json:"options"`
+			} `json:"matcher"`
+			Properties []struct {
+				ID    string `json:"id"`
+				Value any    `json:"value"`
+			} `json:"properties"`
+		} `json:"overrides"`
+	} `json:"fieldConfig"`
 	// Panels are a collapsed row's.
 	Panels []panel `json:"panels"`
+}
+
+// unit is the unit the panel draws the series named legend in: its default unless an
+// override by that name sets one.
+func (p panel) unit(legend string) string {
+	u := p.FieldConfig.Defaults.Unit
+	for _, o := range p.FieldConfig.Overrides {
+		if o.Matcher.ID != "byName" || o.Matcher.Options != legend {
+			continue
+		}
+		for _, prop := range o.Properties {
+			if v, ok := prop.Value.(string); ok && prop.ID == "unit" {
+				u = v
+			}
+		}
+	}
+	return u
+}
+
+// checkUnit fails when a panel draws q in a unit that does not fit it: a share must
+// divide, a duration must be a histogram quantile, a per-second unit must be a rate.
+func checkUnit(t *testing.T, where, unit, q string) {
+	t.Helper()
+	var fits bool
+	switch unit {
+	case "percentunit", "percent":
+		fits = strings.Contains(q, "/")
+	case "s", "ms":
+		fits = strings.Contains(q, "histogram_quantile(")
+	case "ops", "reqps":
+		fits = strings.Contains(q, "rate(")
+	default:
+		return
+	}
+	if !fits {
+		t.Errorf("%s: draws %s in unit %q", where, q, unit)
+	}
 }
 
 // all returns ps and the panels of their collapsed rows.
@@ -324,6 +376,7 @@ func TestDashboard(t *testing.T) {
 		for _, tg := range p.Targets {
 			kept := checkQuery(t, "panel "+p.Title, tg.Expr, series)
 			checkTemplate(t, "panel "+p.Title+" legend", tg.LegendFormat, legendLabel, kept)
+			checkUnit(t, "panel "+p.Title, p.unit(tg.LegendFormat), tg.Expr)
 			for _, r := range seriesRef.FindAllStringSubmatch(tg.Expr, -1) {
 				queried[strings.TrimSuffix(r[1], "_bucket")] = true
 			}
