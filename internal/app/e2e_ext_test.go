@@ -646,3 +646,43 @@ policy:
 		t.Errorf("the exclusive call ran while %d other call(s) of its batch were still running", n)
 	}
 }
+
+// TestDenialThenCancelStaysDenied: a client that denies a call and then cancels the
+// batch (or half-closes) gets the denial as the call's result, with its reason, not
+// ABORTED_BEFORE_DISPATCH (or APPROVAL_UNAVAILABLE): the answer came first, and it is
+// the more specific outcome.
+func TestDenialThenCancelStaysDenied(t *testing.T) {
+	e := start(t, `
+policy:
+  rules:
+    - {tool: echo, decision: ask, reason: "echo needs a human"}
+`)
+	runProvider(t, e.app.Addr(), echoTool())
+	for i := range 30 {
+		sid := fmt.Sprint("s-deny-cancel-", i)
+		var stream toolsdv1.ToolService_ExecuteBatchClient
+		out := e.mustExecute(t, &toolsdv1.Batch{SessionId: sid, Calls: []*toolsdv1.ToolCall{call("c0", "echo", `{"text":"a"}`)}}, batchOptions{
+			onAccepted: func(s toolsdv1.ToolService_ExecuteBatchClient) { stream = s },
+			approve: func(r *toolsdv1.ApprovalRequest) *toolsdv1.ApprovalDecision {
+				d := &toolsdv1.ApprovalDecision{CallId: r.GetCallId(), Reason: "not this one"}
+				if err := stream.Send(&toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Approval{Approval: d}}); err != nil {
+					t.Errorf("Send(denial) = %v", err)
+				}
+				if i%2 == 1 {
+					if err := stream.CloseSend(); err != nil {
+						t.Errorf("CloseSend() = %v", err)
+					}
+					return nil
+				}
+				if err := stream.Send(&toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Cancel{Cancel: &toolsdv1.CancelBatch{Reason: "stop"}}}); err != nil {
+					t.Errorf("Send(cancel) = %v", err)
+				}
+				return nil
+			},
+		})
+		if len(out.results) != 1 || out.results[0].GetError().GetCode() != "APPROVAL_DENIED" || out.results[0].GetError().GetReason() != "not this one" {
+			t.Fatalf("batch %d: results = %v, want APPROVAL_DENIED with the client's reason", i, out.results)
+		}
+		assertCompleteLog(t, e, sid, 1)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/toolsd/toolsd/internal/textcut"
 	"github.com/toolsd/toolsd/internal/tool"
@@ -42,28 +43,37 @@ func (s *snapshot) ask(ctx context.Context, e *tool.Exec, st *callState) (tool.R
 	d, err := e.Approver.Approve(actx, tool.ApprovalRequest{Call: &st.exposed(e).Call, Reason: question})
 	expired := errors.Is(actx.Err(), context.DeadlineExceeded)
 	cancel()
+	// A wait that expired, or a denial, came before any cancellation that followed it
+	// and is the more specific outcome: it stays. Only an approval (or no answer) gives
+	// way to the cancellation.
 	switch {
-	case ctx.Err() != nil:
-		return failure(e, tool.CodeAbortedBeforeDispatch, msgCancelledBefore, ""), false
-	case expired || errors.Is(err, tool.ErrApprovalTimeout):
+	case expired:
 		// Checked before the answer: an approval that comes once the wait has expired
 		// (an approver may return one it got just after its deadline) does not run the call.
-		return failure(e, tool.CodeApprovalTimeout,
-			fmt.Sprintf("approval timed out after %s", s.cfg.ApprovalTimeout), ""), false
-	case err == nil && d.Approved:
-		return tool.Result{}, true
-	case err == nil:
+		return approvalTimedOut(e, s.cfg.ApprovalTimeout), false
+	case err == nil && !d.Approved:
 		reason := approvalReason(d.Reason)
 		msg := msgNotApproved
 		if reason != "" {
 			msg += ": " + reason
 		}
 		return failure(e, tool.CodeApprovalDenied, msg, reason), false
+	case ctx.Err() != nil:
+		return failure(e, tool.CodeAbortedBeforeDispatch, msgCancelledBefore, ""), false
+	case errors.Is(err, tool.ErrApprovalTimeout):
+		return approvalTimedOut(e, s.cfg.ApprovalTimeout), false
+	case err == nil:
+		return tool.Result{}, true
 	case errors.Is(err, tool.ErrApprovalUnavailable):
 		return failure(e, tool.CodeApprovalUnavailable, msgNoApprover, ""), false
 	default:
 		return failure(e, tool.CodeApprovalUnavailable, msgNoApprover, err.Error()), false
 	}
+}
+
+// approvalTimedOut is the failure of a call whose approval wait of d expired.
+func approvalTimedOut(e *tool.Exec, d time.Duration) tool.Result {
+	return failure(e, tool.CodeApprovalTimeout, fmt.Sprintf("approval timed out after %s", d), "")
 }
 
 // MaxApprovalReasonBytes bounds a denial's reason, as a hook's is bounded: it becomes

@@ -247,6 +247,34 @@ func TestApproval(t *testing.T) {
 			},
 			wantCode: tool.CodeAbortedBeforeDispatch, wantMsg: "call was cancelled before dispatch",
 		},
+		"caller cancels after a denial": {
+			approver: func(cancel context.CancelFunc) tool.Approver {
+				return approverFunc(func(context.Context, tool.ApprovalRequest) (tool.ApprovalDecision, error) {
+					cancel() // the cancel follows the answer
+					return tool.ApprovalDecision{Reason: "not today"}, nil
+				})
+			},
+			wantCode: tool.CodeApprovalDenied, wantMsg: "call was not approved: not today",
+		},
+		"caller cancels after an approval": {
+			approver: func(cancel context.CancelFunc) tool.Approver {
+				return approverFunc(func(context.Context, tool.ApprovalRequest) (tool.ApprovalDecision, error) {
+					cancel()
+					return tool.ApprovalDecision{Approved: true}, nil
+				})
+			},
+			wantCode: tool.CodeAbortedBeforeDispatch, wantMsg: "call was cancelled before dispatch",
+		},
+		"caller cancels after the wait expired": {
+			approver: func(cancel context.CancelFunc) tool.Approver {
+				return approverFunc(func(ctx context.Context, _ tool.ApprovalRequest) (tool.ApprovalDecision, error) {
+					<-ctx.Done()
+					cancel()
+					return tool.ApprovalDecision{}, ctx.Err()
+				})
+			},
+			wantCode: tool.CodeApprovalTimeout, wantMsg: "approval timed out after 5ms",
+		},
 		"approver failure": {
 			approver: func(context.CancelFunc) tool.Approver {
 				return approverFunc(func(context.Context, tool.ApprovalRequest) (tool.ApprovalDecision, error) {

@@ -63,9 +63,17 @@ func (a *streamApprover) Approve(ctx context.Context, req tool.ApprovalRequest) 
 	case d := <-ch:
 		return d, nil // one that came with the deadline is refused by the pipeline
 	case <-a.gone:
-		return tool.ApprovalDecision{}, tool.ErrApprovalUnavailable
+		err = tool.ErrApprovalUnavailable
 	case <-ctx.Done():
-		return tool.ApprovalDecision{}, ctx.Err()
+		err = ctx.Err()
+	}
+	// The client's answer may have come just before the half-close or cancellation that
+	// ended the wait (the reader handles its messages in order): the answer stands.
+	select {
+	case d := <-ch:
+		return d, nil
+	default:
+		return tool.ApprovalDecision{}, err
 	}
 }
 
