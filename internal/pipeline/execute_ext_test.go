@@ -239,6 +239,30 @@ func TestRetryStopsWhenCancelled(t *testing.T) {
 	}
 }
 
+// TestRetryStopsWhenCancelledAsTheBackoffEnds: a cancel that comes as the backoff's
+// timer fires (sleepCtx then may return either way) does not start another attempt,
+// which the broker would answer with ABORTED in place of the call's PROVIDER_GONE.
+func TestRetryStopsWhenCancelledAsTheBackoffEnds(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	disp := &dispatcher{fn: func(ctx context.Context, _ int, _ pipeline.Tool, _ *tool.Exec) tool.Result {
+		if ctx.Err() != nil {
+			return tool.Failure(tool.CodeAborted, "call was cancelled")
+		}
+		return tool.Failure(tool.CodeProviderGone, "provider disconnected")
+	}}
+	timerAndCancel := pipeline.WithSleep(func(context.Context, time.Duration) error {
+		cancel()
+		return nil // the timer won the select
+	})
+	p, _ := retryRig(true, pipeline.RetryConfig{MaxAttempts: 5, Budget: time.Minute}, staticResolver(newTool("fetch")), disp, timerAndCancel)
+	e := newExec("fetch", `{}`)
+	r := p.Run(ctx, e)
+	if r.Code() != tool.CodeProviderGone || disp.count() != 1 {
+		t.Errorf("Run() = %+v after %d dispatches, want PROVIDER_GONE after 1", r.Err, disp.count())
+	}
+}
+
 func TestExecuteInterceptorOrder(t *testing.T) {
 	var order []string
 	layer := func(name string) pipeline.Interceptor {

@@ -46,7 +46,9 @@ func (s *snapshot) retrying(ctx context.Context, st *callState, e *tool.Exec, t 
 		if s.p.opts.now().Sub(start)+delay > cfg.Budget {
 			break
 		}
-		if s.p.opts.sleep(ctx, delay) != nil {
+		// A sleep may end on its timer with ctx ended too: no attempt starts after a
+		// cancel, so the call keeps the failure it had.
+		if s.p.opts.sleep(ctx, delay) != nil || ctx.Err() != nil {
 			break
 		}
 		nt, err := s.p.res.Resolve(ctx, &e.Call)
