@@ -66,7 +66,7 @@ func (b *Broker) Call(ctx context.Context, providerID string, e *tool.Exec, atte
 		return unavailable(providerID)
 	}
 	if ctx.Err() != nil {
-		return aborted()
+		return abortedBeforeDispatch()
 	}
 	if !utf8.Valid(e.Arguments) {
 		return invalidUTF8()
@@ -118,7 +118,8 @@ func (c *conn) notSent(ctx context.Context, p *pendingCall, id uint64, providerI
 	}
 	p.release()
 	if ctx.Err() != nil {
-		return aborted()
+		// Given up before the execute was handed to the stream: the tool never saw it.
+		return abortedBeforeDispatch()
 	}
 	return tool.FailureWithReason(tool.CodeProviderUnavailable, "the tool's provider is not connected",
 		"provider "+providerID+": "+err.Error())
@@ -173,6 +174,12 @@ func unavailable(providerID string) tool.Result {
 
 //go:noinline
 func aborted() tool.Result { return tool.Failure(tool.CodeAborted, "call was cancelled") }
+
+// abortedBeforeDispatch is the result of a call cancelled before its execute reached
+// the provider's stream: the tool cannot have run, which ABORTED would leave open.
+func abortedBeforeDispatch() tool.Result {
+	return tool.Failure(tool.CodeAbortedBeforeDispatch, "call was cancelled before it started")
+}
 
 // executeMsg builds the execute message. Every string is made valid UTF-8: a marshal
 // failure inside Send would end the stream for every call on it. The message's parts

@@ -151,3 +151,17 @@ func TestRegistrationFloodIsBounded(t *testing.T) {
 		t.Errorf("stream ended with %v, want Unavailable naming the queued messages", err)
 	}
 }
+
+// TestCallCancelledBeforeItsSendIsNotDispatched: a call whose context has ended before
+// its execute reached the provider's stream never ran: its result says so
+// (ABORTED_BEFORE_DISPATCH), not ABORTED, which would leave open whether the tool ran.
+// (A call that gives up waiting for the send slot takes the same path, notSent.)
+func TestCallCancelledBeforeItsSendIsNotDispatched(t *testing.T) {
+	srv := brokertest.Start(t, brokertest.NewRegistrar())
+	raw := helloRawFixedWindow(t, srv, "p")
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if r := awaitResult(t, goCall(ctx, srv.Broker, raw.id, execFor("t", `{}`))); r.Code() != tool.CodeAbortedBeforeDispatch {
+		t.Errorf("Call() cancelled before its send = %+v, want ABORTED_BEFORE_DISPATCH", r)
+	}
+}
