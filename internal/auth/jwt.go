@@ -1,7 +1,7 @@
 package auth
 
 import (
-	"bytes"
+	"cmp"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/ed25519"
@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/toolsd/toolsd/internal/jsonx"
 	"github.com/toolsd/toolsd/internal/textcut"
 )
 
@@ -144,19 +145,21 @@ func (v *jwtVerifier) check(token string) (string, error) {
 	return sub, nil
 }
 
+// jwtHeader and jwtClaims are filled member by member, by exact name (see
+// [decodeSegment]).
 type jwtHeader struct {
-	Alg  string          `json:"alg"`
-	Kid  string          `json:"kid"`
-	Crit json.RawMessage `json:"crit"`
+	Alg  string
+	Kid  string
+	Crit json.RawMessage
 }
 
 type jwtClaims struct {
-	Sub string       `json:"sub"`
-	Iss string       `json:"iss"`
-	Aud audience     `json:"aud"`
-	Exp *numericDate `json:"exp"`
-	Nbf *numericDate `json:"nbf"`
-	Iat *numericDate `json:"iat"`
+	Sub string
+	Iss string
+	Aud audience
+	Exp *numericDate
+	Nbf *numericDate
+	Iat *numericDate
 }
 
 // verify returns the subject and expiry of a valid token, or a [*CredentialError] saying
@@ -171,8 +174,8 @@ func (v *jwtVerifier) verify(token string) (sub string, exp time.Time, err error
 	}
 	signed, sigPart := token[:dot], token[dot+1:]
 	headPart, payloadPart, _ := strings.Cut(signed, ".")
-	var head jwtHeader
-	if err := decodeSegment(headPart, &head); err != nil {
+	head, err := decodeHeader(headPart)
+	if err != nil {
 		return "", time.Time{}, invalidToken("header: %v", err)
 	}
 	alg, err := acceptAlg(head.Alg)
@@ -199,11 +202,11 @@ func (v *jwtVerifier) verify(token string) (sub string, exp time.Time, err error
 	if !alg.verify(key.pub, []byte(signed), sig) {
 		return "", time.Time{}, invalidToken("signature does not verify")
 	}
-	var c jwtClaims
-	if err := decodeSegment(payloadPart, &c); err != nil {
+	c, err := decodeClaims(payloadPart)
+	if err != nil {
 		return "", time.Time{}, invalidToken("claims: %v", err)
 	}
-	if err := v.checkClaims(&c); err != nil {
+	if err := v.checkClaims(c); err != nil {
 		return "", time.Time{}, err
 	}
 	return c.Sub, c.Exp.t, nil
@@ -253,20 +256,63 @@ func (v *jwtVerifier) checkClaims(c *jwtClaims) error {
 	return nil
 }
 
-// decodeSegment decodes one base64url JSON segment into v.
-func decodeSegment(seg string, v any) error {
+// decodeSegment decodes one base64url segment holding a JSON object into its members,
+// keyed by their exact names. Header and claim names are case-sensitive (RFC 7515 §4,
+// RFC 7519 §4), and encoding/json would fill a "sub" field from "SUB" or "Sub" too (the
+// last of them winning): a custom claim that an issuer lets its users set would then
+// override the subject, expiry, issuer or audience it signed. A member given twice is
+// as ambiguous, so the segment must be strict JSON (no duplicate names, valid UTF-8).
+func decodeSegment(seg string) (map[string]json.RawMessage, error) {
 	raw, err := b64.DecodeString(seg)
 	if err != nil {
-		return fmt.Errorf("not base64url")
+		return nil, fmt.Errorf("not base64url")
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("not a JSON object: %v", clip(err.Error()))
+	if err := jsonx.Valid(raw, jsonx.Limits{MaxBytes: maxTokenBytes}); err != nil {
+		return nil, fmt.Errorf("not strict JSON: %v", clip(err.Error()))
 	}
-	if dec.More() {
-		return fmt.Errorf("trailing data after the JSON object")
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
+		return nil, fmt.Errorf("not a JSON object")
+	}
+	return m, nil
+}
+
+// member decodes the member named exactly name, when present, into v.
+func member(m map[string]json.RawMessage, name string, v any) error {
+	raw, ok := m[name]
+	if !ok {
+		return nil
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return fmt.Errorf("%s: %v", name, clip(err.Error()))
 	}
 	return nil
+}
+
+func decodeHeader(seg string) (jwtHeader, error) {
+	var h jwtHeader
+	m, err := decodeSegment(seg)
+	if err != nil {
+		return h, err
+	}
+	if err := cmp.Or(member(m, "alg", &h.Alg), member(m, "kid", &h.Kid)); err != nil {
+		return h, err
+	}
+	h.Crit = m["crit"]
+	return h, nil
+}
+
+func decodeClaims(seg string) (*jwtClaims, error) {
+	m, err := decodeSegment(seg)
+	if err != nil {
+		return nil, err
+	}
+	c := &jwtClaims{}
+	if err := cmp.Or(member(m, "sub", &c.Sub), member(m, "iss", &c.Iss), member(m, "aud", &c.Aud),
+		member(m, "exp", &c.Exp), member(m, "nbf", &c.Nbf), member(m, "iat", &c.Iat)); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // audience is the aud claim: a string or an array of strings (RFC 7519 §4.1.3).

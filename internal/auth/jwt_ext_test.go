@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -284,5 +285,62 @@ func TestJWTExpiresAfterCaching(t *testing.T) {
 	var ce *auth.CredentialError
 	if !errors.As(err, &ce) || ce.Reason != auth.ReasonTokenExpired {
 		t.Fatalf("Authenticate(cached token after exp) = %v, want %s", err, auth.ReasonTokenExpired)
+	}
+}
+
+// signRaw signs claims given as raw JSON, so a test controls member order and spelling.
+func signRaw(t *testing.T, key crypto.Signer, alg, kid, rawClaims string) string {
+	t.Helper()
+	signed := segment(t, map[string]any{"alg": alg, "kid": kid}) + "." + base64.RawURLEncoding.EncodeToString([]byte(rawClaims))
+	sig, err := devpki.Sign(key, alg, []byte(signed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return signed + "." + base64.RawURLEncoding.EncodeToString(sig)
+}
+
+// TestJWTClaimNamesAreExact: claim names are case-sensitive (RFC 7519 §4), so a custom
+// claim an issuer lets a user set, spelled "Sub" or "EXP", is not the subject or the
+// expiry; and a claim given twice is ambiguous, so the token is refused.
+func TestJWTClaimNamesAreExact(t *testing.T) {
+	f := newJWTFixture(t)
+	a, _ := mustNew(t, auth.Config{
+		JWKSFile: writeFile(t, "jwks.json", f.jwks), Issuer: "https://issuer.test", Audience: "toolsd",
+		Grants: []auth.Grant{{Identity: "*", Role: auth.RoleAgent, Scopes: []string{"**"}}},
+	}, auth.WithClock(func() time.Time { return jwtNow }))
+	iat, past, future := jwtNow.Add(-time.Hour).Unix(), jwtNow.Add(-time.Minute).Unix(), jwtNow.Add(time.Hour).Unix()
+	base := func(sub string, exp int64) string {
+		return `{"iss":"https://issuer.test","aud":"toolsd","iat":` + strconv.FormatInt(iat, 10) +
+			`,"exp":` + strconv.FormatInt(exp, 10) + `,"sub":"` + sub + `"`
+	}
+	tests := map[string]struct {
+		claims     string
+		want       string // identity, or "" for a refusal with wantReason
+		wantReason string
+	}{
+		"Sub after sub":      {claims: base("agent-a", future) + `,"Sub":"operator"}`, want: "agent-a"},
+		"SUB without sub":    {claims: `{"iss":"https://issuer.test","aud":"toolsd","exp":` + strconv.FormatInt(future, 10) + `,"SUB":"operator"}`, wantReason: auth.ReasonInvalidToken},
+		"EXP after exp":      {claims: base("agent-a", past) + `,"EXP":` + strconv.FormatInt(future, 10) + `}`, wantReason: auth.ReasonTokenExpired},
+		"Aud after aud":      {claims: `{"iss":"https://issuer.test","aud":"billing","exp":` + strconv.FormatInt(future, 10) + `,"sub":"agent-a","Aud":"toolsd"}`, wantReason: auth.ReasonInvalidToken},
+		"ISS after iss":      {claims: `{"iss":"https://evil.test","aud":"toolsd","exp":` + strconv.FormatInt(future, 10) + `,"sub":"agent-a","ISS":"https://issuer.test"}`, wantReason: auth.ReasonInvalidToken},
+		"sub given twice":    {claims: base("agent-a", future) + `,"sub":"operator"}`, wantReason: auth.ReasonInvalidToken},
+		"exact names accept": {claims: base("agent-a", future) + `}`, want: "agent-a"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			token := signRaw(t, f.ec, "ES256", "ec-1", tc.claims)
+			ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer "+token))
+			id, err := a.Authenticate(ctx)
+			if tc.want != "" {
+				if err != nil || id.Name != tc.want {
+					t.Fatalf("Authenticate(%s) = %+v, %v, want identity %q", tc.claims, id, err, tc.want)
+				}
+				return
+			}
+			var ce *auth.CredentialError
+			if !errors.As(err, &ce) || ce.Reason != tc.wantReason {
+				t.Fatalf("Authenticate(%s) = %+v, %v, want %s", tc.claims, id, err, tc.wantReason)
+			}
+		})
 	}
 }
