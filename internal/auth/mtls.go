@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/asn1"
 	"fmt"
 	"os"
 
@@ -59,7 +60,8 @@ func peerCertIdentity(ctx context.Context) (name string, ok bool, err error) {
 
 // certIdentity is the certificate's SPIFFE ID (its spiffe:// URI SAN) if it has one,
 // else its subject CN. A certificate with two SPIFFE IDs is refused (the SPIFFE X.509
-// profile allows exactly one).
+// profile allows exactly one), and so is one without a SPIFFE ID whose subject has two
+// CNs.
 func certIdentity(c *x509.Certificate) (string, error) {
 	var spiffe string
 	for _, u := range c.URIs {
@@ -73,6 +75,11 @@ func certIdentity(c *x509.Certificate) (string, error) {
 	}
 	name := spiffe
 	if name == "" {
+		if commonNames(c) > 1 {
+			// Go keeps the last CN, other software the first: the certificate names no
+			// one identity, whichever one its CA checked.
+			return "", &CredentialError{Reason: ReasonInvalidCertificate, Detail: "client certificate carries more than one CN and no SPIFFE ID"}
+		}
 		name = c.Subject.CommonName
 	}
 	if name == "" {
@@ -82,4 +89,18 @@ func certIdentity(c *x509.Certificate) (string, error) {
 		return "", &CredentialError{Reason: ReasonInvalidCertificate, Detail: fmt.Sprintf("client certificate: %v", err)}
 	}
 	return name, nil
+}
+
+// oidCommonName is the X.520 commonName attribute type.
+var oidCommonName = asn1.ObjectIdentifier{2, 5, 4, 3}
+
+// commonNames counts the CN attributes of c's subject.
+func commonNames(c *x509.Certificate) int {
+	n := 0
+	for _, a := range c.Subject.Names {
+		if a.Type.Equal(oidCommonName) {
+			n++
+		}
+	}
+	return n
 }

@@ -1,8 +1,15 @@
 package auth_test
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/asn1"
 	"errors"
+	"math/big"
 	"os"
 	"path/filepath"
 	"testing"
@@ -19,6 +26,7 @@ type pki struct {
 	certFile, keyFile, caFile string
 	spiffeClient, cnClient    tls.Certificate
 	twoSPIFFE, foreign        tls.Certificate
+	twoCN                     tls.Certificate
 }
 
 func newPKI(t *testing.T) *pki {
@@ -57,7 +65,35 @@ func newPKI(t *testing.T) *pki {
 		t.Fatal(err)
 	}
 	p.foreign = client(other, "agent-a")
+	p.twoCN = twoCNClient(t, ca, "agent-a", "operator")
 	return p
+}
+
+// twoCNClient issues a client certificate whose subject carries a CN attribute for each
+// of names, in order (Go's parser keeps the last one as CommonName).
+func twoCNClient(t *testing.T, ca *devpki.CA, names ...string) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var subject pkix.Name
+	for _, n := range names {
+		subject.ExtraNames = append(subject.ExtraNames, pkix.AttributeTypeAndValue{Type: asn1.ObjectIdentifier{2, 5, 4, 3}, Value: n})
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()),
+		Subject:      subject,
+		NotBefore:    time.Now().Add(-time.Minute),
+		NotAfter:     time.Now().Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
 
 func (p *pki) clientTLS(certs ...tls.Certificate) *tls.Config {
@@ -86,6 +122,7 @@ func TestMTLS(t *testing.T) {
 		"token wins over cert": {client: p.clientTLS(p.cnClient), authz: []string{"Bearer " + tokenA}, want: "token:token-agent"},
 		"bad token with cert":  {client: p.clientTLS(p.cnClient), authz: []string{"Bearer wrong-token-0123456789abcdef"}, wantCode: codes.Unauthenticated, reason: auth.ReasonInvalidToken},
 		"two SPIFFE IDs":       {client: p.clientTLS(p.twoSPIFFE), wantCode: codes.Unauthenticated, reason: auth.ReasonInvalidCertificate},
+		"two CNs":              {client: p.clientTLS(p.twoCN), wantCode: codes.Unauthenticated, reason: auth.ReasonInvalidCertificate},
 		// TLS 1.3 clients finish their side of the handshake before the server checks
 		// their certificate, so the refusal surfaces as Unavailable on the first RPC.
 		"no client cert":     {client: p.clientTLS(), wantCode: codes.Unavailable},
