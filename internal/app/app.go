@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -374,6 +375,7 @@ func grpcConfig(a *App, c *config.Config, authn *auth.Authenticator) (server.GRP
 		// Room for the largest result plus framing: a message over the transport limit
 		// would end a provider's whole stream instead of failing one call.
 		MaxRecvMsgSize:       int(max(c.Limits.MaxRequestBytes, c.Limits.MaxResultBytes+64<<10)),
+		MaxHeaderBytes:       uint32(min(c.Limits.MaxHeaderBytes, math.MaxUint32)),
 		MaxConcurrentStreams: c.Limits.MaxConcurrentStreams,
 		KeepaliveTime:        c.Limits.KeepaliveTime.D(),
 		KeepaliveTimeout:     c.Limits.KeepaliveTimeout.D(),

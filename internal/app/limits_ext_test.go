@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/encoding/gzip"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -764,4 +765,19 @@ func TestLargestResultFitsTheLog(t *testing.T) {
 		t.Errorf("big result's content is %d bytes, want %d", n, 8<<20-64)
 	}
 	assertCompleteLog(t, e, "s-big", 3)
+}
+
+// TestHeaderSizeLimit checks max_header_bytes: a request whose metadata is over it
+// (here a huge authorization header, which authentication would otherwise hash) is
+// refused by the transport, and the connection serves the next request.
+func TestHeaderSizeLimit(t *testing.T) {
+	e := start(t, "limits: {max_header_bytes: 16KiB}\n")
+	huge := metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer "+strings.Repeat("x", 64<<10))
+	_, err := e.tools.Schemas(huge, &toolsdv1.SchemasRequest{})
+	if err == nil || !strings.Contains(err.Error(), "header list size") {
+		t.Errorf("Schemas() with 64 KiB of metadata = %v, want refused for its header list size", err)
+	}
+	if _, err := e.tools.Schemas(t.Context(), &toolsdv1.SchemasRequest{}); err != nil {
+		t.Errorf("Schemas() after the refusal = %v, want served", err)
+	}
 }

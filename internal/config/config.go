@@ -91,6 +91,7 @@ type Registry struct {
 // Limits bound every input; each has a default in defaults.yaml.
 type Limits struct {
 	MaxRequestBytes        Size   `yaml:"max_request_bytes"`
+	MaxHeaderBytes         Size   `yaml:"max_header_bytes"`
 	MaxArgumentBytes       Size   `yaml:"max_argument_bytes"`
 	MaxJSONDepth           int    `yaml:"max_json_depth"`
 	MaxCallsPerBatch       int    `yaml:"max_calls_per_batch"`
@@ -412,6 +413,7 @@ func (c *Config) Validate() error {
 	positive := map[string]int64{
 		"scheduler.max_parallel":            int64(c.Scheduler.MaxParallel),
 		"limits.max_request_bytes":          int64(c.Limits.MaxRequestBytes),
+		"limits.max_header_bytes":           int64(c.Limits.MaxHeaderBytes),
 		"limits.max_argument_bytes":         int64(c.Limits.MaxArgumentBytes),
 		"limits.max_json_depth":             int64(c.Limits.MaxJSONDepth),
 		"limits.max_calls_per_batch":        int64(c.Limits.MaxCallsPerBatch),

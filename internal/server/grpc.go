@@ -26,8 +26,11 @@ import (
 type GRPCConfig struct {
 	Logger *zap.Logger
 	// Metrics is the private Prometheus registry; nil disables RPC metrics.
-	Metrics              prometheus.Registerer
-	MaxRecvMsgSize       int
+	Metrics        prometheus.Registerer
+	MaxRecvMsgSize int
+	// MaxHeaderBytes bounds a request's header list (its metadata); 0 leaves gRPC's
+	// default (16 MiB).
+	MaxHeaderBytes       uint32
 	MaxConcurrentStreams uint32
 	KeepaliveTime        time.Duration
 	KeepaliveTimeout     time.Duration
@@ -106,6 +109,9 @@ func NewGRPCServer(c GRPCConfig) (*grpc.Server, *grpcprom.ServerMetrics) {
 		// Clients may ping as often as every 5s even without active streams: provider
 		// SDKs keep their idle callback streams alive this way.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+	}
+	if c.MaxHeaderBytes > 0 {
+		opts = append(opts, grpc.MaxHeaderListSize(c.MaxHeaderBytes))
 	}
 	if c.ConnectionTimeout > 0 {
 		opts = append(opts, grpc.ConnectionTimeout(c.ConnectionTimeout))
