@@ -81,6 +81,11 @@ func (s *Server) WatchSession(req *toolsdv1.WatchSessionRequest, stream grpc.Ser
 	if err := s.authz.Authorize(ctx, ActionReadSession, "", req.GetSessionId()); err != nil {
 		return toStatus(s.log, err)
 	}
+	// A stopped watch set refuses at once: AfterFunc below would cancel the watch only
+	// from its own goroutine, after the replay had begun.
+	if s.active.watches.Err() != nil {
+		return toStatus(s.log, errShuttingDown)
+	}
 	watchCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	defer context.AfterFunc(s.active.watches, func() { cancel(errShuttingDown) })()

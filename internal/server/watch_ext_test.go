@@ -1,0 +1,83 @@
+package server_test
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/test/bufconn"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/server"
+	"github.com/toolsd/toolsd/internal/session"
+)
+
+// serveTools runs the ToolService over store on a bufconn listener and returns the
+// server and a client; both are stopped when the test ends.
+func serveTools(t *testing.T, store session.Store) (*server.Server, toolsdv1.ToolServiceClient) {
+	t.Helper()
+	srv := server.New(server.Deps{Sessions: store})
+	g := grpc.NewServer()
+	toolsdv1.RegisterToolServiceServer(g, srv)
+	lis := bufconn.Listen(1 << 20)
+	served := make(chan error, 1)
+	go func() { served <- g.Serve(lis) }()
+	conn, err := grpc.NewClient("passthrough:///bufnet",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = conn.Close()
+		g.Stop()
+		if err := <-served; err != nil {
+			t.Errorf("Serve() = %v", err)
+		}
+	})
+	return srv, toolsdv1.NewToolServiceClient(conn)
+}
+
+// TestWatchAfterStopWatchesIsRefused: once StopWatches has run (shutdown, after the
+// drain), a new WatchSession is refused with Unavailable before it sends anything; it
+// used to start replaying the session and be cut off only some events later.
+func TestWatchAfterStopWatchesIsRefused(t *testing.T) {
+	store := session.NewMemory()
+	defer func() { _ = store.Close() }()
+	evs := make([]session.Event, 200)
+	for i := range evs {
+		evs[i] = session.Event{Type: session.TypeUserMessage, Message: &session.MessageRecord{Content: "ctx"}}
+	}
+	if _, err := store.Append(t.Context(), "s", evs...); err != nil {
+		t.Fatal(err)
+	}
+	srv, tools := serveTools(t, store)
+	srv.StopWatches()
+	for i := range 20 {
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		w, err := tools.WatchSession(ctx, &toolsdv1.WatchSessionRequest{SessionId: "s"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := w.Recv()
+		cancel()
+		if status.Code(err) != codes.Unavailable || reason(err) != "SHUTTING_DOWN" {
+			t.Fatalf("watch %d after StopWatches: Recv() = %v, %v; want Unavailable (SHUTTING_DOWN)", i, m.GetEvent().GetSeq(), err)
+		}
+	}
+}
+
+func reason(err error) string {
+	for _, d := range status.Convert(err).Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			return info.GetReason()
+		}
+	}
+	return ""
+}
