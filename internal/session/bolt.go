@@ -33,6 +33,7 @@ type Bolt struct {
 
 	queue      chan *request
 	quit       chan struct{} // closed by Close
+	stopped    chan struct{} // closed when a failed commit stops the store (see stop)
 	writerDone chan struct{} // closed when the writer has exited
 	closed     atomic.Bool
 	closeOnce  sync.Once
@@ -95,6 +96,7 @@ func Open(dir string, opts ...Option) (*Bolt, error) {
 		live:       newShardMap[boltLive](),
 		queue:      make(chan *request, o.queueSize),
 		quit:       make(chan struct{}),
+		stopped:    make(chan struct{}),
 		writerDone: make(chan struct{}),
 		opened:     o.now(),
 	}
@@ -344,6 +346,9 @@ func (b *Bolt) watch(ctx context.Context, sessionID string, l *boltLive, next *u
 			return ctx.Err()
 		case <-b.quit:
 			return ErrClosed
+		case <-b.stopped:
+			// A failed commit stopped the store: no commit will wake this watch
+			// again, and the next read fails with the store's error.
 		}
 	}
 }

@@ -52,10 +52,13 @@ func (b *Bolt) update(fn func(*bolt.Tx) error) error {
 	return err
 }
 
-// stop records the failed commit's error; every later change fails with it.
+// stop records the failed commit's error; every later change and read fails with it,
+// and watches waiting for commits wake to read it. It runs under commitMu, once: every
+// later update finds the fault first.
 func (b *Bolt) stop(cause error) error {
 	err := fmt.Errorf("%w: %w", ErrStopped, cause)
 	b.fault.Store(&err)
+	close(b.stopped)
 	b.o.logger.Error("session store stopped; appends fail until toolsd restarts", zap.Error(cause))
 	return err
 }

@@ -99,3 +99,41 @@ func restoreFileSize(t *testing.T) {
 	}
 	savedFileSize = nil
 }
+
+// A watch that is tailing when a failed commit stops the store ends with ErrStopped,
+// as a watch begun afterwards does; it used to wait on for commits that never came,
+// so its client took the session for idle while every batch in it failed.
+func TestBoltStopEndsLiveWatches(t *testing.T) {
+	dir := t.TempDir()
+	s := openBolt(t, dir, session.WithLogger(zap.NewNop()))
+	ctx := t.Context()
+	mustAppend(t, s, "watched", messageEvent("before", 0))
+	got := make(chan session.Event, 16)
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Watch(ctx, "watched", 1, func(ev session.Event) error { got <- ev; return nil })
+	}()
+	select {
+	case <-got: // replayed: the watch now tails
+	case <-time.After(10 * time.Second):
+		t.Fatal("Watch() replayed nothing within 10s")
+	}
+	limitFileSize(t, filepath.Join(dir, session.FileName))
+	big := strings.Repeat("x", 4<<10)
+	var failed error
+	for i := 0; i < 10_000 && failed == nil; i++ {
+		_, failed = s.Append(ctx, "grow", messageEvent(big, 0))
+	}
+	restoreFileSize(t)
+	if !errors.Is(failed, session.ErrStopped) {
+		t.Fatalf("Append() past RLIMIT_FSIZE = %v, want ErrStopped", failed)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, session.ErrStopped) {
+			t.Errorf("live Watch() after the failed commit = %v, want ErrStopped", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("live Watch() still running 10s after the store stopped")
+	}
+}
