@@ -135,14 +135,7 @@ func TestWriteSummary(t *testing.T) {
 	if err := writeSummary(dir, s, &out); err != nil {
 		t.Fatalf("writeSummary() error = %v", err)
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatalf("summary.json is not JSON: %v", err)
-	}
+	m := readSummaryJSON(t, dir)
 	for _, k := range []string{"ratio_p50_single_c1", "ratio_tput_batch8_c64", "ratio_tput_batch8_c64_durable",
 		"ratio_tput_batch8_c64_journal", "ratio_tput_vs_mcp_c64", "schemas_10k_p50_us", "idle_stream_bytes", "inflight_call_bytes", "workloads", "machine"} {
 		if _, ok := m[k]; !ok {
@@ -171,14 +164,7 @@ func TestSummaryKeysAreNumbers(t *testing.T) {
 	if err := writeSummary(dir, s, io.Discard); err != nil {
 		t.Fatalf("writeSummary() error = %v", err)
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatalf("summary.json is not JSON: %v", err)
-	}
+	m := readSummaryJSON(t, dir)
 	for k, want := range map[string]float64{
 		"ratio_p50_single_c1": 1.5, "ratio_tput_batch8_c64": 0.5, "ratio_tput_batch8_c64_durable": 0.3,
 		"ratio_tput_batch8_c64_journal": 0.4, "ratio_tput_vs_mcp_c64": 3,
@@ -296,4 +282,18 @@ func TestPairedRatios(t *testing.T) {
 			t.Errorf("calls/s by round = %+v, want median 0.5", r.PairedThroughput)
 		}
 	}
+}
+
+// readSummaryJSON reads dir's summary.json as a JSON object.
+func readSummaryJSON(t *testing.T, dir string) map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("summary.json is not JSON: %v", err)
+	}
+	return m
 }
