@@ -61,13 +61,11 @@ type conn struct {
 	tools   map[ToolRef]struct{}
 	closed  bool
 
-	// busy is held by the receive loop while it processes a message. The teardown
-	// takes it and sets retired, so nothing the loop does (a log line, a delivery) follows
-	// the end of the handler. It is skipped only when the loop may be stuck in the
-	// hello's send.
-	busy    sync.Mutex
-	retired bool
-	strays  int // stray messages warned about; the receive loop's alone
+	// live guards the receive loop's processing of a message. The teardown retires it,
+	// so nothing the loop does (a log line, a delivery) follows the end of the handler.
+	// It is skipped only when the loop may be stuck in the hello's send.
+	live   streamgate.Retire
+	strays int // stray messages warned about; the receive loop's alone
 
 	// regMu is held around registrar calls, never around a send, so the teardown can
 	// always take it: no registration can follow the RemoveOwner that ends the stream.
@@ -327,11 +325,7 @@ func (c *conn) closeRegistrations() {
 
 // retire waits for the receive loop to finish the message in hand and stops it from
 // processing more.
-func (c *conn) retire() {
-	c.busy.Lock()
-	c.retired = true
-	c.busy.Unlock()
-}
+func (c *conn) retire() { c.live.Retire() }
 
 func (c *conn) trackTool(ref ToolRef, live bool) {
 	c.mu.Lock()

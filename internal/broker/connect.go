@@ -102,16 +102,14 @@ func (c *conn) receive(stream toolsdv1.ProviderService_ConnectServer, recvErr ch
 
 // step processes one received message unless the conn is retired (live is false then).
 func (c *conn) step(m *toolsdv1.ProviderServiceConnectRequest, first bool) (live bool, err error) {
-	c.busy.Lock()
-	defer c.busy.Unlock()
-	if c.retired {
-		return false, nil
-	}
-	if first {
-		return true, c.b.hello(c, m)
-	}
-	c.b.handle(c, m)
-	return true, nil
+	live = c.live.Do(func() {
+		if first {
+			err = c.b.hello(c, m)
+		} else {
+			c.b.handle(c, m)
+		}
+	})
+	return live, err
 }
 
 // hello admits the stream: it records the provider, publishes the conn and welcomes it.

@@ -74,12 +74,11 @@ type conn struct {
 
 	gone chan struct{} // closed by die
 
-	// busy is held by the receive loop while it handles a message, and by the writer
-	// while it logs its goodbye's failure. The handler's teardown takes it and sets
-	// retired, so no line of theirs follows the end of the handler (which does not wait
-	// for either goroutine); later lines are dropped. Neither holds it across a send.
-	busy    sync.Mutex
-	retired bool
+	// live guards the receive loop's handling of a message and the writer's logging of
+	// its goodbye's failure: the handler's teardown retires it, so no line of theirs
+	// follows the end of the handler (which does not wait for either goroutine); later
+	// lines are dropped. Neither runs a send under it.
+	streamLive streamgate.Retire
 
 	mu      sync.Mutex
 	pending map[uint64]waiter
@@ -242,22 +241,14 @@ func (c *conn) receive(recv func() (*toolsdv1.HookServiceConnectRequest, error))
 
 // step handles one message unless the conn is retired (live is false then).
 func (c *conn) step(m *toolsdv1.HookServiceConnectRequest) (live bool, err error) {
-	c.busy.Lock()
-	defer c.busy.Unlock()
-	if c.retired {
-		return false, nil
-	}
-	return true, c.handle(m)
+	live = c.streamLive.Do(func() { err = c.handle(m) })
+	return live, err
 }
 
 // retire waits for the receive loop to finish the message in hand (handling one never
 // waits on a send) and for a goodbye failure being logged, and stops both from doing
 // more.
-func (c *conn) retire() {
-	c.busy.Lock()
-	c.retired = true
-	c.busy.Unlock()
-}
+func (c *conn) retire() { c.streamLive.Retire() }
 
 // handle processes one message from the hook. Only the receive loop calls it.
 func (c *conn) handle(m *toolsdv1.HookServiceConnectRequest) error {
@@ -335,10 +326,6 @@ func (c *conn) sayGoodbye() {
 	}
 	if err := c.out.Send(c.goodbye); err != nil {
 		// A Send the teardown stopped waiting for fails only once the handler returned.
-		c.busy.Lock()
-		defer c.busy.Unlock()
-		if !c.retired {
-			c.log.Debug("goodbye not sent", zap.Error(err))
-		}
+		c.streamLive.Do(func() { c.log.Debug("goodbye not sent", zap.Error(err)) })
 	}
 }

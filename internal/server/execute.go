@@ -16,6 +16,7 @@ import (
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/internal/registry"
 	"github.com/toolsd/toolsd/internal/scheduler"
+	"github.com/toolsd/toolsd/internal/streamgate"
 	"github.com/toolsd/toolsd/internal/textcut"
 	"github.com/toolsd/toolsd/internal/tool"
 )
@@ -54,9 +55,11 @@ func (s *Server) ExecuteBatch(stream batchStream) error {
 	single := len(b.Calls) == 1
 	out := newOutbox(stream, s.limits.OutboxSize, s.limits.WriteTimeout, cancel, single)
 	approver := newStreamApprover(out)
-	lines := &readerLines{}
-	// The reader's lines end before the handler returns, however it returns.
-	defer lines.end()
+	// The reader's log lines are written while the batch runs (the handler does not wait
+	// for the reader, whose Recv ends only once the handler has returned): retired before
+	// the handler returns, however it returns; lines about messages read after are dropped.
+	lines := &streamgate.Retire{}
+	defer lines.Retire()
 	startReader := func() { go s.receive(stream, approver, cancel, b.BatchID, lines) }
 	sink := &batchSink{out: out, calls: b.Calls}
 	if single && s.limits.AcceptedHold > 0 {
@@ -157,46 +160,19 @@ const maxStrayLogs = 10
 // maxLoggedID bounds a client-chosen id in those warnings.
 const maxLoggedID = 128
 
-// readerLines is how the batch stream's reader writes its log lines. The handler does
-// not wait for the reader (its Recv ends only once the handler has returned), so a
-// line the reader wrote on its own could come after the batch ended, when whoever owns
-// the logger may be done with it. Lines are written while the batch runs; end waits
-// for a line being written, and lines after it are dropped: they would be about
-// messages that arrived when the batch was over.
-type readerLines struct {
-	mu    sync.Mutex
-	ended bool
-}
-
-// write runs log unless the batch has ended.
-func (l *readerLines) write(log func()) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.ended {
-		log()
-	}
-}
-
-// end waits for a line being written and drops later ones.
-func (l *readerLines) end() {
-	l.mu.Lock()
-	l.ended = true
-	l.mu.Unlock()
-}
-
 // receive reads approvals and cancels until the client half-closes or goes away. It
 // ends when the handler returns, because the stream's context ends with it; its log
 // lines go through lines, which the handler ends before it returns.
-func (s *Server) receive(stream batchStream, approver *streamApprover, cancel context.CancelCauseFunc, batchID string, lines *readerLines) {
+func (s *Server) receive(stream batchStream, approver *streamApprover, cancel context.CancelCauseFunc, batchID string, lines *streamgate.Retire) {
 	defer approver.closeSide()
 	strays, cancelled := 0, false
 	stray := func(msg string, fields ...zap.Field) {
 		strays++
 		switch {
 		case strays <= maxStrayLogs:
-			lines.write(func() { s.log.Warn(msg, append(fields, zap.String("batch_id", batchID))...) })
+			lines.Do(func() { s.log.Warn(msg, append(fields, zap.String("batch_id", batchID))...) })
 		case strays == maxStrayLogs+1:
-			lines.write(func() {
+			lines.Do(func() {
 				s.log.Warn("further stray messages on this batch are not logged", zap.String("batch_id", batchID), zap.Int("logged", maxStrayLogs))
 			})
 		}
@@ -225,7 +201,7 @@ func (s *Server) receive(stream batchStream, approver *streamApprover, cancel co
 			// written before the call goes on: the handler does not wait for this
 			// goroutine, so a line written after the answer could outlive the batch.
 			answered := func() {
-				lines.write(func() {
+				lines.Do(func() {
 					s.log.Info("approval answered", zap.String("batch_id", batchID),
 						zap.String("call_id", textcut.Ellipsis(msg.Approval.GetCallId(), maxLoggedID)),
 						zap.Bool("approved", msg.Approval.GetApproved()),
@@ -241,7 +217,7 @@ func (s *Server) receive(stream batchStream, approver *streamApprover, cancel co
 				continue
 			}
 			cancelled = true
-			lines.write(func() {
+			lines.Do(func() {
 				s.log.Info("batch cancelled by client", zap.String("batch_id", batchID), zap.String("reason", textcut.Ellipsis(msg.Cancel.GetReason(), maxLoggedID)))
 			})
 			cancel(errClientCancelled)
