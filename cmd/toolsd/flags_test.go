@@ -36,3 +36,15 @@ func TestRunBlamesFlagsForTheirValues(t *testing.T) {
 		}
 	}
 }
+
+// TestEmptyFlagOverridesTheFile: a flag given with an empty value still overrides the
+// file: -admin-listen "" runs with no admin listener, -listen "" is refused.
+func TestEmptyFlagOverridesTheFile(t *testing.T) {
+	d := startDaemon(t, "-ephemeral", "-admin-listen", "")
+	if d.admin != "" {
+		t.Errorf(`with -admin-listen "", toolsd serves admin on %q; want none`, d.admin)
+	}
+	if err := run([]string{"-ephemeral", "-listen", ""}); err == nil || !strings.Contains(err.Error(), "command line: listen: must not be empty") {
+		t.Errorf(`run(-listen "") = %v, want the command line's empty listen refused`, err)
+	}
+}

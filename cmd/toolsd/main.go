@@ -61,12 +61,17 @@ func run(args []string) error {
 		return err
 	}
 	loaded := *cfg // as the file says, before the flags: what a reload compares against
-	overrides := map[*string]*string{&cfg.Listen: listen, &cfg.AdminListen: adminListen, &cfg.DataDir: dataDir, &cfg.Session.Store: sessionStore, &cfg.Log.Level: logLevel, &cfg.Log.Format: logFormat}
-	for dst, src := range overrides {
-		if *src != "" {
-			*dst = *src
-		}
+	// A flag given overrides the file, even with an empty value: -admin-listen ""
+	// turns the admin listener off, and -listen "" is refused as the file's would be.
+	overrides := map[string][2]*string{
+		"listen": {&cfg.Listen, listen}, "admin-listen": {&cfg.AdminListen, adminListen}, "data-dir": {&cfg.DataDir, dataDir},
+		"session-store": {&cfg.Session.Store, sessionStore}, "log-level": {&cfg.Log.Level, logLevel}, "log-format": {&cfg.Log.Format, logFormat},
 	}
+	fs.Visit(func(f *flag.Flag) {
+		if o, ok := overrides[f.Name]; ok {
+			*o[0] = *o[1]
+		}
+	})
 	if *ephemeral {
 		cfg.Session.Store = "memory"
 	}
