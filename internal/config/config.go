@@ -233,6 +233,7 @@ func Load(path string) (*Config, error) {
 			return nil, err
 		}
 		cfg.Source = path
+		return &cfg, cfg.validateIn(data)
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -250,10 +251,55 @@ func Parse(data []byte, source string) (*Config, error) {
 		return nil, err
 	}
 	cfg.Source = source
-	if err := cfg.Validate(); err != nil {
-		return nil, err
+	return &cfg, cfg.validateIn(data)
+}
+
+// validateIn is Validate for a config decoded from data: a refused value that data
+// sets is reported at its place in it ("file:line:column: key: ...").
+func (c *Config) validateIn(data []byte) error {
+	errs := c.check()
+	if len(errs) == 0 {
+		return nil
 	}
-	return &cfg, nil
+	var root yaml.Node
+	if yaml.Unmarshal(data, &root) == nil {
+		at := map[string]*yaml.Node{}
+		for _, p := range keyPaths(&root) {
+			at[p.path] = p.value
+		}
+		for _, e := range errs {
+			if n := at[e.field]; n != nil {
+				e.line, e.column = n.Line, n.Column
+			}
+		}
+	}
+	return joinFieldErrors(errs)
+}
+
+// fieldError is one value Validate refuses.
+type fieldError struct {
+	source, field, msg string
+	line, column       int // where source sets the value; 0 when unknown
+}
+
+func (e *fieldError) Error() string {
+	if e.line > 0 {
+		return fmt.Sprintf("%s:%d:%d: %s: %s", e.source, e.line, e.column, e.field, e.msg)
+	}
+	return fmt.Sprintf("%s: %s: %s", e.source, e.field, e.msg)
+}
+
+func (e *fieldError) Unwrap() error { return ErrInvalid }
+
+func joinFieldErrors(errs []*fieldError) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	out := make([]error, len(errs))
+	for i, e := range errs {
+		out[i] = fmt.Errorf("%w: %w", ErrInvalid, e)
+	}
+	return errors.Join(out...)
 }
 
 func decode(data []byte, source string, cfg *Config) error {
@@ -265,7 +311,40 @@ func decode(data []byte, source string, cfg *Config) error {
 		}
 		return fmt.Errorf("%w: %w", ErrInvalid, located(data, source, err))
 	}
-	return nil
+	return noEmptyValues(data, source)
+}
+
+// noEmptyValues refuses a key written without a value ("outbox_size:", "~", "null").
+// The decoder leaves such a field as it was, so the setting would silently be the
+// default. The policy section is left to the policy parser, for which an empty
+// section means "allow, no rules".
+func noEmptyValues(data []byte, source string) error {
+	var root yaml.Node
+	if yaml.Unmarshal(data, &root) != nil {
+		return nil // Decode accepted it: nothing else to say
+	}
+	var errs []error
+	empty := func(at *yaml.Node, path string) {
+		errs = append(errs, fmt.Errorf("%w: %s:%d:%d: %s: has no value (give one, or leave the key out to keep the default)",
+			ErrInvalid, source, at.Line, at.Column, path))
+	}
+	isNull := func(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.Tag == "!!null" }
+	for _, p := range keyPaths(&root) {
+		if p.path == "policy" || strings.HasPrefix(p.path, "policy.") {
+			continue
+		}
+		if isNull(p.value) {
+			empty(p.key, p.path)
+		}
+		if p.value.Kind == yaml.SequenceNode {
+			for i, c := range p.value.Content {
+				if isNull(c) {
+					empty(c, fmt.Sprintf("%s[%d]", p.path, i))
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // typeErrorLine splits the decoder's "line 2: cannot unmarshal ..." messages.
@@ -381,10 +460,12 @@ func keyPaths(n *yaml.Node) []keyPath {
 }
 
 // Validate checks values the YAML types cannot.
-func (c *Config) Validate() error {
-	var errs []error
+func (c *Config) Validate() error { return joinFieldErrors(c.check()) }
+
+func (c *Config) check() []*fieldError {
+	var errs []*fieldError
 	bad := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%w: %s: %s: %s", ErrInvalid, c.Source, field, fmt.Sprintf(format, args...)))
+		errs = append(errs, &fieldError{source: c.Source, field: field, msg: fmt.Sprintf(format, args...)})
 	}
 	if c.Listen == "" { // net.Listen would pick a random port on every interface
 		bad("listen", "must not be empty (a host:port such as 127.0.0.1:50151)")
@@ -408,6 +489,9 @@ func (c *Config) Validate() error {
 	oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
 	oneOf("log.format", c.Log.Format, "json", "console")
 	oneOf("session.store", c.Session.Store, "bolt", "journal", "memory")
+	if c.DataDir == "" && c.Session.Store != "memory" {
+		bad("data_dir", "must not be empty with a durable session store (%q); for the working directory write \".\"", c.Session.Store)
+	}
 	oneOf("session.durability", c.Session.Durability, "sync", "nosync")
 	oneOf("registry.pinning", c.Registry.Pinning, "off", "refuse", "quarantine")
 	positive := map[string]int64{
@@ -492,7 +576,7 @@ func (c *Config) Validate() error {
 			bad(fmt.Sprintf("auth.grants[%d].identity", i), "must not be empty")
 		}
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // ShutdownTimeout is a convenience accessor.

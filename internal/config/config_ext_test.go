@@ -225,7 +225,7 @@ func TestSizeOverflow(t *testing.T) {
 // interface; only admin_listen may be empty (no admin endpoints).
 func TestEmptyListenRefused(t *testing.T) {
 	_, err := config.Parse([]byte("listen: \"\"\n"), "t.yaml")
-	if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "t.yaml: listen: must not be empty") {
+	if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "t.yaml:1:9: listen: must not be empty") {
 		t.Errorf("Parse(empty listen) = %v, want ErrInvalid naming listen", err)
 	}
 	if _, err := config.Parse([]byte("admin_listen: \"\"\n"), "t.yaml"); err != nil {
@@ -261,5 +261,54 @@ func TestDecodeErrorsNameKeyAndPlace(t *testing.T) {
 		if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), want) {
 			t.Errorf("Parse(%q) = %v, want ErrInvalid mentioning %q", in, err, want)
 		}
+	}
+}
+
+// TestValueErrorsAreLocated: a value the YAML types accept but Validate refuses is
+// reported at its place in the file, as a decoding error is.
+func TestValueErrorsAreLocated(t *testing.T) {
+	for in, want := range map[string]string{
+		"limits: {outbox_size: 0}\n":                          "t.yaml:1:23: limits.outbox_size: must be positive",
+		"log:\n  level: loud\n":                               `t.yaml:2:10: log.level: "loud" is not one of`,
+		"retry:\n  base_delay: 5s\n  max_delay: 1s\n":         "t.yaml:2:15: retry.base_delay: 5s is over retry.max_delay",
+		"auth:\n  grants:\n    - {identity: a, role: boss}\n": "t.yaml:3:27: auth.grants[0].role:",
+		"data_dir: \"\"\n":                                    `t.yaml:1:11: data_dir: must not be empty with a durable session store ("bolt")`,
+	} {
+		_, err := config.Parse([]byte(in), "t.yaml")
+		if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), want) {
+			t.Errorf("Parse(%q) = %v, want ErrInvalid mentioning %q", in, err, want)
+		}
+	}
+	// A check of two values where the file sets one: reported at the one it sets.
+	_, err := config.Parse([]byte("retry: {base_delay: 1h}\n"), "t.yaml")
+	if want := "t.yaml:1:21: retry.base_delay: 1h0m0s is over retry.max_delay"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Parse = %v, want %q", err, want)
+	}
+}
+
+// TestEmptyValuesAreRefused: a key written with no value decodes as YAML null, which
+// leaves the field as it was; a config that says "outbox_size:" would run with the
+// default without a word. Such a key is an error that says where.
+func TestEmptyValuesAreRefused(t *testing.T) {
+	for in, want := range map[string]string{
+		"limits:\n  outbox_size:\n":   "t.yaml:2:3: limits.outbox_size: has no value",
+		"listen: ~\n":                 "t.yaml:1:1: listen: has no value",
+		"log: {level: null}\n":        "t.yaml:1:7: log.level: has no value",
+		"session:\n  retention:\n":    "t.yaml:2:3: session.retention: has no value",
+		"auth:\n  grants:\n    - ~\n": "t.yaml:3:7: auth.grants[0]: has no value",
+	} {
+		_, err := config.Parse([]byte(in), "t.yaml")
+		if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), want) {
+			t.Errorf("Parse(%q) = %v, want ErrInvalid mentioning %q", in, err, want)
+		}
+	}
+	// An empty string is a value: admin_listen "" turns the admin listener off, and
+	// the memory store needs no data_dir.
+	if _, err := config.Parse([]byte("data_dir: \"\"\nsession: {store: memory}\n"), "t.yaml"); err != nil {
+		t.Errorf("Parse(memory store, no data_dir) = %v", err)
+	}
+	cfg, err := config.Parse([]byte("admin_listen: \"\"\n"), "t.yaml")
+	if err != nil || cfg.AdminListen != "" {
+		t.Errorf(`Parse(admin_listen: "") = %+v, %v; want no admin listener`, cfg, err)
 	}
 }
