@@ -153,7 +153,8 @@ func TestOwnerSurvivesRetentionAndRestart(t *testing.T) {
 }
 
 // TestForeignToolSetNamesNoScope: a tool set id resolved in one tenant, used in another,
-// is refused without naming the tenant it came from.
+// is refused without naming the tenant it came from: another identity's set is an
+// unknown id.
 func TestForeignToolSetNamesNoScope(t *testing.T) {
 	e := start(t, tenantAuth(t))
 	conn := dialWith(t, e.app.Addr(), grpc.WithPerRPCCredentials(bearer(tokenAgentA)))
@@ -168,8 +169,8 @@ func TestForeignToolSetNamesNoScope(t *testing.T) {
 	_, execErr := agentB.execute(t, &toolsdv1.Batch{SessionId: "s-b", Scope: "tenant-b", ToolSetId: ts.GetToolSetId(),
 		Calls: []*toolsdv1.ToolCall{call("c", "nope", `{}`)}}, batchOptions{})
 	for name, err := range map[string]error{"Schemas": schemasErr, "ExecuteBatch": execErr} {
-		if status.Code(err) != codes.InvalidArgument || strings.Contains(err.Error(), "tenant-a") {
-			t.Errorf("%s with tenant-a's tool set as agent-b = %v, want InvalidArgument not naming tenant-a", name, err)
+		if status.Code(err) != codes.NotFound || strings.Contains(err.Error(), "tenant-a") {
+			t.Errorf("%s with tenant-a's tool set as agent-b = %v, want NotFound not naming tenant-a", name, err)
 		}
 	}
 }

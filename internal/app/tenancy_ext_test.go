@@ -225,8 +225,11 @@ func TestTenancy(t *testing.T) {
 		if err != nil {
 			t.Fatalf("ResolveToolSet(tenant-a) as agent-a = %v", err)
 		}
+		// Another identity's set is an unknown id to agent-b (TestToolSetsAreTheResolversOwn).
 		_, err = agentB.tools.ReleaseToolSet(t.Context(), &toolsdv1.ReleaseToolSetRequest{ToolSetId: ts.GetToolSetId()})
-		denied(t, "ReleaseToolSet(agent-a's set) as agent-b", err)
+		if status.Code(err) != codes.NotFound {
+			t.Errorf("ReleaseToolSet(agent-a's set) as agent-b = %v, want NotFound", err)
+		}
 		_, err = agentB.tools.Schemas(t.Context(), &toolsdv1.SchemasRequest{Scope: "tenant-a", ToolSetId: ts.GetToolSetId()})
 		denied(t, "Schemas(agent-a's set) as agent-b", err)
 		out := agentA.mustExecute(t, &toolsdv1.Batch{SessionId: "sess-a", Scope: "tenant-a", ToolSetId: ts.GetToolSetId(),
@@ -404,5 +407,55 @@ func TestRefusedRegistrationsLogABoundedScope(t *testing.T) {
 	}
 	if logged > 2<<20 {
 		t.Errorf("refusing 128 tools in 1 MiB scopes logged %d bytes of fields, want them bounded", logged)
+	}
+}
+
+// TestToolSetsAreTheResolversOwn: a tool set is bound to the identity that resolved it.
+// Another identity of the same scope holding its id (from a log, a shared cache) cannot
+// list it, run a batch with it or release it for everyone: it is answered as an unknown
+// id, so it learns nothing of the set either.
+func TestToolSetsAreTheResolversOwn(t *testing.T) {
+	const tokenAgentA2 = "agent-a2-token-0c9f2e71b84d35a6"
+	e := start(t, tenantAuthWith(t, tokenAgentA2+" agent-a2\n", `    - {identity: agent-a2, role: agent, scopes: ["tenant-a/**"]}`+"\n"))
+	addr := e.app.Addr()
+	agent := func(token string) toolsdv1.ToolServiceClient {
+		return toolsdv1.NewToolServiceClient(dialWith(t, addr, grpc.WithPerRPCCredentials(bearer(token))))
+	}
+	agentA, agentA2 := agent(tokenAgentA), agent(tokenAgentA2)
+	var in inbox
+	runProviderWith(t, addr, []provider.Option{provider.WithScope("tenant-a"),
+		provider.WithDialOptions(grpc.WithPerRPCCredentials(bearer(tokenProviderA)))}, in.tool("tool_a"))
+
+	ts, err := agentA.ResolveToolSet(t.Context(), &toolsdv1.ResolveToolSetRequest{Scope: "tenant-a"})
+	if err != nil {
+		t.Fatalf("ResolveToolSet as agent-a = %v", err)
+	}
+	id := ts.GetToolSetId()
+	// What an id nobody resolved gets.
+	_, unknownErr := agentA2.Schemas(t.Context(), &toolsdv1.SchemasRequest{Scope: "tenant-a", ToolSetId: "ts_00000000000000000000000000000000"})
+	want := status.Code(unknownErr)
+	if want != codes.NotFound {
+		t.Fatalf("Schemas(unknown tool set) = %v, want NotFound", unknownErr)
+	}
+	if _, err := agentA2.Schemas(t.Context(), &toolsdv1.SchemasRequest{Scope: "tenant-a", ToolSetId: id}); status.Code(err) != want || strings.Contains(err.Error(), "agent-a") {
+		t.Errorf("Schemas(agent-a's tool set) as agent-a2 = %v, want %v as for an unknown id", err, want)
+	}
+	a2 := &env{app: e.app, conn: e.conn, tools: agentA2}
+	if _, err := a2.execute(t, &toolsdv1.Batch{SessionId: "s-a2", Scope: "tenant-a", ToolSetId: id,
+		Calls: []*toolsdv1.ToolCall{call("c0", "tool_a", `{"text":"x"}`)}}, batchOptions{}); status.Code(err) != want {
+		t.Errorf("ExecuteBatch(agent-a's tool set) as agent-a2 = %v, want %v as for an unknown id", err, want)
+	}
+	if _, err := agentA2.ReleaseToolSet(t.Context(), &toolsdv1.ReleaseToolSetRequest{ToolSetId: id}); status.Code(err) != want {
+		t.Errorf("ReleaseToolSet(agent-a's tool set) as agent-a2 = %v, want %v as for an unknown id", err, want)
+	}
+	if in.contains("x") {
+		t.Error("agent-a2's batch reached the tool through agent-a's set")
+	}
+	// The set is untouched for its owner.
+	if _, err := agentA.Schemas(t.Context(), &toolsdv1.SchemasRequest{Scope: "tenant-a", ToolSetId: id}); err != nil {
+		t.Errorf("Schemas(own tool set) as agent-a = %v", err)
+	}
+	if _, err := agentA.ReleaseToolSet(t.Context(), &toolsdv1.ReleaseToolSetRequest{ToolSetId: id}); err != nil {
+		t.Errorf("ReleaseToolSet(own tool set) as agent-a = %v", err)
 	}
 }

@@ -272,6 +272,28 @@ func (r *Registry) ToolSet(id string) (*ToolSet, error) {
 	return ts, nil
 }
 
+// ToolSetOf is [Registry.ToolSet] for a caller: a set resolved by another owner (the
+// identity in [ConditionEnv.Owner]) is answered as an unknown id, whatever its state.
+func (r *Registry) ToolSetOf(id, owner string) (*ToolSet, error) {
+	r.mu.RLock()
+	ts := r.sets[id]
+	state := r.ended.state(id)
+	if ts == nil && state != setLive && r.ended.owner(id) != owner {
+		state = setLive // ended, but not the caller's: unknown to it
+	}
+	r.mu.RUnlock()
+	if ts != nil && ts.owner != owner {
+		return nil, &toolSetGoneError{id: id}
+	}
+	if ts == nil {
+		return nil, &toolSetGoneError{id: id, state: state}
+	}
+	if err := ts.use(); err != nil {
+		return nil, err
+	}
+	return ts, nil
+}
+
 // ReleaseToolSet ends a tool set (the step's batch settled): unstarted calls can no
 // longer use it. Unknown ids fail with [tool.ErrToolSetGone].
 func (r *Registry) ReleaseToolSet(id string) error {
@@ -418,7 +440,7 @@ func (r *Registry) invalidateSetsUnderLocked(scope string) {
 // naming it find it by id, and their results should say released or invalidated.
 func (r *Registry) dropSetLocked(ts *ToolSet) {
 	delete(r.sets, ts.id)
-	r.ended.add(ts.id, ts.state.Load())
+	r.ended.add(ts.id, ts.state.Load(), ts.owner)
 	if ts.owner != "" {
 		if r.setsOf[ts.owner]--; r.setsOf[ts.owner] <= 0 {
 			delete(r.setsOf, ts.owner)
@@ -442,16 +464,23 @@ const maxEndedSets = 4096
 // endedSets remembers the final state of the most recently ended sets, oldest
 // forgotten first.
 type endedSets struct {
-	byID  map[string]int32
+	byID  map[string]endedSet
 	order []string // a ring of at most maxEndedSets ids
 	next  int
 }
 
-func (s *endedSets) state(id string) int32 { return s.byID[id] } // setLive: unknown
+type endedSet struct {
+	state int32
+	owner string
+}
 
-func (s *endedSets) add(id string, state int32) {
+func (s *endedSets) state(id string) int32 { return s.byID[id].state } // setLive: unknown
+
+func (s *endedSets) owner(id string) string { return s.byID[id].owner }
+
+func (s *endedSets) add(id string, state int32, owner string) {
 	if s.byID == nil {
-		s.byID = make(map[string]int32)
+		s.byID = make(map[string]endedSet)
 	}
 	if len(s.order) < maxEndedSets {
 		s.order = append(s.order, id)
@@ -460,5 +489,5 @@ func (s *endedSets) add(id string, state int32) {
 		s.order[s.next] = id
 		s.next = (s.next + 1) % maxEndedSets
 	}
-	s.byID[id] = state
+	s.byID[id] = endedSet{state: state, owner: owner}
 }

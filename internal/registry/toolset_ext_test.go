@@ -448,3 +448,29 @@ func TestToolSetInvalidationAcrossTenants(t *testing.T) {
 		})
 	}
 }
+
+// TestToolSetOfOwner: a set is its resolver's; to another owner it is an unknown id,
+// live or ended, so its state tells the other owner nothing either.
+func TestToolSetOfOwner(t *testing.T) {
+	r := newRegistry(t)
+	ts, err := r.ResolveToolSet(t.Context(), "a", registry.ConditionEnv{Owner: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unknown := `registry: tool set "` + ts.ID() + `" is unknown`
+	if got, err := r.ToolSetOf(ts.ID(), "alice"); err != nil || got != ts {
+		t.Errorf("ToolSetOf(id, owner) = %v, %v; want the set", got, err)
+	}
+	if _, err := r.ToolSetOf(ts.ID(), "bob"); !errors.Is(err, tool.ErrToolSetGone) || err.Error() != unknown {
+		t.Errorf("ToolSetOf(id, another owner) = %v, want %q", err, unknown)
+	}
+	if err := r.ReleaseToolSet(ts.ID()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.ToolSetOf(ts.ID(), "bob"); err == nil || err.Error() != unknown {
+		t.Errorf("ToolSetOf(released id, another owner) = %v, want %q", err, unknown)
+	}
+	if _, err := r.ToolSetOf(ts.ID(), "alice"); err == nil || !strings.HasSuffix(err.Error(), "was released") {
+		t.Errorf("ToolSetOf(released id, owner) = %v, want it released", err)
+	}
+}

@@ -232,7 +232,7 @@ func (s *Server) receive(stream batchStream, approver *streamApprover, cancel co
 // the session, which the caller calls once the batch's last append is done. Everything
 // refused here is refused before anything is logged or run.
 func (s *Server) planBatch(ctx context.Context, first *toolsdv1.ExecuteBatchRequest) (*scheduler.Batch, *registry.ToolSet, func(), error) {
-	b, ts, err := s.buildBatch(first)
+	b, ts, err := s.buildBatch(ctx, first)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -255,7 +255,7 @@ func (s *Server) planBatch(ctx context.Context, first *toolsdv1.ExecuteBatchRequ
 }
 
 // buildBatch validates the first message and builds the scheduler's batch.
-func (s *Server) buildBatch(first *toolsdv1.ExecuteBatchRequest) (*scheduler.Batch, *registry.ToolSet, error) {
+func (s *Server) buildBatch(ctx context.Context, first *toolsdv1.ExecuteBatchRequest) (*scheduler.Batch, *registry.ToolSet, error) {
 	req := first.GetBatch()
 	if req == nil {
 		return nil, nil, badField("batch", "the first message must carry the batch")
@@ -284,7 +284,7 @@ func (s *Server) buildBatch(first *toolsdv1.ExecuteBatchRequest) (*scheduler.Bat
 	var ts *registry.ToolSet
 	if id := req.GetToolSetId(); id != "" {
 		var err error
-		if ts, err = s.reg.ToolSet(id); err != nil {
+		if ts, err = s.reg.ToolSetOf(id, callerName(ctx)); err != nil {
 			return nil, nil, err
 		}
 		if ts.Scope() != req.GetScope() {

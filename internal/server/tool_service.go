@@ -101,7 +101,7 @@ func (s *Server) Schemas(ctx context.Context, req *toolsdv1.SchemasRequest) (*to
 		return nil, toStatus(s.log, err)
 	}
 	if id := req.GetToolSetId(); id != "" {
-		ts, err := s.reg.ToolSet(id)
+		ts, err := s.reg.ToolSetOf(id, callerName(ctx))
 		if err != nil {
 			return nil, toStatus(s.log, err)
 		}
@@ -252,8 +252,8 @@ func (s *Server) ReleaseToolSet(ctx context.Context, req *toolsdv1.ReleaseToolSe
 	if req.GetToolSetId() == "" {
 		return nil, toStatus(s.log, badField("tool_set_id", "is required"))
 	}
-	// Only a caller who may read the set's scope may end it for everyone using it.
-	ts, err := s.reg.ToolSet(req.GetToolSetId())
+	// Only the set's owner, while it may still read the set's scope, may end it.
+	ts, err := s.reg.ToolSetOf(req.GetToolSetId(), callerName(ctx))
 	if err != nil {
 		return nil, toStatus(s.log, err)
 	}

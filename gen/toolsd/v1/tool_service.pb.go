@@ -623,7 +623,9 @@ func (x *ResolveToolSetRequest) GetModel() *ModelSelection {
 // ResolveToolSetResponse is the resolved set.
 type ResolveToolSetResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Id to pass to Schemas, ExecuteBatch and ReleaseToolSet.
+	// Id to pass to Schemas, ExecuteBatch and ReleaseToolSet. With authentication on,
+	// only the identity that resolved the set may use it: to any other it is an unknown
+	// id (NOT_FOUND, TOOL_SET_GONE).
 	ToolSetId string `protobuf:"bytes,1,opt,name=tool_set_id,json=toolSetId,proto3" json:"tool_set_id,omitempty"`
 	// The set's schemas, sorted by name.
 	Tools []*ToolSchema `protobuf:"bytes,2,rep,name=tools,proto3" json:"tools,omitempty"`
