@@ -66,6 +66,9 @@ type conn struct {
 	// It is skipped only when the loop may be stuck in the hello's send.
 	live   streamgate.Retire
 	strays int // stray messages warned about; the receive loop's alone
+	// quiet guards the log lines of sends the teardown gave up waiting for: such a
+	// send fails after the handler returned, and says nothing then.
+	quiet streamgate.Retire
 
 	// regMu is held around registrar calls, never around a send, so the teardown can
 	// always take it: no registration can follow the RemoveOwner that ends the stream.
@@ -163,7 +166,7 @@ func (c *conn) flushQueued() {
 	}
 	for _, m := range q {
 		if err := c.write(m); err != nil {
-			c.log.Debug("queued message not sent", zap.Error(err))
+			c.quiet.Do(func() { c.log.Debug("queued message not sent", zap.Error(err)) })
 			return
 		}
 	}

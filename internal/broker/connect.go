@@ -218,6 +218,7 @@ func (b *Broker) teardown(c *conn, cause error, shutdown bool) {
 		// Registrations are still fenced below.
 		c.log.Warn("provider receive loop still busy at teardown")
 	}
+	c.quiet.Retire()
 	c.closeRegistrations()
 	attached := b.detach(c)
 	failed := c.failPending()

@@ -1,0 +1,51 @@
+package broker
+
+import (
+	"errors"
+	"testing"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/tool"
+)
+
+// noRegistrar is a Registrar for a conn that registers nothing.
+type noRegistrar struct{}
+
+func (noRegistrar) Register(string, tool.Definition, string) (string, bool, error) { return "", false, nil }
+func (noRegistrar) Unregister(string, string, string) error                         { return nil }
+func (noRegistrar) RemoveOwner(string)                                              {}
+
+// stuckSender's Send blocks until released and then fails, as a stream's Send to a
+// provider that stopped reading fails once the stream ends.
+type stuckSender struct{ entered, release chan struct{} }
+
+func (s *stuckSender) Send(*toolsdv1.ProviderServiceConnectResponse) error {
+	close(s.entered)
+	<-s.release
+	return errors.New("stream ended")
+}
+
+// TestNoQueuedLineAfterTeardown: a queued answer whose write was stuck when the stream
+// was torn down fails after the handler returned; its log line must not follow the
+// stream's end (a test's logger is gone by then; an operator reads lines out of order).
+func TestNoQueuedLineAfterTeardown(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	b := New(noRegistrar{}, WithLogger(zap.New(core)))
+	out := &stuckSender{entered: make(chan struct{}), release: make(chan struct{})}
+	c := b.newConn(t.Context(), out)
+	close(c.welcomed)
+	c.post(&toolsdv1.ProviderServiceConnectResponse{}) // the post goroutine writes it, and sticks
+	<-out.entered
+	b.teardown(c, nil, false) // gives up on the stuck send after goodbyeWait
+	ended := logs.Len()
+	close(out.release)
+	c.sem <- struct{}{} // the failed write's holder released the slot: its flush is over
+	<-c.sem
+	for _, e := range logs.All()[ended:] {
+		t.Errorf("logged after teardown: %q %v", e.Message, e.ContextMap())
+	}
+}
