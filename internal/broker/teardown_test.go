@@ -15,9 +15,11 @@ import (
 // noRegistrar is a Registrar for a conn that registers nothing.
 type noRegistrar struct{}
 
-func (noRegistrar) Register(string, tool.Definition, string) (string, bool, error) { return "", false, nil }
-func (noRegistrar) Unregister(string, string, string) error                         { return nil }
-func (noRegistrar) RemoveOwner(string)                                              {}
+func (noRegistrar) Register(string, tool.Definition, string) (string, bool, error) {
+	return "", false, nil
+}
+func (noRegistrar) Unregister(string, string, string) error { return nil }
+func (noRegistrar) RemoveOwner(string)                      {}
 
 // stuckSender's Send blocks until released and then fails, as a stream's Send to a
 // provider that stopped reading fails once the stream ends.
