@@ -15,8 +15,17 @@ import (
 // bytes so that a bad one fails only this call: oversized → RESULT_TOO_LARGE, text that
 // is not UTF-8 → INVALID_RESULT. A provider that kept an oversized result back says so
 // with oversized_bytes. The value and meta JSON pass through unjudged (the
-// pipeline validates them) except when content must be derived from the value.
+// pipeline validates them) except when content must be derived from the value. A
+// result refused here still carries the tool's concludes_turn: the request to end the
+// turn survives its result being replaced by an error, as it does in the pipeline.
 func decodeResult(r *toolsdv1.ExecuteResult, maxBytes int) tool.Result {
+	res := decodePayload(r, maxBytes)
+	res.ConcludesTurn = r.GetConcludesTurn()
+	return res
+}
+
+// decodePayload is decodeResult without concludes_turn.
+func decodePayload(r *toolsdv1.ExecuteResult, maxBytes int) tool.Result {
 	content, value, errMsg, meta := r.GetContent(), r.GetValueJson(), r.GetErrorMessage(), r.GetMetaJson()
 	n := uint64(len(content) + len(value) + len(errMsg) + len(meta))
 	dropped := r.GetOversizedBytes() // the provider kept the result back for its size
@@ -38,17 +47,15 @@ func decodeResult(r *toolsdv1.ExecuteResult, maxBytes int) tool.Result {
 		}
 		res := tool.Failure(tool.CodeToolError, msg)
 		res.Meta = nilIfEmpty(meta)
-		res.ConcludesTurn = r.GetConcludesTurn()
 		return res
 	}
 	if !utf8.Valid(content) {
 		return tool.Failure(tool.CodeInvalidResult, "the tool's content is not valid UTF-8")
 	}
 	res := tool.Result{
-		Content:       string(content),
-		Value:         nilIfEmpty(value),
-		Meta:          nilIfEmpty(meta),
-		ConcludesTurn: r.GetConcludesTurn(),
+		Content: string(content),
+		Value:   nilIfEmpty(value),
+		Meta:    nilIfEmpty(meta),
 	}
 	if len(content) == 0 && len(value) > 0 {
 		text, ok := tool.ContentFromValue(value)
