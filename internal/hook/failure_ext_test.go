@@ -231,3 +231,39 @@ func TestConcurrentCalls(t *testing.T) {
 		t.Errorf("Hooks() = %d, want 1", n)
 	}
 }
+
+// TestCancelAfterDenyStaysDenied: a call whose context ends while one hook is still
+// deciding, after another has denied it, is denied: no answer can turn that deny into
+// permission, so the cancellation does not replace it (it would report a call the
+// policy refused as one the client cancelled).
+func TestCancelAfterDenyStaysDenied(t *testing.T) {
+	e := newEnv(t, hook.WithTimeout(time.Minute))
+	slow := e.connect(t, helloFor("slow", sub(pre, "", "", 0)), silent)
+	denier := e.connect(t, helloFor("denier", sub(pre, "", "", 1)),
+		always(verdict(toolsdv1.HookVerdict_HOOK_VERDICT_DENY, "no echo today")))
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan pipeline.Verdict, 1)
+	go func() { done <- e.hub.PreExecute().PreExecute(ctx, newExec("echo", `{}`), newTool("echo")) }()
+	slow.next()
+	denier.next()
+	waitUntil(t, "the denier's answer", func() bool {
+		for _, h := range e.hub.Hooks() {
+			if h.Name == "denier" && h.Pending == 0 {
+				return true
+			}
+		}
+		return false
+	})
+	cancel()
+	var got pipeline.Verdict
+	select {
+	case got = <-done:
+	case <-time.After(waitTimeout):
+		t.Fatal("call still waiting after its context ended")
+	}
+	want := pipeline.Verdict{Decision: pipeline.Deny, Reason: "no echo today", UserReason: `hook "denier": no echo today`}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("PreExecute() after a deny and a cancel (-want +got):\n%s", diff)
+	}
+}

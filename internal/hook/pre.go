@@ -48,7 +48,7 @@ func (p preExecute) PreExecute(ctx context.Context, e *tool.Exec, _ pipeline.Too
 		a, end := x.next(ctx)
 		switch end {
 		case cancelled:
-			return cancelledVerdict()
+			return p.h.cancelledPre(x, hooks, e, vs)
 		case expired:
 			for i, c := range hooks {
 				if !answered[i] {
@@ -63,6 +63,25 @@ func (p preExecute) PreExecute(ctx context.Context, e *tool.Exec, _ pipeline.Too
 		}
 	}
 	return pipeline.Combine(vs...)
+}
+
+// cancelledPre is the verdict of a call whose context ended while hooks were still
+// deciding. A deny already given (or arriving with the cancellation) stands: nothing
+// could turn it into permission, and it is more specific than the cancellation. The
+// hooks that have not answered abstain from it.
+func (h *Hub) cancelledPre(x *exchange, hooks []*conn, e *tool.Exec, vs []pipeline.Verdict) pipeline.Verdict {
+	for drained := false; !drained; {
+		select {
+		case a := <-x.ch:
+			vs[a.slot] = h.preVerdict(hooks[a.slot], e, a)
+		default:
+			drained = true
+		}
+	}
+	if v := pipeline.Combine(vs...); v.Decision == pipeline.Deny {
+		return v
+	}
+	return cancelledVerdict()
 }
 
 // settled reports whether the leading answered verdicts include a Deny: no later
