@@ -110,7 +110,7 @@ func New(cfg *config.Config, opts ...Option) (*App, error) {
 	if a.log == nil {
 		a.log = zap.NewNop()
 	}
-	pol, err := policy.ParseNode(&cfg.Policy, cfg.Source)
+	pol, err := policy.ParseNode(&cfg.Policy, cfg.Source, policy.WithMaxResultBytes(int(cfg.Limits.MaxResultBytes)))
 	if err != nil {
 		return nil, err
 	}
@@ -440,9 +440,10 @@ func (a *App) AdminAddr() string {
 func (a *App) Metrics() *prometheus.Registry { return a.metrics }
 
 // Reload swaps the policy from a freshly loaded config; in-flight calls keep the policy
-// they started with.
+// they started with. Limits are not reloaded: a tool's max_result_bytes is checked
+// against the running limits.max_result_bytes.
 func (a *App) Reload(cfg *config.Config) error {
-	pol, err := policy.ParseNode(&cfg.Policy, cfg.Source)
+	pol, err := policy.ParseNode(&cfg.Policy, cfg.Source, policy.WithMaxResultBytes(int(a.cfg.Limits.MaxResultBytes)))
 	if err != nil {
 		return err
 	}

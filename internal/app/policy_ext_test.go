@@ -2,12 +2,15 @@ package app_test
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/toolsd/toolsd/examples/provider/exampletools"
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/app"
+	"github.com/toolsd/toolsd/internal/config"
 )
 
 // TestCELRuleDeniesOneCallOfABatch: the rule matches one call's arguments; its siblings
@@ -37,5 +40,33 @@ policy:
 	}
 	if got := out.results[3].GetContent(); got != "6" {
 		t.Errorf("sibling add = %q, want 6", got)
+	}
+}
+
+// TestToolResultLimitAboveGlobalRefused: a tool's max_result_bytes can only lower
+// limits.max_result_bytes: the provider stream refuses a larger result before the
+// tool's own limit is consulted (and tells providers the global limit in its welcome),
+// so a higher one is refused when the config is loaded or reloaded rather than
+// silently ignored.
+func TestToolResultLimitAboveGlobalRefused(t *testing.T) {
+	const over = "limits: {max_result_bytes: 64KiB}\npolicy:\n  tools:\n    raw: {max_result_bytes: 128KiB}\n"
+	cfg, err := config.Parse([]byte(baseConfig+over), "test.yaml")
+	if err != nil {
+		t.Fatalf("config.Parse() = %v", err)
+	}
+	if _, err := app.New(cfg); err == nil || !strings.Contains(err.Error(), "tools.raw.max_result_bytes") {
+		t.Errorf("app.New(tool limit over the global one) = %v, want an error naming tools.raw.max_result_bytes", err)
+	}
+
+	e := start(t, "limits: {max_result_bytes: 64KiB}\n")
+	if err := e.app.Reload(cfg); err == nil || !strings.Contains(err.Error(), "tools.raw.max_result_bytes") {
+		t.Errorf("Reload(tool limit over the global one) = %v, want an error naming tools.raw.max_result_bytes", err)
+	}
+	under, err := config.Parse([]byte(baseConfig+"limits: {max_result_bytes: 64KiB}\npolicy:\n  tools:\n    raw: {max_result_bytes: 32KiB}\n"), "test.yaml")
+	if err != nil {
+		t.Fatalf("config.Parse() = %v", err)
+	}
+	if err := e.app.Reload(under); err != nil {
+		t.Errorf("Reload(tool limit under the global one) = %v", err)
 	}
 }

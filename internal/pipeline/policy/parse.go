@@ -16,7 +16,7 @@ import (
 // document with a top-level `policy:` key (its other keys are left to their owners).
 // source names the file in error positions ("config.yaml:12:7: rules[2].when: …").
 // Every problem found is reported, joined; each matches [ErrInvalid].
-func Parse(data []byte, source string) (*Set, error) {
+func Parse(data []byte, source string, opts ...ParseOption) (*Set, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return nil, fmt.Errorf("%s: %w: %w", source, ErrInvalid, err)
@@ -33,13 +33,23 @@ func Parse(data []byte, source string) (*Set, error) {
 			}
 		}
 	}
-	return ParseNode(n, source)
+	return ParseNode(n, source, opts...)
+}
+
+// ParseOption tells [Parse] and [ParseNode] about the rest of the configuration.
+type ParseOption func(*parser)
+
+// WithMaxResultBytes refuses a tool's max_result_bytes over n, the limit every result
+// is held to before the tool's own applies (limits.max_result_bytes): a tool's limit can
+// only lower it. 0 means no bound but the most, 8MiB.
+func WithMaxResultBytes(n int) ParseOption {
+	return func(p *parser) { p.maxResult = n }
 }
 
 // ParseNode parses a policy section already decoded as a YAML node (the config loader
 // keeps the section raw so positions refer to the original file). A nil, empty or null
 // node gives an empty set: default allow, no rules, no tool settings.
-func ParseNode(n *yaml.Node, source string) (*Set, error) {
+func ParseNode(n *yaml.Node, source string, opts ...ParseOption) (*Set, error) {
 	s := &Set{source: source, def: pipeline.Allow, tools: map[string]pipeline.ToolSettings{}}
 	n = deref(n)
 	if n != nil && n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
@@ -49,6 +59,9 @@ func ParseNode(n *yaml.Node, source string) (*Set, error) {
 		return s, nil
 	}
 	p := &parser{errs: errs{source: source}}
+	for _, o := range opts {
+		o(p)
+	}
 	if n.Kind != yaml.MappingNode {
 		p.add(n, "", "policy must be a mapping")
 		return nil, p.err()
@@ -64,7 +77,11 @@ func ParseNode(n *yaml.Node, source string) (*Set, error) {
 	return s, nil
 }
 
-type parser struct{ errs }
+type parser struct {
+	errs
+	// maxResult bounds a tool's max_result_bytes (0: tool.MaxResultBytes alone).
+	maxResult int
+}
 
 func (p *parser) rules(v *yaml.Node, path string) []rule {
 	if isNull(v) {

@@ -70,8 +70,12 @@ func (p *parser) toolSettings(k, sv *yaml.Node, tp string) pipeline.ToolSettings
 		},
 		"idempotent": func(v *yaml.Node, path string) { ts.Idempotent = p.boolean(v, path) },
 		"max_result_bytes": func(v *yaml.Node, path string) {
-			if ts.MaxResultBytes = p.size(v, path); ts.MaxResultBytes > tool.MaxResultBytes {
+			switch ts.MaxResultBytes = p.size(v, path); {
+			case ts.MaxResultBytes > tool.MaxResultBytes:
 				p.add(v, path, "%d bytes, over the most, %d (8MiB, as limits.max_result_bytes)", ts.MaxResultBytes, tool.MaxResultBytes)
+			case p.maxResult > 0 && ts.MaxResultBytes > p.maxResult:
+				// A provider's larger result is refused before this limit applies.
+				p.add(v, path, "%d bytes, over limits.max_result_bytes (%d): a tool's limit can only lower it", ts.MaxResultBytes, p.maxResult)
 			}
 		},
 	})
