@@ -37,6 +37,9 @@ func deriveSchema(t reflect.Type, strict bool) (string, error) {
 		}
 		root = o
 	case reflect.Interface:
+		if err := decodableInterface(t); err != nil {
+			return "", err
+		}
 		root = &object{}
 		root.set("type", "object")
 	default:
@@ -108,6 +111,9 @@ func (d *deriver) schema(t reflect.Type) (*object, error) {
 	case reflect.String:
 		o.set("type", "string")
 	case reflect.Interface:
+		if err := decodableInterface(t); err != nil {
+			return nil, err
+		}
 		// any JSON value
 	case reflect.Slice, reflect.Array:
 		if t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8 {
@@ -137,7 +143,11 @@ func (d *deriver) schema(t reflect.Type) (*object, error) {
 			names.set("pattern", p)
 			o.set("propertyNames", names)
 		}
-		if t.Elem().Kind() != reflect.Interface {
+		if t.Elem().Kind() == reflect.Interface {
+			if err := decodableInterface(t.Elem()); err != nil {
+				return nil, err
+			}
+		} else {
 			elem, err := d.schema(t.Elem())
 			if err != nil {
 				return nil, err
@@ -214,6 +224,10 @@ func (d *deriver) object(t reflect.Type) (*object, error) {
 func (d *deriver) fields(t reflect.Type, props *object, required *[]string) error {
 	for _, jf := range jsonFields(t) {
 		f, ft, name, opts, t := jf.f, jf.ft, jf.name, jf.opts, jf.owner
+		if jf.hiddenPtr != nil {
+			return fmt.Errorf("%s.%s: reached through embedded pointer to unexported struct %s, which encoding/json cannot set (embed the struct, or export it)",
+				t, f.Name, jf.hiddenPtr)
+		}
 		s, err := d.schema(f.Type)
 		if err != nil {
 			return fmt.Errorf("%s.%s: %w", t, f.Name, err)
@@ -236,6 +250,15 @@ func (d *deriver) fields(t reflect.Type, props *object, required *[]string) erro
 	return nil
 }
 
+// decodableInterface refuses an interface type with methods: encoding/json decodes a
+// JSON value only into an empty interface (any) and fails on every other.
+func decodableInterface(t reflect.Type) error {
+	if t.NumMethod() > 0 {
+		return fmt.Errorf("interface type %s has methods: encoding/json cannot decode into it (use any, json.RawMessage or a concrete type)", t)
+	}
+	return nil
+}
+
 // jsonField is one struct field encoding/json decodes into.
 type jsonField struct {
 	f          reflect.StructField
@@ -244,6 +267,9 @@ type jsonField struct {
 	name, opts string
 	tagged     bool // the name comes from the json tag
 	depth      int  // how many embedded structs down
+	// hiddenPtr is the embedded pointer to an unexported struct the field is reached
+	// through, if any: encoding/json cannot allocate it, so it cannot set the field.
+	hiddenPtr reflect.Type
 }
 
 // jsonFields lists the fields encoding/json decodes into a value of struct type t, in
@@ -253,8 +279,8 @@ type jsonField struct {
 func jsonFields(t reflect.Type) []jsonField {
 	var all []jsonField
 	onPath := map[reflect.Type]bool{}
-	var walk func(t reflect.Type, depth int)
-	walk = func(t reflect.Type, depth int) {
+	var walk func(t reflect.Type, depth int, hiddenPtr reflect.Type)
+	walk = func(t reflect.Type, depth int, hiddenPtr reflect.Type) {
 		if onPath[t] {
 			return
 		}
@@ -275,20 +301,24 @@ func jsonFields(t reflect.Type) []jsonField {
 			}
 			name, opts, _ := strings.Cut(tag, ",")
 			if f.Anonymous && name == "" && ft.Kind() == reflect.Struct {
-				walk(ft, depth+1)
+				hp := hiddenPtr
+				if hp == nil && !f.IsExported() && f.Type.Kind() == reflect.Pointer {
+					hp = f.Type
+				}
+				walk(ft, depth+1, hp)
 				continue
 			}
 			if !f.IsExported() {
 				continue
 			}
-			jf := jsonField{f: f, owner: t, ft: ft, name: name, opts: opts, tagged: name != "", depth: depth}
+			jf := jsonField{f: f, owner: t, ft: ft, name: name, opts: opts, tagged: name != "", depth: depth, hiddenPtr: hiddenPtr}
 			if jf.name == "" {
 				jf.name = f.Name
 			}
 			all = append(all, jf)
 		}
 	}
-	walk(t, 0)
+	walk(t, 0, nil)
 	type rival struct{ depth, fields, tagged, tagIndex, index int }
 	rivals := map[string]*rival{} // per name: its shallowest fields
 	for i, jf := range all {

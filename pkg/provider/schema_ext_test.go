@@ -3,6 +3,8 @@ package provider_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/netip"
 	"strings"
 	"testing"
@@ -179,6 +181,23 @@ func TestNewToolPanicsOnProgrammingErrors(t *testing.T) {
 		"nil handler": {func() {
 			provider.NewTool[struct{}, string]("t", "d", nil)
 		}, "nil handler"},
+		// encoding/json cannot decode into an interface with methods, nor set the fields of
+		// an embedded pointer to an unexported struct: a schema admitting them would pass
+		// arguments the handler's decoding then refuses.
+		"interface with methods": {func() {
+			schemaOf[struct {
+				R io.Reader `json:"r"`
+			}]()
+		}, "interface type io.Reader has methods"},
+		"interface with methods as map values": {func() {
+			schemaOf[struct {
+				M map[string]fmt.Stringer `json:"m"`
+			}]()
+		}, "interface type fmt.Stringer has methods"},
+		"interface with methods as the root": {func() { schemaOf[fmt.Stringer]() }, "interface type fmt.Stringer has methods"},
+		"embedded pointer to unexported struct": {func() {
+			schemaOf[withHiddenEmbed]()
+		}, "embedded pointer to unexported struct"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			defer func() {
@@ -191,6 +210,15 @@ func TestNewToolPanicsOnProgrammingErrors(t *testing.T) {
 			tc.build()
 		})
 	}
+}
+
+type hidden struct {
+	X int `json:"x"`
+}
+
+type withHiddenEmbed struct {
+	*hidden
+	Y int `json:"y"`
 }
 
 type quotedArgs struct {
