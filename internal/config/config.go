@@ -233,7 +233,10 @@ func Load(path string) (*Config, error) {
 			return nil, err
 		}
 		cfg.Source = path
-		return &cfg, cfg.validateIn(data)
+		if err := cfg.validateIn(data); err != nil {
+			return nil, err
+		}
+		return &cfg, nil
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -251,7 +254,10 @@ func Parse(data []byte, source string) (*Config, error) {
 		return nil, err
 	}
 	cfg.Source = source
-	return &cfg, cfg.validateIn(data)
+	if err := cfg.validateIn(data); err != nil {
+		return nil, err
+	}
+	return &cfg, nil
 }
 
 // validateIn is Validate for a config decoded from data: a refused value that data
@@ -288,8 +294,6 @@ func (e *fieldError) Error() string {
 	}
 	return fmt.Sprintf("%s: %s: %s", e.source, e.field, e.msg)
 }
-
-func (e *fieldError) Unwrap() error { return ErrInvalid }
 
 func joinFieldErrors(errs []*fieldError) error {
 	if len(errs) == 0 {
