@@ -24,8 +24,16 @@ const v1 = grpc.loadPackageDefinition(definition).toolsd.v1;
 
 const insecure = grpc.credentials.createInsecure();
 
+// The provider's own loop reconnects on its backoff (100 ms doubling up to 5 s); the
+// channel's reconnection backoff must not be longer, or a call made while toolsd was
+// down fails at once for up to grpc-js's default 120 s after it is back.
+const providerChannel = {
+  'grpc.initial_reconnect_backoff_ms': 100,
+  'grpc.max_reconnect_backoff_ms': 5000,
+};
+
 /** A client of ProviderService (Connect) at addr, e.g. "127.0.0.1:50151". */
-export const providerClient = (addr) => new v1.ProviderService(addr, insecure);
+export const providerClient = (addr) => new v1.ProviderService(addr, insecure, providerChannel);
 
 /** A client of ToolService (Schemas, ExecuteBatch, ...) at addr. */
 export const toolClient = (addr) => new v1.ToolService(addr, insecure);
