@@ -82,6 +82,9 @@ type Journal struct {
 	// before the writer starts).
 	size, live int64
 	group      uint64
+	// seed is the checksum seed of the file's groups (see journal_record.go); the
+	// writer's too.
+	seed uint32
 	// jobs receives the journal's own metrics, when the observer takes them.
 	jobs JournalObserver
 
@@ -179,7 +182,8 @@ func createJournal(path string) error {
 	if err != nil {
 		return fmt.Errorf("session: create %s: %w", path, err)
 	}
-	_, err = f.WriteString(journalMagic)
+	head, _ := newJournalHeader()
+	_, err = f.Write(head)
 	if err == nil {
 		err = f.Sync()
 	}
@@ -204,17 +208,28 @@ func (j *Journal) replay() error {
 	}
 	end := st.Size()
 	r := bufio.NewReaderSize(io.NewSectionReader(j.f, 0, end), 1<<20)
-	magic := make([]byte, len(journalMagic))
-	if n, _ := io.ReadFull(r, magic); string(magic[:n]) != journalMagic {
-		if int64(n) == end && journalMagic[:n] == string(magic[:n]) {
-			return j.rewriteHeader() // created by a run that crashed before its header was durable
+	head, _ := r.Peek(journalHeadLen)
+	var off int64
+	switch {
+	case len(head) == journalHeadLen && string(head[:len(journalMagic)]) == journalMagic:
+		seed, ok := headerSeed(head)
+		if !ok {
+			return fmt.Errorf("%w: the journal's header does not match its checksum", ErrCorrupt)
 		}
+		off, j.seed = int64(journalHeadLen), seed
+	case len(head) >= len(journalMagicV1) && string(head[:len(journalMagicV1)]) == journalMagicV1:
+		off, j.seed = int64(len(journalMagicV1)), 0 // the first format: groups checksummed alone
+	case int64(len(head)) == end && isHeaderPrefix(head):
+		return j.rewriteHeader() // created by a run that crashed before its header was durable
+	default:
 		return fmt.Errorf("%w: not a toolsd session journal (bad header)", ErrCorrupt)
 	}
-	off := int64(len(journalMagic))
+	if _, err := r.Discard(int(off)); err != nil {
+		return err
+	}
 	var hdr [recHeaderLen]byte
 	for off < end {
-		n, body, ok := readFrame(r, hdr[:], end-off)
+		n, body, ok := readFrame(r, hdr[:], end-off, j.seed)
 		if !ok {
 			return j.cutTail(off, end)
 		}
@@ -253,20 +268,30 @@ func (j *Journal) replayGroup(body []byte, at int64) error {
 	return nil
 }
 
+// isHeaderPrefix reports whether b, shorter than a header, is the start of one.
+func isHeaderPrefix(b []byte) bool {
+	if len(b) <= len(journalMagic) {
+		return journalMagic[:len(b)] == string(b)
+	}
+	return len(b) < journalHeadLen && string(b[:len(journalMagic)]) == journalMagic
+}
+
 // rewriteHeader makes a file shorter than its header an empty journal.
 func (j *Journal) rewriteHeader() error {
-	if _, err := j.f.WriteAt([]byte(journalMagic), 0); err != nil {
+	head, seed := newJournalHeader()
+	if _, err := j.f.WriteAt(head, 0); err != nil {
 		return err
 	}
 	if err := j.f.Sync(); err != nil {
 		return err
 	}
-	j.size = int64(len(journalMagic))
+	j.size, j.seed = int64(len(head)), seed
 	return nil
 }
 
-// readFrame reads the next group's body if it is whole and its checksum matches.
-func readFrame(r *bufio.Reader, hdr []byte, left int64) (int, []byte, bool) {
+// readFrame reads the next group's body if it is whole and its checksum (from seed)
+// matches.
+func readFrame(r *bufio.Reader, hdr []byte, left int64, seed uint32) (int, []byte, bool) {
 	if _, err := io.ReadFull(r, hdr); err != nil {
 		return 0, nil, false
 	}
@@ -278,7 +303,7 @@ func readFrame(r *bufio.Reader, hdr []byte, left int64) (int, []byte, bool) {
 	if _, err := io.ReadFull(r, body); err != nil {
 		return 0, nil, false
 	}
-	if crcOf(body) != binary.BigEndian.Uint32(hdr[4:]) {
+	if groupCRC(seed, body) != binary.BigEndian.Uint32(hdr[4:]) {
 		return 0, nil, false
 	}
 	return recHeaderLen + int(n), body, true
@@ -295,7 +320,7 @@ func (j *Journal) cutTail(off, end int64) error {
 		return err
 	}
 	for q := 1; q < len(tail); q++ {
-		if seq, ok := groupAt(tail, q); ok && seq > j.group {
+		if seq, ok := groupAt(tail, q, j.seed); ok && seq > j.group {
 			return fmt.Errorf("%w: damaged group at offset %d followed by whole group %d at %d", ErrCorrupt, off, seq, off+int64(q))
 		}
 	}

@@ -17,8 +17,8 @@ import (
 //
 //  1. the writer takes a snapshot of every session (where its events records are so
 //     far, and its owner) and remembers the file's length;
-//  2. a goroutine copies those records, which are never changed, to a new file as
-//     groups 1..K and fsyncs it;
+//  2. a goroutine copies those records, which are never changed, to a new file (with a
+//     file id of its own) as groups 1..K and fsyncs it;
 //  3. the writer copies the groups it committed since the snapshot to the new file,
 //     numbered on from K+1, fsyncs it, renames it over the journal, fsyncs the
 //     directory and appends to it from then on.
@@ -50,6 +50,7 @@ type rewritten struct {
 	f     *os.File
 	size  int64
 	group uint64
+	seed  uint32     // the new file's checksum seed
 	bytes []int64    // per snapshot session, its record bytes in the new file
 	locs  [][]recLoc // per snapshot session, its events records in the new file
 	err   error
@@ -118,8 +119,9 @@ func (j *Journal) writeSnapshot(rw *rewrite) rewritten {
 	if err != nil {
 		return rewritten{err: err}
 	}
-	c := compactor{bw: bufio.NewWriterSize(f, 1<<20), size: int64(len(journalMagic))}
-	_, c.err = c.bw.WriteString(journalMagic)
+	head, seed := newJournalHeader()
+	c := compactor{bw: bufio.NewWriterSize(f, 1<<20), size: int64(len(head)), seed: seed}
+	_, c.err = c.bw.Write(head)
 	c.group = beginGroup(nil, 1)
 	bytes := make([]int64, len(rw.sessions))
 	locs := make([][]recLoc, len(rw.sessions))
@@ -163,7 +165,7 @@ func (j *Journal) writeSnapshot(rw *rewrite) rewritten {
 		_ = f.Close()
 		return rewritten{err: c.err}
 	}
-	return rewritten{f: f, size: c.size, group: c.seq, bytes: bytes, locs: locs}
+	return rewritten{f: f, size: c.size, group: c.seq, seed: seed, bytes: bytes, locs: locs}
 }
 
 // finishRewrite is step 3, on the writer.
@@ -181,7 +183,7 @@ func (w *journalWriter) finishRewrite(res rewritten) {
 	}
 	tail := res.size
 	if err == nil {
-		res.size, res.group, err = copyGroups(j.f, rw.from, j.size, res.f, res.size, res.group)
+		res.size, res.group, err = copyGroups(j.f, j.seed, rw.from, j.size, res.f, res.seed, res.size, res.group)
 	}
 	if err == nil {
 		err = res.f.Sync()
@@ -198,7 +200,7 @@ func (w *journalWriter) finishRewrite(res rewritten) {
 	}
 	old := j.f
 	j.f = res.f
-	j.size, j.group = res.size, res.group
+	j.size, j.group, j.seed = res.size, res.group, res.seed
 	// Every session's records move to the new file: the snapshot's to where step 2 put
 	// them, the ones committed since by as much as their groups moved. A reader of a
 	// cold session holds its lock while it reads, so once all are moved nobody reads
@@ -248,9 +250,10 @@ func (w *journalWriter) finishRewrite(res rewritten) {
 }
 
 // copyGroups appends the groups of src[from:to] to dst (whose length is size and whose
-// last group is group), numbering them on, one group at a time, and returns dst's new
-// length and last group.
-func copyGroups(src *os.File, from, to int64, dst *os.File, size int64, group uint64) (int64, uint64, error) {
+// last group is group), numbering them on and checksumming them as dst's, one group at
+// a time, and returns dst's new length and last group. The seeds are the files'
+// checksum seeds.
+func copyGroups(src *os.File, srcSeed uint32, from, to int64, dst *os.File, dstSeed uint32, size int64, group uint64) (int64, uint64, error) {
 	var buf []byte
 	for off := from; off < to; {
 		var hdr [recHeaderLen]byte
@@ -265,12 +268,12 @@ func copyGroups(src *os.File, from, to int64, dst *os.File, size int64, group ui
 		if _, err := src.ReadAt(buf, off); err != nil {
 			return 0, 0, fmt.Errorf("read the journal at %d: %w", off, err)
 		}
-		if _, ok := groupAt(buf, 0); !ok {
+		if _, ok := groupAt(buf, 0, srcSeed); !ok {
 			return 0, 0, fmt.Errorf("%w: journal group at offset %d is damaged", ErrCorrupt, off)
 		}
 		group++
 		binary.BigEndian.PutUint64(buf[recHeaderLen+1:], group)
-		sealGroup(buf)
+		sealGroup(buf, dstSeed)
 		if _, err := dst.WriteAt(buf, size); err != nil {
 			return 0, 0, err
 		}
@@ -288,6 +291,7 @@ type compactor struct {
 	bw    *bufio.Writer
 	group []byte // the group being filled; records are appended to it
 	seq   uint64 // the last group written
+	seed  uint32 // the file's checksum seed
 	size  int64
 	err   error
 }
@@ -308,7 +312,7 @@ func (c *compactor) flush() {
 	if len(c.group) == groupHeadLen {
 		return
 	}
-	sealGroup(c.group)
+	sealGroup(c.group, c.seed)
 	if c.err == nil {
 		_, c.err = c.bw.Write(c.group)
 	}

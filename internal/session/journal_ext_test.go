@@ -66,7 +66,7 @@ func TestJournalCutsTornTail(t *testing.T) {
 			}
 			s = openJournal(t, dir)
 			want["a"], want["b"] = readAll(t, s, "a"), readAll(t, s, "b")
-			mustAppend(t, s, "a", messageEvent("lost "+string(first[8:]), 0))
+			mustAppend(t, s, "a", messageEvent("lost "+string(first[20:]), 0))
 			closeOrFail(t, s)
 			path := filepath.Join(dir, session.JournalFileName)
 			all, err := os.ReadFile(path)
@@ -110,7 +110,7 @@ func TestJournalCorruptFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const header = 8
+	const header = 20                   // the magic, the file id and its checksum
 	recLen := (len(valid) - header) / 4 // four records of the same size
 	tests := map[string]func() []byte{
 		"tiny":       func() []byte { return []byte("not a journal") },

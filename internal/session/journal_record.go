@@ -1,6 +1,7 @@
 package session
 
 import (
+	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -10,9 +11,12 @@ import (
 
 // The journal file is a header, then groups of records, one group per commit:
 //
-//	file    "TOOLSDJ" 0x01                         8 bytes, once
+//	file    "TOOLSDJ" 0x02                         8 bytes, once
+//	        file id                                8 random bytes, new for each file
+//	        CRC-32C of the 16 bytes above          uint32, big-endian
 //	group   body length                            uint32, big-endian
-//	        CRC-32C of the body                    uint32, big-endian
+//	        CRC-32C of the body, continuing the    uint32, big-endian
+//	        header's
 //	body    'G'                                    byte (a record body starts with its kind)
 //	        group seq                              uint64, big-endian: 1, 2, 3, ... per file
 //	        records, at least one
@@ -33,21 +37,54 @@ import (
 // crash can damage only the last group, in any of its pages. Its CRC tells a whole group
 // from a torn one; a whole group after a damaged one means the damage is not a torn
 // write. The group seq tells a real later group from a copy of an earlier one that a
-// tool's output might carry inside the torn group.
+// tool's output might carry inside the torn group. The file id in a group's checksum
+// binds the group to its file: a rewrite starts a new file whose seqs start again at 1,
+// and a group of the file it replaced (in a tool's output, or in blocks the new file
+// reused) does not pass for one of the new file, whatever its seq. The header's own
+// checksum tells a damaged id, which would fail every group's checksum, from a torn
+// first group.
+//
+// A file written before groups were bound to their file has the header "TOOLSDJ" 0x01
+// alone (8 bytes) and checksums its groups' bodies alone; such a file is read, and
+// appended to, as it is until a rewrite replaces it.
 const (
-	journalMagic  = "TOOLSDJ\x01"
-	groupMarker   = 'G'
-	groupHeadLen  = recHeaderLen + 1 + 8
-	recHeaderLen  = 8
-	recKindEvents = 1
-	recKindOwner  = 2
-	recKindDelete = 3
-	valueLenBytes = 4
+	journalMagic   = "TOOLSDJ\x02"
+	journalMagicV1 = "TOOLSDJ\x01"
+	fileIDLen      = 8
+	journalHeadLen = len(journalMagic) + fileIDLen + 4
+	groupMarker    = 'G'
+	groupHeadLen   = recHeaderLen + 1 + 8
+	recHeaderLen   = 8
+	recKindEvents  = 1
+	recKindOwner   = 2
+	recKindDelete  = 3
+	valueLenBytes  = 4
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 func crcOf(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+
+// newJournalHeader returns the header of a new journal file, with a fresh file id, and
+// its groups' checksum seed.
+func newJournalHeader() ([]byte, uint32) {
+	h := make([]byte, journalHeadLen-4, journalHeadLen)
+	copy(h, journalMagic)
+	_, _ = rand.Read(h[len(journalMagic):]) // never fails
+	seed := crcOf(h)
+	return binary.BigEndian.AppendUint32(h, seed), seed
+}
+
+// headerSeed checks a header of the current format and returns its groups' checksum
+// seed.
+func headerSeed(h []byte) (uint32, bool) {
+	seed := crcOf(h[:journalHeadLen-4])
+	return seed, seed == binary.BigEndian.Uint32(h[journalHeadLen-4:])
+}
+
+// groupCRC is the checksum of a group body in a file whose groups' checksums start
+// from seed (its header's checksum; 0 in a file of the first format).
+func groupCRC(seed uint32, body []byte) uint32 { return crc32.Update(seed, castagnoli, body) }
 
 // beginRecord appends a record header placeholder, kind and session id to dst; it
 // returns dst and the record's offset in it. sealRecord completes the header.
@@ -359,12 +396,17 @@ func beginGroup(dst []byte, seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(dst, seq)
 }
 
-// sealGroup completes the header of group, which starts with it.
-func sealGroup(group []byte) { sealRecord(group) }
+// sealGroup completes the header of group, which starts with it, for a file whose
+// checksum seed is seed.
+func sealGroup(group []byte, seed uint32) {
+	body := group[recHeaderLen:]
+	binary.BigEndian.PutUint32(group[0:], uint32(len(body)))
+	binary.BigEndian.PutUint32(group[4:], groupCRC(seed, body))
+}
 
-// groupAt reports whether buf[off:] starts with a whole group whose checksum matches,
-// and returns its seq.
-func groupAt(buf []byte, off int) (uint64, bool) {
+// groupAt reports whether buf[off:] starts with a whole group of the file whose
+// checksum seed is seed, and returns its seq.
+func groupAt(buf []byte, off int, seed uint32) (uint64, bool) {
 	if len(buf)-off < groupHeadLen {
 		return 0, false
 	}
@@ -373,7 +415,7 @@ func groupAt(buf []byte, off int) (uint64, bool) {
 		return 0, false
 	}
 	body := buf[off+recHeaderLen : off+recHeaderLen+n]
-	if body[0] != groupMarker || crcOf(body) != binary.BigEndian.Uint32(buf[off+4:]) {
+	if body[0] != groupMarker || groupCRC(seed, body) != binary.BigEndian.Uint32(buf[off+4:]) {
 		return 0, false
 	}
 	return binary.BigEndian.Uint64(body[1:]), true

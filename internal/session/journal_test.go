@@ -66,7 +66,7 @@ func FuzzJournalOpen(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 1, 0, 0, 0, 0, 1})
 	f.Fuzz(func(t *testing.T, records []byte) {
 		dir := t.TempDir()
-		content := append([]byte(journalMagic), records...)
+		content := append([]byte(journalMagicV1), records...) // groups checksummed alone
 		if err := os.WriteFile(filepath.Join(dir, JournalFileName), content, 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -90,12 +90,12 @@ func t0Journal() []byte {
 	call := Event{Type: TypeToolCall, Call: &CallRecord{CallID: "1", Name: "n", Arguments: []byte(`{}`)}, Seq: 1}
 	b = appendStoredEvents(b, "s", []Event{call})
 	b = appendOwnerRecord(b, "s", Owner{Identity: "id", Scope: "x", ScopeKnown: true}, time.Unix(1, 0))
-	sealGroup(b)
+	sealGroup(b, 0)
 	second := len(b)
 	b = beginGroup(b, 2)
 	b = appendStoredEvents(b, "t", []Event{{Type: TypeUserMessage, Message: &MessageRecord{Content: "m"}, Seq: 1}})
 	b = appendDeleteRecord(b, "t")
-	sealGroup(b[second:])
+	sealGroup(b[second:], 0)
 	return b
 }
 

@@ -201,7 +201,7 @@ func (w *journalWriter) writeGroup(group []byte) error {
 	if len(group) == groupHeadLen {
 		return nil
 	}
-	sealGroup(group)
+	sealGroup(group, j.seed)
 	_, err := j.f.Write(group)
 	if err == nil && j.o.durability == SyncAlways {
 		err = fdatasync(j.f)

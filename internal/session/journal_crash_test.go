@@ -1,0 +1,288 @@
+package session
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// A rewrite gives the journal a new file. A crash that tears the new file's last group
+// can leave in its tail whole groups of the file the rewrite replaced, numbered past
+// anything the new file holds: carried in the lost append's payload (a tool that read
+// the data directory), or in blocks of the replaced file that the new one reused and a
+// crash left unwritten. Neither is a group of this journal: the tail is cut and the
+// journal opens with every group committed before it.
+func TestJournalTornTailAfterRewrite(t *testing.T) {
+	tails := map[string]func(t *testing.T, j *Journal, old []byte, good int64) []byte{
+		// The lost append carries every group of the replaced file; the disk kept its
+		// later pages but not the first.
+		"payload copy of the replaced file": func(t *testing.T, j *Journal, old []byte, good int64) []byte {
+			if _, err := j.Append(t.Context(), "s9", msg("lost "+string(old))); err != nil {
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile(j.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tail := b[good:]
+			clear(tail[:64])
+			return tail
+		},
+		// The file grew by a group whose blocks still hold the replaced file's bytes.
+		"stale blocks of the replaced file": func(t *testing.T, _ *Journal, old []byte, good int64) []byte {
+			return old[good:]
+		},
+	}
+	for name, tail := range tails {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			opts := []Option{WithCompactBytes(4 << 10), WithRetention(0, 1), WithSweepInterval(0), WithClock(tickingClock())}
+			j, err := OpenJournal(dir, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan struct{})
+			j.rewritten = func() { close(done) }
+			for i := range 10 {
+				if _, err := j.Append(t.Context(), fmt.Sprintf("s%d", i), msg(strings.Repeat("x", 1000))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			old, err := os.ReadFile(j.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n, err := j.Sweep(j.o.now()); err != nil || n != 9 {
+				t.Fatalf("Sweep() = %d, %v, want 9", n, err)
+			}
+			<-done // the rewrite renamed a file of one session over the old one
+			if _, err := j.Append(t.Context(), "s9", msg("kept after the rewrite")); err != nil {
+				t.Fatal(err)
+			}
+			if j.group >= 10 {
+				t.Fatalf("the rewritten file has %d groups, want fewer than the 11 of the file it replaced", j.group)
+			}
+			want, err := j.Read(t.Context(), "s9", 1, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			good := j.size
+			damaged := tail(t, j, old, good)
+			if err := j.Close(); err != nil {
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile(j.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(j.path, append(b[:good:good], damaged...), 0o600); err != nil {
+				t.Fatal(err)
+			}
+
+			r, err := OpenJournal(dir, opts...)
+			if err != nil {
+				t.Fatalf("OpenJournal() after a torn write in a rewritten journal = %v, want the torn tail cut", err)
+			}
+			defer closeStore(t, r)
+			got, err := r.Read(t.Context(), "s9", 1, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("Read(s9) after cutting the tail (-want +got):\n%s", diff)
+			}
+			if st, err := os.Stat(filepath.Join(dir, JournalFileName)); err != nil || st.Size() != good {
+				t.Errorf("journal size after open = %v, %v, want %d (cut back to the last whole group)", st.Size(), err, good)
+			}
+		})
+	}
+}
+
+// A journal of the first format (testdata/journal_v1, written before groups were bound
+// to their file: an owner claim, a tool call and its result, a session deleted by
+// retention) opens unchanged and takes appends in its own format; a rewrite, with
+// groups committed while it ran, replaces it with a file of the current format.
+func TestJournalFirstFormatOpens(t *testing.T) {
+	v1, err := os.ReadFile(filepath.Join("testdata", "journal_v1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, JournalFileName)
+	if err := os.WriteFile(path, v1, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts := []Option{WithCompactBytes(2 << 10), WithRetention(0, 1), WithSweepInterval(0), WithClock(tickingClock())}
+	check := func(j *Journal, extra ...string) {
+		t.Helper()
+		got, err := j.Read(t.Context(), "kept", 1, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 3+len(extra) || got[0].Message.Content != "hello" || got[1].Call.CallID != "c1" ||
+			string(got[1].Call.Arguments) != `{"p":1}` || got[2].Result.Content != "ok" || got[2].Result.Recovered {
+			t.Fatalf("Read(kept) = %+v, want hello, call c1 and its result, then %q", got, extra)
+		}
+		for i, text := range extra {
+			if got[3+i].Message.Content != text {
+				t.Errorf("Read(kept)[%d] = %q, want %q", 3+i, got[3+i].Message.Content, text)
+			}
+		}
+		if o, ok, _ := j.Owner(t.Context(), "kept"); !ok || o != (Owner{Identity: "alice", Scope: "x", ScopeKnown: true}) {
+			t.Errorf("Owner(kept) = %+v, %v, want alice", o, ok)
+		}
+		if gone, _ := j.Read(t.Context(), "gone", 1, 0); len(gone) != 0 {
+			t.Errorf("Read(gone) = %d events, want the session deleted", len(gone))
+		}
+	}
+	j, err := OpenJournal(dir, opts...)
+	if err != nil {
+		t.Fatalf("OpenJournal(first format) = %v", err)
+	}
+	check(j)
+	if _, err := j.Append(t.Context(), "kept", msg("appended")); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(b), string(v1)) || !strings.HasPrefix(string(b), journalMagicV1) {
+		t.Fatal("an append to a journal of the first format changed what was there")
+	}
+
+	j, err = OpenJournal(dir, opts...)
+	if err != nil {
+		t.Fatalf("OpenJournal(first format, appended to) = %v", err)
+	}
+	check(j, "appended")
+	entered, hold, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	j.snapshotting = func() { close(entered); <-hold }
+	j.rewritten = func() { close(done) }
+	if _, err := j.Append(t.Context(), "big", msg(strings.Repeat("x", 4<<10))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Append(t.Context(), "kept", msg("before the rewrite")); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := j.Sweep(j.o.now()); err != nil || n != 1 {
+		t.Fatalf("Sweep() = %d, %v, want big deleted", n, err)
+	}
+	<-entered
+	if _, err := j.Append(t.Context(), "kept", msg("during the rewrite")); err != nil {
+		t.Fatal(err)
+	}
+	close(hold)
+	<-done
+	if _, err := j.Append(t.Context(), "kept", msg("after the rewrite")); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if b, err = os.ReadFile(path); err != nil || !strings.HasPrefix(string(b), journalMagic) {
+		t.Fatalf("the rewritten journal starts %q, %v, want the current format", b[:min(len(b), 8)], err)
+	}
+	r, err := OpenJournal(dir, opts...)
+	if err != nil {
+		t.Fatalf("OpenJournal(rewritten from the first format) = %v", err)
+	}
+	defer closeStore(t, r)
+	check(r, "appended", "before the rewrite", "during the rewrite", "after the rewrite")
+}
+
+// smallJournal writes a journal of a few groups, the last one a retention sweep that
+// deletes four sessions (one group of four records), and returns its bytes, where its
+// last group starts, and the events of every session before the sweep.
+func smallJournal(t *testing.T) (dir string, file []byte, last int64, before map[string][]Event) {
+	t.Helper()
+	dir = t.TempDir()
+	opts := []Option{WithRetention(0, 1), WithSweepInterval(0), WithClock(tickingClock())}
+	j, err := OpenJournal(dir, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before = map[string][]Event{}
+	for i := range 5 {
+		id := fmt.Sprintf("s%d", i)
+		if _, err := j.Append(t.Context(), id, msg(fmt.Sprintf("m%d", i))); err != nil {
+			t.Fatal(err)
+		}
+		if before[id], err = j.Read(t.Context(), id, 1, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last = j.size
+	if n, err := j.Sweep(j.o.now()); err != nil || n != 4 {
+		t.Fatalf("Sweep() = %d, %v, want 4", n, err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if file, err = os.ReadFile(j.path); err != nil {
+		t.Fatal(err)
+	}
+	return dir, file, last, before
+}
+
+// A flipped bit anywhere before the last group (the header included) is not a torn
+// write: Open refuses the journal rather than cut off committed groups.
+func TestJournalFlippedBitBeforeLastGroup(t *testing.T) {
+	dir, file, last, _ := smallJournal(t)
+	path := filepath.Join(dir, JournalFileName)
+	for off := range last {
+		for _, bit := range []byte{0x01, 0x80} {
+			b := bytes.Clone(file)
+			b[off] ^= bit
+			if err := os.WriteFile(path, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			j, err := OpenJournal(dir)
+			if err == nil {
+				_ = j.Close()
+				t.Errorf("bit %#x of byte %d (of %d, last group at %d) flipped: OpenJournal() = nil, want ErrCorrupt", bit, off, len(file), last)
+				continue
+			}
+			if !errors.Is(err, ErrCorrupt) {
+				t.Errorf("bit %#x of byte %d flipped: OpenJournal() = %v, want ErrCorrupt", bit, off, err)
+			}
+		}
+	}
+}
+
+// A file shorter than a header that is the start of one was created by a run that
+// crashed before the header was durable: it opens as an empty journal.
+func TestJournalHeaderPrefixIsEmpty(t *testing.T) {
+	head, _ := newJournalHeader()
+	for _, n := range []int{0, 5, 8, 12, journalHeadLen - 1} {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, JournalFileName), head[:n], 0o600); err != nil {
+			t.Fatal(err)
+		}
+		j, err := OpenJournal(dir)
+		if err != nil {
+			t.Fatalf("%d header bytes: OpenJournal() = %v", n, err)
+		}
+		if _, err := j.Append(t.Context(), "a", msg("m")); err != nil {
+			t.Fatal(err)
+		}
+		closeStore(t, j)
+		r, err := OpenJournal(dir)
+		if err != nil {
+			t.Fatalf("%d header bytes: reopen: %v", n, err)
+		}
+		if got, _ := r.Read(t.Context(), "a", 1, 0); len(got) != 1 {
+			t.Errorf("%d header bytes: Read(a) after reopen = %d events, want 1", n, len(got))
+		}
+		closeStore(t, r)
+	}
+}
