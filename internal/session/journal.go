@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -554,27 +555,43 @@ func (j *Journal) release() error {
 	return err
 }
 
-// makeDataDir creates dir if needed. Each directory it creates is made durable in its
-// parent, so that the log file created in it next, whose appends are acknowledged once
-// synced, cannot vanish with the directory in a crash.
+// makeDataDir creates dir if needed and makes its entry, and the entry of every
+// directory above it, durable in its parent, so that the log file created or found in
+// it, whose appends are acknowledged once synced, cannot vanish with a directory in a
+// crash. The levels are synced at every open, not only when this run creates them: a
+// run that created some and crashed before syncing them left entries that may not
+// survive a power loss, and nothing tells them from older ones. A level this run
+// creates must sync; one it found may be on a filesystem toolsd cannot sync there (a
+// directory it may not read, a read-only root): that one is skipped.
 func makeDataDir(dir string) error {
-	// The directories MkdirAll will create, deepest first.
-	var missing []string
-	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
-		if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) || d == filepath.Dir(d) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("session: data directory: %w", err)
+	}
+	created := map[string]bool{} // the directories MkdirAll will create
+	for d := abs; d != filepath.Dir(d); d = filepath.Dir(d) {
+		if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
 			break
 		}
-		missing = append(missing, d)
+		created[d] = true
 	}
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+	if err := os.MkdirAll(abs, 0o750); err != nil {
 		return fmt.Errorf("session: create data directory: %w", err)
 	}
-	for i := len(missing) - 1; i >= 0; i-- { // each new entry, in its parent
-		if err := syncDir(filepath.Dir(missing[i])); err != nil {
-			return fmt.Errorf("session: create data directory: %w", err)
+	for d := abs; d != filepath.Dir(d); d = filepath.Dir(d) {
+		err := syncDir(filepath.Dir(d))
+		if err != nil && (created[d] || !cannotSyncDir(err)) {
+			return fmt.Errorf("session: make the data directory durable: sync %s: %w", filepath.Dir(d), err)
 		}
 	}
 	return nil
+}
+
+// cannotSyncDir reports whether err says a directory cannot be synced at all (rather
+// than that syncing it failed).
+func cannotSyncDir(err error) bool {
+	return errors.Is(err, os.ErrPermission) || errors.Is(err, errors.ErrUnsupported) ||
+		errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.EROFS)
 }
 
 // syncDir fsyncs a directory so that a file created or renamed in it survives a crash.

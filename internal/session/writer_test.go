@@ -3,8 +3,12 @@ package session
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -283,5 +287,106 @@ func TestOpenSyncsTheDirectoryOfAnExistingLog(t *testing.T) {
 				t.Errorf("Open of an existing log synced directories %q, want %q among them", got, dir)
 			}
 		})
+	}
+}
+
+// recordSyncs makes syncDir record the directories it syncs, for the rest of the test.
+func recordSyncs(t *testing.T) func() []string {
+	var mu sync.Mutex
+	var synced []string
+	orig := syncDir
+	syncDir = func(d string) error {
+		mu.Lock()
+		synced = append(synced, d)
+		mu.Unlock()
+		return orig(d)
+	}
+	t.Cleanup(func() { syncDir = orig })
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(synced)
+	}
+}
+
+// Open makes the data directory durable in its parent, and every level above it: the
+// levels it creates, and the levels a run that crashed before syncing them created
+// (which the next run finds and cannot tell from older ones). Otherwise a power loss
+// could take the directory with the log whose appends were acknowledged.
+func TestOpenSyncsTheDataDirectoryChain(t *testing.T) {
+	for name, open := range writers() {
+		for _, existing := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/existing=%v", name, existing), func(t *testing.T) {
+				root := t.TempDir()
+				dir := filepath.Join(root, "a", "b", "data")
+				if existing { // made by a run that crashed before it synced anything
+					if err := os.MkdirAll(dir, 0o750); err != nil {
+						t.Fatal(err)
+					}
+				}
+				synced := recordSyncs(t)
+				s, err := open(dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer closeStore(t, s)
+				got := synced()
+				for _, want := range []string{root, filepath.Join(root, "a"), filepath.Join(root, "a", "b"), dir} {
+					if !slices.Contains(got, want) {
+						t.Errorf("Open synced %q, want %q among them", got, want)
+					}
+				}
+				if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+					t.Errorf("Stat(%s) = %v, want the data directory", dir, err)
+				}
+			})
+		}
+	}
+}
+
+// A level above the data directory that this run did not create may be one toolsd
+// cannot sync (a directory it may not read): it is skipped. A level it created, or a
+// failing sync of any level, fails Open.
+func TestOpenDataDirectorySyncFailures(t *testing.T) {
+	tests := []struct {
+		name     string
+		existing bool  // a/data exists before Open
+		err      error // what syncing root (a's parent) returns
+		ok       bool
+	}{
+		{"found, unreadable", true, &os.PathError{Op: "open", Path: "root", Err: syscall.EACCES}, true},
+		{"found, I/O error", true, &os.PathError{Op: "sync", Path: "root", Err: syscall.EIO}, false},
+		{"created, unreadable", false, &os.PathError{Op: "open", Path: "root", Err: syscall.EACCES}, false},
+	}
+	for name, open := range writers() {
+		for _, tt := range tests {
+			t.Run(name+"/"+tt.name, func(t *testing.T) {
+				root := t.TempDir()
+				dir := filepath.Join(root, "a", "data")
+				if tt.existing {
+					if err := os.MkdirAll(dir, 0o750); err != nil {
+						t.Fatal(err)
+					}
+				}
+				orig := syncDir
+				syncDir = func(d string) error {
+					if d == root {
+						return tt.err
+					}
+					return orig(d)
+				}
+				t.Cleanup(func() { syncDir = orig })
+				s, err := open(dir)
+				if err == nil {
+					closeStore(t, s)
+				}
+				if (err == nil) != tt.ok {
+					t.Errorf("Open() = %v, want success %v", err, tt.ok)
+				}
+				if err != nil && !errors.Is(err, tt.err) {
+					t.Errorf("Open() = %v, want it to wrap %v", err, tt.err)
+				}
+			})
+		}
 	}
 }
