@@ -234,6 +234,34 @@ func smallJournal(t *testing.T) (dir string, file []byte, last int64, before map
 	return dir, file, last, before
 }
 
+// A crash can cut the last group at any byte: the journal opens with every group
+// before it and nothing of it (the sweep's four deletions all undone), cut back to
+// where the group started.
+func TestJournalCutAnywhereInLastGroup(t *testing.T) {
+	dir, file, last, before := smallJournal(t)
+	path := filepath.Join(dir, JournalFileName)
+	for cut := last; cut < int64(len(file)); cut++ {
+		if err := os.WriteFile(path, file[:cut], 0o600); err != nil {
+			t.Fatal(err)
+		}
+		j, err := OpenJournal(dir)
+		if err != nil {
+			t.Fatalf("cut at %d of %d: OpenJournal() = %v", cut, len(file), err)
+		}
+		for id, want := range before {
+			if got, err := j.Read(t.Context(), id, 1, 0); err != nil || !cmp.Equal(want, got) {
+				t.Errorf("cut at %d: Read(%s) = %v, %v, want %v", cut, id, got, err, want)
+			}
+		}
+		if err := j.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if st, err := os.Stat(path); err != nil || st.Size() != last {
+			t.Errorf("cut at %d: journal size after open = %v, %v, want %d", cut, st.Size(), err, last)
+		}
+	}
+}
+
 // A flipped bit anywhere before the last group (the header included) is not a torn
 // write: Open refuses the journal rather than cut off committed groups.
 func TestJournalFlippedBitBeforeLastGroup(t *testing.T) {
