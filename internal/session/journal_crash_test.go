@@ -2,6 +2,7 @@ package session
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -312,5 +313,77 @@ func TestJournalHeaderPrefixIsEmpty(t *testing.T) {
 			t.Errorf("%d header bytes: Read(a) after reopen = %d events, want 1", n, len(got))
 		}
 		closeStore(t, r)
+	}
+}
+
+// A sweep's deletions are written in groups of at most sweepGroupBytes (plus one
+// record), so that a sweep a crash tears is never more than Open cuts off as a torn
+// write: one group of every deletion of a large sweep could outgrow maxTornBytes and
+// make Open refuse the journal. A torn last group of a sweep undoes only its own
+// deletions.
+func TestJournalSweepGroupsAreBounded(t *testing.T) {
+	orig := sweepGroupBytes
+	sweepGroupBytes = 1 << 10
+	t.Cleanup(func() { sweepGroupBytes = orig })
+	dir := t.TempDir()
+	opts := []Option{WithRetention(0, 1), WithSweepInterval(0), WithClock(tickingClock())}
+	j, err := OpenJournal(dir, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pad := strings.Repeat("p", 100)
+	for i := range 50 {
+		if _, err := j.Append(t.Context(), fmt.Sprintf("%s%02d", pad, i), msg("m")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, groups := j.size, j.group
+	if n, err := j.Sweep(j.o.now()); err != nil || n != 49 {
+		t.Fatalf("Sweep() = %d, %v, want 49", n, err)
+	}
+	after, swept := j.size, j.group-groups
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(j.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	maxRecord := len(appendDeleteRecord(nil, pad+"00"))
+	var starts []int64
+	for off := before; off < after; {
+		n := int64(recHeaderLen) + int64(binary.BigEndian.Uint32(b[off:]))
+		if n > int64(groupHeadLen+sweepGroupBytes+maxRecord) {
+			t.Errorf("sweep group at %d is %d bytes, want at most %d", off, n, groupHeadLen+sweepGroupBytes+maxRecord)
+		}
+		starts = append(starts, off)
+		off += n
+	}
+	if swept < 2 || int(swept) != len(starts) {
+		t.Fatalf("the sweep wrote %d groups (%d found in the file), want several", swept, len(starts))
+	}
+
+	// Tear the sweep's last group: the deletions of its earlier groups stay.
+	lastStart := starts[len(starts)-1]
+	if err := os.WriteFile(j.path, b[:lastStart+10], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, err := OpenJournal(dir, WithSweepInterval(0))
+	if err != nil {
+		t.Fatalf("OpenJournal() after a torn sweep = %v", err)
+	}
+	defer closeStore(t, r)
+	kept := 0
+	for i := range 50 {
+		if got, _ := r.Read(t.Context(), fmt.Sprintf("%s%02d", pad, i), 1, 0); len(got) > 0 {
+			kept++
+		}
+	}
+	lastGroupDeletes := 0
+	for body := b[lastStart+groupHeadLen : after]; len(body) > 0; lastGroupDeletes++ {
+		body = body[recHeaderLen+int(binary.BigEndian.Uint32(body)):]
+	}
+	if want := 1 + lastGroupDeletes; kept != want {
+		t.Errorf("%d sessions after tearing the sweep's last group, want %d (the kept one and the torn group's %d)", kept, want, lastGroupDeletes)
 	}
 }

@@ -234,7 +234,10 @@ func respondAll(reqs []*jrequest, resp jresponse) {
 	}
 }
 
-// sweep deletes the sessions the retention limits select, durably first.
+// sweep deletes the sessions the retention limits select, durably first. The
+// deletions are written in groups of at most sweepGroupBytes (plus one record), each
+// applied once it is durable: one group of them all could outgrow what Open cuts off
+// as a torn write (maxTornBytes) and make it refuse the journal after a crash.
 func (w *journalWriter) sweep(r *jrequest) {
 	j := w.j
 	if err := j.usable(); err != nil {
@@ -244,7 +247,24 @@ func (w *journalWriter) sweep(r *jrequest) {
 	j.mem.holds.beginSweep()
 	defer j.mem.holds.endSweep()
 	var ids []string
+	removed := 0
 	buf := beginGroup(w.buf[:0], j.group+1)
+	flush := func() error {
+		w.buf = buf
+		if err := w.writeGroup(buf); err != nil {
+			return err
+		}
+		for _, id := range ids {
+			if s := j.mem.sessions.get(id); s != nil {
+				j.live -= s.bytes
+			}
+			j.mem.sessions.removeIf(id, func(*memSession) bool { return true })
+		}
+		removed += len(ids)
+		ids = ids[:0]
+		buf = beginGroup(w.buf[:0], j.group+1)
+		return nil
+	}
 	for _, v := range j.mem.victims(r.now) {
 		s := j.mem.sessions.get(v.id)
 		if s == nil {
@@ -258,22 +278,21 @@ func (w *journalWriter) sweep(r *jrequest) {
 		}
 		ids = append(ids, v.id)
 		buf = appendDeleteRecord(buf, v.id)
+		if len(buf)-groupHeadLen >= sweepGroupBytes {
+			if err := flush(); err != nil {
+				r.done <- jresponse{removed: removed, err: err}
+				return
+			}
+		}
 	}
-	w.buf = buf
-	if err := w.writeGroup(buf); err != nil {
-		r.done <- jresponse{err: err}
+	if err := flush(); err != nil {
+		r.done <- jresponse{removed: removed, err: err}
 		return
 	}
-	for _, id := range ids {
-		if s := j.mem.sessions.get(id); s != nil {
-			j.live -= s.bytes
-		}
-		j.mem.sessions.removeIf(id, func(*memSession) bool { return true })
+	if removed > 0 {
+		j.o.logger.Debug("retention deleted sessions", zap.Int("sessions", removed))
 	}
-	if len(ids) > 0 {
-		j.o.logger.Debug("retention deleted sessions", zap.Int("sessions", len(ids)))
-	}
-	r.done <- jresponse{removed: len(ids)}
+	r.done <- jresponse{removed: removed}
 }
 
 // sortBySource orders synthetic results by the seq of the call they close.
@@ -282,3 +301,7 @@ func sortBySource(events []Event) {
 		return cmp.Compare(a.SourceSeqs[0], b.SourceSeqs[0])
 	})
 }
+
+// sweepGroupBytes bounds the delete records of one group of a sweep. A variable: tests
+// lower it.
+var sweepGroupBytes = maxBatchBytes
