@@ -387,3 +387,119 @@ func TestJournalSweepGroupsAreBounded(t *testing.T) {
 		t.Errorf("%d sessions after tearing the sweep's last group, want %d (the kept one and the torn group's %d)", kept, want, lastGroupDeletes)
 	}
 }
+
+// A rewrite writes the new journal beside the old one and renames it over it: a crash
+// at any point leaves the old journal (with the new one whole, cut short or absent
+// beside it) or the new one, and each opens with the same sessions. The file beside it
+// is removed.
+func TestJournalRewriteCrashPoints(t *testing.T) {
+	dir := t.TempDir()
+	opts := []Option{WithCompactBytes(4 << 10), WithRetention(0, 2), WithSweepInterval(0), WithClock(tickingClock())}
+	j, err := OpenJournal(dir, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	j.rewritten = func() { close(done) }
+	for i := range 10 {
+		if _, err := j.Append(t.Context(), fmt.Sprintf("s%d", i), msg(strings.Repeat("x", 1000))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := j.ClaimOwner(t.Context(), "s9", Owner{Identity: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	// The rewrite starts after the sweep's group is committed: the old file as the
+	// rename finds it is the file after the sweep, which the writer reports as j.size.
+	if n, err := j.Sweep(j.o.now()); err != nil || n != 8 {
+		t.Fatalf("Sweep() = %d, %v, want 8", n, err)
+	}
+	<-done
+	want := map[string][]Event{}
+	for i := range 10 {
+		id := fmt.Sprintf("s%d", i)
+		if want[id], err = j.Read(t.Context(), id, 1, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	newFile, err := os.ReadFile(j.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The old file: the same appends and sweep in a journal never rewritten.
+	oldDir := t.TempDir()
+	o, err := OpenJournal(oldDir, WithRetention(0, 2), WithSweepInterval(0), WithClock(tickingClock()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if _, err := o.Append(t.Context(), fmt.Sprintf("s%d", i), msg(strings.Repeat("x", 1000))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := o.ClaimOwner(t.Context(), "s9", Owner{Identity: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.Sweep(o.o.now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Close(); err != nil {
+		t.Fatal(err)
+	}
+	oldFile, err := os.ReadFile(o.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(newFile) >= len(oldFile) {
+		t.Fatalf("rewritten journal %d bytes, old %d: want it smaller", len(newFile), len(oldFile))
+	}
+
+	type state struct {
+		journal []byte
+		beside  []byte // the rewrite's file, nil when absent
+	}
+	points := map[string]state{
+		"before the new file": {oldFile, nil},
+		"new file empty":      {oldFile, []byte{}},
+		"new file cut short":  {oldFile, newFile[:len(newFile)/2]},
+		"new file whole":      {oldFile, newFile},
+		"renamed":             {newFile, nil},
+	}
+	for name, st := range points {
+		t.Run(name, func(t *testing.T) {
+			d := t.TempDir()
+			if err := os.WriteFile(filepath.Join(d, JournalFileName), st.journal, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if st.beside != nil {
+				if err := os.WriteFile(filepath.Join(d, JournalFileName+compactSuffix), st.beside, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r, err := OpenJournal(d, WithSweepInterval(0))
+			if err != nil {
+				t.Fatalf("OpenJournal() = %v", err)
+			}
+			defer closeStore(t, r)
+			for id, evs := range want {
+				got, err := r.Read(t.Context(), id, 1, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(evs) != len(got) || (len(evs) > 0 && evs[0].Message.Content != got[0].Message.Content) {
+					t.Errorf("Read(%s) = %d events, want %d", id, len(got), len(evs))
+				}
+			}
+			if ow, ok, _ := r.Owner(t.Context(), "s9"); !ok || ow.Identity != "alice" {
+				t.Errorf("Owner(s9) = %+v, %v, want alice", ow, ok)
+			}
+			if _, err := os.Stat(filepath.Join(d, JournalFileName+compactSuffix)); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the rewrite's file is still there after Open: %v", err)
+			}
+		})
+	}
+}
