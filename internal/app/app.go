@@ -360,7 +360,7 @@ func (a *App) build(pol *policy.Set) error {
 	toolsdv1.RegisterProviderServiceServer(a.grpc, ps)
 	toolsdv1.RegisterHookServiceServer(a.grpc, hookService{h: a.hub})
 	a.health = health.NewServer()
-	healthpb.RegisterHealthServer(a.grpc, a.health)
+	healthpb.RegisterHealthServer(a.grpc, a.srv.Health(a.health))
 	reflection.Register(a.grpc)
 	if grpcMetrics != nil {
 		grpcMetrics.InitializeMetrics(a.grpc)

@@ -298,3 +298,35 @@ func TestExampleProviderOutlivesTheDrain(t *testing.T) {
 		t.Errorf("App.Run() = %v, want nil", err)
 	}
 }
+
+// TestShutdownEndsHealthWatches: a health Watch stream (gRPC client-side health
+// checking keeps one open per connection) sees NOT_SERVING when the drain begins and is
+// ended by shutdown with Unavailable (SHUTTING_DOWN). Left open, it would hold the gRPC
+// server's graceful stop until its fallback timer and be cut off by the hard stop.
+func TestShutdownEndsHealthWatches(t *testing.T) {
+	a, cancel, runErr := runApp(t, durableConfig(t, t.TempDir(), "timeouts: {shutdown: 100ms}\n"))
+	conn := dial(t, a.Addr())
+	watch, err := healthpb.NewHealthClient(conn).Watch(context.Background(), &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := watch.Recv(); err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health Watch().Recv() = %v, %v, want SERVING", resp, err)
+	}
+	cancel()
+	if resp, err := watch.Recv(); err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("health Watch().Recv() after shutdown began = %v, %v, want NOT_SERVING", resp, err)
+	}
+	resp, err := watch.Recv()
+	if status.Code(err) != codes.Unavailable || reason(err) != "SHUTTING_DOWN" {
+		t.Errorf("health Watch().Recv() at the end of shutdown = %v, %v, want Unavailable with reason SHUTTING_DOWN", resp, err)
+	}
+	select {
+	case err := <-runErr:
+		if err != nil {
+			t.Errorf("App.Run() = %v, want nil", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("App.Run() did not return within 20s")
+	}
+}

@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"sync"
+
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 // batches tracks running ExecuteBatch calls so shutdown can wait for them and, past
@@ -73,7 +75,61 @@ func (s *Server) WaitIdle(ctx context.Context) error {
 // providers and drain, unstarted calls get ABORTED_BEFORE_DISPATCH; all are logged.
 func (s *Server) AbortRunning() { s.active.cancel(errShuttingDown) }
 
-// StopWatches ends every WatchSession stream, and refuses new ones, with Unavailable
-// (SHUTTING_DOWN). Shutdown calls it once the batches are done, so watchers see the
+// StopWatches ends every WatchSession stream and health Watch stream (see
+// [Server.Health]), and refuses new ones, with Unavailable (SHUTTING_DOWN). Shutdown calls it once the batches are done, so watchers see the
 // results of the drain before they are cut off.
 func (s *Server) StopWatches() { s.active.stopWatch(errShuttingDown) }
+
+// Health wraps the gRPC health service h so that its Watch streams end with
+// [Server.StopWatches], with Unavailable (SHUTTING_DOWN), as WatchSession's do: gRPC's
+// client-side health checking keeps one open per connection, and an open one would hold
+// the gRPC server's GracefulStop until its fallback timer, then be cut off. A watch sees
+// the status shutdown left (NOT_SERVING) before it ends.
+func (s *Server) Health(h healthpb.HealthServer) healthpb.HealthServer {
+	return healthWatches{HealthServer: h, s: s}
+}
+
+type healthWatches struct {
+	healthpb.HealthServer
+	s *Server
+}
+
+func (w healthWatches) Watch(req *healthpb.HealthCheckRequest, stream healthpb.Health_WatchServer) error {
+	watches := w.s.active.watches
+	if watches.Err() != nil {
+		return toStatus(w.s.log, errShuttingDown)
+	}
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	defer context.AfterFunc(watches, cancel)()
+	ws := &healthWatchStream{Health_WatchServer: stream, ctx: ctx, last: -1}
+	err := w.HealthServer.Watch(req, ws)
+	if watches.Err() == nil || stream.Context().Err() != nil {
+		return err
+	}
+	// The watch may have ended before it sent the last change (shutdown's NOT_SERVING).
+	if resp, cerr := w.Check(stream.Context(), req); cerr == nil && resp.GetStatus() != ws.last {
+		if err := stream.Send(resp); err != nil {
+			return err
+		}
+	}
+	return toStatus(w.s.log, errShuttingDown)
+}
+
+// healthWatchStream is a health Watch stream whose context also ends with shutdown; it
+// remembers the last status sent.
+type healthWatchStream struct {
+	healthpb.Health_WatchServer
+	ctx  context.Context
+	last healthpb.HealthCheckResponse_ServingStatus
+}
+
+func (s *healthWatchStream) Context() context.Context { return s.ctx }
+
+func (s *healthWatchStream) Send(m *healthpb.HealthCheckResponse) error {
+	err := s.Health_WatchServer.Send(m)
+	if err == nil {
+		s.last = m.GetStatus()
+	}
+	return err
+}
