@@ -82,6 +82,9 @@ func Open(dir string, opts ...Option) (*Bolt, error) {
 			return nil, fmt.Errorf("session: %s holds a session journal (%s) and no bbolt log; set session.store: journal to keep using it",
 				dir, JournalFileName)
 		}
+		if err := createDB(dir, path, &o); err != nil {
+			return nil, err
+		}
 	}
 	if err := checkFile(path); err != nil {
 		return nil, err
@@ -90,6 +93,7 @@ func Open(dir string, opts ...Option) (*Bolt, error) {
 	if err != nil {
 		return nil, err
 	}
+	removeCreateLeftovers(dir) // under the lock; a create racing this one finds sessions.db and opens it
 	b := &Bolt{
 		o:          o,
 		db:         db,
@@ -125,6 +129,71 @@ func Open(dir string, opts ...Option) (*Bolt, error) {
 	return b, nil
 }
 
+// createSuffix starts the names of logs being created (see createDB).
+const createSuffix = ".new-"
+
+// createDB creates the log at path whole or not at all. bbolt writes a new file's first
+// pages after creating it, so a crash in between would leave an empty or partial file,
+// which Open refuses as truncated: the log is built under a temporary name, synced, and
+// linked into place. A log another toolsd created meanwhile is kept.
+func createDB(dir, path string, o *options) error {
+	tmp, err := os.CreateTemp(dir, FileName+createSuffix+"*")
+	if err != nil {
+		return fmt.Errorf("session: create %s: %w", path, err)
+	}
+	name := tmp.Name()
+	_ = tmp.Close()
+	defer os.Remove(name) //nolint:errcheck // gone after the link, or a leftover
+	db, err := openDB(name, o)
+	if err != nil {
+		return err
+	}
+	err = guard(func() error { return db.Update(initLayout) })
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = syncFile(name)
+	}
+	if err == nil {
+		if err = os.Link(name, path); err != nil {
+			if _, serr := os.Stat(path); serr == nil {
+				err = nil // created by another toolsd meanwhile: its Open holds or held the lock
+			}
+		}
+	}
+	if err == nil {
+		err = syncDir(dir)
+	}
+	if err != nil {
+		return fmt.Errorf("session: create %s: %w", path, err)
+	}
+	return nil
+}
+
+func syncFile(name string) error {
+	f, err := os.OpenFile(name, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// removeCreateLeftovers removes the logs a crash left half-created (see createDB).
+func removeCreateLeftovers(dir string) {
+	leftovers, _ := filepath.Glob(filepath.Join(dir, FileName+createSuffix+"*"))
+	for _, f := range leftovers {
+		_ = os.Remove(f)
+	}
+}
+
+// openFile opens the database file for bbolt (a seam for tests).
+var openFile = os.OpenFile
+
 func openDB(path string, o *options) (*bolt.DB, error) {
 	var (
 		db   *bolt.DB
@@ -141,7 +210,7 @@ func openDB(path string, o *options) (*bolt.DB, error) {
 			NoFreelistSync: false,
 			FreelistType:   bolt.FreelistMapType,
 			OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
-				f, err := os.OpenFile(name, flag, perm)
+				f, err := openFile(name, flag, perm)
 				file = f
 				return f, err
 			},
