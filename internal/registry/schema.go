@@ -63,7 +63,8 @@ func compileSchema(name string, raw []byte, kind schemaKind, requireObject bool,
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.UseLoader(refuseLoader{})
-	c.UseRegexpEngine(re2)
+	patterns := patternBudget{left: maxPatternsSize}
+	c.UseRegexpEngine(patterns.compile)
 	if err := c.AddResource(schemaBase, doc); err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrInvalidSchema, where, err)
 	}
@@ -75,6 +76,11 @@ func compileSchema(name string, raw []byte, kind schemaKind, requireObject bool,
 		}
 	}()
 	lib, err := c.Compile(schemaBase)
+	patterns.sealed = true
+	if patterns.over {
+		return nil, fmt.Errorf("%w: %s: its patterns together expand to more than %d regex instructions (counted repetitions multiply)",
+			ErrLimit, where, maxPatternsSize)
+	}
 	if err != nil {
 		return nil, schemaError(where, doc, err)
 	}
@@ -201,6 +207,56 @@ func re2(pattern string) (jsonschema.Regexp, error) {
 	}
 	return re2Regexp{re, size}, nil
 }
+
+// maxPatternsSize bounds the compiled size of a schema's distinct patterns together.
+// Each compiled instruction costs tens of bytes for as long as the tool is registered,
+// and compiling it costs time on the provider's stream: without a bound for the whole
+// schema, 64 KiB of ".{0,1000}" patterns, each under maxPatternSize, took seconds to
+// compile and held 166 MB per tool, where a schema without patterns holds about 1 MB.
+// Two of the largest single patterns fit.
+const maxPatternsSize = 2 * maxPatternSize
+
+// patternBudget is the regexp engine of one schema's compilation: it compiles each
+// distinct pattern once (the metaschema's "format": "regex" check and the schema's own
+// keywords ask for the same pattern) and refuses patterns once their sizes together
+// pass the budget. Once sealed (compilation is over) it is plain re2: the compiled
+// schema keeps the engine for an asserted "format": "regex", which checks argument
+// strings, concurrently, for as long as the tool is registered.
+type patternBudget struct {
+	left     int
+	over     bool
+	sealed   bool
+	compiled map[string]jsonschema.Regexp
+}
+
+func (b *patternBudget) compile(pattern string) (jsonschema.Regexp, error) {
+	if b.sealed {
+		return re2(pattern)
+	}
+	if re, ok := b.compiled[pattern]; ok {
+		return re, nil
+	}
+	if b.over {
+		return nil, errPatternsOverBudget
+	}
+	re, err := re2(pattern)
+	if err != nil {
+		return nil, err
+	}
+	size := re.(re2Regexp).size
+	if size > b.left {
+		b.over = true
+		return nil, errPatternsOverBudget
+	}
+	b.left -= size
+	if b.compiled == nil {
+		b.compiled = make(map[string]jsonschema.Regexp)
+	}
+	b.compiled[pattern] = re
+	return re, nil
+}
+
+var errPatternsOverBudget = errors.New("the schema's patterns together are over their size budget")
 
 // maxPatternSize bounds a pattern's compiled size. RE2 matches in time linear in the
 // input but proportional to the program too, and counted repetitions multiply it: a

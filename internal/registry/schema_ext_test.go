@@ -2,8 +2,10 @@ package registry_test
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/toolsd/toolsd/internal/jsonx"
@@ -244,6 +246,65 @@ func TestPatternSizeIsBounded(t *testing.T) {
 		}
 		r.RemoveOwner("p1")
 	}
+}
+
+// A schema's patterns are bounded together, not only one by one: each is compiled and
+// kept for as long as the tool is registered, and 64 KiB of ".{0,1000}" patterns took
+// seconds to compile and held 166 MB. The same pattern written many times counts once.
+func TestSchemaPatternsAreBoundedTogether(t *testing.T) {
+	r := newRegistry(t)
+	props := func(n int, pattern func(i int) string) string {
+		var b strings.Builder
+		b.WriteString(`{"type":"object","properties":{`)
+		for i := range n {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, `"p%d":{"type":"string","pattern":%s}`, i, strconv.Quote(pattern(i)))
+		}
+		b.WriteString(`}}`)
+		return b.String()
+	}
+	many := props(40, func(i int) string { return fmt.Sprintf(".{0,1000}x%d", i) })
+	_, err := r.Register("", withParams("many", many), "p1")
+	if !errors.Is(err, registry.ErrLimit) || !strings.Contains(err.Error(), "patterns together") {
+		t.Errorf("Register(40 distinct .{0,1000} patterns) = %v, want ErrLimit for the patterns together", err)
+	}
+	d := def("out")
+	d.OutputSchema = []byte(many)
+	if _, err := r.Register("", d, "p1"); !errors.Is(err, registry.ErrLimit) || !strings.Contains(err.Error(), "output schema") {
+		t.Errorf("Register(output schema with 40 distinct .{0,1000} patterns) = %v, want ErrLimit naming the output schema", err)
+	}
+	repeated := props(40, func(int) string { return ".{0,1000}x" })
+	e, err := r.Register("", withParams("repeated", repeated), "p1")
+	if err != nil {
+		t.Fatalf("Register(one .{0,1000} pattern 40 times) = %v, want it accepted", err)
+	}
+	if err := e.ValidateArguments([]byte(`{"p0":"ax","p39":"bx"}`)); err != nil {
+		t.Errorf("ValidateArguments(matching) = %v, want nil", err)
+	}
+	if err := e.ValidateArguments([]byte(`{"p7":"a"}`)); err == nil || !strings.Contains(err.Error(), "/p7") {
+		t.Errorf("ValidateArguments(p7 not matching) = %v, want a mismatch at /p7", err)
+	}
+	// An asserted "format": "regex" checks argument strings with the same engine after
+	// registration, concurrently, and without the registration's budget.
+	rx, err := r.Register("", withParams("rx", `{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"re":{"type":"string","format":"regex"}}}`), "p1")
+	if err != nil {
+		t.Fatalf("Register(format regex) = %v", err)
+	}
+	if err := rx.ValidateArguments([]byte(`{"re":"(?=x)"}`)); err == nil {
+		t.Error(`ValidateArguments({"re":"(?=x)"}) = nil, want a format error`)
+	}
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Go(func() {
+			args := fmt.Sprintf(`{"re":".{0,1000}x%d"}`, i)
+			if err := rx.ValidateArguments([]byte(args)); err != nil {
+				t.Errorf("ValidateArguments(%s) = %v, want nil", args, err)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // A schema that refers back to itself at the same place would fail every document that
