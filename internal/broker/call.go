@@ -26,6 +26,10 @@ type pendingCall struct {
 	// cancelled: toolsd told the provider to cancel the call (set before the cancel is
 	// sent, read by the receive loop that takes the call's result).
 	cancelled atomic.Bool
+	// sent: the execute was handed to the stream (set before the write, holding the
+	// send slot). Until then the provider cannot know the request id, and the receive
+	// loop treats a result or progress for it as for any id it was never sent.
+	sent atomic.Bool
 }
 
 var pendingPool = sync.Pool{New: func() any { return &pendingCall{done: make(chan tool.Result, 1)} }}
@@ -40,6 +44,7 @@ func newPending(e *tool.Exec) *pendingCall {
 func (p *pendingCall) release() {
 	p.progress, p.callID = nil, ""
 	p.cancelled.Store(false)
+	p.sent.Store(false)
 	pendingPool.Put(p)
 }
 
@@ -76,7 +81,7 @@ func (b *Broker) Call(ctx context.Context, providerID string, e *tool.Exec, atte
 	if code != "" {
 		return b.rejected(p, providerID, code, limit)
 	}
-	if err := c.send(ctx, executeMsg(ctx, id, e, attempt)); err != nil {
+	if err := c.send(ctx, executeMsg(ctx, id, e, attempt), &p.sent); err != nil {
 		return c.notSent(ctx, p, id, providerID, err)
 	}
 	select {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
+	"google.golang.org/grpc"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/internal/broker"
@@ -491,5 +493,106 @@ func TestSDKAnswersCancelledCalls(t *testing.T) {
 		if diff := cmp.Diff(want, awaitResult(t, call)); diff != "" {
 			t.Errorf("Call(%s) mismatch (-want +got):\n%s", args, diff)
 		}
+	}
+}
+
+// heldStream is a provider stream whose Send holds back the execute of call id "held"
+// until release is closed, after telling entered: the send slot is then held by a
+// write in progress, as behind a provider that stopped reading, deterministically.
+type heldStream struct {
+	toolsdv1.ProviderService_ConnectServer
+	entered chan<- struct{}
+	release <-chan struct{}
+}
+
+func (s heldStream) Send(m *toolsdv1.ProviderServiceConnectResponse) error {
+	if m.GetExecute().GetCallId() == "held" {
+		s.entered <- struct{}{}
+		<-s.release
+	}
+	return s.ProviderService_ConnectServer.Send(m)
+}
+
+type heldService struct {
+	toolsdv1.UnimplementedProviderServiceServer
+	b       *broker.Broker
+	entered chan<- struct{}
+	release <-chan struct{}
+}
+
+func (s heldService) Connect(stream toolsdv1.ProviderService_ConnectServer) error {
+	return s.b.Connect(heldStream{ProviderService_ConnectServer: stream, entered: s.entered, release: s.release})
+}
+
+// A provider cannot answer a call whose execute it was never sent: request ids are
+// sequential, so it can guess the id of a call still waiting for the send slot, and
+// that result was the call's answer. It is dropped and counted as stale; the call gets
+// the answer the provider sends once it has the execute.
+func TestResultForACallNotSentYetIsDropped(t *testing.T) {
+	obs := newRecorder()
+	b := broker.New(brokertest.NewRegistrar(), broker.WithObserver(obs), broker.WithLogger(zaptest.NewLogger(t)),
+		broker.WithLimits(broker.Limits{SendTimeout: time.Hour}))
+	entered, release := make(chan struct{}), make(chan struct{})
+	srv := grpc.NewServer()
+	toolsdv1.RegisterProviderServiceServer(srv, heldService{b: b, entered: entered, release: release})
+	lis := brokertest.Listen(t)
+	go func() { _ = srv.Serve(lis) }()
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(func() {
+		unblock()
+		b.Shutdown("test over")
+		srv.Stop()
+	})
+	r := hello(t, openRawOn(t, brokertest.DialAddr(t, lis.Addr().String())), "guesser", 0)
+
+	first := goCall(t.Context(), b, r.id, execFor("t", "{}"))
+	id := r.execute().GetRequestId()
+	r.result(&toolsdv1.ExecuteResult{RequestId: id, Content: []byte("one")})
+	awaitResult(t, first)
+
+	held := execFor("t", "{}")
+	held.CallID = "held"
+	goCall(t.Context(), b, r.id, held) // request id+1, stuck in Send holding the slot
+	<-entered
+	w := execFor("t", "{}")
+	var progressed atomic.Bool
+	w.Progress = func(tool.Progress) { progressed.Store(true) }
+	waiting := goCall(t.Context(), b, r.id, w) // request id+2, waits for the slot
+	waitInFlight(t, b, r.id, 2)
+
+	r.send(&toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Progress{
+		Progress: &toolsdv1.ExecuteProgress{RequestId: id + 2, Message: []byte("guessed")},
+	}})
+	r.result(&toolsdv1.ExecuteResult{RequestId: id + 2, Content: []byte("guessed")})
+	r.send(&toolsdv1.ProviderServiceConnectRequest{}) // malformed, handled after the guess
+	obs.waitFor(t, "malformed", 1)
+	if n := obs.get("stale"); n != 1 {
+		t.Errorf("stale results = %d after the guess, want 1", n)
+	}
+	if progressed.Load() {
+		t.Error("progress for the call not sent yet was forwarded")
+	}
+
+	unblock()
+	for range 2 {
+		if e := r.execute(); e.GetRequestId() == id+2 {
+			r.result(&toolsdv1.ExecuteResult{RequestId: id + 2, Content: []byte("genuine")})
+		}
+	}
+	if got := awaitResult(t, waiting); got.IsError || got.Content != "genuine" {
+		t.Errorf("Call() = %+v, want the answer sent after its execute (content genuine)", got)
+	}
+}
+
+// waitInFlight waits until providerID has n calls in flight.
+func waitInFlight(tb testing.TB, b *broker.Broker, providerID string, n int) {
+	tb.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for providerInfo(tb, b, providerID).InFlight != n {
+		if time.Now().After(deadline) {
+			tb.Fatalf("provider %s never had %d calls in flight", providerID, n)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

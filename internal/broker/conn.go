@@ -137,8 +137,8 @@ func (c *conn) unlockSend() {
 	}
 }
 
-// send sends m while holding the send slot.
-func (c *conn) send(ctx context.Context, m *toolsdv1.ProviderServiceConnectResponse) error {
+// send sends m while holding the send slot; sent is set just before m is written.
+func (c *conn) send(ctx context.Context, m *toolsdv1.ProviderServiceConnectResponse, sent *atomic.Bool) error {
 	if !c.lockSend(ctx) {
 		return errSendAborted
 	}
@@ -146,6 +146,7 @@ func (c *conn) send(ctx context.Context, m *toolsdv1.ProviderServiceConnectRespo
 	if c.sendClosed.Load() {
 		return errSendClosed
 	}
+	sent.Store(true)
 	return c.write(m)
 }
 
@@ -284,6 +285,21 @@ func (c *conn) take(id uint64) *pendingCall {
 	p := c.pending[id]
 	if p != nil {
 		delete(c.pending, id)
+	}
+	c.mu.Unlock()
+	return p
+}
+
+// answer removes and returns the pending call a result for id answers: nil unless id is
+// pending here and its execute was sent (a provider that guessed the id of a call still
+// waiting for the send slot answers a call it was never sent).
+func (c *conn) answer(id uint64) *pendingCall {
+	c.mu.Lock()
+	p := c.pending[id]
+	if p != nil && p.sent.Load() {
+		delete(c.pending, id)
+	} else {
+		p = nil
 	}
 	c.mu.Unlock()
 	return p

@@ -65,7 +65,7 @@ func messageKind(m *toolsdv1.ProviderServiceConnectRequest) string {
 // result resolves the pending call the result answers; anything else is dropped.
 func (b *Broker) result(c *conn, r *toolsdv1.ExecuteResult) {
 	id := r.GetRequestId()
-	p := c.take(id)
+	p := c.answer(id)
 	if p == nil {
 		b.stale(c, id)
 		return
@@ -83,7 +83,7 @@ func (b *Broker) result(c *conn, r *toolsdv1.ExecuteResult) {
 }
 
 // stale drops a result for a request that is not pending on c: finished, cancelled,
-// never issued, or another provider's.
+// never issued, not sent yet, or another provider's.
 func (b *Broker) stale(c *conn, id uint64) {
 	b.obs.StaleResult()
 	if id == 0 || id > b.nextReq.Load() {
@@ -109,7 +109,7 @@ func (b *Broker) progress(c *conn, pr *toolsdv1.ExecuteProgress) {
 		index  int
 	)
 	c.mu.Lock()
-	if p := c.pending[pr.GetRequestId()]; p != nil {
+	if p := c.pending[pr.GetRequestId()]; p != nil && p.sent.Load() {
 		fn, callID, index = p.progress, p.callID, p.index
 	}
 	c.mu.Unlock()
