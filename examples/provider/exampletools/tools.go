@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"sync"
@@ -85,7 +86,11 @@ func sleep(ctx context.Context, _ provider.Call, a SleepArgs) (string, error) {
 	if a.Ms < 0 {
 		return "", errors.New("ms must not be negative")
 	}
-	t := time.NewTimer(time.Duration(a.Ms) * time.Millisecond)
+	d := time.Duration(math.MaxInt64) // ms beyond what a Duration holds: until cancelled
+	if a.Ms <= math.MaxInt64/int64(time.Millisecond) {
+		d = time.Duration(a.Ms) * time.Millisecond
+	}
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:

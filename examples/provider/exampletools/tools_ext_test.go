@@ -76,6 +76,20 @@ func TestTools(t *testing.T) {
 	}
 }
 
+// A sleep longer than a time.Duration holds (about 292 years) sleeps until the call is
+// cancelled; the milliseconds overflowed into a negative duration, and the tool
+// answered at once that it had slept that long.
+func TestSleepBeyondDurationWaitsForCancellation(t *testing.T) {
+	srv, id := serve(t, "")
+	// The deadline only ends the call: the tool fails with it (the handler's context
+	// carries it too) or is cancelled; a tool that answered before it would be wrong.
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	if got := call(ctx, srv, id, "sleep", `{"ms":9223372036854775807}`); !got.IsError {
+		t.Errorf("Call(sleep 2^63-1 ms) = %+v, want a failure once its context ends", got)
+	}
+}
+
 func TestWriteNoteAppends(t *testing.T) {
 	notes := filepath.Join(t.TempDir(), "notes.txt")
 	srv, id := serve(t, notes)
