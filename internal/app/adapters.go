@@ -191,34 +191,79 @@ func (o ownerStore) Owner(ctx context.Context, sessionID string) (auth.SessionOw
 // defaultToolSeriesKeep is how long a tool's series outlive its last registration.
 const defaultToolSeriesKeep = 10 * time.Minute
 
+// maxRetiredTools bounds by default the retired tool names whose series are kept: past
+// it, the names retired longest ago are forgotten before their keep time. Providers choose tool
+// names, and a provider registering and unregistering fresh names (tens of thousands a
+// second, a few KB of series each) would otherwise grow memory and /metrics by gigabytes
+// within one keep time.
+const maxRetiredTools = 10000
+
 // retiredTools are tool names with no registration left, each since when; a sweep
-// forgets (deletes the series of) those retired for keep and still unregistered.
+// forgets (deletes the series of) those retired for keep and still unregistered, and
+// add forgets the oldest at once while more than max are kept.
 type retiredTools struct {
 	keep   time.Duration
+	max    int
 	forget func(name string) // checks the name is still unregistered
 
 	mu    sync.Mutex
 	since map[string]time.Time
+	// order holds the names in the order retired; an entry whose time is not the
+	// name's in since was retired again later and is skipped.
+	order []retiredName
+}
+
+type retiredName struct {
+	name string
+	at   time.Time
 }
 
 func newRetiredTools(keep time.Duration) *retiredTools {
-	return &retiredTools{keep: max(keep, time.Millisecond), since: map[string]time.Time{}}
+	return &retiredTools{keep: max(keep, time.Millisecond), max: maxRetiredTools, since: map[string]time.Time{}}
 }
 
 func (r *retiredTools) add(name string, now time.Time) {
 	r.mu.Lock()
 	r.since[name] = now
+	r.order = append(r.order, retiredName{name, now})
+	var due []string
+	for len(r.since) > r.max {
+		due = r.popLocked(due)
+	}
+	if len(r.order) > 2*len(r.since)+64 { // names retired again and again
+		live := r.order[:0]
+		for _, e := range r.order {
+			if r.since[e.name] == e.at {
+				live = append(live, e)
+			}
+		}
+		clear(r.order[len(live):])
+		r.order = live
+	}
 	r.mu.Unlock()
+	for _, name := range due {
+		r.forget(name)
+	}
+}
+
+// popLocked removes the oldest entry of order, appending its name to due if it is the
+// name's current retirement.
+func (r *retiredTools) popLocked(due []string) []string {
+	e := r.order[0]
+	r.order[0] = retiredName{}
+	r.order = r.order[1:]
+	if t, ok := r.since[e.name]; ok && t == e.at {
+		delete(r.since, e.name)
+		due = append(due, e.name)
+	}
+	return due
 }
 
 func (r *retiredTools) sweep(now time.Time) {
 	var due []string
 	r.mu.Lock()
-	for name, t := range r.since {
-		if now.Sub(t) >= r.keep {
-			due = append(due, name)
-			delete(r.since, name)
-		}
+	for len(r.order) > 0 && now.Sub(r.order[0].at) >= r.keep {
+		due = r.popLocked(due)
 	}
 	r.mu.Unlock()
 	for _, name := range due {

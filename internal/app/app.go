@@ -64,6 +64,8 @@ type App struct {
 	wrapStore func(session.Store) session.Store
 	// retired holds tool names whose last registration went, until their series go.
 	retired *retiredTools
+	// retiredMax, if positive, replaces maxRetiredTools (see WithRetiredToolSeries).
+	retiredMax int
 	// pinSaver keeps the registry's pins in the data directory (nil: they live in
 	// memory only).
 	pinSaver *pinSaver
@@ -94,6 +96,13 @@ func WithSessionStoreWrapper(wrap func(session.Store) session.Store) Option {
 // provider's last moments (PROVIDER_GONE) to be scraped and seen by alerts' rate windows.
 func WithToolSeriesKeep(d time.Duration) Option {
 	return func(a *App) { a.retired = newRetiredTools(d) }
+}
+
+// WithRetiredToolSeries sets how many tool names whose last registration went keep
+// their series for the keep time (default 10,000); past it, the names retired longest
+// ago lose theirs at once (see WithToolSeriesKeep).
+func WithRetiredToolSeries(n int) Option {
+	return func(a *App) { a.retiredMax = n }
 }
 
 // WithExampleProvider runs the bundled example provider in-process, connected over
@@ -211,6 +220,9 @@ func (a *App) callObserver() *observe.CallObserver {
 		observe.WithTracerProvider(a.tracing.TracerProvider()))
 	if a.retired == nil {
 		a.retired = newRetiredTools(defaultToolSeriesKeep)
+	}
+	if a.retiredMax > 0 {
+		a.retired.max = a.retiredMax
 	}
 	a.retired.forget = func(name string) {
 		if !a.reg.Registered(name) { // else registered again: a later unregistration retires it anew

@@ -160,3 +160,54 @@ func TestRPCLogLine(t *testing.T) {
 		t.Errorf("grpc.time_ms = %#v, want a positive number", fields["grpc.time_ms"])
 	}
 }
+
+// TestRetiredToolSeriesAreBounded: a provider that registers and unregisters fresh
+// tool names keeps series for at most WithRetiredToolSeries (10,000 by default) of those
+// names after their tools went, however long the keep time, the most recently retired;
+// each name kept its series for the whole keep time, so such a provider grew memory and
+// /metrics by a few KB per name, tens of thousands of names a second.
+func TestRetiredToolSeriesAreBounded(t *testing.T) {
+	const rounds, perRound, kept = 4, 50, 120
+	e := start(t, "", app.WithToolSeriesKeep(time.Hour), app.WithRetiredToolSeries(kept))
+	p, err := connectRaw(t, e.conn, "churn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range rounds {
+		defs := make([]*toolsdv1.ToolDefinition, perRound)
+		names := make([]string, perRound)
+		for i := range defs {
+			names[i] = fmt.Sprintf("churn_%d_%d", round, i)
+			defs[i] = &toolsdv1.ToolDefinition{Name: names[i], ParametersJson: `{"type":"object"}`}
+		}
+		for _, st := range p.register(t, "", defs...) {
+			if st.GetErrorCode() != "" {
+				t.Fatalf("register %s: %s %s", st.GetName(), st.GetErrorCode(), st.GetErrorMessage())
+			}
+		}
+		p.unregister(t, "", names...)
+		// A name retired again counts once, as retired last.
+		p.register(t, "", &toolsdv1.ToolDefinition{Name: "churn_0_0", ParametersJson: `{"type":"object"}`})
+		p.unregister(t, "", "churn_0_0")
+	}
+	_, body := scrape(t, e.app.AdminAddr(), "/metrics")
+	var got []string
+	for _, line := range strings.Split(body, "\n") {
+		if rest, ok := strings.CutPrefix(line, `toolsd_pipeline_calls_total{code="OK",tool="churn_`); ok {
+			got = append(got, rest[:strings.IndexByte(rest, '"')])
+		}
+	}
+	var want []string
+	for round := range rounds {
+		for i := range perRound {
+			if name := fmt.Sprintf("%d_%d", round, i); round*perRound+i >= rounds*perRound-kept+1 || name == "0_0" {
+				want = append(want, name)
+			}
+		}
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("/metrics keeps the series of %d retired names %v, want the %d retired last %v", len(got), got, kept, want)
+	}
+}
