@@ -596,3 +596,39 @@ func waitInFlight(tb testing.TB, b *broker.Broker, providerID string, n int) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// A result the broker fails for its size or its encoding keeps the tool's request to
+// end the turn, as a result the pipeline replaces with INVALID_RESULT or
+// RESULT_TOO_LARGE does; the SDK's report of a result too large to send keeps it too.
+func TestRejectedResultKeepsConcludesTurn(t *testing.T) {
+	srv := brokertest.Start(t, brokertest.NewRegistrar(), broker.WithLimits(broker.Limits{MaxResultBytes: 64 << 10}))
+	r := helloRaw(t, srv, "raw", 0)
+	for name, tc := range map[string]struct {
+		res  *toolsdv1.ExecuteResult
+		code tool.Code
+	}{
+		"content not UTF-8":       {res: &toolsdv1.ExecuteResult{Content: []byte("bad \xff")}, code: tool.CodeInvalidResult},
+		"error message not UTF-8": {res: &toolsdv1.ExecuteResult{IsError: true, ErrorMessage: []byte("\xc3\x28")}, code: tool.CodeInvalidResult},
+		"value not JSON":          {res: &toolsdv1.ExecuteResult{ValueJson: []byte("{nope")}, code: tool.CodeInvalidResult},
+		"too large":               {res: &toolsdv1.ExecuteResult{Content: make([]byte, 65<<10)}, code: tool.CodeResultTooLarge},
+		"kept back for its size":  {res: &toolsdv1.ExecuteResult{OversizedBytes: 1 << 20}, code: tool.CodeResultTooLarge},
+	} {
+		t.Run(name, func(t *testing.T) {
+			call := goCall(t.Context(), srv.Broker, r.id, execFor("t", "{}"))
+			tc.res.RequestId = r.execute().GetRequestId()
+			tc.res.ConcludesTurn = true
+			r.result(tc.res)
+			if got := awaitResult(t, call); got.Code() != tc.code || !got.ConcludesTurn {
+				t.Errorf("Call() = %+v, want %s with ConcludesTurn", got, tc.code)
+			}
+		})
+	}
+	t.Run("SDK result too large to send", func(t *testing.T) {
+		p := runSDK(t, srv, provider.NewTool("huge", "", func(context.Context, provider.Call, struct{}) (provider.Result, error) {
+			return provider.Result{Content: strings.Repeat("z", 65<<10), ConcludesTurn: true}, nil
+		}))
+		if got := srv.Broker.Call(t.Context(), p.ProviderID(), execFor("huge", "{}"), 1); got.Code() != tool.CodeResultTooLarge || !got.ConcludesTurn {
+			t.Errorf("Call(huge) = %+v, want RESULT_TOO_LARGE with ConcludesTurn", got)
+		}
+	})
+}
