@@ -233,7 +233,7 @@ func (r *retiredTools) add(name string, now time.Time) {
 	if len(r.order) > 2*len(r.since)+64 { // names retired again and again
 		live := r.order[:0]
 		for _, e := range r.order {
-			if r.since[e.name] == e.at {
+			if r.since[e.name].Equal(e.at) {
 				live = append(live, e)
 			}
 		}
@@ -252,7 +252,7 @@ func (r *retiredTools) popLocked(due []string) []string {
 	e := r.order[0]
 	r.order[0] = retiredName{}
 	r.order = r.order[1:]
-	if t, ok := r.since[e.name]; ok && t == e.at {
+	if t, ok := r.since[e.name]; ok && t.Equal(e.at) {
 		delete(r.since, e.name)
 		due = append(due, e.name)
 	}
