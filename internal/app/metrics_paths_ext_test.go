@@ -397,3 +397,59 @@ func TestStaleResultsCountOnce(t *testing.T) {
 	expectDeltas(t, snap, map[*series]float64{&stale: 2, &ok: 2})
 	waitIdleGauges(t, e.app)
 }
+
+// hasSeries reports whether family exports a series with the given labels.
+func hasSeries(tb testing.TB, a *app.App, family string, labels ...string) bool {
+	tb.Helper()
+	families, err := a.Metrics().Gather()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != family {
+			continue
+		}
+	series:
+		for _, m := range f.GetMetric() {
+			for i := 0; i+1 < len(labels); i += 2 {
+				if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool {
+					return l.GetName() == labels[i] && l.GetValue() == labels[i+1]
+				}) {
+					continue series
+				}
+			}
+			return true
+		}
+	}
+	return false
+}
+
+// TestAlertedCodesExistBeforeTheFirstFailure: the failures the shipped alerts watch
+// (PROVIDER_GONE, TOOL_TIMEOUT, ...) are exported at 0 for a tool from its
+// registration. A series born at its first count shows no increase to rate(), so the
+// PROVIDER_GONE burst of a provider's first crash was invisible to
+// ToolsdProviderGoneSpike and ToolsdHighCallErrorRatio.
+func TestAlertedCodesExistBeforeTheFirstFailure(t *testing.T) {
+	e := start(t, "")
+	started, stopped := make(chan string, 1), make(chan string, 1)
+	_, stop := runProvider(t, e.app.Addr(), blockTool("block", started, stopped))
+	for _, code := range []string{"INTERNAL", "PROVIDER_GONE", "PROVIDER_UNAVAILABLE", "PROVIDER_OVERLOADED", "TOOL_TIMEOUT", "INVALID_RESULT", "POLICY_UNAVAILABLE"} {
+		if !hasSeries(t, e.app, "toolsd_pipeline_calls_total", "tool", "block", "code", code) {
+			t.Errorf("calls_total{tool=block,code=%s} not exported before the tool's first failure", code)
+		}
+	}
+	done := make(chan *outcome, 1)
+	go func() {
+		out, _ := e.execute(t, &toolsdv1.Batch{SessionId: "s-first-gone", Calls: []*toolsdv1.ToolCall{call("c0", "block", `{"label":"a"}`)}}, batchOptions{})
+		done <- out
+	}()
+	<-started
+	stop()
+	if out := <-done; out == nil || !slices.Equal(resultCodes(out.results), []string{"PROVIDER_GONE"}) {
+		t.Fatalf("outcome = %v, want PROVIDER_GONE", out)
+	}
+	waitIdleGauges(t, e.app)
+	if got := metricValue(t, e.app, "toolsd_pipeline_calls_total", "tool", "block", "code", "PROVIDER_GONE"); got != 1 {
+		t.Errorf("calls_total{tool=block,code=PROVIDER_GONE} = %v, want 1", got)
+	}
+}

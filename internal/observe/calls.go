@@ -184,9 +184,18 @@ func (o *CallObserver) Skipped(c *tool.Call) {
 	o.logCall(&tool.Exec{Call: *c}, "", codeLabel(r.Code()), r, 0)
 }
 
-// PrepareTool creates the tool's calls_total{code="OK"} and call_duration_seconds
-// series at zero. Call it when the tool is registered: a series born at its first count
-// hides that count from rate() and increase(), which need an earlier sample.
+// alertedCodes are the failures on the service side, which the shipped alerts
+// (deploy/prometheus/alerts.yml) watch per tool: a provider's first crash is a burst of
+// PROVIDER_GONE in series that do not exist yet.
+var alertedCodes = []tool.Code{
+	tool.CodeInternal, tool.CodeProviderGone, tool.CodeProviderUnavailable, tool.CodeProviderOverloaded,
+	tool.CodeToolTimeout, tool.CodeInvalidResult, tool.CodePolicyUnavailable,
+}
+
+// PrepareTool creates the tool's calls_total series of code OK and of the alerted
+// failure codes, and its call_duration_seconds, at zero. Call it when the tool is
+// registered: a series born at its first count hides that count from rate() and
+// increase(), which need an earlier sample.
 func (o *CallObserver) PrepareTool(name string) {
 	if o.m == nil {
 		return
@@ -194,6 +203,9 @@ func (o *CallObserver) PrepareTool(name string) {
 	ts := o.seriesOf(name)
 	ts.okCalls(&o.m.pipe)
 	ts.callDuration(&o.m.pipe)
+	for _, code := range alertedCodes {
+		o.m.pipe.calls.WithLabelValues(name, string(code))
+	}
 }
 
 // ForgetTool deletes the series labelled with the tool name — calls, call and stage

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"gopkg.in/yaml.v3"
 
+	"github.com/toolsd/toolsd/internal/observe"
 	"github.com/toolsd/toolsd/internal/tool"
 )
 
@@ -391,6 +392,45 @@ func TestDashboard(t *testing.T) {
 	for _, name := range metricNames {
 		if !queried[name] {
 			t.Errorf("no dashboard panel shows %s", name)
+		}
+	}
+}
+
+// TestAlertedCodesStartAtZero: every code an alert matches on
+// toolsd_pipeline_calls_total exists at 0 for a tool from its registration
+// (CallObserver.PrepareTool). A series born at its first count shows no increase to
+// rate(): a provider's first crash, a burst of PROVIDER_GONE in new series, would go
+// unseen by the alerts.
+func TestAlertedCodesStartAtZero(t *testing.T) {
+	raw, err := os.ReadFile(alertsFile)
+	if err != nil {
+		t.Fatalf("ReadFile(%s) = %v", alertsFile, err)
+	}
+	codes := map[string]bool{}
+	for _, ref := range seriesRef.FindAllStringSubmatch(string(raw), -1) {
+		if ref[1] != "toolsd_pipeline_calls_total" {
+			continue
+		}
+		for _, mt := range matcher.FindAllStringSubmatch(ref[2], -1) {
+			if mt[1] == "code" && (mt[2] == "=" || mt[2] == "=~") {
+				for _, c := range strings.Split(mt[3], "|") {
+					codes[c] = true
+				}
+			}
+		}
+	}
+	if !codes["PROVIDER_GONE"] {
+		t.Fatalf("found codes %v in %s, want at least PROVIDER_GONE", codes, alertsFile)
+	}
+	m, reg := newMetrics(t)
+	observe.NewCallObserver(m).PrepareTool("read")
+	for c := range codes {
+		if !has(t, reg, "toolsd_pipeline_calls_total", "tool", "read", "code", c) {
+			t.Errorf("toolsd_pipeline_calls_total{tool=read,code=%s} not exported once read is registered", c)
+			continue
+		}
+		if got := value(t, reg, "toolsd_pipeline_calls_total", "tool", "read", "code", c); got != 0 {
+			t.Errorf("toolsd_pipeline_calls_total{tool=read,code=%s} = %v, want 0", c, got)
 		}
 	}
 }
