@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/toolsd/toolsd/internal/tool"
 )
 
 const namespace = "toolsd"
@@ -84,6 +86,10 @@ func New(reg prometheus.Registerer, opts ...Option) *Metrics {
 	m.pipe = newPipelineMetrics(o)
 	m.sched = newSchedulerMetrics()
 	m.brk = newBrokerMetrics()
+	// Both rejection codes start at 0, so that rate() sees the first rejections.
+	for _, code := range []tool.Code{tool.CodeProviderUnavailable, tool.CodeProviderOverloaded} {
+		m.brk.rejected.WithLabelValues(string(code))
+	}
 	m.hook = newHookMetrics()
 	// Failures after their hook left (requests pending on a dropped stream) count under
 	// departedHook, whose series are never deleted: they start at 0 like a name's.

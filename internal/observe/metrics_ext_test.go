@@ -393,3 +393,21 @@ func TestDepartedHookSeriesStartAtZero(t *testing.T) {
 		}
 	}
 }
+
+// TestRejectionSeriesStartAtZero: both codes of calls_rejected_total exist at 0 from
+// the start, like hook="" failures: a series born at its count shows no increase to
+// rate(), so the first burst of rejections (a provider at its in-flight limit) would
+// not show on the dashboard.
+func TestRejectionSeriesStartAtZero(t *testing.T) {
+	_, reg := newMetrics(t)
+	const name = "toolsd_broker_calls_rejected_total"
+	for _, code := range []string{"PROVIDER_UNAVAILABLE", "PROVIDER_OVERLOADED"} {
+		if !has(t, reg, name, "code", code) {
+			t.Errorf("%s{code=%q} not exported before any rejection", name, code)
+			continue
+		}
+		if got := value(t, reg, name, "code", code); got != 0 {
+			t.Errorf("%s{code=%q} = %v, want 0", name, code, got)
+		}
+	}
+}
