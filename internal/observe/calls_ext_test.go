@@ -265,3 +265,33 @@ func TestCallLogClipsClientChosenIDs(t *testing.T) {
 		}
 	}
 }
+
+// TestPanickingResultObserverEndsTheCall: a result observer that panics does not leave
+// the call in flight forever, uncounted: the call still ends (its count, duration and
+// the in-flight gauge), with the result it had, and the panic is counted.
+func TestPanickingResultObserverEndsTheCall(t *testing.T) {
+	m, reg := newMetrics(t)
+	pipe := pipeline.New(tools(newTool("read", "p1")), succeed("ok"),
+		pipeline.WithObserver(m.Pipeline()),
+		pipeline.WithStageTracer(observe.NewCallObserver(m)),
+		pipeline.WithResultObservers(func(*tool.Exec, tool.Result, time.Duration) { panic("observer broke") }))
+	var r tool.Result
+	func() {
+		defer func() { _ = recover() }() // the scheduler's recovery, were the panic to escape
+		r = pipe.Run(t.Context(), newExec("read", `{}`))
+	}()
+	if r.IsError || r.Content != "ok" {
+		t.Errorf("result = %+v, want the tool's success", r)
+	}
+	for _, g := range []string{"toolsd_pipeline_calls_in_flight", "toolsd_pipeline_dispatches_in_flight"} {
+		if got := value(t, reg, g); got != 0 {
+			t.Errorf("%s = %v, want 0", g, got)
+		}
+	}
+	if got := value(t, reg, "toolsd_pipeline_calls_total", "tool", "read", "code", "OK"); got != 1 {
+		t.Errorf("calls_total{tool=read,code=OK} = %v, want 1", got)
+	}
+	if got := value(t, reg, "toolsd_server_panics_recovered_total"); got != 1 {
+		t.Errorf("panics_recovered_total = %v, want 1", got)
+	}
+}

@@ -57,6 +57,7 @@ type Observer interface {
 	DispatchFinished(toolName string, code tool.Code, d time.Duration)
 	// Retried is called before retry attempt number attempt (2, 3, …) after a transient code.
 	Retried(toolName string, code tool.Code, attempt int)
-	// Panicked is called when a stage of a call panicked (the call gets INTERNAL).
+	// Panicked is called when a stage of a call panicked (the call gets INTERNAL), or a
+	// result observer did (the call keeps its result).
 	Panicked(toolName string)
 }

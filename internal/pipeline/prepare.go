@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -37,9 +38,27 @@ func (s *snapshot) finish(ctx context.Context, e *tool.Exec) tool.Result {
 	}
 	d := s.p.opts.now().Sub(start)
 	for _, o := range s.p.opts.results {
-		o(e, r, d)
+		s.notify(o, e, r, d)
 	}
 	return r
+}
+
+// notify hands the final result to one result observer. A panicking observer is
+// logged and counted, and the call keeps its result: a panic escaping Run would skip
+// the stage tracer's End, leaving the call in flight and uncounted for good.
+//
+//go:noinline
+func (s *snapshot) notify(o ResultObserver, e *tool.Exec, r tool.Result, d time.Duration) {
+	defer func() {
+		if v := recover(); v != nil {
+			s.p.opts.logger.Error("result observer panicked", zap.String("tool", tool.NamedInResult(e.Name)),
+				zap.String("call_id", textcut.Ellipsis(e.CallID, 128)), zap.Any("panic", v), zap.Stack("stack"))
+			if s.p.opts.observer != nil {
+				s.p.opts.observer.Panicked(e.Name)
+			}
+		}
+	}()
+	o(e, r, d)
 }
 
 func (s *snapshot) protect(ctx context.Context, e *tool.Exec) (r tool.Result) {
