@@ -37,6 +37,28 @@ func TestRunBlamesFlagsForTheirValues(t *testing.T) {
 	}
 }
 
+// TestEphemeralContradictingSessionStore: -ephemeral picks the in-memory store, so a
+// -session-store naming another one (or none that exists) is a mistake on the command
+// line, not a value to drop silently. (Each command line also has an empty -listen, so
+// that without the check run refuses it rather than starting to serve.)
+func TestEphemeralContradictingSessionStore(t *testing.T) {
+	for _, args := range [][]string{
+		{"-ephemeral", "-session-store", "journal"},
+		{"-session-store", "bolt", "-ephemeral"},
+		{"-ephemeral", "-session-store", "sqlite"},
+		{"-ephemeral", "-session-store", ""},
+	} {
+		err := run(append(args, "-listen", ""))
+		if err == nil || !strings.Contains(err.Error(), "-ephemeral") || !strings.Contains(err.Error(), "-session-store") {
+			t.Errorf("run(%q) = %v, want an error naming -ephemeral and -session-store", args, err)
+		}
+	}
+	d := startDaemon(t, "-ephemeral", "-session-store", "memory")
+	if got := d.logged("toolsd serving"); len(got) != 1 || got[0]["session_store"] != "memory" {
+		t.Errorf("with -ephemeral -session-store memory, serving lines = %v, want one with the memory store", got)
+	}
+}
+
 // TestEmptyFlagOverridesTheFile: a flag given with an empty value still overrides the
 // file: -admin-listen "" runs with no admin listener, -listen "" is refused.
 func TestEmptyFlagOverridesTheFile(t *testing.T) {

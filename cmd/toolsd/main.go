@@ -67,12 +67,19 @@ func run(args []string) error {
 		"listen": {&cfg.Listen, listen}, "admin-listen": {&cfg.AdminListen, adminListen}, "data-dir": {&cfg.DataDir, dataDir},
 		"session-store": {&cfg.Session.Store, sessionStore}, "log-level": {&cfg.Log.Level, logLevel}, "log-format": {&cfg.Log.Format, logFormat},
 	}
+	storeGiven := false
 	fs.Visit(func(f *flag.Flag) {
 		if o, ok := overrides[f.Name]; ok {
 			*o[0] = *o[1]
 		}
+		storeGiven = storeGiven || f.Name == "session-store"
 	})
 	if *ephemeral {
+		// -ephemeral is the memory store: a -session-store naming another (or none) is
+		// a contradiction on the command line, not a value to drop silently.
+		if storeGiven && *sessionStore != "memory" {
+			return fmt.Errorf("-ephemeral keeps the session log in memory, but -session-store says %q: give one of them (or -session-store memory)", *sessionStore)
+		}
 		cfg.Session.Store = "memory"
 	}
 	// Load validated the file's values: what fails now came from a flag.
