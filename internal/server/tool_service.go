@@ -2,11 +2,13 @@ package server
 
 import (
 	"context"
+	"fmt"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/internal/auth"
 	"github.com/toolsd/toolsd/internal/broker"
 	"github.com/toolsd/toolsd/internal/registry"
+	"github.com/toolsd/toolsd/internal/textcut"
 	"github.com/toolsd/toolsd/internal/tool"
 )
 
@@ -41,7 +43,7 @@ func (s *Server) RegisterTool(ctx context.Context, req *toolsdv1.RegisterToolReq
 	// before the registration landed, so remove what it can no longer serve.
 	if !s.broker.Connected(req.GetProviderId()) {
 		s.reg.RemoveOwner(req.GetProviderId())
-		return nil, toStatus(s.log, errProviderNotConnected)
+		return nil, toStatus(s.log, providerNotConnected(req.GetProviderId()))
 	}
 	return &toolsdv1.RegisterToolResponse{ContentHash: entry.Hash()}, nil
 }
@@ -52,7 +54,7 @@ func (s *Server) RegisterTool(ctx context.Context, req *toolsdv1.RegisterToolReq
 func (s *Server) checkProvider(ctx context.Context, providerID string) error {
 	pctx, ok := s.broker.StreamContext(providerID)
 	if !ok {
-		return errProviderNotConnected
+		return providerNotConnected(providerID)
 	}
 	caller, callerKnown := auth.FromContext(ctx)
 	owner, ownerKnown := auth.FromContext(pctx) //nolint:contextcheck // read-only: the identity that opened the stream
@@ -60,6 +62,12 @@ func (s *Server) checkProvider(ctx context.Context, providerID string) error {
 		return errNotYourProvider
 	}
 	return nil
+}
+
+// providerNotConnected names the provider_id that no open Connect stream holds.
+func providerNotConnected(providerID string) error {
+	return fmt.Errorf("%w: provider_id %q has no open Connect stream (an id lives as long as its stream)",
+		errProviderNotConnected, textcut.Ellipsis(providerID, maxLoggedID))
 }
 
 // UnregisterTool removes one registration.
