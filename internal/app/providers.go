@@ -9,7 +9,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
 
 	"github.com/toolsd/toolsd/examples/provider/exampletools"
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
@@ -17,6 +16,7 @@ import (
 	"github.com/toolsd/toolsd/internal/broker"
 	"github.com/toolsd/toolsd/internal/hook"
 	"github.com/toolsd/toolsd/internal/registry"
+	"github.com/toolsd/toolsd/internal/rpcerr"
 	"github.com/toolsd/toolsd/internal/tool"
 	"github.com/toolsd/toolsd/pkg/provider"
 )
@@ -77,14 +77,14 @@ func (p *providerPlaces) give(identity string) {
 func admitProvider(authz *auth.Authorizer, places *providerPlaces) func(context.Context) (func(), error) {
 	return func(ctx context.Context) (func(), error) {
 		if _, err := authz.ScopeFilter(ctx, auth.Register); err != nil {
-			return nil, status.Error(codes.PermissionDenied, err.Error())
+			return nil, rpcerr.Error(codes.PermissionDenied, rpcerr.Permission, err.Error())
 		}
 		if authz.Unconfined(ctx, auth.Register) {
 			return func() {}, nil // the operator's providers are bound by max_providers alone
 		}
 		id, _ := auth.FromContext(ctx)
 		if !places.take(id.Name) {
-			return nil, status.Errorf(codes.ResourceExhausted,
+			return nil, rpcerr.Errorf(codes.ResourceExhausted, rpcerr.LimitExceeded,
 				"this identity has %d provider streams connected, the limit (limits.max_providers_per_identity)", places.max)
 		}
 		return func() { places.give(id.Name) }, nil

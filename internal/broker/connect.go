@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/rpcerr"
 )
 
 // Connect is the body of the ProviderService.Connect handler. The first message must be
@@ -21,7 +22,7 @@ import (
 // Connect returns.
 func (b *Broker) Connect(stream toolsdv1.ProviderService_ConnectServer) error {
 	if !b.gate.Enter() {
-		return status.Error(codes.Unavailable, "broker: shutting down")
+		return rpcerr.Error(codes.Unavailable, rpcerr.ShuttingDown, "broker: shutting down")
 	}
 	defer b.gate.Leave()
 	ctx := stream.Context()
@@ -60,13 +61,13 @@ func (b *Broker) supervise(ctx context.Context, c *conn, recvErr <-chan error) (
 		case <-b.gate.Quit():
 			return true, nil
 		case <-c.overflow:
-			return false, status.Errorf(codes.Unavailable,
+			return false, rpcerr.Errorf(codes.Unavailable, rpcerr.SlowClient,
 				"broker: provider stopped reading its stream: over %d messages wait to be sent", maxQueued)
 		case <-helloDue:
-			return false, status.Errorf(codes.DeadlineExceeded, "broker: no hello within %s", b.limits.HelloTimeout)
+			return false, rpcerr.Errorf(codes.DeadlineExceeded, rpcerr.HelloTimeout, "broker: no hello within %s", b.limits.HelloTimeout)
 		case <-stall.C:
 			if c.sends.Stalled(b.limits.SendTimeout) {
-				return false, status.Errorf(codes.Unavailable,
+				return false, rpcerr.Errorf(codes.Unavailable, rpcerr.SlowClient,
 					"broker: provider stopped reading its stream: a message waited over %s to be sent", b.limits.SendTimeout)
 			}
 		}
@@ -116,7 +117,7 @@ func (c *conn) step(m *toolsdv1.ProviderServiceConnectRequest, first bool) (live
 func (b *Broker) hello(c *conn, m *toolsdv1.ProviderServiceConnectRequest) error {
 	h := m.GetHello()
 	if h == nil {
-		return status.Errorf(codes.InvalidArgument,
+		return rpcerr.Errorf(codes.InvalidArgument, rpcerr.BadRequest,
 			"broker: the first message on a provider stream must be hello, got %s", messageKind(m))
 	}
 	c.name, c.version = h.GetName(), h.GetVersion()
@@ -128,11 +129,11 @@ func (b *Broker) hello(c *conn, m *toolsdv1.ProviderServiceConnectRequest) error
 	// Holding the send slot across attach and welcome puts the welcome first on the
 	// stream, before any execute a call could send once the conn is published.
 	if !c.lockSend(c.ctx) {
-		return status.Error(codes.Unavailable, "broker: stream is closing")
+		return rpcerr.Error(codes.Unavailable, rpcerr.StreamClosing, "broker: stream is closing")
 	}
 	err := b.attach(c)
 	if err == nil && c.sendClosed.Load() {
-		err = status.Error(codes.Unavailable, "broker: stream is closing")
+		err = rpcerr.Error(codes.Unavailable, rpcerr.StreamClosing, "broker: stream is closing")
 	}
 	if err == nil {
 		err = c.write(&toolsdv1.ProviderServiceConnectResponse{Msg: &toolsdv1.ProviderServiceConnectResponse_Welcome{
@@ -155,11 +156,11 @@ func (b *Broker) attach(c *conn) error {
 	defer b.mu.Unlock()
 	switch {
 	case b.gate.Closing():
-		return status.Error(codes.Unavailable, "broker: shutting down")
+		return rpcerr.Error(codes.Unavailable, rpcerr.ShuttingDown, "broker: shutting down")
 	case c.isStopped():
-		return status.Error(codes.Unavailable, "broker: stream is closing")
+		return rpcerr.Error(codes.Unavailable, rpcerr.StreamClosing, "broker: stream is closing")
 	case len(b.conns) >= b.limits.MaxProviders:
-		return status.Errorf(codes.ResourceExhausted, "broker: %d providers are connected, the limit", b.limits.MaxProviders)
+		return rpcerr.Errorf(codes.ResourceExhausted, rpcerr.LimitExceeded, "broker: %d providers are connected, the limit", b.limits.MaxProviders)
 	}
 	b.conns[c.id] = c
 	b.obs.ProviderConnected(1)

@@ -11,11 +11,12 @@ import (
 	"google.golang.org/grpc/status"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/rpcerr"
 )
 
 // Stream-level failures, as the hook sees them.
 var (
-	errShuttingDown         = status.Error(codes.Unavailable, "hook: toolsd is shutting down")
+	errShuttingDown         = rpcerr.Error(codes.Unavailable, rpcerr.ShuttingDown, "hook: toolsd is shutting down")
 	errTooManyHooks         = errors.New("hook: too many hooks connected")
 	errTooManyScopedHooks   = errors.New("hook: too many hooks confined to some scopes connected")
 	errTooManyIdentityHooks = errors.New("hook: too many hooks of one identity connected")
@@ -37,7 +38,7 @@ func (h *Hub) Connect(stream toolsdv1.HookService_ConnectServer) error {
 		var err error
 		if scopes, err = h.opts.filter(ctx); err != nil {
 			if _, ok := status.FromError(err); !ok {
-				err = status.Error(codes.PermissionDenied, err.Error())
+				err = rpcerr.Error(codes.PermissionDenied, rpcerr.Permission, err.Error())
 			}
 			return err
 		}
@@ -74,10 +75,10 @@ func (h *Hub) serve(ctx context.Context, c *conn) (bool, error) {
 		case <-h.gate.Quit():
 			return true, nil
 		case <-helloDue:
-			return false, status.Errorf(codes.DeadlineExceeded, "hook: no hello within %s", h.opts.helloTimeout)
+			return false, rpcerr.Errorf(codes.DeadlineExceeded, rpcerr.HelloTimeout, "hook: no hello within %s", h.opts.helloTimeout)
 		case <-stall.C:
 			if c.sends.Stalled(h.opts.sendTimeout) {
-				return false, status.Errorf(codes.Unavailable,
+				return false, rpcerr.Errorf(codes.Unavailable, rpcerr.SlowClient,
 					"hook: stopped reading its stream: a message waited over %s to be sent", h.opts.sendTimeout)
 			}
 		}
@@ -88,7 +89,7 @@ func (h *Hub) serve(ctx context.Context, c *conn) (bool, error) {
 func (h *Hub) welcome(c *conn, hm *toolsdv1.HookHello) error {
 	hl, err := parseHello(hm)
 	if err != nil {
-		return status.Error(codes.InvalidArgument, err.Error())
+		return rpcerr.Error(codes.InvalidArgument, rpcerr.BadRequest, err.Error())
 	}
 	c.hello, c.connectedAt = hl, h.opts.now()
 	// Subscribed before the welcome: a hook that has its welcome receives every
@@ -96,11 +97,11 @@ func (h *Hub) welcome(c *conn, hm *toolsdv1.HookHello) error {
 	// welcome, which is therefore the first message.
 	switch err := h.attach(c); {
 	case errors.Is(err, errTooManyHooks):
-		return status.Errorf(codes.ResourceExhausted, "hook: %d hooks are connected, the limit", h.opts.maxHooks)
+		return rpcerr.Errorf(codes.ResourceExhausted, rpcerr.LimitExceeded, "hook: %d hooks are connected, the limit", h.opts.maxHooks)
 	case errors.Is(err, errTooManyScopedHooks):
-		return status.Errorf(codes.ResourceExhausted, "hook: %d hooks confined to some scopes are connected, the limit", h.opts.maxScoped)
+		return rpcerr.Errorf(codes.ResourceExhausted, rpcerr.LimitExceeded, "hook: %d hooks confined to some scopes are connected, the limit", h.opts.maxScoped)
 	case errors.Is(err, errTooManyIdentityHooks):
-		return status.Errorf(codes.ResourceExhausted, "hook: this identity has %d hooks connected, the limit", h.opts.maxPerID)
+		return rpcerr.Errorf(codes.ResourceExhausted, rpcerr.LimitExceeded, "hook: this identity has %d hooks connected, the limit", h.opts.maxPerID)
 	case errors.Is(err, errGone):
 		return streamError(c.deathCause())
 	case err != nil:
@@ -155,7 +156,7 @@ func streamError(err error) error {
 	case err == nil, errors.Is(err, io.EOF):
 		return nil
 	case errors.Is(err, errProtocol):
-		return status.Error(codes.InvalidArgument, err.Error())
+		return rpcerr.Error(codes.InvalidArgument, rpcerr.BadRequest, err.Error())
 	}
 	if _, ok := status.FromError(err); ok {
 		return err
