@@ -25,7 +25,7 @@ func compileGrants(in []Grant) ([]grant, error) {
 		switch g.Role {
 		case RoleAgent, RoleProvider, RoleHook:
 			if len(g.Scopes) == 0 {
-				return nil, configError("%s: a %s grant needs scopes (\"tenant-a/**\" for a subtree, \"**\" for all)", where, g.Role)
+				return nil, configError("%s: role %s needs scopes (\"tenant-a/**\" for a subtree, \"**\" for all)", where, g.Role)
 			}
 		case RoleOperator:
 		default:
