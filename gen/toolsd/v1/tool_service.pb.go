@@ -1106,7 +1106,7 @@ func (x *ToolCall) GetArgumentsJson() string {
 // Batch is one model step's tool calls, in model order.
 type Batch struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Session the calls belong to (required).
+	// Session the calls belong to (required; at most 256 bytes).
 	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// Scope of the calling agent ("" is global).
 	Scope string `protobuf:"bytes,2,opt,name=scope,proto3" json:"scope,omitempty"`
