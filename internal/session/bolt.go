@@ -49,6 +49,8 @@ type Bolt struct {
 	fault    atomic.Pointer[error]
 	// scan loads a session's summary from the log (a seam for tests).
 	scan func(sessionID string) (*toolSummary, bool, error)
+	// summaryCap bounds the summaries kept in live ([maxCachedSummaries]).
+	summaryCap int
 }
 
 var _ Store = (*Bolt)(nil)
@@ -65,6 +67,11 @@ type boltLive struct {
 func (l *boltLive) base() *live { return &l.live }
 
 func (l *boltLive) idle() bool { return l.sum == nil && l.loading == 0 }
+
+// maxCachedSummaries bounds the sessions whose summary Bolt keeps in memory. A summary
+// is kept once loaded, so that the next steps' tool sets do not scan the session again;
+// past the bound, unheld ones are dropped and scanned again when next asked for.
+const maxCachedSummaries = 1 << 16
 
 // Open opens (creating if needed) the session log in dir, closes every call a previous
 // run left open with a synthetic ABORTED result, and starts the writer and, with
@@ -103,6 +110,7 @@ func Open(dir string, opts ...Option) (*Bolt, error) {
 		stopped:    make(chan struct{}),
 		writerDone: make(chan struct{}),
 		opened:     o.now(),
+		summaryCap: maxCachedSummaries,
 	}
 	b.scan = b.scanSummary
 	if err := guard(func() error { return db.Update(initLayout) }); err != nil {
@@ -437,7 +445,8 @@ func deliver(ctx context.Context, evs []Event, next *uint64, fn func(Event) erro
 }
 
 // Summary implements [Store]. The first call for a session scans its log; later calls
-// answer from memory, kept current by the writer.
+// answer from memory, kept current by the writer, while the session is among the
+// [maxCachedSummaries] kept (a dropped one is scanned again).
 func (b *Bolt) Summary(_ context.Context, sessionID string) (Summary, error) {
 	if b.closed.Load() {
 		return nil, ErrClosed
@@ -451,7 +460,10 @@ func (b *Bolt) Summary(_ context.Context, sessionID string) (Summary, error) {
 		}
 	}
 	l := b.live.acquire(sessionID)
-	defer b.live.release(sessionID, l, (*boltLive).idle)
+	defer func() {
+		b.live.release(sessionID, l, (*boltLive).idle)
+		b.live.evict(sessionID, max(b.summaryCap/shardCount, 1))
+	}()
 	l.mu.Lock()
 	if l.sum != nil {
 		defer l.mu.Unlock()

@@ -125,6 +125,24 @@ func (s *shardMap[T, P]) release(id string, p P, idle func(P) bool) {
 	b.mu.Unlock()
 }
 
+// evict drops entries of id's shard that nobody holds, other than id's own, while the
+// shard holds more than limit. For maps whose entries are a cache that can be rebuilt
+// (Bolt's summaries), never for a store's records. An entry dropped here is not gone:
+// it has no holder to tell, and a later acquire creates it afresh.
+func (s *shardMap[T, P]) evict(id string, limit int) {
+	sh := &s.shards[s.shard(id)]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	for k, p := range sh.m {
+		if len(sh.m) <= limit {
+			return
+		}
+		if k != id && p.base().refs == 0 {
+			delete(sh.m, k)
+		}
+	}
+}
+
 // removeIf drops the session's entry when drop, run with the entry's lock held, agrees,
 // and wakes its waiters. It reports whether the entry was dropped.
 func (s *shardMap[T, P]) removeIf(id string, drop func(P) bool) bool {
