@@ -212,12 +212,19 @@ func (s skipLogger) CallSkipped(c *tool.Call) {
 // minutes after the last registration of its name, in any scope, so that providers
 // reconnecting under new tool names do not grow /metrics. A call of the tool still in
 // flight may recreate its series afterwards (see [observe.CallObserver.ForgetTool]);
-// that is accepted.
+// its name is then retired again.
 func (a *App) callObserver() *observe.CallObserver {
 	calls := observe.NewCallObserver(a.obs,
 		observe.WithCallLog(a.log.Named("calls").WithOptions(zap.WithCaller(false))), // always calllog.go
 		observe.WithPayloads(a.cfg.Log.Payloads),
-		observe.WithTracerProvider(a.tracing.TracerProvider()))
+		observe.WithTracerProvider(a.tracing.TracerProvider()),
+		// A call that ended after its tool's name was forgotten recreated the name's
+		// series: retired again, they go like any retired name's.
+		observe.WithRevivedTool(func(name string) {
+			if !a.reg.Registered(name) {
+				a.retired.add(name, time.Now())
+			}
+		}))
 	if a.retired == nil {
 		a.retired = newRetiredTools(defaultToolSeriesKeep)
 	}

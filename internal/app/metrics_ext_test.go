@@ -211,3 +211,98 @@ func TestRetiredToolSeriesAreBounded(t *testing.T) {
 		t.Errorf("/metrics keeps the series of %d retired names %v, want the %d retired last %v", len(got), got, kept, want)
 	}
 }
+
+// TestSeriesOfACallEndingAfterItsToolWentAreForgotten: a call that ends after its tool's
+// name was forgotten (its provider left mid-call, and the name was pushed out of the
+// retired names, or kept past the keep time) recreates the name's series; they are
+// forgotten again like any retired name's. They stayed for good, so a provider
+// churning fresh names with a call in flight at each disconnect grew /metrics without
+// bound.
+func TestSeriesOfACallEndingAfterItsToolWentAreForgotten(t *testing.T) {
+	e := start(t, "limits: {hook_timeout: 1m}\n", app.WithToolSeriesKeep(time.Hour), app.WithRetiredToolSeries(1))
+	seriesOf := func(name string) []string {
+		_, body := scrape(t, e.app.AdminAddr(), "/metrics")
+		var out []string
+		for _, line := range strings.Split(body, "\n") {
+			if strings.HasPrefix(line, "toolsd_pipeline_") && strings.Contains(line, `tool="`+name+`"`) {
+				out = append(out, line)
+			}
+		}
+		return out
+	}
+	// A post-execute hook holds the call's completion until the test answers.
+	hook, err := toolsdv1.NewHookServiceClient(e.conn).Connect(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hook.Send(&toolsdv1.HookServiceConnectRequest{Msg: &toolsdv1.HookServiceConnectRequest_Hello{Hello: &toolsdv1.HookHello{
+		Name: "holder", Subscriptions: []*toolsdv1.HookSubscription{{Stage: toolsdv1.HookStage_HOOK_STAGE_POST_EXECUTE}},
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := hook.Recv(); err != nil || m.GetWelcome() == nil {
+		t.Fatalf("hook hello answered %v, %v; want a welcome", m, err)
+	}
+	pctx, leave := context.WithCancel(t.Context())
+	defer leave()
+	stream, err := toolsdv1.NewProviderServiceClient(e.conn).Connect(pctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &rawProvider{stream: stream}
+	if err := stream.Send(&toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Hello{Hello: &toolsdv1.ProviderHello{Name: "leaving"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := stream.Recv(); err != nil || m.GetWelcome() == nil {
+		t.Fatalf("provider hello answered %v, %v; want a welcome", m, err)
+	}
+	p.register(t, "", &toolsdv1.ToolDefinition{Name: "late", ParametersJson: `{"type":"object"}`})
+	go func() {
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				return
+			}
+			if ex := m.GetExecute(); ex != nil {
+				_ = stream.Send(result(&toolsdv1.ExecuteResult{RequestId: ex.GetRequestId(), Content: []byte("done")}))
+			}
+		}
+	}()
+	batch := make(chan *outcome, 1)
+	go func() {
+		out, _ := e.execute(t, &toolsdv1.Batch{SessionId: "s-late", Calls: []*toolsdv1.ToolCall{call("c0", "late", `{}`)}}, batchOptions{})
+		batch <- out
+	}()
+	req, err := hook.Recv()
+	if err != nil || req.GetRequest() == nil {
+		t.Fatalf("hook Recv() = %v, %v; want the call's post-execute request", req, err)
+	}
+	// The provider leaves while the call completes; another name retired after it
+	// pushes "late" out of the retired names (at most one is kept).
+	leave()
+	waitFor(t, "late to be unregistered", func() bool { return !slices.Contains(e.schemaNames(t, ""), "late") })
+	churn, err := connectRaw(t, e.conn, "churn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	churn.register(t, "", &toolsdv1.ToolDefinition{Name: "other_1", ParametersJson: `{"type":"object"}`})
+	churn.unregister(t, "", "other_1")
+	waitFor(t, "late's series to be forgotten", func() bool { return len(seriesOf("late")) == 0 })
+
+	if err := hook.Send(&toolsdv1.HookServiceConnectRequest{Msg: &toolsdv1.HookServiceConnectRequest_Decision{Decision: &toolsdv1.HookDecision{
+		RequestId: req.GetRequest().GetRequestId(), Verdict: toolsdv1.HookVerdict_HOOK_VERDICT_ACCEPT,
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	out := <-batch
+	if out == nil || len(out.results) != 1 {
+		t.Fatalf("batch = %v, want one result", out)
+	}
+	if len(seriesOf("late")) == 0 {
+		t.Fatal("the call that ended after late was forgotten left no series: the test no longer covers their recreation")
+	}
+	// Later retirements push "late" out again.
+	churn.register(t, "", &toolsdv1.ToolDefinition{Name: "other_2", ParametersJson: `{"type":"object"}`})
+	churn.unregister(t, "", "other_2")
+	waitFor(t, "late's recreated series to be forgotten", func() bool { return len(seriesOf("late")) == 0 })
+}

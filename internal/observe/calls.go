@@ -34,6 +34,7 @@ type CallObserver struct {
 	payloads   bool
 	payloadCap int
 	tracer     trace.Tracer
+	revived    func(name string)
 }
 
 var _ pipeline.StageTracer = (*CallObserver)(nil)
@@ -69,6 +70,14 @@ func WithTracerProvider(tp trace.TracerProvider) CallOption {
 			o.tracer = tp.Tracer(instrumentationName)
 		}
 	}
+}
+
+// WithRevivedTool calls fn with a tool name after a call of the tool ended and counted
+// into series that [CallObserver.ForgetTool] had deleted, recreating them (the call was
+// still running when its name was forgotten). fn should forget the name again, as it
+// forgets any name no longer registered: else those series stay for good.
+func WithRevivedTool(fn func(name string)) CallOption {
+	return func(o *CallObserver) { o.revived = fn }
 }
 
 // NewCallObserver returns a call observer that feeds m (nil: no metrics).
@@ -156,7 +165,7 @@ func (c *callRecord) End(t pipeline.Tool, r tool.Result) {
 	code := codeLabel(r.Code())
 	if m := c.o.m; m != nil {
 		m.pipe.inFlight.Dec()
-		ts := c.o.seriesOf(name)
+		ts, created := c.o.seriesOf(name)
 		if code == codeOK {
 			ts.okCalls(&m.pipe).Inc()
 		} else {
@@ -167,6 +176,11 @@ func (c *callRecord) End(t pipeline.Tool, r tool.Result) {
 			if ran {
 				ts.stage(&m.pipe, i).Observe(c.stages[i].Seconds())
 			}
+		}
+		// Checked after counting: a ForgetTool that marks ts later deletes what was
+		// counted here.
+		if (created || ts.forgotten.Load()) && name != "" && c.o.revived != nil {
+			c.o.revived(name)
 		}
 	}
 	c.o.logCall(c.e, owner, code, r, d)
@@ -200,7 +214,7 @@ func (o *CallObserver) PrepareTool(name string) {
 	if o.m == nil {
 		return
 	}
-	ts := o.seriesOf(name)
+	ts, _ := o.seriesOf(name)
 	ts.okCalls(&o.m.pipe)
 	ts.callDuration(&o.m.pipe)
 	for _, code := range alertedCodes {
@@ -220,8 +234,14 @@ func (o *CallObserver) PrepareTool(name string) {
 //
 // The series go before the cached handles: a registration of the name racing this
 // ([CallObserver.PrepareTool]) may then find the old handles, which are dropped just
-// after, but never caches a handle to a series already deleted for good.
+// after, but never caches a handle to a series already deleted for good. A call that
+// ends after the series went recreates them and is reported to [WithRevivedTool]'s
+// function: the handles are marked forgotten first, so a call that counts through them
+// is either reported or counted before the series are deleted.
 func (o *CallObserver) ForgetTool(name string) {
+	if ts, ok := o.series.Load(name); ok {
+		ts.(*toolSeries).forgotten.Store(true)
+	}
 	if o.m != nil {
 		p, byTool := &o.m.pipe, prometheus.Labels{"tool": name}
 		p.calls.DeletePartialMatch(byTool)
@@ -243,6 +263,8 @@ type toolSeries struct {
 	ok       atomic.Pointer[counterRef]
 	duration atomic.Pointer[observerRef]
 	stages   [numStages]atomic.Pointer[observerRef]
+	// forgotten is set by ForgetTool before it deletes the series.
+	forgotten atomic.Bool
 }
 
 type (
@@ -250,12 +272,13 @@ type (
 	observerRef struct{ o prometheus.Observer }
 )
 
-func (o *CallObserver) seriesOf(name string) *toolSeries {
+// seriesOf returns name's series handles; created reports that they were not cached.
+func (o *CallObserver) seriesOf(name string) (ts *toolSeries, created bool) {
 	if ts, ok := o.series.Load(name); ok {
-		return ts.(*toolSeries)
+		return ts.(*toolSeries), false
 	}
-	ts, _ := o.series.LoadOrStore(name, &toolSeries{name: name})
-	return ts.(*toolSeries)
+	v, loaded := o.series.LoadOrStore(name, &toolSeries{name: name})
+	return v.(*toolSeries), !loaded
 }
 
 // okCalls is calls_total{tool, code="OK"}.
