@@ -135,7 +135,7 @@ func (w *journalWriter) commit(reqs []*jrequest) {
 			r.n = len(buf) - r.off
 		}
 	}
-	w.buf = buf
+	w.keep(buf)
 	at := j.size
 	if err := w.writeGroup(buf); err != nil {
 		respondAll(reqs, jresponse{err: err})
@@ -250,7 +250,7 @@ func (w *journalWriter) sweep(r *jrequest) {
 	removed := 0
 	buf := beginGroup(w.buf[:0], j.group+1)
 	flush := func() error {
-		w.buf = buf
+		w.keep(buf)
 		if err := w.writeGroup(buf); err != nil {
 			return err
 		}
@@ -293,6 +293,19 @@ func (w *journalWriter) sweep(r *jrequest) {
 		j.o.logger.Debug("retention deleted sessions", zap.Int("sessions", removed))
 	}
 	r.done <- jresponse{removed: removed}
+}
+
+// maxKeptGroupBytes bounds the group buffer the writer keeps for the next group: a
+// burst of large appends (a group may hold maxBatchBytes and one more record) must not
+// leave its buffer held for the life of the process.
+const maxKeptGroupBytes = 1 << 20
+
+// keep keeps buf, the group just built, for the next group, unless it is large.
+func (w *journalWriter) keep(buf []byte) {
+	if cap(buf) > maxKeptGroupBytes {
+		buf = nil
+	}
+	w.buf = buf
 }
 
 // sortBySource orders synthetic results by the seq of the call they close.
