@@ -15,15 +15,15 @@ import (
 	"github.com/toolsd/toolsd/pkg/provider"
 )
 
-// metricValue sums family's series whose labels have the given values (name, value
-// pairs): a gauge's or counter's value, a histogram's sample count.
-func metricValue(tb testing.TB, a *app.App, family string, labels ...string) float64 {
+// seriesOf returns family's series whose labels have the given values (name, value
+// pairs).
+func seriesOf(tb testing.TB, a *app.App, family string, labels ...string) []*dto.Metric {
 	tb.Helper()
 	families, err := a.Metrics().Gather()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	n := 0.0
+	var out []*dto.Metric
 	for _, f := range families {
 		if f.GetName() != family {
 			continue
@@ -37,14 +37,25 @@ func metricValue(tb testing.TB, a *app.App, family string, labels ...string) flo
 					continue series
 				}
 			}
-			switch {
-			case m.GetGauge() != nil:
-				n += m.GetGauge().GetValue()
-			case m.GetCounter() != nil:
-				n += m.GetCounter().GetValue()
-			case m.GetHistogram() != nil:
-				n += float64(m.GetHistogram().GetSampleCount())
-			}
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// metricValue sums family's series whose labels have the given values (name, value
+// pairs): a gauge's or counter's value, a histogram's sample count.
+func metricValue(tb testing.TB, a *app.App, family string, labels ...string) float64 {
+	tb.Helper()
+	n := 0.0
+	for _, m := range seriesOf(tb, a, family, labels...) {
+		switch {
+		case m.GetGauge() != nil:
+			n += m.GetGauge().GetValue()
+		case m.GetCounter() != nil:
+			n += m.GetCounter().GetValue()
+		case m.GetHistogram() != nil:
+			n += float64(m.GetHistogram().GetSampleCount())
 		}
 	}
 	return n
@@ -401,27 +412,7 @@ func TestStaleResultsCountOnce(t *testing.T) {
 // hasSeries reports whether family exports a series with the given labels.
 func hasSeries(tb testing.TB, a *app.App, family string, labels ...string) bool {
 	tb.Helper()
-	families, err := a.Metrics().Gather()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != family {
-			continue
-		}
-	series:
-		for _, m := range f.GetMetric() {
-			for i := 0; i+1 < len(labels); i += 2 {
-				if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool {
-					return l.GetName() == labels[i] && l.GetValue() == labels[i+1]
-				}) {
-					continue series
-				}
-			}
-			return true
-		}
-	}
-	return false
+	return len(seriesOf(tb, a, family, labels...)) > 0
 }
 
 // TestAlertedCodesExistBeforeTheFirstFailure: the failures the shipped alerts watch

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -154,28 +153,7 @@ func startedRPCs(tb testing.TB, a *app.App, method string) int {
 // (name, value pairs).
 func rpcCount(tb testing.TB, a *app.App, family string, labels ...string) int {
 	tb.Helper()
-	families, err := a.Metrics().Gather()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	n := 0.0
-	for _, f := range families {
-		if f.GetName() != family {
-			continue
-		}
-	series:
-		for _, m := range f.GetMetric() {
-			for i := 0; i+1 < len(labels); i += 2 {
-				if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool {
-					return l.GetName() == labels[i] && l.GetValue() == labels[i+1]
-				}) {
-					continue series
-				}
-			}
-			n += m.GetCounter().GetValue()
-		}
-	}
-	return int(n)
+	return int(metricValue(tb, a, family, labels...))
 }
 
 // durableConfig is baseConfig with the bolt session store in dataDir, then extra.
