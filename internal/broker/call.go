@@ -126,6 +126,7 @@ func (c *conn) notSent(ctx context.Context, p *pendingCall, id uint64, providerI
 		// Given up before the execute was handed to the stream: the tool never saw it.
 		return abortedBeforeDispatch()
 	}
+	c.b.obs.CallRejected(tool.CodeProviderUnavailable)
 	return tool.FailureWithReason(tool.CodeProviderUnavailable, "the tool's provider is not connected",
 		"provider "+providerID+": "+err.Error())
 }

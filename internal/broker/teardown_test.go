@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"sync"
 	"testing"
 
 	"go.uber.org/zap"
@@ -49,5 +50,47 @@ func TestNoQueuedLineAfterTeardown(t *testing.T) {
 	<-c.sem
 	for _, e := range logs.All()[ended:] {
 		t.Errorf("logged after teardown: %q %v", e.Message, e.ContextMap())
+	}
+}
+
+// failingSender's Send fails at once, as a stream's does once it is closing.
+type failingSender struct{}
+
+func (failingSender) Send(*toolsdv1.ProviderServiceConnectResponse) error {
+	return errors.New("stream closing")
+}
+
+// rejections counts CallRejected by code.
+type rejections struct {
+	NopObserver
+	mu  sync.Mutex
+	got map[tool.Code]int
+}
+
+func (r *rejections) CallRejected(code tool.Code) {
+	r.mu.Lock()
+	r.got[code]++
+	r.mu.Unlock()
+}
+
+// TestUnsentCallCountsAsRejected: a call whose execute could not be written (its
+// stream closing under it) is PROVIDER_UNAVAILABLE before dispatch, like a call to a
+// provider already gone, and is counted in toolsd_broker_calls_rejected_total as one.
+func TestUnsentCallCountsAsRejected(t *testing.T) {
+	obs := &rejections{got: map[tool.Code]int{}}
+	b := New(noRegistrar{}, WithObserver(obs))
+	c := b.newConn(t.Context(), failingSender{})
+	c.maxInFlight = 1
+	b.mu.Lock()
+	b.conns[c.id] = c
+	b.mu.Unlock()
+	r := b.Call(t.Context(), c.id, &tool.Exec{Call: tool.Call{CallID: "c", Name: "t", Arguments: []byte(`{}`)}}, 1)
+	if r.Code() != tool.CodeProviderUnavailable {
+		t.Fatalf("Call over a failing stream = %v, want PROVIDER_UNAVAILABLE", r)
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if n := obs.got[tool.CodeProviderUnavailable]; n != 1 {
+		t.Errorf("CallRejected(PROVIDER_UNAVAILABLE) counted %d times, want 1", n)
 	}
 }
