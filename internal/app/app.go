@@ -166,11 +166,8 @@ func (a *App) openSessions() error {
 		opts = append(opts, session.WithHotFor(-1))
 	}
 	var (
-		store interface {
-			session.Store
-			Recovered() int
-		}
-		err error
+		store session.Store
+		err   error
 	)
 	if a.cfg.Session.Store == "journal" {
 		store, err = session.OpenJournal(filepath.Clean(a.cfg.DataDir), opts...)
@@ -179,9 +176,6 @@ func (a *App) openSessions() error {
 	}
 	if err != nil {
 		return err
-	}
-	if n := store.Recovered(); n > 0 {
-		a.log.Warn("closed calls interrupted by a restart with synthetic ABORTED results", zap.Int("calls", n))
 	}
 	a.sessions = store
 	return nil

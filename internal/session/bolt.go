@@ -129,7 +129,7 @@ func Open(dir string, opts ...Option) (*Bolt, error) {
 		return nil, fmt.Errorf("session: open %s: recover interrupted calls: %w", path, err)
 	}
 	if b.recovered > 0 {
-		o.logger.Warn("closed calls interrupted by a restart", zap.Int("calls", b.recovered))
+		o.logger.Warn("closed calls interrupted by a restart with synthetic ABORTED results", zap.Int("calls", b.recovered))
 	}
 	w := newWriter(b)
 	go w.run()

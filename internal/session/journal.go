@@ -135,7 +135,7 @@ func OpenJournal(dir string, opts ...Option) (*Journal, error) {
 	}
 	j.recovered = n
 	if n > 0 {
-		o.logger.Warn("closed calls interrupted by a restart", zap.Int("calls", n))
+		o.logger.Warn("closed calls interrupted by a restart with synthetic ABORTED results", zap.Int("calls", n))
 	}
 	j.sweeper = startSweeper(&j.o, j.Sweep)
 	return j, nil
