@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -36,7 +37,9 @@ func TestBoltSummaryCacheIsBounded(t *testing.T) {
 	}()
 	defer func() {
 		stopWatch()
-		<-watchDone
+		if err := <-watchDone; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("Watch(watched) = %v, want it ended by its context", err)
+		}
 	}()
 	call := func(name string) Event {
 		return Event{Type: TypeToolCall, Call: &CallRecord{CallID: "c", Name: name, Arguments: []byte(`{}`)}}
