@@ -4,10 +4,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strconv"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/textcut"
 	"github.com/toolsd/toolsd/internal/tool"
 )
+
+// maxQuotedName bounds the tool name a refusal quotes: the name is the provider's, of
+// any size its message may have, and the refusal's status names the tool already.
+const maxQuotedName = 64
 
 // DefinitionFromProto maps the wire definition to the shared vocabulary. Schemas stay the
 // exact bytes the provider sent; judging them is the registrar's job. Only what the
@@ -25,15 +31,15 @@ func DefinitionFromProto(d *toolsdv1.ToolDefinition) (tool.Definition, error) {
 	}
 	if t := d.GetTimeout(); t != nil {
 		if err := t.CheckValid(); err != nil {
-			return def, fmt.Errorf("broker: tool %q: invalid timeout: %w", def.Name, err)
+			return def, fmt.Errorf("broker: tool %s: invalid timeout: %w", quoteName(def.Name), err)
 		}
 		if def.Timeout = t.AsDuration(); def.Timeout < 0 {
-			return def, fmt.Errorf("broker: tool %q: timeout %s is negative", def.Name, def.Timeout)
+			return def, fmt.Errorf("broker: tool %s: timeout %s is negative", quoteName(def.Name), def.Timeout)
 		}
 	}
 	switch n := d.GetMaxContentBytes(); {
 	case n < 0:
-		return def, fmt.Errorf("broker: tool %q: max_content_bytes %d is negative", def.Name, n)
+		return def, fmt.Errorf("broker: tool %s: max_content_bytes %d is negative", quoteName(def.Name), n)
 	case n > math.MaxInt:
 		def.MaxContentBytes = math.MaxInt
 	default:
@@ -50,6 +56,9 @@ func DefinitionFromProto(d *toolsdv1.ToolDefinition) (tool.Definition, error) {
 	}
 	return def, nil
 }
+
+// quoteName quotes a tool name for an error, cut at maxQuotedName bytes.
+func quoteName(name string) string { return strconv.Quote(textcut.Ellipsis(name, maxQuotedName)) }
 
 func rawJSON(s string) json.RawMessage {
 	if s == "" {

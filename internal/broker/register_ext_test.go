@@ -3,6 +3,7 @@ package broker_test
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -231,5 +232,31 @@ func TestAnotherProvidersToolCannotBeUnregistered(t *testing.T) {
 	}
 	if reg, _ := reg.Lookup("", "a"); reg.Owner != owner.id {
 		t.Errorf("owner of a = %q, want %q", reg.Owner, owner.id)
+	}
+}
+
+// TestUnrepresentableDefinitionMessageIsBounded: a definition refused because it cannot
+// be mapped (a negative timeout or size) says so in an error message that quotes the
+// tool's name cut short: the status already names the tool, and the name may be as
+// long as the message toolsd accepts.
+func TestUnrepresentableDefinitionMessageIsBounded(t *testing.T) {
+	long := strings.Repeat("n", 1<<20)
+	negTimeout := toolDef(long)
+	negTimeout.Timeout = durationpb.New(-time.Second)
+	negSize := toolDef(long)
+	negSize.MaxContentBytes = -1
+	for name, def := range map[string]*toolsdv1.ToolDefinition{"negative timeout": negTimeout, "negative size": negSize} {
+		t.Run(name, func(t *testing.T) {
+			srv := brokertest.Start(t, brokertest.NewRegistrar())
+			r := helloRaw(t, srv, "raw", 0)
+			r.send(registerMsg(1, "", def))
+			sts := r.next().GetRegisterResult().GetTools()
+			if len(sts) != 1 || sts[0].GetErrorCode() != "INVALID_ARGUMENT" {
+				t.Fatalf("register statuses = %v, want one INVALID_ARGUMENT", sts)
+			}
+			if msg := sts[0].GetErrorMessage(); len(msg) > 1<<10 {
+				t.Errorf("error message is %d bytes, want the %d-byte name cut short", len(msg), len(long))
+			}
+		})
 	}
 }

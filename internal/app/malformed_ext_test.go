@@ -1,0 +1,56 @@
+package app_test
+
+import (
+	"strings"
+	"testing"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+)
+
+// maxRefusalBytes bounds a refusal of a request that carries a megabyte of text: what
+// it echoes of the text is cut short.
+const maxRefusalBytes = 4 << 10
+
+// fieldViolations lists the BadRequest field paths of a status error.
+func fieldViolations(err error) []string {
+	var fields []string
+	for _, d := range status.Convert(err).Details() {
+		if br, ok := d.(*errdetails.BadRequest); ok {
+			for _, v := range br.GetFieldViolations() {
+				fields = append(fields, v.GetField())
+			}
+		}
+	}
+	return fields
+}
+
+// TestRegisterToolRefusalsAreBounded: a definition RegisterTool cannot map (a negative
+// timeout or max_content_bytes) is refused with a status that quotes the tool's name
+// cut short, however long the name is, as every other refusal of client text does.
+func TestRegisterToolRefusalsAreBounded(t *testing.T) {
+	e := start(t, "")
+	p, _ := runProvider(t, e.app.Addr(), constTool("fine", "ok"))
+	long := strings.Repeat("n", 1<<20)
+	for name, def := range map[string]*toolsdv1.ToolDefinition{
+		"negative timeout":           {Name: long, ParametersJson: `{"type":"object"}`, Timeout: durationpb.New(-1)},
+		"invalid timeout":            {Name: long, ParametersJson: `{"type":"object"}`, Timeout: &durationpb.Duration{Seconds: 1, Nanos: -1}},
+		"negative max_content_bytes": {Name: long, ParametersJson: `{"type":"object"}`, MaxContentBytes: -1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := e.tools.RegisterTool(t.Context(), &toolsdv1.RegisterToolRequest{ProviderId: p.ProviderID(), Tool: def})
+			st := status.Convert(err)
+			if st.Code() != codes.InvalidArgument || reason(err) != "BAD_REQUEST" {
+				t.Fatalf("RegisterTool(%s) = %v, want InvalidArgument, reason BAD_REQUEST", name, err)
+			}
+			if n := proto.Size(st.Proto()); n > maxRefusalBytes {
+				t.Errorf("the refusal is %d bytes, want the %d-byte name cut short", n, len(long))
+			}
+		})
+	}
+}
