@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -52,5 +53,24 @@ func TestRegisterToolRefusalsAreBounded(t *testing.T) {
 				t.Errorf("the refusal is %d bytes, want the %d-byte name cut short", n, len(long))
 			}
 		})
+	}
+}
+
+// TestRegisterToolRefusesUnknownModes: a mode that is not an ExecutionMode value (a
+// newer client's, or garbage) is refused, on RegisterTool as on a provider's stream; it
+// was registered as unspecified, so the tool ran in parallel whatever its author meant.
+func TestRegisterToolRefusesUnknownModes(t *testing.T) {
+	e := start(t, "")
+	p, _ := runProvider(t, e.app.Addr(), constTool("fine", "ok"))
+	for _, mode := range []toolsdv1.ExecutionMode{3, 99, -1} {
+		_, err := e.tools.RegisterTool(t.Context(), &toolsdv1.RegisterToolRequest{ProviderId: p.ProviderID(), Tool: &toolsdv1.ToolDefinition{
+			Name: "moded", ParametersJson: `{"type":"object"}`, Mode: mode,
+		}})
+		if status.Code(err) != codes.InvalidArgument || reason(err) != "BAD_REQUEST" {
+			t.Errorf("RegisterTool(mode %d) = %v, want InvalidArgument, reason BAD_REQUEST", mode, err)
+		}
+	}
+	if got := e.schemaNames(t, ""); !slices.Equal(got, []string{"fine"}) {
+		t.Errorf("Schemas() = %v, want only fine", got)
 	}
 }

@@ -17,7 +17,8 @@ const maxQuotedName = 64
 
 // DefinitionFromProto maps the wire definition to the shared vocabulary. Schemas stay the
 // exact bytes the provider sent; judging them is the registrar's job. Only what the
-// mapping itself cannot represent honestly (negative durations and sizes) fails here.
+// mapping itself cannot represent honestly (negative durations and sizes, a mode that is
+// no ExecutionMode) fails here.
 // Both registration paths — a provider's stream and the unary RegisterTool — use it.
 func DefinitionFromProto(d *toolsdv1.ToolDefinition) (tool.Definition, error) {
 	def := tool.Definition{
@@ -25,10 +26,16 @@ func DefinitionFromProto(d *toolsdv1.ToolDefinition) (tool.Definition, error) {
 		Description:  d.GetDescription(),
 		Parameters:   rawJSON(d.GetParametersJson()),
 		OutputSchema: rawJSON(d.GetOutputSchemaJson()),
-		Mode:         modeFrom(d.GetMode()),
 		DeferLoading: d.GetDeferLoading(),
 		Condition:    d.GetCondition(),
 	}
+	mode, ok := modeFrom(d.GetMode())
+	if !ok {
+		// Run as unspecified, a newer client's mode (say, one stricter than exclusive)
+		// would be scheduled in parallel.
+		return def, fmt.Errorf("broker: tool %s: mode %d is not an ExecutionMode", quoteName(def.Name), int32(d.GetMode()))
+	}
+	def.Mode = mode
 	if t := d.GetTimeout(); t != nil {
 		if err := t.CheckValid(); err != nil {
 			return def, fmt.Errorf("broker: tool %s: invalid timeout: %w", quoteName(def.Name), err)
@@ -67,13 +74,16 @@ func rawJSON(s string) json.RawMessage {
 	return json.RawMessage(s)
 }
 
-func modeFrom(m toolsdv1.ExecutionMode) tool.Mode {
+// modeFrom maps a wire mode; ok is false for a value ExecutionMode does not define.
+func modeFrom(m toolsdv1.ExecutionMode) (_ tool.Mode, ok bool) {
 	switch m {
+	case toolsdv1.ExecutionMode_EXECUTION_MODE_UNSPECIFIED:
+		return tool.ModeUnspecified, true
 	case toolsdv1.ExecutionMode_EXECUTION_MODE_PARALLEL:
-		return tool.ModeParallel
+		return tool.ModeParallel, true
 	case toolsdv1.ExecutionMode_EXECUTION_MODE_EXCLUSIVE:
-		return tool.ModeExclusive
+		return tool.ModeExclusive, true
 	default:
-		return tool.ModeUnspecified
+		return tool.ModeUnspecified, false
 	}
 }

@@ -61,6 +61,10 @@ func TestRegisterStatuses(t *testing.T) {
 	negative.Timeout = durationpb.New(-time.Second)
 	negSize := toolDef("negative_size")
 	negSize.MaxContentBytes = -1
+	unknownMode := toolDef("unknown_mode")
+	unknownMode.Mode = 3
+	negativeMode := toolDef("negative_mode")
+	negativeMode.Mode = -1
 	for name, tc := range map[string]struct {
 		mapper broker.ErrorMapper
 		defs   []*toolsdv1.ToolDefinition
@@ -92,6 +96,10 @@ func TestRegisterStatuses(t *testing.T) {
 		"unrepresentable definitions": {
 			defs: []*toolsdv1.ToolDefinition{negative, negSize},
 			want: map[string]string{"negative_timeout": "INVALID_ARGUMENT", "negative_size": "INVALID_ARGUMENT"},
+		},
+		"unknown modes": {
+			defs: []*toolsdv1.ToolDefinition{unknownMode, negativeMode},
+			want: map[string]string{"unknown_mode": "INVALID_ARGUMENT", "negative_mode": "INVALID_ARGUMENT"},
 		},
 		"over the per-message limit": {
 			defs: []*toolsdv1.ToolDefinition{toolDef("a"), toolDef("b"), toolDef("c")},
