@@ -74,3 +74,31 @@ func TestRegisterToolRefusesUnknownModes(t *testing.T) {
 		t.Errorf("Schemas() = %v, want only fine", got)
 	}
 }
+
+// TestRegisterToolRefusalsNameTheField: a definition RegisterTool cannot map is refused
+// with a BadRequest naming the field by its path in the request (tool.timeout, not
+// tool), as ExecuteBatch names batch.calls[i].call_id.
+func TestRegisterToolRefusalsNameTheField(t *testing.T) {
+	e := start(t, "")
+	p, _ := runProvider(t, e.app.Addr(), constTool("fine", "ok"))
+	for name, tc := range map[string]struct {
+		def   *toolsdv1.ToolDefinition
+		field string
+	}{
+		"negative timeout":           {def: &toolsdv1.ToolDefinition{Timeout: durationpb.New(-1)}, field: "tool.timeout"},
+		"invalid timeout":            {def: &toolsdv1.ToolDefinition{Timeout: &durationpb.Duration{Nanos: 2e9}}, field: "tool.timeout"},
+		"negative max_content_bytes": {def: &toolsdv1.ToolDefinition{MaxContentBytes: -5}, field: "tool.max_content_bytes"},
+		"unknown mode":               {def: &toolsdv1.ToolDefinition{Mode: 7}, field: "tool.mode"},
+		"no tool":                    {field: "tool"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if tc.def != nil {
+				tc.def.Name, tc.def.ParametersJson = "a", `{"type":"object"}`
+			}
+			_, err := e.tools.RegisterTool(t.Context(), &toolsdv1.RegisterToolRequest{ProviderId: p.ProviderID(), Tool: tc.def})
+			if got := fieldViolations(err); status.Code(err) != codes.InvalidArgument || !slices.Equal(got, []string{tc.field}) {
+				t.Errorf("RegisterTool(%s) = %v with field violations %v, want InvalidArgument naming %s", name, err, got, tc.field)
+			}
+		})
+	}
+}

@@ -15,10 +15,24 @@ import (
 // any size its message may have, and the refusal's status names the tool already.
 const maxQuotedName = 64
 
+// DefinitionError is a definition [DefinitionFromProto] cannot map. Field names the
+// offending field of the ToolDefinition ("mode", "timeout", "max_content_bytes").
+type DefinitionError struct {
+	Field string
+	err   error
+}
+
+func (e *DefinitionError) Error() string { return e.err.Error() }
+func (e *DefinitionError) Unwrap() error { return e.err }
+
+func definitionError(field, format string, args ...any) error {
+	return &DefinitionError{Field: field, err: fmt.Errorf(format, args...)}
+}
+
 // DefinitionFromProto maps the wire definition to the shared vocabulary. Schemas stay the
 // exact bytes the provider sent; judging them is the registrar's job. Only what the
 // mapping itself cannot represent honestly (negative durations and sizes, a mode that is
-// no ExecutionMode) fails here.
+// no ExecutionMode) fails here, with a [*DefinitionError].
 // Both registration paths — a provider's stream and the unary RegisterTool — use it.
 func DefinitionFromProto(d *toolsdv1.ToolDefinition) (tool.Definition, error) {
 	def := tool.Definition{
@@ -33,20 +47,20 @@ func DefinitionFromProto(d *toolsdv1.ToolDefinition) (tool.Definition, error) {
 	if !ok {
 		// Run as unspecified, a newer client's mode (say, one stricter than exclusive)
 		// would be scheduled in parallel.
-		return def, fmt.Errorf("broker: tool %s: mode %d is not an ExecutionMode", quoteName(def.Name), int32(d.GetMode()))
+		return def, definitionError("mode", "broker: tool %s: mode %d is not an ExecutionMode", quoteName(def.Name), int32(d.GetMode()))
 	}
 	def.Mode = mode
 	if t := d.GetTimeout(); t != nil {
 		if err := t.CheckValid(); err != nil {
-			return def, fmt.Errorf("broker: tool %s: invalid timeout: %w", quoteName(def.Name), err)
+			return def, definitionError("timeout", "broker: tool %s: invalid timeout: %w", quoteName(def.Name), err)
 		}
 		if def.Timeout = t.AsDuration(); def.Timeout < 0 {
-			return def, fmt.Errorf("broker: tool %s: timeout %s is negative", quoteName(def.Name), def.Timeout)
+			return def, definitionError("timeout", "broker: tool %s: timeout %s is negative", quoteName(def.Name), def.Timeout)
 		}
 	}
 	switch n := d.GetMaxContentBytes(); {
 	case n < 0:
-		return def, fmt.Errorf("broker: tool %s: max_content_bytes %d is negative", quoteName(def.Name), n)
+		return def, definitionError("max_content_bytes", "broker: tool %s: max_content_bytes %d is negative", quoteName(def.Name), n)
 	case n > math.MaxInt:
 		def.MaxContentBytes = math.MaxInt
 	default:

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
@@ -33,7 +34,12 @@ func (s *Server) RegisterTool(ctx context.Context, req *toolsdv1.RegisterToolReq
 	}
 	def, err := broker.DefinitionFromProto(req.GetTool())
 	if err != nil {
-		return nil, toStatus(s.log, badField("tool", "%v", err))
+		field := "tool"
+		var de *broker.DefinitionError
+		if errors.As(err, &de) {
+			field += "." + de.Field
+		}
+		return nil, toStatus(s.log, badField(field, "%v", err))
 	}
 	entry, err := s.reg.Register(req.GetScope(), def, req.GetProviderId())
 	if err != nil {
