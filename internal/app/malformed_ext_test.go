@@ -102,3 +102,19 @@ func TestRegisterToolRefusalsNameTheField(t *testing.T) {
 		})
 	}
 }
+
+// TestResolveToolSetSessionIDIsBounded: ResolveToolSet's optional session_id is held to
+// the limit every other RPC holds a session id to, and refused before it reaches the
+// session store; it was read whatever its size.
+func TestResolveToolSetSessionIDIsBounded(t *testing.T) {
+	e := start(t, "")
+	_, err := e.tools.ResolveToolSet(t.Context(), &toolsdv1.ResolveToolSetRequest{SessionId: strings.Repeat("s", 257)})
+	if got := fieldViolations(err); status.Code(err) != codes.InvalidArgument || reason(err) != "BAD_REQUEST" || !slices.Equal(got, []string{"session_id"}) {
+		t.Errorf("ResolveToolSet(257-byte session id) = %v with field violations %v, want InvalidArgument, BAD_REQUEST naming session_id", err, got)
+	}
+	for _, id := range []string{"", strings.Repeat("s", 256)} {
+		if _, err := e.tools.ResolveToolSet(t.Context(), &toolsdv1.ResolveToolSetRequest{SessionId: id}); err != nil {
+			t.Errorf("ResolveToolSet(%d-byte session id) = %v, want a tool set", len(id), err)
+		}
+	}
+}

@@ -220,6 +220,13 @@ func (s *Server) ResolveToolSet(ctx context.Context, req *toolsdv1.ResolveToolSe
 	if err := registry.ValidateScope(req.GetScope()); err != nil {
 		return nil, toStatus(s.log, err)
 	}
+	// Optional here, but held to the limit of every other session id: one longer names
+	// no session, and would be looked up in the owner table and the store.
+	if id := req.GetSessionId(); id != "" {
+		if err := s.checkSessionID("session_id", id); err != nil {
+			return nil, toStatus(s.log, err)
+		}
+	}
 	if err := s.authz.Authorize(ctx, ActionReadTools, req.GetScope(), req.GetSessionId()); err != nil {
 		return nil, toStatus(s.log, err)
 	}

@@ -543,7 +543,7 @@ type ResolveToolSetRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Scope of the agent.
 	Scope string `protobuf:"bytes,1,opt,name=scope,proto3" json:"scope,omitempty"`
-	// Session whose history conditions may read.
+	// Session whose history conditions may read (optional; at most 256 bytes).
 	SessionId string `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// Turn number.
 	Turn uint64 `protobuf:"varint,3,opt,name=turn,proto3" json:"turn,omitempty"`
