@@ -118,3 +118,14 @@ func TestResolveToolSetSessionIDIsBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestApproveQuarantinedNeedsAName: ApproveQuarantined without a name is a malformed
+// request (INVALID_ARGUMENT, BAD_REQUEST naming name), as UnregisterTool without one
+// is; it was looked up and answered NOT_FOUND, as if some tool "" might be held back.
+func TestApproveQuarantinedNeedsAName(t *testing.T) {
+	e := start(t, "")
+	_, err := e.tools.ApproveQuarantined(t.Context(), &toolsdv1.ApproveQuarantinedRequest{ContentHash: strings.Repeat("0", 64)})
+	if got := fieldViolations(err); status.Code(err) != codes.InvalidArgument || reason(err) != "BAD_REQUEST" || !slices.Equal(got, []string{"name"}) {
+		t.Errorf("ApproveQuarantined(no name) = %v with field violations %v, want InvalidArgument, BAD_REQUEST naming name", err, got)
+	}
+}

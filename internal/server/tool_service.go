@@ -193,6 +193,9 @@ func (s *Server) ApproveQuarantined(ctx context.Context, req *toolsdv1.ApproveQu
 	if req.GetContentHash() == "" {
 		return nil, toStatus(s.log, badField("content_hash", "is required: approve the definition ListQuarantined showed"))
 	}
+	if req.GetName() == "" {
+		return nil, toStatus(s.log, badField("name", "is required"))
+	}
 	// The scope is checked before the caller's rights in it: a malformed scope is the
 	// same mistake whoever sends it (INVALID_SCOPE, as ExecuteBatch answers).
 	if err := registry.ValidateScope(req.GetScope()); err != nil {
