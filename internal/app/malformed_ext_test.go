@@ -1,10 +1,13 @@
 package app_test
 
 import (
+	"context"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -127,5 +130,447 @@ func TestApproveQuarantinedNeedsAName(t *testing.T) {
 	_, err := e.tools.ApproveQuarantined(t.Context(), &toolsdv1.ApproveQuarantinedRequest{ContentHash: strings.Repeat("0", 64)})
 	if got := fieldViolations(err); status.Code(err) != codes.InvalidArgument || reason(err) != "BAD_REQUEST" || !slices.Equal(got, []string{"name"}) {
 		t.Errorf("ApproveQuarantined(no name) = %v with field violations %v, want InvalidArgument, BAD_REQUEST naming name", err, got)
+	}
+}
+
+// TestBatchMustComeFirst: an ExecuteBatch stream whose first message is not a batch (a
+// cancel, a message with no oneof set) or that half-closes before sending one ends with
+// INVALID_ARGUMENT, BAD_REQUEST naming batch, and nothing is logged.
+func TestBatchMustComeFirst(t *testing.T) {
+	e := start(t, "")
+	for name, first := range map[string]*toolsdv1.ExecuteBatchRequest{
+		"cancel first": {Msg: &toolsdv1.ExecuteBatchRequest_Cancel{Cancel: &toolsdv1.CancelBatch{Reason: "r"}}},
+		"empty first":  {},
+		"nothing sent": nil,
+	} {
+		t.Run(name, func(t *testing.T) {
+			stream, err := e.tools.ExecuteBatch(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if first != nil {
+				if err := stream.Send(first); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := stream.CloseSend(); err != nil {
+				t.Fatal(err)
+			}
+			_, err = stream.Recv()
+			if got := fieldViolations(err); status.Code(err) != codes.InvalidArgument || reason(err) != "BAD_REQUEST" || !slices.Equal(got, []string{"batch"}) {
+				t.Errorf("ExecuteBatch(%s) = %v with field violations %v, want InvalidArgument, BAD_REQUEST naming batch", name, err, got)
+			}
+		})
+	}
+}
+
+// TestLaterMessagesThatMeanNothing: on a running batch, a second batch message, a
+// message with no oneof set, an approval nobody asked for and a second cancel are
+// ignored: the second batch's call neither runs nor is logged, the stream goes on, the
+// first cancel cancels the batch, which settles as cancelled.
+func TestLaterMessagesThatMeanNothing(t *testing.T) {
+	e := start(t, "")
+	started, stopped := make(chan string, 2), make(chan string, 2)
+	runProvider(t, e.app.Addr(), blockTool("block", started, stopped))
+	send := func(s toolsdv1.ToolService_ExecuteBatchClient, m *toolsdv1.ExecuteBatchRequest) {
+		if err := s.Send(m); err != nil {
+			t.Errorf("Send(%v) = %v", m, err)
+		}
+	}
+	cancel := &toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Cancel{Cancel: &toolsdv1.CancelBatch{Reason: "stop"}}}
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-later", Calls: []*toolsdv1.ToolCall{call("c0", "block", `{"label":"first"}`)}},
+		batchOptions{onAccepted: func(s toolsdv1.ToolService_ExecuteBatchClient) {
+			<-started
+			send(s, batchReq(&toolsdv1.Batch{SessionId: "s-later", Calls: []*toolsdv1.ToolCall{call("c1", "block", `{"label":"second"}`)}}))
+			send(s, &toolsdv1.ExecuteBatchRequest{})
+			send(s, &toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Approval{Approval: &toolsdv1.ApprovalDecision{Approved: true}}})
+			send(s, cancel)
+			send(s, cancel)
+		}})
+	if got := <-stopped; got != "first" {
+		t.Errorf("stopped call %q, want first", got)
+	}
+	if !out.settled.GetCancelled() || len(out.results) != 1 || out.results[0].GetCallId() != "c0" {
+		t.Errorf("batch = %d results, settled %v; want c0's result only, settled cancelled", len(out.results), out.settled)
+	}
+	var ids []string
+	for _, ev := range e.readSession(t, "s-later") {
+		if c := ev.GetToolCall(); c != nil {
+			ids = append(ids, c.GetCallId())
+		}
+	}
+	if !slices.Equal(ids, []string{"c0"}) {
+		t.Errorf("logged calls %v, want only c0", ids)
+	}
+	select {
+	case label := <-started:
+		t.Errorf("call %q of a second batch message ran", label)
+	default:
+	}
+}
+
+// TestHookReplacementsThatAreNotJSON: a post-execute hook's replace_value_json that is
+// not strict JSON (cut short, duplicate keys, a lone value after another) fails that
+// call with INVALID_RESULT; the hook's stream and the batch's other calls go on.
+func TestHookReplacementsThatAreNotJSON(t *testing.T) {
+	e := start(t, "")
+	runProvider(t, e.app.Addr(), echoTool())
+	replacements := map[string]string{
+		"cut":    `{"a":`,
+		"dup":    `{"a":1,"a":2}`,
+		"two":    `1 2`,
+		"bare":   `nope`,
+		"fine":   `{"a":1}`,
+		"keep":   "",
+		"spaces": "  ",
+	}
+	stream, err := toolsdv1.NewHookServiceClient(e.conn).Connect(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&toolsdv1.HookServiceConnectRequest{Msg: &toolsdv1.HookServiceConnectRequest_Hello{Hello: &toolsdv1.HookHello{
+		Name: "replacer", Subscriptions: []*toolsdv1.HookSubscription{{Stage: toolsdv1.HookStage_HOOK_STAGE_POST_EXECUTE}},
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := stream.Recv(); err != nil || m.GetWelcome() == nil {
+		t.Fatalf("hook hello answered %v, %v; want a welcome", m, err)
+	}
+	go func() {
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				return
+			}
+			req := m.GetRequest()
+			d := &toolsdv1.HookDecision{RequestId: req.GetRequestId(), Verdict: toolsdv1.HookVerdict_HOOK_VERDICT_REPLACE,
+				ReplaceValueJson: replacements[req.GetCall().GetCallId()]}
+			if stream.Send(&toolsdv1.HookServiceConnectRequest{Msg: &toolsdv1.HookServiceConnectRequest_Decision{Decision: d}}) != nil {
+				return
+			}
+		}
+	}()
+	ids := slices.Sorted(maps.Keys(replacements))
+	calls := make([]*toolsdv1.ToolCall, len(ids))
+	for i, id := range ids {
+		calls[i] = call(id, "echo", `{"text":"hi"}`)
+	}
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-replace", Calls: calls}, batchOptions{})
+	want := map[string]string{"cut": "INVALID_RESULT", "dup": "INVALID_RESULT", "two": "INVALID_RESULT", "bare": "INVALID_RESULT",
+		"fine": "", "keep": "", "spaces": "INVALID_RESULT"}
+	for _, r := range out.results {
+		if got := r.GetError().GetCode(); got != want[r.GetCallId()] {
+			t.Errorf("call %s (replacement %q) = %q %q, want code %q", r.GetCallId(), replacements[r.GetCallId()], got, r.GetContent(), want[r.GetCallId()])
+		}
+	}
+}
+
+// TestProviderRegistrationsThatMeanNothing: on a provider's stream, register and
+// unregister messages that carry nothing valid are answered, each tool on its own,
+// with an error code and a message that quotes the provider's text cut short; a
+// message with no tools is answered with its ref and no statuses. The stream goes on.
+func TestProviderRegistrationsThatMeanNothing(t *testing.T) {
+	e := start(t, "")
+	p := helloHand(t, e.conn, "raw")
+	long := strings.Repeat("x", 1<<20)
+	obj := `{"type":"object"}`
+	register := func(ref uint64, scope string, defs ...*toolsdv1.ToolDefinition) []*toolsdv1.ToolRegistrationStatus {
+		t.Helper()
+		p.send(t, &toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Register{
+			Register: &toolsdv1.RegisterTools{Ref: ref, Scope: scope, Tools: defs}}})
+		res := p.recv(t).GetRegisterResult()
+		if res.GetRef() != ref {
+			t.Fatalf("register result ref = %d, want %d", res.GetRef(), ref)
+		}
+		return res.GetTools()
+	}
+	unregister := func(ref uint64, scope string, names ...string) []*toolsdv1.ToolRegistrationStatus {
+		t.Helper()
+		p.send(t, &toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Unregister{
+			Unregister: &toolsdv1.UnregisterTools{Ref: ref, Scope: scope, Names: names}}})
+		res := p.recv(t).GetRegisterResult()
+		if res.GetRef() != ref {
+			t.Fatalf("unregister result ref = %d, want %d", res.GetRef(), ref)
+		}
+		return res.GetTools()
+	}
+	check := func(what string, sts []*toolsdv1.ToolRegistrationStatus, want ...string) {
+		t.Helper()
+		var got []string
+		for _, st := range sts {
+			got = append(got, st.GetErrorCode())
+			if st.GetErrorCode() != "" && st.GetErrorMessage() == "" {
+				t.Errorf("%s: tool %.20q refused without a message", what, st.GetName())
+			}
+			if n := len(st.GetErrorMessage()); n > maxRefusalBytes {
+				t.Errorf("%s: error message is %d bytes, want what it quotes cut short", what, n)
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: codes %q, want %q", what, got, want)
+		}
+	}
+	check("no tools", register(1, ""))
+	check("empty definition", register(2, "", &toolsdv1.ToolDefinition{}), "INVALID_ARGUMENT")
+	check("invalid scope", register(3, long, &toolsdv1.ToolDefinition{Name: "a", ParametersJson: obj},
+		&toolsdv1.ToolDefinition{Name: "b", ParametersJson: obj}), "INVALID_ARGUMENT", "INVALID_ARGUMENT")
+	check("long name", register(4, "", &toolsdv1.ToolDefinition{Name: long, ParametersJson: obj}), "INVALID_ARGUMENT")
+	check("unknown mode", register(5, "", &toolsdv1.ToolDefinition{Name: "m", ParametersJson: obj, Mode: 9}), "INVALID_ARGUMENT")
+	check("malformed schema", register(6, "", &toolsdv1.ToolDefinition{Name: "s", ParametersJson: `{"type":`}), "INVALID_ARGUMENT")
+	check("same name twice", register(7, "", &toolsdv1.ToolDefinition{Name: "twice", ParametersJson: obj},
+		&toolsdv1.ToolDefinition{Name: "twice", ParametersJson: obj}), "", "ALREADY_EXISTS")
+	check("no names", unregister(100, ""))
+	check("unregister nothing", unregister(101, "", "", "never", long), "NOT_FOUND", "NOT_FOUND", "NOT_FOUND")
+	check("unregister in an invalid scope", unregister(102, long, "twice"), "INVALID_ARGUMENT")
+	if got := e.schemaNames(t, ""); !slices.Equal(got, []string{"twice"}) {
+		t.Errorf("Schemas() = %v, want only twice", got)
+	}
+}
+
+// TestUnaryRequestErrors walks the fields of every unary ToolService request (and the
+// two session reads) with values that mean nothing: each is refused with its code and
+// ErrorInfo reason, with a BadRequest naming the field where toolsd checks the field
+// itself, and a megabyte of text in the request comes back cut short.
+func TestUnaryRequestErrors(t *testing.T) {
+	e := start(t, "")
+	p, _ := runProvider(t, e.app.Addr(), constTool("fine", "ok"))
+	pid := p.ProviderID()
+	long := strings.Repeat("x", 1<<20)
+	obj := `{"type":"object"}`
+	tools := e.tools
+	regDef := func(d *toolsdv1.ToolDefinition) func(context.Context) error {
+		return func(ctx context.Context) error {
+			_, err := tools.RegisterTool(ctx, &toolsdv1.RegisterToolRequest{ProviderId: pid, Tool: d})
+			return err
+		}
+	}
+	for name, tc := range map[string]struct {
+		rpc    func(context.Context) error
+		code   codes.Code
+		reason string
+		field  string // the BadRequest field, if any
+	}{
+		"RegisterTool without provider_id": {rpc: func(ctx context.Context) error {
+			_, err := tools.RegisterTool(ctx, &toolsdv1.RegisterToolRequest{Tool: &toolsdv1.ToolDefinition{Name: "a", ParametersJson: obj}})
+			return err
+		}, code: codes.InvalidArgument, reason: "BAD_REQUEST", field: "provider_id"},
+		"RegisterTool with a long provider_id": {rpc: func(ctx context.Context) error {
+			_, err := tools.RegisterTool(ctx, &toolsdv1.RegisterToolRequest{ProviderId: long, Tool: &toolsdv1.ToolDefinition{Name: "a", ParametersJson: obj}})
+			return err
+		}, code: codes.FailedPrecondition, reason: "PROVIDER_NOT_CONNECTED"},
+		"RegisterTool in a long scope": {rpc: func(ctx context.Context) error {
+			_, err := tools.RegisterTool(ctx, &toolsdv1.RegisterToolRequest{Scope: long, ProviderId: pid, Tool: &toolsdv1.ToolDefinition{Name: "a", ParametersJson: obj}})
+			return err
+		}, code: codes.InvalidArgument, reason: "INVALID_SCOPE"},
+		"RegisterTool without a name":       {rpc: regDef(&toolsdv1.ToolDefinition{ParametersJson: obj}), code: codes.InvalidArgument, reason: "INVALID_TOOL_NAME"},
+		"RegisterTool with a long name":     {rpc: regDef(&toolsdv1.ToolDefinition{Name: long, ParametersJson: obj}), code: codes.InvalidArgument, reason: "INVALID_TOOL_NAME"},
+		"RegisterTool of run_code":          {rpc: regDef(&toolsdv1.ToolDefinition{Name: "run_code", ParametersJson: obj}), code: codes.InvalidArgument, reason: "INVALID_TOOL_NAME"},
+		"RegisterTool without parameters":   {rpc: regDef(&toolsdv1.ToolDefinition{Name: "a"}), code: codes.InvalidArgument, reason: "INVALID_SCHEMA"},
+		"RegisterTool with parameters cut":  {rpc: regDef(&toolsdv1.ToolDefinition{Name: "a", ParametersJson: `{"type":`}), code: codes.InvalidArgument, reason: "INVALID_SCHEMA"},
+		"RegisterTool with long parameters": {rpc: regDef(&toolsdv1.ToolDefinition{Name: "a", ParametersJson: "{" + long}), code: codes.ResourceExhausted, reason: "LIMIT_EXCEEDED"},
+		"RegisterTool with a string root":   {rpc: regDef(&toolsdv1.ToolDefinition{Name: "a", ParametersJson: `{"type":"string"}`}), code: codes.InvalidArgument, reason: "INVALID_SCHEMA"},
+		"RegisterTool with an output schema cut": {rpc: regDef(&toolsdv1.ToolDefinition{Name: "a", ParametersJson: obj, OutputSchemaJson: `[`}),
+			code: codes.InvalidArgument, reason: "INVALID_SCHEMA"},
+		"RegisterTool with a long description": {rpc: regDef(&toolsdv1.ToolDefinition{Name: "a", ParametersJson: obj, Description: long}),
+			code: codes.ResourceExhausted, reason: "LIMIT_EXCEEDED"},
+		"RegisterTool with a long title": {rpc: regDef(&toolsdv1.ToolDefinition{Name: "a", ParametersJson: obj, Annotations: &toolsdv1.ToolAnnotations{Title: long}}),
+			code: codes.ResourceExhausted, reason: "LIMIT_EXCEEDED"},
+		"RegisterTool with a condition cut": {rpc: regDef(&toolsdv1.ToolDefinition{Name: "a", ParametersJson: obj, Condition: "1 +"}),
+			code: codes.InvalidArgument, reason: "INVALID_CONDITION"},
+		"RegisterTool with a condition that is no bool": {rpc: regDef(&toolsdv1.ToolDefinition{Name: "a", ParametersJson: obj, Condition: "1"}),
+			code: codes.InvalidArgument, reason: "INVALID_CONDITION"},
+		"RegisterTool with a long condition": {rpc: regDef(&toolsdv1.ToolDefinition{Name: "a", ParametersJson: obj, Condition: long}),
+			code: codes.ResourceExhausted, reason: "LIMIT_EXCEEDED"},
+		"RegisterTool of a taken name": {rpc: regDef(&toolsdv1.ToolDefinition{Name: "fine", ParametersJson: obj}), code: codes.AlreadyExists, reason: "TOOL_EXISTS"},
+
+		"UnregisterTool without a name": {rpc: func(ctx context.Context) error {
+			_, err := tools.UnregisterTool(ctx, &toolsdv1.UnregisterToolRequest{})
+			return err
+		}, code: codes.InvalidArgument, reason: "BAD_REQUEST", field: "name"},
+		"UnregisterTool of a long name": {rpc: func(ctx context.Context) error {
+			_, err := tools.UnregisterTool(ctx, &toolsdv1.UnregisterToolRequest{Name: long})
+			return err
+		}, code: codes.NotFound, reason: "UNKNOWN_TOOL"},
+		"UnregisterTool in a long scope": {rpc: func(ctx context.Context) error {
+			_, err := tools.UnregisterTool(ctx, &toolsdv1.UnregisterToolRequest{Name: "fine", Scope: long})
+			return err
+		}, code: codes.InvalidArgument, reason: "INVALID_SCOPE"},
+		"UnregisterTool for a long provider_id": {rpc: func(ctx context.Context) error {
+			_, err := tools.UnregisterTool(ctx, &toolsdv1.UnregisterToolRequest{Name: "fine", ProviderId: long})
+			return err
+		}, code: codes.FailedPrecondition, reason: "PROVIDER_NOT_CONNECTED"},
+
+		"Schemas of a long scope": {rpc: func(ctx context.Context) error {
+			_, err := tools.Schemas(ctx, &toolsdv1.SchemasRequest{Scope: long})
+			return err
+		}, code: codes.InvalidArgument, reason: "INVALID_SCOPE"},
+		"Schemas of a long tool_set_id": {rpc: func(ctx context.Context) error {
+			_, err := tools.Schemas(ctx, &toolsdv1.SchemasRequest{ToolSetId: long})
+			return err
+		}, code: codes.NotFound, reason: "TOOL_SET_GONE"},
+
+		"Restrict with no lists": {rpc: func(ctx context.Context) error {
+			_, err := tools.Restrict(ctx, &toolsdv1.RestrictRequest{Scope: "team"})
+			return err
+		}, code: codes.InvalidArgument, reason: "INVALID_RESTRICTION"},
+		"Restrict of the global scope": {rpc: func(ctx context.Context) error {
+			_, err := tools.Restrict(ctx, &toolsdv1.RestrictRequest{Deny: []string{"fine"}})
+			return err
+		}, code: codes.InvalidArgument, reason: "INVALID_RESTRICTION"},
+		"Restrict of a long scope": {rpc: func(ctx context.Context) error {
+			_, err := tools.Restrict(ctx, &toolsdv1.RestrictRequest{Scope: long, Deny: []string{"fine"}})
+			return err
+		}, code: codes.InvalidArgument, reason: "INVALID_SCOPE"},
+		"Restrict allowing a long name": {rpc: func(ctx context.Context) error {
+			_, err := tools.Restrict(ctx, &toolsdv1.RestrictRequest{Scope: "team", Allow: []string{long}})
+			return err
+		}, code: codes.InvalidArgument, reason: "INVALID_TOOL_NAME"},
+		"Restrict denying an empty name": {rpc: func(ctx context.Context) error {
+			_, err := tools.Restrict(ctx, &toolsdv1.RestrictRequest{Scope: "team", Deny: []string{""}})
+			return err
+		}, code: codes.InvalidArgument, reason: "INVALID_TOOL_NAME"},
+		"Restrict naming run_code": {rpc: func(ctx context.Context) error {
+			_, err := tools.Restrict(ctx, &toolsdv1.RestrictRequest{Scope: "team", Deny: []string{"run_code"}})
+			return err
+		}, code: codes.InvalidArgument, reason: "INVALID_RESTRICTION"},
+
+		"Unrestrict without an id": {rpc: func(ctx context.Context) error {
+			_, err := tools.Unrestrict(ctx, &toolsdv1.UnrestrictRequest{})
+			return err
+		}, code: codes.InvalidArgument, reason: "BAD_REQUEST", field: "restriction_id"},
+		"Unrestrict of a long id": {rpc: func(ctx context.Context) error {
+			_, err := tools.Unrestrict(ctx, &toolsdv1.UnrestrictRequest{RestrictionId: long})
+			return err
+		}, code: codes.NotFound, reason: "UNKNOWN_RESTRICTION"},
+
+		"ResolveToolSet in a long scope": {rpc: func(ctx context.Context) error {
+			_, err := tools.ResolveToolSet(ctx, &toolsdv1.ResolveToolSetRequest{Scope: long})
+			return err
+		}, code: codes.InvalidArgument, reason: "INVALID_SCOPE"},
+		"ResolveToolSet for a long model.provider": {rpc: func(ctx context.Context) error {
+			_, err := tools.ResolveToolSet(ctx, &toolsdv1.ResolveToolSetRequest{Model: &toolsdv1.ModelSelection{Provider: long}})
+			return err
+		}, code: codes.InvalidArgument, reason: "BAD_REQUEST", field: "model.provider"},
+		"ResolveToolSet for a long model.reasoning_effort": {rpc: func(ctx context.Context) error {
+			_, err := tools.ResolveToolSet(ctx, &toolsdv1.ResolveToolSetRequest{Model: &toolsdv1.ModelSelection{ReasoningEffort: long}})
+			return err
+		}, code: codes.InvalidArgument, reason: "BAD_REQUEST", field: "model.reasoning_effort"},
+
+		"ReleaseToolSet without an id": {rpc: func(ctx context.Context) error {
+			_, err := tools.ReleaseToolSet(ctx, &toolsdv1.ReleaseToolSetRequest{})
+			return err
+		}, code: codes.InvalidArgument, reason: "BAD_REQUEST", field: "tool_set_id"},
+		"ReleaseToolSet of a long id": {rpc: func(ctx context.Context) error {
+			_, err := tools.ReleaseToolSet(ctx, &toolsdv1.ReleaseToolSetRequest{ToolSetId: long})
+			return err
+		}, code: codes.NotFound, reason: "TOOL_SET_GONE"},
+
+		"ApproveQuarantined without a content_hash": {rpc: func(ctx context.Context) error {
+			_, err := tools.ApproveQuarantined(ctx, &toolsdv1.ApproveQuarantinedRequest{Name: "fine"})
+			return err
+		}, code: codes.InvalidArgument, reason: "BAD_REQUEST", field: "content_hash"},
+		"ApproveQuarantined in a long scope": {rpc: func(ctx context.Context) error {
+			_, err := tools.ApproveQuarantined(ctx, &toolsdv1.ApproveQuarantinedRequest{Scope: long, Name: "fine", ContentHash: long})
+			return err
+		}, code: codes.InvalidArgument, reason: "INVALID_SCOPE"},
+		"ApproveQuarantined of a long name": {rpc: func(ctx context.Context) error {
+			_, err := tools.ApproveQuarantined(ctx, &toolsdv1.ApproveQuarantinedRequest{Name: long, ContentHash: long})
+			return err
+		}, code: codes.NotFound, reason: "NOT_QUARANTINED"},
+
+		"ReadSession without a session_id": {rpc: func(ctx context.Context) error {
+			s, err := tools.ReadSession(ctx, &toolsdv1.ReadSessionRequest{})
+			if err != nil {
+				return err
+			}
+			_, err = s.Recv()
+			return err
+		}, code: codes.InvalidArgument, reason: "BAD_REQUEST", field: "session_id"},
+		"ReadSession of a long session_id": {rpc: func(ctx context.Context) error {
+			s, err := tools.ReadSession(ctx, &toolsdv1.ReadSessionRequest{SessionId: long})
+			if err != nil {
+				return err
+			}
+			_, err = s.Recv()
+			return err
+		}, code: codes.InvalidArgument, reason: "BAD_REQUEST", field: "session_id"},
+		"WatchSession without a session_id": {rpc: func(ctx context.Context) error {
+			s, err := tools.WatchSession(ctx, &toolsdv1.WatchSessionRequest{})
+			if err != nil {
+				return err
+			}
+			_, err = s.Recv()
+			return err
+		}, code: codes.InvalidArgument, reason: "BAD_REQUEST", field: "session_id"},
+		"WatchSession of a long session_id": {rpc: func(ctx context.Context) error {
+			s, err := tools.WatchSession(ctx, &toolsdv1.WatchSessionRequest{SessionId: long})
+			if err != nil {
+				return err
+			}
+			_, err = s.Recv()
+			return err
+		}, code: codes.InvalidArgument, reason: "BAD_REQUEST", field: "session_id"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := tc.rpc(t.Context())
+			st := status.Convert(err)
+			if st.Code() != tc.code || reason(err) != tc.reason {
+				t.Fatalf("%s = %v, want %v, reason %s", name, err, tc.code, tc.reason)
+			}
+			var want []string
+			if tc.field != "" {
+				want = []string{tc.field}
+			}
+			if got := fieldViolations(err); !slices.Equal(got, want) {
+				t.Errorf("%s field violations = %v, want %v", name, got, want)
+			}
+			if n := proto.Size(st.Proto()); n > maxRefusalBytes {
+				t.Errorf("%s refusal is %d bytes, want what it quotes cut short", name, n)
+			}
+		})
+	}
+	if got := e.schemaNames(t, ""); !slices.Equal(got, []string{"fine"}) {
+		t.Errorf("Schemas() after the refusals = %v, want only fine", got)
+	}
+}
+
+// TestBatchFieldsThatMeanNothing: a batch in a megabyte-long scope or naming a
+// megabyte-long tool set is refused with a status that quotes it cut short; in a batch
+// that runs, a call naming no tool or a megabyte-long one is UNKNOWN_TOOL and one with
+// no arguments is INVALID_ARGUMENTS, each result bounded, while its siblings run; a
+// max_parallel of 2^32-1 means the server's maximum.
+func TestBatchFieldsThatMeanNothing(t *testing.T) {
+	e := start(t, "")
+	runProvider(t, e.app.Addr(), constTool("fine", "ok"))
+	long := strings.Repeat("x", 1<<20)
+	ok := call("c", "fine", `{}`)
+	for name, b := range map[string]*toolsdv1.Batch{
+		"long scope":       {SessionId: "s-refused", Scope: long, Calls: []*toolsdv1.ToolCall{ok}},
+		"long tool_set_id": {SessionId: "s-refused", ToolSetId: long, Calls: []*toolsdv1.ToolCall{ok}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := e.execute(t, b, batchOptions{})
+			st := status.Convert(err)
+			if c := st.Code(); c != codes.InvalidArgument && c != codes.NotFound {
+				t.Fatalf("ExecuteBatch(%s) = %v, want InvalidArgument or NotFound", name, err)
+			}
+			if n := proto.Size(st.Proto()); n > maxRefusalBytes {
+				t.Errorf("the refusal is %d bytes, want what it quotes cut short", n)
+			}
+		})
+	}
+	if events := e.readSession(t, "s-refused"); len(events) != 0 {
+		t.Errorf("refused batches logged %d events, want none", len(events))
+	}
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-calls", MaxParallel: ^uint32(0), Calls: []*toolsdv1.ToolCall{
+		call("no-name", "", `{}`), call("long-name", long, `{}`), call("no-args", "fine", ``), call("fine", "fine", `{}`),
+	}}, batchOptions{})
+	if diff := cmp.Diff([]string{"UNKNOWN_TOOL", "UNKNOWN_TOOL", "INVALID_ARGUMENTS", ""}, resultCodes(out.results)); diff != "" {
+		t.Errorf("result codes (-want +got):\n%s", diff)
+	}
+	for _, r := range out.results {
+		if n := proto.Size(r); n > maxRefusalBytes {
+			t.Errorf("result of %s is %d bytes, want what it quotes cut short", r.GetCallId(), n)
+		}
 	}
 }

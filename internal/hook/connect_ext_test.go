@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/internal/hook"
@@ -95,6 +96,22 @@ func TestConnectRejects(t *testing.T) {
 			msgs: []*toolsdv1.HookServiceConnectRequest{helloMsg(helloFor("a", sub(pre, "", "a/[", 0)))},
 			code: codes.InvalidArgument, message: `scope glob "a/["`,
 		},
+		"unknown stage": {
+			msgs: []*toolsdv1.HookServiceConnectRequest{helloMsg(helloFor("a", ok, sub(toolsdv1.HookStage(99), "", "", 0)))},
+			code: codes.InvalidArgument, message: "hello.subscriptions[1]: invalid stage 99",
+		},
+		"too many subscriptions": {
+			msgs: []*toolsdv1.HookServiceConnectRequest{helloMsg(helloFor("a", slices.Repeat([]*toolsdv1.HookSubscription{ok}, 65)...))},
+			code: codes.InvalidArgument, message: "65 subscriptions, at most 64",
+		},
+		"long tool glob": {
+			msgs: []*toolsdv1.HookServiceConnectRequest{helloMsg(helloFor("a", sub(pre, strings.Repeat("t", 257), "", 0)))},
+			code: codes.InvalidArgument, message: "globs are limited to 256 bytes",
+		},
+		"long scope glob": {
+			msgs: []*toolsdv1.HookServiceConnectRequest{helloMsg(helloFor("a", sub(pre, "", strings.Repeat("s", 1<<20), 0)))},
+			code: codes.InvalidArgument, message: "globs are limited to 256 bytes",
+		},
 		"too many double stars": {
 			msgs: []*toolsdv1.HookServiceConnectRequest{helloMsg(helloFor("a", sub(pre, "", "**/a/**/b/**/c/**", 0)))},
 			code: codes.InvalidArgument, message: `at most 3 "**" segments`,
@@ -104,8 +121,12 @@ func TestConnectRejects(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t)
 			err := recvUntilError(e.openRaw(t, tc.msgs...))
-			if st, _ := status.FromError(err); st.Code() != tc.code || !strings.Contains(st.Message(), tc.message) {
+			st, _ := status.FromError(err)
+			if st.Code() != tc.code || !strings.Contains(st.Message(), tc.message) {
 				t.Errorf("stream error = %v, want %v containing %q", err, tc.code, tc.message)
+			}
+			if n := proto.Size(st.Proto()); n > 4<<10 {
+				t.Errorf("stream error is %d bytes, want what it echoes of the hello cut short", n)
 			}
 			if n := len(e.hub.Hooks()); n != 0 {
 				t.Errorf("Hooks() = %d, want 0", n)
