@@ -574,3 +574,49 @@ func TestBatchFieldsThatMeanNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestEmptyHookContextsAreDropped: a post-execute hook's add_context entries with no
+// text (empty or only white space) are dropped: an agent loop would otherwise append
+// an empty user message to the model's next request, which model APIs refuse. The
+// others are delivered and logged as before.
+func TestEmptyHookContextsAreDropped(t *testing.T) {
+	e := start(t, "")
+	runProvider(t, e.app.Addr(), echoTool())
+	stream, err := toolsdv1.NewHookServiceClient(e.conn).Connect(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&toolsdv1.HookServiceConnectRequest{Msg: &toolsdv1.HookServiceConnectRequest_Hello{Hello: &toolsdv1.HookHello{
+		Name: "contexts", Subscriptions: []*toolsdv1.HookSubscription{{Stage: toolsdv1.HookStage_HOOK_STAGE_POST_EXECUTE}},
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := stream.Recv(); err != nil || m.GetWelcome() == nil {
+		t.Fatalf("hook hello answered %v, %v; want a welcome", m, err)
+	}
+	go func() {
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				return
+			}
+			d := &toolsdv1.HookDecision{RequestId: m.GetRequest().GetRequestId(), AddContext: []string{"", "kept", " \n\t", "also kept"}}
+			if stream.Send(&toolsdv1.HookServiceConnectRequest{Msg: &toolsdv1.HookServiceConnectRequest_Decision{Decision: d}}) != nil {
+				return
+			}
+		}
+	}()
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-contexts", Calls: []*toolsdv1.ToolCall{call("c", "echo", `{"text":"hi"}`)}}, batchOptions{})
+	if got := out.settled.GetAdditionalContexts(); !slices.Equal(got, []string{"kept", "also kept"}) {
+		t.Errorf("settled.additional_contexts = %q, want [kept, also kept]", got)
+	}
+	var logged []string
+	for _, ev := range e.readSession(t, "s-contexts") {
+		if m := ev.GetUserMessage(); m != nil {
+			logged = append(logged, m.GetContent())
+		}
+	}
+	if !slices.Equal(logged, []string{"kept", "also kept"}) {
+		t.Errorf("logged user messages %q, want [kept, also kept]", logged)
+	}
+}

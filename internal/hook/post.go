@@ -69,10 +69,10 @@ func (h *Hub) postStep(ch *chain, c *conn, e *tool.Exec, a answer) bool {
 	d := a.d
 	switch d.GetVerdict() {
 	case toolsdv1.HookVerdict_HOOK_VERDICT_UNSPECIFIED, toolsdv1.HookVerdict_HOOK_VERDICT_ACCEPT:
-		ch.contexts = append(ch.contexts, d.GetAddContext()...)
+		ch.addContexts(d)
 		return false
 	case toolsdv1.HookVerdict_HOOK_VERDICT_BLOCK:
-		ch.contexts = append(ch.contexts, d.GetAddContext()...)
+		ch.addContexts(d)
 		v := pipeline.PostVerdict{Action: pipeline.Block, Reason: reasonOf(d), UserReason: userReason(c, reasonOf(d), "blocked the result")}
 		if d.GetPrivate() {
 			v.Reason = "" // the pipeline's generic message
@@ -80,10 +80,21 @@ func (h *Hub) postStep(ch *chain, c *conn, e *tool.Exec, a answer) bool {
 		ch.block = &v
 		return true
 	case toolsdv1.HookVerdict_HOOK_VERDICT_REPLACE:
-		ch.contexts = append(ch.contexts, d.GetAddContext()...)
+		ch.addContexts(d)
 		return ch.replace(d)
 	}
 	return h.postFailure(ch, c, e, fmt.Errorf("%w: verdict %s is not valid after execution", errProtocol, d.GetVerdict()))
+}
+
+// addContexts appends the decision's contexts that carry text. One with none (empty,
+// or white space only) is dropped: delivered, it would become an empty user message in
+// the model's next request, which model APIs refuse.
+func (ch *chain) addContexts(d *toolsdv1.HookDecision) {
+	for _, c := range d.GetAddContext() {
+		if strings.TrimSpace(c) != "" {
+			ch.contexts = append(ch.contexts, c)
+		}
+	}
 }
 
 // replace applies a REPLACE to the result the next hook sees, the way the pipeline

@@ -308,7 +308,8 @@ type HookDecision struct {
 	// REPLACE: new JSON value (must satisfy the tool's output schema; empty keeps the
 	// current value). A value for an error result fails the call with INVALID_RESULT.
 	ReplaceValueJson string `protobuf:"bytes,6,opt,name=replace_value_json,json=replaceValueJson,proto3" json:"replace_value_json,omitempty"`
-	// Post-execute: additional contexts to deliver when the batch settles.
+	// Post-execute: additional contexts to deliver when the batch settles. An entry with no
+	// text (empty or white space only) is dropped.
 	AddContext    []string `protobuf:"bytes,7,rep,name=add_context,json=addContext,proto3" json:"add_context,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
