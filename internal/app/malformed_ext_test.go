@@ -620,3 +620,98 @@ func TestEmptyHookContextsAreDropped(t *testing.T) {
 		t.Errorf("logged user messages %q, want [kept, also kept]", logged)
 	}
 }
+
+// TestToolSetIDsThatReferToNothingHere: a tool set named with another scope than it was
+// resolved for is INVALID_ARGUMENT naming the field (tool_set_id, batch.tool_set_id);
+// once released, the id is NOT_FOUND, TOOL_SET_GONE, to Schemas, ExecuteBatch and a
+// second ReleaseToolSet.
+func TestToolSetIDsThatReferToNothingHere(t *testing.T) {
+	e := start(t, "")
+	runProvider(t, e.app.Addr(), constTool("fine", "ok"))
+	set, err := e.tools.ResolveToolSet(t.Context(), &toolsdv1.ResolveToolSetRequest{Scope: "team"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := set.GetToolSetId()
+	batch := &toolsdv1.Batch{SessionId: "s-sets", ToolSetId: id, Calls: []*toolsdv1.ToolCall{call("c", "fine", `{}`)}}
+	_, schemasErr := e.tools.Schemas(t.Context(), &toolsdv1.SchemasRequest{ToolSetId: id})
+	_, batchErr := e.execute(t, batch, batchOptions{})
+	for rpc, tc := range map[string]struct {
+		err   error
+		field string
+	}{"Schemas": {schemasErr, "tool_set_id"}, "ExecuteBatch": {batchErr, "batch.tool_set_id"}} {
+		if got := fieldViolations(tc.err); status.Code(tc.err) != codes.InvalidArgument || reason(tc.err) != "BAD_REQUEST" || !slices.Equal(got, []string{tc.field}) {
+			t.Errorf("%s(a set of another scope) = %v with field violations %v, want InvalidArgument, BAD_REQUEST naming %s", rpc, tc.err, got, tc.field)
+		}
+	}
+	if _, err := e.tools.ReleaseToolSet(t.Context(), &toolsdv1.ReleaseToolSetRequest{ToolSetId: id}); err != nil {
+		t.Fatalf("ReleaseToolSet() = %v", err)
+	}
+	batch.Scope = "team"
+	_, schemasErr = e.tools.Schemas(t.Context(), &toolsdv1.SchemasRequest{Scope: "team", ToolSetId: id})
+	_, batchErr = e.execute(t, batch, batchOptions{})
+	_, releaseErr := e.tools.ReleaseToolSet(t.Context(), &toolsdv1.ReleaseToolSetRequest{ToolSetId: id})
+	for rpc, err := range map[string]error{"Schemas": schemasErr, "ExecuteBatch": batchErr, "ReleaseToolSet": releaseErr} {
+		if status.Code(err) != codes.NotFound || reason(err) != "TOOL_SET_GONE" {
+			t.Errorf("%s(a released set) = %v, want NotFound, TOOL_SET_GONE", rpc, err)
+		}
+	}
+	if events := e.readSession(t, "s-sets"); len(events) != 0 {
+		t.Errorf("refused batches logged %d events, want none", len(events))
+	}
+}
+
+// TestProviderResultFieldsThatMeanNothing: a provider's result whose metadata is not
+// strict UTF-8 JSON, or whose value is not UTF-8, fails that call with INVALID_RESULT
+// and logs no metadata; an error result without a message reads "the tool failed
+// without a message", and its bad metadata is dropped; cancelled on a call toolsd did
+// not cancel is ignored. Every call's result is logged, and the stream goes on.
+func TestProviderResultFieldsThatMeanNothing(t *testing.T) {
+	e := start(t, "")
+	p := connectHand(t, e, "raw")
+	answers := map[string]struct {
+		res     *toolsdv1.ExecuteResult
+		code    string
+		content string
+	}{
+		"meta-cut":       {res: &toolsdv1.ExecuteResult{Content: []byte("x"), MetaJson: []byte(`{`)}, code: "INVALID_RESULT"},
+		"meta-not-utf8":  {res: &toolsdv1.ExecuteResult{Content: []byte("x"), MetaJson: []byte("\"\xff\"")}, code: "INVALID_RESULT"},
+		"value-not-utf8": {res: &toolsdv1.ExecuteResult{ValueJson: []byte("\"\xff\"")}, code: "INVALID_RESULT"},
+		"error-no-message": {res: &toolsdv1.ExecuteResult{IsError: true}, code: "TOOL_ERROR",
+			content: "Error: the tool failed without a message"},
+		"error-meta-cut":    {res: &toolsdv1.ExecuteResult{IsError: true, ErrorMessage: []byte("boom"), MetaJson: []byte(`{`)}, code: "TOOL_ERROR", content: "Error: boom"},
+		"cancelled-unasked": {res: &toolsdv1.ExecuteResult{Cancelled: true, Content: []byte("done")}, content: "done"},
+	}
+	p.serve(func(ex *toolsdv1.ExecuteRequest) []*toolsdv1.ProviderServiceConnectRequest {
+		r := proto.Clone(answers[ex.GetCallId()].res).(*toolsdv1.ExecuteResult)
+		r.RequestId = ex.GetRequestId()
+		return []*toolsdv1.ProviderServiceConnectRequest{result(r)}
+	})
+	ids := slices.Sorted(maps.Keys(answers))
+	calls := make([]*toolsdv1.ToolCall, 0, len(ids))
+	for _, id := range ids {
+		calls = append(calls, call(id, "raw", `{}`))
+	}
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-results", Calls: calls}, batchOptions{})
+	for _, r := range out.results {
+		want := answers[r.GetCallId()]
+		if r.GetError().GetCode() != want.code || want.content != "" && r.GetContent() != want.content {
+			t.Errorf("call %s = %q %q, want code %q content %q", r.GetCallId(), r.GetError().GetCode(), r.GetContent(), want.code, want.content)
+		}
+		if r.GetMetaJson() != "" {
+			t.Errorf("call %s delivered metadata %q, want none", r.GetCallId(), r.GetMetaJson())
+		}
+	}
+	results := 0
+	for _, ev := range e.readSession(t, "s-results") {
+		if tr := ev.GetToolResult(); tr != nil {
+			results++
+			if tr.GetMetaJson() != "" {
+				t.Errorf("call %s logged metadata %q, want none", tr.GetMessage().GetCallId(), tr.GetMetaJson())
+			}
+		}
+	}
+	if results != len(ids) {
+		t.Errorf("logged %d results, want %d", results, len(ids))
+	}
+}
