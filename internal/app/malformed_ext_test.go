@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/pkg/provider"
 )
 
 // maxRefusalBytes bounds a refusal of a request that carries a megabyte of text: what
@@ -713,5 +714,39 @@ func TestProviderResultFieldsThatMeanNothing(t *testing.T) {
 	}
 	if results != len(ids) {
 		t.Errorf("logged %d results, want %d", results, len(ids))
+	}
+}
+
+// TestToolSetOfAnotherSession: a batch naming a tool set resolved for another session
+// is INVALID_ARGUMENT naming batch.tool_set_id, and nothing runs or is logged: the
+// set's conditions were judged on the other session's history (here, query_db is
+// admitted only where get_db_schema succeeded). A set resolved without a session
+// serves any session's batch.
+func TestToolSetOfAnotherSession(t *testing.T) {
+	e := start(t, "")
+	runProvider(t, e.app.Addr(),
+		constTool("get_db_schema", "tables: users"),
+		constTool("query_db", "1 row", provider.WithCondition(`session.succeeded("get_db_schema")`)),
+	)
+	e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-schema-known", Calls: []*toolsdv1.ToolCall{call("c0", "get_db_schema", `{}`)}}, batchOptions{})
+	set := e.resolve(t, "s-schema-known", 1, nil)
+	if !slices.Contains(names(set.GetTools()), "query_db") {
+		t.Fatalf("tool set = %v, want query_db admitted", names(set.GetTools()))
+	}
+	_, err := e.execute(t, &toolsdv1.Batch{SessionId: "s-elsewhere", ToolSetId: set.GetToolSetId(), Calls: []*toolsdv1.ToolCall{
+		call("c1", "query_db", `{}`),
+	}}, batchOptions{})
+	if got := fieldViolations(err); status.Code(err) != codes.InvalidArgument || reason(err) != "BAD_REQUEST" || !slices.Equal(got, []string{"batch.tool_set_id"}) {
+		t.Errorf("ExecuteBatch(another session's set) = %v with field violations %v, want InvalidArgument, BAD_REQUEST naming batch.tool_set_id", err, got)
+	}
+	if events := e.readSession(t, "s-elsewhere"); len(events) != 0 {
+		t.Errorf("the refused batch logged %d events, want none", len(events))
+	}
+	anywhere := e.resolve(t, "", 1, nil)
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-elsewhere", ToolSetId: anywhere.GetToolSetId(), Calls: []*toolsdv1.ToolCall{
+		call("c2", "get_db_schema", `{}`),
+	}}, batchOptions{})
+	if got := resultCodes(out.results); !slices.Equal(got, []string{""}) {
+		t.Errorf("batch with a set resolved without a session = %v, want success", got)
 	}
 }

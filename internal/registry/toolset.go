@@ -24,8 +24,10 @@ type ToolSet struct {
 	r     *Registry
 	id    string
 	scope string
-	owner string    // counted in Registry.setsOf while live
-	group *setGroup // while in Registry.sets
+	// session is the session whose history the conditions read ("" for none).
+	session string
+	owner   string    // counted in Registry.setsOf while live
+	group   *setGroup // while in Registry.sets
 	// entries is the resolving view's visible list (sorted, shared, immutable).
 	entries []*Entry
 	// admitted holds the conditional entries whose condition was true.
@@ -54,6 +56,10 @@ func (ts *ToolSet) ID() string { return ts.id }
 
 // Scope returns the scope the set was resolved for.
 func (ts *ToolSet) Scope() string { return ts.scope }
+
+// Session returns the session whose history the set's conditions read, "" when it was
+// resolved without one.
+func (ts *ToolSet) Session() string { return ts.session }
 
 // Lookup resolves name within the set. Names the set did not admit get the same error as
 // [Registry.Lookup] ([tool.ErrUnknownTool]); a released, expired or invalidated set
@@ -162,7 +168,7 @@ func (r *Registry) ResolveToolSet(ctx context.Context, scope string, env Conditi
 			return nil, err
 		}
 		ts := r.newToolSet(scope, v, admitted)
-		ts.owner = env.Owner
+		ts.owner, ts.session = env.Owner, env.SessionID
 
 		r.mu.Lock()
 		if err := r.checkSetLimitsLocked(ts.owner); err != nil {
@@ -191,7 +197,7 @@ func (r *Registry) ResolveToolSet(ctx context.Context, scope string, env Conditi
 		return nil, err
 	}
 	ts := r.newToolSet(scope, v, admitted)
-	ts.owner = env.Owner
+	ts.owner, ts.session = env.Owner, env.SessionID
 	r.addSetLocked(ts)
 	return ts, nil
 }

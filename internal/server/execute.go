@@ -290,6 +290,12 @@ func (s *Server) buildBatch(ctx context.Context, first *toolsdv1.ExecuteBatchReq
 		if ts.Scope() != req.GetScope() {
 			return nil, nil, badField("batch.tool_set_id", "tool set %q was not resolved for scope %q", id, req.GetScope())
 		}
+		// Its conditions read that session's history: under another session's batch,
+		// a tool admitted for what happened there would run here.
+		if sid := ts.Session(); sid != "" && sid != req.GetSessionId() {
+			return nil, nil, badField("batch.tool_set_id", "tool set %q was resolved for session %q, not %q",
+				id, textcut.Ellipsis(sid, maxLoggedID), textcut.Ellipsis(req.GetSessionId(), maxLoggedID))
+		}
 	}
 	b := &scheduler.Batch{
 		SessionID:   req.GetSessionId(),

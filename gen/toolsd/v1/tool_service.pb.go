@@ -1116,7 +1116,9 @@ type Batch struct {
 	Step uint64 `protobuf:"varint,4,opt,name=step,proto3" json:"step,omitempty"`
 	// The calls, in model order (at least one).
 	Calls []*ToolCall `protobuf:"bytes,5,rep,name=calls,proto3" json:"calls,omitempty"`
-	// Optional tool set from ResolveToolSet governing every call of the batch.
+	// Optional tool set from ResolveToolSet governing every call of the batch. It must have
+	// been resolved for the batch's scope and, if it was resolved with a session_id, for the
+	// batch's session (else INVALID_ARGUMENT).
 	ToolSetId string `protobuf:"bytes,6,opt,name=tool_set_id,json=toolSetId,proto3" json:"tool_set_id,omitempty"`
 	// Optional cap on parallel calls for this batch (0 = the server's maximum).
 	MaxParallel   uint32 `protobuf:"varint,7,opt,name=max_parallel,json=maxParallel,proto3" json:"max_parallel,omitempty"`
