@@ -6,16 +6,13 @@ import (
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2"
 	"go.uber.org/zap"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
-	"google.golang.org/grpc/status"
-)
 
-// errorDomain is the ErrorInfo domain of toolsd's statuses.
-const errorDomain = "toolsd.v1"
+	"github.com/toolsd/toolsd/internal/rpcerr"
+)
 
 // AuthFunc authenticates ctx and returns it carrying the [Identity], with the caller's
 // credentials stripped ([StripCredentials]). Its error is an Unauthenticated status with
@@ -71,11 +68,7 @@ func (a *Authenticator) reject(ctx context.Context, err error) error {
 		fields = append(fields, zap.String("peer", p.Addr.String()))
 	}
 	a.log.Info("authentication failed", fields...)
-	st := status.New(codes.Unauthenticated, detail)
-	if withInfo, derr := st.WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: errorDomain}); derr == nil {
-		st = withInfo
-	}
-	return st.Err()
+	return rpcerr.Error(codes.Unauthenticated, reason, detail)
 }
 
 // StripCredentials returns ctx without the caller's authorization metadata, so nothing

@@ -13,12 +13,10 @@ import (
 
 	"github.com/toolsd/toolsd/internal/auth"
 	"github.com/toolsd/toolsd/internal/registry"
+	"github.com/toolsd/toolsd/internal/rpcerr"
 	"github.com/toolsd/toolsd/internal/session"
 	"github.com/toolsd/toolsd/internal/tool"
 )
-
-// errorDomain is the ErrorInfo domain of every toolsd status.
-const errorDomain = "toolsd.v1"
 
 // errorTable maps domain errors to gRPC codes and stable reasons. It is walked in order
 // with errors.Is, so wrapped errors keep their mapping; put specific errors first.
@@ -93,7 +91,7 @@ func toStatus(log *zap.Logger, err error) error {
 			continue
 		}
 		st := status.New(row.code, err.Error())
-		details := []protoadapt.MessageV1{&errdetails.ErrorInfo{Reason: row.reason, Domain: errorDomain}}
+		details := []protoadapt.MessageV1{&errdetails.ErrorInfo{Reason: row.reason, Domain: rpcerr.Domain}}
 		var fe *fieldError
 		if errors.As(err, &fe) {
 			details = append(details, &errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: fe.field, Description: fe.desc}}})
