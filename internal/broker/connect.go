@@ -12,7 +12,11 @@ import (
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/internal/rpcerr"
+	"github.com/toolsd/toolsd/internal/textcut"
 )
+
+// maxHelloText bounds the provider name and version a stream keeps and logs.
+const maxHelloText = 128
 
 // Connect is the body of the ProviderService.Connect handler. The first message must be
 // hello; the broker answers with the provider id. From then on the stream carries
@@ -120,7 +124,8 @@ func (b *Broker) hello(c *conn, m *toolsdv1.ProviderServiceConnectRequest) error
 		return rpcerr.Errorf(codes.InvalidArgument, rpcerr.BadRequest,
 			"broker: the first message on a provider stream must be hello, got %s", messageKind(m))
 	}
-	c.name, c.version = h.GetName(), h.GetVersion()
+	// Kept and logged cut: the provider chooses them, bounded only by the message limit.
+	c.name, c.version = textcut.Ellipsis(h.GetName(), maxHelloText), textcut.Ellipsis(h.GetVersion(), maxHelloText)
 	c.maxInFlight = b.limits.MaxInFlightPerProvider
 	if n := int64(h.GetMaxInFlight()); n > 0 && n < int64(c.maxInFlight) {
 		c.maxInFlight = int(n)

@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,5 +52,30 @@ func TestReceiveLoopLinesEndWithAStuckStream(t *testing.T) {
 	}
 	if n := logs.FilterMessage("provider stream send blocked; closing without goodbye").Len(); n != 1 {
 		t.Errorf("%d lines saying the send was blocked at teardown, want 1 (else the test proves nothing)", n)
+	}
+}
+
+// TestHelloNameIsLoggedBounded: a provider's name and version are its own choice and
+// only bounded by the message limit; the "provider connected" line quotes them cut, so
+// a provider reconnecting in a loop cannot write megabytes of log per connection.
+func TestHelloNameIsLoggedBounded(t *testing.T) {
+	observed, logs := observer.New(zap.InfoLevel)
+	srv := brokertest.Start(t, brokertest.NewRegistrar(), broker.WithLogger(zap.New(observed)))
+	r := openRaw(t, srv)
+	big := strings.Repeat("n", 1<<20)
+	r.send(&toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Hello{
+		Hello: &toolsdv1.ProviderHello{Name: big, Version: big},
+	}})
+	if w := r.next().GetWelcome(); w == nil {
+		t.Fatal("no welcome for a provider with a 1 MiB name")
+	}
+	lines := logs.FilterMessage("provider connected").All()
+	if len(lines) != 1 {
+		t.Fatalf("%d \"provider connected\" lines, want 1", len(lines))
+	}
+	for _, key := range []string{"provider", "version"} {
+		if v, _ := lines[0].ContextMap()[key].(string); len(v) > 256 || !strings.HasPrefix(v, "nnnn") {
+			t.Errorf("%s logged as %d bytes, want its start, at most 256", key, len(v))
+		}
 	}
 }
