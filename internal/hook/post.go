@@ -54,8 +54,11 @@ func (p postExecute) PostExecute(ctx context.Context, e *tool.Exec, _ pipeline.T
 
 // chain is the composed outcome of the post-execute hooks so far.
 type chain struct {
-	cur      tool.Result // the result as the next hook sees it
-	content  *string
+	cur     tool.Result // the result as the next hook sees it
+	content *string
+	// derived: the chain derived content from a value it set, and no hook has set
+	// content since.
+	derived  bool
 	value    json.RawMessage
 	contexts []string
 	block    *pipeline.PostVerdict
@@ -97,12 +100,14 @@ func (ch *chain) addContexts(d *toolsdv1.HookDecision) {
 	}
 }
 
-// replace applies a REPLACE to the result the next hook sees, the way the pipeline
-// will apply it. A value for an error result ends the chain: the pipeline rejects it.
+// replace applies a REPLACE to the result the next hook sees. The composed verdict
+// carries every content the chain set, explicit or derived from a new value, so the
+// pipeline's result is the one the last hook left. A value for an error result ends the
+// chain: the pipeline rejects it.
 func (ch *chain) replace(d *toolsdv1.HookDecision) bool {
 	if d.ReplaceContent != nil {
 		s := d.GetReplaceContent()
-		ch.content = &s
+		ch.content, ch.derived = &s, false
 		ch.cur = replaceContent(ch.cur, s)
 	}
 	if v := d.GetReplaceValueJson(); v != "" {
@@ -110,8 +115,15 @@ func (ch *chain) replace(d *toolsdv1.HookDecision) bool {
 		if ch.cur.IsError {
 			return true
 		}
-		if d.ReplaceContent == nil && tool.DerivedFrom(ch.cur.Content, ch.cur.Value) {
-			ch.cur.Content, _ = tool.ContentFromValue(ch.value)
+		if d.ReplaceContent == nil && (ch.derived || tool.DerivedFrom(ch.cur.Content, ch.cur.Value)) {
+			// The content derived again is carried as a replacement of its own: the
+			// pipeline derives content only from the dispatched result, which an
+			// earlier hook's content may have replaced with the old value's text. It
+			// stays derived through a value that is not JSON (its text is then "", and
+			// normalization fails the value unless a later hook replaces it).
+			s, _ := tool.ContentFromValue(ch.value)
+			ch.content, ch.derived = &s, true
+			ch.cur.Content = s
 		}
 		ch.cur.Value = ch.value
 	}

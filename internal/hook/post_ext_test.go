@@ -179,3 +179,54 @@ func TestValueRedactionReachesDerivedContent(t *testing.T) {
 		t.Errorf("second hook saw %v, want %v", seen, wantSeen)
 	}
 }
+
+// TestValueRedactionAfterContentReplacement: a hook that redacts the value alone, after
+// an earlier hook replaced content and value together (the content being the value's
+// text), redacts what the model reads too: the result is the one the chain left, as
+// the hooks were shown it, not the earlier hook's content beside the later value.
+func TestValueRedactionAfterContentReplacement(t *testing.T) {
+	e := newEnv(t)
+	e.connect(t, helloFor("normalize", sub(post, "", "", 1)), always(&toolsdv1.HookDecision{
+		Verdict: toolsdv1.HookVerdict_HOOK_VERDICT_REPLACE, ReplaceContent: proto.String(`{"token":"s3cret"}`),
+		ReplaceValueJson: `{"token":"s3cret"}`}))
+	e.connect(t, helloFor("redact", sub(post, "", "", 2)), always(&toolsdv1.HookDecision{
+		Verdict: toolsdv1.HookVerdict_HOOK_VERDICT_REPLACE, ReplaceValueJson: `{"token":"[redacted]"}`}))
+	third := e.connect(t, helloFor("third", sub(post, "", "", 3)), always(verdict(toolsdv1.HookVerdict_HOOK_VERDICT_ACCEPT, "")))
+	disp := &dispatcher{fn: func(*tool.Exec) tool.Result {
+		return tool.Result{Content: "token: s3cret", Value: json.RawMessage(`{"token": "s3cret"}`)}
+	}}
+	got := e.newPipeline(disp).Run(t.Context(), newExec("echo", `{}`))
+	want := tool.Result{Content: `{"token":"[redacted]"}`, Value: json.RawMessage(`{"token":"[redacted]"}`)}
+	if !cmp.Equal(want, got) {
+		t.Errorf("Run() = %+v, want %+v", got, want)
+	}
+	wantSeen := &toolsdv1.HookResult{Content: want.Content, ValueJson: string(want.Value)}
+	if seen := third.next().GetResult(); !proto.Equal(wantSeen, seen) {
+		t.Errorf("third hook saw %v, want %v", seen, wantSeen)
+	}
+}
+
+// TestDerivedContentThroughAValueThatIsNotJSON: content derived from the value stays
+// derived when a hook replaces the value with one that is not JSON (whose text is
+// empty) and a later hook replaces it again with a valid one: the model reads the
+// valid value's text, not the empty text of the invalid one.
+func TestDerivedContentThroughAValueThatIsNotJSON(t *testing.T) {
+	e := newEnv(t)
+	e.connect(t, helloFor("broken", sub(post, "", "", 1)), always(&toolsdv1.HookDecision{
+		Verdict: toolsdv1.HookVerdict_HOOK_VERDICT_REPLACE, ReplaceValueJson: `{"token":`}))
+	e.connect(t, helloFor("fixed", sub(post, "", "", 2)), always(&toolsdv1.HookDecision{
+		Verdict: toolsdv1.HookVerdict_HOOK_VERDICT_REPLACE, ReplaceValueJson: `{"token":"[redacted]"}`}))
+	third := e.connect(t, helloFor("third", sub(post, "", "", 3)), always(verdict(toolsdv1.HookVerdict_HOOK_VERDICT_ACCEPT, "")))
+	disp := &dispatcher{fn: func(*tool.Exec) tool.Result {
+		return tool.Result{Content: `{"token":"s3cret"}`, Value: json.RawMessage(`{"token":"s3cret"}`)}
+	}}
+	got := e.newPipeline(disp).Run(t.Context(), newExec("echo", `{}`))
+	want := tool.Result{Content: `{"token":"[redacted]"}`, Value: json.RawMessage(`{"token":"[redacted]"}`)}
+	if !cmp.Equal(want, got) {
+		t.Errorf("Run() = %+v, want %+v", got, want)
+	}
+	wantSeen := &toolsdv1.HookResult{Content: want.Content, ValueJson: string(want.Value)}
+	if seen := third.next().GetResult(); !proto.Equal(wantSeen, seen) {
+		t.Errorf("third hook saw %v, want %v", seen, wantSeen)
+	}
+}
