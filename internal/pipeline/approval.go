@@ -39,9 +39,12 @@ func (s *snapshot) ask(ctx context.Context, e *tool.Exec, st *callState) (tool.R
 	if question == "" {
 		question = fmt.Sprintf("tool %q requires approval", e.Name)
 	}
-	actx, cancel := context.WithTimeout(ctx, s.cfg.ApprovalTimeout)
+	// The wait's own timer is told apart by its cause: a caller's deadline that passes
+	// first (a client's RPC deadline) ends the wait with DeadlineExceeded too, but it
+	// cancelled the call; the approval did not time out.
+	actx, cancel := context.WithTimeoutCause(ctx, s.cfg.ApprovalTimeout, errApprovalExpired)
 	d, err := e.Approver.Approve(actx, tool.ApprovalRequest{Call: &st.exposed(e).Call, Reason: question})
-	expired := errors.Is(actx.Err(), context.DeadlineExceeded)
+	expired := errors.Is(context.Cause(actx), errApprovalExpired)
 	cancel()
 	// A wait that expired, or a denial, came before any cancellation that followed it
 	// and is the more specific outcome: it stays. Only an approval (or no answer) gives
@@ -70,6 +73,9 @@ func (s *snapshot) ask(ctx context.Context, e *tool.Exec, st *callState) (tool.R
 		return failure(e, tool.CodeApprovalUnavailable, msgNoApprover, err.Error()), false
 	}
 }
+
+// errApprovalExpired is the cause of an approval wait whose own timeout fired.
+var errApprovalExpired = fmt.Errorf("approval wait expired: %w", context.DeadlineExceeded)
 
 // approvalTimedOut is the failure of a call whose approval wait of d expired.
 func approvalTimedOut(e *tool.Exec, d time.Duration) tool.Result {

@@ -384,3 +384,25 @@ func TestLateApprovalDoesNotRun(t *testing.T) {
 		t.Errorf("Run() = code %q content %q, dispatched %d times; want APPROVAL_TIMEOUT and no dispatch", r.Code(), r.Content, disp.count())
 	}
 }
+
+// A caller whose own deadline passes while its call waits for approval (a client's
+// RPC deadline) cancelled the call: the approval wait, far from its own timeout, did not
+// expire, and the result must not say it did.
+func TestCallerDeadlineDuringApprovalIsNotATimeout(t *testing.T) {
+	disp := returning(tool.Result{Content: "ok"})
+	p := pipeline.New(staticResolver(newTool("rm")), disp,
+		pipeline.WithConfig(pipeline.Config{ApprovalTimeout: time.Hour}),
+		pipeline.WithPreExecute(verdict(pipeline.Ask, "deletes files")))
+	e := newExec("rm", `{}`)
+	e.Approver = approverFunc(func(ctx context.Context, _ tool.ApprovalRequest) (tool.ApprovalDecision, error) {
+		<-ctx.Done()
+		return tool.ApprovalDecision{}, ctx.Err()
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), time.Millisecond)
+	defer cancel()
+	r := p.Run(ctx, e)
+	checkShape(t, e, r)
+	if r.Code() != tool.CodeAbortedBeforeDispatch || disp.count() != 0 {
+		t.Errorf("Run() = %q %q with %d dispatches, want ABORTED_BEFORE_DISPATCH and none", r.Code(), r.Err.Message, disp.count())
+	}
+}
