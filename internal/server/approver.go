@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"sync"
+	"time"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/internal/tool"
@@ -59,13 +60,9 @@ func (a *streamApprover) Approve(ctx context.Context, req tool.ApprovalRequest) 
 	if err != nil {
 		return tool.ApprovalDecision{}, tool.ErrApprovalUnavailable
 	}
-	select {
-	case d := <-ch:
+	d, err := a.wait(ctx, ch)
+	if err == nil {
 		return d, nil // one that came with the deadline is refused by the pipeline
-	case <-a.gone:
-		err = tool.ErrApprovalUnavailable
-	case <-ctx.Done():
-		err = ctx.Err()
 	}
 	// The client's answer may have come just before the half-close or cancellation that
 	// ended the wait (the reader handles its messages in order): the answer stands.
@@ -74,6 +71,31 @@ func (a *streamApprover) Approve(ctx context.Context, req tool.ApprovalRequest) 
 		return d, nil
 	default:
 		return tool.ApprovalDecision{}, err
+	}
+}
+
+// wait waits for the answer on ch, the client's half-close, or the end of ctx. A client that stops reading is cut off meanwhile, as it is while
+// results wait for room (see outbox.cutIfStalled): nothing else may be writing to it.
+func (a *streamApprover) wait(ctx context.Context, ch chan tool.ApprovalDecision) (tool.ApprovalDecision, error) {
+	var stall <-chan time.Time
+	if a.out.timeout > 0 {
+		t := time.NewTicker(a.out.timeout)
+		defer t.Stop()
+		stall = t.C
+	}
+	for {
+		select {
+		case d := <-ch:
+			return d, nil
+		case <-a.gone:
+			return tool.ApprovalDecision{}, tool.ErrApprovalUnavailable
+		case <-ctx.Done():
+			return tool.ApprovalDecision{}, ctx.Err()
+		case <-stall:
+			if a.out.cutIfStalled() {
+				return tool.ApprovalDecision{}, tool.ErrApprovalUnavailable
+			}
+		}
 	}
 }
 

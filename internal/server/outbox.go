@@ -61,6 +61,9 @@ type outbox struct {
 	// lastBytes is the size of the message (or pair) last handed to the stream, which
 	// the client may still be taking in while the next Send waits.
 	lastBytes atomic.Int64
+	// sends times the sender's Sends, for a caller that waits on the client without
+	// putting anything (see cutIfStalled).
+	sends streamgate.SendWatch
 }
 
 func newOutbox(stream batchStream, size int, timeout time.Duration, onCut func(error), direct bool) *outbox {
@@ -131,9 +134,9 @@ func (w *stallWatch) stuck() bool {
 }
 
 func (o *outbox) send(it outItem) error {
-	err := o.stream.Send(it.m)
+	err := streamgate.Send(&o.sends, o.stream.Send, it.m)
 	if err == nil && it.then != nil {
-		err = o.stream.Send(it.then)
+		err = streamgate.Send(&o.sends, o.stream.Send, it.then)
 	}
 	if err != nil {
 		return errors.Join(errClientGone, err)
@@ -164,6 +167,19 @@ func (o *outbox) sendDirectLocked(it outItem) (rest outItem, left bool, err erro
 		it = outItem{m: it.then}
 	}
 	return outItem{}, false, nil
+}
+
+// cutIfStalled cuts the client off, as a put waiting for room would, when the sender
+// has waited in one Send for longer than the write timeout allows (one more per
+// [streamgate.DrainRate] bytes of the message before it), and reports whether the
+// client is cut off. A put watches the client only while it waits for room, so a
+// caller that waits on the client with nothing to put (an approval: the request may
+// sit behind results the client never takes) calls this every write timeout.
+func (o *outbox) cutIfStalled() bool {
+	if o.sends.Stalled(o.timeout) {
+		o.fail(errSlowClient)
+	}
+	return o.failure() != nil
 }
 
 // fail records the first failure and cuts the client off with it.
