@@ -78,6 +78,16 @@ var celEnv = sync.OnceValues(func() (*cel.Env, error) {
 // interruptEvery is how many comprehension iterations pass between context checks.
 const interruptEvery = 100
 
+// maxConditionValueSize bounds every value a condition computes, in CEL's aggregate
+// size units (an element of a list or map, or 10 bytes of a string); a value more than
+// 5 levels deep or of more than 10000 elements counts as over it. The cost limit alone
+// does not bound sizes: lists that share elements (`[x, x]`) or were concatenated lazily
+// grow exponentially with nesting at a linear cost, and so did dyn strings
+// (`[model.model, 1].map(x, x + x)`) before [celx.SizedOperatorCosts]: a condition of a
+// few hundred bytes could allocate gigabytes, or make one `==` or `in` traverse 2^40
+// elements before its cost was charged.
+const maxConditionValueSize = 10000
+
 // compileCondition parses and type-checks src; errors name line:column.
 func compileCondition(name, src string, costLimit uint64) (cel.Program, error) {
 	where := "tool " + quoteName(name) + " condition"
@@ -96,7 +106,8 @@ func compileCondition(name, src string, costLimit uint64) (cel.Program, error) {
 	if !ast.OutputType().IsExactType(cel.BoolType) {
 		return nil, fmt.Errorf("%w: %s: 1:1: must return bool, not %s", ErrInvalidCondition, where, ast.OutputType())
 	}
-	prg, err := env.Program(ast, cel.CostLimit(costLimit), cel.InterruptCheckFrequency(interruptEvery))
+	prg, err := env.Program(ast, cel.CostLimit(costLimit), cel.InterruptCheckFrequency(interruptEvery),
+		cel.MemoryLimit(maxConditionValueSize), celx.SizedOperatorCosts())
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrInvalidCondition, where, err)
 	}

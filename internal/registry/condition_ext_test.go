@@ -202,3 +202,57 @@ func TestConditionalToolsNeedAToolSet(t *testing.T) {
 		t.Errorf("ToolSet.Lookup(cond) = %v, %v, want the conditional entry", got, err)
 	}
 }
+
+// nested wraps seed depth times in f, each level taking the previous as x.
+func nested(seed, f string, depth int) string {
+	e := seed
+	for range depth {
+		e = "[" + e + ", 1].map(x, " + f + ")[0]"
+	}
+	return e
+}
+
+// A condition's values are bounded in size, not only its steps: each case is a few
+// hundred bytes, cheap by step count, whose value doubles per level (strings and lists
+// concatenated as dyn, lists that share their elements), or that concatenates dyn
+// strings of kilobytes at a cost of 1 each.
+func TestConditionValueSizeLimit(t *testing.T) {
+	twenty := "[" + strings.TrimSuffix(strings.Repeat("1,", 20), ",") + "]"
+	tests := map[string]struct {
+		cond, want string
+	}{
+		"dyn string doubling":       {cond: `size(string(` + nested("model.model", "x + x", 14) + `)) > 0`, want: "limit exceeded"},
+		"lazily concatenated lists": {cond: `2 in ` + nested("[1]", "x + x", 16), want: "memory limit"},
+		"lists sharing elements":    {cond: nested("[1]", "[x, x]", 16) + ` == ` + nested("[1]", "[x, x]", 16), want: "memory limit"},
+		"dyn concatenation in a loop": {
+			cond: twenty + `.all(i, size(string(` + nested("model.model", "x + x", 5) + `)) > 0)`,
+			want: "cost limit",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := newRegistry(t)
+			mustRegister(t, r, "", withCondition("big", tc.cond), "")
+			ts, err := r.ResolveToolSet(t.Context(), "a", registry.ConditionEnv{Model: registry.ModelSelection{Model: strings.Repeat("m", 256)}})
+			if !errors.Is(err, registry.ErrActivationFailed) || ts != nil {
+				t.Fatalf("ResolveToolSet = %v, %v, want nil, ErrActivationFailed", ts, err)
+			}
+			if !strings.Contains(err.Error(), `"big"`) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("ResolveToolSet error = %q, want it to name the tool and contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// Conditions over small lists and strings stay within the size limit.
+func TestConditionValueSizeLimitAdmitsOrdinaryConditions(t *testing.T) {
+	r := newRegistry(t)
+	mustRegister(t, r, "", withCondition("ok", `[model.model, scope, "x"].exists(y, y == scope) && [[1, 2], [3]].all(l, size(l) > 0) && size(model.model + model.model) == 512`), "")
+	ts, err := r.ResolveToolSet(t.Context(), "a", registry.ConditionEnv{Model: registry.ModelSelection{Model: strings.Repeat("m", 256)}})
+	if err != nil {
+		t.Fatalf("ResolveToolSet = %v", err)
+	}
+	if _, err := ts.Lookup("ok"); err != nil {
+		t.Errorf("Lookup(ok) = %v, want the condition to hold", err)
+	}
+}
