@@ -95,7 +95,14 @@ func compileCondition(name, src string, costLimit uint64) (cel.Program, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: environment: %w", ErrInvalidCondition, where, err)
 	}
-	ast, iss := env.Compile(src)
+	ast, iss := env.Parse(src)
+	if iss == nil || iss.Err() == nil {
+		if loc, deep := celx.DeepComprehension(ast); deep {
+			return nil, fmt.Errorf("%w: %s: %d:%d: macros nest more than %d deep", ErrInvalidCondition, where,
+				loc.Line(), loc.Column()+1, celx.MaxComprehensionNesting)
+		}
+		ast, iss = env.Check(ast)
+	}
 	if iss != nil && iss.Err() != nil {
 		msgs := make([]string, 0, len(iss.Errors()))
 		for _, e := range iss.Errors() {

@@ -29,6 +29,9 @@ func TestConditionCompileErrors(t *testing.T) {
 		"computed pattern":   {cond: `scope.matches(model.model)`, want: "1:20: the pattern of matches must be a string literal"},
 		"computed pattern 2": {cond: `matches(scope, "^" + model.model)`, want: "1:20: the pattern of matches must be a string literal"},
 		"huge pattern":       {cond: `scope.matches("` + strings.Repeat(`.{0,1000}`, 20) + `")`, want: "exceeds"},
+		// Type-checking nested maps takes time cubic in their depth: seconds at 120.
+		"deep macros": {cond: "step > 0 &&\n  " + strings.Repeat("[1].map(x, ", 120) + "true" + strings.Repeat(")", 120) + " == []", want: "2:"},
+		"nine macros": {cond: strings.Repeat("[1].all(x, ", 9) + "true" + strings.Repeat(")", 9), want: "macros nest more than 8 deep"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -41,6 +44,15 @@ func TestConditionCompileErrors(t *testing.T) {
 				t.Errorf("Register(condition %q) = %q, want it to contain %q", tc.cond, err, tc.want)
 			}
 		})
+	}
+}
+
+// Macros nest up to 8 deep.
+func TestConditionMacroNesting(t *testing.T) {
+	r := newRegistry(t)
+	cond := strings.Repeat("[1].map(x, ", 8) + "true" + strings.Repeat(")", 8) + " != []"
+	if _, err := r.Register("", withCondition("t", cond), ""); err != nil {
+		t.Fatalf("Register(8 nested macros) = %v, want it accepted", err)
 	}
 }
 
@@ -213,17 +225,17 @@ func nested(seed, f string, depth int) string {
 }
 
 // A condition's values are bounded in size, not only its steps: each case is a few
-// hundred bytes, cheap by step count, whose value doubles per level (strings and lists
-// concatenated as dyn, lists that share their elements), or that concatenates dyn
+// hundred bytes, cheap by step count, whose value grows fourfold per level (strings and
+// lists concatenated as dyn, lists that share their elements), or that concatenates dyn
 // strings of kilobytes at a cost of 1 each.
 func TestConditionValueSizeLimit(t *testing.T) {
 	twenty := "[" + strings.TrimSuffix(strings.Repeat("1,", 20), ",") + "]"
 	tests := map[string]struct {
 		cond, want string
 	}{
-		"dyn string doubling":       {cond: `size(string(` + nested("model.model", "x + x", 14) + `)) > 0`, want: "limit exceeded"},
-		"lazily concatenated lists": {cond: `2 in ` + nested("[1]", "x + x", 16), want: "memory limit"},
-		"lists sharing elements":    {cond: nested("[1]", "[x, x]", 16) + ` == ` + nested("[1]", "[x, x]", 16), want: "memory limit"},
+		"dyn string doubling":       {cond: `size(string(` + nested("model.model", "x + x + x + x", 7) + `)) > 0`, want: "limit exceeded"},
+		"lazily concatenated lists": {cond: `2 in ` + nested("[1]", "x + x + x + x", 8), want: "memory limit"},
+		"lists sharing elements":    {cond: nested("[1]", "[x, x, x, x]", 8) + ` == ` + nested("[1]", "[x, x, x, x]", 8), want: "memory limit"},
 		"dyn concatenation in a loop": {
 			cond: twenty + `.all(i, size(string(` + nested("model.model", "x + x", 5) + `)) > 0)`,
 			want: "cost limit",
