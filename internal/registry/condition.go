@@ -106,7 +106,11 @@ func compileCondition(name, src string, costLimit uint64) (cel.Program, error) {
 	if iss != nil && iss.Err() != nil {
 		msgs := make([]string, 0, len(iss.Errors()))
 		for _, e := range iss.Errors() {
-			msgs = append(msgs, fmt.Sprintf("%d:%d: %s", e.Location.Line(), e.Location.Column()+1, e.Message))
+			line, col := e.Location.Line(), e.Location.Column()+1
+			if line < 1 { // the parser's recursion limit has no location
+				line, col = 1, 1
+			}
+			msgs = append(msgs, fmt.Sprintf("%d:%d: %s", line, col, e.Message))
 		}
 		return nil, fmt.Errorf("%w: %s: %s", ErrInvalidCondition, where, strings.Join(msgs, "; "))
 	}

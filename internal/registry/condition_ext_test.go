@@ -30,8 +30,9 @@ func TestConditionCompileErrors(t *testing.T) {
 		"computed pattern 2": {cond: `matches(scope, "^" + model.model)`, want: "1:20: the pattern of matches must be a string literal"},
 		"huge pattern":       {cond: `scope.matches("` + strings.Repeat(`.{0,1000}`, 20) + `")`, want: "exceeds"},
 		// Type-checking nested maps takes time cubic in their depth: seconds at 120.
-		"deep macros": {cond: "step > 0 &&\n  " + strings.Repeat("[1].map(x, ", 120) + "true" + strings.Repeat(")", 120) + " == []", want: "2:"},
-		"nine macros": {cond: strings.Repeat("[1].all(x, ", 9) + "true" + strings.Repeat(")", 9), want: "macros nest more than 8 deep"},
+		"deep macros":       {cond: "step > 0 &&\n  " + strings.Repeat("[1].map(x, ", 120) + "true" + strings.Repeat(")", 120) + " == []", want: "2:"},
+		"too deep to parse": {cond: strings.Repeat("(", 300) + "true" + strings.Repeat(")", 300), want: "tool \"t\" condition: 1:1: expression recursion limit exceeded"},
+		"nine macros":       {cond: strings.Repeat("[1].all(x, ", 9) + "true" + strings.Repeat(")", 9), want: "macros nest more than 8 deep"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
