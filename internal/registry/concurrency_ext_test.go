@@ -110,3 +110,37 @@ func TestResolveToolSetUnderConstantChange(t *testing.T) {
 		t.Errorf("the set admitted the registration with condition %q, want the last one (step > -3)", got)
 	}
 }
+
+// TestLockedResolutionIsBounded: the last attempt of a resolution evaluates under the
+// registry's write lock, which stops every lookup and registration of every tenant
+// while it runs. Conditions are bounded one by one, not together, so that attempt is
+// bounded in time: past the budget it gives up with ErrBusy (retryable) instead of
+// holding the lock for as long as a scope's conditions take.
+func TestLockedResolutionIsBounded(t *testing.T) {
+	var r *registry.Registry
+	var reads atomic.Int32
+	clock := func() time.Time {
+		if n := reads.Add(1); n <= 3 { // every unlocked attempt is raced
+			if err := r.Unregister("team", "first", "p"); err != nil {
+				t.Errorf("Unregister() = %v", err)
+			}
+			if _, err := r.Register("team", withCondition("first", "step > "+strconv.Itoa(-int(n))), "p"); err != nil {
+				t.Errorf("Register() = %v", err)
+			}
+		}
+		return time.Unix(0, 0)
+	}
+	r = newRegistry(t, registry.WithClock(clock), registry.WithLockedResolveBudget(time.Nanosecond))
+	mustRegister(t, r, "team", withCondition("first", "step > 0"), "p")
+	_, err := r.ResolveToolSet(t.Context(), "team", registry.ConditionEnv{Step: 1})
+	if !errors.Is(err, registry.ErrBusy) {
+		t.Fatalf("ResolveToolSet() whose locked attempt is over its budget = %v, want ErrBusy", err)
+	}
+	if n := reads.Load(); n < 3 {
+		t.Fatalf("the clock was read %d times, want 3 or more (three raced attempts): the test proves nothing", n)
+	}
+	// The lock was let go: the registry still answers.
+	if _, err := r.ResolveToolSet(t.Context(), "team", registry.ConditionEnv{Step: 1}); err != nil {
+		t.Errorf("ResolveToolSet() with nothing racing it = %v", err)
+	}
+}

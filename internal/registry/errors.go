@@ -23,6 +23,9 @@ var (
 	ErrPinMismatch        = errors.New("registry: tool changed since it was pinned")
 	ErrNotQuarantined     = errors.New("registry: no such quarantined tool")
 	ErrActivationFailed   = errors.New("registry: tool activation failed")
+	// ErrBusy: a resolution could not finish without holding the registry for longer
+	// than it may; retrying may succeed.
+	ErrBusy = errors.New("registry: busy")
 	// ErrInvalidArguments and ErrInvalidOutput are wrapped by every [*ValidationError].
 	ErrInvalidArguments = errors.New("registry: invalid arguments")
 	ErrInvalidOutput    = errors.New("registry: invalid output")

@@ -110,6 +110,8 @@ type options struct {
 	clock     func() time.Time
 	idle      time.Duration
 	costLimit uint64
+	// lockedBudget bounds a resolution's evaluation under the write lock.
+	lockedBudget time.Duration
 }
 
 func defaultOptions() options {
@@ -119,6 +121,24 @@ func defaultOptions() options {
 		clock:     time.Now,
 		idle:      DefaultToolSetIdle,
 		costLimit: DefaultConditionCostLimit,
+
+		lockedBudget: DefaultLockedResolveBudget,
+	}
+}
+
+// DefaultLockedResolveBudget bounds the last attempt of a resolution, which evaluates
+// the scope's conditions holding the registry's write lock (see
+// [Registry.ResolveToolSet]): every lookup and registration waits for it.
+const DefaultLockedResolveBudget = 100 * time.Millisecond
+
+// WithLockedResolveBudget sets how long the last attempt of a resolution may hold the
+// registry's write lock to evaluate conditions (d > 0; default
+// [DefaultLockedResolveBudget]). Past it the resolution fails with [ErrBusy].
+func WithLockedResolveBudget(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.lockedBudget = d
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -50,6 +51,9 @@ const (
 
 // maxResolveAttempts bounds retries when the registry changes under a resolution.
 const maxResolveAttempts = 3
+
+// errLockedBudget ends a resolution's evaluation under the write lock at its budget.
+var errLockedBudget = errors.New("registry: locked resolution over its budget")
 
 // ID returns the set's opaque identifier.
 func (ts *ToolSet) ID() string { return ts.id }
@@ -183,16 +187,23 @@ func (r *Registry) ResolveToolSet(ctx context.Context, scope string, env Conditi
 		r.mu.Unlock()
 	}
 	// The registry changed under every attempt (providers registering without pause):
-	// the last one evaluates under the write lock, so that a resolution always ends.
-	// Conditions are cost-bounded, and this blocks changes and lookups only as long as
-	// one resolution takes.
+	// the last one evaluates under the write lock, so that a resolution ends. That
+	// stops every lookup and change of every tenant while it runs, and conditions are
+	// bounded one by one, not together: the attempt gives up with ErrBusy past its
+	// budget rather than hold the registry for as long as a scope's conditions take.
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err := r.checkSetLimitsLocked(env.Owner); err != nil {
 		return nil, err
 	}
 	v := r.viewLocked(r.nearestLocked(scope))
-	admitted, err := evaluate(ctx, scope, v, env)
+	lctx, cancel := context.WithTimeoutCause(ctx, r.opts.lockedBudget, errLockedBudget)
+	defer cancel()
+	admitted, err := evaluate(lctx, scope, v, env)
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(lctx), errLockedBudget) {
+		return nil, fmt.Errorf("%w: scope %s: its tools kept changing while its conditions were evaluated, which takes longer than the registry may be held (%v); retry",
+			ErrBusy, quoteName(scope), r.opts.lockedBudget)
+	}
 	if err != nil {
 		return nil, err
 	}

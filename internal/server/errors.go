@@ -41,6 +41,7 @@ var errorTable = []struct {
 	{registry.ErrLimit, codes.ResourceExhausted, "LIMIT_EXCEEDED"},
 	{registry.ErrPinMismatch, codes.FailedPrecondition, "DEFINITION_CHANGED"},
 	{registry.ErrActivationFailed, codes.FailedPrecondition, string(tool.CodeToolActivationFailed)},
+	{registry.ErrBusy, codes.Aborted, "REGISTRY_BUSY"},
 	{registry.ErrUnknownRestriction, codes.NotFound, "UNKNOWN_RESTRICTION"},
 	{registry.ErrNotQuarantined, codes.NotFound, "NOT_QUARANTINED"},
 	{registry.ErrInvalidDefinition, codes.InvalidArgument, "INVALID_DEFINITION"},
