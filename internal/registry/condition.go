@@ -11,6 +11,7 @@ import (
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
+	"cel.dev/cel-go/interpreter"
 
 	"github.com/toolsd/toolsd/internal/celx"
 )
@@ -117,8 +118,10 @@ func compileCondition(name, src string, costLimit uint64) (cel.Program, error) {
 	if !ast.OutputType().IsExactType(cel.BoolType) {
 		return nil, fmt.Errorf("%w: %s: 1:1: must return bool, not %s", ErrInvalidCondition, where, ast.OutputType())
 	}
+	// Patterns are literals (see celx): compiled once here, not at every match.
 	prg, err := env.Program(ast, cel.CostLimit(costLimit), cel.InterruptCheckFrequency(interruptEvery),
-		cel.MemoryLimit(maxConditionValueSize), celx.SizedOperatorCosts())
+		cel.MemoryLimit(maxConditionValueSize), celx.SizedOperatorCosts(),
+		cel.OptimizeRegex(interpreter.MatchesRegexOptimization))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrInvalidCondition, where, err)
 	}
