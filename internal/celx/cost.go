@@ -2,6 +2,8 @@ package celx
 
 import (
 	"math"
+	"regexp/syntax"
+	"sync"
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/operators"
@@ -32,6 +34,9 @@ func (sizedOperators) CallCost(function, _ string, args []ref.Val, _ ref.Val) *u
 	if !aok || !bok {
 		return nil
 	}
+	if isRegexFunction(function) {
+		return matchCost(args[0], args[1])
+	}
 	var n float64
 	switch function {
 	case operators.Add:
@@ -53,4 +58,56 @@ func byteSize(v ref.Val) (int, bool) {
 		return len(v), true
 	}
 	return 0, false
+}
+
+// matchCost charges a match of a text against a pattern by the text's traversal times
+// the pattern's compiled program (an instruction per programFactor units): matching
+// runs in time proportional to both. CEL's own model charges the pattern by its length,
+// and ".{0,1000}x", ten characters, is some 3,000 instructions.
+func matchCost(text, pattern ref.Val) *uint64 {
+	t, ok := text.(types.String)
+	p, pok := pattern.(types.String)
+	if !ok || !pok {
+		return nil
+	}
+	n := uint64(math.Ceil(float64(len(t))*traversalFactor)) * max(1, uint64(math.Ceil(float64(programSize(string(p)))*programFactor)))
+	return &n
+}
+
+// programFactor is the cost of one compiled regex instruction per traversed unit of
+// text: 20 instructions cost as much as CEL charges a one-character pattern.
+const programFactor = 0.05
+
+// programSizes caches the compiled size of the patterns seen: expressions' patterns
+// are literals, so there are as many as registered expressions hold; the cache is
+// emptied when it outgrows maxCachedPrograms.
+var programSizes struct {
+	sync.Mutex
+	m map[string]int
+}
+
+const maxCachedPrograms = 4096
+
+// programSize is the number of instructions pattern compiles to (1 if it does not
+// compile: the match itself then fails).
+func programSize(pattern string) int {
+	programSizes.Lock()
+	n, ok := programSizes.m[pattern]
+	programSizes.Unlock()
+	if ok {
+		return n
+	}
+	n = 1
+	if re, err := syntax.Parse(pattern, syntax.Perl); err == nil {
+		if prog, err := syntax.Compile(re.Simplify()); err == nil {
+			n = len(prog.Inst)
+		}
+	}
+	programSizes.Lock()
+	if programSizes.m == nil || len(programSizes.m) >= maxCachedPrograms {
+		programSizes.m = make(map[string]int)
+	}
+	programSizes.m[pattern] = n
+	programSizes.Unlock()
+	return n
 }

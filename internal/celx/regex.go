@@ -34,7 +34,7 @@ func (literalPatterns) Validate(_ *cel.Env, _ cel.ValidatorConfig, a *ast.AST, i
 	for _, call := range ast.MatchDescendants(ast.NavigateAST(a), ast.KindMatcher(ast.CallKind)) {
 		c := call.AsCall()
 		fn := c.FunctionName()
-		if fn != "matches" && fn != "regex.extract" && fn != "regex.extractAll" && fn != "regex.replace" {
+		if !isRegexFunction(fn) {
 			continue
 		}
 		i := 1
@@ -45,4 +45,10 @@ func (literalPatterns) Validate(_ *cel.Env, _ cel.ValidatorConfig, a *ast.AST, i
 			iss.ReportErrorAtID(args[i].ID(), "the pattern of %s must be a string literal", fn)
 		}
 	}
+}
+
+// isRegexFunction reports whether fn takes a pattern: the text and the pattern are its
+// first two arguments (a member call's receiver first).
+func isRegexFunction(fn string) bool {
+	return fn == "matches" || fn == "regex.extract" || fn == "regex.extractAll" || fn == "regex.replace"
 }

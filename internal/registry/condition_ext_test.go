@@ -269,3 +269,33 @@ func TestConditionValueSizeLimitAdmitsOrdinaryConditions(t *testing.T) {
 		t.Errorf("Lookup(ok) = %v, want the condition to hold", err)
 	}
 }
+
+// TestConditionMatchesChargedByProgram: a match runs in time proportional to the text
+// times the pattern's compiled program, and is charged so. CEL charged it by the text
+// and the pattern's length: ".{0,1000}x" is 10 characters and some 3,000 instructions,
+// so a condition could spend its cost limit on matches hundreds of times more slowly
+// than on anything else.
+func TestConditionMatchesChargedByProgram(t *testing.T) {
+	long := strings.Repeat("a", 256)
+	for name, tc := range map[string]struct {
+		cond string
+		fail bool
+	}{
+		"a short pattern stays cheap":      {cond: `model.model.matches("^claude-")`},
+		"a pattern of many instructions":   {cond: `model.model.matches(".{0,1000}x")`, fail: true},
+		"the same, in the function form":   {cond: `matches(model.model, ".{0,1000}x")`, fail: true},
+		"the same pattern on a short text": {cond: `model.provider.matches(".{0,1000}x")`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := newRegistry(t, registry.WithConditionCostLimit(1000))
+			mustRegister(t, r, "", withCondition("m", tc.cond), "")
+			_, err := r.ResolveToolSet(t.Context(), "", registry.ConditionEnv{Model: registry.ModelSelection{Provider: "x", Model: long}})
+			if tc.fail != (err != nil) {
+				t.Fatalf("ResolveToolSet(%s) = %v, want failure %v", tc.cond, err, tc.fail)
+			}
+			if tc.fail && (!errors.Is(err, registry.ErrActivationFailed) || !strings.Contains(err.Error(), "cost limit")) {
+				t.Errorf("ResolveToolSet(%s) = %v, want ErrActivationFailed for the cost limit", tc.cond, err)
+			}
+		})
+	}
+}
