@@ -225,32 +225,10 @@ func TestHookReplacementsThatAreNotJSON(t *testing.T) {
 		"keep":   "",
 		"spaces": "  ",
 	}
-	stream, err := toolsdv1.NewHookServiceClient(e.conn).Connect(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := stream.Send(&toolsdv1.HookServiceConnectRequest{Msg: &toolsdv1.HookServiceConnectRequest_Hello{Hello: &toolsdv1.HookHello{
-		Name: "replacer", Subscriptions: []*toolsdv1.HookSubscription{{Stage: toolsdv1.HookStage_HOOK_STAGE_POST_EXECUTE}},
-	}}}); err != nil {
-		t.Fatal(err)
-	}
-	if m, err := stream.Recv(); err != nil || m.GetWelcome() == nil {
-		t.Fatalf("hook hello answered %v, %v; want a welcome", m, err)
-	}
-	go func() {
-		for {
-			m, err := stream.Recv()
-			if err != nil {
-				return
-			}
-			req := m.GetRequest()
-			d := &toolsdv1.HookDecision{RequestId: req.GetRequestId(), Verdict: toolsdv1.HookVerdict_HOOK_VERDICT_REPLACE,
-				ReplaceValueJson: replacements[req.GetCall().GetCallId()]}
-			if stream.Send(&toolsdv1.HookServiceConnectRequest{Msg: &toolsdv1.HookServiceConnectRequest_Decision{Decision: d}}) != nil {
-				return
-			}
-		}
-	}()
+	answerPostExecute(t, e, "replacer", func(req *toolsdv1.HookRequest) *toolsdv1.HookDecision {
+		return &toolsdv1.HookDecision{RequestId: req.GetRequestId(), Verdict: toolsdv1.HookVerdict_HOOK_VERDICT_REPLACE,
+			ReplaceValueJson: replacements[req.GetCall().GetCallId()]}
+	})
 	ids := slices.Sorted(maps.Keys(replacements))
 	calls := make([]*toolsdv1.ToolCall, len(ids))
 	for i, id := range ids {
@@ -583,30 +561,9 @@ func TestBatchFieldsThatMeanNothing(t *testing.T) {
 func TestEmptyHookContextsAreDropped(t *testing.T) {
 	e := start(t, "")
 	runProvider(t, e.app.Addr(), echoTool())
-	stream, err := toolsdv1.NewHookServiceClient(e.conn).Connect(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := stream.Send(&toolsdv1.HookServiceConnectRequest{Msg: &toolsdv1.HookServiceConnectRequest_Hello{Hello: &toolsdv1.HookHello{
-		Name: "contexts", Subscriptions: []*toolsdv1.HookSubscription{{Stage: toolsdv1.HookStage_HOOK_STAGE_POST_EXECUTE}},
-	}}}); err != nil {
-		t.Fatal(err)
-	}
-	if m, err := stream.Recv(); err != nil || m.GetWelcome() == nil {
-		t.Fatalf("hook hello answered %v, %v; want a welcome", m, err)
-	}
-	go func() {
-		for {
-			m, err := stream.Recv()
-			if err != nil {
-				return
-			}
-			d := &toolsdv1.HookDecision{RequestId: m.GetRequest().GetRequestId(), AddContext: []string{"", "kept", " \n\t", "also kept"}}
-			if stream.Send(&toolsdv1.HookServiceConnectRequest{Msg: &toolsdv1.HookServiceConnectRequest_Decision{Decision: d}}) != nil {
-				return
-			}
-		}
-	}()
+	answerPostExecute(t, e, "contexts", func(req *toolsdv1.HookRequest) *toolsdv1.HookDecision {
+		return &toolsdv1.HookDecision{RequestId: req.GetRequestId(), AddContext: []string{"", "kept", " \n\t", "also kept"}}
+	})
 	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-contexts", Calls: []*toolsdv1.ToolCall{call("c", "echo", `{"text":"hi"}`)}}, batchOptions{})
 	if got := out.settled.GetAdditionalContexts(); !slices.Equal(got, []string{"kept", "also kept"}) {
 		t.Errorf("settled.additional_contexts = %q, want [kept, also kept]", got)
@@ -749,4 +706,34 @@ func TestToolSetOfAnotherSession(t *testing.T) {
 	if got := resultCodes(out.results); !slices.Equal(got, []string{""}) {
 		t.Errorf("batch with a set resolved without a session = %v, want success", got)
 	}
+}
+
+// answerPostExecute connects a hook named name to every tool's post-execute stage that
+// answers each request with decide's decision, until its stream ends.
+func answerPostExecute(t *testing.T, e *env, name string, decide func(*toolsdv1.HookRequest) *toolsdv1.HookDecision) {
+	t.Helper()
+	stream, err := toolsdv1.NewHookServiceClient(e.conn).Connect(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&toolsdv1.HookServiceConnectRequest{Msg: &toolsdv1.HookServiceConnectRequest_Hello{Hello: &toolsdv1.HookHello{
+		Name: name, Subscriptions: []*toolsdv1.HookSubscription{{Stage: toolsdv1.HookStage_HOOK_STAGE_POST_EXECUTE}},
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := stream.Recv(); err != nil || m.GetWelcome() == nil {
+		t.Fatalf("hook hello answered %v, %v; want a welcome", m, err)
+	}
+	go func() {
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				return
+			}
+			d := decide(m.GetRequest())
+			if stream.Send(&toolsdv1.HookServiceConnectRequest{Msg: &toolsdv1.HookServiceConnectRequest_Decision{Decision: d}}) != nil {
+				return
+			}
+		}
+	}()
 }
