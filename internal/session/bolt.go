@@ -143,7 +143,9 @@ const createSuffix = ".new-"
 // createDB creates the log at path whole or not at all. bbolt writes a new file's first
 // pages after creating it, so a crash in between would leave an empty or partial file,
 // which Open refuses as truncated: the log is built under a temporary name, synced, and
-// linked into place. A log another toolsd created meanwhile is kept.
+// linked into place. A log another toolsd created meanwhile is kept. Where the
+// filesystem refuses hard links, nothing is created here and Open lets bbolt create the
+// log in place.
 func createDB(dir, path string, o *options) error {
 	tmp, err := os.CreateTemp(dir, FileName+createSuffix+"*")
 	if err != nil {
@@ -164,9 +166,17 @@ func createDB(dir, path string, o *options) error {
 		err = syncFile(name)
 	}
 	if err == nil {
-		if err = os.Link(name, path); err != nil {
-			if _, serr := os.Stat(path); serr == nil {
+		if err = linkFile(name, path); err != nil {
+			_, serr := os.Stat(path)
+			switch {
+			case serr == nil:
 				err = nil // created by another toolsd meanwhile: its Open holds or held the lock
+			case linksUnsupported(err) && errors.Is(serr, os.ErrNotExist):
+				// A filesystem without hard links (SMB/CIFS, vfat, some FUSE): bbolt
+				// creates the log in place, as Open did before it was linked, with the
+				// crash window that leaves on such a filesystem alone. A rename could
+				// replace a log another toolsd has just created and opened.
+				return nil
 			}
 		}
 	}
@@ -177,6 +187,12 @@ func createDB(dir, path string, o *options) error {
 		return fmt.Errorf("session: create %s: %w", path, err)
 	}
 	return nil
+}
+
+// linksUnsupported reports whether err, from link(2), says the filesystem makes no hard
+// links (EPERM on vfat and CIFS, EOPNOTSUPP or ENOSYS on others).
+func linksUnsupported(err error) bool {
+	return errors.Is(err, os.ErrPermission) || errors.Is(err, errors.ErrUnsupported)
 }
 
 func syncFile(name string) error {
@@ -198,6 +214,9 @@ func removeCreateLeftovers(dir string) {
 		_ = os.Remove(f)
 	}
 }
+
+// linkFile links a new log into place (a seam for tests).
+var linkFile = os.Link
 
 // openFile opens the database file for bbolt (a seam for tests).
 var openFile = os.OpenFile
