@@ -41,11 +41,16 @@ var sentSize = proto.MarshalOptions{UseCachedSize: true}
 // Stalled reports whether the Send in progress has been waiting for longer than d, and
 // d more for every [DrainRate] bytes of the message before it.
 func (w *SendWatch) Stalled(d time.Duration) bool {
+	// last before since: Send stores last after it clears since, so a last read first
+	// is never newer than the Send whose start is read. Read the other way round, a
+	// Send ending and the next one starting between the two loads would pair the old
+	// start with the smaller allowance of the message just sent.
+	last := w.last.Load()
 	since := w.since.Load()
 	if since == 0 {
 		return false
 	}
-	allowed := d * time.Duration(1+w.last.Load()/DrainRate)
+	allowed := d * time.Duration(1+last/DrainRate)
 	return monoNow()-since > int64(allowed)
 }
 
