@@ -394,15 +394,40 @@ func TestCallerDeadlineDuringApprovalIsNotATimeout(t *testing.T) {
 		pipeline.WithConfig(pipeline.Config{ApprovalTimeout: time.Hour}),
 		pipeline.WithPreExecute(verdict(pipeline.Ask, "deletes files")))
 	e := newExec("rm", `{}`)
+	asked := make(chan struct{})
 	e.Approver = approverFunc(func(ctx context.Context, _ tool.ApprovalRequest) (tool.ApprovalDecision, error) {
+		close(asked)
 		<-ctx.Done()
 		return tool.ApprovalDecision{}, ctx.Err()
 	})
-	ctx, cancel := context.WithTimeout(t.Context(), time.Millisecond)
-	defer cancel()
+	// The caller's deadline passes while the approval waits, and only then.
+	ctx := &expiringContext{Context: t.Context(), expired: make(chan struct{})}
+	go func() {
+		<-asked
+		close(ctx.expired)
+	}()
 	r := p.Run(ctx, e)
 	checkShape(t, e, r)
 	if r.Code() != tool.CodeAbortedBeforeDispatch || disp.count() != 0 {
 		t.Errorf("Run() = %q %q with %d dispatches, want ABORTED_BEFORE_DISPATCH and none", r.Code(), r.Err.Message, disp.count())
+	}
+}
+
+// expiringContext is a caller's context whose deadline passes when expired is closed.
+type expiringContext struct {
+	context.Context
+	expired chan struct{}
+}
+
+func (c *expiringContext) Deadline() (time.Time, bool) { return time.Now().Add(time.Hour), true }
+
+func (c *expiringContext) Done() <-chan struct{} { return c.expired }
+
+func (c *expiringContext) Err() error {
+	select {
+	case <-c.expired:
+		return context.DeadlineExceeded
+	default:
+		return nil
 	}
 }
