@@ -94,3 +94,28 @@ func TestUnsentCallCountsAsRejected(t *testing.T) {
 		t.Errorf("CallRejected(PROVIDER_UNAVAILABLE) counted %d times, want 1", n)
 	}
 }
+
+// TestFailPendingTellsUnsentCalls: at a stream's end, a call whose execute was handed
+// to the stream may have run (PROVIDER_GONE), one still waiting for the send slot never
+// reached the provider (PROVIDER_UNAVAILABLE, as for a call that finds the provider gone).
+func TestFailPendingTellsUnsentCalls(t *testing.T) {
+	b := New(noRegistrar{})
+	c := b.newConn(t.Context(), failingSender{})
+	c.maxInFlight = 2
+	sent, unsent := newPending(&tool.Exec{}), newPending(&tool.Exec{})
+	sent.sent.Store(true)
+	for _, p := range []*pendingCall{sent, unsent} {
+		if _, code, _ := c.begin(p); code != "" {
+			t.Fatalf("begin() = %s", code)
+		}
+	}
+	if n := c.failPending(); n != 2 {
+		t.Fatalf("failPending() = %d, want 2", n)
+	}
+	if r := <-sent.done; r.Code() != tool.CodeProviderGone {
+		t.Errorf("the sent call ended %s, want PROVIDER_GONE", r.Code())
+	}
+	if r := <-unsent.done; r.Code() != tool.CodeProviderUnavailable {
+		t.Errorf("the call never sent ended %s, want PROVIDER_UNAVAILABLE", r.Code())
+	}
+}
