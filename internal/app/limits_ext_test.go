@@ -358,6 +358,89 @@ func TestSlowClientIsCutOffSingleCall(t *testing.T) {
 	readUntilCutOff(t, stream)
 }
 
+// TestClientNotReadingWhileCallsRunIsCutOff: a client that stops reading is cut off
+// after limits.write_timeout (with its allowance for a large message) also when nothing
+// is left to put but a call that runs on: the outbox's writer waits on the client with
+// no put waiting for room. The running call is cancelled as for any cut-off client (the
+// tool here ends only then), and every result is logged.
+func TestClientNotReadingWhileCallsRunIsCutOff(t *testing.T) {
+	e := start(t, "limits: {write_timeout: 200ms}\n")
+	started, stopped := make(chan string, 1), make(chan string, 1)
+	runProvider(t, e.app.Addr(), sizedTool("sized"), blockTool("block", started, stopped))
+	stream, err := toolsdv1.NewToolServiceClient(dialFixedWindow(t, e.app.Addr())).ExecuteBatch(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two results larger than the client's flow control window: the second leaves the
+	// writer waiting on a client that reads nothing, while the third call runs.
+	calls := []*toolsdv1.ToolCall{
+		call("c0", "sized", `{"bytes":262144}`),
+		call("c1", "sized", `{"bytes":262144}`),
+		call("run", "block", `{"label":"run"}`),
+	}
+	if err := stream.Send(batchReq(&toolsdv1.Batch{SessionId: "s-unread-run", Calls: calls})); err != nil {
+		t.Fatal(err)
+	}
+	awaitRunning(t, started)
+	awaitCancelled(t, stopped)
+	other := dial(t, e.app.Addr())
+	reader := &env{app: e.app, conn: other, tools: toolsdv1.NewToolServiceClient(other)}
+	waitFor(t, "every result in the log", func() bool { return len(reader.readSession(t, "s-unread-run")) == 2*len(calls) })
+	assertCompleteLog(t, reader, "s-unread-run", len(calls))
+	readUntilCutOff(t, stream)
+}
+
+// TestClientNotReadingProgressIsCutOff is the same for a lone call whose progress the
+// client does not read: a single-call batch writes its first messages itself, but its
+// progress goes through the outbox's writer, which then waits on the client.
+func TestClientNotReadingProgressIsCutOff(t *testing.T) {
+	e := start(t, "limits: {write_timeout: 200ms}\n")
+	started, stopped := make(chan string, 1), make(chan string, 1)
+	runProvider(t, e.app.Addr(), provider.NewTool("chatty", "Reports progress, then blocks until cancelled.",
+		func(ctx context.Context, c provider.Call, _ blockArgs) (string, error) {
+			for i := range 4 { // 240 KB: more than the client's flow control window
+				c.Progress(strings.Repeat("p", 60000), float64(i), 4)
+			}
+			started <- "chatty"
+			<-ctx.Done()
+			stopped <- "chatty"
+			return "", ctx.Err()
+		}))
+	stream, err := toolsdv1.NewToolServiceClient(dialFixedWindow(t, e.app.Addr())).ExecuteBatch(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(batchReq(&toolsdv1.Batch{SessionId: "s-unread-progress", Calls: []*toolsdv1.ToolCall{call("c0", "chatty", `{"label":"chatty"}`)}})); err != nil {
+		t.Fatal(err)
+	}
+	awaitRunning(t, started)
+	awaitCancelled(t, stopped)
+	waitFor(t, "the result in the log", func() bool { return len(e.readSession(t, "s-unread-progress")) == 2 })
+	assertCompleteLog(t, e, "s-unread-progress", 1)
+	readUntilCutOff(t, stream)
+}
+
+// awaitRunning waits for a tool to report its start.
+func awaitRunning(t *testing.T, started <-chan string) {
+	t.Helper()
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second): // a safety net
+		t.Fatal("the call did not start within 30s")
+	}
+}
+
+// awaitCancelled waits for a tool that blocks until cancelled to be cancelled, which
+// only cutting its batch's client off does.
+func awaitCancelled(t *testing.T, stopped <-chan string) {
+	t.Helper()
+	select {
+	case <-stopped:
+	case <-time.After(30 * time.Second): // a safety net: the cut comes after a few write timeouts
+		t.Fatal("the call still runs 30s after its client stopped reading, want it cancelled once the client is cut off after write_timeout")
+	}
+}
+
 // slowConn reads at most rate bytes a second: a slow link.
 type slowConn struct {
 	net.Conn

@@ -33,6 +33,8 @@ const (
 // owned by the ExecuteBatch handler, writes them to the stream. A client that stops
 // reading fills the queue; a put that cannot enqueue within the write timeout cuts the
 // client off (onCut cancels the batch) while the scheduler keeps committing to the log.
+// With nothing to put (the calls left still run), a timer that runs while the sender
+// writes cuts it off once one Send has waited too long (see checkSends).
 //
 // A direct outbox (single-call batches) starts without the goroutine: while less than
 // [directLimit] has been sent, a put writes to the stream itself, which cannot block, and
@@ -62,14 +64,21 @@ type outbox struct {
 	// the client may still be taking in while the next Send waits.
 	lastBytes atomic.Int64
 	// sends times the sender's Sends, for a caller that waits on the client without
-	// putting anything (see cutIfStalled).
+	// putting anything (see cutIfStalled), and for watch.
 	sends streamgate.SendWatch
+	// watch checks the sender's Sends every write timeout while it writes: it is how a
+	// client that stopped reading is cut off when nothing waits to be put (the calls
+	// left run on). Set with ch and done; it stops itself when it finds no Send in
+	// progress, and the next Send arms it again (see checkSends).
+	watch *time.Timer
 }
 
 func newOutbox(stream batchStream, size int, timeout time.Duration, onCut func(error), direct bool) *outbox {
 	o := &outbox{stream: stream, size: size, timeout: timeout, onCut: onCut, direct: direct}
 	if !direct {
+		o.mu.Lock() // for checkSends, which reads watch
 		o.startLocked()
+		o.mu.Unlock()
 	}
 	return o
 }
@@ -79,7 +88,29 @@ func (o *outbox) startLocked() {
 	o.direct = false
 	o.ch = make(chan outItem, o.size)
 	o.done = make(chan struct{})
+	o.watch = time.AfterFunc(o.timeout, o.checkSends)
+	o.sends.OnWake(func() { o.watch.Reset(o.timeout) })
 	go o.run()
+}
+
+// checkSends runs when watch fires. A client that stopped reading is cut off, as a put
+// waiting for room would cut it off, once the sender has waited in one Send for longer
+// than the write timeout allows (see cutIfStalled); the batch's calls then end as for
+// any cut-off client, and their results are logged. While the sender writes, the timer
+// is armed again; once it finds none in progress (the sender idle, or gone) it stays
+// stopped until the next Send.
+func (o *outbox) checkSends() {
+	if o.sends.Stalled(o.timeout) {
+		o.fail(errSlowClient)
+		return
+	}
+	if o.sends.Park() {
+		return
+	}
+	o.mu.Lock()
+	t := o.watch // set before the timer could fire, under mu
+	o.mu.Unlock()
+	t.Reset(o.timeout)
 }
 
 // outItem is one message, or two to be written back to back: the sender hands both to
@@ -289,10 +320,14 @@ func (o *outbox) close() error {
 			close(o.ch)
 		}
 	}
+	watch := o.watch
 	o.mu.Unlock()
 	if !queued {
 		return o.failure()
 	}
+	// Stopped once the handler is done with the stream, or the timer would keep the
+	// outbox (and its stream) for up to a write timeout after the batch.
+	defer watch.Stop()
 	w := o.watchStall()
 	defer w.t.Stop()
 	for {

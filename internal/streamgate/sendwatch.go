@@ -18,13 +18,21 @@ const DrainRate = 64 << 10
 // peer that stopped reading (see [SendWatch.Stalled]). Sends must not overlap, as gRPC
 // requires; Stalled may be called from any goroutine.
 type SendWatch struct {
-	since atomic.Int64 // when the Send in progress began (monoNow), 0 when none is
+	since atomic.Int64 // when the Send in progress began (monoNow), 0 when none is, parked after Park
 	last  atomic.Int64 // the encoded size of the message the last Send handed over
+	// wake (see [SendWatch.OnWake]) is called by the first Send after a Park.
+	wake func()
 }
+
+// parked is since after a Park, until the next Send.
+const parked = -1
 
 // Send calls send(m) and times it.
 func Send[M proto.Message](w *SendWatch, send func(M) error, m M) error {
-	w.since.Store(monoNow())
+	// A swap costs what the store it replaces would (on amd64 both are one XCHG).
+	if w.since.Swap(monoNow()) == parked {
+		w.wake()
+	}
 	err := send(m)
 	w.since.Store(0)
 	w.last.Store(int64(SentSize(m)))
@@ -47,7 +55,7 @@ func (w *SendWatch) Stalled(d time.Duration) bool {
 	// start with the smaller allowance of the message just sent.
 	last := w.last.Load()
 	since := w.since.Load()
-	if since == 0 {
+	if since == 0 || since == parked {
 		return false
 	}
 	allowed := d * time.Duration(1+last/DrainRate)
@@ -58,3 +66,16 @@ func (w *SendWatch) Stalled(d time.Duration) bool {
 var monoEpoch = time.Now()
 
 func monoNow() int64 { return int64(time.Since(monoEpoch)) + 1 }
+
+// OnWake sets what [SendWatch.Park] arranges to run: wake is called by the first Send
+// after a successful Park. It must be set before any Send or Park.
+func (w *SendWatch) OnWake(wake func()) { w.wake = wake }
+
+// Park reports whether no Send is in progress, and if so has the next Send call the
+// function set with [SendWatch.OnWake] as it begins: a supervisor whose timer finds the
+// stream idle stops the timer, and the next Send arms it again, so that an idle stream
+// costs no timer and a busy one no more than the Sends' own timing. Parking an already
+// parked watch reports true.
+func (w *SendWatch) Park() bool {
+	return w.since.CompareAndSwap(0, parked) || w.since.Load() == parked
+}

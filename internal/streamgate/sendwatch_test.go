@@ -40,3 +40,35 @@ func TestSendWatch(t *testing.T) {
 		t.Error("not Stalled after 2.5s behind a small message, want 1s allowed")
 	}
 }
+
+// TestSendWatchPark: a watch parks only with no Send in progress, and the first Send
+// after a park (only that one) calls the wake function; a parked watch is not stalled.
+func TestSendWatchPark(t *testing.T) {
+	var w SendWatch
+	wakes := 0
+	w.OnWake(func() { wakes++ })
+	if !w.Park() || !w.Park() {
+		t.Fatal("Park() with no Send in progress = false")
+	}
+	if w.Stalled(0) {
+		t.Error("Stalled on a parked watch")
+	}
+	m := wrapperspb.Bytes([]byte("x"))
+	parkedDuring := true
+	send := func(*wrapperspb.BytesValue) error {
+		parkedDuring = w.Park()
+		return nil
+	}
+	if err := Send(&w, send, m); err != nil {
+		t.Fatal(err)
+	}
+	if parkedDuring {
+		t.Error("Park() during a Send = true")
+	}
+	if err := Send(&w, func(*wrapperspb.BytesValue) error { return nil }, m); err != nil {
+		t.Fatal(err)
+	}
+	if wakes != 1 {
+		t.Errorf("wake called %d times, want once: by the first Send after the park", wakes)
+	}
+}
