@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"runtime"
 	"strings"
@@ -597,5 +598,33 @@ func answer(t *testing.T, fr *http2.Framer, id uint32) {
 	}
 	if err := fr.WriteData(id, false, []byte{0, 0, 0, 0, 0}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A Result whose value or metadata cannot be JSON-encoded fails its call, and still asks
+// to end the turn: toolsd keeps concludes_turn when it replaces a result with an error
+// (too large, invalid), and the SDK's own replacement does the same.
+func TestUnencodableResultKeepsConcludesTurn(t *testing.T) {
+	srv := brokertest.Start(t, brokertest.NewRegistrar())
+	p := newProvider(t)
+	p.Add(
+		provider.NewTool("bad_value", "value is NaN", func(context.Context, provider.Call, struct{}) (provider.Result, error) {
+			return provider.Result{Value: math.NaN(), ConcludesTurn: true}, nil
+		}),
+		provider.NewTool("bad_meta", "meta is a channel", func(context.Context, provider.Call, struct{}) (*provider.Result, error) {
+			return &provider.Result{Content: "done", Meta: make(chan int), ConcludesTurn: true}, nil
+		}),
+	)
+	run(t, p, srv.Addr)
+	wait(t, p.Ready(), "registration")
+	for name, want := range map[string]tool.Result{
+		"bad_value": tool.Failure(tool.CodeToolError, "cannot encode the tool's value: json: unsupported value: NaN"),
+		"bad_meta":  tool.Failure(tool.CodeToolError, "cannot encode the tool's metadata: json: unsupported type: chan int"),
+	} {
+		want.ConcludesTurn = true
+		got := srv.Broker.Call(t.Context(), p.ProviderID(), exec(name, `{}`), 1)
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("Call(%s) mismatch (-want +got):\n%s", name, diff)
+		}
 	}
 }

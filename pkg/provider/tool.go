@@ -55,7 +55,8 @@ type Result struct {
 	Value any
 	// Meta is JSON-encoded as metadata recorded in the session log; nil means none.
 	Meta any
-	// ConcludesTurn asks the agent loop to end the turn after this step.
+	// ConcludesTurn asks the agent loop to end the turn after this step, also when the
+	// call fails because Value or Meta cannot be JSON-encoded.
 	ConcludesTurn bool
 }
 
@@ -350,17 +351,24 @@ func encodeResult(r any) *toolsdv1.ExecuteResult {
 	return &toolsdv1.ExecuteResult{ValueJson: b}
 }
 
+// encode turns r into the wire result. A value or metadata that cannot be encoded
+// makes an error result that still asks to end the turn, as toolsd's own replacements
+// of a result do.
 func (r Result) encode() *toolsdv1.ExecuteResult {
 	out := &toolsdv1.ExecuteResult{Content: []byte(r.Content), ConcludesTurn: r.ConcludesTurn}
 	var err error
 	if r.Value != nil {
 		if out.ValueJson, err = marshal(r.Value); err != nil {
-			return errorResult("cannot encode the tool's value: " + err.Error())
+			out = errorResult("cannot encode the tool's value: " + err.Error())
+			out.ConcludesTurn = r.ConcludesTurn
+			return out
 		}
 	}
 	if r.Meta != nil {
 		if out.MetaJson, err = marshal(r.Meta); err != nil {
-			return errorResult("cannot encode the tool's metadata: " + err.Error())
+			out = errorResult("cannot encode the tool's metadata: " + err.Error())
+			out.ConcludesTurn = r.ConcludesTurn
+			return out
 		}
 	}
 	return out
