@@ -628,3 +628,22 @@ func TestUnencodableResultKeepsConcludesTurn(t *testing.T) {
 		}
 	}
 }
+
+// Options that say "no limit" or "the default" with a value below zero register the
+// tool as 0 would, rather than a definition toolsd refuses (which would leave the tool
+// missing, with only a warning in the provider's log).
+func TestNegativeToolOptionsMeanNone(t *testing.T) {
+	reg := brokertest.NewRegistrar()
+	srv := brokertest.Start(t, reg)
+	p := newProvider(t)
+	p.Add(echoTool(provider.WithMaxContentBytes(-1), provider.WithTimeout(-time.Second)))
+	run(t, p, srv.Addr)
+	wait(t, p.Ready(), "registration")
+	got, ok := reg.Lookup("", "echo")
+	if !ok {
+		t.Fatal("echo with WithMaxContentBytes(-1) and WithTimeout(-1s) is not registered")
+	}
+	if got.Def.MaxContentBytes != 0 || got.Def.Timeout != 0 {
+		t.Errorf("registered max content bytes %d, timeout %v; want 0, 0", got.Def.MaxContentBytes, got.Def.Timeout)
+	}
+}

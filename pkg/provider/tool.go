@@ -94,7 +94,8 @@ func Parallel() ToolOption {
 	return func(c *toolConfig) { c.mode = toolsdv1.ExecutionMode_EXECUTION_MODE_PARALLEL }
 }
 
-// WithTimeout sets the tool's own per-call deadline (toolsd's default otherwise).
+// WithTimeout sets the tool's own per-call deadline; 0 or less (and no WithTimeout)
+// keeps toolsd's default.
 func WithTimeout(d time.Duration) ToolOption { return func(c *toolConfig) { c.timeout = d } }
 
 // WithAnnotations attaches behaviour hints.
@@ -109,9 +110,9 @@ func DeferLoading() ToolOption { return func(c *toolConfig) { c.deferLoading = t
 func WithCondition(cel string) ToolOption { return func(c *toolConfig) { c.condition = cel } }
 
 // WithMaxContentBytes truncates model-facing content longer than n bytes, with an
-// explicit marker, when toolsd finalizes the result.
+// explicit marker, when toolsd finalizes the result; 0 or less means no limit.
 func WithMaxContentBytes(n int) ToolOption {
-	return func(c *toolConfig) { c.maxContentBytes = int64(n) }
+	return func(c *toolConfig) { c.maxContentBytes = int64(max(n, 0)) }
 }
 
 // StrictArguments rejects arguments with fields the argument type does not have. The
