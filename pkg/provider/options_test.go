@@ -3,6 +3,9 @@ package provider
 import (
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // TestWithBackoff: the delay never shrinks as it grows (a maximum below the minimum is
@@ -21,5 +24,15 @@ func TestWithBackoff(t *testing.T) {
 			t.Errorf("WithBackoff(%v, %v): min %v, max %v; want %v, %v", tc.minDelay, tc.maxDelay,
 				p.opts.backoffMin, p.opts.backoffMax, tc.wantMin, tc.wantMax)
 		}
+	}
+}
+
+// TestWithLoggerNil: a nil logger means no logging, also after another WithLogger.
+func TestWithLoggerNil(t *testing.T) {
+	core, logs := observer.New(zap.DebugLevel)
+	p := New("p", WithLogger(zap.New(core)), WithLogger(nil))
+	p.log.Info("should not be logged")
+	if n := logs.Len(); n != 0 {
+		t.Errorf("WithLogger(l), WithLogger(nil): %d entries logged, want none", n)
 	}
 }

@@ -45,12 +45,13 @@ type Option func(*options)
 // WithVersion sets the version reported to toolsd (for its logs).
 func WithVersion(v string) Option { return func(o *options) { o.version = v } }
 
-// WithLogger sets the logger; nil means no logging.
+// WithLogger sets the logger; nil means no logging (the default).
 func WithLogger(l *zap.Logger) Option {
 	return func(o *options) {
-		if l != nil {
-			o.log = l
+		if l == nil {
+			l = zap.NewNop()
 		}
+		o.log = l
 	}
 }
 
