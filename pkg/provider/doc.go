@@ -79,13 +79,32 @@
 //
 // A handler returning a string answers with that text. Any other result type is
 // JSON-encoded as the tool's value and toolsd derives the model-facing text from it; a
-// [Result] sets text, value, metadata and the end-of-turn request explicitly. A
-// returned error becomes an error result with the error's message; so does a panic,
-// which is logged while the provider keeps running.
+// [Result] sets text, value, metadata and the end-of-turn request explicitly.
+//
+// A returned error is how a tool fails: the result returned with it is discarded, and
+// the model sees "Error: " and the error's message (an empty message reads "the tool
+// failed without a message"); the session log and the agent loop see the code
+// TOOL_ERROR. The SDK fails a call the same way when its arguments do not decode into
+// the argument type ("invalid arguments: ..."), when its value or metadata cannot be
+// JSON-encoded (a channel, a NaN or infinite float, a cyclic structure: "cannot encode
+// the tool's value: ...") and when the handler panics (the panic and its stack are
+// logged, the model sees only that the tool failed unexpectedly, and the provider keeps
+// running). toolsd itself fails a result whose text is not valid UTF-8 with
+// INVALID_RESULT.
 //
 // # Cancellation
 //
 // Every call runs on its own goroutine with a context that ends when toolsd cancels the
-// call, when its deadline passes, or when the stream ends. Handlers should honour it:
-// Run and Serve wait for every handler before they return.
+// call (its batch was cancelled, or its timeout fired), when its deadline passes, or
+// when the stream ends. A handler that returns its context's error (ctx.Err(), or an
+// error wrapping it) once the context has ended reports that the tool stopped: toolsd
+// records the call as ABORTED, or TOOL_TIMEOUT when its timeout fired, not as a
+// failure of the tool. Any other error is kept as the tool's failure, and a success
+// that comes after the cancellation is ABORTED too. toolsd waits for a cancelled
+// call's answer for its limits.cancel_grace (2 s by default), so a handler that
+// returns promptly lets the batch go on sooner.
+//
+// Handlers should honour their context: Run and Serve return only after every running
+// handler has returned, so a handler that ignores it delays the provider's shutdown
+// until it returns (a reconnect does not wait for it).
 package provider

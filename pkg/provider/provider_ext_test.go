@@ -647,3 +647,43 @@ func TestNegativeToolOptionsMeanNone(t *testing.T) {
 		t.Errorf("registered max content bytes %d, timeout %v; want 0, 0", got.Def.MaxContentBytes, got.Def.Timeout)
 	}
 }
+
+// TestCancellationReachesHandlers: toolsd's cancel ends the handler's context, and what
+// the handler returns then decides the outcome, as the package documentation says: its
+// context's error (also wrapped) reports that the tool stopped (ABORTED), any other
+// error stays the tool's failure.
+func TestCancellationReachesHandlers(t *testing.T) {
+	// A grace no slow machine outlasts: the answer, not its absence, decides.
+	srv := brokertest.Start(t, brokertest.NewRegistrar(), broker.WithLimits(broker.Limits{CancelGrace: waitTimeout}))
+	started := make(chan struct{}, 1)
+	blocking := func(ret func(ctx context.Context) error) provider.Tool {
+		return provider.NewTool("t", "waits for cancellation", func(ctx context.Context, _ provider.Call, _ struct{}) (string, error) {
+			started <- struct{}{}
+			<-ctx.Done()
+			return "", ret(ctx)
+		})
+	}
+	for name, tc := range map[string]struct {
+		ret  func(ctx context.Context) error
+		want tool.Code
+	}{
+		"context's error": {func(ctx context.Context) error { return ctx.Err() }, tool.CodeAborted},
+		"wrapped":         {func(ctx context.Context) error { return fmt.Errorf("stopped: %w", ctx.Err()) }, tool.CodeAborted},
+		"own failure":     {func(context.Context) error { return errors.New("cleanup failed") }, tool.CodeToolError},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := newProvider(t)
+			p.Add(blocking(tc.ret))
+			run(t, p, srv.Addr)
+			wait(t, p.Ready(), "registration")
+			ctx, cancel := context.WithCancel(t.Context())
+			go func() {
+				<-started
+				cancel()
+			}()
+			if got := srv.Broker.Call(ctx, p.ProviderID(), exec("t", `{}`), 1); got.Code() != tc.want {
+				t.Errorf("Call() after cancel = %+v, want %s", got, tc.want)
+			}
+		})
+	}
+}

@@ -16,7 +16,9 @@ import (
 // hello, registers every tool and serves calls. When the stream fails it reconnects
 // with exponential backoff and jitter and registers everything again; the backoff
 // starts over after a stream that lasted at least its maximum delay. It returns nil
-// when ctx ends, after every running handler has returned.
+// when ctx ends, after every running handler has returned. It returns an error only
+// when the gRPC client cannot be created (an invalid target or dial options), and
+// [ErrRunning] when the provider is already running.
 func (p *Provider) Run(ctx context.Context, target string) error {
 	if !p.running.CompareAndSwap(false, true) {
 		return ErrRunning

@@ -137,10 +137,13 @@ func (t *toolImpl) impl() *toolImpl { return t }
 //   - a [Result] or *Result R sets content, value, meta and concludes_turn directly;
 //   - any other R is JSON-encoded as the tool's value, and toolsd derives the content
 //     from it;
-//   - a non-nil error makes an error result whose message is err.Error().
+//   - a non-nil error makes an error result whose message is err.Error(), and the R
+//     returned with it is discarded; the error of a cancelled call's context reports
+//     that the tool stopped (see the package documentation, Cancellation).
 //
-// Arguments that do not decode into A produce an error result without calling fn; a
-// panic in fn produces an error result and is logged, and the provider keeps running.
+// Arguments that do not decode into A produce an error result without calling fn; so
+// does an R that cannot be JSON-encoded; a panic in fn produces an error result and is
+// logged, and the provider keeps running.
 //
 // NewTool panics if fn is nil, if A cannot be described by a JSON Schema object, or if
 // an explicit schema is not a JSON object in UTF-8: these are programming errors that
