@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -34,5 +35,26 @@ func TestWithLoggerNil(t *testing.T) {
 	p.log.Info("should not be logged")
 	if n := logs.Len(); n != 0 {
 		t.Errorf("WithLogger(l), WithLogger(nil): %d entries logged, want none", n)
+	}
+}
+
+// TestBackoffGrowsWithoutOverflow: the reconnect delay doubles up to its maximum, also
+// when the maximum is near the largest duration, where doubling overflowed to a
+// negative delay and the jitter's random draw panicked.
+func TestBackoffGrowsWithoutOverflow(t *testing.T) {
+	const most = time.Duration(math.MaxInt64)
+	for _, tc := range []struct{ d, limit, want time.Duration }{
+		{time.Second, time.Minute, 2 * time.Second},
+		{40 * time.Second, time.Minute, time.Minute},
+		{most/2 + 1, most, most},
+		{most, most, most},
+	} {
+		got := grow(tc.d, tc.limit)
+		if got != tc.want {
+			t.Errorf("grow(%v, %v) = %v, want %v", tc.d, tc.limit, got, tc.want)
+		}
+		if w := jitter(got); w < got/2 || w > got {
+			t.Errorf("jitter(%v) = %v, want within [d/2, d]", got, w)
+		}
 	}
 }

@@ -65,8 +65,16 @@ func (p *Provider) Run(ctx context.Context, target string) error {
 		if !sleep(ctx, wait) {
 			return nil
 		}
-		delay = min(2*delay, p.opts.backoffMax)
+		delay = grow(delay, p.opts.backoffMax)
 	}
+}
+
+// grow doubles d up to limit, without overflowing.
+func grow(d, limit time.Duration) time.Duration {
+	if d > limit/2 {
+		return limit
+	}
+	return 2 * d
 }
 
 // Serve runs a single session on an existing connection, without reconnecting: hello,
