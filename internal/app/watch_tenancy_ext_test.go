@@ -2,7 +2,9 @@ package app_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -43,7 +45,7 @@ func TestWatchEndsWhenRetentionDeletesTheSession(t *testing.T) {
 	}
 	// A newer session pushes "shared" past retention's max_sessions.
 	agentA.mustExecute(t, batch("newer", "tenant-a", "a's"), batchOptions{})
-	waitFor(t, "retention to delete the session", func() bool { return len(operator.readSession(t, "shared")) == 0 })
+	waitFor(t, "retention to delete the session", func() bool { return isEmpty(t, operator, "shared") })
 
 	// The id is free again: agent-b claims it and runs a longer batch in it.
 	agentB.mustExecute(t, batch("shared", "tenant-b", "b's secret"), batchOptions{})
@@ -101,7 +103,7 @@ func TestReadSessionStopsWhenTheSessionChangesOwner(t *testing.T) {
 	}
 	// While the reader waits, retention deletes "shared" and agent-b claims the id.
 	agentA.mustExecute(t, &toolsdv1.Batch{SessionId: "newer", Scope: "tenant-a", Calls: []*toolsdv1.ToolCall{call("c0", "nope", `{}`)}}, batchOptions{})
-	waitFor(t, "retention to delete the session", func() bool { return len(operator.readSession(t, "shared")) == 0 })
+	waitFor(t, "retention to delete the session", func() bool { return isEmpty(t, operator, "shared") })
 	for step := range uint64(3) {
 		agentB.mustExecute(t, full("shared", "tenant-b", "b's secret", step), batchOptions{})
 	}
@@ -151,7 +153,7 @@ func TestWatchOfADeletedSessionDoesNotFollowTheNextOwner(t *testing.T) {
 	agentA.mustExecute(t, one("shared", "tenant-a", "a's"), batchOptions{})
 	// A newer session pushes "shared" past retention's max_sessions.
 	agentA.mustExecute(t, one("newer", "tenant-a", "a's"), batchOptions{})
-	waitFor(t, "retention to delete the session", func() bool { return len(operator.readSession(t, "shared")) == 0 })
+	waitFor(t, "retention to delete the session", func() bool { return isEmpty(t, operator, "shared") })
 
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
@@ -169,4 +171,78 @@ func TestWatchOfADeletedSessionDoesNotFollowTheNextOwner(t *testing.T) {
 	if c := status.Code(err); c != codes.PermissionDenied && c != codes.NotFound {
 		t.Errorf("WatchSession(shared) of a deleted session = %v, want PermissionDenied or NotFound", err)
 	}
+}
+
+// TestReadSessionDoesNotSpliceTwoLivesOfASession: without auth there is no owner to
+// check. If retention deletes a session between two pages of a slow ReadSession and a
+// batch recreates the id (its seqs start at 1 again), the read must not go on with the
+// new session's events from the seq it had reached: it ends with NOT_FOUND.
+func TestReadSessionDoesNotSpliceTwoLivesOfASession(t *testing.T) {
+	text := "listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\n" +
+		"session: {store: memory, retention: {max_sessions: 1, interval: 5ms}}\n"
+	cfg, err := config.Parse([]byte(text), "test.yaml")
+	if err != nil {
+		t.Fatalf("config.Parse() = %v", err)
+	}
+	e := startConfig(t, cfg)
+	conn := dialWith(t, e.app.Addr(), grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	slow := &env{app: e.app, conn: conn, tools: toolsdv1.NewToolServiceClient(conn)}
+	full := func(text string, step uint64) *toolsdv1.Batch {
+		b := &toolsdv1.Batch{SessionId: "shared", Step: step}
+		for i := range 128 {
+			b.Calls = append(b.Calls, call(fmt.Sprint("c", i), "nope", fmt.Sprintf(`{"text":%q}`, text)))
+		}
+		return b
+	}
+	padding := strings.Repeat("a", 1024)
+	for step := range uint64(3) {
+		e.mustExecute(t, full(padding, step), batchOptions{})
+	}
+
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	stream, err := slow.tools.ReadSession(ctx, &toolsdv1.ReadSessionRequest{SessionId: "shared"})
+	if err != nil {
+		t.Fatalf("ReadSession(shared) = %v", err)
+	}
+	// The fifth event is of the second page: the third is read once this reader has
+	// taken the second, far more than its window holds.
+	for range 5 {
+		if _, err := stream.Recv(); err != nil {
+			t.Fatalf("ReadSession(shared): Recv() = %v", err)
+		}
+	}
+	e.mustExecute(t, &toolsdv1.Batch{SessionId: "newer", Calls: []*toolsdv1.ToolCall{call("c0", "nope", `{}`)}}, batchOptions{})
+	waitFor(t, "retention to delete the session", func() bool { return isEmpty(t, e, "shared") })
+	for step := range uint64(3) {
+		e.mustExecute(t, full("second life", step), batchOptions{})
+	}
+
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			if status.Code(err) != codes.NotFound {
+				t.Errorf("ReadSession(shared) ended with %v, want NotFound", err)
+			}
+			return
+		}
+		if strings.Contains(m.GetEvent().GetToolCall().GetArgumentsJson(), "second life") {
+			t.Fatalf("ReadSession(shared) went on into the recreated session: %v", m.GetEvent())
+		}
+	}
+}
+
+// isEmpty reports whether a session has no events. It reads one page (one event), so
+// that retention deleting the session meanwhile cannot end the read with NOT_FOUND.
+func isEmpty(t *testing.T, e *env, id string) bool {
+	t.Helper()
+	stream, err := e.tools.ReadSession(t.Context(), &toolsdv1.ReadSessionRequest{SessionId: id, Limit: 1})
+	if err != nil {
+		t.Fatalf("ReadSession(%s) = %v", id, err)
+	}
+	_, err = stream.Recv()
+	if err != nil && !errors.Is(err, io.EOF) {
+		t.Fatalf("ReadSession(%s) = %v", id, err)
+	}
+	return errors.Is(err, io.EOF)
 }

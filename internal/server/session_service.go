@@ -20,6 +20,13 @@ const readPage = 512
 // nextReadPage sizes the page after one of n events that took size bytes on the wire.
 func nextReadPage(n, size int) int { return session.NextPage(n, size, readPage) }
 
+// sameEvent reports whether a and b, events of one session id at one seq, are the same
+// event: batch ids are unique, so an event of a recreated session differs in its batch
+// id, or its time or type.
+func sameEvent(a, b *session.Event) bool {
+	return a.Seq == b.Seq && a.BatchID == b.BatchID && a.Type == b.Type && a.Time.Equal(b.Time)
+}
+
 // errStopWatch ends a watch when the client goes away.
 var errStopWatch = errors.New("server: watch stopped")
 
@@ -35,12 +42,26 @@ func (s *Server) ReadSession(req *toolsdv1.ReadSessionRequest, stream grpc.Serve
 	from := max(req.GetFromSeq(), 1)
 	remaining := int(req.GetLimit())
 	want := session.FirstPage
+	// last is the last event sent. Each later page is read from it again: retention
+	// may delete the session while a slow reader takes a page, and a batch recreate the
+	// id, whose seqs start at 1 again; a session never loses events otherwise, so a
+	// page that lacks that event or has another one at its seq ends the read with
+	// SESSION_DELETED instead of going on with the new session's events.
+	var last *session.Event
 	for {
 		page := want
 		if remaining > 0 && remaining < page {
 			page = remaining
 		}
-		events, err := s.sessions.Read(ctx, req.GetSessionId(), from, page)
+		var (
+			events []session.Event
+			err    error
+		)
+		if last == nil {
+			events, err = s.sessions.Read(ctx, req.GetSessionId(), from, page)
+		} else {
+			events, err = s.sessions.Read(ctx, req.GetSessionId(), last.Seq, page+1)
+		}
 		if err != nil {
 			return toStatus(s.log, err)
 		}
@@ -49,6 +70,12 @@ func (s *Server) ReadSession(req *toolsdv1.ReadSessionRequest, stream grpc.Serve
 		// (a claim comes before the claimer's events, so a page holding them fails).
 		if err := s.authz.Authorize(ctx, ActionReadSession, "", req.GetSessionId()); err != nil {
 			return toStatus(s.log, err)
+		}
+		if last != nil {
+			if len(events) == 0 || !sameEvent(&events[0], last) {
+				return toStatus(s.log, session.ErrDeleted)
+			}
+			events = events[1:]
 		}
 		size := 0
 		for i := range events {
@@ -62,7 +89,9 @@ func (s *Server) ReadSession(req *toolsdv1.ReadSessionRequest, stream grpc.Serve
 			return nil
 		}
 		want = nextReadPage(len(events), size)
-		from = events[len(events)-1].Seq + 1
+		// Only what identifies the event: the page and its payloads are not kept.
+		l := &events[len(events)-1]
+		last = &session.Event{Seq: l.Seq, BatchID: l.BatchID, Type: l.Type, Time: l.Time}
 		if remaining > 0 {
 			remaining -= len(events)
 			if remaining == 0 {
