@@ -74,7 +74,9 @@ type ToolServiceClient interface {
 	// duplicate or empty call ids, over limits.max_calls_per_batch) ends the RPC with
 	// INVALID_ARGUMENT, reason BAD_REQUEST, before anything is logged or run.
 	ExecuteBatch(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ExecuteBatchRequest, ExecuteBatchResponse], error)
-	// ReadSession streams a session's stored events from from_seq.
+	// ReadSession streams a session's stored events from from_seq. A session deleted by
+	// retention while it is read (and perhaps created again) ends the read with
+	// NOT_FOUND, reason SESSION_DELETED, rather than continue with another session's events.
 	ReadSession(ctx context.Context, in *ReadSessionRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ReadSessionResponse], error)
 	// WatchSession streams a session's stored events from from_seq, then live events as
 	// they are appended, until the client cancels.
@@ -271,7 +273,9 @@ type ToolServiceServer interface {
 	// duplicate or empty call ids, over limits.max_calls_per_batch) ends the RPC with
 	// INVALID_ARGUMENT, reason BAD_REQUEST, before anything is logged or run.
 	ExecuteBatch(grpc.BidiStreamingServer[ExecuteBatchRequest, ExecuteBatchResponse]) error
-	// ReadSession streams a session's stored events from from_seq.
+	// ReadSession streams a session's stored events from from_seq. A session deleted by
+	// retention while it is read (and perhaps created again) ends the read with
+	// NOT_FOUND, reason SESSION_DELETED, rather than continue with another session's events.
 	ReadSession(*ReadSessionRequest, grpc.ServerStreamingServer[ReadSessionResponse]) error
 	// WatchSession streams a session's stored events from from_seq, then live events as
 	// they are appended, until the client cancels.
