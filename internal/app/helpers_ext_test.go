@@ -235,24 +235,7 @@ func (e *env) readSession(tb testing.TB, sessionID string) []*toolsdv1.SessionEv
 }
 
 // readAll reads a session and returns its events, or the RPC's error.
-func readAll(e *env, id string) ([]*toolsdv1.SessionEvent, error) {
-	// Events may be as large as the log allows (16 MiB), over gRPC's default 4 MiB.
-	stream, err := e.tools.ReadSession(context.Background(), &toolsdv1.ReadSessionRequest{SessionId: id}, grpc.MaxCallRecvMsgSize(32<<20))
-	if err != nil {
-		return nil, err
-	}
-	var out []*toolsdv1.SessionEvent
-	for {
-		m, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return out, err
-		}
-		out = append(out, m.GetEvent())
-	}
-}
+func readAll(e *env, id string) ([]*toolsdv1.SessionEvent, error) { return readRange(e, id, 0, 0) }
 
 // schemaNames lists the tool names a scope sees.
 func (e *env) schemaNames(tb testing.TB, scope string) []string {

@@ -56,7 +56,8 @@ func startText(t *testing.T, text string) *env {
 	return startConfig(t, cfg)
 }
 
-// readRange reads a session with from_seq and limit.
+// readRange reads a session with from_seq and limit. Events may be as large as the log
+// allows (16 MiB), over gRPC's default 4 MiB receive limit.
 func readRange(e *env, id string, from uint64, limit uint32) ([]*toolsdv1.SessionEvent, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
