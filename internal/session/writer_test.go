@@ -265,25 +265,13 @@ func TestOpenSyncsTheDirectoryOfAnExistingLog(t *testing.T) {
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
 			}
-			var mu sync.Mutex
-			var synced []string
-			orig := syncDir
-			syncDir = func(d string) error {
-				mu.Lock()
-				synced = append(synced, d)
-				mu.Unlock()
-				return orig(d)
-			}
-			t.Cleanup(func() { syncDir = orig })
+			synced := recordSyncs(t)
 			s, err = open(dir)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer func() { _ = s.Close() }()
-			mu.Lock()
-			got := synced
-			mu.Unlock()
-			if !slices.Contains(got, dir) {
+			if got := synced(); !slices.Contains(got, dir) {
 				t.Errorf("Open of an existing log synced directories %q, want %q among them", got, dir)
 			}
 		})
