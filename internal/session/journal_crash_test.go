@@ -43,18 +43,7 @@ func TestJournalTornTailAfterRewrite(t *testing.T) {
 	for name, tail := range tails {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
-			opts := []Option{WithCompactBytes(4 << 10), WithRetention(0, 1), WithSweepInterval(0), WithClock(tickingClock())}
-			j, err := OpenJournal(dir, opts...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan struct{})
-			j.rewritten = func() { close(done) }
-			for i := range 10 {
-				if _, err := j.Append(t.Context(), fmt.Sprintf("s%d", i), msg(strings.Repeat("x", 1000))); err != nil {
-					t.Fatal(err)
-				}
-			}
+			j, opts, done := journalOfTen(t, dir, 1)
 			old, err := os.ReadFile(j.path)
 			if err != nil {
 				t.Fatal(err)
@@ -394,18 +383,7 @@ func TestJournalSweepGroupsAreBounded(t *testing.T) {
 // is removed.
 func TestJournalRewriteCrashPoints(t *testing.T) {
 	dir := t.TempDir()
-	opts := []Option{WithCompactBytes(4 << 10), WithRetention(0, 2), WithSweepInterval(0), WithClock(tickingClock())}
-	j, err := OpenJournal(dir, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	j.rewritten = func() { close(done) }
-	for i := range 10 {
-		if _, err := j.Append(t.Context(), fmt.Sprintf("s%d", i), msg(strings.Repeat("x", 1000))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	j, _, done := journalOfTen(t, dir, 2)
 	if _, err := j.ClaimOwner(t.Context(), "s9", Owner{Identity: "alice"}); err != nil {
 		t.Fatal(err)
 	}
@@ -416,6 +394,7 @@ func TestJournalRewriteCrashPoints(t *testing.T) {
 	}
 	<-done
 	want := map[string][]Event{}
+	var err error
 	for i := range 10 {
 		id := fmt.Sprintf("s%d", i)
 		if want[id], err = j.Read(t.Context(), id, 1, 0); err != nil {
@@ -502,4 +481,24 @@ func TestJournalRewriteCrashPoints(t *testing.T) {
 			}
 		})
 	}
+}
+
+// journalOfTen opens a journal in dir that keeps at most keep sessions and rewrites
+// itself past 4 KiB, and appends ten sessions of 1 KB to it: retention's sweep then
+// leads to a rewrite, which closes done. It returns the options to open dir again with.
+func journalOfTen(t *testing.T, dir string, keep int) (*Journal, []Option, chan struct{}) {
+	t.Helper()
+	opts := []Option{WithCompactBytes(4 << 10), WithRetention(0, keep), WithSweepInterval(0), WithClock(tickingClock())}
+	j, err := OpenJournal(dir, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	j.rewritten = func() { close(done) }
+	for i := range 10 {
+		if _, err := j.Append(t.Context(), fmt.Sprintf("s%d", i), msg(strings.Repeat("x", 1000))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return j, opts, done
 }
