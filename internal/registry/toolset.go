@@ -275,31 +275,22 @@ func (r *Registry) stillCurrentLocked(ts *ToolSet, v *view) bool {
 }
 
 // ToolSet returns a live tool set by id; errors wrap [tool.ErrToolSetGone].
-func (r *Registry) ToolSet(id string) (*ToolSet, error) {
-	r.mu.RLock()
-	ts := r.sets[id]
-	state := r.ended.state(id)
-	r.mu.RUnlock()
-	if ts == nil {
-		return nil, &toolSetGoneError{id: id, state: state}
-	}
-	if err := ts.use(); err != nil {
-		return nil, err
-	}
-	return ts, nil
-}
+func (r *Registry) ToolSet(id string) (*ToolSet, error) { return r.toolSet(id, "", false) }
 
 // ToolSetOf is [Registry.ToolSet] for a caller: a set resolved by another owner (the
 // identity in [ConditionEnv.Owner]) is answered as an unknown id, whatever its state.
-func (r *Registry) ToolSetOf(id, owner string) (*ToolSet, error) {
+func (r *Registry) ToolSetOf(id, owner string) (*ToolSet, error) { return r.toolSet(id, owner, true) }
+
+// toolSet looks a set up by id, as owner's when owned is set.
+func (r *Registry) toolSet(id, owner string, owned bool) (*ToolSet, error) {
 	r.mu.RLock()
 	ts := r.sets[id]
 	state := r.ended.state(id)
-	if ts == nil && state != setLive && r.ended.owner(id) != owner {
+	if owned && ts == nil && state != setLive && r.ended.owner(id) != owner {
 		state = setLive // ended, but not the caller's: unknown to it
 	}
 	r.mu.RUnlock()
-	if ts != nil && ts.owner != owner {
+	if owned && ts != nil && ts.owner != owner {
 		return nil, &toolSetGoneError{id: id}
 	}
 	if ts == nil {
