@@ -30,15 +30,15 @@ func (o *CallObserver) logCall(e *tool.Exec, owner, code string, r tool.Result, 
 	if ce == nil {
 		return
 	}
-	ce.Write(append(callFields(e),
-		zap.String("provider", owner),
-		zap.String("code", code),
-		zap.Duration("duration", d),
-		zap.Int("args_bytes", len(e.Arguments)),
-		zap.String("args_sha256", digest(e.Arguments)),
-		zap.Int("result_bytes", len(r.Content)+len(r.Value)),
-		zap.String("result_sha256", digest([]byte(r.Content), r.Value)),
-	)...)
+	line := &callLine{
+		session: e.SessionID, batch: e.BatchID, turn: e.Turn, step: e.Step, index: e.Index,
+		callID: textcut.Ellipsis(e.CallID, maxLoggedID), tool: textcut.Ellipsis(e.Name, maxLoggedID),
+		owner: owner, code: code, d: d,
+		argsBytes: len(e.Arguments), resultBytes: len(r.Content) + len(r.Value),
+	}
+	digestInto(&line.argsHash, e.Arguments)
+	digestInto(&line.resultHash, []byte(r.Content), r.Value)
+	ce.Write(zap.Inline(line))
 	if !o.payloads {
 		return
 	}
@@ -76,14 +76,45 @@ func callFields(e *tool.Exec) []zap.Field {
 	)
 }
 
-// digest is the hex prefix of the SHA-256 of the concatenated parts.
-func digest(parts ...[]byte) string {
+// callLine is the info line's fields, encoded by one marshaler: one allocation per
+// line instead of a slice of fields and two digest strings. It holds copies, not the
+// call: a core may keep the line past the call (a test's observer does).
+type callLine struct {
+	session, batch, callID, tool, owner, code string
+	turn, step                                uint64
+	index, argsBytes, resultBytes             int
+	d                                         time.Duration
+	argsHash, resultHash                      [2 * hashBytes]byte
+}
+
+// MarshalLogObject implements [zapcore.ObjectMarshaler]; the fields are those of
+// callFields and then the outcome's, in that order.
+func (l *callLine) MarshalLogObject(enc zapcore.ObjectEncoder) error {
+	enc.AddString("session_id", l.session)
+	enc.AddString("batch_id", l.batch)
+	enc.AddUint64("turn", l.turn)
+	enc.AddUint64("step", l.step)
+	enc.AddInt64("index", int64(l.index))
+	enc.AddString("call_id", l.callID)
+	enc.AddString("tool", l.tool)
+	enc.AddString("provider", l.owner)
+	enc.AddString("code", l.code)
+	enc.AddDuration("duration", l.d)
+	enc.AddInt64("args_bytes", int64(l.argsBytes))
+	enc.AddByteString("args_sha256", l.argsHash[:])
+	enc.AddInt64("result_bytes", int64(l.resultBytes))
+	enc.AddByteString("result_sha256", l.resultHash[:])
+	return nil
+}
+
+// digestInto writes the hex prefix of the SHA-256 of the concatenated parts to dst.
+func digestInto(dst *[2 * hashBytes]byte, parts ...[]byte) {
 	h := sha256.New()
 	for _, p := range parts {
 		h.Write(p)
 	}
 	var sum [sha256.Size]byte
-	return hex.EncodeToString(h.Sum(sum[:0])[:hashBytes])
+	hex.Encode(dst[:], h.Sum(sum[:0])[:hashBytes])
 }
 
 // capText cuts s to at most limit bytes at a UTF-8 boundary, saying how long it was.
