@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -60,13 +61,18 @@ func TestJournalStopsAfterFailedWrite(t *testing.T) {
 // Arbitrary bytes after a valid header either open (as a journal whose torn tail was
 // cut) or fail with ErrCorrupt; they never panic, and an opened journal takes appends.
 func FuzzJournalOpen(f *testing.F) {
-	seed := t0Journal()
-	f.Add(seed)
-	f.Add(seed[:len(seed)-1])
-	f.Add([]byte{0, 0, 0, 1, 0, 0, 0, 0, 1})
-	f.Fuzz(func(t *testing.T, records []byte) {
+	for _, v2 := range []bool{false, true} {
+		seed := t0Journal(fuzzSeed(v2))
+		f.Add(v2, seed)
+		f.Add(v2, seed[:len(seed)-1])
+		f.Add(v2, []byte{0, 0, 0, 1, 0, 0, 0, 0, 1})
+	}
+	f.Fuzz(func(t *testing.T, v2 bool, records []byte) {
 		dir := t.TempDir()
 		content := append([]byte(journalMagicV1), records...) // groups checksummed alone
+		if v2 {
+			content = append(fuzzHeader(), records...) // groups checksummed from the header's
+		}
 		if err := os.WriteFile(filepath.Join(dir, JournalFileName), content, 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -84,18 +90,67 @@ func FuzzJournalOpen(f *testing.F) {
 	})
 }
 
-// t0Journal returns the groups of a small journal with every kind of record.
-func t0Journal() []byte {
+// TestJournalFuzzSeedsOpen checks that the fuzzer starts from journals that open, in
+// both formats: else it would explore only the refusal of a bad first group.
+func TestJournalFuzzSeedsOpen(t *testing.T) {
+	for _, v2 := range []bool{false, true} {
+		dir := t.TempDir()
+		head := []byte(journalMagicV1)
+		if v2 {
+			head = fuzzHeader()
+		}
+		content := append(head, t0Journal(fuzzSeed(v2))...)
+		if err := os.WriteFile(filepath.Join(dir, JournalFileName), content, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		j, err := OpenJournal(dir)
+		if err != nil {
+			t.Fatalf("v2=%v: OpenJournal() = %v", v2, err)
+		}
+		// The seed's call and the result its open call is given at the open.
+		got, err := j.Read(t.Context(), "s", 0, 0)
+		if err != nil || len(got) != 2 || got[0].Call == nil || got[0].Call.CallID != "1" || got[1].Result == nil {
+			t.Errorf("v2=%v: Read(s) = %+v, %v; want the call and its recovered result", v2, got, err)
+		}
+		if got, err := j.Read(t.Context(), "t", 0, 0); err != nil || len(got) != 0 {
+			t.Errorf("v2=%v: Read(t) = %+v, %v; want nothing (deleted)", v2, got, err)
+		}
+		closeStore(t, j)
+	}
+}
+
+// fuzzHeader is a current-format journal header with a fixed file id, so that the
+// fuzzer's seed groups can be sealed with its checksum seed.
+func fuzzHeader() []byte {
+	h := append([]byte(journalMagic), "fuzzfile"...)
+	return binary.BigEndian.AppendUint32(h, crcOf(h))
+}
+
+// fuzzSeed is the group checksum seed of the fuzzed file's format.
+func fuzzSeed(v2 bool) uint32 {
+	if !v2 {
+		return 0
+	}
+	seed, ok := headerSeed(fuzzHeader())
+	if !ok {
+		panic("fuzzHeader does not match its checksum")
+	}
+	return seed
+}
+
+// t0Journal returns the groups of a small journal with every kind of record, sealed
+// for a file whose group checksums start from seed.
+func t0Journal(seed uint32) []byte {
 	b := beginGroup(nil, 1)
 	call := Event{Type: TypeToolCall, Call: &CallRecord{CallID: "1", Name: "n", Arguments: []byte(`{}`)}, Seq: 1}
 	b = appendStoredEvents(b, "s", []Event{call})
 	b = appendOwnerRecord(b, "s", Owner{Identity: "id", Scope: "x", ScopeKnown: true}, time.Unix(1, 0))
-	sealGroup(b, 0)
+	sealGroup(b, seed)
 	second := len(b)
 	b = beginGroup(b, 2)
 	b = appendStoredEvents(b, "t", []Event{{Type: TypeUserMessage, Message: &MessageRecord{Content: "m"}, Seq: 1}})
 	b = appendDeleteRecord(b, "t")
-	sealGroup(b[second:], 0)
+	sealGroup(b[second:], seed)
 	return b
 }
 
