@@ -81,12 +81,37 @@ func TestTools(t *testing.T) {
 // answered at once that it had slept that long.
 func TestSleepBeyondDurationWaitsForCancellation(t *testing.T) {
 	srv, id := serve(t, "")
-	// The deadline only ends the call: the tool fails with it (the handler's context
-	// carries it too) or is cancelled; a tool that answered before it would be wrong.
-	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
-	defer cancel()
-	if got := call(ctx, srv, id, "sleep", `{"ms":9223372036854775807}`); !got.IsError {
-		t.Errorf("Call(sleep 2^63-1 ms) = %+v, want a failure once its context ends", got)
+	// ms beyond what a Duration holds sleeps until cancelled: a tool that answered
+	// before it is told to stop (a wrapped-around, negative timer fires at once) would
+	// be wrong. The call is cancelled only once the provider is running it.
+	res, cancel := sleepInFlight(t, srv, id, `{"ms":9223372036854775807}`)
+	cancel()
+	if got := <-res; got.Code() != tool.CodeAborted {
+		t.Errorf("Call(sleep 2^63-1 ms) cancelled = %+v, want ABORTED", got)
+	}
+}
+
+// sleepInFlight starts a sleep call with args and returns once the provider runs it,
+// with the channel of its result and the function that cancels it. A call that ends
+// before it is seen running fails the test.
+func sleepInFlight(t *testing.T, srv *brokertest.Server, id, args string) (<-chan tool.Result, context.CancelFunc) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(cancel)
+	res := make(chan tool.Result, 1)
+	go func() { res <- call(ctx, srv, id, "sleep", args) }()
+	for deadline := time.Now().Add(brokertest.WaitTimeout); ; time.Sleep(time.Millisecond) {
+		if ps := srv.Broker.Providers(); len(ps) == 1 && ps[0].InFlight == 1 {
+			return res, cancel
+		}
+		select {
+		case got := <-res:
+			t.Fatalf("Call(sleep %s) = %+v before it was cancelled", args, got)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("timed out waiting for the sleep call to be in flight")
+		}
 	}
 }
 
@@ -116,18 +141,7 @@ func TestWriteNoteWithoutFile(t *testing.T) {
 
 func TestSleepHonoursCancellation(t *testing.T) {
 	srv, id := serve(t, "")
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	res := make(chan tool.Result, 1)
-	go func() { res <- call(ctx, srv, id, "sleep", `{"ms":60000}`) }()
-	for deadline := time.Now().Add(brokertest.WaitTimeout); ; time.Sleep(time.Millisecond) {
-		if ps := srv.Broker.Providers(); len(ps) == 1 && ps[0].InFlight == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("timed out waiting for the sleep call to be in flight")
-		}
-	}
+	res, cancel := sleepInFlight(t, srv, id, `{"ms":60000}`)
 	cancel() // as a cancelled batch does: toolsd tells the provider to stop
 	// The tool reports that it stopped because it was told to, not a failure of its own.
 	if got := <-res; got.Code() != tool.CodeAborted {
