@@ -3,18 +3,20 @@ package registry
 import (
 	"fmt"
 	"strings"
+
+	"github.com/toolsd/toolsd/internal/tool"
 )
 
 // ReservedRunCode is the code-mode transport tool. Only the operator (owner "") may
 // register it, and restriction masks can neither name nor filter it: restrict the tools
 // it reaches instead.
-const ReservedRunCode = "run_code"
+const ReservedRunCode = tool.ReservedRunCode
 
 // Scope shape limits.
 const (
 	MaxScopeDepth   = 8
 	MaxSegmentBytes = 64
-	MaxNameBytes    = 64
+	MaxNameBytes    = tool.MaxNameBytes
 )
 
 // ValidateScope checks a scope path: "" (global) or 1..8 segments of
@@ -61,13 +63,8 @@ func ValidateName(name string) error {
 	if name == "" {
 		return fmt.Errorf("%w: empty name", ErrInvalidName)
 	}
-	if len(name) > MaxNameBytes {
-		return fmt.Errorf("%w %s: longer than %d bytes", ErrInvalidName, quoteName(name), MaxNameBytes)
-	}
-	for i := 0; i < len(name); i++ {
-		if c := name[i]; !isAlnum(c) && c != '_' && c != '-' && c != '.' && c != '/' {
-			return fmt.Errorf("%w %s: invalid character %q (allowed: A-Z a-z 0-9 _ - . /)", ErrInvalidName, quoteName(name), c)
-		}
+	if why := tool.NameProblem(name); why != "" {
+		return fmt.Errorf("%w %s: %s", ErrInvalidName, quoteName(name), why)
 	}
 	return nil
 }

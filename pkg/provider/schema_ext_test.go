@@ -178,6 +178,21 @@ func TestNewToolPanicsOnProgrammingErrors(t *testing.T) {
 			schemaOf[struct{}](provider.WithSchema("{\"description\":\"caf\xe9\"}"))
 		}, "not valid UTF-8"},
 		"bad output schema": {func() { schemaOf[struct{}](provider.WithOutputSchema(`"x"`)) }, "output schema"},
+		"empty name": {func() {
+			provider.NewTool("", "d", func(context.Context, provider.Call, struct{}) (string, error) { return "", nil })
+		}, "invalid name: empty name"},
+		"name with a space": {func() {
+			provider.NewTool("read file", "d", func(context.Context, provider.Call, struct{}) (string, error) { return "", nil })
+		}, `invalid name: invalid character ' '`},
+		"name not UTF-8": {func() {
+			provider.NewTool("caf\xe9", "d", func(context.Context, provider.Call, struct{}) (string, error) { return "", nil })
+		}, "invalid name: invalid character"},
+		"name too long": {func() {
+			provider.NewTool(strings.Repeat("n", 65), "d", func(context.Context, provider.Call, struct{}) (string, error) { return "", nil })
+		}, "invalid name: longer than 64 bytes"},
+		"reserved name": {func() {
+			provider.NewTool("run_code", "d", func(context.Context, provider.Call, struct{}) (string, error) { return "", nil })
+		}, "reserved for the operator"},
 		"nil handler": {func() {
 			provider.NewTool[struct{}, string]("t", "d", nil)
 		}, "nil handler"},

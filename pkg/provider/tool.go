@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/tool"
 )
 
 // Tool is a tool definition bound to its handler. Build one with [NewTool]; the
@@ -145,11 +146,19 @@ func (t *toolImpl) impl() *toolImpl { return t }
 // does an R that cannot be JSON-encoded; a panic in fn produces an error result and is
 // logged, and the provider keeps running.
 //
-// NewTool panics if fn is nil, if A cannot be described by a JSON Schema object, or if
-// an explicit schema is not a JSON object in UTF-8: these are programming errors that
-// the first test building the tool reveals. Other text that is not UTF-8 (the name, the
-// description) has its invalid bytes replaced by U+FFFD.
+// NewTool panics if the name breaks toolsd's rule (1 to 64 bytes of A-Z a-z 0-9 _ - .
+// /, and not run_code, which only the operator registers), if fn is nil, if A cannot be
+// described by a JSON Schema object, or if an explicit schema is not a JSON object in
+// UTF-8: these are programming errors that the first test building the tool reveals
+// (toolsd would refuse the tool, and the provider would only log it). A description
+// that is not UTF-8 has its invalid bytes replaced by U+FFFD.
 func NewTool[A any, R any](name, description string, fn func(ctx context.Context, call Call, args A) (R, error), opts ...ToolOption) Tool {
+	if why := tool.NameProblem(name); why != "" {
+		panic(fmt.Sprintf("provider: tool %q: invalid name: %s", name, why))
+	}
+	if name == tool.ReservedRunCode {
+		panic(fmt.Sprintf("provider: tool %q: the name is reserved for the operator", name))
+	}
 	if fn == nil {
 		panic(fmt.Sprintf("provider: tool %q has a nil handler", name))
 	}
@@ -176,7 +185,7 @@ func NewTool[A any, R any](name, description string, fn func(ctx context.Context
 	// the stream, failing every call on it, again after every reconnect. The schemas are
 	// checked above; the rest is repaired, and toolsd judges what it then receives.
 	def := &toolsdv1.ToolDefinition{
-		Name:             validUTF8(name),
+		Name:             name,
 		Description:      validUTF8(description),
 		ParametersJson:   params,
 		OutputSchemaJson: cfg.outputSchema,

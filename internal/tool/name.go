@@ -1,0 +1,33 @@
+package tool
+
+import "strconv"
+
+// MaxNameBytes is the longest tool name.
+const MaxNameBytes = 64
+
+// ReservedRunCode is the code-mode transport tool's name, which only the operator may
+// register.
+const ReservedRunCode = "run_code"
+
+// NameProblem says what is wrong with a tool name under MCP's rule
+// ^[A-Za-z0-9_\-./]{1,64}$, or returns "" for a valid name. The registry refuses a
+// name with a problem; the provider SDK refuses to define a tool with one.
+func NameProblem(name string) string {
+	if name == "" {
+		return "empty name"
+	}
+	if len(name) > MaxNameBytes {
+		return "longer than " + strconv.Itoa(MaxNameBytes) + " bytes"
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; !nameByte(c) {
+			return "invalid character " + strconv.QuoteRune(rune(c)) + " (allowed: A-Z a-z 0-9 _ - . /)"
+		}
+	}
+	return ""
+}
+
+func nameByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+		c == '_' || c == '-' || c == '.' || c == '/'
+}
