@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -736,4 +737,35 @@ func answerPostExecute(t *testing.T, e *env, name string, decide func(*toolsdv1.
 			}
 		}
 	}()
+}
+
+// TestClientTextNotUTF8IsInvalidArgument: a request whose text is not UTF-8 (which
+// protobuf refuses to decode, and gRPC alone would answer INTERNAL) is refused as the
+// client's error, naming its first bad field, and nothing of it is logged or run.
+func TestClientTextNotUTF8IsInvalidArgument(t *testing.T) {
+	e := start(t, "")
+	runProvider(t, e.app.Addr(), constTool("fine", "ok"))
+	bad := grpc.ForceCodecV2(badTextCodec{})
+
+	_, err := e.tools.Schemas(t.Context(), &toolsdv1.SchemasRequest{Scope: "team-@@BAD@@"}, bad)
+	if status.Code(err) != codes.InvalidArgument || reason(err) != "BAD_REQUEST" || !slices.Equal(fieldViolations(err), []string{"scope"}) {
+		t.Errorf("Schemas(scope not UTF-8) = %v, want InvalidArgument, BAD_REQUEST, field scope", err)
+	}
+
+	out, err := e.execute(t, &toolsdv1.Batch{SessionId: "s-text", Calls: []*toolsdv1.ToolCall{
+		call("c0", "fine", `{}`), call("c1-@@BAD@@", "fine", `{}`),
+	}}, batchOptions{callOpts: []grpc.CallOption{bad}})
+	if status.Code(err) != codes.InvalidArgument || !slices.Equal(fieldViolations(err), []string{"batch.calls[1].call_id"}) {
+		t.Errorf("ExecuteBatch(call id not UTF-8) = %v, want InvalidArgument naming batch.calls[1].call_id", err)
+	}
+	if out != nil && (out.accepted != nil || len(out.results) > 0) {
+		t.Errorf("ExecuteBatch(call id not UTF-8) answered %v before its refusal", out.order)
+	}
+	if events := e.readSession(t, "s-text"); len(events) != 0 {
+		t.Errorf("the refused batch logged %d events", len(events))
+	}
+	// The same client's next, valid batch runs: only the bad message was refused.
+	if got := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-text", Calls: []*toolsdv1.ToolCall{call("c0", "fine", `{}`)}}, batchOptions{callOpts: []grpc.CallOption{bad}}); got.results[0].GetContent() != "ok" {
+		t.Errorf("a valid batch after the refusal = %v", got.results[0])
+	}
 }

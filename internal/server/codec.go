@@ -1,9 +1,13 @@
 package server
 
 import (
+	"context"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
 	grpcproto "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
@@ -14,20 +18,29 @@ import (
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 )
 
-// lenientCodec is gRPC's protobuf codec, except for the messages providers send on
-// their streams: when one fails to decode and its string fields hold text that is not
-// UTF-8, it is decoded again with that text repaired (each bad byte sequence becomes
-// U+FFFD, as the Go SDK repairs it before sending). protobuf refuses such strings, and
-// gRPC ends the stream on a message it cannot decode: one bad tool description would
-// take every call of the provider with it. The registry then judges the repaired text
-// like any other (a tool name with U+FFFD in it is refused on its own). Results and
-// progress carry their payloads as bytes, which normalization checks. Every other
-// message (agents', operators', hooks') fails as before.
+// lenientCodec is gRPC's protobuf codec, except for messages whose string fields hold
+// text that is not UTF-8. protobuf refuses to decode such a message, and gRPC then ends
+// the RPC with INTERNAL, a status that blames toolsd for the client's bytes. When a
+// message fails to decode and its text is the reason, it is decoded again with each bad
+// byte sequence replaced by U+FFFD:
+//   - a provider's stream message is kept so repaired (as the Go SDK repairs it before
+//     sending): gRPC would end the stream, and one bad tool description would take every
+//     call of the provider with it. The registry then judges the repaired text like any
+//     other (a tool name with U+FFFD in it is refused on its own). Results and progress
+//     carry their payloads as bytes, which normalization checks.
+//   - every other message (agents', operators', hooks') is marked with the path of its
+//     first bad field, and the interceptors ([refuseBadText]) refuse it with
+//     INVALID_ARGUMENT naming that field before any handler sees it.
 type lenientCodec struct{ encoding.CodecV2 }
 
 func newLenientCodec() lenientCodec {
 	return lenientCodec{encoding.GetCodecV2(grpcproto.Name)}
 }
+
+// badTextField is the unknown field that marks a repaired message for refusal; its
+// value is the path of the first field that was not UTF-8. A client that sends it
+// itself only has its own message refused.
+const badTextField = protowire.MaxValidNumber
 
 // Unmarshal implements [encoding.CodecV2].
 func (c lenientCodec) Unmarshal(data mem.BufferSlice, v any) error {
@@ -35,61 +48,149 @@ func (c lenientCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	if err == nil {
 		return nil
 	}
-	m, ok := v.(*toolsdv1.ProviderServiceConnectRequest)
+	m, ok := v.(proto.Message)
 	if !ok {
 		return err
 	}
-	fixed, changed, ok := repairUTF8(nil, data.Materialize(), m.ProtoReflect().Descriptor(), 0)
-	if !ok || !changed {
+	fixed, bad, ok := repairUTF8(nil, data.Materialize(), m.ProtoReflect().Descriptor(), "", 0)
+	if !ok || bad == "" {
 		return err
 	}
 	proto.Reset(m)
-	return proto.Unmarshal(fixed, m)
+	if proto.Unmarshal(fixed, m) != nil {
+		return err
+	}
+	if _, provider := v.(*toolsdv1.ProviderServiceConnectRequest); !provider {
+		r := m.ProtoReflect()
+		r.SetUnknown(protowire.AppendString(protowire.AppendTag(r.GetUnknown(), badTextField, protowire.BytesType), bad))
+	}
+	return nil
+}
+
+// badText returns the path the codec marked m with, or "" when m is not marked.
+func badText(m any) string {
+	pm, ok := m.(proto.Message)
+	if !ok {
+		return ""
+	}
+	u := pm.ProtoReflect().GetUnknown()
+	for len(u) > 0 {
+		num, typ, n := protowire.ConsumeTag(u)
+		if n < 0 {
+			return ""
+		}
+		if num == badTextField && typ == protowire.BytesType {
+			v, _ := protowire.ConsumeBytes(u[n:])
+			return string(v)
+		}
+		l := protowire.ConsumeFieldValue(num, typ, u[n:])
+		if l < 0 {
+			return ""
+		}
+		u = u[n+l:]
+	}
+	return ""
+}
+
+// errBadText is the refusal of a message the codec marked.
+func errBadText(log *zap.Logger, path string) error {
+	return toStatus(log, badField(path, "is not valid UTF-8 (protobuf strings must be)"))
+}
+
+// refuseBadText returns the interceptors that refuse every message the codec marked:
+// a unary request, and each message a stream receives.
+func refuseBadText(log *zap.Logger) (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
+	unary := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if path := badText(req); path != "" {
+			return nil, errBadText(log, path)
+		}
+		return handler(ctx, req)
+	}
+	stream := func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		return handler(srv, textCheckedStream{ss, log})
+	}
+	return unary, stream
+}
+
+// textCheckedStream refuses each received message the codec marked.
+type textCheckedStream struct {
+	grpc.ServerStream
+	log *zap.Logger
+}
+
+func (s textCheckedStream) RecvMsg(m any) error {
+	if err := s.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	if path := badText(m); path != "" {
+		return errBadText(s.log, path)
+	}
+	return nil
 }
 
 // maxRepairDepth bounds the nesting repairUTF8 follows; toolsd's messages are shallow.
 const maxRepairDepth = 32
 
 // repairUTF8 appends to out the message b (of type md) with every string field's
-// invalid UTF-8 replaced by U+FFFD, nested messages included. It reports whether it
-// replaced anything, and false for ok when b is not well-formed.
-func repairUTF8(out, b []byte, md protoreflect.MessageDescriptor, depth int) (_ []byte, changed, ok bool) {
+// invalid UTF-8 replaced by U+FFFD, nested messages included. It returns the path of
+// the first field it repaired (under prefix, e.g. "batch.calls[1].call_id"; "" when it
+// repaired nothing), and false for ok when b is not well-formed.
+func repairUTF8(out, b []byte, md protoreflect.MessageDescriptor, prefix string, depth int) (_ []byte, bad string, ok bool) {
 	if depth > maxRepairDepth {
-		return nil, false, false
+		return nil, "", false
 	}
+	var seen map[protowire.Number]int // occurrences of repeated fields, for their index
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
-			return nil, false, false
+			return nil, "", false
 		}
 		fd := md.Fields().ByNumber(num)
 		if typ != protowire.BytesType || fd == nil {
 			m := protowire.ConsumeFieldValue(num, typ, b[n:])
 			if m < 0 {
-				return nil, false, false
+				return nil, "", false
 			}
 			out, b = append(out, b[:n+m]...), b[n+m:]
 			continue
 		}
 		v, m := protowire.ConsumeBytes(b[n:])
 		if m < 0 {
-			return nil, false, false
+			return nil, "", false
 		}
 		b = b[n+m:]
 		out = protowire.AppendTag(out, num, typ)
+		path := func() string {
+			p := prefix + string(fd.Name())
+			if fd.IsList() {
+				p += "[" + strconv.Itoa(seen[num]) + "]"
+			}
+			return p
+		}
 		switch {
 		case fd.Kind() == protoreflect.StringKind && !utf8.Valid(v):
 			out = protowire.AppendString(out, strings.ToValidUTF8(string(v), "\uFFFD"))
-			changed = true
-		case fd.Kind() == protoreflect.MessageKind:
-			sub, c, ok := repairUTF8(nil, v, fd.Message(), depth+1)
-			if !ok {
-				return nil, false, false
+			if bad == "" {
+				bad = path()
 			}
-			out, changed = protowire.AppendBytes(out, sub), changed || c
+		case fd.Kind() == protoreflect.MessageKind:
+			sub, subBad, ok := repairUTF8(nil, v, fd.Message(), path()+".", depth+1)
+			if !ok {
+				return nil, "", false
+			}
+			out = protowire.AppendBytes(out, sub)
+			if bad == "" {
+				bad = subBad
+			}
 		default:
 			out = protowire.AppendBytes(out, v)
 		}
+		if fd.IsList() {
+			if seen == nil {
+				seen = make(map[protowire.Number]int)
+			}
+			seen[num]++
+		}
 	}
-	return out, changed, true
+	return out, bad, true
 }

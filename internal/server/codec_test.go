@@ -49,22 +49,55 @@ func TestLenientCodecRepairsProviderText(t *testing.T) {
 	}
 }
 
-// Only a provider's messages are repaired: an agent's, an operator's or a hook's that
-// is not UTF-8 fails to decode as before, and so does one that is not protobuf at all.
-func TestLenientCodecRefusesOthers(t *testing.T) {
+// Only a provider's messages are kept repaired: an agent's, an operator's or a hook's
+// that is not UTF-8 decodes marked with the path of its first bad field, which the
+// interceptors refuse. One that is not protobuf at all fails to decode as before.
+func TestLenientCodecMarksOthers(t *testing.T) {
 	c := newLenientCodec()
-	batch := &toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Batch{Batch: &toolsdv1.Batch{SessionId: "s-@@BAD@@"}}}
-	if err := c.Unmarshal(corrupt(t, batch), &toolsdv1.ExecuteBatchRequest{}); err == nil {
-		t.Error("an agent's batch that is not UTF-8 decoded")
+	for _, tc := range []struct {
+		name string
+		in   proto.Message
+		into proto.Message
+		want string
+	}{
+		{"batch session", &toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Batch{Batch: &toolsdv1.Batch{SessionId: "s-@@BAD@@"}}},
+			&toolsdv1.ExecuteBatchRequest{}, "batch.session_id"},
+		{"second call's id", &toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Batch{Batch: &toolsdv1.Batch{SessionId: "s", Calls: []*toolsdv1.ToolCall{
+			{CallId: "c0", Name: "t"}, {CallId: "c-@@BAD@@", Name: "t"}, {CallId: "c2", Name: "t-@@BAD@@"},
+		}}}}, &toolsdv1.ExecuteBatchRequest{}, "batch.calls[1].call_id"},
+		{"hook decision", &toolsdv1.HookServiceConnectRequest{Msg: &toolsdv1.HookServiceConnectRequest_Decision{Decision: &toolsdv1.HookDecision{Reason: "@@BAD@@"}}},
+			&toolsdv1.HookServiceConnectRequest{}, "decision.reason"},
+		{"unary scope", &toolsdv1.SchemasRequest{Scope: "team/@@BAD@@"}, &toolsdv1.SchemasRequest{}, "scope"},
+	} {
+		if err := c.Unmarshal(corrupt(t, tc.in), tc.into); err != nil {
+			t.Errorf("%s: Unmarshal() = %v, want it decoded and marked", tc.name, err)
+			continue
+		}
+		if got := badText(tc.into); got != tc.want {
+			t.Errorf("%s: marked %q, want %q", tc.name, got, tc.want)
+		}
 	}
-	decision := &toolsdv1.HookServiceConnectRequest{Msg: &toolsdv1.HookServiceConnectRequest_Decision{Decision: &toolsdv1.HookDecision{Reason: "@@BAD@@"}}}
-	if err := c.Unmarshal(corrupt(t, decision), &toolsdv1.HookServiceConnectRequest{}); err == nil {
-		t.Error("a hook's decision that is not UTF-8 decoded")
+	var clean toolsdv1.ExecuteBatchRequest
+	if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(mustMarshal(t, &toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Batch{Batch: &toolsdv1.Batch{SessionId: "s"}}}))}, &clean); err != nil || badText(&clean) != "" {
+		t.Errorf("a clean message: Unmarshal() = %v, marked %q; want it decoded unmarked", err, badText(&clean))
 	}
+	var provider toolsdv1.ProviderServiceConnectRequest
 	hello := &toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Hello{Hello: &toolsdv1.ProviderHello{Name: "p-@@BAD@@"}}}
+	if err := c.Unmarshal(corrupt(t, hello), &provider); err != nil || badText(&provider) != "" {
+		t.Errorf("a provider's hello: Unmarshal() = %v, marked %q; want it repaired unmarked", err, badText(&provider))
+	}
 	b := corrupt(t, hello).Materialize()
 	truncated := mem.BufferSlice{mem.SliceBuffer(b[:len(b)-3])}
 	if err := c.Unmarshal(truncated, &toolsdv1.ProviderServiceConnectRequest{}); err == nil {
 		t.Error("a truncated provider message decoded")
 	}
+}
+
+func mustMarshal(t *testing.T, m proto.Message) []byte {
+	t.Helper()
+	b, err := proto.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -59,10 +59,11 @@ type GRPCConfig struct {
 // NewGRPCServer builds toolsd's gRPC server with mirrored unary and stream chains.
 // The onion, outermost first:
 //
-//	metrics ─▶ logging ─▶ auth (health exempt) ─▶ recovery ─▶ handler
+//	metrics ─▶ logging ─▶ auth (health exempt) ─▶ bad text ─▶ recovery ─▶ handler
 //
 // Metrics see every RPC including rejected ones; logging records the final code;
-// auth runs before any handler code; recovery sits innermost so a handler panic is
+// auth runs before any handler code; bad text refuses the messages the codec marked
+// as not UTF-8 (see [lenientCodec]); recovery sits innermost so a handler panic is
 // logged with its stack and leaves as a plain Internal that the outer layers count.
 // The returned ServerMetrics must be initialized after services are registered.
 func NewGRPCServer(c GRPCConfig) (*grpc.Server, *grpcprom.ServerMetrics) {
@@ -89,6 +90,8 @@ func NewGRPCServer(c GRPCConfig) (*grpc.Server, *grpcprom.ServerMetrics) {
 	if c.AuthStream != nil {
 		streams = append(streams, selector.StreamServerInterceptor(c.AuthStream, selector.MatchFunc(notHealth)))
 	}
+	textUnary, textStream := refuseBadText(log)
+	unary, streams = append(unary, textUnary), append(streams, textStream)
 	rec := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
 		log.Error("panic in handler", zap.Any("panic", p), zap.ByteString("stack", debug.Stack()))
 		if c.OnPanic != nil {
