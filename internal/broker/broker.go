@@ -63,8 +63,6 @@ type Broker struct {
 	// idPrefix keeps provider ids unique across broker instances and restarts.
 	idPrefix string
 	nextConn atomic.Uint64
-	// nextReq numbers requests across all providers, so an id names one call globally.
-	nextReq atomic.Uint64
 
 	gate *streamgate.Gate
 

@@ -27,8 +27,9 @@ type pendingCall struct {
 	// sent, read by the receive loop that takes the call's result).
 	cancelled atomic.Bool
 	// sent: the execute was handed to the stream (set before the write, holding the
-	// send slot). Until then the provider cannot know the request id, and the receive
-	// loop treats a result or progress for it as for any id it was never sent.
+	// send slot). Until then the provider can only guess the request id (ids count up per
+	// stream), and the receive loop treats a result or progress for it as for any id it
+	// was never sent.
 	sent atomic.Bool
 }
 

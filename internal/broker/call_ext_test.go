@@ -290,6 +290,39 @@ func TestStaleAndForeignResultsAreDropped(t *testing.T) {
 	}
 }
 
+// TestRequestIDsArePerStream checks that each provider stream numbers its own requests
+// 1, 2, 3, … however the calls of two providers interleave (ids counted across streams
+// would show each provider how many calls the others get), and that two calls holding
+// the same id on different streams are each answered by their own provider only.
+func TestRequestIDsArePerStream(t *testing.T) {
+	obs := newRecorder()
+	srv := brokertest.Start(t, brokertest.NewRegistrar(), broker.WithObserver(obs), broker.WithLogger(zaptest.NewLogger(t)))
+	a, b := helloRaw(t, srv, "a", 0), helloRaw(t, srv, "b", 0)
+	for want := uint64(1); want <= 3; want++ {
+		onA := goCall(t.Context(), srv.Broker, a.id, execFor("t", "{}"))
+		idA := a.execute().GetRequestId()
+		onB := goCall(t.Context(), srv.Broker, b.id, execFor("t", "{}"))
+		idB := b.execute().GetRequestId()
+		if idA != want || idB != want {
+			t.Fatalf("round %d: request ids a=%d b=%d, want %d on both streams", want, idA, idB, want)
+		}
+		b.result(&toolsdv1.ExecuteResult{RequestId: idB, Content: []byte("from b")})
+		if got := awaitResult(t, onB); got.Content != "from b" {
+			t.Errorf("round %d: Call(b) content = %q, want from b", want, got.Content)
+		}
+		a.result(&toolsdv1.ExecuteResult{RequestId: idA, Content: []byte("from a")})
+		if got := awaitResult(t, onA); got.Content != "from a" {
+			t.Errorf("round %d: Call(a) content = %q, want from a", want, got.Content)
+		}
+	}
+	if n := obs.get("stale"); n != 0 {
+		t.Errorf("stale results = %d, want 0", n)
+	}
+	// An id past the stream's last one was never issued on it.
+	b.result(&toolsdv1.ExecuteResult{RequestId: 4, Content: []byte("guess")})
+	obs.waitFor(t, "stale", 1)
+}
+
 // TestStrayMessagesLogBounded checks that a provider sending stray messages writes a
 // bounded number of warnings while the metrics count every one.
 func TestStrayMessagesLogBounded(t *testing.T) {

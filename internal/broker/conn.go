@@ -55,7 +55,11 @@ type conn struct {
 	// waiting, and the supervisor ends the stream.
 	sends streamgate.SendWatch
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// nextReq is the last request id issued on this stream. Ids are numbered per stream,
+	// so a provider sees 1, 2, 3, … for its own calls only: numbered across streams, the
+	// gaps between them would tell it how many calls the other providers (tenants) get.
+	nextReq uint64
 	pending map[uint64]*pendingCall
 	queued  []*toolsdv1.ProviderServiceConnectResponse // cancels and registration answers
 	tools   map[ToolRef]struct{}
@@ -274,7 +278,8 @@ func (c *conn) begin(p *pendingCall) (uint64, tool.Code, int) {
 	if len(c.pending) >= c.maxInFlight {
 		return 0, tool.CodeProviderOverloaded, c.maxInFlight
 	}
-	id := c.b.nextReq.Add(1)
+	c.nextReq++
+	id := c.nextReq
 	c.pending[id] = p
 	return id, "", 0
 }
@@ -303,6 +308,13 @@ func (c *conn) answer(id uint64) *pendingCall {
 	}
 	c.mu.Unlock()
 	return p
+}
+
+// issued reports whether request id was issued on this stream (it may be finished).
+func (c *conn) issued(id uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return id != 0 && id <= c.nextReq
 }
 
 // forget withdraws request id; false means someone else already resolved it and its

@@ -83,10 +83,11 @@ func (b *Broker) result(c *conn, r *toolsdv1.ExecuteResult) {
 }
 
 // stale drops a result for a request that is not pending on c: finished, cancelled,
-// never issued, not sent yet, or another provider's.
+// not sent yet, or never issued on c. Request ids are numbered per stream: an id
+// another provider was sent names, on c, at most one of c's own calls.
 func (b *Broker) stale(c *conn, id uint64) {
 	b.obs.StaleResult()
-	if id == 0 || id > b.nextReq.Load() {
+	if !c.issued(id) {
 		c.warnStray("dropped result for a request id never issued", zap.Uint64("request_id", id))
 		return
 	}

@@ -84,8 +84,8 @@ type Observer interface {
 	// PROVIDER_OVERLOADED).
 	CallRejected(code tool.Code)
 	// StaleResult counts a result dropped because its request is not pending on the
-	// stream that sent it (finished, cancelled, never issued, not sent yet or another
-	// provider's).
+	// stream that sent it (finished, cancelled, not sent yet, or never issued on that
+	// stream: request ids are numbered per stream).
 	StaleResult()
 	// InvalidResult counts a result that failed its call with INVALID_RESULT or
 	// RESULT_TOO_LARGE.
