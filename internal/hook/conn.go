@@ -26,15 +26,17 @@ type answer struct {
 	err  error
 }
 
-// waiter is a pending request: the slot it fills in its call's answer channel.
+// waiter is a pending request: the slot it fills in its call's answer channel, and the
+// request id the writer sent it under (0 until it is sent).
 type waiter struct {
 	slot int
 	ch   chan<- answer
+	id   uint64
 }
 
 // outbound is a request waiting for the writer.
 type outbound struct {
-	id  uint64
+	key uint64 // its key in pending
 	msg *response
 }
 
@@ -80,10 +82,21 @@ type conn struct {
 	// lines are dropped. Neither runs a send under it.
 	streamLive streamgate.Retire
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// pending holds the requests waiting for a decision by key, a number the hook never
+	// sees: a request gets its request id only when the writer sends it.
 	pending map[uint64]waiter
-	dead    bool
-	cause   error
+	nextKey uint64
+	// sent maps the request id of each pending request the writer sent to its key, so a
+	// decision resolves only a request the hook was sent.
+	sent map[uint64]uint64
+	// lastID is the last request id sent on this stream. Ids are numbered per stream, in
+	// the order the messages go out, so a hook sees 1, 2, 3, … for its own requests and
+	// notifications only: numbered across streams, the gaps between them would tell it
+	// how many calls the other hooks (other tenants) see. Only the writer moves it.
+	lastID uint64
+	dead   bool
+	cause  error
 }
 
 func (h *Hub) newConn(out sender, scopes Scopes) *conn {
@@ -109,6 +122,7 @@ func (h *Hub) newConn(out sender, scopes Scopes) *conn {
 		writerDone: make(chan struct{}),
 		gone:       make(chan struct{}),
 		pending:    make(map[uint64]waiter),
+		sent:       make(map[uint64]uint64),
 	}
 }
 
@@ -140,7 +154,7 @@ func (c *conn) die(cause error) {
 	}
 	c.dead, c.cause = true, cause
 	pending := c.pending
-	c.pending = nil
+	c.pending, c.sent = nil, nil
 	c.mu.Unlock()
 	// Detached before gone is closed: whoever sees gone (the handler, then its client)
 	// sees the hub without this conn.
@@ -157,55 +171,59 @@ func (c *conn) deathCause() error {
 	return c.cause
 }
 
-// request registers request id as pending for slot and queues msg for the writer. On
-// failure the answer is delivered to ch right away, so every slot gets exactly one.
-func (c *conn) request(id uint64, slot int, ch chan answer, msg *response) {
+// request registers a request as pending for slot and queues msg (a request, whose id
+// the writer sets) for the writer. It returns the request's key for [conn.forget] (0,
+// which is no key, when the stream is dead). On failure the answer is delivered to ch
+// right away, so every slot gets exactly one.
+func (c *conn) request(slot int, ch chan answer, msg *response) uint64 {
 	c.mu.Lock()
 	if c.dead {
 		c.mu.Unlock()
 		ch <- answer{slot: slot, err: errGone}
-		return
+		return 0
 	}
-	c.pending[id] = waiter{slot: slot, ch: ch}
+	c.nextKey++
+	key := c.nextKey
+	c.pending[key] = waiter{slot: slot, ch: ch}
 	c.mu.Unlock()
 	select {
-	case c.reqs <- outbound{id: id, msg: msg}:
+	case c.reqs <- outbound{key: key, msg: msg}:
 	default:
-		if c.forget(id) {
+		if c.forget(key) {
 			ch <- answer{slot: slot, err: errOverloaded}
 		} // else die took it and answered
 	}
+	return key
 }
 
-// forget withdraws a pending request; it reports whether it was still pending (when
-// not, its answer has been delivered).
-func (c *conn) forget(id uint64) bool {
+// forget withdraws the pending request of key; it reports whether it was still pending
+// (when not, its answer has been delivered).
+func (c *conn) forget(key uint64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.pending[id]; !ok {
-		return false
-	}
-	delete(c.pending, id)
-	return true
-}
-
-func (c *conn) isPending(id uint64) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	_, ok := c.pending[id]
-	return ok
-}
-
-// resolve delivers a decision to the request it answers; it reports whether that
-// request was pending.
-func (c *conn) resolve(d *toolsdv1.HookDecision) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	w, ok := c.pending[d.GetRequestId()]
+	w, ok := c.pending[key]
 	if !ok {
 		return false
 	}
-	delete(c.pending, d.GetRequestId())
+	delete(c.pending, key)
+	if w.id != 0 {
+		delete(c.sent, w.id)
+	}
+	return true
+}
+
+// resolve delivers a decision to the request it answers; it reports whether that
+// request was pending and sent.
+func (c *conn) resolve(d *toolsdv1.HookDecision) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key, ok := c.sent[d.GetRequestId()]
+	if !ok {
+		return false
+	}
+	w := c.pending[key]
+	delete(c.sent, w.id)
+	delete(c.pending, key)
 	w.ch <- answer{slot: w.slot, d: d} // never blocks: one slot per answer
 	return true
 }
@@ -289,15 +307,16 @@ func (c *conn) write() {
 			c.sayGoodbye()
 			return
 		case o := <-c.reqs:
-			msg = c.live(o)
+			msg = c.number(o)
 		default:
 			select {
 			case <-c.quit:
 				c.sayGoodbye()
 				return
 			case o := <-c.reqs:
-				msg = c.live(o)
+				msg = c.number(o)
 			case msg = <-c.notes:
+				c.numberNote(msg)
 			}
 		}
 		if msg == nil {
@@ -310,12 +329,29 @@ func (c *conn) write() {
 	}
 }
 
-// live returns o's message unless its call stopped waiting for it.
-func (c *conn) live(o outbound) *response {
-	if !c.isPending(o.id) {
+// number gives o's request the stream's next request id and returns its message, or
+// returns nil when its call stopped waiting for it (it takes no id then).
+func (c *conn) number(o outbound) *response {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w, ok := c.pending[o.key]
+	if !ok {
 		return nil
 	}
+	c.lastID++
+	w.id = c.lastID
+	c.pending[o.key] = w
+	c.sent[w.id] = o.key
+	o.msg.GetRequest().RequestId = w.id
 	return o.msg
+}
+
+// numberNote gives a result notification the stream's next request id.
+func (c *conn) numberNote(msg *response) {
+	c.mu.Lock()
+	c.lastID++
+	msg.GetRequest().RequestId = c.lastID
+	c.mu.Unlock()
 }
 
 // sayGoodbye sends the goodbye, if the handler set one. The conn is dead by then (its

@@ -3,6 +3,8 @@ package hook
 import (
 	"errors"
 	"testing"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 )
 
 // TestRequestQueueFull checks that a request that cannot be queued for a stream's
@@ -11,8 +13,9 @@ func TestRequestQueueFull(t *testing.T) {
 	h := New()
 	c := h.newConn(nopSender{}, Scopes{}) // no writer runs
 	ch := make(chan answer, requestQueue+1)
+	var last uint64
 	for i := range requestQueue + 1 {
-		c.request(uint64(i+1), i, ch, &response{})
+		last = c.request(i, ch, &response{})
 	}
 	select {
 	case a := <-ch:
@@ -25,12 +28,36 @@ func TestRequestQueueFull(t *testing.T) {
 	if n := len(c.info().Subscriptions); n != 0 {
 		t.Errorf("subscriptions = %d", n)
 	}
-	if c.isPending(requestQueue + 1) {
+	if c.forget(last) {
 		t.Error("the failed request is still pending")
 	}
 	// The stream's death fails every queued request, once.
 	c.die(errGone)
 	if got := len(ch); got != requestQueue {
 		t.Errorf("answers after die = %d, want %d", got, requestQueue)
+	}
+}
+
+// TestDecisionBeforeSendIgnored checks that a decision resolves only a request the
+// stream has sent: request ids count up per stream, so a hook can guess the id of a
+// request still waiting for the writer, and must not decide a call it never saw.
+func TestDecisionBeforeSendIgnored(t *testing.T) {
+	h := New()
+	c := h.newConn(nopSender{}, Scopes{}) // no writer runs: the test plays it
+	ch := make(chan answer, 1)
+	c.request(0, ch, requestMsg(StagePreExecute, &toolsdv1.HookCall{}, nil, nil))
+	guess := &toolsdv1.HookDecision{RequestId: 1, Verdict: toolsdv1.HookVerdict_HOOK_VERDICT_ALLOW}
+	if c.resolve(guess) {
+		t.Fatal("resolve() = true for a request not sent yet, want false")
+	}
+	msg := c.number(<-c.reqs)
+	if id := msg.GetRequest().GetRequestId(); id != 1 {
+		t.Fatalf("first request id = %d, want 1", id)
+	}
+	if !c.resolve(guess) {
+		t.Fatal("resolve() = false for the request sent, want true")
+	}
+	if a := <-ch; a.d != guess || a.err != nil {
+		t.Errorf("answer = %+v, want the decision", a)
 	}
 }

@@ -183,6 +183,31 @@ func TestDecisionForAnotherHook(t *testing.T) {
 	}
 }
 
+// TestRequestIDsArePerStream checks that each hook stream numbers the requests and
+// result notifications it sends 1, 2, 3, … in the order they go out, however the calls
+// the hooks see interleave: ids counted across streams would show each hook how many
+// calls the other hooks (other tenants) see.
+func TestRequestIDsArePerStream(t *testing.T) {
+	e := newEnv(t)
+	allow := always(verdict(toolsdv1.HookVerdict_HOOK_VERDICT_ALLOW, ""))
+	a := e.connect(t, helloFor("a", sub(pre, "", "", 0), sub(result, "", "", 0)), allow)
+	b := e.connect(t, helloFor("b", sub(pre, "", "", 0), sub(result, "", "", 0)), allow)
+	p := e.newPipeline(&dispatcher{})
+	const calls = 3
+	for range calls {
+		if got := p.Run(t.Context(), newExec("echo", `{}`)); got.IsError {
+			t.Fatalf("Run() = %+v, want success", got)
+		}
+	}
+	for _, h := range []*testHook{a, b} {
+		for want := uint64(1); want <= 2*calls; want++ {
+			if got := h.next(); got.GetRequestId() != want {
+				t.Errorf("hook %s: message %d has request id %d (stage %s), want %d", h.id, want, got.GetRequestId(), got.GetStage(), want)
+			}
+		}
+	}
+}
+
 func TestMaxHooks(t *testing.T) {
 	e := newEnv(t, hook.WithMaxHooks(1))
 	e.connect(t, helloFor("first", sub(pre, "", "", 0)), nil)

@@ -13,7 +13,7 @@ import (
 // (a decision, or a failure from the request path, the stream's death or the deadline).
 type exchange struct {
 	hooks []*conn
-	ids   []uint64
+	keys  []uint64 // each request's key on its hook's conn
 	ch    chan answer
 	// timer fires at the deadline shared by the round's requests.
 	timer *time.Timer
@@ -31,12 +31,12 @@ const (
 // send asks every hook in hooks about call (and result, after execution). The requests
 // share one deadline, the hub's timeout from now.
 func (h *Hub) send(stage Stage, hooks []*conn, call *toolsdv1.HookCall, result *toolsdv1.HookResult) *exchange {
-	x := &exchange{hooks: hooks, ids: make([]uint64, len(hooks)), ch: make(chan answer, len(hooks))}
+	x := &exchange{hooks: hooks, keys: make([]uint64, len(hooks)), ch: make(chan answer, len(hooks))}
 	deadline := deadlineOf(h.opts.now().Add(h.opts.timeout))
 	x.timer = time.NewTimer(h.opts.timeout)
 	for i, c := range hooks {
-		x.ids[i] = h.nextReq.Add(1)
-		c.request(x.ids[i], i, x.ch, requestMsg(x.ids[i], stage, call, result, deadline))
+		// One message per hook: its writer sets the request id, numbered per stream.
+		x.keys[i] = c.request(i, x.ch, requestMsg(stage, call, result, deadline))
 	}
 	return x
 }
@@ -63,6 +63,6 @@ func (x *exchange) next(ctx context.Context) (answer, waitEnd) {
 func (x *exchange) close() {
 	x.timer.Stop()
 	for i, c := range x.hooks {
-		c.forget(x.ids[i])
+		c.forget(x.keys[i])
 	}
 }

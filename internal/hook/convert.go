@@ -50,14 +50,14 @@ func hookResult(r *tool.Result) *toolsdv1.HookResult {
 	return out
 }
 
-// requestMsg builds one request; deadline is nil for notifications.
-func requestMsg(id uint64, stage Stage, call *toolsdv1.HookCall, result *toolsdv1.HookResult, deadline *timestamppb.Timestamp) *response {
+// requestMsg builds one request for one hook, without its request id: the stream's
+// writer sets it when it sends the message. deadline is nil for notifications.
+func requestMsg(stage Stage, call *toolsdv1.HookCall, result *toolsdv1.HookResult, deadline *timestamppb.Timestamp) *response {
 	return &response{Msg: &toolsdv1.HookServiceConnectResponse_Request{Request: &toolsdv1.HookRequest{
-		RequestId: id,
-		Stage:     stage.proto(),
-		Call:      call,
-		Result:    result,
-		Deadline:  deadline,
+		Stage:    stage.proto(),
+		Call:     call,
+		Result:   result,
+		Deadline: deadline,
 	}}}
 }
 

@@ -47,8 +47,6 @@ type Hub struct {
 	// idPrefix keeps hook ids unique across hub instances and restarts.
 	idPrefix string
 	nextConn atomic.Uint64
-	// nextReq numbers requests across all hooks.
-	nextReq atomic.Uint64
 
 	// subs is the current subscription table, rebuilt whenever a hook comes or goes,
 	// so a call reads it without locking.

@@ -19,10 +19,11 @@ func (h *Hub) ResultObserver() pipeline.ResultObserver {
 		if len(hooks) == 0 {
 			return
 		}
-		// One message serves every hook: it is only read from here on.
-		msg := requestMsg(h.nextReq.Add(1), StageResult, hookCall(e), hookResult(&r), nil)
+		// The call and result serve every hook (they are only read from here on); each
+		// hook gets its own message, whose request id its stream's writer sets.
+		call, res := hookCall(e), hookResult(&r)
 		for _, c := range hooks {
-			if !c.notify(msg) {
+			if !c.notify(requestMsg(StageResult, call, res, nil)) {
 				h.opts.obs.HookFailure(c.hello.name, StageResult.String(), true)
 				c.log.Debug("result notification dropped: queue full", zap.String("hook", c.hello.name), zap.String("tool", e.Name), zap.String("call_id", e.CallID))
 			}
