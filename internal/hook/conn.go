@@ -66,7 +66,7 @@ type conn struct {
 	sawHello bool
 
 	reqs  chan outbound  // requests for the writer
-	notes chan *response // result notifications for the writer; full means drop
+	notes chan *response // result notifications for the writer; full means drop (see notify)
 	quit  chan struct{}  // closed by the handler's teardown: the writer stops
 	// goodbye, when set before quit is closed, is the writer's last message.
 	goodbye    *response
@@ -95,8 +95,10 @@ type conn struct {
 	// notifications only: numbered across streams, the gaps between them would tell it
 	// how many calls the other hooks (other tenants) see. Only the writer moves it.
 	lastID uint64
-	dead   bool
-	cause  error
+	// dead: die ran; no notification is queued from then on, and those it found queued
+	// were counted lost.
+	dead  bool
+	cause error
 }
 
 func (h *Hub) newConn(out sender, scopes Scopes) *conn {
@@ -163,6 +165,26 @@ func (c *conn) die(cause error) {
 	for _, w := range pending {
 		w.ch <- answer{slot: w.slot, err: errGone}
 	}
+	// The notifications still queued will not be sent: the writer may take a few more
+	// meanwhile, and every one is either handed to Send or counted here. None is queued
+	// after dead was set (see notify).
+	lost := 0
+	for drained := false; !drained; {
+		select {
+		case <-c.notes:
+			lost++
+		default:
+			drained = true
+		}
+	}
+	c.lost(lost)
+}
+
+// lost counts n result notifications that the stream's end kept from being sent.
+func (c *conn) lost(n int) {
+	if n > 0 {
+		c.h.opts.obs.NotificationsLost(c.hello.name, n)
+	}
 }
 
 func (c *conn) deathCause() error {
@@ -228,13 +250,20 @@ func (c *conn) resolve(d *toolsdv1.HookDecision) bool {
 	return true
 }
 
-// notify queues a result notification unless the queue is full.
-func (c *conn) notify(msg *response) bool {
+// notify queues a result notification. It fails with errOverloaded when the queue is
+// full and with errGone when the stream has ended (a call can still hold a subscription
+// table from before): such a notification is never sent.
+func (c *conn) notify(msg *response) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dead {
+		return errGone
+	}
 	select {
 	case c.notes <- msg:
-		return true
+		return nil
 	default:
-		return false
+		return errOverloaded
 	}
 }
 
@@ -302,6 +331,7 @@ func (c *conn) write() {
 	defer close(c.writerDone)
 	for {
 		var msg *response
+		note := false
 		select {
 		case <-c.quit:
 			c.sayGoodbye()
@@ -316,6 +346,7 @@ func (c *conn) write() {
 			case o := <-c.reqs:
 				msg = c.number(o)
 			case msg = <-c.notes:
+				note = true
 				c.numberNote(msg)
 			}
 		}
@@ -324,6 +355,9 @@ func (c *conn) write() {
 		}
 		if err := streamgate.Send(&c.sends, c.out.Send, msg); err != nil {
 			c.die(fmt.Errorf("hook: send: %w", err))
+			if note {
+				c.lost(1)
+			}
 			return
 		}
 	}

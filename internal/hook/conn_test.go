@@ -61,3 +61,34 @@ func TestDecisionBeforeSendIgnored(t *testing.T) {
 		t.Errorf("answer = %+v, want the decision", a)
 	}
 }
+
+// lostCounter counts NotificationsLost.
+type lostCounter struct {
+	NopObserver
+	lost map[string]int
+}
+
+func (l *lostCounter) NotificationsLost(hook string, n int) { l.lost[hook] += n }
+
+// TestDieCountsQueuedNotifications checks that the notifications queued when a stream
+// dies are counted lost, and that none is queued after it died.
+func TestDieCountsQueuedNotifications(t *testing.T) {
+	obs := &lostCounter{lost: map[string]int{}}
+	c := New(WithObserver(obs)).newConn(nopSender{}, Scopes{}) // no writer runs
+	c.hello.name = "audit"
+	for range 2 {
+		if err := c.notify(requestMsg(StageResult, &toolsdv1.HookCall{}, &toolsdv1.HookResult{}, nil)); err != nil {
+			t.Fatalf("notify() = %v, want nil", err)
+		}
+	}
+	c.die(errGone)
+	if got := obs.lost["audit"]; got != 2 {
+		t.Errorf("lost after die = %d, want 2", got)
+	}
+	if err := c.notify(requestMsg(StageResult, &toolsdv1.HookCall{}, &toolsdv1.HookResult{}, nil)); !errors.Is(err, errGone) {
+		t.Errorf("notify() after die = %v, want %v", err, errGone)
+	}
+	if n := len(c.notes); n != 0 {
+		t.Errorf("queued notifications after die = %d, want 0", n)
+	}
+}

@@ -54,6 +54,8 @@ func (r *recorder) HookFailure(name, stage string, failOpen bool) {
 	r.add(fmt.Sprintf("failure:%s:%s:%t", name, stage, failOpen), 1)
 }
 
+func (r *recorder) NotificationsLost(name string, n int) { r.add("lost:"+name, n) }
+
 func (r *recorder) get(name string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()

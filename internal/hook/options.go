@@ -50,6 +50,11 @@ type Observer interface {
 	// HookConnected(hook, -1): the requests pending on a dropped stream fail once the
 	// hook is unsubscribed.
 	HookFailure(hook, stage string, failOpen bool)
+	// NotificationsLost counts n result notifications for a hook named hook that its
+	// stream's end kept from being sent: queued when the stream dropped (or toolsd shut
+	// down), or the one being sent. It comes just after the hook's HookConnected(hook, -1).
+	// A notification dropped because the queue was full is a HookFailure instead.
+	NotificationsLost(hook string, n int)
 }
 
 // NopObserver ignores every event.
@@ -60,6 +65,9 @@ func (NopObserver) HookConnected(string, int) {}
 
 // HookFailure implements [Observer].
 func (NopObserver) HookFailure(string, string, bool) {}
+
+// NotificationsLost implements [Observer].
+func (NopObserver) NotificationsLost(string, int) {}
 
 // ScopeFilter returns, for the stream in ctx, the scopes whose calls the hook may see.
 // An error refuses the stream.

@@ -53,3 +53,27 @@ func TestResultQueueFull(t *testing.T) {
 		t.Errorf("Hooks() = %d, want the slow hook to stay connected", n)
 	}
 }
+
+// TestNotificationsLostWhenStreamDrops checks that the result notifications still
+// queued for a hook when its stream drops are counted lost, not silently discarded.
+func TestNotificationsLostWhenStreamDrops(t *testing.T) {
+	const calls = 20
+	e := newEnv(t, hook.WithResultQueue(2*calls))
+	h := e.connect(t, helloFor("stuck", sub(result, "", "", 0)), nil, noRead)
+	observe := e.hub.ResultObserver()
+	// Far more than the connection's 64 KiB windows: the writer blocks on the first
+	// ones and the rest wait in the queue.
+	big := tool.Result{Content: strings.Repeat("x", 100<<10)}
+	for range calls {
+		observe(newExec("echo", `{}`), big, 0)
+	}
+	_ = h.cc.Close()
+	e.obs.waitFor(t, "lost:stuck", func(n int) bool { return n > 0 })
+	waitUntil(t, "the hook to leave", func() bool { return len(e.hub.Hooks()) == 0 })
+	if n := e.obs.get("lost:stuck"); n > calls {
+		t.Errorf("lost notifications = %d of %d", n, calls)
+	}
+	if n := e.obs.get("failure:stuck:result:true"); n != 0 {
+		t.Errorf("notifications dropped for a full queue = %d, want 0", n)
+	}
+}

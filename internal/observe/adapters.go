@@ -120,6 +120,9 @@ type HookObserver interface {
 	// HookFailure counts a hook that could not be used for a call at stage; failOpen
 	// tells whether the call went on without it.
 	HookFailure(hook, stage string, failOpen bool)
+	// NotificationsLost counts n result notifications for hook that its stream's end
+	// kept from being sent.
+	NotificationsLost(hook string, n int)
 }
 
 // departedHook is the hook label of failures counted when no hook of their hook's name
@@ -153,16 +156,18 @@ func (o hookObserver) HookConnected(hook string, delta int) {
 	}
 	delete(names.live, hook)
 	o.m.failures.DeletePartialMatch(prometheus.Labels{"hook": hook})
+	o.m.lost.DeleteLabelValues(hook)
 }
 
-// initFailures creates hook's failure series at 0: a series born at its first count
-// shows no increase to rate(), so alerts would miss that count.
+// initFailures creates hook's failure and lost-notification series at 0: a series born
+// at its first count shows no increase to rate(), so alerts would miss that count.
 func (m *hookMetrics) initFailures(hook string) {
 	for _, stage := range hookStages {
 		for _, outcome := range []string{"fail_open", "fail_closed"} {
 			m.failures.WithLabelValues(hook, stage, outcome)
 		}
 	}
+	m.lost.WithLabelValues(hook)
 }
 
 func (o hookObserver) HookFailure(hook, stage string, failOpen bool) {
@@ -178,6 +183,18 @@ func (o hookObserver) HookFailure(hook, stage string, failOpen bool) {
 		hook = departedHook
 	}
 	o.m.failures.WithLabelValues(hook, stage, outcome).Inc()
+}
+
+// NotificationsLost counts like HookFailure: under hook="" when no hook of that name is
+// connected any more, which is the rule, since a stream's end loses them.
+func (o hookObserver) NotificationsLost(hook string, n int) {
+	names := o.m.names
+	names.mu.RLock()
+	defer names.mu.RUnlock()
+	if names.live[hook] == 0 {
+		hook = departedHook
+	}
+	o.m.lost.WithLabelValues(hook).Add(float64(n))
 }
 
 // Approver wraps a batch's approver so toolsd_pipeline_approvals_pending counts the

@@ -52,6 +52,7 @@ type brokerMetrics struct {
 type hookMetrics struct {
 	connected prometheus.Gauge
 	failures  *prometheus.CounterVec // hook, stage, outcome
+	lost      *prometheus.CounterVec // hook
 	names     *hookNames
 }
 
@@ -105,7 +106,7 @@ func New(reg prometheus.Registerer, opts ...Option) *Metrics {
 		p.calls, p.callDuration, p.stageDuration, p.inFlight, p.dispatching, p.retries, p.approvals,
 		s.running, s.started, s.skipped, s.occupancy,
 		b.providers, b.rejected, b.stale, b.invalid, b.malformed,
-		h.connected, h.failures,
+		h.connected, h.failures, h.lost,
 		ss.appendDuration, ss.appended, ss.syncDuration, ss.journalBytes, ss.rewrites,
 		m.srv.panics, tools,
 	)
@@ -171,6 +172,10 @@ func newHookMetrics() hookMetrics {
 			Namespace: namespace, Subsystem: "hook", Name: "failures_total",
 			Help: "Hooks that could not be used for a call, by hook (while one of that name is connected, else empty), stage and outcome (fail_open: the call went on; fail_closed: it failed with POLICY_UNAVAILABLE).",
 		}, []string{"hook", "stage", "outcome"}),
+		lost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: "hook", Name: "result_notifications_lost_total",
+			Help: "Result notifications never sent because their hook's stream ended (dropped, or toolsd shut down) first, by hook (while one of that name is connected, else empty).",
+		}, []string{"hook"}),
 		names: &hookNames{live: map[string]int{}},
 	}
 }

@@ -123,9 +123,11 @@ func TestAdapters(t *testing.T) {
 				h.HookFailure("audit", "pre_execute", true)
 				h.HookFailure("audit", "pre_execute", false)
 				h.HookFailure("audit", "pre_execute", false)
+				h.NotificationsLost("audit", 3)
 			},
 			want: []series{
 				{"toolsd_hook_hooks_connected", nil, 1},
+				{"toolsd_hook_result_notifications_lost_total", []string{"hook", "audit"}, 3},
 				{"toolsd_hook_failures_total", []string{"hook", "audit", "stage", "pre_execute", "outcome", "fail_open"}, 1},
 				{"toolsd_hook_failures_total", []string{"hook", "audit", "stage", "pre_execute", "outcome", "fail_closed"}, 2},
 			},
@@ -252,8 +254,20 @@ func TestHookFailureSeriesFollowConnectedNames(t *testing.T) {
 	if got := value(t, reg, name, "hook", "", "stage", "pre_execute", "outcome", "fail_closed"); got != 1 {
 		t.Errorf("%s{hook=\"\"} = %v, want the late failure", name, got)
 	}
+	// Notifications its stream's end lost count after the hook left, as the failures do.
+	const lost = "toolsd_hook_result_notifications_lost_total"
+	h.NotificationsLost("audit", 2)
+	if has(t, reg, lost, "hook", "audit") {
+		t.Errorf("lost notifications recreated %s{hook=audit}", lost)
+	}
+	if got := value(t, reg, lost, "hook", ""); got != 2 {
+		t.Errorf("%s{hook=\"\"} = %v, want 2", lost, got)
+	}
 	// A hook that comes back under the name starts from zero.
 	h.HookConnected("audit", 1)
+	if !has(t, reg, lost, "hook", "audit") || value(t, reg, lost, "hook", "audit") != 0 {
+		t.Errorf("%s{hook=audit} not exported at 0 once an audit hook connected", lost)
+	}
 	h.HookFailure("audit", "result", true)
 	if got := value(t, reg, name, "hook", "audit", "stage", "result", "outcome", "fail_open"); got != 1 {
 		t.Errorf("%s{hook=audit,stage=result} = %v, want 1", name, got)
@@ -285,6 +299,7 @@ func exerciseAll(t *testing.T, m *observe.Metrics) {
 	h := m.Hooks()
 	h.HookConnected("audit", 1)
 	h.HookFailure("audit", "pre_execute", false)
+	h.NotificationsLost("audit", 1)
 	m.PanicRecovered()
 	m.ApprovalsPending().Inc()
 	m.RegisteredTools(func() int { return 1 })
@@ -302,6 +317,7 @@ var metricNames = []string{
 	"toolsd_broker_stale_results_total",
 	"toolsd_hook_failures_total",
 	"toolsd_hook_hooks_connected",
+	"toolsd_hook_result_notifications_lost_total",
 	"toolsd_pipeline_approvals_pending",
 	"toolsd_pipeline_call_duration_seconds",
 	"toolsd_pipeline_calls_in_flight",
