@@ -40,12 +40,14 @@ func TestMetricsMoveAfterABatch(t *testing.T) {
 	runProvider(t, e.app.Addr(), exampletools.Tools(filepath.Join(t.TempDir(), "notes.txt"))...)
 	admin := e.app.AdminAddr()
 
-	// A registered tool's OK count and duration exist at zero before its first call,
-	// so that rate() counts that call.
+	// A registered tool's OK count, duration and retries exist at zero before its first
+	// call, so that rate() counts that call and its first retry.
 	_, before := scrape(t, admin, "/metrics")
 	for _, want := range []string{
 		`toolsd_pipeline_calls_total{code="OK",tool="echo"} 0`,
 		`toolsd_pipeline_call_duration_seconds_count{tool="echo"} 0`,
+		`toolsd_pipeline_retries_total{code="PROVIDER_GONE",tool="echo"} 0`,
+		`toolsd_pipeline_retries_total{code="PROVIDER_UNAVAILABLE",tool="echo"} 0`,
 	} {
 		if !strings.Contains(before, want) {
 			t.Errorf("/metrics before any batch lacks %s", want)
@@ -121,7 +123,7 @@ func TestToolSeriesLeaveWithTheirTool(t *testing.T) {
 	}
 	// The series go once the registry has reported the last tool gone, which may be
 	// just after Schemas stopped showing it.
-	perTool := []string{"toolsd_pipeline_calls_total{", "toolsd_pipeline_call_duration_seconds_count{", "toolsd_pipeline_stage_duration_seconds_count{"}
+	perTool := []string{"toolsd_pipeline_calls_total{", "toolsd_pipeline_call_duration_seconds_count{", "toolsd_pipeline_stage_duration_seconds_count{", "toolsd_pipeline_retries_total{"}
 	waitFor(t, "the per-tool series of the unregistered tools to go", func() bool {
 		_, body := scrape(t, e.app.AdminAddr(), "/metrics")
 		for _, line := range strings.Split(body, "\n") {

@@ -206,10 +206,15 @@ var alertedCodes = []tool.Code{
 	tool.CodeToolTimeout, tool.CodeInvalidResult, tool.CodePolicyUnavailable,
 }
 
+// retriedCodes are the code label values of retries_total: the codes the pipeline
+// retries after.
+var retriedCodes = pipeline.RetryableCodes()
+
 // PrepareTool creates the tool's calls_total series of code OK and of the alerted
-// failure codes, and its call_duration_seconds, at zero. Call it when the tool is
-// registered: a series born at its first count hides that count from rate() and
-// increase(), which need an earlier sample.
+// failure codes, its call_duration_seconds, and its retries_total series of every
+// code a retry follows, at zero. Call it when the tool is registered: a series born at
+// its first count hides that count from rate() and increase(), which need an earlier
+// sample.
 func (o *CallObserver) PrepareTool(name string) {
 	if o.m == nil {
 		return
@@ -219,6 +224,9 @@ func (o *CallObserver) PrepareTool(name string) {
 	ts.callDuration(&o.m.pipe)
 	for _, code := range alertedCodes {
 		o.m.pipe.calls.WithLabelValues(name, string(code))
+	}
+	for _, code := range retriedCodes {
+		o.m.pipe.retries.WithLabelValues(name, string(code))
 	}
 }
 

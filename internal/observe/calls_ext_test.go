@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -293,5 +294,56 @@ func TestPanickingResultObserverEndsTheCall(t *testing.T) {
 	}
 	if got := value(t, reg, "toolsd_server_panics_recovered_total"); got != 1 {
 		t.Errorf("panics_recovered_total = %v, want 1", got)
+	}
+}
+
+// TestRetriedCodesStartAtZero drives an idempotent tool through the real retry with
+// each result code as its first dispatch's result: every code the pipeline retries on
+// must have its retries_total series at 0 from the tool's registration
+// (CallObserver.PrepareTool), for rate() to see the tool's first retry, and no other
+// code gets one.
+func TestRetriedCodesStartAtZero(t *testing.T) {
+	idempotent := pipeline.Config{ToolPolicy: func(string, string) pipeline.ToolSettings {
+		return pipeline.ToolSettings{Idempotent: true}
+	}}
+	retried := 0
+	for _, code := range resultCodes {
+		if code == "OK" {
+			continue
+		}
+		t.Run(string(code), func(t *testing.T) {
+			m, reg := newMetrics(t)
+			calls := observe.NewCallObserver(m)
+			calls.PrepareTool("read")
+			prepared := has(t, reg, "toolsd_pipeline_retries_total", "tool", "read", "code", string(code))
+			if prepared {
+				if got := value(t, reg, "toolsd_pipeline_retries_total", "tool", "read", "code", string(code)); got != 0 {
+					t.Errorf("retries_total{tool=read,code=%s} after PrepareTool(read) = %v, want 0", code, got)
+				}
+			}
+			var dispatches atomic.Int32
+			p := pipeline.New(tools(newTool("read", "p1")), dispatcherFunc(func(context.Context, pipeline.Tool, *tool.Exec) tool.Result {
+				if dispatches.Add(1) == 1 {
+					return tool.Failure(code, "first try")
+				}
+				return tool.Result{Content: "ok"}
+			}),
+				pipeline.WithConfig(idempotent), pipeline.WithObserver(m.Pipeline()), pipeline.WithStageTracer(calls),
+				pipeline.WithSleep(func(context.Context, time.Duration) error { return nil }))
+			p.Run(t.Context(), newExec("read", `{}`))
+			again := dispatches.Load() > 1
+			if again {
+				retried++
+			}
+			switch {
+			case again && !prepared:
+				t.Errorf("the pipeline retried after %s, but retries_total{tool=read,code=%s} did not exist at 0 after PrepareTool(read)", code, code)
+			case !again && prepared:
+				t.Errorf("retries_total{tool=read,code=%s} exists after PrepareTool(read), but the pipeline never retries after %s", code, code)
+			}
+		})
+	}
+	if retried == 0 {
+		t.Errorf("no result code made the pipeline retry an idempotent tool")
 	}
 }

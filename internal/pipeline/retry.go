@@ -5,15 +5,21 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/toolsd/toolsd/internal/tool"
 )
 
-// transient reports codes worth retrying: the provider went away or is not there yet.
-func transient(c tool.Code) bool {
-	return c == tool.CodeProviderGone || c == tool.CodeProviderUnavailable
-}
+// retryable are the codes worth retrying: the provider went away or is not there yet.
+var retryable = [...]tool.Code{tool.CodeProviderGone, tool.CodeProviderUnavailable}
+
+// RetryableCodes returns the result codes after which an idempotent tool's call is
+// retried: the code values of [Observer.Retried].
+func RetryableCodes() []tool.Code { return slices.Clone(retryable[:]) }
+
+// transient reports codes worth retrying.
+func transient(c tool.Code) bool { return slices.Contains(retryable[:], c) }
 
 // retry re-dispatches calls of tools the operator marked idempotent after a transient
 // result, with exponential backoff and jitter: at most Retry.MaxAttempts tries, the first
