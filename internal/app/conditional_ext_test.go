@@ -114,7 +114,7 @@ func TestReleasingAToolSetStopsOnlyUnstartedCalls(t *testing.T) {
 	started, release := make(chan struct{}, 1), make(chan struct{})
 	runProvider(t, e.app.Addr(), gateTool("gate", started, release), constTool("later", "ran"))
 	set := e.resolve(t, "s-release", 1, nil)
-	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-release", ToolSetId: set.GetToolSetId(), MaxParallel: 1, Calls: []*toolsdv1.ToolCall{
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-release", Turn: 1, Step: 1, ToolSetId: set.GetToolSetId(), MaxParallel: 1, Calls: []*toolsdv1.ToolCall{
 		call("c1", "gate", `{}`), call("c2", "later", `{}`),
 	}}, batchOptions{onAccepted: func(toolsdv1.ToolService_ExecuteBatchClient) {
 		<-started
@@ -248,7 +248,7 @@ registry: {tool_set_idle: 100ms}
 	started, release := make(chan struct{}, 1), make(chan struct{})
 	runProvider(t, e.app.Addr(), gateTool("long", started, release), constTool("after", "ran"))
 	set := e.resolve(t, "s-idle", 1, nil)
-	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-idle", ToolSetId: set.GetToolSetId(), MaxParallel: 1, Calls: []*toolsdv1.ToolCall{
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-idle", Turn: 1, Step: 1, ToolSetId: set.GetToolSetId(), MaxParallel: 1, Calls: []*toolsdv1.ToolCall{
 		call("c1", "long", `{}`), call("c2", "after", `{}`),
 	}}, batchOptions{onAccepted: func(toolsdv1.ToolService_ExecuteBatchClient) {
 		<-started

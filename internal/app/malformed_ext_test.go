@@ -701,11 +701,47 @@ func TestToolSetOfAnotherSession(t *testing.T) {
 		t.Errorf("the refused batch logged %d events, want none", len(events))
 	}
 	anywhere := e.resolve(t, "", 1, nil)
-	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-elsewhere", ToolSetId: anywhere.GetToolSetId(), Calls: []*toolsdv1.ToolCall{
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-elsewhere", Turn: 1, Step: 1, ToolSetId: anywhere.GetToolSetId(), Calls: []*toolsdv1.ToolCall{
 		call("c2", "get_db_schema", `{}`),
 	}}, batchOptions{})
 	if got := resultCodes(out.results); !slices.Equal(got, []string{""}) {
 		t.Errorf("batch with a set resolved without a session = %v, want success", got)
+	}
+}
+
+// TestToolSetOfAnotherStep: a step resolves its own tool set. A batch naming a set
+// resolved for another turn or step is FAILED_PRECONDITION, reason
+// TOOL_SET_STEP_MISMATCH, saying which turn and step the set was resolved for, and
+// nothing runs or is logged (here first_step is admitted only at step 1, so a set
+// reused for step 2 would run a tool that step's own resolution does not offer).
+// The batch of the step the set was resolved for runs with it.
+func TestToolSetOfAnotherStep(t *testing.T) {
+	e := start(t, "")
+	runProvider(t, e.app.Addr(), constTool("first_step", "ok", provider.WithCondition(`step == 1`)))
+	set := e.resolve(t, "s-steps", 1, nil) // turn 1, step 1
+	if !slices.Contains(names(set.GetTools()), "first_step") {
+		t.Fatalf("tool set = %v, want first_step admitted", names(set.GetTools()))
+	}
+	for name, tc := range map[string]struct{ turn, step uint64 }{
+		"a later step":         {1, 2},
+		"the same step number": {2, 1},
+		"no turn or step":      {0, 0},
+	} {
+		_, err := e.execute(t, &toolsdv1.Batch{SessionId: "s-steps", Turn: tc.turn, Step: tc.step, ToolSetId: set.GetToolSetId(), Calls: []*toolsdv1.ToolCall{
+			call("c-"+name, "first_step", `{}`),
+		}}, batchOptions{})
+		if status.Code(err) != codes.FailedPrecondition || reason(err) != "TOOL_SET_STEP_MISMATCH" || !strings.Contains(err.Error(), "resolved for turn 1, step 1") {
+			t.Errorf("ExecuteBatch(%s: turn %d, step %d) = %v, want FailedPrecondition, TOOL_SET_STEP_MISMATCH saying turn 1, step 1", name, tc.turn, tc.step, err)
+		}
+	}
+	if events := e.readSession(t, "s-steps"); len(events) != 0 {
+		t.Errorf("the refused batches logged %d events, want none", len(events))
+	}
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-steps", Turn: 1, Step: 1, ToolSetId: set.GetToolSetId(), Calls: []*toolsdv1.ToolCall{
+		call("c-own", "first_step", `{}`),
+	}}, batchOptions{})
+	if got := resultCodes(out.results); !slices.Equal(got, []string{""}) {
+		t.Errorf("the batch of the set's own step = %v, want success", got)
 	}
 }
 

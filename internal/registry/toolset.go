@@ -27,8 +27,10 @@ type ToolSet struct {
 	scope string
 	// session is the session whose history the conditions read ("" for none).
 	session string
-	owner   string    // counted in Registry.setsOf while live
-	group   *setGroup // while in Registry.sets
+	// turn and step are the step the set was resolved for: its batch must be that step's.
+	turn, step uint64
+	owner      string    // counted in Registry.setsOf while live
+	group      *setGroup // while in Registry.sets
 	// entries is the resolving view's visible list (sorted, shared, immutable).
 	entries []*Entry
 	// admitted holds the conditional entries whose condition was true.
@@ -64,6 +66,13 @@ func (ts *ToolSet) Scope() string { return ts.scope }
 // Session returns the session whose history the set's conditions read, "" when it was
 // resolved without one.
 func (ts *ToolSet) Session() string { return ts.session }
+
+// Turn returns the turn the set was resolved for.
+func (ts *ToolSet) Turn() uint64 { return ts.turn }
+
+// Step returns the step (within [ToolSet.Turn]) the set was resolved for: conditions
+// read that step's numbers, so the set governs that step's batch and no other.
+func (ts *ToolSet) Step() uint64 { return ts.step }
 
 // Lookup resolves name within the set. Names the set did not admit get the same error as
 // [Registry.Lookup] ([tool.ErrUnknownTool]); a released, expired or invalidated set
@@ -173,6 +182,7 @@ func (r *Registry) ResolveToolSet(ctx context.Context, scope string, env Conditi
 		}
 		ts := r.newToolSet(scope, v, admitted)
 		ts.owner, ts.session = env.Owner, env.SessionID
+		ts.turn, ts.step = env.Turn, env.Step
 
 		r.mu.Lock()
 		if err := r.checkSetLimitsLocked(ts.owner); err != nil {
@@ -209,6 +219,7 @@ func (r *Registry) ResolveToolSet(ctx context.Context, scope string, env Conditi
 	}
 	ts := r.newToolSet(scope, v, admitted)
 	ts.owner, ts.session = env.Owner, env.SessionID
+	ts.turn, ts.step = env.Turn, env.Step
 	r.addSetLocked(ts)
 	return ts, nil
 }

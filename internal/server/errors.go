@@ -30,6 +30,7 @@ var errorTable = []struct {
 	{errBadRequest, codes.InvalidArgument, "BAD_REQUEST"},
 	{errShuttingDown, codes.Unavailable, "SHUTTING_DOWN"},
 	{errProviderNotConnected, codes.FailedPrecondition, "PROVIDER_NOT_CONNECTED"},
+	{errToolSetStepMismatch, codes.FailedPrecondition, "TOOL_SET_STEP_MISMATCH"},
 	{errSlowClient, codes.ResourceExhausted, "SLOW_CLIENT"},
 	{errRequestTooLarge, codes.ResourceExhausted, "REQUEST_TOO_LARGE"},
 	{registry.ErrInvalidScope, codes.InvalidArgument, "INVALID_SCOPE"},
@@ -63,6 +64,7 @@ var (
 	errProviderNotConnected = errors.New("server: provider not connected")
 	errSlowClient           = errors.New("server: client stopped reading results")
 	errRequestTooLarge      = errors.New("server: request too large")
+	errToolSetStepMismatch  = errors.New("server: tool set resolved for another step")
 	errNotYourProvider      = fmt.Errorf("%w: server: the provider stream belongs to another identity", auth.ErrPermissionDenied)
 )
 

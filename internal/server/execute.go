@@ -296,6 +296,13 @@ func (s *Server) buildBatch(ctx context.Context, first *toolsdv1.ExecuteBatchReq
 			return nil, nil, badField("batch.tool_set_id", "tool set %q was resolved for session %q, not %q",
 				id, textcut.Ellipsis(sid, maxLoggedID), textcut.Ellipsis(req.GetSessionId(), maxLoggedID))
 		}
+		// A step resolves its own set: its conditions read that step's numbers (and the
+		// history up to it), so a set reused for a later step would admit what that step's
+		// resolution might not.
+		if ts.Turn() != req.GetTurn() || ts.Step() != req.GetStep() {
+			return nil, nil, fmt.Errorf("%w: %q was resolved for turn %d, step %d; the batch is turn %d, step %d (resolve a set for each step)",
+				errToolSetStepMismatch, id, ts.Turn(), ts.Step(), req.GetTurn(), req.GetStep())
+		}
 	}
 	b := &scheduler.Batch{
 		SessionID:   req.GetSessionId(),

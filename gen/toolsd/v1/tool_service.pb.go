@@ -623,9 +623,10 @@ func (x *ResolveToolSetRequest) GetModel() *ModelSelection {
 // ResolveToolSetResponse is the resolved set.
 type ResolveToolSetResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Id to pass to Schemas, ExecuteBatch and ReleaseToolSet. With authentication on,
-	// only the identity that resolved the set may use it: to any other it is an unknown
-	// id (NOT_FOUND, TOOL_SET_GONE).
+	// Id to pass to Schemas, ReleaseToolSet and the ExecuteBatch of the step (turn and
+	// step) the set was resolved for. With authentication on, only the identity that
+	// resolved the set may use it: to any other it is an unknown id (NOT_FOUND,
+	// TOOL_SET_GONE).
 	ToolSetId string `protobuf:"bytes,1,opt,name=tool_set_id,json=toolSetId,proto3" json:"tool_set_id,omitempty"`
 	// The set's schemas, sorted by name.
 	Tools []*ToolSchema `protobuf:"bytes,2,rep,name=tools,proto3" json:"tools,omitempty"`
@@ -1118,7 +1119,9 @@ type Batch struct {
 	Calls []*ToolCall `protobuf:"bytes,5,rep,name=calls,proto3" json:"calls,omitempty"`
 	// Optional tool set from ResolveToolSet governing every call of the batch. It must have
 	// been resolved for the batch's scope and, if it was resolved with a session_id, for the
-	// batch's session (else INVALID_ARGUMENT).
+	// batch's session (else INVALID_ARGUMENT); and for the batch's turn and step (else
+	// FAILED_PRECONDITION, reason TOOL_SET_STEP_MISMATCH, saying which turn and step the set
+	// was resolved for): a step resolves its own set, which is not reused for another step.
 	ToolSetId string `protobuf:"bytes,6,opt,name=tool_set_id,json=toolSetId,proto3" json:"tool_set_id,omitempty"`
 	// Optional cap on parallel calls for this batch (0 = the server's maximum).
 	MaxParallel   uint32 `protobuf:"varint,7,opt,name=max_parallel,json=maxParallel,proto3" json:"max_parallel,omitempty"`

@@ -53,7 +53,8 @@ type ToolServiceClient interface {
 	// Unrestrict lifts one restriction.
 	Unrestrict(ctx context.Context, in *UnrestrictRequest, opts ...grpc.CallOption) (*UnrestrictResponse, error)
 	// ResolveToolSet evaluates conditional tools for one step and returns the step's tool
-	// set: the schemas to prompt with and an id that ExecuteBatch can name.
+	// set: the schemas to prompt with and an id that the same step's ExecuteBatch (same
+	// turn and step) can name.
 	ResolveToolSet(ctx context.Context, in *ResolveToolSetRequest, opts ...grpc.CallOption) (*ResolveToolSetResponse, error)
 	// ReleaseToolSet disposes a tool set; unstarted calls using it are cancelled.
 	ReleaseToolSet(ctx context.Context, in *ReleaseToolSetRequest, opts ...grpc.CallOption) (*ReleaseToolSetResponse, error)
@@ -252,7 +253,8 @@ type ToolServiceServer interface {
 	// Unrestrict lifts one restriction.
 	Unrestrict(context.Context, *UnrestrictRequest) (*UnrestrictResponse, error)
 	// ResolveToolSet evaluates conditional tools for one step and returns the step's tool
-	// set: the schemas to prompt with and an id that ExecuteBatch can name.
+	// set: the schemas to prompt with and an id that the same step's ExecuteBatch (same
+	// turn and step) can name.
 	ResolveToolSet(context.Context, *ResolveToolSetRequest) (*ResolveToolSetResponse, error)
 	// ReleaseToolSet disposes a tool set; unstarted calls using it are cancelled.
 	ReleaseToolSet(context.Context, *ReleaseToolSetRequest) (*ReleaseToolSetResponse, error)
