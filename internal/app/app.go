@@ -66,6 +66,8 @@ type App struct {
 	retired *retiredTools
 	// retiredMax, if positive, replaces maxRetiredTools (see WithRetiredToolSeries).
 	retiredMax int
+	// approvalTimer, if set, replaces the approval wait's timer (see WithApprovalTimer).
+	approvalTimer func(d time.Duration, f func()) (stop func() bool)
 	// pinSaver keeps the registry's pins in the data directory (nil: they live in
 	// memory only).
 	pinSaver *pinSaver
@@ -103,6 +105,13 @@ func WithToolSeriesKeep(d time.Duration) Option {
 // ago lose theirs at once (see WithToolSeriesKeep).
 func WithRetiredToolSeries(n int) Option {
 	return func(a *App) { a.retiredMax = n }
+}
+
+// WithApprovalTimer replaces the timer that ends an approval wait after
+// limits.approval_timeout (see pipeline.WithApprovalTimer): for tests that decide when
+// a wait expires.
+func WithApprovalTimer(after func(d time.Duration, f func()) (stop func() bool)) Option {
+	return func(a *App) { a.approvalTimer = after }
 }
 
 // WithExampleProvider runs the bundled example provider in-process, connected over
@@ -317,7 +326,7 @@ func (a *App) build(pol *policy.Set) error {
 	}
 	a.hub = hook.New(hubOpts...)
 	calls := a.callObserver()
-	a.pipe = pipeline.New(resolver{a.reg}, dispatcher{a.broker},
+	pipeOpts := []pipeline.Option{
 		pipeline.WithPreExecute(a.hub.PreExecute()),
 		pipeline.WithPostExecute(a.hub.PostExecute()),
 		pipeline.WithResultObservers(a.hub.ResultObserver()),
@@ -336,7 +345,11 @@ func (a *App) build(pol *policy.Set) error {
 				MaxDelay:    c.Retry.MaxDelay.D(),
 			},
 		}),
-	)
+	}
+	if a.approvalTimer != nil {
+		pipeOpts = append(pipeOpts, pipeline.WithApprovalTimer(a.approvalTimer))
+	}
+	a.pipe = pipeline.New(resolver{a.reg}, dispatcher{a.broker}, pipeOpts...)
 	a.sched = scheduler.New(a.obs.Runner(a.pipe), a.pipe, sessionLog{a.sessions},
 		scheduler.WithMaxParallel(c.Scheduler.MaxParallel),
 		scheduler.WithCommitDelay(a.commitDelay()),

@@ -1,9 +1,18 @@
 package app_test
 
 import (
+	"slices"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/app"
 )
 
 // TestClientNotReadingWhileApprovalWaitsIsCutOff: a client that stops reading is cut off
@@ -42,4 +51,84 @@ policy:
 		t.Errorf("the asked call's logged result = %s %s, want ask ABORTED_BEFORE_DISPATCH (the batch was cut off)", id, code)
 	}
 	readUntilCutOff(t, stream)
+}
+
+// TestApprovalAnsweredAsItsWaitExpires: an answer and the approval wait's expiry that
+// come together have one outcome, and the log agrees with the result. Here the wait's
+// timer fires while the server records the answer it has taken ("approval answered"),
+// before the call has it: the answer stands and the call runs; it used to end
+// APPROVAL_TIMEOUT under the logged answer.
+func TestApprovalAnsweredAsItsWaitExpires(t *testing.T) {
+	expire := make(chan func(), 1)
+	after := func(_ time.Duration, f func()) func() bool {
+		expire <- f
+		return func() bool { return true }
+	}
+	var answered atomic.Int32
+	logger := zaptest.NewLogger(t, zaptest.WrapOptions(zap.Hooks(func(en zapcore.Entry) error {
+		if en.Message == "approval answered" {
+			answered.Add(1)
+			(<-expire)() // the wait's timer fires now
+		}
+		return nil
+	})))
+	e := start(t, `
+limits: {approval_timeout: 1h}
+policy:
+  rules:
+    - {tool: echo, decision: ask}
+`, app.WithLogger(logger), app.WithApprovalTimer(after))
+	runProvider(t, e.app.Addr(), echoTool())
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-answer-expiry", Calls: []*toolsdv1.ToolCall{call("ask", "echo", `{"text":"ran"}`)}},
+		batchOptions{approve: func(r *toolsdv1.ApprovalRequest) *toolsdv1.ApprovalDecision {
+			return &toolsdv1.ApprovalDecision{CallId: r.GetCallId(), Approved: true}
+		}})
+	if got := resultCodes(out.results); answered.Load() != 1 || !slices.Equal(got, []string{""}) || out.results[0].GetContent() != "ran" {
+		t.Errorf("logged %d answers; result codes %v, content %q; want one answer and the call run (ran)", answered.Load(), got, out.results[0].GetContent())
+	}
+}
+
+// TestApprovalAfterItsWaitExpiredIsIgnored: once the approval wait has expired, an
+// answer to it is one for a call not awaiting an answer: it is logged as such, never as
+// "approval answered", and the call ends APPROVAL_TIMEOUT. Here the answer is sent as
+// soon as the timer has fired, which may be before the wait has noticed; a second call
+// keeps the batch open until the server has read it.
+func TestApprovalAfterItsWaitExpiredIsIgnored(t *testing.T) {
+	expire := make(chan func(), 1)
+	after := func(_ time.Duration, f func()) func() bool {
+		expire <- f
+		return func() bool { return true }
+	}
+	core, logs := observer.New(zap.InfoLevel)
+	e := start(t, `
+limits: {approval_timeout: 1h}
+policy:
+  rules:
+    - {tool: echo, decision: ask}
+`, app.WithLogger(zap.New(core)), app.WithApprovalTimer(after))
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	runProvider(t, e.app.Addr(), echoTool(), gateTool("gate", started, release))
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-expiry-answer", Calls: []*toolsdv1.ToolCall{
+		call("ask", "echo", `{"text":"ran"}`), call("open", "gate", `{}`),
+	}}, batchOptions{
+		approve: func(r *toolsdv1.ApprovalRequest) *toolsdv1.ApprovalDecision {
+			(<-expire)()
+			return &toolsdv1.ApprovalDecision{CallId: r.GetCallId(), Approved: true}
+		},
+		onResult: func(_ toolsdv1.ToolService_ExecuteBatchClient, r *toolsdv1.ToolResult) {
+			if r.GetCallId() == "ask" {
+				waitFor(t, "the late answer read", func() bool {
+					return logs.FilterMessage("approval for a call that is not awaiting one").Len() > 0 ||
+						logs.FilterMessage("approval answered").Len() > 0
+				})
+				close(release)
+			}
+		},
+	})
+	if got := resultCodes(out.results); !slices.Equal(got, []string{"APPROVAL_TIMEOUT", ""}) {
+		t.Errorf("result codes %v, want [APPROVAL_TIMEOUT, OK]", got)
+	}
+	if n := logs.FilterMessage("approval answered").Len(); n != 0 {
+		t.Errorf("logged %d approval answered lines for an expired wait, want 0", n)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/toolsd/toolsd/internal/textcut"
@@ -42,15 +43,26 @@ func (s *snapshot) ask(ctx context.Context, e *tool.Exec, st *callState) (tool.R
 	// The wait's own timer is told apart by its cause: a caller's deadline that passes
 	// first (a client's RPC deadline) ends the wait with DeadlineExceeded too, but it
 	// cancelled the call; the approval did not time out.
-	actx, cancel := context.WithTimeoutCause(ctx, s.cfg.ApprovalTimeout, errApprovalExpired)
-	d, err := e.Approver.Approve(actx, tool.ApprovalRequest{Call: &st.exposed(e).Call, Reason: question})
-	expired := errors.Is(context.Cause(actx), errApprovalExpired)
-	cancel()
-	// A wait that expired, or a denial, came before any cancellation that followed it
-	// and is the more specific outcome: it stays. Only an approval (or no answer) gives
-	// way to the cancellation.
+	actx, cancel := context.WithCancelCause(ctx)
+	var w approvalWait
+	stop := s.p.opts.after(s.cfg.ApprovalTimeout, func() {
+		if w.end(waitExpired) {
+			cancel(errApprovalExpired)
+		}
+	})
+	d, err := e.Approver.Approve(actx, tool.ApprovalRequest{Call: &st.exposed(e).Call, Reason: question, Accept: func() bool {
+		return actx.Err() == nil && w.end(waitAnswered)
+	}})
+	stop()
+	w.end(waitReturned) // an answer not accepted by now can no longer be
+	outcome := w.outcome()
+	cancel(nil)
+	// Exactly one of an accepted answer and the wait's expiry decides: whichever ended
+	// the wait first. A wait that expired, or a denial, came before any cancellation that
+	// followed it and is the more specific outcome: it stays. Only an approval (or no
+	// answer) gives way to the cancellation.
 	switch {
-	case expired:
+	case outcome == waitExpired:
 		// Checked before the answer: an approval that comes once the wait has expired
 		// (an approver may return one it got just after its deadline) does not run the call.
 		return approvalTimedOut(e, s.cfg.ApprovalTimeout), false
@@ -73,6 +85,25 @@ func (s *snapshot) ask(ctx context.Context, e *tool.Exec, st *callState) (tool.R
 		return failure(e, tool.CodeApprovalUnavailable, msgNoApprover, err.Error()), false
 	}
 }
+
+// approvalWait is how one approval wait ended: the first of an accepted answer, the
+// timer's expiry, and the approver's return (with no answer accepted) wins, and the
+// others find the outcome decided.
+type approvalWait struct{ state atomic.Int32 }
+
+const (
+	waitPending int32 = iota
+	waitAnswered
+	waitExpired
+	waitReturned
+)
+
+// end records outcome, reporting false if the wait had already ended otherwise.
+func (w *approvalWait) end(outcome int32) bool {
+	return w.state.CompareAndSwap(waitPending, outcome) || w.state.Load() == outcome
+}
+
+func (w *approvalWait) outcome() int32 { return w.state.Load() }
 
 // errApprovalExpired is the cause of an approval wait whose own timeout fired.
 var errApprovalExpired = fmt.Errorf("approval wait expired: %w", context.DeadlineExceeded)

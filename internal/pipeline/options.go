@@ -26,6 +26,7 @@ type options struct {
 	now      func() time.Time
 	sleep    func(ctx context.Context, d time.Duration) error
 	backoff  func(attempt int, cfg RetryConfig) time.Duration
+	after    func(d time.Duration, f func()) (stop func() bool)
 }
 
 // ResultObserver receives each call's final outcome and its duration from the start of
@@ -84,4 +85,11 @@ func WithSleep(sleep func(ctx context.Context, d time.Duration) error) Option {
 // WithBackoff replaces the delay before retry attempt number attempt (2, 3, …).
 func WithBackoff(backoff func(attempt int, cfg RetryConfig) time.Duration) Option {
 	return func(o *options) { o.backoff = backoff }
+}
+
+// WithApprovalTimer replaces the timer that ends an approval wait after the approval
+// timeout: after must call f once d has passed, unless stop (which reports whether it
+// kept f from being called) was called first. The default is [time.AfterFunc].
+func WithApprovalTimer(after func(d time.Duration, f func()) (stop func() bool)) Option {
+	return func(o *options) { o.after = after }
 }

@@ -52,6 +52,9 @@ func New(res Resolver, disp Dispatcher, opts ...Option) *Pipeline {
 	if p.opts.backoff == nil {
 		p.opts.backoff = jitteredBackoff
 	}
+	if p.opts.after == nil {
+		p.opts.after = func(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
+	}
 	p.cur.Store(p.build(p.opts.cfg, p.opts.policy))
 	return p
 }

@@ -431,3 +431,51 @@ func (c *expiringContext) Err() error {
 		return nil
 	}
 }
+
+// An answer the approver accepts decides the call, even if the wait's timer fires
+// before the approver returns it; once the timer has fired, Accept refuses an answer and
+// the call ends APPROVAL_TIMEOUT. Exactly one of the two wins.
+func TestApprovalAcceptAndExpiryHaveOneOutcome(t *testing.T) {
+	tests := map[string]struct {
+		expireFirst bool
+		wantAccept  bool
+		wantCode    tool.Code
+	}{
+		"accepted, then the timer fires":  {expireFirst: false, wantAccept: true, wantCode: ""},
+		"the timer fires, then an answer": {expireFirst: true, wantAccept: false, wantCode: tool.CodeApprovalTimeout},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var fire func()
+			disp := returning(tool.Result{Content: "ok"})
+			p := pipeline.New(staticResolver(newTool("rm")), disp,
+				pipeline.WithConfig(pipeline.Config{ApprovalTimeout: time.Hour}),
+				pipeline.WithApprovalTimer(func(_ time.Duration, f func()) func() bool {
+					fire = f
+					return func() bool { return true }
+				}),
+				pipeline.WithPreExecute(verdict(pipeline.Ask, "deletes files")))
+			e := newExec("rm", `{}`)
+			var accepted bool
+			e.Approver = approverFunc(func(ctx context.Context, req tool.ApprovalRequest) (tool.ApprovalDecision, error) {
+				if tc.expireFirst {
+					fire()
+					accepted = req.Accept()
+				} else {
+					accepted = req.Accept()
+					fire()
+				}
+				if !accepted {
+					<-ctx.Done()
+					return tool.ApprovalDecision{}, ctx.Err()
+				}
+				return tool.ApprovalDecision{Approved: true}, nil
+			})
+			r := p.Run(t.Context(), e)
+			checkShape(t, e, r)
+			if accepted != tc.wantAccept || r.Code() != tc.wantCode {
+				t.Errorf("Accept() = %v, Run() = code %q; want %v and %q", accepted, r.Code(), tc.wantAccept, tc.wantCode)
+			}
+		})
+	}
+}

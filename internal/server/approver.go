@@ -19,15 +19,26 @@ type streamApprover struct {
 	before func() error
 
 	mu      sync.Mutex
-	pending map[string]chan tool.ApprovalDecision
+	pending map[string]*awaiting
 	closed  bool
 	gone    chan struct{} // closed when the client can no longer answer
+}
+
+// awaiting is one call's approval wait. Whoever removes it from pending decides the
+// outcome: resolve with the client's answer (sent on ch), or Approve when its wait ends
+// without one.
+type awaiting struct {
+	ch     chan tool.ApprovalDecision // buffered: resolve never waits
+	accept func() bool                // the pipeline's [tool.ApprovalRequest.Accept]; nil: none
+	// asked is set (under mu) just before the request is handed to the stream: an
+	// answer read before then was sent before the client could have seen the request.
+	asked bool
 }
 
 var _ tool.Approver = (*streamApprover)(nil)
 
 func newStreamApprover(out *outbox) *streamApprover {
-	return &streamApprover{out: out, pending: make(map[string]chan tool.ApprovalDecision), gone: make(chan struct{})}
+	return &streamApprover{out: out, pending: make(map[string]*awaiting), gone: make(chan struct{})}
 }
 
 // Approve implements tool.Approver.
@@ -35,43 +46,55 @@ func (a *streamApprover) Approve(ctx context.Context, req tool.ApprovalRequest) 
 	if a.before != nil && a.before() != nil {
 		return tool.ApprovalDecision{}, tool.ErrApprovalUnavailable
 	}
-	ch := make(chan tool.ApprovalDecision, 1)
+	w := &awaiting{ch: make(chan tool.ApprovalDecision, 1), accept: req.Accept}
+	id := req.Call.CallID
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
 		return tool.ApprovalDecision{}, tool.ErrApprovalUnavailable
 	}
-	a.pending[req.Call.CallID] = ch
+	a.pending[id] = w
 	a.mu.Unlock()
-	defer func() {
-		a.mu.Lock()
-		delete(a.pending, req.Call.CallID)
-		a.mu.Unlock()
-	}()
-	err := a.out.put(&toolsdv1.ExecuteBatchResponse{Msg: &toolsdv1.ExecuteBatchResponse_ApprovalRequest{
+	err := a.out.putAsk(&toolsdv1.ExecuteBatchResponse{Msg: &toolsdv1.ExecuteBatchResponse_ApprovalRequest{
 		ApprovalRequest: &toolsdv1.ApprovalRequest{
-			CallId:        req.Call.CallID,
+			CallId:        id,
 			Index:         uint32(req.Call.Index),
 			Tool:          req.Call.Name,
 			ArgumentsJson: string(req.Call.Arguments),
 			Reason:        req.Reason,
 		},
-	}})
+	}}, func() {
+		a.mu.Lock()
+		w.asked = true
+		a.mu.Unlock()
+	})
 	if err != nil {
+		a.withdraw(id, w)
 		return tool.ApprovalDecision{}, tool.ErrApprovalUnavailable
 	}
-	d, err := a.wait(ctx, ch)
+	d, err := a.wait(ctx, w.ch)
 	if err == nil {
-		return d, nil // one that came with the deadline is refused by the pipeline
-	}
-	// The client's answer may have come just before the half-close or cancellation that
-	// ended the wait (the reader handles its messages in order): the answer stands.
-	select {
-	case d := <-ch:
 		return d, nil
-	default:
+	}
+	// The wait ended without the answer (half-close, cancellation, the approval timeout):
+	// the wait is over unless resolve took an answer first, which then stands; it is on
+	// its way (the client's answer may have come just before what ended the wait, as
+	// the reader handles its messages in order).
+	if a.withdraw(id, w) {
 		return tool.ApprovalDecision{}, err
 	}
+	return <-w.ch, nil
+}
+
+// withdraw ends w's wait, reporting false if resolve had already taken an answer for it.
+func (a *streamApprover) withdraw(id string, w *awaiting) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.pending[id] != w {
+		return false
+	}
+	delete(a.pending, id)
+	return true
 }
 
 // wait waits for the answer on ch, the client's half-close, or the end of ctx. A client that stops reading is cut off meanwhile, as it is while
@@ -99,12 +122,16 @@ func (a *streamApprover) wait(ctx context.Context, ch chan tool.ApprovalDecision
 	}
 }
 
-// resolve delivers the client's decision; it reports false for a call nobody asked
-// about. answered, if set, runs before the decision is delivered: what it records
-// (the log line) happens before the call can go on, and so before the batch can end.
+// resolve delivers the client's decision; it reports false for a call that is not
+// awaiting one: never asked, its request not yet handed to the stream (the decision was
+// sent before the client could have seen it), already decided, or its wait over (timed
+// out or cancelled: the pipeline's Accept refuses). answered, if set, runs only for a
+// decision that is delivered, and before it is: what it records (the log line) happens
+// before the call can go on, and so before the batch can end.
 func (a *streamApprover) resolve(d *toolsdv1.ApprovalDecision, answered func()) bool {
 	a.mu.Lock()
-	ch, ok := a.pending[d.GetCallId()]
+	w, ok := a.pending[d.GetCallId()]
+	ok = ok && w.asked && (w.accept == nil || w.accept())
 	if ok {
 		delete(a.pending, d.GetCallId())
 	}
@@ -115,7 +142,7 @@ func (a *streamApprover) resolve(d *toolsdv1.ApprovalDecision, answered func()) 
 	if answered != nil {
 		answered()
 	}
-	ch <- tool.ApprovalDecision{Approved: d.GetApproved(), Reason: d.GetReason()}
+	w.ch <- tool.ApprovalDecision{Approved: d.GetApproved(), Reason: d.GetReason()}
 	return true
 }
 

@@ -117,6 +117,9 @@ func (o *outbox) checkSends() {
 // the transport before it writes, so they leave in one write.
 type outItem struct {
 	m, then *toolsdv1.ExecuteBatchResponse
+	// onSend, if set, runs just before m is handed to the stream: from then on the
+	// client may have it, and answer it.
+	onSend func()
 }
 
 func (o *outbox) run() {
@@ -165,6 +168,9 @@ func (w *stallWatch) stuck() bool {
 }
 
 func (o *outbox) send(it outItem) error {
+	if it.onSend != nil {
+		it.onSend()
+	}
 	err := streamgate.Send(&o.sends, o.stream.Send, it.m)
 	if err == nil && it.then != nil {
 		err = streamgate.Send(&o.sends, o.stream.Send, it.then)
@@ -191,6 +197,9 @@ func (o *outbox) sendDirectLocked(it outItem) (rest outItem, left bool, err erro
 		}
 		n := proto.Size(it.m)
 		o.sent += n + directOverhead
+		if it.onSend != nil {
+			it.onSend()
+		}
 		if err := o.stream.Send(it.m); err != nil {
 			return outItem{}, false, errors.Join(errClientGone, err)
 		}
@@ -234,6 +243,11 @@ func (o *outbox) failure() error {
 
 // put enqueues m, waiting at most the write timeout for room.
 func (o *outbox) put(m *toolsdv1.ExecuteBatchResponse) error { return o.putItem(outItem{m: m}) }
+
+// putAsk enqueues m, calling onSend just before it is handed to the stream.
+func (o *outbox) putAsk(m *toolsdv1.ExecuteBatchResponse, onSend func()) error {
+	return o.putItem(outItem{m: m, onSend: onSend})
+}
 
 // putPair enqueues m and then, to be written together.
 func (o *outbox) putPair(m, then *toolsdv1.ExecuteBatchResponse) error {

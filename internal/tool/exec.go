@@ -32,6 +32,13 @@ type Exec struct {
 type ApprovalRequest struct {
 	Call   *Call
 	Reason string
+	// Accept, if set, takes an answer that has arrived for the request: an approver
+	// calls it before it acts on (or records) the answer, and uses the answer only if it
+	// reports true. True makes the answer the call's outcome: the wait can no longer time
+	// out. False means the wait has already ended (timed out, or the call was cancelled),
+	// and the answer must be treated as one for a request nobody awaits. Without it, an
+	// answer returned once the wait expired is refused as late.
+	Accept func() bool
 }
 
 // ApprovalDecision is the agent loop's answer.

@@ -1209,8 +1209,12 @@ func (x *Batch) GetMaxParallel() uint32 {
 }
 
 // ApprovalDecision answers an ApprovalRequest. A decision for a call that is not awaiting
-// one (never asked, already decided, or timed out) is ignored. A request left unanswered
-// for limits.approval_timeout (60 s by default) fails its call with APPROVAL_TIMEOUT.
+// one (never asked, its request not yet sent, already decided, or timed out) is ignored
+// (logged as a stray, not as an answer). A request left unanswered for
+// limits.approval_timeout (60 s by default) fails its call with APPROVAL_TIMEOUT; a
+// decision and the timeout that come together have one outcome: the decision decides
+// the call if toolsd took it before the wait expired (and only then logs "approval
+// answered"), otherwise the call fails with APPROVAL_TIMEOUT.
 type ApprovalDecision struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Call being decided.

@@ -1,0 +1,188 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/tool"
+)
+
+// batchHandler serves ExecuteBatch with a test's handler.
+type batchHandler struct {
+	toolsdv1.UnimplementedToolServiceServer
+	handle func(batchStream) error
+}
+
+func (h batchHandler) ExecuteBatch(stream batchStream) error { return h.handle(stream) }
+
+// openBatch serves handle over bufconn and opens an ExecuteBatch stream to it from a
+// client with a fixed 64 KiB flow-control window: a client that does not read never
+// makes room. Everything is stopped when the test ends.
+func openBatch(t *testing.T, handle func(batchStream) error) toolsdv1.ToolService_ExecuteBatchClient {
+	t.Helper()
+	g := grpc.NewServer()
+	toolsdv1.RegisterToolServiceServer(g, batchHandler{handle: handle})
+	lis := bufconn.Listen(1 << 20)
+	served := make(chan error, 1)
+	go func() { served <- g.Serve(lis) }()
+	conn, err := grpc.NewClient("passthrough:///bufnet",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a safety net
+	t.Cleanup(func() {
+		cancel()
+		_ = conn.Close()
+		g.Stop()
+		if err := <-served; err != nil {
+			t.Errorf("Serve() = %v", err)
+		}
+	})
+	stream, err := toolsdv1.NewToolServiceClient(conn).ExecuteBatch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The handler starts with the stream's first message.
+	if err := stream.Send(&toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Batch{Batch: &toolsdv1.Batch{SessionId: "s"}}}); err != nil {
+		t.Fatal(err)
+	}
+	return stream
+}
+
+func decision(callID string, approved bool, reason string) *toolsdv1.ExecuteBatchRequest {
+	return &toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Approval{Approval: &toolsdv1.ApprovalDecision{
+		CallId: callID, Approved: approved, Reason: reason,
+	}}}
+}
+
+// recvApproval reads the stream until an approval request, failing the test at its end.
+func recvApproval(t *testing.T, stream toolsdv1.ToolService_ExecuteBatchClient) *toolsdv1.ApprovalRequest {
+	t.Helper()
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("Recv() = %v before an approval request", err)
+		}
+		if r := m.GetApprovalRequest(); r != nil {
+			return r
+		}
+	}
+}
+
+// drain reads the stream to its end.
+func drain(t *testing.T, stream toolsdv1.ToolService_ExecuteBatchClient) {
+	t.Helper()
+	for {
+		if _, err := stream.Recv(); err != nil {
+			if !errors.Is(err, io.EOF) {
+				t.Errorf("Recv() = %v, want the stream's end", err)
+			}
+			return
+		}
+	}
+}
+
+type approveResult struct {
+	d   tool.ApprovalDecision
+	err error
+}
+
+// TestDecisionBeforeItsRequestIsRefused: a decision read while its call's approval
+// request is registered but not yet handed to the stream (here it waits behind results
+// the client has not read) was sent before the client could have seen the request: it
+// is refused as a decision for a call not awaiting one, and the call waits on for the
+// answer to the request once the client has it.
+func TestDecisionBeforeItsRequestIsRefused(t *testing.T) {
+	registered, earlyRead, lateRead := make(chan struct{}), make(chan bool, 1), make(chan bool, 1)
+	approved := make(chan approveResult, 1)
+	stream := openBatch(t, func(stream batchStream) error {
+		if _, err := stream.Recv(); err != nil {
+			return err
+		}
+		out := newOutbox(stream, 8, time.Hour, func(error) {}, false)
+		a := newStreamApprover(out)
+		// The first message uses up the stream's write quota; the sender's Send of the
+		// second waits for a client that reads nothing, and the request queues behind.
+		big := &toolsdv1.ExecuteBatchResponse{Msg: &toolsdv1.ExecuteBatchResponse_Result{Result: &toolsdv1.ToolResult{CallId: "c0", Content: strings.Repeat("x", 256<<10)}}}
+		small := &toolsdv1.ExecuteBatchResponse{Msg: &toolsdv1.ExecuteBatchResponse_Result{Result: &toolsdv1.ToolResult{CallId: "c1", Content: "y"}}}
+		if err := out.put(big); err != nil {
+			return err
+		}
+		if err := out.put(small); err != nil {
+			return err
+		}
+		results := make(chan approveResult, 1)
+		go func() {
+			d, err := a.Approve(stream.Context(), tool.ApprovalRequest{Call: &tool.Call{CallID: "ask", Index: 2, Name: "rm"}, Reason: "deletes"})
+			results <- approveResult{d, err}
+		}()
+		if err := waitFor("the approval registered", func() bool {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			_, ok := a.pending["ask"]
+			return ok
+		}); err != nil {
+			return err
+		}
+		close(registered)
+		m, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		earlyRead <- a.resolve(m.GetApproval(), nil)
+		if m, err = stream.Recv(); err != nil {
+			return err
+		}
+		lateRead <- a.resolve(m.GetApproval(), nil)
+		approved <- <-results
+		return out.close()
+	})
+	<-registered
+	if err := stream.Send(decision("ask", true, "early")); err != nil {
+		t.Fatal(err)
+	}
+	if <-earlyRead {
+		t.Error("resolve(a decision read before its request was sent) = true, want false (no call awaits it yet)")
+	}
+	if req := recvApproval(t, stream); req.GetCallId() != "ask" {
+		t.Fatalf("approval request for %q, want ask", req.GetCallId())
+	}
+	if err := stream.Send(decision("ask", false, "asked")); err != nil {
+		t.Fatal(err)
+	}
+	if !<-lateRead {
+		t.Error("resolve(the decision answering the request) = false, want true")
+	}
+	if r := <-approved; r.err != nil || r.d != (tool.ApprovalDecision{Approved: false, Reason: "asked"}) {
+		t.Errorf("Approve() = %+v, %v; want the answer to the request (not approved, \"asked\")", r.d, r.err)
+	}
+	if err := stream.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	drain(t, stream)
+}
+
+// waitFor waits for cond, giving up with an error after a generous deadline.
+func waitFor(what string, cond func() bool) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return errors.New("timed out waiting for " + what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return nil
+}
