@@ -21,7 +21,6 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/reflection"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/internal/auth"
@@ -387,7 +386,7 @@ func (a *App) build(pol *policy.Set) error {
 	toolsdv1.RegisterHookServiceServer(a.grpc, hookService{h: a.hub})
 	a.health = health.NewServer()
 	healthpb.RegisterHealthServer(a.grpc, a.srv.Health(a.health))
-	reflection.Register(a.grpc)
+	a.srv.RegisterReflection(a.grpc)
 	if grpcMetrics != nil {
 		grpcMetrics.InitializeMetrics(a.grpc)
 	}
@@ -527,6 +526,10 @@ func (a *App) Run(ctx context.Context) error {
 	return g.Wait()
 }
 
+// hardStopMessage is logged when the gRPC server's graceful stop has not ended within
+// its bound, and its remaining streams are cut off.
+const hardStopMessage = "graceful stop timed out; closing the remaining streams"
+
 func (a *App) shutdown() error {
 	a.log.Info("shutting down")
 	// Refuse batches before readiness drops: a client that sees NOT_SERVING must also
@@ -557,6 +560,7 @@ func (a *App) shutdown() error {
 	case <-stopped:
 		t.Stop()
 	case <-t.C:
+		a.log.Warn(hardStopMessage)
 		a.grpc.Stop()
 		<-stopped
 	}

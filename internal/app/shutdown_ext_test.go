@@ -14,6 +14,8 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
 	"google.golang.org/grpc/status"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
@@ -306,5 +308,53 @@ func TestShutdownEndsHealthWatches(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("App.Run() did not return within 20s")
+	}
+}
+
+// TestShutdownEndsReflectionStreams: server reflection streams (grpcurl, grpcui and IDEs
+// keep one open while they run), v1 and v1alpha, are ended by shutdown with Unavailable
+// (SHUTTING_DOWN), so the gRPC server's graceful stop finishes without its hard stop.
+// Left open, they held it until the fallback timer, which then cut them off.
+func TestShutdownEndsReflectionStreams(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	a, cancel, runErr := runApp(t, durableConfig(t, t.TempDir(), "timeouts: {shutdown: 100ms}\n"), app.WithLogger(zap.New(core)))
+	conn := dial(t, a.Addr())
+	ctx, stop := context.WithTimeout(context.Background(), time.Minute) // a safety net
+	defer stop()
+	v1, err := reflectionv1.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1alpha, err := reflectionv1alpha.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := &reflectionv1.ServerReflectionRequest{MessageRequest: &reflectionv1.ServerReflectionRequest_ListServices{}}
+	if err := v1.Send(list); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := v1.Recv(); err != nil || !slices.ContainsFunc(resp.GetListServicesResponse().GetService(), func(s *reflectionv1.ServiceResponse) bool {
+		return s.GetName() == "toolsd.v1.ToolService"
+	}) {
+		t.Fatalf("v1 ServerReflectionInfo list services = %v, %v, want toolsd.v1.ToolService listed", resp, err)
+	}
+	if err := v1alpha.Send(&reflectionv1alpha.ServerReflectionRequest{MessageRequest: &reflectionv1alpha.ServerReflectionRequest_ListServices{}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v1alpha.Recv(); err != nil {
+		t.Fatalf("v1alpha ServerReflectionInfo list services = %v", err)
+	}
+	cancel()
+	if err := <-runErr; err != nil {
+		t.Errorf("App.Run() = %v, want nil", err)
+	}
+	if n := logs.FilterMessage("graceful stop timed out; closing the remaining streams").Len(); n != 0 {
+		t.Error("shutdown fell back to the gRPC server's hard stop, want the reflection streams ended before it")
+	}
+	if _, err := v1.Recv(); status.Code(err) != codes.Unavailable || reason(err) != "SHUTTING_DOWN" {
+		t.Errorf("v1 ServerReflectionInfo().Recv() after shutdown = %v, want Unavailable with reason SHUTTING_DOWN", err)
+	}
+	if _, err := v1alpha.Recv(); status.Code(err) != codes.Unavailable || reason(err) != "SHUTTING_DOWN" {
+		t.Errorf("v1alpha ServerReflectionInfo().Recv() after shutdown = %v, want Unavailable with reason SHUTTING_DOWN", err)
 	}
 }

@@ -75,8 +75,8 @@ func (s *Server) WaitIdle(ctx context.Context) error {
 // providers and drain, unstarted calls get ABORTED_BEFORE_DISPATCH; all are logged.
 func (s *Server) AbortRunning() { s.active.cancel(errShuttingDown) }
 
-// StopWatches ends every WatchSession stream and health Watch stream (see
-// [Server.Health]), and refuses new ones, with Unavailable (SHUTTING_DOWN). Shutdown calls it once the batches are done, so watchers see the
+// StopWatches ends every WatchSession stream, health Watch stream (see [Server.Health])
+// and server reflection stream (see [Server.RegisterReflection]), and refuses new ones, with Unavailable (SHUTTING_DOWN). Shutdown calls it once the batches are done, so watchers see the
 // results of the drain before they are cut off.
 func (s *Server) StopWatches() { s.active.stopWatch(errShuttingDown) }
 
