@@ -338,7 +338,7 @@ func TestShutdownEndsReflectionStreams(t *testing.T) {
 	}) {
 		t.Fatalf("v1 ServerReflectionInfo list services = %v, %v, want toolsd.v1.ToolService listed", resp, err)
 	}
-	if err := v1alpha.Send(&reflectionv1alpha.ServerReflectionRequest{MessageRequest: &reflectionv1alpha.ServerReflectionRequest_ListServices{}}); err != nil {
+	if err := v1alpha.Send(&reflectionv1alpha.ServerReflectionRequest{MessageRequest: &reflectionv1alpha.ServerReflectionRequest_ListServices{}}); err != nil { //nolint:staticcheck // v1alpha on purpose: grpcurl and grpcui still fall back to it
 		t.Fatal(err)
 	}
 	if _, err := v1alpha.Recv(); err != nil {
