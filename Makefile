@@ -32,7 +32,7 @@ run: ## Run toolsd with the example config and the bundled example provider (Ctr
 test: vet buf-lint check-generate test-go fuzz-short readme-check ## Everything CI runs: vet, buf lint, stale-code check, race tests, short fuzz, README commands
 
 .PHONY: test-go
-test-go: node-deps ## Go tests with -race (goleak in every package)
+test-go: node-deps ## Go tests with -race (goleak in every tested package that starts goroutines)
 	$(GO) test -race -count=1 -timeout 8m $(PKGS)
 
 .PHONY: node-deps
