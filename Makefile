@@ -92,7 +92,7 @@ fuzz: ## Run every fuzz target for longer (FUZZTIME=2m by default here)
 	$(MAKE) fuzz-short FUZZTIME=2m
 
 .PHONY: readme-check
-readme-check: $(BIN)/grpcurl ## Run the README's grpcurl commands against a real toolsd and compare outputs
+readme-check: $(BIN)/grpcurl ## Run the README's grpcurl commands against a real toolsd and compare outputs; check its flags, config keys, limit defaults, YAML examples and metrics against toolsd
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(GO) run ./scripts/readmecheck -readme README.md
 
 .PHONY: grpcurl

@@ -1,7 +1,11 @@
 // Command readmecheck runs the grpcurl commands of README.md against a real toolsd
 // started the way `make run` starts it, and compares each command's output with the
 // output block that follows it in the README. Volatile values (times, batch ids) are
-// normalized on both sides. It exits non-zero on any difference.
+// normalized on both sides. It also holds what the README says of toolsd's interface to
+// toolsd itself: the flags it names (toolsd's -h and the example programs'), the config
+// keys, the Limits table's defaults (defaults.yaml), the YAML config examples (they must
+// load), and the metrics with their labels (those toolsd registers, every one of them
+// documented, and served on /metrics). It exits non-zero on any difference.
 package main
 
 import (
@@ -11,7 +15,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,8 +28,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"gopkg.in/yaml.v3"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/config"
 )
 
 // example is one README command and the output the README promises.
@@ -55,7 +63,24 @@ func run(readme, addr string, update bool) error {
 	if len(examples) == 0 {
 		return errors.New("no grpcurl examples found")
 	}
-	stop, err := startToolsd(addr)
+	dir, err := os.MkdirTemp("", "readmecheck")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	bins, err := build(dir)
+	if err != nil {
+		return err
+	}
+	findings, metrics, err := checkDocs(readme, string(text), bins)
+	if err != nil {
+		return err
+	}
+	admin, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	stop, err := startToolsd(bins["toolsd"], dir, addr, admin)
 	if err != nil {
 		return err
 	}
@@ -75,14 +100,106 @@ func run(readme, addr string, update bool) error {
 		}
 		fmt.Printf("ok   README.md:%d: %s\n", ex.line, firstLine(ex.command))
 	}
+	scrape, err := get("http://" + admin + "/metrics")
+	if err != nil {
+		return err
+	}
+	findings = append(findings, checkScrape(scrape, metrics)...)
+	for _, f := range findings {
+		if f.line > 0 {
+			fmt.Printf("FAIL %s:%d: %s\n", readme, f.line, f.msg)
+		} else {
+			fmt.Printf("FAIL %s: %s\n", readme, f.msg)
+		}
+	}
 	if update {
 		return rewrite(readme, string(text), examples, outputs)
 	}
-	fmt.Printf("%d passed, %d failed\n", len(examples)-failed, failed)
-	if failed > 0 {
-		return fmt.Errorf("%d README examples differ", failed)
+	fmt.Printf("%d passed, %d failed; %d statements about flags, config and metrics wrong\n",
+		len(examples)-failed, failed, len(findings))
+	if failed > 0 || len(findings) > 0 {
+		return fmt.Errorf("%d README examples differ, %d statements are wrong", failed, len(findings))
 	}
 	return nil
+}
+
+// build compiles toolsd and the example programs whose flags the README names into dir.
+func build(dir string) (map[string]string, error) {
+	bins := map[string]string{}
+	for name, pkg := range map[string]string{
+		"toolsd": "./cmd/toolsd", "agent": "./examples/agent", "hook": "./examples/hook", "provider": "./examples/provider",
+	} {
+		bins[name] = filepath.Join(dir, name)
+		cmd := exec.Command("go", "build", "-o", bins[name], pkg)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return nil, fmt.Errorf("building %s: %w", pkg, err)
+		}
+	}
+	return bins, nil
+}
+
+// checkDocs runs the checks that need no running toolsd; it returns their findings and
+// the metrics toolsd registers, for the scrape.
+func checkDocs(readme, text string, bins map[string]string) ([]finding, map[string][]string, error) {
+	flags := map[string]map[string]bool{}
+	for name, bin := range bins {
+		f, err := flagsOf(bin)
+		if err != nil {
+			return nil, nil, err
+		}
+		flags[name] = f
+	}
+	keys, err := configKeys()
+	if err != nil {
+		return nil, nil, err
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(config.Defaults(), &root); err != nil {
+		return nil, nil, err
+	}
+	metrics, err := toolsdMetrics()
+	if err != nil {
+		return nil, nil, err
+	}
+	spans := codeSpans(text)
+	var out []finding
+	out = append(out, checkFlags(spans, flags["toolsd"], flags["agent"], flags["hook"], flags["provider"])...)
+	out = append(out, checkKeys(spans, keys)...)
+	out = append(out, checkLimitsTable(text, yamlPaths(&root))...)
+	out = append(out, checkYAMLBlocks(readme, text)...)
+	out = append(out, checkMetrics(text, metrics)...)
+	return out, metrics, nil
+}
+
+// freeAddr is a loopback address with a port nothing listens on now.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().String(), nil
+}
+
+// get returns the body of an HTTP GET of url.
+func get(url string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return string(body), err
 }
 
 // parse finds every ```sh block whose command is a grpcurl call and that is followed by
@@ -164,9 +281,9 @@ func firstLine(s string) string {
 	return s
 }
 
-// startToolsd builds toolsd and starts it like `make run`, then waits until the example
-// provider's tools are registered.
-func startToolsd(addr string) (stop func(), err error) {
+// startToolsd starts the toolsd binary bin like `make run` (its files in dir, its admin
+// listener on admin), then waits until the example provider's tools are registered.
+func startToolsd(bin, dir, addr, admin string) (stop func(), err error) {
 	// The README's commands name this address: a toolsd already listening there (make
 	// run in another terminal) would answer them instead of the one started here.
 	probe, err := net.Listen("tcp", addr)
@@ -174,16 +291,6 @@ func startToolsd(addr string) (stop func(), err error) {
 		return nil, fmt.Errorf("%s is taken (is make run still running?): the README's commands use it: %w", addr, err)
 	}
 	_ = probe.Close()
-	dir, err := os.MkdirTemp("", "readmecheck")
-	if err != nil {
-		return nil, err
-	}
-	bin := filepath.Join(dir, "toolsd")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/toolsd")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		return nil, fmt.Errorf("building toolsd: %w", err)
-	}
 	cfg, err := filepath.Abs("examples/toolsd.yaml")
 	if err != nil {
 		return nil, err
@@ -193,7 +300,7 @@ func startToolsd(addr string) (stop func(), err error) {
 		return nil, err
 	}
 	cmd := exec.Command(bin, "-config", cfg, "-example-provider", "-ephemeral", "-listen", addr,
-		"-admin-listen", "127.0.0.1:0", "-notes-file", filepath.Join(dir, "notes.txt"))
+		"-admin-listen", admin, "-notes-file", filepath.Join(dir, "notes.txt"))
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		return nil, err
@@ -209,7 +316,6 @@ func startToolsd(addr string) (stop func(), err error) {
 			<-exited
 		}
 		_ = logFile.Close()
-		_ = os.RemoveAll(dir)
 	}
 	if err := waitReady(addr, exited); err != nil {
 		stop()

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+	"gopkg.in/yaml.v3"
+
+	"github.com/toolsd/toolsd/internal/config"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// msgs lists the findings as "line: message".
+func msgs(fs []finding) []string {
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = strconv.Itoa(f.line) + ": " + f.msg
+	}
+	return out
+}
+
+// wantFindings fails unless fs holds exactly one finding per entry of want, each on the
+// given line and containing the given text.
+func wantFindings(t *testing.T, fs []finding, want map[int]string) {
+	t.Helper()
+	if len(fs) != len(want) {
+		t.Fatalf("findings = %q, want %d", msgs(fs), len(want))
+	}
+	for _, f := range fs {
+		if w, ok := want[f.line]; !ok || !strings.Contains(f.msg, w) {
+			t.Errorf("finding %d: %q, want one containing %q", f.line, f.msg, w)
+		}
+	}
+}
+
+func TestCodeSpans(t *testing.T) {
+	text := "a `-listen` b\n```sh\ngrpcurl `-notes`\n```\nc `go install\nx@v1` d `e`\n"
+	got := codeSpans(text)
+	want := []span{{1, "-listen"}, {5, "go install x@v1"}, {6, "e"}}
+	if !slices.Equal(got, want) {
+		t.Errorf("codeSpans = %v, want %v (fenced blocks skipped, wrapped spans joined)", got, want)
+	}
+}
+
+func TestCheckFlags(t *testing.T) {
+	toolsd := map[string]bool{"listen": true, "config": true, "ephemeral": true}
+	agent := map[string]bool{"addr": true, "approve": true}
+	text := "`-listen` `--ephemeral` `toolsd -config FILE` `--addr` `-approve=false`\n" +
+		"`-listn`\n" +
+		"`toolsd -addr x`\n" +
+		"`go run ./examples/agent -session s` `-1` ` `\n"
+	wantFindings(t, checkFlags(codeSpans(text), toolsd, agent), map[int]string{
+		2: `"-listn": neither toolsd nor an example program has it`,
+		3: `toolsd has no flag "-addr"`,
+	})
+	wantFindings(t, checkFlags(codeSpans("`-listen` `toolsd -config F`\n"), toolsd, agent), map[int]string{
+		0: "toolsd's flag -ephemeral is not documented",
+	})
+}
+
+func TestCheckKeys(t *testing.T) {
+	keys, err := configKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"limits.max_result_bytes", "session.retention.max_age", "auth.tls.cert_file", "policy.default"} {
+		if !keys[k] {
+			t.Errorf("configKeys() lacks %s", k)
+		}
+	}
+	text := "`limits.max_result_bytes` `registry.pinning: refuse` `session.called(\"x\")` `model.provider`\n" +
+		"`limits.max_results`\n" +
+		"`session.retention.max_ages: 1h`\n"
+	wantFindings(t, checkKeys(codeSpans(text), keys), map[int]string{
+		2: `config key "limits.max_results" does not exist`,
+		3: `config key "session.retention.max_ages" does not exist`,
+	})
+}
+
+func TestCheckLimitsTable(t *testing.T) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(config.Defaults(), &root); err != nil {
+		t.Fatal(err)
+	}
+	defaults := yamlPaths(&root)
+	text := "| key | default | crossing it |\n|---|---|---|\n" +
+		"| `limits.max_json_depth` | 64 (at most 10000) | x |\n" +
+		"| `limits.stream_window` / `connection_window` | 1048576 / 4MiB | x |\n" +
+		"| `limits.outbox_size` / `write_timeout` | 256 (at most 65536) / 10000ms | x |\n" +
+		"| `timeouts.shutdown` | 20s | x |\n" +
+		"| `limits.max_hooks` / `max_scoped_hooks` | 100 | x |\n" +
+		"| `limits.max_hookz` | 100 | x |\n"
+	wantFindings(t, checkLimitsTable(text, defaults), map[int]string{
+		6: "timeouts.shutdown: the README says its default is 20s, defaults.yaml 30s",
+		7: "2 keys but 1 defaults",
+		8: "limits.max_hookz has no embedded default",
+	})
+	wantFindings(t, checkLimitsTable("no table\n", defaults), map[int]string{0: "no Limits table rows"})
+}
+
+func TestCheckYAMLBlocks(t *testing.T) {
+	text := "x\n```yaml\nlimits:\n  max_calls_per_batch: 8\n```\n" +
+		"```yaml\npolicy:\n  rules:\n    - tool: echo\n      decision: maybe\n```\n" +
+		"```yaml\nscheduler:\n  max_threads: 4\n```\n"
+	wantFindings(t, checkYAMLBlocks("README.md", text), map[int]string{
+		7:  "README.md:10:17: rules[0].decision: unknown decision",
+		13: "README.md:14:3: scheduler.max_threads: unknown key",
+	})
+}
+
+func TestToolsdMetrics(t *testing.T) {
+	metrics, err := toolsdMetrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, labels := range map[string][]string{
+		"toolsd_pipeline_calls_total":   {"code", "tool"},
+		"toolsd_pipeline_retries_total": {"code", "tool"}, // a vector with no series yet
+		"toolsd_registry_tools":         nil,
+	} {
+		if got, ok := metrics[name]; !ok || !slices.Equal(got, labels) {
+			t.Errorf("toolsdMetrics()[%s] = %v, %v; want %v", name, got, ok, labels)
+		}
+	}
+}
+
+func TestCheckMetrics(t *testing.T) {
+	metrics := map[string][]string{
+		"toolsd_calls_total":      {"code", "tool"},
+		"toolsd_hook_failures":    {"hook", "outcome"},
+		"toolsd_session_seconds":  nil,
+		"toolsd_broker_connected": nil,
+	}
+	text := "`toolsd_calls_total{tool,code}` `toolsd_hook_failures{outcome=\"fail_open\"}` `toolsd_session_seconds_bucket`\n" +
+		"`toolsd_calls_total{tool}`\n" +
+		"`toolsd_hook_failures{stage=\"x\"}`\n" +
+		"`toolsd_call_total`\n"
+	wantFindings(t, checkMetrics(text, metrics), map[int]string{
+		2: "lists the labels [tool], toolsd has [code tool]",
+		3: `toolsd_hook_failures has no label "stage"`,
+		4: "toolsd_call_total: toolsd has no such metric",
+		0: "metric toolsd_broker_connected is not documented",
+	})
+	scrape := "# HELP toolsd_session_seconds x\n# TYPE toolsd_session_seconds histogram\n"
+	wantFindings(t, checkScrape(scrape, metrics), map[int]string{
+		0: "metric toolsd_broker_connected is not in toolsd's /metrics",
+	})
+}
