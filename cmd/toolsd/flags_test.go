@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -69,4 +70,48 @@ func TestEmptyFlagOverridesTheFile(t *testing.T) {
 	if err := run([]string{"-ephemeral", "-listen", ""}); err == nil || !strings.Contains(err.Error(), "command line: listen: must not be empty") {
 		t.Errorf(`run(-listen "") = %v, want the command line's empty listen refused`, err)
 	}
+}
+
+// TestEphemeralWithoutDataDir: a config file with data_dir "" is refused with a durable
+// store, but -ephemeral makes the store memory, where data_dir is unused: toolsd starts,
+// and a SIGHUP reload of the same file (under the same flags) is accepted. Errors the file
+// holds keep its file:line:column; bad flag values are still the command line's.
+func TestEphemeralWithoutDataDir(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "toolsd.yaml")
+	write := func(text string) {
+		t.Helper()
+		if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("data_dir: \"\"\nlog: {level: loud}\n")
+	if err := run([]string{"-config", cfg, "-ephemeral"}); err == nil || !strings.Contains(err.Error(), cfg+":2:14: log.level:") || strings.Contains(err.Error(), "data_dir") {
+		t.Errorf("run(-ephemeral, file with a bad log.level) = %v, want only log.level refused at its place in the file", err)
+	}
+	if err := run([]string{"-config", cfg}); err == nil || !strings.Contains(err.Error(), cfg+":1:11: data_dir: must not be empty") {
+		t.Errorf("run(file with no data_dir, bolt store) = %v, want data_dir refused at its place in the file", err)
+	}
+	write("data_dir: \"\"\n")
+	if err := run([]string{"-config", cfg, "-ephemeral", "-log-format", "fancy"}); err == nil || !strings.Contains(err.Error(), "command line: log.format:") || strings.Contains(err.Error(), "data_dir") {
+		t.Errorf("run(-ephemeral -log-format fancy) = %v, want only the command line's log.format refused", err)
+	}
+
+	d := startDaemon(t, "-config", cfg, "-ephemeral")
+	if got := d.logged("toolsd serving"); len(got) != 1 || got[0]["session_store"] != "memory" {
+		t.Errorf(`with data_dir "" and -ephemeral, serving lines = %v, want one with the memory store`, got)
+	}
+	write("data_dir: \"\"\npolicy: {default: deny}\n")
+	if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the reload", func() bool {
+		return len(d.logged("policy reloaded"))+len(d.logged("config reload failed; keeping the running policy")) > 0
+	})
+	if failed := d.logged("config reload failed; keeping the running policy"); len(failed) != 0 {
+		t.Errorf("reload of a file with data_dir \"\" under -ephemeral failed: %v", failed[0]["error"])
+	}
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	d.wait(t)
 }

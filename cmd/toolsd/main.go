@@ -29,15 +29,16 @@ func main() {
 
 func run(args []string) error {
 	fs := flag.NewFlagSet("toolsd", flag.ContinueOnError)
+	// The flags that set a config key are read through flagOverrides.
+	fs.String("listen", "", "gRPC listen address (overrides config; default 127.0.0.1:50151)")
+	fs.String("admin-listen", "", "admin HTTP listen address for /metrics, /healthz, /readyz (default 127.0.0.1:9151)")
+	fs.String("data-dir", "", "directory of the durable session log (default ./data)")
+	fs.String("log-level", "", "debug | info | warn | error")
+	fs.String("log-format", "", "json | console")
 	var (
 		configPath   = fs.String("config", "", "YAML config file (defaults are embedded; see -print-defaults)")
-		listen       = fs.String("listen", "", "gRPC listen address (overrides config; default 127.0.0.1:50151)")
-		adminListen  = fs.String("admin-listen", "", "admin HTTP listen address for /metrics, /healthz, /readyz (default 127.0.0.1:9151)")
-		dataDir      = fs.String("data-dir", "", "directory of the durable session log (default ./data)")
 		ephemeral    = fs.Bool("ephemeral", false, "keep the session log in memory only")
 		sessionStore = fs.String("session-store", "", "bolt | journal | memory (overrides session.store; default bolt)")
-		logLevel     = fs.String("log-level", "", "debug | info | warn | error")
-		logFormat    = fs.String("log-format", "", "json | console")
 		example      = fs.Bool("example-provider", false, "also run the bundled example provider (echo, add, sleep, fail, write_note, ...)")
 		notesFile    = fs.String("notes-file", "notes.txt", "file the example provider's write_note appends to")
 		printDefault = fs.Bool("print-defaults", false, "print the embedded default config and exit")
@@ -56,38 +57,15 @@ func run(args []string) error {
 		_, err := os.Stdout.Write(config.Defaults())
 		return err
 	}
-	cfg, err := config.Load(*configPath)
+	over, err := flagOverrides(fs, *ephemeral, *sessionStore)
 	if err != nil {
 		return err
 	}
-	loaded := *cfg // as the file says, before the flags: what a reload compares against
-	// A flag given overrides the file, even with an empty value: -admin-listen ""
-	// turns the admin listener off, and -listen "" is refused as the file's would be.
-	overrides := map[string][2]*string{
-		"listen": {&cfg.Listen, listen}, "admin-listen": {&cfg.AdminListen, adminListen}, "data-dir": {&cfg.DataDir, dataDir},
-		"session-store": {&cfg.Session.Store, sessionStore}, "log-level": {&cfg.Log.Level, logLevel}, "log-format": {&cfg.Log.Format, logFormat},
-	}
-	storeGiven := false
-	fs.Visit(func(f *flag.Flag) {
-		if o, ok := overrides[f.Name]; ok {
-			*o[0] = *o[1]
-		}
-		storeGiven = storeGiven || f.Name == "session-store"
-	})
-	if *ephemeral {
-		// -ephemeral is the memory store: a -session-store naming another (or none) is
-		// a contradiction on the command line, not a value to drop silently.
-		if storeGiven && *sessionStore != "memory" {
-			return fmt.Errorf("-ephemeral keeps the session log in memory, but -session-store says %q: give one of them (or -session-store memory)", *sessionStore)
-		}
-		cfg.Session.Store = "memory"
-	}
-	// Load validated the file's values: what fails now came from a flag.
-	flagged := *cfg
-	flagged.Source = "command line"
-	if err := flagged.Validate(); err != nil {
+	cfg, err := config.Load(*configPath, over...)
+	if err != nil {
 		return err
 	}
+	loaded := *cfg // what a reload, which applies the same flags, compares against
 	log, closeLog, err := newLogger(cfg.Log, os.Stderr)
 	if err != nil {
 		return err
@@ -119,11 +97,51 @@ func run(args []string) error {
 	go onTerm(done, term, stop, log, exitAtOnce)
 	// A reload in progress when Run returns finishes before the log is closed.
 	var reloads sync.WaitGroup
-	reloads.Go(func() { reloadOnHUP(ctx, hup, a, *configPath, &loaded, log) })
+	reloads.Go(func() { reloadOnHUP(ctx, hup, a, *configPath, over, &loaded, log) })
 	err = a.Run(ctx)
 	stop()
 	reloads.Wait()
 	return err
+}
+
+// flagOverrides returns the config keys the flags given on the command line set. A flag
+// given overrides the file, even with an empty value: -admin-listen "" turns the admin
+// listener off, and -listen "" is refused as the file's would be. They are applied
+// before the config is validated, so a file's value a flag replaces is not refused
+// (data_dir: "" under -ephemeral), and a bad flag value is reported as the command
+// line's.
+func flagOverrides(fs *flag.FlagSet, ephemeral bool, sessionStore string) ([]config.Override, error) {
+	keys := map[string]struct {
+		key string
+		set func(*config.Config, string)
+	}{
+		"listen":        {"listen", func(c *config.Config, v string) { c.Listen = v }},
+		"admin-listen":  {"admin_listen", func(c *config.Config, v string) { c.AdminListen = v }},
+		"data-dir":      {"data_dir", func(c *config.Config, v string) { c.DataDir = v }},
+		"session-store": {"session.store", func(c *config.Config, v string) { c.Session.Store = v }},
+		"log-level":     {"log.level", func(c *config.Config, v string) { c.Log.Level = v }},
+		"log-format":    {"log.format", func(c *config.Config, v string) { c.Log.Format = v }},
+	}
+	var over []config.Override
+	storeGiven := false
+	fs.Visit(func(f *flag.Flag) {
+		k, ok := keys[f.Name]
+		if !ok {
+			return
+		}
+		v := f.Value.String()
+		over = append(over, config.Override{Key: k.key, Source: "command line", Set: func(c *config.Config) { k.set(c, v) }})
+		storeGiven = storeGiven || f.Name == "session-store"
+	})
+	if ephemeral {
+		// -ephemeral is the memory store: a -session-store naming another (or none) is
+		// a contradiction on the command line, not a value to drop silently.
+		if storeGiven && sessionStore != "memory" {
+			return nil, fmt.Errorf("-ephemeral keeps the session log in memory, but -session-store says %q: give one of them (or -session-store memory)", sessionStore)
+		}
+		over = append(over, config.Override{Key: "session.store", Source: "command line", Set: func(c *config.Config) { c.Session.Store = "memory" }})
+	}
+	return over, nil
 }
 
 // onTerm starts the graceful shutdown (stop) at the first SIGINT or SIGTERM, and ends
@@ -160,13 +178,13 @@ func exitAtOnce(s os.Signal) {
 // reloadOnHUP re-reads the policy on each signal from hup without dropping in-flight
 // calls, until ctx ends (shutdown). Other keys take effect at the next start; the reload
 // names those that changed.
-func reloadOnHUP(ctx context.Context, hup <-chan os.Signal, a *app.App, path string, loaded *config.Config, log *zap.Logger) {
+func reloadOnHUP(ctx context.Context, hup <-chan os.Signal, a *app.App, path string, over []config.Override, loaded *config.Config, log *zap.Logger) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-hup:
-			cfg, err := config.Load(path)
+			cfg, err := config.Load(path, over...)
 			if err == nil {
 				err = a.Reload(cfg)
 			}

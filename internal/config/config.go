@@ -217,35 +217,37 @@ type Grant struct {
 	Scopes   []string `yaml:"scopes"`
 }
 
-// Load reads path (empty = defaults only) over the embedded defaults.
-func Load(path string) (*Config, error) {
-	var cfg Config
-	if err := decode(defaultsYAML, "defaults.yaml", &cfg); err != nil {
-		return nil, err
+// Override sets one key from outside the config file, such as a command-line flag, over
+// what the file and the defaults say.
+type Override struct {
+	// Key is the key's dotted path as errors name it ("session.store").
+	Key string
+	// Source names where the value came from ("command line"): a value Validate refuses
+	// is reported as its, not as the file's.
+	Source string
+	// Set writes the value into the config.
+	Set func(*Config)
+}
+
+// Load reads path (empty = defaults only) over the embedded defaults, then applies over
+// before validating: what is checked is the config toolsd runs with, so a file's value
+// that an override replaces (data_dir: "" under -ephemeral, which makes the store memory)
+// is not refused, and a refused value an override set is reported as the override's.
+func Load(path string, over ...Override) (*Config, error) {
+	if path == "" {
+		return load(nil, "defaults.yaml", over)
 	}
-	cfg.Source = "defaults.yaml"
-	if path != "" {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return nil, fmt.Errorf("config: %w", err)
-		}
-		if err := decode(data, path, &cfg); err != nil {
-			return nil, err
-		}
-		cfg.Source = path
-		if err := cfg.validateIn(data); err != nil {
-			return nil, err
-		}
-		return &cfg, nil
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
 	}
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	return &cfg, nil
+	return load(data, path, over)
 }
 
 // Parse decodes data (named source in errors) over the embedded defaults.
-func Parse(data []byte, source string) (*Config, error) {
+func Parse(data []byte, source string) (*Config, error) { return load(data, source, nil) }
+
+func load(data []byte, source string, over []Override) (*Config, error) {
 	var cfg Config
 	if err := decode(defaultsYAML, "defaults.yaml", &cfg); err != nil {
 		return nil, err
@@ -254,29 +256,39 @@ func Parse(data []byte, source string) (*Config, error) {
 		return nil, err
 	}
 	cfg.Source = source
-	if err := cfg.validateIn(data); err != nil {
+	for _, o := range over {
+		o.Set(&cfg)
+	}
+	if err := cfg.validateIn(data, over); err != nil {
 		return nil, err
 	}
 	return &cfg, nil
 }
 
-// validateIn is Validate for a config decoded from data: a refused value that data
-// sets is reported at its place in it ("file:line:column: key: ...").
-func (c *Config) validateIn(data []byte) error {
+// validateIn is Validate for a config decoded from data, then overridden by over: a
+// refused value an override set is reported as the override's source, one data sets at
+// its place in it ("file:line:column: key: ...").
+func (c *Config) validateIn(data []byte, over []Override) error {
 	errs := c.check()
 	if len(errs) == 0 {
 		return nil
 	}
+	at := map[string]*yaml.Node{}
 	var root yaml.Node
 	if yaml.Unmarshal(data, &root) == nil {
-		at := map[string]*yaml.Node{}
 		for _, p := range keyPaths(&root) {
 			at[p.path] = p.value
 		}
-		for _, e := range errs {
-			if n := at[e.field]; n != nil {
-				e.line, e.column = n.Line, n.Column
-			}
+	}
+	by := map[string]string{}
+	for _, o := range over {
+		by[o.Key] = o.Source
+	}
+	for _, e := range errs {
+		if src, ok := by[e.field]; ok {
+			e.source = src
+		} else if n := at[e.field]; n != nil {
+			e.line, e.column = n.Line, n.Column
 		}
 	}
 	return joinFieldErrors(errs)

@@ -2,6 +2,8 @@ package config_test
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -310,5 +312,39 @@ func TestEmptyValuesAreRefused(t *testing.T) {
 	cfg, err := config.Parse([]byte("admin_listen: \"\"\n"), "t.yaml")
 	if err != nil || cfg.AdminListen != "" {
 		t.Errorf(`Parse(admin_listen: "") = %+v, %v; want no admin listener`, cfg, err)
+	}
+}
+
+// TestLoadOverrides: overrides (the command line's flags) apply before validation, so a
+// file's value they replace is not refused (data_dir "" is unused by the memory store);
+// a bad value an override sets is reported as its source's, a bad value the file sets
+// still at its place in the file.
+func TestLoadOverrides(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "toolsd.yaml")
+	if err := os.WriteFile(path, []byte("data_dir: \"\"\nlisten: \"\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	set := func(key string, f func(*config.Config)) config.Override {
+		return config.Override{Key: key, Source: "command line", Set: f}
+	}
+	memory := set("session.store", func(c *config.Config) { c.Session.Store = "memory" })
+	listen := set("listen", func(c *config.Config) { c.Listen = "127.0.0.1:0" })
+	cfg, err := config.Load(path, memory, listen)
+	if err != nil {
+		t.Fatalf("Load(data_dir \"\", listen \"\"; memory store and listen overridden) = %v", err)
+	}
+	if cfg.Session.Store != "memory" || cfg.Listen != "127.0.0.1:0" || cfg.Source != path {
+		t.Errorf("Load() = store %q, listen %q, source %q; want memory, 127.0.0.1:0, %s", cfg.Session.Store, cfg.Listen, cfg.Source, path)
+	}
+	_, err = config.Load(path, memory)
+	if want := path + ":2:9: listen: must not be empty"; !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "data_dir") {
+		t.Errorf("Load(listen not overridden) = %v, want only %q", err, want)
+	}
+	level := set("log.level", func(c *config.Config) { c.Log.Level = "loud" })
+	for _, p := range []string{path, ""} {
+		_, err = config.Load(p, memory, listen, level)
+		if want := `command line: log.level: "loud" is not one of`; !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), want) {
+			t.Errorf("Load(%q, -log-level loud) = %v, want %q", p, err, want)
+		}
 	}
 }
