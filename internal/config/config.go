@@ -327,7 +327,32 @@ func decode(data []byte, source string, cfg *Config) error {
 		}
 		return fmt.Errorf("%w: %w", ErrInvalid, located(data, source, err))
 	}
+	if err := oneDocument(dec, source); err != nil {
+		return err
+	}
 	return noEmptyValues(data, source)
+}
+
+// oneDocument refuses a YAML document after the one dec decoded: the decoder reads one
+// and stops, so a policy appended after "---" would be dropped unsaid. Empty documents
+// (a trailing "---") hold nothing to drop.
+func oneDocument(dec *yaml.Decoder, source string) error {
+	for {
+		var doc yaml.Node
+		err := dec.Decode(&doc)
+		if errors.Is(err, errEOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrInvalid, source, err)
+		}
+		if len(doc.Content) != 1 || doc.Content[0].Kind == yaml.ScalarNode && doc.Content[0].Tag == "!!null" {
+			continue
+		}
+		at := doc.Content[0]
+		return fmt.Errorf("%w: %s:%d:%d: a second YAML document: a config file holds one (toolsd would ignore this one's keys)",
+			ErrInvalid, source, at.Line, at.Column)
+	}
 }
 
 // noEmptyValues refuses a key written without a value ("outbox_size:", "~", "null").

@@ -348,3 +348,24 @@ func TestLoadOverrides(t *testing.T) {
 		}
 	}
 }
+
+// TestOneDocument: a config file is one YAML document. The decoder reads the first and
+// stops, so the keys of a second (a policy appended after "---") were dropped unsaid.
+func TestOneDocument(t *testing.T) {
+	for in, want := range map[string]string{
+		"listen: 127.0.0.1:1\n---\npolicy: {default: deny}\n": "t.yaml:3:1: a second YAML document",
+		"---\nlog: {level: warn}\n---\n---\nlisten: x\n":      "t.yaml:5:1: a second YAML document",
+		"---\n---\nlimits: {outbox_size: 8}\n":                "t.yaml:3:1: a second YAML document",
+	} {
+		_, err := config.Parse([]byte(in), "t.yaml")
+		if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), want) {
+			t.Errorf("Parse(%q) = %v, want ErrInvalid mentioning %q", in, err, want)
+		}
+	}
+	// Empty documents (a trailing "---") hold no keys to drop.
+	for _, in := range []string{"---\nlisten: 127.0.0.1:1\n...\n", "listen: 127.0.0.1:1\n---\n", "listen: 127.0.0.1:1\n---\n# nothing\n---\n"} {
+		if _, err := config.Parse([]byte(in), "t.yaml"); err != nil {
+			t.Errorf("Parse(%q) = %v, want it accepted", in, err)
+		}
+	}
+}
