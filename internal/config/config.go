@@ -330,7 +330,52 @@ func decode(data []byte, source string, cfg *Config) error {
 	if err := oneDocument(dec, source); err != nil {
 		return err
 	}
-	return noEmptyValues(data, source)
+	return errors.Join(noEmptyValues(data, source), wholeNumbers(data, source))
+}
+
+// wholeNumbers refuses a fraction written for an integer key: the decoder truncates it,
+// so max_parallel: 1.5 would run with 1 unsaid. A whole number written as a float (1e2)
+// is that number. Keys of types that parse their own text (sizes, durations) and the
+// policy section, which the policy parser reads, are left to those.
+func wholeNumbers(data []byte, source string) error {
+	var root yaml.Node
+	if yaml.Unmarshal(data, &root) != nil {
+		return nil // Decode accepted it: nothing else to say
+	}
+	var errs []error
+	var walk func(n *yaml.Node, t reflect.Type, path string)
+	walk = func(n *yaml.Node, t reflect.Type, path string) {
+		if t == reflect.TypeFor[yaml.Node]() || reflect.PointerTo(t).Implements(reflect.TypeFor[yaml.Unmarshaler]()) {
+			return
+		}
+		switch {
+		case n.Kind == yaml.DocumentNode:
+			for _, c := range n.Content {
+				walk(c, t, path)
+			}
+		case n.Kind == yaml.MappingNode && t.Kind() == reflect.Struct:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k, v := n.Content[i], n.Content[i+1]
+				for j := range t.NumField() {
+					if key, _, _ := strings.Cut(t.Field(j).Tag.Get("yaml"), ","); key == k.Value {
+						walk(v, t.Field(j).Type, strings.TrimPrefix(path+"."+key, "."))
+					}
+				}
+			}
+		case n.Kind == yaml.SequenceNode && t.Kind() == reflect.Slice:
+			for i, c := range n.Content {
+				walk(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i))
+			}
+		case n.Kind == yaml.ScalarNode && n.Tag == "!!float" && (t.Kind() >= reflect.Int && t.Kind() <= reflect.Uint64):
+			var f float64
+			if n.Decode(&f) == nil && (math.IsInf(f, 0) || f != math.Trunc(f)) {
+				errs = append(errs, fmt.Errorf("%w: %s:%d:%d: %s: %s is not a whole number",
+					ErrInvalid, source, n.Line, n.Column, path, n.Value))
+			}
+		}
+	}
+	walk(&root, reflect.TypeFor[Config](), "")
+	return errors.Join(errs...)
 }
 
 // oneDocument refuses a YAML document after the one dec decoded: the decoder reads one

@@ -369,3 +369,24 @@ func TestOneDocument(t *testing.T) {
 		}
 	}
 }
+
+// TestWholeNumbers: the YAML decoder truncates a fraction written for an integer key
+// (max_parallel: 1.5 ran with 1); such a value is refused, naming the key, while a
+// whole number written as a float (1e2) is that number.
+func TestWholeNumbers(t *testing.T) {
+	for in, want := range map[string]string{
+		"scheduler: {max_parallel: 1.5}\n":           "t.yaml:1:27: scheduler.max_parallel: 1.5 is not a whole number",
+		"runtime:\n  gc_percent: 150.5\n":            "t.yaml:2:15: runtime.gc_percent: 150.5 is not a whole number",
+		"limits: {max_concurrent_streams: 2.5}\n":    "t.yaml:1:34: limits.max_concurrent_streams: 2.5 is not a whole number",
+		"session: {retention: {max_sessions: .5}}\n": "t.yaml:1:37: session.retention.max_sessions: .5 is not a whole number",
+	} {
+		_, err := config.Parse([]byte(in), "t.yaml")
+		if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), want) {
+			t.Errorf("Parse(%q) = %v, want ErrInvalid mentioning %q", in, err, want)
+		}
+	}
+	cfg, err := config.Parse([]byte("limits: {max_calls_per_batch: 1e2}\n"), "t.yaml")
+	if err != nil || cfg.Limits.MaxCallsPerBatch != 100 {
+		t.Errorf("Parse(max_calls_per_batch: 1e2) = %v, want 100 accepted", err)
+	}
+}
