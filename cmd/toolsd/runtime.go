@@ -11,17 +11,17 @@ import (
 
 // applyRuntime sets the collector's target and soft memory limit from the config,
 // unless the standard GOGC / GOMEMLIMIT variables are set (those already configured the
-// runtime at start and win). It returns the effective GC percent and memory limit
+// runtime at start and win). An empty variable counts as unset, as the runtime reads it. It returns the effective GC percent and memory limit
 // (math.MaxInt64 when none).
 func applyRuntime(c config.Runtime, log *zap.Logger) (gcPercent int, memLimit int64) {
-	if _, ok := os.LookupEnv("GOGC"); ok {
+	if os.Getenv("GOGC") != "" {
 		gcPercent = debug.SetGCPercent(-1)
 		debug.SetGCPercent(gcPercent)
 	} else {
 		debug.SetGCPercent(c.GCPercent)
 		gcPercent = c.GCPercent
 	}
-	if _, ok := os.LookupEnv("GOMEMLIMIT"); !ok && c.MemoryLimit > 0 {
+	if os.Getenv("GOMEMLIMIT") == "" && c.MemoryLimit > 0 {
 		debug.SetMemoryLimit(int64(c.MemoryLimit))
 	}
 	memLimit = debug.SetMemoryLimit(-1) // -1 reads the limit without changing it

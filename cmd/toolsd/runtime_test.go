@@ -75,3 +75,18 @@ func TestApplyRuntimeEnvironmentWins(t *testing.T) {
 		t.Fatalf("applyRuntime with GOGC/GOMEMLIMIT set = (%d, %d), want (123, %d)", gc, limit, 5<<30)
 	}
 }
+
+// An empty GOGC or GOMEMLIMIT configures nothing (the runtime reads it as unset, with its
+// defaults of 100 and no limit), so the config's values apply: an environment that sets
+// GOMEMLIMIT=${LIMIT} with no LIMIT must not silently drop runtime.memory_limit.
+func TestApplyRuntimeEmptyEnvironment(t *testing.T) {
+	keepRuntime(t)
+	debug.SetGCPercent(100)
+	debug.SetMemoryLimit(math.MaxInt64)
+	t.Setenv("GOGC", "")
+	t.Setenv("GOMEMLIMIT", "")
+	gc, limit := applyRuntime(config.Runtime{GCPercent: 250, MemoryLimit: 1 << 30}, zap.NewNop())
+	if gc != 250 || limit != 1<<30 {
+		t.Fatalf("applyRuntime with GOGC and GOMEMLIMIT empty = (%d, %d), want (250, %d)", gc, limit, 1<<30)
+	}
+}
