@@ -439,6 +439,9 @@ var typeErrorLine = regexp.MustCompile(`^line (\d+): (.*)$`)
 // unknownField is how the YAML decoder words a key the config does not have.
 var unknownField = regexp.MustCompile(`^field (\S+) not found in type \S+$`)
 
+// duplicateKey is how the YAML decoder words a key written twice in one mapping.
+var duplicateKey = regexp.MustCompile(`^mapping key "([^"]*)" already defined at line \d+$`)
+
 // quotedValue finds the value a decoder message quotes: `abc` or "5".
 var quotedValue = regexp.MustCompile("`([^`]*)`|\"((?:[^\"\\\\]|\\\\.)*)\"")
 
@@ -471,8 +474,9 @@ func located(data []byte, source string, err error) error {
 	return errors.New(strings.Join(msgs, "; "))
 }
 
-// locate finds the key a decoder message "line N: ..." is about: the unknown key it
-// names, else the value on that line it quotes, else the innermost value on that line.
+// locate finds the key a decoder message "line N: ..." is about: the unknown or
+// duplicate key it names, else the value on that line it quotes, else the innermost
+// value on that line.
 func locate(pairs []keyPath, source, msg string) string {
 	sub := typeErrorLine.FindStringSubmatch(msg)
 	if sub == nil {
@@ -487,6 +491,17 @@ func locate(pairs []keyPath, source, msg string) string {
 			}
 		}
 		return fmt.Sprintf("%s: line %s: unknown key %s", source, line, u[1])
+	}
+	if d := duplicateKey.FindStringSubmatch(text); d != nil {
+		var dup *keyPath // the later of the two when both are on the line
+		for i := range pairs {
+			if on(pairs[i].key) && pairs[i].key.Value == d[1] {
+				dup = &pairs[i]
+			}
+		}
+		if dup != nil {
+			return fmt.Sprintf("%s:%d:%d: %s: %s", source, dup.key.Line, dup.key.Column, dup.path, text)
+		}
 	}
 	var found *keyPath
 	quoted := quotedValue.FindStringSubmatch(text)

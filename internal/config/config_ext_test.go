@@ -390,3 +390,19 @@ func TestWholeNumbers(t *testing.T) {
 		t.Errorf("Parse(max_calls_per_batch: 1e2) = %v, want 100 accepted", err)
 	}
 }
+
+// TestDuplicateKeys: a key written twice in one mapping is refused at the second, with
+// the key's dotted path, as other decoding errors are; a section written twice was
+// reported as "t.yaml: line 3: ..." without a column or path.
+func TestDuplicateKeys(t *testing.T) {
+	for in, want := range map[string]string{
+		"listen: 127.0.0.1:1\nlisten: 127.0.0.1:2\n":                `t.yaml:2:1: listen: mapping key "listen" already defined at line 1`,
+		"limits:\n  outbox_size: 5\nlimits:\n  write_timeout: 1s\n": `t.yaml:3:1: limits: mapping key "limits" already defined at line 1`,
+		"limits: {outbox_size: 5, outbox_size: 6}\n":                `t.yaml:1:26: limits.outbox_size: mapping key "outbox_size" already defined at line 1`,
+	} {
+		_, err := config.Parse([]byte(in), "t.yaml")
+		if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), want) {
+			t.Errorf("Parse(%q) = %v, want ErrInvalid mentioning %q", in, err, want)
+		}
+	}
+}
