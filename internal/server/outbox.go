@@ -200,7 +200,9 @@ func (o *outbox) sendDirectLocked(it outItem) (rest outItem, left bool, err erro
 		if it.onSend != nil {
 			it.onSend()
 		}
-		if err := o.stream.Send(it.m); err != nil {
+		// Timed by sends too: it records the message's size, the allowance a Send of the
+		// sender waiting behind it gets (see checkSends).
+		if err := streamgate.Send(&o.sends, o.stream.Send, it.m); err != nil {
 			return outItem{}, false, errors.Join(errClientGone, err)
 		}
 		o.lastBytes.Store(int64(n))

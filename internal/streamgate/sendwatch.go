@@ -68,7 +68,7 @@ var monoEpoch = time.Now()
 func monoNow() int64 { return int64(time.Since(monoEpoch)) + 1 }
 
 // OnWake sets what [SendWatch.Park] arranges to run: wake is called by the first Send
-// after a successful Park. It must be set before any Send or Park.
+// after a successful Park. It must be set before any Park, and not while a Send runs.
 func (w *SendWatch) OnWake(wake func()) { w.wake = wake }
 
 // Park reports whether no Send is in progress, and if so has the next Send call the
