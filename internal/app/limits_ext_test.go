@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -418,6 +419,70 @@ func TestClientNotReadingProgressIsCutOff(t *testing.T) {
 	waitFor(t, "the result in the log", func() bool { return len(e.readSession(t, "s-unread-progress")) == 2 })
 	assertCompleteLog(t, e, "s-unread-progress", 1)
 	readUntilCutOff(t, stream)
+}
+
+// TestCutOffClientGetsItsStatusAtOnce: a client cut off for not reading gets its status
+// (ResourceExhausted, SLOW_CLIENT) when it is cut off, not once the batch has ended: the
+// cut ends the RPC itself. Here a call that holds on after its cancellation (within
+// cancel_grace) keeps the batch running until the client has read its status; the
+// call's result, which comes only after that, is still logged.
+func TestCutOffClientGetsItsStatusAtOnce(t *testing.T) {
+	e := start(t, "limits: {write_timeout: 100ms, cancel_grace: 1m}\n")
+	started, stopped, release := make(chan string, 1), make(chan string, 1), make(chan struct{})
+	var once sync.Once
+	releaseCall := func() { once.Do(func() { close(release) }) }
+	runProvider(t, e.app.Addr(), sizedTool("sized"), provider.NewTool("stubborn", "Answers only once released, cancelled or not.",
+		func(ctx context.Context, _ provider.Call, a blockArgs) (string, error) {
+			started <- a.Label
+			<-ctx.Done()
+			stopped <- a.Label
+			<-release
+			return "released", nil
+		}))
+	t.Cleanup(releaseCall) // before the provider's stop, which waits for the call
+	stream, err := toolsdv1.NewToolServiceClient(dialFixedWindow(t, e.app.Addr())).ExecuteBatch(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two results larger than the client's flow control window leave the writer waiting
+	// on a client that reads nothing, while the third call runs.
+	calls := []*toolsdv1.ToolCall{
+		call("c0", "sized", `{"bytes":262144}`),
+		call("c1", "sized", `{"bytes":262144}`),
+		call("run", "stubborn", `{"label":"run"}`),
+	}
+	if err := stream.Send(batchReq(&toolsdv1.Batch{SessionId: "s-cut-status", Calls: calls})); err != nil {
+		t.Fatal(err)
+	}
+	awaitRunning(t, started)
+	awaitCancelled(t, stopped) // the client has been cut off
+	ended := make(chan error, 1)
+	go func() {
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				ended <- err
+				return
+			}
+			if m.GetSettled() != nil {
+				ended <- errors.New("settled: the batch ended before the client saw its status")
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-ended:
+		if status.Code(err) != codes.ResourceExhausted || reason(err) != "SLOW_CLIENT" {
+			t.Errorf("ExecuteBatch().Recv() = %v, want ResourceExhausted SLOW_CLIENT", err)
+		}
+	case <-time.After(30 * time.Second): // a safety net: the status is due when the client is cut off
+		t.Error("a client cut off 30s ago has no status while a call of its batch still runs, want SLOW_CLIENT from the cut on")
+		releaseCall()
+		t.Logf("once the call was released: Recv() = %v", <-ended)
+	}
+	releaseCall()
+	waitFor(t, "every result in the log", func() bool { return len(e.readSession(t, "s-cut-status")) == 2*len(calls) })
+	assertCompleteLog(t, e, "s-cut-status", len(calls))
 }
 
 // awaitRunning waits for a tool to report its start.

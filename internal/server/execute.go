@@ -53,7 +53,7 @@ func (s *Server) ExecuteBatch(stream batchStream) error {
 	stopAbort := context.AfterFunc(s.active.abort, func() { cancel(errShuttingDown) })
 	defer stopAbort()
 	single := len(b.Calls) == 1
-	out := newOutbox(stream, s.limits.OutboxSize, s.limits.WriteTimeout, cancel, single)
+	out := newOutbox(stream, s.limits.OutboxSize, s.limits.WriteTimeout, func(err error) { s.cutOff(stream, cancel, err) }, single)
 	approver := newStreamApprover(out)
 	// The reader's log lines are written while the batch runs (the handler does not wait
 	// for the reader, whose Recv ends only once the handler has returned): retired before
@@ -101,6 +101,19 @@ func (s *Server) ExecuteBatch(stream batchStream) error {
 		return s.streamFailure(err)
 	}
 	return nil
+}
+
+// cutOff is the outbox's onCut: the batch is cancelled with err, and a client cut off
+// for not reading gets its status at once. The status is written through the transport
+// stream (see endStream), which ends the stream: the sender's Send that waits on the
+// client returns, so the outbox closes without waiting on it again, and the client does
+// not wait for the batch's calls to end (their results still go to the log). The cause
+// is recorded first: ending the stream ends its context, the batch context's parent.
+func (s *Server) cutOff(stream batchStream, cancel context.CancelCauseFunc, err error) {
+	cancel(err)
+	if errors.Is(err, errSlowClient) {
+		s.endStream(stream, err)
+	}
 }
 
 // streamFailure reports why results could not be delivered; they are in the log anyway.

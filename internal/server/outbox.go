@@ -32,7 +32,8 @@ const (
 // path, approvers, progress) put messages into a bounded queue; one sender goroutine,
 // owned by the ExecuteBatch handler, writes them to the stream. A client that stops
 // reading fills the queue; a put that cannot enqueue within the write timeout cuts the
-// client off (onCut cancels the batch) while the scheduler keeps committing to the log.
+// client off (onCut cancels the batch and ends the stream with its status, which ends a
+// Send waiting on the client) while the scheduler keeps committing to the log.
 // With nothing to put (the calls left still run), a timer that runs while the sender
 // writes cuts it off once one Send has waited too long (see checkSends).
 //
