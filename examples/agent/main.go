@@ -75,8 +75,9 @@ func run(addr, session string, approve bool) error {
 		case *toolsdv1.ExecuteBatchResponse_ApprovalRequest:
 			r := msg.ApprovalRequest
 			fmt.Printf("approval requested for %s %s (%s): approving=%v\n", r.GetTool(), r.GetArgumentsJson(), r.GetReason(), approve)
+			// Echoing the request id makes the answer count for this request only.
 			if err := stream.Send(&toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Approval{Approval: &toolsdv1.ApprovalDecision{
-				CallId: r.GetCallId(), Approved: approve, Reason: "decided by examples/agent",
+				CallId: r.GetCallId(), RequestId: r.GetRequestId(), Approved: approve, Reason: "decided by examples/agent",
 			}}}); err != nil {
 				return err
 			}

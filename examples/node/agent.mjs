@@ -41,7 +41,10 @@ async function main() {
           const r = m.approvalRequest;
           const approved = !flags.deny;
           console.log(`approval requested for ${r.tool} ${r.argumentsJson} (${r.reason}): approving=${approved}`);
-          stream.write({ approval: { callId: r.callId, approved, reason: 'decided by examples/node/agent.mjs' } });
+          // Echoing the request id (a decimal string) makes the answer count for this request only.
+          stream.write({
+            approval: { callId: r.callId, requestId: r.requestId, approved, reason: 'decided by examples/node/agent.mjs' },
+          });
           break;
         }
         case 'progress':

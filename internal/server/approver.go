@@ -20,6 +20,7 @@ type streamApprover struct {
 
 	mu      sync.Mutex
 	pending map[string]*awaiting
+	asks    uint64 // the last request id given out: they are numbered 1, 2, 3, … per stream
 	closed  bool
 	gone    chan struct{} // closed when the client can no longer answer
 }
@@ -30,6 +31,9 @@ type streamApprover struct {
 type awaiting struct {
 	ch     chan tool.ApprovalDecision // buffered: resolve never waits
 	accept func() bool                // the pipeline's [tool.ApprovalRequest.Accept]; nil: none
+	// id is the request's request_id: a decision that names another request (an
+	// earlier one of the call, withdrawn since) is not an answer to this one.
+	id uint64
 	// asked is set (under mu) just before the request is handed to the stream: an
 	// answer read before then was sent before the client could have seen the request.
 	asked bool
@@ -53,6 +57,8 @@ func (a *streamApprover) Approve(ctx context.Context, req tool.ApprovalRequest) 
 		a.mu.Unlock()
 		return tool.ApprovalDecision{}, tool.ErrApprovalUnavailable
 	}
+	a.asks++
+	w.id = a.asks
 	a.pending[id] = w
 	a.mu.Unlock()
 	err := a.out.putAsk(&toolsdv1.ExecuteBatchResponse{Msg: &toolsdv1.ExecuteBatchResponse_ApprovalRequest{
@@ -62,6 +68,7 @@ func (a *streamApprover) Approve(ctx context.Context, req tool.ApprovalRequest) 
 			Tool:          req.Call.Name,
 			ArgumentsJson: string(req.Call.Arguments),
 			Reason:        req.Reason,
+			RequestId:     w.id,
 		},
 	}}, func() {
 		a.mu.Lock()
@@ -125,13 +132,16 @@ func (a *streamApprover) wait(ctx context.Context, ch chan tool.ApprovalDecision
 // resolve delivers the client's decision; it reports false for a call that is not
 // awaiting one: never asked, its request not yet handed to the stream (the decision was
 // sent before the client could have seen it), already decided, or its wait over (timed
-// out or cancelled: the pipeline's Accept refuses). answered, if set, runs only for a
-// decision that is delivered, and before it is: what it records (the log line) happens
-// before the call can go on, and so before the batch can end.
+// out or cancelled: the pipeline's Accept refuses); and for a decision naming a request
+// other than the one its call awaits (an earlier one, withdrawn since). A decision
+// without a request id (a client older than the field) answers the call's request, as
+// before. answered, if set, runs only for a decision that is delivered, and before it
+// is: what it records (the log line) happens before the call can go on, and so before
+// the batch can end.
 func (a *streamApprover) resolve(d *toolsdv1.ApprovalDecision, answered func()) bool {
 	a.mu.Lock()
 	w, ok := a.pending[d.GetCallId()]
-	ok = ok && w.asked && (w.accept == nil || w.accept())
+	ok = ok && w.asked && (d.GetRequestId() == 0 || d.GetRequestId() == w.id) && (w.accept == nil || w.accept())
 	if ok {
 		delete(a.pending, d.GetCallId())
 	}

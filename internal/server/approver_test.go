@@ -175,6 +175,104 @@ func TestDecisionBeforeItsRequestIsRefused(t *testing.T) {
 	drain(t, stream)
 }
 
+// TestDecisionForAWithdrawnRequestIsRefused: each approval request carries its own id,
+// and a decision naming an earlier request of its call (withdrawn since: its wait was
+// cancelled, and the call asked again) is refused as a stray, where it would have been
+// taken for the answer to the request the client has not answered yet. A decision
+// without an id (an older client) answers whichever request of its call awaits one.
+func TestDecisionForAWithdrawnRequestIsRefused(t *testing.T) {
+	seen := make(chan struct{})
+	staleRead, freshRead, bareRead := make(chan bool, 1), make(chan bool, 1), make(chan bool, 1)
+	first, second, third := make(chan approveResult, 1), make(chan approveResult, 1), make(chan approveResult, 1)
+	stream := openBatch(t, func(stream batchStream) error {
+		if _, err := stream.Recv(); err != nil {
+			return err
+		}
+		out := newOutbox(stream, 8, time.Hour, func(error) {}, false)
+		a := newStreamApprover(out)
+		ask := func(ctx context.Context, results chan<- approveResult) {
+			d, err := a.Approve(ctx, tool.ApprovalRequest{Call: &tool.Call{CallID: "ask", Index: 0, Name: "rm"}, Reason: "deletes"})
+			results <- approveResult{d, err}
+		}
+		resolveNext := func(read chan<- bool) error {
+			m, err := stream.Recv()
+			if err != nil {
+				return err
+			}
+			read <- a.resolve(m.GetApproval(), nil)
+			return nil
+		}
+		// The first request's wait ends (cancelled here, as a timeout would end it) once
+		// the client has it, and the call is asked again.
+		ctx, cancel := context.WithCancel(stream.Context())
+		go ask(ctx, first)
+		select {
+		case <-seen:
+		case <-stream.Context().Done():
+			cancel()
+			<-first
+			return stream.Context().Err()
+		}
+		cancel()
+		if r := <-first; r.err == nil {
+			return errors.New("the cancelled request was answered")
+		}
+		go ask(stream.Context(), second)
+		if err := resolveNext(staleRead); err != nil {
+			return err
+		}
+		if err := resolveNext(freshRead); err != nil {
+			return err
+		}
+		go ask(stream.Context(), third)
+		if err := resolveNext(bareRead); err != nil {
+			return err
+		}
+		return out.close()
+	})
+	req1 := recvApproval(t, stream)
+	close(seen)
+	req2 := recvApproval(t, stream)
+	if req1.GetRequestId() == 0 || req2.GetRequestId() == 0 || req1.GetRequestId() == req2.GetRequestId() {
+		t.Errorf("request ids %d then %d for the call asked twice, want two different ids, neither 0", req1.GetRequestId(), req2.GetRequestId())
+	}
+	stale := decision("ask", true, "stale")
+	stale.GetApproval().RequestId = req1.GetRequestId()
+	if err := stream.Send(stale); err != nil {
+		t.Fatal(err)
+	}
+	if <-staleRead {
+		t.Error("resolve(a decision naming the withdrawn request) = true, want false (a stray)")
+	}
+	fresh := decision("ask", false, "asked again")
+	fresh.GetApproval().RequestId = req2.GetRequestId()
+	if err := stream.Send(fresh); err != nil {
+		t.Fatal(err)
+	}
+	if !<-freshRead {
+		t.Error("resolve(the decision naming the request awaiting one) = false, want true")
+	}
+	if r := <-second; r.err != nil || r.d != (tool.ApprovalDecision{Approved: false, Reason: "asked again"}) {
+		t.Errorf("Approve() asked again = %+v, %v; want the answer naming its request (not approved, \"asked again\")", r.d, r.err)
+	}
+	if req3 := recvApproval(t, stream); req3.GetRequestId() == req2.GetRequestId() || req3.GetRequestId() == req1.GetRequestId() {
+		t.Errorf("request id %d for the third request, want one not used before", req3.GetRequestId())
+	}
+	if err := stream.Send(decision("ask", true, "bare")); err != nil {
+		t.Fatal(err)
+	}
+	if !<-bareRead {
+		t.Error("resolve(a decision without a request id) = false, want true (it answers the call's request)")
+	}
+	if r := <-third; r.err != nil || r.d != (tool.ApprovalDecision{Approved: true, Reason: "bare"}) {
+		t.Errorf("Approve() answered without a request id = %+v, %v; want (approved, \"bare\")", r.d, r.err)
+	}
+	if err := stream.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	drain(t, stream)
+}
+
 // waitFor waits for cond, giving up with an error after a generous deadline.
 func waitFor(what string, cond func() bool) error {
 	deadline := time.Now().Add(30 * time.Second)

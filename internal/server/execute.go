@@ -217,12 +217,15 @@ func (s *Server) receive(stream batchStream, approver *streamApprover, cancel co
 				lines.Do(func() {
 					s.log.Info("approval answered", zap.String("batch_id", batchID),
 						zap.String("call_id", textcut.Ellipsis(msg.Approval.GetCallId(), maxLoggedID)),
+						zap.Uint64("request_id", msg.Approval.GetRequestId()),
 						zap.Bool("approved", msg.Approval.GetApproved()),
 						zap.String("reason", textcut.Ellipsis(msg.Approval.GetReason(), maxLoggedID)))
 				})
 			}
 			if !approver.resolve(msg.Approval, answered) {
-				stray("approval for a call that is not awaiting one", zap.String("call_id", textcut.Ellipsis(msg.Approval.GetCallId(), maxLoggedID)))
+				// Also one naming a request its call no longer awaits (withdrawn since).
+				stray("approval for a call that is not awaiting one", zap.String("call_id", textcut.Ellipsis(msg.Approval.GetCallId(), maxLoggedID)),
+					zap.Uint64("request_id", msg.Approval.GetRequestId()))
 			}
 		case *toolsdv1.ExecuteBatchRequest_Cancel:
 			if cancelled {

@@ -1209,8 +1209,9 @@ func (x *Batch) GetMaxParallel() uint32 {
 }
 
 // ApprovalDecision answers an ApprovalRequest. A decision for a call that is not awaiting
-// one (never asked, its request not yet sent, already decided, or timed out) is ignored
-// (logged as a stray, not as an answer). A request left unanswered for
+// one (never asked, its request not yet sent, already decided, or timed out), or that
+// names a request_id other than the one its call awaits, is ignored (logged as a stray,
+// not as an answer). A request left unanswered for
 // limits.approval_timeout (60 s by default) fails its call with APPROVAL_TIMEOUT; a
 // decision and the timeout that come together have one outcome: the decision decides
 // the call if toolsd took it before the wait expired (and only then logs "approval
@@ -1224,9 +1225,16 @@ type ApprovalDecision struct {
 	// Optional reason. On denial it is shown to the model ("call was not approved: " +
 	// reason) and recorded as the result's error.reason, cut at 4 KiB as a hook's reason
 	// is. Every answer, approval or denial, is logged by toolsd ("approval answered":
-	// call id, decision and the reason cut at 128 bytes); an approval's reason is kept
-	// nowhere else.
-	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// call id, request id, decision and the reason cut at 128 bytes); an approval's
+	// reason is kept nowhere else.
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The request_id of the ApprovalRequest this answers: echo it. A decision that names
+	// another request (one withdrawn since: its wait timed out or was cancelled, and the
+	// call may have been asked again) is a stray and decides nothing, where a decision
+	// naming only its call could be taken as the answer to a request the client had not
+	// seen. 0 (unset, as from clients older than the field) answers whichever request
+	// of call_id is awaiting an answer.
+	RequestId     uint64 `protobuf:"varint,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1280,6 +1288,13 @@ func (x *ApprovalDecision) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *ApprovalDecision) GetRequestId() uint64 {
+	if x != nil {
+		return x.RequestId
+	}
+	return 0
 }
 
 // CancelBatch cancels the batch cooperatively: started calls are cancelled and drain,
@@ -1645,7 +1660,11 @@ type ApprovalRequest struct {
 	// The call's arguments as sent.
 	ArgumentsJson string `protobuf:"bytes,4,opt,name=arguments_json,json=argumentsJson,proto3" json:"arguments_json,omitempty"`
 	// Why approval is needed.
-	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Identifies this request on the batch stream (1, 2, 3, … per stream; never 0): a
+	// call asked again gets a new id. Echo it in ApprovalDecision.request_id, so that an
+	// answer to an earlier request cannot decide this one.
+	RequestId     uint64 `protobuf:"varint,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1713,6 +1732,13 @@ func (x *ApprovalRequest) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *ApprovalRequest) GetRequestId() uint64 {
+	if x != nil {
+		return x.RequestId
+	}
+	return 0
 }
 
 // ToolProgress is an intermediate update from a running call's provider.
@@ -2294,11 +2320,13 @@ const file_toolsd_v1_tool_service_proto_rawDesc = "" +
 	"\x04step\x18\x04 \x01(\x04R\x04step\x12)\n" +
 	"\x05calls\x18\x05 \x03(\v2\x13.toolsd.v1.ToolCallR\x05calls\x12\x1e\n" +
 	"\vtool_set_id\x18\x06 \x01(\tR\ttoolSetId\x12!\n" +
-	"\fmax_parallel\x18\a \x01(\rR\vmaxParallel\"_\n" +
+	"\fmax_parallel\x18\a \x01(\rR\vmaxParallel\"~\n" +
 	"\x10ApprovalDecision\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1a\n" +
 	"\bapproved\x18\x02 \x01(\bR\bapproved\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"%\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\x04R\trequestId\"%\n" +
 	"\vCancelBatch\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xb3\x01\n" +
 	"\x13ExecuteBatchRequest\x12(\n" +
@@ -2322,13 +2350,15 @@ const file_toolsd_v1_tool_service_proto_rawDesc = "" +
 	"\x03seq\x18\b \x01(\x04R\x03seq\x12\x19\n" +
 	"\bcall_seq\x18\t \x01(\x04R\acallSeq\x12%\n" +
 	"\x0econcludes_turn\x18\n" +
-	" \x01(\bR\rconcludesTurn\"\x93\x01\n" +
+	" \x01(\bR\rconcludesTurn\"\xb2\x01\n" +
 	"\x0fApprovalRequest\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\rR\x05index\x12\x12\n" +
 	"\x04tool\x18\x03 \x01(\tR\x04tool\x12%\n" +
 	"\x0earguments_json\x18\x04 \x01(\tR\rargumentsJson\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reason\"\x89\x01\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x06 \x01(\x04R\trequestId\"\x89\x01\n" +
 	"\fToolProgress\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\rR\x05index\x12\x18\n" +
