@@ -181,9 +181,14 @@ type Tracing struct {
 // flight) while it allocates per call, so with Go's default GOGC=100 it collects very
 // often; a larger gc_percent trades a bigger (still small) heap for less CPU per call.
 // The GOGC and GOMEMLIMIT environment variables, when set, take precedence.
+//
+// AdaptiveProcs runs toolsd on one P (GOMAXPROCS=1) while it uses little CPU and on
+// every CPU once it is busy (see internal/procs): one P takes the cross-thread wake-ups
+// out of a lone call's latency. A GOMAXPROCS variable, when set, turns it off.
 type Runtime struct {
-	GCPercent   int  `yaml:"gc_percent"`
-	MemoryLimit Size `yaml:"memory_limit"`
+	GCPercent     int  `yaml:"gc_percent"`
+	MemoryLimit   Size `yaml:"memory_limit"`
+	AdaptiveProcs bool `yaml:"adaptive_procs"`
 }
 
 // Debug holds operator diagnostics, all off by default.

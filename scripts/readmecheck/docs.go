@@ -16,6 +16,7 @@ import (
 
 	"github.com/toolsd/toolsd/internal/config"
 	"github.com/toolsd/toolsd/internal/observe"
+	"github.com/toolsd/toolsd/internal/procs"
 	"github.com/toolsd/toolsd/internal/pipeline/policy"
 )
 
@@ -351,11 +352,12 @@ var (
 	descLabels = regexp.MustCompile(`variableLabels: \{([^{}]*)\}\}$`)
 )
 
-// toolsdMetrics maps each metric toolsd registers (internal/observe) to its labels,
+// toolsdMetrics maps each metric toolsd registers (internal/observe, internal/procs) to its labels,
 // whether or not a scrape shows it yet (a vector shows no series before its first use).
 func toolsdMetrics() (map[string][]string, error) {
 	var d describer
 	observe.New(&d)
+	procs.New(procs.Options{Max: 1}, &d, nil)
 	out := map[string][]string{}
 	for _, desc := range d.descs {
 		s := desc.String()
