@@ -16,8 +16,8 @@ import (
 
 	"github.com/toolsd/toolsd/internal/config"
 	"github.com/toolsd/toolsd/internal/observe"
-	"github.com/toolsd/toolsd/internal/procs"
 	"github.com/toolsd/toolsd/internal/pipeline/policy"
+	"github.com/toolsd/toolsd/internal/procs"
 )
 
 // finding is one thing the README says that toolsd does not bear out.
