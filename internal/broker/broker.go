@@ -3,16 +3,13 @@ package broker
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"slices"
-	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/toolsd/toolsd/internal/connid"
 	"github.com/toolsd/toolsd/internal/streamgate"
 	"github.com/toolsd/toolsd/internal/tool"
 )
@@ -60,9 +57,9 @@ type Broker struct {
 	mapErr ErrorMapper
 	guard  ScopeGuard
 
-	// idPrefix keeps provider ids unique across broker instances and restarts.
-	idPrefix string
-	nextConn atomic.Uint64
+	// ids issues provider ids: unique, and unrelated to each other, so a provider
+	// learns nothing from its id of the providers that connected before or since.
+	ids *connid.Source
 
 	gate *streamgate.Gate
 
@@ -76,18 +73,16 @@ func New(reg Registrar, opts ...Option) *Broker {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	var prefix [4]byte
-	_, _ = rand.Read(prefix[:]) // crypto/rand.Read never fails on supported platforms
 	return &Broker{
-		reg:      reg,
-		log:      o.log,
-		limits:   o.limits.withDefaults(),
-		obs:      o.obs,
-		mapErr:   o.mapErr,
-		guard:    o.guard,
-		idPrefix: "p-" + hex.EncodeToString(prefix[:]) + "-",
-		conns:    make(map[string]*conn),
-		gate:     streamgate.New(),
+		reg:    reg,
+		log:    o.log,
+		limits: o.limits.withDefaults(),
+		obs:    o.obs,
+		mapErr: o.mapErr,
+		guard:  o.guard,
+		ids:    connid.New("p"),
+		conns:  make(map[string]*conn),
+		gate:   streamgate.New(),
 	}
 }
 
@@ -136,6 +131,4 @@ func (b *Broker) lookup(id string) *conn {
 	return c
 }
 
-func (b *Broker) newConnID() string {
-	return b.idPrefix + strconv.FormatUint(b.nextConn.Add(1), 10)
-}
+func (b *Broker) newConnID() string { return b.ids.Next() }

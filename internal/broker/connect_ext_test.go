@@ -3,7 +3,10 @@ package broker_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -180,5 +183,44 @@ func TestShutdown(t *testing.T) {
 	late := openRaw(t, srv)
 	if err := late.end(); status.Code(err) != codes.Unavailable {
 		t.Errorf("stream opened after Shutdown ended with %v, want Unavailable", err)
+	}
+}
+
+// A provider sees its own id: the ids must not tell it how many providers (other
+// tenants') connected before or since, nor let it guess a live one's.
+func TestProviderIDsUnrelated(t *testing.T) {
+	srv := brokertest.Start(t, brokertest.NewRegistrar(), broker.WithLogger(zaptest.NewLogger(t)))
+	ids := make([]string, 8)
+	for i := range ids {
+		ids[i] = helloRaw(t, srv, fmt.Sprintf("p%d", i), 0).id
+	}
+	checkUnrelatedIDs(t, "p", ids)
+}
+
+// checkUnrelatedIDs checks that ids, of consecutive connections, are distinct
+// "<kind>-<8 hex>-<16 hex>" whose connection parts are far apart: counted ids differ by
+// one, unrelated ones by less than 2^32 with probability 2^-31 for a pair.
+func checkUnrelatedIDs(tb testing.TB, kind string, ids []string) {
+	tb.Helper()
+	shape := regexp.MustCompile(`^` + kind + `-[0-9a-f]{8}-([0-9a-f]{16})$`)
+	seen := map[string]bool{}
+	var prev uint64
+	for i, id := range ids {
+		m := shape.FindStringSubmatch(id)
+		if m == nil {
+			tb.Fatalf("id %q, want %s-<8 hex>-<16 hex>", id, kind)
+		}
+		if seen[id] {
+			tb.Fatalf("id %q issued twice", id)
+		}
+		seen[id] = true
+		cur, err := strconv.ParseUint(m[1], 16, 64)
+		if err != nil {
+			tb.Fatalf("id %q: %v", id, err)
+		}
+		if d := max(cur, prev) - min(cur, prev); i > 0 && d < 1<<32 {
+			tb.Errorf("ids %q and %q of consecutive connections are %d apart, want them unrelated", ids[i-1], id, d)
+		}
+		prev = cur
 	}
 }

@@ -2,7 +2,6 @@ package hook
 
 import (
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -107,7 +106,7 @@ func (h *Hub) newConn(out sender, scopes Scopes) *conn {
 		allow = func(string) bool { return true }
 	}
 	seq := h.nextConn.Add(1)
-	id := h.idPrefix + strconv.FormatUint(seq, 10)
+	id := h.ids.Next()
 	return &conn{
 		h:          h,
 		id:         id,

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -463,5 +465,38 @@ func TestScopeFilterRefuses(t *testing.T) {
 	err := recvUntilError(e.openRaw(t, helloMsg(helloFor("a", sub(pre, "", "", 0)))))
 	if status.Code(err) != codes.PermissionDenied {
 		t.Errorf("stream error = %v, want PermissionDenied", err)
+	}
+}
+
+// A hook sees its own id: the ids must not tell it how many hooks (other tenants')
+// connected before or since.
+func TestHookIDsUnrelated(t *testing.T) {
+	e := newEnv(t)
+	ids := make([]string, 8)
+	for i := range ids {
+		ids[i] = e.connect(t, helloFor(fmt.Sprintf("h%d", i), sub(pre, "", "", 0)), nil).id
+	}
+	shape := regexp.MustCompile(`^h-[0-9a-f]{8}-([0-9a-f]{16})$`)
+	seen := map[string]bool{}
+	var prev uint64
+	for i, id := range ids {
+		m := shape.FindStringSubmatch(id)
+		if m == nil {
+			t.Fatalf("hook id %q, want h-<8 hex>-<16 hex>", id)
+		}
+		if seen[id] {
+			t.Fatalf("hook id %q issued twice", id)
+		}
+		seen[id] = true
+		cur, err := strconv.ParseUint(m[1], 16, 64)
+		if err != nil {
+			t.Fatalf("hook id %q: %v", id, err)
+		}
+		// Counted ids differ by one; unrelated ones by less than 2^32 with
+		// probability 2^-31 for a pair.
+		if d := max(cur, prev) - min(cur, prev); i > 0 && d < 1<<32 {
+			t.Errorf("hook ids %q and %q of consecutive connections are %d apart, want them unrelated", ids[i-1], id, d)
+		}
+		prev = cur
 	}
 }

@@ -2,8 +2,6 @@ package hook
 
 import (
 	"cmp"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"slices"
 	"sync"
@@ -12,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/toolsd/toolsd/internal/connid"
 	"github.com/toolsd/toolsd/internal/streamgate"
 	"github.com/toolsd/toolsd/internal/tool"
 )
@@ -44,8 +43,11 @@ type Hub struct {
 	opts options
 	log  *zap.Logger
 
-	// idPrefix keeps hook ids unique across hub instances and restarts.
-	idPrefix string
+	// ids issues hook ids: unique, and unrelated to each other, so a hook learns
+	// nothing from its id of the hooks that connected before or since.
+	ids *connid.Source
+	// nextConn numbers the conns in connection order, which breaks priority ties; the
+	// number stays inside toolsd.
 	nextConn atomic.Uint64
 
 	// subs is the current subscription table, rebuilt whenever a hook comes or goes,
@@ -69,13 +71,11 @@ func New(opts ...Option) *Hub {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	var prefix [4]byte
-	_, _ = rand.Read(prefix[:]) // crypto/rand.Read never fails on supported platforms
 	h := &Hub{
-		opts:     o,
-		log:      o.log,
-		idPrefix: "h-" + hex.EncodeToString(prefix[:]) + "-",
-		gate:     streamgate.New(),
+		opts: o,
+		log:  o.log,
+		ids:  connid.New("h"),
+		gate: streamgate.New(),
 	}
 	h.subs.Store(&table{})
 	return h
