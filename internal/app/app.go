@@ -312,6 +312,7 @@ func (a *App) build(pol *policy.Set) error {
 		hook.WithMaxHooks(c.Limits.MaxHooks),
 		hook.WithMaxScopedHooks(c.Limits.MaxScopedHooks),
 		hook.WithMaxHooksPerIdentity(c.Limits.MaxHooksPerIdentity),
+		hook.WithMaxContexts(c.Limits.MaxHookContexts, int(c.Limits.MaxHookContextBytes)),
 	}
 	if authz.Enabled() {
 		hubOpts = append(hubOpts, hook.WithScopeFilter(func(ctx context.Context) (hook.Scopes, error) {

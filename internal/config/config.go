@@ -126,6 +126,10 @@ type Limits struct {
 	MaxScopedHooks int `yaml:"max_scoped_hooks"`
 	// MaxHooksPerIdentity caps one confined identity's hooks, within MaxScopedHooks.
 	MaxHooksPerIdentity int `yaml:"max_hooks_per_identity"`
+	// MaxHookContexts and MaxHookContextBytes bound the add_context entries one call
+	// keeps from its post-execute hooks together; entries past them are dropped.
+	MaxHookContexts     int  `yaml:"max_hook_contexts"`
+	MaxHookContextBytes Size `yaml:"max_hook_context_bytes"`
 	// MaxProvidersPerIdentity caps one confined identity's provider streams, within
 	// MaxProviders.
 	MaxProvidersPerIdentity int `yaml:"max_providers_per_identity"`
@@ -618,6 +622,8 @@ func (c *Config) check() []*fieldError {
 		"limits.max_hooks":                  int64(c.Limits.MaxHooks),
 		"limits.max_scoped_hooks":           int64(c.Limits.MaxScopedHooks),
 		"limits.max_hooks_per_identity":     int64(c.Limits.MaxHooksPerIdentity),
+		"limits.max_hook_contexts":          int64(c.Limits.MaxHookContexts),
+		"limits.max_hook_context_bytes":     int64(c.Limits.MaxHookContextBytes),
 		"limits.max_concurrent_streams":     int64(c.Limits.MaxConcurrentStreams),
 		"limits.approval_timeout":           int64(c.Limits.ApprovalTimeout),
 		"limits.hook_timeout":               int64(c.Limits.HookTimeout),
@@ -647,6 +653,10 @@ func (c *Config) check() []*fieldError {
 	}
 	if n := c.Limits.MaxResultBytes; n > tool.MaxResultBytes {
 		bad("limits.max_result_bytes", "%d bytes, over the most, %d (8MiB)", n, tool.MaxResultBytes)
+	}
+	if n := c.Limits.MaxHookContextBytes; n > tool.MaxResultBytes {
+		// A call's contexts are logged one event each, within the session log's limit.
+		bad("limits.max_hook_context_bytes", "%d bytes, over the most, %d (8MiB)", n, tool.MaxResultBytes)
 	}
 	if g := c.Limits.CancelGrace; g < 0 || g > Duration(maxCancelGrace) {
 		bad("limits.cancel_grace", "%v is not between 0 and %v", g.D(), maxCancelGrace)

@@ -139,7 +139,13 @@ func TestHookLimits(t *testing.T) {
 	if def.Limits.MaxProvidersPerIdentity != 100 {
 		t.Errorf("max_providers_per_identity = %d, want 100 by default", def.Limits.MaxProvidersPerIdentity)
 	}
-	for _, key := range []string{"max_hooks", "max_scoped_hooks", "max_hooks_per_identity", "max_providers_per_identity"} {
+	if def.Limits.MaxHookContexts != 16 || def.Limits.MaxHookContextBytes != 64<<10 {
+		t.Errorf("max_hook_contexts / max_hook_context_bytes = %d / %d, want 16 / 64KiB by default", def.Limits.MaxHookContexts, def.Limits.MaxHookContextBytes)
+	}
+	if _, err := config.Parse([]byte("limits: {max_hook_context_bytes: 9MiB}\n"), "t.yaml"); !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "limits.max_hook_context_bytes") {
+		t.Errorf("Parse(max_hook_context_bytes: 9MiB) = %v, want ErrInvalid naming limits.max_hook_context_bytes", err)
+	}
+	for _, key := range []string{"max_hooks", "max_scoped_hooks", "max_hooks_per_identity", "max_providers_per_identity", "max_hook_contexts", "max_hook_context_bytes"} {
 		if _, err := config.Parse([]byte("limits: {"+key+": 0}\n"), "t.yaml"); !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "limits."+key+": must be positive") {
 			t.Errorf("Parse(%s: 0) = %v, want ErrInvalid naming limits.%s", key, err, key)
 		}

@@ -56,6 +56,8 @@ func (r *recorder) HookFailure(name, stage string, failOpen bool) {
 
 func (r *recorder) NotificationsLost(name string, n int) { r.add("lost:"+name, n) }
 
+func (r *recorder) ContextsDropped(name string, n int) { r.add("contexts_dropped:"+name, n) }
+
 func (r *recorder) get(name string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -19,6 +19,10 @@ const (
 	// DefaultSendTimeout is how long a message may wait to be taken by a hook before the
 	// hook counts as stuck and its stream ends.
 	DefaultSendTimeout = 10 * time.Second
+	// DefaultMaxContexts and DefaultMaxContextBytes bound the add_context entries one
+	// call keeps from its post-execute hooks together.
+	DefaultMaxContexts     = 16
+	DefaultMaxContextBytes = 64 << 10
 )
 
 const (
@@ -55,6 +59,9 @@ type Observer interface {
 	// down), or the one being sent. It comes just after the hook's HookConnected(hook, -1).
 	// A notification dropped because the queue was full is a HookFailure instead.
 	NotificationsLost(hook string, n int)
+	// ContextsDropped counts n add_context entries of one decision of a hook named hook
+	// that were dropped because they would take the call past [WithMaxContexts].
+	ContextsDropped(hook string, n int)
 }
 
 // NopObserver ignores every event.
@@ -68,6 +75,9 @@ func (NopObserver) HookFailure(string, string, bool) {}
 
 // NotificationsLost implements [Observer].
 func (NopObserver) NotificationsLost(string, int) {}
+
+// ContextsDropped implements [Observer].
+func (NopObserver) ContextsDropped(string, int) {}
 
 // ScopeFilter returns, for the stream in ctx, the scopes whose calls the hook may see.
 // An error refuses the stream.
@@ -100,9 +110,12 @@ type options struct {
 	maxPerID     int
 	resultQueue  int
 	sendTimeout  time.Duration
-	obs          Observer
-	now          func() time.Time
-	filter       ScopeFilter
+	// maxContexts and maxContextBytes bound the add_context entries of one call.
+	maxContexts     int
+	maxContextBytes int
+	obs             Observer
+	now             func() time.Time
+	filter          ScopeFilter
 }
 
 func defaultOptions() options {
@@ -116,7 +129,10 @@ func defaultOptions() options {
 		resultQueue:  DefaultResultQueue,
 		sendTimeout:  DefaultSendTimeout,
 		obs:          NopObserver{},
-		now:          time.Now,
+
+		maxContexts:     DefaultMaxContexts,
+		maxContextBytes: DefaultMaxContextBytes,
+		now:             time.Now,
 	}
 }
 
@@ -196,6 +212,24 @@ func WithSendTimeout(d time.Duration) Option {
 	return func(o *options) {
 		if d > 0 {
 			o.sendTimeout = d
+		}
+	}
+}
+
+// WithMaxContexts bounds the add_context entries one call keeps from its post-execute
+// hooks together: at most n entries of at most bytes bytes in all ([DefaultMaxContexts]
+// and [DefaultMaxContextBytes] when a value is <= 0). The batch gathers every call's
+// entries into one message to the agent loop, which a hook must not be able to make
+// larger than the loop can receive. An entry that would take the call past either
+// bound is dropped, logged and counted ([Observer.ContextsDropped]); later entries
+// that fit are kept, in order.
+func WithMaxContexts(n, bytes int) Option {
+	return func(o *options) {
+		if n > 0 {
+			o.maxContexts = n
+		}
+		if bytes > 0 {
+			o.maxContextBytes = bytes
 		}
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 
+	"go.uber.org/zap"
+
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/internal/pipeline"
 	"github.com/toolsd/toolsd/internal/tool"
@@ -61,7 +63,9 @@ type chain struct {
 	derived  bool
 	value    json.RawMessage
 	contexts []string
-	block    *pipeline.PostVerdict
+	// contextBytes is the length of contexts' entries together.
+	contextBytes int
+	block        *pipeline.PostVerdict
 }
 
 // postStep applies one hook's answer; it reports whether the chain ends.
@@ -72,10 +76,10 @@ func (h *Hub) postStep(ch *chain, c *conn, e *tool.Exec, a answer) bool {
 	d := a.d
 	switch d.GetVerdict() {
 	case toolsdv1.HookVerdict_HOOK_VERDICT_UNSPECIFIED, toolsdv1.HookVerdict_HOOK_VERDICT_ACCEPT:
-		ch.addContexts(d)
+		h.addContexts(ch, c, e, d)
 		return false
 	case toolsdv1.HookVerdict_HOOK_VERDICT_BLOCK:
-		ch.addContexts(d)
+		h.addContexts(ch, c, e, d)
 		v := pipeline.PostVerdict{Action: pipeline.Block, Reason: reasonOf(d), UserReason: userReason(c, reasonOf(d), "blocked the result")}
 		if d.GetPrivate() {
 			v.Reason = "" // the pipeline's generic message
@@ -83,7 +87,7 @@ func (h *Hub) postStep(ch *chain, c *conn, e *tool.Exec, a answer) bool {
 		ch.block = &v
 		return true
 	case toolsdv1.HookVerdict_HOOK_VERDICT_REPLACE:
-		ch.addContexts(d)
+		h.addContexts(ch, c, e, d)
 		return ch.replace(d)
 	}
 	return h.postFailure(ch, c, e, fmt.Errorf("%w: verdict %s is not valid after execution", errProtocol, d.GetVerdict()))
@@ -91,13 +95,29 @@ func (h *Hub) postStep(ch *chain, c *conn, e *tool.Exec, a answer) bool {
 
 // addContexts appends the decision's contexts that carry text. One with none (empty,
 // or white space only) is dropped: delivered, it would become an empty user message in
-// the model's next request, which model APIs refuse.
-func (ch *chain) addContexts(d *toolsdv1.HookDecision) {
-	for _, c := range d.GetAddContext() {
-		if strings.TrimSpace(c) != "" {
-			ch.contexts = append(ch.contexts, c)
+// the model's next request, which model APIs refuse. One that would take the call past
+// the hub's context limits is dropped too (later ones that fit are kept), logged and
+// counted: the batch's settled message gathers every call's contexts.
+func (h *Hub) addContexts(ch *chain, c *conn, e *tool.Exec, d *toolsdv1.HookDecision) {
+	dropped, droppedBytes := 0, 0
+	for _, s := range d.GetAddContext() {
+		switch {
+		case strings.TrimSpace(s) == "":
+		case len(ch.contexts) >= h.opts.maxContexts || len(s) > h.opts.maxContextBytes-ch.contextBytes:
+			dropped++
+			droppedBytes += len(s)
+		default:
+			ch.contexts = append(ch.contexts, s)
+			ch.contextBytes += len(s)
 		}
 	}
+	if dropped == 0 {
+		return
+	}
+	h.opts.obs.ContextsDropped(c.hello.name, dropped)
+	c.log.Warn("hook contexts dropped", zap.String("hook", c.hello.name), zap.String("tool", e.Name),
+		zap.String("call_id", e.CallID), zap.Int("dropped", dropped), zap.Int("dropped_bytes", droppedBytes),
+		zap.Int("max_contexts", h.opts.maxContexts), zap.Int("max_context_bytes", h.opts.maxContextBytes))
 }
 
 // replace applies a REPLACE to the result the next hook sees. The composed verdict

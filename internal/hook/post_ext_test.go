@@ -2,12 +2,18 @@ package hook_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/protobuf/proto"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/hook"
 	"github.com/toolsd/toolsd/internal/tool"
 )
 
@@ -228,5 +234,94 @@ func TestDerivedContentThroughAValueThatIsNotJSON(t *testing.T) {
 	wantSeen := &toolsdv1.HookResult{Content: want.Content, ValueJson: string(want.Value)}
 	if seen := third.next().GetResult(); !proto.Equal(wantSeen, seen) {
 		t.Errorf("third hook saw %v, want %v", seen, wantSeen)
+	}
+}
+
+// TestPostExecuteContextLimits: the add_context entries one call keeps, from all its
+// hooks together, are bounded in number and bytes. An entry that would take the call
+// past either limit is dropped (later ones that fit are kept, in order), counted for its
+// hook and logged; the result itself is untouched.
+func TestPostExecuteContextLimits(t *testing.T) {
+	contexts := func(cs ...string) answerFunc { return always(&toolsdv1.HookDecision{AddContext: cs}) }
+	long := strings.Repeat("x", 16)
+	tests := map[string]struct {
+		count, bytes int
+		hooks        []postHook
+		want         []string
+		dropped      map[string]int
+	}{
+		"within both limits": {
+			count: 4, bytes: 32,
+			hooks: []postHook{{name: "a", prio: 1, answer: contexts("a1", "a2")}, {name: "b", prio: 2, answer: contexts("b1")}},
+			want:  []string{"a1", "a2", "b1"},
+		},
+		"past the count": {
+			count: 3, bytes: 1 << 10,
+			hooks:   []postHook{{name: "a", prio: 1, answer: contexts("a1", "a2")}, {name: "b", prio: 2, answer: contexts("b1", "b2", "b3")}},
+			want:    []string{"a1", "a2", "b1"},
+			dropped: map[string]int{"b": 2},
+		},
+		"past the bytes": {
+			count: 10, bytes: 20,
+			hooks: []postHook{
+				{name: "a", prio: 1, answer: contexts("a1", long)},
+				{name: "b", prio: 2, answer: contexts(long, "b2")},
+				{name: "c", prio: 3, answer: contexts("c3")},
+			},
+			want:    []string{"a1", long, "b2"},
+			dropped: map[string]int{"b": 1, "c": 1},
+		},
+		"one entry over the bytes": {
+			count: 10, bytes: 15,
+			hooks:   []postHook{{name: "a", prio: 1, answer: contexts(long, "a2")}},
+			want:    []string{"a2"},
+			dropped: map[string]int{"a": 1},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			observed, logs := observer.New(zap.WarnLevel)
+			e := newEnv(t, hook.WithMaxContexts(tc.count, tc.bytes), hook.WithLogger(zap.New(observed)))
+			for _, h := range tc.hooks {
+				e.connect(t, helloFor(h.name, sub(post, "echo", "", h.prio)), h.answer)
+			}
+			disp := &dispatcher{fn: func(*tool.Exec) tool.Result { return tool.Result{Content: "ok"} }}
+			got := e.newPipeline(disp).Run(t.Context(), newExec("echo", `{}`))
+			if want := (tool.Result{Content: "ok", AdditionalContexts: tc.want}); !cmp.Equal(want, got) {
+				t.Errorf("Run() = %+v, want %+v", got, want)
+			}
+			for _, h := range tc.hooks {
+				if got, want := e.obs.get("contexts_dropped:"+h.name), tc.dropped[h.name]; got != want {
+					t.Errorf("contexts dropped for hook %q = %d, want %d", h.name, got, want)
+				}
+				lines := logs.FilterMessage("hook contexts dropped").FilterFieldKey("hook").Filter(func(l observer.LoggedEntry) bool {
+					return l.ContextMap()["hook"] == h.name
+				})
+				if want := min(tc.dropped[h.name], 1); lines.Len() != want {
+					t.Errorf("%d warnings about hook %q's dropped contexts, want %d", lines.Len(), h.name, want)
+				}
+			}
+		})
+	}
+}
+
+// TestPostExecuteContextDefaults: without options a call keeps at most
+// hook.DefaultMaxContexts entries of hook.DefaultMaxContextBytes together.
+func TestPostExecuteContextDefaults(t *testing.T) {
+	e := newEnv(t)
+	many := make([]string, hook.DefaultMaxContexts+1)
+	for i := range many {
+		many[i] = fmt.Sprintf("c%d", i)
+	}
+	huge := strings.Repeat("x", hook.DefaultMaxContextBytes)
+	e.connect(t, helloFor("many", sub(post, "many", "", 0)), always(&toolsdv1.HookDecision{AddContext: many}))
+	e.connect(t, helloFor("huge", sub(post, "huge", "", 0)), always(&toolsdv1.HookDecision{AddContext: []string{"small", huge}}))
+	disp := &dispatcher{fn: func(*tool.Exec) tool.Result { return tool.Result{Content: "ok"} }}
+	p := e.newPipeline(disp)
+	if got := p.Run(t.Context(), newExec("many", `{}`)).AdditionalContexts; !slices.Equal(got, many[:hook.DefaultMaxContexts]) {
+		t.Errorf("contexts kept of %d = %q, want the first %d", len(many), got, hook.DefaultMaxContexts)
+	}
+	if got := p.Run(t.Context(), newExec("huge", `{}`)).AdditionalContexts; !slices.Equal(got, []string{"small"}) {
+		t.Errorf("contexts kept = %d entries, want [small]: %d bytes and more are over the default", len(got), hook.DefaultMaxContextBytes)
 	}
 }

@@ -123,6 +123,9 @@ type HookObserver interface {
 	// NotificationsLost counts n result notifications for hook that its stream's end
 	// kept from being sent.
 	NotificationsLost(hook string, n int)
+	// ContextsDropped counts n add_context entries of hook's that were over their
+	// call's limits.
+	ContextsDropped(hook string, n int)
 }
 
 // departedHook is the hook label of failures counted when no hook of their hook's name
@@ -157,9 +160,10 @@ func (o hookObserver) HookConnected(hook string, delta int) {
 	delete(names.live, hook)
 	o.m.failures.DeletePartialMatch(prometheus.Labels{"hook": hook})
 	o.m.lost.DeleteLabelValues(hook)
+	o.m.contexts.DeleteLabelValues(hook)
 }
 
-// initFailures creates hook's failure and lost-notification series at 0: a series born
+// initFailures creates hook's failure, lost-notification and dropped-context series at 0: a series born
 // at its first count shows no increase to rate(), so alerts would miss that count.
 func (m *hookMetrics) initFailures(hook string) {
 	for _, stage := range hookStages {
@@ -168,6 +172,7 @@ func (m *hookMetrics) initFailures(hook string) {
 		}
 	}
 	m.lost.WithLabelValues(hook)
+	m.contexts.WithLabelValues(hook)
 }
 
 func (o hookObserver) HookFailure(hook, stage string, failOpen bool) {
@@ -195,6 +200,17 @@ func (o hookObserver) NotificationsLost(hook string, n int) {
 		hook = departedHook
 	}
 	o.m.lost.WithLabelValues(hook).Add(float64(n))
+}
+
+// ContextsDropped counts like HookFailure.
+func (o hookObserver) ContextsDropped(hook string, n int) {
+	names := o.m.names
+	names.mu.RLock()
+	defer names.mu.RUnlock()
+	if names.live[hook] == 0 {
+		hook = departedHook
+	}
+	o.m.contexts.WithLabelValues(hook).Add(float64(n))
 }
 
 // Approver wraps a batch's approver so toolsd_pipeline_approvals_pending counts the

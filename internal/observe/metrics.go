@@ -53,6 +53,7 @@ type hookMetrics struct {
 	connected prometheus.Gauge
 	failures  *prometheus.CounterVec // hook, stage, outcome
 	lost      *prometheus.CounterVec // hook
+	contexts  *prometheus.CounterVec // hook
 	names     *hookNames
 }
 
@@ -106,7 +107,7 @@ func New(reg prometheus.Registerer, opts ...Option) *Metrics {
 		p.calls, p.callDuration, p.stageDuration, p.inFlight, p.dispatching, p.retries, p.approvals,
 		s.running, s.started, s.skipped, s.occupancy,
 		b.providers, b.rejected, b.stale, b.invalid, b.malformed,
-		h.connected, h.failures, h.lost,
+		h.connected, h.failures, h.lost, h.contexts,
 		ss.appendDuration, ss.appended, ss.syncDuration, ss.journalBytes, ss.rewrites,
 		m.srv.panics, tools,
 	)
@@ -175,6 +176,10 @@ func newHookMetrics() hookMetrics {
 		lost: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Subsystem: "hook", Name: "result_notifications_lost_total",
 			Help: "Result notifications never sent because their hook's stream ended (dropped, or toolsd shut down) first, by hook (while one of that name is connected, else empty).",
+		}, []string{"hook"}),
+		contexts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: "hook", Name: "contexts_dropped_total",
+			Help: "Post-execute add_context entries dropped because they would take their call past limits.max_hook_contexts or limits.max_hook_context_bytes, by hook (while one of that name is connected, else empty).",
 		}, []string{"hook"}),
 		names: &hookNames{live: map[string]int{}},
 	}

@@ -124,10 +124,12 @@ func TestAdapters(t *testing.T) {
 				h.HookFailure("audit", "pre_execute", false)
 				h.HookFailure("audit", "pre_execute", false)
 				h.NotificationsLost("audit", 3)
+				h.ContextsDropped("audit", 2)
 			},
 			want: []series{
 				{"toolsd_hook_hooks_connected", nil, 1},
 				{"toolsd_hook_result_notifications_lost_total", []string{"hook", "audit"}, 3},
+				{"toolsd_hook_contexts_dropped_total", []string{"hook", "audit"}, 2},
 				{"toolsd_hook_failures_total", []string{"hook", "audit", "stage", "pre_execute", "outcome", "fail_open"}, 1},
 				{"toolsd_hook_failures_total", []string{"hook", "audit", "stage", "pre_execute", "outcome", "fail_closed"}, 2},
 			},
@@ -263,10 +265,22 @@ func TestHookFailureSeriesFollowConnectedNames(t *testing.T) {
 	if got := value(t, reg, lost, "hook", ""); got != 2 {
 		t.Errorf("%s{hook=\"\"} = %v, want 2", lost, got)
 	}
+	// Contexts dropped for a hook that left count under "" too.
+	const dropped = "toolsd_hook_contexts_dropped_total"
+	h.ContextsDropped("audit", 3)
+	if has(t, reg, dropped, "hook", "audit") {
+		t.Errorf("dropped contexts recreated %s{hook=audit}", dropped)
+	}
+	if got := value(t, reg, dropped, "hook", ""); got != 3 {
+		t.Errorf("%s{hook=\"\"} = %v, want 3", dropped, got)
+	}
 	// A hook that comes back under the name starts from zero.
 	h.HookConnected("audit", 1)
 	if !has(t, reg, lost, "hook", "audit") || value(t, reg, lost, "hook", "audit") != 0 {
 		t.Errorf("%s{hook=audit} not exported at 0 once an audit hook connected", lost)
+	}
+	if !has(t, reg, dropped, "hook", "audit") || value(t, reg, dropped, "hook", "audit") != 0 {
+		t.Errorf("%s{hook=audit} not exported at 0 once an audit hook connected", dropped)
 	}
 	h.HookFailure("audit", "result", true)
 	if got := value(t, reg, name, "hook", "audit", "stage", "result", "outcome", "fail_open"); got != 1 {
@@ -300,6 +314,7 @@ func exerciseAll(t *testing.T, m *observe.Metrics) {
 	h.HookConnected("audit", 1)
 	h.HookFailure("audit", "pre_execute", false)
 	h.NotificationsLost("audit", 1)
+	h.ContextsDropped("audit", 1)
 	m.PanicRecovered()
 	m.ApprovalsPending().Inc()
 	m.RegisteredTools(func() int { return 1 })
@@ -315,6 +330,7 @@ var metricNames = []string{
 	"toolsd_broker_malformed_messages_total",
 	"toolsd_broker_providers_connected",
 	"toolsd_broker_stale_results_total",
+	"toolsd_hook_contexts_dropped_total",
 	"toolsd_hook_failures_total",
 	"toolsd_hook_hooks_connected",
 	"toolsd_hook_result_notifications_lost_total",

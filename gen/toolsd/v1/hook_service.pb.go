@@ -309,7 +309,9 @@ type HookDecision struct {
 	// current value). A value for an error result fails the call with INVALID_RESULT.
 	ReplaceValueJson string `protobuf:"bytes,6,opt,name=replace_value_json,json=replaceValueJson,proto3" json:"replace_value_json,omitempty"`
 	// Post-execute: additional contexts to deliver when the batch settles. An entry with no
-	// text (empty or white space only) is dropped.
+	// text (empty or white space only) is dropped, and so is one that would take the call
+	// past limits.max_hook_contexts entries or limits.max_hook_context_bytes bytes (from
+	// all its hooks together; later entries that fit are kept).
 	AddContext    []string `protobuf:"bytes,7,rep,name=add_context,json=addContext,proto3" json:"add_context,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
