@@ -352,6 +352,7 @@ func (a *App) build(pol *policy.Set) error {
 	a.pipe = pipeline.New(resolver{a.reg}, dispatcher{a.broker}, pipeOpts...)
 	a.sched = scheduler.New(a.obs.Runner(a.pipe), a.pipe, sessionLog{a.sessions},
 		scheduler.WithMaxParallel(c.Scheduler.MaxParallel),
+		scheduler.WithMaxContextBytes(int(c.Limits.MaxBatchContextBytes)),
 		scheduler.WithCommitDelay(a.commitDelay()),
 		scheduler.WithObserver(skipLogger{a.obs.Scheduler(), calls}),
 		scheduler.WithLogger(a.log),

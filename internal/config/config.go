@@ -130,6 +130,9 @@ type Limits struct {
 	// keeps from its post-execute hooks together; entries past them are dropped.
 	MaxHookContexts     int  `yaml:"max_hook_contexts"`
 	MaxHookContextBytes Size `yaml:"max_hook_context_bytes"`
+	// MaxBatchContextBytes bounds a batch's additional contexts together, as encoded in
+	// its settled message, which must stay within what agent loops can receive.
+	MaxBatchContextBytes Size `yaml:"max_batch_context_bytes"`
 	// MaxProvidersPerIdentity caps one confined identity's provider streams, within
 	// MaxProviders.
 	MaxProvidersPerIdentity int `yaml:"max_providers_per_identity"`
@@ -624,6 +627,7 @@ func (c *Config) check() []*fieldError {
 		"limits.max_hooks_per_identity":     int64(c.Limits.MaxHooksPerIdentity),
 		"limits.max_hook_contexts":          int64(c.Limits.MaxHookContexts),
 		"limits.max_hook_context_bytes":     int64(c.Limits.MaxHookContextBytes),
+		"limits.max_batch_context_bytes":    int64(c.Limits.MaxBatchContextBytes),
 		"limits.max_concurrent_streams":     int64(c.Limits.MaxConcurrentStreams),
 		"limits.approval_timeout":           int64(c.Limits.ApprovalTimeout),
 		"limits.hook_timeout":               int64(c.Limits.HookTimeout),
@@ -657,6 +661,10 @@ func (c *Config) check() []*fieldError {
 	if n := c.Limits.MaxHookContextBytes; n > tool.MaxResultBytes {
 		// A call's contexts are logged one event each, within the session log's limit.
 		bad("limits.max_hook_context_bytes", "%d bytes, over the most, %d (8MiB)", n, tool.MaxResultBytes)
+	}
+	if n := c.Limits.MaxBatchContextBytes; n > tool.MaxResultBytes {
+		// The settled message is held to the size of the largest result message.
+		bad("limits.max_batch_context_bytes", "%d bytes, over the most, %d (8MiB)", n, tool.MaxResultBytes)
 	}
 	if g := c.Limits.CancelGrace; g < 0 || g > Duration(maxCancelGrace) {
 		bad("limits.cancel_grace", "%v is not between 0 and %v", g.D(), maxCancelGrace)

@@ -145,7 +145,13 @@ func TestHookLimits(t *testing.T) {
 	if _, err := config.Parse([]byte("limits: {max_hook_context_bytes: 9MiB}\n"), "t.yaml"); !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "limits.max_hook_context_bytes") {
 		t.Errorf("Parse(max_hook_context_bytes: 9MiB) = %v, want ErrInvalid naming limits.max_hook_context_bytes", err)
 	}
-	for _, key := range []string{"max_hooks", "max_scoped_hooks", "max_hooks_per_identity", "max_providers_per_identity", "max_hook_contexts", "max_hook_context_bytes"} {
+	if def.Limits.MaxBatchContextBytes != 1<<20 {
+		t.Errorf("max_batch_context_bytes = %d, want 1MiB by default", def.Limits.MaxBatchContextBytes)
+	}
+	if _, err := config.Parse([]byte("limits: {max_batch_context_bytes: 9MiB}\n"), "t.yaml"); !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "limits.max_batch_context_bytes") {
+		t.Errorf("Parse(max_batch_context_bytes: 9MiB) = %v, want ErrInvalid naming limits.max_batch_context_bytes", err)
+	}
+	for _, key := range []string{"max_hooks", "max_scoped_hooks", "max_hooks_per_identity", "max_providers_per_identity", "max_hook_contexts", "max_hook_context_bytes", "max_batch_context_bytes"} {
 		if _, err := config.Parse([]byte("limits: {"+key+": 0}\n"), "t.yaml"); !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "limits."+key+": must be positive") {
 			t.Errorf("Parse(%s: 0) = %v, want ErrInvalid naming limits.%s", key, err, key)
 		}

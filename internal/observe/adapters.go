@@ -78,6 +78,7 @@ func (o schedulerObserver) PoolOccupancy(running int) { o.m.occupancy.Observe(fl
 func (o schedulerObserver) CallStarted(*tool.Call)    { o.m.started.Inc() }
 func (o schedulerObserver) CallSkipped(*tool.Call)    { o.m.skipped.Inc() }
 func (o schedulerObserver) Panicked()                 { o.panics.Inc() }
+func (o schedulerObserver) ContextsDropped(n int)     { o.m.contexts.Add(float64(n)) }
 
 // Runner wraps the scheduler's runner so that toolsd_scheduler_running_calls counts the
 // calls running in every batch's pool: up when the scheduler hands a call over, down

@@ -38,6 +38,7 @@ type schedulerMetrics struct {
 	running   prometheus.Gauge
 	started   prometheus.Counter
 	skipped   prometheus.Counter
+	contexts  prometheus.Counter
 	occupancy prometheus.Histogram
 }
 
@@ -105,7 +106,7 @@ func New(reg prometheus.Registerer, opts ...Option) *Metrics {
 	p, s, b, h, ss := m.pipe, m.sched, m.brk, m.hook, m.sess
 	reg.MustRegister(
 		p.calls, p.callDuration, p.stageDuration, p.inFlight, p.dispatching, p.retries, p.approvals,
-		s.running, s.started, s.skipped, s.occupancy,
+		s.running, s.started, s.skipped, s.contexts, s.occupancy,
 		b.providers, b.rejected, b.stale, b.invalid, b.malformed,
 		h.connected, h.failures, h.lost, h.contexts,
 		ss.appendDuration, ss.appended, ss.syncDuration, ss.journalBytes, ss.rewrites,
@@ -145,6 +146,8 @@ func newSchedulerMetrics() schedulerMetrics {
 		running: gauge("scheduler", "running_calls", "Calls running in batch pools across all batches."),
 		started: counter("scheduler", "calls_started_total", "Calls handed from a batch to the pipeline."),
 		skipped: counter("scheduler", "calls_skipped_total", "Calls given ABORTED_BEFORE_DISPATCH because their batch was cancelled before they started."),
+		contexts: counter("scheduler", "contexts_dropped_total",
+			"Additional contexts dropped, from the settled message and the session log, because they would take their batch past limits.max_batch_context_bytes."),
 		occupancy: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: namespace, Subsystem: "scheduler", Name: "batch_pool_occupancy",
 			Help:    "Running calls of one batch's pool, sampled at every change.",

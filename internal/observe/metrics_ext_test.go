@@ -88,10 +88,12 @@ func TestAdapters(t *testing.T) {
 				s.PoolOccupancy(1)
 				s.PoolOccupancy(2)
 				s.PoolOccupancy(0)
+				s.ContextsDropped(4)
 			},
 			want: []series{
 				{"toolsd_scheduler_calls_started_total", nil, 3},
 				{"toolsd_scheduler_calls_skipped_total", nil, 1},
+				{"toolsd_scheduler_contexts_dropped_total", nil, 4},
 				{"toolsd_scheduler_batch_pool_occupancy", nil, 3},
 			},
 		},
@@ -305,6 +307,7 @@ func exerciseAll(t *testing.T, m *observe.Metrics) {
 	s.CallStarted(&tool.Call{})
 	s.CallSkipped(&tool.Call{})
 	s.PoolOccupancy(1)
+	s.ContextsDropped(1)
 	m.Runner(scheduler.RunnerFunc(func(context.Context, *tool.Exec) tool.Result { return tool.Result{} })).
 		Run(t.Context(), &tool.Exec{})
 	ss := m.Session()
@@ -345,6 +348,7 @@ var metricNames = []string{
 	"toolsd_scheduler_batch_pool_occupancy",
 	"toolsd_scheduler_calls_skipped_total",
 	"toolsd_scheduler_calls_started_total",
+	"toolsd_scheduler_contexts_dropped_total",
 	"toolsd_scheduler_running_calls",
 	"toolsd_server_panics_recovered_total",
 	"toolsd_session_append_duration_seconds",

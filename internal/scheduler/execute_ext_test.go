@@ -644,3 +644,53 @@ func TestExecuteModerPanicRunsAlone(t *testing.T) {
 		t.Errorf("logged %d mode panics, want 1", got)
 	}
 }
+
+// contextDrops counts the additional contexts the scheduler reports dropped.
+type contextDrops struct {
+	scheduler.NopObserver
+	n atomic.Int64
+}
+
+func (d *contextDrops) ContextsDropped(n int) { d.n.Add(int64(n)) }
+
+// TestExecuteContextBytesLimit: the batch's additional contexts, which settle delivers
+// in one message, are held to WithMaxContextBytes as encoded in that message (an
+// entry of fewer than 128 bytes takes 2 more). One that would take the batch past it
+// is dropped, from Settled and from the log alike, counted and logged; later ones that
+// fit are kept, in FIFO order.
+func TestExecuteContextBytesLimit(t *testing.T) {
+	contexts := map[int][]string{0: {"aaaa", "bbbb"}, 1: {"cccccccccc"}, 2: {"dd"}, 3: {"eeee"}}
+	run := scheduler.RunnerFunc(func(_ context.Context, e *tool.Exec) tool.Result {
+		r := okResult(e.Index)
+		r.AdditionalContexts = contexts[e.Index]
+		return r
+	})
+	core, logs := observer.New(zap.WarnLevel)
+	drops := &contextDrops{}
+	l := &fakeLog{}
+	s := scheduler.New(run, nil, l, scheduler.WithMaxContextBytes(20), scheduler.WithObserver(drops), scheduler.WithLogger(zap.New(core)))
+	got, err := s.Execute(t.Context(), newBatch(4), &fakeSink{log: l}, nil)
+	if err != nil {
+		t.Fatalf("Execute() error = %v", err)
+	}
+	// 6 + 6 fit in 20; 12 more do not; 4 do; 6 more do not.
+	if diff := cmp.Diff([]string{"aaaa", "bbbb", "dd"}, got.AdditionalContexts); diff != "" {
+		t.Errorf("Settled.AdditionalContexts (-want +got):\n%s", diff)
+	}
+	l.checkComplete(t, 4)
+	_, resultEvents, ctxEvents := l.snapshot()
+	want := []logEvent{
+		{Kind: "context", Cites: resultEvents[0].Seq, Context: "aaaa"},
+		{Kind: "context", Cites: resultEvents[0].Seq, Context: "bbbb"},
+		{Kind: "context", Cites: resultEvents[2].Seq, Context: "dd"},
+	}
+	if diff := cmp.Diff(want, ctxEvents, cmpopts.IgnoreFields(logEvent{}, "Seq")); diff != "" {
+		t.Errorf("logged contexts (-want +got):\n%s", diff)
+	}
+	if n := drops.n.Load(); n != 2 {
+		t.Errorf("ContextsDropped() total = %d, want 2", n)
+	}
+	if n := logs.FilterMessage("additional contexts dropped").Len(); n != 1 {
+		t.Errorf("logged %d lines about dropped contexts, want 1", n)
+	}
+}

@@ -11,24 +11,44 @@ import (
 // DefaultMaxParallel is the pool bound when [WithMaxParallel] is not given.
 const DefaultMaxParallel = 8
 
+// DefaultMaxContextBytes bounds a batch's additional contexts when
+// [WithMaxContextBytes] is not given.
+const DefaultMaxContextBytes = 1 << 20
+
 // Option configures a [Scheduler].
 type Option func(*options)
 
 type options struct {
-	maxParallel int
-	logger      *zap.Logger
-	observer    Observer
-	commitDelay time.Duration
+	maxParallel     int
+	maxContextBytes int
+	logger          *zap.Logger
+	observer        Observer
+	commitDelay     time.Duration
 }
 
 func defaultOptions() options {
-	return options{maxParallel: DefaultMaxParallel, logger: zap.NewNop(), observer: NopObserver{}}
+	return options{maxParallel: DefaultMaxParallel, maxContextBytes: DefaultMaxContextBytes, logger: zap.NewNop(), observer: NopObserver{}}
 }
 
 // WithMaxParallel sets the largest pool a batch may use; a batch's own MaxParallel can
 // only lower it. Values below 1 mean 1: every call then runs alone.
 func WithMaxParallel(n int) Option {
 	return func(o *options) { o.maxParallel = max(n, 1) }
+}
+
+// WithMaxContextBytes bounds the additional contexts of one batch together, as they
+// are encoded in the one message that delivers them when the batch settles (each entry
+// takes 2 to 6 bytes more than its text); [DefaultMaxContextBytes] when n <= 0. That
+// message must stay within what the agent loop can receive, whatever the calls' results
+// ask. A context that would take the batch past n is dropped, from [Settled] and from
+// the log alike, and counted ([Observer.ContextsDropped]); later ones that fit are kept,
+// in order.
+func WithMaxContextBytes(n int) Option {
+	return func(o *options) {
+		if n > 0 {
+			o.maxContextBytes = n
+		}
+	}
 }
 
 // WithLogger sets the logger for panics, log failures and departed clients (nil: none).
@@ -74,6 +94,9 @@ type Observer interface {
 	// Panicked reports a recovered panic: of a call's runner, mode lookup, result sink
 	// or session log.
 	Panicked()
+	// ContextsDropped reports n additional contexts of one batch dropped for
+	// [WithMaxContextBytes].
+	ContextsDropped(n int)
 }
 
 // NopObserver ignores everything; embed it to implement part of [Observer].
@@ -90,5 +113,8 @@ func (NopObserver) CallSkipped(*tool.Call) {}
 
 // Panicked does nothing.
 func (NopObserver) Panicked() {}
+
+// ContextsDropped does nothing.
+func (NopObserver) ContextsDropped(int) {}
 
 var _ Observer = NopObserver{}

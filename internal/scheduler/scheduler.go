@@ -40,7 +40,8 @@ type Settled struct {
 	// ConcludesTurn is true when any committed result asked to end the turn.
 	ConcludesTurn bool
 	// AdditionalContexts are the committed results' contexts in FIFO order: model order
-	// of the results, then order within each result.
+	// of the results, then order within each result; those past [WithMaxContextBytes]
+	// left out, as they are from the log.
 	AdditionalContexts []string
 	// Cancelled is true when the batch's context ended before every call had finished.
 	Cancelled bool
@@ -122,9 +123,11 @@ type Scheduler struct {
 	mode        Moder
 	log         Log
 	maxParallel int
-	logger      *zap.Logger
-	obs         Observer
-	commitDelay time.Duration
+	// maxContextBytes bounds a batch's additional contexts as encoded in settled.
+	maxContextBytes int
+	logger          *zap.Logger
+	obs             Observer
+	commitDelay     time.Duration
 }
 
 // New returns a Scheduler that runs calls with run, reads their modes from mode (nil: every
@@ -140,8 +143,8 @@ func New(run Runner, mode Moder, log Log, opts ...Option) *Scheduler {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	return &Scheduler{run: run, mode: mode, log: log, maxParallel: o.maxParallel, logger: o.logger, obs: o.observer,
-		commitDelay: o.commitDelay}
+	return &Scheduler{run: run, mode: mode, log: log, maxParallel: o.maxParallel, maxContextBytes: o.maxContextBytes,
+		logger: o.logger, obs: o.observer, commitDelay: o.commitDelay}
 }
 
 // limit is the pool bound of a batch asking for req parallel calls.

@@ -1829,6 +1829,8 @@ type BatchSettled struct {
 	// Some result concluded the turn.
 	ConcludesTurn bool `protobuf:"varint,1,opt,name=concludes_turn,json=concludesTurn,proto3" json:"concludes_turn,omitempty"`
 	// Additional contexts for the next step, in FIFO order (also logged as user/message).
+	// Held together to limits.max_batch_context_bytes as encoded here (1 MiB by
+	// default): a context past it is dropped, here and from the log alike.
 	AdditionalContexts []string `protobuf:"bytes,2,rep,name=additional_contexts,json=additionalContexts,proto3" json:"additional_contexts,omitempty"`
 	// The batch was cancelled.
 	Cancelled bool `protobuf:"varint,3,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
