@@ -69,7 +69,12 @@ func TestHelloNameIsLoggedBounded(t *testing.T) {
 	if w := r.next().GetWelcome(); w == nil {
 		t.Fatal("no welcome for a provider with a 1 MiB name")
 	}
+	// The line follows the welcome's send: wait for it.
 	lines := logs.FilterMessage("provider connected").All()
+	for deadline := time.Now().Add(brokertest.WaitTimeout); len(lines) == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+		lines = logs.FilterMessage("provider connected").All()
+	}
 	if len(lines) != 1 {
 		t.Fatalf("%d \"provider connected\" lines, want 1", len(lines))
 	}
