@@ -98,7 +98,7 @@ func run(args []string) error {
 	// A reload in progress when Run returns finishes before the log is closed.
 	var reloads sync.WaitGroup
 	reloads.Go(func() { reloadOnHUP(ctx, hup, a, *configPath, over, &loaded, log) })
-	waitProcs := adaptProcs(ctx, cfg.Runtime, a.Metrics(), log)
+	waitProcs := adaptProcs(ctx, cfg.Runtime, a.Procs(), log)
 	err = a.Run(ctx)
 	stop()
 	waitProcs()

@@ -6,7 +6,6 @@ import (
 	"runtime/debug"
 	"sync"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/toolsd/toolsd/internal/config"
@@ -33,12 +32,10 @@ func applyRuntime(c config.Runtime, log *zap.Logger) (gcPercent int, memLimit in
 	return gcPercent, memLimit
 }
 
-// adaptProcs starts the adaptive GOMAXPROCS controller (runtime.adaptive_procs) until
-// ctx ends, unless the config turns it off or a GOMAXPROCS variable is set (which
-// wins, as GOGC does). Its metrics are registered with reg either way. The returned
-// function waits for the controller to have restored GOMAXPROCS.
-func adaptProcs(ctx context.Context, c config.Runtime, reg prometheus.Registerer, log *zap.Logger) (wait func()) {
-	ctl := procs.New(procs.Options{}, reg, log)
+// adaptProcs runs the adaptive GOMAXPROCS controller ctl (runtime.adaptive_procs) until
+// ctx ends, unless the config turns it off or a GOMAXPROCS variable is set (which wins,
+// as GOGC does). The returned function waits for it to have restored GOMAXPROCS.
+func adaptProcs(ctx context.Context, c config.Runtime, ctl *procs.Controller, log *zap.Logger) (wait func()) {
 	if !c.AdaptiveProcs || os.Getenv("GOMAXPROCS") != "" {
 		log.Debug("adaptive GOMAXPROCS off", zap.Bool("adaptive_procs", c.AdaptiveProcs),
 			zap.Bool("gomaxprocs_set", os.Getenv("GOMAXPROCS") != ""))

@@ -30,6 +30,7 @@ import (
 	"github.com/toolsd/toolsd/internal/observe"
 	"github.com/toolsd/toolsd/internal/pipeline"
 	"github.com/toolsd/toolsd/internal/pipeline/policy"
+	"github.com/toolsd/toolsd/internal/procs"
 	"github.com/toolsd/toolsd/internal/registry"
 	"github.com/toolsd/toolsd/internal/scheduler"
 	"github.com/toolsd/toolsd/internal/server"
@@ -42,6 +43,7 @@ type App struct {
 	cfg      *config.Config
 	log      *zap.Logger
 	metrics  *prometheus.Registry
+	procs    *procs.Controller
 	reg      *registry.Registry
 	broker   *broker.Broker
 	hub      *hook.Hub
@@ -133,6 +135,7 @@ func New(cfg *config.Config, opts ...Option) (*App, error) {
 	}
 	a.metrics = prometheus.NewRegistry()
 	a.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	a.procs = procs.New(procs.Options{}, a.metrics, a.log)
 	a.obs = observe.New(a.metrics)
 	if a.tracing, err = observe.SetupTracing(context.Background(), cfg.Tracing.Enabled); err != nil {
 		return nil, err
@@ -465,6 +468,11 @@ func (a *App) AdminAddr() string {
 
 // Metrics is the private Prometheus registry.
 func (a *App) Metrics() *prometheus.Registry { return a.metrics }
+
+// Procs returns the adaptive GOMAXPROCS controller, whose series the app's registry
+// serves. The app never runs it: GOMAXPROCS is the process's, so the program that owns
+// the process does (cmd/toolsd, when runtime.adaptive_procs is on).
+func (a *App) Procs() *procs.Controller { return a.procs }
 
 // Reload swaps the policy from a freshly loaded config; in-flight calls keep the policy
 // they started with. Limits are not reloaded: a tool's max_result_bytes is checked
