@@ -104,7 +104,15 @@
 // call's answer for its limits.cancel_grace (2 s by default), so a handler that
 // returns promptly lets the batch go on sooner.
 //
-// Handlers should honour their context: Run and Serve return only after every running
-// handler has returned, so a handler that ignores it delays the provider's shutdown
-// until it returns (a reconnect does not wait for it).
+// Handlers should honour their context. When Run's (or Serve's) context ends, every
+// handler's context ends with it, while the stream to toolsd stays open for the
+// shutdown grace (5 s by default, [WithShutdownGrace]): a handler that finishes in
+// time still has its result delivered. Then the provider closes its side of the
+// stream, toolsd ends it (the provider waits up to a second for that), and Run
+// returns. Calls that did not finish — a handler that returned the shutdown's
+// cancellation, one still running after the grace (abandoned, and logged as left
+// running), one toolsd sent during the grace (not started) — fail in toolsd with
+// PROVIDER_GONE as the stream ends, so toolsd may retry an idempotent tool on
+// another provider. A reconnect does not wait for the handlers of the stream that
+// ended.
 package provider

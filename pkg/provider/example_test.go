@@ -77,7 +77,8 @@ func ExampleNewTool_cancellation() {
 }
 
 func ExampleProvider_Run() {
-	// Run returns (nil) once ctx ends and every running handler has returned.
+	// Run returns (nil) once ctx ends and every running handler has returned, or the
+	// shutdown grace (WithShutdownGrace, 5 s by default) is over.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 

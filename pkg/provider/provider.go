@@ -1,8 +1,10 @@
 package provider
 
 import (
+	"context"
 	"errors"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,6 +37,7 @@ type options struct {
 	backoffMax  time.Duration
 	maxInFlight uint32
 	retakeFor   time.Duration
+	grace       time.Duration
 	// streamWindow and connWindow are the flow-control windows granted to toolsd.
 	streamWindow, connWindow int32
 }
@@ -103,6 +106,23 @@ func WithBackoff(minDelay, maxDelay time.Duration) Option {
 // turns the retries off.
 func WithRetakeWindow(d time.Duration) Option { return func(o *options) { o.retakeFor = d } }
 
+// DefaultShutdownGrace is how long [Provider.Run] and [Provider.Serve] wait, once their
+// context ends, for the running handlers to return (see [WithShutdownGrace]).
+const DefaultShutdownGrace = 5 * time.Second
+
+// WithShutdownGrace sets how long [Provider.Run] and [Provider.Serve] wait for running
+// handlers once their context has ended (or, for Serve, once its stream has ended); 0
+// or less does not wait. The handlers' contexts are cancelled at once, and the stream
+// to toolsd stays open for the grace, so a handler that finishes in time still
+// delivers its result. A handler still running when the grace is over is abandoned:
+// the provider closes the stream, toolsd fails the call with PROVIDER_GONE (and may
+// retry an idempotent tool elsewhere), the handler is logged as left running, and Run
+// returns without waiting for it (its goroutine ends whenever the handler returns; its
+// result is dropped). The default is [DefaultShutdownGrace].
+func WithShutdownGrace(d time.Duration) Option {
+	return func(o *options) { o.grace = max(d, 0) }
+}
+
 // WithMaxInFlight asks toolsd to send at most n calls at once (0 means toolsd's limit).
 func WithMaxInFlight(n int) Option {
 	return func(o *options) { o.maxInFlight = uint32(min(max(n, 0), math.MaxUint32)) }
@@ -118,8 +138,10 @@ type Provider struct {
 	ready     chan struct{}
 	readyOnce sync.Once
 	running   atomic.Bool
-	// wg counts the sessions' goroutines: handlers outlive their session's stream
-	// until they return, and Run and Serve wait for them.
+	// wg counts the sessions' helper goroutines (retakes, answers to calls that cannot
+	// run); they end with their stream, and Run and Serve wait for them. Handlers are
+	// counted in handlers instead: Run and Serve wait for those for the shutdown grace
+	// only.
 	wg sync.WaitGroup
 
 	mu     sync.Mutex
@@ -127,21 +149,29 @@ type Provider struct {
 	byName map[string]*toolImpl
 	cur    *session // the live stream, if any
 	id     string
+	// handlers are the handlers running, on any session (one may outlive its
+	// session's stream); idle is closed while there are none.
+	handlers map[*running]struct{}
+	idle     chan struct{}
 }
 
 // New returns a provider that introduces itself to toolsd as name.
 func New(name string, opts ...Option) *Provider {
 	o := options{log: zap.NewNop(), backoffMin: DefaultMinBackoff, backoffMax: DefaultMaxBackoff, retakeFor: DefaultRetakeWindow,
-		streamWindow: DefaultStreamWindow, connWindow: DefaultConnWindow}
+		streamWindow: DefaultStreamWindow, connWindow: DefaultConnWindow, grace: DefaultShutdownGrace}
 	for _, opt := range opts {
 		opt(&o)
 	}
+	idle := make(chan struct{})
+	close(idle)
 	return &Provider{
-		name:   name,
-		opts:   o,
-		log:    o.log.With(zap.String("provider", name)),
-		ready:  make(chan struct{}),
-		byName: make(map[string]*toolImpl),
+		name:     name,
+		opts:     o,
+		log:      o.log.With(zap.String("provider", name)),
+		ready:    make(chan struct{}),
+		byName:   make(map[string]*toolImpl),
+		handlers: make(map[*running]struct{}),
+		idle:     idle,
 	}
 }
 
@@ -210,4 +240,56 @@ func (p *Provider) detach(s *session) {
 	if p.cur == s {
 		p.cur, p.id = nil, ""
 	}
+}
+
+// track counts r's handler as running.
+func (p *Provider) track(r *running) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.handlers) == 0 {
+		p.idle = make(chan struct{})
+	}
+	p.handlers[r] = struct{}{}
+}
+
+// untrack counts r's handler as returned.
+func (p *Provider) untrack(r *running) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.handlers[r]; !ok {
+		return
+	}
+	delete(p.handlers, r)
+	if len(p.handlers) == 0 {
+		close(p.idle)
+	}
+}
+
+// awaitHandlers waits until no handler runs or grace ends. Handlers still running then
+// are logged as left running; it reports whether every handler returned.
+func (p *Provider) awaitHandlers(grace context.Context) bool {
+	p.mu.Lock()
+	idle := p.idle
+	p.mu.Unlock()
+	select {
+	case <-idle:
+		return true
+	case <-grace.Done():
+	}
+	p.mu.Lock()
+	left := make([]*running, 0, len(p.handlers))
+	for r := range p.handlers {
+		left = append(left, r)
+	}
+	p.mu.Unlock()
+	if len(left) == 0 {
+		return true
+	}
+	slices.SortFunc(left, func(a, b *running) int { return a.started.Compare(b.started) })
+	for _, r := range left {
+		p.log.Warn("handler still running after the shutdown grace; left running", zap.String("tool", r.tool),
+			zap.Uint64("request_id", r.id), zap.String("call_id", r.callID), zap.String("session_id", r.sessionID),
+			zap.Duration("running_for", time.Since(r.started)), zap.Duration("shutdown_grace", p.opts.grace))
+	}
+	return false
 }

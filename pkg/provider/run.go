@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -16,7 +17,10 @@ import (
 // hello, registers every tool and serves calls. When the stream fails it reconnects
 // with exponential backoff and jitter and registers everything again; the backoff
 // starts over after a stream that lasted at least its maximum delay. It returns nil
-// when ctx ends, after every running handler has returned. It returns an error only
+// when ctx ends, once every running handler has returned or the shutdown grace
+// ([WithShutdownGrace]) is over: the handlers' contexts end with ctx, the stream stays
+// open for their results, and a handler still running after the grace is left running
+// while the stream's close fails its call (PROVIDER_GONE). It returns an error only
 // when the gRPC client cannot be created (an invalid target or dial options), and
 // [ErrRunning] when the provider is already running.
 func (p *Provider) Run(ctx context.Context, target string) error {
@@ -46,11 +50,14 @@ func (p *Provider) Run(ctx context.Context, target string) error {
 	}
 	defer func() { _ = conn.Close() }()
 	defer p.wg.Wait()
+	grace, stop := graceAfter(ctx, p.opts.grace)
+	defer stop()
+	defer p.awaitHandlers(grace)
 
 	delay := p.opts.backoffMin
 	for {
 		began := time.Now()
-		welcomed, err := p.serve(ctx, conn)
+		welcomed, err := p.serve(ctx, grace, conn)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -79,15 +86,54 @@ func grow(d, limit time.Duration) time.Duration {
 
 // Serve runs a single session on an existing connection, without reconnecting: hello,
 // registration, then calls until the stream ends (its error is returned) or ctx ends
-// (nil is returned). Every running handler has returned when Serve returns.
+// (nil is returned). Before it returns, the running handlers get the shutdown grace
+// ([WithShutdownGrace]) to return, counted from ctx's end (or the stream's); one still
+// running after it is left running, as with [Provider.Run].
 func (p *Provider) Serve(ctx context.Context, conn grpc.ClientConnInterface) error {
 	if !p.running.CompareAndSwap(false, true) {
 		return ErrRunning
 	}
 	defer p.running.Store(false)
 	defer p.wg.Wait()
-	_, err := p.serve(ctx, conn)
+	grace, stop := graceAfter(ctx, p.opts.grace)
+	defer stop()
+	_, err := p.serve(ctx, grace, conn)
+	if ctx.Err() == nil {
+		// The stream ended by itself: the grace counts from now.
+		var cancel context.CancelFunc
+		grace, cancel = context.WithTimeout(context.WithoutCancel(ctx), p.opts.grace)
+		defer cancel()
+	}
+	p.awaitHandlers(grace)
 	return err
+}
+
+// graceAfter returns a context that ends d after ctx ends, and a function that ends it
+// at once and releases its timer.
+func graceAfter(ctx context.Context, d time.Duration) (context.Context, func()) {
+	g, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var (
+		mu      sync.Mutex
+		timer   *time.Timer
+		stopped bool
+	)
+	stopAfter := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			timer = time.AfterFunc(d, cancel)
+		}
+	})
+	return g, func() {
+		stopAfter()
+		mu.Lock()
+		stopped = true
+		if timer != nil {
+			timer.Stop()
+		}
+		mu.Unlock()
+		cancel()
+	}
 }
 
 // jitter returns a delay in [d/2, d].

@@ -1,9 +1,11 @@
 package provider
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,22 +21,40 @@ import (
 // session is one Connect stream: hello, welcome, registration, then calls until the
 // stream ends. Sends are serialized by sendMu; the receive loop runs on the goroutine
 // that called serve; each call's handler runs on its own goroutine.
+//
+// When the caller's context ends, the handlers' contexts end with it, but the stream
+// lives on while they finish (drain): their answers still reach toolsd. A call that
+// stopped because of the shutdown (its handler returned the cancellation toolsd did not
+// ask for) is not answered, nor is one still running after the shutdown grace, nor one
+// that arrives meanwhile: once the provider half-closes the stream and toolsd ends it,
+// toolsd fails them with PROVIDER_GONE, the code for calls whose provider went away,
+// after which it retries an idempotent tool on another provider. An answer such as
+// TOOL_ERROR would end the call for good.
 type session struct {
 	p      *Provider
 	log    *zap.Logger
 	stream grpc.BidiStreamingClient[toolsdv1.ProviderServiceConnectRequest, toolsdv1.ProviderServiceConnectResponse]
-	ctx    context.Context // the stream's; its end cancels every handler
+	ctx    context.Context // the stream's: it outlives the caller's context by the drain
 	cancel context.CancelFunc
+	// callCtx is the handlers' parent: it ends with the caller's context or the session.
+	callCtx    context.Context
+	callCancel context.CancelFunc
+	recvDone   chan struct{} // closed when the receive loop has ended
 
 	sendMu sync.Mutex
 
 	mu     sync.Mutex
 	calls  map[uint64]*running
 	closed bool
-	// wg is the provider's: it counts the session's goroutines (handlers, retakes),
-	// which Run and Serve wait for before they return. A session's end does not wait
-	// for them, so a handler slow to honour its cancelled context cannot keep the
-	// provider from reconnecting.
+	// welcomed: toolsd answered the hello. draining: the caller's context ended, and
+	// drained is closed once no call runs (both guarded by mu).
+	welcomed, draining bool
+	drained            chan struct{}
+	// wg is the provider's: it counts the session's helper goroutines (retakes,
+	// answers to calls that cannot run), which Run and Serve wait for before they
+	// return. Handlers are tracked by the provider (Provider.track). A session's end
+	// does not wait for them, so a handler slow to honour its cancelled context cannot
+	// keep the provider from reconnecting.
 	wg *sync.WaitGroup
 
 	nextRef atomic.Uint64
@@ -68,25 +88,54 @@ const (
 	retakeMax = 5 * time.Second
 )
 
+// closeWait bounds how long a draining session, once its grace is over, takes to
+// half-close the stream and see toolsd end it: until toolsd ends it, the results sent
+// last may still be on their way.
+const closeWait = time.Second
+
 // running is one call in flight on the provider.
 type running struct {
 	s      *session
 	id     uint64
 	cancel context.CancelFunc
 	done   atomic.Bool // result sent or call cancelled: no more progress
+	// toldToStop: toolsd cancelled the call (so a cancelled answer means ABORTED).
+	toldToStop atomic.Bool
+	// claimed: the call's answer is taken, by its handler's return or by the drain
+	// abandoning it; only the claimer sends it.
+	claimed atomic.Bool
+
+	tool, callID, sessionID string
+	started                 time.Time
 }
 
 // serve runs one session on conn. It reports whether toolsd welcomed the provider and
-// why the session ended (nil when ctx ended).
-func (p *Provider) serve(ctx context.Context, conn grpc.ClientConnInterface) (welcomed bool, err error) {
-	sctx, cancel := context.WithCancel(ctx)
+// why the session ended (nil when ctx ended). When ctx ends, the session drains for
+// as long as grace lasts (see session).
+func (p *Provider) serve(ctx, grace context.Context, conn grpc.ClientConnInterface) (welcomed bool, err error) {
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
+	cctx, ccancel := context.WithCancel(ctx)
+	defer ccancel()
+	s := &session{p: p, log: p.log, ctx: sctx, cancel: cancel, callCtx: cctx, callCancel: ccancel,
+		recvDone: make(chan struct{}), calls: make(map[uint64]*running), wg: &p.wg}
+	drainDone := make(chan struct{})
+	stopDrain := context.AfterFunc(ctx, func() {
+		defer close(drainDone)
+		s.drain(grace)
+	})
+	defer func() {
+		if !stopDrain() {
+			<-drainDone
+		}
+	}()
+	defer s.close()
+	defer close(s.recvDone)
 	stream, err := toolsdv1.NewProviderServiceClient(conn).Connect(sctx)
 	if err != nil {
-		return false, fmt.Errorf("provider: connect: %w", err)
+		return false, s.ended(ctx, fmt.Errorf("provider: connect: %w", err))
 	}
-	s := &session{p: p, log: p.log, stream: stream, ctx: sctx, cancel: cancel, calls: make(map[uint64]*running), wg: &p.wg}
-	defer s.close()
+	s.stream = stream
 
 	hello := &toolsdv1.ProviderHello{Name: validUTF8(p.name), Version: validUTF8(p.opts.version), MaxInFlight: p.opts.maxInFlight}
 	if err := s.send(&toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Hello{Hello: hello}}); err != nil {
@@ -102,6 +151,9 @@ func (p *Provider) serve(ctx context.Context, conn grpc.ClientConnInterface) (we
 	}
 	s.log = p.log.With(zap.String("provider_id", w.GetProviderId()))
 	s.maxResult = w.GetMaxResultBytes()
+	s.mu.Lock()
+	s.welcomed = true
+	s.mu.Unlock()
 	tools := p.attach(s, w.GetProviderId())
 	s.log.Info("connected to toolsd", zap.Int("tools", len(tools)))
 	if len(tools) > 0 {
@@ -117,8 +169,69 @@ func (p *Provider) serve(ctx context.Context, conn grpc.ClientConnInterface) (we
 		if err != nil {
 			return true, s.ended(ctx, fmt.Errorf("provider: stream ended: %w", err))
 		}
-		s.handle(sctx, m)
+		s.handle(m)
 	}
+}
+
+// drain runs once the caller's context has ended (the handlers' contexts ended with
+// it): it waits for the running calls until grace ends, gives up the answers of those
+// still running, half-closes the stream and waits (closeWait at most) for toolsd to end
+// it, failing the calls left with PROVIDER_GONE. Before the welcome there is nothing
+// to wait for: the stream is cut.
+func (s *session) drain(grace context.Context) {
+	defer s.cancel()
+	s.mu.Lock()
+	if !s.welcomed || s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.draining = true
+	s.drained = make(chan struct{})
+	if len(s.calls) == 0 {
+		close(s.drained)
+	}
+	drained := s.drained
+	s.mu.Unlock()
+	select {
+	case <-drained:
+	case <-grace.Done():
+	case <-s.recvDone:
+		return
+	}
+	// From here on the stream is cut after closeWait, also if a send cannot complete.
+	cut := time.AfterFunc(closeWait, s.cancel)
+	defer cut.Stop()
+	for _, r := range s.abandon() {
+		s.log.Debug("call still running after the shutdown grace; toolsd fails it when the stream closes",
+			zap.String("tool", r.tool), zap.Uint64("request_id", r.id))
+	}
+	s.sendMu.Lock()
+	err := s.stream.CloseSend()
+	s.sendMu.Unlock()
+	if err != nil {
+		return
+	}
+	select {
+	case <-s.recvDone:
+	case <-s.ctx.Done():
+		s.log.Debug("toolsd did not end the half-closed stream in time; cut it", zap.Duration("waited", closeWait))
+	}
+}
+
+// abandon claims the answers of the calls whose handlers are still running and
+// returns those calls: their handlers' answers will not be sent.
+func (s *session) abandon() []*running {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	left := make([]*running, 0, len(s.calls))
+	for _, r := range s.calls {
+		if r.claimed.CompareAndSwap(false, true) {
+			r.done.Store(true)
+			left = append(left, r)
+		}
+	}
+	slices.SortFunc(left, func(a, b *running) int { return cmp.Compare(a.id, b.id) })
+	return left
 }
 
 // ended maps an error to nil when the caller's context ended.
@@ -137,6 +250,7 @@ func (s *session) close() {
 	s.closed = true
 	s.calls = nil
 	s.mu.Unlock()
+	s.callCancel()
 	s.cancel()
 }
 
@@ -146,11 +260,11 @@ func (s *session) send(m *toolsdv1.ProviderServiceConnectRequest) error {
 	return s.stream.Send(m)
 }
 
-// handle processes one message from toolsd; ctx is the session's.
-func (s *session) handle(ctx context.Context, m *toolsdv1.ProviderServiceConnectResponse) {
+// handle processes one message from toolsd.
+func (s *session) handle(m *toolsdv1.ProviderServiceConnectResponse) {
 	switch msg := m.GetMsg().(type) {
 	case *toolsdv1.ProviderServiceConnectResponse_Execute:
-		s.execute(ctx, msg.Execute)
+		s.execute(msg.Execute)
 	case *toolsdv1.ProviderServiceConnectResponse_Cancel:
 		s.cancelCall(msg.Cancel.GetRequestId())
 	case *toolsdv1.ProviderServiceConnectResponse_RegisterResult:
@@ -283,7 +397,7 @@ func (s *session) retake(names []string) {
 		defer t.Stop()
 		select {
 		case <-t.C:
-		case <-s.ctx.Done():
+		case <-s.callCtx.Done(): // the session, or the provider, is ending
 			return
 		}
 		tools := make([]*toolImpl, 0, len(again))
@@ -323,19 +437,12 @@ func (s *session) retook(name string) {
 }
 
 // execute starts the call's handler on its own goroutine, with a context derived from
-// the session's ctx.
-func (s *session) execute(sctx context.Context, req *toolsdv1.ExecuteRequest) {
+// the session's callCtx.
+func (s *session) execute(req *toolsdv1.ExecuteRequest) {
 	id := req.GetRequestId()
 	t := s.p.lookup(req.GetTool())
 	if t == nil {
-		// Answered from a goroutine: the receive loop must never wait on a send, or it
-		// could wait on toolsd, which may be waiting for it to read.
-		res := errorResult(fmt.Sprintf("provider %q has no tool %q", s.p.name, req.GetTool()))
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if !s.closed {
-			s.wg.Go(func() { s.sendResult(id, res) })
-		}
+		s.refuse(id, fmt.Sprintf("provider %q has no tool %q", s.p.name, req.GetTool()))
 		return
 	}
 	var (
@@ -345,19 +452,21 @@ func (s *session) execute(sctx context.Context, req *toolsdv1.ExecuteRequest) {
 	)
 	if dl := req.GetDeadline(); dl != nil && dl.IsValid() {
 		deadline = dl.AsTime()
-		ctx, cancel = context.WithDeadline(sctx, deadline)
+		ctx, cancel = context.WithDeadline(s.callCtx, deadline)
 	} else {
-		ctx, cancel = context.WithCancel(sctx)
+		ctx, cancel = context.WithCancel(s.callCtx)
 	}
-	r := &running{s: s, id: id, cancel: cancel}
+	r := &running{s: s, id: id, cancel: cancel, tool: t.Name(), callID: req.GetCallId(), sessionID: req.GetSessionId(), started: time.Now()}
 	s.mu.Lock()
-	if s.closed {
+	if s.closed || s.draining || s.callCtx.Err() != nil {
+		// Shutting down: not started, not answered (see session).
 		s.mu.Unlock()
 		cancel()
+		s.log.Debug("call not started: the provider is shutting down", zap.String("tool", t.Name()), zap.Uint64("request_id", id))
 		return
 	}
 	s.calls[id] = r
-	s.wg.Add(1)
+	s.p.track(r)
 	s.mu.Unlock()
 	call := Call{
 		CallID:    req.GetCallId(),
@@ -373,21 +482,39 @@ func (s *session) execute(sctx context.Context, req *toolsdv1.ExecuteRequest) {
 	go s.run(ctx, r, t, call, req.GetArgumentsJson())
 }
 
+// refuse answers a call that cannot run with an error, unless the session has ended.
+func (s *session) refuse(id uint64, msg string) {
+	// Answered from a goroutine: the receive loop must never wait on a send, or it
+	// could wait on toolsd, which may be waiting for it to read.
+	res := errorResult(msg)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed {
+		s.wg.Go(func() { s.sendResult(id, res) })
+	}
+}
+
 // run runs one handler and sends its result, also when toolsd cancelled the call:
 // toolsd waits for that answer to know the tool has stopped. The result is sent from a
 // deferred call, so that a handler that ends its goroutine (runtime.Goexit, as
 // t.FailNow does) still answers, with an error.
 func (s *session) run(ctx context.Context, r *running, t *toolImpl, call Call, args string) {
 	reserveStack(r.id)
-	defer s.wg.Done()
+	defer s.p.untrack(r)
 	defer r.cancel()
 	var res *toolsdv1.ExecuteResult
 	defer func() {
 		if res == nil {
 			res = errorResult(fmt.Sprintf("tool %q failed unexpectedly (it ended its goroutine)", t.Name()))
 		}
-		if !s.finish(r) || s.ctx.Err() != nil {
-			return // the session is ending: nobody awaits this result
+		// The call counts as running until its answer is sent: a draining session
+		// half-closes the stream only after that.
+		defer s.finish(r)
+		if !r.claimed.CompareAndSwap(false, true) || !s.inFlight(r) || s.ctx.Err() != nil {
+			return // abandoned, or the session is ending: nobody awaits this result
+		}
+		if res.GetCancelled() && !r.toldToStop.Load() && s.callCtx.Err() != nil {
+			return // stopped by the provider's shutdown: left to PROVIDER_GONE (see session)
 		}
 		s.sendResult(r.id, res)
 	}()
@@ -406,16 +533,29 @@ func (s *session) invoke(ctx context.Context, t *toolImpl, call Call, args strin
 	return t.invoke(ctx, call, args)
 }
 
-// finish removes r from the calls in flight; false means it was already removed.
-func (s *session) finish(r *running) bool {
+// inFlight reports whether r is in flight on the session (which has not ended).
+func (s *session) inFlight(r *running) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls[r.id] == r
+}
+
+// finish removes r from the calls in flight.
+func (s *session) finish(r *running) {
 	r.done.Store(true)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.calls[r.id] != r {
-		return false
+		return
 	}
 	delete(s.calls, r.id)
-	return true
+	if s.draining && len(s.calls) == 0 {
+		select {
+		case <-s.drained:
+		default:
+			close(s.drained)
+		}
+	}
 }
 
 // cancelCall cancels the call's context; the call stays in flight until its handler
@@ -425,6 +565,7 @@ func (s *session) cancelCall(id uint64) {
 	r := s.calls[id]
 	s.mu.Unlock()
 	if r != nil {
+		r.toldToStop.Store(true)
 		r.done.Store(true)
 		r.cancel()
 	}
