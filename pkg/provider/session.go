@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -131,7 +132,10 @@ func (p *Provider) serve(ctx, grace context.Context, conn grpc.ClientConnInterfa
 	}()
 	defer s.close()
 	defer close(s.recvDone)
-	stream, err := toolsdv1.NewProviderServiceClient(conn).Connect(sctx)
+	// toolsd bounds what it sends (limits.max_argument_bytes, which the operator may set
+	// above gRPC's default 4 MiB receive limit): a call over that limit would end the
+	// stream at Recv, failing every call on it, and again on each retry.
+	stream, err := toolsdv1.NewProviderServiceClient(conn).Connect(sctx, grpc.MaxCallRecvMsgSize(math.MaxInt32))
 	if err != nil {
 		return false, s.ended(ctx, fmt.Errorf("provider: connect: %w", err))
 	}
