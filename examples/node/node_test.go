@@ -25,12 +25,13 @@ import (
 
 // toolsdConfig is a loopback, in-memory toolsd. Its cancel_grace is far longer than the
 // test waits for a cancelled call, so an ABORTED result that comes back promptly shows
-// that provider.mjs answered the cancel, not that toolsd gave up waiting for it.
+// that provider.mjs answered the cancel, not that toolsd gave up waiting for it. It
+// takes arguments over gRPC's default 4 MiB message limit, as an operator may allow.
 const toolsdConfig = `
 listen: 127.0.0.1:0
 admin_listen: 127.0.0.1:0
 session: {store: memory}
-limits: {cancel_grace: 1m}
+limits: {cancel_grace: 1m, max_request_bytes: 16MiB, max_argument_bytes: 8MiB}
 `
 
 // TestNodeExamples runs provider.mjs against toolsd, calls its tools, cancels one of its
@@ -53,6 +54,21 @@ func TestNodeExamples(t *testing.T) {
 		results, _ := executeBatch(t, client, batch("node-shout", call("c1", "shout", `{"text": "hello, toolsd"}`)), nil)
 		if len(results) != 1 || results[0].GetIsError() || results[0].GetContent() != "HELLO, TOOLSD" {
 			t.Errorf("ExecuteBatch(shout) results = %v, want one with content %q", results, "HELLO, TOOLSD")
+		}
+	})
+
+	t.Run("large arguments, oversized result", func(t *testing.T) {
+		// 5 MiB of arguments reach the provider in one message (over grpc-js's default
+		// receive limit), and the 5 MiB answer, over max_result_bytes (1 MiB), goes back
+		// as its size only: the call fails alone and the stream stays up.
+		text := strings.Repeat("x", 5<<20)
+		results, _ := executeBatch(t, client, batch("node-large", call("c1", "shout", `{"text": "`+text+`"}`)), nil)
+		if len(results) != 1 || results[0].GetError().GetCode() != "RESULT_TOO_LARGE" {
+			t.Errorf("ExecuteBatch(shout 5 MiB) results = %.300v, want one RESULT_TOO_LARGE", results)
+		}
+		results, _ = executeBatch(t, client, batch("node-large-after", call("c1", "shout", `{"text": "still here"}`)), nil)
+		if len(results) != 1 || results[0].GetContent() != "STILL HERE" {
+			t.Errorf("ExecuteBatch(shout) after the large call = %v, want content %q", results, "STILL HERE")
 		}
 	})
 

@@ -27,9 +27,15 @@ const insecure = grpc.credentials.createInsecure();
 // The provider's own loop reconnects on its backoff (100 ms doubling up to 5 s); the
 // channel's reconnection backoff must not be longer, or a call made while toolsd was
 // down fails at once for up to grpc-js's default 120 s after it is back.
+//
+// toolsd sends a call's arguments in one message as large as its
+// limits.max_argument_bytes, which the operator may set above grpc-js's default 4 MiB
+// receive limit: a larger message would end the whole stream, failing every call on it.
+// toolsd's limits bound what it sends, so the provider receives any size.
 const providerChannel = {
   'grpc.initial_reconnect_backoff_ms': 100,
   'grpc.max_reconnect_backoff_ms': 5000,
+  'grpc.max_receive_message_length': -1,
 };
 
 /** A client of ProviderService (Connect) at addr, e.g. "127.0.0.1:50151". */
