@@ -21,6 +21,7 @@ import (
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/internal/app"
 	"github.com/toolsd/toolsd/internal/config"
+	goprovider "github.com/toolsd/toolsd/pkg/provider"
 )
 
 // toolsdConfig is a loopback, in-memory toolsd. Its cancel_grace is far longer than the
@@ -132,6 +133,53 @@ func TestNodeExamples(t *testing.T) {
 			t.Errorf("ExecuteBatch(shout) on the restarted toolsd = %v, want content %q", results, "AGAIN")
 		}
 	})
+}
+
+// TestNodeProviderRetakesATakenName: a registration refused with ALREADY_EXISTS (the
+// name held by another stream, as toolsd's view of a provider's previous stream often
+// is after a quick reconnect) is sent again until the name is free.
+func TestNodeProviderRetakesATakenName(t *testing.T) {
+	node, npm := requireNode(t)
+	installDeps(t, npm)
+
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	runToolsd(t, lis)
+	holder := goprovider.New("holder", goprovider.WithLogger(zaptest.NewLogger(t)))
+	holder.Add(goprovider.NewTool("shout", "holds the name", func(context.Context, goprovider.Call, struct{}) (string, error) {
+		return "held", nil
+	}))
+	ctx, cancel := context.WithCancel(context.Background())
+	holderDone := make(chan error, 1)
+	go func() { holderDone <- holder.Run(ctx, addr) }()
+	var once sync.Once
+	stopHolder := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-holderDone; err != nil {
+				t.Errorf("holder Run() = %v, want nil", err)
+			}
+		})
+	}
+	t.Cleanup(stopHolder)
+	select {
+	case <-holder.Ready():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the Go provider holding shout did not register within 20s")
+	}
+
+	provider := startNode(t, node, "provider.mjs", "--addr", addr)
+	provider.waitFor(t, 1, "provider: registered wait") // shout was refused in the same answer
+	stopHolder()
+	provider.waitFor(t, 1, "provider: registered shout")
+	client := toolsdv1.NewToolServiceClient(dial(t, addr))
+	results, _ := executeBatch(t, client, batch("node-retake", call("c1", "shout", `{"text": "mine now"}`)), nil)
+	if len(results) != 1 || results[0].GetContent() != "MINE NOW" {
+		t.Errorf("ExecuteBatch(shout) once the name was freed = %v, want content %q", results, "MINE NOW")
+	}
 }
 
 // requireNode returns the paths of node and npm, or skips the test.
