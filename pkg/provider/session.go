@@ -173,7 +173,7 @@ func (p *Provider) serve(ctx, grace context.Context, conn grpc.ClientConnInterfa
 		if err != nil {
 			return true, s.ended(ctx, fmt.Errorf("provider: stream ended: %w", err))
 		}
-		s.handle(m)
+		s.handle(m) //nolint:contextcheck // calls run under s.callCtx, which ends with the caller's context (see drain)
 	}
 }
 
