@@ -189,9 +189,9 @@ type Tracing struct {
 // often; a larger gc_percent trades a bigger (still small) heap for less CPU per call.
 // The GOGC and GOMEMLIMIT environment variables, when set, take precedence.
 //
-// AdaptiveProcs runs toolsd on one P (GOMAXPROCS=1) while it uses little CPU and on
-// every CPU once it is busy (see internal/procs): one P takes the cross-thread wake-ups
-// out of a lone call's latency. A GOMAXPROCS variable, when set, turns it off.
+// AdaptiveProcs runs toolsd on one P (GOMAXPROCS=1) while one is enough and on every
+// CPU once it is not (see internal/procs): one P takes the cross-thread wake-ups out of
+// a lone call's latency. A GOMAXPROCS variable, when set, turns it off.
 type Runtime struct {
 	GCPercent     int  `yaml:"gc_percent"`
 	MemoryLimit   Size `yaml:"memory_limit"`

@@ -6,32 +6,47 @@
 // the runtime wakes a thread to run it: a futex call and a cross-core wake-up per
 // hand-off, on the latency path of every call. With one P the readied goroutine runs
 // next on the same thread. Measured on 2 cores (BENCHMARKS.md), one P cuts a lone
-// call's p50 by about a sixth, but costs about a sixth of the throughput once calls
+// call's p50 by a sixth or so, but costs about a sixth of the throughput once calls
 // keep a core busy.
 //
-// A [Controller] runs toolsd on one P while it uses little CPU and on all of them once
-// it is busy: it samples the process's CPU time every window, raises GOMAXPROCS to the
-// maximum as soon as one window at one P used more than Up cores, and lowers it to one
-// after Calm windows in a row under Down cores. The gap between the thresholds and the
-// run of calm windows keep it from flapping; a change stops the world for a moment,
-// which at most a few changes a second make negligible.
+// A [Controller] runs toolsd on one P while one is enough and on all of them once it
+// is not. Every window it reads two things: the process's CPU time (getrusage), and how
+// many goroutines that became runnable waited at least [QueuedDelay] for a P (the
+// runtime's scheduling latency histogram) — the sign that one P is not enough, which CPU
+// time alone cannot give, since with idle Ps the runtime's spinning threads burn CPU
+// for no work. At one P, a single window over UpCores or UpQueued raises GOMAXPROCS to
+// the maximum. At the maximum, it lowers to one when a run of Calm windows averaged
+// under DownCores and DownQueued. A raise soon after a lowering doubles the run the
+// next lowering needs (up to 64 times), so a load that one P cannot quite carry does
+// not make it flap; a change stops the world for a moment.
 package procs
 
 import (
 	"context"
 	"runtime"
+	"runtime/metrics"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 )
 
-// Defaults of [Options].
+// Defaults of [Options], measured on 2 cores with one agent (one P: ~0.55 cores,
+// ~0 % queued; two Ps: ~0.65 cores) and with 8-call batches from 8 or 64 agents
+// (one P: 0.8–0.9 cores, 25–50 % queued).
 const (
-	DefaultWindow = 25 * time.Millisecond
-	DefaultUp     = 0.4
-	DefaultDown   = 0.2
-	DefaultCalm   = 40 // a second of 25 ms windows
+	DefaultWindow     = 25 * time.Millisecond
+	DefaultUpCores    = 0.9
+	DefaultUpQueued   = 0.05
+	DefaultDownCores  = 0.75
+	DefaultDownQueued = 0.02
+	DefaultCalm       = 40 // a second of 25 ms windows
+
+	// QueuedDelay is the scheduling delay from which a goroutine counts as queued.
+	QueuedDelay = 200 * time.Microsecond
+
+	maxCalmFactor = 64
+	bounceWithin  = 2 * time.Second
 )
 
 // Options tune a [Controller]; zero values take the defaults.
@@ -41,24 +56,36 @@ type Options struct {
 	Max int
 	// Window is the sampling period.
 	Window time.Duration
-	// Up is the CPU, in cores, that one window at one P must exceed to raise
-	// GOMAXPROCS to Max.
-	Up float64
-	// Down is the CPU, in cores, that Calm windows in a row at Max must stay under to
-	// lower GOMAXPROCS to one.
-	Down float64
-	// Calm is that run of windows.
-	Calm int
+	// UpCores and UpQueued: one window at one P over either (CPU in cores; the share
+	// of scheduled goroutines that waited QueuedDelay or more) raises GOMAXPROCS.
+	UpCores, UpQueued float64
+	// DownCores and DownQueued: Calm windows at the maximum averaging under both lower
+	// GOMAXPROCS to one.
+	DownCores, DownQueued float64
+	Calm                  int
+}
+
+// sample is what the controller reads at the end of a window.
+type sample struct {
+	cpu            time.Duration // the process's CPU time so far
+	sched, delayed uint64        // goroutines scheduled so far, and of those, queued
 }
 
 // Controller adapts GOMAXPROCS; see the package documentation.
 type Controller struct {
-	opts    Options
-	cpu     func() (time.Duration, bool) // the process's CPU time so far; false: unknown
-	set     func(int)
-	log     *zap.Logger
-	procs   int // the current GOMAXPROCS, as this controller set it
-	calm    int // windows in a row under Down at Max
+	opts Options
+	read func() (sample, bool) // false: the CPU time cannot be read here
+	set  func(int)
+	log  *zap.Logger
+
+	// Owned by the goroutine running the controller.
+	procs      int       // the current GOMAXPROCS, as this controller set it
+	calmNeeded int       // windows the next lowering averages over
+	n          int       // windows in the current run at the maximum
+	sumCores   float64   // their CPU
+	sumQueued  float64   // their queued share
+	lowered    time.Time // when GOMAXPROCS was last lowered
+
 	gauge   prometheus.Gauge
 	changes prometheus.Counter
 }
@@ -73,11 +100,13 @@ func New(opts Options, reg prometheus.Registerer, log *zap.Logger) *Controller {
 	if opts.Window <= 0 {
 		opts.Window = DefaultWindow
 	}
-	if opts.Up <= 0 {
-		opts.Up = DefaultUp
-	}
-	if opts.Down <= 0 {
-		opts.Down = DefaultDown
+	for _, d := range []struct {
+		v   *float64
+		def float64
+	}{{&opts.UpCores, DefaultUpCores}, {&opts.UpQueued, DefaultUpQueued}, {&opts.DownCores, DefaultDownCores}, {&opts.DownQueued, DefaultDownQueued}} {
+		if *d.v <= 0 {
+			*d.v = d.def
+		}
 	}
 	if opts.Calm <= 0 {
 		opts.Calm = DefaultCalm
@@ -86,10 +115,11 @@ func New(opts Options, reg prometheus.Registerer, log *zap.Logger) *Controller {
 		log = zap.NewNop()
 	}
 	c := &Controller{
-		opts: opts, cpu: processCPU, set: func(n int) { runtime.GOMAXPROCS(n) }, log: log, procs: opts.Max,
+		opts: opts, read: readRuntime(), set: func(n int) { runtime.GOMAXPROCS(n) }, log: log,
+		procs: opts.Max, calmNeeded: opts.Calm,
 		gauge: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "toolsd", Subsystem: "runtime", Name: "procs",
-			Help: "GOMAXPROCS as the adaptive controller set it (runtime.adaptive_procs): 1 while toolsd uses little CPU, all CPUs when busy.",
+			Help: "GOMAXPROCS as the adaptive controller set it (runtime.adaptive_procs): 1 while one P is enough, all CPUs when busy.",
 		}),
 		changes: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "toolsd", Subsystem: "runtime", Name: "procs_changes_total",
@@ -101,6 +131,31 @@ func New(opts Options, reg prometheus.Registerer, log *zap.Logger) *Controller {
 		reg.MustRegister(c.gauge, c.changes)
 	}
 	return c
+}
+
+// readRuntime returns the reader of the process's CPU time and the runtime's
+// scheduling latencies.
+func readRuntime() func() (sample, bool) {
+	ms := []metrics.Sample{{Name: "/sched/latencies:seconds"}}
+	return func() (sample, bool) {
+		cpu, ok := processCPU()
+		if !ok {
+			return sample{}, false
+		}
+		s := sample{cpu: cpu}
+		metrics.Read(ms)
+		if ms[0].Value.Kind() != metrics.KindFloat64Histogram {
+			return s, true
+		}
+		h := ms[0].Value.Float64Histogram()
+		for i, n := range h.Counts {
+			s.sched += n
+			if h.Buckets[i] >= QueuedDelay.Seconds() { // the bucket's lower bound
+				s.delayed += n
+			}
+		}
+		return s, true
+	}
 }
 
 // Run adapts GOMAXPROCS every window until ctx ends, then restores the maximum (a
@@ -121,7 +176,7 @@ func (c *Controller) run(ctx context.Context, tick <-chan time.Time, now func() 
 		c.log.Info("adaptive GOMAXPROCS off: the process's CPU time cannot be read here")
 		return
 	}
-	defer c.apply(c.opts.Max)
+	defer func() { c.apply(c.opts.Max, now()) }()
 	for {
 		select {
 		case <-ctx.Done():
@@ -134,53 +189,69 @@ func (c *Controller) run(ctx context.Context, tick <-chan time.Time, now func() 
 
 // window is where the current sampling window started.
 type window struct {
-	cpu  time.Duration
+	at   sample
 	wall time.Time
 }
 
 func (c *Controller) start(wall time.Time) (window, bool) {
-	cpu, ok := c.cpu()
-	return window{cpu, wall}, ok
+	s, ok := c.read()
+	return window{s, wall}, ok
 }
 
-// sample ends the window w at wall, adapts GOMAXPROCS to the cores it used, and starts
-// the next window.
+// sample ends the window w at wall, adapts GOMAXPROCS to what it saw, and starts the
+// next window.
 func (c *Controller) sample(w *window, wall time.Time) {
-	cpu, ok := c.cpu()
+	s, ok := c.read()
 	if !ok || !wall.After(w.wall) {
 		return
 	}
-	cores := float64(cpu-w.cpu) / float64(wall.Sub(w.wall))
-	*w = window{cpu, wall}
-	c.apply(c.decide(cores))
+	cores := float64(s.cpu-w.at.cpu) / float64(wall.Sub(w.wall))
+	var queued float64
+	if n := s.sched - w.at.sched; n > 0 {
+		queued = float64(s.delayed-w.at.delayed) / float64(n)
+	}
+	*w = window{s, wall}
+	c.apply(c.decide(cores, queued), wall)
 }
 
-// decide returns GOMAXPROCS for the next window, given the cores the last one used.
-func (c *Controller) decide(cores float64) int {
+// decide returns GOMAXPROCS for the next window, given the CPU the last one used (in
+// cores) and the share of its scheduled goroutines that were queued.
+func (c *Controller) decide(cores, queued float64) int {
 	if c.procs < c.opts.Max {
-		if cores > c.opts.Up {
+		if cores > c.opts.UpCores || queued > c.opts.UpQueued {
 			return c.opts.Max
 		}
 		return c.procs
 	}
-	if cores >= c.opts.Down {
-		c.calm = 0
+	c.n++
+	c.sumCores += cores
+	c.sumQueued += queued
+	if c.n < c.calmNeeded {
 		return c.procs
 	}
-	if c.calm++; c.calm < c.opts.Calm {
-		return c.procs
+	calm := c.sumCores/float64(c.n) < c.opts.DownCores && c.sumQueued/float64(c.n) < c.opts.DownQueued
+	c.n, c.sumCores, c.sumQueued = 0, 0, 0
+	if calm {
+		return 1
 	}
-	c.calm = 0
-	return 1
+	return c.procs
 }
 
-// apply sets GOMAXPROCS to n if it differs.
-func (c *Controller) apply(n int) {
+// apply sets GOMAXPROCS to n at wall if it differs.
+func (c *Controller) apply(n int, wall time.Time) {
 	if n == c.procs {
 		return
 	}
+	switch {
+	case n < c.procs:
+		c.lowered = wall
+	case wall.Sub(c.lowered) < bounceWithin:
+		c.calmNeeded = min(2*c.calmNeeded, maxCalmFactor*c.opts.Calm) // one P was not enough
+	default:
+		c.calmNeeded = c.opts.Calm
+	}
 	c.set(n)
-	c.log.Debug("GOMAXPROCS changed", zap.Int("from", c.procs), zap.Int("to", n))
+	c.log.Debug("GOMAXPROCS changed", zap.Int("from", c.procs), zap.Int("to", n), zap.Int("next_calm_windows", c.calmNeeded))
 	c.procs = n
 	c.gauge.Set(float64(n))
 	c.changes.Inc()

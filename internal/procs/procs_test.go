@@ -14,12 +14,11 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// fake drives a controller window by window: each step says how many cores the
-// process used in the window that ends.
+// fake drives a controller window by window.
 type fake struct {
 	c    *Controller
 	set  []int
-	cpu  time.Duration
+	now  sample
 	wall time.Time
 }
 
@@ -28,45 +27,68 @@ func newFake(t *testing.T, opts Options) (*fake, *prometheus.Registry) {
 	reg := prometheus.NewRegistry()
 	f := &fake{wall: time.Unix(1000, 0)}
 	f.c = New(opts, reg, nil)
-	f.c.cpu = func() (time.Duration, bool) { return f.cpu, true }
+	f.c.read = func() (sample, bool) { return f.now, true }
 	f.c.set = func(n int) { f.set = append(f.set, n) }
 	return f, reg
 }
 
-// run samples windows that used cores[i] cores each, then stops the controller as
-// Run does when its context ends.
-func (f *fake) run(t *testing.T, cores ...float64) {
+// load is one window: the cores it used and the share of its goroutines queued.
+type load struct{ cores, queued float64 }
+
+// run samples one window per load, then stops the controller as Run does when its
+// context ends.
+func (f *fake) run(t *testing.T, loads ...load) {
 	t.Helper()
 	w, ok := f.c.start(f.wall)
 	if !ok {
-		t.Fatal("no CPU time")
+		t.Fatal("no sample")
 	}
-	for _, c := range cores {
-		f.cpu += time.Duration(c * float64(f.c.opts.Window))
-		f.wall = f.wall.Add(f.c.opts.Window)
-		f.c.sample(&w, f.wall)
+	for _, l := range loads {
+		f.step(&w, l)
 	}
-	f.c.apply(f.c.opts.Max)
+	f.c.apply(f.c.opts.Max, f.wall)
+}
+
+func (f *fake) step(w *window, l load) {
+	f.now.cpu += time.Duration(l.cores * float64(f.c.opts.Window))
+	f.now.sched += 1000
+	f.now.delayed += uint64(l.queued * 1000)
+	f.wall = f.wall.Add(f.c.opts.Window)
+	f.c.sample(w, f.wall)
+}
+
+// repeat is n windows of l.
+func repeat(n int, l load) []load {
+	out := make([]load, n)
+	for i := range out {
+		out[i] = l
+	}
+	return out
 }
 
 func TestControllerFollowsTheLoad(t *testing.T) {
-	opts := Options{Max: 4, Window: 10 * time.Millisecond, Up: 0.4, Down: 0.2, Calm: 3}
+	opts := Options{Max: 4, Window: 10 * time.Millisecond, Calm: 3}
+	quiet, oneAgent, busy, queued := load{0.05, 0}, load{0.6, 0.01}, load{1.5, 0.3}, load{0.5, 0.1}
 	for name, tc := range map[string]struct {
-		cores []float64
+		loads []load
 		want  []int // GOMAXPROCS set, in order, the restore at the end included
 	}{
-		"busy stays at max":                {[]float64{1, 0.5, 3, 0.2}, nil},
-		"calm windows lower to one":        {[]float64{0.1, 0.1, 0.1}, []int{1, 4}},
-		"a busy window restarts the calm":  {[]float64{0.1, 0.1, 0.3, 0.1, 0.1}, nil},
-		"load at one P raises to max":      {[]float64{0, 0, 0, 0.39, 0.41}, []int{1, 4}},
-		"between the thresholds at one P":  {[]float64{0, 0, 0, 0.3, 0.3, 0.3, 0.3}, []int{1, 4}},
-		"down, up and down again":          {[]float64{0, 0, 0, 0.9, 0.1, 0.1, 0.1}, []int{1, 4, 1, 4}},
-		"between the thresholds at max":    {[]float64{0.3, 0.3, 0.3, 0.3, 0.3}, nil},
-		"one calm window short stays busy": {[]float64{0.19, 0.19}, nil},
+		"busy stays at max":                  {repeat(9, busy), nil},
+		"quiet lowers to one":                {repeat(3, quiet), []int{1, 4}},
+		"one agent lowers to one":            {repeat(3, oneAgent), []int{1, 4}},
+		"one agent stays at one":             {repeat(20, oneAgent), []int{1, 4}},
+		"too few windows to lower":           {repeat(2, quiet), nil},
+		"a run averaging busy stays":         {[]load{quiet, quiet, {2.5, 0}}, nil},
+		"a run averaging queued stays":       {[]load{quiet, quiet, {0.1, 0.2}}, nil},
+		"the next run is judged on its own":  {append([]load{quiet, quiet, {2.5, 0}}, repeat(3, quiet)...), []int{1, 4}},
+		"CPU at one P raises":                {append(repeat(3, quiet), load{0.95, 0}), []int{1, 4}},
+		"queueing at one P raises":           {append(repeat(3, quiet), queued, quiet), []int{1, 4}},
+		"down, up and down again":            {append(append(repeat(3, quiet), busy), repeat(6, quiet)...), []int{1, 4, 1, 4}},
+		"a quick bounce needs a longer calm": {append(append(repeat(3, quiet), busy), repeat(5, quiet)...), []int{1, 4}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f, reg := newFake(t, opts)
-			f.run(t, tc.cores...)
+			f.run(t, tc.loads...)
 			if !slices.Equal(f.set, tc.want) {
 				t.Errorf("GOMAXPROCS set to %v, want %v", f.set, tc.want)
 			}
@@ -83,15 +105,29 @@ func TestControllerFollowsTheLoad(t *testing.T) {
 	}
 }
 
-func TestControllerGaugeFollowsTheChanges(t *testing.T) {
-	f, _ := newFake(t, Options{Max: 2, Calm: 2})
-	if got := testutil.ToFloat64(f.c.gauge); got != 2 {
-		t.Fatalf("procs at the start = %v, want 2", got)
+// TestControllerBackoffIsBoundedAndResets: each quick bounce doubles the calm run the
+// next lowering needs, up to 64 times the base; a raise long after the lowering goes
+// back to the base.
+func TestControllerBackoffIsBoundedAndResets(t *testing.T) {
+	f, _ := newFake(t, Options{Max: 2, Window: time.Millisecond, Calm: 2})
+	w, _ := f.c.start(f.wall)
+	for i := 0; i < 10; i++ {
+		for f.c.procs == 2 {
+			f.step(&w, load{0, 0})
+		}
+		f.step(&w, load{2, 0}) // straight back up: a bounce
 	}
-	f.c.apply(f.c.decide(0))
-	f.c.apply(f.c.decide(0))
-	if got := testutil.ToFloat64(f.c.gauge); got != 1 || !slices.Equal(f.set, []int{1}) {
-		t.Errorf("after two calm windows procs = %v and set %v, want 1", got, f.set)
+	if f.c.calmNeeded != 2*maxCalmFactor {
+		t.Errorf("after 10 bounces the calm run is %d windows, want %d", f.c.calmNeeded, 2*maxCalmFactor)
+	}
+	for f.c.procs == 2 {
+		f.step(&w, load{0, 0})
+	}
+	f.wall = f.wall.Add(time.Minute) // a long quiet spell at one P, then a busy window
+	w.wall = f.wall
+	f.step(&w, load{2, 0})
+	if f.c.procs != 2 || f.c.calmNeeded != 2 {
+		t.Errorf("a raise a minute after lowering: procs %d, calm run %d; want 2 and the base 2", f.c.procs, f.c.calmNeeded)
 	}
 }
 
@@ -102,7 +138,7 @@ func TestControllerRunStopsAndRestores(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	tick := make(chan time.Time)
 	done := make(chan struct{})
-	var mu sync.Mutex // the clock the loop reads, advanced by the test between ticks
+	var mu sync.Mutex // the clock the loop reads
 	now := func() time.Time {
 		mu.Lock()
 		defer mu.Unlock()
@@ -123,13 +159,10 @@ func TestControllerRunStopsAndRestores(t *testing.T) {
 }
 
 func TestControllerStaysOffWithOneProcOrNoCPUTime(t *testing.T) {
-	for name, f := range map[string]*fake{
-		"one P":       func() *fake { f, _ := newFake(t, Options{Max: 1}); return f }(),
-		"no CPU time": func() *fake { f, _ := newFake(t, Options{Max: 2, Calm: 1}); return f }(),
-	} {
-		if name == "no CPU time" {
-			f.c.cpu = func() (time.Duration, bool) { return 0, false }
-		}
+	onePD, _ := newFake(t, Options{Max: 1})
+	blind, _ := newFake(t, Options{Max: 2, Calm: 1})
+	blind.c.read = func() (sample, bool) { return sample{}, false }
+	for name, f := range map[string]*fake{"one P": onePD, "no CPU time": blind} {
 		// A nil tick never fires: run must return before it waits on one.
 		f.c.run(t.Context(), nil, time.Now)
 		if len(f.set) != 0 {
@@ -138,16 +171,21 @@ func TestControllerStaysOffWithOneProcOrNoCPUTime(t *testing.T) {
 	}
 }
 
-// TestProcessCPU reads the real CPU time: it is known on unix and does not go back.
-func TestProcessCPU(t *testing.T) {
-	a, ok := processCPU()
+// TestReadRuntime reads the real process: CPU time and scheduled goroutines are
+// known on unix and do not go back.
+func TestReadRuntime(t *testing.T) {
+	read := readRuntime()
+	a, ok := read()
 	if !ok {
 		t.Skip("no process CPU time on this system")
 	}
-	for i := 0; i < 1e6; i++ {
-		_ = i * i
+	var wg sync.WaitGroup
+	for range 100 {
+		wg.Go(func() {})
 	}
-	if b, _ := processCPU(); b < a {
-		t.Errorf("CPU time went back: %v then %v", a, b)
+	wg.Wait()
+	b, _ := read()
+	if b.cpu < a.cpu || b.sched <= a.sched || b.delayed < a.delayed || b.delayed > b.sched {
+		t.Errorf("samples %+v then %+v: want CPU and counts that only grow, some goroutines scheduled", a, b)
 	}
 }
