@@ -1,6 +1,7 @@
 package streamgate
 
 import (
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -58,8 +59,19 @@ func (w *SendWatch) Stalled(d time.Duration) bool {
 	if since == 0 || since == parked {
 		return false
 	}
-	allowed := d * time.Duration(1+last/DrainRate)
-	return monoNow()-since > int64(allowed)
+	return monoNow()-since > allowance(d, last)
+}
+
+// allowance is d once, and once more per [DrainRate] bytes of a last message of size
+// last, saturated at the longest Duration. Unsaturated, a send timeout of a million
+// hours wraps around behind a message of 128 KiB to an allowance below zero (longer
+// timeouts behind smaller messages), and every Send behind it counts as stalled at once.
+func allowance(d time.Duration, last int64) int64 {
+	n := 1 + last/DrainRate
+	if d > 0 && int64(d) > math.MaxInt64/n {
+		return math.MaxInt64
+	}
+	return int64(d) * n
 }
 
 // monoEpoch anchors monoNow, a monotonic clock in nanoseconds that is never 0.

@@ -2,6 +2,7 @@ package streamgate
 
 import (
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -72,5 +73,32 @@ func TestSendWatchPark(t *testing.T) {
 	}
 	if wakes != 1 {
 		t.Errorf("wake called %d times, want once: by the first Send after the park", wakes)
+	}
+}
+
+// TestSendWatchHugeTimeout: a send timeout so long that its allowance behind a large
+// message is past what a Duration holds allows that much, not a wrapped-around
+// negative allowance that counts every Send behind the message as stalled at once.
+func TestSendWatchHugeTimeout(t *testing.T) {
+	tests := map[string]struct {
+		timeout time.Duration
+		size    int
+	}{
+		"1000000h behind 3 DrainRates":  {timeout: 1000000 * time.Hour, size: 3 * DrainRate},
+		"longest behind 1 DrainRate":    {timeout: time.Duration(math.MaxInt64), size: DrainRate},
+		"2562047h behind 64 DrainRates": {timeout: 2562047 * time.Hour, size: 64 * DrainRate},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var w SendWatch
+			m := wrapperspb.Bytes(make([]byte, tc.size))
+			if err := Send(&w, func(*wrapperspb.BytesValue) error { return nil }, m); err != nil {
+				t.Fatal(err)
+			}
+			w.since.Store(monoNow() - int64(time.Second))
+			if w.Stalled(tc.timeout) {
+				t.Errorf("Stalled(%v) after 1s behind %d bytes = true, want false", tc.timeout, tc.size)
+			}
+		})
 	}
 }
