@@ -82,10 +82,15 @@ func (s *snapshot) retrying(ctx context.Context, st *callState, e *tool.Exec, t 
 
 // jitteredBackoff is the default delay before attempt number attempt (≥ 2): the base
 // delay doubled per earlier retry, capped at MaxDelay, then "equal jitter" (half fixed,
-// half uniformly random) so reconnecting providers are not stampeded.
+// half uniformly random) so reconnecting providers are not stampeded. A doubling that
+// would pass MaxDelay stops at it: past half the longest Duration it would wrap around.
 func jitteredBackoff(attempt int, cfg RetryConfig) time.Duration {
 	d := cfg.BaseDelay
 	for i := 2; i < attempt && d < cfg.MaxDelay; i++ {
+		if d > cfg.MaxDelay/2 {
+			d = cfg.MaxDelay
+			break
+		}
 		d *= 2
 	}
 	d = min(d, cfg.MaxDelay)
