@@ -3,6 +3,7 @@ package pipeline_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -221,6 +222,29 @@ func TestRetryLimits(t *testing.T) {
 				t.Errorf("dispatches = %d, want %d", disp.count(), tc.wantDispatches)
 			}
 		})
+	}
+}
+
+// TestRetryBudgetWithHugeBackoff: a backoff that, added to the time already spent,
+// passes the longest Duration is over any budget. The sum wrapped around below zero,
+// and the call slept that backoff (until its timeout) before a retry the budget forbids.
+func TestRetryBudgetWithHugeBackoff(t *testing.T) {
+	var clock *fakeClock
+	disp := &dispatcher{fn: func(context.Context, int, pipeline.Tool, *tool.Exec) tool.Result {
+		clock.Advance(2 * time.Second)
+		return tool.Failure(tool.CodeProviderGone, "provider disconnected")
+	}}
+	huge := pipeline.WithBackoff(func(int, pipeline.RetryConfig) time.Duration {
+		return time.Duration(math.MaxInt64) - time.Second
+	})
+	p, clock := retryRig(true, pipeline.RetryConfig{MaxAttempts: 5, Budget: time.Minute}, staticResolver(newTool("fetch")), disp, huge)
+	e := newExec("fetch", `{}`)
+	r := p.Run(t.Context(), e)
+	if r.Code() != tool.CodeProviderGone || disp.count() != 1 {
+		t.Errorf("Run() = %+v after %d dispatches, want PROVIDER_GONE after 1", r.Err, disp.count())
+	}
+	if len(clock.sleeps) != 0 {
+		t.Errorf("backoffs slept = %v, want none: the backoff is over the budget", clock.sleeps)
 	}
 }
 

@@ -49,7 +49,9 @@ func (s *snapshot) retrying(ctx context.Context, st *callState, e *tool.Exec, t 
 	dispatches := 1
 	for try := 2; try <= cfg.MaxAttempts && transient(r.Code()); try++ {
 		delay := s.p.opts.backoff(try, cfg)
-		if s.p.opts.now().Sub(start)+delay > cfg.Budget {
+		// Compared as what is left of the budget: the time spent plus a delay near the
+		// longest Duration would wrap around below zero and pass for within it.
+		if delay > cfg.Budget-s.p.opts.now().Sub(start) {
 			break
 		}
 		// A sleep may end on its timer with ctx ended too: no attempt starts after a
