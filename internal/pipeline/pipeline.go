@@ -76,9 +76,13 @@ func (p *Pipeline) SetConfig(cfg Config) {
 }
 
 // Run takes one call through every stage and returns its final result. It never fails:
-// every failure, panics included, is an error result.
+// every failure, panics included, is an error result. A call whose mode [Pipeline.Mode]
+// read runs under the config and policy that gave it, the current ones otherwise.
 func (p *Pipeline) Run(ctx context.Context, e *tool.Exec) tool.Result {
-	s := p.cur.Load()
+	s, ok := e.Pin.(*snapshot)
+	if !ok || s.p != p {
+		s = p.cur.Load()
+	}
 	if p.opts.tracer != nil {
 		return s.traced(ctx, e, p.opts.tracer)
 	}
@@ -88,9 +92,13 @@ func (p *Pipeline) Run(ctx context.Context, e *tool.Exec) tool.Result {
 // Mode returns the call's concurrency mode: the operator's override if set, else the
 // operator's per-call mode expression, else the definition's mode, and parallel when
 // none says. A failing mode expression yields exclusive (the safe choice); an
-// unresolvable tool yields parallel (it fails in prepare without dispatching).
-func (p *Pipeline) Mode(ctx context.Context, c *tool.Call) tool.Mode {
+// unresolvable tool yields parallel (it fails in prepare without dispatching). It pins
+// the call (e.Pin) to the config and policy it read, under which [Pipeline.Run] then
+// runs the call: a reload in between applies to later calls only.
+func (p *Pipeline) Mode(ctx context.Context, e *tool.Exec) tool.Mode {
 	s := p.cur.Load()
+	e.Pin = s
+	c := &e.Call
 	set := s.settings(c.Scope, c.Name)
 	if set.Mode != tool.ModeUnspecified {
 		return set.Mode

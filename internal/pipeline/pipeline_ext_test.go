@@ -56,14 +56,39 @@ func TestMode(t *testing.T) {
 				opts = append(opts, pipeline.WithPolicy(&fakePolicy{settings: *tc.policy}))
 			}
 			p := pipeline.New(tc.res, returning(tool.Result{}), opts...)
-			c := &tool.Call{Name: "write", Arguments: []byte(`{}`)}
-			if got := p.Mode(t.Context(), c); got != tc.want {
-				t.Errorf("Mode(%s) = %s, want %s", c.Name, got, tc.want)
+			e := &tool.Exec{Call: tool.Call{Name: "write", Arguments: []byte(`{}`)}}
+			if got := p.Mode(t.Context(), e); got != tc.want {
+				t.Errorf("Mode(%s) = %s, want %s", e.Name, got, tc.want)
 			}
 			if tc.res.count() != tc.resolves {
 				t.Errorf("Mode resolved %d times, want %d", tc.res.count(), tc.resolves)
 			}
 		})
+	}
+}
+
+// TestModePinsTheCallsPolicy: a call whose mode was read runs under the policy that
+// gave it, whatever is installed meanwhile; a call whose mode was not read, or was read
+// by another pipeline, runs under the current one.
+func TestModePinsTheCallsPolicy(t *testing.T) {
+	deny := &fakePolicy{v: pipeline.Verdict{Decision: pipeline.Deny}, settings: pipeline.ToolSettings{Mode: tool.ModeExclusive}}
+	allow := &fakePolicy{v: pipeline.Verdict{Decision: pipeline.Allow}, settings: pipeline.ToolSettings{Mode: tool.ModeParallel}}
+	p := pipeline.New(staticResolver(newTool("write")), returning(tool.Result{Content: "written"}), pipeline.WithPolicy(deny))
+	other := pipeline.New(staticResolver(newTool("write")), returning(tool.Result{}), pipeline.WithPolicy(deny))
+
+	pinned, foreign, unpinned := newExec("write", `{}`), newExec("write", `{}`), newExec("write", `{}`)
+	if got := p.Mode(t.Context(), pinned); got != tool.ModeExclusive {
+		t.Fatalf("Mode() = %s, want exclusive", got)
+	}
+	other.Mode(t.Context(), foreign)
+	p.SetPolicy(allow)
+	if r := p.Run(t.Context(), pinned); r.Code() != tool.CodeDenied {
+		t.Errorf("Run() after Mode and a reload = %q, want %q (the policy that gave the mode)", r.Code(), tool.CodeDenied)
+	}
+	for name, e := range map[string]*tool.Exec{"without Mode": unpinned, "after another pipeline's Mode": foreign} {
+		if r := p.Run(t.Context(), e); r.IsError {
+			t.Errorf("Run() %s = %+v, want success under the current policy", name, r.Err)
+		}
 	}
 }
 

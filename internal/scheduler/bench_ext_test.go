@@ -30,8 +30,8 @@ func (nopSink) Progress(tool.Progress)                        {}
 func BenchmarkExecute(b *testing.B) {
 	result := tool.Result{Content: "ok"}
 	nop := scheduler.RunnerFunc(func(context.Context, *tool.Exec) tool.Result { return result })
-	parallel := scheduler.ModerFunc(func(context.Context, *tool.Call) tool.Mode { return tool.ModeParallel })
-	exclusive := scheduler.ModerFunc(func(context.Context, *tool.Call) tool.Mode { return tool.ModeExclusive })
+	parallel := scheduler.ModerFunc(func(context.Context, *tool.Exec) tool.Mode { return tool.ModeParallel })
+	exclusive := scheduler.ModerFunc(func(context.Context, *tool.Exec) tool.Mode { return tool.ModeExclusive })
 	bench := map[string]struct {
 		calls int
 		mode  scheduler.Moder

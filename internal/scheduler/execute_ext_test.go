@@ -620,8 +620,8 @@ func (p *panicCount) Panicked() { p.n.Add(1) }
 
 func TestExecuteModerPanicRunsAlone(t *testing.T) {
 	var tr tracker
-	m := scheduler.ModerFunc(func(_ context.Context, c *tool.Call) tool.Mode {
-		if c.Index == 2 {
+	m := scheduler.ModerFunc(func(_ context.Context, e *tool.Exec) tool.Mode {
+		if e.Index == 2 {
 			panic("registry bug")
 		}
 		return tool.ModeParallel

@@ -287,14 +287,14 @@ type modes struct {
 	onAsk func(i int)
 }
 
-func (m *modes) Mode(_ context.Context, c *tool.Call) tool.Mode {
+func (m *modes) Mode(_ context.Context, e *tool.Exec) tool.Mode {
 	if m.onAsk != nil {
-		m.onAsk(c.Index)
+		m.onAsk(e.Index)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.asked = append(m.asked, c.Index)
-	return m.mode[c.Index]
+	m.asked = append(m.asked, e.Index)
+	return m.mode[e.Index]
 }
 
 func (m *modes) set(i int, mode tool.Mode) {

@@ -26,7 +26,7 @@ func (r *run) schedule(ctx context.Context) {
 			c := &r.slots[next]
 			if !exclusive {
 				r.prepare(next)
-				exclusive = r.s.modeOf(ctx, &c.exec.Call) == tool.ModeExclusive
+				exclusive = r.s.modeOf(ctx, &c.exec) == tool.ModeExclusive
 			}
 			if exclusive && running > 0 {
 				break

@@ -143,14 +143,14 @@ func runRandomised(t *testing.T, p batchPlan, commitDelay time.Duration) {
 	for i, c := range p.calls {
 		table[i] = c.mode
 	}
-	moder := scheduler.ModerFunc(func(_ context.Context, c *tool.Call) tool.Mode {
-		if p.cancelWhere == cancelInMode && c.Index == p.cancelAt {
+	moder := scheduler.ModerFunc(func(_ context.Context, e *tool.Exec) tool.Mode {
+		if p.cancelWhere == cancelInMode && e.Index == p.cancelAt {
 			fire()
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		used[c.Index] = table[c.Index]
-		return table[c.Index]
+		used[e.Index] = table[e.Index]
+		return table[e.Index]
 	})
 
 	var tr tracker

@@ -122,18 +122,18 @@ func (s *Scheduler) runCall(ctx context.Context, e *tool.Exec) (res tool.Result)
 // maxLoggedID bounds a model-chosen call id in a log line.
 const maxLoggedID = 128
 
-// modeOf reads call c's mode. A panicking Moder makes the call exclusive, the mode that
+// modeOf reads call e's mode. A panicking Moder makes the call exclusive, the mode that
 // is safe for any tool.
-func (s *Scheduler) modeOf(ctx context.Context, c *tool.Call) (m tool.Mode) {
+func (s *Scheduler) modeOf(ctx context.Context, e *tool.Exec) (m tool.Mode) {
 	defer func() {
 		if p := recover(); p != nil {
 			s.logger.Error("tool mode lookup panicked",
-				zap.String("session_id", c.SessionID), zap.String("batch_id", c.BatchID),
-				zap.String("call_id", textcut.Ellipsis(c.CallID, maxLoggedID)), zap.String("tool", tool.NamedInResult(c.Name)),
+				zap.String("session_id", e.SessionID), zap.String("batch_id", e.BatchID),
+				zap.String("call_id", textcut.Ellipsis(e.CallID, maxLoggedID)), zap.String("tool", tool.NamedInResult(e.Name)),
 				zap.Any("panic", p), zap.Stack("stack"))
 			s.obs.Panicked()
 			m = tool.ModeExclusive
 		}
 	}()
-	return s.mode.Mode(ctx, c)
+	return s.mode.Mode(ctx, e)
 }

@@ -70,15 +70,17 @@ func (f RunnerFunc) Run(ctx context.Context, e *tool.Exec) tool.Result { return 
 
 // Moder tells the concurrency mode of a call. It is asked just before the call would
 // start, so a registry change during a batch is honoured by the calls not yet started.
+// It is given the Exec the [Runner] then runs, and may pin it (see [tool.Exec].Pin) to
+// what it decided the mode under; a single-call batch asks no mode.
 type Moder interface {
-	Mode(ctx context.Context, c *tool.Call) tool.Mode
+	Mode(ctx context.Context, e *tool.Exec) tool.Mode
 }
 
 // ModerFunc adapts a function to [Moder].
-type ModerFunc func(ctx context.Context, c *tool.Call) tool.Mode
+type ModerFunc func(ctx context.Context, e *tool.Exec) tool.Mode
 
 // Mode calls f.
-func (f ModerFunc) Mode(ctx context.Context, c *tool.Call) tool.Mode { return f(ctx, c) }
+func (f ModerFunc) Mode(ctx context.Context, e *tool.Exec) tool.Mode { return f(ctx, e) }
 
 // Log is the part of the session log a batch writes. Every method is durable on return
 // and is called with a context that is never cancelled by the batch's cancellation, so a
@@ -137,7 +139,7 @@ func New(run Runner, mode Moder, log Log, opts ...Option) *Scheduler {
 		panic("scheduler: New needs a Runner and a Log")
 	}
 	if mode == nil {
-		mode = ModerFunc(func(context.Context, *tool.Call) tool.Mode { return tool.ModeParallel })
+		mode = ModerFunc(func(context.Context, *tool.Exec) tool.Mode { return tool.ModeParallel })
 	}
 	o := defaultOptions()
 	for _, opt := range opts {

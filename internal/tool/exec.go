@@ -26,6 +26,11 @@ type Exec struct {
 	Approver Approver
 	// Progress forwards provider progress for this call; nil drops it.
 	Progress func(Progress)
+	// Pin is opaque to all but the pipeline: the policy generation that gave the call
+	// its mode, under which the call then runs, so that a reload between the two cannot
+	// give it its mode under one policy and its decision under another. Nil until the
+	// mode is read (a lone call's never is); the call then runs under the current one.
+	Pin any
 }
 
 // ApprovalRequest asks the agent loop to approve one call.
