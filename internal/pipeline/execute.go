@@ -37,15 +37,18 @@ var errTimedOut = fmt.Errorf("tool timed out: %w", context.DeadlineExceeded)
 // timeout bounds the whole dispatch, retries included. On expiry the provider call's
 // context is cancelled (the Dispatcher forwards it) and a failed or cancelled result
 // becomes TOOL_TIMEOUT, even when the call's context ends while the provider is still
-// stopping: the timeout came first. A success that raced the deadline is kept.
+// stopping: the timeout came first. A success that raced the deadline is kept. A
+// failure at the caller's own, earlier deadline is not the tool's timeout.
 func (s *snapshot) timeout(ctx context.Context, e *tool.Exec, t Tool, next Handler) tool.Result {
 	d := s.timeoutFor(stateOf(ctx), t)
+	deadline := s.p.opts.now().Add(d)
 	tctx, cancel := context.WithTimeoutCause(ctx, d, errTimedOut)
 	defer cancel()
 	r := next(tctx, e, t)
 	// A provider that honours the deadline it was sent fails at the same instant the
-	// timer fires, so a failure at or past the deadline is the timeout's too.
-	deadline, _ := tctx.Deadline()
+	// timer fires, so a failure at or past the deadline is the timeout's too. That is
+	// the timeout's own deadline: tctx's is the caller's when the caller's comes first,
+	// and a failure there, before the caller's context has noticed, is not a timeout.
 	if r.IsError && (errors.Is(context.Cause(tctx), errTimedOut) ||
 		ctx.Err() == nil && (tctx.Err() != nil || !s.p.opts.now().Before(deadline))) {
 		return timedOut(e, r, d)

@@ -369,3 +369,26 @@ func TestTimeoutBeforeCancelStaysTimeout(t *testing.T) {
 		t.Errorf("Run() = %+v, want TOOL_TIMEOUT", r.Err)
 	}
 }
+
+// TestCallerDeadlineIsNotTheToolsTimeout: a failure that comes at the caller's deadline,
+// before the tool's own timeout and before the caller's context has noticed its
+// deadline, is the provider's failure, not TOOL_TIMEOUT: the dispatch context's deadline
+// is the caller's there, and the tool's timeout has not passed.
+func TestCallerDeadlineIsNotTheToolsTimeout(t *testing.T) {
+	start := time.Now()
+	ctx, cancel := context.WithDeadline(t.Context(), start.Add(time.Hour))
+	defer cancel()
+	clock := &fakeClock{now: start}
+	disp := &dispatcher{fn: func(context.Context, int, pipeline.Tool, *tool.Exec) tool.Result {
+		clock.Advance(2 * time.Hour) // past the caller's deadline, before the tool's timeout
+		return tool.Failure(tool.CodeToolError, "deadline exceeded")
+	}}
+	p := pipeline.New(staticResolver(newTool("sleep")), disp, pipeline.WithClock(clock.Now),
+		pipeline.WithConfig(pipeline.Config{DefaultTimeout: 3 * time.Hour}))
+	e := newExec("sleep", `{}`)
+	r := p.Run(ctx, e)
+	checkShape(t, e, r)
+	if r.Code() != tool.CodeToolError {
+		t.Errorf("Run() = %+v, want the provider's TOOL_ERROR: the 3h timeout has not passed", r.Err)
+	}
+}
