@@ -19,6 +19,12 @@
 // under DownCores and DownQueued. A raise soon after a lowering doubles the run the
 // next lowering needs (up to 64 times), so a load that one P cannot quite carry does
 // not make it flap; a change stops the world for a moment.
+//
+// The maximum is, unless [Options.Max] says otherwise, the runtime's default, which Go
+// (1.25 on) keeps updating as the process's CPU limit, affinity or CPU count changes. Any
+// call of [runtime.GOMAXPROCS] turns those updates off for good, so the controller lowers
+// with it but raises with [runtime.SetDefaultGOMAXPROCS], which takes the default as it
+// is then and turns the updates back on; at the maximum it follows what the runtime sets.
 package procs
 
 import (
@@ -51,8 +57,9 @@ const (
 
 // Options tune a [Controller]; zero values take the defaults.
 type Options struct {
-	// Max is GOMAXPROCS when busy; 0 means the value GOMAXPROCS has when the
-	// controller is made (Go's default: the CPUs the process may use).
+	// Max is GOMAXPROCS when busy; 0 means the runtime's default (the CPUs the process
+	// may use, its cgroup CPU limit included), followed as the runtime updates it. That
+	// default ignores a GOMAXPROCS variable: with one set, do not run the controller.
 	Max int
 	// Window is the sampling period.
 	Window time.Duration
@@ -75,11 +82,13 @@ type sample struct {
 type Controller struct {
 	opts Options
 	read func() (sample, bool) // false: the CPU time cannot be read here
-	set  func(int)
+	set  func(n int) int       // sets GOMAXPROCS to n (0: the maximum) and returns it
+	max  func() int            // the maximum, read while GOMAXPROCS is there
 	log  *zap.Logger
 
 	// Owned by the goroutine running the controller.
-	procs      int       // the current GOMAXPROCS, as this controller set it
+	procs      int       // the current GOMAXPROCS: one while low, else the maximum
+	low        bool      // this controller lowered GOMAXPROCS to one
 	calmNeeded int       // windows the next lowering averages over
 	n          int       // windows in the current run at the maximum
 	sumCores   float64   // their CPU
@@ -94,9 +103,7 @@ type Controller struct {
 // (nil: none): toolsd_runtime_procs, the current GOMAXPROCS, and
 // toolsd_runtime_procs_changes_total.
 func New(opts Options, reg prometheus.Registerer, log *zap.Logger) *Controller {
-	if opts.Max <= 0 {
-		opts.Max = runtime.GOMAXPROCS(0)
-	}
+	opts.Max = max(opts.Max, 0)
 	if opts.Window <= 0 {
 		opts.Window = DefaultWindow
 	}
@@ -114,9 +121,10 @@ func New(opts Options, reg prometheus.Registerer, log *zap.Logger) *Controller {
 	if log == nil {
 		log = zap.NewNop()
 	}
+	set, maxProcs := runtimeProcs(opts.Max)
 	c := &Controller{
-		opts: opts, read: readRuntime(), set: func(n int) { runtime.GOMAXPROCS(n) }, log: log,
-		procs: opts.Max, calmNeeded: opts.Calm,
+		opts: opts, read: readRuntime(), set: set, max: maxProcs, log: log,
+		procs: maxProcs(), calmNeeded: opts.Calm,
 		gauge: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "toolsd", Subsystem: "runtime", Name: "procs",
 			Help: "GOMAXPROCS as the adaptive controller set it (runtime.adaptive_procs): 1 while one P is enough, all CPUs when busy.",
@@ -126,11 +134,33 @@ func New(opts Options, reg prometheus.Registerer, log *zap.Logger) *Controller {
 			Help: "Changes of GOMAXPROCS by the adaptive controller.",
 		}),
 	}
-	c.gauge.Set(float64(opts.Max))
+	c.gauge.Set(float64(c.procs))
 	if reg != nil {
 		reg.MustRegister(c.gauge, c.changes)
 	}
 	return c
+}
+
+// runtimeProcs returns the setter of GOMAXPROCS for the maximum maxProcs (0: the
+// runtime's default), and the reader of the maximum while GOMAXPROCS is there.
+func runtimeProcs(maxProcs int) (set func(int) int, read func() int) {
+	toMax := func() { runtime.GOMAXPROCS(maxProcs) }
+	read = func() int { return maxProcs }
+	if maxProcs == 0 {
+		// runtime.GOMAXPROCS(n) would pin the default it had when the controller was
+		// made, and keep the runtime from following the CPU limit.
+		toMax = runtime.SetDefaultGOMAXPROCS
+		read = func() int { return runtime.GOMAXPROCS(0) }
+	}
+	set = func(n int) int {
+		if n == 0 {
+			toMax()
+		} else {
+			runtime.GOMAXPROCS(n)
+		}
+		return runtime.GOMAXPROCS(0)
+	}
+	return set, read
 }
 
 // readRuntime returns the reader of the process's CPU time and the runtime's
@@ -168,7 +198,7 @@ func (c *Controller) Run(ctx context.Context) {
 }
 
 func (c *Controller) run(ctx context.Context, tick <-chan time.Time, now func() time.Time) {
-	if c.opts.Max <= 1 {
+	if c.follow(); c.procs <= 1 {
 		return
 	}
 	w, ok := c.start(now())
@@ -176,7 +206,7 @@ func (c *Controller) run(ctx context.Context, tick <-chan time.Time, now func() 
 		c.log.Info("adaptive GOMAXPROCS off: the process's CPU time cannot be read here")
 		return
 	}
-	defer func() { c.apply(c.opts.Max, now()) }()
+	defer func() { c.apply(false, now()) }()
 	for {
 		select {
 		case <-ctx.Done():
@@ -211,47 +241,65 @@ func (c *Controller) sample(w *window, wall time.Time) {
 		queued = float64(s.delayed-w.at.delayed) / float64(n)
 	}
 	*w = window{s, wall}
+	c.follow()
 	c.apply(c.decide(cores, queued), wall)
 }
 
-// decide returns GOMAXPROCS for the next window, given the CPU the last one used (in
-// cores) and the share of its scheduled goroutines that were queued.
-func (c *Controller) decide(cores, queued float64) int {
-	if c.procs < c.opts.Max {
-		if cores > c.opts.UpCores || queued > c.opts.UpQueued {
-			return c.opts.Max
-		}
-		return c.procs
+// follow reads the maximum while GOMAXPROCS is there: the runtime may have updated its
+// default.
+func (c *Controller) follow() {
+	if c.low {
+		return
+	}
+	if n := c.max(); n != c.procs {
+		c.log.Debug("GOMAXPROCS changed by the runtime", zap.Int("from", c.procs), zap.Int("to", n))
+		c.procs = n
+		c.gauge.Set(float64(n))
+	}
+}
+
+// decide returns whether GOMAXPROCS is to be one for the next window, given the CPU
+// the last one used (in cores) and the share of its scheduled goroutines that were
+// queued.
+func (c *Controller) decide(cores, queued float64) (low bool) {
+	if c.low {
+		return cores <= c.opts.UpCores && queued <= c.opts.UpQueued
+	}
+	if c.procs <= 1 {
+		return false // the maximum is one P: nothing to lower
 	}
 	c.n++
 	c.sumCores += cores
 	c.sumQueued += queued
 	if c.n < c.calmNeeded {
-		return c.procs
+		return false
 	}
 	calm := c.sumCores/float64(c.n) < c.opts.DownCores && c.sumQueued/float64(c.n) < c.opts.DownQueued
 	c.n, c.sumCores, c.sumQueued = 0, 0, 0
-	if calm {
-		return 1
-	}
-	return c.procs
+	return calm
 }
 
-// apply sets GOMAXPROCS to n at wall if it differs.
-func (c *Controller) apply(n int, wall time.Time) {
-	if n == c.procs {
+// apply lowers GOMAXPROCS to one (low) or raises it to the maximum at wall, unless it
+// is there already.
+func (c *Controller) apply(low bool, wall time.Time) {
+	if low == c.low {
 		return
 	}
 	switch {
-	case n < c.procs:
+	case low:
 		c.lowered = wall
 	case wall.Sub(c.lowered) < bounceWithin:
 		c.calmNeeded = min(2*c.calmNeeded, maxCalmFactor*c.opts.Calm) // one P was not enough
 	default:
 		c.calmNeeded = c.opts.Calm
 	}
-	c.set(n)
+	n := 1
+	if !low {
+		n = 0
+	}
+	n = c.set(n)
 	c.log.Debug("GOMAXPROCS changed", zap.Int("from", c.procs), zap.Int("to", n), zap.Int("next_calm_windows", c.calmNeeded))
+	c.low = low
 	c.procs = n
 	c.gauge.Set(float64(n))
 	c.changes.Inc()

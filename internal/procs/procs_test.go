@@ -2,6 +2,7 @@ package procs
 
 import (
 	"context"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -17,7 +18,8 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // fake drives a controller window by window.
 type fake struct {
 	c    *Controller
-	set  []int
+	set  []int // GOMAXPROCS set, in order
+	max  int   // the maximum: Options.Max, or the runtime's default as it stands
 	now  sample
 	wall time.Time
 }
@@ -25,10 +27,19 @@ type fake struct {
 func newFake(t *testing.T, opts Options) (*fake, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	f := &fake{wall: time.Unix(1000, 0)}
+	f := &fake{wall: time.Unix(1000, 0), max: opts.Max}
 	f.c = New(opts, reg, nil)
 	f.c.read = func() (sample, bool) { return f.now, true }
-	f.c.set = func(n int) { f.set = append(f.set, n) }
+	f.c.set = func(n int) int {
+		if n == 0 {
+			n = f.max
+		}
+		f.set = append(f.set, n)
+		return n
+	}
+	f.c.max = func() int { return f.max }
+	f.c.procs = f.max
+	f.c.gauge.Set(float64(f.max))
 	return f, reg
 }
 
@@ -46,7 +57,7 @@ func (f *fake) run(t *testing.T, loads ...load) {
 	for _, l := range loads {
 		f.step(&w, l)
 	}
-	f.c.apply(f.c.opts.Max, f.wall)
+	f.c.apply(false, f.wall)
 }
 
 func (f *fake) step(w *window, l load) {
@@ -128,6 +139,58 @@ func TestControllerBackoffIsBoundedAndResets(t *testing.T) {
 	f.step(&w, load{2, 0})
 	if f.c.procs != 2 || f.c.calmNeeded != 2 {
 		t.Errorf("a raise a minute after lowering: procs %d, calm run %d; want 2 and the base 2", f.c.procs, f.c.calmNeeded)
+	}
+}
+
+// TestControllerFollowsTheRuntimesDefault: with no Max, the maximum is the runtime's
+// default GOMAXPROCS, which Go updates as the process's CPU limit changes. A raise goes
+// to the default as it is then, not as it was when the controller was made, and at the
+// maximum the controller goes along with the runtime's updates.
+func TestControllerFollowsTheRuntimesDefault(t *testing.T) {
+	f, _ := newFake(t, Options{Window: 10 * time.Millisecond, Calm: 3})
+	f.max = 4
+	w, _ := f.c.start(f.wall)
+	for range 3 {
+		f.step(&w, load{0.05, 0})
+	}
+	f.max = 6 // the CPU limit went up while at one P
+	f.step(&w, load{1.5, 0.3})
+	if got := testutil.ToFloat64(f.c.gauge); !slices.Equal(f.set, []int{1, 6}) || got != 6 {
+		t.Fatalf("GOMAXPROCS set to %v, procs %v; want [1 6] and 6: raised to the default of the moment", f.set, got)
+	}
+	f.max = 3 // the runtime updated GOMAXPROCS at the maximum: the CPU limit went down
+	f.step(&w, load{1.5, 0.3})
+	if got := testutil.ToFloat64(f.c.gauge); got != 3 || f.c.procs != 3 {
+		t.Errorf("procs %v (controller %d) after the runtime set 3, want 3", got, f.c.procs)
+	}
+	f.max = 1 // one CPU left: there is nothing to lower
+	for range 6 {
+		f.step(&w, load{0.05, 0})
+	}
+	f.c.apply(false, f.wall)
+	if !slices.Equal(f.set, []int{1, 6}) {
+		t.Errorf("GOMAXPROCS set to %v, want [1 6]: left to the runtime at one CPU", f.set)
+	}
+}
+
+// TestRuntimeProcs: without a Max the controller raises to the runtime's default, and
+// with one to Max; it lowers to one either way.
+func TestRuntimeProcs(t *testing.T) {
+	was := runtime.GOMAXPROCS(0)
+	t.Cleanup(func() { runtime.GOMAXPROCS(was) })
+	runtime.SetDefaultGOMAXPROCS() // go test -cpu pins another value
+	def := runtime.GOMAXPROCS(0)
+	for name, tc := range map[string]struct{ max, want int }{
+		"default": {0, def},
+		"Max":     {def + 1, def + 1},
+	} {
+		set, read := runtimeProcs(tc.max)
+		if got := set(1); got != 1 || runtime.GOMAXPROCS(0) != 1 {
+			t.Errorf("%s: set(1) = %d, GOMAXPROCS %d; want 1", name, got, runtime.GOMAXPROCS(0))
+		}
+		if got := set(0); got != tc.want || read() != tc.want || runtime.GOMAXPROCS(0) != tc.want {
+			t.Errorf("%s: set(0) = %d, max %d, GOMAXPROCS %d; want %d", name, got, read(), runtime.GOMAXPROCS(0), tc.want)
+		}
 	}
 }
 
