@@ -48,7 +48,8 @@ const (
 	DefaultDownQueued = 0.02
 	DefaultCalm       = 40 // a second of 25 ms windows
 
-	// QueuedDelay is the scheduling delay from which a goroutine counts as queued.
+	// QueuedDelay is the scheduling delay from which a goroutine counts as queued,
+	// rounded up to a bucket boundary of the runtime's histogram (229 µs in Go 1.26's).
 	QueuedDelay = 200 * time.Microsecond
 
 	maxCalmFactor = 64
@@ -177,15 +178,23 @@ func readRuntime() func() (sample, bool) {
 		if ms[0].Value.Kind() != metrics.KindFloat64Histogram {
 			return s, true
 		}
-		h := ms[0].Value.Float64Histogram()
-		for i, n := range h.Counts {
-			s.sched += n
-			if h.Buckets[i] >= QueuedDelay.Seconds() { // the bucket's lower bound
-				s.delayed += n
-			}
-		}
+		s.sched, s.delayed = countQueued(ms[0].Value.Float64Histogram())
 		return s, true
 	}
+}
+
+// countQueued returns the goroutines the scheduling latency histogram h counts, and of
+// those, the ones in buckets from QueuedDelay up: QueuedDelay is rounded up to the next
+// bucket boundary (Buckets[i] is bucket i's lower bound, the first -Inf, the last
+// bucket's upper bound +Inf).
+func countQueued(h *metrics.Float64Histogram) (sched, delayed uint64) {
+	for i, n := range h.Counts {
+		sched += n
+		if h.Buckets[i] >= QueuedDelay.Seconds() {
+			delayed += n
+		}
+	}
+	return sched, delayed
 }
 
 // Run adapts GOMAXPROCS every window until ctx ends, then restores the maximum (a

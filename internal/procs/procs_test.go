@@ -2,7 +2,9 @@ package procs
 
 import (
 	"context"
+	"math"
 	"runtime"
+	"runtime/metrics"
 	"slices"
 	"sync"
 	"testing"
@@ -91,6 +93,7 @@ func TestControllerFollowsTheLoad(t *testing.T) {
 		"too few windows to lower":           {repeat(2, quiet), nil},
 		"a run averaging busy stays":         {[]load{quiet, quiet, {2.5, 0}}, nil},
 		"a run averaging queued stays":       {[]load{quiet, quiet, {0.1, 0.2}}, nil},
+		"a busy window in a calm run lowers": {[]load{{1.5, 0.03}, quiet, quiet}, []int{1, 4}},
 		"the next run is judged on its own":  {append([]load{quiet, quiet, {2.5, 0}}, repeat(3, quiet)...), []int{1, 4}},
 		"CPU at one P raises":                {append(repeat(3, quiet), load{0.95, 0}), []int{1, 4}},
 		"queueing at one P raises":           {append(repeat(3, quiet), queued, quiet), []int{1, 4}},
@@ -113,6 +116,75 @@ func TestControllerFollowsTheLoad(t *testing.T) {
 				t.Errorf("registered %d series (%v), want 2", n, err)
 			}
 		})
+	}
+}
+
+// TestControllerDefaults pins the defaults the README states: at one P a window over
+// 0.9 of a core or 5 % queued raises; at the maximum 40 windows averaging under 0.75 of
+// a core and 2 % queued lower.
+func TestControllerDefaults(t *testing.T) {
+	calm := load{0.05, 0}
+	for name, tc := range map[string]struct {
+		loads []load
+		want  []int // GOMAXPROCS set, in order, with no restore at the end
+	}{
+		"39 calm windows stay":       {repeat(39, calm), nil},
+		"40 calm windows lower":      {repeat(40, calm), []int{1}},
+		"averaging 0.74 cores lower": {repeat(40, load{0.74, 0}), []int{1}},
+		"averaging 0.76 cores stay":  {repeat(40, load{0.76, 0}), nil},
+		"averaging 1.9 % lower":      {repeat(40, load{0.05, 0.019}), []int{1}},
+		"averaging 2.1 % stay":       {repeat(40, load{0.05, 0.021}), nil},
+		"0.89 cores at one P stay":   {append(repeat(40, calm), load{0.89, 0}), []int{1}},
+		"0.91 cores at one P raise":  {append(repeat(40, calm), load{0.91, 0}), []int{1, 2}},
+		"4.9 % at one P stays":       {append(repeat(40, calm), load{0.05, 0.049}), []int{1}},
+		"5.1 % at one P raises":      {append(repeat(40, calm), load{0.05, 0.051}), []int{1, 2}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f, _ := newFake(t, Options{Max: 2})
+			w, _ := f.c.start(f.wall)
+			for _, l := range tc.loads {
+				f.step(&w, l)
+			}
+			if !slices.Equal(f.set, tc.want) {
+				t.Errorf("GOMAXPROCS set to %v, want %v", f.set, tc.want)
+			}
+		})
+	}
+}
+
+// TestControllerFoldsAnEmptyWindow: a window that took no wall time (a clock reading
+// no later than the window's start) decides nothing, and its CPU counts in the next.
+func TestControllerFoldsAnEmptyWindow(t *testing.T) {
+	f, _ := newFake(t, Options{Max: 2, Window: 10 * time.Millisecond, Calm: 1})
+	w, _ := f.c.start(f.wall)
+	f.step(&w, load{0, 0}) // calm: down to one P
+	for _, back := range []time.Duration{0, time.Second} {
+		f.now.cpu += 5 * time.Millisecond
+		f.c.sample(&w, f.wall.Add(-back))
+	}
+	if !slices.Equal(f.set, []int{1}) {
+		t.Fatalf("GOMAXPROCS set to %v after windows of no wall time, want [1]", f.set)
+	}
+	f.step(&w, load{0, 0}) // 10 ms of CPU over 10 ms
+	if !slices.Equal(f.set, []int{1, 2}) {
+		t.Errorf("GOMAXPROCS set to %v, want [1 2]: the empty windows' CPU counts in the next", f.set)
+	}
+}
+
+// TestCountQueued: goroutines count as queued from the first bucket whose lower bound
+// is QueuedDelay or more, the overflow bucket included; a bucket QueuedDelay falls in
+// does not count.
+func TestCountQueued(t *testing.T) {
+	q := QueuedDelay.Seconds()
+	counts := []uint64{1, 10, 100, 1000, 10000, 100000, 1000000}
+	for name, buckets := range map[string][]float64{
+		"a boundary at QueuedDelay":   {math.Inf(-1), 0, q / 2, q * 0.99, q, q * 2, 1, math.Inf(1)},
+		"QueuedDelay inside a bucket": {math.Inf(-1), 0, q / 2, q * 0.9, q * 1.1, q * 2, 1, math.Inf(1)},
+	} {
+		sched, delayed := countQueued(&metrics.Float64Histogram{Buckets: buckets, Counts: counts})
+		if sched != 1111111 || delayed != 1110000 {
+			t.Errorf("%s: countQueued = (%d, %d), want (1111111, 1110000)", name, sched, delayed)
+		}
 	}
 }
 
