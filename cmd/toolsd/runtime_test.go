@@ -1,14 +1,19 @@
 package main
 
 import (
+	"context"
 	"math"
 	"os"
+	"runtime"
 	"runtime/debug"
+	"strconv"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/toolsd/toolsd/internal/config"
+	"github.com/toolsd/toolsd/internal/procs"
 )
 
 // keepRuntime restores the collector settings a test changes.
@@ -88,5 +93,66 @@ func TestApplyRuntimeEmptyEnvironment(t *testing.T) {
 	gc, limit := applyRuntime(config.Runtime{GCPercent: 250, MemoryLimit: 1 << 30}, zap.NewNop())
 	if gc != 250 || limit != 1<<30 {
 		t.Fatalf("applyRuntime with GOGC and GOMEMLIMIT empty = (%d, %d), want (250, %d)", gc, limit, 1<<30)
+	}
+}
+
+// TestAdaptProcs runs the controller as main does: it changes GOMAXPROCS while ctx
+// lasts, and the returned wait ends once GOMAXPROCS is back at the runtime's default.
+// adaptive_procs: false or a GOMAXPROCS variable keeps it from running: the wait
+// returns while ctx lasts.
+func TestAdaptProcs(t *testing.T) {
+	was := runtime.GOMAXPROCS(0)
+	t.Cleanup(func() { runtime.GOMAXPROCS(was) })
+	runtime.SetDefaultGOMAXPROCS() // go test pins GOMAXPROCS (-cpu)
+	def := runtime.GOMAXPROCS(0)
+	if def < 2 {
+		t.Skip("one CPU: the controller has nothing to lower")
+	}
+	// Every window is calm and none is busy: the first window lowers, and nothing raises.
+	calm := procs.Options{Window: time.Millisecond, Calm: 1, UpCores: 1e9, UpQueued: 2, DownCores: 1e9, DownQueued: 2}
+
+	t.Run("on", func(t *testing.T) {
+		unsetenv(t, "GOMAXPROCS")
+		ctx, cancel := context.WithCancel(t.Context())
+		wait := adaptProcs(ctx, config.Runtime{AdaptiveProcs: true}, procs.New(calm, nil, nil), zap.NewNop())
+		waitFor(t, "GOMAXPROCS 1", func() bool { return runtime.GOMAXPROCS(0) == 1 })
+		cancel()
+		wait()
+		if got := runtime.GOMAXPROCS(0); got != def {
+			t.Errorf("GOMAXPROCS after the wait = %d, want %d (the default, restored)", got, def)
+		}
+	})
+	for name, tc := range map[string]struct {
+		on  bool
+		env string
+	}{
+		"adaptive_procs false": {false, ""},
+		"GOMAXPROCS set":       {true, strconv.Itoa(def)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if tc.env == "" {
+				unsetenv(t, "GOMAXPROCS")
+			} else {
+				t.Setenv("GOMAXPROCS", tc.env)
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			wait := adaptProcs(ctx, config.Runtime{AdaptiveProcs: tc.on}, procs.New(calm, nil, nil), zap.NewNop())
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				wait()
+			}()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second): // a safety net: the wait is immediate
+				cancel()
+				<-done
+				t.Fatal("the wait lasted as long as ctx: the controller ran")
+			}
+			if got := runtime.GOMAXPROCS(0); got != def {
+				t.Errorf("GOMAXPROCS = %d, want %d (left alone)", got, def)
+			}
+		})
 	}
 }
