@@ -4,6 +4,8 @@
 // reconnects with backoff whenever the stream ends, until SIGINT or SIGTERM.
 //
 //	node provider.mjs --addr 127.0.0.1:50151
+import { realpathSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { providerClient } from './toolsd.mjs';
@@ -19,8 +21,9 @@ const { values: flags } = parseArgs({
 // The tools: a definition as toolsd registers it, and a body that gets the parsed
 // arguments plus the call's AbortSignal and progress reporter, and returns the
 // model-facing text (throwing fails the call with TOOL_ERROR). toolsd has validated the
-// arguments against parametersJson before a call gets here.
-const tools = {
+// arguments against parametersJson before a call gets here. A module that imports this
+// one may add tools before it calls main (the test does: testdata/provider.mjs).
+export const tools = {
   shout: {
     definition: {
       name: 'shout',
@@ -119,8 +122,8 @@ async function serve(client, onWelcome) {
   }
 }
 
-// execute runs one call and answers it, whatever happens: with the tool's text, its
-// failure, or cancelled: true when it stopped because toolsd cancelled it.
+// execute runs one call and answers it, whatever happens: with the tool's text or its
+// failure, marked cancelled: true when it stopped because toolsd cancelled it.
 async function execute(req, running, send, maxResultBytes) {
   const call = new AbortController();
   running.set(req.requestId, call);
@@ -130,9 +133,13 @@ async function execute(req, running, send, maxResultBytes) {
     const text = await tools[req.tool].run(JSON.parse(req.argumentsJson), { signal: call.signal, progress });
     result = { content: Buffer.from(text) }; // a success after a cancel still counts as ABORTED
   } catch (err) {
-    result = call.signal.aborted
-      ? { cancelled: true } // toolsd records ABORTED (TOOL_TIMEOUT if its deadline ended it)
-      : { isError: true, errorMessage: Buffer.from(String(err?.message ?? err)) };
+    // A failure is always sent as one, with a message. It is cancelled only when the tool
+    // gave back the cancellation it was given (an AbortError, or the abort's reason):
+    // toolsd records ABORTED then (TOOL_TIMEOUT if its deadline ended it). A failure of
+    // the tool's own after the cancel is kept as TOOL_ERROR.
+    const stopped = call.signal.aborted && (err?.name === 'AbortError' || err === call.signal.reason);
+    const message = String(err?.message ?? err) || (stopped ? 'cancelled' : 'the tool failed');
+    result = { isError: true, errorMessage: Buffer.from(message), cancelled: stopped };
   } finally {
     running.delete(req.requestId);
   }
@@ -142,23 +149,28 @@ async function execute(req, running, send, maxResultBytes) {
   send({ result: { requestId: req.requestId, ...result } });
 }
 
-for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => stop.abort());
-
-// Reconnect until stopped: 100 ms doubling up to 5 s with jitter, reset by each welcome.
-const client = providerClient(flags.addr);
-let backoff = 100;
-while (!stop.signal.aborted) {
-  try {
-    await serve(client, () => (backoff = 100));
-    log('stream ended');
-  } catch (err) {
-    if (!stop.signal.aborted) log(`stream ended: ${err.details || err.message}`);
+// main reconnects until SIGINT or SIGTERM: 100 ms doubling up to 5 s with jitter, reset
+// by each welcome.
+export async function main() {
+  for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => stop.abort());
+  const client = providerClient(flags.addr);
+  let backoff = 100;
+  while (!stop.signal.aborted) {
+    try {
+      await serve(client, () => (backoff = 100));
+      log('stream ended');
+    } catch (err) {
+      if (!stop.signal.aborted) log(`stream ended: ${err.details || err.message}`);
+    }
+    if (stop.signal.aborted) break;
+    const delay = Math.round(backoff / 2 + (Math.random() * backoff) / 2);
+    log(`reconnecting in ${delay} ms`);
+    await sleep(delay, undefined, { signal: stop.signal }).catch(() => {});
+    backoff = Math.min(backoff * 2, 5000);
   }
-  if (stop.signal.aborted) break;
-  const delay = Math.round(backoff / 2 + (Math.random() * backoff) / 2);
-  log(`reconnecting in ${delay} ms`);
-  await sleep(delay, undefined, { signal: stop.signal }).catch(() => {});
-  backoff = Math.min(backoff * 2, 5000);
+  client.close();
+  log('stopped');
 }
-client.close();
-log('stopped');
+
+// Run as a script (node provider.mjs), not when imported.
+if (process.argv[1] && realpathSync(process.argv[1]) === fileURLToPath(import.meta.url)) await main();

@@ -1,0 +1,161 @@
+package node_test
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+)
+
+// The tests here run testdata/provider.mjs (provider.mjs with tools only they need)
+// against a fake toolsd that they drive message by message, to see exactly what
+// provider.mjs sends in cases toolsd cannot be made to produce, or does not show.
+
+// TestNodeProviderAnswersCancelledCalls: a call that stops because toolsd cancelled it
+// is answered cancelled and as a failure with a message (so that, were the cancel not
+// toolsd's, it could not read as an empty success); a tool that fails on its own after
+// the cancel is answered with its failure, not as cancelled.
+func TestNodeProviderAnswersCancelledCalls(t *testing.T) {
+	node, npm := requireNode(t)
+	installDeps(t, npm)
+	fake := startFakeToolsd(t)
+	startNode(t, node, "testdata/provider.mjs", "--addr", fake.addr)
+	s := fake.accept(t)
+	s.welcome(t, 1<<20)
+
+	s.send(t, execute(1, "wait", `{"ms": 50000}`))
+	s.send(t, execute(2, "fail_on_cancel", `{}`))
+	for _, id := range []uint64{1, 2} {
+		s.next(t, func(m *toolsdv1.ProviderServiceConnectRequest) bool { return m.GetProgress().GetRequestId() == id })
+		s.send(t, &toolsdv1.ProviderServiceConnectResponse{Msg: &toolsdv1.ProviderServiceConnectResponse_Cancel{
+			Cancel: &toolsdv1.CancelExecution{RequestId: id, Reason: "test"},
+		}})
+	}
+	results := make(map[uint64]*toolsdv1.ExecuteResult)
+	for len(results) < 2 {
+		r := s.next(t, func(m *toolsdv1.ProviderServiceConnectRequest) bool { return m.GetResult() != nil }).GetResult()
+		results[r.GetRequestId()] = r
+	}
+	if r := results[1]; !r.GetCancelled() || !r.GetIsError() || len(r.GetErrorMessage()) == 0 {
+		t.Errorf("result of the cancelled wait = %v, want cancelled, is_error and an error_message", r)
+	}
+	if r := results[2]; r.GetCancelled() || !r.GetIsError() || string(r.GetErrorMessage()) != "cleanup failed after the cancel" {
+		t.Errorf("result of fail_on_cancel = %v, want is_error with its own message and not cancelled", r)
+	}
+}
+
+// fakeToolsd is a ProviderService whose streams the test drives: accept hands it each
+// stream that opens.
+type fakeToolsd struct {
+	toolsdv1.UnimplementedProviderServiceServer
+	addr    string
+	streams chan *fakeStream
+}
+
+// fakeStream is one Connect stream of a fakeToolsd. The test sends on it; its messages
+// from the provider arrive on msgs, which is closed when the stream ends.
+type fakeStream struct {
+	stream toolsdv1.ProviderService_ConnectServer
+	msgs   chan *toolsdv1.ProviderServiceConnectRequest
+}
+
+// startFakeToolsd serves a fakeToolsd on loopback until the test ends.
+func startFakeToolsd(tb testing.TB) *fakeToolsd {
+	tb.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	f := &fakeToolsd{addr: lis.Addr().String(), streams: make(chan *fakeStream)}
+	srv := grpc.NewServer()
+	toolsdv1.RegisterProviderServiceServer(srv, f)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(lis)
+	}()
+	tb.Cleanup(func() {
+		srv.Stop()
+		<-done
+	})
+	return f
+}
+
+func (f *fakeToolsd) Connect(stream toolsdv1.ProviderService_ConnectServer) error {
+	s := &fakeStream{stream: stream, msgs: make(chan *toolsdv1.ProviderServiceConnectRequest, 64)}
+	defer close(s.msgs)
+	select {
+	case f.streams <- s:
+	case <-stream.Context().Done():
+		return nil
+	}
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			return nil
+		}
+		select {
+		case s.msgs <- m:
+		case <-stream.Context().Done():
+			return nil
+		}
+	}
+}
+
+// accept waits up to 20 s for the next stream to open.
+func (f *fakeToolsd) accept(tb testing.TB) *fakeStream {
+	tb.Helper()
+	select {
+	case s := <-f.streams:
+		return s
+	case <-time.After(20 * time.Second):
+		tb.Fatal("the provider opened no stream within 20s")
+		return nil
+	}
+}
+
+// next returns the stream's next message that match accepts, skipping the others. It
+// waits up to 20 s.
+func (s *fakeStream) next(tb testing.TB, match func(*toolsdv1.ProviderServiceConnectRequest) bool) *toolsdv1.ProviderServiceConnectRequest {
+	tb.Helper()
+	timeout := time.NewTimer(20 * time.Second)
+	defer timeout.Stop()
+	for {
+		select {
+		case m, ok := <-s.msgs:
+			if !ok {
+				tb.Fatal("the stream ended before the message the test waits for")
+			}
+			if match(m) {
+				return m
+			}
+		case <-timeout.C:
+			tb.Fatal("no message the test waits for within 20s")
+		}
+	}
+}
+
+func (s *fakeStream) send(tb testing.TB, m *toolsdv1.ProviderServiceConnectResponse) {
+	tb.Helper()
+	if err := s.stream.Send(m); err != nil {
+		tb.Fatalf("sending %v to the provider: %v", m, err)
+	}
+}
+
+// welcome awaits the provider's hello and welcomes it with max_result_bytes maxResult.
+func (s *fakeStream) welcome(tb testing.TB, maxResult uint64) {
+	tb.Helper()
+	s.next(tb, func(m *toolsdv1.ProviderServiceConnectRequest) bool { return m.GetHello() != nil })
+	s.send(tb, &toolsdv1.ProviderServiceConnectResponse{Msg: &toolsdv1.ProviderServiceConnectResponse_Welcome{
+		Welcome: &toolsdv1.ProviderWelcome{ProviderId: "fake", MaxResultBytes: maxResult},
+	}})
+}
+
+func execute(id uint64, tool, args string) *toolsdv1.ProviderServiceConnectResponse {
+	return &toolsdv1.ProviderServiceConnectResponse{Msg: &toolsdv1.ProviderServiceConnectResponse_Execute{
+		Execute: &toolsdv1.ExecuteRequest{RequestId: id, Tool: tool, ArgumentsJson: args},
+	}}
+}

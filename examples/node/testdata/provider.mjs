@@ -1,0 +1,27 @@
+// testdata/provider.mjs is provider.mjs with tools that only the test needs added:
+// node_test.go runs it (node testdata/provider.mjs --addr ...) against a fake toolsd.
+import { main, tools } from '../provider.mjs';
+
+const object = JSON.stringify({ type: 'object' });
+
+// fail_on_cancel reports progress, waits for its cancel, then fails on its own (say, its
+// cleanup failed): a failure, not the cancellation it was given.
+tools.fail_on_cancel = {
+  definition: { name: 'fail_on_cancel', description: 'Fails once cancelled.', parametersJson: object },
+  run: async (_, { signal, progress }) => {
+    progress('running');
+    if (!signal.aborted) await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+    throw new Error('cleanup failed after the cancel');
+  },
+};
+
+// report sends its text as a progress message, then succeeds.
+tools.report = {
+  definition: { name: 'report', description: 'Reports its text as progress.', parametersJson: object },
+  run: async ({ text }, { progress }) => {
+    progress(text);
+    return 'reported';
+  },
+};
+
+await main();
