@@ -324,6 +324,33 @@ func (l *lineLog) waitFor(tb testing.TB, n int, lines ...string) {
 	}
 }
 
+// waitForPrefix waits up to 20 s until n lines starting with prefix have been printed,
+// and returns the first n.
+func (l *lineLog) waitForPrefix(tb testing.TB, n int, prefix string) []string {
+	tb.Helper()
+	timeout := time.NewTimer(20 * time.Second)
+	defer timeout.Stop()
+	for {
+		l.mu.Lock()
+		text, changed := l.buf.String(), l.changed
+		l.mu.Unlock()
+		var found []string
+		for line := range strings.Lines(text) {
+			if line, ok := strings.CutSuffix(line, "\n"); ok && strings.HasPrefix(line, prefix) {
+				found = append(found, line)
+			}
+		}
+		if len(found) >= n {
+			return found[:n]
+		}
+		select {
+		case <-changed:
+		case <-timeout.C:
+			tb.Fatalf("no %d lines starting %q within 20s; output:\n%s", n, prefix, text)
+		}
+	}
+}
+
 // missingInOrder returns the first of prefixes that no line of out starts with after the
 // line the previous prefix matched, or "" when every prefix matched in order.
 func missingInOrder(out string, prefixes []string) string {

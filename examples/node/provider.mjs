@@ -149,20 +149,25 @@ async function execute(req, running, send, maxResultBytes) {
   send({ result: { requestId: req.requestId, ...result } });
 }
 
-// main reconnects until SIGINT or SIGTERM: 100 ms doubling up to 5 s with jitter, reset
-// by each welcome.
+// main reconnects until SIGINT or SIGTERM: 100 ms doubling up to 5 s with jitter. Only a
+// welcomed stream that lasted 5 s resets the backoff, as in the Go SDK: a stream that
+// toolsd ends right after its welcome (say, for a message it cannot receive) would
+// otherwise be reopened, and end again, every 100 ms.
 export async function main() {
   for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => stop.abort());
   const client = providerClient(flags.addr);
   let backoff = 100;
   while (!stop.signal.aborted) {
+    const began = performance.now();
+    let welcomed = false;
     try {
-      await serve(client, () => (backoff = 100));
+      await serve(client, () => (welcomed = true));
       log('stream ended');
     } catch (err) {
       if (!stop.signal.aborted) log(`stream ended: ${err.details || err.message}`);
     }
     if (stop.signal.aborted) break;
+    if (welcomed && performance.now() - began >= 5000) backoff = 100;
     const delay = Math.round(backoff / 2 + (Math.random() * backoff) / 2);
     log(`reconnecting in ${delay} ms`);
     await sleep(delay, undefined, { signal: stop.signal }).catch(() => {});

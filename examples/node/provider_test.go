@@ -2,10 +2,14 @@ package node_test
 
 import (
 	"net"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 )
@@ -21,7 +25,7 @@ import (
 func TestNodeProviderAnswersCancelledCalls(t *testing.T) {
 	node, npm := requireNode(t)
 	installDeps(t, npm)
-	fake := startFakeToolsd(t)
+	fake := startFakeToolsd(t, false)
 	startNode(t, node, "testdata/provider.mjs", "--addr", fake.addr)
 	s := fake.accept(t)
 	s.welcome(t, 1<<20)
@@ -47,12 +51,39 @@ func TestNodeProviderAnswersCancelledCalls(t *testing.T) {
 	}
 }
 
+// TestNodeProviderBacksOffFromShortStreams: a stream that toolsd ends right after its
+// welcome does not reset the reconnect backoff (as in the Go SDK, only a stream that
+// lasted its 5 s maximum does), so the provider backs off instead of reconnecting
+// every 100 ms. The delays are read from its log, not measured.
+func TestNodeProviderBacksOffFromShortStreams(t *testing.T) {
+	node, npm := requireNode(t)
+	installDeps(t, npm)
+	fake := startFakeToolsd(t, true)
+	provider := startNode(t, node, "provider.mjs", "--addr", fake.addr)
+	// Doubling from 100 ms, with jitter down to half: the fourth delay is 400 to 800 ms.
+	const prefix = "provider: reconnecting in "
+	lines := provider.waitForPrefix(t, 4, prefix)
+	var delays []int
+	for _, line := range lines {
+		ms, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(line, prefix), " ms"))
+		if err != nil {
+			t.Fatalf("provider logged %q: %v", line, err)
+		}
+		delays = append(delays, ms)
+	}
+	if got := delays[3]; got < 400 {
+		t.Errorf("reconnect delays after streams ended right after their welcome = %v ms, want the fourth at least 400 ms (the backoff grows)", delays)
+	}
+}
+
 // fakeToolsd is a ProviderService whose streams the test drives: accept hands it each
-// stream that opens.
+// stream that opens. With endAfterWelcome, it
+// instead welcomes each stream and ends it at once, with UNAVAILABLE.
 type fakeToolsd struct {
 	toolsdv1.UnimplementedProviderServiceServer
-	addr    string
-	streams chan *fakeStream
+	addr            string
+	streams         chan *fakeStream
+	endAfterWelcome bool
 }
 
 // fakeStream is one Connect stream of a fakeToolsd. The test sends on it; its messages
@@ -63,13 +94,13 @@ type fakeStream struct {
 }
 
 // startFakeToolsd serves a fakeToolsd on loopback until the test ends.
-func startFakeToolsd(tb testing.TB) *fakeToolsd {
+func startFakeToolsd(tb testing.TB, endAfterWelcome bool) *fakeToolsd {
 	tb.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	f := &fakeToolsd{addr: lis.Addr().String(), streams: make(chan *fakeStream)}
+	f := &fakeToolsd{addr: lis.Addr().String(), streams: make(chan *fakeStream), endAfterWelcome: endAfterWelcome}
 	srv := grpc.NewServer()
 	toolsdv1.RegisterProviderServiceServer(srv, f)
 	done := make(chan struct{})
@@ -85,6 +116,18 @@ func startFakeToolsd(tb testing.TB) *fakeToolsd {
 }
 
 func (f *fakeToolsd) Connect(stream toolsdv1.ProviderService_ConnectServer) error {
+	if f.endAfterWelcome {
+		if _, err := stream.Recv(); err != nil {
+			return err
+		}
+		err := stream.Send(&toolsdv1.ProviderServiceConnectResponse{Msg: &toolsdv1.ProviderServiceConnectResponse_Welcome{
+			Welcome: &toolsdv1.ProviderWelcome{ProviderId: "fake", MaxResultBytes: 1 << 20},
+		}})
+		if err != nil {
+			return err
+		}
+		return status.Error(codes.Unavailable, "ended right after the welcome")
+	}
 	s := &fakeStream{stream: stream, msgs: make(chan *toolsdv1.ProviderServiceConnectRequest, 64)}
 	defer close(s.msgs)
 	select {
