@@ -148,28 +148,7 @@ func TestNodeProviderRetakesATakenName(t *testing.T) {
 	}
 	addr := lis.Addr().String()
 	runToolsd(t, lis)
-	holder := goprovider.New("holder", goprovider.WithLogger(zaptest.NewLogger(t)))
-	holder.Add(goprovider.NewTool("shout", "holds the name", func(context.Context, goprovider.Call, struct{}) (string, error) {
-		return "held", nil
-	}))
-	ctx, cancel := context.WithCancel(context.Background())
-	holderDone := make(chan error, 1)
-	go func() { holderDone <- holder.Run(ctx, addr) }()
-	var once sync.Once
-	stopHolder := func() {
-		once.Do(func() {
-			cancel()
-			if err := <-holderDone; err != nil {
-				t.Errorf("holder Run() = %v, want nil", err)
-			}
-		})
-	}
-	t.Cleanup(stopHolder)
-	select {
-	case <-holder.Ready():
-	case <-time.After(20 * time.Second):
-		t.Fatal("the Go provider holding shout did not register within 20s")
-	}
+	stopHolder := holdShout(t, addr)
 
 	provider := startNode(t, node, "provider.mjs", "--addr", addr)
 	provider.waitFor(t, 1, "provider: registered wait") // shout was refused in the same answer
@@ -180,6 +159,58 @@ func TestNodeProviderRetakesATakenName(t *testing.T) {
 	if len(results) != 1 || results[0].GetContent() != "MINE NOW" {
 		t.Errorf("ExecuteBatch(shout) once the name was freed = %v, want content %q", results, "MINE NOW")
 	}
+}
+
+// TestNodeProviderGivesUpATakenName: a name that stays taken is registered again only
+// for the retake window (two minutes by default, as in the Go SDK; one second here),
+// then given up: another provider may really own it.
+func TestNodeProviderGivesUpATakenName(t *testing.T) {
+	node, npm := requireNode(t)
+	installDeps(t, npm)
+
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	runToolsd(t, lis)
+	holdShout(t, addr)
+
+	provider := startNode(t, node, "provider.mjs", "--addr", addr, "--retake-window-ms", "1000")
+	provider.waitFor(t, 1, "provider: registered wait")
+	lines := provider.waitForPrefix(t, 1, "provider: shout is still taken after ")
+	if !strings.HasSuffix(lines[0], "giving up registering it on this stream") {
+		t.Errorf("provider logged %q, want it to give up on shout", lines[0])
+	}
+}
+
+// holdShout runs a Go provider that registers shout at toolsd (addr) until the returned
+// function (or the test's end) stops it.
+func holdShout(t *testing.T, addr string) (stop func()) {
+	t.Helper()
+	holder := goprovider.New("holder", goprovider.WithLogger(zaptest.NewLogger(t)))
+	holder.Add(goprovider.NewTool("shout", "holds the name", func(context.Context, goprovider.Call, struct{}) (string, error) {
+		return "held", nil
+	}))
+	ctx, cancel := context.WithCancel(context.Background())
+	holderDone := make(chan error, 1)
+	go func() { holderDone <- holder.Run(ctx, addr) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-holderDone; err != nil {
+				t.Errorf("holder Run() = %v, want nil", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	select {
+	case <-holder.Ready():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the Go provider holding shout did not register within 20s")
+	}
+	return stop
 }
 
 // requireNode returns the paths of node and npm, or skips the test.

@@ -15,8 +15,13 @@ const { values: flags } = parseArgs({
     addr: { type: 'string', default: '127.0.0.1:50151' }, // toolsd gRPC address
     name: { type: 'string', default: 'node-example' }, // provider name in toolsd's logs
     scope: { type: 'string', default: '' }, // scope to register in ("" is global)
+    // How long a name refused with ALREADY_EXISTS is registered again before giving up
+    // (as the Go SDK's WithRetakeWindow); 0 turns the retries off.
+    'retake-window-ms': { type: 'string', default: '120000' },
   },
 });
+const retakeWindow = Number(flags['retake-window-ms']);
+if (!Number.isFinite(retakeWindow)) throw new Error(`--retake-window-ms ${flags['retake-window-ms']} is not a number`);
 
 // The tools: a definition as toolsd registers it, and a body that gets the parsed
 // arguments plus the call's AbortSignal and progress reporter, and returns the
@@ -74,12 +79,29 @@ async function serve(client, onWelcome) {
   stop.signal.addEventListener('abort', cancelStream);
 
   // A name can still be held by our previous stream, whose end toolsd has not seen yet
-  // (ALREADY_EXISTS): register it again after a delay, 50 ms doubling up to 5 s.
+  // (ALREADY_EXISTS): register it again after a delay, 50 ms doubling up to 5 s, until
+  // it has been refused for the retake window (then another provider may really own it).
+  const refused = new Map(); // name → when toolsd first refused it on this stream
   let retakeDelay = 50;
   const retake = async (names) => {
-    await sleep(retakeDelay, undefined, { signal: ended.signal });
+    const now = performance.now();
+    const again = names.filter((name) => {
+      const first = refused.get(name);
+      if (first === undefined) {
+        refused.set(name, now);
+        log(`${name} is taken, often by our previous stream: registering it again later`);
+      } else if (now - first > retakeWindow) {
+        refused.delete(name);
+        log(`${name} is still taken after ${Math.round(now - first)} ms: giving up registering it on this stream`);
+        return false;
+      }
+      return true;
+    });
+    if (again.length === 0) return;
+    const delay = retakeDelay;
     retakeDelay = Math.min(retakeDelay * 2, 5000);
-    register(names);
+    await sleep(delay, undefined, { signal: ended.signal });
+    register(again);
   };
 
   send({ hello: { name: flags.name, version: '0.1.0' } });
@@ -95,10 +117,13 @@ async function serve(client, onWelcome) {
         case 'registerResult': {
           const taken = [];
           for (const t of m.registerResult.tools) {
-            if (!t.errorCode) log(`registered ${t.name}`);
-            else if (t.errorCode === 'ALREADY_EXISTS') taken.push(t.name);
+            if (!t.errorCode) {
+              log(`registered ${t.name}`);
+              refused.delete(t.name);
+            } else if (t.errorCode === 'ALREADY_EXISTS' && retakeWindow > 0) taken.push(t.name);
             else log(`${t.name} refused: ${t.errorCode} ${t.errorMessage}`);
           }
+          if (refused.size === 0) retakeDelay = 50;
           if (taken.length > 0) retake(taken).catch(() => {}); // rejects only when the stream ends
           break;
         }
