@@ -110,7 +110,8 @@ async function serve(client, onWelcome) {
       switch (m.msg) {
         case 'welcome':
           log(`connected as ${m.welcome.providerId}`);
-          maxResultBytes = Number(m.welcome.maxResultBytes);
+          // 0 announces no limit (as the Go SDK reads it), not that every result is too large.
+          maxResultBytes = Number(m.welcome.maxResultBytes) || Infinity;
           onWelcome();
           register(Object.keys(tools));
           break;

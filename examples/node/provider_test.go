@@ -76,6 +76,23 @@ func TestNodeProviderBacksOffFromShortStreams(t *testing.T) {
 	}
 }
 
+// TestNodeProviderWithoutAResultLimit: a welcome whose max_result_bytes is 0 announces
+// no limit (as the Go SDK reads it); the provider sends its results, not their size.
+func TestNodeProviderWithoutAResultLimit(t *testing.T) {
+	node, npm := requireNode(t)
+	installDeps(t, npm)
+	fake := startFakeToolsd(t, false)
+	startNode(t, node, "provider.mjs", "--addr", fake.addr)
+	s := fake.accept(t)
+	s.welcome(t, 0)
+
+	s.send(t, execute(1, "shout", `{"text": "no limit"}`))
+	r := s.next(t, func(m *toolsdv1.ProviderServiceConnectRequest) bool { return m.GetResult() != nil }).GetResult()
+	if r.GetOversizedBytes() != 0 || string(r.GetContent()) != "NO LIMIT" {
+		t.Errorf("result of shout with max_result_bytes 0 = %v, want content %q", r, "NO LIMIT")
+	}
+}
+
 // fakeToolsd is a ProviderService whose streams the test drives: accept hands it each
 // stream that opens. With endAfterWelcome, it
 // instead welcomes each stream and ends it at once, with UNAVAILABLE.
