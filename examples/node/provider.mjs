@@ -153,7 +153,10 @@ async function serve(client, onWelcome) {
 async function execute(req, running, send, maxResultBytes) {
   const call = new AbortController();
   running.set(req.requestId, call);
-  const progress = (message) => send({ progress: { requestId: req.requestId, message: Buffer.from(message) } });
+  // Progress is a status line: toolsd forwards at most 64 KiB of one, and a message over
+  // its receive limit would end the stream. Cut it as the Go SDK does.
+  const progress = (message) =>
+    send({ progress: { requestId: req.requestId, message: cut(Buffer.from(message), Math.min(64 << 10, maxResultBytes)) } });
   let result;
   try {
     const text = await tools[req.tool].run(JSON.parse(req.argumentsJson), { signal: call.signal, progress });
@@ -173,6 +176,14 @@ async function execute(req, running, send, maxResultBytes) {
   const size = (result.content?.length ?? 0) + (result.errorMessage?.length ?? 0);
   if (size > maxResultBytes) result = { oversizedBytes: size };
   send({ result: { requestId: req.requestId, ...result } });
+}
+
+// cut returns the longest prefix of the UTF-8 text buf of at most n bytes that does not
+// end inside a character.
+function cut(buf, n) {
+  if (buf.length <= n) return buf;
+  while (n > 0 && (buf[n] & 0xc0) === 0x80) n--; // buf[n] continues a character: back up
+  return buf.subarray(0, n);
 }
 
 // main reconnects until SIGINT or SIGTERM: 100 ms doubling up to 5 s with jitter. Only a

@@ -1,11 +1,13 @@
 package node_test
 
 import (
+	"encoding/json"
 	"net"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -90,6 +92,44 @@ func TestNodeProviderWithoutAResultLimit(t *testing.T) {
 	r := s.next(t, func(m *toolsdv1.ProviderServiceConnectRequest) bool { return m.GetResult() != nil }).GetResult()
 	if r.GetOversizedBytes() != 0 || string(r.GetContent()) != "NO LIMIT" {
 		t.Errorf("result of shout with max_result_bytes 0 = %v, want content %q", r, "NO LIMIT")
+	}
+}
+
+// TestNodeProviderCapsProgress: a progress message is cut to 64 KiB, or to the welcome's
+// max_result_bytes when that is smaller, at a character boundary, as the Go SDK cuts it:
+// toolsd forwards no more than 64 KiB, and a message over its receive limit would end
+// the stream, failing every call on it.
+func TestNodeProviderCapsProgress(t *testing.T) {
+	node, npm := requireNode(t)
+	installDeps(t, npm)
+	text := "x" + strings.Repeat("é", 100_000) // é is two bytes: a cut at an even length splits one
+	for name, tc := range map[string]struct {
+		maxResult uint64
+		want      int
+	}{
+		"64 KiB":                {maxResult: 1 << 20, want: 64<<10 - 1},
+		"max_result_bytes 1000": {maxResult: 1000, want: 999},
+	} {
+		t.Run(name, func(t *testing.T) {
+			fake := startFakeToolsd(t, false)
+			startNode(t, node, "testdata/provider.mjs", "--addr", fake.addr)
+			s := fake.accept(t)
+			s.welcome(t, tc.maxResult)
+			args, err := json.Marshal(map[string]string{"text": text})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.send(t, execute(1, "report", string(args)))
+			msg := s.next(t, func(m *toolsdv1.ProviderServiceConnectRequest) bool { return m.GetProgress() != nil }).GetProgress().GetMessage()
+			if len(msg) != tc.want || !utf8.Valid(msg) || !strings.HasPrefix(text, string(msg)) {
+				t.Errorf("progress of %d bytes with max_result_bytes %d = %d bytes (valid UTF-8: %t), want the first %d bytes of the text",
+					len(text), tc.maxResult, len(msg), utf8.Valid(msg), tc.want)
+			}
+			r := s.next(t, func(m *toolsdv1.ProviderServiceConnectRequest) bool { return m.GetResult() != nil }).GetResult()
+			if string(r.GetContent()) != "reported" {
+				t.Errorf("result of report = %v, want content %q", r, "reported")
+			}
+		})
 	}
 }
 
