@@ -135,6 +135,61 @@ func TestNodeExamples(t *testing.T) {
 	})
 }
 
+// TestNodeAgentReceivesLargeResults: agent.mjs takes a result as large as toolsd allows
+// (max_result_bytes, at most 8 MiB), over grpc-js's default 4 MiB receive limit. Here a
+// Go provider serves the agent's tools, its shout answering with 6 MiB.
+func TestNodeAgentReceivesLargeResults(t *testing.T) {
+	node, npm := requireNode(t)
+	installDeps(t, npm)
+
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	runToolsdWith(t, lis, strings.Replace(toolsdConfig, "limits: {", "limits: {max_result_bytes: 8MiB, ", 1))
+	large := strings.Repeat("x", 6<<20)
+	p := goprovider.New("large", goprovider.WithLogger(zaptest.NewLogger(t)))
+	type waitArgs struct {
+		Ms int `json:"ms"`
+	}
+	type shoutArgs struct {
+		Text string `json:"text"`
+	}
+	p.Add(
+		goprovider.NewTool("wait", "answers at once", func(context.Context, goprovider.Call, waitArgs) (string, error) {
+			return "waited", nil
+		}),
+		goprovider.NewTool("shout", "answers with 6 MiB", func(context.Context, goprovider.Call, shoutArgs) (string, error) {
+			return large, nil
+		}),
+	)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx, addr) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("provider Run() = %v, want nil", err)
+		}
+	})
+	select {
+	case <-p.Ready():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the Go provider did not register within 20s")
+	}
+
+	actx, acancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer acancel()
+	out, err := exec.CommandContext(actx, node, "agent.mjs", "--addr", addr).CombinedOutput()
+	if err != nil {
+		t.Fatalf("node agent.mjs = %v, output:\n%.2000s", err, out)
+	}
+	if !strings.Contains(string(out), "\nresult 1 call_2: "+large+"\n") {
+		t.Errorf("node agent.mjs printed no line with shout's 6 MiB result; output:\n%.2000s", out)
+	}
+}
+
 // TestNodeProviderRetakesATakenName: a registration refused with ALREADY_EXISTS (the
 // name held by another stream, as toolsd's view of a provider's previous stream often
 // is after a quick reconnect) is sent again until the name is free.
@@ -245,7 +300,13 @@ func installDeps(t *testing.T, npm string) {
 // runToolsd runs toolsd from toolsdConfig on lis until stop (or the test's end).
 func runToolsd(tb testing.TB, lis net.Listener) (stop func()) {
 	tb.Helper()
-	cfg, err := config.Parse([]byte(toolsdConfig), "node_test.yaml")
+	return runToolsdWith(tb, lis, toolsdConfig)
+}
+
+// runToolsdWith runs toolsd from the YAML config yml on lis until stop (or the test's end).
+func runToolsdWith(tb testing.TB, lis net.Listener, yml string) (stop func()) {
+	tb.Helper()
+	cfg, err := config.Parse([]byte(yml), "node_test.yaml")
 	if err != nil {
 		tb.Fatalf("config.Parse() = %v", err)
 	}

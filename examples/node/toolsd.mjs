@@ -41,5 +41,12 @@ const providerChannel = {
 /** A client of ProviderService (Connect) at addr, e.g. "127.0.0.1:50151". */
 export const providerClient = (addr) => new v1.ProviderService(addr, insecure, providerChannel);
 
+// An agent's messages are as large as toolsd's limits make them: a result up to
+// limits.max_result_bytes (at most 8 MiB; a failure's message comes twice, as content
+// and error.message), a settle's contexts up to limits.max_batch_context_bytes. Over
+// grpc-js's default 4 MiB receive limit, a message would fail the whole batch, so the
+// agent too receives any size toolsd sends.
+const toolChannel = { 'grpc.max_receive_message_length': -1 };
+
 /** A client of ToolService (Schemas, ExecuteBatch, ...) at addr. */
-export const toolClient = (addr) => new v1.ToolService(addr, insecure);
+export const toolClient = (addr) => new v1.ToolService(addr, insecure, toolChannel);
