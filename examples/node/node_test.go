@@ -9,12 +9,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -190,6 +194,64 @@ func TestNodeAgentReceivesLargeResults(t *testing.T) {
 	}
 }
 
+// TestNodeAgentAnswersApprovals: agent.mjs answers an approval request, approving or
+// (with --deny) denying the call, and its answer echoes the request's request_id, as
+// toolsd's "approval answered" log line shows.
+func TestNodeAgentAnswersApprovals(t *testing.T) {
+	node, npm := requireNode(t)
+	installDeps(t, npm)
+
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	core, logs := observer.New(zapcore.InfoLevel)
+	log := zaptest.NewLogger(t).WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return zapcore.NewTee(c, core) }))
+	runToolsdWith(t, lis, toolsdConfig+`policy: {rules: [{scope: "**", tool: shout, decision: ask, reason: "shout is loud"}]}`+"\n",
+		app.WithLogger(log))
+	provider := startNode(t, node, "provider.mjs", "--addr", addr)
+	provider.waitFor(t, 1, "provider: registered shout", "provider: registered wait")
+
+	for name, tc := range map[string]struct {
+		args   []string
+		result string
+	}{
+		"approve": {result: "result 1 call_2: HELLO FROM NODE"},
+		"deny":    {args: []string{"--deny"}, result: "result 1 call_2: Error: call was not approved: decided by examples/node/agent.mjs [APPROVAL_DENIED]"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			session := "node-approval-" + name
+			out, err := exec.CommandContext(ctx, node, append([]string{"agent.mjs", "--addr", addr, "--session", session}, tc.args...)...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("node agent.mjs %v = %v, output:\n%s", tc.args, err, out)
+			}
+			want := []string{
+				"approval requested for shout {\"text\": \"hello from node\"} (shout is loud): approving=" + strconv.FormatBool(tc.args == nil),
+				tc.result,
+				"settled: 2 results, cancelled=false",
+			}
+			if missing := missingInOrder(string(out), want); missing != "" {
+				t.Errorf("node agent.mjs %v printed no line starting %q after the lines before it; output:\n%s", tc.args, missing, out)
+			}
+			// The batch stream's first approval request has request_id 1.
+			var answers []map[string]any
+			echoed := false
+			for _, e := range logs.FilterMessage("approval answered").FilterField(zap.String("call_id", "call_2")).All() {
+				answers = append(answers, e.ContextMap())
+				if e.ContextMap()["request_id"] == uint64(1) && e.ContextMap()["approved"] == (tc.args == nil) {
+					echoed = true
+				}
+			}
+			if !echoed {
+				t.Errorf("toolsd logged approval answers %v, want one with request_id 1 and approved %t", answers, tc.args == nil)
+			}
+		})
+	}
+}
+
 // TestNodeProviderRetakesATakenName: a registration refused with ALREADY_EXISTS (the
 // name held by another stream, as toolsd's view of a provider's previous stream often
 // is after a quick reconnect) is sent again until the name is free.
@@ -303,14 +365,15 @@ func runToolsd(tb testing.TB, lis net.Listener) (stop func()) {
 	return runToolsdWith(tb, lis, toolsdConfig)
 }
 
-// runToolsdWith runs toolsd from the YAML config yml on lis until stop (or the test's end).
-func runToolsdWith(tb testing.TB, lis net.Listener, yml string) (stop func()) {
+// runToolsdWith runs toolsd from the YAML config yml, with opts after the test's
+// logger and lis, until stop (or the test's end).
+func runToolsdWith(tb testing.TB, lis net.Listener, yml string, opts ...app.Option) (stop func()) {
 	tb.Helper()
 	cfg, err := config.Parse([]byte(yml), "node_test.yaml")
 	if err != nil {
 		tb.Fatalf("config.Parse() = %v", err)
 	}
-	a, err := app.New(cfg, app.WithLogger(zaptest.NewLogger(tb)), app.WithListener(lis))
+	a, err := app.New(cfg, append([]app.Option{app.WithLogger(zaptest.NewLogger(tb)), app.WithListener(lis)}, opts...)...)
 	if err != nil {
 		tb.Fatalf("app.New() = %v", err)
 	}
