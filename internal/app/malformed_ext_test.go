@@ -805,3 +805,41 @@ func TestClientTextNotUTF8IsInvalidArgument(t *testing.T) {
 		t.Errorf("a valid batch after the refusal = %v", got.results[0])
 	}
 }
+
+// TestClientTextNotUTF8LaterMessages: a batch stream's later message (an approval or a
+// cancel) whose text is not UTF-8 ends the stream with INVALID_ARGUMENT naming its
+// field, as the batch itself would be, and as gRPC ends a stream on a message it cannot
+// decode; the batch is cancelled and its log completed. (Left to the handler, the
+// refusal only cancelled the batch, whose stream then ended OK: the client never
+// learned that its message was refused.)
+func TestClientTextNotUTF8LaterMessages(t *testing.T) {
+	e := start(t, "")
+	started, stopped := make(chan string, 1), make(chan string, 1)
+	runProvider(t, e.app.Addr(), blockTool("block", started, stopped))
+	for name, tc := range map[string]struct {
+		m     *toolsdv1.ExecuteBatchRequest
+		field string
+	}{
+		"approval": {&toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Approval{Approval: &toolsdv1.ApprovalDecision{CallId: "c", Reason: "@@BAD@@"}}}, "approval.reason"},
+		"cancel":   {&toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Cancel{Cancel: &toolsdv1.CancelBatch{Reason: "@@BAD@@"}}}, "cancel.reason"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			session := "s-later-text-" + name
+			out, err := e.execute(t, &toolsdv1.Batch{SessionId: session, Calls: []*toolsdv1.ToolCall{call("c", "block", `{"label":"x"}`)}}, batchOptions{
+				callOpts: []grpc.CallOption{grpc.ForceCodecV2(badTextCodec{})},
+				onAccepted: func(s toolsdv1.ToolService_ExecuteBatchClient) {
+					<-started
+					if err := s.Send(tc.m); err != nil {
+						t.Errorf("Send(%s) = %v", name, err)
+					}
+				},
+			})
+			if status.Code(err) != codes.InvalidArgument || reason(err) != "BAD_REQUEST" || !slices.Equal(fieldViolations(err), []string{tc.field}) {
+				t.Errorf("ExecuteBatch() = %v after %v, want InvalidArgument, BAD_REQUEST, field %s", err, out.order, tc.field)
+			}
+			<-stopped
+			waitFor(t, "the log to complete", func() bool { return len(e.readSession(t, session)) == 2 })
+			assertCompleteLog(t, e, session, 1)
+		})
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/encoding"
 	grpcproto "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -112,7 +113,11 @@ func refuseBadText(log *zap.Logger) (grpc.UnaryServerInterceptor, grpc.StreamSer
 	return unary, stream
 }
 
-// textCheckedStream refuses each received message the codec marked.
+// textCheckedStream refuses each received message the codec marked. As gRPC does for a
+// message it cannot decode, the refusal ends the stream with its status at once: a
+// handler that reads on its own goroutine (ExecuteBatch's reader, whose Recv error
+// cancels the batch) would otherwise end the stream with a status of its own, and the
+// client would not learn that its message was refused.
 type textCheckedStream struct {
 	grpc.ServerStream
 	log *zap.Logger
@@ -122,10 +127,15 @@ func (s textCheckedStream) RecvMsg(m any) error {
 	if err := s.ServerStream.RecvMsg(m); err != nil {
 		return err
 	}
-	if path := badText(m); path != "" {
-		return errBadText(s.log, path)
+	path := badText(m)
+	if path == "" {
+		return nil
 	}
-	return nil
+	err := errBadText(s.log, path)
+	if w, ok := grpc.ServerTransportStreamFromContext(s.Context()).(statusWriter); ok {
+		_ = w.WriteStatus(status.Convert(err))
+	}
+	return err
 }
 
 // maxRepairDepth bounds the nesting repairUTF8 follows; toolsd's messages are shallow.
