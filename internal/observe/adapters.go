@@ -181,37 +181,31 @@ func (o hookObserver) HookFailure(hook, stage string, failOpen bool) {
 	if failOpen {
 		outcome = "fail_open"
 	}
-	// Read-locked so that no series is created for a name whose last hook is leaving.
-	names := o.m.names
-	names.mu.RLock()
-	defer names.mu.RUnlock()
-	if names.live[hook] == 0 {
-		hook = departedHook
-	}
-	o.m.failures.WithLabelValues(hook, stage, outcome).Inc()
+	o.count(hook, func(hook string) { o.m.failures.WithLabelValues(hook, stage, outcome).Inc() })
 }
 
 // NotificationsLost counts like HookFailure: under hook="" when no hook of that name is
 // connected any more, which is the rule, since a stream's end loses them.
 func (o hookObserver) NotificationsLost(hook string, n int) {
-	names := o.m.names
-	names.mu.RLock()
-	defer names.mu.RUnlock()
-	if names.live[hook] == 0 {
-		hook = departedHook
-	}
-	o.m.lost.WithLabelValues(hook).Add(float64(n))
+	o.count(hook, func(hook string) { o.m.lost.WithLabelValues(hook).Add(float64(n)) })
 }
 
 // ContextsDropped counts like HookFailure.
 func (o hookObserver) ContextsDropped(hook string, n int) {
+	o.count(hook, func(hook string) { o.m.contexts.WithLabelValues(hook).Add(float64(n)) })
+}
+
+// count runs add with the hook label to count under: hook while a hook of that name is
+// connected, else departedHook. Read-locked so that no series is created for a name
+// whose last hook is leaving.
+func (o hookObserver) count(hook string, add func(hook string)) {
 	names := o.m.names
 	names.mu.RLock()
 	defer names.mu.RUnlock()
 	if names.live[hook] == 0 {
 		hook = departedHook
 	}
-	o.m.contexts.WithLabelValues(hook).Add(float64(n))
+	add(hook)
 }
 
 // Approver wraps a batch's approver so toolsd_pipeline_approvals_pending counts the
