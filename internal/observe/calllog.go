@@ -31,9 +31,8 @@ func (o *CallObserver) logCall(e *tool.Exec, owner, code string, r tool.Result, 
 		return
 	}
 	line := &callLine{
-		session: e.SessionID, batch: e.BatchID, turn: e.Turn, step: e.Step, index: e.Index,
-		callID: textcut.Ellipsis(e.CallID, maxLoggedID), tool: textcut.Ellipsis(e.Name, maxLoggedID),
-		owner: owner, code: code, d: d,
+		callIdent: identOf(e),
+		owner:     owner, code: code, d: d,
 		argsBytes: len(e.Arguments), resultBytes: len(r.Content) + len(r.Value),
 	}
 	digestInto(&line.argsHash, e.Arguments)
@@ -43,7 +42,7 @@ func (o *CallObserver) logCall(e *tool.Exec, owner, code string, r tool.Result, 
 		return
 	}
 	if pe := o.log.Check(zapcore.DebugLevel, msgPayload); pe != nil {
-		fields := append(callFields(e),
+		fields := append(make([]zap.Field, 0, 5), zap.Inline(&line.callIdent),
 			zap.String("arguments", capText(string(e.Arguments), o.payloadCap)),
 			zap.String("content", capText(r.Content, o.payloadCap)),
 		)
@@ -62,41 +61,49 @@ func (o *CallObserver) logCall(e *tool.Exec, owner, code string, r tool.Result, 
 // 64 bytes).
 const maxLoggedID = 128
 
-// callFields identify a call in both lines.
-func callFields(e *tool.Exec) []zap.Field {
-	fields := make([]zap.Field, 0, 16)
-	return append(fields,
-		zap.String("session_id", e.SessionID),
-		zap.String("batch_id", e.BatchID),
-		zap.Uint64("turn", e.Turn),
-		zap.Uint64("step", e.Step),
-		zap.Int("index", e.Index),
-		zap.String("call_id", textcut.Ellipsis(e.CallID, maxLoggedID)),
-		zap.String("tool", textcut.Ellipsis(e.Name, maxLoggedID)),
-	)
+// callIdent identifies a call in both lines, by the same fields. It holds copies, not
+// the call: a core may keep a line past the call (a test's observer does).
+type callIdent struct {
+	session, batch, callID, tool string
+	turn, step                   uint64
+	index                        int
+}
+
+func identOf(e *tool.Exec) callIdent {
+	return callIdent{
+		session: e.SessionID, batch: e.BatchID, turn: e.Turn, step: e.Step, index: e.Index,
+		callID: textcut.Ellipsis(e.CallID, maxLoggedID), tool: textcut.Ellipsis(e.Name, maxLoggedID),
+	}
+}
+
+// MarshalLogObject implements [zapcore.ObjectMarshaler].
+func (c *callIdent) MarshalLogObject(enc zapcore.ObjectEncoder) error {
+	enc.AddString("session_id", c.session)
+	enc.AddString("batch_id", c.batch)
+	enc.AddUint64("turn", c.turn)
+	enc.AddUint64("step", c.step)
+	enc.AddInt64("index", int64(c.index))
+	enc.AddString("call_id", c.callID)
+	enc.AddString("tool", c.tool)
+	return nil
 }
 
 // callLine is the info line's fields, encoded by one marshaler: one allocation per
-// line instead of a slice of fields and two digest strings. It holds copies, not the
-// call: a core may keep the line past the call (a test's observer does).
+// line instead of a slice of fields and two digest strings.
 type callLine struct {
-	session, batch, callID, tool, owner, code string
-	turn, step                                uint64
-	index, argsBytes, resultBytes             int
-	d                                         time.Duration
-	argsHash, resultHash                      [2 * hashBytes]byte
+	callIdent
+	owner, code            string
+	argsBytes, resultBytes int
+	d                      time.Duration
+	argsHash, resultHash   [2 * hashBytes]byte
 }
 
-// MarshalLogObject implements [zapcore.ObjectMarshaler]; the fields are those of
-// callFields and then the outcome's, in that order.
+// MarshalLogObject implements [zapcore.ObjectMarshaler]: the call's identity, then the
+// outcome.
 func (l *callLine) MarshalLogObject(enc zapcore.ObjectEncoder) error {
-	enc.AddString("session_id", l.session)
-	enc.AddString("batch_id", l.batch)
-	enc.AddUint64("turn", l.turn)
-	enc.AddUint64("step", l.step)
-	enc.AddInt64("index", int64(l.index))
-	enc.AddString("call_id", l.callID)
-	enc.AddString("tool", l.tool)
+	if err := l.callIdent.MarshalLogObject(enc); err != nil {
+		return err
+	}
 	enc.AddString("provider", l.owner)
 	enc.AddString("code", l.code)
 	enc.AddDuration("duration", l.d)

@@ -191,6 +191,25 @@ func TestCallLogPayloads(t *testing.T) {
 	}
 }
 
+// TestCallLogLinesIdentifyTheCallAlike: a payload line names its call by the same
+// fields, with the same values, as the call's info line, so one finds the other.
+func TestCallLogLinesIdentifyTheCallAlike(t *testing.T) {
+	logs := runLogged(t, zapcore.DebugLevel, observe.WithPayloads(true))
+	info, payload := logs.FilterMessage("tool call").All(), logs.FilterMessage("tool call payload").All()
+	if len(info) != 2 || len(payload) != 2 {
+		t.Fatalf("%d info and %d payload lines, want 2 of each", len(info), len(payload))
+	}
+	keys := []string{"session_id", "batch_id", "turn", "step", "index", "call_id", "tool"}
+	for i := range info {
+		in, pay := info[i].ContextMap(), payload[i].ContextMap()
+		for _, k := range keys {
+			if _, ok := in[k]; !ok || in[k] != pay[k] {
+				t.Errorf("call %d: %s = %#v in the info line, %#v in the payload line; want it in both, alike", i, k, in[k], pay[k])
+			}
+		}
+	}
+}
+
 func TestCallLogPayloadCap(t *testing.T) {
 	big := `{"text":"` + strings.Repeat("é", 3000) + `"}` // 6012 bytes, two-byte runes
 	core, logs := observer.New(zapcore.DebugLevel)
