@@ -3,7 +3,9 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
@@ -73,6 +75,32 @@ func flagsOf(bin string) (map[string]bool, error) {
 	}
 	if len(flags) == 0 {
 		return nil, fmt.Errorf("%s -h lists no flags:\n%s", bin, out)
+	}
+	return flags, nil
+}
+
+// nodeOption is an option of a Node example's parseArgs call:
+// `addr: { type: 'string', … }` or `'retake-window-ms': { type: 'string', … }`.
+var nodeOption = regexp.MustCompile(`(?m)^\s+'?([a-z][a-z0-9-]*)'?:\s*\{\s*type:\s*'(?:string|boolean)'`)
+
+// nodeFlagsOf returns the options the Node example programs in dir parse.
+func nodeFlagsOf(dir string) (map[string]bool, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.mjs"))
+	if err != nil {
+		return nil, err
+	}
+	flags := map[string]bool{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range nodeOption.FindAllStringSubmatch(string(b), -1) {
+			flags[m[1]] = true
+		}
+	}
+	if len(flags) == 0 {
+		return nil, fmt.Errorf("no parseArgs options in %s/*.mjs", dir)
 	}
 	return flags, nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -149,4 +150,16 @@ func TestCheckMetrics(t *testing.T) {
 	wantFindings(t, checkScrape(scrape, metrics), map[int]string{
 		0: "metric toolsd_broker_connected is not in toolsd's /metrics",
 	})
+}
+
+func TestNodeFlags(t *testing.T) {
+	flags, err := nodeFlagsOf(filepath.Join("..", "..", "examples", "node"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"addr", "scope", "retake-window-ms", "session", "deny"} {
+		if !flags[want] {
+			t.Errorf("the Node examples' options %v lack %q", flags, want)
+		}
+	}
 }

@@ -150,6 +150,11 @@ func checkDocs(readme, text string, bins map[string]string) ([]finding, map[stri
 		}
 		flags[name] = f
 	}
+	node, err := nodeFlagsOf(filepath.Join("examples", "node"))
+	if err != nil {
+		return nil, nil, err
+	}
+	flags["node"] = node
 	keys, err := configKeys()
 	if err != nil {
 		return nil, nil, err
@@ -164,7 +169,7 @@ func checkDocs(readme, text string, bins map[string]string) ([]finding, map[stri
 	}
 	spans := codeSpans(text)
 	var out []finding
-	out = append(out, checkFlags(spans, flags["toolsd"], flags["agent"], flags["hook"], flags["provider"])...)
+	out = append(out, checkFlags(spans, flags["toolsd"], flags["agent"], flags["hook"], flags["provider"], flags["node"])...)
 	out = append(out, checkKeys(spans, keys)...)
 	out = append(out, checkLimitsTable(text, yamlPaths(&root))...)
 	out = append(out, checkYAMLBlocks(readme, text)...)
