@@ -86,9 +86,9 @@ func (r *run) appendEach(buf []Committed) ([]uint64, error) {
 			res := &r.slots[one[0].Index].result
 			r.s.logger.Warn("tool result over the session log's event limit; recorded as RESULT_TOO_LARGE",
 				zap.String("session_id", r.b.SessionID), zap.String("call_id", r.b.Calls[one[0].Index].CallID),
-				zap.Int("content_bytes", len(res.Content)), zap.Int("meta_bytes", len(res.Meta)))
+				zap.Int("content_bytes", len(res.Content)), zap.Int("value_bytes", len(res.Value)), zap.Int("meta_bytes", len(res.Meta)))
 			tooLarge := tool.Failure(tool.CodeResultTooLarge, fmt.Sprintf(
-				"the tool's result (%d bytes) is over the session log's limit for one event", len(res.Content)+len(res.Meta)))
+				"the tool's result (%d bytes) is over the session log's limit for one event", len(res.Content)+len(res.Value)+len(res.Meta)))
 			// What the result asked of the turn is not part of its event: it stays.
 			tooLarge.ConcludesTurn, tooLarge.AdditionalContexts = res.ConcludesTurn, res.AdditionalContexts
 			*res = tooLarge

@@ -507,7 +507,8 @@ func TestExecuteResultTooLargeForTheLog(t *testing.T) {
 					}
 				}()
 				if e.Index == big {
-					return tool.Result{Content: strings.Repeat("x", 1000), ConcludesTurn: true, AdditionalContexts: []string{"remember the quota"}}
+					return tool.Result{Content: strings.Repeat("x", 1000), Value: []byte(`"` + strings.Repeat("v", 498) + `"`),
+						ConcludesTurn: true, AdditionalContexts: []string{"remember the quota"}}
 				}
 				return okResult(e.Index)
 			})
@@ -524,8 +525,8 @@ func TestExecuteResultTooLargeForTheLog(t *testing.T) {
 			}
 			for i, r := range l.checkComplete(t, n) {
 				if i == big {
-					if r.Code() != tool.CodeResultTooLarge || !strings.Contains(r.Err.Message, "1000 bytes") {
-						t.Errorf("logged result %d = %+v, want RESULT_TOO_LARGE naming 1000 bytes", i, r)
+					if r.Code() != tool.CodeResultTooLarge || !strings.Contains(r.Err.Message, "(1500 bytes)") {
+						t.Errorf("logged result %d = %+v, want RESULT_TOO_LARGE naming 1500 bytes (content and value)", i, r)
 					}
 				} else if diff := cmp.Diff(okResult(i), r); diff != "" {
 					t.Errorf("logged result %d (-want +got):\n%s", i, diff)
