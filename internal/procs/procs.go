@@ -52,6 +52,12 @@ const (
 	// rounded up to a bucket boundary of the runtime's histogram (229 µs in Go 1.26's).
 	QueuedDelay = 200 * time.Microsecond
 
+	// minQueuedSamples is how many scheduling samples a window needs for its queued
+	// share to count: the runtime samples about one scheduling in eight, and a quiet
+	// window's one delayed sample out of three (a GC worker, a timer) says nothing of
+	// load.
+	minQueuedSamples = 16
+
 	maxCalmFactor = 64
 	bounceWithin  = 2 * time.Second
 )
@@ -246,7 +252,7 @@ func (c *Controller) sample(w *window, wall time.Time) {
 	}
 	cores := float64(s.cpu-w.at.cpu) / float64(wall.Sub(w.wall))
 	var queued float64
-	if n := s.sched - w.at.sched; n > 0 {
+	if n := s.sched - w.at.sched; n >= minQueuedSamples {
 		queued = float64(s.delayed-w.at.delayed) / float64(n)
 	}
 	*w = window{s, wall}

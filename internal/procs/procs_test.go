@@ -324,3 +324,29 @@ func TestReadRuntime(t *testing.T) {
 		t.Errorf("samples %+v then %+v: want CPU and counts that only grow, some goroutines scheduled", a, b)
 	}
 }
+
+// TestControllerIgnoresAFewDelayedSamples: a quiet window at one P whose few scheduling
+// samples include a delayed one does not raise GOMAXPROCS; the same share over enough
+// samples does.
+func TestControllerIgnoresAFewDelayedSamples(t *testing.T) {
+	f, _ := newFake(t, Options{Max: 2, Window: 10 * time.Millisecond, Calm: 1})
+	w, _ := f.c.start(f.wall)
+	f.step(&w, load{0, 0}) // calm: down to one P
+	if f.c.procs != 1 {
+		t.Fatalf("procs = %d after a calm window, want 1", f.c.procs)
+	}
+	f.now.sched += minQueuedSamples - 1 // too few samples, one of them delayed
+	f.now.delayed++
+	f.wall = f.wall.Add(f.c.opts.Window)
+	f.c.sample(&w, f.wall)
+	if f.c.procs != 1 {
+		t.Errorf("procs = %d after %d samples with one delayed, want 1", f.c.procs, minQueuedSamples-1)
+	}
+	f.now.sched += minQueuedSamples // enough samples, a quarter delayed
+	f.now.delayed += minQueuedSamples / 4
+	f.wall = f.wall.Add(f.c.opts.Window)
+	f.c.sample(&w, f.wall)
+	if f.c.procs != 2 {
+		t.Errorf("procs = %d after %d samples with a quarter delayed, want 2", f.c.procs, minQueuedSamples)
+	}
+}
