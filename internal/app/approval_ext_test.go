@@ -28,17 +28,10 @@ policy:
     - {tool: echo, decision: ask}
 `)
 	runProvider(t, e.app.Addr(), sizedTool("sized"), echoTool())
-	stream, err := toolsdv1.NewToolServiceClient(dialFixedWindow(t, e.app.Addr())).ExecuteBatch(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	stream := openFixedWindow(t, e.app.Addr())
 	// Two results larger than the client's flow control window: the second leaves the
 	// outbox's writer waiting on a client that reads nothing.
-	calls := []*toolsdv1.ToolCall{
-		call("c0", "sized", `{"bytes":262144}`),
-		call("c1", "sized", `{"bytes":262144}`),
-		call("ask", "echo", `{"text":"may I?"}`),
-	}
+	calls := twoLargeThen(call("ask", "echo", `{"text":"may I?"}`))
 	if err := stream.Send(batchReq(&toolsdv1.Batch{SessionId: "s-unread-ask", Calls: calls})); err != nil {
 		t.Fatal(err)
 	}

@@ -340,10 +340,7 @@ func TestSlowClientIsCutOff(t *testing.T) {
 func TestSlowClientIsCutOffSingleCall(t *testing.T) {
 	e := start(t, "limits: {write_timeout: 100ms}\n")
 	runProvider(t, e.app.Addr(), sizedTool("sized"))
-	stream, err := toolsdv1.NewToolServiceClient(dialFixedWindow(t, e.app.Addr())).ExecuteBatch(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	stream := openFixedWindow(t, e.app.Addr())
 	batch := &toolsdv1.Batch{SessionId: "s-slow-one", Calls: []*toolsdv1.ToolCall{call("c0", "sized", `{"bytes":262144}`)}}
 	if err := stream.Send(batchReq(batch)); err != nil {
 		t.Fatal(err)
@@ -369,17 +366,10 @@ func TestClientNotReadingWhileCallsRunIsCutOff(t *testing.T) {
 	e := start(t, "limits: {write_timeout: 200ms}\n")
 	started, stopped := make(chan string, 1), make(chan string, 1)
 	runProvider(t, e.app.Addr(), sizedTool("sized"), blockTool("block", started, stopped))
-	stream, err := toolsdv1.NewToolServiceClient(dialFixedWindow(t, e.app.Addr())).ExecuteBatch(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	stream := openFixedWindow(t, e.app.Addr())
 	// Two results larger than the client's flow control window: the second leaves the
 	// writer waiting on a client that reads nothing, while the third call runs.
-	calls := []*toolsdv1.ToolCall{
-		call("c0", "sized", `{"bytes":262144}`),
-		call("c1", "sized", `{"bytes":262144}`),
-		call("run", "block", `{"label":"run"}`),
-	}
+	calls := twoLargeThen(call("run", "block", `{"label":"run"}`))
 	if err := stream.Send(batchReq(&toolsdv1.Batch{SessionId: "s-unread-run", Calls: calls})); err != nil {
 		t.Fatal(err)
 	}
@@ -408,10 +398,7 @@ func TestClientNotReadingProgressIsCutOff(t *testing.T) {
 			stopped <- "chatty"
 			return "", ctx.Err()
 		}))
-	stream, err := toolsdv1.NewToolServiceClient(dialFixedWindow(t, e.app.Addr())).ExecuteBatch(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	stream := openFixedWindow(t, e.app.Addr())
 	if err := stream.Send(batchReq(&toolsdv1.Batch{SessionId: "s-unread-progress", Calls: []*toolsdv1.ToolCall{call("c0", "chatty", `{"label":"chatty"}`)}})); err != nil {
 		t.Fatal(err)
 	}
@@ -441,17 +428,10 @@ func TestCutOffClientGetsItsStatusAtOnce(t *testing.T) {
 			return "released", nil
 		}))
 	t.Cleanup(releaseCall) // before the provider's stop, which waits for the call
-	stream, err := toolsdv1.NewToolServiceClient(dialFixedWindow(t, e.app.Addr())).ExecuteBatch(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	stream := openFixedWindow(t, e.app.Addr())
 	// Two results larger than the client's flow control window leave the writer waiting
 	// on a client that reads nothing, while the third call runs.
-	calls := []*toolsdv1.ToolCall{
-		call("c0", "sized", `{"bytes":262144}`),
-		call("c1", "sized", `{"bytes":262144}`),
-		call("run", "stubborn", `{"label":"run"}`),
-	}
+	calls := twoLargeThen(call("run", "stubborn", `{"label":"run"}`))
 	if err := stream.Send(batchReq(&toolsdv1.Batch{SessionId: "s-cut-status", Calls: calls})); err != nil {
 		t.Fatal(err)
 	}
@@ -613,10 +593,7 @@ func TestSteadyReaderIsNotCutOff(t *testing.T) {
 	for i := range calls {
 		calls[i] = call(fmt.Sprint("c", i), "sized", `{"bytes":40000}`)
 	}
-	stream, err := toolsdv1.NewToolServiceClient(dialFixedWindow(t, e.app.Addr())).ExecuteBatch(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	stream := openFixedWindow(t, e.app.Addr())
 	if err := stream.Send(batchReq(&toolsdv1.Batch{SessionId: "s-steady", Calls: calls})); err != nil {
 		t.Fatal(err)
 	}
@@ -661,6 +638,28 @@ func readUntilCutOff(t *testing.T, stream grpc.BidiStreamingClient[toolsdv1.Exec
 		if m.GetSettled() != nil {
 			t.Fatal("the slow client got the whole batch: nothing was cut off")
 		}
+	}
+}
+
+// openFixedWindow opens an ExecuteBatch stream on a connection with fixed 64 KiB flow
+// control windows (see dialFixedWindow).
+func openFixedWindow(t *testing.T, addr string) toolsdv1.ToolService_ExecuteBatchClient {
+	t.Helper()
+	stream, err := toolsdv1.NewToolServiceClient(dialFixedWindow(t, addr)).ExecuteBatch(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stream
+}
+
+// twoLargeThen is a batch's calls: two results larger than a fixed-window client's flow
+// control window (the second leaves the writer waiting on a client that reads
+// nothing), then c.
+func twoLargeThen(c *toolsdv1.ToolCall) []*toolsdv1.ToolCall {
+	return []*toolsdv1.ToolCall{
+		call("c0", "sized", `{"bytes":262144}`),
+		call("c1", "sized", `{"bytes":262144}`),
+		c,
 	}
 }
 
