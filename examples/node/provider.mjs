@@ -154,9 +154,12 @@ async function execute(req, running, send, maxResultBytes) {
   const call = new AbortController();
   running.set(req.requestId, call);
   // Progress is a status line: toolsd forwards at most 64 KiB of one, and a message over
-  // its receive limit would end the stream. Cut it as the Go SDK does.
-  const progress = (message) =>
+  // its receive limit would end the stream. Cut it as the Go SDK does, and drop it, as the
+  // Go SDK does, once the call is cancelled or answered: nobody awaits it then.
+  const progress = (message) => {
+    if (call.signal.aborted || running.get(req.requestId) !== call) return;
     send({ progress: { requestId: req.requestId, message: cut(Buffer.from(message), Math.min(64 << 10, maxResultBytes)) } });
+  };
   let result;
   try {
     const text = await tools[req.tool].run(JSON.parse(req.argumentsJson), { signal: call.signal, progress });

@@ -53,6 +53,33 @@ func TestNodeProviderAnswersCancelledCalls(t *testing.T) {
 	}
 }
 
+// TestNodeProviderDropsProgressAfterACancel: once toolsd has cancelled a call, the
+// progress its tool still reports is not sent, as the Go SDK drops it; the call's answer
+// is.
+func TestNodeProviderDropsProgressAfterACancel(t *testing.T) {
+	node, npm := requireNode(t)
+	installDeps(t, npm)
+	fake := startFakeToolsd(t, false)
+	startNode(t, node, "testdata/provider.mjs", "--addr", fake.addr)
+	s := fake.accept(t)
+	s.welcome(t, 1<<20)
+
+	s.send(t, execute(1, "report_after_cancel", `{}`))
+	s.next(t, func(m *toolsdv1.ProviderServiceConnectRequest) bool { return m.GetProgress().GetRequestId() == 1 })
+	s.send(t, &toolsdv1.ProviderServiceConnectResponse{Msg: &toolsdv1.ProviderServiceConnectResponse_Cancel{
+		Cancel: &toolsdv1.CancelExecution{RequestId: 1, Reason: "test"},
+	}})
+	// The tool reports its progress before it returns: it would come before the result.
+	m := s.next(t, func(m *toolsdv1.ProviderServiceConnectRequest) bool {
+		return m.GetProgress() != nil || m.GetResult() != nil
+	})
+	if p := m.GetProgress(); p != nil {
+		t.Errorf("after the cancel the provider sent progress %q, want it dropped", p.GetMessage())
+	} else if !m.GetResult().GetCancelled() {
+		t.Errorf("result of the cancelled call = %v, want cancelled", m.GetResult())
+	}
+}
+
 // TestNodeProviderBacksOffFromShortStreams: a stream that toolsd ends right after its
 // welcome does not reset the reconnect backoff (as in the Go SDK, only a stream that
 // lasted its 5 s maximum does), so the provider backs off instead of reconnecting

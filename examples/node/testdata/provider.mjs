@@ -15,6 +15,18 @@ tools.fail_on_cancel = {
   },
 };
 
+// report_after_cancel reports progress, waits for its cancel, reports progress again
+// (which toolsd has no use for any more), then stops as cancelled.
+tools.report_after_cancel = {
+  definition: { name: 'report_after_cancel', description: 'Reports progress after its cancel.', parametersJson: object },
+  run: async (_, { signal, progress }) => {
+    progress('running');
+    if (!signal.aborted) await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+    progress('after the cancel');
+    throw signal.reason;
+  },
+};
+
 // report sends its text as a progress message, then succeeds.
 tools.report = {
   definition: { name: 'report', description: 'Reports its text as progress.', parametersJson: object },
