@@ -119,7 +119,10 @@ async function serve(client, onWelcome) {
           const taken = [];
           for (const t of m.registerResult.tools) {
             if (!t.errorCode) {
-              log(`registered ${t.name}`);
+              // Accepted, but quarantined when toolsd pins the name to another definition
+              // (registry.pinning: quarantine): agents do not see it until an operator approves.
+              if (t.quarantined) log(`${t.name} is held back: its definition differs from the one toolsd pinned (ApproveQuarantined)`);
+              else log(`registered ${t.name}`);
               refused.delete(t.name);
             } else if (t.errorCode === 'ALREADY_EXISTS' && retakeWindow > 0) taken.push(t.name);
             else log(`${t.name} refused: ${t.errorCode} ${t.errorMessage}`);

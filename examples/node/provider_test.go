@@ -80,6 +80,35 @@ func TestNodeProviderDropsProgressAfterACancel(t *testing.T) {
 	}
 }
 
+// TestNodeProviderWarnsOfAQuarantinedTool: a registration toolsd accepts but holds
+// back (quarantined: registry.pinning is quarantine and the name is pinned to another
+// definition) is logged as held back, as the Go SDK warns, not as registered.
+func TestNodeProviderWarnsOfAQuarantinedTool(t *testing.T) {
+	node, npm := requireNode(t)
+	installDeps(t, npm)
+	fake := startFakeToolsd(t, false)
+	provider := startNode(t, node, "provider.mjs", "--addr", fake.addr)
+	s := fake.accept(t)
+	s.welcome(t, 1<<20)
+
+	ref := s.next(t, func(m *toolsdv1.ProviderServiceConnectRequest) bool { return m.GetRegister() != nil }).GetRegister().GetRef()
+	s.send(t, &toolsdv1.ProviderServiceConnectResponse{Msg: &toolsdv1.ProviderServiceConnectResponse_RegisterResult{
+		RegisterResult: &toolsdv1.RegisterToolsResult{Ref: ref, Tools: []*toolsdv1.ToolRegistrationStatus{
+			{Name: "shout", ContentHash: "abc", Quarantined: true},
+			{Name: "wait", ContentHash: "def"},
+		}},
+	}})
+	// Both lines are printed for the same answer, shout's first.
+	provider.waitFor(t, 1, "provider: registered wait")
+	out := provider.String()
+	if strings.Contains(out, "provider: registered shout\n") {
+		t.Errorf("provider logged the quarantined shout as registered; output:\n%s", out)
+	}
+	if !strings.Contains(out, "provider: shout is held back") {
+		t.Errorf("provider logged no line starting %q; output:\n%s", "provider: shout is held back", out)
+	}
+}
+
 // TestNodeProviderBacksOffFromShortStreams: a stream that toolsd ends right after its
 // welcome does not reset the reconnect backoff (as in the Go SDK, only a stream that
 // lasted its 5 s maximum does), so the provider backs off instead of reconnecting
