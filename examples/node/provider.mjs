@@ -8,7 +8,7 @@ import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { providerClient } from './toolsd.mjs';
+import { connectRequestSize, providerClient } from './toolsd.mjs';
 
 const { values: flags } = parseArgs({
   options: {
@@ -72,8 +72,26 @@ async function serve(client, onWelcome) {
   let ref = 0;
   // Writes are buffered by the stream, so handlers never block the receive loop below.
   const send = (msg) => stream.writable && stream.write(msg);
-  const register = (names) =>
-    send({ register: { ref: ++ref, scope: flags.scope, tools: names.map((n) => tools[n].definition) } });
+  // A message over toolsd's receive limit would end the stream, and again after every
+  // reconnect. As the Go SDK does, a registration goes in messages of at most 1 MiB of
+  // definitions, or the welcome's max_result_bytes if that is smaller (toolsd receives
+  // that much); a definition larger than that goes alone.
+  const register = (names) => {
+    const budget = Math.min(1 << 20, maxResultBytes);
+    const messages = [];
+    let size = Infinity; // of the definitions in the last message
+    for (const name of names) {
+      const def = tools[name].definition;
+      const n = connectRequestSize({ register: { tools: [def] } }); // the definition's, plus a few bytes
+      if (size + n > budget) {
+        messages.push([]);
+        size = 0;
+      }
+      messages.at(-1).push(def);
+      size += n;
+    }
+    for (const defs of messages) send({ register: { ref: ++ref, scope: flags.scope, tools: defs } });
+  };
   const cancelStream = () => stream.cancel();
   stream.on('error', () => {}); // the loop below reports errors; none may go unhandled later
   stop.signal.addEventListener('abort', cancelStream);

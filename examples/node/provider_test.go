@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 )
@@ -106,6 +107,45 @@ func TestNodeProviderWarnsOfAQuarantinedTool(t *testing.T) {
 	}
 	if !strings.Contains(out, "provider: shout is held back") {
 		t.Errorf("provider logged no line starting %q; output:\n%s", "provider: shout is held back", out)
+	}
+}
+
+// TestNodeProviderSplitsItsRegistration: as the Go SDK does, the provider registers its
+// tools in messages of at most 1 MiB of definitions, or the welcome's max_result_bytes
+// if that is smaller (a definition larger than that goes alone): a message over
+// toolsd's receive limit would end the stream, and again after every reconnect.
+func TestNodeProviderSplitsItsRegistration(t *testing.T) {
+	node, npm := requireNode(t)
+	installDeps(t, npm)
+	for name, maxResult := range map[string]uint64{"1 MiB": 1 << 20, "max_result_bytes 1000": 1000} {
+		t.Run(name, func(t *testing.T) {
+			fake := startFakeToolsd(t, false)
+			startNode(t, node, "testdata/provider.mjs", "--addr", fake.addr)
+			s := fake.accept(t)
+			s.welcome(t, maxResult)
+			budget := min(1<<20, maxResult)
+
+			// testdata/provider.mjs adds large_1 to large_5 (300,000 bytes each) last.
+			registered := make(map[string]bool)
+			for !registered["large_5"] {
+				defs := s.next(t, func(m *toolsdv1.ProviderServiceConnectRequest) bool { return m.GetRegister() != nil }).GetRegister().GetTools()
+				size := 0
+				var names []string
+				for _, d := range defs {
+					size += proto.Size(d)
+					names = append(names, d.GetName())
+					registered[d.GetName()] = true
+				}
+				if len(defs) > 1 && uint64(size) > budget {
+					t.Errorf("a register message carries %d bytes of definitions (%v), want at most %d or a single one", size, names, budget)
+				}
+			}
+			for _, name := range []string{"shout", "wait", "large_1", "large_2", "large_3", "large_4"} {
+				if !registered[name] {
+					t.Errorf("the provider did not register %s", name)
+				}
+			}
+		})
 	}
 }
 

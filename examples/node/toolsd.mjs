@@ -41,6 +41,9 @@ const providerChannel = {
 /** A client of ProviderService (Connect) at addr, e.g. "127.0.0.1:50151". */
 export const providerClient = (addr) => new v1.ProviderService(addr, insecure, providerChannel);
 
+/** The size in bytes of msg as a ProviderService.Connect request on the wire. */
+export const connectRequestSize = (msg) => v1.ProviderService.service.Connect.requestSerialize(msg).length;
+
 // An agent's messages are as large as toolsd's limits make them: a result up to
 // limits.max_result_bytes (at most 8 MiB; a failure's message comes twice, as content
 // and error.message), a settle's contexts up to limits.max_batch_context_bytes. Over

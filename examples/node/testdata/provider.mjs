@@ -36,4 +36,13 @@ tools.report = {
   },
 };
 
+// large_1 to large_5 have descriptions of 300,000 bytes: 1.5 MiB of definitions, which
+// do not fit in one register message.
+for (let i = 1; i <= 5; i++) {
+  tools[`large_${i}`] = {
+    definition: { name: `large_${i}`, description: 'd'.repeat(300_000), parametersJson: object },
+    run: async () => 'large',
+  };
+}
+
 await main();
