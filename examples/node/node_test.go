@@ -403,10 +403,24 @@ func dial(tb testing.TB, addr string) *grpc.ClientConn {
 	return conn
 }
 
+// nodeProcess is a node process the test runs, and its output.
+type nodeProcess struct {
+	*lineLog
+	cmd *exec.Cmd
+}
+
+// interrupt sends the process SIGINT, as Ctrl-C would.
+func (p *nodeProcess) interrupt(tb testing.TB) {
+	tb.Helper()
+	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
+		tb.Fatalf("interrupting node: %v", err)
+	}
+}
+
 // startNode runs `node script args...` in the example's directory until the test ends,
 // then interrupts it as Ctrl-C would and expects it to exit 0 (it is killed if it has
 // not within 10 s).
-func startNode(t *testing.T, node, script string, args ...string) *lineLog {
+func startNode(t *testing.T, node, script string, args ...string) *nodeProcess {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, node, append([]string{script}, args...)...)
@@ -428,7 +442,7 @@ func startNode(t *testing.T, node, script string, args ...string) *lineLog {
 			t.Logf("node %s output:\n%s", script, out)
 		}
 	})
-	return out
+	return &nodeProcess{lineLog: out, cmd: cmd}
 }
 
 // lineLog collects a process's output and lets a test wait for lines in it.

@@ -1,7 +1,8 @@
 // provider.mjs is a toolsd tool provider in Node.js, speaking ProviderService.Connect
 // directly: hello → welcome, register → register_result, then execute → result and
 // cancel → an answer with cancelled: true. It registers two tools, shout and wait, and
-// reconnects with backoff whenever the stream ends, until SIGINT or SIGTERM.
+// reconnects with backoff whenever the stream ends, until SIGINT or SIGTERM; then it lets
+// its running calls finish for the shutdown grace before it closes the stream.
 //
 //	node provider.mjs --addr 127.0.0.1:50151
 import { realpathSync } from 'node:fs';
@@ -18,10 +19,18 @@ const { values: flags } = parseArgs({
     // How long a name refused with ALREADY_EXISTS is registered again before giving up
     // (as the Go SDK's WithRetakeWindow); 0 turns the retries off.
     'retake-window-ms': { type: 'string', default: '120000' },
+    // How long, after SIGINT or SIGTERM, running calls may take to finish and still have
+    // their answers sent (as the Go SDK's WithShutdownGrace); 0 does not wait.
+    'shutdown-grace-ms': { type: 'string', default: '5000' },
   },
 });
-const retakeWindow = Number(flags['retake-window-ms']);
-if (!Number.isFinite(retakeWindow)) throw new Error(`--retake-window-ms ${flags['retake-window-ms']} is not a number`);
+const number = (flag) => {
+  const n = Number(flags[flag]);
+  if (!Number.isFinite(n)) throw new Error(`--${flag} ${flags[flag]} is not a number`);
+  return n;
+};
+const retakeWindow = number('retake-window-ms');
+const shutdownGrace = number('shutdown-grace-ms');
 
 // The tools: a definition as toolsd registers it, and a body that gets the parsed
 // arguments plus the call's AbortSignal and progress reporter, and returns the
@@ -61,14 +70,18 @@ export const tools = {
 
 const log = (msg) => console.log(`provider: ${msg}`);
 const stop = new AbortController(); // aborted by SIGINT / SIGTERM
+const shutdown = new Error('the provider is shutting down'); // the reason calls are aborted with then
 
 // serve runs one Connect stream until it ends; it resolves on a clean end and rejects
 // with the gRPC status otherwise. onWelcome is called once toolsd has accepted the hello.
 async function serve(client, onWelcome) {
   const stream = client.connect();
-  const ended = new AbortController(); // stops this stream's registration retries
-  const running = new Map(); // request id → AbortController of a running call
+  const ended = new AbortController(); // stops this stream's registration retries and drain
+  const running = new Map(); // request id → AbortController of a call not answered yet
   let maxResultBytes = Infinity;
+  let welcomed = false;
+  let draining = false;
+  let onIdle = () => {}; // called when a call is answered and none is left
   let ref = 0;
   // Writes are buffered by the stream, so handlers never block the receive loop below.
   const send = (msg) => stream.writable && stream.write(msg);
@@ -92,9 +105,29 @@ async function serve(client, onWelcome) {
     }
     for (const defs of messages) send({ register: { ref: ++ref, scope: flags.scope, tools: defs } });
   };
-  const cancelStream = () => stream.cancel();
   stream.on('error', () => {}); // the loop below reports errors; none may go unhandled later
-  stop.signal.addEventListener('abort', cancelStream);
+
+  // On SIGINT or SIGTERM, as the Go SDK does: take no more calls and cancel the running
+  // ones, but keep the stream open for up to the shutdown grace, so that the answers of
+  // those that finish still reach toolsd. Then half-close it, and cut it if toolsd has not
+  // ended it a second later. A call that stopped because of the shutdown, or runs past
+  // the grace, or arrives meanwhile, is not answered: toolsd fails it with PROVIDER_GONE
+  // as the stream closes, and may retry it on another provider (an answer such as
+  // TOOL_ERROR would end it for good).
+  const drain = async () => {
+    if (!welcomed) return stream.cancel(); // no call to wait for
+    draining = true;
+    const idle = new Promise((resolve) => (onIdle = resolve));
+    for (const call of running.values()) call.abort(shutdown);
+    try {
+      if (running.size > 0) await Promise.race([idle, sleep(shutdownGrace, undefined, { signal: ended.signal })]);
+      for (const id of running.keys()) log(`call ${id} still running after the shutdown grace: not answering it`);
+      stream.end();
+      await sleep(1000, undefined, { signal: ended.signal });
+      stream.cancel();
+    } catch {} // the stream has ended
+  };
+  stop.signal.addEventListener('abort', drain);
 
   // A name can still be held by our previous stream, whose end toolsd has not seen yet
   // (ALREADY_EXISTS): register it again after a delay, 50 ms doubling up to 5 s, until
@@ -128,6 +161,7 @@ async function serve(client, onWelcome) {
       switch (m.msg) {
         case 'welcome':
           log(`connected as ${m.welcome.providerId}`);
+          welcomed = true;
           // 0 announces no limit (as the Go SDK reads it), not that every result is too large.
           maxResultBytes = Number(m.welcome.maxResultBytes) || Infinity;
           onWelcome();
@@ -150,7 +184,8 @@ async function serve(client, onWelcome) {
           break;
         }
         case 'execute': // not awaited: the loop keeps reading while the call runs
-          execute(m.execute, running, send, maxResultBytes);
+          if (draining) log(`call ${m.execute.requestId} not started: shutting down`);
+          else execute(m.execute, running, send, maxResultBytes).then(() => running.size === 0 && onIdle());
           break;
         case 'cancel':
           log(`cancel ${m.cancel.requestId}: ${m.cancel.reason}`);
@@ -162,23 +197,24 @@ async function serve(client, onWelcome) {
       }
     }
   } finally {
-    stop.signal.removeEventListener('abort', cancelStream);
+    stop.signal.removeEventListener('abort', drain);
     ended.abort();
     // toolsd has failed these calls with PROVIDER_GONE; stop their work too.
     for (const call of running.values()) call.abort('stream ended');
   }
 }
 
-// execute runs one call and answers it, whatever happens: with the tool's text or its
-// failure, marked cancelled: true when it stopped because toolsd cancelled it.
+// execute runs one call and answers it: with the tool's text or its failure, marked
+// cancelled: true when it stopped because toolsd cancelled it. Only a call stopped by the
+// provider's shutdown is not answered (see drain).
 async function execute(req, running, send, maxResultBytes) {
   const call = new AbortController();
   running.set(req.requestId, call);
   // Progress is a status line: toolsd forwards at most 64 KiB of one, and a message over
   // its receive limit would end the stream. Cut it as the Go SDK does, and drop it, as the
-  // Go SDK does, once the call is cancelled or answered: nobody awaits it then.
+  // Go SDK does, once toolsd cancelled the call or it is answered: nobody awaits it then.
   const progress = (message) => {
-    if (call.signal.aborted || running.get(req.requestId) !== call) return;
+    if ((call.signal.aborted && call.signal.reason !== shutdown) || running.get(req.requestId) !== call) return;
     send({ progress: { requestId: req.requestId, message: cut(Buffer.from(message), Math.min(64 << 10, maxResultBytes)) } });
   };
   let result;
@@ -193,13 +229,15 @@ async function execute(req, running, send, maxResultBytes) {
     const stopped = call.signal.aborted && (err?.name === 'AbortError' || err === call.signal.reason);
     const message = String(err?.message ?? err) || (stopped ? 'cancelled' : 'the tool failed');
     result = { isError: true, errorMessage: Buffer.from(message), cancelled: stopped };
-  } finally {
-    running.delete(req.requestId);
+    if (stopped && call.signal.reason === shutdown) result = undefined; // left to PROVIDER_GONE
   }
-  // Too large a message would end the whole stream: send only the size (RESULT_TOO_LARGE).
-  const size = (result.content?.length ?? 0) + (result.errorMessage?.length ?? 0);
-  if (size > maxResultBytes) result = { oversizedBytes: size };
-  send({ result: { requestId: req.requestId, ...result } });
+  if (result) {
+    // Too large a message would end the whole stream: send only the size (RESULT_TOO_LARGE).
+    const size = (result.content?.length ?? 0) + (result.errorMessage?.length ?? 0);
+    if (size > maxResultBytes) result = { oversizedBytes: size };
+    send({ result: { requestId: req.requestId, ...result } });
+  }
+  running.delete(req.requestId);
 }
 
 // cut returns the longest prefix of the UTF-8 text buf of at most n bytes that does not

@@ -149,6 +149,56 @@ func TestNodeProviderSplitsItsRegistration(t *testing.T) {
 	}
 }
 
+// TestNodeProviderDrainsOnShutdown: on SIGINT, as the Go SDK does, the provider takes
+// no more calls and cancels the running ones, but keeps its stream open for the shutdown
+// grace: a call that finishes in time is answered, one that stopped because of the
+// shutdown or is still running after the grace is not (toolsd fails it with
+// PROVIDER_GONE as the stream closes), and then the provider half-closes the stream.
+func TestNodeProviderDrainsOnShutdown(t *testing.T) {
+	node, npm := requireNode(t)
+	installDeps(t, npm)
+	for name, tc := range map[string]struct {
+		grace   string
+		answers bool // whether stop_slowly, 1 s after the signal, is answered
+	}{
+		"within the grace": {grace: "60000", answers: true},
+		"after the grace":  {grace: "0"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			fake := startFakeToolsd(t, false)
+			provider := startNode(t, node, "testdata/provider.mjs", "--addr", fake.addr, "--shutdown-grace-ms", tc.grace)
+			s := fake.accept(t)
+			s.welcome(t, 1<<20)
+
+			s.send(t, execute(1, "stop_slowly", `{"ms": 1000}`))
+			s.send(t, execute(2, "wait", `{"ms": 50000}`))
+			for _, id := range []uint64{1, 2} {
+				s.next(t, func(m *toolsdv1.ProviderServiceConnectRequest) bool { return m.GetProgress().GetRequestId() == id })
+			}
+			provider.interrupt(t)
+			// Sent after the signal: not started. (It may also arrive after the half-close.)
+			s.send(t, execute(3, "shout", `{"text": "too late"}`))
+			answered := make(map[uint64]*toolsdv1.ExecuteResult)
+			for _, m := range s.rest(t) {
+				if r := m.GetResult(); r != nil {
+					answered[r.GetRequestId()] = r
+				}
+			}
+			if r, ok := answered[1]; ok != tc.answers || (ok && string(r.GetContent()) != "stopped 1000 ms after the cancel") {
+				t.Errorf("with a shutdown grace of %s ms, stop_slowly answered = %v (%v), want %t", tc.grace, ok, r, tc.answers)
+			}
+			for _, id := range []uint64{2, 3} {
+				if r, ok := answered[id]; ok {
+					t.Errorf("call %d was answered %v, want no answer (toolsd fails it with PROVIDER_GONE)", id, r)
+				}
+			}
+			if !tc.answers {
+				provider.waitFor(t, 1, "provider: call 1 still running after the shutdown grace: not answering it")
+			}
+		})
+	}
+}
+
 // TestNodeProviderBacksOffFromShortStreams: a stream that toolsd ends right after its
 // welcome does not reset the reconnect backoff (as in the Go SDK, only a stream that
 // lasted its 5 s maximum does), so the provider backs off instead of reconnecting
@@ -330,6 +380,25 @@ func (s *fakeStream) next(tb testing.TB, match func(*toolsdv1.ProviderServiceCon
 			}
 		case <-timeout.C:
 			tb.Fatal("no message the test waits for within 20s")
+		}
+	}
+}
+
+// rest returns the stream's messages until it ends. It waits up to 20 s.
+func (s *fakeStream) rest(tb testing.TB) (msgs []*toolsdv1.ProviderServiceConnectRequest) {
+	tb.Helper()
+	timeout := time.NewTimer(20 * time.Second)
+	defer timeout.Stop()
+	for {
+		select {
+		case m, ok := <-s.msgs:
+			if !ok {
+				return msgs
+			}
+			msgs = append(msgs, m)
+		case <-timeout.C:
+			tb.Fatal("the stream did not end within 20s")
+			return nil
 		}
 	}
 }

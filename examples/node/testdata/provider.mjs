@@ -1,5 +1,6 @@
 // testdata/provider.mjs is provider.mjs with tools that only the test needs added:
 // node_test.go runs it (node testdata/provider.mjs --addr ...) against a fake toolsd.
+import { setTimeout as sleep } from 'node:timers/promises';
 import { main, tools } from '../provider.mjs';
 
 const object = JSON.stringify({ type: 'object' });
@@ -24,6 +25,18 @@ tools.report_after_cancel = {
     if (!signal.aborted) await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
     progress('after the cancel');
     throw signal.reason;
+  },
+};
+
+// stop_slowly reports progress, waits for its cancel, then returns ms later. Its timer
+// does not keep the process running: the provider can exit without it.
+tools.stop_slowly = {
+  definition: { name: 'stop_slowly', description: 'Returns a while after its cancel.', parametersJson: object },
+  run: async ({ ms }, { signal, progress }) => {
+    progress('running');
+    if (!signal.aborted) await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+    await sleep(ms, undefined, { ref: false });
+    return `stopped ${ms} ms after the cancel`;
   },
 };
 
