@@ -117,6 +117,7 @@ async function serve(client, onWelcome) {
   const drain = async () => {
     if (!welcomed) return stream.cancel(); // no call to wait for
     draining = true;
+    log(`shutting down: ${running.size} calls running, ${shutdownGrace} ms to finish`);
     const idle = new Promise((resolve) => (onIdle = resolve));
     for (const call of running.values()) call.abort(shutdown);
     try {

@@ -176,7 +176,10 @@ func TestNodeProviderDrainsOnShutdown(t *testing.T) {
 				s.next(t, func(m *toolsdv1.ProviderServiceConnectRequest) bool { return m.GetProgress().GetRequestId() == id })
 			}
 			provider.interrupt(t)
-			// Sent after the signal: not started. (It may also arrive after the half-close.)
+			// Sent once the provider has taken the signal (a message and a signal reach
+			// its event loop in either order): not started. (It may also arrive after the
+			// half-close.)
+			provider.waitForPrefix(t, 1, "provider: shutting down: 2 calls running")
 			s.send(t, execute(3, "shout", `{"text": "too late"}`))
 			answered := make(map[uint64]*toolsdv1.ExecuteResult)
 			for _, m := range s.rest(t) {
