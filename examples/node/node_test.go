@@ -146,12 +146,7 @@ func TestNodeAgentReceivesLargeResults(t *testing.T) {
 	node, npm := requireNode(t)
 	installDeps(t, npm)
 
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := lis.Addr().String()
-	runToolsdWith(t, lis, strings.Replace(toolsdConfig, "limits: {", "limits: {max_result_bytes: 8MiB, ", 1))
+	addr := listenToolsd(t, strings.Replace(toolsdConfig, "limits: {", "limits: {max_result_bytes: 8MiB, ", 1))
 	large := strings.Repeat("x", 6<<20)
 	p := goprovider.New("large", goprovider.WithLogger(zaptest.NewLogger(t)))
 	type waitArgs struct {
@@ -259,12 +254,7 @@ func TestNodeProviderRetakesATakenName(t *testing.T) {
 	node, npm := requireNode(t)
 	installDeps(t, npm)
 
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := lis.Addr().String()
-	runToolsd(t, lis)
+	addr := listenToolsd(t, toolsdConfig)
 	stopHolder := holdShout(t, addr)
 
 	provider := startNode(t, node, "provider.mjs", "--addr", addr)
@@ -285,12 +275,7 @@ func TestNodeProviderGivesUpATakenName(t *testing.T) {
 	node, npm := requireNode(t)
 	installDeps(t, npm)
 
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := lis.Addr().String()
-	runToolsd(t, lis)
+	addr := listenToolsd(t, toolsdConfig)
 	holdShout(t, addr)
 
 	provider := startNode(t, node, "provider.mjs", "--addr", addr, "--retake-window-ms", "1000")
@@ -363,6 +348,18 @@ func installDeps(t *testing.T, npm string) {
 func runToolsd(tb testing.TB, lis net.Listener) (stop func()) {
 	tb.Helper()
 	return runToolsdWith(tb, lis, toolsdConfig)
+}
+
+// listenToolsd runs toolsd from the YAML config yml on a loopback port until the test's
+// end, and returns its address.
+func listenToolsd(tb testing.TB, yml string) string {
+	tb.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	runToolsdWith(tb, lis, yml)
+	return lis.Addr().String()
 }
 
 // runToolsdWith runs toolsd from the YAML config yml, with opts after the test's
