@@ -98,6 +98,13 @@ type conn struct {
 	// were counted lost.
 	dead  bool
 	cause error
+	// removed: die has unpublished the conn (its HookConnected(-1) has been counted).
+	// A failure that the stream's end causes before then is handed to die (a request
+	// stays pending, a lost notification is added to lateLost) and counted after the
+	// removal, so the observer never counts it under a name whose series the removal
+	// is about to delete.
+	removed  bool
+	lateLost int
 }
 
 func (h *Hub) newConn(out sender, scopes Scopes) *conn {
@@ -154,12 +161,16 @@ func (c *conn) die(cause error) {
 		return
 	}
 	c.dead, c.cause = true, cause
-	pending := c.pending
-	c.pending, c.sent = nil, nil
 	c.mu.Unlock()
 	// Detached before gone is closed: whoever sees gone (the handler, then its client)
-	// sees the hub without this conn.
+	// sees the hub without this conn. Detached before the pending requests fail: their
+	// failures, and the notifications lost meanwhile, are counted after the hook's
+	// removal (see removed).
 	c.h.detach(c)
+	c.mu.Lock()
+	pending, late := c.pending, c.lateLost
+	c.pending, c.sent, c.removed = nil, nil, true
+	c.mu.Unlock()
 	close(c.gone)
 	for _, w := range pending {
 		w.ch <- answer{slot: w.slot, err: errGone}
@@ -176,7 +187,7 @@ func (c *conn) die(cause error) {
 			drained = true
 		}
 	}
-	c.lost(lost)
+	c.lost(lost + late)
 }
 
 // lost counts n result notifications that the stream's end kept from being sent.
@@ -184,6 +195,19 @@ func (c *conn) lost(n int) {
 	if n > 0 {
 		c.h.opts.obs.NotificationsLost(c.hello.name, n)
 	}
+}
+
+// lostOnDeath counts n result notifications lost to the end of a dead conn's stream:
+// now if die has removed the conn, else by die once it has.
+func (c *conn) lostOnDeath(n int) {
+	c.mu.Lock()
+	if !c.removed {
+		c.lateLost += n
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	c.lost(n)
 }
 
 func (c *conn) deathCause() error {
@@ -198,7 +222,7 @@ func (c *conn) deathCause() error {
 // right away, so every slot gets exactly one.
 func (c *conn) request(slot int, ch chan answer, msg *response) uint64 {
 	c.mu.Lock()
-	if c.dead {
+	if c.removed {
 		c.mu.Unlock()
 		ch <- answer{slot: slot, err: errGone}
 		return 0
@@ -206,7 +230,12 @@ func (c *conn) request(slot int, ch chan answer, msg *response) uint64 {
 	c.nextKey++
 	key := c.nextKey
 	c.pending[key] = waiter{slot: slot, ch: ch}
+	dead := c.dead
 	c.mu.Unlock()
+	if dead {
+		// die has yet to remove the conn; it fails the request once it has.
+		return key
+	}
 	select {
 	case c.reqs <- outbound{key: key, msg: msg}:
 	default:
@@ -251,13 +280,15 @@ func (c *conn) resolve(d *toolsdv1.HookDecision) bool {
 
 // notify queues a result notification. It fails with errOverloaded when the queue is
 // full and with errGone when the stream has ended (a call can still hold a subscription
-// table from before): such a notification is never sent.
+// table from before): such a notification is never sent, and notify counts it lost.
 func (c *conn) notify(msg *response) error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.dead {
+		c.mu.Unlock()
+		c.lostOnDeath(1)
 		return errGone
 	}
+	defer c.mu.Unlock()
 	select {
 	case c.notes <- msg:
 		return nil
@@ -355,7 +386,7 @@ func (c *conn) write() {
 		if err := streamgate.Send(&c.sends, c.out.Send, msg); err != nil {
 			c.die(fmt.Errorf("hook: send: %w", err))
 			if note {
-				c.lost(1)
+				c.lostOnDeath(1) // another die may still be removing the conn
 			}
 			return
 		}

@@ -27,7 +27,7 @@ func (h *Hub) ResultObserver() pipeline.ResultObserver {
 		for _, c := range hooks {
 			switch err := c.notify(requestMsg(StageResult, call, res, nil)); {
 			case errors.Is(err, errGone):
-				c.lost(1)
+				// Counted lost by notify.
 			case err != nil:
 				h.opts.obs.HookFailure(c.hello.name, StageResult.String(), true)
 				c.log.Debug("result notification dropped: queue full", zap.String("hook", c.hello.name), zap.String("tool", e.Name), zap.String("call_id", e.CallID))
