@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -41,11 +42,16 @@ type awaiting struct {
 
 var _ tool.Approver = (*streamApprover)(nil)
 
+// errAlreadyAwaiting refuses an approval asked for a call that already awaits one on
+// the stream: the client answers by call id, so one call has one request at a time.
+var errAlreadyAwaiting = errors.New("server: the call already awaits an approval")
+
 func newStreamApprover(out *outbox) *streamApprover {
 	return &streamApprover{out: out, pending: make(map[string]*awaiting), gone: make(chan struct{})}
 }
 
-// Approve implements tool.Approver.
+// Approve implements tool.Approver. A second Approve for a call whose first still
+// waits is refused at once (errAlreadyAwaiting); the first keeps its request.
 func (a *streamApprover) Approve(ctx context.Context, req tool.ApprovalRequest) (tool.ApprovalDecision, error) {
 	if a.before != nil && a.before() != nil {
 		return tool.ApprovalDecision{}, tool.ErrApprovalUnavailable
@@ -56,6 +62,12 @@ func (a *streamApprover) Approve(ctx context.Context, req tool.ApprovalRequest) 
 	if a.closed {
 		a.mu.Unlock()
 		return tool.ApprovalDecision{}, tool.ErrApprovalUnavailable
+	}
+	if _, dup := a.pending[id]; dup {
+		// Replacing the entry would leave the first wait without an answer until it
+		// ended, and refuse the client's answer to it as a stray.
+		a.mu.Unlock()
+		return tool.ApprovalDecision{}, errAlreadyAwaiting
 	}
 	a.asks++
 	w.id = a.asks

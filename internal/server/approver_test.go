@@ -273,6 +273,90 @@ func TestDecisionForAWithdrawnRequestIsRefused(t *testing.T) {
 	drain(t, stream)
 }
 
+// TestSecondApprovalOfAWaitingCallIsRefused: an approval asked for a call that already
+// awaits one is refused at once, and the first request keeps its place: the client's
+// answer to it decides it. The second used to replace the first in the pending set,
+// so the answer to the first was refused as a stray and the first waited until its
+// wait ended.
+func TestSecondApprovalOfAWaitingCallIsRefused(t *testing.T) {
+	seen := make(chan struct{})
+	read := make(chan bool, 1)
+	firstOut, secondOut := make(chan approveResult, 1), make(chan approveResult, 1)
+	stream := openBatch(t, func(stream batchStream) error {
+		if _, err := stream.Recv(); err != nil {
+			return err
+		}
+		out := newOutbox(stream, 8, time.Hour, func(error) {}, false)
+		a := newStreamApprover(out)
+		first, second := make(chan approveResult, 1), make(chan approveResult, 1)
+		ask := func(results chan<- approveResult) {
+			d, err := a.Approve(stream.Context(), tool.ApprovalRequest{Call: &tool.Call{CallID: "ask", Index: 0, Name: "rm"}, Reason: "deletes"})
+			results <- approveResult{d, err}
+		}
+		go ask(first)
+		select {
+		case <-seen:
+		case <-stream.Context().Done():
+			a.closeSide()
+			firstOut <- <-first
+			secondOut <- approveResult{}
+			return stream.Context().Err()
+		}
+		go ask(second)
+		// The second has returned, or has taken the first's place.
+		err := waitFor("the second approval to return or register", func() bool {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			return len(second) > 0 || a.pending["ask"] == nil || a.pending["ask"].id != 1
+		})
+		if err == nil {
+			var m *toolsdv1.ExecuteBatchRequest
+			if m, err = stream.Recv(); err == nil {
+				read <- a.resolve(m.GetApproval(), nil)
+			}
+		}
+		for err == nil {
+			_, err = stream.Recv()
+		}
+		a.closeSide() // ends a wait left without an answer
+		// A safety net: a wait whose entry was replaced never ends.
+		stuck := time.NewTimer(30 * time.Second)
+		defer stuck.Stop()
+		for _, r := range []struct{ in, out chan approveResult }{{first, firstOut}, {second, secondOut}} {
+			select {
+			case res := <-r.in:
+				r.out <- res
+			case <-stuck.C:
+				r.out <- approveResult{err: errors.New("Approve() never returned")}
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return out.close()
+		}
+		return err
+	})
+	req := recvApproval(t, stream)
+	close(seen)
+	answer := decision("ask", true, "first")
+	answer.GetApproval().RequestId = req.GetRequestId()
+	if err := stream.Send(answer); err != nil {
+		t.Fatal(err)
+	}
+	if !<-read {
+		t.Error("resolve(the answer to the first request) = false, want true")
+	}
+	if err := stream.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	drain(t, stream)
+	if r := <-firstOut; r.err != nil || r.d != (tool.ApprovalDecision{Approved: true, Reason: "first"}) {
+		t.Errorf("first Approve() = %+v, %v; want the answer to its request (approved, \"first\")", r.d, r.err)
+	}
+	if r := <-secondOut; !errors.Is(r.err, errAlreadyAwaiting) {
+		t.Errorf("second Approve() while the first waits = %+v, %v; want %v", r.d, r.err, errAlreadyAwaiting)
+	}
+}
+
 // waitFor waits for cond, giving up with an error after a generous deadline.
 func waitFor(what string, cond func() bool) error {
 	deadline := time.Now().Add(30 * time.Second)
