@@ -91,14 +91,17 @@ async function serve(client, onWelcome) {
   // that much); a definition larger than that goes alone.
   const register = (names) => {
     const budget = Math.min(1 << 20, maxResultBytes);
+    // What a message costs besides its definitions: the ref (at most a 10-byte varint)
+    // and the scope.
+    const overhead = connectRequestSize({ register: { ref: '18446744073709551615', scope: flags.scope, tools: [] } });
     const messages = [];
-    let size = Infinity; // of the definitions in the last message
+    let size = Infinity; // of the last message so far
     for (const name of names) {
       const def = tools[name].definition;
       const n = connectRequestSize({ register: { tools: [def] } }); // the definition's, plus a few bytes
       if (size + n > budget) {
         messages.push([]);
-        size = 0;
+        size = overhead;
       }
       messages.at(-1).push(def);
       size += n;

@@ -117,27 +117,37 @@ func TestNodeProviderWarnsOfAQuarantinedTool(t *testing.T) {
 func TestNodeProviderSplitsItsRegistration(t *testing.T) {
 	node, npm := requireNode(t)
 	installDeps(t, npm)
-	for name, maxResult := range map[string]uint64{"1 MiB": 1 << 20, "max_result_bytes 1000": 1000} {
+	longScope := strings.TrimSuffix(strings.Repeat(strings.Repeat("s", 60)+"/", 8), "/") // 487 bytes
+	for name, tc := range map[string]struct {
+		maxResult uint64
+		scope     string
+	}{
+		"1 MiB":                             {1 << 20, ""},
+		"max_result_bytes 1000":             {1000, ""},
+		"max_result_bytes 1000, long scope": {1000, longScope},
+	} {
 		t.Run(name, func(t *testing.T) {
 			fake := startFakeToolsd(t, false)
-			startNode(t, node, "testdata/provider.mjs", "--addr", fake.addr)
+			startNode(t, node, "testdata/provider.mjs", "--addr", fake.addr, "--scope", tc.scope)
 			s := fake.accept(t)
-			s.welcome(t, maxResult)
-			budget := min(1<<20, maxResult)
+			s.welcome(t, tc.maxResult)
+			budget := min(1<<20, tc.maxResult)
 
 			// testdata/provider.mjs adds large_1 to large_5 (300,000 bytes each) last.
 			registered := make(map[string]bool)
 			for !registered["large_5"] {
-				defs := s.next(t, func(m *toolsdv1.ProviderServiceConnectRequest) bool { return m.GetRegister() != nil }).GetRegister().GetTools()
-				size := 0
+				m := s.next(t, func(m *toolsdv1.ProviderServiceConnectRequest) bool { return m.GetRegister() != nil })
+				defs := m.GetRegister().GetTools()
 				var names []string
 				for _, d := range defs {
-					size += proto.Size(d)
 					names = append(names, d.GetName())
 					registered[d.GetName()] = true
 				}
-				if len(defs) > 1 && uint64(size) > budget {
-					t.Errorf("a register message carries %d bytes of definitions (%v), want at most %d or a single one", size, names, budget)
+				if size := proto.Size(m); len(defs) > 1 && uint64(size) > budget {
+					t.Errorf("a register message of %d bytes (%v), want at most %d or a single definition", size, names, budget)
+				}
+				if got := m.GetRegister().GetScope(); got != tc.scope {
+					t.Errorf("registered in scope %q, want %q", got, tc.scope)
 				}
 			}
 			for _, name := range []string{"shout", "wait", "large_1", "large_2", "large_3", "large_4"} {
