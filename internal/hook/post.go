@@ -21,6 +21,11 @@ import (
 // apply in order, add_context accumulates in order, and a BLOCK (or a failed fail-closed
 // hook) ends the chain. The chain's outcome is one composed verdict: the last content
 // and value replacements, every added context, or the block.
+//
+// Each step asks the hook subscribed when its turn comes: a hook whose stream ended
+// after the chain started is asked on a live stream of the same name that matches the
+// call and has not taken part in the chain yet (it reconnected), and only without one
+// does its failure apply.
 func (h *Hub) PostExecute() pipeline.PostExecute { return postExecute{h} }
 
 type postExecute struct{ h *Hub }
@@ -34,10 +39,18 @@ func (p postExecute) PostExecute(ctx context.Context, e *tool.Exec, _ pipeline.T
 	}
 	ch := chain{cur: r}
 	call := hookCall(e)
+	ran := make([]*conn, 0, len(hooks))
 	for _, c := range hooks {
 		if ctx.Err() != nil {
 			return ch.cancelled()
 		}
+		if slices.Contains(ran, c) {
+			continue // it took the turn of a stream of its name that had ended
+		}
+		if c.isDead() {
+			c = p.h.successor(c, e, ran)
+		}
+		ran = append(ran, c)
 		x := p.h.send(StagePostExecute, []*conn{c}, call, hookResult(&ch.cur))
 		a, end := x.next(ctx)
 		x.close()
@@ -52,6 +65,18 @@ func (p postExecute) PostExecute(ctx context.Context, e *tool.Exec, _ pipeline.T
 		}
 	}
 	return ch.verdict()
+}
+
+// successor returns the live hook that takes the turn of dead in a post-execute chain
+// for e: the first, in the current subscription table, of dead's name that matches e
+// and is not in ran. Without one it returns dead, whose request then fails.
+func (h *Hub) successor(dead *conn, e *tool.Exec, ran []*conn) *conn {
+	for _, c := range h.subscribed(StagePostExecute, e) {
+		if c != dead && c.hello.name == dead.hello.name && !slices.Contains(ran, c) && !c.isDead() {
+			return c
+		}
+	}
+	return dead
 }
 
 // chain is the composed outcome of the post-execute hooks so far.

@@ -1,11 +1,13 @@
 package hook_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/zap"
@@ -323,5 +325,92 @@ func TestPostExecuteContextDefaults(t *testing.T) {
 	}
 	if got := p.Run(t.Context(), newExec("huge", `{}`)).AdditionalContexts; !slices.Equal(got, []string{"small"}) {
 		t.Errorf("contexts kept = %d entries, want [small]: %d bytes and more are over the default", len(got), hook.DefaultMaxContextBytes)
+	}
+}
+
+// TestPostExecuteChainAsksReconnectedHook: a later hook of a post-execute chain whose
+// stream ends, and which connects again, while an earlier hook holds the chain is asked
+// at its turn on its new stream, seeing the earlier hook's output: the chain does not
+// fail closed on the stream that was live when it started.
+func TestPostExecuteChainAsksReconnectedHook(t *testing.T) {
+	e := newEnv(t)
+	held := make(chan struct{})
+	release := make(chan struct{})
+	e.connect(t, helloFor("first", sub(post, "", "", 1)), func(r *toolsdv1.HookRequest) *toolsdv1.HookDecision {
+		close(held)
+		<-release
+		return appendContent("+first")(r)
+	})
+	old := e.connect(t, helloFor("second", sub(post, "", "", 2)), appendContent("+old"))
+	disp := &dispatcher{fn: func(*tool.Exec) tool.Result { return tool.Result{Content: "ok"} }}
+	p := e.newPipeline(disp)
+	done := make(chan tool.Result, 1)
+	go func() { done <- p.Run(context.Background(), newExec("echo", `{}`)) }()
+
+	<-held // the chain, holding both hooks, waits for "first"
+	_ = old.cc.Close()
+	waitUntil(t, "the old stream's removal", func() bool { return len(e.hub.Hooks()) == 1 })
+	renewed := e.connect(t, helloFor("second", sub(post, "", "", 2)), appendContent("+second"))
+	close(release)
+
+	var got tool.Result
+	select {
+	case got = <-done:
+	case <-time.After(waitTimeout):
+		t.Fatal("call still waiting")
+	}
+	if want := (tool.Result{Content: "ok+first+second"}); !cmp.Equal(want, got) {
+		t.Errorf("Run() = %+v, want %+v", got, want)
+	}
+	if seen := renewed.next().GetResult().GetContent(); seen != "ok+first" {
+		t.Errorf("reconnected hook saw content %q, want %q", seen, "ok+first")
+	}
+	select {
+	case r := <-old.reqs:
+		t.Errorf("old stream received %v", r)
+	default:
+	}
+	if n := e.obs.get("failure:second:post_execute:false"); n != 0 {
+		t.Errorf("failures of hook second = %d, want 0", n)
+	}
+}
+
+// TestPostExecuteChainGoneHookNotReplaced: a later hook whose stream ended before its
+// turn, with no live hook of its name subscribed to the call, fails the chain closed, as
+// it did; a live hook of that name whose subscription does not match the call does not
+// take its place.
+func TestPostExecuteChainGoneHookNotReplaced(t *testing.T) {
+	e := newEnv(t)
+	held := make(chan struct{})
+	release := make(chan struct{})
+	e.connect(t, helloFor("first", sub(post, "", "", 1)), func(r *toolsdv1.HookRequest) *toolsdv1.HookDecision {
+		close(held)
+		<-release
+		return appendContent("+first")(r)
+	})
+	old := e.connect(t, helloFor("second", sub(post, "", "", 2)), appendContent("+old"))
+	p := e.newPipeline(&dispatcher{fn: func(*tool.Exec) tool.Result { return tool.Result{Content: "ok"} }})
+	done := make(chan tool.Result, 1)
+	go func() { done <- p.Run(context.Background(), newExec("echo", `{}`)) }()
+
+	<-held
+	_ = old.cc.Close()
+	waitUntil(t, "the old stream's removal", func() bool { return len(e.hub.Hooks()) == 1 })
+	other := e.connect(t, helloFor("second", sub(post, "other-tool", "", 2)), appendContent("+other"))
+	close(release)
+
+	var got tool.Result
+	select {
+	case got = <-done:
+	case <-time.After(waitTimeout):
+		t.Fatal("call still waiting")
+	}
+	if got.Code() != tool.CodePolicyUnavailable || got.Err.Reason != `hook "second": hook: stream closed` {
+		t.Errorf("Run() = %+v, want %s from hook second's closed stream", got, tool.CodePolicyUnavailable)
+	}
+	select {
+	case r := <-other.reqs:
+		t.Errorf("hook subscribed to another tool received %v", r)
+	default:
 	}
 }
