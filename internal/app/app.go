@@ -69,6 +69,9 @@ type App struct {
 	retiredMax int
 	// approvalTimer, if set, replaces the approval wait's timer (see WithApprovalTimer).
 	approvalTimer func(d time.Duration, f func()) (stop func() bool)
+	// approvalWaitEnded, if set, runs as an approval wait ends unanswered (see
+	// WithApprovalWaitEnded).
+	approvalWaitEnded func()
 	// pinSaver keeps the registry's pins in the data directory (nil: they live in
 	// memory only).
 	pinSaver *pinSaver
@@ -113,6 +116,14 @@ func WithRetiredToolSeries(n int) Option {
 // a wait expires.
 func WithApprovalTimer(after func(d time.Duration, f func()) (stop func() bool)) Option {
 	return func(a *App) { a.approvalTimer = after }
+}
+
+// WithApprovalWaitEnded sets f to run in an approval wait that ended without the
+// client's answer (its timer fired, the batch was cancelled, the client half-closed),
+// before the wait is withdrawn (see server.Deps.ApprovalWaitEnded): for tests that decide
+// whether an answer is read before the withdrawal.
+func WithApprovalWaitEnded(f func()) Option {
+	return func(a *App) { a.approvalWaitEnded = f }
 }
 
 // WithExampleProvider runs the bundled example provider in-process, connected over
@@ -366,8 +377,9 @@ func (a *App) build(pol *policy.Set) error {
 	}
 	a.srv = server.New(server.Deps{
 		Registry: a.reg, Broker: a.broker, Scheduler: a.sched, Sessions: a.sessions, Logger: a.log,
-		Authorizer:   authorizer,
-		WrapApprover: a.obs.Approver,
+		Authorizer:        authorizer,
+		WrapApprover:      a.obs.Approver,
+		ApprovalWaitEnded: a.approvalWaitEnded,
 		Limits: server.Limits{
 			MaxCallsPerBatch: c.Limits.MaxCallsPerBatch,
 			MaxRequestBytes:  int(c.Limits.MaxRequestBytes),

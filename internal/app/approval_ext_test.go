@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -83,45 +84,62 @@ policy:
 
 // TestApprovalAfterItsWaitExpiredIsIgnored: once the approval wait has expired, an
 // answer to it is one for a call not awaiting an answer: it is logged as such, never as
-// "approval answered", and the call ends APPROVAL_TIMEOUT. Here the answer is sent as
-// soon as the timer has fired, which may be before the wait has noticed; a second call
-// keeps the batch open until the server has read it.
+// "approval answered", and the call ends APPROVAL_TIMEOUT. The order is forced: the
+// wait's timer fires, the approver's wait ends and is held before its withdrawal, the
+// client answers only then, and the wait is withdrawn once the server has read the answer.
 func TestApprovalAfterItsWaitExpiredIsIgnored(t *testing.T) {
 	expire := make(chan func(), 1)
 	after := func(_ time.Duration, f func()) func() bool {
 		expire <- f
 		return func() bool { return true }
 	}
+	held, read := make(chan struct{}), make(chan struct{})
+	var readOnce sync.Once
 	core, logs := observer.New(zap.InfoLevel)
+	logger := zap.New(core, zap.Hooks(func(en zapcore.Entry) error {
+		if en.Message == "approval for a call that is not awaiting one" || en.Message == "approval answered" {
+			readOnce.Do(func() { close(read) })
+		}
+		return nil
+	}))
+	var ended atomic.Int32
+	waitEnded := func() {
+		if ended.Add(1) != 1 {
+			return
+		}
+		close(held)
+		select { // the withdrawal waits until the server has read the answer
+		case <-read:
+		case <-time.After(time.Minute): // a safety net: the test fails below
+		}
+	}
 	e := start(t, `
 limits: {approval_timeout: 1h}
 policy:
   rules:
     - {tool: echo, decision: ask}
-`, app.WithLogger(zap.New(core)), app.WithApprovalTimer(after))
-	started, release := make(chan struct{}, 1), make(chan struct{})
-	runProvider(t, e.app.Addr(), echoTool(), gateTool("gate", started, release))
+`, app.WithLogger(logger), app.WithApprovalTimer(after), app.WithApprovalWaitEnded(waitEnded))
+	runProvider(t, e.app.Addr(), echoTool())
 	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-expiry-answer", Calls: []*toolsdv1.ToolCall{
-		call("ask", "echo", `{"text":"ran"}`), call("open", "gate", `{}`),
+		call("ask", "echo", `{"text":"ran"}`),
 	}}, batchOptions{
 		approve: func(r *toolsdv1.ApprovalRequest) *toolsdv1.ApprovalDecision {
-			(<-expire)()
+			(<-expire)() // the wait's timer fires
+			select {     // the approver's wait has ended and is held before its withdrawal
+			case <-held:
+			case <-time.After(time.Minute):
+				t.Error("the approval wait did not end after its timer fired")
+			}
 			return &toolsdv1.ApprovalDecision{CallId: r.GetCallId(), Approved: true}
 		},
-		onResult: func(_ toolsdv1.ToolService_ExecuteBatchClient, r *toolsdv1.ToolResult) {
-			if r.GetCallId() == "ask" {
-				waitFor(t, "the late answer read", func() bool {
-					return logs.FilterMessage("approval for a call that is not awaiting one").Len() > 0 ||
-						logs.FilterMessage("approval answered").Len() > 0
-				})
-				close(release)
-			}
-		},
 	})
-	if got := resultCodes(out.results); !slices.Equal(got, []string{"APPROVAL_TIMEOUT", ""}) {
-		t.Errorf("result codes %v, want [APPROVAL_TIMEOUT, OK]", got)
+	if got := resultCodes(out.results); !slices.Equal(got, []string{"APPROVAL_TIMEOUT"}) {
+		t.Errorf("result codes %v, want [APPROVAL_TIMEOUT]", got)
 	}
 	if n := logs.FilterMessage("approval answered").Len(); n != 0 {
 		t.Errorf("logged %d approval answered lines for an expired wait, want 0", n)
+	}
+	if n := logs.FilterMessage("approval for a call that is not awaiting one").Len(); n != 1 {
+		t.Errorf("logged %d lines for an approval of a call not awaiting one, want 1", n)
 	}
 }

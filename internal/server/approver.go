@@ -18,6 +18,10 @@ type streamApprover struct {
 	// before, if set, runs before an approval is requested: a quietly started batch
 	// (see quietStart) writes its held accepted message and starts reading the client.
 	before func() error
+	// waitEnded, if set, runs when the wait for an answer ended without one (half-close,
+	// cancellation, the approval timeout), before the wait is withdrawn: for tests that
+	// order an answer read meanwhile against the withdrawal (see Deps.ApprovalWaitEnded).
+	waitEnded func()
 
 	mu      sync.Mutex
 	pending map[string]*awaiting
@@ -94,6 +98,9 @@ func (a *streamApprover) Approve(ctx context.Context, req tool.ApprovalRequest) 
 	d, err := a.wait(ctx, w.ch)
 	if err == nil {
 		return d, nil
+	}
+	if a.waitEnded != nil {
+		a.waitEnded()
 	}
 	// The wait ended without the answer (half-close, cancellation, the approval timeout):
 	// the wait is over unless resolve took an answer first, which then stands; it is on

@@ -55,6 +55,7 @@ func (s *Server) ExecuteBatch(stream batchStream) error {
 	single := len(b.Calls) == 1
 	out := newOutbox(stream, s.limits.OutboxSize, s.limits.WriteTimeout, func(err error) { s.cutOff(stream, cancel, err) }, single)
 	approver := newStreamApprover(out)
+	approver.waitEnded = s.waitEnded
 	// The reader's log lines are written while the batch runs (the handler does not wait
 	// for the reader, whose Recv ends only once the handler has returned): retired before
 	// the handler returns, however it returns; lines about messages read after are dropped.

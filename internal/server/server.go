@@ -45,6 +45,10 @@ type Deps struct {
 	Authorizer Authorizer
 	// WrapApprover, if set, wraps each batch's approver (the approvals-pending gauge).
 	WrapApprover func(tool.Approver) tool.Approver
+	// ApprovalWaitEnded, if set, runs in a batch's approval wait that ended without the
+	// client's answer, before the wait is withdrawn (an answer read until then is still
+	// checked against the wait): for tests that decide that order.
+	ApprovalWaitEnded func()
 }
 
 // Server implements ToolService; ProviderService is the broker's.
@@ -62,6 +66,8 @@ type Server struct {
 	bootID   string
 	active   *batches
 	wrapAppr func(tool.Approver) tool.Approver
+	// waitEnded is Deps.ApprovalWaitEnded.
+	waitEnded func()
 	// projections caches Schemas' wire messages by fingerprint.
 	projections projectionCache
 }
@@ -94,6 +100,7 @@ func New(deps Deps) *Server {
 	return &Server{
 		reg: deps.Registry, broker: deps.Broker, sched: deps.Scheduler, sessions: deps.Sessions,
 		log: log, limits: l, authz: authz, bootID: newID(), active: newBatches(), wrapAppr: deps.WrapApprover,
+		waitEnded: deps.ApprovalWaitEnded,
 	}
 }
 
