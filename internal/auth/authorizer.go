@@ -10,8 +10,9 @@ import (
 // configuration. Its rules:
 //
 //   - agent: [ReadTools] and [Execute] in its scopes; [ReadSession] of the sessions it
-//     owns. A session is owned by the identity that first executes a batch in it; an
-//     agent can neither execute in nor read another identity's session.
+//     owns while a grant of its still covers [Execute] in the scope the session was
+//     claimed in. A session is owned by the identity that first executes a batch in it;
+//     an agent can neither execute in nor read another identity's session.
 //   - provider: [Register] into its scopes only. Calls of a scope resolve only the tools
 //     visible there (its own and its ancestors'), so a provider confined to its
 //     tenant's scopes can neither register into, shadow, nor receive the calls of another
@@ -193,7 +194,7 @@ func (z *Authorizer) readSession(ctx context.Context, name, sessionID string) er
 		return err
 	}
 	switch {
-	case owned && cur.Identity == name:
+	case owned && cur.Identity == name && z.ownerKeeps(name, cur):
 		return nil
 	case owned && z.operates(name, ReadSession, cur):
 		return nil
@@ -203,6 +204,22 @@ func (z *Authorizer) readSession(ctx context.Context, name, sessionID string) er
 	// One answer whether the session is another identity's or nobody's yet: a
 	// different one would tell any agent which session ids are in use.
 	return z.deny(&DeniedError{Identity: name, Action: ReadSession, SessionID: sessionID, Why: notYours})
+}
+
+// ownerKeeps reports whether name, the owner of a session, still holds a grant that
+// lets it execute where the session was claimed (anywhere, when that scope is not
+// known). Owning a session is not a grant: an identity whose grants were revoked, or
+// moved to another tenant, reads no more of what it ran in the scope it lost.
+func (z *Authorizer) ownerKeeps(name string, owner SessionOwner) bool {
+	if owner.ScopeKnown {
+		return z.allowed(name, Execute, owner.Scope)
+	}
+	for i := range z.grants {
+		if g := &z.grants[i]; g.names(name) && g.permits(Execute) {
+			return true
+		}
+	}
+	return false
 }
 
 // operates reports whether name may act as an operator on a session owned by another
