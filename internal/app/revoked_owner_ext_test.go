@@ -12,16 +12,19 @@ import (
 
 const tokenAgentC = "agent-c-token-6d2f8a1c4e9b7305"
 
-// TestOwnerReadsOnlyWhileGrantedTheScope: owning a session is not a grant. After a
-// restart that revokes the owner's grant, or moves it to another tenant, the owner may
-// no longer read or watch what it ran in the scope it lost; while its grant still
-// covers that scope it reads as before.
-func TestOwnerReadsOnlyWhileGrantedTheScope(t *testing.T) {
+// agentCAuth is tenantAuth plus agent-c's token and grant line, if any.
+func agentCAuth(t *testing.T, grant string) string {
+	t.Helper()
+	return tenantAuthWith(t, tokenAgentC+" agent-c\n", grant)
+}
+
+// agentCRanInTenantA runs toolsd with a durable log in a new directory, in which agent-c,
+// an agent of tenant-a, claims sess-c in tenant-a/bot with one batch; it returns the
+// directory once toolsd has stopped.
+func agentCRanInTenantA(t *testing.T) string {
+	t.Helper()
 	dir := t.TempDir()
-	withGrant := func(grant string) string {
-		return tenantAuthWith(t, tokenAgentC+" agent-c\n", grant)
-	}
-	first, cancel, done := runApp(t, durableConfig(t, dir, withGrant(`    - {identity: agent-c, role: agent, scopes: ["tenant-a/**"]}
+	first, cancel, done := runApp(t, durableConfig(t, dir, agentCAuth(t, `    - {identity: agent-c, role: agent, scopes: ["tenant-a/**"]}
 `)))
 	conn := dialWith(t, first.Addr(), grpc.WithPerRPCCredentials(bearer(tokenAgentC)))
 	(&env{app: first, conn: conn, tools: toolsdv1.NewToolServiceClient(conn)}).mustExecute(t, &toolsdv1.Batch{
@@ -31,6 +34,15 @@ func TestOwnerReadsOnlyWhileGrantedTheScope(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("first App.Run() = %v", err)
 	}
+	return dir
+}
+
+// TestOwnerReadsOnlyWhileGrantedTheScope: owning a session is not a grant. After a
+// restart that revokes the owner's grant, or moves it to another tenant, the owner may
+// no longer read or watch what it ran in the scope it lost; while its grant still
+// covers that scope it reads as before.
+func TestOwnerReadsOnlyWhileGrantedTheScope(t *testing.T) {
+	dir := agentCRanInTenantA(t)
 
 	for _, tc := range []struct {
 		name  string
@@ -46,7 +58,7 @@ func TestOwnerReadsOnlyWhileGrantedTheScope(t *testing.T) {
 `, codes.OK},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := startConfig(t, durableConfig(t, dir, withGrant(tc.grant)))
+			e := startConfig(t, durableConfig(t, dir, agentCAuth(t, tc.grant)))
 			conn := dialWith(t, e.app.Addr(), grpc.WithPerRPCCredentials(bearer(tokenAgentC)))
 			agentC := &env{app: e.app, conn: conn, tools: toolsdv1.NewToolServiceClient(conn)}
 			events, err := readAll(agentC, "sess-c")
@@ -64,5 +76,49 @@ func TestOwnerReadsOnlyWhileGrantedTheScope(t *testing.T) {
 				t.Errorf("WatchSession(sess-c) as agent-c = %v, want %v", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestMovedOwnerNoLongerUsesItsSession: an owner moved to another tenant can neither
+// append its new tenant's calls to the session it claimed in the old one (where that
+// tenant's operators read them) nor resolve tools against that session's history.
+func TestMovedOwnerNoLongerUsesItsSession(t *testing.T) {
+	dir := agentCRanInTenantA(t)
+	e := startConfig(t, durableConfig(t, dir, agentCAuth(t, `    - {identity: agent-c, role: agent, scopes: ["tenant-c/**"]}
+`)))
+	client := func(token string) *env {
+		conn := dialWith(t, e.app.Addr(), grpc.WithPerRPCCredentials(bearer(token)))
+		return &env{app: e.app, conn: conn, tools: toolsdv1.NewToolServiceClient(conn)}
+	}
+	agentC, operator := client(tokenAgentC), client(tokenOperator)
+
+	for _, tc := range []struct {
+		name string
+		do   func(t *testing.T, session string) error
+	}{
+		{"ExecuteBatch", func(t *testing.T, session string) error {
+			_, err := agentC.execute(t, &toolsdv1.Batch{SessionId: session, Scope: "tenant-c", Step: 2,
+				Calls: []*toolsdv1.ToolCall{call("moved", "nope", `{}`)}}, batchOptions{})
+			return err
+		}},
+		{"ResolveToolSet", func(t *testing.T, session string) error {
+			_, err := agentC.tools.ResolveToolSet(t.Context(), &toolsdv1.ResolveToolSetRequest{Scope: "tenant-c", SessionId: session, Step: 2})
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.do(t, "sess-c"); status.Code(err) != codes.PermissionDenied {
+				t.Errorf("%s(sess-c) in tenant-c as agent-c = %v, want PermissionDenied", tc.name, err)
+			}
+			// Its grant of tenant-c holds: a session of its own there is fine.
+			if err := tc.do(t, "sess-c-new"); err != nil {
+				t.Errorf("%s(sess-c-new) in tenant-c as agent-c = %v, want nil", tc.name, err)
+			}
+		})
+	}
+	for _, ev := range operator.readSession(t, "sess-c") {
+		if ev.GetToolCall().GetCallId() == "moved" {
+			t.Errorf("sess-c, claimed in tenant-a, holds agent-c's call from tenant-c: %v", ev.GetToolCall())
+		}
 	}
 }

@@ -12,7 +12,8 @@ import (
 //   - agent: [ReadTools] and [Execute] in its scopes; [ReadSession] of the sessions it
 //     owns while a grant of its still covers [Execute] in the scope the session was
 //     claimed in. A session is owned by the identity that first executes a batch in it;
-//     an agent can neither execute in nor read another identity's session.
+//     an agent can neither execute in nor read another identity's session, nor its own
+//     once no grant of its covers the scope the session was claimed in.
 //   - provider: [Register] into its scopes only. Calls of a scope resolve only the tools
 //     visible there (its own and its ancestors'), so a provider confined to its
 //     tenant's scopes can neither register into, shadow, nor receive the calls of another
@@ -159,8 +160,11 @@ func (z *Authorizer) ForgetSession(sessionID string) { z.owners.forget(sessionID
 func (z *Authorizer) OwnedSessions() int { return z.owners.len() }
 
 // useSession checks, for Execute also claims, sessionID for an identity already allowed
-// action in scope. An operator of scope may use a session someone else owns when it
-// also operates where that session was claimed (see operates).
+// action in scope. Its owner uses it while it may still execute where it was claimed
+// (see ownerKeeps): an owner moved to another tenant would otherwise write that
+// tenant's calls into the old tenant's session, or resolve tools against its history.
+// An operator of scope may use a session someone else owns when it also operates where
+// that session was claimed (see operates).
 func (z *Authorizer) useSession(ctx context.Context, name string, action Action, scope, sessionID string) error {
 	var cur SessionOwner
 	if action == Execute {
@@ -178,7 +182,7 @@ func (z *Authorizer) useSession(ctx context.Context, name string, action Action,
 			return nil // resolving tools before the first batch is normal
 		}
 	}
-	if cur.Identity == name || (z.allowedAs(name, RoleOperator, action, scope) && z.operates(name, action, cur)) {
+	if (cur.Identity == name && z.ownerKeeps(name, cur)) || (z.allowedAs(name, RoleOperator, action, scope) && z.operates(name, action, cur)) {
 		return nil
 	}
 	return z.deny(&DeniedError{Identity: name, Action: action, Scope: scope, SessionID: sessionID, Why: "the session belongs to another identity"})
@@ -209,7 +213,7 @@ func (z *Authorizer) readSession(ctx context.Context, name, sessionID string) er
 // ownerKeeps reports whether name, the owner of a session, still holds a grant that
 // lets it execute where the session was claimed (anywhere, when that scope is not
 // known). Owning a session is not a grant: an identity whose grants were revoked, or
-// moved to another tenant, reads no more of what it ran in the scope it lost.
+// moved to another tenant, neither reads nor uses what it ran in the scope it lost.
 func (z *Authorizer) ownerKeeps(name string, owner SessionOwner) bool {
 	if owner.ScopeKnown {
 		return z.allowed(name, Execute, owner.Scope)
