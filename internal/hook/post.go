@@ -23,9 +23,9 @@ import (
 // and value replacements, every added context, or the block.
 //
 // Each step asks the hook subscribed when its turn comes: a hook whose stream ended
-// after the chain started is asked on a live stream of the same name that matches the
-// call and has not taken part in the chain yet (it reconnected), and only without one
-// does its failure apply.
+// after the chain started is asked on a live stream of the same name and identity that
+// matches the call and has not taken part in the chain yet (it reconnected), and only
+// without one does its failure apply.
 func (h *Hub) PostExecute() pipeline.PostExecute { return postExecute{h} }
 
 type postExecute struct{ h *Hub }
@@ -68,11 +68,15 @@ func (p postExecute) PostExecute(ctx context.Context, e *tool.Exec, _ pipeline.T
 }
 
 // successor returns the live hook that takes the turn of dead in a post-execute chain
-// for e: the first, in the current subscription table, of dead's name that matches e
-// and is not in ran. Without one it returns dead, whose request then fails.
+// for e: the first, in the current subscription table, of dead's name, opened by dead's
+// identity, that matches e and is not in ran. Without one it returns dead, whose
+// request then fails. Hook names are the hooks' own choice: a tenant's hook named like
+// the operator's must not stand in for it, or the operator's fail-closed hook would no
+// longer block that tenant's results.
 func (h *Hub) successor(dead *conn, e *tool.Exec, ran []*conn) *conn {
 	for _, c := range h.subscribed(StagePostExecute, e) {
-		if c != dead && c.hello.name == dead.hello.name && !slices.Contains(ran, c) && !c.isDead() {
+		if c != dead && c.hello.name == dead.hello.name && c.identity == dead.identity && c.confined == dead.confined &&
+			!slices.Contains(ran, c) && !c.isDead() {
 			return c
 		}
 	}

@@ -414,3 +414,60 @@ func TestPostExecuteChainGoneHookNotReplaced(t *testing.T) {
 	default:
 	}
 }
+
+// TestPostExecuteChainGoneHookTakenOnlyByItsIdentity: a hook whose stream ended before
+// its turn is replaced only by a stream of its name that its own identity opened. A
+// tenant's hook that takes the operator's hook's name must not take its turn: the
+// operator's fail-closed hook would then no longer block that tenant's results.
+func TestPostExecuteChainGoneHookTakenOnlyByItsIdentity(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		md     []string // the new stream's metadata (see tenantsFilter)
+		reason string   // "" for a result that went through the new stream
+	}{
+		{"its own identity", nil, ""},
+		{"a tenant's identity", []string{"tenant", "b"}, `hook "second": hook: stream closed`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, hook.WithScopeFilter(tenantsFilter))
+			held := make(chan struct{})
+			release := make(chan struct{})
+			e.connect(t, helloFor("first", sub(post, "", "", 1)), func(r *toolsdv1.HookRequest) *toolsdv1.HookDecision {
+				close(held)
+				<-release
+				return appendContent("+first")(r)
+			})
+			old := e.connect(t, helloFor("second", sub(post, "", "", 2)), appendContent("+old"))
+			p := e.newPipeline(&dispatcher{fn: func(*tool.Exec) tool.Result { return tool.Result{Content: "ok"} }})
+			done := make(chan tool.Result, 1)
+			go func() { done <- p.Run(context.Background(), withScope(newExec("echo", `{}`), "tenant-b/bot")) }()
+
+			<-held
+			_ = old.cc.Close()
+			waitUntil(t, "the old stream's removal", func() bool { return len(e.hub.Hooks()) == 1 })
+			renewed := e.connect(t, helloFor("second", sub(post, "", "", 2)), appendContent("+second"), withMetadata(tc.md...))
+			close(release)
+
+			var got tool.Result
+			select {
+			case got = <-done:
+			case <-time.After(waitTimeout):
+				t.Fatal("call still waiting")
+			}
+			if tc.reason == "" {
+				if want := (tool.Result{Content: "ok+first+second"}); !cmp.Equal(want, got) {
+					t.Errorf("Run() = %+v, want %+v", got, want)
+				}
+				return
+			}
+			if got.Code() != tool.CodePolicyUnavailable || got.Err.Reason != tc.reason {
+				t.Errorf("Run() = %+v, want %s from hook second's closed stream", got, tool.CodePolicyUnavailable)
+			}
+			select {
+			case r := <-renewed.reqs:
+				t.Errorf("another identity's hook of the same name received %v", r)
+			default:
+			}
+		})
+	}
+}
