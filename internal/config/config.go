@@ -536,6 +536,21 @@ func locate(pairs []keyPath, source, msg string) string {
 	return fmt.Sprintf("%s:%d:%d: %s: %s", source, found.value.Line, found.value.Column, found.path, text)
 }
 
+// DefaultPaths maps every key of the embedded defaults (see [Defaults]) to its value, by
+// dotted path as errors name them (a sequence's items as path[i]): for tools that check
+// what the documentation says of the config.
+func DefaultPaths() (map[string]*yaml.Node, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(Defaults(), &root); err != nil {
+		return nil, err
+	}
+	out := map[string]*yaml.Node{}
+	for _, p := range keyPaths(&root) {
+		out[p.path] = p.value
+	}
+	return out, nil
+}
+
 // keyPath is one mapping entry of a config file with its dotted path.
 type keyPath struct {
 	path       string

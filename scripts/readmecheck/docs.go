@@ -191,36 +191,14 @@ func configKeys() (map[string]bool, error) {
 		}
 	}
 	walk(reflect.TypeFor[config.Config](), "")
-	var root yaml.Node
-	if err := yaml.Unmarshal(config.Defaults(), &root); err != nil {
+	defaults, err := config.DefaultPaths()
+	if err != nil {
 		return nil, err
 	}
-	for path := range yamlPaths(&root) {
+	for path := range defaults {
 		keys[path] = true
 	}
 	return keys, nil
-}
-
-// yamlPaths maps every mapping key under n to its value, by dotted path.
-func yamlPaths(n *yaml.Node) map[string]*yaml.Node {
-	out := map[string]*yaml.Node{}
-	var walk func(n *yaml.Node, prefix string)
-	walk = func(n *yaml.Node, prefix string) {
-		switch n.Kind {
-		case yaml.DocumentNode:
-			for _, c := range n.Content {
-				walk(c, prefix)
-			}
-		case yaml.MappingNode:
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				path := prefix + n.Content[i].Value
-				out[path] = n.Content[i+1]
-				walk(n.Content[i+1], path+".")
-			}
-		}
-	}
-	walk(n, "")
-	return out
 }
 
 // dottedKey is a config key as the README writes one: a top-level section, a dot and

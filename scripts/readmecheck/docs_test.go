@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
-	"gopkg.in/yaml.v3"
 
 	"github.com/toolsd/toolsd/internal/config"
 )
@@ -83,11 +82,10 @@ func TestCheckKeys(t *testing.T) {
 }
 
 func TestCheckLimitsTable(t *testing.T) {
-	var root yaml.Node
-	if err := yaml.Unmarshal(config.Defaults(), &root); err != nil {
+	defaults, err := config.DefaultPaths()
+	if err != nil {
 		t.Fatal(err)
 	}
-	defaults := yamlPaths(&root)
 	text := "| key | default | crossing it |\n|---|---|---|\n" +
 		"| `limits.max_json_depth` | 64 (at most 10000) | x |\n" +
 		"| `limits.stream_window` / `connection_window` | 1048576 / 4MiB | x |\n" +

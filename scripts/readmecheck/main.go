@@ -28,7 +28,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"gopkg.in/yaml.v3"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/internal/config"
@@ -159,8 +158,8 @@ func checkDocs(readme, text string, bins map[string]string) ([]finding, map[stri
 	if err != nil {
 		return nil, nil, err
 	}
-	var root yaml.Node
-	if err := yaml.Unmarshal(config.Defaults(), &root); err != nil {
+	defaults, err := config.DefaultPaths()
+	if err != nil {
 		return nil, nil, err
 	}
 	metrics, err := toolsdMetrics()
@@ -171,7 +170,7 @@ func checkDocs(readme, text string, bins map[string]string) ([]finding, map[stri
 	var out []finding
 	out = append(out, checkFlags(spans, flags["toolsd"], flags["agent"], flags["hook"], flags["provider"], flags["node"])...)
 	out = append(out, checkKeys(spans, keys)...)
-	out = append(out, checkLimitsTable(text, yamlPaths(&root))...)
+	out = append(out, checkLimitsTable(text, defaults)...)
 	out = append(out, checkYAMLBlocks(readme, text)...)
 	out = append(out, checkMetrics(text, metrics)...)
 	return out, metrics, nil
