@@ -167,75 +167,64 @@ func TestPostExecuteNotForPrepareFailures(t *testing.T) {
 	}
 }
 
-// TestValueRedactionReachesDerivedContent: a hook that redacts only the value of a
-// result whose content is derived from it (the tool returned a value alone) redacts
-// what the model reads too, and the next hook sees the content derived again.
-func TestValueRedactionReachesDerivedContent(t *testing.T) {
-	e := newEnv(t)
-	e.connect(t, helloFor("redact", sub(post, "", "", 1)), always(&toolsdv1.HookDecision{
-		Verdict: toolsdv1.HookVerdict_HOOK_VERDICT_REPLACE, ReplaceValueJson: `{"token":"[redacted]"}`}))
-	second := e.connect(t, helloFor("second", sub(post, "", "", 2)), always(verdict(toolsdv1.HookVerdict_HOOK_VERDICT_ACCEPT, "")))
-	disp := &dispatcher{fn: func(*tool.Exec) tool.Result {
-		return tool.Result{Content: `{"token":"s3cret"}`, Value: json.RawMessage(`{"token":"s3cret"}`)}
-	}}
-	got := e.newPipeline(disp).Run(t.Context(), newExec("echo", `{}`))
-	if want := (tool.Result{Content: `{"token":"[redacted]"}`, Value: json.RawMessage(`{"token":"[redacted]"}`)}); !cmp.Equal(want, got) {
-		t.Errorf("Run() = %+v, want %+v", got, want)
+// TestChainedValueReplacements: a chain of post-execute hooks that replace a result's
+// value (and content) leaves what the model reads, and what a last, accepting hook is
+// shown, as the chain left it:
+//   - value redaction on derived content: a hook that redacts only the value of a result
+//     whose content is derived from it (the tool returned a value alone) redacts what
+//     the model reads too, and the next hook sees the content derived again;
+//   - value redaction after content replacement: a hook that redacts the value alone,
+//     after an earlier hook replaced content and value together (the content being the
+//     value's text), redacts what the model reads too, not the earlier hook's content
+//     beside the later value;
+//   - derived content through a value that is not JSON: content derived from the value
+//     stays derived when a hook replaces the value with one that is not JSON (whose
+//     text is empty) and a later hook replaces it again with a valid one.
+func TestChainedValueReplacements(t *testing.T) {
+	replace := func(d *toolsdv1.HookDecision) *toolsdv1.HookDecision {
+		d.Verdict = toolsdv1.HookVerdict_HOOK_VERDICT_REPLACE
+		return d
 	}
-	wantSeen := &toolsdv1.HookResult{Content: `{"token":"[redacted]"}`, ValueJson: `{"token":"[redacted]"}`}
-	if seen := second.next().GetResult(); !proto.Equal(wantSeen, seen) {
-		t.Errorf("second hook saw %v, want %v", seen, wantSeen)
-	}
-}
-
-// TestValueRedactionAfterContentReplacement: a hook that redacts the value alone, after
-// an earlier hook replaced content and value together (the content being the value's
-// text), redacts what the model reads too: the result is the one the chain left, as
-// the hooks were shown it, not the earlier hook's content beside the later value.
-func TestValueRedactionAfterContentReplacement(t *testing.T) {
-	e := newEnv(t)
-	e.connect(t, helloFor("normalize", sub(post, "", "", 1)), always(&toolsdv1.HookDecision{
-		Verdict: toolsdv1.HookVerdict_HOOK_VERDICT_REPLACE, ReplaceContent: proto.String(`{"token":"s3cret"}`),
-		ReplaceValueJson: `{"token":"s3cret"}`}))
-	e.connect(t, helloFor("redact", sub(post, "", "", 2)), always(&toolsdv1.HookDecision{
-		Verdict: toolsdv1.HookVerdict_HOOK_VERDICT_REPLACE, ReplaceValueJson: `{"token":"[redacted]"}`}))
-	third := e.connect(t, helloFor("third", sub(post, "", "", 3)), always(verdict(toolsdv1.HookVerdict_HOOK_VERDICT_ACCEPT, "")))
-	disp := &dispatcher{fn: func(*tool.Exec) tool.Result {
-		return tool.Result{Content: "token: s3cret", Value: json.RawMessage(`{"token": "s3cret"}`)}
-	}}
-	got := e.newPipeline(disp).Run(t.Context(), newExec("echo", `{}`))
-	want := tool.Result{Content: `{"token":"[redacted]"}`, Value: json.RawMessage(`{"token":"[redacted]"}`)}
-	if !cmp.Equal(want, got) {
-		t.Errorf("Run() = %+v, want %+v", got, want)
-	}
-	wantSeen := &toolsdv1.HookResult{Content: want.Content, ValueJson: string(want.Value)}
-	if seen := third.next().GetResult(); !proto.Equal(wantSeen, seen) {
-		t.Errorf("third hook saw %v, want %v", seen, wantSeen)
-	}
-}
-
-// TestDerivedContentThroughAValueThatIsNotJSON: content derived from the value stays
-// derived when a hook replaces the value with one that is not JSON (whose text is
-// empty) and a later hook replaces it again with a valid one: the model reads the
-// valid value's text, not the empty text of the invalid one.
-func TestDerivedContentThroughAValueThatIsNotJSON(t *testing.T) {
-	e := newEnv(t)
-	e.connect(t, helloFor("broken", sub(post, "", "", 1)), always(&toolsdv1.HookDecision{
-		Verdict: toolsdv1.HookVerdict_HOOK_VERDICT_REPLACE, ReplaceValueJson: `{"token":`}))
-	e.connect(t, helloFor("fixed", sub(post, "", "", 2)), always(&toolsdv1.HookDecision{
-		Verdict: toolsdv1.HookVerdict_HOOK_VERDICT_REPLACE, ReplaceValueJson: `{"token":"[redacted]"}`}))
-	third := e.connect(t, helloFor("third", sub(post, "", "", 3)), always(verdict(toolsdv1.HookVerdict_HOOK_VERDICT_ACCEPT, "")))
-	disp := &dispatcher{fn: func(*tool.Exec) tool.Result {
-		return tool.Result{Content: `{"token":"s3cret"}`, Value: json.RawMessage(`{"token":"s3cret"}`)}
-	}}
-	got := e.newPipeline(disp).Run(t.Context(), newExec("echo", `{}`))
-	want := tool.Result{Content: `{"token":"[redacted]"}`, Value: json.RawMessage(`{"token":"[redacted]"}`)}
-	if !cmp.Equal(want, got) {
-		t.Errorf("Run() = %+v, want %+v", got, want)
-	}
-	wantSeen := &toolsdv1.HookResult{Content: want.Content, ValueJson: string(want.Value)}
-	if seen := third.next().GetResult(); !proto.Equal(wantSeen, seen) {
-		t.Errorf("third hook saw %v, want %v", seen, wantSeen)
+	redacted := tool.Result{Content: `{"token":"[redacted]"}`, Value: json.RawMessage(`{"token":"[redacted]"}`)}
+	for name, tc := range map[string]struct {
+		replacements []*toolsdv1.HookDecision // in chain order
+		tool         tool.Result
+	}{
+		"value redaction on derived content": {
+			[]*toolsdv1.HookDecision{replace(&toolsdv1.HookDecision{ReplaceValueJson: `{"token":"[redacted]"}`})},
+			tool.Result{Content: `{"token":"s3cret"}`, Value: json.RawMessage(`{"token":"s3cret"}`)},
+		},
+		"value redaction after content replacement": {
+			[]*toolsdv1.HookDecision{
+				replace(&toolsdv1.HookDecision{ReplaceContent: proto.String(`{"token":"s3cret"}`), ReplaceValueJson: `{"token":"s3cret"}`}),
+				replace(&toolsdv1.HookDecision{ReplaceValueJson: `{"token":"[redacted]"}`}),
+			},
+			tool.Result{Content: "token: s3cret", Value: json.RawMessage(`{"token": "s3cret"}`)},
+		},
+		"derived content through a value that is not JSON": {
+			[]*toolsdv1.HookDecision{
+				replace(&toolsdv1.HookDecision{ReplaceValueJson: `{"token":`}),
+				replace(&toolsdv1.HookDecision{ReplaceValueJson: `{"token":"[redacted]"}`}),
+			},
+			tool.Result{Content: `{"token":"s3cret"}`, Value: json.RawMessage(`{"token":"s3cret"}`)},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			for i, d := range tc.replacements {
+				e.connect(t, helloFor(fmt.Sprint("replace-", i), sub(post, "", "", int32(i+1))), always(d))
+			}
+			last := e.connect(t, helloFor("last", sub(post, "", "", int32(len(tc.replacements)+1))), always(verdict(toolsdv1.HookVerdict_HOOK_VERDICT_ACCEPT, "")))
+			disp := &dispatcher{fn: func(*tool.Exec) tool.Result { return tc.tool }}
+			got := e.newPipeline(disp).Run(t.Context(), newExec("echo", `{}`))
+			if !cmp.Equal(redacted, got) {
+				t.Errorf("Run() = %+v, want %+v", got, redacted)
+			}
+			wantSeen := &toolsdv1.HookResult{Content: redacted.Content, ValueJson: string(redacted.Value)}
+			if seen := last.next().GetResult(); !proto.Equal(wantSeen, seen) {
+				t.Errorf("the last hook saw %v, want %v", seen, wantSeen)
+			}
+		})
 	}
 }
 

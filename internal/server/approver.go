@@ -123,8 +123,9 @@ func (a *streamApprover) withdraw(id string, w *awaiting) bool {
 	return true
 }
 
-// wait waits for the answer on ch, the client's half-close, or the end of ctx. A client that stops reading is cut off meanwhile, as it is while
-// results wait for room (see outbox.cutIfStalled): nothing else may be writing to it.
+// wait waits for the answer on ch, the client's half-close, or the end of ctx. A client
+// that stops reading is cut off meanwhile, as it is while results wait for room (see
+// outbox.cutIfStalled): nothing else may be writing to it.
 func (a *streamApprover) wait(ctx context.Context, ch chan tool.ApprovalDecision) (tool.ApprovalDecision, error) {
 	var stall <-chan time.Time
 	if a.out.timeout > 0 {
