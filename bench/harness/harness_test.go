@@ -204,6 +204,14 @@ func TestMeasureEndToEnd(t *testing.T) {
 			if s.result.Calls == 0 || s.cpuPerCall == nil || s.allocsPerCall == nil || *s.allocsPerCall <= 0 {
 				t.Fatalf("measure(%s) = %+v (cpu %v, allocs %v), want calls, CPU and allocations", target.Name(), s.result, s.cpuPerCall, s.allocsPerCall)
 			}
+			// The agents run in this process and always cost CPU; only the relay has a
+			// provider process (MCP's tool runs in its server).
+			if s.agentCPUPerCall == nil || *s.agentCPUPerCall <= 0 {
+				t.Errorf("measure(%s) agent CPU = %v, want > 0", target.Name(), s.agentCPUPerCall)
+			}
+			if hasProvider := target.Name() == nameRelay; (s.providerCPUPerCall != nil) != hasProvider {
+				t.Errorf("measure(%s) provider CPU = %v, want measured: %v", target.Name(), s.providerCPUPerCall, hasProvider)
+			}
 		})
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"os"
 	"time"
 
 	"github.com/toolsd/toolsd/bench/load"
@@ -15,6 +16,12 @@ type sample struct {
 	result load.Result
 	// cpuPerCall is server CPU µs per call in the window; nil when not measured.
 	cpuPerCall *float64
+	// providerCPUPerCall is the provider process's CPU µs per call; nil for a target
+	// whose tool runs inside its server.
+	providerCPUPerCall *float64
+	// agentCPUPerCall is the harness process's CPU µs per call: the agents, which run
+	// in it, and the little the harness itself does in the window.
+	agentCPUPerCall *float64
 	// allocsPerCall is server heap allocations per call in the window; nil when the
 	// target exports no allocation counter.
 	allocsPerCall *float64
@@ -44,9 +51,18 @@ func measureOn(ctx context.Context, target string, inst *Instance, w load.Worklo
 		return sample{}, m.err
 	}
 	s := sample{target: target, result: res}
-	if res.Calls > 0 && inst.PID != 0 {
-		v := float64(m.cpu1-m.cpu0) / float64(time.Microsecond) / float64(res.Calls)
-		s.cpuPerCall = &v
+	if res.Calls > 0 {
+		perCall := func(d time.Duration) *float64 {
+			v := float64(d) / float64(time.Microsecond) / float64(res.Calls)
+			return &v
+		}
+		if inst.PID != 0 {
+			s.cpuPerCall = perCall(m.cpu1.server - m.cpu0.server)
+		}
+		if inst.ProviderPID != 0 {
+			s.providerCPUPerCall = perCall(m.cpu1.provider - m.cpu0.provider)
+		}
+		s.agentCPUPerCall = perCall(m.cpu1.agents - m.cpu0.agents)
 	}
 	if res.Calls > 0 && m.allocs {
 		v := max(m.mallocs1-m.mallocs0-m.scrapeCost, 0) / float64(res.Calls)
@@ -65,9 +81,12 @@ type meter struct {
 	allocs             bool // the counter is exported
 	scrapeCost         float64
 	mallocs0, mallocs1 float64
-	cpu0, cpu1         time.Duration
+	cpu0, cpu1         cpuTimes
 	err                error
 }
+
+// cpuTimes is the CPU time of each process of a run at one instant.
+type cpuTimes struct{ server, provider, agents time.Duration }
 
 func (m *meter) calibrate() {
 	if m.inst.MetricsURL == "" {
@@ -107,11 +126,14 @@ func (m *meter) scrape() float64 {
 	return v
 }
 
-func (m *meter) cpu() time.Duration {
-	if m.inst.PID == 0 {
-		return 0
+func (m *meter) cpu() cpuTimes {
+	read := func(pid int) time.Duration {
+		if pid == 0 {
+			return 0
+		}
+		v, err := procstat.CPU(pid)
+		m.err = errors.Join(m.err, err)
+		return v
 	}
-	v, err := procstat.CPU(m.inst.PID)
-	m.err = errors.Join(m.err, err)
-	return v
+	return cpuTimes{server: read(m.inst.PID), provider: read(m.inst.ProviderPID), agents: read(os.Getpid())}
 }

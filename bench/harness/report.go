@@ -43,10 +43,11 @@ func printTable(w io.Writer, s *summary) {
 	fmt.Fprintf(w, "%s: %d × (%.1fs warm-up + %.1fs window); latency is per batch; median (min–max)\n\n",
 		how, s.Settings.Runs, s.Settings.WarmupS, s.Settings.DurationS)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "workload\ttarget\tp50 µs\tp99 µs\tcalls/s\tserver CPU µs/call\tallocs/call")
+	fmt.Fprintln(tw, "workload\ttarget\tp50 µs\tp99 µs\tcalls/s\tserver CPU µs/call\tallocs/call\tprovider CPU µs/call\tagent CPU µs/call")
 	for _, r := range s.Workloads {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Workload, r.Target,
-			fmtSpread(&r.P50us), fmtSpread(&r.P99us), fmtSpread(&r.CallsPerSec), fmtSpread(r.CPUusPerCall), fmtSpread(r.AllocsPerCall))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Workload, r.Target,
+			fmtSpread(&r.P50us), fmtSpread(&r.P99us), fmtSpread(&r.CallsPerSec), fmtSpread(r.CPUusPerCall), fmtSpread(r.AllocsPerCall),
+			fmtSpread(r.ProviderCPUusPerCall), fmtSpread(r.AgentCPUusPerCall))
 	}
 	_ = tw.Flush()
 	if len(s.Ratios) > 0 {

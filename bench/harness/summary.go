@@ -57,6 +57,10 @@ type row struct {
 	CallsPerSec   spread  `json:"calls_per_sec"`
 	CPUusPerCall  *spread `json:"cpu_us_per_call"`
 	AllocsPerCall *spread `json:"allocs_per_call"`
+	// ProviderCPUusPerCall is the provider process's CPU (absent when the tool runs in
+	// the server), AgentCPUusPerCall the harness process's, where the agents run.
+	ProviderCPUusPerCall *spread `json:"provider_cpu_us_per_call,omitempty"`
+	AgentCPUusPerCall    *spread `json:"agent_cpu_us_per_call,omitempty"`
 }
 
 // ratio compares a target with a baseline on one workload, median to median. A paired
@@ -110,7 +114,7 @@ func newSummary(c config, workloads []load.Workload, samples map[string][]sample
 }
 
 func newRow(w load.Workload, target string, samples []sample) (row, bool) {
-	var p50, p99, tput, cpu, allocs []float64
+	var p50, p99, tput, cpu, allocs, provCPU, agentCPU []float64
 	for _, s := range samples {
 		if s.target != target {
 			continue
@@ -124,6 +128,12 @@ func newRow(w load.Workload, target string, samples []sample) (row, bool) {
 		if s.allocsPerCall != nil {
 			allocs = append(allocs, *s.allocsPerCall)
 		}
+		if s.providerCPUPerCall != nil {
+			provCPU = append(provCPU, *s.providerCPUPerCall)
+		}
+		if s.agentCPUPerCall != nil {
+			agentCPU = append(agentCPU, *s.agentCPUPerCall)
+		}
 	}
 	if len(p50) == 0 {
 		return row{}, false
@@ -132,6 +142,7 @@ func newRow(w load.Workload, target string, samples []sample) (row, bool) {
 		Target: target, Workload: w.Name, Agents: w.Agents, BatchSize: w.BatchSize, ArgBytes: w.ArgBytes,
 		Runs: len(p50), P50us: newSpread(p50), P99us: newSpread(p99), CallsPerSec: newSpread(tput),
 		CPUusPerCall: optionalSpread(cpu, len(p50)), AllocsPerCall: optionalSpread(allocs, len(p50)),
+		ProviderCPUusPerCall: optionalSpread(provCPU, len(p50)), AgentCPUusPerCall: optionalSpread(agentCPU, len(p50)),
 	}, true
 }
 

@@ -22,6 +22,9 @@ type Instance struct {
 	Dial load.Dialer
 	// PID is the server process charged with CPU time (0: CPU not measured).
 	PID int
+	// ProviderPID is the provider process, measured the same way (0: none, the tool runs
+	// in the server).
+	ProviderPID int
 	// MetricsURL is a Prometheus text endpoint exporting go_memstats_mallocs_total of that
 	// process ("": allocations not measured).
 	MetricsURL string
@@ -54,9 +57,10 @@ func (relayTarget) Start(ctx context.Context) (*Instance, error) {
 		return nil, err
 	}
 	return &Instance{
-		Dial:       load.BatchDialer(info.Addr, sessionPrefix(nameRelay)),
-		PID:        srv.pid(),
-		MetricsURL: info.Metrics,
+		Dial:        load.BatchDialer(info.Addr, sessionPrefix(nameRelay)),
+		PID:         srv.pid(),
+		ProviderPID: prov.pid(),
+		MetricsURL:  info.Metrics,
 		Stop: func() {
 			prov.stop()
 			srv.stop()

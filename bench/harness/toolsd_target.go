@@ -60,9 +60,10 @@ func (t *toolsdTarget) Start(ctx context.Context) (*Instance, error) {
 		return nil, fmt.Errorf("harness: %s provider: %w", t.name, err)
 	}
 	return &Instance{
-		Dial:       load.BatchDialer(srv.addr, sessionPrefix(t.name)),
-		PID:        srv.proc.pid(),
-		MetricsURL: srv.metrics,
+		Dial:        load.BatchDialer(srv.addr, sessionPrefix(t.name)),
+		PID:         srv.proc.pid(),
+		ProviderPID: prov.pid(),
+		MetricsURL:  srv.metrics,
 		Stop: func() {
 			prov.stop()
 			srv.stop()
