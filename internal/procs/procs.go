@@ -204,8 +204,10 @@ func countQueued(h *metrics.Float64Histogram) (sched, delayed uint64) {
 }
 
 // Run adapts GOMAXPROCS every window until ctx ends, then restores the maximum (a
-// drain after a quiet period should not run on one P). It does nothing when the
-// maximum is one P or the process's CPU time cannot be read.
+// drain after a quiet period should not run on one P). It does nothing when Options.Max
+// is one P or the process's CPU time cannot be read. With the runtime's default as the
+// maximum it keeps sampling while that default is one P: the runtime raises it when the
+// process's CPU affinity or limit grows.
 func (c *Controller) Run(ctx context.Context) {
 	t := time.NewTicker(c.opts.Window)
 	defer t.Stop()
@@ -213,9 +215,10 @@ func (c *Controller) Run(ctx context.Context) {
 }
 
 func (c *Controller) run(ctx context.Context, tick <-chan time.Time, now func() time.Time) {
-	if c.follow(); c.procs <= 1 {
+	if c.opts.Max == 1 {
 		return
 	}
+	c.follow()
 	w, ok := c.start(now())
 	if !ok {
 		c.log.Info("adaptive GOMAXPROCS off: the process's CPU time cannot be read here")

@@ -7,6 +7,7 @@ import (
 	"runtime/metrics"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -348,5 +349,63 @@ func TestControllerIgnoresAFewDelayedSamples(t *testing.T) {
 	f.c.sample(&w, f.wall)
 	if f.c.procs != 2 {
 		t.Errorf("procs = %d after %d samples with a quarter delayed, want 2", f.c.procs, minQueuedSamples)
+	}
+}
+
+// TestControllerWaitsForASecondCPU: with the runtime's default as the maximum, a
+// process that starts on one CPU (an affinity mask or cpuset of one) keeps watching:
+// once the runtime's default grows, the controller lowers and raises as anywhere else.
+func TestControllerWaitsForASecondCPU(t *testing.T) {
+	f, _ := newFake(t, Options{Window: 10 * time.Millisecond, Calm: 1})
+	var cpus atomic.Int64 // the runtime's default, changed while the loop runs
+	cpus.Store(1)
+	var mu sync.Mutex // set and the clock, as the loop and the test read them
+	var set []int
+	f.c.max = func() int { return int(cpus.Load()) }
+	f.c.set = func(n int) int {
+		if n == 0 {
+			n = int(cpus.Load())
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		set = append(set, n)
+		return n
+	}
+	f.c.procs = 1
+	now := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		f.wall = f.wall.Add(time.Second)
+		return f.wall
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	tick := make(chan time.Time)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f.c.run(ctx, tick, now)
+	}()
+	sample := func() {
+		t.Helper()
+		select {
+		case tick <- time.Time{}:
+		case <-done:
+			t.Fatal("the controller stopped: started on one CPU, it never adapts once there are more")
+		}
+	}
+	sample() // a calm second on one CPU: nothing to lower
+	cpus.Store(4)
+	sample() // calm, with 4 CPUs now: lowers
+	sample() // received only once the one before was sampled
+	cancel()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(set, []int{1, 4}) {
+		t.Errorf("GOMAXPROCS set to %v, want [1 4]: lowered once a second CPU came, restored at the end", set)
+	}
+	if got := testutil.ToFloat64(f.c.gauge); got != 4 {
+		t.Errorf("procs after the stop = %v, want 4", got)
 	}
 }
