@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"runtime/debug"
+	"strconv"
 	"sync"
 
 	"go.uber.org/zap"
@@ -14,10 +15,11 @@ import (
 
 // applyRuntime sets the collector's target and soft memory limit from the config,
 // unless the standard GOGC / GOMEMLIMIT variables are set (those already configured the
-// runtime at start and win). An empty variable counts as unset, as the runtime reads
-// it. It returns the effective GC percent and memory limit (math.MaxInt64 when none).
+// runtime at start and win). A variable counts as set as the runtime reads it: not when
+// empty, nor a GOGC other than "off" or a number (the runtime keeps its default of 100
+// then). It returns the effective GC percent and memory limit (math.MaxInt64 when none).
 func applyRuntime(c config.Runtime, log *zap.Logger) (gcPercent int, memLimit int64) {
-	if os.Getenv("GOGC") != "" {
+	if gogcSet() {
 		gcPercent = debug.SetGCPercent(-1)
 		debug.SetGCPercent(gcPercent)
 	} else {
@@ -32,13 +34,27 @@ func applyRuntime(c config.Runtime, log *zap.Logger) (gcPercent int, memLimit in
 	return gcPercent, memLimit
 }
 
+// gogcSet reports whether GOGC set the collector's target at start: the runtime reads
+// "off" or a number, and anything else as unset.
+func gogcSet() bool {
+	v := os.Getenv("GOGC")
+	_, err := strconv.ParseInt(v, 10, 32)
+	return v == "off" || err == nil
+}
+
+// gomaxprocsSet reports whether GOMAXPROCS set the runtime's at start: the runtime
+// reads a positive number, and anything else (empty, 0, not a number) as unset.
+func gomaxprocsSet() bool {
+	n, err := strconv.ParseInt(os.Getenv("GOMAXPROCS"), 10, 32)
+	return err == nil && n > 0
+}
+
 // adaptProcs runs the adaptive GOMAXPROCS controller ctl (runtime.adaptive_procs) until
 // ctx ends, unless the config turns it off or a GOMAXPROCS variable is set (which wins,
 // as GOGC does). The returned function waits for it to have restored GOMAXPROCS.
 func adaptProcs(ctx context.Context, c config.Runtime, ctl *procs.Controller, log *zap.Logger) (wait func()) {
-	if !c.AdaptiveProcs || os.Getenv("GOMAXPROCS") != "" {
-		log.Debug("adaptive GOMAXPROCS off", zap.Bool("adaptive_procs", c.AdaptiveProcs),
-			zap.Bool("gomaxprocs_set", os.Getenv("GOMAXPROCS") != ""))
+	if set := gomaxprocsSet(); !c.AdaptiveProcs || set {
+		log.Debug("adaptive GOMAXPROCS off", zap.Bool("adaptive_procs", c.AdaptiveProcs), zap.Bool("gomaxprocs_set", set))
 		return func() {}
 	}
 	var wg sync.WaitGroup

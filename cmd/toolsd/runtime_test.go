@@ -96,6 +96,23 @@ func TestApplyRuntimeEmptyEnvironment(t *testing.T) {
 	}
 }
 
+// A GOGC the runtime cannot parse leaves it at its default of 100, as if unset: the
+// config's gc_percent applies. "off" is a setting, and wins.
+func TestApplyRuntimeUnreadGOGC(t *testing.T) {
+	keepRuntime(t)
+	unsetenv(t, "GOMEMLIMIT")
+	for env, want := range map[string]int{"lots": 250, "1e3": 250, "off": -1} {
+		debug.SetGCPercent(100) // what the runtime made of env at start
+		if env == "off" {
+			debug.SetGCPercent(-1)
+		}
+		t.Setenv("GOGC", env)
+		if gc, _ := applyRuntime(config.Runtime{GCPercent: 250}, zap.NewNop()); gc != want || debug.SetGCPercent(-1) != want {
+			t.Errorf("applyRuntime with GOGC=%s = %d, want %d", env, gc, want)
+		}
+	}
+}
+
 // TestAdaptProcs runs the controller as main does: it changes GOMAXPROCS while ctx
 // lasts, and the returned wait ends once GOMAXPROCS is back at the runtime's default.
 // adaptive_procs: false or a GOMAXPROCS variable keeps it from running: the wait
@@ -111,17 +128,25 @@ func TestAdaptProcs(t *testing.T) {
 	// Every window is calm and none is busy: the first window lowers, and nothing raises.
 	calm := procs.Options{Window: time.Millisecond, Calm: 1, UpCores: 1e9, UpQueued: 2, DownCores: 1e9, DownQueued: 2}
 
-	t.Run("on", func(t *testing.T) {
-		unsetenv(t, "GOMAXPROCS")
-		ctx, cancel := context.WithCancel(t.Context())
-		wait := adaptProcs(ctx, config.Runtime{AdaptiveProcs: true}, procs.New(calm, nil, nil), zap.NewNop())
-		waitFor(t, "GOMAXPROCS 1", func() bool { return runtime.GOMAXPROCS(0) == 1 })
-		cancel()
-		wait()
-		if got := runtime.GOMAXPROCS(0); got != def {
-			t.Errorf("GOMAXPROCS after the wait = %d, want %d (the default, restored)", got, def)
-		}
-	})
+	// The runtime reads a GOMAXPROCS that is not a positive number as unset: it keeps
+	// its default, so nothing set the value the controller would override.
+	for name, env := range map[string]string{"on": "", "on, GOMAXPROCS=0": "0", "on, GOMAXPROCS=all": "all"} {
+		t.Run(name, func(t *testing.T) {
+			if env == "" {
+				unsetenv(t, "GOMAXPROCS")
+			} else {
+				t.Setenv("GOMAXPROCS", env)
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			wait := adaptProcs(ctx, config.Runtime{AdaptiveProcs: true}, procs.New(calm, nil, nil), zap.NewNop())
+			waitFor(t, "GOMAXPROCS 1", func() bool { return runtime.GOMAXPROCS(0) == 1 })
+			cancel()
+			wait()
+			if got := runtime.GOMAXPROCS(0); got != def {
+				t.Errorf("GOMAXPROCS after the wait = %d, want %d (the default, restored)", got, def)
+			}
+		})
+	}
 	for name, tc := range map[string]struct {
 		on  bool
 		env string
