@@ -4,15 +4,13 @@
 // and provider.mjs first.
 //
 //	node agent.mjs --addr 127.0.0.1:50151
-import { parseArgs, promisify } from 'node:util';
-import { toolClient } from './toolsd.mjs';
+import { promisify } from 'node:util';
+import { parseFlags, toolClient } from './toolsd.mjs';
 
-const { values: flags } = parseArgs({
-  options: {
-    addr: { type: 'string', default: '127.0.0.1:50151' }, // toolsd gRPC address
-    session: { type: 'string', default: `node-agent-${Date.now()}` }, // session id
-    deny: { type: 'boolean', default: false }, // deny calls that policy asks about
-  },
+const { values: flags } = parseFlags('agent', {
+  addr: { type: 'string', default: '127.0.0.1:50151', help: 'toolsd gRPC address' },
+  session: { type: 'string', default: `node-agent-${Date.now()}`, help: 'session id' },
+  deny: { type: 'boolean', default: false, help: 'deny calls that policy asks about (default: approve them)' },
 });
 
 async function main() {

@@ -7,26 +7,29 @@
 //	node provider.mjs --addr 127.0.0.1:50151
 import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { connectRequestSize, providerClient } from './toolsd.mjs';
+import { connectRequestSize, parseFlags, providerClient } from './toolsd.mjs';
 
-const { values: flags } = parseArgs({
-  options: {
-    addr: { type: 'string', default: '127.0.0.1:50151' }, // toolsd gRPC address
-    name: { type: 'string', default: 'node-example' }, // provider name in toolsd's logs
-    scope: { type: 'string', default: '' }, // scope to register in ("" is global)
-    // How long a name refused with ALREADY_EXISTS is registered again before giving up
-    // (as the Go SDK's WithRetakeWindow); 0 turns the retries off.
-    'retake-window-ms': { type: 'string', default: '120000' },
-    // How long, after SIGINT or SIGTERM, running calls may take to finish and still have
-    // their answers sent (as the Go SDK's WithShutdownGrace); 0 does not wait.
-    'shutdown-grace-ms': { type: 'string', default: '5000' },
+const { values: flags, flagError } = parseFlags('provider', {
+  addr: { type: 'string', default: '127.0.0.1:50151', help: 'toolsd gRPC address' },
+  name: { type: 'string', default: 'node-example', help: "provider name in toolsd's logs" },
+  scope: { type: 'string', default: '', help: 'scope to register the tools in ("" is global)' },
+  'retake-window-ms': {
+    type: 'string',
+    default: '120000',
+    // As the Go SDK's WithRetakeWindow.
+    help: 'how long a name refused with ALREADY_EXISTS is registered again before giving up (0: no retries)',
+  },
+  'shutdown-grace-ms': {
+    type: 'string',
+    default: '5000',
+    // As the Go SDK's WithShutdownGrace.
+    help: 'how long, after SIGINT or SIGTERM, running calls may take to finish and still be answered (0: no wait)',
   },
 });
 const number = (flag) => {
   const n = Number(flags[flag]);
-  if (!Number.isFinite(n)) throw new Error(`--${flag} ${flags[flag]} is not a number`);
+  if (!Number.isFinite(n)) flagError(flag, 'is not a number');
   return n;
 };
 const retakeWindow = number('retake-window-ms');

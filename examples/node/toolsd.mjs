@@ -2,6 +2,7 @@
 // generated code to keep in step) and makes clients for it. Shared by provider.mjs and
 // agent.mjs.
 import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
 import grpc from '@grpc/grpc-js';
 import protoLoader from '@grpc/proto-loader';
 
@@ -53,3 +54,41 @@ const toolChannel = { 'grpc.max_receive_message_length': -1 };
 
 /** A client of ToolService (Schemas, ExecuteBatch, ...) at addr. */
 export const toolClient = (addr) => new v1.ToolService(addr, insecure, toolChannel);
+
+/**
+ * parseFlags parses the command line against options (those of util.parseArgs, each with
+ * a `help` text) and returns the values and flagError(name, why), which reports a flag's
+ * bad value as a usage error. --help (-h) prints the usage and exits 0; an
+ * unknown flag, a flag without its value, or an argument that is not a flag prints what
+ * is wrong and the usage, and exits 2, as Go's flag package does.
+ */
+export function parseFlags(program, options) {
+  const usage = () => {
+    const lines = [`Usage: node ${program}.mjs [flags]`];
+    for (const [name, o] of Object.entries(options)) {
+      const value = o.type === 'string' ? ' <value>' : '';
+      const dflt = o.type === 'string' && o.default ? ` (default ${JSON.stringify(o.default)})` : '';
+      lines.push(`  --${name}${value}`, `      ${o.help}${dflt}`);
+    }
+    return lines.join('\n');
+  };
+  let parsed;
+  try {
+    parsed = parseArgs({ options: { ...options, help: { type: 'boolean', short: 'h' } } });
+  } catch (err) {
+    if (!err.code?.startsWith('ERR_PARSE_ARGS_')) throw err;
+    usageError(program, err.message, usage());
+  }
+  if (parsed.values.help) {
+    console.log(usage());
+    process.exit(0);
+  }
+  const { help: _help, ...values } = parsed.values;
+  const flagError = (name, why) => usageError(program, `--${name} ${values[name]}: ${why}`, usage());
+  return { values, flagError };
+}
+
+function usageError(program, message, usage) {
+  console.error(`${program}: ${message}\n${usage}`);
+  process.exit(2);
+}
