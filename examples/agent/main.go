@@ -19,14 +19,42 @@ import (
 )
 
 func main() {
-	addr := flag.String("addr", "127.0.0.1:50151", "toolsd gRPC address")
-	session := flag.String("session", fmt.Sprintf("agent-%d", time.Now().UnixNano()), "session id")
-	approve := flag.Bool("approve", true, "approve calls that policy asks about")
-	flag.Parse()
-	if err := run(*addr, *session, *approve); err != nil {
+	o, err := parseFlags(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "agent:", err)
+		os.Exit(2)
+	}
+	if err := run(o.addr, o.session, o.approve); err != nil {
 		fmt.Fprintln(os.Stderr, "agent:", err)
 		os.Exit(1)
 	}
+}
+
+// options are the agent's flags.
+type options struct {
+	addr, session string
+	approve       bool
+}
+
+// parseFlags reads the command line, which holds flags only: parsing stops at the first
+// other argument, so one given by mistake (the address without -addr) would otherwise
+// be ignored, and every flag after it with it.
+func parseFlags(args []string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	fs.StringVar(&o.addr, "addr", "127.0.0.1:50151", "toolsd gRPC address")
+	fs.StringVar(&o.session, "session", fmt.Sprintf("agent-%d", time.Now().UnixNano()), "session id")
+	fs.BoolVar(&o.approve, "approve", true, "approve calls that policy asks about")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q: the agent takes only flags (the toolsd address is -addr HOST:PORT)", fs.Arg(0))
+	}
+	return o, nil
 }
 
 func run(addr, session string, approve bool) error {

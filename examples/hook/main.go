@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -24,17 +25,41 @@ import (
 )
 
 func main() {
-	if err := run(); err != nil {
+	o, err := parseFlags(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "hook:", err)
+		os.Exit(2)
+	}
+	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "hook:", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
-	addr := flag.String("addr", "127.0.0.1:50151", "toolsd gRPC address")
-	token := flag.String("token", "", "bearer token, when toolsd requires authentication")
-	flag.Parse()
+// options are the hook's flags.
+type options struct{ addr, token string }
 
+// parseFlags reads the command line, which holds flags only: parsing stops at the first
+// other argument, so one given by mistake (the address without -addr) would otherwise
+// be ignored, and every flag after it with it.
+func parseFlags(args []string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("hook", flag.ContinueOnError)
+	fs.StringVar(&o.addr, "addr", "127.0.0.1:50151", "toolsd gRPC address")
+	fs.StringVar(&o.token, "token", "", "bearer token, when toolsd requires authentication")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q: the hook takes only flags (the toolsd address is -addr HOST:PORT)", fs.Arg(0))
+	}
+	return o, nil
+}
+
+func run(o options) error {
 	log, err := zap.NewDevelopment()
 	if err != nil {
 		return err
@@ -43,21 +68,21 @@ func run() error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if *token != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+*token)
+	if o.token != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+o.token)
 	}
 
 	// The stream is reopened every second; gRPC's own connection backoff (growing to two
 	// minutes) would otherwise leave every reopened stream failing long after toolsd is
 	// back.
-	conn, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+	conn, err := grpc.NewClient(o.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: time.Second, Multiplier: 1, MaxDelay: time.Second}, MinConnectTimeout: 5 * time.Second}))
 	if err != nil {
 		return err
 	}
 	defer func() { _ = conn.Close() }()
 
-	log.Info("example hook starting", zap.String("addr", *addr))
+	log.Info("example hook starting", zap.String("addr", o.addr))
 	retry := time.NewTimer(0)
 	defer retry.Stop()
 	for {

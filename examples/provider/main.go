@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -23,19 +24,43 @@ import (
 const version = "0.1.0"
 
 func main() {
-	if err := run(); err != nil {
+	o, err := parseFlags(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "provider:", err)
+		os.Exit(2)
+	}
+	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "provider:", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
-	addr := flag.String("addr", "127.0.0.1:50151", "toolsd gRPC address")
-	name := flag.String("name", "example", "provider name reported to toolsd")
-	scope := flag.String("scope", "", `scope to register the tools in ("" is global)`)
-	notes := flag.String("notes", "notes.txt", "file that write_note appends to")
-	flag.Parse()
+// options are the provider's flags.
+type options struct{ addr, name, scope, notes string }
 
+// parseFlags reads the command line, which holds flags only: parsing stops at the first
+// other argument, so one given by mistake (the address without -addr) would otherwise
+// be ignored, and every flag after it with it.
+func parseFlags(args []string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("provider", flag.ContinueOnError)
+	fs.StringVar(&o.addr, "addr", "127.0.0.1:50151", "toolsd gRPC address")
+	fs.StringVar(&o.name, "name", "example", "provider name reported to toolsd")
+	fs.StringVar(&o.scope, "scope", "", `scope to register the tools in ("" is global)`)
+	fs.StringVar(&o.notes, "notes", "notes.txt", "file that write_note appends to")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q: the provider takes only flags (the toolsd address is -addr HOST:PORT)", fs.Arg(0))
+	}
+	return o, nil
+}
+
+func run(o options) error {
 	log, err := zap.NewDevelopment(zap.AddStacktrace(zapcore.ErrorLevel))
 	if err != nil {
 		return err
@@ -45,10 +70,10 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	p := provider.New(*name, provider.WithVersion(version), provider.WithLogger(log), provider.WithScope(*scope))
-	p.Add(exampletools.Tools(*notes)...)
-	log.Info("example provider starting", zap.String("addr", *addr), zap.String("notes", *notes))
-	if err := p.Run(ctx, *addr); err != nil {
+	p := provider.New(o.name, provider.WithVersion(version), provider.WithLogger(log), provider.WithScope(o.scope))
+	p.Add(exampletools.Tools(o.notes)...)
+	log.Info("example provider starting", zap.String("addr", o.addr), zap.String("notes", o.notes))
+	if err := p.Run(ctx, o.addr); err != nil {
 		return err
 	}
 	log.Info("example provider stopped")
