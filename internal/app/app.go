@@ -162,6 +162,7 @@ func New(cfg *config.Config, opts ...Option) (*App, error) {
 		return nil, err
 	}
 	if err := a.listen(); err != nil {
+		a.grpc.Stop() // its stream workers run from its creation
 		_ = a.sessions.Close()
 		return nil, err
 	}
