@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -114,4 +115,28 @@ func TestEphemeralWithoutDataDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.wait(t)
+}
+
+// TestRunNamesATakenAddress: an address another process listens on stops the start with
+// an error that names the key and flag to change, for the gRPC and the admin listener
+// alike, rather than only the operating system's "address already in use".
+func TestRunNamesATakenAddress(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = taken.Close() }()
+	addr := taken.Addr().String()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-ephemeral", "-listen", addr, "-admin-listen", ""}, "give listen, or -listen, a free address"},
+		{[]string{"-ephemeral", "-listen", "127.0.0.1:0", "-admin-listen", addr}, "give admin_listen, or -admin-listen, a free address"},
+	} {
+		err := run(tc.args)
+		if err == nil || !strings.Contains(err.Error(), addr) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("run(%q) = %v, want an error naming %s and saying %q", tc.args, err, addr, tc.want)
+		}
+	}
 }

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"path/filepath"
 	"runtime"
+	"strings"
+	"syscall"
 	"time"
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
@@ -456,16 +458,27 @@ func (a *App) listen() error {
 	var err error
 	if a.lis == nil {
 		if a.lis, err = net.Listen("tcp", a.cfg.Listen); err != nil {
-			return fmt.Errorf("app: grpc listener: %w", err)
+			return listenError("grpc listener", "listen", err)
 		}
 	}
 	if a.adminLis == nil && a.cfg.AdminListen != "" {
 		if a.adminLis, err = net.Listen("tcp", a.cfg.AdminListen); err != nil {
 			_ = a.lis.Close()
-			return fmt.Errorf("app: admin listener: %w", err)
+			return listenError("admin listener", "admin_listen", err)
 		}
 	}
 	return nil
+}
+
+// listenError is the error of a listener that could not bind the address of key: it
+// names the key and its flag, so that an address another process holds says what to
+// change rather than only "address already in use".
+func listenError(what, key string, err error) error {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("app: %s: %w (another process, perhaps another toolsd, listens there: give %s, or -%s, a free address)",
+			what, err, key, strings.ReplaceAll(key, "_", "-"))
+	}
+	return fmt.Errorf("app: %s (%s): %w", what, key, err)
 }
 
 // Addr is the gRPC listen address.
