@@ -587,6 +587,19 @@ func keyPaths(n *yaml.Node) []keyPath {
 	return out
 }
 
+// samePort reports whether two listen addresses ask for one port: the same nonzero port
+// on the same host, or on any host when either is every interface's (port 0 picks a
+// free port for each).
+func samePort(a, b string) bool {
+	ha, pa, errA := net.SplitHostPort(a)
+	hb, pb, errB := net.SplitHostPort(b)
+	if errA != nil || errB != nil || pa != pb || pa == "0" {
+		return false
+	}
+	everywhere := func(h string) bool { return h == "" || h == "0.0.0.0" || h == "::" }
+	return ha == hb || everywhere(ha) || everywhere(hb)
+}
+
 // Validate checks values the YAML types cannot.
 func (c *Config) Validate() error { return joinFieldErrors(c.check()) }
 
@@ -605,6 +618,9 @@ func (c *Config) check() []*fieldError {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			bad(field, "%v", err)
 		}
+	}
+	if samePort(c.Listen, c.AdminListen) {
+		bad("admin_listen", "is listen's port (%s and %s): the admin HTTP listener needs one of its own", c.AdminListen, c.Listen)
 	}
 	oneOf := func(field, v string, allowed ...string) {
 		for _, a := range allowed {

@@ -247,6 +247,32 @@ func TestEmptyListenRefused(t *testing.T) {
 	}
 }
 
+// TestListenAndAdminListenDiffer: the admin HTTP listener cannot share the gRPC port,
+// and failing to bind it would blame another process ("address already in use") when
+// the config asks for the same port twice. Port 0 picks a free port for each.
+func TestListenAndAdminListenDiffer(t *testing.T) {
+	for _, text := range []string{
+		"listen: 127.0.0.1:50151\nadmin_listen: 127.0.0.1:50151\n",
+		"listen: 0.0.0.0:50151\nadmin_listen: 127.0.0.1:50151\n",
+		"listen: 127.0.0.1:9151\n", // the default admin_listen
+		"listen: \"[::1]:50151\"\nadmin_listen: \":50151\"\n",
+	} {
+		_, err := config.Parse([]byte(text), "t.yaml")
+		if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "admin_listen: is listen's port") {
+			t.Errorf("Parse(%q) = %v, want ErrInvalid naming admin_listen", text, err)
+		}
+	}
+	for _, text := range []string{
+		"listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\n",
+		"listen: 127.0.0.1:50151\nadmin_listen: 127.0.0.2:50151\n",
+		"listen: 127.0.0.1:50151\nadmin_listen: \"\"\n",
+	} {
+		if _, err := config.Parse([]byte(text), "t.yaml"); err != nil {
+			t.Errorf("Parse(%q) = %v, want nil", text, err)
+		}
+	}
+}
+
 // TestRetryBudgetUnderTheBaseDelay: the first retry waits between half the base delay
 // and the whole of it (jitter), so a budget in that range still lets retries start; only
 // one under half the base delay leaves none.
