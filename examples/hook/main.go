@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
@@ -60,7 +61,8 @@ func parseFlags(args []string) (options, error) {
 }
 
 func run(o options) error {
-	log, err := zap.NewDevelopment()
+	// Stacks only for errors: a reconnect warning comes once a second while toolsd is down.
+	log, err := zap.NewDevelopment(zap.AddStacktrace(zapcore.ErrorLevel))
 	if err != nil {
 		return err
 	}
