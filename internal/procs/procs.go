@@ -102,7 +102,11 @@ type Controller struct {
 	sumQueued  float64   // their queued share
 	lowered    time.Time // when GOMAXPROCS was last lowered
 
-	gauge   prometheus.Gauge
+	// current reads GOMAXPROCS as it stands, for toolsd_runtime_procs: also when the
+	// controller does not run (adaptive_procs off) and the runtime follows a changed
+	// CPU limit by itself.
+	current func() int
+	gauge   prometheus.GaugeFunc
 	changes prometheus.Counter
 }
 
@@ -132,16 +136,16 @@ func New(opts Options, reg prometheus.Registerer, log *zap.Logger) *Controller {
 	c := &Controller{
 		opts: opts, read: readRuntime(), set: set, max: maxProcs, log: log,
 		procs: maxProcs(), calmNeeded: opts.Calm,
-		gauge: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "toolsd", Subsystem: "runtime", Name: "procs",
-			Help: "GOMAXPROCS as the adaptive controller set it (runtime.adaptive_procs): 1 while one P is enough, all CPUs when busy.",
-		}),
+		current: func() int { return runtime.GOMAXPROCS(0) },
 		changes: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "toolsd", Subsystem: "runtime", Name: "procs_changes_total",
 			Help: "Changes of GOMAXPROCS by the adaptive controller.",
 		}),
 	}
-	c.gauge.Set(float64(c.procs))
+	c.gauge = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "toolsd", Subsystem: "runtime", Name: "procs",
+		Help: "GOMAXPROCS now: with runtime.adaptive_procs, 1 while one P is enough and all CPUs when busy.",
+	}, func() float64 { return float64(c.current()) })
 	if reg != nil {
 		reg.MustRegister(c.gauge, c.changes)
 	}
@@ -272,7 +276,6 @@ func (c *Controller) follow() {
 	if n := c.max(); n != c.procs {
 		c.log.Debug("GOMAXPROCS changed by the runtime", zap.Int("from", c.procs), zap.Int("to", n))
 		c.procs = n
-		c.gauge.Set(float64(n))
 	}
 }
 
@@ -319,6 +322,5 @@ func (c *Controller) apply(low bool, wall time.Time) {
 	c.log.Debug("GOMAXPROCS changed", zap.Int("from", c.procs), zap.Int("to", n), zap.Int("next_calm_windows", c.calmNeeded))
 	c.low = low
 	c.procs = n
-	c.gauge.Set(float64(n))
 	c.changes.Inc()
 }

@@ -23,6 +23,7 @@ type fake struct {
 	c    *Controller
 	set  []int // GOMAXPROCS set, in order
 	max  int   // the maximum: Options.Max, or the runtime's default as it stands
+	low  bool  // GOMAXPROCS was last set to one
 	now  sample
 	wall time.Time
 }
@@ -38,11 +39,17 @@ func newFake(t *testing.T, opts Options) (*fake, *prometheus.Registry) {
 			n = f.max
 		}
 		f.set = append(f.set, n)
+		f.low = n == 1
 		return n
 	}
 	f.c.max = func() int { return f.max }
+	f.c.current = func() int { // at the maximum, GOMAXPROCS follows the runtime's default
+		if f.low {
+			return 1
+		}
+		return f.max
+	}
 	f.c.procs = f.max
-	f.c.gauge.Set(float64(f.max))
 	return f, reg
 }
 
@@ -371,6 +378,14 @@ func TestControllerWaitsForASecondCPU(t *testing.T) {
 		set = append(set, n)
 		return n
 	}
+	f.c.current = func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(set) == 0 {
+			return int(cpus.Load())
+		}
+		return set[len(set)-1]
+	}
 	f.c.procs = 1
 	now := func() time.Time {
 		mu.Lock()
@@ -400,12 +415,28 @@ func TestControllerWaitsForASecondCPU(t *testing.T) {
 	sample() // received only once the one before was sampled
 	cancel()
 	<-done
+	if got := testutil.ToFloat64(f.c.gauge); got != 4 {
+		t.Errorf("procs after the stop = %v, want 4", got)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if !slices.Equal(set, []int{1, 4}) {
 		t.Errorf("GOMAXPROCS set to %v, want [1 4]: lowered once a second CPU came, restored at the end", set)
 	}
-	if got := testutil.ToFloat64(f.c.gauge); got != 4 {
-		t.Errorf("procs after the stop = %v, want 4", got)
+}
+
+// TestGaugeIsGOMAXPROCSWithoutTheController: with adaptive_procs off the controller
+// never runs, and toolsd_runtime_procs still says what GOMAXPROCS is now, also after
+// it changed without the controller (as the runtime does when the CPU limit changes).
+func TestGaugeIsGOMAXPROCSWithoutTheController(t *testing.T) {
+	prev := runtime.GOMAXPROCS(0)
+	t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
+	c := New(Options{}, prometheus.NewRegistry(), nil)
+	if got := testutil.ToFloat64(c.gauge); int(got) != prev {
+		t.Fatalf("procs = %v, want %d", got, prev)
+	}
+	runtime.GOMAXPROCS(prev + 1)
+	if got := testutil.ToFloat64(c.gauge); int(got) != prev+1 {
+		t.Errorf("procs = %v after GOMAXPROCS changed to %d without the controller, want %d", got, prev+1, prev+1)
 	}
 }
