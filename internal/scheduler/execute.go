@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/toolsd/toolsd/internal/stack"
 	"github.com/toolsd/toolsd/internal/tool"
@@ -19,7 +20,8 @@ import (
 // To cancel a batch — the client cancelled, disconnected, or sent a cancel message on its
 // stream — cancel ctx. Calls already started see their context cancelled and their results
 // are committed when they return; calls not yet started get an ABORTED_BEFORE_DISPATCH
-// result without running. A ctx already cancelled on entry still records the plan and
+// result without running. A ctx past its deadline counts as ended even while the timer
+// that ends it has yet to run. A ctx already cancelled on entry still records the plan and
 // those synthetic results, so the log never holds a call without its result. The log is
 // written with [context.WithoutCancel] of ctx for the same reason.
 //
@@ -68,7 +70,7 @@ func (r *run) executeOne(ctx context.Context) (Settled, error) {
 	r.oneName[0] = r.b.Calls[0].Name
 	r.prepare(0)
 	c := &r.slots[0]
-	if ctx.Err() != nil {
+	if ended(ctx) {
 		r.skip(0)
 	} else {
 		r.s.obs.CallStarted(&c.exec.Call)
@@ -77,7 +79,7 @@ func (r *run) executeOne(ctx context.Context) (Settled, error) {
 		c.result = r.s.runCall(ctx, &c.exec)
 		r.s.obs.PoolOccupancy(0)
 	}
-	cancelled := ctx.Err() != nil
+	cancelled := ended(ctx)
 	r.commit(0, 1)
 	return r.settle(cancelled)
 }
@@ -100,12 +102,25 @@ func (r *run) executeMany(ctx context.Context) (Settled, error) {
 	if r.holdTimer != nil {
 		r.holdTimer.Stop()
 	}
-	cancelled := ctx.Err() != nil
+	cancelled := ended(ctx)
 	if r.ready != nil {
 		close(r.ready)
 		r.wg.Wait()
 	}
 	return r.settle(cancelled)
+}
+
+// ended reports whether ctx has ended, or has passed its deadline while the timer that
+// ends it has yet to run: that timer's callback is a goroutine like any other and may be
+// scheduled late under load, and a call started meanwhile would be sent to its provider
+// after the caller's deadline (with that deadline, already past) instead of being
+// aborted before dispatch.
+func ended(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
 }
 
 // discard is the [Sink] of a batch nobody listens to.

@@ -14,7 +14,8 @@ import (
 // A parallel call starts as soon as the pool has room. An exclusive call waits for the
 // pool to drain and then runs alone, inline in this goroutine. The mode of call i is read
 // only once call i is next and the pool has room, so a change made while earlier calls
-// run is honoured. Once ctx ends, no call starts: the rest get synthetic results.
+// run is honoured. Once ctx ends, or its deadline passes, no call starts: the rest get
+// synthetic results.
 func (r *run) schedule(ctx context.Context) {
 	n := len(r.slots)
 	limit := r.s.limit(r.b.MaxParallel)
@@ -31,7 +32,7 @@ func (r *run) schedule(ctx context.Context) {
 			if exclusive && running > 0 {
 				break
 			}
-			if ctx.Err() != nil {
+			if ended(ctx) {
 				for ; next < n; next++ {
 					r.place(next)
 					r.skip(next)
