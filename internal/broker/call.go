@@ -26,6 +26,10 @@ type pendingCall struct {
 	// cancelled: toolsd told the provider to cancel the call (set before the cancel is
 	// sent, read by the receive loop that takes the call's result).
 	cancelled atomic.Bool
+	// stopped: the provider answered that the call stopped (cancelled = true) without
+	// toolsd having told it to, as a provider does when the deadline it was sent runs
+	// out (set by the receive loop before it delivers the answer; see taken).
+	stopped atomic.Bool
 	// sent: the execute was handed to the stream (set before the write, holding the
 	// send slot). Until then the provider can only guess the request id (ids count up per
 	// stream), and the receive loop treats a result or progress for it as for any id it
@@ -45,15 +49,38 @@ func newPending(e *tool.Exec) *pendingCall {
 func (p *pendingCall) release() {
 	p.progress, p.callID = nil, ""
 	p.cancelled.Store(false)
+	p.stopped.Store(false)
 	p.sent.Store(false)
 	pendingPool.Put(p)
 }
 
 // await takes the result someone else already committed to deliver.
-func (p *pendingCall) await() tool.Result {
-	r := <-p.done
+func (p *pendingCall) await(ctx context.Context) tool.Result {
+	return p.taken(ctx, <-p.done)
+}
+
+// taken releases p and returns r, the answer it received, as the call's result. A
+// provider that reports the call stopped though toolsd had not cancelled it stopped at
+// the deadline it was sent: once ctx has ended or passed that deadline as well, the call
+// was cancelled (toolsd's own timer, a goroutine, may simply not have run yet), and it
+// is ABORTED, as it would be had toolsd's cancel come first, not a failure of the tool.
+func (p *pendingCall) taken(ctx context.Context, r tool.Result) tool.Result {
+	if p.stopped.Load() && ended(ctx) {
+		r = aborted()
+	}
 	p.release()
 	return r
+}
+
+// ended reports whether ctx has ended or passed its deadline: the timer that ends a
+// context at its deadline may run late, and meanwhile a call must neither be sent (its
+// provider would get a deadline already past) nor have its stop taken for a failure.
+func ended(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
 }
 
 // Call sends one call to providerID's stream and waits for its result, ctx's end, or
@@ -62,16 +89,17 @@ func (p *pendingCall) await() tool.Result {
 // ctx ends first, the provider is told to cancel and the call waits, up to the cancel
 // grace, for the provider's answer: its failure is kept, anything else (a success, the
 // provider's report that the tool stopped, no answer in time) is ABORTED; a pipeline
-// whose own deadline fired turns those into TOOL_TIMEOUT. attempt is 1 for the
-// first try. e.Progress, when set, is called on the stream's receive goroutine and must
-// not block.
+// whose own deadline fired turns those into TOOL_TIMEOUT. A ctx past its deadline counts
+// as ended before its timer has run: the call is not sent (ABORTED_BEFORE_DISPATCH), and
+// its provider's report that it stopped is ABORTED. attempt is 1 for the first try.
+// e.Progress, when set, is called on the stream's receive goroutine and must not block.
 func (b *Broker) Call(ctx context.Context, providerID string, e *tool.Exec, attempt int) tool.Result {
 	c := b.lookup(providerID)
 	if c == nil {
 		b.obs.CallRejected(tool.CodeProviderUnavailable)
 		return unavailable(providerID)
 	}
-	if ctx.Err() != nil {
+	if ended(ctx) {
 		return abortedBeforeDispatch()
 	}
 	if !utf8.Valid(e.Arguments) {
@@ -87,8 +115,7 @@ func (b *Broker) Call(ctx context.Context, providerID string, e *tool.Exec, atte
 	}
 	select {
 	case r := <-p.done:
-		p.release()
-		return r
+		return p.taken(ctx, r)
 	case <-ctx.Done():
 	}
 	return c.abandon(ctx, p, id)
@@ -120,7 +147,7 @@ func (b *Broker) rejected(p *pendingCall, providerID string, code tool.Code, lim
 //go:noinline
 func (c *conn) notSent(ctx context.Context, p *pendingCall, id uint64, providerID string, err error) tool.Result {
 	if !c.forget(id) {
-		return p.await()
+		return p.await(ctx)
 	}
 	p.release()
 	if ctx.Err() != nil {
@@ -141,8 +168,7 @@ func (c *conn) notSent(ctx context.Context, p *pendingCall, id uint64, providerI
 func (c *conn) abandon(ctx context.Context, p *pendingCall, id uint64) tool.Result {
 	select {
 	case r := <-p.done: // the result raced the context's end: it is the call's
-		p.release()
-		return r
+		return p.taken(ctx, r)
 	default:
 	}
 	p.cancelled.Store(true)
@@ -152,13 +178,12 @@ func (c *conn) abandon(ctx context.Context, p *pendingCall, id uint64) tool.Resu
 		defer t.Stop()
 		select {
 		case r := <-p.done:
-			p.release()
-			return cancelledResult(r)
+			return cancelledResult(p.taken(ctx, r))
 		case <-t.C:
 		}
 	}
 	if !c.forget(id) {
-		return cancelledResult(p.await()) // the answer or the disconnect won the race
+		return cancelledResult(p.await(ctx)) // the answer or the disconnect won the race
 	}
 	p.release()
 	return aborted()

@@ -71,8 +71,12 @@ func (b *Broker) result(c *conn, r *toolsdv1.ExecuteResult) {
 		return
 	}
 	res := decodeResult(r, b.limits.MaxResultBytes)
-	if r.GetCancelled() && p.cancelled.Load() {
-		res = aborted() // the tool stopped because it was told to
+	if r.GetCancelled() {
+		if p.cancelled.Load() {
+			res = aborted() // the tool stopped because it was told to
+		} else {
+			p.stopped.Store(true) // perhaps at its deadline: the call judges (see taken)
+		}
 	}
 	if code := res.Code(); code == tool.CodeInvalidResult || code == tool.CodeResultTooLarge {
 		b.obs.InvalidResult()

@@ -246,7 +246,8 @@ type ExecuteResult struct {
 	OversizedBytes uint64 `protobuf:"varint,8,opt,name=oversized_bytes,json=oversizedBytes,proto3" json:"oversized_bytes,omitempty"`
 	// The call stopped because toolsd cancelled it (CancelExecution): the tool returned the
 	// cancellation, not a failure of its own. toolsd records ABORTED (or TOOL_TIMEOUT when
-	// its deadline ended the call). Ignored for a call toolsd did not cancel.
+	// its deadline ended the call). Ignored for a call toolsd did not cancel, unless the
+	// call's deadline has passed (a provider's clock may run out before toolsd's).
 	Cancelled     bool `protobuf:"varint,9,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

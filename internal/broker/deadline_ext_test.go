@@ -1,0 +1,81 @@
+package broker_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/broker"
+	"github.com/toolsd/toolsd/internal/broker/brokertest"
+	"github.com/toolsd/toolsd/internal/tool"
+)
+
+// lateTimer is a context whose deadline passes when passed is set, while its Done and
+// Err stay as they were: the state of a context whose deadline has passed but whose
+// timer (a goroutine) has not run yet.
+type lateTimer struct {
+	context.Context
+	passed *atomic.Bool
+}
+
+func (c lateTimer) Deadline() (time.Time, bool) {
+	if c.passed.Load() {
+		return time.Now().Add(-time.Second), true
+	}
+	return time.Now().Add(time.Hour), true
+}
+
+// A call past its deadline is not sent, even before its context's timer has run: its
+// provider would get a deadline already past, and one that ignores it would run the tool
+// for a caller that has given up.
+func TestCallPastItsDeadlineIsNotSent(t *testing.T) {
+	srv := brokertest.Start(t, brokertest.NewRegistrar())
+	r := helloRaw(t, srv, "raw", 0)
+	passed := &atomic.Bool{}
+	passed.Store(true)
+	call := goCall(lateTimer{t.Context(), passed}, srv.Broker, r.id, execFor("t", "{}"))
+	timer := time.NewTimer(waitTimeout)
+	defer timer.Stop()
+	select {
+	case res := <-call:
+		if res.Code() != tool.CodeAbortedBeforeDispatch {
+			t.Errorf("Call() past its deadline = %+v, want ABORTED_BEFORE_DISPATCH", res)
+		}
+	case m := <-r.msgs:
+		t.Errorf("a call past its deadline was sent: %v", m)
+		r.result(&toolsdv1.ExecuteResult{RequestId: m.GetExecute().GetRequestId(), Content: []byte("ran")})
+		awaitResult(t, call)
+	case <-timer.C:
+		t.Fatal("timed out waiting for Call to return or send")
+	}
+}
+
+// A provider honouring the deadline it was sent may answer that the call stopped before
+// toolsd's own timer for that deadline has run, so before toolsd cancelled the call.
+// Past the deadline, that is the call cancelled (ABORTED; the pipeline makes it
+// TOOL_TIMEOUT when the deadline was the tool's), not the tool's failure. Before the
+// deadline, a call toolsd did not cancel keeps what its provider said.
+func TestStopAtTheDeadlineBeforeToolsdsTimer(t *testing.T) {
+	srv := brokertest.Start(t, brokertest.NewRegistrar(), broker.WithLimits(broker.Limits{CancelGrace: time.Hour}))
+	r := helloRaw(t, srv, "raw", 0)
+	for name, tc := range map[string]struct {
+		pass bool
+		code tool.Code
+	}{
+		"past the deadline":   {pass: true, code: tool.CodeAborted},
+		"before the deadline": {pass: false, code: tool.CodeToolError},
+	} {
+		t.Run(name, func(t *testing.T) {
+			passed := &atomic.Bool{}
+			call := goCall(lateTimer{t.Context(), passed}, srv.Broker, r.id, execFor("t", "{}"))
+			id := r.execute().GetRequestId()
+			passed.Store(tc.pass)
+			r.result(&toolsdv1.ExecuteResult{RequestId: id, IsError: true, ErrorMessage: []byte("context deadline exceeded"), Cancelled: true})
+			if res := awaitResult(t, call); res.Code() != tc.code {
+				t.Errorf("Call() = %+v, want %s", res, tc.code)
+			}
+		})
+	}
+}
