@@ -65,22 +65,11 @@ func (p *pendingCall) await(ctx context.Context) tool.Result {
 // was cancelled (toolsd's own timer, a goroutine, may simply not have run yet), and it
 // is ABORTED, as it would be had toolsd's cancel come first, not a failure of the tool.
 func (p *pendingCall) taken(ctx context.Context, r tool.Result) tool.Result {
-	if p.stopped.Load() && ended(ctx) {
+	if p.stopped.Load() && tool.Ended(ctx) {
 		r = aborted()
 	}
 	p.release()
 	return r
-}
-
-// ended reports whether ctx has ended or passed its deadline: the timer that ends a
-// context at its deadline may run late, and meanwhile a call must neither be sent (its
-// provider would get a deadline already past) nor have its stop taken for a failure.
-func ended(ctx context.Context) bool {
-	if ctx.Err() != nil {
-		return true
-	}
-	d, ok := ctx.Deadline()
-	return ok && !time.Now().Before(d)
 }
 
 // Call sends one call to providerID's stream and waits for its result, ctx's end, or
@@ -99,7 +88,7 @@ func (b *Broker) Call(ctx context.Context, providerID string, e *tool.Exec, atte
 		b.obs.CallRejected(tool.CodeProviderUnavailable)
 		return unavailable(providerID)
 	}
-	if ended(ctx) {
+	if tool.Ended(ctx) {
 		return abortedBeforeDispatch()
 	}
 	if !utf8.Valid(e.Arguments) {

@@ -3,7 +3,6 @@ package scheduler
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/toolsd/toolsd/internal/stack"
 	"github.com/toolsd/toolsd/internal/tool"
@@ -70,7 +69,7 @@ func (r *run) executeOne(ctx context.Context) (Settled, error) {
 	r.oneName[0] = r.b.Calls[0].Name
 	r.prepare(0)
 	c := &r.slots[0]
-	if ended(ctx) {
+	if tool.Ended(ctx) {
 		r.skip(0)
 	} else {
 		r.s.obs.CallStarted(&c.exec.Call)
@@ -79,7 +78,7 @@ func (r *run) executeOne(ctx context.Context) (Settled, error) {
 		c.result = r.s.runCall(ctx, &c.exec)
 		r.s.obs.PoolOccupancy(0)
 	}
-	cancelled := ended(ctx)
+	cancelled := tool.Ended(ctx)
 	r.commit(0, 1)
 	return r.settle(cancelled)
 }
@@ -102,25 +101,12 @@ func (r *run) executeMany(ctx context.Context) (Settled, error) {
 	if r.holdTimer != nil {
 		r.holdTimer.Stop()
 	}
-	cancelled := ended(ctx)
+	cancelled := tool.Ended(ctx)
 	if r.ready != nil {
 		close(r.ready)
 		r.wg.Wait()
 	}
 	return r.settle(cancelled)
-}
-
-// ended reports whether ctx has ended, or has passed its deadline while the timer that
-// ends it has yet to run: that timer's callback is a goroutine like any other and may be
-// scheduled late under load, and a call started meanwhile would be sent to its provider
-// after the caller's deadline (with that deadline, already past) instead of being
-// aborted before dispatch.
-func ended(ctx context.Context) bool {
-	if ctx.Err() != nil {
-		return true
-	}
-	d, ok := ctx.Deadline()
-	return ok && !time.Now().Before(d)
 }
 
 // discard is the [Sink] of a batch nobody listens to.

@@ -32,7 +32,7 @@ func (r *run) schedule(ctx context.Context) {
 			if exclusive && running > 0 {
 				break
 			}
-			if ended(ctx) {
+			if tool.Ended(ctx) {
 				for ; next < n; next++ {
 					r.place(next)
 					r.skip(next)
