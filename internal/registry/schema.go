@@ -2,6 +2,7 @@ package registry
 
 import (
 	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -118,9 +119,14 @@ type keywordCosts struct {
 	uniqueItems bool
 	// formatRegex: an asserted "format": "regex" compiles every string it checks.
 	formatRegex bool
-	// numeric: a keyword compares numbers exactly (multipleOf, a bound, "integer"): the
-	// library parses each number as a big rational, at a cost growing with its exponent.
+	// numeric: a keyword compares numbers exactly (multipleOf, a bound, "integer", a
+	// const): the library parses each number as a big rational, at a cost growing with
+	// its exponent.
 	numeric bool
+	// enumNumbers: the most numeric enum members of one subschema, each of which a
+	// number is compared with (parsing both); memberNumbers: the most one subschema's
+	// numeric enum members and const cost to parse (see numberCost).
+	enumNumbers, memberNumbers int
 }
 
 // add takes in the costly keywords of one subschema.
@@ -131,9 +137,24 @@ func (k *keywordCosts) add(s *jsonschema.Schema) {
 	for re := range s.PatternProperties {
 		k.patternSize = max(k.patternSize, patternSizeOf(re))
 	}
+	members, numbers := 0, 0
 	if s.Enum != nil {
 		k.enumSize = max(k.enumSize, len(s.Enum.Values))
+		for _, v := range s.Enum.Values {
+			if n, ok := v.(json.Number); ok {
+				members += numberCost(string(n))
+				numbers++
+			}
+		}
 	}
+	k.enumNumbers = max(k.enumNumbers, numbers)
+	if s.Const != nil {
+		k.numeric = true
+		if n, ok := (*s.Const).(json.Number); ok {
+			members += numberCost(string(n))
+		}
+	}
+	k.memberNumbers = max(k.memberNumbers, members)
 	required := len(s.Required)
 	for _, names := range s.DependentRequired {
 		required += len(names)

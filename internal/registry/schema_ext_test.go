@@ -416,6 +416,94 @@ func TestValidationWorkIsBounded(t *testing.T) {
 	}
 }
 
+// Each subschema applied at a place may carry a costly keyword, so the work of a
+// document is priced per subschema applied, not once per value: an enum, a pattern or a
+// minimum behind a few hundred references was checked once per reference, and a 47-byte
+// document took 8 s, a 10 KB string 17 s. A number is parsed at each comparison, so its
+// exponent counts each time (an enum of 2,000 integers took 2.4 s for 450 numbers
+// written 1234567e-400), and uniqueItems compares a value again for every array above
+// it (a 300 KB array of arrays took 4 s). Documents within the work those allow validate
+// as before.
+func TestValidationWorkCountsEverySubschemaApplied(t *testing.T) {
+	var ints strings.Builder
+	for i := range 2000 {
+		ints.WriteString(strconv.Itoa(i+1) + ",")
+	}
+	refs := func(n int) string { return strings.TrimSuffix(strings.Repeat(`{"$ref":"#/$defs/e"},`, n), ",") }
+	numbers := func(n int) string {
+		return `{"a":[` + strings.TrimSuffix(strings.Repeat(`1234567e-400,`, n), ",") + `]}`
+	}
+	// nested builds arrays of arrays, widths[0] wide at the top, whose items differ only
+	// in their last number: every pair of siblings is compared all the way down.
+	var nested func(b *strings.Builder, widths []int, last string)
+	nested = func(b *strings.Builder, widths []int, last string) {
+		if len(widths) == 0 {
+			b.WriteString(last)
+			return
+		}
+		b.WriteByte('[')
+		for i := range widths[0] {
+			tag := strconv.Itoa(1000*len(widths) + i)
+			if len(widths) == 1 {
+				tag = strconv.Itoa(i + 1)
+			}
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			if i == widths[0]-1 {
+				tag = last
+			}
+			nested(b, widths[1:], tag)
+		}
+		b.WriteByte(']')
+	}
+	var deep strings.Builder
+	deep.WriteString(`{"a":`)
+	nested(&deep, []int{2, 20, 20, 20}, "999999")
+	deep.WriteString(`}`)
+	tests := map[string]struct {
+		params, small, large, want string
+	}{
+		"enum behind references": {
+			params: `{"type":"object","$defs":{"e":{"enum":[` + ints.String() + `0]}},"properties":{"a":{"type":"array","items":{"allOf":[` + refs(60) + `]}}}}`,
+			small:  `{"a":[1,2]}`, large: `{"a":[-1,-1,-1,-1,-1]}`,
+			want: "too many values for this tool's schema",
+		},
+		"pattern behind references": {
+			params: `{"type":"object","$defs":{"e":{"pattern":"a{0,500}x"}},"properties":{"a":{"allOf":[` + refs(240) + `]}}}`,
+			small:  `{"a":"x"}`, large: `{"a":"` + strings.Repeat("a", 1000) + `"}`,
+			want: "too much text for this tool's schema",
+		},
+		"minimum behind references": {
+			params: `{"type":"object","$defs":{"e":{"minimum":-1}},"properties":{"a":{"type":"array","items":{"allOf":[` + refs(240) + `]}}}}`,
+			small:  numbers(10), large: numbers(400),
+			want: "numbers too large for this tool's schema",
+		},
+		"numbers against an enum": {
+			params: `{"type":"object","properties":{"a":{"type":"array","items":{"enum":[` + ints.String() + `0]}}}}`,
+			small:  `{"a":[1,2,3]}`, large: numbers(100),
+			want: "numbers too large for this tool's schema",
+		},
+		"uniqueItems in nested arrays": {
+			params: `{"type":"object","properties":{"a":{"$ref":"#/$defs/t"}},"$defs":{"t":{"type":["array","integer"],"uniqueItems":true,"items":{"$ref":"#/$defs/t"}}}}`,
+			small:  `{"a":[[1,2],[1,3],[[4],[5]]]}`, large: deep.String(),
+			want: "too many values for this tool's schema",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := mustRegister(t, newRegistry(t), "", withParams("t", tc.params), "")
+			if err := e.ValidateArguments([]byte(tc.small)); err != nil && strings.Contains(err.Error(), "for this tool's schema") {
+				t.Errorf("ValidateArguments(small) = %v, want it validated", err)
+			}
+			err := e.ValidateArguments([]byte(tc.large))
+			if !errors.Is(err, registry.ErrInvalidArguments) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("ValidateArguments(large) = %.200v, want ErrInvalidArguments: %s", err, tc.want)
+			}
+		})
+	}
+}
+
 // Enums, patterns, required lists, uniqueItems, format "regex" and exact number checks
 // cost per value, byte or object: a 12,000-number enum made each array item cost 30 ms, ".{0,1000}x" took 29 s
 // against a 1 MB string, an 8,000-name required list 28 s for 100 KB of empty objects,

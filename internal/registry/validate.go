@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -128,11 +127,17 @@ func validate(sch *schema, raw []byte, lim jsonx.Limits, what string) error {
 	return &ValidationError{Pointer: vs[0].Pointer, Message: vs[0].Message, Violations: vs, what: what}
 }
 
-// Bounds on one document's validation, which the library's work grows with:
-//   - its values × (the subschemas applied at one place + the largest enum + 20 with
-//     uniqueItems + 1,000 with an asserted "format": "regex"),
-//   - its objects × the longest required (and dependentRequired) lists of a subschema,
-//   - its text (strings and keys) × the largest pattern's program,
+// Bounds on one document's validation, which the library's work grows with. Every
+// subschema applied at a place (up to perPlace of them, see checkFanout) may carry each
+// costly keyword, so each is priced once per subschema applied:
+//   - its values × subschemas applied at one place × (1 + the largest enum + 1,000 with
+//     an asserted "format": "regex" + 20 per enclosing array with uniqueItems, whose
+//     deep comparisons walk a value again for every array above it),
+//   - its objects × subschemas applied × the longest required (and dependentRequired)
+//     lists of a subschema,
+//   - its text (strings and keys) × subschemas applied × the largest pattern's program,
+//   - its numbers, under a keyword that parses them exactly, × subschemas applied ×
+//     how often each subschema parses one (and the enum members it is compared with),
 //
 // each refused past its maximum before the library runs. A schema with one subschema per
 // place and none of those keywords is never limited; one applying hundreds of subschemas
@@ -140,52 +145,69 @@ func validate(sch *schema, raw []byte, lim jsonx.Limits, what string) error {
 const (
 	maxValidationWork = 1_000_000
 	maxPatternWork    = 50_000_000 // program instructions × bytes of text; ~1 s of matching
-	// maxNumberWork bounds, under a numeric keyword, the sum over a document's numbers of
-	// their length plus their exponent's magnitude (~30 ns each when parsed exactly).
+	// maxNumberWork bounds the sum over a document's number parses of their length plus
+	// their exponent's magnitude (~30 ns each when parsed exactly).
 	maxNumberWork = 30_000_000
 	// uniqueItemsCost and formatRegexCost price a value under those keywords: up to 20
-	// deep comparisons, and compiling the string as a pattern (up to ~1 ms).
+	// deep comparisons per enclosing array, and compiling the string as a pattern (up to
+	// ~1 ms).
 	uniqueItemsCost = 20
 	formatRegexCost = 1000
 )
 
+// workPrices is what checkWork charges a document's parts, per subschema applied at
+// their place.
+type workPrices struct {
+	value  int // a value, outside any array
+	array  int // a value, per enclosing array (uniqueItems)
+	object int // an object (required lists)
+	text   int // a byte of a string or key (patterns)
+	// number parses a number, outside any array (numberParses per enclosing array on
+	// top), each parse costing numberCost; member is the enum members and const it is
+	// compared with, per number.
+	number, numberParses, member int
+}
+
 // checkWork refuses a document whose validation would exceed the bounds above.
 func (sch *schema) checkWork(v any, what string) error {
 	k := &sch.costs
-	perValue := sch.perPlace + k.enumSize
-	if k.uniqueItems {
-		perValue += uniqueItemsCost
-	}
+	places := max(sch.perPlace, 1)
+	each := 1 + k.enumSize
 	if k.formatRegex {
-		perValue += formatRegexCost
+		each += formatRegexCost
 	}
-	if perValue <= 1 && k.patternSize == 0 && k.requiredSize <= 1 && !k.numeric {
-		return nil
-	}
-	lim := docSize{values: math.MaxInt, objects: math.MaxInt, text: math.MaxInt, numbers: math.MaxInt}
-	if k.numeric {
-		lim.numbers = maxNumberWork
-	}
-	if perValue > 1 {
-		lim.values = maxValidationWork / perValue
+	var p workPrices
+	p.value = places * each
+	if k.uniqueItems {
+		p.array = places * uniqueItemsCost
 	}
 	if k.requiredSize > 1 {
-		lim.objects = maxValidationWork / k.requiredSize
+		p.object = places * k.requiredSize
 	}
-	if k.patternSize > 0 {
-		lim.text = maxPatternWork / k.patternSize
+	p.text = places * k.patternSize
+	if k.numeric || k.enumNumbers > 0 || k.uniqueItems {
+		parses := k.enumNumbers
+		if k.numeric {
+			parses++
+		}
+		p.number = places * parses
+		p.numberParses = p.array
+		p.member = places * k.memberNumbers
 	}
-	n := measure(v, lim)
+	if p.value <= 1 && p.array == 0 && p.object == 0 && p.text == 0 && p.number == 0 && p.numberParses == 0 {
+		return nil
+	}
+	n := measure(v, p)
 	var msg string
 	switch {
-	case n.values > lim.values:
-		msg = fmt.Sprintf("too many values for this tool's schema: more than %d, each checked against up to %d subschemas, enum members or comparisons", lim.values, perValue)
-	case n.objects > lim.objects:
-		msg = fmt.Sprintf("too many objects for this tool's schema: more than %d, each checked for up to %d required properties", lim.objects, k.requiredSize)
-	case n.text > lim.text:
-		msg = fmt.Sprintf("too much text for this tool's schema: more than %d bytes of strings and keys, matched against patterns of up to %d instructions", lim.text, k.patternSize)
-	case n.numbers > lim.numbers:
-		msg = "numbers too large for this tool's schema: their digits and exponents add up to more than " + strconv.Itoa(lim.numbers)
+	case n.values > maxValidationWork:
+		msg = fmt.Sprintf("too many values for this tool's schema: checking them takes more than %d comparisons (each value against up to %d subschemas, and their enum members and comparisons)", maxValidationWork, places)
+	case n.objects > maxValidationWork:
+		msg = fmt.Sprintf("too many objects for this tool's schema: each checked for up to %d required properties in each of up to %d subschemas, more than %d checks", k.requiredSize, places, maxValidationWork)
+	case n.text > maxPatternWork:
+		msg = fmt.Sprintf("too much text for this tool's schema: its strings and keys, matched against patterns of up to %d instructions in up to %d subschemas, take more than %d steps", k.patternSize, places, maxPatternWork)
+	case n.numbers > maxNumberWork:
+		msg = "numbers too large for this tool's schema: their digits and exponents, as often as the schema parses them, add up to more than " + strconv.Itoa(maxNumberWork)
 	default:
 		return nil
 	}
@@ -202,43 +224,43 @@ func numberCost(s string) int {
 	return c
 }
 
-// docSize is what measure counts of a document: numbers is the sum over its numbers of
-// their length plus their exponent's magnitude.
+// docSize is the work measure finds in a document, by bound.
 type docSize struct{ values, objects, text, numbers int }
 
-// measure counts the JSON values in v, its objects, and the bytes of its strings and
-// object keys, stopping once any passes its limit in lim.
-func measure(v any, lim docSize) docSize {
+// measure prices the values, objects, text and numbers of v at p, stopping once any
+// passes its bound. Every term is small enough (jsonx bounds a document's size and
+// depth, the schema its prices) that the sums cannot overflow before the stop.
+func measure(v any, p workPrices) docSize {
 	var n docSize
 	within := func() bool {
-		return n.values <= lim.values && n.objects <= lim.objects && n.text <= lim.text && n.numbers <= lim.numbers
+		return n.values <= maxValidationWork && n.objects <= maxValidationWork && n.text <= maxPatternWork && n.numbers <= maxNumberWork
 	}
-	var walk func(any) bool
-	walk = func(v any) bool {
-		n.values++
+	var walk func(v any, arrays int) bool
+	walk = func(v any, arrays int) bool {
+		n.values += p.value + p.array*arrays
 		switch v := v.(type) {
 		case string:
-			n.text += len(v)
+			n.text += p.text * len(v)
 		case json.Number:
-			n.numbers += numberCost(string(v))
+			n.numbers += (p.number+p.numberParses*arrays)*numberCost(string(v)) + p.member
 		case map[string]any:
-			n.objects++
+			n.objects += p.object
 			for k, c := range v {
-				n.text += len(k)
-				if !walk(c) {
+				n.text += p.text * len(k)
+				if !walk(c, arrays) {
 					return false
 				}
 			}
 		case []any:
 			for _, c := range v {
-				if !walk(c) {
+				if !walk(c, arrays+1) {
 					return false
 				}
 			}
 		}
 		return within()
 	}
-	walk(v)
+	walk(v, 0)
 	return n
 }
 
