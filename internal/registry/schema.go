@@ -119,6 +119,9 @@ type keywordCosts struct {
 	uniqueItems bool
 	// formatRegex: an asserted "format": "regex" compiles every string it checks.
 	formatRegex bool
+	// formatText: another asserted format reads every string it checks (parsing a URI,
+	// a JSON pointer or a URI template costs a few nanoseconds per byte).
+	formatText bool
 	// numeric: a keyword compares numbers exactly (multipleOf, a bound, "integer", a
 	// const): the library parses each number as a big rational, at a cost growing with
 	// its exponent.
@@ -167,6 +170,7 @@ func (k *keywordCosts) add(s *jsonschema.Schema) {
 	k.requiredSize = max(k.requiredSize, required)
 	k.uniqueItems = k.uniqueItems || s.UniqueItems
 	k.formatRegex = k.formatRegex || s.Format != nil && s.Format.Name == "regex"
+	k.formatText = k.formatText || s.Format != nil && s.Format.Name != "regex"
 	k.numeric = k.numeric || s.MultipleOf != nil || s.Minimum != nil || s.Maximum != nil ||
 		s.ExclusiveMinimum != nil || s.ExclusiveMaximum != nil || s.Types != nil && slices.Contains(s.Types.ToStrings(), "integer")
 }

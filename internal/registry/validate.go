@@ -135,7 +135,8 @@ func validate(sch *schema, raw []byte, lim jsonx.Limits, what string) error {
 //     deep comparisons walk a value again for every array above it),
 //   - its objects × subschemas applied × the longest required (and dependentRequired)
 //     lists of a subschema,
-//   - its text (strings and keys) × subschemas applied × the largest pattern's program,
+//   - its text (strings and keys) × subschemas applied × the largest pattern's program
+//     (plus one with an asserted format other than "regex", which reads the text),
 //   - its numbers, under a keyword that parses them exactly, × subschemas applied ×
 //     how often each subschema parses one (and the enum members it is compared with),
 //
@@ -185,6 +186,9 @@ func (sch *schema) checkWork(v any, what string) error {
 		p.object = places * k.requiredSize
 	}
 	p.text = places * k.patternSize
+	if k.formatText {
+		p.text += places // about one pattern instruction per byte
+	}
 	if k.numeric || k.enumNumbers > 0 || k.uniqueItems {
 		parses := k.enumNumbers
 		if k.numeric {
@@ -205,7 +209,7 @@ func (sch *schema) checkWork(v any, what string) error {
 	case n.objects > maxValidationWork:
 		msg = fmt.Sprintf("too many objects for this tool's schema: each checked for up to %d required properties in each of up to %d subschemas, more than %d checks", k.requiredSize, places, maxValidationWork)
 	case n.text > maxPatternWork:
-		msg = fmt.Sprintf("too much text for this tool's schema: its strings and keys, matched against patterns of up to %d instructions in up to %d subschemas, take more than %d steps", k.patternSize, places, maxPatternWork)
+		msg = fmt.Sprintf("too much text for this tool's schema: its strings and keys, matched against patterns of up to %d instructions or read as formats in up to %d subschemas, take more than %d steps", k.patternSize, places, maxPatternWork)
 	case n.numbers > maxNumberWork:
 		msg = "numbers too large for this tool's schema: their digits and exponents, as often as the schema parses them, add up to more than " + strconv.Itoa(maxNumberWork)
 	default:
