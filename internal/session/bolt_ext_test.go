@@ -236,6 +236,45 @@ func TestDurableRecoversAfterCrashMidBatch(t *testing.T) {
 	}
 }
 
+// The synthetic result that closes an interrupted call carries the call's id and tool
+// name and a fixed message, so it can be larger than the call itself: a call near the
+// event cap leaves an orphan whose result is over it. Recovery writes it all the same
+// (the cap bounds what callers append, not what the store writes for itself); a store
+// that refused it would refuse to open at every later start.
+func TestDurableRecoversCallNearEventLimit(t *testing.T) {
+	const limit = 1000
+	for name, k := range durableKinds() {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := k.openT(t, dir, session.WithMaxEventBytes(limit))
+			call := callEvent("", "t", `{}`)
+			call.BatchID = "b"
+			call.Call.CallID = strings.Repeat("c", limit-len(session.TypeToolCall)-len("b")-len("t")-len("{}"))
+			calls := mustAppend(t, s, "s", call, callEvent("small", "t", `{}`))
+			crashed := crashCopy(t, dir, k.file) // s is abandoned, not closed
+
+			r, err := k.open(crashed, session.WithMaxEventBytes(limit))
+			if err != nil {
+				t.Fatalf("open after a crash with an open call at the event cap = %v", err)
+			}
+			defer closeStore(t, r)
+			if n := r.Recovered(); n != 2 {
+				t.Errorf("Recovered() = %d, want 2", n)
+			}
+			evs := readAll(t, r, "s")
+			if len(evs) != 4 {
+				t.Fatalf("Read(s) = %d events, want 2 calls and 2 synthetic results", len(evs))
+			}
+			for i, ev := range evs[2:] {
+				if ev.Result == nil || !ev.Result.Recovered || !cmp.Equal(ev.SourceSeqs, []uint64{calls[i].Seq}) ||
+					ev.Result.CallID != calls[i].Call.CallID {
+					t.Errorf("event %d = %+v, want the recovered result of call seq %d", ev.Seq, ev, calls[i].Seq)
+				}
+			}
+		})
+	}
+}
+
 func TestBoltCorruptFile(t *testing.T) {
 	// A real database with enough pages to truncate.
 	good := t.TempDir()

@@ -414,7 +414,10 @@ func (j *Journal) recoverOpenCalls() (int, error) {
 	n := 0
 	for _, o := range all {
 		sortBySource(o.events)
-		if _, err := j.Append(context.Background(), o.id, o.events...); err != nil {
+		// Not held to the event cap: a synthetic result carries its call's id and tool
+		// name, and can outgrow a call that was just under it. Refusing it here would
+		// refuse the journal at every start.
+		if _, err := j.append(context.Background(), o.id, o.events, maxValueBytes); err != nil {
 			return n, err
 		}
 		n += len(o.events)
@@ -427,6 +430,11 @@ func (j *Journal) Recovered() int { return j.recovered }
 
 // Append implements [Store]; see [Bolt.Append] for how ctx is used.
 func (j *Journal) Append(ctx context.Context, sessionID string, events ...Event) ([]Event, error) {
+	return j.append(ctx, sessionID, events, j.o.maxEventBytes)
+}
+
+// append is Append with events held to maxBytes each.
+func (j *Journal) append(ctx context.Context, sessionID string, events []Event, maxBytes int) ([]Event, error) {
 	start := time.Now()
 	if err := j.usable(); err != nil {
 		return nil, err
@@ -434,7 +442,7 @@ func (j *Journal) Append(ctx context.Context, sessionID string, events ...Event)
 	if len(events) == 0 {
 		return nil, nil
 	}
-	if err := validate(sessionID, events, j.o.maxEventBytes); err != nil {
+	if err := validate(sessionID, events, maxBytes); err != nil {
 		return nil, err
 	}
 	size := eventsRecordSize(sessionID, events)
