@@ -502,9 +502,11 @@ func (a *App) Procs() *procs.Controller { return a.procs }
 
 // Reload swaps the policy from a freshly loaded config; in-flight calls keep the policy
 // they started with. Limits are not reloaded: a tool's max_result_bytes is checked
-// against the running limits.max_result_bytes.
+// against the running limits.max_result_bytes, and against the file's, which the next
+// start runs with (a file toolsd would refuse at start is refused now).
 func (a *App) Reload(cfg *config.Config) error {
-	pol, err := policy.ParseNode(&cfg.Policy, cfg.Source, policy.WithMaxResultBytes(int(a.cfg.Limits.MaxResultBytes)))
+	limit := min(a.cfg.Limits.MaxResultBytes, cfg.Limits.MaxResultBytes)
+	pol, err := policy.ParseNode(&cfg.Policy, cfg.Source, policy.WithMaxResultBytes(int(limit)))
 	if err != nil {
 		return err
 	}

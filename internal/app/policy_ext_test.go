@@ -70,3 +70,21 @@ func TestToolResultLimitAboveGlobalRefused(t *testing.T) {
 		t.Errorf("Reload(tool limit under the global one) = %v", err)
 	}
 }
+
+// TestReloadToolResultLimitAboveFilesGlobalRefused: a reload whose file lowers
+// limits.max_result_bytes under one of its tools' max_result_bytes is refused, though
+// the running limit (which a reload does not change) is higher: the file is one toolsd
+// would refuse at its next start, so the reload must not accept it.
+func TestReloadToolResultLimitAboveFilesGlobalRefused(t *testing.T) {
+	e := start(t, "")
+	cfg, err := config.Parse([]byte(baseConfig+"limits: {max_result_bytes: 64KiB}\npolicy:\n  tools:\n    raw: {max_result_bytes: 128KiB}\n"), "test.yaml")
+	if err != nil {
+		t.Fatalf("config.Parse() = %v", err)
+	}
+	if _, err := app.New(cfg); err == nil {
+		t.Fatal("app.New(tool limit over the file's global one) = nil, want an error")
+	}
+	if err := e.app.Reload(cfg); err == nil || !strings.Contains(err.Error(), "tools.raw.max_result_bytes") {
+		t.Errorf("Reload(tool limit over the file's global one) = %v, want an error naming tools.raw.max_result_bytes", err)
+	}
+}
