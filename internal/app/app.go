@@ -501,16 +501,34 @@ func (a *App) Metrics() *prometheus.Registry { return a.metrics }
 func (a *App) Procs() *procs.Controller { return a.procs }
 
 // Reload swaps the policy from a freshly loaded config; in-flight calls keep the policy
-// they started with. Limits are not reloaded: a tool's max_result_bytes is checked
-// against the running limits.max_result_bytes, and against the file's, which the next
-// start runs with (a file toolsd would refuse at start is refused now).
+// they started with. Nothing else is reloaded, but the file is the one the next start
+// reads, so what a start would refuse is refused now and the running policy stays: a
+// tool's max_result_bytes is checked against the running limits.max_result_bytes and
+// the file's, and the auth section (its grants, token and key files, TLS files) as a
+// start builds it.
 func (a *App) Reload(cfg *config.Config) error {
 	limit := min(a.cfg.Limits.MaxResultBytes, cfg.Limits.MaxResultBytes)
 	pol, err := policy.ParseNode(&cfg.Policy, cfg.Source, policy.WithMaxResultBytes(int(limit)))
 	if err != nil {
 		return err
 	}
+	if err := checkAuth(cfg.Auth); err != nil {
+		return err
+	}
 	a.pipe.SetPolicy(pol)
+	return nil
+}
+
+// checkAuth builds, and drops, what a start would build of the auth section c.
+func checkAuth(c config.Auth) error {
+	if _, _, err := auth.New(auth.FromConfig(c)); err != nil {
+		return err
+	}
+	if t := c.TLS; tlsOn(c) {
+		if _, err := auth.ServerTLSConfig(t.CertFile, t.KeyFile, t.ClientCAFile); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

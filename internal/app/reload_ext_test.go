@@ -47,3 +47,48 @@ func TestReloadSwapsPolicy(t *testing.T) {
 		t.Errorf("after reload: %v, want echo allowed", got)
 	}
 }
+
+// TestReloadRefusesAnAuthSectionAStartWouldRefuse: a reload applies only the policy,
+// but the file is the one the next start reads: an auth section toolsd cannot start
+// with (grants without an authentication method, an agent grant without scopes, TLS
+// without a key, a token file that cannot be read) is refused now, naming the problem, and the running
+// policy stays.
+func TestReloadRefusesAnAuthSectionAStartWouldRefuse(t *testing.T) {
+	deny := "policy:\n  rules:\n    - {tool: echo, decision: deny, reason: no echo today}\n"
+	e := start(t, deny)
+	runProvider(t, e.app.Addr(), exampletools.Tools(filepath.Join(t.TempDir(), "notes.txt"))...)
+	missing := filepath.Join(t.TempDir(), "missing-tokens.txt")
+	for name, tc := range map[string]struct{ auth, want string }{
+		"grants without a method": {
+			auth: "auth:\n  grants:\n    - {identity: bob, role: operator}\n",
+			want: "need an authentication method",
+		},
+		"agent grant without scopes": {
+			auth: "auth:\n  token_file: " + missing + "\n  grants:\n    - {identity: bob, role: agent}\n",
+			want: "needs scopes",
+		},
+		"tls without a key": {
+			auth: "auth:\n  tls: {cert_file: " + missing + "}\n",
+			want: "cert_file and key_file are both required",
+		},
+		"unreadable token file": {
+			auth: "auth:\n  token_file: " + missing + "\n  grants:\n    - {identity: bob, role: operator}\n",
+			want: "missing-tokens.txt",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg, err := config.Parse([]byte(baseConfig+tc.auth), "reload.yaml")
+			if err != nil {
+				t.Fatalf("config.Parse() = %v", err)
+			}
+			if err := e.app.Reload(cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Reload(%s) = %v, want an error containing %q", name, err, tc.want)
+			}
+			out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-" + strings.ReplaceAll(name, " ", "-"),
+				Calls: []*toolsdv1.ToolCall{call("c1", "echo", `{"text":"x"}`)}}, batchOptions{})
+			if got := resultCodes(out.results); !slices.Equal(got, []string{"DENIED"}) {
+				t.Errorf("echo after the refused reload: %v, want [DENIED] (the running policy)", got)
+			}
+		})
+	}
+}
