@@ -6,13 +6,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/toolsd/toolsd/internal/auth"
 )
 
 // adminServer serves /metrics, /healthz (the process is up), /readyz (it accepts
-// batches: SERVING and not draining) and, when debug.pprof is on, /debug/pprof/.
+// batches: SERVING, not draining, its session store not stopped) and, when
+// debug.pprof is on, /debug/pprof/.
 func (a *App) adminServer() *http.Server {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(a.metrics, promhttp.HandlerOpts{Registry: a.metrics}))
@@ -20,8 +20,7 @@ func (a *App) adminServer() *http.Server {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		resp, err := a.health.Check(r.Context(), &healthpb.HealthCheckRequest{})
-		if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		if !a.ready(r.Context()) {
 			http.Error(w, "not ready", http.StatusServiceUnavailable)
 			return
 		}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -77,6 +78,9 @@ type App struct {
 	// pinSaver keeps the registry's pins in the data directory (nil: they live in
 	// memory only).
 	pinSaver *pinSaver
+	// stopped is set once the session store reported it stopped after a failed write
+	// (see storeWatch): toolsd is then not ready until it restarts.
+	stopped atomic.Bool
 }
 
 // Option configures [New].
@@ -159,6 +163,7 @@ func New(cfg *config.Config, opts ...Option) (*App, error) {
 	if a.wrapStore != nil {
 		a.sessions = a.wrapStore(a.sessions)
 	}
+	a.sessions = storeWatch{a.sessions, a}
 	if err := a.build(pol); err != nil {
 		_ = a.sessions.Close()
 		return nil, err
@@ -537,7 +542,9 @@ func checkAuth(c config.Auth) error {
 // aborted (and logged), providers are told, and the store is closed.
 func (a *App) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
-	a.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	if !a.stopped.Load() {
+		a.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	}
 	g.Go(func() error {
 		if err := a.grpc.Serve(a.lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			return fmt.Errorf("app: grpc: %w", err)
