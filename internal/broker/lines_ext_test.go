@@ -84,3 +84,26 @@ func TestHelloNameIsLoggedBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestInvalidResultLineCutsTheCallID: a call id is the model's (only the request size
+// bounds it); the "invalid result" warning quotes it cut, so a batch of calls with
+// megabyte ids whose provider answers invalidly cannot write megabytes of log per call.
+func TestInvalidResultLineCutsTheCallID(t *testing.T) {
+	observed, logs := observer.New(zap.InfoLevel)
+	srv := brokertest.Start(t, brokertest.NewRegistrar(), broker.WithLogger(zap.New(observed)))
+	raw := helloRaw(t, srv, "p", 0)
+	e := execFor("t", `{}`)
+	e.CallID = strings.Repeat("c", 1<<20)
+	ch := goCall(context.Background(), srv.Broker, raw.id, e)
+	raw.result(&toolsdv1.ExecuteResult{RequestId: raw.execute().GetRequestId(), OversizedBytes: 1 << 30})
+	if r := awaitResult(t, ch); r.Code() != tool.CodeResultTooLarge {
+		t.Fatalf("Call() code = %s, want %s", r.Code(), tool.CodeResultTooLarge)
+	}
+	lines := logs.FilterMessage("invalid result").All()
+	if len(lines) != 1 {
+		t.Fatalf("%d \"invalid result\" lines, want 1", len(lines))
+	}
+	if id, _ := lines[0].ContextMap()["call_id"].(string); len(id) > 256 || !strings.HasPrefix(id, "cccc") {
+		t.Errorf("call_id logged as %d bytes, want its start, at most 256", len(id))
+	}
+}

@@ -12,6 +12,7 @@ import (
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/internal/pipeline"
+	"github.com/toolsd/toolsd/internal/textcut"
 	"github.com/toolsd/toolsd/internal/tool"
 )
 
@@ -145,7 +146,7 @@ func (h *Hub) addContexts(ch *chain, c *conn, e *tool.Exec, d *toolsdv1.HookDeci
 	}
 	h.opts.obs.ContextsDropped(c.hello.name, dropped)
 	c.log.Warn("hook contexts dropped", zap.String("hook", c.hello.name), zap.String("tool", e.Name),
-		zap.String("call_id", e.CallID), zap.Int("dropped", dropped), zap.Int("dropped_bytes", droppedBytes),
+		zap.String("call_id", textcut.Ellipsis(e.CallID, maxLoggedCallID)), zap.Int("dropped", dropped), zap.Int("dropped_bytes", droppedBytes),
 		zap.Int("max_contexts", h.opts.maxContexts), zap.Int("max_context_bytes", h.opts.maxContextBytes))
 }
 

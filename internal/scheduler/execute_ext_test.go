@@ -541,6 +541,31 @@ func TestExecuteResultTooLargeForTheLog(t *testing.T) {
 	}
 }
 
+// TestResultTooLargeLineCutsTheCallID: a call id is the model's (only the request size
+// bounds it); the warning about a result the log refused as too large quotes it cut,
+// so a call with a megabyte id cannot write as much log with it.
+func TestResultTooLargeLineCutsTheCallID(t *testing.T) {
+	const msg = "tool result over the session log's event limit; recorded as RESULT_TOO_LARGE"
+	run := scheduler.RunnerFunc(func(context.Context, *tool.Exec) tool.Result {
+		return tool.Result{Content: strings.Repeat("x", 1000)}
+	})
+	observed, logs := observer.New(zap.WarnLevel)
+	l := &fakeLog{maxContent: 200}
+	s := scheduler.New(run, nil, l, scheduler.WithLogger(zap.New(observed)))
+	b := newBatch(1)
+	b.Calls[0].CallID = strings.Repeat("c", 1<<20)
+	if _, err := s.Execute(t.Context(), b, &fakeSink{log: l}, nil); err != nil {
+		t.Fatalf("Execute() = %v", err)
+	}
+	lines := logs.FilterMessage(msg).All()
+	if len(lines) != 1 {
+		t.Fatalf("%d %q lines, want 1", len(lines), msg)
+	}
+	if id, _ := lines[0].ContextMap()["call_id"].(string); len(id) > 256 || !strings.HasPrefix(id, "cccc") {
+		t.Errorf("call_id logged as %d bytes, want its start, at most 256", len(id))
+	}
+}
+
 func TestExecuteRunnerPanic(t *testing.T) {
 	tests := map[string]struct {
 		n, panicking int
