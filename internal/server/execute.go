@@ -336,6 +336,9 @@ func (s *Server) buildBatch(ctx context.Context, first *toolsdv1.ExecuteBatchReq
 		if c.GetCallId() == "" {
 			return nil, nil, badField(fmt.Sprintf("batch.calls[%d].call_id", i), "is required")
 		}
+		if n := len(c.GetCallId()); n > s.limits.MaxCallIDLen {
+			return nil, nil, badField(fmt.Sprintf("batch.calls[%d].call_id", i), "is %d bytes, over the limit of %d", n, s.limits.MaxCallIDLen)
+		}
 		if j, dup := seen[c.GetCallId()]; dup {
 			// Quoted cut: the id is the client's, of any size the request allows, and the
 			// status would carry it twice (message and BadRequest).

@@ -21,8 +21,11 @@ type Limits struct {
 	// also fit provider results, so it alone may let larger requests through.
 	MaxRequestBytes int
 	MaxSessionIDLen int
-	OutboxSize      int
-	WriteTimeout    time.Duration
+	// MaxCallIDLen bounds a call id: the model's, repeated in every event, log line and
+	// result of its call.
+	MaxCallIDLen int
+	OutboxSize   int
+	WriteTimeout time.Duration
 	// AcceptedHold is how long a single-call batch may start quietly, holding its
 	// accepted message back and reading no client messages (see quietStart); 0 sends
 	// accepted and starts reading at once.
@@ -30,7 +33,7 @@ type Limits struct {
 }
 
 // DefaultLimits are used for zero fields.
-var DefaultLimits = Limits{MaxCallsPerBatch: 128, MaxSessionIDLen: 256, OutboxSize: 256, WriteTimeout: 10 * time.Second}
+var DefaultLimits = Limits{MaxCallsPerBatch: 128, MaxSessionIDLen: 256, MaxCallIDLen: 256, OutboxSize: 256, WriteTimeout: 10 * time.Second}
 
 // Deps are the domain services the handlers translate to.
 type Deps struct {
@@ -82,6 +85,9 @@ func New(deps Deps) *Server {
 	}
 	if l.MaxSessionIDLen <= 0 {
 		l.MaxSessionIDLen = DefaultLimits.MaxSessionIDLen
+	}
+	if l.MaxCallIDLen <= 0 {
+		l.MaxCallIDLen = DefaultLimits.MaxCallIDLen
 	}
 	if l.OutboxSize <= 0 {
 		l.OutboxSize = DefaultLimits.OutboxSize

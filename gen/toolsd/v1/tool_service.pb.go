@@ -1042,7 +1042,7 @@ func (*ApproveQuarantinedResponse) Descriptor() ([]byte, []int) {
 // ToolCall is one tool-call block of the model's message.
 type ToolCall struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The model's call id; unique within the batch.
+	// The model's call id; unique within the batch, at most 256 bytes.
 	CallId string `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
 	// Tool name as the model wrote it.
 	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
