@@ -2,6 +2,7 @@ package session
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -212,6 +213,8 @@ func (j *Journal) replay() error {
 	head, _ := r.Peek(journalHeadLen)
 	var off int64
 	switch {
+	case int64(len(head)) == end && tornHeader(head):
+		return j.rewriteHeader() // created by a run that crashed before its header was durable
 	case len(head) == journalHeadLen && string(head[:len(journalMagic)]) == journalMagic:
 		seed, ok := headerSeed(head)
 		if !ok {
@@ -275,6 +278,23 @@ func isHeaderPrefix(b []byte) bool {
 		return journalMagic[:len(b)] == string(b)
 	}
 	return len(b) < journalHeadLen && string(b[:len(journalMagic)]) == journalMagic
+}
+
+// tornHeader reports whether b, a whole file of at most a header's length, is a
+// header that was not yet durable when a crash came, with zeros past what reached the
+// disk (some file systems keep a file's size but not its data). A header is made
+// durable before anything is appended, so such a file never held a record.
+func tornHeader(b []byte) bool {
+	kept := bytes.TrimRight(b, "\x00")
+	if len(kept) == len(b) {
+		return false // no zeros: a prefix (isHeaderPrefix), or not a header
+	}
+	if len(b) == journalHeadLen {
+		if _, ok := headerSeed(b); ok {
+			return false // a whole header that happens to end in zeros
+		}
+	}
+	return isHeaderPrefix(kept)
 }
 
 // rewriteHeader makes a file shorter than its header an empty journal.

@@ -305,6 +305,41 @@ func TestJournalHeaderPrefixIsEmpty(t *testing.T) {
 	}
 }
 
+// A file of at most a header's length whose header was written but not yet durable
+// may come back zero-filled past some point (a file system that keeps the size but not
+// the data): no append can have followed (the header is made durable first), so it
+// opens as an empty journal too.
+func TestJournalZeroFilledHeaderIsEmpty(t *testing.T) {
+	head, _ := newJournalHeader()
+	for _, kept := range []int{0, 3, len(journalMagic), journalHeadLen - 4} {
+		for _, size := range []int{kept + 1, journalHeadLen} {
+			file := make([]byte, size)
+			copy(file, head[:kept])
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, JournalFileName), file, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			j, err := OpenJournal(dir)
+			if err != nil {
+				t.Errorf("%d header bytes, zeros to %d: OpenJournal() = %v, want an empty journal", kept, size, err)
+				continue
+			}
+			if _, err := j.Append(t.Context(), "a", msg("m")); err != nil {
+				t.Fatal(err)
+			}
+			closeStore(t, j)
+			r, err := OpenJournal(dir)
+			if err != nil {
+				t.Fatalf("%d header bytes, zeros to %d: reopen: %v", kept, size, err)
+			}
+			if got, _ := r.Read(t.Context(), "a", 1, 0); len(got) != 1 {
+				t.Errorf("%d header bytes, zeros to %d: Read(a) after reopen = %d events, want 1", kept, size, len(got))
+			}
+			closeStore(t, r)
+		}
+	}
+}
+
 // A sweep's deletions are written in groups of at most sweepGroupBytes (plus one
 // record), so that a sweep a crash tears is never more than Open cuts off as a torn
 // write: one group of every deletion of a large sweep could outgrow maxTornBytes and
