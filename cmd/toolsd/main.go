@@ -83,6 +83,7 @@ func run(args []string) error {
 	if *example {
 		opts = append(opts, app.WithExampleProvider(*notesFile))
 	}
+	files := readStartFiles(cfg.Auth) // before New reads them
 	a, err := app.New(cfg, opts...)
 	if err != nil {
 		return err
@@ -97,7 +98,7 @@ func run(args []string) error {
 	go onTerm(done, term, stop, log, exitAtOnce)
 	// A reload in progress when Run returns finishes before the log is closed.
 	var reloads sync.WaitGroup
-	reloads.Go(func() { reloadOnHUP(ctx, hup, a, *configPath, over, &loaded, log) })
+	reloads.Go(func() { reloadOnHUP(ctx, hup, a, *configPath, over, &loaded, files, log) })
 	waitProcs := adaptProcs(ctx, cfg.Runtime, a.Procs(), log)
 	err = a.Run(ctx)
 	stop()
@@ -179,8 +180,9 @@ func exitAtOnce(s os.Signal) {
 
 // reloadOnHUP re-reads the policy on each signal from hup without dropping in-flight
 // calls, until ctx ends (shutdown). Other keys take effect at the next start; the reload
-// names those that changed.
-func reloadOnHUP(ctx context.Context, hup <-chan os.Signal, a *app.App, path string, over []config.Override, loaded *config.Config, log *zap.Logger) {
+// names those that changed, and the auth files (tokens, JWKS, TLS) edited since the
+// start, which it does not apply either.
+func reloadOnHUP(ctx context.Context, hup <-chan os.Signal, a *app.App, path string, over []config.Override, loaded *config.Config, files startFiles, log *zap.Logger) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -198,6 +200,10 @@ func reloadOnHUP(ctx context.Context, hup <-chan os.Signal, a *app.App, path str
 			if changed := config.ChangedOutsidePolicy(loaded, cfg); len(changed) > 0 {
 				log.Warn("config keys outside the policy changed; they take effect at the next start",
 					zap.String("config", path), zap.Strings("keys", changed))
+			}
+			if changed := files.changed(cfg.Auth); len(changed) > 0 {
+				log.Warn("auth files changed since the start; they are read at start only and take effect at the next start",
+					zap.Strings("files", changed))
 			}
 		}
 	}
