@@ -92,6 +92,9 @@ func TestTokenFileInvalid(t *testing.T) {
 		"yaml both":          {content: "tokens:\n  - identity: a\n    token: " + tokenA + "\n    sha256: " + hashOf(tokenA) + "\n", want: "not both"},
 		"yaml no identity":   {content: "tokens:\n  - token: " + tokenA + "\n", want: "identity is empty"},
 		"yaml unknown key":   {content: "tokens:\n  - identity: a\n    secret: " + tokenA + "\n", want: "yaml"},
+		"non-ASCII token":    {content: "t\u00f6ken-0123456789abcdef agent-a\n", want: "printable ASCII"},
+		"control character":  {content: "token-0123456789\x01abcdef agent-a\n", want: "printable ASCII"},
+		"yaml non-ASCII":     {content: "tokens:\n  - identity: a\n    token: \"t\u00f6ken-0123456789abcdef\"\n", want: "printable ASCII"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -107,5 +110,25 @@ func TestTokenFileInvalid(t *testing.T) {
 	}
 	if _, _, err := auth.New(auth.Config{TokenFile: "/nonexistent/tokens", Grants: []auth.Grant{{Identity: "a", Role: auth.RoleOperator}}}); !errors.Is(err, auth.ErrInvalidConfig) {
 		t.Errorf("New(missing token file) = %v, want ErrInvalidConfig", err)
+	}
+}
+
+// A token file saved with a UTF-8 byte order mark (as some Windows editors write one)
+// holds the same tokens as without it: the mark is no part of the first token, which
+// would otherwise never match anything a client can send.
+func TestTokenFileWithByteOrderMark(t *testing.T) {
+	const bom = "\ufeff"
+	for format, content := range map[string]string{
+		"lines": bom + tokenA + " agent-a\n" + tokenP + " provider-a\n",
+		"yaml":  bom + "tokens:\n  - identity: agent-a\n    token: " + tokenA + "\n  - identity: provider-a\n    token: " + tokenP + "\n",
+	} {
+		t.Run(format, func(t *testing.T) {
+			conn := dial(t, tokenServer(t, writeFile(t, "tokens", []byte(content))), nil)
+			for token, want := range map[string]string{tokenA: "token:agent-a", tokenP: "token:provider-a"} {
+				if got, err := callUnary(testContext(t), conn, "Bearer "+token); err != nil || got != want {
+					t.Errorf("WhoAmI() = %q, %v, want %q", got, err, want)
+				}
+			}
+		})
 	}
 }

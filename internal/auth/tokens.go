@@ -54,6 +54,9 @@ func loadTokenFile(file string) (*tokenSet, error) {
 }
 
 func parseTokens(data []byte) (*tokenSet, error) {
+	// A byte order mark (some editors write one) would otherwise become part of the
+	// first token, which then never matches, or hide a YAML file's "tokens:".
+	data = bytes.TrimPrefix(data, []byte("\ufeff"))
 	ts := &tokenSet{}
 	seen := map[[sha256.Size]byte]bool{}
 	add := func(where, token, hash, identity string) error {
@@ -74,6 +77,9 @@ func parseTokens(data []byte) (*tokenSet, error) {
 			return fmt.Errorf("%s: token is shorter than %d characters", where, minTokenLen)
 		case strings.IndexFunc(token, unicode.IsSpace) >= 0:
 			return fmt.Errorf("%s: token contains white space", where)
+		case strings.IndexFunc(token, notSendable) >= 0:
+			// gRPC refuses to send such a header value: the token could never match.
+			return fmt.Errorf("%s: token contains characters other than printable ASCII, which no client can send in a header", where)
 		default:
 			e.hash = sha256.Sum256([]byte(token))
 			ts.plaintext = true
@@ -174,6 +180,10 @@ func (ts *tokenSet) lookup(token string) (string, bool) {
 	}
 	return ts.entries[found].identity, true
 }
+
+// notSendable reports whether r cannot appear in a bearer token a client sends: gRPC
+// header values are printable ASCII.
+func notSendable(r rune) bool { return r < 0x21 || r > 0x7e }
 
 // checkIdentityName refuses identities that would be ambiguous in grants and logs.
 func checkIdentityName(name string) error {
