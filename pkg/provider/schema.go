@@ -15,9 +15,7 @@ import (
 // a JSON object. Properties keep field order and keys a fixed order, so the same type
 // always yields the same bytes (the prompt prefix must not change between runs).
 func deriveSchema(t reflect.Type, strict bool) (string, error) {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
+	t = indirectType(t)
 	d := deriver{strict: strict, visiting: map[reflect.Type]bool{}}
 	var root *object
 	switch t.Kind() {
@@ -42,6 +40,8 @@ func deriveSchema(t reflect.Type, strict bool) (string, error) {
 		}
 		root = &object{}
 		root.set("type", "object")
+	case reflect.Pointer:
+		return "", fmt.Errorf("recursive type %s needs an explicit schema (WithSchema)", t)
 	default:
 		return "", fmt.Errorf("arguments type %s must be a struct or a map (the root schema is an object)", t)
 	}
@@ -73,10 +73,37 @@ func decodesItself(t reflect.Type) (fromJSON, fromText bool) {
 	return fromJSON, fromText
 }
 
+// indirectType returns t without its pointers. A pointer type that points to itself,
+// directly or through other pointer types (type P *P), is returned as it is.
+func indirectType(t reflect.Type) reflect.Type {
+	var seen map[reflect.Type]bool
+	for t.Kind() == reflect.Pointer {
+		if seen[t] {
+			return t
+		}
+		if seen == nil {
+			seen = map[reflect.Type]bool{}
+		}
+		seen[t] = true
+		t = t.Elem()
+	}
+	return t
+}
+
 // schema returns the schema of a Go type as encoding/json encodes it.
 func (d *deriver) schema(t reflect.Type) (*object, error) {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
+	t = indirectType(t)
+	switch t.Kind() {
+	case reflect.Slice, reflect.Array, reflect.Map:
+		// A named slice, array or map type can contain itself (type Tree map[string]Tree),
+		// as a struct can (see object).
+		if d.visiting[t] {
+			return nil, fmt.Errorf("recursive type %s needs an explicit schema (WithSchema)", t)
+		}
+		d.visiting[t] = true
+		defer delete(d.visiting, t)
+	case reflect.Pointer:
+		return nil, fmt.Errorf("recursive type %s needs an explicit schema (WithSchema)", t)
 	}
 	o := &object{}
 	switch t {
@@ -288,10 +315,7 @@ func jsonFields(t reflect.Type) []jsonField {
 		defer delete(onPath, t)
 		for i := range t.NumField() {
 			f := t.Field(i)
-			ft := f.Type
-			for ft.Kind() == reflect.Pointer {
-				ft = ft.Elem()
-			}
+			ft := indirectType(f.Type)
 			if f.Anonymous && !f.IsExported() && ft.Kind() != reflect.Struct || !f.Anonymous && !f.IsExported() {
 				continue
 			}

@@ -140,12 +140,25 @@ type recursive struct {
 	Children []recursive `json:"children"`
 }
 
+type (
+	tree        map[string]tree
+	list        []list
+	selfPointer *selfPointer
+)
+
 func TestNewToolPanicsOnProgrammingErrors(t *testing.T) {
 	for name, tc := range map[string]struct {
 		build func()
 		want  string
 	}{
 		"recursive type": {func() { schemaOf[recursive]() }, "recursive type"},
+		// Named maps, slices and pointers can contain themselves too: deriving their schema
+		// must not recurse (or loop) forever.
+		"recursive map":          {func() { schemaOf[struct{ T tree }]() }, "recursive type provider_test.tree"},
+		"recursive slice":        {func() { schemaOf[struct{ L list }]() }, "recursive type provider_test.list"},
+		"recursive map root":     {func() { schemaOf[tree]() }, "recursive type provider_test.tree"},
+		"recursive pointer":      {func() { schemaOf[struct{ P selfPointer }]() }, "recursive type provider_test.selfPointer"},
+		"recursive pointer root": {func() { schemaOf[selfPointer]() }, "recursive type provider_test.selfPointer"},
 		"channel field": {func() {
 			schemaOf[struct {
 				C chan int `json:"c"`
