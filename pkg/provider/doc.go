@@ -29,7 +29,8 @@
 // be a struct (or a map). The schema is deterministic: properties appear in field order
 // and keywords in a fixed order, so the prompt toolsd builds from it is byte-stable.
 //
-//   - Each exported field is a property named by its `json` tag (or the field name);
+//   - Each exported field is a property named by its `json` tag (or the field name, also
+//     when encoding/json ignores the tag's name: one with quotes or a backslash);
 //     `json:"-"` fields are skipped and embedded structs are inlined, as encoding/json
 //     does — including its rule for a name several fields share: the shallowest field
 //     wins, then the one whose tag names it, and a name still shared is left out.

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // deriveSchema builds the JSON Schema text of an arguments type. The root must describe
@@ -324,6 +325,9 @@ func jsonFields(t reflect.Type) []jsonField {
 				continue
 			}
 			name, opts, _ := strings.Cut(tag, ",")
+			if !validTagName(name) {
+				name = "" // encoding/json ignores the name and uses the field's
+			}
 			if f.Anonymous && name == "" && ft.Kind() == reflect.Struct {
 				hp := hiddenPtr
 				if hp == nil && !f.IsExported() && f.Type.Kind() == reflect.Pointer {
@@ -374,6 +378,20 @@ func jsonFields(t reflect.Type) []jsonField {
 		}
 	}
 	return out
+}
+
+// validTagName reports whether encoding/json takes name from a json tag as the field's
+// JSON name: letters, digits and punctuation other than quotes and backslashes.
+func validTagName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for _, c := range name {
+		if !strings.ContainsRune("!#$%&()*+-./:;<=>?@[]^_{|}~ ", c) && !unicode.IsLetter(c) && !unicode.IsDigit(c) {
+			return false
+		}
+	}
+	return true
 }
 
 // quotable reports whether the json tag's string option applies to a field of type t

@@ -305,6 +305,7 @@ func TestDerivedSchemaAgreesWithDecoding(t *testing.T) {
 		{"integer key with spaces", schemaOf[intKeyArgs](), `{"i":{" 1":"x"},"u":{}}`, decodeInto[intKeyArgs]},
 		{"unsigned key negative", schemaOf[intKeyArgs](), `{"i":{},"u":{"-7":1}}`, decodeInto[intKeyArgs]},
 		{"unsigned key signed", schemaOf[intKeyArgs](), `{"i":{},"u":{"+7":1}}`, decodeInto[intKeyArgs]},
+		{"tag name encoding/json ignores", schemaOf[badTagArgs](), `{"Name":"x","Quote":"y","q":"z"}`, decodeInto[badTagArgs]},
 		{"json.Number from a number", schemaOf[numberArgs](), `{"n":5.5}`, decodeInto[numberArgs]},
 		{"json.Number from text", schemaOf[numberArgs](), `{"n":"five"}`, decodeInto[numberArgs]},
 	} {
@@ -357,6 +358,19 @@ type textKeyArgs struct {
 type intKeyArgs struct {
 	I map[int64]string `json:"i"`
 	U map[uint16]int   `json:"u"`
+}
+
+// badTagArgs has json tag names encoding/json does not take (quotes and backslashes are
+// reserved): it names those fields by their Go names, keeping the tag's options. A
+// schema naming them by the tag would send values the decoding silently drops.
+type badTagArgs struct {
+	Name  string        `json:"it's"`  //nolint:staticcheck // deliberate: a tag name encoding/json ignores
+	Quote string        `json:"say\\"` //nolint:staticcheck // deliberate: as above
+	Emb   `json:"a\\b"` //nolint:staticcheck // deliberate: inlined as if untagged
+}
+
+type Emb struct {
+	Q string `json:"q"`
 }
 
 // numberArgs takes a json.Number, which encoding/json fills from a JSON number.
@@ -417,6 +431,14 @@ func (d *defaulted) UnmarshalJSON(b []byte) error {
 func TestSelfDecodingArgumentsStruct(t *testing.T) {
 	got := schemaOf[defaulted]()
 	if want := `{"type":"object","properties":{"limit":{"type":"integer"}}}`; got != want {
+		t.Errorf("schema = %s, want %s", got, want)
+	}
+}
+
+// A json tag name encoding/json ignores does not name the property either.
+func TestIgnoredTagNameSchema(t *testing.T) {
+	want := `{"type":"object","properties":{"Name":{"type":"string"},"Quote":{"type":"string"},"q":{"type":"string"}},"required":["Name","Quote","q"]}`
+	if got := schemaOf[badTagArgs](); got != want {
 		t.Errorf("schema = %s, want %s", got, want)
 	}
 }
