@@ -252,6 +252,10 @@ func (d *deriver) object(t reflect.Type) (*object, error) {
 func (d *deriver) fields(t reflect.Type, props *object, required *[]string) error {
 	for _, jf := range jsonFields(t) {
 		f, ft, name, opts, t := jf.f, jf.ft, jf.name, jf.opts, jf.owner
+		if jf.hiddenPtr == f.Type {
+			return fmt.Errorf("%s.%s: embedded pointer to unexported struct %s, which encoding/json cannot set (embed the struct, or export it)",
+				t, f.Name, jf.hiddenPtr)
+		}
 		if jf.hiddenPtr != nil {
 			return fmt.Errorf("%s.%s: reached through embedded pointer to unexported struct %s, which encoding/json cannot set (embed the struct, or export it)",
 				t, f.Name, jf.hiddenPtr)
@@ -336,10 +340,13 @@ func jsonFields(t reflect.Type) []jsonField {
 				walk(ft, depth+1, hp)
 				continue
 			}
-			if !f.IsExported() {
-				continue
+			// An embedded unexported struct named by its tag is a field like any other;
+			// through a pointer, encoding/json cannot allocate it.
+			hp := hiddenPtr
+			if hp == nil && !f.IsExported() && f.Type.Kind() == reflect.Pointer {
+				hp = f.Type
 			}
-			jf := jsonField{f: f, owner: t, ft: ft, name: name, opts: opts, tagged: name != "", depth: depth, hiddenPtr: hiddenPtr}
+			jf := jsonField{f: f, owner: t, ft: ft, name: name, opts: opts, tagged: name != "", depth: depth, hiddenPtr: hp}
 			if jf.name == "" {
 				jf.name = f.Name
 			}

@@ -226,6 +226,9 @@ func TestNewToolPanicsOnProgrammingErrors(t *testing.T) {
 		"embedded pointer to unexported struct": {func() {
 			schemaOf[withHiddenEmbed]()
 		}, "embedded pointer to unexported struct"},
+		"tagged embedded pointer to unexported struct": {func() {
+			schemaOf[withHiddenTaggedPtr]()
+		}, "withHiddenTaggedPtr.hidden: embedded pointer to unexported struct *provider_test.hidden"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			defer func() {
@@ -247,6 +250,19 @@ type hidden struct {
 type withHiddenEmbed struct {
 	*hidden
 	Y int `json:"y"`
+}
+
+// hiddenTagged embeds an unexported struct under a json name: encoding/json decodes
+// it as the field "h" (the exported fields of an unexported embedded struct are set).
+type hiddenTagged struct {
+	hidden `json:"h"`
+	Y      int `json:"y"`
+}
+
+// withHiddenTaggedPtr embeds a pointer to an unexported struct under a json name:
+// encoding/json panics when it meets the field, as it cannot allocate it.
+type withHiddenTaggedPtr struct {
+	*hidden `json:"h,omitempty"`
 }
 
 type quotedArgs struct {
@@ -305,6 +321,8 @@ func TestDerivedSchemaAgreesWithDecoding(t *testing.T) {
 		{"integer key with spaces", schemaOf[intKeyArgs](), `{"i":{" 1":"x"},"u":{}}`, decodeInto[intKeyArgs]},
 		{"unsigned key negative", schemaOf[intKeyArgs](), `{"i":{},"u":{"-7":1}}`, decodeInto[intKeyArgs]},
 		{"unsigned key signed", schemaOf[intKeyArgs](), `{"i":{},"u":{"+7":1}}`, decodeInto[intKeyArgs]},
+		{"tagged unexported embedded struct", schemaOf[hiddenTagged](), `{"h":{"x":1},"y":2}`, decodeInto[hiddenTagged]},
+		{"tagged unexported embedded struct's type", schemaOf[hiddenTagged](), `{"h":{"x":"1"},"y":2}`, decodeInto[hiddenTagged]},
 		{"tag name encoding/json ignores", schemaOf[badTagArgs](), `{"Name":"x","Quote":"y","q":"z"}`, decodeInto[badTagArgs]},
 		{"json.Number from a number", schemaOf[numberArgs](), `{"n":5.5}`, decodeInto[numberArgs]},
 		{"json.Number from text", schemaOf[numberArgs](), `{"n":"five"}`, decodeInto[numberArgs]},
@@ -439,6 +457,15 @@ func TestSelfDecodingArgumentsStruct(t *testing.T) {
 func TestIgnoredTagNameSchema(t *testing.T) {
 	want := `{"type":"object","properties":{"Name":{"type":"string"},"Quote":{"type":"string"},"q":{"type":"string"}},"required":["Name","Quote","q"]}`
 	if got := schemaOf[badTagArgs](); got != want {
+		t.Errorf("schema = %s, want %s", got, want)
+	}
+}
+
+// An unexported embedded struct with a json name is a property, as encoding/json
+// decodes it.
+func TestTaggedUnexportedEmbedSchema(t *testing.T) {
+	want := `{"type":"object","properties":{"h":{"type":"object","properties":{"x":{"type":"integer"}},"required":["x"],"additionalProperties":false},"y":{"type":"integer"}},"required":["h","y"],"additionalProperties":false}`
+	if got := schemaOf[hiddenTagged](provider.StrictArguments()); got != want {
 		t.Errorf("schema = %s, want %s", got, want)
 	}
 }
