@@ -44,7 +44,8 @@
 //     them: a type that decodes itself (json.Unmarshaler) → any value (the arguments
 //     struct itself is still described by its fields), one that decodes from text
 //     (encoding.TextUnmarshaler, such as netip.Addr) → string, and a boolean, number or
-//     string field tagged `json:",string"` → string. Recursive types, channels and
+//     string field tagged `json:",string"` → string whose pattern admits the field's
+//     value written as JSON ("5", "true", "\"text\""). Recursive types, channels and
 //     functions need an explicit schema ([WithSchema]).
 //   - A field is required unless it is a pointer or its json tag says omitempty or
 //     omitzero; `jsonschema:"required"` and `jsonschema:"optional"` override that.

@@ -264,10 +264,9 @@ func (d *deriver) fields(t reflect.Type, props *object, required *[]string) erro
 		if err != nil {
 			return fmt.Errorf("%s.%s: %w", t, f.Name, err)
 		}
-		if hasOption(opts, "string") && quotable(ft) {
+		if hasOption(opts, "string") && quotable(f.Type) {
 			// encoding/json reads such a field from a JSON string holding its value.
-			s = &object{}
-			s.set("type", "string")
+			s = quotedSchema(ft)
 		}
 		tags, err := parseFieldTags(f, ft)
 		if err != nil {
@@ -387,6 +386,46 @@ func jsonFields(t reflect.Type) []jsonField {
 	return out
 }
 
+// Patterns of the JSON strings encoding/json decodes into a field tagged
+// `json:",string"`: the string holds the text of the field's value, which it parses
+// with strconv (a leading zero is fine, a plus sign is not) or reads as a JSON string.
+// It also takes "null" (leaving the field unset), which the schema, like everywhere
+// else, does not offer; and it takes the hexadecimal and infinite floats and the digit
+// separators (1_000) strconv.ParseFloat parses, which the schema leaves out to stay
+// readable.
+const (
+	quotedBool   = `^(true|false)$`
+	quotedInt    = `^-?[0-9]+$`
+	quotedUint   = `^[0-9]+$`
+	quotedFloat  = `^(-?[0-9]+\.?[0-9]*|-\.[0-9]+)([eE][+-]?[0-9]+)?$`
+	quotedString = `^"([^"\\\x00-\x1f]|\\(["\\/bfnrt]|u[0-9a-fA-F]{4}))*"$`
+)
+
+// quotedSchema is the schema of a quotable field of type t (dereferenced) tagged
+// `json:",string"`: a string holding its value. A type that decodes itself decides
+// what it accepts, and so does encoding/json for a json.Number (any text that starts
+// like a number).
+func quotedSchema(t reflect.Type) *object {
+	o := &object{}
+	o.set("type", "string")
+	if fromJSON, fromText := decodesItself(t); fromJSON || fromText || t == numberType {
+		return o
+	}
+	switch t.Kind() {
+	case reflect.Bool:
+		o.set("pattern", quotedBool)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		o.set("pattern", quotedInt)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		o.set("pattern", quotedUint)
+	case reflect.Float32, reflect.Float64:
+		o.set("pattern", quotedFloat)
+	case reflect.String:
+		o.set("pattern", quotedString)
+	}
+	return o
+}
+
 // validTagName reports whether encoding/json takes name from a json tag as the field's
 // JSON name: letters, digits and punctuation other than quotes and backslashes.
 func validTagName(name string) bool {
@@ -401,9 +440,13 @@ func validTagName(name string) bool {
 	return true
 }
 
-// quotable reports whether the json tag's string option applies to a field of type t
-// (dereferenced): encoding/json honours it for booleans, numbers and strings only.
+// quotable reports whether the json tag's string option applies to a field of type t:
+// encoding/json honours it for booleans, numbers and strings, and pointers to them
+// (one unnamed pointer) only.
 func quotable(t reflect.Type) bool {
+	if t.Name() == "" && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
 	switch t.Kind() {
 	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,

@@ -266,11 +266,14 @@ type withHiddenTaggedPtr struct {
 }
 
 type quotedArgs struct {
-	N int     `json:"n,string"`
-	B *bool   `json:"b,string,omitempty"`
-	L []int   `json:"l,string,omitempty"` //nolint:staticcheck // deliberate: encoding/json ignores the option on arrays, and so must the schema
-	S string  `json:"s,string,omitempty"`
-	F float64 `json:"f,omitempty"`
+	N  int     `json:"n,string"`
+	B  *bool   `json:"b,string,omitempty"`
+	L  []int   `json:"l,string,omitempty"` //nolint:staticcheck // deliberate: encoding/json ignores the option on arrays, and so must the schema
+	S  string  `json:"s,string,omitempty"`
+	F  float64 `json:"f,omitempty"`
+	Q  float32 `json:"q,string,omitempty"`
+	U  uint    `json:"u,string,omitempty"`
+	DP **int   `json:"dp,string,omitempty"` //nolint:staticcheck // deliberate: encoding/json ignores the option under two pointers
 }
 
 type textArgs struct {
@@ -299,6 +302,29 @@ func TestDerivedSchemaAgreesWithDecoding(t *testing.T) {
 		{"quoted bool", schemaOf[quotedArgs](), `{"n":"1","b":"true"}`, decodeInto[quotedArgs]},
 		{"quoted string", schemaOf[quotedArgs](), `{"n":"1","s":"\"x\""}`, decodeInto[quotedArgs]},
 		{"array keeps its type", schemaOf[quotedArgs](), `{"n":"1","l":[1,2]}`, decodeInto[quotedArgs]},
+		// The string holds the JSON text of the value: anything else fails the decoding.
+		{"quoted int not a number", schemaOf[quotedArgs](), `{"n":"five"}`, decodeInto[quotedArgs]},
+		{"quoted int with a fraction", schemaOf[quotedArgs](), `{"n":"1.0"}`, decodeInto[quotedArgs]},
+		{"quoted int with a leading zero", schemaOf[quotedArgs](), `{"n":"05"}`, decodeInto[quotedArgs]},
+		{"quoted int with a plus sign", schemaOf[quotedArgs](), `{"n":"+5"}`, decodeInto[quotedArgs]},
+		{"quoted int with spaces", schemaOf[quotedArgs](), `{"n":" 5"}`, decodeInto[quotedArgs]},
+		{"quoted negative int", schemaOf[quotedArgs](), `{"n":"-5"}`, decodeInto[quotedArgs]},
+		{"quoted empty int", schemaOf[quotedArgs](), `{"n":""}`, decodeInto[quotedArgs]},
+		{"quoted bool not a bool", schemaOf[quotedArgs](), `{"n":"1","b":"yes"}`, decodeInto[quotedArgs]},
+		{"quoted bool false", schemaOf[quotedArgs](), `{"n":"1","b":"false"}`, decodeInto[quotedArgs]},
+		{"quoted string unquoted", schemaOf[quotedArgs](), `{"n":"1","s":"x"}`, decodeInto[quotedArgs]},
+		{"quoted string with escapes", schemaOf[quotedArgs](), `{"n":"1","s":"\"a\\\"b\\u00e9\\n\""}`, decodeInto[quotedArgs]},
+		{"quoted string bad escape", schemaOf[quotedArgs](), `{"n":"1","s":"\"a\\x\""}`, decodeInto[quotedArgs]},
+		{"quoted string two strings", schemaOf[quotedArgs](), `{"n":"1","s":"\"a\" \"b\""}`, decodeInto[quotedArgs]},
+		{"quoted float", schemaOf[quotedArgs](), `{"n":"1","q":"-1.5e3"}`, decodeInto[quotedArgs]},
+		{"quoted float not a number", schemaOf[quotedArgs](), `{"n":"1","q":"1.5.3"}`, decodeInto[quotedArgs]},
+		{"quoted float ending in a dot", schemaOf[quotedArgs](), `{"n":"1","q":"1."}`, decodeInto[quotedArgs]},
+		{"quoted float starting with a dot", schemaOf[quotedArgs](), `{"n":"1","q":".5"}`, decodeInto[quotedArgs]},
+		{"quoted negative float starting with a dot", schemaOf[quotedArgs](), `{"n":"1","q":"-.5E-1"}`, decodeInto[quotedArgs]},
+		{"quoted float with a bare exponent", schemaOf[quotedArgs](), `{"n":"1","q":"1e"}`, decodeInto[quotedArgs]},
+		{"quoted unsigned", schemaOf[quotedArgs](), `{"n":"1","u":"7"}`, decodeInto[quotedArgs]},
+		{"quoted unsigned negative", schemaOf[quotedArgs](), `{"n":"1","u":"-7"}`, decodeInto[quotedArgs]},
+		{"option ignored under two pointers", schemaOf[quotedArgs](), `{"n":"1","dp":7}`, decodeInto[quotedArgs]},
 		{"text address", schemaOf[textArgs](), `{"addr":"10.0.0.1"}`, decodeInto[textArgs]},
 		{"address as object", schemaOf[textArgs](), `{"addr":{}}`, decodeInto[textArgs]},
 		{"self-decoding object", schemaOf[selfArgs](), `{"v":{"any":[1]}}`, decodeInto[selfArgs]},
