@@ -55,7 +55,8 @@
 //     description=TEXT, title=TEXT, required, optional, enum=a|b|c, default=V,
 //     minimum=N, maximum=N, exclusiveMinimum=N, exclusiveMaximum=N, minLength=N,
 //     maxLength=N, minItems=N, maxItems=N, pattern=REGEXP, format=NAME.
-//     Enum and default values take the field's type (string, number or boolean).
+//     Enum and default values take the property's JSON type (string, number or
+//     boolean): strings for a `json:",string"` field and for a type decoding from text.
 //     An unknown keyword makes NewTool panic, so typos surface at once; so do two
 //     fields with the same JSON name.
 //

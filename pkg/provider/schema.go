@@ -264,11 +264,13 @@ func (d *deriver) fields(t reflect.Type, props *object, required *[]string) erro
 		if err != nil {
 			return fmt.Errorf("%s.%s: %w", t, f.Name, err)
 		}
+		v := valueKind{t: ft, text: s.get("type") == "string" && ft.Kind() != reflect.String}
 		if hasOption(opts, "string") && quotable(f.Type) {
 			// encoding/json reads such a field from a JSON string holding its value.
 			s = quotedSchema(ft)
+			v.quoted = true
 		}
-		tags, err := parseFieldTags(f, ft)
+		tags, err := parseFieldTags(f, v)
 		if err != nil {
 			return fmt.Errorf("%s.%s: %w", t, f.Name, err)
 		}

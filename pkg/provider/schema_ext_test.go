@@ -252,6 +252,29 @@ type withHiddenEmbed struct {
 	Y int `json:"y"`
 }
 
+// enumArgs has enum and default values on fields whose JSON type is not their Go
+// kind's: they are written as the JSON values the field takes.
+type enumArgs struct {
+	N    int       `json:"n,string" jsonschema:"enum=1|2,default=1"`
+	L    level     `json:"l" jsonschema:"enum=debug|warn,default=warn"`
+	When time.Time `json:"when" jsonschema:"default=2026-01-01T00:00:00Z"`
+}
+
+// level is an integer that decodes from its name.
+type level int8
+
+func (l *level) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "debug":
+		*l = 0
+	case "warn":
+		*l = 1
+	default:
+		return fmt.Errorf("unknown level %q", b)
+	}
+	return nil
+}
+
 // hiddenTagged embeds an unexported struct under a json name: encoding/json decodes
 // it as the field "h" (the exported fields of an unexported embedded struct are set).
 type hiddenTagged struct {
@@ -349,6 +372,8 @@ func TestDerivedSchemaAgreesWithDecoding(t *testing.T) {
 		{"unsigned key signed", schemaOf[intKeyArgs](), `{"i":{},"u":{"+7":1}}`, decodeInto[intKeyArgs]},
 		{"tagged unexported embedded struct", schemaOf[hiddenTagged](), `{"h":{"x":1},"y":2}`, decodeInto[hiddenTagged]},
 		{"tagged unexported embedded struct's type", schemaOf[hiddenTagged](), `{"h":{"x":"1"},"y":2}`, decodeInto[hiddenTagged]},
+		{"quoted enum value", schemaOf[enumArgs](), `{"n":"2","l":"warn","when":"2026-01-02T03:04:05Z"}`, decodeInto[enumArgs]},
+		{"text enum value", schemaOf[enumArgs](), `{"n":"1","l":"debug","when":"2026-01-02T03:04:05Z"}`, decodeInto[enumArgs]},
 		{"tag name encoding/json ignores", schemaOf[badTagArgs](), `{"Name":"x","Quote":"y","q":"z"}`, decodeInto[badTagArgs]},
 		{"json.Number from a number", schemaOf[numberArgs](), `{"n":5.5}`, decodeInto[numberArgs]},
 		{"json.Number from text", schemaOf[numberArgs](), `{"n":"five"}`, decodeInto[numberArgs]},
@@ -492,6 +517,19 @@ func TestIgnoredTagNameSchema(t *testing.T) {
 func TestTaggedUnexportedEmbedSchema(t *testing.T) {
 	want := `{"type":"object","properties":{"h":{"type":"object","properties":{"x":{"type":"integer"}},"required":["x"],"additionalProperties":false},"y":{"type":"integer"}},"required":["h","y"],"additionalProperties":false}`
 	if got := schemaOf[hiddenTagged](provider.StrictArguments()); got != want {
+		t.Errorf("schema = %s, want %s", got, want)
+	}
+}
+
+// Enum and default values take the JSON type of the property, not the Go kind: a
+// quoted integer's are strings, and so are those of a type decoding from text.
+func TestEnumFollowsTheJSONType(t *testing.T) {
+	want := `{"type":"object","properties":{` +
+		`"n":{"type":"string","enum":["1","2"],"default":"1","pattern":"^-?[0-9]+$"},` +
+		`"l":{"type":"string","enum":["debug","warn"],"default":"warn"},` +
+		`"when":{"type":"string","format":"date-time","default":"2026-01-01T00:00:00Z"}},` +
+		`"required":["n","l","when"]}`
+	if got := schemaOf[enumArgs](); got != want {
 		t.Errorf("schema = %s, want %s", got, want)
 	}
 }

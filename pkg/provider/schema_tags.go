@@ -31,7 +31,34 @@ type bound struct {
 var boundKeys = []string{"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum",
 	"minLength", "maxLength", "minItems", "maxItems"}
 
-func parseFieldTags(f reflect.StructField, ft reflect.Type) (fieldTags, error) {
+// valueKind is how a field's enum and default values are written in its schema.
+type valueKind struct {
+	t reflect.Type // the field's type, dereferenced
+	// text: the field is a string in JSON although t is not (a type decoding from text,
+	// such as netip.Addr or time.Time): values are strings as written.
+	text bool
+	// quoted: the field is tagged `json:",string"`: values are strings holding the
+	// JSON value of type t.
+	quoted bool
+}
+
+// literal encodes a tag value as a JSON value of the field's schema.
+func (k valueKind) literal(v string) (json.RawMessage, error) {
+	if k.text {
+		var buf bytes.Buffer
+		writeString(&buf, v)
+		return buf.Bytes(), nil
+	}
+	raw, err := literal(v, k.t)
+	if err != nil || !k.quoted {
+		return raw, err
+	}
+	var buf bytes.Buffer
+	writeString(&buf, string(raw))
+	return buf.Bytes(), nil
+}
+
+func parseFieldTags(f reflect.StructField, ft valueKind) (fieldTags, error) {
 	tags := fieldTags{description: f.Tag.Get("description")}
 	found := map[string]json.RawMessage{}
 	for _, item := range splitTag(f.Tag.Get("jsonschema")) {
@@ -61,14 +88,14 @@ func parseFieldTags(f reflect.StructField, ft reflect.Type) (fieldTags, error) {
 			tags.pattern = val
 		case "enum":
 			for v := range strings.SplitSeq(val, "|") {
-				raw, err := literal(v, ft)
+				raw, err := ft.literal(v)
 				if err != nil {
 					return tags, fmt.Errorf("enum value %q: %w", v, err)
 				}
 				tags.enum = append(tags.enum, raw)
 			}
 		case "default":
-			tags.def, err = literal(val, ft)
+			tags.def, err = ft.literal(val)
 		case "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum":
 			found[key], err = number(val, false)
 		case "minLength", "maxLength", "minItems", "maxItems":
