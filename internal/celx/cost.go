@@ -9,6 +9,7 @@ import (
 	"cel.dev/cel-go/common/operators"
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
+	"cel.dev/cel-go/common/types/traits"
 )
 
 // traversalFactor is CEL's cost of visiting one byte of a string or bytes value
@@ -16,7 +17,8 @@ import (
 const traversalFactor = 0.1
 
 // SizedOperatorCosts charges the concatenation and ordering operators by the size of
-// their operands when those are strings or bytes. CEL's standard cost model charges them
+// their operands when those are strings or bytes, and equality and membership in a list
+// by what they compare, nested values included. CEL's standard cost model charges them
 // so only when the checker picked one overload; on dyn operands (`args.a + args.b`,
 // where args is a map of dyn) it charges 1 whatever the size, so a comprehension
 // concatenating a megabyte of arguments per iteration would run for seconds and allocate
@@ -28,6 +30,12 @@ type sizedOperators struct{}
 func (sizedOperators) CallCost(function, _ string, args []ref.Val, _ ref.Val) *uint64 {
 	if len(args) != 2 {
 		return nil
+	}
+	switch function {
+	case operators.Equals, operators.NotEquals:
+		return scaled(float64(minWeight(args[0], args[1])))
+	case operators.In:
+		return inListCost(args[0], args[1])
 	}
 	a, aok := byteSize(args[0])
 	b, bok := byteSize(args[1])
@@ -110,4 +118,110 @@ func programSize(pattern string) int {
 	programSizes.m[pattern] = n
 	programSizes.Unlock()
 	return n
+}
+
+// scaled is the cost of traversing units of a value.
+func scaled(units float64) *uint64 {
+	c := max(1, uint64(math.Ceil(units*traversalFactor)))
+	return &c
+}
+
+// inListCost charges `x in list` by the comparisons it makes: one per element at least,
+// and the traversal of what each comparison can walk, the smaller of x and the element.
+// CEL charges membership by the list's size only when the checker knows the operand is
+// a list; on dyn (`x in args.items`) it charges 1, and the same call nested in a
+// comprehension over another argument compared billions of elements within the limit.
+func inListCost(x, list ref.Val) *uint64 {
+	l, ok := list.(traits.Lister)
+	if !ok {
+		return nil // a map: one lookup
+	}
+	elems, units := uint64(0), 0.0
+	for it := l.Iterator(); it.HasNext() == types.True; elems++ {
+		units += float64(minWeight(x, it.Next()))
+	}
+	c := max(elems, *scaled(units))
+	return &c
+}
+
+// maxWeight bounds how far weight counts: far beyond any cost limit.
+const maxWeight = 1 << 24
+
+// minWeight is the smaller of the weights of a and b, which bounds what comparing them
+// walks. The two are counted together with a growing bound, so the work is in
+// proportion to the smaller one, as the comparison's is: a scalar compared with a
+// large argument is not charged, nor counted, by the argument's size.
+func minWeight(a, b ref.Val) int {
+	for limit := 64; ; limit *= 8 {
+		wa, wb := weight(a, limit), weight(b, limit)
+		if wa < limit || wb < limit || limit >= maxWeight {
+			return min(wa, wb)
+		}
+	}
+}
+
+// weight counts a value as equality walks it, up to limit: a unit per list element and
+// map entry at every depth, per byte of a string or bytes, and per scalar. CEL's
+// equality charge counts only the top level of a list (`[[...100000 elements]]` is
+// one), whatever the nested values hold.
+func weight(v ref.Val, limit int) int {
+	w := weigher{limit: limit}
+	w.val(v)
+	return min(w.n, limit)
+}
+
+type weigher struct{ n, limit int }
+
+func (w *weigher) val(v ref.Val) {
+	switch nv := v.Value().(type) {
+	case []any, map[string]any: // decoded JSON, as arguments are: walked without wrapping
+		w.native(nv)
+		return
+	}
+	switch v := v.(type) {
+	case types.String:
+		w.n += max(1, len(v))
+	case types.Bytes:
+		w.n += max(1, len(v))
+	case traits.Mapper:
+		w.n++
+		for it := v.Iterator(); w.n < w.limit && it.HasNext() == types.True; {
+			k := it.Next()
+			w.val(k)
+			w.val(v.Get(k))
+		}
+	case traits.Lister:
+		w.n++
+		for it := v.Iterator(); w.n < w.limit && it.HasNext() == types.True; {
+			w.val(it.Next())
+		}
+	default:
+		w.n++
+	}
+}
+
+func (w *weigher) native(v any) {
+	switch v := v.(type) {
+	case string:
+		w.n += max(1, len(v))
+	case []any:
+		w.n++
+		for _, e := range v {
+			if w.n >= w.limit {
+				return
+			}
+			w.native(e)
+		}
+	case map[string]any:
+		w.n++
+		for k, e := range v {
+			if w.n >= w.limit {
+				return
+			}
+			w.n += max(1, len(k))
+			w.native(e)
+		}
+	default:
+		w.n++
+	}
 }

@@ -203,3 +203,52 @@ rules:
 		}
 	}
 }
+
+// TestConditionCostCountsComparedValues: `in` over a dyn list and `==` of nested dyn
+// values were charged 1 each whatever they compared, so a comprehension over one
+// argument testing membership in (or equality with) another compared millions of
+// elements within the cost limit (with 50,000-element arguments, a minute of a core).
+// Each is now charged by what it compares, and these conditions run out of cost.
+func TestConditionCostCountsComparedValues(t *testing.T) {
+	s := mustParse(t, `
+rules:
+  - tool: member
+    when: 'args.parts.exists(p, "absent" in args.items)'
+    decision: deny
+    reason: "never"
+  - tool: nested
+    when: 'args.parts.exists(p, args.a == args.b)'
+    decision: deny
+    reason: "never"
+  - tool: small
+    when: 'args.parts.exists(p, p in ["a", "b"] || [p] == args.items)'
+    decision: deny
+    reason: "small"
+`)
+	list := func(n int, elem string) string {
+		return "[" + strings.TrimSuffix(strings.Repeat(elem+",", n), ",") + "]"
+	}
+	xs := strings.Repeat(`"x",`, 5000)
+	tests := map[string]struct {
+		name, args string
+		want       pipeline.Decision
+	}{
+		// 1,000 memberships in 1,000 elements: a million comparisons.
+		"membership": {name: "member", args: fmt.Sprintf(`{"parts":%s,"items":%s}`, list(1000, "1"), list(1000, `"x"`)), want: pipeline.Deny},
+		// 500 comparisons of one-element lists holding 5,000 elements each.
+		"nested equality": {name: "nested", args: fmt.Sprintf(`{"parts":%s,"a":[[%s"y"]],"b":[[%s"z"]]}`, list(500, "1"), xs, xs), want: pipeline.Deny},
+		// Small comparisons stay cheap: 1,000 of them fit the limit.
+		"small": {name: "small", args: fmt.Sprintf(`{"parts":%s,"items":[1,2]}`, list(1000, `"c"`)), want: pipeline.Abstain},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			v := s.PreExecute(t.Context(), exec("g", tc.name, tc.args), nil)
+			if v.Decision != tc.want {
+				t.Fatalf("PreExecute(%s) = %+v, want %s", tc.name, v, tc.want)
+			}
+			if tc.want == pipeline.Deny && !strings.HasSuffix(v.UserReason, "actual cost limit exceeded") {
+				t.Errorf("PreExecute(%s) = %+v, want a fail-closed deny over the cost limit", tc.name, v)
+			}
+		})
+	}
+}
