@@ -7,6 +7,7 @@ import (
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/operators"
+	"cel.dev/cel-go/common/overloads"
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/common/types/traits"
@@ -17,8 +18,9 @@ import (
 const traversalFactor = 0.1
 
 // SizedOperatorCosts charges the concatenation and ordering operators by the size of
-// their operands when those are strings or bytes, and equality and membership in a list
-// by what they compare, nested values included. CEL's standard cost model charges them
+// their operands when those are strings or bytes, equality and membership in a list by
+// what they compare, nested values included, and conversions and size by the text they
+// read. CEL's standard cost model charges them
 // so only when the checker picked one overload; on dyn operands (`args.a + args.b`,
 // where args is a map of dyn) it charges 1 whatever the size, so a comprehension
 // concatenating a megabyte of arguments per iteration would run for seconds and allocate
@@ -28,6 +30,9 @@ func SizedOperatorCosts() cel.ProgramOption { return cel.CostTracking(sizedOpera
 type sizedOperators struct{}
 
 func (sizedOperators) CallCost(function, _ string, args []ref.Val, _ ref.Val) *uint64 {
+	if len(args) == 1 {
+		return readCost(function, args[0])
+	}
 	if len(args) != 2 {
 		return nil
 	}
@@ -118,6 +123,26 @@ func programSize(pattern string) int {
 	programSizes.m[pattern] = n
 	programSizes.Unlock()
 	return n
+}
+
+// readCost charges a conversion (`double(args.s)`, `timestamp(args.s)`, ...) or the size
+// of a string by the text it reads: parsing, validating, copying or counting the runes
+// of its argument (a failed parse quotes it whole in its error). CEL charges them 1
+// whatever the size.
+func readCost(function string, arg ref.Val) *uint64 {
+	switch function {
+	case overloads.TypeConvertInt, overloads.TypeConvertUint, overloads.TypeConvertDouble,
+		overloads.TypeConvertBool, overloads.TypeConvertBytes, overloads.TypeConvertString,
+		overloads.TypeConvertTimestamp, overloads.TypeConvertDuration:
+		if n, ok := byteSize(arg); ok {
+			return scaled(float64(n))
+		}
+	case overloads.Size:
+		if s, ok := arg.(types.String); ok { // bytes know their size
+			return scaled(float64(len(s)))
+		}
+	}
+	return nil
 }
 
 // scaled is the cost of traversing units of a value.

@@ -252,3 +252,32 @@ rules:
 		})
 	}
 }
+
+// TestConditionCostCountsParsedText: conversions and size read their whole text, and CEL
+// charged them 1 on a dyn argument, so a comprehension converting a half-megabyte
+// argument at every step parsed gigabytes within the cost limit (double() for 25
+// seconds, timestamp() for 50). Each is now charged by the text it reads.
+func TestConditionCostCountsParsedText(t *testing.T) {
+	tests := map[string]string{
+		"double":   `double(args.s) > 1.0`,
+		"int":      `int(args.z) == 1`,
+		"uint":     `uint(args.z) == 1u`,
+		"duration": `duration(args.d) == duration("1s")`,
+		"bytes":    `bytes(args.s) == b"x"`,
+		"string":   `string(bytes(args.s)) == "x"`,
+		"size":     `size(args.s) == 0`,
+		"member":   `args.s.size() == 0`,
+	}
+	parts := "[" + strings.TrimSuffix(strings.Repeat("1,", 1000), ",") + "]"
+	zeros := strings.Repeat("0", 20000)
+	args := fmt.Sprintf(`{"parts":%s,"s":"0.%s1","z":%q,"d":"%ss"}`, parts, zeros, zeros, zeros)
+	for name, cond := range tests {
+		t.Run(name, func(t *testing.T) {
+			s := mustParse(t, fmt.Sprintf("rules:\n  - tool: t\n    when: 'args.parts.exists(p, %s)'\n    decision: deny\n", cond))
+			v := s.PreExecute(t.Context(), exec("g", "t", args), nil)
+			if v.Decision != pipeline.Deny || !strings.HasSuffix(v.UserReason, "actual cost limit exceeded") {
+				t.Errorf("PreExecute(1,000 times %s of 20 KB) = %+v, want a fail-closed deny over the cost limit", cond, v)
+			}
+		})
+	}
+}
