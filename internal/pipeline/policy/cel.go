@@ -3,12 +3,14 @@ package policy
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 
 	"cel.dev/cel-go/cel"
 
 	"github.com/toolsd/toolsd/internal/celx"
+	"github.com/toolsd/toolsd/internal/textcut"
 	"github.com/toolsd/toolsd/internal/tool"
 )
 
@@ -52,10 +54,24 @@ func vars(c *tool.Call) (map[string]any, error) {
 	return map[string]any{"args": args, "scope": c.Scope, "tool": c.Name}, nil
 }
 
+// MaxEvalErrorBytes bounds the text of an evaluation error. Some quote the value that
+// failed ("no such key: …", an invalid timestamp), which comes from the arguments: it
+// becomes a fail-closed denial's reason, or a log line for every call of a tool whose
+// mode expression fails, and must not carry the model's megabyte of text along.
+const MaxEvalErrorBytes = 1024
+
+// evalError is err with its text cut at MaxEvalErrorBytes.
+func evalError(err error) error {
+	if len(err.Error()) <= MaxEvalErrorBytes {
+		return err
+	}
+	return errors.New(textcut.Ellipsis(err.Error(), MaxEvalErrorBytes-len("…")))
+}
+
 func evalBool(ctx context.Context, prg cel.Program, act map[string]any) (bool, error) {
 	out, _, err := prg.ContextEval(ctx, act)
 	if err != nil {
-		return false, err
+		return false, evalError(err)
 	}
 	b, ok := out.Value().(bool)
 	if !ok {
@@ -67,7 +83,7 @@ func evalBool(ctx context.Context, prg cel.Program, act map[string]any) (bool, e
 func evalString(ctx context.Context, prg cel.Program, act map[string]any) (string, error) {
 	out, _, err := prg.ContextEval(ctx, act)
 	if err != nil {
-		return "", err
+		return "", evalError(err)
 	}
 	s, ok := out.Value().(string)
 	if !ok {

@@ -281,3 +281,32 @@ func TestConditionCostCountsParsedText(t *testing.T) {
 		})
 	}
 }
+
+// TestEvaluationErrorsAreCut: some CEL errors quote the value that failed ("no such
+// key: <key>", an invalid timestamp), which comes from the arguments; a fail-closed
+// denial's reason and a mode expression's error (logged for every call) carried a
+// megabyte of the model's text when the arguments held one.
+func TestEvaluationErrorsAreCut(t *testing.T) {
+	s := mustParse(t, `
+rules:
+  - tool: key
+    when: 'args.m[args.k] == 1'
+    decision: allow
+  - tool: ts
+    when: 'timestamp(args.k) == timestamp(0)'
+    decision: allow
+tools:
+  shell: {mode_when: 'args.m[args.k]'}
+`)
+	args := fmt.Sprintf(`{"m":{},"k":%q}`, strings.Repeat("z", 100000))
+	for _, name := range []string{"key", "ts"} {
+		v := s.PreExecute(t.Context(), exec("g", name, args), nil)
+		if v.Decision != pipeline.Deny || !strings.HasPrefix(v.UserReason, "config.yaml:") || len(v.UserReason) > 1200 {
+			t.Errorf("PreExecute(%s, a 100 KB key) = %s with a %d-byte reason %.80q…, want a deny with a reason of at most 1200 bytes", name, v.Decision, len(v.UserReason), v.UserReason)
+		}
+	}
+	_, err := s.Tool("", "shell").ModeFunc(t.Context(), &tool.Call{Name: "shell", Arguments: []byte(args)})
+	if err == nil || !strings.Contains(err.Error(), "tools.shell.mode_when") || len(err.Error()) > 1200 {
+		t.Errorf("Tool(shell).ModeFunc(a 100 KB key) error of %d bytes = %.120q…, want one of at most 1200 bytes naming the expression", len(fmt.Sprint(err)), fmt.Sprint(err))
+	}
+}
