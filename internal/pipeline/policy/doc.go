@@ -24,7 +24,9 @@
 // Scope globs are matched per '/'-separated segment with path.Match; a "**" segment
 // matches any number of segments, and a pattern that is just "*" or "**" matches every
 // scope. Tool globs have path.Match's syntax over the whole name, with '/' an ordinary
-// character ("fs_*" matches "fs_admin/delete"). Keys of `tools` are exact names.
+// character ("fs_*" matches "fs_admin/delete"). Keys of `tools` are exact names. A
+// pattern no valid scope or tool name can match, and a key that is no valid name, is
+// refused: a deny rule that silently matches nothing fails open.
 //
 // CEL conditions see `args` (the call's arguments as a map), `scope` and `tool`; they
 // are type-checked at parse time (conditions to bool, mode expressions to string, dyn

@@ -1,6 +1,15 @@
 package policy
 
-import "github.com/toolsd/toolsd/internal/glob"
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/toolsd/toolsd/internal/glob"
+	"github.com/toolsd/toolsd/internal/registry"
+	"github.com/toolsd/toolsd/internal/tool"
+)
 
 // Rules without a scope or tool pattern match everything.
 var (
@@ -8,5 +17,99 @@ var (
 	anyTool, _  = glob.Tool("*")
 )
 
-// scopeGlob compiles a rule's scope pattern.
-func scopeGlob(p string) (glob.Pattern, error) { return glob.Scope(p, 0) }
+// scopeGlob compiles a rule's scope pattern, refusing one that no scope can match.
+func scopeGlob(p string) (glob.Pattern, error) {
+	g, err := glob.Scope(p, 0)
+	if err != nil {
+		return g, err
+	}
+	return g, scopeNever(p)
+}
+
+// toolGlob compiles a rule's tool pattern, refusing one that no tool name can match.
+func toolGlob(p string) (glob.Pattern, error) {
+	g, err := glob.Tool(p)
+	if err != nil {
+		return g, err
+	}
+	return g, toolNever(p)
+}
+
+// A pattern that can never match is refused: a rule the operator wrote to deny or ask
+// that silently matches nothing fails open. Only calls of tools that resolved in a
+// valid scope reach the rules, so a scope or name the registry refuses never does.
+
+// toolNever explains why no tool name can match pattern p (nil when one can).
+func toolNever(p string) error {
+	if !strings.ContainsAny(p, `*?[\`) {
+		if why := tool.NameProblem(p); why != "" {
+			return errors.New("no tool can have this name: " + why)
+		}
+		return nil
+	}
+	if c, ok := literalsAll(p, nameByte); !ok {
+		return fmt.Errorf("can never match: no tool name has %s (allowed: A-Z a-z 0-9 _ - . /)", strconv.QuoteRune(rune(c)))
+	}
+	return nil
+}
+
+// scopeNever explains why no scope can match pattern p (nil when one can).
+func scopeNever(p string) error {
+	if p == "" || p == "*" || p == "**" {
+		return nil
+	}
+	depth := 0
+	for _, seg := range strings.Split(p, "/") {
+		switch {
+		case seg == "":
+			return errors.New("can never match: no scope has an empty segment (a leading, trailing or doubled \"/\"; the global scope is \"\")")
+		case seg == "**":
+			continue
+		case !strings.ContainsAny(seg, `*?[\`):
+			if err := registry.ValidateScope(seg); err != nil {
+				return fmt.Errorf("can never match: %w", err)
+			}
+		default:
+			if c, ok := literalsAll(seg, scopeByte); !ok {
+				return fmt.Errorf("can never match: no scope has %s (allowed: A-Z a-z 0-9 _ - .)", strconv.QuoteRune(rune(c)))
+			}
+		}
+		depth++
+	}
+	if depth > registry.MaxScopeDepth {
+		return fmt.Errorf("can never match: no scope is deeper than %d segments", registry.MaxScopeDepth)
+	}
+	return nil
+}
+
+// literalsAll reports whether every character a well-formed path.Match pattern matches
+// literally (outside character classes, escaped or not) is accepted by ok, and the first
+// that is not.
+func literalsAll(p string, ok func(byte) bool) (byte, bool) {
+	for i := 0; i < len(p); i++ {
+		switch c := p[i]; c {
+		case '*', '?':
+		case '[': // a class ends at its first unescaped ']' (a ']' first in it is malformed)
+			for i++; i < len(p) && p[i] != ']'; i++ {
+				if p[i] == '\\' {
+					i++
+				}
+			}
+		case '\\':
+			if i++; i < len(p) && !ok(p[i]) {
+				return p[i], false
+			}
+		default:
+			if !ok(c) {
+				return c, false
+			}
+		}
+	}
+	return 0, true
+}
+
+func nameByte(c byte) bool { return scopeByte(c) || c == '/' }
+
+func scopeByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.'
+}

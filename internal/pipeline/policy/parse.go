@@ -128,7 +128,7 @@ func (p *parser) rule(item *yaml.Node, rp string) (rule, bool) {
 				p.add(v, path, "must not be empty (\"*\" matches every tool)")
 				return
 			}
-			globField(glob.Tool, &r.tool)(v, path)
+			globField(toolGlob, &r.tool)(v, path)
 		},
 		"when": func(v *yaml.Node, path string) {
 			r.where = fmt.Sprintf("%s:%d:%d: %s", p.source, v.Line, v.Column, path)

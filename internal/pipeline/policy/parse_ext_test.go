@@ -2,6 +2,7 @@ package policy_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -112,6 +113,42 @@ func TestParseErrors(t *testing.T) {
 		"bad tool glob": {
 			src:  "rules:\n  - tool: \"[bad\"\n    decision: deny\n",
 			want: `config.yaml:2:11: rules[0].tool: bad glob "[bad": syntax error in pattern`,
+		},
+		"tool name no tool can have": {
+			src:  "rules:\n  - tool: \"fs read\"\n    decision: deny\n",
+			want: `config.yaml:2:11: rules[0].tool: bad glob "fs read": no tool can have this name: invalid character ' ' (allowed: A-Z a-z 0-9 _ - . /)`,
+		},
+		"tool glob that never matches": {
+			src:  "rules:\n  - tool: \"fs:*\"\n    decision: deny\n",
+			want: `config.yaml:2:11: rules[0].tool: bad glob "fs:*": can never match: no tool name has ':' (allowed: A-Z a-z 0-9 _ - . /)`,
+		},
+		"tool glob escaping a star": {
+			src:  "rules:\n  - tool: 'fs_\\*'\n    decision: deny\n",
+			want: `config.yaml:2:11: rules[0].tool: bad glob "fs_\\*": can never match: no tool name has '*' (allowed: A-Z a-z 0-9 _ - . /)`,
+		},
+		"tool name too long": {
+			src:  "rules:\n  - tool: " + strings.Repeat("a", 65) + "\n    decision: deny\n",
+			want: `config.yaml:2:11: rules[0].tool: bad glob "` + strings.Repeat("a", 65) + `": no tool can have this name: longer than 64 bytes`,
+		},
+		"scope with a leading slash": {
+			src:  "rules:\n  - scope: \"/support/**\"\n    decision: deny\n",
+			want: `config.yaml:2:12: rules[0].scope: bad glob "/support/**": can never match: no scope has an empty segment (a leading, trailing or doubled "/"; the global scope is "")`,
+		},
+		"scope segment no scope has": {
+			src:  "rules:\n  - scope: \"support/my bot\"\n    decision: deny\n",
+			want: `config.yaml:2:12: rules[0].scope: bad glob "support/my bot": can never match: registry: invalid scope "my bot": invalid character ' '`,
+		},
+		"scope glob that never matches": {
+			src:  "rules:\n  - scope: \"support/bot:*\"\n    decision: deny\n",
+			want: `config.yaml:2:12: rules[0].scope: bad glob "support/bot:*": can never match: no scope has ':' (allowed: A-Z a-z 0-9 _ - .)`,
+		},
+		"scope deeper than any": {
+			src:  "rules:\n  - scope: \"a/**/b/c/d/e/f/g/h/*\"\n    decision: deny\n",
+			want: `config.yaml:2:12: rules[0].scope: bad glob "a/**/b/c/d/e/f/g/h/*": can never match: no scope is deeper than 8 segments`,
+		},
+		"tool settings under a glob": {
+			src:  "tools:\n  \"fs_*\": {timeout: 2s}\n",
+			want: `config.yaml:2:3: tools.fs_*: no tool can have this name (keys are exact names, not globs): invalid character '*' (allowed: A-Z a-z 0-9 _ - . /)`,
 		},
 		"empty tool glob": {
 			src:  "rules:\n  - tool: \"\"\n    decision: deny\n",
@@ -246,5 +283,19 @@ func TestParseYAMLSyntax(t *testing.T) {
 	_, err := policy.Parse([]byte("rules: [\n"), "config.yaml")
 	if !errors.Is(err, policy.ErrInvalid) || !strings.HasPrefix(err.Error(), "config.yaml: ") {
 		t.Errorf("Parse(broken yaml) error = %v, want ErrInvalid prefixed with the source", err)
+	}
+}
+
+// TestParseAcceptsPatternsThatCanMatch: the check refusing patterns no tool or scope
+// can match leaves the ones some can alone, escapes and classes included.
+func TestParseAcceptsPatternsThatCanMatch(t *testing.T) {
+	for _, r := range [][2]string{
+		{"**", "fs_[a-z]*"}, {"*", `fs\.read`}, {"team-?/**/x.y", "a/b/c"}, {"", "[^ ]"},
+		{"a/b/c/d/e/f/g/h", "*"}, {"a/**/b/c/d/e/f/g/h", `\a`},
+	} {
+		src := fmt.Sprintf("rules:\n  - scope: %q\n    tool: %q\n    decision: deny\n", r[0], r[1])
+		if _, err := policy.Parse([]byte(src), "config.yaml"); err != nil {
+			t.Errorf("Parse(scope %q, tool %q) error = %v, want none", r[0], r[1], err)
+		}
 	}
 }

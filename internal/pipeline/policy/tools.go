@@ -32,6 +32,10 @@ func (p *parser) tools(v *yaml.Node, path string, dst map[string]pipeline.ToolSe
 			p.add(sv, tp, "must be a mapping")
 			continue
 		}
+		if why := tool.NameProblem(k.Value); why != "" {
+			// Keys are exact names: "fs_*" would apply to no tool.
+			p.add(k, tp, "no tool can have this name (keys are exact names, not globs): %s", why)
+		}
 		dst[k.Value] = p.toolSettings(k, sv, tp)
 	}
 }
