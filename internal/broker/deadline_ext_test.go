@@ -1,7 +1,6 @@
 package broker_test
 
 import (
-	"context"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,22 +9,8 @@ import (
 	"github.com/toolsd/toolsd/internal/broker"
 	"github.com/toolsd/toolsd/internal/broker/brokertest"
 	"github.com/toolsd/toolsd/internal/tool"
+	"github.com/toolsd/toolsd/internal/tool/tooltest"
 )
-
-// lateTimer is a context whose deadline passes when passed is set, while its Done and
-// Err stay as they were: the state of a context whose deadline has passed but whose
-// timer (a goroutine) has not run yet.
-type lateTimer struct {
-	context.Context
-	passed *atomic.Bool
-}
-
-func (c lateTimer) Deadline() (time.Time, bool) {
-	if c.passed.Load() {
-		return time.Now().Add(-time.Second), true
-	}
-	return time.Now().Add(time.Hour), true
-}
 
 // A call past its deadline is not sent, even before its context's timer has run: its
 // provider would get a deadline already past, and one that ignores it would run the tool
@@ -35,7 +20,7 @@ func TestCallPastItsDeadlineIsNotSent(t *testing.T) {
 	r := helloRaw(t, srv, "raw", 0)
 	passed := &atomic.Bool{}
 	passed.Store(true)
-	call := goCall(lateTimer{t.Context(), passed}, srv.Broker, r.id, execFor("t", "{}"))
+	call := goCall(tooltest.LateTimer{Context: t.Context(), Passed: passed}, srv.Broker, r.id, execFor("t", "{}"))
 	timer := time.NewTimer(waitTimeout)
 	defer timer.Stop()
 	select {
@@ -69,7 +54,7 @@ func TestStopAtTheDeadlineBeforeToolsdsTimer(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			passed := &atomic.Bool{}
-			call := goCall(lateTimer{t.Context(), passed}, srv.Broker, r.id, execFor("t", "{}"))
+			call := goCall(tooltest.LateTimer{Context: t.Context(), Passed: passed}, srv.Broker, r.id, execFor("t", "{}"))
 			id := r.execute().GetRequestId()
 			passed.Store(tc.pass)
 			r.result(&toolsdv1.ExecuteResult{RequestId: id, IsError: true, ErrorMessage: []byte("context deadline exceeded"), Cancelled: true})

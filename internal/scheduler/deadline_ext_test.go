@@ -4,29 +4,14 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/toolsd/toolsd/internal/scheduler"
 	"github.com/toolsd/toolsd/internal/tool"
+	"github.com/toolsd/toolsd/internal/tool/tooltest"
 )
-
-// lateTimer is a context whose deadline passes when passed is set, while its Done and
-// Err stay as they were: the state of a context whose deadline has passed but whose
-// timer has not run yet (a timer's callback is a goroutine, and may be scheduled late).
-type lateTimer struct {
-	context.Context
-	passed *atomic.Bool
-}
-
-func (c lateTimer) Deadline() (time.Time, bool) {
-	if c.passed.Load() {
-		return time.Now().Add(-time.Second), true
-	}
-	return time.Now().Add(time.Hour), true
-}
 
 // A batch whose caller's deadline has passed starts no more calls, even when the
 // context's timer has not yet run: the rest are aborted before dispatch, as they are
@@ -47,7 +32,7 @@ func TestExecuteStartsNoCallPastTheDeadline(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			passed := &atomic.Bool{}
 			passed.Store(tc.passAt < 0)
-			ctx := lateTimer{Context: t.Context(), passed: passed}
+			ctx := tooltest.LateTimer{Context: t.Context(), Passed: passed}
 			m := &modes{}
 			if tc.exclusive {
 				m.set(tc.passAt, tool.ModeExclusive)
