@@ -45,8 +45,9 @@
 //     struct itself is still described by its fields), one that decodes from text
 //     (encoding.TextUnmarshaler, such as netip.Addr) → string, and a boolean, number or
 //     string field tagged `json:",string"` → string whose pattern admits the field's
-//     value written as JSON ("5", "true", "\"text\""). Recursive types, channels and
-//     functions need an explicit schema ([WithSchema]).
+//     value written as JSON ("5", "true", "\"text\"", a JSON string too for a type
+//     decoding from text). Recursive types, channels and functions need an explicit
+//     schema ([WithSchema]).
 //   - A field is required unless it is a pointer or its json tag says omitempty or
 //     omitzero; `jsonschema:"required"` and `jsonschema:"optional"` override that.
 //   - A `description:"..."` tag sets the property's description.
@@ -56,7 +57,9 @@
 //     minimum=N, maximum=N, exclusiveMinimum=N, exclusiveMaximum=N, minLength=N,
 //     maxLength=N, minItems=N, maxItems=N, pattern=REGEXP, format=NAME.
 //     Enum and default values take the property's JSON type (string, number or
-//     boolean): strings for a `json:",string"` field and for a type decoding from text.
+//     boolean): strings for a type decoding from text, and strings holding the value as
+//     JSON for a `json:",string"` field (`enum=debug|warn` → "\"debug\"", "\"warn\"" when
+//     the type decodes from text).
 //     An unknown keyword makes NewTool panic, so typos surface at once; so do two
 //     fields with the same JSON name.
 //

@@ -404,13 +404,19 @@ const (
 )
 
 // quotedSchema is the schema of a quotable field of type t (dereferenced) tagged
-// `json:",string"`: a string holding its value. A type that decodes itself decides
-// what it accepts, and so does encoding/json for a json.Number (any text that starts
-// like a number).
+// `json:",string"`: a string holding its value. A type that decodes itself from JSON
+// decides what it accepts, and so does encoding/json for a json.Number (any text that
+// starts like a number); one that decodes from text gets the text of a JSON string
+// (encoding/json refuses anything else before the type sees it).
 func quotedSchema(t reflect.Type) *object {
 	o := &object{}
 	o.set("type", "string")
-	if fromJSON, fromText := decodesItself(t); fromJSON || fromText || t == numberType {
+	fromJSON, fromText := decodesItself(t)
+	switch {
+	case fromJSON || t == numberType:
+		return o
+	case fromText:
+		o.set("pattern", quotedString)
 		return o
 	}
 	switch t.Kind() {

@@ -275,6 +275,13 @@ func (l *level) UnmarshalText(b []byte) error {
 	return nil
 }
 
+// quotedTextArgs has a text-decoding field tagged `json:",string"`: encoding/json wants
+// a JSON string holding a JSON string ("\"warn\""), whose text the type then decodes.
+type quotedTextArgs struct {
+	L level  `json:"l,string" jsonschema:"enum=debug|warn,default=warn"`
+	M *level `json:"m,string,omitempty"`
+}
+
 // hiddenTagged embeds an unexported struct under a json name: encoding/json decodes
 // it as the field "h" (the exported fields of an unexported embedded struct are set).
 type hiddenTagged struct {
@@ -374,6 +381,10 @@ func TestDerivedSchemaAgreesWithDecoding(t *testing.T) {
 		{"tagged unexported embedded struct's type", schemaOf[hiddenTagged](), `{"h":{"x":"1"},"y":2}`, decodeInto[hiddenTagged]},
 		{"quoted enum value", schemaOf[enumArgs](), `{"n":"2","l":"warn","when":"2026-01-02T03:04:05Z"}`, decodeInto[enumArgs]},
 		{"text enum value", schemaOf[enumArgs](), `{"n":"1","l":"debug","when":"2026-01-02T03:04:05Z"}`, decodeInto[enumArgs]},
+		{"quoted text enum value", schemaOf[quotedTextArgs](), `{"l":"\"warn\""}`, decodeInto[quotedTextArgs]},
+		{"quoted text enum value unquoted", schemaOf[quotedTextArgs](), `{"l":"warn"}`, decodeInto[quotedTextArgs]},
+		{"quoted text value", schemaOf[quotedTextArgs](), `{"l":"\"debug\"","m":"\"warn\""}`, decodeInto[quotedTextArgs]},
+		{"quoted text value unquoted", schemaOf[quotedTextArgs](), `{"l":"\"debug\"","m":"warn"}`, decodeInto[quotedTextArgs]},
 		{"tag name encoding/json ignores", schemaOf[badTagArgs](), `{"Name":"x","Quote":"y","q":"z"}`, decodeInto[badTagArgs]},
 		{"json.Number from a number", schemaOf[numberArgs](), `{"n":5.5}`, decodeInto[numberArgs]},
 		{"json.Number from text", schemaOf[numberArgs](), `{"n":"five"}`, decodeInto[numberArgs]},
@@ -533,3 +544,21 @@ func TestEnumFollowsTheJSONType(t *testing.T) {
 		t.Errorf("schema = %s, want %s", got, want)
 	}
 }
+
+// A quoted field of a type decoding from text holds a JSON string, and so do its enum
+// and default values.
+func TestQuotedTextSchema(t *testing.T) {
+	want := `{"type":"object","properties":{` +
+		`"l":{"type":"string","enum":["\"debug\"","\"warn\""],"default":"\"warn\"","pattern":` + quotedStringPattern + `},` +
+		`"m":{"type":"string","pattern":` + quotedStringPattern + `}},` +
+		`"required":["l"]}`
+	if got := schemaOf[quotedTextArgs](); got != want {
+		t.Errorf("schema = %s, want %s", got, want)
+	}
+}
+
+// quotedStringPattern is the pattern of a quoted string field, as JSON.
+var quotedStringPattern = func() string {
+	b, _ := json.Marshal(`^"([^"\\\x00-\x1f]|\\(["\\/bfnrt]|u[0-9a-fA-F]{4}))*"$`)
+	return string(b)
+}()

@@ -38,21 +38,27 @@ type valueKind struct {
 	// such as netip.Addr or time.Time): values are strings as written.
 	text bool
 	// quoted: the field is tagged `json:",string"`: values are strings holding the
-	// JSON value of type t.
+	// JSON value of type t (a JSON string when text is set).
 	quoted bool
 }
 
 // literal encodes a tag value as a JSON value of the field's schema.
 func (k valueKind) literal(v string) (json.RawMessage, error) {
+	var raw json.RawMessage
 	if k.text {
 		var buf bytes.Buffer
 		writeString(&buf, v)
-		return buf.Bytes(), nil
+		raw = buf.Bytes()
+	} else {
+		var err error
+		if raw, err = literal(v, k.t); err != nil {
+			return nil, err
+		}
 	}
-	raw, err := literal(v, k.t)
-	if err != nil || !k.quoted {
-		return raw, err
+	if !k.quoted {
+		return raw, nil
 	}
+	// A quoted text-decoding field's string holds a JSON string too: "\"debug\"".
 	var buf bytes.Buffer
 	writeString(&buf, string(raw))
 	return buf.Bytes(), nil
