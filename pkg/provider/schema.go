@@ -390,7 +390,8 @@ func jsonFields(t reflect.Type) []jsonField {
 
 // Patterns of the JSON strings encoding/json decodes into a field tagged
 // `json:",string"`: the string holds the text of the field's value, which it parses
-// with strconv (a leading zero is fine, a plus sign is not) or reads as a JSON string.
+// with strconv (a leading zero is fine, a plus sign is not) or reads as a JSON string
+// (whose escapes include \', as encoding/json reads them).
 // It also takes "null" (leaving the field unset), which the schema, like everywhere
 // else, does not offer; and it takes the hexadecimal and infinite floats and the digit
 // separators (1_000) strconv.ParseFloat parses, which the schema leaves out to stay
@@ -400,7 +401,7 @@ const (
 	quotedInt    = `^-?[0-9]+$`
 	quotedUint   = `^[0-9]+$`
 	quotedFloat  = `^(-?[0-9]+\.?[0-9]*|-\.[0-9]+)([eE][+-]?[0-9]+)?$`
-	quotedString = `^"([^"\\\x00-\x1f]|\\(["\\/bfnrt]|u[0-9a-fA-F]{4}))*"$`
+	quotedString = `^"([^"\\\x00-\x1f]|\\(["\\/'bfnrt]|u[0-9a-fA-F]{4}))*"$`
 )
 
 // quotedSchema is the schema of a quotable field of type t (dereferenced) tagged

@@ -344,6 +344,8 @@ func TestDerivedSchemaAgreesWithDecoding(t *testing.T) {
 		{"quoted bool false", schemaOf[quotedArgs](), `{"n":"1","b":"false"}`, decodeInto[quotedArgs]},
 		{"quoted string unquoted", schemaOf[quotedArgs](), `{"n":"1","s":"x"}`, decodeInto[quotedArgs]},
 		{"quoted string with escapes", schemaOf[quotedArgs](), `{"n":"1","s":"\"a\\\"b\\u00e9\\n\""}`, decodeInto[quotedArgs]},
+		// encoding/json's string decoding also takes \' (an escaped apostrophe).
+		{"quoted string with an escaped apostrophe", schemaOf[quotedArgs](), `{"n":"1","s":"\"it\\'s\""}`, decodeInto[quotedArgs]},
 		{"quoted string bad escape", schemaOf[quotedArgs](), `{"n":"1","s":"\"a\\x\""}`, decodeInto[quotedArgs]},
 		{"quoted string two strings", schemaOf[quotedArgs](), `{"n":"1","s":"\"a\" \"b\""}`, decodeInto[quotedArgs]},
 		{"quoted float", schemaOf[quotedArgs](), `{"n":"1","q":"-1.5e3"}`, decodeInto[quotedArgs]},
@@ -559,6 +561,6 @@ func TestQuotedTextSchema(t *testing.T) {
 
 // quotedStringPattern is the pattern of a quoted string field, as JSON.
 var quotedStringPattern = func() string {
-	b, _ := json.Marshal(`^"([^"\\\x00-\x1f]|\\(["\\/bfnrt]|u[0-9a-fA-F]{4}))*"$`)
+	b, _ := json.Marshal(`^"([^"\\\x00-\x1f]|\\(["\\/'bfnrt]|u[0-9a-fA-F]{4}))*"$`)
 	return string(b)
 }()
