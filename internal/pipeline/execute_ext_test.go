@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/toolsd/toolsd/internal/pipeline"
 	"github.com/toolsd/toolsd/internal/tool"
+	"github.com/toolsd/toolsd/internal/tool/tooltest"
 )
 
 func TestTimeoutCancelsDispatch(t *testing.T) {
@@ -282,6 +284,38 @@ func TestRetryStopsWhenCancelledAsTheBackoffEnds(t *testing.T) {
 	p, _ := retryRig(true, pipeline.RetryConfig{MaxAttempts: 5, Budget: time.Minute}, staticResolver(newTool("fetch")), disp, timerAndCancel)
 	e := newExec("fetch", `{}`)
 	r := p.Run(ctx, e)
+	if r.Code() != tool.CodeProviderGone || disp.count() != 1 {
+		t.Errorf("Run() = %+v after %d dispatches, want PROVIDER_GONE after 1", r.Err, disp.count())
+	}
+}
+
+// TestRetryStopsPastTheDeadlineBeforeItsTimer: a caller's deadline that passes during an
+// attempt starts no further attempt even while its context's timer has yet to run, as a
+// cancel does. The broker answers a call past its deadline ABORTED_BEFORE_DISPATCH, which
+// would stand in place of the call's PROVIDER_GONE and say the tool never ran, though
+// the first attempt reached its provider.
+func TestRetryStopsPastTheDeadlineBeforeItsTimer(t *testing.T) {
+	passed := &atomic.Bool{}
+	ctx := tooltest.LateTimer{Context: t.Context(), Passed: passed}
+	disp := &dispatcher{fn: func(ctx context.Context, _ int, _ pipeline.Tool, _ *tool.Exec) tool.Result {
+		if tool.Ended(ctx) { // as the broker answers a call past its deadline
+			return tool.Failure(tool.CodeAbortedBeforeDispatch, "call was cancelled before it started")
+		}
+		passed.Store(true)
+		return tool.Failure(tool.CodeProviderGone, "provider disconnected")
+	}}
+	clock := newClock()
+	p := pipeline.New(staticResolver(newTool("fetch")), disp,
+		pipeline.WithConfig(pipeline.Config{
+			Retry: pipeline.RetryConfig{MaxAttempts: 5, Budget: time.Minute},
+			ToolPolicy: func(string, string) pipeline.ToolSettings {
+				// Longer than the caller's deadline: the dispatch keeps the caller's.
+				return pipeline.ToolSettings{Idempotent: true, Timeout: 2 * time.Hour}
+			},
+		}),
+		pipeline.WithClock(clock.Now), pipeline.WithSleep(clock.Sleep),
+		pipeline.WithBackoff(func(int, pipeline.RetryConfig) time.Duration { return time.Second }))
+	r := p.Run(ctx, newExec("fetch", `{}`))
 	if r.Code() != tool.CodeProviderGone || disp.count() != 1 {
 		t.Errorf("Run() = %+v after %d dispatches, want PROVIDER_GONE after 1", r.Err, disp.count())
 	}

@@ -54,9 +54,10 @@ func (s *snapshot) retrying(ctx context.Context, st *callState, e *tool.Exec, t 
 		if delay > cfg.Budget-s.p.opts.now().Sub(start) {
 			break
 		}
-		// A sleep may end on its timer with ctx ended too: no attempt starts after a
-		// cancel, so the call keeps the failure it had.
-		if s.p.opts.sleep(ctx, delay) != nil || ctx.Err() != nil {
+		// A sleep may end on its timer with ctx ended too, or past ctx's deadline before
+		// the timer that ends ctx has run: no attempt starts after a cancel or past the
+		// deadline (the broker would not send it), so the call keeps the failure it had.
+		if s.p.opts.sleep(ctx, delay) != nil || tool.Ended(ctx) {
 			break
 		}
 		nt, err := s.p.res.Resolve(ctx, &e.Call)
