@@ -139,7 +139,7 @@ func (c *conn) notSent(ctx context.Context, p *pendingCall, id uint64, providerI
 		return p.await(ctx)
 	}
 	p.release()
-	if ctx.Err() != nil {
+	if tool.Ended(ctx) {
 		// Given up before the execute was handed to the stream: the tool never saw it.
 		return abortedBeforeDispatch()
 	}

@@ -141,7 +141,9 @@ func (c *conn) unlockSend() {
 	}
 }
 
-// send sends m while holding the send slot; sent is set just before m is written.
+// send sends m while holding the send slot; sent is set just before m is written. A
+// ctx that ended, or passed its deadline, while it waited for the slot sends nothing
+// (see [tool.Ended]).
 func (c *conn) send(ctx context.Context, m *toolsdv1.ProviderServiceConnectResponse, sent *atomic.Bool) error {
 	if !c.lockSend(ctx) {
 		return errSendAborted
@@ -149,6 +151,9 @@ func (c *conn) send(ctx context.Context, m *toolsdv1.ProviderServiceConnectRespo
 	defer c.unlockSend()
 	if c.sendClosed.Load() {
 		return errSendClosed
+	}
+	if tool.Ended(ctx) {
+		return errSendAborted
 	}
 	sent.Store(true)
 	return c.write(m)

@@ -1,6 +1,7 @@
 package broker_test
 
 import (
+	"context"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -62,5 +63,44 @@ func TestStopAtTheDeadlineBeforeToolsdsTimer(t *testing.T) {
 				t.Errorf("Call() = %+v, want %s", res, tc.code)
 			}
 		})
+	}
+}
+
+// A call whose deadline passes while it waits for the send slot is not sent once it gets
+// the slot, even before its context's timer has run: its provider would get a deadline
+// already past, as for a call past its deadline on entry. It never reached the stream:
+// ABORTED_BEFORE_DISPATCH.
+func TestCallPastItsDeadlineInTheSendSlotIsNotSent(t *testing.T) {
+	srv := brokertest.Start(t, brokertest.NewRegistrar(), broker.WithLimits(broker.Limits{SendTimeout: time.Hour}))
+	r := helloRawFixedWindow(t, srv, "slow")
+	// Executes larger than the window: while the provider does not read, one of them
+	// waits in Send holding the slot, and the rest wait for it.
+	for range 4 {
+		goCall(context.Background(), srv.Broker, r.id, execFor("t", bigArgs))
+	}
+	waitInFlight(t, srv.Broker, r.id, 4)
+	passed := &atomic.Bool{}
+	e := execFor("t", "{}")
+	e.CallID = "late"
+	call := goCall(tooltest.LateTimer{Context: t.Context(), Passed: passed}, srv.Broker, r.id, e)
+	waitInFlight(t, srv.Broker, r.id, 5) // past its entry, waiting for the slot
+	passed.Store(true)
+	timer := time.NewTimer(waitTimeout)
+	defer timer.Stop()
+	for {
+		select {
+		case res := <-call:
+			if res.Code() != tool.CodeAbortedBeforeDispatch {
+				t.Errorf("Call() past its deadline in the send slot = %+v, want ABORTED_BEFORE_DISPATCH", res)
+			}
+			return
+		case m := <-r.msgs: // reading frees the slot
+			if ex := m.GetExecute(); ex.GetCallId() == "late" {
+				t.Errorf("a call past its deadline was sent: %v", ex)
+				r.result(&toolsdv1.ExecuteResult{RequestId: ex.GetRequestId(), Content: []byte("ran")})
+			}
+		case <-timer.C:
+			t.Fatal("timed out waiting for Call to return")
+		}
 	}
 }
