@@ -80,7 +80,7 @@ func (b *Broker) result(c *conn, r *toolsdv1.ExecuteResult) {
 	}
 	if code := res.Code(); code == tool.CodeInvalidResult || code == tool.CodeResultTooLarge {
 		b.obs.InvalidResult()
-		c.log.Warn("invalid result", zap.Uint64("request_id", id), zap.String("call_id", textcut.Ellipsis(p.callID, maxLoggedCallID)),
+		c.log.Warn("invalid result", zap.Uint64("request_id", id), zap.String("call_id", textcut.Ellipsis(p.callID, textcut.MaxLoggedID)),
 			zap.String("code", string(code)), zap.String("reason", res.Err.Message))
 	}
 	p.done <- res
@@ -163,10 +163,6 @@ func (b *Broker) overPerMessage(statuses []*toolsdv1.ToolRegistrationStatus, kin
 
 // maxLoggedScope bounds the scope a refused registration logs: longer than any valid one.
 const maxLoggedScope = 1024
-
-// maxLoggedCallID bounds a call id in a log line: the model chooses it, and only the
-// request size bounds it.
-const maxLoggedCallID = 128
 
 func (b *Broker) registerOne(c *conn, scope string, d *toolsdv1.ToolDefinition) *toolsdv1.ToolRegistrationStatus {
 	st := &toolsdv1.ToolRegistrationStatus{Name: d.GetName()}

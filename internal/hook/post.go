@@ -146,7 +146,7 @@ func (h *Hub) addContexts(ch *chain, c *conn, e *tool.Exec, d *toolsdv1.HookDeci
 	}
 	h.opts.obs.ContextsDropped(c.hello.name, dropped)
 	c.log.Warn("hook contexts dropped", zap.String("hook", c.hello.name), zap.String("tool", e.Name),
-		zap.String("call_id", textcut.Ellipsis(e.CallID, maxLoggedCallID)), zap.Int("dropped", dropped), zap.Int("dropped_bytes", droppedBytes),
+		zap.String("call_id", textcut.Ellipsis(e.CallID, textcut.MaxLoggedID)), zap.Int("dropped", dropped), zap.Int("dropped_bytes", droppedBytes),
 		zap.Int("max_contexts", h.opts.maxContexts), zap.Int("max_context_bytes", h.opts.maxContextBytes))
 }
 

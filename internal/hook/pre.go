@@ -140,15 +140,11 @@ func cancelledVerdict() pipeline.Verdict {
 	return pipeline.Verdict{Decision: pipeline.Deny, Reason: msgCancelledBefore, Code: tool.CodeAbortedBeforeDispatch}
 }
 
-// maxLoggedCallID bounds a call id in a log line: the model chooses it, and only the
-// request size bounds it.
-const maxLoggedCallID = 128
-
 // failed logs and counts a hook that could not be used for a call.
 func (h *Hub) failed(c *conn, stage Stage, e *tool.Exec, err error) {
 	h.opts.obs.HookFailure(c.hello.name, stage.String(), c.hello.failOpen)
 	c.log.Warn("hook failed", zap.String("hook", c.hello.name), zap.String("stage", stage.String()), zap.String("tool", e.Name),
-		zap.String("call_id", textcut.Ellipsis(e.CallID, maxLoggedCallID)), zap.Bool("fail_open", c.hello.failOpen), zap.Error(err))
+		zap.String("call_id", textcut.Ellipsis(e.CallID, textcut.MaxLoggedID)), zap.Bool("fail_open", c.hello.failOpen), zap.Error(err))
 }
 
 // MaxReasonBytes bounds a hook's reason: it becomes the model-facing content of a

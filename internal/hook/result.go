@@ -31,7 +31,7 @@ func (h *Hub) ResultObserver() pipeline.ResultObserver {
 				// Counted lost by notify.
 			case err != nil:
 				h.opts.obs.HookFailure(c.hello.name, StageResult.String(), true)
-				c.log.Debug("result notification dropped: queue full", zap.String("hook", c.hello.name), zap.String("tool", e.Name), zap.String("call_id", textcut.Ellipsis(e.CallID, maxLoggedCallID)))
+				c.log.Debug("result notification dropped: queue full", zap.String("hook", c.hello.name), zap.String("tool", e.Name), zap.String("call_id", textcut.Ellipsis(e.CallID, textcut.MaxLoggedID)))
 			}
 		}
 	}

@@ -56,11 +56,6 @@ func (o *CallObserver) logCall(e *tool.Exec, owner, code string, r tool.Result, 
 	}
 }
 
-// maxLoggedID bounds the call id and tool name in the log and on spans: the model
-// chooses them, and only the request size bounds them (a registered name has at most
-// 64 bytes).
-const maxLoggedID = 128
-
 // callIdent identifies a call in both lines, by the same fields. It holds copies, not
 // the call: a core may keep a line past the call (a test's observer does).
 type callIdent struct {
@@ -72,7 +67,7 @@ type callIdent struct {
 func identOf(e *tool.Exec) callIdent {
 	return callIdent{
 		session: e.SessionID, batch: e.BatchID, turn: e.Turn, step: e.Step, index: e.Index,
-		callID: textcut.Ellipsis(e.CallID, maxLoggedID), tool: textcut.Ellipsis(e.Name, maxLoggedID),
+		callID: textcut.Ellipsis(e.CallID, textcut.MaxLoggedID), tool: textcut.Ellipsis(e.Name, textcut.MaxLoggedID),
 	}
 }
 

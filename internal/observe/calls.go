@@ -99,7 +99,7 @@ func (o *CallObserver) StartCall(ctx context.Context, e *tool.Exec) (context.Con
 		o.m.pipe.inFlight.Inc()
 	}
 	if o.tracer != nil {
-		ctx, c.span = o.tracer.Start(ctx, "execute_tool "+textcut.Ellipsis(e.Name, maxLoggedID),
+		ctx, c.span = o.tracer.Start(ctx, "execute_tool "+textcut.Ellipsis(e.Name, textcut.MaxLoggedID),
 			trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(callAttributes(e)...))
 	}
 	return ctx, c

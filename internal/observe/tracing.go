@@ -130,8 +130,8 @@ func (t *Tracing) Shutdown(ctx context.Context) error {
 func callAttributes(e *tool.Exec) []attribute.KeyValue {
 	return []attribute.KeyValue{
 		attribute.String("gen_ai.operation.name", "execute_tool"),
-		attribute.String("gen_ai.tool.name", textcut.Ellipsis(e.Name, maxLoggedID)),
-		attribute.String("gen_ai.tool.call.id", textcut.Ellipsis(e.CallID, maxLoggedID)),
+		attribute.String("gen_ai.tool.name", textcut.Ellipsis(e.Name, textcut.MaxLoggedID)),
+		attribute.String("gen_ai.tool.call.id", textcut.Ellipsis(e.CallID, textcut.MaxLoggedID)),
 		attribute.String("toolsd.session_id", e.SessionID),
 		attribute.String("toolsd.scope", e.Scope),
 		attribute.String("toolsd.batch_id", e.BatchID),

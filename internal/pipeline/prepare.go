@@ -52,7 +52,7 @@ func (s *snapshot) notify(o ResultObserver, e *tool.Exec, r tool.Result, d time.
 	defer func() {
 		if v := recover(); v != nil {
 			s.p.opts.logger.Error("result observer panicked", zap.String("tool", tool.NamedInResult(e.Name)),
-				zap.String("call_id", textcut.Ellipsis(e.CallID, 128)), zap.Any("panic", v), zap.Stack("stack"))
+				zap.String("call_id", textcut.Ellipsis(e.CallID, textcut.MaxLoggedID)), zap.Any("panic", v), zap.Stack("stack"))
 			if s.p.opts.observer != nil {
 				s.p.opts.observer.Panicked(e.Name)
 			}
@@ -65,7 +65,7 @@ func (s *snapshot) protect(ctx context.Context, e *tool.Exec) (r tool.Result) {
 	defer func() {
 		if v := recover(); v != nil {
 			s.p.opts.logger.Error("tool call panicked", zap.String("tool", tool.NamedInResult(e.Name)),
-				zap.String("call_id", textcut.Ellipsis(e.CallID, 128)), zap.Any("panic", v), zap.Stack("stack"))
+				zap.String("call_id", textcut.Ellipsis(e.CallID, textcut.MaxLoggedID)), zap.Any("panic", v), zap.Stack("stack"))
 			r = panicResult(e, v)
 			if s.p.opts.observer != nil {
 				s.p.opts.observer.Panicked(e.Name)

@@ -30,7 +30,7 @@ func ValidateScope(scope string) error {
 	for i := 0; i <= len(scope); i++ {
 		if i < len(scope) && scope[i] != '/' {
 			c := scope[i]
-			if !isAlnum(c) && c != '_' && c != '.' && c != '-' {
+			if !tool.ScopeByte(c) {
 				return scopeError(scope, fmt.Sprintf("invalid character %q", c))
 			}
 			continue
@@ -67,10 +67,6 @@ func ValidateName(name string) error {
 		return fmt.Errorf("%w %s: %s", ErrInvalidName, quoteName(name), why)
 	}
 	return nil
-}
-
-func isAlnum(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
 
 // parentScope returns the parent of a non-global scope.

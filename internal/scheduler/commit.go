@@ -86,7 +86,7 @@ func (r *run) appendEach(buf []Committed) ([]uint64, error) {
 		if errors.Is(err, ErrResultTooLarge) {
 			res := &r.slots[one[0].Index].result
 			r.s.logger.Warn("tool result over the session log's event limit; recorded as RESULT_TOO_LARGE",
-				zap.String("session_id", r.b.SessionID), zap.String("call_id", textcut.Ellipsis(r.b.Calls[one[0].Index].CallID, maxLoggedID)),
+				zap.String("session_id", r.b.SessionID), zap.String("call_id", textcut.Ellipsis(r.b.Calls[one[0].Index].CallID, textcut.MaxLoggedID)),
 				zap.Int("content_bytes", len(res.Content)), zap.Int("value_bytes", len(res.Value)), zap.Int("meta_bytes", len(res.Meta)))
 			tooLarge := tool.Failure(tool.CodeResultTooLarge, fmt.Sprintf(
 				"the tool's result (%d bytes) is over the session log's limit for one event", len(res.Content)+len(res.Value)+len(res.Meta)))

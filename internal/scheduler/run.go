@@ -109,7 +109,7 @@ func (s *Scheduler) runCall(ctx context.Context, e *tool.Exec) (res tool.Result)
 		if p := recover(); p != nil {
 			s.logger.Error("tool call panicked",
 				zap.String("session_id", e.SessionID), zap.String("batch_id", e.BatchID),
-				zap.String("call_id", textcut.Ellipsis(e.CallID, maxLoggedID)), zap.String("tool", tool.NamedInResult(e.Name)),
+				zap.String("call_id", textcut.Ellipsis(e.CallID, textcut.MaxLoggedID)), zap.String("tool", tool.NamedInResult(e.Name)),
 				zap.Any("panic", p), zap.Stack("stack"))
 			s.obs.Panicked()
 			res = tool.Failure(tool.CodeInternal, "internal error")
@@ -119,9 +119,6 @@ func (s *Scheduler) runCall(ctx context.Context, e *tool.Exec) (res tool.Result)
 	return s.run.Run(ctx, e)
 }
 
-// maxLoggedID bounds a model-chosen call id in a log line.
-const maxLoggedID = 128
-
 // modeOf reads call e's mode. A panicking Moder makes the call exclusive, the mode that
 // is safe for any tool.
 func (s *Scheduler) modeOf(ctx context.Context, e *tool.Exec) (m tool.Mode) {
@@ -129,7 +126,7 @@ func (s *Scheduler) modeOf(ctx context.Context, e *tool.Exec) (m tool.Mode) {
 		if p := recover(); p != nil {
 			s.logger.Error("tool mode lookup panicked",
 				zap.String("session_id", e.SessionID), zap.String("batch_id", e.BatchID),
-				zap.String("call_id", textcut.Ellipsis(e.CallID, maxLoggedID)), zap.String("tool", tool.NamedInResult(e.Name)),
+				zap.String("call_id", textcut.Ellipsis(e.CallID, textcut.MaxLoggedID)), zap.String("tool", tool.NamedInResult(e.Name)),
 				zap.Any("panic", p), zap.Stack("stack"))
 			s.obs.Panicked()
 			m = tool.ModeExclusive

@@ -171,9 +171,6 @@ type statusWriter interface {
 // awaits, repeated cancels, unexpected messages) write, so a client cannot flood the log.
 const maxStrayLogs = 10
 
-// maxLoggedID bounds a client-chosen id in those warnings.
-const maxLoggedID = 128
-
 // receive reads approvals and cancels until the client half-closes or goes away. It
 // ends when the handler returns, because the stream's context ends with it; its log
 // lines go through lines, which the handler ends before it returns.
@@ -217,15 +214,15 @@ func (s *Server) receive(stream batchStream, approver *streamApprover, cancel co
 			answered := func() {
 				lines.Do(func() {
 					s.log.Info("approval answered", zap.String("batch_id", batchID),
-						zap.String("call_id", textcut.Ellipsis(msg.Approval.GetCallId(), maxLoggedID)),
+						zap.String("call_id", textcut.Ellipsis(msg.Approval.GetCallId(), textcut.MaxLoggedID)),
 						zap.Uint64("request_id", msg.Approval.GetRequestId()),
 						zap.Bool("approved", msg.Approval.GetApproved()),
-						zap.String("reason", textcut.Ellipsis(msg.Approval.GetReason(), maxLoggedID)))
+						zap.String("reason", textcut.Ellipsis(msg.Approval.GetReason(), textcut.MaxLoggedID)))
 				})
 			}
 			if !approver.resolve(msg.Approval, answered) {
 				// Also one naming a request its call no longer awaits (withdrawn since).
-				stray("approval for a call that is not awaiting one", zap.String("call_id", textcut.Ellipsis(msg.Approval.GetCallId(), maxLoggedID)),
+				stray("approval for a call that is not awaiting one", zap.String("call_id", textcut.Ellipsis(msg.Approval.GetCallId(), textcut.MaxLoggedID)),
 					zap.Uint64("request_id", msg.Approval.GetRequestId()))
 			}
 		case *toolsdv1.ExecuteBatchRequest_Cancel:
@@ -235,7 +232,7 @@ func (s *Server) receive(stream batchStream, approver *streamApprover, cancel co
 			}
 			cancelled = true
 			lines.Do(func() {
-				s.log.Info("batch cancelled by client", zap.String("batch_id", batchID), zap.String("reason", textcut.Ellipsis(msg.Cancel.GetReason(), maxLoggedID)))
+				s.log.Info("batch cancelled by client", zap.String("batch_id", batchID), zap.String("reason", textcut.Ellipsis(msg.Cancel.GetReason(), textcut.MaxLoggedID)))
 			})
 			cancel(errClientCancelled)
 		default:
@@ -311,7 +308,7 @@ func (s *Server) buildBatch(ctx context.Context, first *toolsdv1.ExecuteBatchReq
 		// a tool admitted for what happened there would run here.
 		if sid := ts.Session(); sid != "" && sid != req.GetSessionId() {
 			return nil, nil, badField("batch.tool_set_id", "tool set %q was resolved for session %q, not %q",
-				id, textcut.Ellipsis(sid, maxLoggedID), textcut.Ellipsis(req.GetSessionId(), maxLoggedID))
+				id, textcut.Ellipsis(sid, textcut.MaxLoggedID), textcut.Ellipsis(req.GetSessionId(), textcut.MaxLoggedID))
 		}
 		// A step resolves its own set: its conditions read that step's numbers (and the
 		// history up to it), so a set reused for a later step would admit what that step's
@@ -342,7 +339,7 @@ func (s *Server) buildBatch(ctx context.Context, first *toolsdv1.ExecuteBatchReq
 		if j, dup := seen[c.GetCallId()]; dup {
 			// Quoted cut: the id is the client's, of any size the request allows, and the
 			// status would carry it twice (message and BadRequest).
-			return nil, nil, badField(fmt.Sprintf("batch.calls[%d].call_id", i), "duplicates calls[%d].call_id %q", j, textcut.Ellipsis(c.GetCallId(), maxLoggedID))
+			return nil, nil, badField(fmt.Sprintf("batch.calls[%d].call_id", i), "duplicates calls[%d].call_id %q", j, textcut.Ellipsis(c.GetCallId(), textcut.MaxLoggedID))
 		}
 		seen[c.GetCallId()] = i
 		b.Calls[i] = tool.Call{

@@ -73,7 +73,7 @@ func (s *Server) checkProvider(ctx context.Context, providerID string) error {
 // providerNotConnected names the provider_id that no open Connect stream holds.
 func providerNotConnected(providerID string) error {
 	return fmt.Errorf("%w: provider_id %q has no open Connect stream (an id lives as long as its stream)",
-		errProviderNotConnected, textcut.Ellipsis(providerID, maxLoggedID))
+		errProviderNotConnected, textcut.Ellipsis(providerID, textcut.MaxLoggedID))
 }
 
 // UnregisterTool removes one registration.

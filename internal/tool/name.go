@@ -20,14 +20,17 @@ func NameProblem(name string) string {
 		return "longer than " + strconv.Itoa(MaxNameBytes) + " bytes"
 	}
 	for i := 0; i < len(name); i++ {
-		if c := name[i]; !nameByte(c) {
+		if c := name[i]; !NameByte(c) {
 			return "invalid character " + strconv.QuoteRune(rune(c)) + " (allowed: A-Z a-z 0-9 _ - . /)"
 		}
 	}
 	return ""
 }
 
-func nameByte(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
-		c == '_' || c == '-' || c == '.' || c == '/'
+// NameByte reports whether c may appear in a tool name: a scope segment's bytes and '/'.
+func NameByte(c byte) bool { return ScopeByte(c) || c == '/' }
+
+// ScopeByte reports whether c may appear in a segment of a scope (A-Z a-z 0-9 _ - .).
+func ScopeByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.'
 }

@@ -47,7 +47,7 @@ func toolNever(p string) error {
 		}
 		return nil
 	}
-	if c, ok := literalsAll(p, nameByte); !ok {
+	if c, ok := literalsAll(p, tool.NameByte); !ok {
 		return fmt.Errorf("can never match: no tool name has %s (allowed: A-Z a-z 0-9 _ - . /)", strconv.QuoteRune(rune(c)))
 	}
 	return nil
@@ -70,7 +70,7 @@ func scopeNever(p string) error {
 				return fmt.Errorf("can never match: %w", err)
 			}
 		default:
-			if c, ok := literalsAll(seg, scopeByte); !ok {
+			if c, ok := literalsAll(seg, tool.ScopeByte); !ok {
 				return fmt.Errorf("can never match: no scope has %s (allowed: A-Z a-z 0-9 _ - .)", strconv.QuoteRune(rune(c)))
 			}
 		}
@@ -106,10 +106,4 @@ func literalsAll(p string, ok func(byte) bool) (byte, bool) {
 		}
 	}
 	return 0, true
-}
-
-func nameByte(c byte) bool { return scopeByte(c) || c == '/' }
-
-func scopeByte(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.'
 }
