@@ -13,8 +13,10 @@ import (
 
 // ReadSession loads events from the store a page at a time: [session.FirstPage] events
 // first, then each page sized by [session.NextPage] from the last page's wire size, at
-// most readPage. So a session of small events is read 512 at a time, and one of
-// multi-megabyte results does not hold gigabytes per reader.
+// most readPage; and a page stops at about [session.PageBytes] (see
+// [session.Store.Read]). So a session of small events is read 512 at a time, and one of
+// multi-megabyte results, even after a page of small ones, does not hold gigabytes per
+// reader.
 const readPage = 512
 
 // nextReadPage sizes the page after one of n events that took size bytes on the wire.
@@ -56,11 +58,14 @@ func (s *Server) ReadSession(req *toolsdv1.ReadSessionRequest, stream grpc.Serve
 		var (
 			events []session.Event
 			err    error
+			more   bool
 		)
 		if last == nil {
 			events, err = s.sessions.Read(ctx, req.GetSessionId(), from, page)
+			more = session.More(events, page)
 		} else {
 			events, err = s.sessions.Read(ctx, req.GetSessionId(), last.Seq, page+1)
+			more = session.More(events, page+1)
 		}
 		if err != nil {
 			return toStatus(s.log, err)
@@ -85,7 +90,9 @@ func (s *Server) ReadSession(req *toolsdv1.ReadSessionRequest, stream grpc.Serve
 			}
 			size += streamgate.SentSize(m)
 		}
-		if len(events) < page {
+		// A page ends short of the events asked for once it holds session.PageBytes:
+		// sized by the page before, it may meet far larger events than that one held.
+		if !more {
 			return nil
 		}
 		want = nextReadPage(len(events), size)

@@ -280,7 +280,8 @@ func (b *Bolt) Read(_ context.Context, sessionID string, fromSeq uint64, limit i
 			return nil
 		}
 		c := bkt.Cursor()
-		for k, v := c.Seek(seqKey(max(fromSeq, 1))); k != nil && len(out) < limit; k, v = c.Next() {
+		size := 0
+		for k, v := c.Seek(seqKey(max(fromSeq, 1))); k != nil && !pageDone(len(out), size, limit); k, v = c.Next() {
 			seq, err := parseSeqKey(k)
 			if err != nil {
 				return err
@@ -290,6 +291,7 @@ func (b *Bolt) Read(_ context.Context, sessionID string, fromSeq uint64, limit i
 				return err
 			}
 			out = append(out, ev)
+			size += payloadSize(&out[len(out)-1])
 		}
 		return nil
 	})
@@ -425,7 +427,7 @@ func (b *Bolt) watch(ctx context.Context, sessionID string, l *boltLive, next *u
 		if err := deliver(ctx, evs, next, fn); err != nil {
 			return err
 		}
-		full := len(evs) == page
+		full := More(evs, page)
 		if len(evs) > 0 {
 			size := 0
 			for i := range evs {

@@ -29,6 +29,7 @@ func TestContract(t *testing.T) {
 		"MultiEventAppendIsAtomic":     testAtomicAppend,
 		"InvalidAppends":               testInvalidAppends,
 		"ReadPaging":                   testReadPaging,
+		"ReadPagesAreBoundedInBytes":   testReadPageBytes,
 		"WatchReplaysThenTails":        testWatchReplayTail,
 		"WatchStopsOnFnError":          testWatchFnError,
 		"WatchStopsOnCancel":           testWatchCancel,
@@ -324,6 +325,47 @@ func testReadPaging(t *testing.T, open opener) {
 	}
 	if got, err := s.Read(ctx, "unknown", 1, 0); err != nil || len(got) != 0 {
 		t.Errorf("Read(unknown) = %d events, %v, want none", len(got), err)
+	}
+}
+
+// A page stops at about PageBytes however many events it was asked for, with the
+// event that takes it there or past, and holds two events at least (a reader that
+// repeats the last event of its previous page must still advance); More tells such a
+// page from the session's last one.
+func testReadPageBytes(t *testing.T, open opener) {
+	s := open(t)
+	const n, size = 12, 3 << 20 // 36 MiB: a page holds 3 of them
+	text := strings.Repeat("x", size)
+	for range n / 2 {
+		mustAppend(t, s, "big", messageEvent(text, 0), messageEvent(text, 0))
+	}
+	var seqs []uint64
+	for from := uint64(1); ; {
+		page, err := s.Read(t.Context(), "big", from, 1000)
+		if err != nil {
+			t.Fatalf("Read(big, %d) = %v", from, err)
+		}
+		bytes := 0
+		for _, ev := range page {
+			bytes += len(ev.Message.Content)
+		}
+		if bytes-size >= session.PageBytes && len(page) > 2 {
+			t.Fatalf("Read(big, %d) = %d events of %d bytes, want a page to end once it holds %d", from, len(page), bytes, session.PageBytes)
+		}
+		seqs = append(seqs, seqsOf(page)...)
+		if !session.More(page, 1000) {
+			break
+		}
+		from = page[len(page)-1].Seq + 1
+	}
+	if diff := cmp.Diff(upTo(1, n), seqs); diff != "" {
+		t.Errorf("paging with More seqs (-want +got):\n%s", diff)
+	}
+	if page, err := s.Read(t.Context(), "big", n-1, 1000); err != nil || len(page) != 2 || session.More(page, 1000) {
+		t.Errorf("Read(big, %d) = %d events (More %v), %v, want the last 2 and no more", n-1, len(page), session.More(page, 1000), err)
+	}
+	if page, err := s.Read(t.Context(), "big", n, 1); err != nil || len(page) != 1 || !session.More(page, 1) {
+		t.Errorf("Read(big, %d, 1) = %d events (More %v), %v, want 1 and More (a full page)", n, len(page), session.More(page, 1), err)
 	}
 }
 

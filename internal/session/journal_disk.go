@@ -124,14 +124,16 @@ func (d *diskLog) page(fromSeq uint64, limit, n int) ([]Event, error) {
 	}
 	out := make([]Event, 0, min(uint64(limit), uint64(n)-from+1))
 	i := max(sort.Search(len(d.locs), func(i int) bool { return d.locs[i].first > from })-1, 0)
-	for ; i < len(d.locs) && len(out) < limit; i++ {
+	size := 0
+	for ; i < len(d.locs) && !pageDone(len(out), size, limit); i++ {
 		evs, _, err := d.read(d.locs[i])
 		if err != nil {
 			return nil, err
 		}
 		for _, ev := range evs {
-			if ev.Seq >= from && len(out) < limit {
+			if ev.Seq >= from && !pageDone(len(out), size, limit) {
 				out = append(out, ev)
+				size += payloadSize(&ev)
 			}
 		}
 	}

@@ -83,8 +83,10 @@ func (v logView) page(fromSeq uint64, limit int) []Event {
 		return nil
 	}
 	out := make([]Event, 0, min(v.n-int(from), limit))
-	for i := int(from); i < v.n && len(out) < limit; i++ {
+	size := 0
+	for i := int(from); i < v.n && !pageDone(len(out), size, limit); i++ {
 		out = append(out, *v.at(i))
+		size += payloadSize(&out[len(out)-1])
 	}
 	return out
 }

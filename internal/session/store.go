@@ -15,7 +15,9 @@ type Store interface {
 	// and Time are overwritten.
 	Append(ctx context.Context, sessionID string, events ...Event) ([]Event, error)
 	// Read returns up to limit events with Seq >= fromSeq, in seq order (limit <= 0 → a
-	// page of [DefaultPageSize]). An unknown session reads as empty.
+	// page of [DefaultPageSize]), and fewer once they hold [PageBytes]: the page ends
+	// with the event that takes it there, or past, but holds two events at least. [More]
+	// tells such a page from the session's last one. An unknown session reads as empty.
 	Read(ctx context.Context, sessionID string, fromSeq uint64, limit int) ([]Event, error)
 	// Watch calls fn for every event with Seq >= fromSeq: first the stored ones, then live
 	// ones as they are appended, in order, with no gap or duplicate, until ctx ends
@@ -90,6 +92,28 @@ const (
 	FirstPage = 4
 	PageBytes = 8 << 20
 )
+
+// pageDone reports whether a page of n events that hold size payload bytes is complete
+// for limit (> 0): see [Store.Read]. Two events at least, so that a reader that reads
+// its previous page's last event again (to check that the session is still the same)
+// advances however large that event is.
+func pageDone(n, size, limit int) bool {
+	return n >= limit || (n >= 2 && size >= PageBytes)
+}
+
+// More reports whether page, which [Store.Read] returned for limit, may have stopped
+// short of the session's last event: it is full, in events or in bytes. Reading on
+// from after it then returns the rest, or nothing.
+func More(page []Event, limit int) bool {
+	if limit <= 0 {
+		limit = DefaultPageSize
+	}
+	size := 0
+	for i := range page {
+		size += payloadSize(&page[i])
+	}
+	return pageDone(len(page), size, limit)
+}
 
 // NextPage sizes the page after one of n events that took size bytes: as many events
 // of that average size as PageBytes holds, between 1 and most.

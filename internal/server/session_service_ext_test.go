@@ -1,0 +1,92 @@
+package server_test
+
+import (
+	"context"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/session"
+)
+
+// pageBytes records the most payload bytes one Read of the wrapped store returned.
+type pageBytes struct {
+	session.Store
+	mu  sync.Mutex
+	max int
+}
+
+func (p *pageBytes) Read(ctx context.Context, id string, from uint64, limit int) ([]session.Event, error) {
+	evs, err := p.Store.Read(ctx, id, from, limit)
+	n := 0
+	for i := range evs {
+		if m := evs[i].Message; m != nil {
+			n += len(m.Content)
+		}
+	}
+	p.mu.Lock()
+	p.max = max(p.max, n)
+	p.mu.Unlock()
+	return evs, err
+}
+
+// TestReadSessionPagesAreBoundedWhenEventsGrow: ReadSession sizes each page by the
+// events of the one before, so a session whose small events are followed by large
+// ones had its whole run of large events read (decoded, from bbolt) in one page: 512
+// of them, gigabytes for results of a few megabytes. A page now stops at about
+// session.PageBytes whatever its events' sizes, and the read still delivers every
+// event once, in order.
+func TestReadSessionPagesAreBoundedWhenEventsGrow(t *testing.T) {
+	bolt, err := session.Open(t.TempDir(), session.WithDurability(session.SyncNone))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = bolt.Close() }()
+	const small, large, largeBytes = 600, 24, 1 << 20
+	var evs []session.Event
+	for range small {
+		evs = append(evs, session.Event{Type: session.TypeUserMessage, Message: &session.MessageRecord{Content: "small"}})
+	}
+	big := strings.Repeat("x", largeBytes)
+	for range large {
+		evs = append(evs, session.Event{Type: session.TypeUserMessage, Message: &session.MessageRecord{Content: big}})
+	}
+	if _, err := bolt.Append(t.Context(), "s", evs...); err != nil {
+		t.Fatal(err)
+	}
+	store := &pageBytes{Store: bolt}
+	_, tools := serveTools(t, store)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	stream, err := tools.ReadSession(ctx, &toolsdv1.ReadSessionRequest{SessionId: "s"}, grpc.MaxCallRecvMsgSize(4*largeBytes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var next uint64 = 1
+	for {
+		m, err := stream.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("ReadSession(s).Recv() = %v", err)
+		}
+		if got := m.GetEvent().GetSeq(); got != next {
+			t.Fatalf("ReadSession(s) sent seq %d, want %d", got, next)
+		}
+		next++
+	}
+	if next != small+large+1 {
+		t.Errorf("ReadSession(s) sent %d events, want %d", next-1, small+large)
+	}
+	// A page may end with the event that takes it past PageBytes, and holds two events
+	// at least (the one it repeats from the page before, and one more).
+	if limit := session.PageBytes + 2*largeBytes; store.max > limit {
+		t.Errorf("ReadSession(s) read a page of %d bytes, want at most %d", store.max, limit)
+	}
+}
