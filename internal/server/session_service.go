@@ -125,7 +125,9 @@ func (s *Server) WatchSession(req *toolsdv1.WatchSessionRequest, stream grpc.Ser
 	watchCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	defer context.AfterFunc(s.active.watches, func() { cancel(errShuttingDown) })()
-	err := s.sessions.Watch(watchCtx, req.GetSessionId(), max(req.GetFromSeq(), 1), func(ev session.Event) error {
+	next := max(req.GetFromSeq(), 1)
+	var last *session.Event // what identifies the last event sent
+	send := func(ev *session.Event) error {
 		// Checked again for every event, as ReadSession does for every page: the
 		// session may have been deleted by retention before the watch began (the
 		// caller's ownership outlives it until the id is claimed again), and then the
@@ -133,18 +135,53 @@ func (s *Server) WatchSession(req *toolsdv1.WatchSessionRequest, stream grpc.Ser
 		if err := s.authz.Authorize(ctx, ActionReadSession, "", req.GetSessionId()); err != nil {
 			return err
 		}
-		if err := stream.Send(&toolsdv1.WatchSessionResponse{Event: EventToProto(&ev)}); err != nil {
+		if err := stream.Send(&toolsdv1.WatchSessionResponse{Event: EventToProto(ev)}); err != nil {
 			return errors.Join(errStopWatch, err)
 		}
+		next, last = ev.Seq+1, &session.Event{Seq: ev.Seq, BatchID: ev.BatchID, Type: ev.Type, Time: ev.Time}
 		return nil
-	})
+	}
+	err := s.sessions.Watch(watchCtx, req.GetSessionId(), next, func(ev session.Event) error { return send(&ev) })
 	if errors.Is(context.Cause(watchCtx), errShuttingDown) && ctx.Err() == nil {
-		return toStatus(s.log, errShuttingDown)
+		err = s.finishWatch(ctx, req.GetSessionId(), next, last, send)
+		if err == nil {
+			err = errShuttingDown
+		}
 	}
 	if errors.Is(err, errStopWatch) || ctx.Err() != nil {
 		return nil
 	}
 	return toStatus(s.log, err)
+}
+
+// finishWatch sends, once shutdown has stopped a watch, what the session holds past the
+// last event the watch sent (last, nil if none; next is the seq after it). Shutdown
+// stops watches once the drain is done, and a watch that was behind, even only by the
+// wake-up of the drain's last commit, would otherwise end without the drain's results.
+// One page at most ([readPage] events, or about [session.PageBytes]): a watcher that
+// was still replaying a long session does not hold the shutdown for the rest of it.
+// A session that retention deleted meanwhile sends nothing of the id's next session.
+func (s *Server) finishWatch(ctx context.Context, id string, next uint64, last *session.Event, send func(*session.Event) error) error {
+	from, limit := next, readPage
+	if last != nil {
+		from, limit = last.Seq, readPage+1
+	}
+	events, err := s.sessions.Read(ctx, id, from, limit)
+	if err != nil {
+		return err
+	}
+	if last != nil {
+		if len(events) == 0 || !sameEvent(&events[0], last) {
+			return nil
+		}
+		events = events[1:]
+	}
+	for i := range events {
+		if err := send(&events[i]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkSessionID validates a request's session id; field is its path in the request.

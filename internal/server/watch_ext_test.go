@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,7 +21,7 @@ import (
 
 // serveTools runs the ToolService over store on a bufconn listener and returns the
 // server and a client; both are stopped when the test ends.
-func serveTools(t *testing.T, store session.Store) (*server.Server, toolsdv1.ToolServiceClient) {
+func serveTools(t *testing.T, store session.Store, opts ...grpc.DialOption) (*server.Server, toolsdv1.ToolServiceClient) {
 	t.Helper()
 	srv := server.New(server.Deps{Sessions: store})
 	g := grpc.NewServer()
@@ -28,9 +29,9 @@ func serveTools(t *testing.T, store session.Store) (*server.Server, toolsdv1.Too
 	lis := bufconn.Listen(1 << 20)
 	served := make(chan error, 1)
 	go func() { served <- g.Serve(lis) }()
-	conn, err := grpc.NewClient("passthrough:///bufnet",
+	conn, err := grpc.NewClient("passthrough:///bufnet", append([]grpc.DialOption{
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
+		grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,4 +81,54 @@ func reason(err error) string {
 		}
 	}
 	return ""
+}
+
+// TestWatchStoppedByShutdownSendsWhatTheDrainLogged: shutdown stops watches once the
+// drain is done, so that a watcher sees the drain's results (aborted calls, the last
+// results) before its watch ends. The watch was cancelled at once instead, and a
+// watcher that was behind, even by the events of the last commit, lost them: here it
+// lags behind a client that reads little at a time. It now gets the events the session
+// held when the watch was stopped, then Unavailable (SHUTTING_DOWN).
+func TestWatchStoppedByShutdownSendsWhatTheDrainLogged(t *testing.T) {
+	store := session.NewMemory()
+	defer func() { _ = store.Close() }()
+	text := strings.Repeat("x", 4<<10)
+	event := session.Event{Type: session.TypeUserMessage, Message: &session.MessageRecord{Content: text}}
+	if _, err := store.Append(t.Context(), "s", event); err != nil {
+		t.Fatal(err)
+	}
+	srv, tools := serveTools(t, store, grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	w, err := tools.WatchSession(ctx, &toolsdv1.WatchSessionRequest{SessionId: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Recv(); err != nil { // the watch is running
+		t.Fatalf("WatchSession(s).Recv() = %v", err)
+	}
+	// What the drain logs: far more than the client's window holds, so the watch is
+	// still sending it when shutdown stops the watch.
+	const logged = 100
+	for range logged {
+		if _, err := store.Append(t.Context(), "s", event); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv.StopWatches()
+	for seq := uint64(2); ; seq++ {
+		m, err := w.Recv()
+		if err != nil {
+			if seq != logged+2 {
+				t.Errorf("WatchSession(s) ended after seq %d, want %d", seq-1, logged+1)
+			}
+			if status.Code(err) != codes.Unavailable || reason(err) != "SHUTTING_DOWN" {
+				t.Errorf("WatchSession(s) ended with %v, want Unavailable (SHUTTING_DOWN)", err)
+			}
+			return
+		}
+		if got := m.GetEvent().GetSeq(); got != seq {
+			t.Fatalf("WatchSession(s) sent seq %d, want %d", got, seq)
+		}
+	}
 }
