@@ -75,12 +75,20 @@ type ToolServiceClient interface {
 	// duplicate or empty call ids, over limits.max_calls_per_batch) ends the RPC with
 	// INVALID_ARGUMENT, reason BAD_REQUEST, before anything is logged or run.
 	ExecuteBatch(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ExecuteBatchRequest, ExecuteBatchResponse], error)
-	// ReadSession streams a session's stored events from from_seq. A session deleted by
-	// retention while it is read (and perhaps created again) ends the read with
-	// NOT_FOUND, reason SESSION_DELETED, rather than continue with another session's events.
+	// ReadSession streams a session's stored events from from_seq, one per message, and
+	// ends after the last one (or limit events): a session without events from from_seq
+	// reads as empty. A session deleted by retention while it is read (and perhaps
+	// created again) ends the read with NOT_FOUND, reason SESSION_DELETED, rather than
+	// continue with another session's events. An event takes up to the session log's
+	// 16 MiB: with limits.max_result_bytes over 2MiB (or argument or context limits over
+	// 4MiB) one may be over gRPC's default 4 MiB receive limit, and a client that keeps
+	// that limit gets RESOURCE_EXHAUSTED from its transport there; raise the limit and
+	// read on from that event's seq.
 	ReadSession(ctx context.Context, in *ReadSessionRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ReadSessionResponse], error)
 	// WatchSession streams a session's stored events from from_seq, then live events as
-	// they are appended, until the client cancels.
+	// they are appended, until the client cancels. It ends with NOT_FOUND, reason
+	// SESSION_DELETED, when retention deletes the session, and with UNAVAILABLE, reason
+	// SHUTTING_DOWN, at shutdown. Its events are as large as ReadSession's (see there).
 	WatchSession(ctx context.Context, in *WatchSessionRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchSessionResponse], error)
 }
 
@@ -275,12 +283,20 @@ type ToolServiceServer interface {
 	// duplicate or empty call ids, over limits.max_calls_per_batch) ends the RPC with
 	// INVALID_ARGUMENT, reason BAD_REQUEST, before anything is logged or run.
 	ExecuteBatch(grpc.BidiStreamingServer[ExecuteBatchRequest, ExecuteBatchResponse]) error
-	// ReadSession streams a session's stored events from from_seq. A session deleted by
-	// retention while it is read (and perhaps created again) ends the read with
-	// NOT_FOUND, reason SESSION_DELETED, rather than continue with another session's events.
+	// ReadSession streams a session's stored events from from_seq, one per message, and
+	// ends after the last one (or limit events): a session without events from from_seq
+	// reads as empty. A session deleted by retention while it is read (and perhaps
+	// created again) ends the read with NOT_FOUND, reason SESSION_DELETED, rather than
+	// continue with another session's events. An event takes up to the session log's
+	// 16 MiB: with limits.max_result_bytes over 2MiB (or argument or context limits over
+	// 4MiB) one may be over gRPC's default 4 MiB receive limit, and a client that keeps
+	// that limit gets RESOURCE_EXHAUSTED from its transport there; raise the limit and
+	// read on from that event's seq.
 	ReadSession(*ReadSessionRequest, grpc.ServerStreamingServer[ReadSessionResponse]) error
 	// WatchSession streams a session's stored events from from_seq, then live events as
-	// they are appended, until the client cancels.
+	// they are appended, until the client cancels. It ends with NOT_FOUND, reason
+	// SESSION_DELETED, when retention deletes the session, and with UNAVAILABLE, reason
+	// SHUTTING_DOWN, at shutdown. Its events are as large as ReadSession's (see there).
 	WatchSession(*WatchSessionRequest, grpc.ServerStreamingServer[WatchSessionResponse]) error
 	mustEmbedUnimplementedToolServiceServer()
 }
