@@ -30,9 +30,12 @@ type Registry struct {
 	names        map[string]int                // registrations (visible or quarantined) per tool name
 	pins         *pinStore                     // nil with PinOff
 	sets         map[string]*ToolSet
-	setsOf       map[string]int                       // live sets per owner (ToolSet.owner other than "")
+	setsOf       map[string]map[*ToolSet]struct{}     // live sets per owner (ToolSet.owner other than "")
 	setGroups    map[string]map[setGroupKey]*setGroup // the sets by tenant root and visible list
 	ended        endedSets                            // why recently ended sets ended
+	// fullSweep is when (clock UnixNano) a resolution at MaxToolSets last swept every
+	// set for expired ones.
+	fullSweep int64
 
 	delivery delivery
 	subs     subscribers
@@ -74,7 +77,7 @@ func New(opts ...Option) *Registry {
 		owners:       map[string]map[toolKey]*Entry{},
 		names:        map[string]int{},
 		sets:         map[string]*ToolSet{},
-		setsOf:       map[string]int{},
+		setsOf:       map[string]map[*ToolSet]struct{}{},
 		setGroups:    map[string]map[setGroupKey]*setGroup{},
 	}
 	r.delivery.cond = sync.NewCond(&r.delivery.mu)

@@ -224,12 +224,34 @@ func (r *Registry) ResolveToolSet(ctx context.Context, scope string, env Conditi
 	return ts, nil
 }
 
-// checkSetLimitsLocked refuses a new set past the registry's or its owner's limit.
+// fullSweepEvery is how often, at most, a resolution refused at MaxToolSets first
+// sweeps every set for expired ones: a sweep visits all of them under the write lock.
+const fullSweepEvery = time.Second
+
+// checkSetLimitsLocked refuses a new set past the registry's or its owner's limit. Sets
+// idle past the idle time have expired, even those no sweep has dropped yet: at a limit,
+// they are dropped first (the owner's own at once; every set at most once every
+// fullSweepEvery), so that they do not hold places that letting them expire frees.
 func (r *Registry) checkSetLimitsLocked(owner string) error {
+	if len(r.sets) >= r.opts.limits.MaxToolSets {
+		if now := r.opts.clock().UnixNano(); now-r.fullSweep >= int64(fullSweepEvery) {
+			r.fullSweep = now
+			r.sweepLocked(now)
+		}
+	}
 	if len(r.sets) >= r.opts.limits.MaxToolSets {
 		return fmt.Errorf("%w: %d live tool sets", ErrLimit, r.opts.limits.MaxToolSets)
 	}
-	if n := r.setsOf[owner]; owner != "" && n >= r.opts.limits.MaxToolSetsPerOwner {
+	if owner == "" {
+		return nil
+	}
+	if len(r.setsOf[owner]) >= r.opts.limits.MaxToolSetsPerOwner {
+		now := r.opts.clock().UnixNano()
+		for ts := range r.setsOf[owner] {
+			r.dropIfEndedLocked(ts, now)
+		}
+	}
+	if n := len(r.setsOf[owner]); n >= r.opts.limits.MaxToolSetsPerOwner {
 		return fmt.Errorf("%w: %d live tool sets of %s (release them, or let them expire)", ErrLimit, n, quoteName(owner))
 	}
 	return nil
@@ -332,17 +354,31 @@ func (r *Registry) ReleaseToolSet(id string) error {
 func (r *Registry) SweepToolSets(now time.Time) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.sweepLocked(now.UnixNano())
+}
+
+// sweepLocked drops the unheld sets idle at now (UnixNano) and any already gone.
+func (r *Registry) sweepLocked(now int64) int {
 	dropped := 0
 	for _, ts := range r.sets {
-		if ts.idle(now.UnixNano()) {
-			ts.state.CompareAndSwap(setLive, setExpired)
-		}
-		if ts.state.Load() != setLive {
-			r.dropSetLocked(ts)
+		if r.dropIfEndedLocked(ts, now) {
 			dropped++
 		}
 	}
 	return dropped
+}
+
+// dropIfEndedLocked expires ts if it is unheld and idle at now (UnixNano), and drops it
+// if it is gone.
+func (r *Registry) dropIfEndedLocked(ts *ToolSet, now int64) bool {
+	if ts.idle(now) {
+		ts.state.CompareAndSwap(setLive, setExpired)
+	}
+	if ts.state.Load() == setLive {
+		return false
+	}
+	r.dropSetLocked(ts)
+	return true
 }
 
 // setGroup holds the sets of one tenant root (first scope segment) that were resolved
@@ -374,7 +410,12 @@ func tenantRoot(scope string) string {
 func (r *Registry) addSetLocked(ts *ToolSet) {
 	r.sets[ts.id] = ts
 	if ts.owner != "" {
-		r.setsOf[ts.owner]++
+		own := r.setsOf[ts.owner]
+		if own == nil {
+			own = map[*ToolSet]struct{}{}
+			r.setsOf[ts.owner] = own
+		}
+		own[ts] = struct{}{}
 	}
 	root := tenantRoot(ts.scope)
 	key := setGroupKey{n: len(ts.entries)}
@@ -460,8 +501,9 @@ func (r *Registry) invalidateSetsUnderLocked(scope string) {
 func (r *Registry) dropSetLocked(ts *ToolSet) {
 	delete(r.sets, ts.id)
 	r.ended.add(ts.id, ts.state.Load(), ts.owner)
-	if ts.owner != "" {
-		if r.setsOf[ts.owner]--; r.setsOf[ts.owner] <= 0 {
+	if own := r.setsOf[ts.owner]; own != nil {
+		delete(own, ts)
+		if len(own) == 0 {
 			delete(r.setsOf, ts.owner)
 		}
 	}

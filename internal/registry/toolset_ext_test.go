@@ -474,3 +474,54 @@ func TestToolSetOfOwner(t *testing.T) {
 		t.Errorf("ToolSetOf(released id, owner) = %v, want it released", err)
 	}
 }
+
+// TestExpiredToolSetsFreeTheirPlaces: a set idle past the idle time has expired, and no
+// longer counts against its owner's limit or the registry's, even before a sweep has
+// dropped it; a set still in use keeps its place.
+func TestExpiredToolSetsFreeTheirPlaces(t *testing.T) {
+	clock := newFakeClock()
+	r := newRegistry(t, registry.WithClock(clock.Now), registry.WithToolSetIdle(time.Minute),
+		registry.WithLimits(registry.Limits{MaxToolSets: 3, MaxToolSetsPerOwner: 2}))
+	resolve := func(owner string) (*registry.ToolSet, error) {
+		return r.ResolveToolSet(t.Context(), "a", registry.ConditionEnv{Owner: owner})
+	}
+	var mine []*registry.ToolSet
+	for range 2 {
+		ts, err := resolve("tenant-a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		mine = append(mine, ts)
+	}
+	if _, err := resolve("tenant-a"); !errors.Is(err, registry.ErrLimit) {
+		t.Fatalf("tenant-a's third ResolveToolSet = %v, want ErrLimit", err)
+	}
+	other, err := resolve("tenant-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(40 * time.Second)
+	if _, err := mine[1].Lookup("x"); !errors.Is(err, tool.ErrUnknownTool) { // a use
+		t.Fatalf("Lookup = %v, want ErrUnknownTool", err)
+	}
+	clock.Advance(40 * time.Second) // mine[0] and other idle 80s: expired; mine[1] 40s
+	if _, err := mine[0].Lookup("x"); !errors.Is(err, tool.ErrToolSetGone) {
+		t.Fatalf("Lookup on the idle set = %v, want ErrToolSetGone", err)
+	}
+	if _, err := resolve("tenant-a"); err != nil {
+		t.Errorf("tenant-a's ResolveToolSet after one of its sets expired = %v, want nil", err)
+	}
+	if _, err := resolve("tenant-a"); !errors.Is(err, registry.ErrLimit) {
+		t.Errorf("tenant-a's next ResolveToolSet = %v, want ErrLimit (the set in use keeps its place)", err)
+	}
+	// tenant-b's set expired too: its place in the registry is free.
+	if _, err := resolve("tenant-c"); err != nil {
+		t.Errorf("tenant-c's ResolveToolSet once tenant-b's set expired = %v, want nil", err)
+	}
+	if _, err := other.Lookup("x"); !errors.Is(err, tool.ErrToolSetGone) {
+		t.Errorf("Lookup on the expired set of tenant-b = %v, want ErrToolSetGone", err)
+	}
+	if _, err := resolve("tenant-d"); !errors.Is(err, registry.ErrLimit) {
+		t.Errorf("ResolveToolSet in a full registry = %v, want ErrLimit", err)
+	}
+}
