@@ -27,6 +27,30 @@ func registerHand(t *testing.T, p *handProvider, scope string, def *toolsdv1.Too
 	return st[0]
 }
 
+// TestRegisterToolReportsQuarantine: the unary RegisterTool says a registration is held
+// back, as the provider stream's registration status does; a caller told only the
+// hash could not tell a quarantined tool from a visible one.
+func TestRegisterToolReportsQuarantine(t *testing.T) {
+	e := start(t, "registry: {pinning: quarantine}\n")
+	first := helloHand(t, e.conn, "first")
+	resp, err := e.tools.RegisterTool(t.Context(), &toolsdv1.RegisterToolRequest{ProviderId: first.id, Tool: pinnedDef("v1")})
+	if err != nil || resp.GetQuarantined() {
+		t.Fatalf("RegisterTool(v1) = %v, %v; want accepted and visible", resp, err)
+	}
+	if err := first.stream.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the first provider's tool to go", func() bool { return !slices.Contains(e.schemaNames(t, ""), "pinned") })
+	second := helloHand(t, e.conn, "second")
+	resp, err = e.tools.RegisterTool(t.Context(), &toolsdv1.RegisterToolRequest{ProviderId: second.id, Tool: pinnedDef("v2")})
+	if err != nil || !resp.GetQuarantined() {
+		t.Fatalf("RegisterTool(v2 over the v1 pin) = %v, %v; want accepted and quarantined", resp, err)
+	}
+	if slices.Contains(e.schemaNames(t, ""), "pinned") {
+		t.Error("a quarantined tool is visible in Schemas")
+	}
+}
+
 // TestQuarantineIsReportedListedAndApproved: with registry.pinning: quarantine, a
 // provider that registers a pinned name with another definition is told its
 // registration is held back; an operator lists it with both hashes and approves exactly

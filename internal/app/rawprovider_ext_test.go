@@ -25,6 +25,7 @@ import (
 // would.
 type handProvider struct {
 	stream toolsdv1.ProviderService_ConnectClient
+	id     string // the provider id of its welcome
 }
 
 func connectHand(t *testing.T, e *env, tools ...string) *handProvider {
@@ -52,9 +53,11 @@ func helloHand(t *testing.T, conn grpc.ClientConnInterface, name string) *handPr
 	}
 	p := &handProvider{stream: stream}
 	p.send(t, &toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Hello{Hello: &toolsdv1.ProviderHello{Name: name}}})
-	if m := p.recv(t); m.GetWelcome() == nil {
+	m := p.recv(t)
+	if m.GetWelcome() == nil {
 		t.Fatalf("first message = %v, want welcome", m)
 	}
+	p.id = m.GetWelcome().GetProviderId()
 	return p
 }
 

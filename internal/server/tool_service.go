@@ -51,7 +51,7 @@ func (s *Server) RegisterTool(ctx context.Context, req *toolsdv1.RegisterToolReq
 		s.reg.RemoveOwner(req.GetProviderId())
 		return nil, toStatus(s.log, providerNotConnected(req.GetProviderId()))
 	}
-	return &toolsdv1.RegisterToolResponse{ContentHash: entry.Hash()}, nil
+	return &toolsdv1.RegisterToolResponse{ContentHash: entry.Hash(), Quarantined: s.reg.IsQuarantined(entry)}, nil
 }
 
 // checkProvider refuses to act on a provider stream that is gone or that another

@@ -92,7 +92,11 @@ func (x *RegisterToolRequest) GetTool() *ToolDefinition {
 type RegisterToolResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Hex SHA-256 pinning the registration.
-	ContentHash   string `protobuf:"bytes,1,opt,name=content_hash,json=contentHash,proto3" json:"content_hash,omitempty"`
+	ContentHash string `protobuf:"bytes,1,opt,name=content_hash,json=contentHash,proto3" json:"content_hash,omitempty"`
+	// The registration is held back (registry.pinning: quarantine): its definition differs
+	// from the scope's pin, and it stays invisible and uncallable until an operator
+	// approves it (ApproveQuarantined), as on the provider stream.
+	Quarantined   bool `protobuf:"varint,2,opt,name=quarantined,proto3" json:"quarantined,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -132,6 +136,13 @@ func (x *RegisterToolResponse) GetContentHash() string {
 		return x.ContentHash
 	}
 	return ""
+}
+
+func (x *RegisterToolResponse) GetQuarantined() bool {
+	if x != nil {
+		return x.Quarantined
+	}
+	return false
 }
 
 // UnregisterToolRequest removes a registration.
@@ -2256,9 +2267,10 @@ const file_toolsd_v1_tool_service_proto_rawDesc = "" +
 	"\x05scope\x18\x01 \x01(\tR\x05scope\x12\x1f\n" +
 	"\vprovider_id\x18\x02 \x01(\tR\n" +
 	"providerId\x12-\n" +
-	"\x04tool\x18\x03 \x01(\v2\x19.toolsd.v1.ToolDefinitionR\x04tool\"9\n" +
+	"\x04tool\x18\x03 \x01(\v2\x19.toolsd.v1.ToolDefinitionR\x04tool\"[\n" +
 	"\x14RegisterToolResponse\x12!\n" +
-	"\fcontent_hash\x18\x01 \x01(\tR\vcontentHash\"b\n" +
+	"\fcontent_hash\x18\x01 \x01(\tR\vcontentHash\x12 \n" +
+	"\vquarantined\x18\x02 \x01(\bR\vquarantined\"b\n" +
 	"\x15UnregisterToolRequest\x12\x14\n" +
 	"\x05scope\x18\x01 \x01(\tR\x05scope\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1f\n" +
