@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"strings"
 	"sync"
@@ -70,7 +71,7 @@ func TestReadSessionPagesAreBoundedWhenEventsGrow(t *testing.T) {
 	var next uint64 = 1
 	for {
 		m, err := stream.Recv()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
