@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/toolsd/toolsd/internal/stack"
 	"github.com/toolsd/toolsd/internal/tool"
 )
 
@@ -53,7 +52,7 @@ func (r *run) schedule(ctx context.Context) {
 			}
 			running++
 			r.s.obs.PoolOccupancy(running)
-			go r.work(ctx, next, done)
+			r.s.workers.start(task{r: r, ctx: ctx, i: next, done: done})
 			next++
 		}
 		if !r.holding(head, running) {
@@ -87,13 +86,6 @@ func (r *run) schedule(ctx context.Context) {
 		}
 		r.s.obs.PoolOccupancy(running)
 	}
-}
-
-// work runs pooled call i and reports its completion; the send is its last action.
-func (r *run) work(ctx context.Context, i int, done chan<- int) {
-	stack.Reserve(i)
-	r.slots[i].result = r.s.runCall(ctx, &r.slots[i].exec)
-	done <- i
 }
 
 // holding reports whether the ready results from head stay uncommitted for now. With a

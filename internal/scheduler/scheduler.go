@@ -130,6 +130,7 @@ type Scheduler struct {
 	logger          *zap.Logger
 	obs             Observer
 	commitDelay     time.Duration
+	workers         *workers
 }
 
 // New returns a Scheduler that runs calls with run, reads their modes from mode (nil: every
@@ -146,7 +147,8 @@ func New(run Runner, mode Moder, log Log, opts ...Option) *Scheduler {
 		opt(&o)
 	}
 	return &Scheduler{run: run, mode: mode, log: log, maxParallel: o.maxParallel, maxContextBytes: o.maxContextBytes,
-		logger: o.logger, obs: o.observer, commitDelay: o.commitDelay}
+		logger: o.logger, obs: o.observer, commitDelay: o.commitDelay,
+		workers: &workers{idleFor: workerIdle}}
 }
 
 // limit is the pool bound of a batch asking for req parallel calls.
