@@ -137,8 +137,9 @@ func WithApprovalWaitEnded(f func()) Option {
 func WithExampleProvider(notesPath string) Option { return func(a *App) { a.example = notesPath } }
 
 // New assembles toolsd from cfg. It opens the session store and binds the listeners
-// (so the addresses are known before Run) but serves nothing yet.
-func New(cfg *config.Config, opts ...Option) (*App, error) {
+// (so the addresses are known before Run) but serves nothing yet. A New that fails
+// leaves nothing running, tracing included.
+func New(cfg *config.Config, opts ...Option) (_ *App, err error) {
 	a := &App{cfg: cfg}
 	for _, o := range opts {
 		o(a)
@@ -157,6 +158,11 @@ func New(cfg *config.Config, opts ...Option) (*App, error) {
 	if a.tracing, err = observe.SetupTracing(context.Background(), cfg.Tracing.Enabled); err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil { // its span batcher runs from its creation
+			_ = a.tracing.Shutdown(context.Background())
+		}
+	}()
 	if err := a.openSessions(); err != nil {
 		return nil, err
 	}

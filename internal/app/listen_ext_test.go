@@ -35,3 +35,23 @@ func TestNewLeavesNothingRunningWhenAnAddressIsTaken(t *testing.T) {
 		}
 	}
 }
+
+// TestNewStopsTracingWhenItFails: with tracing on, New starts the tracer provider's
+// span batcher before anything that can fail; a New that fails must stop it too.
+func TestNewStopsTracingWhenItFails(t *testing.T) {
+	t.Setenv("OTEL_TRACES_EXPORTER", "console")
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = taken.Close() }()
+	text := "listen: " + taken.Addr().String() + "\nsession: {store: memory}\ntracing: {enabled: true}\n"
+	cfg, err := config.Parse([]byte(text), "test.yaml")
+	if err != nil {
+		t.Fatalf("config.Parse() = %v", err)
+	}
+	if a, err := app.New(cfg); err == nil {
+		t.Fatalf("app.New() with %s taken = %v, nil; want an error", taken.Addr(), a)
+	}
+}
