@@ -279,50 +279,50 @@ func decodeJSON(args string, dst any, strict bool) error {
 
 // plainIntegers returns doc with every integral number written with a fraction or an
 // exponent (1.0, -2.50e1, 3E2) rewritten as a plain integer (1, -25, 300), and whether
-// there was any. A doc that is not a single JSON value is left alone.
+// there was any. The rest of the text is kept byte for byte (a json.RawMessage field
+// sees its keys in their order). A doc that is not a single JSON value is left alone.
 func plainIntegers(doc string) (string, bool) {
 	dec := json.NewDecoder(strings.NewReader(doc))
 	dec.UseNumber()
-	var v any
-	if dec.Decode(&v) != nil {
-		return "", false
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return "", false
-	}
-	changed := false
-	v = mapNumbers(v, func(n json.Number) json.Number {
-		if i, ok := integral(string(n)); ok {
-			changed = true
-			return json.Number(i)
+	var (
+		out         strings.Builder
+		kept, depth int // doc[:kept] is in out
+		seen        bool
+	)
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) && seen && depth == 0 {
+			break
 		}
-		return n
-	})
-	if !changed {
-		return "", false
-	}
-	b, err := marshal(v)
-	if err != nil {
-		return "", false
-	}
-	return string(b), true
-}
-
-// mapNumbers replaces every number in a document decoded with UseNumber.
-func mapNumbers(v any, f func(json.Number) json.Number) any {
-	switch t := v.(type) {
-	case json.Number:
-		return f(t)
-	case map[string]any:
-		for k, e := range t {
-			t[k] = mapNumbers(e, f)
+		if err != nil {
+			return "", false
 		}
-	case []any:
-		for i, e := range t {
-			t[i] = mapNumbers(e, f)
+		seen = true
+		switch t := tok.(type) {
+		case json.Delim:
+			if t == '{' || t == '[' {
+				depth++
+			} else {
+				depth--
+			}
+		case json.Number:
+			// The token is the number's text, which ends where the decoder stands.
+			end := int(dec.InputOffset())
+			if i, ok := integral(string(t)); ok {
+				out.WriteString(doc[kept : end-len(t)])
+				out.WriteString(i)
+				kept = end
+			}
+		}
+		if depth == 0 && dec.More() {
+			return "", false // a second value follows the first
 		}
 	}
-	return v
+	if kept == 0 {
+		return "", false
+	}
+	out.WriteString(doc[kept:])
+	return out.String(), true
 }
 
 // integral returns the number s as a plain integer if it has a fraction or an exponent
