@@ -181,6 +181,7 @@ func New(name string, opts ...Option) *Provider {
 // its definition is registered again (toolsd's answer is logged).
 func (p *Provider) Add(tools ...Tool) {
 	added := make([]*toolImpl, 0, len(tools))
+	at := make(map[string]int, len(tools)) // index in added, by name
 	p.mu.Lock()
 	for _, t := range tools {
 		if t == nil {
@@ -197,7 +198,14 @@ func (p *Provider) Add(tools ...Tool) {
 			p.tools = append(p.tools, ti)
 		}
 		p.byName[ti.Name()] = ti
-		added = append(added, ti)
+		// Only the last of a name is registered: toolsd keeps the first definition of a
+		// name it is sent.
+		if i, ok := at[ti.Name()]; ok {
+			added[i] = ti
+		} else {
+			at[ti.Name()] = len(added)
+			added = append(added, ti)
+		}
 	}
 	s := p.cur
 	p.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/toolsd/toolsd/internal/broker/brokertest"
+	"github.com/toolsd/toolsd/internal/tool"
 	"github.com/toolsd/toolsd/pkg/provider"
 )
 
@@ -33,4 +34,36 @@ func TestLargeRegistrationIsSplit(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// Tools of one Add that share a name leave the last of them, as Add says: while
+// connected only that one is registered, since toolsd keeps the first definition of a
+// name it is sent and refuses the others (here as toolsd's registry does).
+func TestAddKeepsTheLastOfASharedName(t *testing.T) {
+	reg := brokertest.NewRegistrar()
+	reg.Reject = func(scope string, def tool.Definition) error {
+		if _, ok := reg.Lookup(scope, def.Name); ok {
+			return brokertest.ErrTaken
+		}
+		return nil
+	}
+	srv := brokertest.Start(t, reg, takenAsAlreadyExists)
+	p := newProvider(t)
+	run(t, p, srv.Addr)
+	wait(t, p.Ready(), "readiness without tools")
+	p.Add(
+		provider.NewTool("echo", "first", func(_ context.Context, _ provider.Call, a echoArgs) (string, error) {
+			return a.Text, nil
+		}),
+		provider.NewTool("echo", "second", func(_ context.Context, _ provider.Call, a echoArgs) (string, error) {
+			return a.Text + "!", nil
+		}),
+	)
+	reg.WaitFor(t, "echo registered", func() bool { _, ok := reg.Lookup("", "echo"); return ok })
+	if r, _ := reg.Lookup("", "echo"); r.Def.Description != "second" {
+		t.Errorf("registered echo's description = %q, want second, the definition whose handler serves", r.Def.Description)
+	}
+	if got := srv.Broker.Call(t.Context(), p.ProviderID(), exec("echo", `{"text":"hi"}`), 1); got.Content != "hi!" {
+		t.Errorf("Call(echo) = %+v, want the second's content hi!", got)
+	}
 }
