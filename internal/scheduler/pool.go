@@ -52,7 +52,7 @@ func (r *run) schedule(ctx context.Context) {
 			}
 			running++
 			r.s.obs.PoolOccupancy(running)
-			r.s.workers.start(task{r: r, ctx: ctx, i: next, done: done})
+			r.s.workers.Go(task{r: r, ctx: ctx, i: next, done: done})
 			next++
 		}
 		if !r.holding(head, running) {
@@ -86,6 +86,20 @@ func (r *run) schedule(ctx context.Context) {
 		}
 		r.s.obs.PoolOccupancy(running)
 	}
+}
+
+// task is pooled call i of run r, for a worker.
+type task struct {
+	r    *run
+	ctx  context.Context
+	i    int
+	done chan<- int // told i once the result is in slot i
+}
+
+// work runs pooled call t.i and reports its completion; the send is its last use of t.
+func work(t task) {
+	t.r.slots[t.i].result = t.r.s.runCall(t.ctx, &t.r.slots[t.i].exec)
+	t.done <- t.i
 }
 
 // holding reports whether the ready results from head stay uncommitted for now. With a

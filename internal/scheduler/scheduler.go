@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/toolsd/toolsd/internal/tool"
+	"github.com/toolsd/toolsd/internal/workers"
 )
 
 // ErrSeqCount is returned when the [Log] answers an append with a different number of
@@ -130,7 +131,7 @@ type Scheduler struct {
 	logger          *zap.Logger
 	obs             Observer
 	commitDelay     time.Duration
-	workers         *workers
+	workers         *workers.Pool[task] // runs pooled calls
 }
 
 // New returns a Scheduler that runs calls with run, reads their modes from mode (nil: every
@@ -148,7 +149,7 @@ func New(run Runner, mode Moder, log Log, opts ...Option) *Scheduler {
 	}
 	return &Scheduler{run: run, mode: mode, log: log, maxParallel: o.maxParallel, maxContextBytes: o.maxContextBytes,
 		logger: o.logger, obs: o.observer, commitDelay: o.commitDelay,
-		workers: &workers{idleFor: workerIdle}}
+		workers: workers.New(work, 0)}
 }
 
 // limit is the pool bound of a batch asking for req parallel calls.
