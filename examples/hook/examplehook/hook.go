@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 
 	"go.uber.org/zap"
@@ -72,7 +73,10 @@ func Run(ctx context.Context, conn grpc.ClientConnInterface, log *zap.Logger) er
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the stream on every return
-	stream, err := toolsdv1.NewHookServiceClient(conn).Connect(ctx)
+	// A request carries the call's arguments and, after execution, its result: together
+	// they can pass gRPC's default 4 MiB receive limit within toolsd's own limits, and a
+	// request over it would end the stream at Recv, failing every call pending on it.
+	stream, err := toolsdv1.NewHookServiceClient(conn).Connect(ctx, grpc.MaxCallRecvMsgSize(math.MaxInt32))
 	if err != nil {
 		return fmt.Errorf("examplehook: connect: %w", err)
 	}

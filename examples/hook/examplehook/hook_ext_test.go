@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -157,5 +158,27 @@ func TestDecideIgnoresNotifications(t *testing.T) {
 	req := &toolsdv1.HookRequest{RequestId: 1, Stage: toolsdv1.HookStage_HOOK_STAGE_RESULT, Call: &toolsdv1.HookCall{Tool: "echo"}}
 	if d := examplehook.Decide(req); d != nil {
 		t.Errorf("Decide(RESULT) = %v, want nil", d)
+	}
+}
+
+// TestExampleHookTakesLargeRequests: a post-execute request carries the call's arguments
+// and its result, which together pass gRPC's default 4 MiB receive limit well within
+// toolsd's limits. The hook takes it and answers; at Recv it would end the stream, and
+// with it every call pending on the hook (they fail closed).
+func TestExampleHookTakesLargeRequests(t *testing.T) {
+	hub, ran := start(t)
+	d := echoer{calls: make(chan string, 1)}
+	p := pipeline.New(resolver{}, d, pipeline.WithPreExecute(hub.PreExecute()), pipeline.WithPostExecute(hub.PostExecute()),
+		pipeline.WithConfig(pipeline.Config{MaxResultBytes: tool.MaxResultBytes}))
+	text := strings.Repeat("a", 5<<19) // 2.5 MiB, in the arguments and in the result
+	args, _ := json.Marshal(map[string]string{"text": text})
+	got := p.Run(t.Context(), &tool.Exec{Call: tool.Call{SessionID: "s", CallID: "c", Name: "echo", Arguments: args}})
+	if got.IsError || got.Content != text || !cmp.Equal(got.AdditionalContexts, []string{examplehook.EchoContext}) {
+		t.Errorf("Run() = error %v, %d bytes of content, contexts %q; want the echo with the hook's context", got.Err, len(got.Content), got.AdditionalContexts)
+	}
+	select {
+	case err := <-ran:
+		t.Errorf("Run() = %v, want the hook still running", err)
+	default:
 	}
 }
