@@ -22,7 +22,8 @@ type Exec struct {
 	Call
 	// Siblings are the tool names of every call in the batch, in model order.
 	Siblings []string
-	// Approver answers "ask" decisions; nil means nobody can answer (ask → denied).
+	// Approver answers "ask" decisions; nil means nobody can answer (an ask fails
+	// with APPROVAL_UNAVAILABLE).
 	Approver Approver
 	// Progress forwards provider progress for this call; nil drops it.
 	Progress func(Progress)
