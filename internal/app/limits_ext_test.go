@@ -160,6 +160,44 @@ func TestRequestSizeLimitLaterMessages(t *testing.T) {
 	}
 }
 
+// TestOversizedLaterMessageIsTheCancelReason: a later message over max_request_bytes
+// cancels the batch with its own cause, so the provider's cancel says why (as a client's
+// cancel or a slow client's cut-off does): the stream is ended after the cause is
+// recorded, since ending it ends the batch's parent context.
+func TestOversizedLaterMessageIsTheCancelReason(t *testing.T) {
+	e := start(t, "limits: {max_request_bytes: 64KiB, accepted_hold: 0s}\n")
+	p := connectHand(t, e, "raw")
+	stream, err := e.tools.ExecuteBatch(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(batchReq(&toolsdv1.Batch{SessionId: "s-later-size-reason", Calls: []*toolsdv1.ToolCall{call("c", "raw", `{}`)}})); err != nil {
+		t.Fatal(err)
+	}
+	ex := p.recv(t).GetExecute()
+	if ex == nil {
+		t.Fatal("provider got no execute")
+	}
+	big := &toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Cancel{Cancel: &toolsdv1.CancelBatch{Reason: strings.Repeat("r", 100<<10)}}}
+	if err := stream.Send(big); err != nil {
+		t.Fatal(err)
+	}
+	c := p.recv(t).GetCancel()
+	if c.GetRequestId() != ex.GetRequestId() || !strings.Contains(c.GetReason(), "max_request_bytes") {
+		t.Errorf("provider's cancel = %v, want request %d cancelled for the message over max_request_bytes", c, ex.GetRequestId())
+	}
+	p.send(t, result(&toolsdv1.ExecuteResult{RequestId: ex.GetRequestId(), Cancelled: true}))
+	for {
+		if _, err = stream.Recv(); err != nil {
+			break
+		}
+	}
+	if status.Code(err) != codes.ResourceExhausted || reason(err) != "REQUEST_TOO_LARGE" {
+		t.Errorf("ExecuteBatch() = %v, want ResourceExhausted with reason REQUEST_TOO_LARGE", err)
+	}
+	waitFor(t, "the log to complete", func() bool { return len(e.readSession(t, "s-later-size-reason")) == 2 })
+}
+
 // TestInvalidUTF8Arguments sends arguments_json with invalid UTF-8, which the Go
 // client cannot marshal, as raw bytes: the RPC fails and nothing is logged.
 func TestInvalidUTF8Arguments(t *testing.T) {

@@ -199,10 +199,11 @@ func (s *Server) receive(stream batchStream, approver *streamApprover, cancel co
 		if limit := s.limits.MaxRequestBytes; limit > 0 {
 			if n := proto.Size(m); n > limit {
 				// As the transport does for a message over its own limit: the stream
-				// ends with the error, and the batch is cancelled.
+				// ends with the error, and the batch is cancelled. The cause is recorded
+				// first, as cutOff does: ending the stream ends the batch's parent context.
 				err := fmt.Errorf("%w: a message of %d bytes, over the limit of %d (max_request_bytes)", errRequestTooLarge, n, limit)
-				s.endStream(stream, err)
 				cancel(err)
+				s.endStream(stream, err)
 				return
 			}
 		}
