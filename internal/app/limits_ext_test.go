@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
@@ -26,6 +28,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/app"
 	"github.com/toolsd/toolsd/pkg/provider"
 )
 
@@ -196,6 +199,40 @@ func TestOversizedLaterMessageIsTheCancelReason(t *testing.T) {
 		t.Errorf("ExecuteBatch() = %v, want ResourceExhausted with reason REQUEST_TOO_LARGE", err)
 	}
 	waitFor(t, "the log to complete", func() bool { return len(e.readSession(t, "s-later-size-reason")) == 2 })
+}
+
+// TestOversizedLaterMessageIsTheRPCsCode: the RPC's log line (and so its metrics)
+// carries the status the client got for a later message over max_request_bytes, as it
+// does for a client cut off for not reading, not Canceled.
+func TestOversizedLaterMessageIsTheRPCsCode(t *testing.T) {
+	core, logs := observer.New(zap.DebugLevel)
+	e := start(t, "limits: {max_request_bytes: 64KiB}\n", app.WithLogger(zap.New(core)))
+	started, stopped := make(chan string, 1), make(chan string, 1)
+	runProvider(t, e.app.Addr(), blockTool("block", started, stopped))
+	big := &toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Cancel{Cancel: &toolsdv1.CancelBatch{Reason: strings.Repeat("r", 100<<10)}}}
+	_, err := e.execute(t, &toolsdv1.Batch{SessionId: "s-later-size-code", Calls: []*toolsdv1.ToolCall{call("c0", "block", `{"label":"x"}`)}}, batchOptions{onAccepted: func(s toolsdv1.ToolService_ExecuteBatchClient) {
+		<-started
+		if err := s.Send(big); err != nil {
+			t.Errorf("Send(big cancel) = %v", err)
+		}
+	}})
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("ExecuteBatch() = %v, want ResourceExhausted", err)
+	}
+	<-stopped
+	var code any
+	waitFor(t, "the ExecuteBatch log line", func() bool {
+		for _, l := range logs.FilterMessage("finished call").All() {
+			if l.ContextMap()["grpc.method"] == "ExecuteBatch" {
+				code = l.ContextMap()["grpc.code"]
+				return true
+			}
+		}
+		return false
+	})
+	if code != "ResourceExhausted" {
+		t.Errorf("logged grpc.code = %v, want ResourceExhausted, the status the client got", code)
+	}
 }
 
 // TestInvalidUTF8Arguments sends arguments_json with invalid UTF-8, which the Go

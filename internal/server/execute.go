@@ -96,10 +96,10 @@ func (s *Server) ExecuteBatch(stream batchStream) error {
 	}
 	if err != nil {
 		_ = out.close()
-		return s.streamFailure(err)
+		return s.streamFailure(batchCtx, err)
 	}
 	if err := out.close(); err != nil {
-		return s.streamFailure(err)
+		return s.streamFailure(batchCtx, err)
 	}
 	return nil
 }
@@ -118,9 +118,15 @@ func (s *Server) cutOff(stream batchStream, cancel context.CancelCauseFunc, err 
 }
 
 // streamFailure reports why results could not be delivered; they are in the log anyway.
-func (s *Server) streamFailure(err error) error {
+// A stream toolsd ended itself (a client cut off for not reading, a message over
+// max_request_bytes: the cause of batchCtx) reports the status it was ended with, so
+// that the RPC's log line and metrics say what the client was told.
+func (s *Server) streamFailure(batchCtx context.Context, err error) error {
 	if errors.Is(err, errSlowClient) {
 		return toStatus(s.log, err)
+	}
+	if cause := context.Cause(batchCtx); errors.Is(cause, errRequestTooLarge) {
+		return toStatus(s.log, cause)
 	}
 	return toStatus(s.log, context.Canceled)
 }
