@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -119,6 +120,29 @@ func TestMovedOwnerNoLongerUsesItsSession(t *testing.T) {
 	for _, ev := range operator.readSession(t, "sess-c") {
 		if ev.GetToolCall().GetCallId() == "moved" {
 			t.Errorf("sess-c, claimed in tenant-a, holds agent-c's call from tenant-c: %v", ev.GetToolCall())
+		}
+	}
+}
+
+// TestOwnerThatLostTheScopeIsToldSo: an owner refused its own session because its grants
+// no longer cover the scope the session was claimed in is told that, not that the
+// session is another identity's (or nobody's): it owns it, and says so to nobody else.
+func TestOwnerThatLostTheScopeIsToldSo(t *testing.T) {
+	dir := agentCRanInTenantA(t)
+	e := startConfig(t, durableConfig(t, dir, agentCAuth(t, `    - {identity: agent-c, role: agent, scopes: ["tenant-c/**"]}
+`)))
+	conn := dialWith(t, e.app.Addr(), grpc.WithPerRPCCredentials(bearer(tokenAgentC)))
+	agentC := &env{app: e.app, conn: conn, tools: toolsdv1.NewToolServiceClient(conn)}
+
+	_, readErr := readAll(agentC, "sess-c")
+	_, resolveErr := agentC.tools.ResolveToolSet(t.Context(), &toolsdv1.ResolveToolSetRequest{Scope: "tenant-c", SessionId: "sess-c", Step: 2})
+	_, execErr := agentC.execute(t, &toolsdv1.Batch{SessionId: "sess-c", Scope: "tenant-c", Step: 2,
+		Calls: []*toolsdv1.ToolCall{call("moved", "nope", `{}`)}}, batchOptions{})
+	for name, err := range map[string]error{"ReadSession": readErr, "ResolveToolSet": resolveErr, "ExecuteBatch": execErr} {
+		msg := status.Convert(err).Message()
+		if status.Code(err) != codes.PermissionDenied || !strings.Contains(msg, "no longer cover") ||
+			strings.Contains(msg, "another identity") || strings.Contains(msg, "not this identity's") {
+			t.Errorf("%s(sess-c) as its owner, moved from tenant-a = %v, want PermissionDenied saying its grants no longer cover where it was claimed", name, err)
 		}
 	}
 }

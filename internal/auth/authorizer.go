@@ -185,8 +185,16 @@ func (z *Authorizer) useSession(ctx context.Context, name string, action Action,
 	if (cur.Identity == name && z.ownerKeeps(name, cur)) || (z.allowedAs(name, RoleOperator, action, scope) && z.operates(name, action, cur)) {
 		return nil
 	}
-	return z.deny(&DeniedError{Identity: name, Action: action, Scope: scope, SessionID: sessionID, Why: "the session belongs to another identity"})
+	why := "the session belongs to another identity"
+	if cur.Identity == name {
+		why = lostScope
+	}
+	return z.deny(&DeniedError{Identity: name, Action: action, Scope: scope, SessionID: sessionID, Why: why})
 }
+
+// lostScope is why an owner is refused its own session (see ownerKeeps). Only the owner
+// is told: it owns the session, so this says nothing about which session ids are in use.
+const lostScope = "the session is this identity's, but its grants no longer cover the scope the session was claimed in"
 
 // notYours is why a session read is refused, whether the session has another owner or
 // none yet.
@@ -204,6 +212,8 @@ func (z *Authorizer) readSession(ctx context.Context, name, sessionID string) er
 		return nil
 	case z.operatorEverywhere(name, ReadSession):
 		return nil // an operator of every scope reads every session, owned or not
+	case owned && cur.Identity == name:
+		return z.deny(&DeniedError{Identity: name, Action: ReadSession, SessionID: sessionID, Why: lostScope})
 	}
 	// One answer whether the session is another identity's or nobody's yet: a
 	// different one would tell any agent which session ids are in use.
