@@ -162,6 +162,12 @@ func (o *options) write(name string, data []byte, mode fs.FileMode) error {
 	if err != nil {
 		return err
 	}
+	// Before the write: a file -force truncates keeps its mode, which may let others
+	// read the key or token about to be written.
+	if err := f.Chmod(mode); err != nil {
+		_ = f.Close()
+		return err
+	}
 	if _, err := f.Write(data); err != nil {
 		_ = f.Close()
 		return err

@@ -96,3 +96,29 @@ func parseCert(t *testing.T, file string) *x509.Certificate {
 	}
 	return c
 }
+
+// TestForceKeepsSecretsPrivate: -force writes new keys and tokens over files that may
+// have been left readable by others; the new secrets must not inherit that mode.
+func TestForceKeepsSecretsPrivate(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "dev-certs")
+	o := &options{dir: dir, hosts: "127.0.0.1", validFor: time.Hour, tokenTTL: time.Hour, issuer: "toolsd-dev", audience: "toolsd"}
+	if err := run(o); err != nil {
+		t.Fatalf("run() = %v", err)
+	}
+	secrets := []string{"ca-key.pem", "server-key.pem", "agent-a-key.pem", "tokens.txt", "jwt-signing-key.pem", "agent-a.jwt"}
+	for _, name := range secrets {
+		if err := os.Chmod(filepath.Join(dir, name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o.force = true
+	if err := run(o); err != nil {
+		t.Fatalf("run(-force) = %v", err)
+	}
+	for _, name := range secrets {
+		fi, err := os.Stat(filepath.Join(dir, name))
+		if err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s after -force over a 0644 file: mode %v, %v, want 0600", name, fi.Mode().Perm(), err)
+		}
+	}
+}
