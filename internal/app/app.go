@@ -284,6 +284,9 @@ func (a *App) build(pol *policy.Set) error {
 		return err
 	}
 	auth.WarnIfExposed(c.Listen, authn.Enabled(), tlsOn(c.Auth), a.log)
+	if a.example != "" && (authn.Enabled() || tlsOn(c.Auth)) {
+		return errors.New("the bundled example provider connects without TLS or credentials, so it cannot run with auth or TLS configured: drop -example-provider, or the auth section")
+	}
 	var brokerOpts []broker.Option
 	if authz.Enabled() {
 		brokerOpts = append(brokerOpts, broker.WithScopeGuard(authz.AllowRegister))

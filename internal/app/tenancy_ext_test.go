@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -21,6 +22,7 @@ import (
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/internal/app"
+	"github.com/toolsd/toolsd/internal/config"
 	"github.com/toolsd/toolsd/pkg/provider"
 )
 
@@ -457,5 +459,18 @@ func TestToolSetsAreTheResolversOwn(t *testing.T) {
 	}
 	if _, err := agentA.ReleaseToolSet(t.Context(), &toolsdv1.ReleaseToolSetRequest{ToolSetId: id}); err != nil {
 		t.Errorf("ReleaseToolSet(own tool set) as agent-a = %v", err)
+	}
+}
+
+// The bundled example provider dials without credentials: with auth on it could never
+// register, and would retry, warning, for as long as toolsd runs. It is refused at start.
+func TestExampleProviderRefusedWithAuth(t *testing.T) {
+	cfg, err := config.Parse([]byte(baseConfig+tenantAuth(t)), "test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = app.New(cfg, app.WithLogger(zaptest.NewLogger(t)), app.WithExampleProvider(filepath.Join(t.TempDir(), "notes.txt")))
+	if err == nil || !strings.Contains(err.Error(), "example provider") {
+		t.Fatalf("app.New(auth on, example provider) = %v, want the example provider refused", err)
 	}
 }
