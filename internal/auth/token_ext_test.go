@@ -95,6 +95,7 @@ func TestTokenFileInvalid(t *testing.T) {
 		"non-ASCII token":    {content: "t\u00f6ken-0123456789abcdef agent-a\n", want: "printable ASCII"},
 		"control character":  {content: "token-0123456789\x01abcdef agent-a\n", want: "printable ASCII"},
 		"yaml non-ASCII":     {content: "tokens:\n  - identity: a\n    token: \"t\u00f6ken-0123456789abcdef\"\n", want: "printable ASCII"},
+		"yaml second doc":    {content: "tokens:\n  - identity: a\n    token: " + tokenA + "\n---\ntokens:\n  - identity: b\n    token: " + tokenP + "\n", want: "second YAML document"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

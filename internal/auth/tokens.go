@@ -6,7 +6,9 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"unicode"
@@ -134,12 +136,34 @@ func parseYAMLTokens(data []byte, add addToken) error {
 	if err := dec.Decode(&doc); err != nil {
 		return fmt.Errorf("yaml: %s", redactQuoted(firstLine(err.Error())))
 	}
+	if err := oneYAMLDocument(dec); err != nil {
+		return err
+	}
 	for i, t := range doc.Tokens {
 		if err := add(fmt.Sprintf("tokens[%d]", i), t.Token, t.SHA256, t.Identity); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// oneYAMLDocument refuses a document after the one dec decoded, whose tokens would
+// otherwise be ignored unsaid. Empty documents (a trailing "---") hold none.
+func oneYAMLDocument(dec *yaml.Decoder) error {
+	for {
+		var doc yaml.Node
+		err := dec.Decode(&doc)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("yaml: %s", redactQuoted(firstLine(err.Error())))
+		}
+		if len(doc.Content) != 1 || doc.Content[0].Kind == yaml.ScalarNode && doc.Content[0].Tag == "!!null" {
+			continue
+		}
+		return fmt.Errorf("yaml: line %d: a second YAML document: a token file holds one (its tokens would be ignored)", doc.Content[0].Line)
+	}
 }
 
 func parseLineTokens(data []byte, add addToken) error {
