@@ -3,7 +3,10 @@
 // A task of toolsd's call path (a pooled tool call in the scheduler, a handler in the
 // provider SDK) runs deep enough that its goroutine's stack grows (see [stack.Reserve]).
 // A fresh goroutine per task pays that growth, and the release of the grown stack, every
-// time; a kept goroutine pays it once. A [Pool] hands each task to an idle worker when
+// time; a kept goroutine pays it once. (A collection may shrink the stack of a worker
+// that is idle as it runs; the worker's next task then grows it back as it goes, which
+// under load happens to a worker once in many tasks. Reserving again before every task
+// would cost a clear of the reservation each time instead.) A [Pool] hands each task to an idle worker when
 // there is one and starts a worker when there is none; a worker left idle for the pool's
 // idle time exits, so an idle process keeps no workers and a burst leaves none behind for
 // long.
