@@ -142,7 +142,10 @@ func (s *Server) WatchSession(req *toolsdv1.WatchSessionRequest, stream grpc.Ser
 		return nil
 	}
 	err := s.sessions.Watch(watchCtx, req.GetSessionId(), next, func(ev session.Event) error { return send(&ev) })
-	if errors.Is(context.Cause(watchCtx), errShuttingDown) && ctx.Err() == nil {
+	// Only a watch that the stop ended goes on with finishWatch: one that ended for its
+	// own reason as the stop came (retention deleted the session, the store closed)
+	// reports that reason.
+	if errors.Is(context.Cause(watchCtx), errShuttingDown) && errors.Is(err, context.Canceled) && ctx.Err() == nil {
 		err = s.finishWatch(ctx, req.GetSessionId(), next, last, send)
 		if err == nil {
 			err = errShuttingDown

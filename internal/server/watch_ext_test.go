@@ -132,3 +132,59 @@ func TestWatchStoppedByShutdownSendsWhatTheDrainLogged(t *testing.T) {
 		}
 	}
 }
+
+// deletedAtShutdown is a store whose watch, once stopped, finds that retention deleted
+// its session at that very moment: it ends with ErrDeleted, as session.Memory's does when
+// the deletion's wake-up and the stop arrive together.
+type deletedAtShutdown struct {
+	*session.Memory
+	watching chan struct{}
+}
+
+func (d *deletedAtShutdown) Watch(ctx context.Context, id string, from uint64, fn func(session.Event) error) error {
+	evs, err := d.Read(ctx, id, from, 0)
+	if err != nil {
+		return err
+	}
+	for _, ev := range evs {
+		if err := fn(ev); err != nil {
+			return err
+		}
+	}
+	close(d.watching)
+	<-ctx.Done()
+	if _, err := d.Sweep(time.Now().Add(48 * time.Hour)); err != nil {
+		return err
+	}
+	return session.ErrDeleted
+}
+
+// TestWatchDeletedAsShutdownStopsItSaysDeleted: a watch that ended because retention
+// deleted its session, just as shutdown stopped it, ended with Unavailable
+// (SHUTTING_DOWN): the client, told to come back, resumed after the restart at its seq,
+// in whatever session was created under the id next. It ends with NotFound
+// (SESSION_DELETED), as any watch of a deleted session does.
+func TestWatchDeletedAsShutdownStopsItSaysDeleted(t *testing.T) {
+	mem := session.NewMemory(session.WithRetention(time.Hour, 0), session.WithSweepInterval(0))
+	defer func() { _ = mem.Close() }()
+	if _, err := mem.Append(t.Context(), "s", session.Event{Type: session.TypeUserMessage, Message: &session.MessageRecord{Content: "ctx"}}); err != nil {
+		t.Fatal(err)
+	}
+	store := &deletedAtShutdown{Memory: mem, watching: make(chan struct{})}
+	srv, tools := serveTools(t, store)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	w, err := tools.WatchSession(ctx, &toolsdv1.WatchSessionRequest{SessionId: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Recv(); err != nil {
+		t.Fatalf("WatchSession(s).Recv() = %v", err)
+	}
+	<-store.watching
+	srv.StopWatches()
+	m, err := w.Recv()
+	if status.Code(err) != codes.NotFound || reason(err) != "SESSION_DELETED" {
+		t.Errorf("WatchSession(s) of a session deleted as shutdown stopped it: Recv() = %v, %v; want NotFound (SESSION_DELETED)", m.GetEvent().GetSeq(), err)
+	}
+}
