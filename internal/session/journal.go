@@ -78,6 +78,9 @@ type Journal struct {
 	opened time.Time
 	// fault is the write or sync error that stopped the journal; later changes fail.
 	fault atomic.Pointer[error]
+	// stopped is closed when fault is set: it ends the watches (see Memory.stopped).
+	stopped  chan struct{}
+	stopOnce sync.Once
 
 	// size is the file's length and live the bytes of records of sessions still held;
 	// group is the seq of the last group in the file. All are the writer's (and Open's,
@@ -116,7 +119,9 @@ func OpenJournal(dir string, opts ...Option) (*Journal, error) {
 		quit:       make(chan struct{}),
 		writerDone: make(chan struct{}),
 		opened:     o.now(),
+		stopped:    make(chan struct{}),
 	}
+	j.mem.stopped, j.mem.stopErr = j.stopped, j.usable
 	start := time.Now()
 	if err := j.open(); err != nil {
 		_ = j.release() // the open error is the one to report

@@ -566,3 +566,47 @@ func TestUntimedOwnerRecordsParse(t *testing.T) {
 		t.Errorf("parseOwnerValue(timed) = %+v, %v, %v, want alice claimed at 5s", o, claimed, err)
 	}
 }
+
+// A watch that is tailing when a failed write stops the journal ends with ErrStopped
+// once it has sent what was committed, as a bolt store's does: no commit would wake it
+// again, and its client would take the session for idle while every append failed.
+func TestJournalStopEndsLiveWatches(t *testing.T) {
+	j, err := OpenJournal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = j.Close() }() // fails: the file was closed under the writer
+	if _, err := j.Append(t.Context(), "s", msg("kept")); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan Event, 16)
+	done := make(chan error, 1)
+	go func() {
+		done <- j.Watch(t.Context(), "s", 1, func(ev Event) error { got <- ev; return nil })
+	}()
+	select {
+	case ev := <-got:
+		if ev.Message.Content != "kept" {
+			t.Fatalf("Watch() sent %+v first, want the kept event", ev)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Watch() replayed nothing within 10s")
+	}
+	if err := j.f.Close(); err != nil { // the next write fails, as on a full disk
+		t.Fatal(err)
+	}
+	if _, err := j.Append(t.Context(), "s", msg("lost")); err == nil {
+		t.Fatal("Append() after the journal's file closed = nil error")
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrStopped) {
+			t.Errorf("live Watch() after the failed write = %v, want ErrStopped", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("live Watch() still running 10s after the journal stopped")
+	}
+	if len(got) != 0 {
+		t.Errorf("Watch() sent %d events after the failed write, want none", len(got))
+	}
+}

@@ -220,6 +220,7 @@ func (w *journalWriter) writeGroup(group []byte) error {
 // when it can so that the failed group does not come back at the next start.
 func (j *Journal) stop(err error) error {
 	j.fault.Store(&err)
+	j.stopOnce.Do(func() { close(j.stopped) })
 	j.o.logger.Error("session journal stopped; appends fail until toolsd restarts", zap.Error(err))
 	if terr := j.f.Truncate(j.size); terr == nil {
 		_, _ = j.f.Seek(j.size, 0)

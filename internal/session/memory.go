@@ -19,6 +19,11 @@ type Memory struct {
 	closeOnce sync.Once
 	sweeper   *sweeper
 	holds     holds
+	// stopped, closed when the durable store holding this state stops after a failed
+	// write, ends watches with stopErr once they have sent what was committed (nil for
+	// a Memory store of its own, which never stops).
+	stopped <-chan struct{}
+	stopErr func() error
 }
 
 var _ Store = (*Memory)(nil)
@@ -230,6 +235,7 @@ func (m *Memory) watch(ctx context.Context, s *memSession, next uint64, fn func(
 		}
 		s.mu.Unlock()
 	}()
+	stopping := false
 	for {
 		s.mu.Lock()
 		if s.gone { // a watcher's pin keeps the entry: only retention removes it
@@ -246,6 +252,9 @@ func (m *Memory) watch(ctx context.Context, s *memSession, next uint64, fn func(
 			wake = s.wait()
 		}
 		s.mu.Unlock()
+		if wake != nil && stopping {
+			return m.stopErr()
+		}
 		if wake == nil {
 			for i := int(next - 1); i < evs.len(); i++ {
 				if err := ctx.Err(); err != nil {
@@ -264,6 +273,8 @@ func (m *Memory) watch(ctx context.Context, s *memSession, next uint64, fn func(
 			return ctx.Err()
 		case <-m.done:
 			return ErrClosed
+		case <-m.stopped:
+			stopping = true // no commit will wake this watch again
 		}
 	}
 }
