@@ -55,6 +55,7 @@ var errorTable = []struct {
 	{session.ErrClosed, codes.Unavailable, "SESSION_STORE_CLOSED"},
 	{session.ErrDeleted, codes.NotFound, "SESSION_DELETED"},
 	{session.ErrStopped, codes.Unavailable, "SESSION_STORE_STOPPED"},
+	{errCorruptLog, codes.DataLoss, "SESSION_LOG_CORRUPT"},
 }
 
 // Server-layer sentinels.
@@ -65,6 +66,7 @@ var (
 	errSlowClient           = errors.New("server: client stopped reading results")
 	errRequestTooLarge      = errors.New("server: request too large")
 	errToolSetStepMismatch  = errors.New("server: tool set resolved for another step")
+	errCorruptLog           = errors.New("server: the session log holds a damaged record (toolsd's log says where)")
 	errNotYourProvider      = fmt.Errorf("%w: server: the provider stream belongs to another identity", auth.ErrPermissionDenied)
 )
 
@@ -88,6 +90,11 @@ func toStatus(log *zap.Logger, err error) error {
 	}
 	if _, ok := status.FromError(err); ok {
 		return err
+	}
+	if errors.Is(err, session.ErrCorrupt) {
+		// Its text names files and offsets: for the operator's log, not the client.
+		log.Error("session log damaged", zap.Error(err))
+		err = errCorruptLog
 	}
 	for _, row := range errorTable {
 		if !errors.Is(err, row.err) {

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/internal/session"
@@ -89,5 +92,31 @@ func TestReadSessionPagesAreBoundedWhenEventsGrow(t *testing.T) {
 	// at least (the one it repeats from the page before, and one more).
 	if limit := session.PageBytes + 2*largeBytes; store.max > limit {
 		t.Errorf("ReadSession(s) read a page of %d bytes, want at most %d", store.max, limit)
+	}
+}
+
+// corruptStore is a store whose reads find a damaged record.
+type corruptStore struct{ *session.Memory }
+
+func (corruptStore) Read(context.Context, string, uint64, int) ([]session.Event, error) {
+	return nil, fmt.Errorf("%w: /var/lib/toolsd/sessions.db: page 4711 checksum", session.ErrCorrupt)
+}
+
+// TestReadOfADamagedLogIsDataLoss: a damaged record found while serving was a bare
+// Internal ("internal error"). It is DataLoss (SESSION_LOG_CORRUPT), and the store's
+// text, which names files and offsets, stays in toolsd's log.
+func TestReadOfADamagedLogIsDataLoss(t *testing.T) {
+	mem := session.NewMemory()
+	defer func() { _ = mem.Close() }()
+	_, tools := serveTools(t, corruptStore{mem})
+	stream, err := tools.ReadSession(t.Context(), &toolsdv1.ReadSessionRequest{SessionId: "s"})
+	if err == nil {
+		_, err = stream.Recv()
+	}
+	if status.Code(err) != codes.DataLoss || reason(err) != "SESSION_LOG_CORRUPT" {
+		t.Fatalf("ReadSession(damaged) = %v, want DataLoss (SESSION_LOG_CORRUPT)", err)
+	}
+	if strings.Contains(err.Error(), "/var/lib") {
+		t.Errorf("ReadSession(damaged) error %q names the store's file", err)
 	}
 }
