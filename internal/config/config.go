@@ -147,6 +147,10 @@ const maxAcceptedHold = time.Minute
 // maxCancelGrace bounds limits.cancel_grace: a cancelled batch settles only after it.
 const maxCancelGrace = time.Minute
 
+// minKeepaliveTime is the shortest limits.keepalive_time gRPC's server keeps: it raises
+// a shorter one to this, saying so only in its own log.
+const minKeepaliveTime = time.Second
+
 // maxOutboxSize bounds limits.outbox_size: every batch stream allocates its queue.
 const maxOutboxSize = 1 << 16
 
@@ -683,6 +687,9 @@ func (c *Config) check() []*fieldError {
 		}
 	}
 	c.Limits.checkWindows(bad)
+	if k := c.Limits.KeepaliveTime; k > 0 && k < Duration(minKeepaliveTime) {
+		bad("limits.keepalive_time", "%v is under %v, the least gRPC pings at", k.D(), minKeepaliveTime)
+	}
 	if h := c.Limits.AcceptedHold; h < 0 || h > Duration(maxAcceptedHold) {
 		bad("limits.accepted_hold", "%v is not between 0 and %v", h.D(), maxAcceptedHold)
 	}

@@ -444,3 +444,16 @@ func TestDuplicateKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestKeepaliveTimeUnderASecond: gRPC's server pings no more often than once a second
+// and raises a shorter keepalive_time to 1s unsaid (in its own log, not toolsd's), so
+// such a value is refused rather than run as another.
+func TestKeepaliveTimeUnderASecond(t *testing.T) {
+	_, err := config.Parse([]byte("limits:\n  keepalive_time: 200ms\n"), "t.yaml")
+	if want := "t.yaml:2:19: limits.keepalive_time: 200ms is under 1s"; !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), want) {
+		t.Errorf("Parse(keepalive_time: 200ms) = %v, want ErrInvalid mentioning %q", err, want)
+	}
+	if _, err := config.Parse([]byte("limits: {keepalive_time: 1s}\n"), "t.yaml"); err != nil {
+		t.Errorf("Parse(keepalive_time: 1s) = %v, want it accepted", err)
+	}
+}
