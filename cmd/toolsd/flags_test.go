@@ -140,3 +140,14 @@ func TestRunNamesATakenAddress(t *testing.T) {
 		}
 	}
 }
+
+// TestExampleProviderWithoutNotesFile: the example provider runs only with a notes file
+// for its write_note, so -example-provider with -notes-file "" is refused rather than
+// run without the provider asked for. (The empty -listen makes run fail rather than
+// serve if the check is missing.)
+func TestExampleProviderWithoutNotesFile(t *testing.T) {
+	err := run([]string{"-ephemeral", "-example-provider", "-notes-file", "", "-listen", ""})
+	if err == nil || !strings.Contains(err.Error(), "-notes-file") {
+		t.Errorf(`run(-example-provider -notes-file "") = %v, want an error naming -notes-file`, err)
+	}
+}

@@ -57,6 +57,10 @@ func run(args []string) error {
 		_, err := os.Stdout.Write(config.Defaults())
 		return err
 	}
+	// The example provider is off without a notes file (app.WithExampleProvider("")).
+	if *example && *notesFile == "" {
+		return errors.New("-example-provider needs a -notes-file for its write_note (default notes.txt)")
+	}
 	over, err := flagOverrides(fs, *ephemeral, *sessionStore)
 	if err != nil {
 		return err
