@@ -36,7 +36,7 @@ const toolsdConfig = `
 listen: 127.0.0.1:0
 admin_listen: 127.0.0.1:0
 session: {store: memory}
-limits: {cancel_grace: 1m, max_request_bytes: 16MiB, max_argument_bytes: 8MiB}
+limits: {cancel_grace: 1m, max_request_bytes: 15MiB, max_argument_bytes: 8MiB}
 `
 
 // TestNodeExamples runs provider.mjs against toolsd, calls its tools, cancels one of its

@@ -16,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/toolsd/toolsd/internal/jsonx"
+	"github.com/toolsd/toolsd/internal/session"
 	"github.com/toolsd/toolsd/internal/tool"
 )
 
@@ -146,6 +147,11 @@ const maxAcceptedHold = time.Minute
 
 // maxCancelGrace bounds limits.cancel_grace: a cancelled batch settles only after it.
 const maxCancelGrace = time.Minute
+
+// maxRequestBytes bounds limits.max_request_bytes: a call's arguments, which the request
+// bounds, are logged as sent in one session log event, so they must fit one with room
+// for the event's ids and names (a MiB is ample).
+const maxRequestBytes = session.DefaultMaxEventBytes - 1<<20
 
 // minKeepaliveTime is the shortest limits.keepalive_time gRPC's server keeps: it raises
 // a shorter one to this, saying so only in its own log.
@@ -692,6 +698,9 @@ func (c *Config) check() []*fieldError {
 	}
 	if h := c.Limits.AcceptedHold; h < 0 || h > Duration(maxAcceptedHold) {
 		bad("limits.accepted_hold", "%v is not between 0 and %v", h.D(), maxAcceptedHold)
+	}
+	if n := c.Limits.MaxRequestBytes; n > maxRequestBytes {
+		bad("limits.max_request_bytes", "%d bytes, over the most, %d (15MiB: one call's arguments must fit its session log event)", n, maxRequestBytes)
 	}
 	if n := c.Limits.MaxResultBytes; n > tool.MaxResultBytes {
 		bad("limits.max_result_bytes", "%d bytes, over the most, %d (8MiB)", n, tool.MaxResultBytes)

@@ -457,3 +457,17 @@ func TestKeepaliveTimeUnderASecond(t *testing.T) {
 		t.Errorf("Parse(keepalive_time: 1s) = %v, want it accepted", err)
 	}
 }
+
+// TestMaxRequestBytesWithinASessionEvent: a call's arguments are logged as sent, up to
+// the request's size, in one session log event of at most 16 MiB; a request limit that
+// lets one call's arguments past that failed the whole batch at its first append
+// ("event too large") instead of giving that call INVALID_ARGUMENTS. It is refused.
+func TestMaxRequestBytesWithinASessionEvent(t *testing.T) {
+	_, err := config.Parse([]byte("limits:\n  max_request_bytes: 40MiB\n"), "t.yaml")
+	if want := "t.yaml:2:22: limits.max_request_bytes: 41943040 bytes, over the most, 15728640 (15MiB"; !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), want) {
+		t.Errorf("Parse(max_request_bytes: 40MiB) = %v, want ErrInvalid mentioning %q", err, want)
+	}
+	if _, err := config.Parse([]byte("limits: {max_request_bytes: 15MiB}\n"), "t.yaml"); err != nil {
+		t.Errorf("Parse(max_request_bytes: 15MiB) = %v, want it accepted", err)
+	}
+}
