@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"math/big"
 	"net/url"
 	"regexp"
 	"regexp/syntax"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -87,6 +90,9 @@ func compileSchema(name string, raw []byte, kind schemaKind, requireObject bool,
 	}
 	perPlace, costs, err := checkFanout(where, lib, lim.maxDepth)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkCounts(where, doc, lib); err != nil {
 		return nil, err
 	}
 	return &schema{lib: lib, shape: newShape(doc), perPlace: perPlace, costs: costs}, nil
@@ -197,6 +203,66 @@ func countObjects(v any, stop int) int {
 	}
 	walk(v)
 	return n
+}
+
+// countKeywords are the keywords the library reads as an int.
+var countKeywords = []string{"minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties", "minContains", "maxContains"}
+
+// checkCounts refuses a count keyword of a subschema of root that does not fit an int.
+// The library keeps only such a count's low bits: 1e19 read as a negative count and
+// 2^64 as 0, so the tool accepted arguments its schema refuses, or refused them all.
+// Each subschema is found in doc by its location, so a value (an enum member, a
+// default) is never mistaken for one.
+func checkCounts(where string, doc any, root *jsonschema.Schema) error {
+	g := &fanout{node: map[*jsonschema.Schema]*fanNode{}}
+	g.collect(root)
+	for _, n := range g.order {
+		obj, ok := locate(doc, n.s.Location).(map[string]any)
+		if !ok {
+			continue
+		}
+		for _, k := range countKeywords {
+			v, ok := obj[k].(json.Number)
+			if !ok {
+				continue
+			}
+			if c, ok := new(big.Rat).SetString(string(v)); ok && c.IsInt() && c.Num().Cmp(big.NewInt(math.MaxInt)) > 0 {
+				return fmt.Errorf("%w: %s: %s at %s is %s, over the largest count a schema may hold (%d)",
+					ErrLimit, where, k, schemaPointer(n.s), v, math.MaxInt)
+			}
+		}
+	}
+	return nil
+}
+
+// locate returns the value of doc at a compiled subschema's location, nil when the
+// location is outside doc (a standard metaschema).
+func locate(doc any, location string) any {
+	frag, ok := strings.CutPrefix(location, schemaBase+"#")
+	if !ok {
+		return nil
+	}
+	v := doc
+	for _, tok := range strings.Split(frag, "/")[1:] {
+		tok, err := url.PathUnescape(tok)
+		if err != nil {
+			return nil
+		}
+		tok = pointerUnescaper.Replace(tok)
+		switch c := v.(type) {
+		case map[string]any:
+			v = c[tok]
+		case []any:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(c) {
+				return nil
+			}
+			v = c[i]
+		default:
+			return nil
+		}
+	}
+	return v
 }
 
 // refuseLoader is the only loader the compiler gets: every URL outside the document
@@ -390,3 +456,5 @@ func stripBase(msg string) string { return strings.ReplaceAll(msg, schemaBase, "
 var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
 
 func escapePointer(tok string) string { return pointerEscaper.Replace(tok) }
+
+var pointerUnescaper = strings.NewReplacer("~1", "/", "~0", "~")

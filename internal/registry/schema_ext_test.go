@@ -581,3 +581,41 @@ func TestValidationWorkCountsCostlyKeywords(t *testing.T) {
 		})
 	}
 }
+
+// The library reads a count keyword (minLength, maxItems, …) as a machine int: a count
+// too large for one wrapped around (1e19 read as negative, 2^64 as 0), so the tool
+// accepted arguments its schema refuses, or refused every one. Such a count is refused
+// at registration, naming the keyword and where it is; the largest int is still fine.
+func TestSchemaCountsBeyondIntRefused(t *testing.T) {
+	r := newRegistry(t)
+	for _, c := range []struct{ keyword, place, value string }{
+		{"maxLength", `"s":{"type":"string",%s}`, "10000000000000000000"},
+		{"minLength", `"s":{"type":"string",%s}`, "1e19"},
+		{"minLength", `"s":{"type":"string",%s}`, "18446744073709551616"},
+		{"minItems", `"s":{"type":"array",%s}`, "18446744073709551616.0"},
+		{"maxItems", `"s":{"type":"array",%s}`, "1e300"},
+		{"minProperties", `"s":{"type":"object",%s}`, "1e19"},
+		{"maxProperties", `"s":{"type":"object",%s}`, "1e19"},
+		{"minContains", `"s":{"type":"array","contains":{},%s}`, "1e19"},
+		{"maxContains", `"s":{"type":"array","contains":{},%s}`, "1e19"},
+	} {
+		prop := fmt.Sprintf(c.place, `"`+c.keyword+`":`+c.value)
+		schema := `{"type":"object","properties":{` + prop + `}}`
+		_, err := r.Register("", withParams("counts", schema), "p1")
+		if !errors.Is(err, registry.ErrLimit) || !strings.Contains(err.Error(), `tool "counts" parameters`) ||
+			!strings.Contains(err.Error(), c.keyword) || !strings.Contains(err.Error(), "/properties/s") {
+			t.Errorf("Register(%s) = %v, want ErrLimit naming the tool, %s and /properties/s", schema, err, c.keyword)
+		}
+		r.RemoveOwner("p1")
+	}
+	// Reached through a $ref into a keyword the library does not know: still a schema.
+	_, err := r.Register("", withParams("counts", `{"type":"object","x":{"maxLength":1e19},"properties":{"s":{"$ref":"#/x"}}}`), "p1")
+	if !errors.Is(err, registry.ErrLimit) || !strings.Contains(err.Error(), "#/x") {
+		t.Errorf("Register($ref to a count beyond int) = %v, want ErrLimit naming #/x", err)
+	}
+	// An enum or const member is a value, not a schema: its numbers are not counts.
+	e := mustRegister(t, r, "", withParams("values", `{"type":"object","properties":{"s":{"type":"string","maxLength":9223372036854775807},"e":{"enum":[{"minLength":1e19}]}}}`), "p1")
+	if err := e.ValidateArguments([]byte(`{"s":"x","e":{"minLength":1e19}}`)); err != nil {
+		t.Errorf("ValidateArguments(within maxLength 2^63-1, enum member) = %v, want nil", err)
+	}
+}
