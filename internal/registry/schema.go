@@ -45,7 +45,8 @@ const (
 // matching is linear in the input, so no pattern can backtrack catastrophically (and
 // a pattern's size is bounded, see maxPatternSize); ECMA-262
 // features RE2 lacks (lookaround, backreferences) are rejected at registration.
-// With requireObject the root must declare "type": "object".
+// With requireObject the root must declare "type": "object", and not beside a "$ref"
+// of a draft before 2019-09, which would void it.
 func compileSchema(name string, raw []byte, kind schemaKind, requireObject bool, lim schemaLimits) (_ *schema, err error) {
 	maxBytes := lim.maxBytes
 	where := "tool " + quoteName(name) + " " + string(kind)
@@ -87,6 +88,11 @@ func compileSchema(name string, raw []byte, kind schemaKind, requireObject bool,
 	}
 	if err != nil {
 		return nil, schemaError(where, doc, err)
+	}
+	if requireObject && lib.Ref != nil && lib.DraftVersion < 2019 {
+		// The library, as the draft says, compiles nothing else of such a root.
+		return nil, fmt.Errorf(`%w: %s: root's "type": "object" is ignored beside its "$ref" (before draft 2019-09 a "$ref" replaces every keyword beside it); put the reference under "allOf"`,
+			ErrInvalidSchema, where)
 	}
 	perPlace, costs, err := checkFanout(where, lib, lim.maxDepth)
 	if err != nil {

@@ -123,6 +123,40 @@ func TestSchemaRootMustBeObject(t *testing.T) {
 	}
 }
 
+// In draft-07 and earlier a "$ref" replaces every keyword beside it, "type" included: a
+// root of "type": "object" beside a "$ref" passed the root check but asserted nothing,
+// and a string or an array was valid arguments. Such a root is refused, saying why; the
+// same reference under "allOf" (or beside "type" in 2020-12) is fine.
+func TestSchemaRootObjectBesideDraft7RefRefused(t *testing.T) {
+	r := newRegistry(t)
+	for _, draft := range []string{"http://json-schema.org/draft-07/schema#", "http://json-schema.org/draft-04/schema#"} {
+		params := `{"$schema":"` + draft + `","type":"object","$ref":"#/definitions/any","definitions":{"any":{}}}`
+		e, err := r.Register("", withParams("t", params), "")
+		if err == nil {
+			t.Errorf("Register(%s) = nil (arguments \"hello\": %v), want ErrInvalidSchema", params, e.ValidateArguments([]byte(`"hello"`)))
+			r.Unregister("", "t", "")
+			continue
+		}
+		if !errors.Is(err, registry.ErrInvalidSchema) || !strings.Contains(err.Error(), `tool "t" parameters`) || !strings.Contains(err.Error(), "$ref") {
+			t.Errorf("Register(%s) = %v, want ErrInvalidSchema naming the tool and $ref", params, err)
+		}
+	}
+	for _, params := range []string{
+		`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","allOf":[{"$ref":"#/definitions/any"}],"definitions":{"any":{}}}`,
+		`{"type":"object","$ref":"#/$defs/any","$defs":{"any":{}}}`,
+	} {
+		e := mustRegister(t, r, "", withParams("t", params), "")
+		if err := e.ValidateArguments([]byte(`"hello"`)); !errors.Is(err, registry.ErrInvalidArguments) {
+			t.Errorf("%s: ValidateArguments(\"hello\") = %v, want ErrInvalidArguments", params, err)
+		}
+		r.Unregister("", "t", "")
+	}
+	// An output schema's root may be anything, $ref included.
+	d := def("out")
+	d.OutputSchema = []byte(`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","$ref":"#/definitions/any","definitions":{"any":{}}}`)
+	mustRegister(t, r, "", d, "")
+}
+
 // TestSchemaDrafts pins the draft selection: 2020-12 by default, draft-07 when $schema
 // says so. In draft-07 keywords beside $ref are ignored; in 2020-12 they apply.
 func TestSchemaDrafts(t *testing.T) {
