@@ -2,7 +2,6 @@ package registry
 
 import (
 	"encoding/json"
-	"slices"
 	"strconv"
 	"unicode/utf8"
 
@@ -35,10 +34,13 @@ type shape struct {
 	types    typeSet           // 0: any type
 	props    map[string]*shape // checked when the document is an object
 	required []string
-	closed   bool     // additionalProperties: false
-	extra    *shape   // additionalProperties as a schema; nil: anything
-	items    *shape   // nil: anything
-	enum     []string // non-nil: the document must be one of these strings
+	closed   bool   // additionalProperties: false
+	extra    *shape // additionalProperties as a schema; nil: anything
+	items    *shape // nil: anything
+	// enum, when not nil, holds the strings the document must be one of: a set, so that
+	// a document of many values against a large enum costs a lookup per value, not a
+	// comparison with every member.
+	enum map[string]struct{}
 	// String lengths in code points, array lengths and integer bounds; each applies
 	// when set.
 	minLen, maxLen, minItems, maxItems             int64
@@ -172,7 +174,10 @@ func (s *shape) keyword(k string, v any, root bool) bool {
 		return s.items != nil
 	case "enum":
 		vals, ok := stringArray(v)
-		s.enum = vals
+		s.enum = make(map[string]struct{}, len(vals))
+		for _, str := range vals {
+			s.enum[str] = struct{}{}
+		}
 		return ok && len(vals) > 0
 	case "minLength", "maxLength", "minItems", "maxItems":
 		n, ok := integerValue(v)
@@ -230,7 +235,7 @@ func (s *shape) check(v any) bool {
 	}
 	if s.enum != nil {
 		str, ok := v.(string)
-		if !ok || !slices.Contains(s.enum, str) {
+		if _, in := s.enum[str]; !ok || !in {
 			return false
 		}
 	}
