@@ -398,7 +398,7 @@ func schemaError(where string, doc any, err error) error {
 	var meta *jsonschema.SchemaValidationError
 	var verr *jsonschema.ValidationError
 	if errors.As(err, &meta) && errors.As(meta.Err, &verr) {
-		vs := violations(verr)
+		vs := violations(verr, describeSchema)
 		msgs := make([]string, 0, maxReportedInError)
 		for i, v := range vs {
 			if i == maxReportedInError {

@@ -233,6 +233,27 @@ func TestSchemaRegexFeaturesRE2Lacks(t *testing.T) {
 	}
 }
 
+// A refused pattern's error says why, at the pattern: "is not a valid regex" alone left a
+// provider to guess between syntax RE2 lacks and a valid pattern over the size bounds.
+func TestSchemaPatternErrorSaysWhy(t *testing.T) {
+	r := newRegistry(t)
+	for pattern, why := range map[string]string{
+		`(?=x)`:                         "invalid or unsupported Perl syntax",
+		`(a)\\1`:                        "invalid escape sequence",
+		`a{2000}`:                       "invalid repeat count",
+		strings.Repeat(".{0,1000}", 40): "more than 10000 regex instructions",
+		strings.Repeat("a", 5000):       "longer than 4096 bytes",
+	} {
+		for _, draft := range []string{"", `"$schema":"http://json-schema.org/draft-07/schema#",`} {
+			params := `{` + draft + `"type":"object","properties":{"s":{"type":"string","pattern":"` + pattern + `"}}}`
+			_, err := r.Register("", withParams("t", params), "")
+			if !errors.Is(err, registry.ErrInvalidSchema) || !strings.Contains(err.Error(), "/properties/s/pattern") || !strings.Contains(err.Error(), why) {
+				t.Errorf("Register(%s pattern %.30q) = %v, want ErrInvalidSchema at /properties/s/pattern saying %q", draft, pattern, err, why)
+			}
+		}
+	}
+}
+
 func TestOutputSchema(t *testing.T) {
 	r := newRegistry(t)
 	d := def("t")

@@ -123,7 +123,7 @@ func validate(sch *schema, raw []byte, lim jsonx.Limits, what string) error {
 		msg := truncate(err.Error())
 		return &ValidationError{Message: msg, Violations: []Violation{{Message: msg}}, what: what}
 	}
-	vs := violations(verr)
+	vs := violations(verr, describe)
 	return &ValidationError{Pointer: vs[0].Pointer, Message: vs[0].Message, Violations: vs, what: what}
 }
 
@@ -273,9 +273,9 @@ var printer = message.NewPrinter(language.English)
 // violations flattens the library's error tree to its leaves, sorted by pointer so the
 // message is deterministic (the library walks properties in map order). A failing
 // document can have hundreds of thousands of leaves: only the first maxLeaves are read,
-// and only the first by pointer are worded (wording one can format a whole enum or
-// required list).
-func violations(root *jsonschema.ValidationError) []Violation {
+// and only the first by pointer are worded, by word (wording one can format a whole enum
+// or required list).
+func violations(root *jsonschema.ValidationError, word func(jsonschema.ErrorKind) string) []Violation {
 	type leaf struct {
 		pointer string
 		kind    jsonschema.ErrorKind
@@ -299,7 +299,7 @@ func violations(root *jsonschema.ValidationError) []Violation {
 	leaves = leaves[:min(len(leaves), maxWordedLeaves)]
 	out := make([]Violation, len(leaves))
 	for i, l := range leaves {
-		out[i] = Violation{Pointer: l.pointer, Message: describe(l.kind)}
+		out[i] = Violation{Pointer: l.pointer, Message: word(l.kind)}
 	}
 	slices.SortStableFunc(out, func(a, b Violation) int {
 		return cmp.Or(cmp.Compare(a.Pointer, b.Pointer), cmp.Compare(a.Message, b.Message))
@@ -334,6 +334,16 @@ func describe(k jsonschema.ErrorKind) string {
 		return truncate("is not a valid " + k.Want)
 	}
 	return truncate(stripBase(k.LocalizedString(printer)))
+}
+
+// describeSchema words one failure of a submitted schema against its metaschema. The
+// schema is the provider's own document, so a refused pattern's reason is given: RE2
+// lacking the syntax, or the pattern over a size bound.
+func describeSchema(k jsonschema.ErrorKind) string {
+	if f, ok := k.(*kind.Format); ok && f.Err != nil {
+		return truncate("is not a valid " + f.Want + ": " + f.Err.Error())
+	}
+	return describe(k)
 }
 
 func pointer(loc []string) string {
