@@ -279,27 +279,36 @@ func violations(root *jsonschema.ValidationError, word func(jsonschema.ErrorKind
 	type leaf struct {
 		pointer string
 		kind    jsonschema.ErrorKind
+		// key is the property name a propertyNames failure is about: the library
+		// validates it on its own, at no pointer into the document.
+		key string
 	}
 	var leaves []leaf
-	var walk func(*jsonschema.ValidationError)
-	walk = func(e *jsonschema.ValidationError) {
+	var walk func(e *jsonschema.ValidationError, key string)
+	walk = func(e *jsonschema.ValidationError, key string) {
 		if len(leaves) == maxLeaves {
 			return
 		}
+		if k, ok := e.ErrorKind.(*kind.PropertyNames); ok {
+			key = k.Property
+		}
 		if len(e.Causes) == 0 {
-			leaves = append(leaves, leaf{pointer(e.InstanceLocation), e.ErrorKind})
+			leaves = append(leaves, leaf{pointer(e.InstanceLocation), e.ErrorKind, key})
 			return
 		}
 		for _, c := range e.Causes {
-			walk(c)
+			walk(c, key)
 		}
 	}
-	walk(root)
+	walk(root, "")
 	slices.SortStableFunc(leaves, func(a, b leaf) int { return cmp.Compare(a.pointer, b.pointer) })
 	leaves = leaves[:min(len(leaves), maxWordedLeaves)]
 	out := make([]Violation, len(leaves))
 	for i, l := range leaves {
 		out[i] = Violation{Pointer: l.pointer, Message: word(l.kind)}
+		if l.key != "" {
+			out[i].Message = truncate("property name " + quoteName(l.key) + ": " + out[i].Message)
+		}
 	}
 	slices.SortStableFunc(out, func(a, b Violation) int {
 		return cmp.Or(cmp.Compare(a.Pointer, b.Pointer), cmp.Compare(a.Message, b.Message))

@@ -187,3 +187,19 @@ func TestValidateArgumentsLargeStringEnumIsLinear(t *testing.T) {
 		t.Errorf(`ValidateArguments(["x","y"]) = %v, want ErrInvalidArguments`, err)
 	}
 }
+
+// A key failing propertyNames is named: the library reports it where no pointer names
+// it (the key is validated on its own), so "maxLength: got 7, want 3" did not say which
+// key of which object. A schema's patternProperties key is a property name too.
+func TestValidationNamesFailingPropertyName(t *testing.T) {
+	r := newRegistry(t)
+	e := mustRegister(t, r, "", withParams("t", `{"type":"object","properties":{"a":{"type":"object","propertyNames":{"maxLength":3}}}}`), "")
+	err := e.ValidateArguments([]byte(`{"a":{"toolong":1,"ok":2}}`))
+	if !errors.Is(err, registry.ErrInvalidArguments) || !strings.Contains(err.Error(), `property name "toolong"`) {
+		t.Errorf("ValidateArguments(key toolong) = %v, want ErrInvalidArguments naming the key", err)
+	}
+	_, err = r.Register("", withParams("p", `{"type":"object","patternProperties":{"^ok$":{},"(?=x)":{}}}`), "")
+	if !errors.Is(err, registry.ErrInvalidSchema) || !strings.Contains(err.Error(), `property name "(?=x)"`) {
+		t.Errorf("Register(patternProperties (?=x)) = %v, want ErrInvalidSchema naming the pattern", err)
+	}
+}
