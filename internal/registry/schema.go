@@ -395,6 +395,14 @@ func schemaError(where string, doc any, err error) error {
 		return fmt.Errorf("%w: %s: reference to %q is not loaded (only the submitted document and the standard metaschemas are available)",
 			ErrInvalidSchema, where, load.URL)
 	}
+	var self *jsonschema.UnsupportedDraftError
+	if errors.As(err, &self) {
+		base, _ := url.Parse(schemaBase)
+		if ptr, ref, ok := findReference(doc, base, self.URL, ""); ok {
+			return fmt.Errorf("%w: %s: $schema %q at %s names the document itself; name a draft (2020-12, 2019-09, draft-07, -06 or -04) or leave it out",
+				ErrInvalidSchema, where, ref, ptr)
+		}
+	}
 	var meta *jsonschema.SchemaValidationError
 	var verr *jsonschema.ValidationError
 	if errors.As(err, &meta) && errors.As(meta.Err, &verr) {
@@ -410,6 +418,21 @@ func schemaError(where string, doc any, err error) error {
 		return fmt.Errorf("%w: %s: not a valid JSON Schema: %s", ErrInvalidSchema, where, strings.Join(msgs, "; "))
 	}
 	return fmt.Errorf("%w: %s: %s", ErrInvalidSchema, where, stripBase(err.Error()))
+}
+
+// refersTo reports whether the value s of reference keyword k names target: resolved
+// against base, or, for $schema, which the library reads as written, without its
+// fragment.
+func refersTo(base *url.URL, k, s, target string) bool {
+	if raw, _, _ := strings.Cut(s, "#"); k == "$schema" && raw == target {
+		return true
+	}
+	u, err := base.Parse(s)
+	if err != nil {
+		return false
+	}
+	u.Fragment, u.RawFragment = "", ""
+	return u.String() == target
 }
 
 func refKeyword(ptr string) string { return ptr[strings.LastIndexByte(ptr, '/')+1:] }
@@ -432,11 +455,8 @@ func findReference(doc any, base *url.URL, target, ptr string) (string, string, 
 		slices.Sort(keys)
 		for _, k := range keys {
 			if s, ok := v[k].(string); ok && (k == "$ref" || k == "$dynamicRef" || k == "$recursiveRef" || k == "$schema") {
-				if u, err := base.Parse(s); err == nil {
-					u.Fragment, u.RawFragment = "", ""
-					if u.String() == target {
-						return ptr + "/" + escapePointer(k), s, true
-					}
+				if refersTo(base, k, s, target) {
+					return ptr + "/" + escapePointer(k), s, true
 				}
 			}
 		}

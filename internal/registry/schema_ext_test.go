@@ -29,6 +29,10 @@ func TestSchemaOutsideReferencesRejected(t *testing.T) {
 		"in array":      {params: `{"type":"object","anyOf":[{"type":"object"},{"$ref":"https://e.com/b"}]}`, pointer: "/anyOf/1/$ref"},
 		"dynamic ref":   {params: `{"type":"object","properties":{"a":{"$dynamicRef":"https://e.com/c#meta"}}}`, pointer: "/properties/a/$dynamicRef"},
 		"custom schema": {params: `{"$schema":"https://example.com/my-meta","type":"object"}`, pointer: "/$schema"},
+		// The library reads $schema as written, not resolved against the document's URL.
+		"relative schema": {params: `{"$schema":"meta.json","type":"object"}`, pointer: "/$schema"},
+		"empty schema":    {params: `{"$schema":"#","type":"object"}`, pointer: "/$schema"},
+		"nested schema":   {params: `{"type":"object","$defs":{"x":{"$id":"https://e.com/x","$schema":"m.json"}}}`, pointer: "/$defs/x/$schema"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -47,6 +51,17 @@ func TestSchemaOutsideReferencesRejected(t *testing.T) {
 				t.Errorf("Register(output %s) = %v, want ErrInvalidSchema", tc.params, err)
 			}
 		})
+	}
+}
+
+// A $schema naming the document itself is refused at its pointer; the library's own
+// message, with the document's internal URL cut out, read `draft "" is not supported`.
+func TestSchemaNamingItselfAsDraftRefused(t *testing.T) {
+	r := newRegistry(t)
+	_, err := r.Register("", withParams("t", `{"$schema":"toolsd://schema/root.json","type":"object"}`), "")
+	if !errors.Is(err, registry.ErrInvalidSchema) || !strings.Contains(err.Error(), `tool "t" parameters`) ||
+		!strings.Contains(err.Error(), " at /$schema ") || strings.Contains(err.Error(), `draft ""`) {
+		t.Errorf("Register($schema naming itself) = %v, want ErrInvalidSchema naming the tool and /$schema", err)
 	}
 }
 
