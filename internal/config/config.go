@@ -148,6 +148,10 @@ const maxAcceptedHold = time.Minute
 // maxCancelGrace bounds limits.cancel_grace: a cancelled batch settles only after it.
 const maxCancelGrace = time.Minute
 
+// maxCoalesce bounds session.coalesce: a batch's early results wait up to it, so a typo
+// (5m for 5ms) must not hold them for minutes; a commit takes milliseconds.
+const maxCoalesce = time.Second
+
 // maxRequestBytes bounds limits.max_request_bytes: a call's arguments, which the request
 // bounds, are logged as sent in one session log event, so they must fit one with room
 // for the event's ids and names (a MiB is ample).
@@ -729,8 +733,8 @@ func (c *Config) check() []*fieldError {
 	if n := c.Limits.OutboxSize; n > maxOutboxSize {
 		bad("limits.outbox_size", "%d, over the most, %d (each batch stream allocates this many places)", n, maxOutboxSize)
 	}
-	if c.Session.Coalesce < 0 {
-		bad("session.coalesce", "must not be negative")
+	if k := c.Session.Coalesce; k < 0 || k > Duration(maxCoalesce) {
+		bad("session.coalesce", "%v is not between 0 and %v", k.D(), maxCoalesce)
 	}
 	for field, v := range map[string]int64{
 		"session.hot_for":                int64(c.Session.HotFor),

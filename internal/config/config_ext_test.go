@@ -114,6 +114,14 @@ func TestZeroableDurations(t *testing.T) {
 			t.Errorf("Parse(cancel_grace: %s) = %v, want ErrInvalid naming limits.cancel_grace", bad, err)
 		}
 	}
+	for _, bad := range []string{"5m", "2s", "-1ms"} {
+		if _, err := config.Parse([]byte("session: {coalesce: "+bad+"}\n"), "t.yaml"); !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "session.coalesce") {
+			t.Errorf("Parse(coalesce: %s) = %v, want ErrInvalid naming session.coalesce", bad, err)
+		}
+	}
+	if _, err := config.Parse([]byte("session: {coalesce: 1s}\n"), "t.yaml"); err != nil {
+		t.Errorf("Parse(coalesce: 1s) = %v, want it accepted", err)
+	}
 }
 
 // TestHookLimits checks the two hook caps: their defaults, an override, and a cap of 0
