@@ -143,13 +143,14 @@ func (c *conn) unlockSend() {
 
 // send sends m while holding the send slot; sent is set just before m is written. A
 // ctx that ended, or passed its deadline, while it waited for the slot sends nothing
-// (see [tool.Ended]).
+// (see [tool.Ended]), nor does a stream whose teardown began: lockSend may still take
+// a free slot then, and the provider would get m only to be told goodbye.
 func (c *conn) send(ctx context.Context, m *toolsdv1.ProviderServiceConnectResponse, sent *atomic.Bool) error {
 	if !c.lockSend(ctx) {
 		return errSendAborted
 	}
 	defer c.unlockSend()
-	if c.sendClosed.Load() {
+	if c.sendClosed.Load() || c.isStopped() {
 		return errSendClosed
 	}
 	if tool.Ended(ctx) {

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"testing"
@@ -117,5 +118,47 @@ func TestFailPendingTellsUnsentCalls(t *testing.T) {
 	}
 	if r := <-unsent.done; r.Code() != tool.CodeProviderUnavailable {
 		t.Errorf("the call never sent ended %s, want PROVIDER_UNAVAILABLE", r.Code())
+	}
+}
+
+// watchedSender keeps what is sent and runs onSend after each Send.
+type watchedSender struct {
+	mu     sync.Mutex
+	sent   []*toolsdv1.ProviderServiceConnectResponse
+	onSend func()
+}
+
+func (s *watchedSender) Send(m *toolsdv1.ProviderServiceConnectResponse) error {
+	s.mu.Lock()
+	s.sent = append(s.sent, m)
+	s.mu.Unlock()
+	s.onSend()
+	return nil
+}
+
+// TestNoExecuteOnceTeardownBegan: a call that takes the send slot after the stream's
+// teardown began (the slot happened to be free, or a waiter won it over the stop) is not
+// sent: it is PROVIDER_UNAVAILABLE, never on the stream, rather than an execute the
+// provider gets just before its goodbye and a PROVIDER_GONE that says the tool may have run.
+func TestNoExecuteOnceTeardownBegan(t *testing.T) {
+	b := New(noRegistrar{}, WithLimits(Limits{CancelGrace: -1}))
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	out := &watchedSender{onSend: cancel} // an execute sent ends the call's wait
+	c := b.newConn(t.Context(), out)
+	c.maxInFlight = 1
+	close(c.welcomed)
+	b.mu.Lock()
+	b.conns[c.id] = c
+	b.mu.Unlock()
+	c.stop() // the teardown has begun: it has not taken the send slot yet
+	r := b.Call(ctx, c.id, &tool.Exec{Call: tool.Call{CallID: "c", Name: "t", Arguments: []byte(`{}`)}}, 1)
+	if r.Code() != tool.CodeProviderUnavailable {
+		t.Errorf("Call on a stream being torn down = %v, want PROVIDER_UNAVAILABLE", r)
+	}
+	out.mu.Lock()
+	defer out.mu.Unlock()
+	for _, m := range out.sent {
+		t.Errorf("sent after the teardown began: %v", m)
 	}
 }
