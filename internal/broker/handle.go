@@ -181,8 +181,10 @@ func (b *Broker) registerOne(c *conn, scope string, d *toolsdv1.ToolDefinition) 
 		c.log.Debug("tool registered", zap.String("scope", scope), zap.String("tool", st.Name))
 		return st
 	}
-	// Cut: a refused scope may be megabytes, and this is logged for every tool of the message.
-	c.log.Info("tool registration rejected", zap.String("scope", textcut.Ellipsis(scope, maxLoggedScope)), zap.String("tool", st.Name),
+	// Cut: a refused scope may be megabytes, and this is logged for every tool of the
+	// message; a refused name may be as long as the message.
+	c.log.Info("tool registration rejected", zap.String("scope", textcut.Ellipsis(scope, maxLoggedScope)),
+		zap.String("tool", textcut.Ellipsis(st.Name, textcut.MaxLoggedID)),
 		zap.String("code", st.ErrorCode), zap.Error(err))
 	return st
 }

@@ -107,3 +107,26 @@ func TestInvalidResultLineCutsTheCallID(t *testing.T) {
 		t.Errorf("call_id logged as %d bytes, want its start, at most 256", len(id))
 	}
 }
+
+// TestRejectedToolNameIsLoggedBounded: a refused tool's name is the provider's, of any
+// size its message may have (a name that long is refused for its length); the "tool
+// registration rejected" line quotes it cut, as it does the scope, so a provider
+// registering megabyte names cannot write megabytes of log per tool.
+func TestRejectedToolNameIsLoggedBounded(t *testing.T) {
+	observed, logs := observer.New(zap.InfoLevel)
+	srv := brokertest.Start(t, brokertest.NewRegistrar(), broker.WithLogger(zap.New(observed)))
+	r := helloRaw(t, srv, "raw", 0)
+	def := toolDef(strings.Repeat("n", 1<<20))
+	def.MaxContentBytes = -1 // refused by the broker itself
+	r.send(registerMsg(1, "", def))
+	if sts := r.next().GetRegisterResult().GetTools(); len(sts) != 1 || sts[0].GetErrorCode() == "" {
+		t.Fatalf("register statuses = %v, want one refusal", sts)
+	}
+	lines := logs.FilterMessage("tool registration rejected").All()
+	if len(lines) != 1 {
+		t.Fatalf("%d \"tool registration rejected\" lines, want 1", len(lines))
+	}
+	if v, _ := lines[0].ContextMap()["tool"].(string); len(v) > 256 || !strings.HasPrefix(v, "nnnn") {
+		t.Errorf("tool logged as %d bytes, want its start, at most 256", len(v))
+	}
+}
