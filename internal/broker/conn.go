@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/internal/streamgate"
@@ -64,6 +65,8 @@ type conn struct {
 	queued  []*toolsdv1.ProviderServiceConnectResponse // cancels and registration answers
 	tools   map[ToolRef]struct{}
 	closed  bool
+
+	queuedBytes int // the encoded size of queued
 
 	// live guards the receive loop's processing of a message. The teardown retires it,
 	// so nothing the loop does (a log line, a delivery) follows the end of the handler.
@@ -169,7 +172,7 @@ func (c *conn) write(m *toolsdv1.ProviderServiceConnectResponse) error {
 func (c *conn) flushQueued() {
 	c.mu.Lock()
 	q := c.queued
-	c.queued = nil
+	c.queued, c.queuedBytes = nil, 0
 	c.hasQueued.Store(false)
 	c.mu.Unlock()
 	if c.sendClosed.Load() {
@@ -220,23 +223,31 @@ func (c *conn) post(m *toolsdv1.ProviderServiceConnectResponse) {
 	}()
 }
 
-// maxQueued bounds the messages waiting for the send slot. A provider that lets more
-// pile up is not reading its stream; the supervisor ends the stream.
-const maxQueued = 4096
+// maxQueued and maxQueuedBytes bound the messages waiting for the send slot. A provider
+// that lets more pile up is not reading its stream; the supervisor ends the stream. The
+// bytes count because a registration answer echoes its tools' names: maxQueued answers
+// to large registrations would hold gigabytes. An empty queue takes one message of any
+// size.
+const (
+	maxQueued      = 4096
+	maxQueuedBytes = 64 << 20
+)
 
 // enqueue queues m for the next holder of the send slot to send. It reports false, and
 // drops m, once the stream is closed or the queue is full.
 func (c *conn) enqueue(m *toolsdv1.ProviderServiceConnectResponse) bool {
+	size := proto.Size(m)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return false
 	}
-	if len(c.queued) >= maxQueued {
+	if len(c.queued) >= maxQueued || (len(c.queued) > 0 && c.queuedBytes+size > maxQueuedBytes) {
 		c.overflowed.Do(func() { close(c.overflow) })
 		return false
 	}
 	c.queued = append(c.queued, m)
+	c.queuedBytes += size
 	c.hasQueued.Store(true)
 	return true
 }
@@ -333,7 +344,7 @@ func (c *conn) failPending() int {
 	c.closed = true
 	pend := c.pending
 	c.pending = nil
-	c.queued = nil
+	c.queued, c.queuedBytes = nil, 0
 	c.mu.Unlock()
 	for _, p := range pend {
 		if !p.sent.Load() { // still waiting for the send slot: the provider never saw it

@@ -46,8 +46,8 @@ func (b *Broker) Connect(stream toolsdv1.ProviderService_ConnectServer) error {
 //
 // A provider that stops reading its stream would hold the send slot's holder in Send
 // forever, and with it every call that waits for the slot: past SendTimeout (or with
-// too many messages queued) the provider counts as hung and its stream ends (its calls
-// get PROVIDER_GONE).
+// too many messages, or bytes, queued) the provider counts as hung and its stream ends
+// (its calls get PROVIDER_GONE).
 func (b *Broker) supervise(ctx context.Context, c *conn, recvErr <-chan error) (bool, error) {
 	hello := time.NewTimer(b.limits.HelloTimeout)
 	defer hello.Stop()
@@ -66,7 +66,7 @@ func (b *Broker) supervise(ctx context.Context, c *conn, recvErr <-chan error) (
 			return true, nil
 		case <-c.overflow:
 			return false, rpcerr.Errorf(codes.Unavailable, rpcerr.SlowClient,
-				"broker: provider stopped reading its stream: over %d messages wait to be sent", maxQueued)
+				"broker: provider stopped reading its stream: over %d MiB or %d messages wait to be sent", maxQueuedBytes>>20, maxQueued)
 		case <-helloDue:
 			return false, rpcerr.Errorf(codes.DeadlineExceeded, rpcerr.HelloTimeout, "broker: no hello within %s", b.limits.HelloTimeout)
 		case <-stall.C:

@@ -165,3 +165,33 @@ func TestCallCancelledBeforeItsSendIsNotDispatched(t *testing.T) {
 		t.Errorf("Call() cancelled before its send = %+v, want ABORTED_BEFORE_DISPATCH", r)
 	}
 }
+
+// A registration answer echoes its tools' names, so a provider that sends large
+// registrations without reading leaves large answers queued: once they add up to more
+// than the queue holds in bytes, its stream ends, long before 4096 of them (gigabytes)
+// would.
+func TestLargeQueuedAnswersAreBounded(t *testing.T) {
+	srv := brokertest.Start(t, brokertest.NewRegistrar(), broker.WithLimits(broker.Limits{SendTimeout: time.Minute}))
+	raw := helloRawFixedWindow(t, srv, "flood")
+	for range 4 { // an execute stuck in Send holds the slot
+		goCall(context.Background(), srv.Broker, raw.id, execFor("t", bigArgs))
+	}
+	name := strings.Repeat("n", 1<<20)
+	// Sent from a goroutine of its own: once the stream has ended, a Send may wait until
+	// the end is read (behind the executes the provider does not read).
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		for i := range 100 { // 100 MiB of names, answered twice over (name and NOT_FOUND message)
+			if raw.stream.Send(unregisterMsg(uint64(i+1), "agent/a", name)) != nil {
+				return // the stream ended
+			}
+		}
+	}()
+	srv.Registrar.WaitFor(t, "the stream to end", func() bool { return slices.Contains(srv.Registrar.Removed(), raw.id) })
+	err := raw.end()
+	<-sent
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "wait to be sent") {
+		t.Errorf("stream ended with %v, want Unavailable naming what waits to be sent", err)
+	}
+}
