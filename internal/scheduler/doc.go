@@ -7,7 +7,5 @@
 // It never runs a call's stages itself (that is the [Runner], the pipeline), never decides
 // a tool's mode (the [Moder], the registry), never stores events (the [Log], the session
 // store) and never speaks gRPC or protobuf: the server adapts its stream to a [Sink].
-// A batch is done with every goroutine it used when [Scheduler.Execute] returns; pooled
-// calls run on workers the Scheduler keeps between batches, each of which exits after
-// a short idle time.
+// Every goroutine it starts ends before [Scheduler.Execute] returns.
 package scheduler

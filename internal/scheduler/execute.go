@@ -9,7 +9,7 @@ import (
 )
 
 // Execute runs one batch and returns once every call has a durable result (or the log
-// failed) and no goroutine is still working for the batch.
+// failed) and no goroutine of the batch is left.
 //
 // The plan (one tool/call per call, model order) is appended before anything runs; if
 // that fails nothing runs and the error is returned. Results are appended and handed to

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/toolsd/toolsd/internal/stack"
 	"github.com/toolsd/toolsd/internal/tool"
 )
 
@@ -52,7 +53,7 @@ func (r *run) schedule(ctx context.Context) {
 			}
 			running++
 			r.s.obs.PoolOccupancy(running)
-			r.s.workers.Go(task{r: r, ctx: ctx, i: next, done: done})
+			go r.work(ctx, next, done)
 			next++
 		}
 		if !r.holding(head, running) {
@@ -88,18 +89,11 @@ func (r *run) schedule(ctx context.Context) {
 	}
 }
 
-// task is pooled call i of run r, for a worker.
-type task struct {
-	r    *run
-	ctx  context.Context
-	i    int
-	done chan<- int // told i once the result is in slot i
-}
-
-// work runs pooled call t.i and reports its completion; the send is its last use of t.
-func work(t task) {
-	t.r.slots[t.i].result = t.r.s.runCall(t.ctx, &t.r.slots[t.i].exec)
-	t.done <- t.i
+// work runs pooled call i and reports its completion; the send is its last action.
+func (r *run) work(ctx context.Context, i int, done chan<- int) {
+	stack.Reserve(i)
+	r.slots[i].result = r.s.runCall(ctx, &r.slots[i].exec)
+	done <- i
 }
 
 // holding reports whether the ready results from head stay uncommitted for now. With a

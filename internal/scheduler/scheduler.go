@@ -8,7 +8,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/toolsd/toolsd/internal/tool"
-	"github.com/toolsd/toolsd/internal/workers"
 )
 
 // ErrSeqCount is returned when the [Log] answers an append with a different number of
@@ -131,7 +130,6 @@ type Scheduler struct {
 	logger          *zap.Logger
 	obs             Observer
 	commitDelay     time.Duration
-	workers         *workers.Pool[task] // runs pooled calls
 }
 
 // New returns a Scheduler that runs calls with run, reads their modes from mode (nil: every
@@ -148,8 +146,7 @@ func New(run Runner, mode Moder, log Log, opts ...Option) *Scheduler {
 		opt(&o)
 	}
 	return &Scheduler{run: run, mode: mode, log: log, maxParallel: o.maxParallel, maxContextBytes: o.maxContextBytes,
-		logger: o.logger, obs: o.observer, commitDelay: o.commitDelay,
-		workers: workers.New(work, 0)}
+		logger: o.logger, obs: o.observer, commitDelay: o.commitDelay}
 }
 
 // limit is the pool bound of a batch asking for req parallel calls.

@@ -11,8 +11,6 @@ import (
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
-
-	"github.com/toolsd/toolsd/internal/workers"
 )
 
 // ErrRunning is returned by [Provider.Run] and [Provider.Serve] when the provider is
@@ -155,8 +153,6 @@ type Provider struct {
 	// session's stream); idle is closed while there are none.
 	handlers map[*running]struct{}
 	idle     chan struct{}
-	// workers run the handlers on goroutines kept between calls.
-	workers *workers.Pool[handlerTask]
 }
 
 // New returns a provider that introduces itself to toolsd as name.
@@ -176,7 +172,6 @@ func New(name string, opts ...Option) *Provider {
 		byName:   make(map[string]*toolImpl),
 		handlers: make(map[*running]struct{}),
 		idle:     idle,
-		workers:  workers.New(runHandler, 0),
 	}
 }
 

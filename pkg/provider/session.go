@@ -440,8 +440,8 @@ func (s *session) retook(name string) {
 	}
 }
 
-// execute starts the call's handler on a goroutine of its own while it runs (one of the
-// provider's kept workers), with a context derived from the session's callCtx.
+// execute starts the call's handler on its own goroutine, with a context derived from
+// the session's callCtx.
 func (s *session) execute(req *toolsdv1.ExecuteRequest) {
 	id := req.GetRequestId()
 	t := s.p.lookup(req.GetTool())
@@ -483,21 +483,8 @@ func (s *session) execute(req *toolsdv1.ExecuteRequest) {
 		Deadline:  deadline,
 		run:       r,
 	}
-	s.p.workers.Go(handlerTask{s: s, ctx: ctx, r: r, t: t, call: call, args: req.GetArgumentsJson()})
+	go s.run(ctx, r, t, call, req.GetArgumentsJson())
 }
-
-// handlerTask is one call's handler run, for a worker.
-type handlerTask struct {
-	s    *session
-	ctx  context.Context
-	r    *running
-	t    *toolImpl
-	call Call
-	args string
-}
-
-// runHandler runs h's handler on a worker.
-func runHandler(h handlerTask) { h.s.run(h.ctx, h.r, h.t, h.call, h.args) }
 
 // refuse answers a call that cannot run with an error, unless the session has ended.
 func (s *session) refuse(id uint64, msg string) {
@@ -516,6 +503,7 @@ func (s *session) refuse(id uint64, msg string) {
 // deferred call, so that a handler that ends its goroutine (runtime.Goexit, as
 // t.FailNow does) still answers, with an error.
 func (s *session) run(ctx context.Context, r *running, t *toolImpl, call Call, args string) {
+	reserveStack(r.id)
 	defer s.p.untrack(r)
 	defer r.cancel()
 	var res *toolsdv1.ExecuteResult
