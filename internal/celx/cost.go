@@ -19,8 +19,8 @@ const traversalFactor = 0.1
 
 // SizedOperatorCosts charges the concatenation and ordering operators by the size of
 // their operands when those are strings or bytes, equality and membership in a list by
-// what they compare, nested values included, and conversions and size by the text they
-// read. CEL's standard cost model charges them
+// what they compare, nested values included, membership in a map by the key it hashes,
+// and conversions and size by the text they read. CEL's standard cost model charges them
 // so only when the checker picked one overload; on dyn operands (`args.a + args.b`,
 // where args is a map of dyn) it charges 1 whatever the size, so a comprehension
 // concatenating a megabyte of arguments per iteration would run for seconds and allocate
@@ -156,10 +156,14 @@ func scaled(units float64) *uint64 {
 // CEL charges membership by the list's size only when the checker knows the operand is
 // a list; on dyn (`x in args.items`) it charges 1, and the same call nested in a
 // comprehension over another argument compared billions of elements within the limit.
+// Membership in a map is one lookup, charged by the string or bytes key it hashes.
 func inListCost(x, list ref.Val) *uint64 {
 	l, ok := list.(traits.Lister)
 	if !ok {
-		return nil // a map: one lookup
+		if n, isText := byteSize(x); isText {
+			return scaled(float64(n))
+		}
+		return nil
 	}
 	elems, units := uint64(0), 0.0
 	for it := l.Iterator(); it.HasNext() == types.True; elems++ {

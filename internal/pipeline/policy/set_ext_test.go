@@ -253,6 +253,30 @@ rules:
 	}
 }
 
+// TestConditionCostCountsHashedKeys: `x in map` was charged 1 whatever the key, and a
+// lookup hashes the whole key, so a comprehension testing a 4 MB argument's membership
+// in a map argument hashed 40 GB within the cost limit (1.5 seconds of a core). It is now
+// charged by the key it reads.
+func TestConditionCostCountsHashedKeys(t *testing.T) {
+	s := mustParse(t, `
+rules:
+  - tool: t
+    when: 'args.parts.exists(p, args.k in args.m)'
+    decision: deny
+`)
+	parts := "[" + strings.TrimSuffix(strings.Repeat("1,", 1000), ",") + "]"
+	m := `{"a":1,"b":1,"c":1,"d":1,"e":1,"f":1,"g":1,"h":1,"i":1}`
+	args := fmt.Sprintf(`{"parts":%s,"m":%s,"k":%q}`, parts, m, strings.Repeat("z", 1<<20))
+	v := s.PreExecute(t.Context(), exec("g", "t", args), nil)
+	if v.Decision != pipeline.Deny || !strings.HasSuffix(v.UserReason, "actual cost limit exceeded") {
+		t.Errorf("PreExecute(1,000 lookups of a 1 MB key) = %+v, want a fail-closed deny over the cost limit", v)
+	}
+	small := fmt.Sprintf(`{"parts":%s,"m":%s,"k":"j"}`, parts, m)
+	if v := s.PreExecute(t.Context(), exec("g", "t", small), nil); v.Decision != pipeline.Abstain {
+		t.Errorf("PreExecute(1,000 lookups of a short key) = %+v, want abstain", v)
+	}
+}
+
 // TestConditionCostCountsParsedText: conversions and size read their whole text, and CEL
 // charged them 1 on a dyn argument, so a comprehension converting a half-megabyte
 // argument at every step parsed gigabytes within the cost limit (double() for 25
