@@ -139,6 +139,25 @@ func TestPolicyDefaultDecision(t *testing.T) {
 	}
 }
 
+// TestDefaultDecisionOutOfRangeDenies: a participant's decision outside the enum counts
+// as Deny, and so does a default outside it; it let every call of an all-abstaining
+// policy run.
+func TestDefaultDecisionOutOfRangeDenies(t *testing.T) {
+	bad := pipeline.Decision(9)
+	for name, opt := range map[string]pipeline.Option{
+		"config": pipeline.WithConfig(pipeline.Config{DefaultDecision: bad}),
+		"policy": pipeline.WithPolicy(&fakePolicy{def: bad}),
+	} {
+		t.Run(name, func(t *testing.T) {
+			disp := returning(tool.Result{Content: "ran"})
+			p := pipeline.New(staticResolver(newTool("echo")), disp, opt)
+			if r := p.Run(t.Context(), newExec("echo", `{}`)); r.Code() != tool.CodeDenied || disp.count() != 0 {
+				t.Errorf("Run() with default %s = %+v after %d dispatches, want DENIED without dispatch", bad, r, disp.count())
+			}
+		})
+	}
+}
+
 func TestResultObserversSeeFinalOutcome(t *testing.T) {
 	clock := newClock()
 	disp := &dispatcher{fn: func(context.Context, int, pipeline.Tool, *tool.Exec) tool.Result {

@@ -202,7 +202,8 @@ func (s *snapshot) preVerdict(ctx context.Context, st *callState, e *tool.Exec, 
 		consult(p)
 	}
 	if v.Decision == Abstain {
-		v, by = Verdict{Decision: s.cfg.DefaultDecision}, "default"
+		// An out-of-range default fails closed, as a participant's decision does.
+		v, by = Verdict{Decision: s.cfg.DefaultDecision.strength()}, "default"
 	}
 	return v, by
 }
