@@ -27,14 +27,23 @@ var celEnv = sync.OnceValues(func() (*cel.Env, error) {
 	)
 })
 
-// compile type-checks expr to want (or dyn, checked at evaluation) and plans it.
+// compile type-checks expr to want (or dyn, checked at evaluation) and plans it. Macros
+// nested more than [celx.MaxComprehensionNesting] deep are refused before the check,
+// whose time is cubic in their depth (seconds for a line of nested maps on a reload).
 func compile(expr string, want *cel.Type) (cel.Program, error) {
 	env, err := celEnv()
 	if err != nil {
 		return nil, fmt.Errorf("cel environment: %w", err)
 	}
-	ast, iss := env.Compile(expr)
+	ast, iss := env.Parse(expr)
 	if iss.Err() != nil {
+		return nil, iss.Err()
+	}
+	if loc, deep := celx.DeepComprehension(ast); deep {
+		return nil, fmt.Errorf("ERROR: <input>:%d:%d: macros (all, exists, map, ...) nest more than %d deep",
+			loc.Line(), loc.Column()+1, celx.MaxComprehensionNesting)
+	}
+	if ast, iss = env.Check(ast); iss.Err() != nil {
 		return nil, iss.Err()
 	}
 	if out := ast.OutputType(); !out.IsExactType(want) && !out.IsExactType(cel.DynType) {

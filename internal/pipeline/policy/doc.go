@@ -30,7 +30,7 @@
 //
 // CEL conditions see `args` (the call's arguments as a map), `scope` and `tool`; they
 // are type-checked at parse time (conditions to bool, mode expressions to string, dyn
-// being checked when evaluated) and run under a cost limit. A condition that fails at
+// being checked when evaluated; macros nest at most 8 deep) and run under a cost limit. A condition that fails at
 // run time — a missing key, a cost overrun — makes its rule deny: the policy fails
 // closed. Guard optional fields with has(args.x). A failing mode expression makes the
 // call exclusive.
