@@ -20,7 +20,8 @@ const traversalFactor = 0.1
 // SizedOperatorCosts charges the concatenation and ordering operators by the size of
 // their operands when those are strings or bytes, equality and membership in a list by
 // what they compare, nested values included, membership in a map by the key it hashes,
-// and conversions and size by the text they read. CEL's standard cost model charges them
+// conversions and size by the text they read, and a timestamp's field in a time zone by
+// the zone's name. CEL's standard cost model charges them
 // so only when the checker picked one overload; on dyn operands (`args.a + args.b`,
 // where args is a map of dyn) it charges 1 whatever the size, so a comprehension
 // concatenating a megabyte of arguments per iteration would run for seconds and allocate
@@ -41,6 +42,9 @@ func (sizedOperators) CallCost(function, _ string, args []ref.Val, _ ref.Val) *u
 		return scaled(float64(minWeight(args[0], args[1])))
 	case operators.In:
 		return inListCost(args[0], args[1])
+	}
+	if isTimeAccessor(function) {
+		return zoneCost(args[1])
 	}
 	a, aok := byteSize(args[0])
 	b, bok := byteSize(args[1])
@@ -141,6 +145,29 @@ func readCost(function string, arg ref.Val) *uint64 {
 		if s, ok := arg.(types.String); ok { // bytes know their size
 			return scaled(float64(len(s)))
 		}
+	}
+	return nil
+}
+
+// isTimeAccessor reports whether fn reads a field of a timestamp, which with a second
+// argument is in that time zone.
+func isTimeAccessor(fn string) bool {
+	switch fn {
+	case overloads.TimeGetFullYear, overloads.TimeGetMonth, overloads.TimeGetDayOfYear,
+		overloads.TimeGetDate, overloads.TimeGetDayOfMonth, overloads.TimeGetDayOfWeek,
+		overloads.TimeGetHours, overloads.TimeGetMinutes, overloads.TimeGetSeconds,
+		overloads.TimeGetMilliseconds:
+		return true
+	}
+	return false
+}
+
+// zoneCost charges a timestamp accessor by the time zone name it reads: looking one up
+// searches the zone files for it and an unknown one is quoted whole in its error. CEL
+// charges the accessor 1 whatever the name.
+func zoneCost(zone ref.Val) *uint64 {
+	if s, ok := zone.(types.String); ok {
+		return scaled(float64(len(s)))
 	}
 	return nil
 }

@@ -280,7 +280,9 @@ rules:
 // TestConditionCostCountsParsedText: conversions and size read their whole text, and CEL
 // charged them 1 on a dyn argument, so a comprehension converting a half-megabyte
 // argument at every step parsed gigabytes within the cost limit (double() for 25
-// seconds, timestamp() for 50). Each is now charged by the text it reads.
+// seconds, timestamp() for 50). Each is now charged by the text it reads, and so is the
+// time zone of a timestamp's accessor (getHours(args.tz) with a megabyte zone name ran
+// 40 seconds: each lookup searches the zone files for it and quotes it in its error).
 func TestConditionCostCountsParsedText(t *testing.T) {
 	tests := map[string]string{
 		"double":   `double(args.s) > 1.0`,
@@ -291,6 +293,7 @@ func TestConditionCostCountsParsedText(t *testing.T) {
 		"string":   `string(bytes(args.s)) == "x"`,
 		"size":     `size(args.s) == 0`,
 		"member":   `args.s.size() == 0`,
+		"timezone": `timestamp(0).getHours(args.s) == 1`,
 	}
 	parts := "[" + strings.TrimSuffix(strings.Repeat("1,", 1000), ",") + "]"
 	zeros := strings.Repeat("0", 20000)
