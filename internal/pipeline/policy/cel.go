@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/interpreter"
 
 	"github.com/toolsd/toolsd/internal/celx"
 	"github.com/toolsd/toolsd/internal/textcut"
@@ -49,7 +50,9 @@ func compile(expr string, want *cel.Type) (cel.Program, error) {
 	if out := ast.OutputType(); !out.IsExactType(want) && !out.IsExactType(cel.DynType) {
 		return nil, fmt.Errorf("expression has type %s, want %s", out, want)
 	}
-	return env.Program(ast, cel.CostLimit(CostLimit), cel.InterruptCheckFrequency(100), celx.SizedOperatorCosts())
+	// Patterns are literals (see celx): compiled once here, not at every match.
+	return env.Program(ast, cel.CostLimit(CostLimit), cel.InterruptCheckFrequency(100), celx.SizedOperatorCosts(),
+		cel.OptimizeRegex(interpreter.MatchesRegexOptimization))
 }
 
 // vars is the activation of one call: its arguments decoded once.

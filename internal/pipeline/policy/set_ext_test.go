@@ -3,6 +3,7 @@ package policy_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -306,6 +307,28 @@ func TestConditionCostCountsParsedText(t *testing.T) {
 				t.Errorf("PreExecute(1,000 times %s of 20 KB) = %+v, want a fail-closed deny over the cost limit", cond, v)
 			}
 		})
+	}
+}
+
+// TestConditionPatternsCompileOnce: a rule's matches() pattern was compiled again at
+// every match, which the cost limit does not charge (a match of an empty text costs
+// nothing), so a rule matching each element of a list argument against a pattern of
+// some 3,000 instructions compiled it per element: 1,000 empty strings allocated a
+// gigabyte, and 10,000 took 16 seconds, within the cost limit. It is compiled at parse.
+func TestConditionPatternsCompileOnce(t *testing.T) {
+	s := mustParse(t, `
+rules:
+  - tool: t
+    when: 'args.parts.exists(p, p.matches("[a-z]{0,1000}[0-9]{0,1000}x"))'
+    decision: deny
+`)
+	args := fmt.Sprintf(`{"parts":[%s]}`, strings.TrimSuffix(strings.Repeat(`"",`, 1000), ","))
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	v := s.PreExecute(t.Context(), exec("g", "t", args), nil)
+	runtime.ReadMemStats(&after)
+	if n := after.TotalAlloc - before.TotalAlloc; v.Decision != pipeline.Abstain || n > 64<<20 {
+		t.Errorf("PreExecute(1,000 matches of an empty text) = %+v after allocating %d bytes, want abstain within 64 MiB", v, n)
 	}
 }
 
