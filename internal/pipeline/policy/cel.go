@@ -60,7 +60,9 @@ func vars(c *tool.Call) (map[string]any, error) {
 	args := map[string]any{}
 	if len(c.Arguments) > 0 {
 		if err := json.Unmarshal(c.Arguments, &args); err != nil {
-			return nil, fmt.Errorf("arguments are not a JSON object: %w", err)
+			// Validated arguments are an object, but one may hold a number beyond a
+			// float64's range (1e399), which the decoder refuses.
+			return nil, fmt.Errorf("arguments cannot be decoded: %w", err)
 		}
 	}
 	return map[string]any{"args": args, "scope": c.Scope, "tool": c.Name}, nil

@@ -88,7 +88,9 @@ rules:
 	}{
 		"missing key":        {e: exec("g", "echo", `{"other":1}`), wantDetail: "config.yaml:6:11: rules[1].when: no such key: text"},
 		"cost limit":         {e: exec("g", "loop", fmt.Sprintf(`{"items":[%s]}`, items)), wantDetail: "config.yaml:10:11: rules[2].when: operation cancelled: actual cost limit exceeded"},
-		"arguments not JSON": {e: exec("g", "echo", `{"text":`), wantDetail: "config.yaml:6:11: rules[1].when: arguments are not a JSON object"},
+		"arguments not JSON": {e: exec("g", "echo", `{"text":`), wantDetail: "config.yaml:6:11: rules[1].when: arguments cannot be decoded: unexpected end of JSON input"},
+		// Valid arguments (an exponent within ±400) that a float64 cannot hold.
+		"number out of range": {e: exec("g", "echo", `{"text":"x","n":1e399}`), wantDetail: "config.yaml:6:11: rules[1].when: arguments cannot be decoded: json: cannot unmarshal number 1e399"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
