@@ -38,7 +38,7 @@ func compile(expr string, want *cel.Type) (cel.Program, error) {
 	}
 	ast, iss := env.Parse(expr)
 	if iss.Err() != nil {
-		return nil, iss.Err()
+		return nil, parseError(iss)
 	}
 	if loc, deep := celx.DeepComprehension(ast); deep {
 		return nil, fmt.Errorf("ERROR: <input>:%d:%d: macros (all, exists, map, ...) nest more than %d deep",
@@ -53,6 +53,18 @@ func compile(expr string, want *cel.Type) (cel.Program, error) {
 	// Patterns are literals (see celx): compiled once here, not at every match.
 	return env.Program(ast, cel.CostLimit(CostLimit), cel.InterruptCheckFrequency(100), celx.SizedOperatorCosts(),
 		cel.OptimizeRegex(interpreter.MatchesRegexOptimization))
+}
+
+// parseError is a failed parse's error as CEL prints it, except that an error without a
+// location (the parser's recursion limit, which ends the parse) is placed at 1:1, as
+// other errors name their line:column, rather than at -1:0.
+func parseError(iss *cel.Issues) error {
+	for _, e := range iss.Errors() {
+		if e.Location.Line() < 1 {
+			return fmt.Errorf("ERROR: <input>:1:1: %s", e.Message)
+		}
+	}
+	return iss.Err()
 }
 
 // vars is the activation of one call: its arguments decoded once.

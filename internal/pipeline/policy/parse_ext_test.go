@@ -230,6 +230,10 @@ func TestParseErrors(t *testing.T) {
 			src:  "tools:\n  cat: {max_result_bytes: 8388609}\n",
 			want: "config.yaml:2:27: tools.cat.max_result_bytes: 8388609 bytes, over the most, 8388608 (8MiB, as limits.max_result_bytes)",
 		},
+		"too deeply nested to parse": {
+			src:  "rules:\n  - when: '" + strings.Repeat("(", 300) + "true" + strings.Repeat(")", 300) + "'\n    decision: deny\n",
+			want: "config.yaml:2:11: rules[0].when: ERROR: <input>:1:1: expression recursion limit exceeded: 250",
+		},
 		"macros nested too deep": {
 			src:  "rules:\n  - when: '" + strings.Repeat("[1].all(x, ", 9) + "true" + strings.Repeat(")", 9) + "'\n    decision: deny\n",
 			want: "config.yaml:2:11: rules[0].when: ERROR: <input>:1:96: macros (all, exists, map, ...) nest more than 8 deep",
