@@ -156,3 +156,31 @@ func TestRunDialFailureClosesOpened(t *testing.T) {
 		t.Errorf("Run() closed %d agents, want 2", closed.Load())
 	}
 }
+
+// gatedAgent's batches end only once release is closed.
+type gatedAgent struct{ release <-chan struct{} }
+
+func (a gatedAgent) Do(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-a.release:
+		return nil
+	}
+}
+
+func (gatedAgent) Close() error { return nil }
+
+// TestRunFailsEmptyWindow: a target so slow that no batch completes inside the window
+// fails the run instead of reporting a p50 of 0 and 0 calls/s as a measurement.
+func TestRunFailsEmptyWindow(t *testing.T) {
+	release := make(chan struct{})
+	w := load.Workload{Name: "w", Agents: 2, BatchSize: 1, ArgBytes: 11, Duration: time.Millisecond}
+	dial := func(context.Context, int, load.Workload) (load.Agent, error) {
+		return gatedAgent{release: release}, nil
+	}
+	res, err := load.Run(t.Context(), w, dial, load.WithWindowHooks(nil, func() { close(release) }))
+	if !errors.Is(err, load.ErrEmptyWindow) {
+		t.Errorf("Run() = %+v, %v, want %v", res, err, load.ErrEmptyWindow)
+	}
+}

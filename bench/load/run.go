@@ -8,10 +8,14 @@ import (
 	"time"
 )
 
+// ErrEmptyWindow reports a run in which no batch completed inside the measured window:
+// it has no latency or throughput to report, only a target too slow for the window.
+var ErrEmptyWindow = errors.New("load: no batch completed in the measured window")
+
 // Run dials w.Agents agents, drives each through back-to-back batches for w.Warmup plus
 // w.Duration, and summarizes the batches completed in the measured window. Every agent
 // goroutine has ended when Run returns. The first failed batch cancels the run and is
-// returned.
+// returned; a window in which no batch completed is [ErrEmptyWindow].
 func Run(ctx context.Context, w Workload, dial Dialer, opts ...Option) (Result, error) {
 	if err := w.Validate(); err != nil {
 		return Result{}, err
@@ -55,7 +59,11 @@ func Run(ctx context.Context, w Workload, dial Dialer, opts ...Option) (Result, 
 	for _, s := range spans {
 		all = append(all, s...)
 	}
-	return summarize(w, all, from, to), nil
+	res := summarize(w, all, from, to)
+	if res.Batches == 0 {
+		return Result{}, fmt.Errorf("%w: %s (%v)", ErrEmptyWindow, w.Name, res.Window)
+	}
+	return res, nil
 }
 
 // window waits out the warm-up, opens the measured window, keeps it open for w.Duration
