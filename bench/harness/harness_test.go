@@ -305,3 +305,16 @@ func readSummaryJSON(t *testing.T, dir string) map[string]any {
 	}
 	return m
 }
+
+// TestProbeSizesPositive: a probe size below 1 is refused at the command line; -idle-streams 0
+// or -inflight-calls 0 divided 0 by 0 after the whole run and summary.json could not be
+// written (NaN), -schema-calls 0 reported a p50 of 0 µs, and negative sizes panicked.
+func TestProbeSizesPositive(t *testing.T) {
+	for _, flag := range []string{"-schema-tools", "-schema-calls", "-idle-streams", "-inflight-calls"} {
+		for _, v := range []string{"0", "-1"} {
+			if c, err := parseFlags([]string{flag, v}); err == nil {
+				t.Errorf("parseFlags(%s %s) = %+v, want an error", flag, v, c)
+			}
+		}
+	}
+}

@@ -77,6 +77,10 @@ func parseFlags(args []string) (config, error) {
 	if c.runs < 1 || c.duration <= 0 || c.warmup < 0 {
 		return c, fmt.Errorf("runs %d, warm-up %v, duration %v: want runs >= 1 and a positive window", c.runs, c.warmup, c.duration)
 	}
+	if min(c.schemaTools, c.schemaCalls, c.idleStreams, c.inflightCalls) < 1 {
+		return c, fmt.Errorf("schema-tools %d, schema-calls %d, idle-streams %d, inflight-calls %d: want every probe size >= 1",
+			c.schemaTools, c.schemaCalls, c.idleStreams, c.inflightCalls)
+	}
 	return c, nil
 }
 
