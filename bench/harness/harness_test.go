@@ -318,3 +318,15 @@ func TestProbeSizesPositive(t *testing.T) {
 		}
 	}
 }
+
+// TestQuickKeepsExplicitFlags: -quick shortens what the command line leaves unset and
+// keeps what it sets, as -paired does.
+func TestQuickKeepsExplicitFlags(t *testing.T) {
+	c, err := parseFlags([]string{"-quick", "-runs", "3", "-duration", "2s", "-idle-streams", "1000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.runs != 3 || c.duration != 2*time.Second || c.idleStreams != 1000 || c.warmup != 200*time.Millisecond || c.schemaCalls != 50 {
+		t.Errorf("parseFlags(-quick -runs 3 -duration 2s -idle-streams 1000) = %+v, want those three kept and the rest quick", c)
+	}
+}

@@ -60,19 +60,21 @@ func parseFlags(args []string) (config, error) {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if c.paired {
-		for name, apply := range map[string]func(){
+		applyUnset(set, map[string]func(){
 			"runs":     func() { c.runs = 9 },
 			"warmup":   func() { c.warmup = 300 * time.Millisecond },
 			"duration": func() { c.duration = time.Second },
-		} {
-			if !set[name] {
-				apply()
-			}
-		}
+		})
 	}
 	if c.quick {
-		c.runs, c.warmup, c.duration = 1, 200*time.Millisecond, 700*time.Millisecond
-		c.schemaCalls, c.idleStreams, c.inflightCalls = 50, 200, 100
+		applyUnset(set, map[string]func(){
+			"runs":           func() { c.runs = 1 },
+			"warmup":         func() { c.warmup = 200 * time.Millisecond },
+			"duration":       func() { c.duration = 700 * time.Millisecond },
+			"schema-calls":   func() { c.schemaCalls = 50 },
+			"idle-streams":   func() { c.idleStreams = 200 },
+			"inflight-calls": func() { c.inflightCalls = 100 },
+		})
 	}
 	if c.runs < 1 || c.duration <= 0 || c.warmup < 0 {
 		return c, fmt.Errorf("runs %d, warm-up %v, duration %v: want runs >= 1 and a positive window", c.runs, c.warmup, c.duration)
@@ -82,6 +84,16 @@ func parseFlags(args []string) (config, error) {
 			c.schemaTools, c.schemaCalls, c.idleStreams, c.inflightCalls)
 	}
 	return c, nil
+}
+
+// applyUnset runs the default of every flag the command line did not set: a mode's
+// defaults never override what the user asked for.
+func applyUnset(set map[string]bool, defaults map[string]func()) {
+	for name, apply := range defaults {
+		if !set[name] {
+			apply()
+		}
+	}
 }
 
 func run(args []string) error {
