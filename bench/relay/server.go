@@ -158,17 +158,14 @@ func (s *Server) Connect(stream toolsdv1.ProviderService_ConnectServer) error {
 		return status.Error(codes.InvalidArgument, "relay: first message must be hello")
 	}
 	p := newProviderConn(stream)
-	id := "p" + strconv.FormatUint(s.seq.Add(1), 10)
-	if err := p.send(&toolsdv1.ProviderServiceConnectResponse{Msg: &toolsdv1.ProviderServiceConnectResponse_Welcome{
-		Welcome: &toolsdv1.ProviderWelcome{ProviderId: id},
-	}}); err != nil {
-		return err
-	}
-	s.hub.attach(p)
+	err = s.welcome(p, "p"+strconv.FormatUint(s.seq.Add(1), 10))
 	defer func() {
 		s.hub.detach(p)
 		p.close()
 	}()
+	if err != nil {
+		return err
+	}
 	for {
 		req, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
@@ -181,6 +178,18 @@ func (s *Server) Connect(stream toolsdv1.ProviderService_ConnectServer) error {
 			return fmt.Errorf("relay: %w", err)
 		}
 	}
+}
+
+// welcome makes p the current provider and sends its welcome, both under p's send lock:
+// a provider that has its welcome already takes calls (the harness starts agents once
+// the relay provider is welcomed), and no call is sent to it ahead of the welcome.
+func (s *Server) welcome(p *providerConn, id string) error {
+	p.sendMu.Lock()
+	defer p.sendMu.Unlock()
+	s.hub.attach(p)
+	return p.stream.Send(&toolsdv1.ProviderServiceConnectResponse{Msg: &toolsdv1.ProviderServiceConnectResponse_Welcome{
+		Welcome: &toolsdv1.ProviderWelcome{ProviderId: id},
+	}})
 }
 
 func (s *Server) handle(p *providerConn, req *toolsdv1.ProviderServiceConnectRequest) error {
