@@ -12,11 +12,9 @@ import (
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 )
 
-// okValue and okContent are the no-op tool's result: the JSON string "ok" and its text.
-var (
-	okValue   = []byte(`"ok"`)
-	okContent = []byte("ok")
-)
+// okContent is the no-op tool's result, as the provider SDK sends a tool's string "ok":
+// the text alone, no value.
+var okContent = []byte("ok")
 
 // RunProvider connects a no-op provider to the ProviderService at addr and answers every
 // ExecuteRequest at once, on its receive loop, with the result "ok". ready (if not nil)
@@ -57,7 +55,7 @@ func RunProvider(ctx context.Context, addr string, ready chan<- struct{}) error 
 			continue
 		}
 		res := &toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Result{
-			Result: &toolsdv1.ExecuteResult{RequestId: ex.GetRequestId(), ValueJson: okValue, Content: okContent},
+			Result: &toolsdv1.ExecuteResult{RequestId: ex.GetRequestId(), Content: okContent},
 		}}
 		if err := stream.Send(res); err != nil {
 			return fmt.Errorf("relay: provider send: %w", err)
