@@ -98,10 +98,12 @@ func startLoggedRelay(t *testing.T, delay time.Duration) (string, *eventLog) {
 			}
 			log.add("execute received")
 			time.Sleep(delay)
+			// Logged before the send: once sent, the batch may settle and the test read
+			// the log before this goroutine runs again.
+			log.add("provider answered")
 			_ = prov.Send(&toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Result{
 				Result: &toolsdv1.ExecuteResult{RequestId: m.GetExecute().GetRequestId(), Content: []byte("ok")},
 			}})
-			log.add("provider answered")
 		}
 	}()
 	t.Cleanup(func() {
