@@ -17,8 +17,8 @@ import (
 const NoopTool = "noop"
 
 // ErrBadResponse reports a batch stream that broke the ExecuteBatch contract or carried
-// an error result (the no-op tool never fails, so an error result means the target
-// measured something else).
+// a result other than the no-op tool's "ok" (the no-op tool never fails, so an error
+// or another answer means the target measured something else).
 var ErrBadResponse = errors.New("load: bad ExecuteBatch response")
 
 // BatchDialer returns a [Dialer] of ExecuteBatch agents for the ToolService at addr.
@@ -81,7 +81,7 @@ func (a *batchAgent) Do(ctx context.Context) error {
 		}
 		switch m := resp.Msg.(type) {
 		case *toolsdv1.ExecuteBatchResponse_Result:
-			if err := checkResult(m.Result, results); err != nil {
+			if err := checkResult(m.Result, a.batch.Calls, results); err != nil {
 				return err
 			}
 			results++
@@ -97,12 +97,17 @@ func (a *batchAgent) Do(ctx context.Context) error {
 	}
 }
 
-func checkResult(r *toolsdv1.ToolResult, want int) error {
-	if int(r.GetIndex()) != want {
+// checkResult checks that r is the no-op tool's "ok" for calls[want], the next call in
+// model order.
+func checkResult(r *toolsdv1.ToolResult, calls []*toolsdv1.ToolCall, want int) error {
+	if int(r.GetIndex()) != want || want >= len(calls) {
 		return fmt.Errorf("%w: result index %d, want %d (model order)", ErrBadResponse, r.GetIndex(), want)
 	}
 	if r.GetIsError() {
 		return fmt.Errorf("%w: error result %s: %s", ErrBadResponse, r.GetError().GetCode(), r.GetContent())
+	}
+	if id := calls[want].GetCallId(); r.GetCallId() != id || r.GetContent() != "ok" {
+		return fmt.Errorf("%w: result %q for call %q, want \"ok\" for %q", ErrBadResponse, r.GetContent(), r.GetCallId(), id)
 	}
 	return nil
 }
