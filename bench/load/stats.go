@@ -13,7 +13,8 @@ type Result struct {
 	Batches, Calls int
 	// Window is the measured wall time.
 	Window time.Duration
-	// P50 and P99 are batch latencies (send → last result) of the batches completed in
+	// P50 and P99 are batch latencies (send → the agent's Do returned: for ExecuteBatch,
+	// settled and the stream's end) of the batches completed in
 	// the window (their start may fall in the warm-up).
 	P50, P99 time.Duration
 	// CallsPerSec is Calls / Window.
