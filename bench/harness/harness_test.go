@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -328,5 +329,19 @@ func TestQuickKeepsExplicitFlags(t *testing.T) {
 	}
 	if c.runs != 3 || c.duration != 2*time.Second || c.idleStreams != 1000 || c.warmup != 200*time.Millisecond || c.schemaCalls != 50 {
 		t.Errorf("parseFlags(-quick -runs 3 -duration 2s -idle-streams 1000) = %+v, want those three kept and the rest quick", c)
+	}
+}
+
+// TestUnwritableOutFailsFirst: an -out directory that cannot be made fails the harness
+// before it measures anything, not after minutes of runs whose results are then lost.
+func TestUnwritableOutFailsFirst(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The timeout ends any measurement at once: what fails first is what run reports.
+	err := run([]string{"-out", filepath.Join(file, "out"), "-only", "relay", "-workloads", wSingleC1, "-timeout", "1ns"})
+	if !errors.Is(err, syscall.ENOTDIR) {
+		t.Errorf("run(-out under a file) = %v, want ENOTDIR before any run", err)
 	}
 }

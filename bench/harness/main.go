@@ -108,6 +108,10 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	// The results go there after minutes of runs: a directory that cannot be made fails now.
+	if err := os.MkdirAll(c.out, 0o755); err != nil {
+		return fmt.Errorf("harness: -out: %w", err)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
