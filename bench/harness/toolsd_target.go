@@ -93,11 +93,20 @@ func runToolsdProvider(ctx context.Context, c config, ready func(readyInfo)) err
 	}
 }
 
-// toolsdBinary builds ./cmd/toolsd once per harness run.
-var toolsdBinary = sync.OnceValues(func() (string, error) {
+// moduleRoot is the directory of the toolsd module's go.mod, wherever the harness runs.
+var moduleRoot = sync.OnceValues(func() (string, error) {
 	gomod, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil {
 		return "", fmt.Errorf("harness: go env GOMOD: %w", err)
+	}
+	return filepath.Dir(strings.TrimSpace(string(gomod))), nil
+})
+
+// toolsdBinary builds ./cmd/toolsd once per harness run.
+var toolsdBinary = sync.OnceValues(func() (string, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
 	}
 	dir, err := os.MkdirTemp("", "toolsd-bench-")
 	if err != nil {
@@ -106,7 +115,7 @@ var toolsdBinary = sync.OnceValues(func() (string, error) {
 	registerCleanup(func() { _ = os.RemoveAll(dir) })
 	bin := filepath.Join(dir, "toolsd")
 	cmd := exec.Command("go", "build", "-o", bin, "./cmd/toolsd")
-	cmd.Dir = filepath.Dir(strings.TrimSpace(string(gomod)))
+	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("harness: build toolsd: %w\n%s", err, out)
 	}
@@ -249,12 +258,14 @@ func runToolsdProbes(ctx context.Context, c config) (probeResults, error) {
 
 func ptr(v float64) *float64 { return &v }
 
-// benchConfig is the absolute path of bench/toolsd-bench.yaml; the harness runs from the
-// repository root (make bench), and the toolsd child may not.
+// benchConfig is the absolute path of bench/toolsd-bench.yaml in the module toolsd is
+// built from, wherever the harness runs (make bench runs it from the repository root,
+// its tests from bench/harness).
 func benchConfig() string {
-	p, err := filepath.Abs(filepath.Join("bench", "toolsd-bench.yaml"))
+	rel := filepath.Join("bench", "toolsd-bench.yaml")
+	root, err := moduleRoot()
 	if err != nil {
-		return filepath.Join("bench", "toolsd-bench.yaml")
+		return rel // toolsd cannot be built either: toolsdBinary says why
 	}
-	return p
+	return filepath.Join(root, rel)
 }

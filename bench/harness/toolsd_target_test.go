@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -67,5 +68,14 @@ func TestToolsdRunsItsDefaults(t *testing.T) {
 	want.Limits.MaxConcurrentStreams, want.Source = got.Limits.MaxConcurrentStreams, got.Source
 	if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("toolsd-bench.yaml changes more than the probes' limits (-defaults +bench):\n%s", diff)
+	}
+}
+
+// TestBenchConfigFromAnyDirectory: toolsd is built from the module root wherever the
+// harness runs; its config must be found the same way (tests run in bench/harness, where
+// bench/toolsd-bench.yaml relative to the working directory does not exist).
+func TestBenchConfigFromAnyDirectory(t *testing.T) {
+	if _, err := os.Stat(benchConfig()); err != nil {
+		t.Errorf("benchConfig() = %q: %v", benchConfig(), err)
 	}
 }
