@@ -42,11 +42,12 @@ func measure(ctx context.Context, t Target, w load.Workload) (sample, error) {
 // window.
 func measureOn(ctx context.Context, target string, inst *Instance, w load.Workload) (sample, error) {
 	m := meter{ctx: ctx, inst: inst}
-	m.calibrate()
+	m.detect()
 	res, err := load.Run(ctx, w, inst.Dial, load.WithWindowHooks(m.open, m.close))
 	if err != nil {
 		return sample{}, err
 	}
+	m.calibrate()
 	if m.err != nil {
 		return sample{}, m.err
 	}
@@ -72,8 +73,9 @@ func measureOn(ctx context.Context, target string, inst *Instance, w load.Worklo
 }
 
 // meter samples a server process at the edges of the window. Scraping the allocation
-// counter allocates in the server too; calibrate measures one scrape's cost at idle so
-// that it can be subtracted.
+// counter allocates in the server too; calibrate measures one scrape's cost at idle after
+// the run, when a scrape renders the series the calls created as the window's scrapes
+// did, so that it can be subtracted.
 type meter struct {
 	ctx  context.Context
 	inst *Instance
@@ -88,20 +90,25 @@ type meter struct {
 // cpuTimes is the CPU time of each process of a run at one instant.
 type cpuTimes struct{ server, provider, agents time.Duration }
 
-func (m *meter) calibrate() {
+// detect finds out whether the server exports the allocation counter.
+func (m *meter) detect() {
 	if m.inst.MetricsURL == "" {
 		return
 	}
-	a, err := scrapeMallocs(m.ctx, m.inst.MetricsURL)
+	_, err := scrapeMallocs(m.ctx, m.inst.MetricsURL)
 	if errors.Is(err, errNoMetric) {
 		return
 	}
-	b, err2 := scrapeMallocs(m.ctx, m.inst.MetricsURL)
-	if err = errors.Join(err, err2); err != nil {
-		m.err = err
-		return
+	m.err = errors.Join(m.err, err)
+	m.allocs = err == nil
+}
+
+// calibrate measures one scrape's cost with two idle scrapes back to back.
+func (m *meter) calibrate() {
+	if m.allocs {
+		a, b := m.scrape(), m.scrape()
+		m.scrapeCost = b - a
 	}
-	m.allocs, m.scrapeCost = true, b-a
 }
 
 // open scrapes first and reads CPU last, close the other way round, so that the CPU
