@@ -149,7 +149,9 @@ func TestSchemaRootObjectBesideDraft7RefRefused(t *testing.T) {
 		e, err := r.Register("", withParams("t", params), "")
 		if err == nil {
 			t.Errorf("Register(%s) = nil (arguments \"hello\": %v), want ErrInvalidSchema", params, e.ValidateArguments([]byte(`"hello"`)))
-			r.Unregister("", "t", "")
+			if err := r.Unregister("", "t", ""); err != nil {
+				t.Fatal(err)
+			}
 			continue
 		}
 		if !errors.Is(err, registry.ErrInvalidSchema) || !strings.Contains(err.Error(), `tool "t" parameters`) || !strings.Contains(err.Error(), "$ref") {
@@ -164,7 +166,9 @@ func TestSchemaRootObjectBesideDraft7RefRefused(t *testing.T) {
 		if err := e.ValidateArguments([]byte(`"hello"`)); !errors.Is(err, registry.ErrInvalidArguments) {
 			t.Errorf("%s: ValidateArguments(\"hello\") = %v, want ErrInvalidArguments", params, err)
 		}
-		r.Unregister("", "t", "")
+		if err := r.Unregister("", "t", ""); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// An output schema's root may be anything, $ref included.
 	d := def("out")
