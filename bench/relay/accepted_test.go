@@ -49,18 +49,17 @@ func (s loggedStream) SendMsg(m any) error {
 	return s.ServerStream.SendMsg(m)
 }
 
-// startLoggedRelay serves a relay whose ExecuteBatch sends are logged, and connects a raw
-// provider that logs each ExecuteRequest and answers it after delay.
-func startLoggedRelay(t *testing.T, delay time.Duration) (string, *eventLog) {
+// serveRelay serves a relay on loopback whose streams wrap wraps, until the test ends,
+// and returns its address.
+func serveRelay(t *testing.T, wrap func(grpc.ServerStream) grpc.ServerStream) string {
 	t.Helper()
-	log := &eventLog{}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	g := grpc.NewServer(append(relay.ServerOptions(), grpc.StreamInterceptor(
 		func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-			return h(srv, loggedStream{ss, log})
+			return h(srv, wrap(ss))
 		}))...)
 	relay.NewServer().Register(g)
 	done := make(chan struct{})
@@ -72,7 +71,15 @@ func startLoggedRelay(t *testing.T, delay time.Duration) (string, *eventLog) {
 		g.Stop()
 		<-done
 	})
-	addr := lis.Addr().String()
+	return lis.Addr().String()
+}
+
+// startLoggedRelay serves a relay whose ExecuteBatch sends are logged, and connects a raw
+// provider that logs each ExecuteRequest and answers it after delay.
+func startLoggedRelay(t *testing.T, delay time.Duration) (string, *eventLog) {
+	t.Helper()
+	log := &eventLog{}
+	addr := serveRelay(t, func(ss grpc.ServerStream) grpc.ServerStream { return loggedStream{ss, log} })
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package relay_test
 
 import (
 	"context"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -43,25 +42,7 @@ func (s recordedStream) RecvMsg(m any) error {
 func providerResult(t *testing.T, start func(ctx context.Context, addr string, ready chan<- struct{}) error) *toolsdv1.ExecuteResult {
 	t.Helper()
 	rec := &resultRecorder{}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer(append(relay.ServerOptions(), grpc.StreamInterceptor(
-		func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-			return h(srv, recordedStream{ss, rec})
-		}))...)
-	relay.NewServer().Register(g)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = g.Serve(lis)
-	}()
-	defer func() {
-		g.Stop()
-		<-done
-	}()
-	addr := lis.Addr().String()
+	addr := serveRelay(t, func(ss grpc.ServerStream) grpc.ServerStream { return recordedStream{ss, rec} })
 	ctx, cancel := context.WithCancel(t.Context())
 	ready := make(chan struct{})
 	errc := make(chan error, 1)

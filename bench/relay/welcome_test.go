@@ -2,13 +2,11 @@ package relay_test
 
 import (
 	"context"
-	"net"
 	"testing"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/toolsd/toolsd/bench/relay"
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 )
 
@@ -32,25 +30,8 @@ func (s heldWelcomeStream) SendMsg(m any) error {
 // the server's welcome send has not yet returned.
 func TestWelcomedProviderTakesCalls(t *testing.T) {
 	release := make(chan struct{})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer(append(relay.ServerOptions(), grpc.StreamInterceptor(
-		func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-			return h(srv, heldWelcomeStream{ss, release})
-		}))...)
-	relay.NewServer().Register(g)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = g.Serve(lis)
-	}()
-	defer func() {
-		g.Stop()
-		<-done
-	}()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	addr := serveRelay(t, func(ss grpc.ServerStream) grpc.ServerStream { return heldWelcomeStream{ss, release} })
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
