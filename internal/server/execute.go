@@ -101,6 +101,11 @@ func (s *Server) ExecuteBatch(stream batchStream) error {
 	if err := out.close(); err != nil {
 		return s.streamFailure(batchCtx, err)
 	}
+	if cause := context.Cause(batchCtx); errors.Is(cause, errRequestTooLarge) {
+		// The reader records the cause, then ends the stream with it: a batch that the
+		// cancel settled first must not end the stream OK in between.
+		return toStatus(s.log, cause)
+	}
 	return nil
 }
 
