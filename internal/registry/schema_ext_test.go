@@ -490,6 +490,30 @@ func TestValidationWorkIsBounded(t *testing.T) {
 	}
 }
 
+// workCase is a schema whose validation work is bounded: small stays within the
+// bound, large is refused with want.
+type workCase struct {
+	params, small, large, want string
+}
+
+// checkWorkBounds registers each case's schema and checks that its small document
+// validates and its large one is refused for the work it would take.
+func checkWorkBounds(t *testing.T, tests map[string]workCase) {
+	t.Helper()
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := mustRegister(t, newRegistry(t), "", withParams("t", tc.params), "")
+			if err := e.ValidateArguments([]byte(tc.small)); err != nil && strings.Contains(err.Error(), "for this tool's schema") {
+				t.Errorf("ValidateArguments(small) = %v, want it validated", err)
+			}
+			err := e.ValidateArguments([]byte(tc.large))
+			if !errors.Is(err, registry.ErrInvalidArguments) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("ValidateArguments(large) = %.200v, want ErrInvalidArguments: %s", err, tc.want)
+			}
+		})
+	}
+}
+
 // Each subschema applied at a place may carry a costly keyword, so the work of a
 // document is priced per subschema applied, not once per value: an enum, a pattern or a
 // minimum behind a few hundred references was checked once per reference, and a 47-byte
@@ -536,9 +560,7 @@ func TestValidationWorkCountsEverySubschemaApplied(t *testing.T) {
 	deep.WriteString(`{"a":`)
 	nested(&deep, []int{2, 20, 20, 20}, "999999")
 	deep.WriteString(`}`)
-	tests := map[string]struct {
-		params, small, large, want string
-	}{
+	tests := map[string]workCase{
 		"enum behind references": {
 			params: `{"type":"object","$defs":{"e":{"enum":[` + ints.String() + `0]}},"properties":{"a":{"type":"array","items":{"allOf":[` + refs(60) + `]}}}}`,
 			small:  `{"a":[1,2]}`, large: `{"a":[-1,-1,-1,-1,-1]}`,
@@ -571,18 +593,7 @@ func TestValidationWorkCountsEverySubschemaApplied(t *testing.T) {
 			want: "too many values for this tool's schema",
 		},
 	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			e := mustRegister(t, newRegistry(t), "", withParams("t", tc.params), "")
-			if err := e.ValidateArguments([]byte(tc.small)); err != nil && strings.Contains(err.Error(), "for this tool's schema") {
-				t.Errorf("ValidateArguments(small) = %v, want it validated", err)
-			}
-			err := e.ValidateArguments([]byte(tc.large))
-			if !errors.Is(err, registry.ErrInvalidArguments) || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("ValidateArguments(large) = %.200v, want ErrInvalidArguments: %s", err, tc.want)
-			}
-		})
-	}
+	checkWorkBounds(t, tests)
 }
 
 // Enums, patterns, required lists, uniqueItems, format "regex" and exact number checks
@@ -598,9 +609,7 @@ func TestValidationWorkCountsCostlyKeywords(t *testing.T) {
 		enum.WriteString(strconv.Itoa(i) + ",")
 		names.WriteString(`"k` + strconv.Itoa(i) + `",`)
 	}
-	tests := map[string]struct {
-		params, small, large, want string
-	}{
+	tests := map[string]workCase{
 		"numeric enum": {
 			params: `{"type":"object","properties":{"a":{"type":"array","items":{"enum":[` + enum.String() + `-1]}}}}`,
 			small:  `{"a":[1,2,3]}`, large: `{"a":[` + strings.Repeat(`1,`, 999) + `1]}`,
@@ -642,18 +651,7 @@ func TestValidationWorkCountsCostlyKeywords(t *testing.T) {
 			want: "too much text for this tool's schema",
 		},
 	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			e := mustRegister(t, newRegistry(t), "", withParams("t", tc.params), "")
-			if err := e.ValidateArguments([]byte(tc.small)); err != nil && strings.Contains(err.Error(), "for this tool's schema") {
-				t.Errorf("ValidateArguments(small) = %v, want it validated", err)
-			}
-			err := e.ValidateArguments([]byte(tc.large))
-			if !errors.Is(err, registry.ErrInvalidArguments) || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("ValidateArguments(large) = %.200v, want ErrInvalidArguments: %s", err, tc.want)
-			}
-		})
-	}
+	checkWorkBounds(t, tests)
 }
 
 // The library reads a count keyword (minLength, maxItems, …) as a machine int: a count
