@@ -201,7 +201,7 @@ rules:
 	args := fmt.Sprintf(`{"base":%q,"parts":[%s]}`, strings.Repeat("a", 512<<10), parts)
 	for _, name := range []string{"open", "cmp"} {
 		v := s.PreExecute(t.Context(), exec("g", name, args), nil)
-		if v.Decision != pipeline.Deny || !strings.HasSuffix(v.UserReason, "actual cost limit exceeded") {
+		if !deniedOverCost(v) {
 			t.Errorf("PreExecute(%s, 2000 half-megabyte operations) = %+v, want a fail-closed deny over the cost limit", name, v)
 		}
 	}
@@ -271,7 +271,7 @@ rules:
 	m := `{"a":1,"b":1,"c":1,"d":1,"e":1,"f":1,"g":1,"h":1,"i":1}`
 	args := fmt.Sprintf(`{"parts":%s,"m":%s,"k":%q}`, parts, m, strings.Repeat("z", 1<<20))
 	v := s.PreExecute(t.Context(), exec("g", "t", args), nil)
-	if v.Decision != pipeline.Deny || !strings.HasSuffix(v.UserReason, "actual cost limit exceeded") {
+	if !deniedOverCost(v) {
 		t.Errorf("PreExecute(1,000 lookups of a 1 MB key) = %+v, want a fail-closed deny over the cost limit", v)
 	}
 	small := fmt.Sprintf(`{"parts":%s,"m":%s,"k":"j"}`, parts, m)
@@ -305,7 +305,7 @@ func TestConditionCostCountsParsedText(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s := mustParse(t, fmt.Sprintf("rules:\n  - tool: t\n    when: 'args.parts.exists(p, %s)'\n    decision: deny\n", cond))
 			v := s.PreExecute(t.Context(), exec("g", "t", args), nil)
-			if v.Decision != pipeline.Deny || !strings.HasSuffix(v.UserReason, "actual cost limit exceeded") {
+			if !deniedOverCost(v) {
 				t.Errorf("PreExecute(1,000 times %s of 20 KB) = %+v, want a fail-closed deny over the cost limit", cond, v)
 			}
 		})
@@ -361,4 +361,10 @@ tools:
 	if err == nil || !strings.Contains(err.Error(), "tools.shell.mode_when") || len(err.Error()) > 1200 {
 		t.Errorf("Tool(shell).ModeFunc(a 100 KB key) error of %d bytes = %.120q…, want one of at most 1200 bytes naming the expression", len(fmt.Sprint(err)), fmt.Sprint(err))
 	}
+}
+
+// deniedOverCost reports whether v is the fail-closed deny of a condition that ran out
+// of its cost limit.
+func deniedOverCost(v pipeline.Verdict) bool {
+	return v.Decision == pipeline.Deny && strings.HasSuffix(v.UserReason, "actual cost limit exceeded")
 }
