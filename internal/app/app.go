@@ -159,8 +159,8 @@ func New(cfg *config.Config, opts ...Option) (_ *App, err error) {
 		return nil, err
 	}
 	defer func() {
-		if err != nil { // its span batcher runs from its creation
-			_ = a.tracing.Shutdown(context.Background())
+		if err != nil {
+			a.release()
 		}
 	}()
 	if err := a.openSessions(); err != nil {
@@ -171,15 +171,24 @@ func New(cfg *config.Config, opts ...Option) (_ *App, err error) {
 	}
 	a.sessions = storeWatch{a.sessions, a}
 	if err := a.build(pol); err != nil {
-		_ = a.sessions.Close()
 		return nil, err
 	}
 	if err := a.listen(); err != nil {
-		a.grpc.Stop() // its stream workers run from its creation
-		_ = a.sessions.Close()
 		return nil, err
 	}
 	return a, nil
+}
+
+// release stops what a failed New started: the gRPC server's stream workers, the
+// session store and tracing's span batcher each run from their creation.
+func (a *App) release() {
+	if a.grpc != nil {
+		a.grpc.Stop()
+	}
+	if a.sessions != nil {
+		_ = a.sessions.Close()
+	}
+	_ = a.tracing.Shutdown(context.Background())
 }
 
 func (a *App) openSessions() error {
