@@ -29,6 +29,31 @@ func sameEvent(a, b *session.Event) bool {
 	return a.Seq == b.Seq && a.BatchID == b.BatchID && a.Type == b.Type && a.Time.Equal(b.Time)
 }
 
+// mark is what identifies ev for [sameEvent], without its payload.
+func mark(ev *session.Event) *session.Event {
+	return &session.Event{Seq: ev.Seq, BatchID: ev.BatchID, Type: ev.Type, Time: ev.Time}
+}
+
+// readAfter reads up to page events of session id that follow last, the last event
+// sent (from seq from when none was). Each read after the first starts at last again:
+// a session never loses events, so one whose page lacks last, or has another event at
+// its seq, was deleted by retention and its id perhaps taken by a new session; gone
+// then reports it, with no events. more reports whether the store may hold more.
+func (s *Server) readAfter(ctx context.Context, id string, from uint64, last *session.Event, page int) (events []session.Event, more, gone bool, err error) {
+	if last == nil {
+		events, err = s.sessions.Read(ctx, id, from, page)
+		return events, session.More(events, page), false, err
+	}
+	events, err = s.sessions.Read(ctx, id, last.Seq, page+1)
+	if err != nil {
+		return nil, false, false, err
+	}
+	if len(events) == 0 || !sameEvent(&events[0], last) {
+		return nil, false, true, nil
+	}
+	return events[1:], session.More(events, page+1), false, nil
+}
+
 // errStopWatch ends a watch when the client goes away.
 var errStopWatch = errors.New("server: watch stopped")
 
@@ -44,29 +69,17 @@ func (s *Server) ReadSession(req *toolsdv1.ReadSessionRequest, stream grpc.Serve
 	from := max(req.GetFromSeq(), 1)
 	remaining := int(req.GetLimit())
 	want := session.FirstPage
-	// last is the last event sent. Each later page is read from it again: retention
-	// may delete the session while a slow reader takes a page, and a batch recreate the
-	// id, whose seqs start at 1 again; a session never loses events otherwise, so a
-	// page that lacks that event or has another one at its seq ends the read with
-	// SESSION_DELETED instead of going on with the new session's events.
+	// last is the last event sent. Retention may delete the session while a slow reader
+	// takes a page, and a batch recreate the id, whose seqs start at 1 again: the read
+	// then ends with SESSION_DELETED instead of going on with the new session's events
+	// (see readAfter).
 	var last *session.Event
 	for {
 		page := want
 		if remaining > 0 && remaining < page {
 			page = remaining
 		}
-		var (
-			events []session.Event
-			err    error
-			more   bool
-		)
-		if last == nil {
-			events, err = s.sessions.Read(ctx, req.GetSessionId(), from, page)
-			more = session.More(events, page)
-		} else {
-			events, err = s.sessions.Read(ctx, req.GetSessionId(), last.Seq, page+1)
-			more = session.More(events, page+1)
-		}
+		events, more, gone, err := s.readAfter(ctx, req.GetSessionId(), from, last, page)
 		if err != nil {
 			return toStatus(s.log, err)
 		}
@@ -76,11 +89,8 @@ func (s *Server) ReadSession(req *toolsdv1.ReadSessionRequest, stream grpc.Serve
 		if err := s.authz.Authorize(ctx, ActionReadSession, "", req.GetSessionId()); err != nil {
 			return toStatus(s.log, err)
 		}
-		if last != nil {
-			if len(events) == 0 || !sameEvent(&events[0], last) {
-				return toStatus(s.log, session.ErrDeleted)
-			}
-			events = events[1:]
+		if gone {
+			return toStatus(s.log, session.ErrDeleted)
 		}
 		size := 0
 		for i := range events {
@@ -96,9 +106,7 @@ func (s *Server) ReadSession(req *toolsdv1.ReadSessionRequest, stream grpc.Serve
 			return nil
 		}
 		want = nextReadPage(len(events), size)
-		// Only what identifies the event: the page and its payloads are not kept.
-		l := &events[len(events)-1]
-		last = &session.Event{Seq: l.Seq, BatchID: l.BatchID, Type: l.Type, Time: l.Time}
+		last = mark(&events[len(events)-1]) // the page and its payloads are not kept
 		if remaining > 0 {
 			remaining -= len(events)
 			if remaining == 0 {
@@ -138,7 +146,7 @@ func (s *Server) WatchSession(req *toolsdv1.WatchSessionRequest, stream grpc.Ser
 		if err := stream.Send(&toolsdv1.WatchSessionResponse{Event: EventToProto(ev)}); err != nil {
 			return errors.Join(errStopWatch, err)
 		}
-		next, last = ev.Seq+1, &session.Event{Seq: ev.Seq, BatchID: ev.BatchID, Type: ev.Type, Time: ev.Time}
+		next, last = ev.Seq+1, mark(ev)
 		return nil
 	}
 	err := s.sessions.Watch(watchCtx, req.GetSessionId(), next, func(ev session.Event) error { return send(&ev) })
@@ -165,19 +173,9 @@ func (s *Server) WatchSession(req *toolsdv1.WatchSessionRequest, stream grpc.Ser
 // was still replaying a long session does not hold the shutdown for the rest of it.
 // A session that retention deleted meanwhile sends nothing of the id's next session.
 func (s *Server) finishWatch(ctx context.Context, id string, next uint64, last *session.Event, send func(*session.Event) error) error {
-	from, limit := next, readPage
-	if last != nil {
-		from, limit = last.Seq, readPage+1
-	}
-	events, err := s.sessions.Read(ctx, id, from, limit)
+	events, _, _, err := s.readAfter(ctx, id, next, last, readPage)
 	if err != nil {
 		return err
-	}
-	if last != nil {
-		if len(events) == 0 || !sameEvent(&events[0], last) {
-			return nil
-		}
-		events = events[1:]
 	}
 	for i := range events {
 		if err := send(&events[i]); err != nil {
