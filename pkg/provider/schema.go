@@ -42,7 +42,7 @@ func deriveSchema(t reflect.Type, strict bool) (string, error) {
 		root = &object{}
 		root.set("type", "object")
 	case reflect.Pointer:
-		return "", fmt.Errorf("recursive type %s needs an explicit schema (WithSchema)", t)
+		return "", errRecursive(t)
 	default:
 		return "", fmt.Errorf("arguments type %s must be a struct or a map (the root schema is an object)", t)
 	}
@@ -99,12 +99,12 @@ func (d *deriver) schema(t reflect.Type) (*object, error) {
 		// A named slice, array or map type can contain itself (type Tree map[string]Tree),
 		// as a struct can (see object).
 		if d.visiting[t] {
-			return nil, fmt.Errorf("recursive type %s needs an explicit schema (WithSchema)", t)
+			return nil, errRecursive(t)
 		}
 		d.visiting[t] = true
 		defer delete(d.visiting, t)
 	case reflect.Pointer:
-		return nil, fmt.Errorf("recursive type %s needs an explicit schema (WithSchema)", t)
+		return nil, errRecursive(t)
 	}
 	o := &object{}
 	switch t {
@@ -226,7 +226,7 @@ func integerRange(o *object, t reflect.Type) {
 // object describes a struct: properties in field order, then required.
 func (d *deriver) object(t reflect.Type) (*object, error) {
 	if d.visiting[t] {
-		return nil, fmt.Errorf("recursive type %s needs an explicit schema (WithSchema)", t)
+		return nil, errRecursive(t)
 	}
 	d.visiting[t] = true
 	defer delete(d.visiting, t)
@@ -474,4 +474,9 @@ func hasOption(opts, want string) bool {
 		}
 	}
 	return false
+}
+
+// errRecursive refuses a type whose schema would never end.
+func errRecursive(t reflect.Type) error {
+	return fmt.Errorf("recursive type %s needs an explicit schema (WithSchema)", t)
 }
