@@ -101,12 +101,9 @@ func (s *Server) ExecuteBatch(stream batchStream) error {
 	if err := out.close(); err != nil {
 		return s.streamFailure(batchCtx, err)
 	}
-	if cause := context.Cause(batchCtx); errors.Is(cause, errRequestTooLarge) {
-		// The reader records the cause, then ends the stream with it: a batch that the
-		// cancel settled first must not end the stream OK in between.
-		return toStatus(s.log, cause)
-	}
-	return nil
+	// The reader records the cause, then ends the stream with it: a batch that the
+	// cancel settled first must not end the stream OK in between.
+	return s.endedTooLarge(batchCtx)
 }
 
 // cutOff is the outbox's onCut: the batch is cancelled with err, and a client cut off
@@ -130,10 +127,19 @@ func (s *Server) streamFailure(batchCtx context.Context, err error) error {
 	if errors.Is(err, errSlowClient) {
 		return toStatus(s.log, err)
 	}
+	if err := s.endedTooLarge(batchCtx); err != nil {
+		return err
+	}
+	return toStatus(s.log, context.Canceled)
+}
+
+// endedTooLarge is the status of a batch stream that toolsd ended for a message over
+// max_request_bytes (the cause of batchCtx), nil for any other.
+func (s *Server) endedTooLarge(batchCtx context.Context) error {
 	if cause := context.Cause(batchCtx); errors.Is(cause, errRequestTooLarge) {
 		return toStatus(s.log, cause)
 	}
-	return toStatus(s.log, context.Canceled)
+	return nil
 }
 
 // recvFirst reads the batch message on the handler's goroutine. Draining ends the wait:
