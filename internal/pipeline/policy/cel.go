@@ -2,7 +2,6 @@ package policy
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -71,7 +70,8 @@ func parseError(iss *cel.Issues) error {
 func vars(c *tool.Call) (map[string]any, error) {
 	args := map[string]any{}
 	if len(c.Arguments) > 0 {
-		if err := json.Unmarshal(c.Arguments, &args); err != nil {
+		var err error
+		if args, err = decodeArgs(c.Arguments); err != nil {
 			// Validated arguments are an object, but one may hold a number beyond a
 			// float64's range (1e399), which the decoder refuses.
 			return nil, fmt.Errorf("arguments cannot be decoded: %w", err)

@@ -86,11 +86,12 @@ rules:
 		e          *tool.Exec
 		wantDetail string
 	}{
-		"missing key":        {e: exec("g", "echo", `{"other":1}`), wantDetail: "config.yaml:6:11: rules[1].when: no such key: text"},
-		"cost limit":         {e: exec("g", "loop", fmt.Sprintf(`{"items":[%s]}`, items)), wantDetail: "config.yaml:10:11: rules[2].when: operation cancelled: actual cost limit exceeded"},
-		"arguments not JSON": {e: exec("g", "echo", `{"text":`), wantDetail: "config.yaml:6:11: rules[1].when: arguments cannot be decoded: unexpected end of JSON input"},
+		"missing key":          {e: exec("g", "echo", `{"other":1}`), wantDetail: "config.yaml:6:11: rules[1].when: no such key: text"},
+		"cost limit":           {e: exec("g", "loop", fmt.Sprintf(`{"items":[%s]}`, items)), wantDetail: "config.yaml:10:11: rules[2].when: operation cancelled: actual cost limit exceeded"},
+		"arguments not JSON":   {e: exec("g", "echo", `{"text":`), wantDetail: "config.yaml:6:11: rules[1].when: arguments cannot be decoded: unexpected EOF"},
+		"data after arguments": {e: exec("g", "echo", `{"text":"x"} x`), wantDetail: "config.yaml:6:11: rules[1].when: arguments cannot be decoded: data after the arguments"},
 		// Valid arguments (an exponent within ±400) that a float64 cannot hold.
-		"number out of range": {e: exec("g", "echo", `{"text":"x","n":1e399}`), wantDetail: "config.yaml:6:11: rules[1].when: arguments cannot be decoded: json: cannot unmarshal number 1e399"},
+		"number out of range": {e: exec("g", "echo", `{"text":"x","n":1e399}`), wantDetail: "config.yaml:6:11: rules[1].when: arguments cannot be decoded: number 1e399: strconv.ParseFloat: parsing \"1e399\": value out of range"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -367,4 +368,80 @@ tools:
 // of its cost limit.
 func deniedOverCost(v pipeline.Verdict) bool {
 	return v.Decision == pipeline.Deny && strings.HasSuffix(v.UserReason, "actual cost limit exceeded")
+}
+
+// TestConditionNumbersAreExact: arguments reached conditions with every number a double,
+// so integers above 2^53 (snowflake IDs, account numbers) compared as their neighbours:
+// `args.id == 9007199254740993` matched 9007199254740992, and `args.id > 2^53` missed
+// 2^53+1, letting a call past a deny rule. An integral number that fits int64 (or
+// uint64) is now an int (uint); other numbers stay doubles, and the mixed comparisons
+// rules already wrote still compare numerically.
+func TestConditionNumbersAreExact(t *testing.T) {
+	const (
+		match  = "match"
+		none   = "none"
+		failed = "failed"
+	)
+	tests := map[string]struct{ when, args, want string }{
+		"big id equal":               {when: `args.id == 9007199254740993`, args: `{"id":9007199254740993}`, want: match},
+		"big id one below":           {when: `args.id == 9007199254740993`, args: `{"id":9007199254740992}`, want: none},
+		"big id one above":           {when: `args.id == 9007199254740993`, args: `{"id":9007199254740994}`, want: none},
+		"big id not equal":           {when: `args.id != 9007199254740993`, args: `{"id":9007199254740992}`, want: match},
+		"big id greater":             {when: `args.id > 9007199254740992`, args: `{"id":9007199254740993}`, want: match},
+		"negative equal":             {when: `args.id == -9007199254740993`, args: `{"id":-9007199254740993}`, want: match},
+		"negative one above":         {when: `args.id == -9007199254740993`, args: `{"id":-9007199254740992}`, want: none},
+		"int64 minimum":              {when: `args.id < -9223372036854775807`, args: `{"id":-9223372036854775808}`, want: match},
+		"int64 maximum":              {when: `args.id == 9223372036854775807 && type(args.id) == int`, args: `{"id":9223372036854775807}`, want: match},
+		"uint64 above int64":         {when: `args.id > 9223372036854775807 && type(args.id) == uint`, args: `{"id":9223372036854775808}`, want: match},
+		"uint64 maximum":             {when: `args.id == 18446744073709551615u`, args: `{"id":18446744073709551615}`, want: match},
+		"uint64 one below maximum":   {when: `args.id == 18446744073709551615u`, args: `{"id":18446744073709551614}`, want: none},
+		"beyond uint64 is double":    {when: `type(args.id) == double`, args: `{"id":18446744073709551616}`, want: match},
+		"below int64 is double":      {when: `type(args.id) == double`, args: `{"id":-9223372036854775809}`, want: match},
+		"integral fraction is int":   {when: `args.id == 9007199254740993 && type(args.id) == int`, args: `{"id":9007199254740993.000}`, want: match},
+		"integral exponent is int":   {when: `args.id == 9007199254740993 && type(args.id) == int`, args: `{"id":9.007199254740993e15}`, want: match},
+		"exponent of zeros is int":   {when: `args.n == 1000 && type(args.n) == int`, args: `{"n":1E+3}`, want: match},
+		"exponent makes integral":    {when: `args.n == 15 && type(args.n) == int`, args: `{"n":1.5e1}`, want: match},
+		"exponent makes fraction":    {when: `args.n == 1.5 && type(args.n) == double`, args: `{"n":15e-1}`, want: match},
+		"exponent beyond int64":      {when: `type(args.n) == uint`, args: `{"n":1e19}`, want: match},
+		"exponent beyond uint64":     {when: `type(args.n) == double`, args: `{"n":1e20}`, want: match},
+		"negative zero is int":       {when: `args.n == 0 && type(args.n) == int`, args: `{"n":-0.0}`, want: match},
+		"fraction is double":         {when: `args.n == 0.001 && type(args.n) == double`, args: `{"n":1e-3}`, want: match},
+		"tiny fraction is double":    {when: `type(args.n) == double`, args: `{"n":4.0000000000000000001}`, want: match},
+		"int equals int":             {when: `args.n == 5`, args: `{"n":5}`, want: match},
+		"int equals double":          {when: `args.n == 5.0`, args: `{"n":5}`, want: match},
+		"int above double":           {when: `args.n > 1.5`, args: `{"n":2}`, want: match},
+		"int below double":           {when: `args.n > 1.5`, args: `{"n":1}`, want: none},
+		"double below int":           {when: `args.price < 10`, args: `{"price":9.99}`, want: match},
+		"double not equal int":       {when: `args.price == 10`, args: `{"price":9.99}`, want: none},
+		"int below uint":             {when: `args.n < 10u`, args: `{"n":9}`, want: match},
+		"in list":                    {when: `args.id in [42, 9007199254740993]`, args: `{"id":9007199254740993}`, want: match},
+		"not in list by one":         {when: `args.id in [42, 9007199254740993]`, args: `{"id":9007199254740992}`, want: none},
+		"in mixed list":              {when: `args.n in [1.5, 3]`, args: `{"n":3.0}`, want: match},
+		"nested in a list":           {when: `args.ids.exists(i, i == 9007199254740993)`, args: `{"ids":[1,9007199254740992]}`, want: none},
+		"nested in an object":        {when: `args.o.id == 9007199254740993`, args: `{"o":{"id":9007199254740993}}`, want: match},
+		"list argument in list":      {when: `9007199254740993 in args.ids`, args: `{"ids":[9007199254740992,9007199254740994]}`, want: none},
+		"exact arithmetic":           {when: `args.n + 1 == 9007199254740994`, args: `{"n":9007199254740993}`, want: match},
+		"int overflow fails closed":  {when: `args.n + 1 > 0`, args: `{"n":9223372036854775807}`, want: failed},
+		"int underflow fails closed": {when: `args.n - 1 < 0`, args: `{"n":-9223372036854775808}`, want: failed},
+		"uint overflow fails closed": {when: `args.n * 2u > 0u`, args: `{"n":18446744073709551615}`, want: failed},
+		"negation fails closed":      {when: `-args.n > 0`, args: `{"n":-9223372036854775808}`, want: failed},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			s := mustParse(t, fmt.Sprintf("rules:\n  - tool: t\n    when: '%s'\n    decision: deny\n    reason: matched\n", tc.when))
+			v := s.PreExecute(t.Context(), exec("g", "t", tc.args), nil)
+			got := none
+			switch {
+			case v == pipeline.Verdict{Decision: pipeline.Deny, Reason: "matched"}:
+				got = match
+			case v.Decision == pipeline.Deny:
+				got = failed
+			case v.Decision != pipeline.Abstain:
+				got = v.Decision.String()
+			}
+			if got != tc.want {
+				t.Errorf("PreExecute(%s) with %s = %+v (%s), want %s", tc.when, tc.args, v, got, tc.want)
+			}
+		})
+	}
 }

@@ -1,0 +1,114 @@
+package policy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// decodeArgs decodes a call's arguments for CEL with exact integers: a number that is
+// integral (5, 5.0, 1e3) and fits int64 is an int64, one beyond it that fits uint64 a
+// uint64, and any other number a float64. As doubles, integers above 2^53 (snowflake
+// IDs, account numbers) would compare equal to their neighbours.
+func decodeArgs(data []byte) (map[string]any, error) {
+	args := map[string]any{}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := dec.Decode(&args); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("data after the arguments")
+	}
+	if err := exactNumbers(args); err != nil {
+		return nil, err
+	}
+	return args, nil
+}
+
+// exactNumbers replaces every [json.Number] in v, at any depth, with its [number].
+func exactNumbers(v any) error {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			n, err := exact(e)
+			if err != nil {
+				return err
+			}
+			v[k] = n
+		}
+	case []any:
+		for i, e := range v {
+			n, err := exact(e)
+			if err != nil {
+				return err
+			}
+			v[i] = n
+		}
+	}
+	return nil
+}
+
+// exact is v with its numbers replaced: the [number] of a json.Number, or v itself
+// with those nested in it.
+func exact(v any) (any, error) {
+	if n, ok := v.(json.Number); ok {
+		return number(string(n))
+	}
+	return v, exactNumbers(v)
+}
+
+// number is the value of the JSON number s: an int64 or uint64 if it is an integer in
+// their range, else a float64. A number beyond a float64's range (1e399) is an error.
+func number(s string) (any, error) {
+	if digits, ok := integerDigits(s); ok {
+		if i, err := strconv.ParseInt(digits, 10, 64); err == nil {
+			return i, nil
+		}
+		if u, err := strconv.ParseUint(digits, 10, 64); err == nil {
+			return u, nil
+		}
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return nil, fmt.Errorf("number %s: %w", s, err)
+	}
+	return f, nil
+}
+
+// maxIntegerDigits is the most digits of an integer that can fit uint64.
+const maxIntegerDigits = 20
+
+// integerDigits is the JSON number s written as a decimal integer ("-9.5e1" is "-95"),
+// if it is one of at most maxIntegerDigits digits: its fraction, once the exponent is
+// applied, is all zeros. It is exact, whatever a float64 would round s to.
+func integerDigits(s string) (string, bool) {
+	sign := ""
+	if rest, ok := strings.CutPrefix(s, "-"); ok {
+		sign, s = "-", rest
+	}
+	exp := 0
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		e, err := strconv.Atoi(s[i+1:])
+		if err != nil {
+			return "", false
+		}
+		s, exp = s[:i], e
+	}
+	whole, frac, _ := strings.Cut(s, ".")
+	digits := strings.TrimLeft(whole+frac, "0")
+	exp -= len(frac)
+	trimmed := strings.TrimRight(digits, "0")
+	exp += len(digits) - len(trimmed)
+	switch {
+	case trimmed == "":
+		return "0", true
+	case exp < 0 || len(trimmed)+exp > maxIntegerDigits:
+		return "", false
+	}
+	return sign + trimmed + strings.Repeat("0", exp), true
+}
