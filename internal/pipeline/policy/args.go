@@ -83,6 +83,11 @@ func number(s string) (any, error) {
 // maxIntegerDigits is the most digits of an integer that can fit uint64.
 const maxIntegerDigits = 20
 
+// maxExponent bounds the exponents integerDigits works with: far beyond any integer
+// that fits uint64, and small enough that adding digit counts to it cannot overflow.
+// A number with a larger one is left to strconv.ParseFloat (0, or out of range).
+const maxExponent = 1 << 16
+
 // integerDigits is the JSON number s written as a decimal integer ("-9.5e1" is "-95"),
 // if it is one of at most maxIntegerDigits digits: its fraction, once the exponent is
 // applied, is all zeros. It is exact, whatever a float64 would round s to.
@@ -94,7 +99,7 @@ func integerDigits(s string) (string, bool) {
 	exp := 0
 	if i := strings.IndexAny(s, "eE"); i >= 0 {
 		e, err := strconv.Atoi(s[i+1:])
-		if err != nil {
+		if err != nil || e > maxExponent || e < -maxExponent {
 			return "", false
 		}
 		s, exp = s[:i], e

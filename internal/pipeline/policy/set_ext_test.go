@@ -425,6 +425,10 @@ func TestConditionNumbersAreExact(t *testing.T) {
 		"int underflow fails closed": {when: `args.n - 1 < 0`, args: `{"n":-9223372036854775808}`, want: failed},
 		"uint overflow fails closed": {when: `args.n * 2u > 0u`, args: `{"n":18446744073709551615}`, want: failed},
 		"negation fails closed":      {when: `-args.n > 0`, args: `{"n":-9223372036854775808}`, want: failed},
+		"exponent at int64 minimum":  {when: `type(args.n) == double`, args: `{"n":1.5e-9223372036854775808}`, want: match},
+		"exponent at int64 maximum":  {when: `args.n > 0`, args: `{"n":1e9223372036854775807}`, want: failed},
+		"exponent past int64 range":  {when: `args.n == 0`, args: `{"n":0e99999999999999999999}`, want: match},
+		"zero with huge exponent":    {when: `args.n == 0`, args: `{"n":0.0e-9223372036854775808}`, want: match},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
