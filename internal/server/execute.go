@@ -370,10 +370,20 @@ func (s *Server) buildBatch(ctx context.Context, first *toolsdv1.ExecuteBatchReq
 			Index:     i,
 			CallID:    c.GetCallId(),
 			Name:      c.GetName(),
-			Arguments: []byte(c.GetArgumentsJson()),
+			Arguments: arguments(c.GetArgumentsJson()),
 		}
 	}
 	return b, ts, nil
+}
+
+// arguments is a call's arguments as toolsd takes them: the model's text, except that
+// "" (what some model APIs send for a call without arguments) is the empty object, so
+// that it is validated, logged and sent as {}. Whitespace alone stays malformed JSON.
+func arguments(text string) []byte {
+	if text == "" {
+		return []byte("{}")
+	}
+	return []byte(text)
 }
 
 // batchSink streams committed results, in model order, to the client.

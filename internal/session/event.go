@@ -46,8 +46,9 @@ type Event struct {
 type CallRecord struct {
 	CallID string
 	Name   string
-	// Arguments is the exact text the model sent. It may be malformed JSON: it is kept
-	// as bytes and never re-encoded.
+	// Arguments is the exact text the model sent, except that "" is logged as {}, the
+	// empty object toolsd takes it for. It may be malformed JSON: it is kept as bytes
+	// and never re-encoded.
 	Arguments json.RawMessage
 }
 
