@@ -6,6 +6,10 @@
 // is taken (ALREADY_EXISTS) is sent again with a growing delay (50 ms up to 5 s) for up
 // to two minutes ([WithRetakeWindow]): after a quick reconnect or a restart, toolsd may
 // not yet have seen the previous stream close, and its tools are removed only then.
+// A connection that stops carrying anything without closing (toolsd's host lost power,
+// the network partitioned) is found by keepalive: after 10 s without traffic the
+// provider pings toolsd and, with no answer 5 s later, gives the connection up and
+// reconnects ([WithKeepalive]; toolsd permits a ping every 5 s).
 //
 // A tool is a typed Go function:
 //

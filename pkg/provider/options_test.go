@@ -28,6 +28,25 @@ func TestWithBackoff(t *testing.T) {
 	}
 }
 
+// TestWithKeepalive: an interval of 0 or less turns the pings off, and a timeout of 0
+// or less keeps the default.
+func TestWithKeepalive(t *testing.T) {
+	for _, tc := range []struct {
+		interval, timeout, wantTime, wantTimeout time.Duration
+	}{
+		{30 * time.Second, 2 * time.Second, 30 * time.Second, 2 * time.Second},
+		{0, time.Second, 0, time.Second},
+		{-time.Second, 0, 0, DefaultKeepaliveTimeout},
+		{time.Minute, -time.Second, time.Minute, DefaultKeepaliveTimeout},
+	} {
+		p := New("p", WithKeepalive(tc.interval, tc.timeout))
+		if p.opts.keepTime != tc.wantTime || p.opts.keepTimeout != tc.wantTimeout {
+			t.Errorf("WithKeepalive(%v, %v): interval %v, timeout %v; want %v, %v", tc.interval, tc.timeout,
+				p.opts.keepTime, p.opts.keepTimeout, tc.wantTime, tc.wantTimeout)
+		}
+	}
+}
+
 // TestWithLoggerNil: a nil logger means no logging, also after another WithLogger.
 func TestWithLoggerNil(t *testing.T) {
 	core, logs := observer.New(zap.DebugLevel)

@@ -38,6 +38,8 @@ type options struct {
 	maxInFlight uint32
 	retakeFor   time.Duration
 	grace       time.Duration
+	// keepTime and keepTimeout are the keepalive's; a keepTime of 0 turns it off.
+	keepTime, keepTimeout time.Duration
 	// streamWindow and connWindow are the flow-control windows granted to toolsd.
 	streamWindow, connWindow int32
 }
@@ -101,6 +103,32 @@ func WithBackoff(minDelay, maxDelay time.Duration) Option {
 	}
 }
 
+// Default keepalive of [Provider.Run] (see [WithKeepalive]): a vanished toolsd is
+// found within about 15 s.
+const (
+	DefaultKeepaliveTime    = 10 * time.Second
+	DefaultKeepaliveTimeout = 5 * time.Second
+)
+
+// WithKeepalive sets how [Provider.Run] finds a connection whose toolsd vanished
+// without closing it (power loss, a network partition), which TCP alone would keep
+// for minutes: after interval without traffic the provider pings toolsd, and when
+// nothing arrives within timeout of the ping it closes the connection and reconnects.
+// gRPC raises an interval under 10 s to 10 s. An interval of 0 or less turns the pings
+// off; a timeout of 0 or less keeps the default. The defaults are
+// [DefaultKeepaliveTime] and [DefaultKeepaliveTimeout], within toolsd's policy (a ping
+// every 5 s at most); a server or proxy that permits fewer pings answers them with
+// GOAWAY (too_many_pings), after which gRPC doubles the interval.
+// grpc.WithKeepaliveParams among [WithDialOptions] overrides this.
+func WithKeepalive(interval, timeout time.Duration) Option {
+	return func(o *options) {
+		o.keepTime = max(interval, 0)
+		if timeout > 0 {
+			o.keepTimeout = timeout
+		}
+	}
+}
+
 // WithRetakeWindow sets how long a tool whose name toolsd reports taken is registered
 // again before the provider gives up on it (see [DefaultRetakeWindow]); 0 or less
 // turns the retries off.
@@ -158,7 +186,8 @@ type Provider struct {
 // New returns a provider that introduces itself to toolsd as name.
 func New(name string, opts ...Option) *Provider {
 	o := options{log: zap.NewNop(), backoffMin: DefaultMinBackoff, backoffMax: DefaultMaxBackoff, retakeFor: DefaultRetakeWindow,
-		streamWindow: DefaultStreamWindow, connWindow: DefaultConnWindow, grace: DefaultShutdownGrace}
+		streamWindow: DefaultStreamWindow, connWindow: DefaultConnWindow, grace: DefaultShutdownGrace,
+		keepTime: DefaultKeepaliveTime, keepTimeout: DefaultKeepaliveTimeout}
 	for _, opt := range opts {
 		opt(&o)
 	}

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 )
 
 // Run connects to toolsd at target (a gRPC target such as "127.0.0.1:50151"), says
@@ -42,6 +43,12 @@ func (p *Provider) Run(ctx context.Context, target string) error {
 	}
 	if p.opts.streamWindow != 0 && p.opts.connWindow != 0 {
 		opts = append(opts, grpc.WithInitialWindowSize(p.opts.streamWindow), grpc.WithInitialConnWindowSize(p.opts.connWindow))
+	}
+	if p.opts.keepTime > 0 {
+		// Pings go only while a stream is open, which is always but between
+		// reconnects: a server that refuses pings without a stream (gRPC's default
+		// policy) is sent none.
+		opts = append(opts, grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: p.opts.keepTime, Timeout: p.opts.keepTimeout}))
 	}
 	opts = append(opts, p.opts.dial...)
 	conn, err := grpc.NewClient(target, opts...)
