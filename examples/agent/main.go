@@ -24,8 +24,7 @@ func main() {
 		return
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "agent:", err)
-		os.Exit(2)
+		os.Exit(2) // parseFlags printed the error and the usage
 	}
 	if err := run(o.addr, o.session, o.approve); err != nil {
 		fmt.Fprintln(os.Stderr, "agent:", err)
@@ -41,7 +40,8 @@ type options struct {
 
 // parseFlags reads the command line, which holds flags only: parsing stops at the first
 // other argument, so one given by mistake (the address without -addr) would otherwise
-// be ignored, and every flag after it with it.
+// be ignored, and every flag after it with it. It prints its errors, with the usage, as
+// package flag prints those of the flags.
 func parseFlags(args []string) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
@@ -52,7 +52,10 @@ func parseFlags(args []string) (options, error) {
 		return o, err
 	}
 	if fs.NArg() > 0 {
-		return o, fmt.Errorf("unexpected argument %q: the agent takes only flags (the toolsd address is -addr HOST:PORT)", fs.Arg(0))
+		err := fmt.Errorf("unexpected argument %q: the agent takes only flags (the toolsd address is -addr HOST:PORT)", fs.Arg(0))
+		fmt.Fprintln(fs.Output(), err)
+		fs.Usage()
+		return o, err
 	}
 	return o, nil
 }

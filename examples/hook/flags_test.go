@@ -1,10 +1,18 @@
 package main
 
 import (
+	"os"
 	"testing"
 
 	"github.com/toolsd/toolsd/examples/internal/flagtest"
 )
+
+func TestMain(m *testing.M) {
+	flagtest.RunMain(main)
+	os.Exit(m.Run())
+}
+
+func TestFlagErrorsPrintedOnce(t *testing.T) { flagtest.PrintsErrorsOnce(t) }
 
 func TestParseFlagsRefusesArguments(t *testing.T) {
 	flagtest.RefusesArguments(t, func(args []string) (string, error) {

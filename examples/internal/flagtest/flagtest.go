@@ -2,11 +2,58 @@
 package flagtest
 
 import (
+	"bytes"
 	"errors"
 	"flag"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 )
+
+// mainArgs is the environment variable that holds, NUL-separated, the command line
+// [RunMain] runs a program's main with.
+const mainArgs = "FLAGTEST_MAIN_ARGS"
+
+// RunMain runs main with the command line [PrintsErrorsOnce] chose, then exits 0 (main
+// exits by itself otherwise), when the test binary was started by PrintsErrorsOnce;
+// otherwise it returns at once. A program's TestMain calls it first.
+func RunMain(main func()) {
+	args, ok := os.LookupEnv(mainArgs)
+	if !ok {
+		return
+	}
+	os.Args = append([]string{os.Args[0]}, strings.Split(args, "\x00")...)
+	main()
+	os.Exit(0)
+}
+
+// PrintsErrorsOnce runs the program (the test binary, through [RunMain]) with a flag it
+// does not have and with an argument that is not a flag, and checks that each exits 2
+// having printed its error once, with the usage, as package flag reports an error.
+func PrintsErrorsOnce(t *testing.T) {
+	t.Helper()
+	for _, tc := range []struct{ arg, want string }{
+		{"-no-such-flag", "flag provided but not defined: -no-such-flag"},
+		{"127.0.0.1:50999", `unexpected argument "127.0.0.1:50999"`},
+	} {
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(os.Environ(), mainArgs+"="+tc.arg)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		if ee := (*exec.ExitError)(nil); !errors.As(err, &ee) || ee.ExitCode() != 2 {
+			t.Errorf("program %s: %v, want exit status 2", tc.arg, err)
+		}
+		out := stderr.String()
+		if n := strings.Count(out, tc.want); n != 1 {
+			t.Errorf("program %s printed %q %d times, want once; stderr:\n%s", tc.arg, tc.want, n, out)
+		}
+		if !strings.Contains(out, "-addr") {
+			t.Errorf("program %s printed no usage (no -addr); stderr:\n%s", tc.arg, out)
+		}
+	}
+}
 
 // RefusesArguments checks that parse, a program's flag parsing returning the toolsd
 // address it will use, refuses an argument that is not a flag, naming it, rather than
