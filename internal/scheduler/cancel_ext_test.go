@@ -112,3 +112,49 @@ func TestExecuteCancel(t *testing.T) {
 		})
 	}
 }
+
+// TestExecuteCancelAfterLastResult: a cancel that comes once every call has finished
+// (here: while the last result is delivered, before the batch settles) cut nothing
+// short, so the batch does not settle as cancelled; one that did cut a call short does.
+func TestExecuteCancelAfterLastResult(t *testing.T) {
+	tests := map[string]struct {
+		n, limit int
+		inRun    int // cancel from inside this call, which then fails, or -1
+		want     bool
+	}{
+		"pool":                     {n: 3, limit: 8, inRun: -1, want: false},
+		"committer":                {n: 3, limit: 1, inRun: -1, want: false},
+		"two calls":                {n: 2, limit: 2, inRun: -1, want: false},
+		"a call cut short as well": {n: 3, limit: 8, inRun: 1, want: true},
+		"the lone call cut short":  {n: 1, limit: 8, inRun: 0, want: true},
+		"a pooled call cut short":  {n: 3, limit: 1, inRun: 2, want: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			run := scheduler.RunnerFunc(func(ctx context.Context, e *tool.Exec) tool.Result {
+				if e.Index == tc.inRun {
+					cancel()
+				}
+				if ctx.Err() != nil {
+					return tool.Failure(tool.CodeAborted, "stopped")
+				}
+				return okResult(e.Index)
+			})
+			l := &fakeLog{}
+			sink := &fakeSink{log: l, onResult: func(n int) {
+				if n == tc.n {
+					cancel()
+				}
+			}}
+			s := scheduler.New(run, nil, l, scheduler.WithMaxParallel(tc.limit), scheduler.WithLogger(zaptest.NewLogger(t)))
+			st, err := s.Execute(ctx, newBatch(tc.n), sink, nil)
+			if err != nil || st.Cancelled != tc.want || st.Results != tc.n {
+				t.Errorf("Execute() = %+v, %v, want Cancelled %v with %d results", st, err, tc.want, tc.n)
+			}
+			l.checkComplete(t, tc.n)
+			sink.checkProblems(t)
+		})
+	}
+}

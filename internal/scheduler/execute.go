@@ -76,11 +76,11 @@ func (r *run) executeOne(ctx context.Context) (Settled, error) {
 		r.s.obs.PoolOccupancy(1)
 		stack.Reserve(0)
 		c.result = r.s.runCall(ctx, &c.exec)
+		r.ended(ctx, 0)
 		r.s.obs.PoolOccupancy(0)
 	}
-	cancelled := tool.Ended(ctx)
 	r.commit(0, 1)
-	return r.settle(cancelled)
+	return r.settle(r.cutShort.Load())
 }
 
 // executeMany runs the calls through the pool in this goroutine and commits their
@@ -101,7 +101,8 @@ func (r *run) executeMany(ctx context.Context) (Settled, error) {
 	if r.holdTimer != nil {
 		r.holdTimer.Stop()
 	}
-	cancelled := tool.Ended(ctx)
+	// The calls ran under bctx, which a log failure cancels too: that is no cancellation.
+	cancelled := r.cutShort.Load() && tool.Ended(ctx)
 	if r.ready != nil {
 		close(r.ready)
 		r.wg.Wait()

@@ -46,6 +46,7 @@ func (r *run) schedule(ctx context.Context) {
 				exclusive = false
 				r.s.obs.PoolOccupancy(1)
 				c.result = r.s.runCall(ctx, &c.exec)
+				r.ended(ctx, next)
 				r.s.obs.PoolOccupancy(0)
 				c.done = true
 				next++
@@ -93,6 +94,7 @@ func (r *run) schedule(ctx context.Context) {
 func (r *run) work(ctx context.Context, i int, done chan<- int) {
 	stack.Reserve(i)
 	r.slots[i].result = r.s.runCall(ctx, &r.slots[i].exec)
+	r.ended(ctx, i)
 	done <- i
 }
 

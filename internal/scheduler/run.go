@@ -24,6 +24,7 @@ type run struct {
 	slots    []slot
 	cancel   context.CancelFunc // stops the batch when the log fails; nil for one call
 	sinkGone atomic.Bool        // the sink failed: the client is gone
+	cutShort atomic.Bool        // a call was skipped, or failed with its context ended
 
 	// The committer, started only when results are ready while calls remain unstarted.
 	ready chan int // indices to commit, in model order; nil until the committer starts
@@ -92,7 +93,16 @@ func (r *run) skip(i int) {
 	c := &r.slots[i]
 	c.result = abortedBeforeDispatch(c.exec.Name)
 	c.done = true
+	r.cutShort.Store(true)
 	r.s.obs.CallSkipped(&c.exec.Call)
+}
+
+// ended notes call i's end: a failure with ctx ended is a call the cancellation cut
+// short. A success stays one whenever the cancel came, so it never counts.
+func (r *run) ended(ctx context.Context, i int) {
+	if r.slots[i].result.IsError && tool.Ended(ctx) {
+		r.cutShort.Store(true)
+	}
 }
 
 // abortedBeforeDispatch is the result of a call that never started.

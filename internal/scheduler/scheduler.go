@@ -43,7 +43,9 @@ type Settled struct {
 	// of the results, then order within each result; those past [WithMaxContextBytes]
 	// left out, as they are from the log.
 	AdditionalContexts []string
-	// Cancelled is true when the batch's context ended before every call had finished.
+	// Cancelled is true when the batch's cancellation cut a call short: a call got
+	// ABORTED_BEFORE_DISPATCH without starting, or failed with the batch's context ended.
+	// A cancel that comes once every call has finished leaves it false.
 	Cancelled bool
 	// Results is the number of results made durable (len(Calls) unless the log failed).
 	Results int
