@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -16,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/app"
 	"github.com/toolsd/toolsd/pkg/provider"
 )
 
@@ -841,5 +844,80 @@ func TestClientTextNotUTF8LaterMessages(t *testing.T) {
 			waitFor(t, "the log to complete", func() bool { return len(e.readSession(t, session)) == 2 })
 			assertCompleteLog(t, e, session, 1)
 		})
+	}
+}
+
+// TestClientTextNotUTF8LaterMessageIsTheCancelReason: a later message whose text is not
+// UTF-8 cancels the batch with its own cause, so the provider's cancel says why (as for
+// a message over max_request_bytes), not "context canceled": the cause is recorded
+// before the refusal ends the stream, which ends the batch's parent context.
+func TestClientTextNotUTF8LaterMessageIsTheCancelReason(t *testing.T) {
+	e := start(t, "limits: {accepted_hold: 0s}\n")
+	p := connectHand(t, e, "raw")
+	stream, err := e.tools.ExecuteBatch(t.Context(), grpc.ForceCodecV2(badTextCodec{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(batchReq(&toolsdv1.Batch{SessionId: "s-later-text-reason", Calls: []*toolsdv1.ToolCall{call("c", "raw", `{}`)}})); err != nil {
+		t.Fatal(err)
+	}
+	ex := p.recv(t).GetExecute()
+	if ex == nil {
+		t.Fatal("provider got no execute")
+	}
+	bad := &toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Cancel{Cancel: &toolsdv1.CancelBatch{Reason: "@@BAD@@"}}}
+	if err := stream.Send(bad); err != nil {
+		t.Fatal(err)
+	}
+	c := p.recv(t).GetCancel()
+	if c.GetRequestId() != ex.GetRequestId() || !strings.Contains(c.GetReason(), "cancel.reason") || !strings.Contains(c.GetReason(), "UTF-8") {
+		t.Errorf("provider's cancel = %v, want request %d cancelled for cancel.reason not being UTF-8", c, ex.GetRequestId())
+	}
+	p.send(t, result(&toolsdv1.ExecuteResult{RequestId: ex.GetRequestId(), Cancelled: true}))
+	for {
+		if _, err = stream.Recv(); err != nil {
+			break
+		}
+	}
+	if status.Code(err) != codes.InvalidArgument || !slices.Equal(fieldViolations(err), []string{"cancel.reason"}) {
+		t.Errorf("ExecuteBatch() = %v, want InvalidArgument naming cancel.reason", err)
+	}
+	waitFor(t, "the log to complete", func() bool { return len(e.readSession(t, "s-later-text-reason")) == 2 })
+}
+
+// TestClientTextNotUTF8LaterMessageIsTheRPCsCode: the RPC's log line (and so its
+// metrics) carries the status the client got for a later message whose text is not
+// UTF-8, as for one over max_request_bytes, not Canceled.
+func TestClientTextNotUTF8LaterMessageIsTheRPCsCode(t *testing.T) {
+	core, logs := observer.New(zap.DebugLevel)
+	e := start(t, "", app.WithLogger(zap.New(core)))
+	started, stopped := make(chan string, 1), make(chan string, 1)
+	runProvider(t, e.app.Addr(), blockTool("block", started, stopped))
+	bad := &toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Cancel{Cancel: &toolsdv1.CancelBatch{Reason: "@@BAD@@"}}}
+	_, err := e.execute(t, &toolsdv1.Batch{SessionId: "s-later-text-code", Calls: []*toolsdv1.ToolCall{call("c0", "block", `{"label":"x"}`)}}, batchOptions{
+		callOpts: []grpc.CallOption{grpc.ForceCodecV2(badTextCodec{})},
+		onAccepted: func(s toolsdv1.ToolService_ExecuteBatchClient) {
+			<-started
+			if err := s.Send(bad); err != nil {
+				t.Errorf("Send(bad cancel) = %v", err)
+			}
+		},
+	})
+	if status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("ExecuteBatch() = %v, want InvalidArgument", err)
+	}
+	<-stopped
+	var code any
+	waitFor(t, "the ExecuteBatch log line", func() bool {
+		for _, l := range logs.FilterMessage("finished call").All() {
+			if l.ContextMap()["grpc.method"] == "ExecuteBatch" {
+				code = l.ContextMap()["grpc.code"]
+				return true
+			}
+		}
+		return false
+	})
+	if code != "InvalidArgument" {
+		t.Errorf("logged grpc.code = %v, want InvalidArgument, the status the client got", code)
 	}
 }

@@ -95,7 +95,12 @@ func badText(m any) string {
 
 // errBadText is the refusal of a message the codec marked.
 func errBadText(log *zap.Logger, path string) error {
-	return toStatus(log, badField(path, "is not valid UTF-8 (protobuf strings must be)"))
+	return toStatus(log, badTextCause(path))
+}
+
+// badTextCause is why a message the codec marked at path is refused.
+func badTextCause(path string) error {
+	return badField(path, "is not valid UTF-8 (protobuf strings must be)")
 }
 
 // refuseBadText returns the interceptors that refuse every message the codec marked:
@@ -108,9 +113,28 @@ func refuseBadText(log *zap.Logger) (grpc.UnaryServerInterceptor, grpc.StreamSer
 		return handler(ctx, req)
 	}
 	stream := func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		return handler(srv, textCheckedStream{ss, log})
+		r := &refusal{}
+		return handler(srv, textCheckedStream{ss, log, context.WithValue(ss.Context(), refusalKey{}, r), r})
 	}
 	return unary, stream
+}
+
+// refusalKey is the context key of a checked stream's [refusal].
+type refusalKey struct{}
+
+// refusal is what a stream's handler asked to be told of a refused message (see
+// [onRefusal]).
+type refusal struct{ before func(cause error) }
+
+// onRefusal has fn called with the cause when a message that ctx's stream receives is
+// refused for its text, before the refusal ends the stream: ending it ends the stream's
+// context, so a handler that cancels work under that context with a cause records the
+// cause first, as it does for a message it refuses itself. Call it before the stream's
+// reader starts; on a stream that is not checked it does nothing.
+func onRefusal(ctx context.Context, fn func(cause error)) {
+	if r, ok := ctx.Value(refusalKey{}).(*refusal); ok {
+		r.before = fn
+	}
 }
 
 // textCheckedStream refuses each received message the codec marked. As gRPC does for a
@@ -120,8 +144,12 @@ func refuseBadText(log *zap.Logger) (grpc.UnaryServerInterceptor, grpc.StreamSer
 // client would not learn that its message was refused.
 type textCheckedStream struct {
 	grpc.ServerStream
-	log *zap.Logger
+	log     *zap.Logger
+	ctx     context.Context // the stream's, carrying refusal
+	refusal *refusal
 }
+
+func (s textCheckedStream) Context() context.Context { return s.ctx }
 
 func (s textCheckedStream) RecvMsg(m any) error {
 	if err := s.ServerStream.RecvMsg(m); err != nil {
@@ -131,7 +159,11 @@ func (s textCheckedStream) RecvMsg(m any) error {
 	if path == "" {
 		return nil
 	}
-	err := errBadText(s.log, path)
+	cause := badTextCause(path)
+	if s.refusal.before != nil {
+		s.refusal.before(cause)
+	}
+	err := toStatus(s.log, cause)
 	if w, ok := grpc.ServerTransportStreamFromContext(s.Context()).(statusWriter); ok {
 		_ = w.WriteStatus(status.Convert(err))
 	}

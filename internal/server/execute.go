@@ -50,6 +50,7 @@ func (s *Server) ExecuteBatch(stream batchStream) error {
 
 	batchCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	onRefusal(ctx, cancel)
 	stopAbort := context.AfterFunc(s.active.abort, func() { cancel(errShuttingDown) })
 	defer stopAbort()
 	single := len(b.Calls) == 1
@@ -103,7 +104,7 @@ func (s *Server) ExecuteBatch(stream batchStream) error {
 	}
 	// The reader records the cause, then ends the stream with it: a batch that the
 	// cancel settled first must not end the stream OK in between.
-	return s.endedTooLarge(batchCtx)
+	return s.endedForMessage(batchCtx)
 }
 
 // cutOff is the outbox's onCut: the batch is cancelled with err, and a client cut off
@@ -121,22 +122,22 @@ func (s *Server) cutOff(stream batchStream, cancel context.CancelCauseFunc, err 
 
 // streamFailure reports why results could not be delivered; they are in the log anyway.
 // A stream toolsd ended itself (a client cut off for not reading, a message over
-// max_request_bytes: the cause of batchCtx) reports the status it was ended with, so
-// that the RPC's log line and metrics say what the client was told.
+// max_request_bytes or not UTF-8: the cause of batchCtx) reports the status it was
+// ended with, so that the RPC's log line and metrics say what the client was told.
 func (s *Server) streamFailure(batchCtx context.Context, err error) error {
 	if errors.Is(err, errSlowClient) {
 		return toStatus(s.log, err)
 	}
-	if err := s.endedTooLarge(batchCtx); err != nil {
+	if err := s.endedForMessage(batchCtx); err != nil {
 		return err
 	}
 	return toStatus(s.log, context.Canceled)
 }
 
-// endedTooLarge is the status of a batch stream that toolsd ended for a message over
-// max_request_bytes (the cause of batchCtx), nil for any other.
-func (s *Server) endedTooLarge(batchCtx context.Context) error {
-	if cause := context.Cause(batchCtx); errors.Is(cause, errRequestTooLarge) {
+// endedForMessage is the status of a batch stream that toolsd ended for a message it
+// refused, over max_request_bytes or not UTF-8 (the cause of batchCtx), nil for any other.
+func (s *Server) endedForMessage(batchCtx context.Context) error {
+	if cause := context.Cause(batchCtx); errors.Is(cause, errRequestTooLarge) || errors.Is(cause, errBadRequest) {
 		return toStatus(s.log, cause)
 	}
 	return nil
