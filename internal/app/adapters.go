@@ -86,14 +86,7 @@ func (l sessionLog) AppendResults(ctx context.Context, b *scheduler.Batch, rs []
 	for i := range rs {
 		r := &rs[i].Result
 		cites[i] = rs[i].CallSeq
-		records[i] = session.ResultRecord{
-			CallID:        b.Calls[rs[i].Index].CallID,
-			Content:       r.Content,
-			IsError:       r.IsError,
-			Error:         r.Err,
-			Meta:          r.Meta,
-			ConcludesTurn: r.ConcludesTurn,
-		}
+		records[i] = resultRecord(b.Calls[rs[i].Index].CallID, r)
 		events[i] = session.Event{
 			Type: session.TypeToolResult, BatchID: b.BatchID, Turn: b.Turn, Step: b.Step,
 			SourceSeqs: cites[i : i+1 : i+1], Result: &records[i],
@@ -104,6 +97,28 @@ func (l sessionLog) AppendResults(ctx context.Context, b *scheduler.Batch, rs []
 		err = fmt.Errorf("%w: %w", scheduler.ErrResultTooLarge, err)
 	}
 	return seqs, err
+}
+
+// resultRecord is what a call's tool/result event records of r.
+func resultRecord(callID string, r *tool.Result) session.ResultRecord {
+	return session.ResultRecord{
+		CallID:        callID,
+		Content:       r.Content,
+		IsError:       r.IsError,
+		Error:         r.Err,
+		Meta:          r.Meta,
+		ConcludesTurn: r.ConcludesTurn,
+	}
+}
+
+// resultFits is the pipeline's [pipeline.ResultFits]: whether r's tool/result event, as
+// AppendResults records it, is within the session log's limit for one event (toolsd
+// keeps the store's default). The log remains the judge: the scheduler replaces a
+// result it refuses all the same.
+func resultFits(e *tool.Exec, r *tool.Result) bool {
+	rec := resultRecord(e.CallID, r)
+	ev := session.Event{Type: session.TypeToolResult, BatchID: e.BatchID, SourceSeqs: []uint64{0}, Result: &rec}
+	return session.EventSize(&ev) <= session.DefaultMaxEventBytes
 }
 
 func (l sessionLog) AppendContexts(ctx context.Context, b *scheduler.Batch, resultSeq uint64, contexts []string) error {

@@ -374,6 +374,7 @@ func (a *App) build(pol *policy.Set) error {
 		pipeline.WithPolicy(pol),
 		pipeline.WithObserver(a.obs.Pipeline()),
 		pipeline.WithStageTracer(calls),
+		pipeline.WithResultFits(resultFits),
 		pipeline.WithConfig(pipeline.Config{
 			DefaultTimeout:  c.Timeouts.DefaultTool.D(),
 			ApprovalTimeout: c.Limits.ApprovalTimeout.D(),

@@ -1010,3 +1010,40 @@ func TestHeaderSizeLimit(t *testing.T) {
 		t.Errorf("Schemas() after the refusal = %v, want served", err)
 	}
 }
+
+// TestResultOverTheLogsEventLimitIsObservedAsRecorded: an error result within
+// max_result_bytes whose event is over the session log's limit (its message is in the
+// event twice: as content, "Error: …", and as error.message) fails its call with
+// RESULT_TOO_LARGE, and the call's log line (and so its metrics) says RESULT_TOO_LARGE
+// too, as the client and the session log do, not the tool's own TOOL_ERROR.
+func TestResultOverTheLogsEventLimitIsObservedAsRecorded(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	e := start(t, "limits: {max_result_bytes: 8MiB}\n", app.WithLogger(zap.New(core)))
+	msg := strings.Repeat("x", 8<<20-len("Error: "))
+	runProvider(t, e.app.Addr(), provider.NewTool("loud", "Fails at length.", func(context.Context, provider.Call, noArgs) (string, error) {
+		return "", errors.New(msg)
+	}))
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-loud", Calls: []*toolsdv1.ToolCall{call("c0", "loud", `{}`)}}, batchOptions{})
+	if got := resultCodes(out.results); !slices.Equal(got, []string{"RESULT_TOO_LARGE"}) {
+		t.Fatalf("codes = %q, want [RESULT_TOO_LARGE]", got)
+	}
+	assertCompleteLog(t, e, "s-loud", 1)
+	for _, ev := range e.readSession(t, "s-loud") {
+		if r := ev.GetToolResult(); r != nil && r.GetError().GetCode() != "RESULT_TOO_LARGE" {
+			t.Errorf("logged result code = %q, want RESULT_TOO_LARGE", r.GetError().GetCode())
+		}
+	}
+	var code any
+	waitFor(t, "the call's log line", func() bool {
+		for _, l := range logs.FilterMessage("tool call").All() {
+			if l.ContextMap()["call_id"] == "c0" {
+				code = l.ContextMap()["code"]
+				return true
+			}
+		}
+		return false
+	})
+	if code != "RESULT_TOO_LARGE" {
+		t.Errorf("call log line's code = %v, want RESULT_TOO_LARGE, the code the client and the session log got", code)
+	}
+}

@@ -20,6 +20,7 @@ type options struct {
 	execute  []Interceptor
 	post     []PostExecute
 	results  []ResultObserver
+	fits     ResultFits
 	observer Observer
 	tracer   StageTracer
 	logger   *zap.Logger
@@ -32,6 +33,17 @@ type options struct {
 // ResultObserver receives each call's final outcome and its duration from the start of
 // Run. It runs synchronously and must treat e and r as frozen (read-only).
 type ResultObserver func(e *tool.Exec, r tool.Result, d time.Duration)
+
+// ResultFits reports whether a call's final result fits where it is recorded (the
+// session log's limit for one event). It runs synchronously on every call's goroutine,
+// must be quick, and must treat e and r as read-only.
+type ResultFits func(e *tool.Exec, r *tool.Result) bool
+
+// WithResultFits installs the check of each final result against where it is recorded:
+// a result that does not fit becomes RESULT_TOO_LARGE (what it asked of the turn kept)
+// before the result observers and the stage tracer see it, so that the call's metrics
+// and log line say what the session log and the client get.
+func WithResultFits(fits ResultFits) Option { return func(o *options) { o.fits = fits } }
 
 // WithConfig sets the limits and defaults.
 func WithConfig(cfg Config) Option { return func(o *options) { o.cfg = cfg } }

@@ -36,11 +36,27 @@ func (s *snapshot) finish(ctx context.Context, e *tool.Exec) tool.Result {
 	if st.tool != nil {
 		r = finalizeContent(st.tool.Definition(), r)
 	}
+	if fits := s.p.opts.fits; fits != nil && !fits(e, &r) {
+		r = s.tooLargeToRecord(e, r)
+	}
 	d := s.p.opts.now().Sub(start)
 	for _, o := range s.p.opts.results {
 		s.notify(o, e, r, d)
 	}
 	return r
+}
+
+// tooLargeToRecord is the RESULT_TOO_LARGE result of a call whose final result r does
+// not fit where it is recorded ([WithResultFits]); it keeps what r asked of the turn.
+//
+//go:noinline
+func (s *snapshot) tooLargeToRecord(e *tool.Exec, r tool.Result) tool.Result {
+	s.p.opts.logger.Warn("tool result over the session log's event limit; recorded as RESULT_TOO_LARGE",
+		zap.String("session_id", e.SessionID), zap.String("call_id", textcut.Ellipsis(e.CallID, textcut.MaxLoggedID)),
+		zap.Int("content_bytes", len(r.Content)), zap.Int("value_bytes", len(r.Value)), zap.Int("meta_bytes", len(r.Meta)))
+	return keepContexts(r, failure(e, tool.CodeResultTooLarge, fmt.Sprintf(
+		"the tool's result (%d bytes) is over the session log's limit for one event", len(r.Content)+len(r.Value)+len(r.Meta)),
+		tooLargeReason(r)))
 }
 
 // notify hands the final result to one result observer. A panicking observer is

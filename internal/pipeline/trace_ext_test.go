@@ -169,3 +169,43 @@ func TestStageTracerDeclines(t *testing.T) {
 		t.Errorf("Run() = %+v with %d StartCalls, want a success and 1", r, tr.calls)
 	}
 }
+
+// TestResultFits: a final result that does not fit where it is recorded becomes
+// RESULT_TOO_LARGE, keeping what it asked of the turn, before the result observers and
+// the stage tracer see it: they see what the log and the client get. One that fits is
+// left alone.
+func TestResultFits(t *testing.T) {
+	tr := newTool("echo")
+	big := tool.Result{Content: "big", ConcludesTurn: true, AdditionalContexts: []string{"note"}}
+	for name, fits := range map[string]bool{"fits": true, "too large": false} {
+		t.Run(name, func(t *testing.T) {
+			rec := &recTracer{}
+			var observed tool.Result
+			var checked tool.Result
+			p := pipeline.New(staticResolver(tr), returning(big),
+				pipeline.WithStageTracer(rec),
+				pipeline.WithResultObservers(func(_ *tool.Exec, r tool.Result, _ time.Duration) { observed = r }),
+				pipeline.WithResultFits(func(_ *tool.Exec, r *tool.Result) bool { checked = *r; return fits }))
+			e := newExec("echo", `{}`)
+			got := p.Run(t.Context(), e)
+			if diff := cmp.Diff(big, checked); diff != "" {
+				t.Errorf("checked result (-want +got):\n%s", diff)
+			}
+			want := big
+			if !fits {
+				want = tool.Failure(tool.CodeResultTooLarge, "the tool's result (3 bytes) is over the session log's limit for one event")
+				want.Err.Tool = "echo"
+				want.ConcludesTurn, want.AdditionalContexts = true, []string{"note"}
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("Run() (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(want, observed); diff != "" {
+				t.Errorf("observed result (-want +got):\n%s", diff)
+			}
+			if last := rec.events[len(rec.events)-1]; last != fmt.Sprintf("done %s %q", tr.Owner(), want.Code()) {
+				t.Errorf("tracer's last event = %q, want the call done with %q", last, want.Code())
+			}
+		})
+	}
+}

@@ -71,6 +71,10 @@ type MessageRecord struct {
 	Content string
 }
 
+// EventSize is the size of ev that [WithMaxEventBytes] limits, so that a caller can
+// tell before an Append whether an event it builds will fit.
+func EventSize(ev *Event) int { return payloadSize(ev) }
+
 // payloadSize is the size [WithMaxEventBytes] limits: the bytes of every variable-length
 // field. Both stores measure it the same way; the Bolt encoding adds a few dozen bytes.
 func payloadSize(ev *Event) int {
