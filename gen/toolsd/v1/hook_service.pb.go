@@ -549,7 +549,7 @@ type HookCall struct {
 	CallId string `protobuf:"bytes,7,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
 	// Tool name.
 	Tool string `protobuf:"bytes,8,opt,name=tool,proto3" json:"tool,omitempty"`
-	// Arguments as sent.
+	// Arguments as sent ({} for "").
 	ArgumentsJson string `protobuf:"bytes,9,opt,name=arguments_json,json=argumentsJson,proto3" json:"arguments_json,omitempty"`
 	// Tool names of every call in the batch, in model order.
 	SiblingTools  []string `protobuf:"bytes,10,rep,name=sibling_tools,json=siblingTools,proto3" json:"sibling_tools,omitempty"`

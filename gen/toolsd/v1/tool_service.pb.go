@@ -1057,7 +1057,8 @@ type ToolCall struct {
 	CallId string `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
 	// Tool name as the model wrote it.
 	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	// The arguments exactly as the model emitted them, as JSON text. Malformed JSON is a
+	// The arguments exactly as the model emitted them, as JSON text; "" (which some model
+	// APIs send for a call without arguments) is taken as {}. Malformed JSON is a
 	// per-call INVALID_ARGUMENTS result, not an RPC error.
 	ArgumentsJson string `protobuf:"bytes,3,opt,name=arguments_json,json=argumentsJson,proto3" json:"arguments_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1668,7 +1669,7 @@ type ApprovalRequest struct {
 	Index uint32 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
 	// Tool name.
 	Tool string `protobuf:"bytes,3,opt,name=tool,proto3" json:"tool,omitempty"`
-	// The call's arguments as sent.
+	// The call's arguments as sent ({} for "").
 	ArgumentsJson string `protobuf:"bytes,4,opt,name=arguments_json,json=argumentsJson,proto3" json:"arguments_json,omitempty"`
 	// Why approval is needed.
 	Reason string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
