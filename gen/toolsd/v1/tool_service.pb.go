@@ -1844,7 +1844,9 @@ type BatchSettled struct {
 	// Held together to limits.max_batch_context_bytes as encoded here (1 MiB by
 	// default): a context past it is dropped, here and from the log alike.
 	AdditionalContexts []string `protobuf:"bytes,2,rep,name=additional_contexts,json=additionalContexts,proto3" json:"additional_contexts,omitempty"`
-	// The batch was cancelled.
+	// The batch's cancellation cut a call short: a call did not start
+	// (ABORTED_BEFORE_DISPATCH) or failed after the cancel. A cancel that arrives once
+	// every call has finished leaves it false.
 	Cancelled bool `protobuf:"varint,3,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
 	// Number of results committed.
 	Results       uint32 `protobuf:"varint,4,opt,name=results,proto3" json:"results,omitempty"`
