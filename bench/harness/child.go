@@ -9,6 +9,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -20,6 +22,8 @@ const (
 	stopGrace = 5 * time.Second
 	// readyPrefix starts the one line a role prints on stdout once it serves.
 	readyPrefix = "READY "
+	// tailBytes is how much of a failed child's stderr its error quotes.
+	tailBytes = 4096
 )
 
 // readyInfo is what a role announces on its READY line.
@@ -39,16 +43,34 @@ type child struct {
 	ready chan readyInfo
 	done  chan struct{} // closed when the process has exited
 	err   error         // exit error, valid after done
+	// tail returns the end of the child's stderr, which its failure quotes.
+	tail func() []byte
+	// killed is set when stop had to kill the process after stopGrace.
+	killed bool
+	// reported is set once earlyExit has reported the process's exit.
+	reported bool
 }
 
 // startChild starts path with args; a READY line on its stdout, if any, reaches c.ready.
+// Its stderr goes to the harness's, the last tailBytes of it kept for its failure.
 func startChild(name, path string, args ...string) (*child, error) {
-	return startChildLogging(name, path, os.Stderr, args...)
+	tail := &tailBuffer{}
+	return startChildTo(name, path, io.MultiWriter(os.Stderr, tail), tail.bytes, args...)
 }
 
-// startChildLogging is startChild with the child's stderr going to stderr.
-func startChildLogging(name, path string, stderr io.Writer, args ...string) (*child, error) {
-	c := &child{name: name, ready: make(chan readyInfo, 1), done: make(chan struct{})}
+// startChildLogging is startChild with the child's stderr going to log, a file whose
+// end its failure quotes. The child writes to the file itself: a busy log does not pass
+// through the harness process, whose CPU time is measured.
+func startChildLogging(name, path string, log *os.File, args ...string) (*child, error) {
+	tail := func() []byte {
+		b, _ := os.ReadFile(log.Name())
+		return b[max(len(b)-tailBytes, 0):]
+	}
+	return startChildTo(name, path, log, tail, args...)
+}
+
+func startChildTo(name, path string, stderr io.Writer, tail func() []byte, args ...string) (*child, error) {
+	c := &child{name: name, ready: make(chan readyInfo, 1), done: make(chan struct{}), tail: tail}
 	c.cmd = exec.Command(path, args...)
 	c.cmd.Stdout = &readyWriter{ready: c.ready}
 	c.cmd.Stderr = stderr
@@ -80,7 +102,7 @@ func startRole(ctx context.Context, role string, args ...string) (*child, readyI
 	}
 	info, err := c.awaitReady(ctx)
 	if err != nil {
-		c.stop()
+		_ = c.stop() // err says why it is not ready
 		return nil, readyInfo{}, err
 	}
 	return c, info, nil
@@ -96,7 +118,7 @@ func (c *child) awaitReady(ctx context.Context) (readyInfo, error) {
 	case info := <-c.ready:
 		return info, nil
 	case <-c.done:
-		return readyInfo{}, fmt.Errorf("harness: %s exited before it was ready: %w", c.name, c.err)
+		return readyInfo{}, c.failure("exited before it was ready")
 	case <-t.C:
 		return readyInfo{}, fmt.Errorf("harness: %s not ready after %v", c.name, readyTimeout)
 	case <-ctx.Done():
@@ -105,8 +127,15 @@ func (c *child) awaitReady(ctx context.Context) (readyInfo, error) {
 }
 
 // stop asks the process to exit (stdin closed, SIGTERM), kills it after stopGrace, and
-// waits for it.
-func (c *child) stop() {
+// waits for it. It reports a process that had exited before it was told to (unless
+// [child.earlyExit] did already), or that exited non-zero other than by the stop's
+// signals. Call it once.
+func (c *child) stop() error {
+	select {
+	case <-c.done:
+		return c.earlyExit()
+	default:
+	}
 	_ = c.stdin.Close()
 	_ = c.cmd.Process.Signal(syscall.SIGTERM)
 	t := time.NewTimer(stopGrace)
@@ -114,9 +143,69 @@ func (c *child) stop() {
 	select {
 	case <-c.done:
 	case <-t.C:
+		c.killed = true
 		_ = c.cmd.Process.Kill()
 		<-c.done
 	}
+	if c.err == nil || c.killed || signaled(c.err, syscall.SIGTERM) {
+		return nil
+	}
+	return c.failure("exited when stopped")
+}
+
+// earlyExit reports a process that exited before it was stopped: whatever was measured
+// from then on measured a half-dead setup. It is nil while the process runs, and after
+// it has reported the exit once.
+func (c *child) earlyExit() error {
+	select {
+	case <-c.done:
+	default:
+		return nil
+	}
+	if c.reported {
+		return nil
+	}
+	c.reported = true
+	return c.failure("exited before it was stopped")
+}
+
+// failure names the child, how it exited and the end of its stderr.
+func (c *child) failure(what string) error {
+	status := c.err
+	if status == nil {
+		status = errors.New("exit status 0")
+	}
+	return fmt.Errorf("harness: %s %s: %w\n%s's stderr ends:\n%s", c.name, what, status, c.name, c.tail())
+}
+
+// signaled reports whether err is the exit of a process killed by sig.
+func signaled(err error, sig syscall.Signal) bool {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == sig
+}
+
+// tailBuffer keeps the last tailBytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	t.buf = t.buf[max(len(t.buf)-tailBytes, 0):]
+	return len(p), nil
+}
+
+func (t *tailBuffer) bytes() []byte {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.buf)
 }
 
 // readyWriter takes a child's stdout: it parses the first READY line and drops the rest.

@@ -27,29 +27,39 @@ type sample struct {
 	allocsPerCall *float64
 }
 
-// measure starts t, runs w against it (see [measureOn]) and stops it.
+// measure starts t, runs w against it (see [measureOn]) and stops it. A process that
+// fails to stop cleanly fails the run.
 func measure(ctx context.Context, t Target, w load.Workload) (sample, error) {
 	inst, err := t.Start(ctx)
 	if err != nil {
 		return sample{}, err
 	}
-	defer inst.Stop()
-	return measureOn(ctx, t.Name(), inst, w)
+	s, err := measureOn(ctx, t.Name(), inst, w)
+	if err := errors.Join(err, inst.Stop()); err != nil {
+		return sample{}, err
+	}
+	return s, nil
 }
 
 // measureOn runs w against a running instance of the target named target while
 // sampling the server's CPU time and allocation counter at the edges of the measured
-// window.
+// window. A process of the instance that exits before it is stopped ends the run and is
+// its error, whatever the agents saw then.
 func measureOn(ctx context.Context, target string, inst *Instance, w load.Workload) (sample, error) {
+	ctx, unwatch := inst.watch(ctx)
+	defer unwatch()
 	m := meter{ctx: ctx, inst: inst}
 	m.detect()
 	res, err := load.Run(ctx, w, inst.Dial, load.WithWindowHooks(m.open, m.close))
+	if exited := inst.earlyExit(); exited != nil {
+		return sample{}, exited
+	}
 	if err != nil {
 		return sample{}, err
 	}
 	m.calibrate()
-	if m.err != nil {
-		return sample{}, m.err
+	if err := errors.Join(m.err, inst.earlyExit()); err != nil {
+		return sample{}, err
 	}
 	s := sample{target: target, result: res}
 	if res.Calls > 0 {

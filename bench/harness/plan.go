@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -150,12 +151,15 @@ func (p *plan) execute(ctx context.Context) (*summary, error) {
 // Windows seconds apart see the same machine, where fresh instances a workload apart
 // may not (single-call latency here drifts by half from one minute to the next). The
 // price: a durable target's log grows from one round to the next.
-func (p *plan) rounds(ctx context.Context, w load.Workload, samples map[string][]sample) error {
+func (p *plan) rounds(ctx context.Context, w load.Workload, samples map[string][]sample) (err error) {
 	insts := make([]*Instance, len(p.targets))
 	defer func() {
-		for _, inst := range insts {
-			if inst != nil {
-				inst.Stop()
+		for i, inst := range insts {
+			if inst == nil {
+				continue
+			}
+			if serr := inst.Stop(); serr != nil {
+				err = errors.Join(err, fmt.Errorf("%s on %s: %w", w.Name, p.targets[i].Name(), serr))
 			}
 		}
 	}()

@@ -24,7 +24,7 @@ func TestRelayRunsToolsdGC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.stop()
+	defer stopChecked(t, srv)
 	got, err := scrapeGauge(t.Context(), info.Metrics, "go_gc_gogc_percent")
 	if err != nil {
 		t.Fatal(err)

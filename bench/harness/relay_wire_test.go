@@ -95,13 +95,13 @@ func TestRelayTransportSendsNoPings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.stop()
+	defer stopChecked(t, srv)
 	provProxy := startPingProxy(t, info.Addr)
 	prov, _, err := startRole(t.Context(), "relay-provider", "-target", provProxy.lis.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer prov.stop()
+	defer stopChecked(t, prov)
 	agentProxy := startPingProxy(t, info.Addr)
 	w := load.Workload{Name: "pings", Agents: 2, BatchSize: 4, ArgBytes: 16 << 10, Warmup: 50 * time.Millisecond, Duration: 300 * time.Millisecond}
 	if _, err := load.Run(t.Context(), w, load.BatchDialer(agentProxy.lis.Addr().String(), "pings")); err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -28,8 +29,46 @@ type Instance struct {
 	// MetricsURL is a Prometheus text endpoint exporting go_memstats_mallocs_total of that
 	// process ("": allocations not measured).
 	MetricsURL string
-	// Stop ends every process of the instance.
-	Stop func()
+	// Stop ends every process of the instance. It reports each process that exited
+	// before it was stopped, or non-zero when stopped.
+	Stop func() error
+	// procs are the instance's processes, watched while it is measured.
+	procs []*child
+}
+
+// watch returns ctx, cancelled when a process of the instance exits, and the function
+// that ends the watch. A run whose server or provider is gone ends at once, not at a
+// batch's timeout.
+func (inst *Instance) watch(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	for _, c := range inst.procs {
+		go func() {
+			select {
+			case <-c.done:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	return ctx, cancel
+}
+
+// earlyExit reports every process of the instance that has exited before it was stopped.
+func (inst *Instance) earlyExit() error {
+	var errs []error
+	for _, c := range inst.procs {
+		errs = append(errs, c.earlyExit())
+	}
+	return errors.Join(errs...)
+}
+
+// stopAll stops cs in order and reports every one that did not exit cleanly.
+func stopAll(cs ...*child) error {
+	var errs []error
+	for _, c := range cs {
+		errs = append(errs, c.stop())
+	}
+	return errors.Join(errs...)
 }
 
 func init() {
@@ -53,18 +92,15 @@ func (relayTarget) Start(ctx context.Context) (*Instance, error) {
 	}
 	prov, _, err := startRole(ctx, "relay-provider", "-target", info.Addr)
 	if err != nil {
-		srv.stop()
-		return nil, err
+		return nil, errors.Join(err, srv.stop())
 	}
 	return &Instance{
 		Dial:        load.BatchDialer(info.Addr, sessionPrefix(nameRelay)),
 		PID:         srv.pid(),
 		ProviderPID: prov.pid(),
 		MetricsURL:  info.Metrics,
-		Stop: func() {
-			prov.stop()
-			srv.stop()
-		},
+		Stop:        func() error { return stopAll(prov, srv) },
+		procs:       []*child{prov, srv},
 	}, nil
 }
 
@@ -78,5 +114,5 @@ func (mcpTarget) Start(ctx context.Context) (*Instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Instance{Dial: mcppeer.Dialer(info.Addr), PID: srv.pid(), MetricsURL: info.Metrics, Stop: srv.stop}, nil
+	return &Instance{Dial: mcppeer.Dialer(info.Addr), PID: srv.pid(), MetricsURL: info.Metrics, Stop: srv.stop, procs: []*child{srv}}, nil
 }

@@ -56,18 +56,17 @@ func (t *toolsdTarget) Start(ctx context.Context) (*Instance, error) {
 	}
 	prov, _, err := startRole(ctx, "toolsd-provider", "-target", srv.addr)
 	if err != nil {
-		srv.stop()
-		return nil, fmt.Errorf("harness: %s provider: %w", t.name, err)
+		return nil, errors.Join(fmt.Errorf("harness: %s provider: %w", t.name, err), srv.stop())
 	}
 	return &Instance{
 		Dial:        load.BatchDialer(srv.addr, sessionPrefix(t.name)),
 		PID:         srv.proc.pid(),
 		ProviderPID: prov.pid(),
 		MetricsURL:  srv.metrics,
-		Stop: func() {
-			prov.stop()
-			srv.stop()
+		Stop: func() error {
+			return errors.Join(prov.stop(), srv.stop())
 		},
+		procs: []*child{prov, srv.proc},
 	}, nil
 }
 
@@ -174,15 +173,17 @@ func startToolsd(ctx context.Context, store string) (*toolsdServer, error) {
 	})
 	if err != nil {
 		log, _ := os.ReadFile(logPath)
-		s.stop()
+		_ = s.stop() // err says why it is not serving
 		return nil, fmt.Errorf("%w\ntoolsd's log:\n%s", err, log[max(len(log)-4096, 0):])
 	}
 	return s, nil
 }
 
-func (s *toolsdServer) stop() {
-	s.proc.stop()
+// stop stops toolsd (see [child.stop]) and removes its data directory.
+func (s *toolsdServer) stop() error {
+	err := s.proc.stop()
 	_ = os.RemoveAll(s.dataDir)
+	return err
 }
 
 // poll calls check every 50 ms until it reports done, proc exits, ctx ends or
@@ -247,8 +248,7 @@ func runToolsdProbes(ctx context.Context, c config) (probeResults, error) {
 		if err != nil {
 			return probeResults{}, err
 		}
-		err = step(s)
-		s.stop()
+		err = errors.Join(step(s), s.stop())
 		if err != nil {
 			return probeResults{}, err
 		}

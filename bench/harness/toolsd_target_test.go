@@ -21,12 +21,12 @@ func TestToolsdProviderRole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.stop()
+	defer stopChecked(t, srv)
 	prov, _, err := startRole(t.Context(), "toolsd-provider", "-target", info.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer prov.stop()
+	defer stopChecked(t, prov)
 	w := load.Workload{Name: "sdk", Agents: 2, BatchSize: 4, ArgBytes: 100, Warmup: 50 * time.Millisecond, Duration: 200 * time.Millisecond}
 	res, err := load.Run(t.Context(), w, load.BatchDialer(info.Addr, "sdk"))
 	if err != nil || res.Calls == 0 {
