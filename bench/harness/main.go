@@ -117,9 +117,5 @@ func run(args []string) error {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	defer runCleanups()
-	s, err := p.execute(ctx)
-	if err != nil {
-		return err
-	}
-	return writeSummary(c.out, s, os.Stdout)
+	return runPlan(ctx, p, c.out, os.Stdout)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -108,6 +109,7 @@ func selection(list string, valid []string) (map[string]bool, error) {
 // execute runs every repetition, interleaving targets within each workload so that drift
 // of the machine hits every target alike, then the probes. With -paired the targets
 // stay up through a workload and take turns window by window instead (see [plan.rounds]).
+// A probe's failure returns the summary too, the probes measured in it.
 func (p *plan) execute(ctx context.Context) (*summary, error) {
 	samples := map[string][]sample{} // by workload
 	if p.c.paired {
@@ -138,12 +140,24 @@ func (p *plan) execute(ctx context.Context) (*summary, error) {
 	if p.probes != nil {
 		fmt.Fprintln(os.Stderr, "probes: Schemas at scale, idle streams, in-flight calls")
 		pr, err := p.probes(ctx, p.c)
-		if err != nil {
-			return nil, fmt.Errorf("probes: %w", err)
-		}
 		s.Schemas10kP50us, s.IdleStreamBytes, s.InflightCallBytes = pr.Schemas10kP50us, pr.IdleStreamBytes, pr.InflightCallBytes
+		if err != nil {
+			s.Notes = append(s.Notes, fmt.Sprintf("probes failed (a probe not measured is null): %v", err))
+			return s, fmt.Errorf("probes: %w", err)
+		}
 	}
 	return s, nil
+}
+
+// runPlan executes p and writes its summary into dir and its table to w. The probes
+// run last: one that fails does not lose the workloads measured before it, the
+// summary is written with the failure in its notes, and the failure is returned.
+func runPlan(ctx context.Context, p *plan, dir string, w io.Writer) error {
+	s, err := p.execute(ctx)
+	if s == nil {
+		return err
+	}
+	return errors.Join(err, writeSummary(dir, s, w))
 }
 
 // rounds measures w paired: every target is started once and kept up, and each round

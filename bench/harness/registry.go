@@ -28,7 +28,9 @@ type probeResults struct {
 	InflightCallBytes *float64
 }
 
-// probeFunc runs the toolsd-only probes against fresh toolsd instances.
+// probeFunc runs the toolsd-only probes against fresh toolsd instances. One probe's
+// failure does not stop the others: the results hold those measured, the error says
+// which failed.
 type probeFunc func(ctx context.Context, c config) (probeResults, error)
 
 var (

@@ -223,37 +223,47 @@ func freePort() (string, error) {
 	return lis.Addr().String(), nil
 }
 
-// runToolsdProbes runs each toolsd-only probe against its own fresh in-memory toolsd.
+// runToolsdProbes runs each toolsd-only probe against its own fresh in-memory toolsd. A
+// probe that fails is named in the error and left nil; the others still run.
 func runToolsdProbes(ctx context.Context, c config) (probeResults, error) {
 	var r probeResults
-	steps := []func(*toolsdServer) error{
-		func(s *toolsdServer) error {
+	steps := []struct {
+		key string
+		run func(*toolsdServer) error
+	}{
+		{"schemas_10k_p50_us", func(s *toolsdServer) error {
 			lat, err := probe.SchemasLatency(ctx, s.addr, c.schemaTools, c.schemaCalls)
-			r.Schemas10kP50us = ptr(us(lat.P50))
+			if err == nil {
+				r.Schemas10kP50us = ptr(us(lat.P50))
+			}
 			return err
-		},
-		func(s *toolsdServer) error {
+		}},
+		{"idle_stream_bytes", func(s *toolsdServer) error {
 			v, err := probe.IdleStreamBytes(ctx, s.addr, s.proc.pid(), c.idleStreams)
-			r.IdleStreamBytes = ptr(v)
+			if err == nil {
+				r.IdleStreamBytes = ptr(v)
+			}
 			return err
-		},
-		func(s *toolsdServer) error {
+		}},
+		{"inflight_call_bytes", func(s *toolsdServer) error {
 			v, err := probe.InflightCallBytes(ctx, s.addr, s.proc.pid(), c.inflightCalls)
-			r.InflightCallBytes = ptr(v)
+			if err == nil {
+				r.InflightCallBytes = ptr(v)
+			}
 			return err
-		},
+		}},
 	}
+	var errs []error
 	for _, step := range steps {
 		s, err := startToolsd(ctx, "")
-		if err != nil {
-			return probeResults{}, err
+		if err == nil {
+			err = errors.Join(step.run(s), s.stop())
 		}
-		err = errors.Join(step(s), s.stop())
 		if err != nil {
-			return probeResults{}, err
+			errs = append(errs, fmt.Errorf("%s: %w", step.key, err))
 		}
 	}
-	return r, nil
+	return r, errors.Join(errs...)
 }
 
 func ptr(v float64) *float64 { return &v }
