@@ -172,7 +172,7 @@ func (s *Server) recvFirst(stream batchStream) (*toolsdv1.ExecuteBatchRequest, e
 // endStream ends the stream with err's status from a goroutine other than the
 // handler's, through the transport stream (see recvFirst); the status the handler
 // returns later is then not sent.
-func (s *Server) endStream(stream batchStream, err error) {
+func (s *Server) endStream(stream grpc.ServerStream, err error) {
 	if w, ok := grpc.ServerTransportStreamFromContext(stream.Context()).(statusWriter); ok {
 		st, _ := status.FromError(toStatus(s.log, err))
 		_ = w.WriteStatus(st)

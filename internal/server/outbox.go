@@ -35,7 +35,7 @@ const (
 // client off (onCut cancels the batch and ends the stream with its status, which ends a
 // Send waiting on the client) while the scheduler keeps committing to the log.
 // With nothing to put (the calls left still run), a timer that runs while the sender
-// writes cuts it off once one Send has waited too long (see checkSends).
+// writes cuts it off once one Send has waited too long (see sendCheck).
 //
 // A direct outbox (single-call batches) starts without the goroutine: while less than
 // [directLimit] has been sent, a put writes to the stream itself, which cannot block, and
@@ -69,15 +69,15 @@ type outbox struct {
 	sends streamgate.SendWatch
 	// watch checks the sender's Sends every write timeout while it writes: it is how a
 	// client that stopped reading is cut off when nothing waits to be put (the calls
-	// left run on). Set with ch and done; it stops itself when it finds no Send in
-	// progress, and the next Send arms it again (see checkSends).
-	watch *time.Timer
+	// left run on; the batch's calls then end as for any cut-off client, and their
+	// results are logged). Set with ch and done (see sendCheck).
+	watch *sendCheck
 }
 
 func newOutbox(stream batchStream, size int, timeout time.Duration, onCut func(error), direct bool) *outbox {
 	o := &outbox{stream: stream, size: size, timeout: timeout, onCut: onCut, direct: direct}
 	if !direct {
-		o.mu.Lock() // for checkSends, which reads watch
+		o.mu.Lock() // startLocked sets ch, done and watch under mu
 		o.startLocked()
 		o.mu.Unlock()
 	}
@@ -89,29 +89,8 @@ func (o *outbox) startLocked() {
 	o.direct = false
 	o.ch = make(chan outItem, o.size)
 	o.done = make(chan struct{})
-	o.watch = time.AfterFunc(o.timeout, o.checkSends)
-	o.sends.OnWake(func() { o.watch.Reset(o.timeout) })
+	o.watch = startSendCheck(&o.sends, o.timeout, func() { o.fail(errSlowClient) })
 	go o.run()
-}
-
-// checkSends runs when watch fires. A client that stopped reading is cut off, as a put
-// waiting for room would cut it off, once the sender has waited in one Send for longer
-// than the write timeout allows (see cutIfStalled); the batch's calls then end as for
-// any cut-off client, and their results are logged. While the sender writes, the timer
-// is armed again; once it finds none in progress (the sender idle, or gone) it stays
-// stopped until the next Send.
-func (o *outbox) checkSends() {
-	if o.sends.Stalled(o.timeout) {
-		o.fail(errSlowClient)
-		return
-	}
-	if o.sends.Park() {
-		return
-	}
-	o.mu.Lock()
-	t := o.watch // set before the timer could fire, under mu
-	o.mu.Unlock()
-	t.Reset(o.timeout)
 }
 
 // outItem is one message, or two to be written back to back: the sender hands both to
@@ -202,7 +181,7 @@ func (o *outbox) sendDirectLocked(it outItem) (rest outItem, left bool, err erro
 			it.onSend()
 		}
 		// Timed by sends too: it records the message's size, the allowance a Send of the
-		// sender waiting behind it gets (see checkSends).
+		// sender waiting behind it gets (see sendCheck).
 		if err := streamgate.Send(&o.sends, o.stream.Send, it.m); err != nil {
 			return outItem{}, false, errors.Join(errClientGone, err)
 		}
@@ -344,7 +323,7 @@ func (o *outbox) close() error {
 	}
 	// Stopped once the handler is done with the stream, or the timer would keep the
 	// outbox (and its stream) for up to a write timeout after the batch.
-	defer watch.Stop()
+	defer watch.stop()
 	w := o.watchStall()
 	defer w.t.Stop()
 	for {

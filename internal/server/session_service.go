@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 
@@ -117,6 +118,9 @@ func (s *Server) ReadSession(req *toolsdv1.ReadSessionRequest, stream grpc.Serve
 }
 
 // WatchSession replays stored events, then tails live ones until the client cancels.
+// A client that stops reading is cut off as a batch's is: once a Send has waited for
+// longer than the write timeout allows (see [sendCheck]), the watch ends with
+// ResourceExhausted (SLOW_CLIENT) and its store watch is released.
 func (s *Server) WatchSession(req *toolsdv1.WatchSessionRequest, stream grpc.ServerStreamingServer[toolsdv1.WatchSessionResponse]) error {
 	ctx := stream.Context()
 	if err := s.checkSessionID("session_id", req.GetSessionId()); err != nil {
@@ -133,6 +137,14 @@ func (s *Server) WatchSession(req *toolsdv1.WatchSessionRequest, stream grpc.Ser
 	watchCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	defer context.AfterFunc(s.active.watches, func() { cancel(errShuttingDown) })()
+	var sends streamgate.SendWatch
+	var cut atomic.Bool // the client was cut off for not reading
+	check := startSendCheck(&sends, s.limits.WriteTimeout, func() {
+		cut.Store(true)
+		cancel(errSlowClient)
+		s.endStream(stream, errSlowClient) // ends the Send that waits on the client
+	})
+	defer check.stop()
 	next := max(req.GetFromSeq(), 1)
 	var last *session.Event // what identifies the last event sent
 	send := func(ev *session.Event) error {
@@ -143,7 +155,7 @@ func (s *Server) WatchSession(req *toolsdv1.WatchSessionRequest, stream grpc.Ser
 		if err := s.authz.Authorize(ctx, ActionReadSession, "", req.GetSessionId()); err != nil {
 			return err
 		}
-		if err := stream.Send(&toolsdv1.WatchSessionResponse{Event: EventToProto(ev)}); err != nil {
+		if err := streamgate.Send(&sends, stream.Send, &toolsdv1.WatchSessionResponse{Event: EventToProto(ev)}); err != nil {
 			return errors.Join(errStopWatch, err)
 		}
 		next, last = ev.Seq+1, mark(ev)
@@ -158,6 +170,11 @@ func (s *Server) WatchSession(req *toolsdv1.WatchSessionRequest, stream grpc.Ser
 		if err == nil {
 			err = errShuttingDown
 		}
+	}
+	// The status was written when the client was cut off: this one is for the RPC's
+	// log line and metrics, as for a batch's (see streamFailure).
+	if cut.Load() {
+		return toStatus(s.log, errSlowClient)
 	}
 	if errors.Is(err, errStopWatch) || ctx.Err() != nil {
 		return nil

@@ -2,15 +2,18 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 
@@ -187,4 +190,173 @@ func TestWatchDeletedAsShutdownStopsItSaysDeleted(t *testing.T) {
 	if status.Code(err) != codes.NotFound || reason(err) != "SESSION_DELETED" {
 		t.Errorf("WatchSession(s) of a session deleted as shutdown stopped it: Recv() = %v, %v; want NotFound (SESSION_DELETED)", m.GetEvent().GetSeq(), err)
 	}
+}
+
+// watchEnds is a store that reports each Watch that returned: the store's subscription
+// is released then.
+type watchEnds struct {
+	session.Store
+	ended chan error
+}
+
+func (w *watchEnds) Watch(ctx context.Context, id string, from uint64, fn func(session.Event) error) error {
+	err := w.Store.Watch(ctx, id, from, fn)
+	w.ended <- err
+	return err
+}
+
+// rpcEnds is a stats handler that reports each RPC's end, which gRPC sees only after
+// the handler and its interceptors (metrics, logging) returned.
+type rpcEnds chan struct{}
+
+func (rpcEnds) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context   { return ctx }
+func (rpcEnds) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+func (rpcEnds) HandleConn(context.Context, stats.ConnStats)                       {}
+func (e rpcEnds) HandleRPC(_ context.Context, s stats.RPCStats) {
+	if _, ok := s.(*stats.End); ok {
+		e <- struct{}{}
+	}
+}
+
+// watchedSession is a store holding session "s" of n events of 4 KiB, each Watch of
+// which reports its end.
+func watchedSession(t *testing.T, n int) *watchEnds {
+	t.Helper()
+	mem := session.NewMemory()
+	t.Cleanup(func() { _ = mem.Close() })
+	evs := make([]session.Event, n)
+	for i := range evs {
+		evs[i] = session.Event{Type: session.TypeUserMessage, Message: &session.MessageRecord{Content: strings.Repeat("x", 4<<10)}}
+	}
+	if _, err := mem.Append(t.Context(), "s", evs...); err != nil {
+		t.Fatal(err)
+	}
+	return &watchEnds{Store: mem, ended: make(chan error, 1)}
+}
+
+// serveWatch runs the ToolService over store with the given write timeout, through
+// toolsd's gRPC server (its metrics in reg), for a client with fixed 64 KiB flow control
+// windows; ends reports the end of each RPC.
+func serveWatch(t *testing.T, store session.Store, writeTimeout time.Duration) (tools toolsdv1.ToolServiceClient, reg *prometheus.Registry, ends rpcEnds) {
+	t.Helper()
+	reg, ends = prometheus.NewRegistry(), make(rpcEnds, 1)
+	g, metrics := server.NewGRPCServer(server.GRPCConfig{Metrics: reg, StatsHandler: ends, MaxRecvMsgSize: 1 << 20, MaxConcurrentStreams: 10})
+	toolsdv1.RegisterToolServiceServer(g, server.New(server.Deps{Sessions: store, Limits: server.Limits{WriteTimeout: writeTimeout}}))
+	metrics.InitializeMetrics(g)
+	lis := bufconn.Listen(1 << 20)
+	served := make(chan error, 1)
+	go func() { served <- g.Serve(lis) }()
+	conn, err := grpc.NewClient("passthrough:///bufnet",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = conn.Close()
+		g.Stop()
+		if err := <-served; err != nil {
+			t.Errorf("Serve() = %v", err)
+		}
+	})
+	return toolsdv1.NewToolServiceClient(conn), reg, ends
+}
+
+// TestWatcherThatStopsReadingIsCutOff: a watcher that stopped reading held its handler
+// and its store watch for as long as it kept the stream open: WatchSession had no write
+// timeout. Like a batch's client, it is now cut off once a Send waits past
+// limits.write_timeout (ResourceExhausted, SLOW_CLIENT), its store watch is released,
+// and the RPC is counted with that code.
+func TestWatcherThatStopsReadingIsCutOff(t *testing.T) {
+	const n = 200 // 800 KiB, far more than the client's window and the stream's write quota
+	store := watchedSession(t, n)
+	tools, reg, ends := serveWatch(t, store, 50*time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	w, err := tools.WatchSession(ctx, &toolsdv1.WatchSessionRequest{SessionId: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Recv(); err != nil { // the watch is running; the client reads no more
+		t.Fatalf("WatchSession(s).Recv() = %v", err)
+	}
+	select {
+	case err := <-store.ended:
+		t.Logf("the store's watch ended with %v", err)
+	case <-time.After(30 * time.Second): // a safety net: the cut comes after a write timeout or two
+		t.Fatal("the store's watch still runs 30s after its client stopped reading, want it released once the client is cut off")
+	}
+	<-ends // the handler returned
+	if got := rpcCount(t, reg, "WatchSession", "ResourceExhausted"); got != 1 {
+		t.Errorf("grpc_server_handled_total{grpc_method=WatchSession,grpc_code=ResourceExhausted} = %v, want 1", got)
+	}
+	for seq := uint64(2); ; seq++ {
+		m, err := w.Recv()
+		if err != nil {
+			if status.Code(err) != codes.ResourceExhausted || reason(err) != "SLOW_CLIENT" {
+				t.Errorf("WatchSession(s).Recv() = %v, want ResourceExhausted (SLOW_CLIENT)", err)
+			}
+			if seq > n {
+				t.Errorf("the cut-off watcher got all %d events", n)
+			}
+			return
+		}
+		if got := m.GetEvent().GetSeq(); got != seq {
+			t.Fatalf("WatchSession(s) sent seq %d, want %d", got, seq)
+		}
+	}
+}
+
+// TestWatcherThatReadsSlowlyIsNotCutOff: a watcher that keeps reading, though the
+// replay takes it longer than the write timeout, gets every event: the write timeout
+// is how long a Send may wait, not how long the replay may take.
+func TestWatcherThatReadsSlowlyIsNotCutOff(t *testing.T) {
+	const n = 200 // 200 × 4 KiB through a 64 KiB window, one event per 5 ms: ~1 s
+	store := watchedSession(t, n)
+	tools, _, _ := serveWatch(t, store, 500*time.Millisecond)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	w, err := tools.WatchSession(ctx, &toolsdv1.WatchSessionRequest{SessionId: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq := uint64(1); seq <= n; seq++ {
+		m, err := w.Recv()
+		if err != nil {
+			t.Fatalf("WatchSession(s).Recv() after seq %d = %v, want every event", seq-1, err)
+		}
+		if got := m.GetEvent().GetSeq(); got != seq {
+			t.Fatalf("WatchSession(s) sent seq %d, want %d", got, seq)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	if err := <-store.ended; !errors.Is(err, context.Canceled) {
+		t.Errorf("the store's watch ended with %v, want the client's cancel", err)
+	}
+}
+
+// rpcCount is grpc_server_handled_total for method and code in reg.
+func rpcCount(t *testing.T, reg *prometheus.Registry, method, code string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "grpc_server_handled_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			l := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				l[lp.GetName()] = lp.GetValue()
+			}
+			if l["grpc_method"] == method && l["grpc_code"] == code {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }
