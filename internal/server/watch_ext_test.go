@@ -312,9 +312,11 @@ func TestWatcherThatStopsReadingIsCutOff(t *testing.T) {
 // replay takes it longer than the write timeout, gets every event: the write timeout
 // is how long a Send may wait, not how long the replay may take.
 func TestWatcherThatReadsSlowlyIsNotCutOff(t *testing.T) {
-	const n = 200 // 200 × 4 KiB through a 64 KiB window, one event per 5 ms: ~1 s
+	// 200 × 4 KiB through a 64 KiB window, one event per 12 ms: at least 2.4 s, past
+	// the write timeout, which is still far above any pause of a loaded machine.
+	const n = 200
 	store := watchedSession(t, n)
-	tools, _, _ := serveWatch(t, store, 500*time.Millisecond)
+	tools, _, _ := serveWatch(t, store, 2*time.Second)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	w, err := tools.WatchSession(ctx, &toolsdv1.WatchSessionRequest{SessionId: "s"})
@@ -329,7 +331,7 @@ func TestWatcherThatReadsSlowlyIsNotCutOff(t *testing.T) {
 		if got := m.GetEvent().GetSeq(); got != seq {
 			t.Fatalf("WatchSession(s) sent seq %d, want %d", got, seq)
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(12 * time.Millisecond)
 	}
 	cancel()
 	if err := <-store.ended; !errors.Is(err, context.Canceled) {
