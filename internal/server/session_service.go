@@ -58,7 +58,8 @@ func (s *Server) readAfter(ctx context.Context, id string, from uint64, last *se
 // errStopWatch ends a watch when the client goes away.
 var errStopWatch = errors.New("server: watch stopped")
 
-// ReadSession streams stored events from from_seq, one event per message.
+// ReadSession streams stored events from from_seq, one event per message. A client
+// that stops reading is cut off as a watcher is (see [Server.cutSlowReader]).
 func (s *Server) ReadSession(req *toolsdv1.ReadSessionRequest, stream grpc.ServerStreamingServer[toolsdv1.ReadSessionResponse]) error {
 	ctx := stream.Context()
 	if err := s.checkSessionID("session_id", req.GetSessionId()); err != nil {
@@ -75,6 +76,9 @@ func (s *Server) ReadSession(req *toolsdv1.ReadSessionRequest, stream grpc.Serve
 	// then ends with SESSION_DELETED instead of going on with the new session's events
 	// (see readAfter).
 	var last *session.Event
+	var sends streamgate.SendWatch
+	slow := s.cutSlowReader(stream, &sends, nil)
+	defer slow.stop()
 	for {
 		page := want
 		if remaining > 0 && remaining < page {
@@ -96,7 +100,10 @@ func (s *Server) ReadSession(req *toolsdv1.ReadSessionRequest, stream grpc.Serve
 		size := 0
 		for i := range events {
 			m := &toolsdv1.ReadSessionResponse{Event: EventToProto(&events[i])}
-			if err := stream.Send(m); err != nil {
+			if err := streamgate.Send(&sends, stream.Send, m); err != nil {
+				if slow.cut.Load() { // the status was written at the cut: this one is for the RPC's log line and metrics
+					return toStatus(s.log, errSlowClient)
+				}
 				return err
 			}
 			size += streamgate.SentSize(m)
@@ -116,6 +123,30 @@ func (s *Server) ReadSession(req *toolsdv1.ReadSessionRequest, stream grpc.Serve
 		}
 	}
 }
+
+// slowReader cuts off the client of a server stream whose Sends go through sends, as a
+// batch's is: once a Send has waited for longer than the write timeout allows (see
+// [sendCheck]), the stream ends with ResourceExhausted (SLOW_CLIENT).
+type slowReader struct {
+	check *sendCheck
+	cut   atomic.Bool // the client was cut off for not reading
+}
+
+// cutSlowReader starts checking stream's Sends through sends; also, if not nil, runs
+// at the cut, before the stream is ended. Call stop once the handler is done sending.
+func (s *Server) cutSlowReader(stream grpc.ServerStream, sends *streamgate.SendWatch, also func()) *slowReader {
+	r := &slowReader{}
+	r.check = startSendCheck(sends, s.limits.WriteTimeout, func() {
+		r.cut.Store(true)
+		if also != nil {
+			also()
+		}
+		s.endStream(stream, errSlowClient) // ends the Send that waits on the client
+	})
+	return r
+}
+
+func (r *slowReader) stop() { r.check.stop() }
 
 // WatchSession replays stored events, then tails live ones until the client cancels.
 // A client that stops reading is cut off as a batch's is: once a Send has waited for
@@ -138,13 +169,8 @@ func (s *Server) WatchSession(req *toolsdv1.WatchSessionRequest, stream grpc.Ser
 	defer cancel(nil)
 	defer context.AfterFunc(s.active.watches, func() { cancel(errShuttingDown) })()
 	var sends streamgate.SendWatch
-	var cut atomic.Bool // the client was cut off for not reading
-	check := startSendCheck(&sends, s.limits.WriteTimeout, func() {
-		cut.Store(true)
-		cancel(errSlowClient)
-		s.endStream(stream, errSlowClient) // ends the Send that waits on the client
-	})
-	defer check.stop()
+	slow := s.cutSlowReader(stream, &sends, func() { cancel(errSlowClient) })
+	defer slow.stop()
 	next := max(req.GetFromSeq(), 1)
 	var last *session.Event // what identifies the last event sent
 	send := func(ev *session.Event) error {
@@ -173,7 +199,7 @@ func (s *Server) WatchSession(req *toolsdv1.WatchSessionRequest, stream grpc.Ser
 	}
 	// The status was written when the client was cut off: this one is for the RPC's
 	// log line and metrics, as for a batch's (see streamFailure).
-	if cut.Load() {
+	if slow.cut.Load() {
 		return toStatus(s.log, errSlowClient)
 	}
 	if errors.Is(err, errStopWatch) || ctx.Err() != nil {

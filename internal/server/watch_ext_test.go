@@ -362,3 +362,45 @@ func rpcCount(t *testing.T, reg *prometheus.Registry, method, code string) float
 	}
 	return 0
 }
+
+// TestReaderThatStopsReadingIsCutOff: ReadSession had no write timeout either, so a
+// reader that stopped reading held its handler for as long as it kept the stream open.
+// It is cut off as a watcher is (ResourceExhausted, SLOW_CLIENT), and the RPC is
+// counted with that code.
+func TestReaderThatStopsReadingIsCutOff(t *testing.T) {
+	const n = 200 // 800 KiB, far more than the client's window and the stream's write quota
+	store := watchedSession(t, n)
+	tools, reg, ends := serveWatch(t, store, 50*time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	r, err := tools.ReadSession(ctx, &toolsdv1.ReadSessionRequest{SessionId: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Recv(); err != nil { // the read is running; the client reads no more
+		t.Fatalf("ReadSession(s).Recv() = %v", err)
+	}
+	select {
+	case <-ends: // the handler returned
+	case <-time.After(30 * time.Second): // a safety net: the cut comes after a write timeout or two
+		t.Fatal("ReadSession still runs 30s after its client stopped reading, want it cut off")
+	}
+	if got := rpcCount(t, reg, "ReadSession", "ResourceExhausted"); got != 1 {
+		t.Errorf("grpc_server_handled_total{grpc_method=ReadSession,grpc_code=ResourceExhausted} = %v, want 1", got)
+	}
+	for seq := uint64(2); ; seq++ {
+		m, err := r.Recv()
+		if err != nil {
+			if status.Code(err) != codes.ResourceExhausted || reason(err) != "SLOW_CLIENT" {
+				t.Errorf("ReadSession(s).Recv() = %v, want ResourceExhausted (SLOW_CLIENT)", err)
+			}
+			if seq > n {
+				t.Errorf("the cut-off reader got all %d events", n)
+			}
+			return
+		}
+		if got := m.GetEvent().GetSeq(); got != seq {
+			t.Fatalf("ReadSession(s) sent seq %d, want %d", got, seq)
+		}
+	}
+}
