@@ -64,8 +64,11 @@ type Result struct {
 }
 
 // MaxResultBytes bounds every configured result size limit (limits.max_result_bytes and
-// a tool's own): half the session log's 16 MiB limit for one event, so that a result the
-// pipeline accepted, and its observers saw, always fits its event.
+// a tool's own): half the session log's 16 MiB limit for one event, so that a success
+// the pipeline accepted fits its event. An error result records its message twice (in
+// its content and in its error), so a message near the limit can still take the event
+// past it: the pipeline checks the final result against the log's limit before anyone
+// observes it (pipeline.WithResultFits), and the scheduler when it commits.
 const MaxResultBytes = 8 << 20
 
 // ErrorContentPrefix starts the model-facing content of every error result.
