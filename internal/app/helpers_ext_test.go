@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -261,6 +262,23 @@ func waitFor(tb testing.TB, what string, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// loggedField waits for the first line logged as msg whose key is value, and returns
+// that line's field.
+func loggedField(tb testing.TB, logs *observer.ObservedLogs, msg, key string, value any, field string) any {
+	tb.Helper()
+	var got any
+	waitFor(tb, "the "+msg+" log line", func() bool {
+		for _, l := range logs.FilterMessage(msg).All() {
+			if l.ContextMap()[key] == value {
+				got = l.ContextMap()[field]
+				return true
+			}
+		}
+		return false
+	})
+	return got
 }
 
 func call(id, name, args string) *toolsdv1.ToolCall {

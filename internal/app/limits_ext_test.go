@@ -220,16 +220,7 @@ func TestOversizedLaterMessageIsTheRPCsCode(t *testing.T) {
 		t.Fatalf("ExecuteBatch() = %v, want ResourceExhausted", err)
 	}
 	<-stopped
-	var code any
-	waitFor(t, "the ExecuteBatch log line", func() bool {
-		for _, l := range logs.FilterMessage("finished call").All() {
-			if l.ContextMap()["grpc.method"] == "ExecuteBatch" {
-				code = l.ContextMap()["grpc.code"]
-				return true
-			}
-		}
-		return false
-	})
+	code := loggedField(t, logs, "finished call", "grpc.method", "ExecuteBatch", "grpc.code")
 	if code != "ResourceExhausted" {
 		t.Errorf("logged grpc.code = %v, want ResourceExhausted, the status the client got", code)
 	}
@@ -1033,16 +1024,7 @@ func TestResultOverTheLogsEventLimitIsObservedAsRecorded(t *testing.T) {
 			t.Errorf("logged result code = %q, want RESULT_TOO_LARGE", r.GetError().GetCode())
 		}
 	}
-	var code any
-	waitFor(t, "the call's log line", func() bool {
-		for _, l := range logs.FilterMessage("tool call").All() {
-			if l.ContextMap()["call_id"] == "c0" {
-				code = l.ContextMap()["code"]
-				return true
-			}
-		}
-		return false
-	})
+	code := loggedField(t, logs, "tool call", "call_id", "c0", "code")
 	if code != "RESULT_TOO_LARGE" {
 		t.Errorf("call log line's code = %v, want RESULT_TOO_LARGE, the code the client and the session log got", code)
 	}

@@ -907,16 +907,7 @@ func TestClientTextNotUTF8LaterMessageIsTheRPCsCode(t *testing.T) {
 		t.Fatalf("ExecuteBatch() = %v, want InvalidArgument", err)
 	}
 	<-stopped
-	var code any
-	waitFor(t, "the ExecuteBatch log line", func() bool {
-		for _, l := range logs.FilterMessage("finished call").All() {
-			if l.ContextMap()["grpc.method"] == "ExecuteBatch" {
-				code = l.ContextMap()["grpc.code"]
-				return true
-			}
-		}
-		return false
-	})
+	code := loggedField(t, logs, "finished call", "grpc.method", "ExecuteBatch", "grpc.code")
 	if code != "InvalidArgument" {
 		t.Errorf("logged grpc.code = %v, want InvalidArgument, the status the client got", code)
 	}

@@ -291,21 +291,10 @@ func TestWatcherThatStopsReadingIsCutOff(t *testing.T) {
 	if got := rpcCount(t, reg, "WatchSession", "ResourceExhausted"); got != 1 {
 		t.Errorf("grpc_server_handled_total{grpc_method=WatchSession,grpc_code=ResourceExhausted} = %v, want 1", got)
 	}
-	for seq := uint64(2); ; seq++ {
+	assertCutOffAfter(t, "WatchSession", 1, n, func() (uint64, error) {
 		m, err := w.Recv()
-		if err != nil {
-			if status.Code(err) != codes.ResourceExhausted || reason(err) != "SLOW_CLIENT" {
-				t.Errorf("WatchSession(s).Recv() = %v, want ResourceExhausted (SLOW_CLIENT)", err)
-			}
-			if seq > n {
-				t.Errorf("the cut-off watcher got all %d events", n)
-			}
-			return
-		}
-		if got := m.GetEvent().GetSeq(); got != seq {
-			t.Fatalf("WatchSession(s) sent seq %d, want %d", got, seq)
-		}
-	}
+		return m.GetEvent().GetSeq(), err
+	})
 }
 
 // TestWatcherThatReadsSlowlyIsNotCutOff: a watcher that keeps reading, though the
@@ -388,19 +377,30 @@ func TestReaderThatStopsReadingIsCutOff(t *testing.T) {
 	if got := rpcCount(t, reg, "ReadSession", "ResourceExhausted"); got != 1 {
 		t.Errorf("grpc_server_handled_total{grpc_method=ReadSession,grpc_code=ResourceExhausted} = %v, want 1", got)
 	}
-	for seq := uint64(2); ; seq++ {
+	assertCutOffAfter(t, "ReadSession", 1, n, func() (uint64, error) {
 		m, err := r.Recv()
+		return m.GetEvent().GetSeq(), err
+	})
+}
+
+// assertCutOffAfter reads what a client cut off for not reading still gets after the
+// event with seq read: the events that follow it in order, fewer than all n, then
+// ResourceExhausted (SLOW_CLIENT).
+func assertCutOffAfter(t *testing.T, rpc string, read, n uint64, recv func() (uint64, error)) {
+	t.Helper()
+	for seq := read + 1; ; seq++ {
+		got, err := recv()
 		if err != nil {
 			if status.Code(err) != codes.ResourceExhausted || reason(err) != "SLOW_CLIENT" {
-				t.Errorf("ReadSession(s).Recv() = %v, want ResourceExhausted (SLOW_CLIENT)", err)
+				t.Errorf("%s(s).Recv() = %v, want ResourceExhausted (SLOW_CLIENT)", rpc, err)
 			}
 			if seq > n {
-				t.Errorf("the cut-off reader got all %d events", n)
+				t.Errorf("the cut-off %s client got all %d events", rpc, n)
 			}
 			return
 		}
-		if got := m.GetEvent().GetSeq(); got != seq {
-			t.Fatalf("ReadSession(s) sent seq %d, want %d", got, seq)
+		if got != seq {
+			t.Fatalf("%s(s) sent seq %d, want %d", rpc, got, seq)
 		}
 	}
 }
