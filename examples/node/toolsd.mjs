@@ -33,10 +33,16 @@ const insecure = grpc.credentials.createInsecure();
 // limits.max_argument_bytes, which the operator may set above grpc-js's default 4 MiB
 // receive limit: a larger message would end the whole stream, failing every call on it.
 // toolsd's limits bound what it sends, so the provider receives any size.
+//
+// Keepalive pings (every 10 s without traffic, within toolsd's limit of one per 5 s; the
+// Go SDK's default) find a toolsd that vanished without closing the connection in
+// seconds, not after TCP's minutes.
 const providerChannel = {
   'grpc.initial_reconnect_backoff_ms': 100,
   'grpc.max_reconnect_backoff_ms': 5000,
   'grpc.max_receive_message_length': -1,
+  'grpc.keepalive_time_ms': 10000,
+  'grpc.keepalive_timeout_ms': 5000,
 };
 
 /** A client of ProviderService (Connect) at addr, e.g. "127.0.0.1:50151". */
