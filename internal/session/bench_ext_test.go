@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -146,6 +147,30 @@ func BenchmarkRead(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.N*100)/b.Elapsed().Seconds(), "events/s")
 		})
+	}
+}
+
+// BenchmarkColdPage measures a cold journal page of 2 events from one append of 128
+// calls of 64 KiB (an 8 MiB record): B/op is what the page costs beyond its 128 KiB.
+func BenchmarkColdPage(b *testing.B) {
+	s, err := session.OpenJournal(b.TempDir(), session.WithDurability(session.SyncNone), session.WithHotFor(-1))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { closeStore(b, s) })
+	args := []byte(`"` + strings.Repeat("x", 64<<10) + `"`)
+	evs := make([]session.Event, 128)
+	for i := range evs {
+		evs[i] = session.Event{Type: session.TypeToolCall, Call: &session.CallRecord{CallID: fmt.Sprint("c", i), Name: "write", Arguments: args}}
+	}
+	if _, err := s.Append(b.Context(), "plan", evs...); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if got, err := s.Read(b.Context(), "plan", 64, 2); err != nil || len(got) != 2 {
+			b.Fatalf("Read() = %d, %v", len(got), err)
+		}
 	}
 }
 

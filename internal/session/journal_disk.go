@@ -23,23 +23,44 @@ type recLoc struct {
 	size  int32
 }
 
-// read reads and decodes the record at loc.
-func (d *diskLog) read(loc recLoc) ([]Event, string, error) {
+// read reads the record at loc and passes its events from seq from on, in seq order,
+// to keep until keep returns false. Only the events passed are decoded: a record may
+// hold many more events, and bytes, than its reader needs.
+func (d *diskLog) read(loc recLoc, from uint64, keep func(Event) bool) error {
 	if d.file == nil {
-		return nil, "", fmt.Errorf("%w: a cold session has no journal file", ErrCorrupt)
+		return fmt.Errorf("%w: a cold session has no journal file", ErrCorrupt)
 	}
 	buf := make([]byte, loc.size)
 	if err := d.copyRecord(buf, loc); err != nil {
-		return nil, "", err
+		return err
 	}
-	rec, err := decodeRecord(buf[recHeaderLen:])
+	more := true
+	rec, err := parseRecord(buf[recHeaderLen:], func(r *record, seq uint64, b []byte) error {
+		if r.first != loc.first {
+			return loc.mismatch()
+		}
+		if !more || seq < from {
+			return nil
+		}
+		ev, err := decodeEvent(r.sessionID, seq, b)
+		if err != nil {
+			return err
+		}
+		more = keep(ev)
+		return nil
+	})
 	if err != nil {
-		return nil, "", err
+		return err
 	}
-	if rec.kind != recKindEvents || rec.events[0].Seq != loc.first {
-		return nil, "", fmt.Errorf("%w: journal record at %d is not the events from seq %d", ErrCorrupt, loc.off, loc.first)
+	if rec.kind != recKindEvents {
+		return loc.mismatch()
 	}
-	return rec.events, rec.sessionID, nil
+	return nil
+}
+
+// mismatch is the error of a record at loc that is not the events it should be.
+func (loc recLoc) mismatch() error {
+	return fmt.Errorf("%w: journal record at %d is not the events from seq %d", ErrCorrupt, loc.off, loc.first)
 }
 
 // event returns event seq.
@@ -48,26 +69,33 @@ func (d *diskLog) event(seq uint64) (Event, error) {
 	if i < 0 {
 		return Event{}, fmt.Errorf("%w: no journal record holds seq %d", ErrCorrupt, seq)
 	}
-	evs, _, err := d.read(d.locs[i])
+	var (
+		ev    Event
+		found bool
+	)
+	err := d.read(d.locs[i], seq, func(e Event) bool {
+		ev, found = e, true
+		return false
+	})
 	if err != nil {
 		return Event{}, err
 	}
-	if k := seq - d.locs[i].first; k < uint64(len(evs)) {
-		return evs[k], nil
+	if !found {
+		return Event{}, fmt.Errorf("%w: no journal record holds seq %d", ErrCorrupt, seq)
 	}
-	return Event{}, fmt.Errorf("%w: no journal record holds seq %d", ErrCorrupt, seq)
+	return ev, nil
 }
 
 // load reads every event back into a log of n events.
 func (d *diskLog) load(n int) (eventLog, error) {
 	var l eventLog
 	for _, loc := range d.locs {
-		evs, _, err := d.read(loc)
+		err := d.read(loc, loc.first, func(ev Event) bool {
+			l.append(ev)
+			return true
+		})
 		if err != nil {
 			return eventLog{}, err
-		}
-		for i := range evs {
-			l.append(evs[i])
 		}
 	}
 	if l.n != n {
@@ -126,15 +154,13 @@ func (d *diskLog) page(fromSeq uint64, limit, n int) ([]Event, error) {
 	i := max(sort.Search(len(d.locs), func(i int) bool { return d.locs[i].first > from })-1, 0)
 	size := 0
 	for ; i < len(d.locs) && !pageDone(len(out), size, limit); i++ {
-		evs, _, err := d.read(d.locs[i])
+		err := d.read(d.locs[i], from, func(ev Event) bool {
+			out = append(out, ev)
+			size += payloadSize(&ev)
+			return !pageDone(len(out), size, limit)
+		})
 		if err != nil {
 			return nil, err
-		}
-		for _, ev := range evs {
-			if ev.Seq >= from && !pageDone(len(out), size, limit) {
-				out = append(out, ev)
-				size += payloadSize(&ev)
-			}
 		}
 	}
 	return out, nil

@@ -243,3 +243,43 @@ func TestJournalRefusesOversizedAppend(t *testing.T) {
 		t.Errorf("Read(big) = %d events after the refused append, want 0", len(got))
 	}
 }
+
+// A cold page decodes the events it returns, not every event of the appends that hold
+// them: a page of two from an append of 128 calls allocates as a page of two from an
+// append of two does.
+func TestJournalColdPageDecodesOnlyItsEvents(t *testing.T) {
+	s, err := session.OpenJournal(t.TempDir(), session.WithDurability(session.SyncNone), session.WithHotFor(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeOrFail(t, s)
+	ctx := t.Context()
+	plan := func(n int) []session.Event {
+		evs := make([]session.Event, n)
+		for i := range evs {
+			evs[i] = session.Event{Type: session.TypeToolCall, BatchID: "b", SourceSeqs: []uint64{1},
+				Call: &session.CallRecord{CallID: fmt.Sprint("c", i), Name: "grep", Arguments: []byte(`{"q":"x"}`)}}
+		}
+		return evs
+	}
+	if _, err := s.Append(ctx, "big", plan(128)...); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(ctx, "small", plan(2)...); err != nil {
+		t.Fatal(err)
+	}
+	allocs := func(id string, from uint64) float64 {
+		return testing.AllocsPerRun(10, func() {
+			if got, err := s.Read(ctx, id, from, 2); err != nil || len(got) != 2 || got[0].Seq != from {
+				t.Fatalf("Read(%s, %d, 2) = %d events, %v", id, from, len(got), err)
+			}
+		})
+	}
+	small := allocs("small", 1)
+	for _, from := range []uint64{1, 64, 127} {
+		if big := allocs("big", from); big > small+4 {
+			t.Errorf("a cold page of 2 from seq %d of one append of 128 made %.0f allocations, one of an append of 2 made %.0f",
+				from, big, small)
+		}
+	}
+}
