@@ -109,33 +109,18 @@ func selection(list string, valid []string) (map[string]bool, error) {
 // execute runs every repetition, interleaving targets within each workload so that drift
 // of the machine hits every target alike, then the probes. With -paired the targets
 // stay up through a workload and take turns window by window instead (see [plan.rounds]).
-// A probe's failure returns the summary too, the probes measured in it.
+// A failed run or probe does not stop the others: the summary holds what was measured,
+// each failure in its notes, and is returned with the failures.
 func (p *plan) execute(ctx context.Context) (*summary, error) {
 	samples := map[string][]sample{} // by workload
-	if p.c.paired {
-		for _, w := range p.workloads {
-			if err := p.rounds(ctx, w, samples); err != nil {
-				return nil, err
-			}
-		}
-	} else {
-		for rep := range p.c.runs {
-			for _, w := range p.workloads {
-				for _, t := range p.targets {
-					s, err := measure(ctx, t, w)
-					if err != nil {
-						return nil, fmt.Errorf("%s on %s (run %d): %w", w.Name, t.Name(), rep+1, err)
-					}
-					p.progress(rep, w, s)
-					samples[w.Name] = append(samples[w.Name], s)
-				}
-			}
-		}
-	}
+	errs := p.measureAll(ctx, samples)
 	s := newSummary(p.c, p.workloads, samples)
 	s.Notes = append(s.Notes, p.notes...)
 	if p.c.paired {
 		s.Notes = append(s.Notes, fmt.Sprintf("paired: targets stayed up through each workload and took turns in %d rounds, the order rotating", p.c.runs))
+	}
+	for _, err := range errs {
+		s.Notes = append(s.Notes, fmt.Sprintf("run failed (its samples are missing; a ratio missing a run of either side is null): %v", err))
 	}
 	if p.probes != nil {
 		fmt.Fprintln(os.Stderr, "probes: Schemas at scale, idle streams, in-flight calls")
@@ -143,20 +128,51 @@ func (p *plan) execute(ctx context.Context) (*summary, error) {
 		s.Schemas10kP50us, s.IdleStreamBytes, s.InflightCallBytes = pr.Schemas10kP50us, pr.IdleStreamBytes, pr.InflightCallBytes
 		if err != nil {
 			s.Notes = append(s.Notes, fmt.Sprintf("probes failed (a probe not measured is null): %v", err))
-			return s, fmt.Errorf("probes: %w", err)
+			errs = append(errs, fmt.Errorf("probes: %w", err))
 		}
 	}
-	return s, nil
+	return s, errors.Join(errs...)
 }
 
-// runPlan executes p and writes its summary into dir and its table to w. The probes
-// run last: one that fails does not lose the workloads measured before it, the
-// summary is written with the failure in its notes, and the failure is returned.
+// measureAll runs the workloads of p into samples and returns the runs that failed. A
+// failure does not stop the runs after it, unless ctx is done.
+func (p *plan) measureAll(ctx context.Context, samples map[string][]sample) []error {
+	var errs []error
+	if p.c.paired {
+		for _, w := range p.workloads {
+			if err := p.rounds(ctx, w, samples); err != nil {
+				errs = append(errs, err)
+				if ctx.Err() != nil {
+					return errs
+				}
+			}
+		}
+		return errs
+	}
+	for rep := range p.c.runs {
+		for _, w := range p.workloads {
+			for _, t := range p.targets {
+				s, err := measure(ctx, t, w)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("%s on %s (run %d): %w", w.Name, t.Name(), rep+1, err))
+					if ctx.Err() != nil {
+						return errs
+					}
+					continue
+				}
+				p.progress(rep, w, s)
+				samples[w.Name] = append(samples[w.Name], s)
+			}
+		}
+	}
+	return errs
+}
+
+// runPlan executes p and writes its summary into dir and its table to w. A run or probe
+// that fails does not lose what was measured: the summary is written with the failure
+// in its notes, and the failure is returned.
 func runPlan(ctx context.Context, p *plan, dir string, w io.Writer) error {
 	s, err := p.execute(ctx)
-	if s == nil {
-		return err
-	}
 	return errors.Join(err, writeSummary(dir, s, w))
 }
 

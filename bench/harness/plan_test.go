@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/toolsd/toolsd/bench/load"
 )
 
@@ -72,5 +74,100 @@ func TestToolsdProbesRunPastAFailure(t *testing.T) {
 	}
 	if r.Schemas10kP50us != nil || r.IdleStreamBytes == nil || r.InflightCallBytes == nil {
 		t.Errorf("runToolsdProbes(30000 tools) = %+v, want the Schemas probe null and the others measured", r)
+	}
+}
+
+// failingTarget is an inProcessTarget that fails to start (start set), or whose agents'
+// batches fail on the workload named failOn: in its first fails runs there, or in every
+// run if fails is nil.
+type failingTarget struct {
+	name   string
+	start  error
+	failOn string
+	fails  *int
+}
+
+var errAgent = errors.New("test agent's batch failed")
+
+func (t failingTarget) Name() string { return t.name }
+
+func (t failingTarget) Start(context.Context) (*Instance, error) {
+	if t.start != nil {
+		return nil, t.start
+	}
+	dial := func(_ context.Context, _ int, w load.Workload) (load.Agent, error) {
+		if w.Name != t.failOn || (t.fails != nil && *t.fails == 0) {
+			return okAgent{}, nil
+		}
+		if t.fails != nil {
+			*t.fails--
+		}
+		return failAgent{}, nil
+	}
+	return &Instance{Dial: dial, Stop: func() error { return nil }}, nil
+}
+
+// failAgent's batches fail with errAgent.
+type failAgent struct{}
+
+func (failAgent) Do(context.Context) error { return errAgent }
+func (failAgent) Close() error             { return nil }
+
+// TestRunFailureKeepsWorkloads: a run that fails (a target that cannot start, an agent's
+// error) does not stop the others: summary.json is written with every run measured
+// before and after it and the failures in its notes, a ratio missing a run of either
+// side is null, and the run fails.
+func TestRunFailureKeepsWorkloads(t *testing.T) {
+	errStart := errors.New("test target cannot start")
+	journalFails := 1
+	small := func(name string) load.Workload {
+		return load.Workload{Name: name, Agents: 1, BatchSize: 1, ArgBytes: argSmall, Duration: 20 * time.Millisecond}
+	}
+	p := &plan{
+		c: config{runs: 2},
+		targets: []Target{
+			inProcessTarget{nameRelay},
+			failingTarget{name: nameToolsd, failOn: wBatch8C64},
+			failingTarget{name: nameToolsdDurable, start: errStart},
+			failingTarget{name: nameToolsdJournal, failOn: wBatch8C64, fails: &journalFails},
+		},
+		workloads: []load.Workload{small(wSingleC1), small(wBatch8C64)},
+	}
+	dir := t.TempDir()
+	err := runPlan(t.Context(), p, dir, io.Discard)
+	if !errors.Is(err, errAgent) || !errors.Is(err, errStart) {
+		t.Errorf("runPlan() = %v, want the agents' and the start's failures", err)
+	}
+	m := readSummaryJSON(t, dir)
+	runs := map[string]float64{}
+	rows, _ := m["workloads"].([]any)
+	for _, r := range rows {
+		r := r.(map[string]any)
+		runs[r["workload"].(string)+" "+r["target"].(string)] = r["runs"].(float64)
+	}
+	want := map[string]float64{
+		wSingleC1 + " " + nameRelay: 2, wSingleC1 + " " + nameToolsd: 2, wSingleC1 + " " + nameToolsdJournal: 2,
+		wBatch8C64 + " " + nameRelay: 2, wBatch8C64 + " " + nameToolsdJournal: 1,
+	}
+	if diff := cmp.Diff(want, runs); diff != "" {
+		t.Errorf("summary.json runs by workload and target (-want +got):\n%s", diff)
+	}
+	if _, ok := m["ratio_p50_single_c1"].(float64); !ok {
+		t.Errorf("summary.json ratio_p50_single_c1 = %v, want a number", m["ratio_p50_single_c1"])
+	}
+	for _, k := range []string{"ratio_tput_batch8_c64", "ratio_tput_batch8_c64_durable", "ratio_tput_batch8_c64_journal"} {
+		if v, ok := m[k]; !ok || v != nil {
+			t.Errorf("summary.json %s = %v (present %v), want null", k, v, ok)
+		}
+	}
+	notes, _ := m["notes"].([]any)
+	var failed []string
+	for _, n := range notes {
+		if s := n.(string); strings.Contains(s, errAgent.Error()) || strings.Contains(s, errStart.Error()) {
+			failed = append(failed, s)
+		}
+	}
+	if len(failed) != 2+4+1 { // toolsd's 2 runs of batch8, durable's 4 starts, journal's first batch8
+		t.Errorf("summary.json notes = %q, want the 7 failed runs", notes)
 	}
 }

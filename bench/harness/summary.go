@@ -174,10 +174,12 @@ func (s *summary) find(workload, target string) (row, bool) {
 	return s.Workloads[i], true
 }
 
+// compare is target's ratio to baseline on workload; there is none unless both have
+// every run the other has (a failed run leaves one side short).
 func (s *summary) compare(workload, target, baseline string) (ratio, bool) {
 	t, ok1 := s.find(workload, target)
 	b, ok2 := s.find(workload, baseline)
-	if !ok1 || !ok2 {
+	if !ok1 || !ok2 || t.Runs != b.Runs {
 		return ratio{}, false
 	}
 	r := ratio{Workload: workload, Target: target, Baseline: baseline,
