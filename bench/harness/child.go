@@ -128,8 +128,8 @@ func (c *child) awaitReady(ctx context.Context) (readyInfo, error) {
 
 // stop asks the process to exit (stdin closed, SIGTERM), kills it after stopGrace, and
 // waits for it. It reports a process that had exited before it was told to (unless
-// [child.earlyExit] did already), or that exited non-zero other than by the stop's
-// signals. Call it once.
+// [child.earlyExit] did already), that had to be killed, or that exited non-zero other
+// than by the stop's SIGTERM. Call it once.
 func (c *child) stop() error {
 	select {
 	case <-c.done:
@@ -147,7 +147,10 @@ func (c *child) stop() error {
 		_ = c.cmd.Process.Kill()
 		<-c.done
 	}
-	if c.err == nil || c.killed || signaled(c.err, syscall.SIGTERM) {
+	if c.killed {
+		return c.failure(fmt.Sprintf("did not exit within %v of SIGTERM and was killed", stopGrace))
+	}
+	if c.err == nil || signaled(c.err, syscall.SIGTERM) {
 		return nil
 	}
 	return c.failure("exited when stopped")

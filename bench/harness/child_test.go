@@ -5,7 +5,9 @@ import (
 	"errors"
 	"net"
 	"os/exec"
+	"os/signal"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 const (
 	roleExitOnConnect = "test-exit-on-connect"
 	roleExitOnStop    = "test-exit-on-stop"
+	roleHangOnStop    = "test-hang-on-stop"
 	exitOnConnectMsg  = "test child exiting on its first connection"
 	exitOnStopMsg     = "test child failing as it stops"
 )
@@ -26,6 +29,13 @@ func init() {
 		ready(readyInfo{})
 		<-ctx.Done()
 		return errors.New(exitOnStopMsg)
+	})
+	registerRole(roleHangOnStop, func(_ context.Context, _ config, ready func(readyInfo)) error {
+		signal.Ignore(syscall.SIGTERM)
+		ready(readyInfo{})
+		for { // until killed, stdin closed or not
+			time.Sleep(time.Hour)
+		}
 	})
 }
 
@@ -89,8 +99,8 @@ func TestChildExitFailsRun(t *testing.T) {
 	}
 }
 
-// TestChildStop: stop reports a child that exits non-zero when stopped, and not one that
-// exits 0 or dies of the stop's SIGTERM.
+// TestChildStop: stop reports a child that exits non-zero when stopped or has to be
+// killed, and not one that exits 0 or dies of the stop's SIGTERM.
 func TestChildStop(t *testing.T) {
 	failing, _, err := startRole(t.Context(), roleExitOnStop)
 	if err != nil {
@@ -100,6 +110,16 @@ func TestChildStop(t *testing.T) {
 	for _, want := range []string{roleExitOnStop, "exit status 1", exitOnStopMsg} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("stop(%s) = %v, want an error saying %q", roleExitOnStop, err, want)
+		}
+	}
+	hung, _, err := startRole(t.Context(), roleHangOnStop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = hung.stop()
+	for _, want := range []string{roleHangOnStop, "killed"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("stop(%s) = %v, want an error saying %q", roleHangOnStop, err, want)
 		}
 	}
 	clean, _, err := startRole(t.Context(), "relay-server")

@@ -30,7 +30,7 @@ type Instance struct {
 	// process ("": allocations not measured).
 	MetricsURL string
 	// Stop ends every process of the instance. It reports each process that exited
-	// before it was stopped, or non-zero when stopped.
+	// before it was stopped, non-zero when stopped, or had to be killed.
 	Stop func() error
 	// procs are the instance's processes, watched while it is measured.
 	procs []*child
