@@ -181,3 +181,73 @@ func BenchmarkRegisterWithLiveToolSets(b *testing.B) {
 		})
 	}
 }
+
+// manyScopes returns n distinct scopes: tenants of ten agents each, so that the scopes
+// share tenant roots and parents as a deployment's do.
+func manyScopes(n int) []string {
+	scopes := make([]string, n)
+	for i := range scopes {
+		scopes[i] = "tenant_" + strconv.Itoa(i/10) + "/agent_" + strconv.Itoa(i%10)
+	}
+	return scopes
+}
+
+// BenchmarkRegisterManyScopes registers one tool into each of N new scopes and reports
+// the cost per scope, which should not grow with the scopes that already exist.
+func BenchmarkRegisterManyScopes(b *testing.B) {
+	for _, n := range []int{1000, 4000, 16000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			scopes := manyScopes(n)
+			d := def("scoped")
+			b.ReportAllocs()
+			for b.Loop() {
+				r := registry.New()
+				for _, s := range scopes {
+					mustRegister(b, r, s, d, "")
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/scope")
+		})
+	}
+}
+
+// BenchmarkUnregisterManyScopes removes the only tool of each of N scopes, one by one
+// (Unregister) and all at once (RemoveOwner: a provider disconnecting), and reports the
+// cost per scope, which should not grow with the scopes that remain.
+func BenchmarkUnregisterManyScopes(b *testing.B) {
+	for _, n := range []int{1000, 4000, 16000} {
+		scopes := manyScopes(n)
+		d := def("scoped")
+		fill := func(b *testing.B, owner string) *registry.Registry {
+			b.StopTimer()
+			defer b.StartTimer()
+			r := registry.New(registry.WithLimits(registry.Limits{MaxToolsPerOwner: n}))
+			for _, s := range scopes {
+				mustRegister(b, r, s, d, owner)
+			}
+			return r
+		}
+		b.Run("Unregister/"+strconv.Itoa(n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				r := fill(b, "")
+				for _, s := range scopes {
+					if err := r.Unregister(s, "scoped", ""); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/scope")
+		})
+		b.Run("RemoveOwner/"+strconv.Itoa(n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				r := fill(b, "provider")
+				if got := len(r.RemoveOwner("provider")); got != n {
+					b.Fatalf("RemoveOwner removed %d tools, want %d", got, n)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/scope")
+		})
+	}
+}

@@ -23,7 +23,11 @@ type Registry struct {
 	// root is the global scope's node; it always exists.
 	root *node
 	// nodes holds every scope with registrations, quarantined tools or restrictions.
-	nodes        map[string]*node
+	nodes map[string]*node
+	// below holds, for every proper ancestor of a non-root node's scope, its child scopes
+	// that are nodes or lead down to one: a new or dropped node finds the nodes whose
+	// nearest ancestor changes without visiting every node.
+	below        map[string]map[string]struct{}
 	restrictions map[string]*restriction
 	owners       map[string]map[toolKey]*Entry // non-operator owners only
 	ntools       int                           // visible-eligible registrations
@@ -73,6 +77,7 @@ func New(opts ...Option) *Registry {
 		log:          o.log,
 		root:         root,
 		nodes:        map[string]*node{"": root},
+		below:        map[string]map[string]struct{}{},
 		restrictions: map[string]*restriction{},
 		owners:       map[string]map[toolKey]*Entry{},
 		names:        map[string]int{},
@@ -288,13 +293,24 @@ func (r *Registry) Registered(name string) bool {
 func (r *Registry) addNodeLocked(scope string) *node {
 	n := &node{scope: scope, tools: map[string]*Entry{}, quarantined: map[string]*Entry{}}
 	n.parent = r.nearestLocked(parentScope(scope))
-	for _, d := range r.nodes {
-		if d.parent == n.parent && d != r.root && within(d.scope, scope) {
-			d.parent = n
-			d.ver++
-		}
-	}
+	r.eachNodeBelowLocked(scope, func(d *node) {
+		d.parent = n
+		d.ver++
+	})
 	r.nodes[scope] = n
+	for s := scope; s != ""; {
+		p := parentScope(s)
+		kids := r.below[p]
+		if kids == nil {
+			kids = map[string]struct{}{}
+			r.below[p] = kids
+		}
+		if _, ok := kids[s]; ok {
+			break // s already leads to a node: the path above it is recorded
+		}
+		kids[s] = struct{}{}
+		s = p
+	}
 	return n
 }
 
@@ -304,13 +320,33 @@ func (r *Registry) dropNodeIfEmptyLocked(n *node) {
 	if !n.empty() {
 		return
 	}
-	for _, d := range r.nodes {
-		if d.parent == n {
-			d.parent = n.parent
-			d.ver++
+	r.eachNodeBelowLocked(n.scope, func(d *node) {
+		d.parent = n.parent
+		d.ver++
+	})
+	delete(r.nodes, n.scope)
+	// Forget the path to n unless it still leads to another node.
+	for s := n.scope; s != "" && len(r.below[s]) == 0 && r.nodes[s] == nil; {
+		p := parentScope(s)
+		delete(r.below[p], s)
+		if len(r.below[p]) == 0 {
+			delete(r.below, p)
+		}
+		s = p
+	}
+}
+
+// eachNodeBelowLocked calls f with every node below scope that has no node between
+// itself and scope: those whose parent is scope's node, or would be if scope had one.
+// f must not add or drop nodes.
+func (r *Registry) eachNodeBelowLocked(scope string, f func(*node)) {
+	for s := range r.below[scope] {
+		if d := r.nodes[s]; d != nil {
+			f(d)
+		} else {
+			r.eachNodeBelowLocked(s, f)
 		}
 	}
-	delete(r.nodes, n.scope)
 }
 
 // nearestLocked returns the node of scope or of its nearest ancestor that has one.
