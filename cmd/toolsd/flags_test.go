@@ -89,7 +89,7 @@ func TestEphemeralWithoutDataDir(t *testing.T) {
 	if err := run([]string{"-config", cfg, "-ephemeral"}); err == nil || !strings.Contains(err.Error(), cfg+":2:14: log.level:") || strings.Contains(err.Error(), "data_dir") {
 		t.Errorf("run(-ephemeral, file with a bad log.level) = %v, want only log.level refused at its place in the file", err)
 	}
-	if err := run([]string{"-config", cfg}); err == nil || !strings.Contains(err.Error(), cfg+":1:11: data_dir: must not be empty") {
+	if err := run([]string{"-config", cfg}); err == nil || !strings.Contains(err.Error(), cfg+":1:11: data_dir: data_dir (\"\") must not be empty") {
 		t.Errorf("run(file with no data_dir, bolt store) = %v, want data_dir refused at its place in the file", err)
 	}
 	write("data_dir: \"\"\n")

@@ -166,16 +166,20 @@ const maxOutboxSize = 1 << 16
 
 // checkWindows: gRPC fixes both flow-control windows or neither, so both are 0 or both
 // are sizes, and a connection's window holds at least one stream's.
-func (l Limits) checkWindows(bad func(field, format string, args ...any)) {
+func (l Limits) checkWindows(bad func(field, format string, args ...any), clash func(field, with, format string, args ...any)) {
 	s, c := l.StreamWindow, l.ConnectionWindow
 	switch {
 	case (s == 0) != (c == 0):
-		bad("limits.stream_window", "and limits.connection_window must both be 0 (sized by gRPC) or both be set")
+		clash("limits.stream_window", "limits.connection_window",
+			"limits.stream_window (%d bytes) and limits.connection_window (%d bytes) must both be 0 (sized by gRPC) or both be set", s, c)
 	case s == 0:
 	case s < 64<<10 || s > math.MaxInt32:
 		bad("limits.stream_window", "must be at least 64KiB and under 2GiB")
-	case c < s || c > math.MaxInt32:
+	case c > math.MaxInt32:
 		bad("limits.connection_window", "must be at least limits.stream_window and under 2GiB")
+	case c < s:
+		clash("limits.connection_window", "limits.stream_window",
+			"limits.connection_window (%d bytes) must be at least limits.stream_window (%d bytes)", c, s)
 	}
 }
 
@@ -311,26 +315,60 @@ func (c *Config) validateIn(data []byte, over []Override) error {
 		by[o.Key] = o.Source
 	}
 	for _, e := range errs {
-		if src, ok := by[e.field]; ok {
-			e.source = src
-		} else if n := at[e.field]; n != nil {
-			e.line, e.column = n.Line, n.Column
-		}
+		e.locate(by, at)
 	}
 	return joinFieldErrors(errs)
 }
 
-// fieldError is one value Validate refuses.
+// fieldError is one value Validate refuses, or two that clash.
 type fieldError struct {
 	source, field, msg string
 	line, column       int // where source sets the value; 0 when unknown
+	// with is the other key of two that clash ("" for one value's error); msg names
+	// both. The error is reported at field's place, else at with's when only with is
+	// set (the key the user wrote, not a default's), and also names with's place when
+	// both are set.
+	with, withAt string
+}
+
+// locate places e by the overrides' sources (by key) and the file's values (by path).
+func (e *fieldError) locate(by map[string]string, at map[string]*yaml.Node) {
+	place := func(key string) (source string, n *yaml.Node, ok bool) {
+		if src, ok := by[key]; ok {
+			return src, nil, true
+		}
+		return e.source, at[key], at[key] != nil
+	}
+	src, n, ok := place(e.field)
+	if e.with != "" {
+		wsrc, wn, wok := place(e.with)
+		switch {
+		case !ok && wok:
+			e.field, e.with, src, n, ok = e.with, e.field, wsrc, wn, true
+		case ok && wok && wn != nil:
+			e.withAt = fmt.Sprintf("%s:%d:%d", wsrc, wn.Line, wn.Column)
+		case ok && wok:
+			e.withAt = wsrc
+		}
+	}
+	if !ok {
+		return
+	}
+	e.source = src
+	if n != nil {
+		e.line, e.column = n.Line, n.Column
+	}
 }
 
 func (e *fieldError) Error() string {
-	if e.line > 0 {
-		return fmt.Sprintf("%s:%d:%d: %s: %s", e.source, e.line, e.column, e.field, e.msg)
+	msg := e.msg
+	if e.withAt != "" {
+		msg += fmt.Sprintf(" (%s: %s)", e.with, e.withAt)
 	}
-	return fmt.Sprintf("%s: %s: %s", e.source, e.field, e.msg)
+	if e.line > 0 {
+		return fmt.Sprintf("%s:%d:%d: %s: %s", e.source, e.line, e.column, e.field, msg)
+	}
+	return fmt.Sprintf("%s: %s: %s", e.source, e.field, msg)
 }
 
 func joinFieldErrors(errs []*fieldError) error {
@@ -622,6 +660,10 @@ func (c *Config) check() []*fieldError {
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, &fieldError{source: c.Source, field: field, msg: fmt.Sprintf(format, args...)})
 	}
+	// clash reports two values valid alone but not together; the message names both.
+	clash := func(field, with, format string, args ...any) {
+		errs = append(errs, &fieldError{source: c.Source, field: field, with: with, msg: fmt.Sprintf(format, args...)})
+	}
 	if c.Listen == "" { // net.Listen would pick a random port on every interface
 		bad("listen", "must not be empty (a host:port such as 127.0.0.1:50151)")
 	}
@@ -634,7 +676,7 @@ func (c *Config) check() []*fieldError {
 		}
 	}
 	if samePort(c.Listen, c.AdminListen) {
-		bad("admin_listen", "is listen's port (%s and %s): the admin HTTP listener needs one of its own", c.AdminListen, c.Listen)
+		clash("admin_listen", "listen", "admin_listen (%s) is listen's port (%s): the admin HTTP listener needs one of its own", c.AdminListen, c.Listen)
 	}
 	oneOf := func(field, v string, allowed ...string) {
 		for _, a := range allowed {
@@ -648,7 +690,7 @@ func (c *Config) check() []*fieldError {
 	oneOf("log.format", c.Log.Format, "json", "console")
 	oneOf("session.store", c.Session.Store, "bolt", "journal", "memory")
 	if c.DataDir == "" && c.Session.Store != "memory" {
-		bad("data_dir", "must not be empty with a durable session store (%q); for the working directory write \".\"", c.Session.Store)
+		clash("data_dir", "session.store", "data_dir (\"\") must not be empty with a durable session.store (%q); for the working directory write \".\"", c.Session.Store)
 	}
 	oneOf("session.durability", c.Session.Durability, "sync", "nosync")
 	oneOf("registry.pinning", c.Registry.Pinning, "off", "refuse", "quarantine")
@@ -696,7 +738,7 @@ func (c *Config) check() []*fieldError {
 			bad(field, "must be positive")
 		}
 	}
-	c.Limits.checkWindows(bad)
+	c.Limits.checkWindows(bad, clash)
 	if k := c.Limits.KeepaliveTime; k > 0 && k < Duration(minKeepaliveTime) {
 		bad("limits.keepalive_time", "%v is under %v, the least gRPC pings at", k.D(), minKeepaliveTime)
 	}
@@ -721,9 +763,9 @@ func (c *Config) check() []*fieldError {
 		bad("limits.cancel_grace", "%v is not between 0 and %v", g.D(), maxCancelGrace)
 	}
 	if r := c.Retry; r.BaseDelay > r.MaxDelay {
-		bad("retry.base_delay", "%v is over retry.max_delay (%v)", r.BaseDelay.D(), r.MaxDelay.D())
+		clash("retry.base_delay", "retry.max_delay", "retry.base_delay (%v) is over retry.max_delay (%v)", r.BaseDelay.D(), r.MaxDelay.D())
 	} else if r.Budget < r.BaseDelay/2 { // jitter waits at least half the base delay
-		bad("retry.budget", "%v is under half of retry.base_delay (%v), the shortest wait before a retry: no retry could start",
+		clash("retry.budget", "retry.base_delay", "retry.budget (%v) is under half of retry.base_delay (%v), the shortest wait before a retry: no retry could start",
 			r.Budget.D(), r.BaseDelay.D())
 	}
 	if n := c.Limits.MaxJSONDepth; n > jsonx.MaxDepthCeiling {

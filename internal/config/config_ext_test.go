@@ -36,10 +36,10 @@ func TestFlowControlWindows(t *testing.T) {
 	for in, want := range map[string]string{
 		"limits: {stream_window: 1KiB, connection_window: 4MiB}\n":   "limits.stream_window: must be at least 64KiB and under 2GiB",
 		"limits: {stream_window: 2GiB, connection_window: 2GiB}\n":   "limits.stream_window: must be at least 64KiB and under 2GiB",
-		"limits: {stream_window: 1MiB, connection_window: 512KiB}\n": "limits.connection_window: must be at least limits.stream_window",
+		"limits: {stream_window: 1MiB, connection_window: 512KiB}\n": "limits.connection_window: limits.connection_window (524288 bytes) must be at least limits.stream_window (1048576 bytes)",
 		"limits: {connection_window: 3GiB}\n":                        "limits.connection_window: must be at least limits.stream_window and under 2GiB",
-		"limits: {stream_window: 1MiB, connection_window: 0}\n":      "limits.stream_window: and limits.connection_window must both be 0",
-		"limits: {stream_window: 0}\n":                               "limits.stream_window: and limits.connection_window must both be 0",
+		"limits: {stream_window: 1MiB, connection_window: 0}\n":      "limits.stream_window: limits.stream_window (1048576 bytes) and limits.connection_window (0 bytes) must both be 0",
+		"limits: {stream_window: 0}\n":                               "limits.stream_window: limits.stream_window (0 bytes) and limits.connection_window (4194304 bytes) must both be 0",
 	} {
 		_, err := config.Parse([]byte(in), "t.yaml")
 		if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), want) {
@@ -190,8 +190,8 @@ func TestRefusedValues(t *testing.T) {
 		"registry: {tool_set_idle: 0s}\n":            "registry.tool_set_idle: must be positive",
 		"scheduler:\n  max_threads: 3\n":             "t.yaml:2:3: scheduler.max_threads: unknown key",
 		"limits: {outbox: 1}\nlog: {colour: red}\n":  "t.yaml:1:10: limits.outbox: unknown key; t.yaml:2:7: log.colour: unknown key",
-		"retry: {base_delay: 3s, max_delay: 2s}\n":   "retry.base_delay: 3s is over retry.max_delay (2s)",
-		"retry: {budget: 40ms, base_delay: 100ms}\n": "retry.budget: 40ms is under half of retry.base_delay (100ms), the shortest wait before a retry",
+		"retry: {base_delay: 3s, max_delay: 2s}\n":   "retry.base_delay: retry.base_delay (3s) is over retry.max_delay (2s)",
+		"retry: {budget: 40ms, base_delay: 100ms}\n": "retry.budget: retry.budget (40ms) is under half of retry.base_delay (100ms), the shortest wait before a retry",
 		"limits: {outbox_size: 100000000}\n":         "limits.outbox_size: 100000000, over the most, 65536",
 		"limits: {max_json_depth: 1000000}\n":        "limits.max_json_depth: 1000000, over the most, 10000",
 	} {
@@ -266,7 +266,7 @@ func TestListenAndAdminListenDiffer(t *testing.T) {
 		"listen: \"[::1]:50151\"\nadmin_listen: \":50151\"\n",
 	} {
 		_, err := config.Parse([]byte(text), "t.yaml")
-		if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "admin_listen: is listen's port") {
+		if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "admin_listen (") || !strings.Contains(err.Error(), "is listen's port") {
 			t.Errorf("Parse(%q) = %v, want ErrInvalid naming admin_listen", text, err)
 		}
 	}
@@ -318,9 +318,9 @@ func TestValueErrorsAreLocated(t *testing.T) {
 	for in, want := range map[string]string{
 		"limits: {outbox_size: 0}\n":                          "t.yaml:1:23: limits.outbox_size: must be positive",
 		"log:\n  level: loud\n":                               `t.yaml:2:10: log.level: "loud" is not one of`,
-		"retry:\n  base_delay: 5s\n  max_delay: 1s\n":         "t.yaml:2:15: retry.base_delay: 5s is over retry.max_delay",
+		"retry:\n  base_delay: 5s\n  max_delay: 1s\n":         "t.yaml:2:15: retry.base_delay: retry.base_delay (5s) is over retry.max_delay (1s) (retry.max_delay: t.yaml:3:14)",
 		"auth:\n  grants:\n    - {identity: a, role: boss}\n": "t.yaml:3:27: auth.grants[0].role:",
-		"data_dir: \"\"\n":                                    `t.yaml:1:11: data_dir: must not be empty with a durable session store ("bolt")`,
+		"data_dir: \"\"\n":                                    `t.yaml:1:11: data_dir: data_dir ("") must not be empty with a durable session.store ("bolt")`,
 	} {
 		_, err := config.Parse([]byte(in), "t.yaml")
 		if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), want) {
@@ -329,7 +329,7 @@ func TestValueErrorsAreLocated(t *testing.T) {
 	}
 	// A check of two values where the file sets one: reported at the one it sets.
 	_, err := config.Parse([]byte("retry: {base_delay: 1h}\n"), "t.yaml")
-	if want := "t.yaml:1:21: retry.base_delay: 1h0m0s is over retry.max_delay"; err == nil || !strings.Contains(err.Error(), want) {
+	if want := "t.yaml:1:21: retry.base_delay: retry.base_delay (1h0m0s) is over retry.max_delay (2s)"; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("Parse = %v, want %q", err, want)
 	}
 }
@@ -477,5 +477,75 @@ func TestMaxRequestBytesWithinASessionEvent(t *testing.T) {
 	}
 	if _, err := config.Parse([]byte("limits: {max_request_bytes: 15MiB}\n"), "t.yaml"); err != nil {
 		t.Errorf("Parse(max_request_bytes: 15MiB) = %v, want it accepted", err)
+	}
+}
+
+// TestClashingValues: two values valid alone but not together are reported with both
+// keys and both values, at the place of the key the file sets (a key left at its
+// default has none), and at both places when the file sets both.
+func TestClashingValues(t *testing.T) {
+	for _, c := range []struct{ name, in, want string }{
+		{"base_delay set", "retry:\n  base_delay: 3s\n",
+			"t.yaml:2:15: retry.base_delay: retry.base_delay (3s) is over retry.max_delay (2s)"},
+		{"max_delay set", "retry:\n  max_delay: 50ms\n",
+			"t.yaml:2:14: retry.max_delay: retry.base_delay (100ms) is over retry.max_delay (50ms)"},
+		{"both delays set", "retry:\n  base_delay: 3s\n  max_delay: 2s\n",
+			"t.yaml:2:15: retry.base_delay: retry.base_delay (3s) is over retry.max_delay (2s) (retry.max_delay: t.yaml:3:14)"},
+		{"budget set", "retry:\n  budget: 40ms\n",
+			"t.yaml:2:11: retry.budget: retry.budget (40ms) is under half of retry.base_delay (100ms)"},
+		{"base_delay set over budget", "retry:\n  base_delay: 1s\n  max_delay: 30s\n  budget: 1s\n",
+			""}, // accepted: a retry may start after 500ms
+		{"base_delay set over twice the budget", "retry:\n  base_delay: 25s\n  max_delay: 30s\n",
+			"t.yaml:2:15: retry.base_delay: retry.budget (10s) is under half of retry.base_delay (25s)"},
+		{"stream_window alone", "limits:\n  connection_window: 0\n",
+			"t.yaml:2:22: limits.connection_window: limits.stream_window (1048576 bytes) and limits.connection_window (0 bytes) must both be 0"},
+		{"both windows", "limits:\n  stream_window: 0\n  connection_window: 1MiB\n",
+			"t.yaml:2:18: limits.stream_window: limits.stream_window (0 bytes) and limits.connection_window (1048576 bytes) must both be 0 (sized by gRPC) or both be set (limits.connection_window: t.yaml:3:22)"},
+		{"stream_window over connection_window", "limits:\n  stream_window: 8MiB\n",
+			"t.yaml:2:18: limits.stream_window: limits.connection_window (4194304 bytes) must be at least limits.stream_window (8388608 bytes)"},
+		{"connection_window under stream_window", "limits:\n  connection_window: 512KiB\n",
+			"t.yaml:2:22: limits.connection_window: limits.connection_window (524288 bytes) must be at least limits.stream_window (1048576 bytes)"},
+		{"listen on admin_listen's port", "listen: 127.0.0.1:9151\n",
+			"t.yaml:1:9: listen: admin_listen (127.0.0.1:9151) is listen's port (127.0.0.1:9151)"},
+		{"admin_listen on listen's port", "admin_listen: 127.0.0.1:50151\n",
+			"t.yaml:1:15: admin_listen: admin_listen (127.0.0.1:50151) is listen's port (127.0.0.1:50151)"},
+		{"durable store set", "data_dir: ./d\nsession: {store: memory}\n", ""},
+		{"data_dir emptied", "data_dir: \"\"\n",
+			`t.yaml:1:11: data_dir: data_dir ("") must not be empty with a durable session.store ("bolt")`},
+		{"durable store without data_dir", "data_dir: \"\"\nsession:\n  store: journal\n",
+			`t.yaml:1:11: data_dir: data_dir ("") must not be empty with a durable session.store ("journal"); for the working directory write "." (session.store: t.yaml:3:10)`},
+	} {
+		_, err := config.Parse([]byte(c.in), "t.yaml")
+		if c.want == "" {
+			if err != nil {
+				t.Errorf("%s: Parse(%q) = %v, want it accepted", c.name, c.in, err)
+			}
+			continue
+		}
+		if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: Parse(%q) = %v, want ErrInvalid mentioning %q", c.name, c.in, err, c.want)
+		}
+	}
+}
+
+// TestClashWithAnOverride: a clash between a file's value and an override's names the
+// override's source for the key it set.
+func TestClashWithAnOverride(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "toolsd.yaml")
+	if err := os.WriteFile(path, []byte("data_dir: \"\"\nsession:\n  store: memory\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	journal := config.Override{Key: "session.store", Source: "command line", Set: func(c *config.Config) { c.Session.Store = "journal" }}
+	_, err := config.Load(path, journal)
+	if want := path + `:1:11: data_dir: data_dir ("") must not be empty with a durable session.store ("journal"); for the working directory write "." (session.store: command line)`; !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), want) {
+		t.Errorf("Load(data_dir \"\", -session-store journal) = %v, want %q", err, want)
+	}
+	if err := os.WriteFile(path, []byte("admin_listen: 127.0.0.1:7000\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	listen := config.Override{Key: "listen", Source: "command line", Set: func(c *config.Config) { c.Listen = "127.0.0.1:7000" }}
+	_, err = config.Load(path, listen)
+	if want := path + ":1:15: admin_listen: admin_listen (127.0.0.1:7000) is listen's port (127.0.0.1:7000): the admin HTTP listener needs one of its own (listen: command line)"; !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), want) {
+		t.Errorf("Load(admin_listen 7000, -listen 7000) = %v, want %q", err, want)
 	}
 }
