@@ -288,7 +288,7 @@ func (a *App) callObserver() *observe.CallObserver {
 
 func (a *App) build(pol *policy.Set) error {
 	c := a.cfg
-	authn, authz, err := auth.New(auth.FromConfig(c.Auth), auth.WithLogger(a.log), auth.WithOwnerStore(ownerStore{a.sessions}))
+	authn, authz, err := auth.New(auth.FromConfig(c), auth.WithLogger(a.log), auth.WithOwnerStore(ownerStore{a.sessions}))
 	if err != nil {
 		return err
 	}
@@ -536,19 +536,19 @@ func (a *App) Reload(cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
-	if err := checkAuth(cfg.Auth); err != nil {
+	if err := checkAuth(cfg); err != nil {
 		return err
 	}
 	a.pipe.SetPolicy(pol)
 	return nil
 }
 
-// checkAuth builds, and drops, what a start would build of the auth section c.
-func checkAuth(c config.Auth) error {
-	if _, _, err := auth.New(auth.FromConfig(c)); err != nil {
+// checkAuth builds, and drops, what a start would build of cfg's auth section.
+func checkAuth(cfg *config.Config) error {
+	if _, _, err := auth.New(auth.FromConfig(cfg)); err != nil {
 		return err
 	}
-	if t := c.TLS; tlsOn(c) {
+	if t := cfg.Auth.TLS; tlsOn(cfg.Auth) {
 		if _, err := auth.ServerTLSConfig(t.CertFile, t.KeyFile, t.ClientCAFile); err != nil {
 			return err
 		}

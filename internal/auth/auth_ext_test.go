@@ -158,7 +158,7 @@ func TestExampleFiles(t *testing.T) {
 	if err != nil {
 		t.Fatalf("config.Parse(config.example.yaml) = %v", err)
 	}
-	ac := auth.FromConfig(cfg.Auth)
+	ac := auth.FromConfig(cfg)
 	if !ac.MTLS || ac.Issuer != "toolsd-dev" || ac.Audience != "toolsd" || len(ac.Grants) != 5 {
 		t.Errorf("FromConfig(example) = %+v, want mTLS, issuer, audience and 5 grants", ac)
 	}
@@ -185,5 +185,28 @@ func TestExampleFiles(t *testing.T) {
 		if err := z.AllowRegister(asIdentity("provider-a"), ""); err == nil {
 			t.Errorf("example grants: AllowRegister(provider-a, global) = nil, want denied")
 		}
+	}
+}
+
+// TestGrantErrorsSayWhere: a grant of the config file that New refuses is named by its
+// place in the file and its path in the config.
+func TestGrantErrorsSayWhere(t *testing.T) {
+	for want, grants := range map[string]string{
+		"t.yaml:6:7: auth.grants[1]: role agent needs scopes":                                     "    - {identity: op, role: operator}\n    - {identity: a, role: agent}\n",
+		`t.yaml:7:7: auth.grants[1]: identity "a b" contains white space`:                         "    - identity: op\n      role: operator\n    - role: operator\n      identity: a b\n",
+		`t.yaml:5:7: auth.grants[0]: scope glob "a/**/b": "**" is only allowed as the whole last`: "    - {identity: a, role: hook, scopes: [\"a/**/b\"]}\n",
+	} {
+		cfg, err := config.Parse([]byte("data_dir: d\nauth:\n  tls: {client_ca_file: ca.pem}\n  grants:\n"+grants), "t.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := auth.New(auth.FromConfig(cfg)); !errors.Is(err, auth.ErrInvalidConfig) || !strings.Contains(err.Error(), want) {
+			t.Errorf("New(grants %q) = %v, want ErrInvalidConfig mentioning %q", grants, err, want)
+		}
+	}
+	// A grant not from a file is named by its index alone.
+	_, _, err := auth.New(auth.Config{MTLS: true, Grants: []auth.Grant{{Identity: "a", Role: auth.RoleAgent}}})
+	if want := "auth: invalid configuration: grants[0]: role agent needs scopes"; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("New(agent without scopes) = %v, want %q", err, want)
 	}
 }

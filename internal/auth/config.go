@@ -1,6 +1,10 @@
 package auth
 
-import "github.com/toolsd/toolsd/internal/config"
+import (
+	"fmt"
+
+	"github.com/toolsd/toolsd/internal/config"
+)
 
 // Roles a grant can give.
 const (
@@ -37,14 +41,18 @@ type Grant struct {
 	Identity string
 	Role     string
 	Scopes   []string
+	// At is where the grant is written ("toolsd.yaml:12:7"), for errors; "" when unknown.
+	At string
 }
 
 // enabled reports whether any authentication method is configured.
 func (c Config) enabled() bool { return c.MTLS || c.TokenFile != "" || c.JWKSFile != "" }
 
-// FromConfig converts the config file's auth section. Certificates are verified only
-// when a client CA is set, so that is what turns mTLS identities on.
-func FromConfig(a config.Auth) Config {
+// FromConfig converts the config file's auth section, each grant with its place in the
+// file. Certificates are verified only when a client CA is set, so that is what turns
+// mTLS identities on.
+func FromConfig(cfg *config.Config) Config {
+	a := cfg.Auth
 	c := Config{
 		MTLS:      a.TLS.ClientCAFile != "",
 		TokenFile: a.TokenFile,
@@ -52,8 +60,9 @@ func FromConfig(a config.Auth) Config {
 		Issuer:    a.JWT.Issuer,
 		Audience:  a.JWT.Audience,
 	}
-	for _, g := range a.Grants {
-		c.Grants = append(c.Grants, Grant{Identity: g.Identity, Role: g.Role, Scopes: append([]string(nil), g.Scopes...)})
+	for i, g := range a.Grants {
+		c.Grants = append(c.Grants, Grant{Identity: g.Identity, Role: g.Role, Scopes: append([]string(nil), g.Scopes...),
+			At: cfg.Place(fmt.Sprintf("auth.grants[%d]", i))})
 	}
 	return c
 }

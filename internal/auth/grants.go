@@ -16,6 +16,9 @@ func compileGrants(in []Grant) ([]grant, error) {
 	out := make([]grant, 0, len(in))
 	for i, g := range in {
 		where := fmt.Sprintf("grants[%d]", i)
+		if g.At != "" {
+			where = g.At + ": auth." + where
+		}
 		if err := checkIdentityName(g.Identity); err != nil {
 			return nil, configError("%s: %v", where, err)
 		}

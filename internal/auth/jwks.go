@@ -78,7 +78,7 @@ func parseJWKS(data []byte) (*keySet, error) {
 	for i, raw := range doc.Keys {
 		k, err := parseJWK(raw)
 		if err != nil {
-			return nil, fmt.Errorf("keys[%d]: %w", i, err)
+			return nil, fmt.Errorf("%s: %w", jwkName(i, raw), err)
 		}
 		if k == nil {
 			continue // not a signature key
@@ -95,6 +95,16 @@ func parseJWKS(data []byte) (*keySet, error) {
 		return nil, fmt.Errorf("no signature keys")
 	}
 	return ks, nil
+}
+
+// jwkName names the i-th key of a JWKS in errors: its index and, when it has one, its
+// kid, since the JSON decoder gives no line to find it by.
+func jwkName(i int, raw map[string]json.RawMessage) string {
+	var kid string
+	if json.Unmarshal(raw["kid"], &kid) != nil || kid == "" {
+		return fmt.Sprintf("keys[%d]", i)
+	}
+	return fmt.Sprintf("keys[%d] (kid %q)", i, clip(kid))
 }
 
 type jwkFields struct {

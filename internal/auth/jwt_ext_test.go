@@ -344,3 +344,28 @@ func TestJWTClaimNamesAreExact(t *testing.T) {
 		})
 	}
 }
+
+// TestJWKSErrorsNameTheKey: the JSON decoder gives no lines, so a key the JWKS refuses
+// is named by its index in keys and, when it has one, its kid.
+func TestJWKSErrorsNameTheKey(t *testing.T) {
+	f := newJWTFixture(t)
+	good, err := devpki.JWK("good", "", f.ec.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for want, bad := range map[string]map[string]any{
+		`keys[1] (kid "k-2"): unsupported kty "XX"`: {"kty": "XX", "kid": "k-2"},
+		`keys[1]: unsupported kty "XX"`:             {"kty": "XX"},
+		`keys[1] (kid "k-2"): holds private`:        {"kty": "oct", "kid": "k-2", "k": "c2VjcmV0"},
+	} {
+		b, err := devpki.JWKS(good, bad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		file := writeFile(t, "jwks.json", b)
+		_, _, err = auth.New(auth.Config{JWKSFile: file, Grants: []auth.Grant{{Identity: "a", Role: auth.RoleOperator}}})
+		if want := "jwks file " + file + ": " + want; !errors.Is(err, auth.ErrInvalidConfig) || !strings.Contains(err.Error(), want) {
+			t.Errorf("New(jwks with %v) = %v, want ErrInvalidConfig mentioning %q", bad, err, want)
+		}
+	}
+}

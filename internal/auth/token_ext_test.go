@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -85,7 +86,7 @@ func TestTokenFileInvalid(t *testing.T) {
 	}{
 		"empty":              {content: "# nothing\n", want: "no tokens"},
 		"short token":        {content: "short agent-a\n", want: "shorter than 16"},
-		"three fields":       {content: tokenA + " agent-a extra\n", want: "line 1"},
+		"three fields":       {content: tokenA + " agent-a extra\n", want: ":1: want \"<token> <identity>\", got 3 fields"},
 		"duplicate":          {content: tokenA + " agent-a\n" + tokenA + " agent-b\n", want: "listed twice"},
 		"duplicate via hash": {content: tokenA + " agent-a\nsha256:" + hashOf(tokenA) + " agent-b\n", want: "listed twice"},
 		"bad hash":           {content: "sha256:abcd agent-a\n", want: "64 hex digits"},
@@ -129,6 +130,43 @@ func TestTokenFileWithByteOrderMark(t *testing.T) {
 				if got, err := callUnary(testContext(t), conn, "Bearer "+token); err != nil || got != want {
 					t.Errorf("WhoAmI() = %q, %v, want %q", got, err, want)
 				}
+			}
+		})
+	}
+}
+
+// TestTokenFileErrorsSayWhere: an entry a token file refuses is named by file:line (and
+// in YAML by its index in tokens), so that it can be found in a long file.
+func TestTokenFileErrorsSayWhere(t *testing.T) {
+	var long strings.Builder
+	for i := range 40 {
+		fmt.Fprintf(&long, "%s-%02d agent-%d\n", tokenA, i, i)
+	}
+	var longYAML strings.Builder
+	long.WriteString("# a comment\nshort agent-x\n") // line 42
+	longYAML.WriteString("tokens:\n")
+	for i := range 40 {
+		fmt.Fprintf(&longYAML, "  - identity: agent-%d\n    token: %s-%02d\n", i, tokenA, i)
+	}
+	longYAML.WriteString("  # a comment\n  - identity: agent-x\n    sha256: abcd\n") // line 83
+	tests := map[string]struct {
+		content string
+		want    string
+	}{
+		"line":                {content: long.String(), want: ":42: token is shorter than 16 characters"},
+		"line duplicate":      {content: "# tokens\n" + tokenA + " agent-a\n\n" + tokenA + " agent-b\n", want: ":4: token listed twice (first at line 2)"},
+		"yaml":                {content: longYAML.String(), want: ":83: tokens[40]: sha256 must be 64 hex digits"},
+		"yaml flow":           {content: "tokens: [{identity: a, token: " + tokenA + "}, {identity: b, token: short}]\n", want: ":1: tokens[1]: token is shorter than 16 characters"},
+		"yaml duplicate":      {content: "tokens:\n  - identity: a\n    token: " + tokenA + "\n  - identity: b\n    sha256: " + hashOf(tokenA) + "\n", want: ":4: tokens[1]: token listed twice (first at line 2)"},
+		"yaml empty identity": {content: "tokens:\n  - identity: a\n    token: " + tokenA + "\n  - token: " + tokenP + "\n", want: ":4: tokens[1]: identity is empty"},
+		"yaml second doc":     {content: "tokens:\n  - identity: a\n    token: " + tokenA + "\n---\ntokens: []\n", want: ":5: a second YAML document"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			file := writeFile(t, "tokens", []byte(tc.content))
+			_, _, err := auth.New(auth.Config{TokenFile: file, Grants: []auth.Grant{{Identity: "a", Role: auth.RoleOperator}}})
+			if want := "token file " + file + tc.want; !errors.Is(err, auth.ErrInvalidConfig) || !strings.Contains(err.Error(), want) {
+				t.Fatalf("New(token file %s) = %v, want ErrInvalidConfig mentioning %q", name, err, want)
 			}
 		})
 	}

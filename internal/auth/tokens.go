@@ -49,47 +49,72 @@ func loadTokenFile(file string) (*tokenSet, error) {
 		return nil, configError("token file: %v", err)
 	}
 	ts, err := parseTokens(data)
+	var le *lineError
+	if errors.As(err, &le) && le.line > 0 {
+		return nil, configError("token file %s:%d: %v", file, le.line, le.err)
+	}
 	if err != nil {
 		return nil, configError("token file %s: %v", file, err)
 	}
 	return ts, nil
 }
 
+// lineError is a token file's error at a line (1-based), reported as "file:line: ...".
+type lineError struct {
+	line int
+	err  error
+}
+
+func (e *lineError) Error() string {
+	if e.line == 0 { // unknown
+		return e.err.Error()
+	}
+	return fmt.Sprintf("line %d: %v", e.line, e.err)
+}
+
+func (e *lineError) Unwrap() error { return e.err }
+
 func parseTokens(data []byte) (*tokenSet, error) {
 	// A byte order mark (some editors write one) would otherwise become part of the
 	// first token, which then never matches, or hide a YAML file's "tokens:".
 	data = bytes.TrimPrefix(data, []byte("\ufeff"))
 	ts := &tokenSet{}
-	seen := map[[sha256.Size]byte]bool{}
-	add := func(where, token, hash, identity string) error {
+	seen := map[[sha256.Size]byte]int{} // the line of each token
+	add := func(line int, entry, token, hash, identity string) error {
+		bad := func(format string, args ...any) error {
+			if entry != "" {
+				format = entry + ": " + format
+			}
+			return &lineError{line: line, err: fmt.Errorf(format, args...)}
+		}
 		if err := checkIdentityName(identity); err != nil {
-			return fmt.Errorf("%s: %w", where, err)
+			return bad("%w", err)
 		}
 		var e tokenEntry
 		switch {
 		case token != "" && hash != "":
-			return fmt.Errorf("%s: give either a token or its sha256, not both", where)
+			return bad("give either a token or its sha256, not both")
 		case hash != "":
 			b, err := hex.DecodeString(hash)
 			if err != nil || len(b) != sha256.Size {
-				return fmt.Errorf("%s: sha256 must be %d hex digits", where, 2*sha256.Size)
+				return bad("sha256 must be %d hex digits", 2*sha256.Size)
 			}
 			copy(e.hash[:], b)
 		case len(token) < minTokenLen:
-			return fmt.Errorf("%s: token is shorter than %d characters", where, minTokenLen)
+			return bad("token is shorter than %d characters", minTokenLen)
 		case strings.IndexFunc(token, unicode.IsSpace) >= 0:
-			return fmt.Errorf("%s: token contains white space", where)
+			return bad("token contains white space")
 		case strings.IndexFunc(token, notSendable) >= 0:
 			// gRPC refuses to send such a header value: the token could never match.
-			return fmt.Errorf("%s: token contains characters other than printable ASCII, which no client can send in a header", where)
+			return bad("token contains characters other than printable ASCII, which no client can send in a header")
 		default:
 			e.hash = sha256.Sum256([]byte(token))
 			ts.plaintext = true
 		}
-		if seen[e.hash] {
-			return fmt.Errorf("%s: token listed twice", where)
+		if first, dup := seen[e.hash]; dup {
+			return bad("token listed twice (first at line %d)", first)
 		}
-		seen[e.hash] = true
+		seen[e.hash] = line
 		e.identity = identity
 		ts.entries = append(ts.entries, e)
 		return nil
@@ -109,7 +134,9 @@ func parseTokens(data []byte) (*tokenSet, error) {
 	return ts, nil
 }
 
-type addToken func(where, token, hash, identity string) error
+// addToken adds the entry at line of the file; entry names it in errors ("tokens[3]"),
+// or is empty when the line is the entry.
+type addToken func(line int, entry, token, hash, identity string) error
 
 func isYAMLTokens(data []byte) bool {
 	sc := bufio.NewScanner(bytes.NewReader(data))
@@ -139,12 +166,41 @@ func parseYAMLTokens(data []byte, add addToken) error {
 	if err := oneYAMLDocument(dec); err != nil {
 		return err
 	}
+	lines := yamlTokenLines(data)
 	for i, t := range doc.Tokens {
-		if err := add(fmt.Sprintf("tokens[%d]", i), t.Token, t.SHA256, t.Identity); err != nil {
+		line := 0
+		if i < len(lines) {
+			line = lines[i]
+		}
+		if err := add(line, fmt.Sprintf("tokens[%d]", i), t.Token, t.SHA256, t.Identity); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// yamlTokenLines returns the line of each entry of a YAML token file's tokens list,
+// which the decoder's values do not carry (an alias's entries are at its anchor).
+func yamlTokenLines(data []byte) []int {
+	var root yaml.Node
+	if yaml.Unmarshal(data, &root) != nil || len(root.Content) == 0 {
+		return nil
+	}
+	var lines []int
+	m := root.Content[0]
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value != "tokens" {
+			continue
+		}
+		list := m.Content[i+1]
+		if list.Kind == yaml.AliasNode {
+			list = list.Alias
+		}
+		for _, e := range list.Content {
+			lines = append(lines, e.Line)
+		}
+	}
+	return lines
 }
 
 // oneYAMLDocument refuses a document after the one dec decoded, whose tokens would
@@ -162,7 +218,7 @@ func oneYAMLDocument(dec *yaml.Decoder) error {
 		if len(doc.Content) != 1 || doc.Content[0].Kind == yaml.ScalarNode && doc.Content[0].Tag == "!!null" {
 			continue
 		}
-		return fmt.Errorf("yaml: line %d: a second YAML document: a token file holds one (its tokens would be ignored)", doc.Content[0].Line)
+		return &lineError{line: doc.Content[0].Line, err: errors.New("a second YAML document: a token file holds one (its tokens would be ignored)")}
 	}
 }
 
@@ -174,15 +230,14 @@ func parseLineTokens(data []byte, add addToken) error {
 			continue
 		}
 		fields := strings.Fields(line)
-		where := fmt.Sprintf("line %d", n)
 		if len(fields) != 2 {
-			return fmt.Errorf("%s: want \"<token> <identity>\", got %d fields", where, len(fields))
+			return &lineError{line: n, err: fmt.Errorf("want \"<token> <identity>\", got %d fields", len(fields))}
 		}
 		token, hash := fields[0], ""
 		if h, ok := strings.CutPrefix(token, "sha256:"); ok {
 			token, hash = "", h
 		}
-		if err := add(where, token, hash, fields[1]); err != nil {
+		if err := add(n, "", token, hash, fields[1]); err != nil {
 			return err
 		}
 	}

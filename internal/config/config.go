@@ -51,7 +51,15 @@ type Config struct {
 	Policy yaml.Node `yaml:"policy"`
 	// Source names the file the config came from, for error locations.
 	Source string `yaml:"-"`
+	// places maps the paths the file sets (see [Config.Place]) to their places.
+	places map[string]string
 }
+
+// Place returns where the config's file sets the value at path (a dotted path as errors
+// name keys, a sequence's item as path[i]: "auth.grants[2]") as "file:line:column", or
+// "" when the file does not set it: for errors that packages given the config's values
+// find in them.
+func (c *Config) Place(path string) string { return c.places[path] }
 
 // Log configures zap.
 type Log struct {
@@ -292,7 +300,28 @@ func load(data []byte, source string, over []Override) (*Config, error) {
 	if err := cfg.validateIn(data, over); err != nil {
 		return nil, err
 	}
+	cfg.places = places(data, source)
 	return &cfg, nil
+}
+
+// places maps the path of every value data sets, sequence items included, to its place
+// ("file:line:column").
+func places(data []byte, source string) map[string]string {
+	var root yaml.Node
+	if yaml.Unmarshal(data, &root) != nil {
+		return nil
+	}
+	out := map[string]string{}
+	at := func(path string, n *yaml.Node) { out[path] = fmt.Sprintf("%s:%d:%d", source, n.Line, n.Column) }
+	for _, p := range keyPaths(&root) {
+		at(p.path, p.value)
+		if p.value.Kind == yaml.SequenceNode {
+			for i, c := range p.value.Content {
+				at(fmt.Sprintf("%s[%d]", p.path, i), c)
+			}
+		}
+	}
+	return out
 }
 
 // validateIn is Validate for a config decoded from data, then overridden by over: a

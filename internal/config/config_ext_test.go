@@ -549,3 +549,24 @@ func TestClashWithAnOverride(t *testing.T) {
 		t.Errorf("Load(admin_listen 7000, -listen 7000) = %v, want %q", err, want)
 	}
 }
+
+// TestPlace: the place of a value the file sets, a sequence's items included, for the
+// errors of packages that check the config's values; none for a default's.
+func TestPlace(t *testing.T) {
+	cfg, err := config.Parse([]byte("auth:\n  tls: {client_ca_file: ca.pem}\n  grants:\n    - {identity: a, role: operator}\n    - identity: b\n      role: operator\n"), "t.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{
+		"auth.grants[0]":          "t.yaml:4:7",
+		"auth.grants[1]":          "t.yaml:5:7",
+		"auth.grants[1].identity": "t.yaml:5:17",
+		"auth.tls.client_ca_file": "t.yaml:2:25",
+		"listen":                  "",
+		"auth.grants[2]":          "",
+	} {
+		if got := cfg.Place(path); got != want {
+			t.Errorf("Place(%q) = %q, want %q", path, got, want)
+		}
+	}
+}
