@@ -14,7 +14,8 @@ import (
 )
 
 // A tls section without cert_file is incomplete: toolsd would listen in plaintext and
-// carry bearer tokens in clear (or, with client_ca_file, never see a certificate).
+// carry bearer tokens in clear (or, with client_ca_file, never see a certificate). The
+// config refuses it, at its place in the file, before app.New would.
 func TestIncompleteTLSIsRefused(t *testing.T) {
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens.txt")
@@ -38,18 +39,17 @@ auth:
   grants:
     - {identity: agent-a, role: agent, scopes: ["tenant-a/**"]}
 `), "test.yaml")
-			if err != nil {
-				t.Fatalf("config.Parse() = %v", err)
-			}
-			a, err := app.New(cfg, app.WithLogger(zaptest.NewLogger(t)))
 			if err == nil {
-				ctx, cancel := context.WithCancel(t.Context())
-				cancel()
-				_ = a.Run(ctx)
-				t.Fatal("app.New() with an incomplete tls section succeeded (it would serve plaintext)")
+				var a *app.App
+				if a, err = app.New(cfg, app.WithLogger(zaptest.NewLogger(t))); err == nil {
+					ctx, cancel := context.WithCancel(t.Context())
+					cancel()
+					_ = a.Run(ctx)
+					t.Fatal("app.New() with an incomplete tls section succeeded (it would serve plaintext)")
+				}
 			}
-			if !strings.Contains(err.Error(), "cert_file") {
-				t.Errorf("app.New() = %v, want an error naming cert_file", err)
+			if !strings.Contains(err.Error(), "test.yaml:") || !strings.Contains(err.Error(), "auth.tls.cert_file") {
+				t.Errorf("config.Parse(), app.New() = %v, want an error naming auth.tls.cert_file at its place", err)
 			}
 		})
 	}

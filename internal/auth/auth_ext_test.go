@@ -196,7 +196,7 @@ func TestGrantErrorsSayWhere(t *testing.T) {
 		`t.yaml:7:7: auth.grants[1]: identity "a b" contains white space`:                         "    - identity: op\n      role: operator\n    - role: operator\n      identity: a b\n",
 		`t.yaml:5:7: auth.grants[0]: scope glob "a/**/b": "**" is only allowed as the whole last`: "    - {identity: a, role: hook, scopes: [\"a/**/b\"]}\n",
 	} {
-		cfg, err := config.Parse([]byte("data_dir: d\nauth:\n  tls: {client_ca_file: ca.pem}\n  grants:\n"+grants), "t.yaml")
+		cfg, err := config.Parse([]byte("data_dir: d\nauth:\n  tls: {cert_file: s.pem, key_file: k.pem, client_ca_file: ca.pem}\n  grants:\n"+grants), "t.yaml")
 		if err != nil {
 			t.Fatal(err)
 		}

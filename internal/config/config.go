@@ -822,7 +822,41 @@ func (c *Config) check() []*fieldError {
 			bad(fmt.Sprintf("auth.grants[%d].identity", i), "must not be empty")
 		}
 	}
+	c.Auth.check(bad, clash)
 	return errs
+}
+
+// check refuses the auth section's settings that need one another, as the auth package
+// and the TLS listener would at start, but with the keys' places in the file.
+func (a Auth) check(bad func(field, format string, args ...any), clash func(field, with, format string, args ...any)) {
+	t := a.TLS
+	switch {
+	case (t.CertFile == "") != (t.KeyFile == ""):
+		clash("auth.tls.cert_file", "auth.tls.key_file", "auth.tls.cert_file (%q) and auth.tls.key_file (%q) must both be set", t.CertFile, t.KeyFile)
+	case t.CertFile == "" && t.ClientCAFile != "":
+		clash("auth.tls.client_ca_file", "auth.tls.cert_file",
+			"auth.tls.client_ca_file (%q) needs auth.tls.cert_file and auth.tls.key_file (unset): client certificates are verified by the TLS listener", t.ClientCAFile)
+	}
+	method, value := "", "" // the first key that turns authentication on
+	for _, m := range [][2]string{{"auth.tls.client_ca_file", t.ClientCAFile}, {"auth.token_file", a.TokenFile}, {"auth.jwks_file", a.JWKSFile}} {
+		if m[1] != "" && method == "" {
+			method, value = m[0], m[1]
+		}
+	}
+	switch {
+	case method == "" && len(a.Grants) > 0:
+		bad("auth.grants", "%d grants need an authentication method: auth.tls.client_ca_file, auth.token_file or auth.jwks_file (all unset)", len(a.Grants))
+	case method != "" && len(a.Grants) == 0:
+		clash(method, "auth.grants", "%s (%q) turns authentication on, but auth.grants is empty: every call would be refused", method, value)
+	}
+	if a.JWKSFile == "" {
+		if a.JWT.Issuer != "" {
+			clash("auth.jwt.issuer", "auth.jwks_file", "auth.jwt.issuer (%q) needs auth.jwks_file (\"\"): it is checked in JWTs, which need the keys", a.JWT.Issuer)
+		}
+		if a.JWT.Audience != "" {
+			clash("auth.jwt.audience", "auth.jwks_file", "auth.jwt.audience (%q) needs auth.jwks_file (\"\"): it is checked in JWTs, which need the keys", a.JWT.Audience)
+		}
+	}
 }
 
 // ShutdownTimeout is a convenience accessor.

@@ -553,7 +553,7 @@ func TestClashWithAnOverride(t *testing.T) {
 // TestPlace: the place of a value the file sets, a sequence's items included, for the
 // errors of packages that check the config's values; none for a default's.
 func TestPlace(t *testing.T) {
-	cfg, err := config.Parse([]byte("auth:\n  tls: {client_ca_file: ca.pem}\n  grants:\n    - {identity: a, role: operator}\n    - identity: b\n      role: operator\n"), "t.yaml")
+	cfg, err := config.Parse([]byte("auth:\n  tls: {cert_file: s.pem, key_file: k.pem, client_ca_file: ca.pem}\n  grants:\n    - {identity: a, role: operator}\n    - identity: b\n      role: operator\n"), "t.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -561,12 +561,49 @@ func TestPlace(t *testing.T) {
 		"auth.grants[0]":          "t.yaml:4:7",
 		"auth.grants[1]":          "t.yaml:5:7",
 		"auth.grants[1].identity": "t.yaml:5:17",
-		"auth.tls.client_ca_file": "t.yaml:2:25",
+		"auth.tls.client_ca_file": "t.yaml:2:60",
 		"listen":                  "",
 		"auth.grants[2]":          "",
 	} {
 		if got := cfg.Place(path); got != want {
 			t.Errorf("Place(%q) = %q, want %q", path, got, want)
+		}
+	}
+}
+
+// TestAuthSectionClashes: the auth section's settings that need one another are
+// refused at the place of the key the file sets, naming both keys and their values,
+// rather than by the auth package without a place (auth.New keeps the same rules for
+// configurations not read from a file).
+func TestAuthSectionClashes(t *testing.T) {
+	const grant = "  grants:\n    - {identity: op, role: operator}\n"
+	for _, c := range []struct{ name, in, want string }{
+		{"cert without key", "auth:\n  tls:\n    cert_file: s.pem\n" + grant,
+			`t.yaml:3:16: auth.tls.cert_file: auth.tls.cert_file ("s.pem") and auth.tls.key_file ("") must both be set`},
+		{"key without cert", "auth:\n  tls:\n    key_file: k.pem\n" + grant,
+			`t.yaml:3:15: auth.tls.key_file: auth.tls.cert_file ("") and auth.tls.key_file ("k.pem") must both be set`},
+		{"client CA without cert", "auth:\n  tls: {client_ca_file: ca.pem}\n" + grant,
+			`t.yaml:2:25: auth.tls.client_ca_file: auth.tls.client_ca_file ("ca.pem") needs auth.tls.cert_file and auth.tls.key_file`},
+		{"grants without a method", "auth:\n" + grant,
+			"t.yaml:3:5: auth.grants: 1 grants need an authentication method: auth.tls.client_ca_file, auth.token_file or auth.jwks_file (all unset)"},
+		{"token file without grants", "auth:\n  token_file: tokens.txt\n",
+			`t.yaml:2:15: auth.token_file: auth.token_file ("tokens.txt") turns authentication on, but auth.grants is empty: every call would be refused`},
+		{"issuer without jwks", "auth:\n  token_file: tokens.txt\n  jwt: {issuer: me}\n" + grant,
+			`t.yaml:3:17: auth.jwt.issuer: auth.jwt.issuer ("me") needs auth.jwks_file ("")`},
+		{"audience without jwks", "auth:\n  token_file: tokens.txt\n  jwt:\n    audience: toolsd\n" + grant,
+			`t.yaml:4:15: auth.jwt.audience: auth.jwt.audience ("toolsd") needs auth.jwks_file ("")`},
+		{"whole", "auth:\n  tls: {cert_file: s.pem, key_file: k.pem, client_ca_file: ca.pem}\n  token_file: t.txt\n  jwks_file: j.json\n  jwt: {issuer: me, audience: toolsd}\n" + grant, ""},
+		{"tls alone", "auth:\n  tls: {cert_file: s.pem, key_file: k.pem}\n", ""},
+	} {
+		_, err := config.Parse([]byte(c.in), "t.yaml")
+		if c.want == "" {
+			if err != nil {
+				t.Errorf("%s: Parse(%q) = %v, want it accepted", c.name, c.in, err)
+			}
+			continue
+		}
+		if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: Parse(%q) = %v, want ErrInvalid mentioning %q", c.name, c.in, err, c.want)
 		}
 	}
 }
