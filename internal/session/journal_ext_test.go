@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -281,5 +283,113 @@ func TestJournalColdPageDecodesOnlyItsEvents(t *testing.T) {
 			t.Errorf("a cold page of 2 from seq %d of one append of 128 made %.0f allocations, one of an append of 2 made %.0f",
 				from, big, small)
 		}
+	}
+}
+
+// A cold page reads, and checks, the whole append record that holds it but allocates
+// only for the events it returns: a page of 2 calls of 64 KiB from an append of 128 (an
+// 8 MiB record) costs far less than the record.
+func TestJournalColdPageAllocatesOnlyItsEvents(t *testing.T) {
+	s, err := session.OpenJournal(t.TempDir(), session.WithDurability(session.SyncNone), session.WithHotFor(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeOrFail(t, s)
+	ctx := t.Context()
+	if _, err := s.Append(ctx, "plan", bigPlan(128)...); err != nil {
+		t.Fatal(err)
+	}
+	for _, from := range []uint64{1, 64, 127} {
+		var least uint64 = math.MaxUint64 // of a few reads: the runtime allocates too
+		for range 3 {
+			got, alloc, err := readAllocs(t, s, "plan", from, 2)
+			if err != nil || len(got) != 2 || got[0].Seq != from {
+				t.Fatalf("Read(plan, %d, 2) = %d events, %v", from, len(got), err)
+			}
+			least = min(least, alloc)
+		}
+		if least >= 1<<20 {
+			t.Errorf("a cold page of 2 calls of 64 KiB from seq %d of an 8 MiB append allocated %d KiB, want under 1 MiB",
+				from, least>>10)
+		}
+	}
+}
+
+// readAllocs reads a page of s and returns it and the bytes allocated meanwhile.
+func readAllocs(t *testing.T, s session.Store, id string, from uint64, limit int) ([]session.Event, uint64, error) {
+	t.Helper()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	got, err := s.Read(t.Context(), id, from, limit)
+	runtime.ReadMemStats(&after)
+	return got, after.TotalAlloc - before.TotalAlloc, err
+}
+
+// bigPlan returns n calls of 64 KiB arguments each, every one unique (its call id
+// leads its arguments), and all of one size.
+func bigPlan(n int) []session.Event {
+	evs := make([]session.Event, n)
+	for i := range evs {
+		args := fmt.Sprintf(`"arg%04d %s"`, i, strings.Repeat("x", 64<<10))
+		evs[i] = session.Event{Type: session.TypeToolCall,
+			Call: &session.CallRecord{CallID: fmt.Sprintf("c%04d", i), Name: "write", Arguments: []byte(args)}}
+	}
+	return evs
+}
+
+// The checksum of an append record covers all its events: damage to an event a cold page
+// does not return still fails the page, and a damaged length fails it without
+// allocating what the length claims.
+func TestJournalColdPageChecksWholeRecord(t *testing.T) {
+	damage := map[string]func(file []byte, argsEnd int){
+		"flipped byte":  func(file []byte, argsEnd int) { file[argsEnd-100] ^= 0x20 },
+		"huge length":   func(file []byte, argsEnd int) { copy(file[argsEnd:], "\xff\xff\xff\xf0") },
+		"longer length": func(file []byte, argsEnd int) { file[argsEnd+1]++ }, // by 64 KiB
+	}
+	for name, hurt := range damage {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			s, err := session.OpenJournal(dir, session.WithDurability(session.SyncNone), session.WithHotFor(-1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer closeOrFail(t, s)
+			ctx := t.Context()
+			if _, err := s.Append(ctx, "plan", bigPlan(128)...); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(dir, session.JournalFileName)
+			file, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Event 100's arguments end where event 101's length starts.
+			args := bigPlan(128)[99].Call.Arguments
+			at := bytes.Index(file, args)
+			if at < 0 {
+				t.Fatal("event 100's arguments are not in the journal file")
+			}
+			hurt(file, at+len(args))
+			f, err := os.OpenFile(path, os.O_WRONLY, 0) // the open journal's own file
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = f.WriteAt(file, 0)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, from := range []uint64{1, 101, 127} { // 101 is the event after the damage
+				got, alloc, err := readAllocs(t, s, "plan", from, 2)
+				if !errors.Is(err, session.ErrCorrupt) {
+					t.Errorf("Read(plan, %d, 2) = %d events, %v, want ErrCorrupt", from, len(got), err)
+				}
+				if alloc >= 1<<20 {
+					t.Errorf("Read(plan, %d, 2) of a damaged 8 MiB append allocated %d KiB, want under 1 MiB", from, alloc>>10)
+				}
+			}
+		})
 	}
 }
