@@ -43,7 +43,7 @@ func TestDefaultKeepaliveWithinToolsdsPolicy(t *testing.T) {
 	}
 	t.Parallel()
 	lis := sniff(brokertest.Listen(t))
-	serveToolsd(t, lis, brokertest.NewRegistrar())
+	b := serveToolsd(t, lis, brokertest.NewRegistrar())
 	p := newProvider(t)
 	p.Add(echoTool())
 	run(t, p, lis.Addr().String())
@@ -51,6 +51,15 @@ func TestDefaultKeepaliveWithinToolsdsPolicy(t *testing.T) {
 	id := p.ProviderID()
 	for i := range 4 {
 		waitLong(t, lis.pings, fmt.Sprintf("the provider's keepalive ping %d", i+1))
+	}
+	// toolsd answers the fourth ping after the test has seen it arrive. The second
+	// call's execute is sent after toolsd read the first's result, so after it read that
+	// ping and queued its answer: it reaches the provider only if no GOAWAY closed the
+	// connection, and then behind any GOAWAY counted.
+	for i := range 2 {
+		if got := b.Call(t.Context(), id, exec("echo", `{"text":"still"}`), 1); got.Content != "still" {
+			t.Errorf("Call(echo) %d after four keepalive pings = %+v, want content still", i+1, got)
+		}
 	}
 	if n := lis.goaways.Load(); n != 0 {
 		t.Errorf("toolsd sent %d GOAWAY frames to a provider with the default keepalive, want none", n)
@@ -196,8 +205,8 @@ func (px *proxy) stop() {
 }
 
 // serveToolsd serves a broker over reg on lis with toolsd's gRPC server (its keepalive
-// enforcement policy included) until the test ends.
-func serveToolsd(tb testing.TB, lis net.Listener, reg *brokertest.Registrar, opts ...broker.Option) {
+// enforcement policy included) until the test ends, and returns the broker.
+func serveToolsd(tb testing.TB, lis net.Listener, reg *brokertest.Registrar, opts ...broker.Option) *broker.Broker {
 	tb.Helper()
 	gs, _ := server.NewGRPCServer(server.GRPCConfig{MaxRecvMsgSize: 4 << 20, MaxConcurrentStreams: 100})
 	b := broker.New(reg, opts...)
@@ -212,6 +221,7 @@ func serveToolsd(tb testing.TB, lis net.Listener, reg *brokertest.Registrar, opt
 		gs.Stop()
 		<-done
 	})
+	return b
 }
 
 // sniffListener reports the keepalive pings its connections' clients send and counts
