@@ -180,7 +180,9 @@ func runPlan(ctx context.Context, p *plan, dir string, w io.Writer) error {
 // gives every target one window, starting one target later than the round before.
 // Windows seconds apart see the same machine, where fresh instances a workload apart
 // may not (single-call latency here drifts by half from one minute to the next). The
-// price: a durable target's log grows from one round to the next.
+// price: a durable target's log grows from one round to the next. An instance that
+// fails to stop cleanly fails its rounds, as [measure] fails the run: its samples of w
+// are left out.
 func (p *plan) rounds(ctx context.Context, w load.Workload, samples map[string][]sample) (err error) {
 	insts := make([]*Instance, len(p.targets))
 	defer func() {
@@ -190,6 +192,7 @@ func (p *plan) rounds(ctx context.Context, w load.Workload, samples map[string][
 			}
 			if serr := inst.Stop(); serr != nil {
 				err = errors.Join(err, fmt.Errorf("%s on %s: %w", w.Name, p.targets[i].Name(), serr))
+				samples[w.Name] = slices.DeleteFunc(samples[w.Name], func(s sample) bool { return s.target == p.targets[i].Name() })
 			}
 		}
 	}()

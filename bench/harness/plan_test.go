@@ -171,3 +171,48 @@ func TestRunFailureKeepsWorkloads(t *testing.T) {
 		t.Errorf("summary.json notes = %q, want the 7 failed runs", notes)
 	}
 }
+
+// stopFailingTarget is an inProcessTarget whose instance fails to stop cleanly, as one
+// whose process has to be killed does.
+type stopFailingTarget struct{ name string }
+
+var errStop = errors.New("test target killed after the stop grace")
+
+func (t stopFailingTarget) Name() string { return t.name }
+
+func (t stopFailingTarget) Start(ctx context.Context) (*Instance, error) {
+	inst, err := inProcessTarget{t.name}.Start(ctx)
+	if err != nil {
+		return nil, err
+	}
+	inst.Stop = func() error { return errStop }
+	return inst, nil
+}
+
+// TestPairedStopFailureLeavesSamplesOut: with -paired, an instance that fails to stop
+// cleanly after its rounds fails its runs as it does unpaired: its samples are left out
+// (the notes say so), and the ratios that would use them are null.
+func TestPairedStopFailureLeavesSamplesOut(t *testing.T) {
+	p := &plan{
+		c:         config{runs: 2, paired: true},
+		targets:   []Target{inProcessTarget{nameRelay}, stopFailingTarget{nameToolsd}},
+		workloads: []load.Workload{{Name: wSingleC1, Agents: 1, BatchSize: 1, ArgBytes: argSmall, Duration: 20 * time.Millisecond}},
+	}
+	dir := t.TempDir()
+	if err := runPlan(t.Context(), p, dir, io.Discard); !errors.Is(err, errStop) {
+		t.Errorf("runPlan() = %v, want the stop's failure", err)
+	}
+	m := readSummaryJSON(t, dir)
+	runs := map[string]float64{}
+	rows, _ := m["workloads"].([]any)
+	for _, r := range rows {
+		r := r.(map[string]any)
+		runs[r["target"].(string)] = r["runs"].(float64)
+	}
+	if diff := cmp.Diff(map[string]float64{nameRelay: 2}, runs); diff != "" {
+		t.Errorf("summary.json runs by target (-want +got):\n%s", diff)
+	}
+	if v, ok := m["ratio_p50_single_c1"]; !ok || v != nil {
+		t.Errorf("summary.json ratio_p50_single_c1 = %v (present %v), want null", v, ok)
+	}
+}
