@@ -88,6 +88,9 @@ func fake(target string, p50 time.Duration, tput float64) sample {
 	return sample{target: target, result: load.Result{P50: p50, P99: 2 * p50, CallsPerSec: tput}}
 }
 
+// thrice is three runs of ss, each sample the same in every run.
+func thrice(ss ...sample) []sample { return slices.Concat(ss, ss, ss) }
+
 func TestSummaryRatios(t *testing.T) {
 	ws := allWorkloads(time.Second, time.Second)
 	samples := map[string][]sample{
@@ -96,11 +99,11 @@ func TestSummaryRatios(t *testing.T) {
 			fake(nameRelay, 100*time.Microsecond, 4000), fake(nameToolsd, 400*time.Microsecond, 2000),
 			fake(nameRelay, 300*time.Microsecond, 6000), fake(nameToolsd, 500*time.Microsecond, 1000),
 		},
-		wSingleC64: {fake(nameToolsd, time.Millisecond, 20000), fake(nameMCP, 4*time.Millisecond, 5000)},
-		wBatch8C64: {
+		wSingleC64: thrice(fake(nameToolsd, time.Millisecond, 20000), fake(nameMCP, 4*time.Millisecond, 5000)),
+		wBatch8C64: thrice(
 			fake(nameRelay, time.Millisecond, 40000), fake(nameToolsd, time.Millisecond, 30000),
 			fake(nameToolsdDurable, time.Millisecond, 10000), fake(nameToolsdJournal, time.Millisecond, 14000),
-		},
+		),
 	}
 	s := newSummary(config{runs: 3}, ws, samples)
 	got := map[string]*float64{

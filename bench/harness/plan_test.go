@@ -216,3 +216,47 @@ func TestPairedStopFailureLeavesSamplesOut(t *testing.T) {
 		t.Errorf("summary.json ratio_p50_single_c1 = %v (present %v), want null", v, ok)
 	}
 }
+
+// nthStartFailing is an inProcessTarget that fails to start the n-th time (from 1).
+type nthStartFailing struct {
+	name   string
+	n      int
+	starts *int
+}
+
+func (t nthStartFailing) Name() string { return t.name }
+
+func (t nthStartFailing) Start(ctx context.Context) (*Instance, error) {
+	*t.starts++
+	if *t.starts == t.n {
+		return nil, errNthStart
+	}
+	return inProcessTarget{t.name}.Start(ctx)
+}
+
+var errNthStart = errors.New("test target cannot start this time")
+
+// TestRatioNullWhenEachSideMissesARun: a ratio is null when either side misses a run,
+// also when both miss one (different runs): the same count of runs is not every run.
+func TestRatioNullWhenEachSideMissesARun(t *testing.T) {
+	var relayStarts, toolsdStarts int
+	p := &plan{
+		c: config{runs: 3},
+		targets: []Target{
+			nthStartFailing{name: nameRelay, n: 1, starts: &relayStarts},
+			nthStartFailing{name: nameToolsd, n: 2, starts: &toolsdStarts},
+		},
+		workloads: []load.Workload{{Name: wSingleC1, Agents: 1, BatchSize: 1, ArgBytes: argSmall, Duration: 20 * time.Millisecond}},
+	}
+	dir := t.TempDir()
+	if err := runPlan(t.Context(), p, dir, io.Discard); !errors.Is(err, errNthStart) {
+		t.Errorf("runPlan() = %v, want the starts' failures", err)
+	}
+	m := readSummaryJSON(t, dir)
+	if v, ok := m["ratio_p50_single_c1"]; !ok || v != nil {
+		t.Errorf("summary.json ratio_p50_single_c1 = %v (present %v), want null", v, ok)
+	}
+	if rs, _ := m["ratios"].([]any); len(rs) != 0 {
+		t.Errorf("summary.json ratios = %v, want none", rs)
+	}
+}

@@ -175,11 +175,12 @@ func (s *summary) find(workload, target string) (row, bool) {
 }
 
 // compare is target's ratio to baseline on workload; there is none unless both have
-// every run the other has (a failed run leaves one side short).
+// every run (a failed run leaves its side short, and two sides each short of a different
+// run have as many runs but not the same ones).
 func (s *summary) compare(workload, target, baseline string) (ratio, bool) {
 	t, ok1 := s.find(workload, target)
 	b, ok2 := s.find(workload, baseline)
-	if !ok1 || !ok2 || t.Runs != b.Runs {
+	if !ok1 || !ok2 || t.Runs != s.Settings.Runs || b.Runs != s.Settings.Runs {
 		return ratio{}, false
 	}
 	r := ratio{Workload: workload, Target: target, Baseline: baseline,
