@@ -184,7 +184,7 @@ func (l Limits) checkWindows(bad func(field, format string, args ...any), clash 
 	case s < 64<<10 || s > math.MaxInt32:
 		bad("limits.stream_window", "must be at least 64KiB and under 2GiB")
 	case c > math.MaxInt32:
-		bad("limits.connection_window", "must be at least limits.stream_window and under 2GiB")
+		bad("limits.connection_window", "must be under 2GiB")
 	case c < s:
 		clash("limits.connection_window", "limits.stream_window",
 			"limits.connection_window (%d bytes) must be at least limits.stream_window (%d bytes)", c, s)

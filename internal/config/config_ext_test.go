@@ -37,7 +37,7 @@ func TestFlowControlWindows(t *testing.T) {
 		"limits: {stream_window: 1KiB, connection_window: 4MiB}\n":   "limits.stream_window: must be at least 64KiB and under 2GiB",
 		"limits: {stream_window: 2GiB, connection_window: 2GiB}\n":   "limits.stream_window: must be at least 64KiB and under 2GiB",
 		"limits: {stream_window: 1MiB, connection_window: 512KiB}\n": "limits.connection_window: limits.connection_window (524288 bytes) must be at least limits.stream_window (1048576 bytes)",
-		"limits: {connection_window: 3GiB}\n":                        "limits.connection_window: must be at least limits.stream_window and under 2GiB",
+		"limits: {connection_window: 3GiB}\n":                        "limits.connection_window: must be under 2GiB",
 		"limits: {stream_window: 1MiB, connection_window: 0}\n":      "limits.stream_window: limits.stream_window (1048576 bytes) and limits.connection_window (0 bytes) must both be 0",
 		"limits: {stream_window: 0}\n":                               "limits.stream_window: limits.stream_window (0 bytes) and limits.connection_window (4194304 bytes) must both be 0",
 	} {
