@@ -62,11 +62,26 @@ func startChild(name, path string, args ...string) (*child, error) {
 // end its failure quotes. The child writes to the file itself: a busy log does not pass
 // through the harness process, whose CPU time is measured.
 func startChildLogging(name, path string, log *os.File, args ...string) (*child, error) {
-	tail := func() []byte {
-		b, _ := os.ReadFile(log.Name())
-		return b[max(len(b)-tailBytes, 0):]
-	}
+	tail := func() []byte { return fileTail(log.Name(), tailBytes) }
 	return startChildTo(name, path, log, tail, args...)
+}
+
+// fileTail is the last n bytes of the file at path (what it holds, if less; nothing if
+// it cannot be read): a long run's log may be hundreds of megabytes.
+func fileTail(path string, n int64) []byte {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer func() { _ = f.Close() }()
+	st, err := f.Stat()
+	if err != nil {
+		return nil
+	}
+	off := max(st.Size()-n, 0)
+	b := make([]byte, st.Size()-off)
+	k, _ := f.ReadAt(b, off)
+	return b[:k]
 }
 
 func startChildTo(name, path string, stderr io.Writer, tail func() []byte, args ...string) (*child, error) {

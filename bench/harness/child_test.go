@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net"
+	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -147,5 +150,32 @@ func stopChecked(tb testing.TB, c *child) {
 	tb.Helper()
 	if err := c.stop(); err != nil {
 		tb.Error(err)
+	}
+}
+
+// TestFileTail: a failure quotes the end of a child's log file without reading a long
+// run's whole log.
+func TestFileTail(t *testing.T) {
+	dir := t.TempDir()
+	long := filepath.Join(dir, "long.log")
+	data := make([]byte, 3*tailBytes+5)
+	for i := range data {
+		data[i] = byte('a' + i%26)
+	}
+	if err := os.WriteFile(long, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := fileTail(long, tailBytes); !bytes.Equal(got, data[len(data)-tailBytes:]) {
+		t.Errorf("fileTail(long) = %d bytes, want the last %d of the file", len(got), tailBytes)
+	}
+	short := filepath.Join(dir, "short.log")
+	if err := os.WriteFile(short, []byte("panic: x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(fileTail(short, tailBytes)); got != "panic: x\n" {
+		t.Errorf("fileTail(short) = %q, want the whole file", got)
+	}
+	if got := fileTail(filepath.Join(dir, "missing.log"), tailBytes); got != nil {
+		t.Errorf("fileTail(missing) = %q, want nothing", got)
 	}
 }
