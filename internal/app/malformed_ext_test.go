@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -883,6 +884,49 @@ func TestClientTextNotUTF8LaterMessageIsTheCancelReason(t *testing.T) {
 		t.Errorf("ExecuteBatch() = %v, want InvalidArgument naming cancel.reason", err)
 	}
 	waitFor(t, "the log to complete", func() bool { return len(e.readSession(t, "s-later-text-reason")) == 2 })
+}
+
+// TestClientMarkedLaterMessageCancelsWithABoundedReason: a client may mark a message as
+// not UTF-8 itself (the codec's marker is an unknown field), with a "path" of any size
+// the request allows. The refusal is the batch's cancel cause, which reaches the
+// provider as its calls' cancel reason: that reason must stay a short line, not the
+// client's megabyte (one per call of the batch, to providers other tenants share).
+func TestClientMarkedLaterMessageCancelsWithABoundedReason(t *testing.T) {
+	e := start(t, "limits: {accepted_hold: 0s}\n")
+	p := connectHand(t, e, "raw")
+	stream, err := e.tools.ExecuteBatch(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(batchReq(&toolsdv1.Batch{SessionId: "s-marked-by-client", Calls: []*toolsdv1.ToolCall{call("c", "raw", `{}`)}})); err != nil {
+		t.Fatal(err)
+	}
+	ex := p.recv(t).GetExecute()
+	if ex == nil {
+		t.Fatal("provider got no execute")
+	}
+	marked := &toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Cancel{Cancel: &toolsdv1.CancelBatch{Reason: "r"}}}
+	path := strings.Repeat("x", 1<<20)
+	marked.ProtoReflect().SetUnknown(protowire.AppendString(protowire.AppendTag(nil, protowire.MaxValidNumber, protowire.BytesType), path))
+	if err := stream.Send(marked); err != nil {
+		t.Fatal(err)
+	}
+	c := p.recv(t).GetCancel()
+	if c.GetRequestId() != ex.GetRequestId() || len(c.GetReason()) > 1<<10 {
+		t.Errorf("provider's cancel = request %d with a reason of %d bytes, want request %d with at most 1 KiB",
+			c.GetRequestId(), len(c.GetReason()), ex.GetRequestId())
+	}
+	p.send(t, result(&toolsdv1.ExecuteResult{RequestId: ex.GetRequestId(), Cancelled: true}))
+	for {
+		if _, err = stream.Recv(); err != nil {
+			break
+		}
+	}
+	if status.Code(err) != codes.InvalidArgument || len(status.Convert(err).Message()) > 1<<10 {
+		t.Errorf("ExecuteBatch() = %s with a message of %d bytes, want InvalidArgument with at most 1 KiB",
+			status.Code(err), len(status.Convert(err).Message()))
+	}
+	waitFor(t, "the log to complete", func() bool { return len(e.readSession(t, "s-marked-by-client")) == 2 })
 }
 
 // TestClientTextNotUTF8LaterMessageIsTheRPCsCode: the RPC's log line (and so its

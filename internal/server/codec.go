@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/textcut"
 )
 
 // lenientCodec is gRPC's protobuf codec, except for messages whose string fields hold
@@ -98,9 +99,11 @@ func errBadText(log *zap.Logger, path string) error {
 	return toStatus(log, badTextCause(path))
 }
 
-// badTextCause is why a message the codec marked at path is refused.
+// badTextCause is why a message the codec marked at path is refused. The path is cut: a
+// client may mark a message itself, with a path of any size the request allows, and the
+// cause reaches providers as their calls' cancel reason (see [onRefusal]).
 func badTextCause(path string) error {
-	return badField(path, "is not valid UTF-8 (protobuf strings must be)")
+	return badField(textcut.Ellipsis(path, textcut.MaxLoggedID), "is not valid UTF-8 (protobuf strings must be)")
 }
 
 // refuseBadText returns the interceptors that refuse every message the codec marked:
