@@ -73,8 +73,9 @@ func vars(c *tool.Call) (map[string]any, error) {
 		var err error
 		if args, err = decodeArgs(c.Arguments); err != nil {
 			// Validated arguments are an object, but one may hold a number beyond a
-			// float64's range (1e399), which the decoder refuses.
-			return nil, fmt.Errorf("arguments cannot be decoded: %w", err)
+			// float64's range (1e399), which the decoder refuses, quoting its digits:
+			// cut as an evaluation error is.
+			return nil, evalError(fmt.Errorf("arguments cannot be decoded: %w", err))
 		}
 	}
 	return map[string]any{"args": args, "scope": c.Scope, "tool": c.Name}, nil

@@ -103,6 +103,22 @@ rules:
 	}
 }
 
+// TestConditionOnAnOutOfRangeNumberIsCut: a number beyond a double's range fails the
+// condition closed, with the decode error as the denial's detail. That error quotes the
+// number, whose digits the model chose (a megabyte of them is a valid argument): the
+// detail is cut at MaxEvalErrorBytes, as an evaluation error's is.
+func TestConditionOnAnOutOfRangeNumberIsCut(t *testing.T) {
+	s := mustParse(t, "rules:\n  - tool: echo\n    when: 'args.n > 0'\n    decision: deny\n")
+	args := `{"n":1` + strings.Repeat("0", 1<<20) + `}`
+	v := s.PreExecute(t.Context(), exec("g", "echo", args), nil)
+	const where = "config.yaml:3:11: rules[0].when: "
+	if v.Decision != pipeline.Deny || !strings.HasPrefix(v.UserReason, where+"arguments cannot be decoded: number 1000") ||
+		len(v.UserReason) > len(where)+policy.MaxEvalErrorBytes {
+		t.Errorf("PreExecute() = %s with a detail of %d bytes starting %.80q, want a fail-closed deny detailing the decode error in at most %d bytes",
+			v.Decision, len(v.UserReason), v.UserReason, len(where)+policy.MaxEvalErrorBytes)
+	}
+}
+
 func TestSetInPipeline(t *testing.T) {
 	s := mustParse(t, `
 default: deny
