@@ -11,9 +11,10 @@ import (
 )
 
 // decodeArgs decodes a call's arguments for CEL with exact integers: a number that is
-// integral (5, 5.0, 1e3) and fits int64 is an int64, one beyond it that fits uint64 a
-// uint64, and any other number a float64. As doubles, integers above 2^53 (snowflake
-// IDs, account numbers) would compare equal to their neighbours.
+// integral (5, 5.0, 1e3), at least 2^53 in magnitude and fits int64 is an int64, one beyond that that
+// fits uint64 a uint64, and any other number a float64 (see [number]). As doubles,
+// integers above 2^53 (snowflake IDs, account numbers) would compare equal to their
+// neighbours.
 func decodeArgs(data []byte) (map[string]any, error) {
 	args := map[string]any{}
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -62,11 +63,23 @@ func exact(v any) (any, error) {
 	return v, exactNumbers(v)
 }
 
-// number is the value of the JSON number s: an int64 or uint64 if it is an integer in
-// their range, else a float64. A number beyond a float64's range (1e399) is an error.
+// maxExactDouble is 2^53 - 1: every integer up to it in magnitude is exact as a
+// float64, and so is its comparison with any CEL int (which cel-go compares as a double:
+// 2^53 + 1 would round to 2^53, equal to a double 2^53).
+const maxExactDouble = 1<<53 - 1
+
+// number is the value of the JSON number s: a float64, except for an integer of ±2^53
+// or beyond (where a float64 rounds to a neighbour, or compares equal to one) in int64's or uint64's range, which
+// is an int64 or a uint64. Numbers a float64 holds exactly stay doubles, so rules keep
+// the arithmetic they had (args.amount / 100 divides as doubles); only integers that
+// doubles got wrong become CEL ints. A number beyond a float64's range (1e399) is an
+// error.
 func number(s string) (any, error) {
 	if digits, ok := integerDigits(s); ok {
 		if i, err := strconv.ParseInt(digits, 10, 64); err == nil {
+			if -maxExactDouble <= i && i <= maxExactDouble {
+				return float64(i), nil
+			}
 			return i, nil
 		}
 		if u, err := strconv.ParseUint(digits, 10, 64); err == nil {

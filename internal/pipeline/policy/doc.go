@@ -28,8 +28,9 @@
 // pattern no valid scope or tool name can match, and a key that is no valid name, is
 // refused: a deny rule that silently matches nothing fails open.
 //
-// CEL conditions see `args` (the call's arguments as a map, whose integral numbers are
-// int or uint when they fit, other numbers double), `scope` and `tool`; they
+// CEL conditions see `args` (the call's arguments as a map, whose numbers are double
+// but for integers of 2^53 or more in magnitude, which are int or uint when they fit),
+// `scope` and `tool`; they
 // are type-checked at parse time (conditions to bool, mode expressions to string, dyn
 // being checked when evaluated; macros nest at most 8 deep) and run under a cost limit. A condition that fails at
 // run time — a missing key, a cost overrun — makes its rule deny: the policy fails
