@@ -18,13 +18,14 @@ type sendCheck struct {
 	timeout time.Duration
 	onStall func()
 
-	mu sync.Mutex
-	t  *time.Timer // set before the timer could fire, under mu
+	mu      sync.Mutex
+	t       *time.Timer // set before the timer could fire, under mu
+	stopped bool        // under mu: stop ran, and check must not arm the timer again
 }
 
 // startSendCheck starts checking sends every timeout; onStall runs, once, from the
-// timer's goroutine when a Send has stalled. It must be called before the first Send
-// that sends times.
+// timer's goroutine when a Send has stalled. A Send that sends times before it is
+// called is checked from the first timer on.
 func startSendCheck(sends *streamgate.SendWatch, timeout time.Duration, onStall func()) *sendCheck {
 	c := &sendCheck{sends: sends, timeout: timeout, onStall: onStall}
 	c.mu.Lock()
@@ -45,16 +46,17 @@ func (c *sendCheck) check() {
 		return
 	}
 	c.mu.Lock()
-	t := c.t
-	c.mu.Unlock()
-	t.Reset(c.timeout)
+	defer c.mu.Unlock()
+	if !c.stopped { // a check that ran as stop did must not keep the stream a timeout more
+		c.t.Reset(c.timeout)
+	}
 }
 
 // stop stops the timer once the stream's writer is done with it, or the timer would
 // keep the stream for up to a write timeout after.
 func (c *sendCheck) stop() {
 	c.mu.Lock()
-	t := c.t
-	c.mu.Unlock()
-	t.Stop()
+	defer c.mu.Unlock()
+	c.stopped = true
+	c.t.Stop()
 }
