@@ -5,7 +5,8 @@
 //
 // One call runs these steps, outermost first:
 //
-//	Run ──► finish ─────────────── recover panics, finalize content, notify observers
+//	Run ──► finish ─────────────── recover panics, finalize content, RESULT_TOO_LARGE
+//	                               (over the log's event limit), notify observers
 //	         └► prepare: resolve ── UNKNOWN_TOOL | ABORTED_BEFORE_DISPATCH | INTERNAL
 //	                     validate ─ INVALID_ARGUMENTS
 //	                     pre-execute ─ participants → allow | deny (DENIED) | ask

@@ -28,7 +28,9 @@ const (
 )
 
 // finish is the outermost stage: it recovers panics, runs definition-owned content
-// finalization and notifies the result observers, for final results and post-results alike.
+// finalization, replaces a result that does not fit where it is recorded
+// ([WithResultFits]) with RESULT_TOO_LARGE, and notifies the result observers, for final
+// results and post-results alike.
 func (s *snapshot) finish(ctx context.Context, e *tool.Exec) tool.Result {
 	start := s.p.opts.now()
 	st := &callState{}

@@ -98,7 +98,8 @@ func (r *run) skip(i int) {
 }
 
 // ended notes call i's end: a failure with ctx ended is a call the cancellation cut
-// short. A success stays one whenever the cancel came, so it never counts.
+// short (the pipeline also turns a success that ends after the cancel into one). A
+// success the call returned stays one whenever the cancel came, so it never counts.
 func (r *run) ended(ctx context.Context, i int) {
 	if r.slots[i].result.IsError && tool.Ended(ctx) {
 		r.cutShort.Store(true)
