@@ -160,6 +160,9 @@ func TestTokenFileErrorsSayWhere(t *testing.T) {
 		"yaml duplicate":      {content: "tokens:\n  - identity: a\n    token: " + tokenA + "\n  - identity: b\n    sha256: " + hashOf(tokenA) + "\n", want: ":4: tokens[1]: token listed twice (first at line 2)"},
 		"yaml empty identity": {content: "tokens:\n  - identity: a\n    token: " + tokenA + "\n  - token: " + tokenP + "\n", want: ":4: tokens[1]: identity is empty"},
 		"yaml second doc":     {content: "tokens:\n  - identity: a\n    token: " + tokenA + "\n---\ntokens: []\n", want: ":5: a second YAML document"},
+		"yaml unknown field":  {content: "tokens:\n  - identity: a\n    token: " + tokenA + "\n    role: agent\n", want: ":4: yaml: field role is not a token entry's (identity, token, sha256)"},
+		"yaml wrong type":     {content: "tokens:\n  - identity: a\n    token: [" + tokenA + "]\n", want: ":3: yaml: cannot unmarshal !!seq into string"},
+		"yaml syntax":         {content: "tokens:\n  - identity: a\n    token: " + tokenA + "\n  - identity: \"b\n", want: ":4: yaml: found unexpected end of stream"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"unicode"
 
@@ -150,18 +151,24 @@ func isYAMLTokens(data []byte) bool {
 	return false
 }
 
+// yamlToken is one entry of a YAML token file.
+type yamlToken struct {
+	Identity string `yaml:"identity"`
+	Token    string `yaml:"token"`
+	SHA256   string `yaml:"sha256"`
+}
+
+// entryType is how the YAML decoder names [yamlToken] in its errors.
+const entryType = "auth.yamlToken"
+
 func parseYAMLTokens(data []byte, add addToken) error {
 	var doc struct {
-		Tokens []struct {
-			Identity string `yaml:"identity"`
-			Token    string `yaml:"token"`
-			SHA256   string `yaml:"sha256"`
-		} `yaml:"tokens"`
+		Tokens []yamlToken `yaml:"tokens"`
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&doc); err != nil {
-		return fmt.Errorf("yaml: %s", redactQuoted(firstLine(err.Error())))
+		return yamlError(err)
 	}
 	if err := oneYAMLDocument(dec); err != nil {
 		return err
@@ -203,6 +210,29 @@ func yamlTokenLines(data []byte) []int {
 	return lines
 }
 
+// yamlError is the decoder's error err at its line, as "line N: ..." like the token
+// file's other errors: the first of a type error's (an unknown field, a list where a
+// string goes) or a syntax error's, its quoted text redacted (it may hold a token).
+func yamlError(err error) error {
+	msg := err.Error()
+	var te *yaml.TypeError
+	if errors.As(err, &te) && len(te.Errors) > 0 {
+		msg = te.Errors[0]
+	}
+	msg = strings.TrimPrefix(firstLine(msg), "yaml: ")
+	if field, ok := strings.CutSuffix(msg, " not found in type "+entryType); ok {
+		msg = field + " is not a token entry's (identity, token, sha256)"
+	}
+	if rest, ok := strings.CutPrefix(msg, "line "); ok {
+		if n, text, ok := strings.Cut(rest, ": "); ok {
+			if line, err := strconv.Atoi(n); err == nil && line > 0 {
+				return &lineError{line: line, err: fmt.Errorf("yaml: %s", redactQuoted(text))}
+			}
+		}
+	}
+	return fmt.Errorf("yaml: %s", redactQuoted(msg))
+}
+
 // oneYAMLDocument refuses a document after the one dec decoded, whose tokens would
 // otherwise be ignored unsaid. Empty documents (a trailing "---") hold none.
 func oneYAMLDocument(dec *yaml.Decoder) error {
@@ -213,7 +243,7 @@ func oneYAMLDocument(dec *yaml.Decoder) error {
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("yaml: %s", redactQuoted(firstLine(err.Error())))
+			return yamlError(err)
 		}
 		if len(doc.Content) != 1 || doc.Content[0].Kind == yaml.ScalarNode && doc.Content[0].Tag == "!!null" {
 			continue
