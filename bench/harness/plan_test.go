@@ -181,7 +181,7 @@ var errStop = errors.New("test target killed after the stop grace")
 func (t stopFailingTarget) Name() string { return t.name }
 
 func (t stopFailingTarget) Start(ctx context.Context) (*Instance, error) {
-	inst, err := inProcessTarget{t.name}.Start(ctx)
+	inst, err := inProcessTarget(t).Start(ctx)
 	if err != nil {
 		return nil, err
 	}
