@@ -250,11 +250,7 @@ func TestJournalRefusesOversizedAppend(t *testing.T) {
 // them: a page of two from an append of 128 calls allocates as a page of two from an
 // append of two does.
 func TestJournalColdPageDecodesOnlyItsEvents(t *testing.T) {
-	s, err := session.OpenJournal(t.TempDir(), session.WithDurability(session.SyncNone), session.WithHotFor(-1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeOrFail(t, s)
+	s := openColdJournal(t, t.TempDir())
 	ctx := t.Context()
 	plan := func(n int) []session.Event {
 		evs := make([]session.Event, n)
@@ -290,11 +286,7 @@ func TestJournalColdPageDecodesOnlyItsEvents(t *testing.T) {
 // only for the events it returns: a page of 2 calls of 64 KiB from an append of 128 (an
 // 8 MiB record) costs far less than the record.
 func TestJournalColdPageAllocatesOnlyItsEvents(t *testing.T) {
-	s, err := session.OpenJournal(t.TempDir(), session.WithDurability(session.SyncNone), session.WithHotFor(-1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeOrFail(t, s)
+	s := openColdJournal(t, t.TempDir())
 	ctx := t.Context()
 	if _, err := s.Append(ctx, "plan", bigPlan(128)...); err != nil {
 		t.Fatal(err)
@@ -327,6 +319,18 @@ func readAllocs(t *testing.T, s session.Store, id string, from uint64, limit int
 
 // bigPlan returns n calls of 64 KiB arguments each, every one unique (its call id
 // leads its arguments), and all of one size.
+// openColdJournal opens the journal in dir, unsynced, with every session cold at once
+// (read back from the file), and closes it when t ends.
+func openColdJournal(t *testing.T, dir string) *session.Journal {
+	t.Helper()
+	s, err := session.OpenJournal(dir, session.WithDurability(session.SyncNone), session.WithHotFor(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeOrFail(t, s) })
+	return s
+}
+
 func bigPlan(n int) []session.Event {
 	evs := make([]session.Event, n)
 	for i := range evs {
