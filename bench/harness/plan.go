@@ -110,7 +110,8 @@ func selection(list string, valid []string) (map[string]bool, error) {
 // of the machine hits every target alike, then the probes. With -paired the targets
 // stay up through a workload and take turns window by window instead (see [plan.rounds]).
 // A failed run or probe does not stop the others: the summary holds what was measured,
-// each failure in its notes, and is returned with the failures.
+// each failure in its notes, and is returned with the failures. A run stopped by ctx
+// (-timeout, a signal) ends the runs there and skips the probes.
 func (p *plan) execute(ctx context.Context) (*summary, error) {
 	samples := map[string][]sample{} // by workload
 	errs := p.measureAll(ctx, samples)
@@ -123,15 +124,28 @@ func (p *plan) execute(ctx context.Context) (*summary, error) {
 		s.Notes = append(s.Notes, fmt.Sprintf("run failed (its samples are missing; a ratio missing a run of either side is null): %v", err))
 	}
 	if p.probes != nil {
-		fmt.Fprintln(os.Stderr, "probes: Schemas at scale, idle streams, in-flight calls")
-		pr, err := p.probes(ctx, p.c)
-		s.Schemas10kP50us, s.IdleStreamBytes, s.InflightCallBytes = pr.Schemas10kP50us, pr.IdleStreamBytes, pr.InflightCallBytes
-		if err != nil {
-			s.Notes = append(s.Notes, fmt.Sprintf("probes failed (a probe not measured is null): %v", err))
-			errs = append(errs, fmt.Errorf("probes: %w", err))
+		if err := p.probe(ctx, s); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return s, errors.Join(errs...)
+}
+
+// probe runs the probes into s. Once ctx is done (-timeout or a signal stopped the
+// runs) they are skipped instead, and s says so. A failure is in s's notes and returned.
+func (p *plan) probe(ctx context.Context, s *summary) error {
+	if err := context.Cause(ctx); err != nil {
+		s.Notes = append(s.Notes, fmt.Sprintf("probes skipped, the run was stopped (a probe not measured is null): %v", err))
+		return fmt.Errorf("probes skipped: %w", err)
+	}
+	fmt.Fprintln(os.Stderr, "probes: Schemas at scale, idle streams, in-flight calls")
+	pr, err := p.probes(ctx, p.c)
+	s.Schemas10kP50us, s.IdleStreamBytes, s.InflightCallBytes = pr.Schemas10kP50us, pr.IdleStreamBytes, pr.InflightCallBytes
+	if err != nil {
+		s.Notes = append(s.Notes, fmt.Sprintf("probes failed (a probe not measured is null): %v", err))
+		return fmt.Errorf("probes: %w", err)
+	}
+	return nil
 }
 
 // measureAll runs the workloads of p into samples and returns the runs that failed. A

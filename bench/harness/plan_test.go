@@ -260,3 +260,58 @@ func TestRatioNullWhenEachSideMissesARun(t *testing.T) {
 		t.Errorf("summary.json ratios = %v, want none", rs)
 	}
 }
+
+// cancellingTarget is a target whose start ends the run's context, as -timeout or a
+// signal does while a run is under way, and fails.
+type cancellingTarget struct {
+	name   string
+	cancel context.CancelFunc
+}
+
+var errStopped = errors.New("test target stopped by the run's end")
+
+func (t cancellingTarget) Name() string { return t.name }
+
+func (t cancellingTarget) Start(context.Context) (*Instance, error) {
+	t.cancel()
+	return nil, errStopped
+}
+
+// TestStoppedRunSkipsProbes: once -timeout or a signal has ended the runs, the probes do
+// not run; summary.json is written with what was measured and one note saying that the
+// probes were skipped, and the run fails.
+func TestStoppedRunSkipsProbes(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	probed := false
+	p := &plan{
+		c:         config{runs: 1},
+		targets:   []Target{inProcessTarget{nameRelay}, cancellingTarget{name: nameToolsd, cancel: cancel}},
+		workloads: []load.Workload{{Name: wSingleC1, Agents: 1, BatchSize: 1, ArgBytes: argSmall, Duration: 20 * time.Millisecond}},
+		probes: func(context.Context, config) (probeResults, error) {
+			probed = true
+			return probeResults{}, errors.New("probe run after the run was stopped")
+		},
+	}
+	dir := t.TempDir()
+	if err := runPlan(ctx, p, dir, io.Discard); !errors.Is(err, errStopped) || !errors.Is(err, context.Canceled) {
+		t.Errorf("runPlan() = %v, want the run's failure and the probes skipped for the cancellation", err)
+	}
+	if probed {
+		t.Error("probes ran after the run was stopped")
+	}
+	m := readSummaryJSON(t, dir)
+	if rows, _ := m["workloads"].([]any); len(rows) != 1 {
+		t.Errorf("summary.json workloads = %v, want the 1 row measured", m["workloads"])
+	}
+	var skipped []string
+	notes, _ := m["notes"].([]any)
+	for _, n := range notes {
+		if s := n.(string); strings.Contains(s, "probe") {
+			skipped = append(skipped, s)
+		}
+	}
+	if len(skipped) != 1 || !strings.Contains(skipped[0], "skipped") {
+		t.Errorf("summary.json notes on probes = %q, want one saying they were skipped", skipped)
+	}
+}
