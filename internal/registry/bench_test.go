@@ -251,3 +251,33 @@ func BenchmarkUnregisterManyScopes(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPinEvictManyTenants registers (and unregisters) a new name while the pin
+// store is full with the pins of N tenants: each new pin evicts one from the largest
+// tenant, which should not cost time proportional to the tenants under the registry's
+// lock.
+func BenchmarkPinEvictManyTenants(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			pins := make([]registry.Pin, 0, registry.MaxPins)
+			for i := range registry.MaxPins {
+				pins = append(pins, registry.Pin{Scope: "tenant_" + strconv.Itoa(i%n), Name: "tool_" + strconv.Itoa(i), Hash: "h"})
+			}
+			r := registry.New(registry.WithPinning(registry.PinRefuse), registry.WithPins(pins))
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				i++
+				scope, name := "tenant_"+strconv.Itoa(i%n), "fresh_"+strconv.Itoa(i)
+				mustRegister(b, r, scope, def(name), "")
+				if err := r.Unregister(scope, name, ""); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if got, _ := r.Pins(); len(got) != registry.MaxPins {
+				b.Fatalf("Pins() = %d pins, want %d", len(got), registry.MaxPins)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/pin")
+		})
+	}
+}

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"cmp"
+	"container/heap"
 	"container/list"
 	"fmt"
 	"slices"
@@ -18,8 +19,11 @@ import (
 type pinStore struct {
 	max   int
 	n     int
-	roots map[string]*list.List // of *pin, most recent at the front
-	byKey map[toolKey]*list.Element
+	roots map[string]*rootPins
+	// bySize holds the roots too, so that a full store finds the largest without
+	// going through every tenant's.
+	bySize rootHeap
+	byKey  map[toolKey]*list.Element
 	// gen increases when a pin is added or its hash changes (not when a registration
 	// with the pinned hash only refreshes it): what a saved copy has to catch up with.
 	gen uint64
@@ -35,8 +39,48 @@ type pin struct {
 	hash string
 }
 
+// rootPins is one tenant root's pins.
+type rootPins struct {
+	name string
+	pins list.List // of *pin, most recent at the front
+	at   int       // index in pinStore.bySize
+}
+
+// rootHeap orders tenant roots by the order they lose pins in when the store is full:
+// the most pins first, then by name. It implements [heap.Interface].
+type rootHeap []*rootPins
+
+func (h rootHeap) Len() int { return len(h) }
+
+func (h rootHeap) Less(i, j int) bool {
+	a, b := h[i], h[j]
+	if a.pins.Len() != b.pins.Len() {
+		return a.pins.Len() > b.pins.Len()
+	}
+	return a.name < b.name
+}
+
+func (h rootHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].at, h[j].at = i, j
+}
+
+func (h *rootHeap) Push(x any) {
+	r := x.(*rootPins)
+	r.at = len(*h)
+	*h = append(*h, r)
+}
+
+func (h *rootHeap) Pop() any {
+	old := *h
+	r := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return r
+}
+
 func newPinStore(max int) *pinStore {
-	return &pinStore{max: max, roots: map[string]*list.List{}, byKey: map[toolKey]*list.Element{}}
+	return &pinStore{max: max, roots: map[string]*rootPins{}, byKey: map[toolKey]*list.Element{}}
 }
 
 // pinRoot is the tenant root of scope: its first segment ("" for the global scope).
@@ -60,16 +104,18 @@ func (s *pinStore) put(k toolKey, hash string) {
 			p.hash = hash
 			s.gen++
 		}
-		s.roots[root].MoveToFront(el)
+		s.roots[root].pins.MoveToFront(el)
 		return
 	}
 	s.gen++
-	l := s.roots[root]
-	if l == nil {
-		l = list.New()
-		s.roots[root] = l
+	r := s.roots[root]
+	if r == nil {
+		r = &rootPins{name: root}
+		s.roots[root] = r
+		heap.Push(&s.bySize, r)
 	}
-	s.byKey[k] = l.PushFront(&pin{key: k, hash: hash})
+	s.byKey[k] = r.pins.PushFront(&pin{key: k, hash: hash})
+	heap.Fix(&s.bySize, r.at)
 	s.n++
 	for s.n > s.max {
 		s.evictFromLargest(root)
@@ -80,27 +126,34 @@ func (s *pinStore) put(k toolKey, hash string) {
 // Among roots with as many, it spares fresh (the root just pinned into, whose oldest pin
 // may be the one just made) and takes the first in order.
 func (s *pinStore) evictFromLargest(fresh string) {
-	var largest string
-	var most *list.List
-	for root, l := range s.roots {
-		switch {
-		case most == nil, l.Len() > most.Len():
-		case l.Len() < most.Len():
-			continue
-		case largest == fresh:
-		case root == fresh:
-			continue
-		case root > largest:
-			continue
+	most := s.bySize[0]
+	if most.name == fresh {
+		if next := s.runnerUp(); next != nil && next.pins.Len() == most.pins.Len() {
+			most = next
 		}
-		largest, most = root, l
 	}
-	oldest := most.Back()
-	most.Remove(oldest)
+	oldest := most.pins.Back()
+	most.pins.Remove(oldest)
 	delete(s.byKey, oldest.Value.(*pin).key)
 	s.n--
-	if most.Len() == 0 {
-		delete(s.roots, largest)
+	if most.pins.Len() == 0 {
+		heap.Remove(&s.bySize, most.at)
+		delete(s.roots, most.name)
+		return
+	}
+	heap.Fix(&s.bySize, most.at)
+}
+
+// runnerUp returns the root that would lose a pin if the first in s.bySize could not:
+// one of the first's children in the heap (nil with a single root).
+func (s *pinStore) runnerUp() *rootPins {
+	switch {
+	case len(s.bySize) < 2:
+		return nil
+	case len(s.bySize) == 2 || s.bySize.Less(1, 2):
+		return s.bySize[1]
+	default:
+		return s.bySize[2]
 	}
 }
 
@@ -114,7 +167,7 @@ func (s *pinStore) all() []Pin {
 	slices.Sort(roots)
 	out := make([]Pin, 0, s.n)
 	for _, root := range roots {
-		for el := s.roots[root].Back(); el != nil; el = el.Prev() {
+		for el := s.roots[root].pins.Back(); el != nil; el = el.Prev() {
 			p := el.Value.(*pin)
 			out = append(out, Pin{Scope: p.key.scope, Name: p.key.name, Hash: p.hash})
 		}
