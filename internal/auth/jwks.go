@@ -75,6 +75,7 @@ func parseJWKS(data []byte) (*keySet, error) {
 		return nil, fmt.Errorf("%d keys, over the limit of %d", len(doc.Keys), maxJWKSKeys)
 	}
 	ks := &keySet{byKID: map[string]*verifyKey{}}
+	kidAt := map[string]int{} // the index in keys of each kid
 	for i, raw := range doc.Keys {
 		k, err := parseJWK(raw)
 		if err != nil {
@@ -84,9 +85,10 @@ func parseJWKS(data []byte) (*keySet, error) {
 			continue // not a signature key
 		}
 		if k.kid != "" {
-			if _, dup := ks.byKID[k.kid]; dup {
-				return nil, fmt.Errorf("keys[%d]: kid %q appears twice", i, k.kid)
+			if first, dup := kidAt[k.kid]; dup {
+				return nil, fmt.Errorf("%s: kid appears twice (first at keys[%d])", jwkName(i, raw), first)
 			}
+			kidAt[k.kid] = i
 			ks.byKID[k.kid] = k
 		}
 		ks.all = append(ks.all, k)

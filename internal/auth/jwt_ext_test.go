@@ -369,3 +369,28 @@ func TestJWKSErrorsNameTheKey(t *testing.T) {
 		}
 	}
 }
+
+// TestJWKSDuplicateKidNamesBothKeys: a kid given twice names both keys by their index in
+// keys (a skipped encryption key still counts) and quotes the kid cut short.
+func TestJWKSDuplicateKidNamesBothKeys(t *testing.T) {
+	f := newJWTFixture(t)
+	kid := strings.Repeat("k", 300)
+	first, err := devpki.JWK(kid, "", f.ec.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := devpki.JWK(kid, "", f.ed.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := devpki.JWKS(first, map[string]any{"kty": "XX", "use": "enc"}, second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := writeFile(t, "jwks.json", b)
+	_, _, err = auth.New(auth.Config{JWKSFile: file, Grants: []auth.Grant{{Identity: "a", Role: auth.RoleOperator}}})
+	want := "jwks file " + file + `: keys[2] (kid "` + strings.Repeat("k", 64) + `…"): kid appears twice (first at keys[0])`
+	if !errors.Is(err, auth.ErrInvalidConfig) || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), kid) {
+		t.Fatalf("New(jwks with a kid twice) = %v, want ErrInvalidConfig mentioning %q", err, want)
+	}
+}
