@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"bytes"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/ed25519"
@@ -8,12 +9,14 @@ import (
 	"crypto/rsa"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/big"
 	"os"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // JWKS limits: the file is local and trusted, but a mistake should fail loudly.
@@ -55,6 +58,10 @@ func loadJWKSFile(file string) (*keySet, error) {
 		return nil, configError("jwks file %s: larger than %d bytes", file, maxJWKSBytes)
 	}
 	ks, err := parseJWKS(data)
+	var pe *jsonPosError
+	if errors.As(err, &pe) {
+		return nil, configError("jwks file %s:%d:%d: %v", file, pe.line, pe.column, pe.err)
+	}
 	if err != nil {
 		return nil, configError("jwks file %s: %v", file, err)
 	}
@@ -69,7 +76,13 @@ func parseJWKS(data []byte) (*keySet, error) {
 		Keys []map[string]json.RawMessage `json:"keys"`
 	}
 	if err := json.Unmarshal(data, &doc); err != nil {
-		return nil, fmt.Errorf("not a JWK set: %w", err)
+		err = fmt.Errorf("not a JWK set: %w", err)
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			line, column := jsonPosition(data, se.Offset)
+			return nil, &jsonPosError{line: line, column: column, err: err}
+		}
+		return nil, err
 	}
 	if len(doc.Keys) > maxJWKSKeys {
 		return nil, fmt.Errorf("%d keys, over the limit of %d", len(doc.Keys), maxJWKSKeys)
@@ -97,6 +110,28 @@ func parseJWKS(data []byte) (*keySet, error) {
 		return nil, fmt.Errorf("no signature keys")
 	}
 	return ks, nil
+}
+
+// jsonPosError is a JWKS file's error at a line and column (1-based), reported as
+// "file:line:column: ...".
+type jsonPosError struct {
+	line, column int
+	err          error
+}
+
+func (e *jsonPosError) Error() string {
+	return fmt.Sprintf("line %d, column %d: %v", e.line, e.column, e.err)
+}
+
+func (e *jsonPosError) Unwrap() error { return e.err }
+
+// jsonPosition returns the line and column, in characters, of the last of the first
+// offset bytes of data: where a [json.SyntaxError] with that Offset stopped. An input
+// that ends just after a newline ends at column 1 of the next line.
+func jsonPosition(data []byte, offset int64) (line, column int) {
+	read := data[:min(max(offset, 0), int64(len(data)))]
+	last := read[bytes.LastIndexByte(read, '\n')+1:]
+	return bytes.Count(read, []byte("\n")) + 1, max(utf8.RuneCount(last), 1)
 }
 
 // jwkName names the i-th key of a JWKS in errors: its index and, when it has one, its

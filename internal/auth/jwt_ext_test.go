@@ -394,3 +394,26 @@ func TestJWKSDuplicateKidNamesBothKeys(t *testing.T) {
 		t.Fatalf("New(jwks with a kid twice) = %v, want ErrInvalidConfig mentioning %q", err, want)
 	}
 }
+
+// TestJWKSSyntaxErrorSaysWhere: a JWKS that is not JSON is named by file:line:column, the
+// column counted in characters, so that the mistake can be found.
+func TestJWKSSyntaxErrorSaysWhere(t *testing.T) {
+	tests := map[string]struct {
+		content string
+		want    string
+	}{
+		"first line":      {content: `{"keys" [`, want: ":1:9: not a JWK set: invalid character '['"},
+		"later line":      {content: "{\n  \"keys\": [\n    {\"kid\": \"é\", x}\n  ]\n}\n", want: ":3:18: not a JWK set: invalid character 'x'"},
+		"cut short":       {content: "{\"keys\": [\n", want: ":2:1: not a JWK set: unexpected end of JSON input"},
+		"byte order mark": {content: "\ufeff{\"keys\": []}", want: ":1:1: not a JWK set: invalid character"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			file := writeFile(t, "jwks.json", []byte(tc.content))
+			_, _, err := auth.New(auth.Config{JWKSFile: file, Grants: []auth.Grant{{Identity: "a", Role: auth.RoleOperator}}})
+			if want := "jwks file " + file + tc.want; !errors.Is(err, auth.ErrInvalidConfig) || !strings.Contains(err.Error(), want) {
+				t.Fatalf("New(jwks %q) = %v, want ErrInvalidConfig mentioning %q", tc.content, err, want)
+			}
+		})
+	}
+}
