@@ -57,7 +57,8 @@ func loadJWKSFile(file string) (*keySet, error) {
 	if len(data) > maxJWKSBytes {
 		return nil, configError("jwks file %s: larger than %d bytes", file, maxJWKSBytes)
 	}
-	ks, err := parseJWKS(data)
+	// A byte order mark (some editors write one) is not JSON; a token file drops it too.
+	ks, err := parseJWKS(bytes.TrimPrefix(data, []byte("\ufeff")))
 	var pe *jsonPosError
 	if errors.As(err, &pe) {
 		return nil, configError("jwks file %s:%d:%d: %v", file, pe.line, pe.column, pe.err)

@@ -405,7 +405,7 @@ func TestJWKSSyntaxErrorSaysWhere(t *testing.T) {
 		"first line":      {content: `{"keys" [`, want: ":1:9: not a JWK set: invalid character '['"},
 		"later line":      {content: "{\n  \"keys\": [\n    {\"kid\": \"é\", x}\n  ]\n}\n", want: ":3:18: not a JWK set: invalid character 'x'"},
 		"cut short":       {content: "{\"keys\": [\n", want: ":2:1: not a JWK set: unexpected end of JSON input"},
-		"byte order mark": {content: "\ufeff{\"keys\": []}", want: ":1:1: not a JWK set: invalid character"},
+		"byte order mark": {content: "\ufeff{\"keys\" [", want: ":1:9: not a JWK set: invalid character '['"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -415,5 +415,15 @@ func TestJWKSSyntaxErrorSaysWhere(t *testing.T) {
 				t.Fatalf("New(jwks %q) = %v, want ErrInvalidConfig mentioning %q", tc.content, err, want)
 			}
 		})
+	}
+}
+
+// TestJWKSWithByteOrderMark: a JWKS file that an editor saved with a byte order mark
+// loads, as a token file does (it was refused as invalid JSON).
+func TestJWKSWithByteOrderMark(t *testing.T) {
+	f := newJWTFixture(t)
+	file := writeFile(t, "jwks.json", append([]byte("\ufeff"), f.jwks...))
+	if _, _, err := auth.New(auth.Config{JWKSFile: file, Grants: []auth.Grant{{Identity: "a", Role: auth.RoleOperator}}}); err != nil {
+		t.Fatalf("New(jwks with a byte order mark) = %v, want it loaded", err)
 	}
 }
