@@ -36,24 +36,27 @@ func startSendCheck(sends *streamgate.SendWatch, timeout time.Duration, onStall 
 }
 
 // check runs when the timer fires: it calls onStall for a stalled Send, and otherwise
-// arms the timer again unless no Send is in progress.
+// arms the timer again unless no Send is in progress. It runs under mu, so that once
+// stop has returned no check is under way: the stream's handler then knows for sure
+// whether its client was cut off.
 func (c *sendCheck) check() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped { // a check that fired as stop ran must not cut, or keep the stream a timeout more
+		return
+	}
 	if c.sends.Stalled(c.timeout) {
 		c.onStall()
 		return
 	}
-	if c.sends.Park() {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.stopped { // a check that ran as stop did must not keep the stream a timeout more
+	if !c.sends.Park() {
 		c.t.Reset(c.timeout)
 	}
 }
 
 // stop stops the timer once the stream's writer is done with it, or the timer would
-// keep the stream for up to a write timeout after.
+// keep the stream for up to a write timeout after. It waits for a check under way, so
+// that a cut it made is visible when stop returns.
 func (c *sendCheck) stop() {
 	c.mu.Lock()
 	defer c.mu.Unlock()

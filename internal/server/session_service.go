@@ -60,7 +60,7 @@ var errStopWatch = errors.New("server: watch stopped")
 
 // ReadSession streams stored events from from_seq, one event per message. A client
 // that stops reading is cut off as a watcher is (see [Server.cutSlowReader]).
-func (s *Server) ReadSession(req *toolsdv1.ReadSessionRequest, stream grpc.ServerStreamingServer[toolsdv1.ReadSessionResponse]) error {
+func (s *Server) ReadSession(req *toolsdv1.ReadSessionRequest, stream grpc.ServerStreamingServer[toolsdv1.ReadSessionResponse]) (err error) {
 	ctx := stream.Context()
 	if err := s.checkSessionID("session_id", req.GetSessionId()); err != nil {
 		return toStatus(s.log, err)
@@ -78,7 +78,13 @@ func (s *Server) ReadSession(req *toolsdv1.ReadSessionRequest, stream grpc.Serve
 	var last *session.Event
 	var sends streamgate.SendWatch
 	slow := s.cutSlowReader(stream, &sends, nil)
-	defer slow.stop()
+	defer func() {
+		// The status was written at the cut: this one is for the RPC's log line and
+		// metrics, also when the cut came as the last Send returned.
+		if slow.stop() && err == nil {
+			err = toStatus(s.log, errSlowClient)
+		}
+	}()
 	for {
 		page := want
 		if remaining > 0 && remaining < page {
@@ -101,7 +107,7 @@ func (s *Server) ReadSession(req *toolsdv1.ReadSessionRequest, stream grpc.Serve
 		for i := range events {
 			m := &toolsdv1.ReadSessionResponse{Event: EventToProto(&events[i])}
 			if err := streamgate.Send(&sends, stream.Send, m); err != nil {
-				if slow.cut.Load() { // the status was written at the cut: this one is for the RPC's log line and metrics
+				if slow.stop() { // the status was written at the cut: this one is for the RPC's log line and metrics
 					return toStatus(s.log, errSlowClient)
 				}
 				return err
@@ -146,7 +152,12 @@ func (s *Server) cutSlowReader(stream grpc.ServerStream, sends *streamgate.SendW
 	return r
 }
 
-func (r *slowReader) stop() { r.check.stop() }
+// stop ends the checks and reports whether the client was cut off: a cut that came as
+// the last Send returned is counted too.
+func (r *slowReader) stop() bool {
+	r.check.stop()
+	return r.cut.Load()
+}
 
 // WatchSession replays stored events, then tails live ones until the client cancels.
 // A client that stops reading is cut off as a batch's is: once a Send has waited for
@@ -199,7 +210,7 @@ func (s *Server) WatchSession(req *toolsdv1.WatchSessionRequest, stream grpc.Ser
 	}
 	// The status was written when the client was cut off: this one is for the RPC's
 	// log line and metrics, as for a batch's (see streamFailure).
-	if slow.cut.Load() {
+	if slow.stop() {
 		return toStatus(s.log, errSlowClient)
 	}
 	if errors.Is(err, errStopWatch) || ctx.Err() != nil {
