@@ -180,11 +180,8 @@ func appendDeleteRecord(dst []byte, sessionID string) []byte {
 type record struct {
 	kind      byte
 	sessionID string
-	// first is the seq of an events record's first event; events are its events, when
-	// the parse collected them.
-	first  uint64
-	events []Event
-	owner  Owner
+	events    []Event
+	owner     Owner
 	// claimed is the owner's claim time; zero in a record written before claims were
 	// timed.
 	claimed time.Time
@@ -194,35 +191,19 @@ var errUnknownKind = errors.New("unknown record kind")
 
 // decodeRecord parses a record body whose checksum matched, its events in full. Damage
 // is ErrCorrupt.
-func decodeRecord(body []byte) (record, error) { return parseRecord(body, allEvents(decodeEvent)) }
+func decodeRecord(body []byte) (record, error) { return parseRecord(body, decodeEvent) }
 
 // skimRecord parses a record body as decodeRecord does, but its events only as far as
 // a cold session needs them ([skimEvent]): what replay reads.
-func skimRecord(body []byte) (record, error) { return parseRecord(body, allEvents(skimEvent)) }
+func skimRecord(body []byte) (record, error) { return parseRecord(body, skimEvent) }
 
-// allEvents returns a parseRecord visitor that parses every event with parse into the
-// record's events.
-func allEvents(parse func(sessionID string, seq uint64, b []byte) (Event, error)) func(*record, uint64, []byte) error {
-	return func(r *record, seq uint64, b []byte) error {
-		ev, err := parse(r.sessionID, seq, b)
-		if err != nil {
-			return err
-		}
-		r.events = append(r.events, ev)
-		return nil
-	}
-}
-
-// parseRecord parses a record body whose checksum matched. It passes each event of an
-// events record, seq and stored form, to event, which parses as much of it as it needs
-// (r.first is set by then); an error of event ends the parse with it.
-func parseRecord(body []byte, event func(r *record, seq uint64, b []byte) error) (record, error) {
+func parseRecord(body []byte, event func(sessionID string, seq uint64, b []byte) (Event, error)) (record, error) {
 	k := reader{b: body}
 	r := record{kind: k.byte()}
 	r.sessionID = string(k.str())
 	switch r.kind {
 	case recKindEvents:
-		r.first = k.fixed64()
+		first := k.fixed64()
 		n := k.uvarint()
 		if k.err == nil && (n == 0 || n > uint64(len(k.b)-k.off)/(valueLenBytes+headerLen)) {
 			k.fail(fmt.Errorf("implausible event count %d", n))
@@ -232,9 +213,11 @@ func parseRecord(body []byte, event func(r *record, seq uint64, b []byte) error)
 			if k.err != nil {
 				break
 			}
-			if err := event(&r, r.first+i, v); err != nil {
+			ev, err := event(r.sessionID, first+i, v)
+			if err != nil {
 				return record{}, err
 			}
+			r.events = append(r.events, ev)
 		}
 	case recKindOwner:
 		r.owner = Owner{Identity: string(k.str()), Scope: string(k.str())}
