@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -69,26 +70,28 @@ func exact(v any) (any, error) {
 const maxExactDouble = 1<<53 - 1
 
 // number is the value of the JSON number s: a float64, except for an integer of ±2^53
-// or beyond (where a float64 rounds to a neighbour, or compares equal to one) in int64's or uint64's range, which
-// is an int64 or a uint64. Numbers a float64 holds exactly stay doubles, so rules keep
-// the arithmetic they had (args.amount / 100 divides as doubles); only integers that
-// doubles got wrong become CEL ints. A number beyond a float64's range (1e399) is an
-// error.
+// or beyond (where a float64 rounds to a neighbour, or compares equal to one) in
+// int64's or uint64's range, which is an int64 or a uint64. Numbers a float64 holds
+// exactly stay doubles, so rules keep the arithmetic they had (args.amount / 100.0
+// divides as doubles); only integers that doubles got wrong become CEL ints. A number
+// beyond a float64's range (1e399) is an error.
 func number(s string) (any, error) {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return nil, fmt.Errorf("number %s: %w", s, err)
+	}
+	// Rounding is monotone: an integer of 2^53 or more never parses below it, so a
+	// smaller double is the number's own value, as exact as it ever was.
+	if math.Abs(f) <= maxExactDouble {
+		return f, nil
+	}
 	if digits, ok := integerDigits(s); ok {
 		if i, err := strconv.ParseInt(digits, 10, 64); err == nil {
-			if -maxExactDouble <= i && i <= maxExactDouble {
-				return float64(i), nil
-			}
 			return i, nil
 		}
 		if u, err := strconv.ParseUint(digits, 10, 64); err == nil {
 			return u, nil
 		}
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		return nil, fmt.Errorf("number %s: %w", s, err)
 	}
 	return f, nil
 }
