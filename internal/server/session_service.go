@@ -79,9 +79,10 @@ func (s *Server) ReadSession(req *toolsdv1.ReadSessionRequest, stream grpc.Serve
 	var sends streamgate.SendWatch
 	slow := s.cutSlowReader(stream, &sends, nil)
 	defer func() {
-		// The status was written at the cut: this one is for the RPC's log line and
-		// metrics, also when the cut came as the last Send returned.
-		if slow.stop() && err == nil {
+		// The status was written at the cut (which failed the Send under way, if any):
+		// this one is for the RPC's log line and metrics, also when the cut came as the
+		// last Send returned.
+		if slow.stop() {
 			err = toStatus(s.log, errSlowClient)
 		}
 	}()
@@ -107,9 +108,6 @@ func (s *Server) ReadSession(req *toolsdv1.ReadSessionRequest, stream grpc.Serve
 		for i := range events {
 			m := &toolsdv1.ReadSessionResponse{Event: EventToProto(&events[i])}
 			if err := streamgate.Send(&sends, stream.Send, m); err != nil {
-				if slow.stop() { // the status was written at the cut: this one is for the RPC's log line and metrics
-					return toStatus(s.log, errSlowClient)
-				}
 				return err
 			}
 			size += streamgate.SentSize(m)
