@@ -297,47 +297,43 @@ func load(data []byte, source string, over []Override) (*Config, error) {
 	for _, o := range over {
 		o.Set(&cfg)
 	}
-	if err := cfg.validateIn(data, over); err != nil {
+	at := valueNodes(data)
+	if err := cfg.validateIn(at, over); err != nil {
 		return nil, err
 	}
-	cfg.places = places(data, source)
+	cfg.places = make(map[string]string, len(at))
+	for path, n := range at {
+		cfg.places[path] = fmt.Sprintf("%s:%d:%d", source, n.Line, n.Column)
+	}
 	return &cfg, nil
 }
 
-// places maps the path of every value data sets, sequence items included, to its place
-// ("file:line:column").
-func places(data []byte, source string) map[string]string {
+// valueNodes maps the path of every value data sets, sequence items included, to its
+// node.
+func valueNodes(data []byte) map[string]*yaml.Node {
 	var root yaml.Node
 	if yaml.Unmarshal(data, &root) != nil {
 		return nil
 	}
-	out := map[string]string{}
-	at := func(path string, n *yaml.Node) { out[path] = fmt.Sprintf("%s:%d:%d", source, n.Line, n.Column) }
+	at := map[string]*yaml.Node{}
 	for _, p := range keyPaths(&root) {
-		at(p.path, p.value)
+		at[p.path] = p.value
 		if p.value.Kind == yaml.SequenceNode {
 			for i, c := range p.value.Content {
-				at(fmt.Sprintf("%s[%d]", p.path, i), c)
+				at[fmt.Sprintf("%s[%d]", p.path, i)] = c
 			}
 		}
 	}
-	return out
+	return at
 }
 
-// validateIn is Validate for a config decoded from data, then overridden by over: a
-// refused value an override set is reported as the override's source, one data sets at
-// its place in it ("file:line:column: key: ...").
-func (c *Config) validateIn(data []byte, over []Override) error {
+// validateIn is Validate for a config whose file set the values at (see [valueNodes]),
+// then overridden by over: a refused value an override set is reported as the
+// override's source, one the file sets at its place in it ("file:line:column: key: ...").
+func (c *Config) validateIn(at map[string]*yaml.Node, over []Override) error {
 	errs := c.check()
 	if len(errs) == 0 {
 		return nil
-	}
-	at := map[string]*yaml.Node{}
-	var root yaml.Node
-	if yaml.Unmarshal(data, &root) == nil {
-		for _, p := range keyPaths(&root) {
-			at[p.path] = p.value
-		}
 	}
 	by := map[string]string{}
 	for _, o := range over {
