@@ -45,8 +45,6 @@ type child struct {
 	err   error         // exit error, valid after done
 	// tail returns the end of the child's stderr, which its failure quotes.
 	tail func() []byte
-	// killed is set when stop had to kill the process after stopGrace.
-	killed bool
 	// reported is set once earlyExit has reported the process's exit.
 	reported bool
 }
@@ -158,11 +156,8 @@ func (c *child) stop() error {
 	select {
 	case <-c.done:
 	case <-t.C:
-		c.killed = true
 		_ = c.cmd.Process.Kill()
 		<-c.done
-	}
-	if c.killed {
 		return c.failure(fmt.Sprintf("did not exit within %v of SIGTERM and was killed", stopGrace))
 	}
 	if c.err == nil || signaled(c.err, syscall.SIGTERM) {
