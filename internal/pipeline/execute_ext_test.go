@@ -321,6 +321,51 @@ func TestRetryStopsPastTheDeadlineBeforeItsTimer(t *testing.T) {
 	}
 }
 
+// TestRetryDoesNotWaitPastTheDeadline: a backoff that would reach the call's deadline
+// (its tool's timeout, or the caller's deadline when that comes first) is not waited,
+// as one past the budget is not: no retry could start, so the call ends at once with
+// the failure it had. It waited out the deadline and then ended TOOL_TIMEOUT.
+func TestRetryDoesNotWaitPastTheDeadline(t *testing.T) {
+	tests := map[string]struct {
+		toolTimeout    time.Duration
+		callerDeadline time.Duration
+	}{
+		"tool timeout":    {toolTimeout: time.Minute},
+		"caller deadline": {toolTimeout: 3 * time.Hour, callerDeadline: time.Minute},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			if tc.callerDeadline > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, tc.callerDeadline)
+				defer cancel()
+			}
+			disp := returning(tool.Failure(tool.CodeProviderGone, "provider disconnected"))
+			// The deadline is on the wall clock, so the fake one starts from it.
+			clock := &fakeClock{now: time.Now()}
+			p := pipeline.New(staticResolver(newTool("fetch")), disp,
+				pipeline.WithConfig(pipeline.Config{
+					Retry: pipeline.RetryConfig{MaxAttempts: 5, Budget: 10 * time.Hour},
+					ToolPolicy: func(string, string) pipeline.ToolSettings {
+						return pipeline.ToolSettings{Idempotent: true, Timeout: tc.toolTimeout}
+					},
+				}),
+				pipeline.WithClock(clock.Now), pipeline.WithSleep(clock.Sleep),
+				pipeline.WithBackoff(func(int, pipeline.RetryConfig) time.Duration { return 2 * time.Minute }))
+			e := newExec("fetch", `{}`)
+			r := p.Run(ctx, e)
+			checkShape(t, e, r)
+			if r.Code() != tool.CodeProviderGone || disp.count() != 1 {
+				t.Errorf("Run() = %+v after %d dispatches, want PROVIDER_GONE after 1", r.Err, disp.count())
+			}
+			if len(clock.sleeps) != 0 {
+				t.Errorf("backoffs slept = %v, want none: the backoff reaches the deadline", clock.sleeps)
+			}
+		})
+	}
+}
+
 func TestExecuteInterceptorOrder(t *testing.T) {
 	var order []string
 	layer := func(name string) pipeline.Interceptor {

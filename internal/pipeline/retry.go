@@ -23,12 +23,13 @@ func transient(c tool.Code) bool { return slices.Contains(retryable[:], c) }
 
 // retry re-dispatches calls of tools the operator marked idempotent after a transient
 // result, with exponential backoff and jitter: at most Retry.MaxAttempts tries, the first
-// dispatch included, and no retry starting past Retry.Budget. Each retry re-resolves the
-// tool, so a call is sent to its provider's new connection once it has reconnected; a try
-// that finds the tool still unknown is spent waiting. A registration with another
-// definition (another content hash) ends the retries: policy, guards and any approval
-// decided on the definition the call was admitted with. Any other outcome ends the
-// retries too, and the last dispatched result stands.
+// dispatch included, and no retry starting past Retry.Budget or ctx's deadline (nor a
+// backoff waited that would reach either). Each retry re-resolves the tool, so a call is
+// sent to its provider's new connection once it has reconnected; a try that finds the
+// tool still unknown is spent waiting. A registration with another definition (another
+// content hash) ends the retries: policy, guards and any approval decided on the
+// definition the call was admitted with. Any other outcome ends the retries too, and the
+// last dispatched result stands.
 func (s *snapshot) retry(ctx context.Context, e *tool.Exec, t Tool, next Handler) tool.Result {
 	st := stateOf(ctx)
 	st.attempt = 1
@@ -48,10 +49,10 @@ func (s *snapshot) retrying(ctx context.Context, st *callState, e *tool.Exec, t 
 	cfg := s.cfg.Retry
 	dispatches := 1
 	for try := 2; try <= cfg.MaxAttempts && transient(r.Code()); try++ {
-		delay := s.p.opts.backoff(try, cfg)
+		delay, now := s.p.opts.backoff(try, cfg), s.p.opts.now()
 		// Compared as what is left of the budget: the time spent plus a delay near the
 		// longest Duration would wrap around below zero and pass for within it.
-		if delay > cfg.Budget-s.p.opts.now().Sub(start) {
+		if delay > cfg.Budget-now.Sub(start) || pastDeadline(ctx, now, delay) {
 			break
 		}
 		// A sleep may end on its timer with ctx ended too, or past ctx's deadline before
@@ -81,6 +82,14 @@ func (s *snapshot) retrying(ctx context.Context, st *callState, e *tool.Exec, t 
 		r.Err = &errCopy
 	}
 	return r
+}
+
+// pastDeadline reports whether a wait of delay from now would reach ctx's deadline (the
+// tool's timeout, or the caller's when that comes first): no retry could start after it,
+// so it is not waited, as one past the budget is not, and the call keeps its failure.
+func pastDeadline(ctx context.Context, now time.Time, delay time.Duration) bool {
+	dl, ok := ctx.Deadline()
+	return ok && delay >= dl.Sub(now)
 }
 
 // jitteredBackoff is the default delay before attempt number attempt (≥ 2): the base
