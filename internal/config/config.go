@@ -16,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/toolsd/toolsd/internal/jsonx"
+	"github.com/toolsd/toolsd/internal/registry"
 	"github.com/toolsd/toolsd/internal/session"
 	"github.com/toolsd/toolsd/internal/tool"
 )
@@ -188,6 +189,26 @@ func (l Limits) checkWindows(bad func(field, format string, args ...any), clash 
 	case c < s:
 		clash("limits.connection_window", "limits.stream_window",
 			"limits.connection_window (%d bytes) must be at least limits.stream_window (%d bytes)", c, s)
+	}
+}
+
+// checkPerIdentity: a cap on one identity's share of a total is at most the total,
+// which it could never reach otherwise (and which would not keep that identity from
+// taking every place, as the cap is meant to).
+func (l Limits) checkPerIdentity(bad func(field, format string, args ...any), clash func(field, with, format string, args ...any)) {
+	for _, p := range []struct {
+		field, total string
+		n, max       int
+	}{
+		{"limits.max_providers_per_identity", "limits.max_providers", l.MaxProvidersPerIdentity, l.MaxProviders},
+		{"limits.max_hooks_per_identity", "limits.max_scoped_hooks", l.MaxHooksPerIdentity, l.MaxScopedHooks},
+	} {
+		if p.max > 0 && p.n > p.max {
+			clash(p.field, p.total, "%s (%d) is over %s (%d): one identity could never reach it", p.field, p.n, p.total, p.max)
+		}
+	}
+	if n := l.MaxToolSetsPerIdentity; n > registry.DefaultMaxToolSets {
+		bad("limits.max_tool_sets_per_identity", "%d, over the most, %d (the registry's live tool sets)", n, registry.DefaultMaxToolSets)
 	}
 }
 
@@ -764,6 +785,7 @@ func (c *Config) check() []*fieldError {
 		}
 	}
 	c.Limits.checkWindows(bad, clash)
+	c.Limits.checkPerIdentity(bad, clash)
 	if k := c.Limits.KeepaliveTime; k > 0 && k < Duration(minKeepaliveTime) {
 		bad("limits.keepalive_time", "%v is under %v, the least gRPC pings at", k.D(), minKeepaliveTime)
 	}

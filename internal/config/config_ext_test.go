@@ -509,6 +509,18 @@ func TestClashingValues(t *testing.T) {
 			"t.yaml:1:9: listen: admin_listen (127.0.0.1:9151) is listen's port (127.0.0.1:9151)"},
 		{"admin_listen on listen's port", "admin_listen: 127.0.0.1:50151\n",
 			"t.yaml:1:15: admin_listen: admin_listen (127.0.0.1:50151) is listen's port (127.0.0.1:50151)"},
+		{"providers per identity over max_providers", "limits:\n  max_providers_per_identity: 2000\n",
+			"t.yaml:2:31: limits.max_providers_per_identity: limits.max_providers_per_identity (2000) is over limits.max_providers (1000)"},
+		{"max_providers under the default per identity", "limits:\n  max_providers: 10\n",
+			"t.yaml:2:18: limits.max_providers: limits.max_providers_per_identity (100) is over limits.max_providers (10)"},
+		{"both provider limits", "limits:\n  max_providers: 10\n  max_providers_per_identity: 11\n",
+			"t.yaml:3:31: limits.max_providers_per_identity: limits.max_providers_per_identity (11) is over limits.max_providers (10): one identity could never reach it (limits.max_providers: t.yaml:2:18)"},
+		{"providers per identity at max_providers", "limits: {max_providers: 10, max_providers_per_identity: 10}\n", ""},
+		{"hooks per identity over max_scoped_hooks", "limits:\n  max_hooks_per_identity: 101\n",
+			"t.yaml:2:27: limits.max_hooks_per_identity: limits.max_hooks_per_identity (101) is over limits.max_scoped_hooks (100)"},
+		{"max_scoped_hooks under the default per identity", "limits:\n  max_scoped_hooks: 1\n",
+			"t.yaml:2:21: limits.max_scoped_hooks: limits.max_hooks_per_identity (10) is over limits.max_scoped_hooks (1)"},
+		{"hooks per identity over max_hooks alone", "limits: {max_hooks: 1, max_hooks_per_identity: 100}\n", ""}, // the operator's cap is apart
 		{"durable store set", "data_dir: ./d\nsession: {store: memory}\n", ""},
 		{"data_dir emptied", "data_dir: \"\"\n",
 			`t.yaml:1:11: data_dir: data_dir ("") must not be empty with a durable session.store ("bolt")`},
@@ -525,6 +537,18 @@ func TestClashingValues(t *testing.T) {
 		if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: Parse(%q) = %v, want ErrInvalid mentioning %q", c.name, c.in, err, c.want)
 		}
+	}
+}
+
+// TestToolSetsPerIdentityWithinTheRegistry: one identity's live tool sets cannot be
+// capped above the registry's, which a cap could never reach.
+func TestToolSetsPerIdentityWithinTheRegistry(t *testing.T) {
+	_, err := config.Parse([]byte("limits:\n  max_tool_sets_per_identity: 100001\n"), "t.yaml")
+	if want := "t.yaml:2:31: limits.max_tool_sets_per_identity: 100001, over the most, 100000 (the registry's live tool sets)"; !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), want) {
+		t.Errorf("Parse(max_tool_sets_per_identity: 100001) = %v, want ErrInvalid mentioning %q", err, want)
+	}
+	if _, err := config.Parse([]byte("limits: {max_tool_sets_per_identity: 100000}\n"), "t.yaml"); err != nil {
+		t.Errorf("Parse(max_tool_sets_per_identity: 100000) = %v, want it accepted", err)
 	}
 }
 
