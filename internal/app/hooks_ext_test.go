@@ -153,7 +153,7 @@ func connectHookAs(t *testing.T, addr, token, name string) error {
 // not keep the operator's hook out.
 func TestTenantHooksHaveTheirOwnLimit(t *testing.T) {
 	auth := tenantAuthWith(t, tokenHookB+" hook-b\n", "    - {identity: hook-b, role: hook, scopes: [\"tenant-b/**\"]}\n")
-	e := start(t, auth+"limits: {max_hooks: 1, max_scoped_hooks: 1, max_hooks_per_identity: 1}\n")
+	e := start(t, auth+"limits: {max_hooks: 1, max_scoped_hooks: 1}\n")
 	if err := connectHookAs(t, e.app.Addr(), tokenHookB, "tenant-b-1"); err != nil {
 		t.Fatalf("first tenant-b hook: %v", err)
 	}

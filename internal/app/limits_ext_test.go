@@ -335,7 +335,7 @@ func TestResultSizeLimit(t *testing.T) {
 // ResourceExhausted) and max_in_flight_per_provider (a further call fails with
 // PROVIDER_OVERLOADED while its sibling runs).
 func TestProviderLimits(t *testing.T) {
-	e := start(t, "limits: {max_providers: 1, max_providers_per_identity: 1, max_in_flight_per_provider: 1}\n")
+	e := start(t, "limits: {max_providers: 1, max_in_flight_per_provider: 1}\n")
 	started, stopped := make(chan string, 2), make(chan string, 2)
 	runProvider(t, e.app.Addr(), blockTool("block", started, stopped))
 	if _, err := connectRaw(t, e.conn, "one-too-many"); status.Code(err) != codes.ResourceExhausted {

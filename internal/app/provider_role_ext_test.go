@@ -12,7 +12,7 @@ import (
 // somewhere may hold a provider stream. Otherwise an agent (or a hook) could take the
 // places of limits.max_providers, and no tenant's provider could connect.
 func TestProviderStreamNeedsARegisterGrant(t *testing.T) {
-	e := start(t, "limits: {max_providers: 1, max_providers_per_identity: 1}\n"+tenantAuth(t))
+	e := start(t, "limits: {max_providers: 1}\n"+tenantAuth(t))
 	as := func(token string) *grpc.ClientConn {
 		return dialWith(t, e.app.Addr(), grpc.WithPerRPCCredentials(bearer(token)))
 	}

@@ -14,7 +14,7 @@ import (
 // ends, like every other RPC error, with a google.rpc.ErrorInfo (domain toolsd.v1) whose
 // stable reason a client can match on instead of the message text.
 func TestConnectStreamErrorsCarryErrorInfo(t *testing.T) {
-	e := start(t, "limits: {max_providers: 1, max_providers_per_identity: 1, max_hooks: 1}\n")
+	e := start(t, "limits: {max_providers: 1, max_hooks: 1}\n")
 	providerEnd := func(first *toolsdv1.ProviderServiceConnectRequest) error {
 		t.Helper()
 		stream, err := toolsdv1.NewProviderServiceClient(e.conn).Connect(t.Context())

@@ -192,19 +192,51 @@ func (l Limits) checkWindows(bad func(field, format string, args ...any), clash 
 	}
 }
 
+// identityCap is a cap on one identity's share of a total: its key and value, and the
+// total's.
+type identityCap struct {
+	field, total string
+	n            *int
+	max          int
+}
+
+// perIdentityCaps pairs each cap on one identity's share with the total it sits within.
+func (l *Limits) perIdentityCaps() []identityCap {
+	return []identityCap{
+		{"limits.max_providers_per_identity", "limits.max_providers", &l.MaxProvidersPerIdentity, l.MaxProviders},
+		{"limits.max_hooks_per_identity", "limits.max_scoped_hooks", &l.MaxHooksPerIdentity, l.MaxScopedHooks},
+	}
+}
+
+// followTotals lowers a per-identity cap the user did not set (set reports whether a
+// key was) to a total set under its default: lowering max_providers alone then lets one
+// identity take every place, as it did before the cap was checked, instead of refusing
+// the config. A cap the user set over its total is left for check to refuse.
+func (l *Limits) followTotals(set func(key string) bool) {
+	for _, p := range l.perIdentityCaps() {
+		if p.max > 0 && *p.n > p.max && !set(p.field) {
+			*p.n = p.max
+		}
+	}
+}
+
+// overrides reports whether one of over sets key.
+func overrides(over []Override, key string) bool {
+	for _, o := range over {
+		if o.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
 // checkPerIdentity: a cap on one identity's share of a total is at most the total,
 // which it could never reach otherwise (and which would not keep that identity from
 // taking every place, as the cap is meant to).
-func (l Limits) checkPerIdentity(bad func(field, format string, args ...any), clash func(field, with, format string, args ...any)) {
-	for _, p := range []struct {
-		field, total string
-		n, max       int
-	}{
-		{"limits.max_providers_per_identity", "limits.max_providers", l.MaxProvidersPerIdentity, l.MaxProviders},
-		{"limits.max_hooks_per_identity", "limits.max_scoped_hooks", l.MaxHooksPerIdentity, l.MaxScopedHooks},
-	} {
-		if p.max > 0 && p.n > p.max {
-			clash(p.field, p.total, "%s (%d) is over %s (%d): one identity could never reach it", p.field, p.n, p.total, p.max)
+func (l *Limits) checkPerIdentity(bad func(field, format string, args ...any), clash func(field, with, format string, args ...any)) {
+	for _, p := range l.perIdentityCaps() {
+		if p.max > 0 && *p.n > p.max {
+			clash(p.field, p.total, "%s (%d) is over %s (%d): one identity could never reach it", p.field, *p.n, p.total, p.max)
 		}
 	}
 	if n := l.MaxToolSetsPerIdentity; n > registry.DefaultMaxToolSets {
@@ -319,6 +351,7 @@ func load(data []byte, source string, over []Override) (*Config, error) {
 		o.Set(&cfg)
 	}
 	at := valueNodes(data)
+	cfg.Limits.followTotals(func(key string) bool { return at[key] != nil || overrides(over, key) })
 	if err := cfg.validateIn(at, over); err != nil {
 		return nil, err
 	}

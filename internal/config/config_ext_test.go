@@ -511,15 +511,11 @@ func TestClashingValues(t *testing.T) {
 			"t.yaml:1:15: admin_listen: admin_listen (127.0.0.1:50151) is listen's port (127.0.0.1:50151)"},
 		{"providers per identity over max_providers", "limits:\n  max_providers_per_identity: 2000\n",
 			"t.yaml:2:31: limits.max_providers_per_identity: limits.max_providers_per_identity (2000) is over limits.max_providers (1000)"},
-		{"max_providers under the default per identity", "limits:\n  max_providers: 10\n",
-			"t.yaml:2:18: limits.max_providers: limits.max_providers_per_identity (100) is over limits.max_providers (10)"},
 		{"both provider limits", "limits:\n  max_providers: 10\n  max_providers_per_identity: 11\n",
 			"t.yaml:3:31: limits.max_providers_per_identity: limits.max_providers_per_identity (11) is over limits.max_providers (10): one identity could never reach it (limits.max_providers: t.yaml:2:18)"},
 		{"providers per identity at max_providers", "limits: {max_providers: 10, max_providers_per_identity: 10}\n", ""},
 		{"hooks per identity over max_scoped_hooks", "limits:\n  max_hooks_per_identity: 101\n",
 			"t.yaml:2:27: limits.max_hooks_per_identity: limits.max_hooks_per_identity (101) is over limits.max_scoped_hooks (100)"},
-		{"max_scoped_hooks under the default per identity", "limits:\n  max_scoped_hooks: 1\n",
-			"t.yaml:2:21: limits.max_scoped_hooks: limits.max_hooks_per_identity (10) is over limits.max_scoped_hooks (1)"},
 		{"hooks per identity over max_hooks alone", "limits: {max_hooks: 1, max_hooks_per_identity: 100}\n", ""}, // the operator's cap is apart
 		{"durable store set", "data_dir: ./d\nsession: {store: memory}\n", ""},
 		{"data_dir emptied", "data_dir: \"\"\n",
@@ -537,6 +533,31 @@ func TestClashingValues(t *testing.T) {
 		if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: Parse(%q) = %v, want ErrInvalid mentioning %q", c.name, c.in, err, c.want)
 		}
+	}
+}
+
+// TestUnsetCapFollowsALoweredTotal: a total lowered under its per-identity cap's default
+// loads, with the cap lowered to it; a cap the file or an override sets over it does not.
+func TestUnsetCapFollowsALoweredTotal(t *testing.T) {
+	cfg, err := config.Parse([]byte("limits: {max_providers: 10, max_scoped_hooks: 1}\n"), "t.yaml")
+	if err != nil {
+		t.Fatalf("Parse(lowered totals) = %v, want it accepted", err)
+	}
+	if got := cfg.Limits.MaxProvidersPerIdentity; got != 10 {
+		t.Errorf("max_providers_per_identity = %d, want 10 (max_providers)", got)
+	}
+	if got := cfg.Limits.MaxHooksPerIdentity; got != 1 {
+		t.Errorf("max_hooks_per_identity = %d, want 1 (max_scoped_hooks)", got)
+	}
+	path := filepath.Join(t.TempDir(), "t.yaml")
+	if err := os.WriteFile(path, []byte("limits: {max_providers: 10}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	over := config.Override{Key: "limits.max_providers_per_identity", Source: "command line",
+		Set: func(c *config.Config) { c.Limits.MaxProvidersPerIdentity = 50 }}
+	_, err = config.Load(path, over)
+	if want := "command line: limits.max_providers_per_identity: limits.max_providers_per_identity (50) is over limits.max_providers (10)"; !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), want) {
+		t.Errorf("Load(cap set by an override over the total) = %v, want ErrInvalid mentioning %q", err, want)
 	}
 }
 
