@@ -25,8 +25,17 @@ func lockFile(path string, timeout time.Duration) (*os.File, error) {
 		}
 		if !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline) {
 			_ = f.Close()
-			return nil, fmt.Errorf("session: %s is locked by another process (is another toolsd running?): %w", path, err)
+			return nil, lockError(path, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// lockError says why path could not be locked: held by another process, or a failure of
+// the lock itself (ENOLCK on a network file system that does not support flock).
+func lockError(path string, err error) error {
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		return fmt.Errorf("session: %s is locked by another process (is another toolsd running?): %w", path, err)
+	}
+	return fmt.Errorf("session: cannot lock %s: %w", path, err)
 }
