@@ -253,8 +253,9 @@ func (c *conn) enqueue(m *toolsdv1.ProviderServiceConnectResponse) bool {
 }
 
 // closeSend sends goodbye (if non-nil) and forbids further sends. It waits at most
-// goodbyeWait for a send in progress, so a provider that stopped reading cannot stall
-// the stream's end; it reports whether no send is left in progress.
+// goodbyeWait for a send in progress, and as long again for the goodbye, so a provider
+// that stopped reading cannot stall the stream's end; it reports whether no send other
+// than its own goodbye is left in progress.
 func (c *conn) closeSend(goodbye *toolsdv1.ProviderServiceConnectResponse) bool {
 	locked := false
 	select {
@@ -274,14 +275,39 @@ func (c *conn) closeSend(goodbye *toolsdv1.ProviderServiceConnectResponse) bool 
 		c.log.Warn("provider stream send blocked; closing without goodbye")
 		return false
 	}
-	if goodbye != nil && !c.sendClosed.Load() {
-		if err := c.write(goodbye); err != nil {
-			c.log.Debug("goodbye not sent", zap.Error(err))
-		}
+	if goodbye == nil || c.sendClosed.Load() {
+		c.sendClosed.Store(true)
+		<-c.sem
+		return true
 	}
-	c.sendClosed.Store(true)
-	<-c.sem
+	c.sayGoodbye(goodbye)
 	return true
+}
+
+// sayGoodbye sends goodbye while holding the send slot, which it releases, and forbids
+// further sends. The slot being free does not mean the provider reads: the last send
+// may have used up the stream's flow-control window, and the goodbye would then wait in
+// Send until the provider reads. It is written by a goroutine that the stream's end
+// releases; after goodbyeWait the teardown goes on without it.
+func (c *conn) sayGoodbye(goodbye *toolsdv1.ProviderServiceConnectResponse) {
+	sent := make(chan struct{})
+	go func() {
+		err := c.write(goodbye)
+		c.sendClosed.Store(true)
+		<-c.sem
+		if err != nil {
+			c.quiet.Do(func() { c.log.Debug("goodbye not sent", zap.Error(err)) })
+		}
+		close(sent)
+	}()
+	t := time.NewTimer(goodbyeWait)
+	defer t.Stop()
+	select {
+	case <-sent:
+	case <-t.C:
+		c.sendClosed.Store(true)
+		c.log.Warn("provider stream not read; closing without waiting for the goodbye to be sent")
+	}
 }
 
 // begin records p as pending and returns its request id, or the rejection code and the

@@ -21,7 +21,8 @@ const (
 )
 
 // goodbyeWait bounds how long a closing stream waits for a send in progress before it
-// gives up on saying goodbye: a provider that stopped reading must not stall shutdown.
+// gives up on saying goodbye, and then for the goodbye to be sent: a provider that
+// stopped reading must not stall shutdown.
 const goodbyeWait = time.Second
 
 // Limits bound what the providers may hold. A zero field takes its default.
