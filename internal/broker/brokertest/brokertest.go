@@ -21,8 +21,9 @@ import (
 	"github.com/toolsd/toolsd/internal/tool"
 )
 
-// WaitTimeout bounds every wait in this package.
-const WaitTimeout = 10 * time.Second
+// WaitTimeout bounds every wait in this package. It only catches a hang: a test that
+// moves tens of MiB under the race detector on a loaded machine takes seconds.
+const WaitTimeout = 30 * time.Second
 
 // Errors of the [Registrar].
 var (
