@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +30,8 @@ type snapshot struct {
 	base   Config // as given, before defaults and the policy's default decision
 	cfg    Config
 	policy Policy
+	// guardList is [WithGuards]'s followed by the policy's ([GuardSource]).
+	guardList []Guard
 	// dispatch is the execute chain: the built-in layers and the operator's execute
 	// interceptors around the provider call.
 	dispatch Handler
@@ -61,7 +64,7 @@ func New(res Resolver, disp Dispatcher, opts ...Option) *Pipeline {
 
 // SetPolicy installs (or, with nil, removes) the operator policy for calls that start
 // afterwards; calls in flight finish under the policy they started with. It is how a
-// config reload (SIGHUP) applies new rules.
+// config reload (SIGHUP) applies new rules, and new guards when pol is a [GuardSource].
 func (p *Pipeline) SetPolicy(pol Policy) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -130,7 +133,12 @@ func (p *Pipeline) Mode(ctx context.Context, e *tool.Exec) tool.Mode {
 // stack small: the scheduler reserves it up front (see stack.Reserve), and a
 // call that outgrows the reservation pays a stack copy.
 func (p *Pipeline) build(cfg Config, pol Policy) *snapshot {
-	s := &snapshot{p: p, base: cfg, cfg: cfg.withDefaults(), policy: pol}
+	s := &snapshot{p: p, base: cfg, cfg: cfg.withDefaults(), policy: pol, guardList: p.opts.guards}
+	if gs, ok := pol.(GuardSource); ok {
+		if pg := gs.Guards(); len(pg) > 0 {
+			s.guardList = append(slices.Clip(p.opts.guards), pg...)
+		}
+	}
 	if pol != nil {
 		s.cfg.DefaultDecision = pol.DefaultDecision()
 		if s.cfg.DefaultDecision == Abstain {

@@ -17,6 +17,7 @@ import (
 // Messages of the prepare stage.
 const (
 	msgDeniedByPolicy  = "call denied by policy"
+	msgDeniedByGuard   = "call denied by guard"
 	msgCancelledBefore = "call was cancelled before dispatch"
 	msgToolSetReleased = "call was not started: tool set released"
 	msgToolChanged     = "call was not started: the tool changed while the call waited for approval"
@@ -234,20 +235,30 @@ func (s *snapshot) denied(e *tool.Exec, v Verdict, by string) tool.Result {
 
 // guards runs the monotonic guards in order; the first denial is final.
 func (s *snapshot) guards(ctx context.Context, e *tool.Exec, t Tool, r *tool.Result) bool {
-	if len(s.p.opts.guards) == 0 {
+	if len(s.guardList) == 0 {
 		return true
 	}
 	st := stateOf(ctx)
-	for _, g := range s.p.opts.guards {
-		if deny, reason := g.Guard(ctx, st.exposed(e), t); deny {
-			if reason == "" {
-				reason = fmt.Sprintf("call denied by guard %q", g.Name())
-			}
-			*r = failure(e, tool.CodeGuardDenied, reason, "")
+	for _, g := range s.guardList {
+		if v := g.Guard(ctx, st.exposed(e), t); v.Decision.strength() == Deny {
+			*r = s.guardDenied(e, v, g.Name())
 			return false
 		}
 	}
 	return true
+}
+
+// guardDenied renders a guard's denial: a private reason gives the generic message, an
+// empty one names the guard.
+//
+//go:noinline
+func (s *snapshot) guardDenied(e *tool.Exec, v Verdict, name string) tool.Result {
+	s.p.opts.logger.Debug("call denied by guard", zap.String("tool", e.Name), zap.String("guard", name))
+	generic := msgDeniedByGuard
+	if !v.Private {
+		generic = fmt.Sprintf("call denied by guard %q", name)
+	}
+	return denial(e, tool.CodeGuardDenied, v, generic)
 }
 
 // gate refuses to dispatch a call whose context already ended, or (see regate) whose

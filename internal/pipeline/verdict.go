@@ -121,14 +121,26 @@ func (p preExecuteFunc) PreExecute(ctx context.Context, e *tool.Exec, t Tool) Ve
 }
 
 // Guard is a monotonic owner policy that runs after pre-execute and approval. It can only
-// deny or abstain, and a denial is final (GUARD_DENIED); reason is model-facing.
+// deny or abstain: a Deny verdict is final (GUARD_DENIED), any other decision abstains (a
+// guard cannot allow or ask), and a decision outside the enum denies. The denial's
+// Reason is model-facing unless Private, and UserReason goes to the error's Reason, as
+// for a policy's denial; Code is ignored. A denial without a reason names the guard.
 type Guard interface {
 	Name() string
-	Guard(ctx context.Context, e *tool.Exec, t Tool) (deny bool, reason string)
+	Guard(ctx context.Context, e *tool.Exec, t Tool) Verdict
 }
 
-// GuardFunc adapts a function to a named [Guard].
-func GuardFunc(name string, fn func(ctx context.Context, e *tool.Exec, t Tool) (bool, string)) Guard {
+// GuardSource is a [Policy] that also supplies guards: [Pipeline.SetPolicy] installs
+// them, after those of [WithGuards], together with the policy, so that a reload swaps
+// rules and guards at once. The policy package's *Set satisfies it.
+type GuardSource interface {
+	// Guards returns the guards in the order they run; the caller must not modify it.
+	Guards() []Guard
+}
+
+// GuardFunc adapts a function to a named [Guard]: deny true denies with reason as the
+// model-facing message.
+func GuardFunc(name string, fn func(ctx context.Context, e *tool.Exec, t Tool) (deny bool, reason string)) Guard {
 	return guardFunc{name: name, fn: fn}
 }
 
@@ -139,6 +151,9 @@ type guardFunc struct {
 
 func (g guardFunc) Name() string { return g.name }
 
-func (g guardFunc) Guard(ctx context.Context, e *tool.Exec, t Tool) (bool, string) {
-	return g.fn(ctx, e, t)
+func (g guardFunc) Guard(ctx context.Context, e *tool.Exec, t Tool) Verdict {
+	if deny, reason := g.fn(ctx, e, t); deny {
+		return Verdict{Decision: Deny, Reason: reason}
+	}
+	return Verdict{}
 }
