@@ -1,8 +1,11 @@
 // Package policy owns the operator's built-in policy from the config file's `policy:`
 // section: ordered permission rules (scope and tool globs, an optional CEL condition, a
-// decision) and per-tool settings (timeout, concurrency mode or a CEL mode expression,
-// idempotency, result size limit). A parsed [Set] is immutable and plugs into the pipeline
-// as its [pipeline.Policy]; a config reload parses a new Set and swaps it in.
+// decision), guards (the same without a decision: they only deny, after the rules and
+// any approval, and nothing turns their denial back into permission) and per-tool
+// settings (timeout, concurrency mode or a CEL mode expression, idempotency, result size
+// limit). A parsed [Set] is immutable and plugs into the pipeline
+// as its [pipeline.Policy] and [pipeline.GuardSource]; a config reload parses a new Set
+// and swaps it in, rules and guards together.
 //
 // The section looks like:
 //
@@ -16,6 +19,11 @@
 //	      reason: "echo may not say forbidden"      # model-facing unless private
 //	      user_reason: "..."    # optional user-facing detail
 //	      private: false
+//	  guards:                   # run in order after the rules and approval; the first match denies
+//	    - scope: "**"
+//	      tool: "shell"
+//	      when: 'args.command.contains("rm -rf")'   # optional, as a rule's
+//	      reason: "shell may not rm -rf"            # no decision: a guard only denies
 //	  tools:
 //	    sleep:      { timeout: 2s }
 //	    write_note: { mode: exclusive, idempotent: false, max_result_bytes: 64KiB }
@@ -33,8 +41,8 @@
 // `scope` and `tool`; they
 // are type-checked at parse time (conditions to bool, mode expressions to string, dyn
 // being checked when evaluated; macros nest at most 8 deep) and run under a cost limit. A condition that fails at
-// run time — a missing key, a cost overrun — makes its rule deny: the policy fails
-// closed. Guard optional fields with has(args.x). A failing mode expression makes the
+// run time — a missing key, a cost overrun — makes its rule or guard deny: the policy
+// fails closed. Guard optional fields with has(args.x). A failing mode expression makes the
 // call exclusive.
 //
 // The package never dispatches, blocks or keeps per-call state: evaluation is pure.

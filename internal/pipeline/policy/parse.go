@@ -68,7 +68,8 @@ func ParseNode(n *yaml.Node, source string, opts ...ParseOption) (*Set, error) {
 	}
 	p.fields(n, "", map[string]func(*yaml.Node, string){
 		"default": func(v *yaml.Node, path string) { s.def = p.decision(v, path) },
-		"rules":   func(v *yaml.Node, path string) { s.rules = p.rules(v, path) },
+		"rules":   func(v *yaml.Node, path string) { s.rules = p.items(v, path, "rules", p.rule) },
+		"guards":  func(v *yaml.Node, path string) { s.guards = guardsOf(p.items(v, path, "guards", p.guard)) },
 		"tools":   func(v *yaml.Node, path string) { p.tools(v, path, s.tools) },
 	})
 	if err := p.err(); err != nil {
@@ -83,23 +84,24 @@ type parser struct {
 	maxResult int
 }
 
-func (p *parser) rules(v *yaml.Node, path string) []rule {
+// items parses a list of rules or guards (what), each item by item; items with errors
+// are reported and left out.
+func (p *parser) items(v *yaml.Node, path, what string, item func(*yaml.Node, string) (rule, bool)) []rule {
 	if isNull(v) {
 		return nil
 	}
 	if v.Kind != yaml.SequenceNode {
-		p.add(v, path, "must be a list of rules")
+		p.add(v, path, "must be a list of %s", what)
 		return nil
 	}
 	out := make([]rule, 0, len(v.Content))
-	for i, item := range v.Content {
+	for i, n := range v.Content {
 		rp := fmt.Sprintf("%s[%d]", path, i)
-		if item = deref(item); item.Kind != yaml.MappingNode {
-			p.add(item, rp, "must be a mapping")
+		if n = deref(n); n.Kind != yaml.MappingNode {
+			p.add(n, rp, "must be a mapping")
 			continue
 		}
-		r, ok := p.rule(item, rp)
-		if ok {
+		if r, ok := item(n, rp); ok {
 			out = append(out, r)
 		}
 	}
@@ -110,6 +112,35 @@ func (p *parser) rule(item *yaml.Node, rp string) (rule, bool) {
 	before := len(p.list)
 	r := rule{scope: anyScope, tool: anyTool}
 	hasDecision := false
+	fields := p.ruleFields(&r)
+	fields["decision"] = func(v *yaml.Node, path string) {
+		hasDecision = true
+		if r.verdict.Decision = p.decision(v, path); r.verdict.Decision == pipeline.Abstain {
+			r.verdict.Decision = pipeline.Deny // reported; keep the rule fail-closed
+		}
+	}
+	p.fields(item, rp, fields)
+	if !hasDecision {
+		p.add(item, rp+".decision", "missing (want allow, deny or ask)")
+	}
+	return r, len(p.list) == before
+}
+
+// guard parses one guard: a rule without a decision, which only denies.
+func (p *parser) guard(item *yaml.Node, gp string) (rule, bool) {
+	before := len(p.list)
+	r := rule{name: gp, scope: anyScope, tool: anyTool, verdict: pipeline.Verdict{Decision: pipeline.Deny}}
+	fields := p.ruleFields(&r)
+	fields["decision"] = func(v *yaml.Node, path string) {
+		p.add(v, path, "a guard only denies and takes no decision (allow and ask are for rules)")
+	}
+	p.fields(item, gp, fields)
+	return r, len(p.list) == before
+}
+
+// ruleFields are the handlers of the fields rules and guards share: what they match
+// (scope, tool, when) and how a denial reads (reason, user_reason, private).
+func (p *parser) ruleFields(r *rule) map[string]func(*yaml.Node, string) {
 	globField := func(mk func(string) (glob.Pattern, error), dst *glob.Pattern) func(*yaml.Node, string) {
 		return func(v *yaml.Node, path string) {
 			if s, ok := p.str(v, path); ok {
@@ -121,7 +152,7 @@ func (p *parser) rule(item *yaml.Node, rp string) (rule, bool) {
 			}
 		}
 	}
-	p.fields(item, rp, map[string]func(*yaml.Node, string){
+	return map[string]func(*yaml.Node, string){
 		"scope": globField(scopeGlob, &r.scope),
 		"tool": func(v *yaml.Node, path string) {
 			if v.Kind == yaml.ScalarNode && !isNull(v) && v.Value == "" { // no tool has that name
@@ -134,20 +165,10 @@ func (p *parser) rule(item *yaml.Node, rp string) (rule, bool) {
 			r.where = fmt.Sprintf("%s:%d:%d: %s", p.source, v.Line, v.Column, path)
 			r.when = p.cel(v, path, cel.BoolType)
 		},
-		"decision": func(v *yaml.Node, path string) {
-			hasDecision = true
-			if r.verdict.Decision = p.decision(v, path); r.verdict.Decision == pipeline.Abstain {
-				r.verdict.Decision = pipeline.Deny // reported; keep the rule fail-closed
-			}
-		},
 		"reason":      func(v *yaml.Node, path string) { r.verdict.Reason, _ = p.str(v, path) },
 		"user_reason": func(v *yaml.Node, path string) { r.verdict.UserReason, _ = p.str(v, path) },
 		"private":     func(v *yaml.Node, path string) { r.verdict.Private = p.boolean(v, path) },
-	})
-	if !hasDecision {
-		p.add(item, rp+".decision", "missing (want allow, deny or ask)")
 	}
-	return r, len(p.list) == before
 }
 
 // decision parses allow | deny | ask; errors are reported and yield Abstain.

@@ -17,13 +17,19 @@ type Set struct {
 	source string
 	def    pipeline.Decision
 	rules  []rule
+	guards []pipeline.Guard
 	tools  map[string]pipeline.ToolSettings
 }
 
-var _ pipeline.Policy = (*Set)(nil)
+var (
+	_ pipeline.Policy      = (*Set)(nil)
+	_ pipeline.GuardSource = (*Set)(nil)
+)
 
-// rule is one permission rule; its verdict applies when scope, tool and when match.
+// rule is one permission rule or guard; its verdict applies when scope, tool and when
+// match.
 type rule struct {
+	name    string // a guard's, as its position in the section: "guards[0]"
 	where   string // "config.yaml:12:7: rules[2].when" for fail-closed reasons
 	scope   glob.Pattern
 	tool    glob.Pattern
@@ -58,6 +64,17 @@ func (s *Set) Rules() int {
 	return len(s.rules)
 }
 
+// Guards returns the set's guards, in the order of the section's `guards:` list. Each
+// denies a call its scope, tool and when match, with its reason, and abstains on others;
+// a when that fails to evaluate denies. The pipeline runs them after pre-execute and
+// approval.
+func (s *Set) Guards() []pipeline.Guard {
+	if s == nil {
+		return nil
+	}
+	return s.guards
+}
+
 // PreExecute evaluates the rules in order and combines the verdicts of every rule that
 // matches (see [pipeline.Combine]), stopping at the first deny; no match abstains. The
 // arguments are decoded only when a matching rule has a condition. A condition that
@@ -85,7 +102,7 @@ func (s *Set) PreExecute(ctx context.Context, e *tool.Exec, _ pipeline.Tool) pip
 			}
 			switch {
 			case err != nil:
-				v = failClosed(r, err)
+				v = failClosed(r, err, "rule")
 			case !ok:
 				continue
 			}
@@ -97,10 +114,52 @@ func (s *Set) PreExecute(ctx context.Context, e *tool.Exec, _ pipeline.Tool) pip
 	return out
 }
 
-func failClosed(r *rule, err error) pipeline.Verdict {
+// failClosed is the denial of a rule or guard (what) whose condition failed.
+func failClosed(r *rule, err error, what string) pipeline.Verdict {
 	return pipeline.Verdict{
 		Decision:   pipeline.Deny,
-		Reason:     "call denied by policy (rule evaluation failed)",
+		Reason:     "call denied by policy (" + what + " evaluation failed)",
 		UserReason: fmt.Sprintf("%s: %v", r.where, err),
 	}
+}
+
+// guard is one parsed guard as the pipeline runs it.
+type guard struct{ r rule }
+
+func guardsOf(rs []rule) []pipeline.Guard {
+	if len(rs) == 0 {
+		return nil
+	}
+	gs := make([]pipeline.Guard, len(rs))
+	for i := range rs {
+		gs[i] = &guard{r: rs[i]}
+	}
+	return gs
+}
+
+// Name is the guard's position in the policy section, as "guards[0]".
+func (g *guard) Name() string { return g.r.name }
+
+// Guard denies a call that the guard's scope, tool and when match; the arguments are
+// decoded only when it has a condition.
+func (g *guard) Guard(ctx context.Context, e *tool.Exec, _ pipeline.Tool) pipeline.Verdict {
+	r := &g.r
+	if !r.scope.Match(e.Scope) || !r.tool.Match(e.Name) {
+		return pipeline.Verdict{}
+	}
+	if r.when == nil {
+		return r.verdict
+	}
+	act, err := vars(&e.Call)
+	ok := false
+	if err == nil {
+		ok, err = evalBool(ctx, r.when, act)
+	}
+	switch {
+	case err != nil:
+		return failClosed(r, err, "guard")
+	case !ok:
+		return pipeline.Verdict{}
+	}
+	return r.verdict
 }
