@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -52,6 +53,7 @@ type conn struct {
 	posting    atomic.Bool   // a post goroutine is waiting for the slot (at most one)
 	overflow   chan struct{} // closed when the queue overflows: the provider is not reading
 	overflowed sync.Once
+	maxQueued  int // the messages the queue holds (see queueLimit)
 	// sends times the Send in progress: a provider that stops reading leaves one
 	// waiting, and the supervisor ends the stream.
 	sends streamgate.SendWatch
@@ -86,17 +88,18 @@ type conn struct {
 func (b *Broker) newConn(ctx context.Context, out sender) *conn {
 	id := b.newConnID()
 	return &conn{
-		b:        b,
-		id:       id,
-		ctx:      ctx,
-		out:      out,
-		log:      b.log.With(zap.String("provider_id", id)),
-		quit:     make(chan struct{}),
-		welcomed: make(chan struct{}),
-		overflow: make(chan struct{}),
-		sem:      make(chan struct{}, 1),
-		pending:  make(map[uint64]*pendingCall),
-		tools:    make(map[ToolRef]struct{}),
+		b:         b,
+		id:        id,
+		ctx:       ctx,
+		out:       out,
+		log:       b.log.With(zap.String("provider_id", id)),
+		quit:      make(chan struct{}),
+		welcomed:  make(chan struct{}),
+		overflow:  make(chan struct{}),
+		maxQueued: queueLimit(b.limits.MaxInFlightPerProvider),
+		sem:       make(chan struct{}, 1),
+		pending:   make(map[uint64]*pendingCall),
+		tools:     make(map[ToolRef]struct{}),
 	}
 }
 
@@ -207,7 +210,7 @@ func (c *conn) cancel(id uint64, reason string) {
 //
 // At most one such goroutine waits for the slot per stream: whoever holds it sends the
 // whole queue, so a provider that sends registrations without reading leaves queued answers
-// (up to maxQueued, see enqueue), not goroutines.
+// (up to its queue's limit, see enqueue), not goroutines.
 func (c *conn) post(m *toolsdv1.ProviderServiceConnectResponse) {
 	if !c.enqueue(m) || !c.posting.CompareAndSwap(false, true) {
 		return
@@ -223,15 +226,28 @@ func (c *conn) post(m *toolsdv1.ProviderServiceConnectResponse) {
 	}()
 }
 
-// maxQueued and maxQueuedBytes bound the messages waiting for the send slot. A provider
-// that lets more pile up is not reading its stream; the supervisor ends the stream. The
-// bytes count because a registration answer echoes its tools' names: maxQueued answers
-// to large registrations would hold gigabytes. An empty queue takes one message of any
-// size.
+// maxQueuedAnswers and maxQueuedBytes bound the messages waiting for the send slot (see
+// queueLimit). A provider that lets more pile up is not reading its stream; the
+// supervisor ends the stream. The bytes count because a registration answer echoes its
+// tools' names: thousands of answers to large registrations would hold gigabytes. An
+// empty queue takes one message of any size.
 const (
-	maxQueued      = 4096
-	maxQueuedBytes = 64 << 20
+	maxQueuedAnswers = 3072
+	maxQueuedBytes   = 64 << 20
 )
+
+// queueLimit is how many messages a stream's queue holds when its provider may run
+// maxInFlight calls: one cancel per call, and maxQueuedAnswers more (4096 in all with
+// the default limit). Every call may be cancelled while a send holds the slot, and
+// those cancels, toolsd's own, must not count as the provider not reading. They
+// cannot pile up beyond that: a call is cancelled at most once, only once its execute
+// was sent, and the queue is sent whenever the slot is released, so the calls whose
+// cancels wait were all in flight when the slot's holder took it (give or take the
+// holder's own call and a result racing its cancel, which the answers' room absorbs).
+// A limit near math.MaxInt does not wrap around.
+func queueLimit(maxInFlight int) int {
+	return min(maxInFlight, math.MaxInt-maxQueuedAnswers) + maxQueuedAnswers
+}
 
 // enqueue queues m for the next holder of the send slot to send. It reports false, and
 // drops m, once the stream is closed or the queue is full.
@@ -242,7 +258,7 @@ func (c *conn) enqueue(m *toolsdv1.ProviderServiceConnectResponse) bool {
 	if c.closed {
 		return false
 	}
-	if len(c.queued) >= maxQueued || (len(c.queued) > 0 && c.queuedBytes+size > maxQueuedBytes) {
+	if len(c.queued) >= c.maxQueued || (len(c.queued) > 0 && c.queuedBytes+size > maxQueuedBytes) {
 		c.overflowed.Do(func() { close(c.overflow) })
 		return false
 	}

@@ -66,7 +66,7 @@ func (b *Broker) supervise(ctx context.Context, c *conn, recvErr <-chan error) (
 			return true, nil
 		case <-c.overflow:
 			return false, rpcerr.Errorf(codes.Unavailable, rpcerr.SlowClient,
-				"broker: provider stopped reading its stream: over %d MiB or %d messages wait to be sent", maxQueuedBytes>>20, maxQueued)
+				"broker: provider stopped reading its stream: over %d MiB or %d messages wait to be sent", maxQueuedBytes>>20, c.maxQueued)
 		case <-helloDue:
 			return false, rpcerr.Errorf(codes.DeadlineExceeded, rpcerr.HelloTimeout, "broker: no hello within %s", b.limits.HelloTimeout)
 		case <-stall.C:

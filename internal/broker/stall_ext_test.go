@@ -195,3 +195,47 @@ func TestLargeQueuedAnswersAreBounded(t *testing.T) {
 		t.Errorf("stream ended with %v, want Unavailable naming what waits to be sent", err)
 	}
 }
+
+// A provider may run max_in_flight_per_provider calls, and each may be cancelled: when
+// all of them are, while the provider is busy (not reading for a moment), one cancel
+// per call waits for the send slot. That is more than 4096 messages once the limit is
+// above it, and the provider must not be cut off as not reading for toolsd's own
+// cancels: once it reads again it gets every one, and its stream lives on.
+func TestCancellingEveryCallOfALargeLimitKeepsTheStream(t *testing.T) {
+	const n = 12000 // far more than the cancels the flow-control windows let through
+	srv := brokertest.Start(t, brokertest.NewRegistrar(), broker.WithLimits(broker.Limits{
+		MaxInFlightPerProvider: n, SendTimeout: time.Minute, CancelGrace: -1,
+	}))
+	raw := helloRawFixedWindow(t, srv, "busy")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	results := make(chan tool.Result, n)
+	for range n {
+		go func() { results <- srv.Broker.Call(ctx, raw.id, execFor("t", `{}`), 1) }()
+	}
+	for range n {
+		raw.execute()
+	}
+	// The provider reads nothing more until every call but one has given up, each
+	// leaving its cancel to be sent; the one left holds the send slot, its cancel (or
+	// another's) stuck in Send until the provider reads.
+	cancel()
+	for i := range n - 1 {
+		if r := awaitResult(t, results); r.Code() != tool.CodeAborted {
+			t.Fatalf("result %d = %+v, want ABORTED", i, r)
+		}
+	}
+	for i := range n {
+		if m := raw.next(); m.GetCancel() == nil {
+			t.Fatalf("server message %d = %v, want cancel", i, m)
+		}
+	}
+	if r := awaitResult(t, results); r.Code() != tool.CodeAborted {
+		t.Fatalf("the last call = %+v, want ABORTED", r)
+	}
+	later := goCall(t.Context(), srv.Broker, raw.id, execFor("t", `{}`))
+	raw.result(&toolsdv1.ExecuteResult{RequestId: raw.execute().GetRequestId(), Content: []byte("done")})
+	if r := awaitResult(t, later); r.IsError || r.Content != "done" {
+		t.Errorf("a later call = %+v, want its result", r)
+	}
+}
