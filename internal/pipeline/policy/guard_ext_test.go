@@ -2,8 +2,6 @@ package policy_test
 
 import (
 	"context"
-	"errors"
-	"strings"
 	"testing"
 
 	"github.com/toolsd/toolsd/internal/pipeline"
@@ -76,10 +74,7 @@ func TestParseGuards(t *testing.T) {
 }
 
 func TestParseGuardErrors(t *testing.T) {
-	tests := map[string]struct {
-		src  string
-		want string // the whole message, or its prefix when it ends in "…"
-	}{
+	tests := map[string]parseErrorCase{
 		"decision": {
 			src:  "guards:\n  - tool: echo\n    decision: deny\n",
 			want: "config.yaml:3:15: guards[0].decision: a guard only denies and takes no decision (allow and ask are for rules)",
@@ -117,25 +112,7 @@ func TestParseGuardErrors(t *testing.T) {
 			want: "config.yaml:2:5: guards[0]: must be a mapping",
 		},
 	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			s, err := policy.Parse([]byte(tc.src), "config.yaml")
-			if err == nil {
-				t.Fatalf("Parse(%q) = %v, nil; want error %s", tc.src, s, tc.want)
-			}
-			if !errors.Is(err, policy.ErrInvalid) {
-				t.Errorf("Parse(%q) error %v does not match ErrInvalid", tc.src, err)
-			}
-			got := err.Error()
-			if prefix, ok := strings.CutSuffix(tc.want, "…"); ok {
-				if !strings.HasPrefix(got, prefix) {
-					t.Errorf("Parse(%q) error = %s, want prefix %s", tc.src, got, prefix)
-				}
-			} else if got != tc.want {
-				t.Errorf("Parse(%q) error = %s, want %s", tc.src, got, tc.want)
-			}
-		})
-	}
+	checkParseErrors(t, tests)
 }
 
 func TestGuardsInPipeline(t *testing.T) {
