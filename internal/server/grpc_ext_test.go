@@ -84,23 +84,7 @@ func TestRecoveryAnswersPlainInternal(t *testing.T) {
 	if err != nil || n == 0 {
 		t.Fatalf("grpc_server_handled_total series = %d, %v", n, err)
 	}
-	mfs, _ := reg.Gather()
-	var got float64
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			if mf.GetName() != "grpc_server_handled_total" {
-				continue
-			}
-			l := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				l[lp.GetName()] = lp.GetValue()
-			}
-			if l["grpc_method"] == "Boom" && l["grpc_code"] == "Internal" {
-				got = m.GetCounter().GetValue()
-			}
-		}
-	}
-	if got != 1 {
+	if got := rpcCount(t, reg, "Boom", "Internal"); got != 1 {
 		t.Errorf("grpc_server_handled_total{grpc_method=Boom,grpc_code=Internal} = %v, want 1", got)
 	}
 }
