@@ -84,34 +84,57 @@ func (s *Set) PreExecute(ctx context.Context, e *tool.Exec, _ pipeline.Tool) pip
 	if s == nil {
 		return out
 	}
-	var act map[string]any
-	var actErr error
+	a := callVars{call: &e.Call}
 	for i := range s.rules {
-		r := &s.rules[i]
-		if !r.scope.Match(e.Scope) || !r.tool.Match(e.Name) {
+		v, ok := s.rules[i].verdictFor(ctx, e, &a, "rule")
+		if !ok {
 			continue
-		}
-		v := r.verdict
-		if r.when != nil {
-			if act == nil && actErr == nil {
-				act, actErr = vars(&e.Call)
-			}
-			ok, err := false, actErr
-			if err == nil {
-				ok, err = evalBool(ctx, r.when, act)
-			}
-			switch {
-			case err != nil:
-				v = failClosed(r, err, "rule")
-			case !ok:
-				continue
-			}
 		}
 		if out = pipeline.Combine(out, v); out.Decision == pipeline.Deny {
 			break
 		}
 	}
 	return out
+}
+
+// callVars decodes a call's variables for conditions once, when the first is evaluated.
+type callVars struct {
+	call *tool.Call
+	act  map[string]any
+	err  error
+	done bool
+}
+
+func (c *callVars) get() (map[string]any, error) {
+	if !c.done {
+		c.act, c.err = vars(c.call)
+		c.done = true
+	}
+	return c.act, c.err
+}
+
+// verdictFor is r's verdict on the call and whether r applies: its scope and tool match
+// and its condition, if any, holds. A condition that fails to evaluate applies, with
+// the fail-closed denial of a what ("rule" or "guard").
+func (r *rule) verdictFor(ctx context.Context, e *tool.Exec, c *callVars, what string) (pipeline.Verdict, bool) {
+	if !r.scope.Match(e.Scope) || !r.tool.Match(e.Name) {
+		return pipeline.Verdict{}, false
+	}
+	if r.when == nil {
+		return r.verdict, true
+	}
+	act, err := c.get()
+	ok := false
+	if err == nil {
+		ok, err = evalBool(ctx, r.when, act)
+	}
+	switch {
+	case err != nil:
+		return failClosed(r, err, what), true
+	case !ok:
+		return pipeline.Verdict{}, false
+	}
+	return r.verdict, true
 }
 
 // failClosed is the denial of a rule or guard (what) whose condition failed.
@@ -143,23 +166,6 @@ func (g *guard) Name() string { return g.r.name }
 // Guard denies a call that the guard's scope, tool and when match; the arguments are
 // decoded only when it has a condition.
 func (g *guard) Guard(ctx context.Context, e *tool.Exec, _ pipeline.Tool) pipeline.Verdict {
-	r := &g.r
-	if !r.scope.Match(e.Scope) || !r.tool.Match(e.Name) {
-		return pipeline.Verdict{}
-	}
-	if r.when == nil {
-		return r.verdict
-	}
-	act, err := vars(&e.Call)
-	ok := false
-	if err == nil {
-		ok, err = evalBool(ctx, r.when, act)
-	}
-	switch {
-	case err != nil:
-		return failClosed(r, err, "guard")
-	case !ok:
-		return pipeline.Verdict{}
-	}
-	return r.verdict
+	v, _ := g.r.verdictFor(ctx, e, &callVars{call: &e.Call}, "guard")
+	return v
 }
