@@ -579,8 +579,9 @@ func (s *session) sendResult(id uint64, res *toolsdv1.ExecuteResult) {
 	if n := uint64(len(res.GetContent()) + len(res.GetValueJson()) + len(res.GetErrorMessage()) + len(res.GetMetaJson())); s.maxResult > 0 && n > s.maxResult {
 		s.log.Warn("result larger than toolsd accepts; sending its size instead (the call fails with RESULT_TOO_LARGE)",
 			zap.Uint64("request_id", id), zap.Uint64("bytes", n), zap.Uint64("max_result_bytes", s.maxResult))
-		// Its request to end the turn is not payload: it stays with the size.
-		res = &toolsdv1.ExecuteResult{OversizedBytes: n, ConcludesTurn: res.GetConcludesTurn()}
+		// Its request to end the turn and its report that the tool stopped are not
+		// payload: they stay with the size (a stopped call is ABORTED, not too large).
+		res = &toolsdv1.ExecuteResult{OversizedBytes: n, ConcludesTurn: res.GetConcludesTurn(), Cancelled: res.GetCancelled()}
 	}
 	res.RequestId = id
 	err := s.send(&toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Result{Result: res}})
