@@ -239,9 +239,10 @@ async function execute(req, running, send, maxResultBytes) {
     if (stopped && call.signal.reason === shutdown) result = undefined; // left to PROVIDER_GONE
   }
   if (result) {
-    // Too large a message would end the whole stream: send only the size (RESULT_TOO_LARGE).
+    // Too large a message would end the whole stream: send only the size (RESULT_TOO_LARGE),
+    // still marked cancelled if the tool stopped because of the cancel (then ABORTED).
     const size = (result.content?.length ?? 0) + (result.errorMessage?.length ?? 0);
-    if (size > maxResultBytes) result = { oversizedBytes: size };
+    if (size > maxResultBytes) result = { oversizedBytes: size, cancelled: result.cancelled ?? false };
     send({ result: { requestId: req.requestId, ...result } });
   }
   running.delete(req.requestId);

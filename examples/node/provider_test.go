@@ -443,3 +443,25 @@ func execute(id uint64, tool, args string) *toolsdv1.ProviderServiceConnectRespo
 		Execute: &toolsdv1.ExecuteRequest{RequestId: id, Tool: tool, ArgumentsJson: args},
 	}}
 }
+
+// TestNodeProviderKeepsCancelledWhenOversized: a cancelled call whose answer is over the
+// welcome's max_result_bytes goes as its size only, still marked cancelled, so that
+// toolsd records ABORTED rather than RESULT_TOO_LARGE, as the Go SDK sends it.
+func TestNodeProviderKeepsCancelledWhenOversized(t *testing.T) {
+	node, npm := requireNode(t)
+	installDeps(t, npm)
+	fake := startFakeToolsd(t, false)
+	startNode(t, node, "provider.mjs", "--addr", fake.addr)
+	s := fake.accept(t)
+	s.welcome(t, 4) // less than any cancelled wait's message
+
+	s.send(t, execute(1, "wait", `{"ms": 50000}`))
+	s.next(t, func(m *toolsdv1.ProviderServiceConnectRequest) bool { return m.GetProgress().GetRequestId() == 1 })
+	s.send(t, &toolsdv1.ProviderServiceConnectResponse{Msg: &toolsdv1.ProviderServiceConnectResponse_Cancel{
+		Cancel: &toolsdv1.CancelExecution{RequestId: 1, Reason: "test"},
+	}})
+	r := s.next(t, func(m *toolsdv1.ProviderServiceConnectRequest) bool { return m.GetResult() != nil }).GetResult()
+	if r.GetOversizedBytes() == 0 || !r.GetCancelled() {
+		t.Errorf("result of the cancelled wait over max_result_bytes = %v, want oversized_bytes and cancelled", r)
+	}
+}
