@@ -375,6 +375,7 @@ func (a *App) build(pol *policy.Set) error {
 		pipeline.WithObserver(a.obs.Pipeline()),
 		pipeline.WithStageTracer(calls),
 		pipeline.WithResultFits(resultFits),
+		pipeline.WithProviderConnected(a.broker.Connected),
 		pipeline.WithConfig(pipeline.Config{
 			DefaultTimeout:  c.Timeouts.DefaultTool.D(),
 			ApprovalTimeout: c.Limits.ApprovalTimeout.D(),

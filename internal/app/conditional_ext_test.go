@@ -311,3 +311,26 @@ policy:
 		t.Errorf("results = %v, want one success from the second provider", out.results)
 	}
 }
+
+// TestApprovedCallOfAGoneProviderIsUnavailable: a provider that disconnects while a call
+// waits for approval, and does not come back, leaves the approved call with
+// PROVIDER_UNAVAILABLE, as a call that resolved its tool just before the disconnect gets:
+// its tool was not restricted away nor changed (ABORTED_BEFORE_DISPATCH), its provider
+// is not connected.
+func TestApprovedCallOfAGoneProviderIsUnavailable(t *testing.T) {
+	e := start(t, `
+policy:
+  rules:
+    - {tool: guarded, decision: ask}
+`)
+	_, stop := runProvider(t, e.app.Addr(), constTool("guarded", "ran"))
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-gone", Calls: []*toolsdv1.ToolCall{call("c1", "guarded", `{}`)}},
+		batchOptions{approve: func(r *toolsdv1.ApprovalRequest) *toolsdv1.ApprovalDecision {
+			stop()
+			waitFor(t, "the provider's tool to go", func() bool { return !slices.Contains(e.schemaNames(t, ""), "guarded") })
+			return &toolsdv1.ApprovalDecision{CallId: r.GetCallId(), Approved: true}
+		}})
+	if diff := cmp.Diff([]string{"PROVIDER_UNAVAILABLE"}, resultCodes(out.results)); diff != "" {
+		t.Errorf("codes (-want +got):\n%s", diff)
+	}
+}

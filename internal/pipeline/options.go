@@ -28,6 +28,8 @@ type options struct {
 	sleep    func(ctx context.Context, d time.Duration) error
 	backoff  func(attempt int, cfg RetryConfig) time.Duration
 	after    func(d time.Duration, f func()) (stop func() bool)
+	// connected reports whether a provider is connected; nil when unknown.
+	connected func(providerID string) bool
 }
 
 // ResultObserver receives each call's final outcome and its duration from the start of
@@ -44,6 +46,15 @@ type ResultFits func(e *tool.Exec, r *tool.Result) bool
 // before the result observers and the stage tracer see it, so that the call's metrics
 // and log line say what the session log and the client get.
 func WithResultFits(fits ResultFits) Option { return func(o *options) { o.fits = fits } }
+
+// WithProviderConnected tells the pipeline whether a provider is connected. A call
+// whose tool no longer resolves after it waited for approval, and whose provider is not
+// connected, then goes on to dispatch, which finds the provider gone
+// (PROVIDER_UNAVAILABLE), rather than being taken for restricted away
+// (ABORTED_BEFORE_DISPATCH).
+func WithProviderConnected(connected func(providerID string) bool) Option {
+	return func(o *options) { o.connected = connected }
+}
 
 // WithConfig sets the limits and defaults.
 func WithConfig(cfg Config) Option { return func(o *options) { o.cfg = cfg } }

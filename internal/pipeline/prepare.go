@@ -282,7 +282,8 @@ func (s *snapshot) gate(ctx context.Context, e *tool.Exec, t *Tool, r *tool.Resu
 // that ended (released, or invalidated by a restriction or replacement) since the call
 // resolved it, and one that waited for approval (a person may take minutes) while its
 // tool was restricted away or registered again with another definition, do not start.
-// Either way the call gets ABORTED_BEFORE_DISPATCH.
+// Either way the call gets ABORTED_BEFORE_DISPATCH. An asked call whose tool is gone
+// because its provider left goes on to dispatch, which finds the provider not connected.
 //
 //go:noinline
 func (s *snapshot) regate(ctx context.Context, e *tool.Exec, t *Tool, r *tool.Result) bool {
@@ -299,6 +300,11 @@ func (s *snapshot) regate(ctx context.Context, e *tool.Exec, t *Tool, r *tool.Re
 		return true
 	}
 	switch {
+	case errors.Is(err, tool.ErrUnknownTool) && s.providerLeft(*t):
+		// Not restricted away: its provider left and nothing serves it now. Dispatch
+		// finds the provider not connected, as for a call that resolved the tool just
+		// before it left, and an idempotent tool's call is retried.
+		return true
 	case err != nil:
 		*r = failure(e, tool.CodeAbortedBeforeDispatch, msgToolChanged, err.Error())
 		return false
@@ -308,4 +314,10 @@ func (s *snapshot) regate(ctx context.Context, e *tool.Exec, t *Tool, r *tool.Re
 	}
 	*t, st.tool = nt, nt
 	return true
+}
+
+// providerLeft reports whether t's provider is known to be no longer connected
+// ([WithProviderConnected]).
+func (s *snapshot) providerLeft(t Tool) bool {
+	return s.p.opts.connected != nil && !s.p.opts.connected(t.Owner())
 }

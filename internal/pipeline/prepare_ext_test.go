@@ -368,6 +368,40 @@ func TestGateStopsCallCancelledDuringPrepare(t *testing.T) {
 	}
 }
 
+// A tool that no longer resolves once its call is approved was restricted away, unless
+// its provider has left: then the call goes on to dispatch, which finds the provider not
+// connected, and does not count as restricted away.
+func TestApprovedCallWhoseToolIsGone(t *testing.T) {
+	tests := map[string]struct {
+		opts     []pipeline.Option
+		wantCode tool.Code
+		wantSent int
+	}{
+		"provider unknown":       {wantCode: tool.CodeAbortedBeforeDispatch},
+		"provider connected":     {opts: []pipeline.Option{pipeline.WithProviderConnected(func(string) bool { return true })}, wantCode: tool.CodeAbortedBeforeDispatch},
+		"provider not connected": {opts: []pipeline.Option{pipeline.WithProviderConnected(func(id string) bool { return id != "p1" })}, wantCode: tool.CodeProviderUnavailable, wantSent: 1},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			res := &resolver{fn: func(n int, _ *tool.Call) (pipeline.Tool, error) {
+				if n == 1 {
+					return newTool("rm"), nil
+				}
+				return nil, tool.ErrUnknownTool
+			}}
+			disp := returning(tool.Failure(tool.CodeProviderUnavailable, "the tool's provider is not connected"))
+			p := pipeline.New(res, disp, append(tt.opts, pipeline.WithPreExecute(verdict(pipeline.Ask, "deletes files")))...)
+			e := newExec("rm", `{}`)
+			e.Approver = approverFunc(func(context.Context, tool.ApprovalRequest) (tool.ApprovalDecision, error) {
+				return tool.ApprovalDecision{Approved: true}, nil
+			})
+			if r := p.Run(t.Context(), e); r.Code() != tt.wantCode || disp.count() != tt.wantSent {
+				t.Errorf("Run() = code %q, dispatched %d times; want %s, dispatched %d times", r.Code(), disp.count(), tt.wantCode, tt.wantSent)
+			}
+		})
+	}
+}
+
 // An approval that an approver returns once the wait has expired (it got the answer
 // just after its deadline) does not run the call: the ask timed out.
 func TestLateApprovalDoesNotRun(t *testing.T) {
