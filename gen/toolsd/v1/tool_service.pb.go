@@ -2058,7 +2058,12 @@ type ReadSessionRequest struct {
 	// First seq to return (0 and 1 both mean from the start).
 	FromSeq uint64 `protobuf:"varint,2,opt,name=from_seq,json=fromSeq,proto3" json:"from_seq,omitempty"`
 	// Maximum number of events (0 = all).
-	Limit         uint32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	Limit uint32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	// The epoch of the session the client read before (0 = don't check): a session of
+	// this id whose epoch differs was deleted by retention and created again, and the
+	// read fails with FAILED_PRECONDITION, reason SESSION_RECREATED, before it sends
+	// anything. A session that does not exist reads as empty, as without it.
+	ExpectEpoch   uint64 `protobuf:"varint,4,opt,name=expect_epoch,json=expectEpoch,proto3" json:"expect_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2114,11 +2119,23 @@ func (x *ReadSessionRequest) GetLimit() uint32 {
 	return 0
 }
 
+func (x *ReadSessionRequest) GetExpectEpoch() uint64 {
+	if x != nil {
+		return x.ExpectEpoch
+	}
+	return 0
+}
+
 // ReadSessionResponse carries one event.
 type ReadSessionResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The event.
-	Event         *SessionEvent `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
+	Event *SessionEvent `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
+	// The epoch of the session the event belongs to: it identifies one life of the
+	// session id, and changes when retention deletes the session and it is created
+	// again (its seqs start at 1 again). Opaque: compare it for equality only, and send
+	// the last one seen as expect_epoch with from_seq to resume.
+	Epoch         uint64 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2160,13 +2177,25 @@ func (x *ReadSessionResponse) GetEvent() *SessionEvent {
 	return nil
 }
 
+func (x *ReadSessionResponse) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
 // WatchSessionRequest tails a session.
 type WatchSessionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Session id.
 	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// First seq to return (0 and 1 both mean from the start).
-	FromSeq       uint64 `protobuf:"varint,2,opt,name=from_seq,json=fromSeq,proto3" json:"from_seq,omitempty"`
+	FromSeq uint64 `protobuf:"varint,2,opt,name=from_seq,json=fromSeq,proto3" json:"from_seq,omitempty"`
+	// The epoch of the session the client watched before (0 = don't check): a session
+	// of this id whose epoch differs was deleted by retention and created again, and the
+	// watch fails with FAILED_PRECONDITION, reason SESSION_RECREATED, before it sends
+	// anything, also when that session is created only while the watch waits for it.
+	ExpectEpoch   uint64 `protobuf:"varint,3,opt,name=expect_epoch,json=expectEpoch,proto3" json:"expect_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2215,11 +2244,20 @@ func (x *WatchSessionRequest) GetFromSeq() uint64 {
 	return 0
 }
 
+func (x *WatchSessionRequest) GetExpectEpoch() uint64 {
+	if x != nil {
+		return x.ExpectEpoch
+	}
+	return 0
+}
+
 // WatchSessionResponse carries one event.
 type WatchSessionResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The event.
-	Event         *SessionEvent `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
+	Event *SessionEvent `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
+	// The epoch of the session the event belongs to (see ReadSessionResponse.epoch).
+	Epoch         uint64 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2259,6 +2297,13 @@ func (x *WatchSessionResponse) GetEvent() *SessionEvent {
 		return x.Event
 	}
 	return nil
+}
+
+func (x *WatchSessionResponse) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
 }
 
 var File_toolsd_v1_tool_service_proto protoreflect.FileDescriptor
@@ -2393,20 +2438,24 @@ const file_toolsd_v1_tool_service_proto_rawDesc = "" +
 	"\x10approval_request\x18\x03 \x01(\v2\x1a.toolsd.v1.ApprovalRequestH\x00R\x0fapprovalRequest\x125\n" +
 	"\bprogress\x18\x04 \x01(\v2\x17.toolsd.v1.ToolProgressH\x00R\bprogress\x123\n" +
 	"\asettled\x18\x05 \x01(\v2\x17.toolsd.v1.BatchSettledH\x00R\asettledB\x05\n" +
-	"\x03msg\"d\n" +
+	"\x03msg\"\x87\x01\n" +
 	"\x12ReadSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x19\n" +
 	"\bfrom_seq\x18\x02 \x01(\x04R\afromSeq\x12\x14\n" +
-	"\x05limit\x18\x03 \x01(\rR\x05limit\"D\n" +
+	"\x05limit\x18\x03 \x01(\rR\x05limit\x12!\n" +
+	"\fexpect_epoch\x18\x04 \x01(\x04R\vexpectEpoch\"Z\n" +
 	"\x13ReadSessionResponse\x12-\n" +
-	"\x05event\x18\x01 \x01(\v2\x17.toolsd.v1.SessionEventR\x05event\"O\n" +
+	"\x05event\x18\x01 \x01(\v2\x17.toolsd.v1.SessionEventR\x05event\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\"r\n" +
 	"\x13WatchSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x19\n" +
-	"\bfrom_seq\x18\x02 \x01(\x04R\afromSeq\"E\n" +
+	"\bfrom_seq\x18\x02 \x01(\x04R\afromSeq\x12!\n" +
+	"\fexpect_epoch\x18\x03 \x01(\x04R\vexpectEpoch\"[\n" +
 	"\x14WatchSessionResponse\x12-\n" +
-	"\x05event\x18\x01 \x01(\v2\x17.toolsd.v1.SessionEventR\x05event2\xea\a\n" +
+	"\x05event\x18\x01 \x01(\v2\x17.toolsd.v1.SessionEventR\x05event\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch2\xea\a\n" +
 	"\vToolService\x12O\n" +
 	"\fRegisterTool\x12\x1e.toolsd.v1.RegisterToolRequest\x1a\x1f.toolsd.v1.RegisterToolResponse\x12U\n" +
 	"\x0eUnregisterTool\x12 .toolsd.v1.UnregisterToolRequest\x1a!.toolsd.v1.UnregisterToolResponse\x12@\n" +

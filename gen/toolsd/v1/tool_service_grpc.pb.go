@@ -79,16 +79,20 @@ type ToolServiceClient interface {
 	// ends after the last one (or limit events): a session without events from from_seq
 	// reads as empty. A session deleted by retention while it is read (and perhaps
 	// created again) ends the read with NOT_FOUND, reason SESSION_DELETED, rather than
-	// continue with another session's events. An event takes up to the session log's
-	// 16 MiB: with limits.max_result_bytes over 2MiB (or argument or context limits over
-	// 4MiB) one may be over gRPC's default 4 MiB receive limit, and a client that keeps
-	// that limit gets RESOURCE_EXHAUSTED from its transport there; raise the limit and
-	// read on from that event's seq.
+	// continue with another session's events. To resume a read, send from_seq with the
+	// epoch of the last event read as expect_epoch: a session created again under the
+	// id since then fails the read with FAILED_PRECONDITION, reason SESSION_RECREATED,
+	// rather than answer with its own events (or none) as if they followed the old
+	// ones. An event takes up to the session log's 16 MiB: with limits.max_result_bytes
+	// over 2MiB (or argument or context limits over 4MiB) one may be over gRPC's default
+	// 4 MiB receive limit, and a client that keeps that limit gets RESOURCE_EXHAUSTED
+	// from its transport there; raise the limit and read on from that event's seq.
 	ReadSession(ctx context.Context, in *ReadSessionRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ReadSessionResponse], error)
 	// WatchSession streams a session's stored events from from_seq, then live events as
 	// they are appended, until the client cancels. It ends with NOT_FOUND, reason
 	// SESSION_DELETED, when retention deletes the session, and with UNAVAILABLE, reason
-	// SHUTTING_DOWN, at shutdown. Its events are as large as ReadSession's (see there).
+	// SHUTTING_DOWN, at shutdown. Its events are as large as ReadSession's, and it is
+	// resumed with expect_epoch as ReadSession is (see there).
 	WatchSession(ctx context.Context, in *WatchSessionRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchSessionResponse], error)
 }
 
@@ -287,16 +291,20 @@ type ToolServiceServer interface {
 	// ends after the last one (or limit events): a session without events from from_seq
 	// reads as empty. A session deleted by retention while it is read (and perhaps
 	// created again) ends the read with NOT_FOUND, reason SESSION_DELETED, rather than
-	// continue with another session's events. An event takes up to the session log's
-	// 16 MiB: with limits.max_result_bytes over 2MiB (or argument or context limits over
-	// 4MiB) one may be over gRPC's default 4 MiB receive limit, and a client that keeps
-	// that limit gets RESOURCE_EXHAUSTED from its transport there; raise the limit and
-	// read on from that event's seq.
+	// continue with another session's events. To resume a read, send from_seq with the
+	// epoch of the last event read as expect_epoch: a session created again under the
+	// id since then fails the read with FAILED_PRECONDITION, reason SESSION_RECREATED,
+	// rather than answer with its own events (or none) as if they followed the old
+	// ones. An event takes up to the session log's 16 MiB: with limits.max_result_bytes
+	// over 2MiB (or argument or context limits over 4MiB) one may be over gRPC's default
+	// 4 MiB receive limit, and a client that keeps that limit gets RESOURCE_EXHAUSTED
+	// from its transport there; raise the limit and read on from that event's seq.
 	ReadSession(*ReadSessionRequest, grpc.ServerStreamingServer[ReadSessionResponse]) error
 	// WatchSession streams a session's stored events from from_seq, then live events as
 	// they are appended, until the client cancels. It ends with NOT_FOUND, reason
 	// SESSION_DELETED, when retention deletes the session, and with UNAVAILABLE, reason
-	// SHUTTING_DOWN, at shutdown. Its events are as large as ReadSession's (see there).
+	// SHUTTING_DOWN, at shutdown. Its events are as large as ReadSession's, and it is
+	// resumed with expect_epoch as ReadSession is (see there).
 	WatchSession(*WatchSessionRequest, grpc.ServerStreamingServer[WatchSessionResponse]) error
 	mustEmbedUnimplementedToolServiceServer()
 }
