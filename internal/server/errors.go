@@ -54,6 +54,7 @@ var errorTable = []struct {
 	{session.ErrTooLarge, codes.ResourceExhausted, "EVENT_TOO_LARGE"},
 	{session.ErrClosed, codes.Unavailable, "SESSION_STORE_CLOSED"},
 	{session.ErrDeleted, codes.NotFound, "SESSION_DELETED"},
+	{errSessionRecreated, codes.FailedPrecondition, "SESSION_RECREATED"},
 	{session.ErrStopped, codes.Unavailable, "SESSION_STORE_STOPPED"},
 	{errCorruptLog, codes.DataLoss, "SESSION_LOG_CORRUPT"},
 }
@@ -66,6 +67,7 @@ var (
 	errSlowClient           = errors.New("server: client stopped reading results")
 	errRequestTooLarge      = errors.New("server: request too large")
 	errToolSetStepMismatch  = errors.New("server: tool set resolved for another step")
+	errSessionRecreated     = errors.New("server: the session was deleted by retention and created again since the expected epoch")
 	errCorruptLog           = errors.New("server: the session log holds a damaged record (toolsd's log says where)")
 	errNotYourProvider      = fmt.Errorf("%w: server: the provider stream belongs to another identity", auth.ErrPermissionDenied)
 )

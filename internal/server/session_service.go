@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 
 	"google.golang.org/grpc"
@@ -55,11 +56,73 @@ func (s *Server) readAfter(ctx context.Context, id string, from uint64, last *se
 	return events[1:], session.More(events, page+1), false, nil
 }
 
+// epochOf is the epoch of the session whose seq-1 event is first: its append time in
+// Unix nanoseconds. A session id's lives are told apart by it (clients only compare it),
+// and it needs no change to what the stores keep.
+func epochOf(first *session.Event) uint64 { return uint64(first.Time.UnixNano()) }
+
+// currentEpoch is the epoch of the session id names now, 0 when it has no events. It
+// reads the seq-1 event alone: a cold journal session's from the file, without bringing
+// back the rest.
+func (s *Server) currentEpoch(ctx context.Context, id string) (uint64, error) {
+	first, err := s.sessions.Read(ctx, id, 1, 1)
+	if err != nil || len(first) == 0 {
+		return 0, err
+	}
+	return epochOf(&first[0]), nil
+}
+
+// epochAt returns the epoch of the session that holds ev, an event of session id that
+// the store returned: ev's own time when it is seq 1, else its seq-1 event's. gone
+// reports that the session no longer holds ev: retention deleted it, and the id may
+// name a new session. ev is read again after seq 1, so that a session holding it then
+// held it when seq 1 was read (a deleted session never comes back).
+func (s *Server) epochAt(ctx context.Context, id string, ev *session.Event) (epoch uint64, gone bool, err error) {
+	if ev.Seq == 1 {
+		return epochOf(ev), false, nil
+	}
+	epoch, err = s.currentEpoch(ctx, id)
+	if err != nil || epoch == 0 {
+		return 0, err == nil, err
+	}
+	again, err := s.sessions.Read(ctx, id, ev.Seq, 1)
+	if err != nil {
+		return 0, false, err
+	}
+	if len(again) == 0 || !sameEvent(&again[0], ev) {
+		return 0, true, nil
+	}
+	return epoch, false, nil
+}
+
+// checkEpoch fails with errSessionRecreated when a request expects an epoch (want is
+// not 0) and the session's, got, is another. A session without events (got 0) is not
+// checked: it reads as empty, and a watch waits for its events.
+func checkEpoch(want, got uint64) error {
+	if want != 0 && got != 0 && got != want {
+		return fmt.Errorf("%w (epoch %d, expected %d)", errSessionRecreated, got, want)
+	}
+	return nil
+}
+
+// readEpoch returns the epoch of the session whose first page a read got: that of
+// the page's first event or, for an empty page, the session's now. gone reports that
+// the session was deleted since the page was read.
+func (s *Server) readEpoch(ctx context.Context, id string, page []session.Event) (epoch uint64, gone bool, err error) {
+	if len(page) == 0 {
+		epoch, err = s.currentEpoch(ctx, id)
+		return epoch, false, err
+	}
+	return s.epochAt(ctx, id, &page[0])
+}
+
 // errStopWatch ends a watch when the client goes away.
 var errStopWatch = errors.New("server: watch stopped")
 
-// ReadSession streams stored events from from_seq, one event per message. A client
-// that stops reading is cut off as a watcher is (see [Server.cutSlowReader]).
+// ReadSession streams stored events from from_seq, one event per message, each with
+// its session's epoch (see [epochOf]); a request that expects another epoch fails with
+// FailedPrecondition (SESSION_RECREATED) before anything is sent. A client that stops
+// reading is cut off as a watcher is (see [Server.cutSlowReader]).
 func (s *Server) ReadSession(req *toolsdv1.ReadSessionRequest, stream grpc.ServerStreamingServer[toolsdv1.ReadSessionResponse]) (err error) {
 	ctx := stream.Context()
 	if err := s.checkSessionID("session_id", req.GetSessionId()); err != nil {
@@ -76,6 +139,7 @@ func (s *Server) ReadSession(req *toolsdv1.ReadSessionRequest, stream grpc.Serve
 	// then ends with SESSION_DELETED instead of going on with the new session's events
 	// (see readAfter).
 	var last *session.Event
+	var epoch uint64 // the session's, known from the first page on
 	var sends streamgate.SendWatch
 	slow := s.cutSlowReader(stream, &sends, nil)
 	defer func() {
@@ -92,6 +156,10 @@ func (s *Server) ReadSession(req *toolsdv1.ReadSessionRequest, stream grpc.Serve
 			page = remaining
 		}
 		events, more, gone, err := s.readAfter(ctx, req.GetSessionId(), from, last, page)
+		if err == nil && last == nil {
+			// Later pages follow on from the last event sent, so are of its session.
+			epoch, gone, err = s.readEpoch(ctx, req.GetSessionId(), events)
+		}
 		if err != nil {
 			return toStatus(s.log, err)
 		}
@@ -104,9 +172,12 @@ func (s *Server) ReadSession(req *toolsdv1.ReadSessionRequest, stream grpc.Serve
 		if gone {
 			return toStatus(s.log, session.ErrDeleted)
 		}
+		if err := checkEpoch(req.GetExpectEpoch(), epoch); err != nil {
+			return toStatus(s.log, err)
+		}
 		size := 0
 		for i := range events {
-			m := &toolsdv1.ReadSessionResponse{Event: EventToProto(&events[i])}
+			m := &toolsdv1.ReadSessionResponse{Event: EventToProto(&events[i]), Epoch: epoch}
 			if err := streamgate.Send(&sends, stream.Send, m); err != nil {
 				return err
 			}
@@ -157,7 +228,8 @@ func (r *slowReader) stop() bool {
 	return r.cut.Load()
 }
 
-// WatchSession replays stored events, then tails live ones until the client cancels.
+// WatchSession replays stored events, then tails live ones until the client cancels,
+// each with its session's epoch, checked against the request's as ReadSession does.
 // A client that stops reading is cut off as a batch's is: once a Send has waited for
 // longer than the write timeout allows (see [sendCheck]), the watch ends with
 // ResourceExhausted (SLOW_CLIENT) and its store watch is released.
@@ -168,6 +240,17 @@ func (s *Server) WatchSession(req *toolsdv1.WatchSessionRequest, stream grpc.Ser
 	}
 	if err := s.authz.Authorize(ctx, ActionReadSession, "", req.GetSessionId()); err != nil {
 		return toStatus(s.log, err)
+	}
+	// Checked before the watch waits for events past the session's last: the first
+	// event sent is checked again (the session may be created again meanwhile).
+	if want := req.GetExpectEpoch(); want != 0 {
+		epoch, err := s.currentEpoch(ctx, req.GetSessionId())
+		if err == nil {
+			err = checkEpoch(want, epoch)
+		}
+		if err != nil {
+			return toStatus(s.log, err)
+		}
 	}
 	// A stopped watch set refuses at once: AfterFunc below would cancel the watch only
 	// from its own goroutine, after the replay had begun.
@@ -182,6 +265,7 @@ func (s *Server) WatchSession(req *toolsdv1.WatchSessionRequest, stream grpc.Ser
 	defer slow.stop()
 	next := max(req.GetFromSeq(), 1)
 	var last *session.Event // what identifies the last event sent
+	var epoch uint64        // the session's, known from the first event sent on
 	send := func(ev *session.Event) error {
 		// Checked again for every event, as ReadSession does for every page: the
 		// session may have been deleted by retention before the watch began (the
@@ -190,7 +274,15 @@ func (s *Server) WatchSession(req *toolsdv1.WatchSessionRequest, stream grpc.Ser
 		if err := s.authz.Authorize(ctx, ActionReadSession, "", req.GetSessionId()); err != nil {
 			return err
 		}
-		if err := streamgate.Send(&sends, stream.Send, &toolsdv1.WatchSessionResponse{Event: EventToProto(ev)}); err != nil {
+		// The store's watch ends when retention deletes its session, so every event it
+		// sends is of the first one's session.
+		if epoch == 0 {
+			var err error
+			if epoch, err = s.watchEpoch(ctx, req, ev); err != nil {
+				return err
+			}
+		}
+		if err := streamgate.Send(&sends, stream.Send, &toolsdv1.WatchSessionResponse{Event: EventToProto(ev), Epoch: epoch}); err != nil {
 			return errors.Join(errStopWatch, err)
 		}
 		next, last = ev.Seq+1, mark(ev)
@@ -215,6 +307,19 @@ func (s *Server) WatchSession(req *toolsdv1.WatchSessionRequest, stream grpc.Ser
 		return nil
 	}
 	return toStatus(s.log, err)
+}
+
+// watchEpoch returns the epoch of the session of ev, the first event a watch sends, and
+// fails when it is not the one req expects.
+func (s *Server) watchEpoch(ctx context.Context, req *toolsdv1.WatchSessionRequest, ev *session.Event) (uint64, error) {
+	epoch, gone, err := s.epochAt(ctx, req.GetSessionId(), ev)
+	switch {
+	case err != nil:
+		return 0, err
+	case gone:
+		return 0, session.ErrDeleted
+	}
+	return epoch, checkEpoch(req.GetExpectEpoch(), epoch)
 }
 
 // finishWatch sends, once shutdown has stopped a watch, what the session holds past the
