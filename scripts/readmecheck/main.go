@@ -267,6 +267,7 @@ func runCommand(command string) (string, error) {
 var volatile = []*regexp.Regexp{
 	regexp.MustCompile(`"time": "[^"]*"`),
 	regexp.MustCompile(`"batchId": "[^"]*"`),
+	regexp.MustCompile(`"epoch": "[^"]*"`),
 	regexp.MustCompile(`"toolSetId": "[^"]*"`),
 	regexp.MustCompile(`"restrictionId": "[^"]*"`),
 }
