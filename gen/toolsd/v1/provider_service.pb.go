@@ -238,9 +238,10 @@ type ExecuteResult struct {
 	MetaJson []byte `protobuf:"bytes,6,opt,name=meta_json,json=metaJson,proto3" json:"meta_json,omitempty"`
 	// Ask the agent loop to end the turn at this step.
 	ConcludesTurn bool `protobuf:"varint,7,opt,name=concludes_turn,json=concludesTurn,proto3" json:"concludes_turn,omitempty"`
-	// Set, with no payload (concludes_turn kept), by a provider whose result was larger
-	// than the welcome's max_result_bytes: the result's size in bytes. The call fails
-	// with RESULT_TOO_LARGE, and still concludes the turn if the tool asked to.
+	// Set, with no payload (concludes_turn and cancelled kept), by a provider whose result
+	// was larger than the welcome's max_result_bytes: the result's size in bytes. The call
+	// fails with RESULT_TOO_LARGE, and still concludes the turn if the tool asked to; a
+	// cancelled call's answer stays ABORTED (or TOOL_TIMEOUT), as below.
 	// (A message larger than toolsd accepts at all ends the whole stream, failing every
 	// call on it; providers check the size before sending.)
 	OversizedBytes uint64 `protobuf:"varint,8,opt,name=oversized_bytes,json=oversizedBytes,proto3" json:"oversized_bytes,omitempty"`
