@@ -31,7 +31,7 @@ func ValidateScope(scope string) error {
 		if i < len(scope) && scope[i] != '/' {
 			c := scope[i]
 			if !tool.ScopeByte(c) {
-				return scopeError(scope, fmt.Sprintf("invalid character %q", c))
+				return scopeError(scope, "invalid character "+tool.QuoteCharAt(scope, i))
 			}
 			continue
 		}

@@ -81,3 +81,27 @@ func TestValidateName(t *testing.T) {
 		})
 	}
 }
+
+// TestInvalidCharacterIsNamed: a refused name or scope names the character it holds, not
+// the first byte of that character's UTF-8 read as a character of its own ('Ã' for
+// "é"), and a byte that is not UTF-8 as a byte.
+func TestInvalidCharacterIsNamed(t *testing.T) {
+	tests := map[string]struct {
+		err  error
+		want string
+	}{
+		"name with é":      {err: registry.ValidateName("café"), want: `invalid character 'é'`},
+		"name with U+FFFD": {err: registry.ValidateName("a\uFFFDb"), want: `invalid character '�'`},
+		"name with 0xff":   {err: registry.ValidateName("a\xffb"), want: `invalid character "\xff"`},
+		"scope with é":     {err: registry.ValidateScope("team/café"), want: `invalid character 'é'`},
+		"scope with 0xff":  {err: registry.ValidateScope("team/a\xff"), want: `invalid character "\xff"`},
+		"scope with space": {err: registry.ValidateScope("a b"), want: `invalid character ' '`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if tc.err == nil || !strings.Contains(tc.err.Error(), tc.want) {
+				t.Errorf("error = %v, want it to contain %s", tc.err, tc.want)
+			}
+		})
+	}
+}

@@ -1,6 +1,9 @@
 package tool
 
-import "strconv"
+import (
+	"strconv"
+	"unicode/utf8"
+)
 
 // MaxNameBytes is the longest tool name.
 const MaxNameBytes = 64
@@ -21,10 +24,20 @@ func NameProblem(name string) string {
 	}
 	for i := 0; i < len(name); i++ {
 		if c := name[i]; !NameByte(c) {
-			return "invalid character " + strconv.QuoteRune(rune(c)) + " (allowed: A-Z a-z 0-9 _ - . /)"
+			return "invalid character " + QuoteCharAt(name, i) + " (allowed: A-Z a-z 0-9 _ - . /)"
 		}
 	}
 	return ""
+}
+
+// QuoteCharAt quotes, for an error, the character that starts at s[i]: its whole UTF-8
+// sequence as one character ('é', not the 'Ã' its first byte would read as), or the
+// byte alone, escaped ("\xff"), when no valid sequence starts there.
+func QuoteCharAt(s string, i int) string {
+	if r, n := utf8.DecodeRuneInString(s[i:]); r != utf8.RuneError || n > 1 {
+		return strconv.QuoteRune(r)
+	}
+	return strconv.Quote(s[i : i+1])
 }
 
 // NameByte reports whether c may appear in a tool name: a scope segment's bytes and '/'.
