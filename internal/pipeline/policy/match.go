@@ -3,7 +3,6 @@ package policy
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/toolsd/toolsd/internal/glob"
@@ -47,8 +46,8 @@ func toolNever(p string) error {
 		}
 		return nil
 	}
-	if c, ok := literalsAll(p, tool.NameByte); !ok {
-		return fmt.Errorf("can never match: no tool name has %s (allowed: A-Z a-z 0-9 _ - . /)", strconv.QuoteRune(rune(c)))
+	if i, ok := literalsAll(p, tool.NameByte); !ok {
+		return fmt.Errorf("can never match: no tool name has %s (allowed: A-Z a-z 0-9 _ - . /)", tool.QuoteCharAt(p, i))
 	}
 	return nil
 }
@@ -70,8 +69,8 @@ func scopeNever(p string) error {
 				return fmt.Errorf("can never match: %w", err)
 			}
 		default:
-			if c, ok := literalsAll(seg, tool.ScopeByte); !ok {
-				return fmt.Errorf("can never match: no scope has %s (allowed: A-Z a-z 0-9 _ - .)", strconv.QuoteRune(rune(c)))
+			if i, ok := literalsAll(seg, tool.ScopeByte); !ok {
+				return fmt.Errorf("can never match: no scope has %s (allowed: A-Z a-z 0-9 _ - .)", tool.QuoteCharAt(seg, i))
 			}
 		}
 		depth++
@@ -83,9 +82,9 @@ func scopeNever(p string) error {
 }
 
 // literalsAll reports whether every character a well-formed path.Match pattern matches
-// literally (outside character classes, escaped or not) is accepted by ok, and the first
-// that is not.
-func literalsAll(p string, ok func(byte) bool) (byte, bool) {
+// literally (outside character classes, escaped or not) is accepted by ok, and the index
+// of the first that is not.
+func literalsAll(p string, ok func(byte) bool) (int, bool) {
 	for i := 0; i < len(p); i++ {
 		switch c := p[i]; c {
 		case '*', '?':
@@ -97,11 +96,11 @@ func literalsAll(p string, ok func(byte) bool) (byte, bool) {
 			}
 		case '\\':
 			if i++; i < len(p) && !ok(p[i]) {
-				return p[i], false
+				return i, false
 			}
 		default:
 			if !ok(c) {
-				return c, false
+				return i, false
 			}
 		}
 	}

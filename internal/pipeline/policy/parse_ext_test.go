@@ -123,6 +123,14 @@ func TestParseErrors(t *testing.T) {
 			src:  "rules:\n  - tool: 'fs_\\*'\n    decision: deny\n",
 			want: `config.yaml:2:11: rules[0].tool: bad glob "fs_\\*": can never match: no tool name has '*' (allowed: A-Z a-z 0-9 _ - . /)`,
 		},
+		"tool glob with a character no tool name has": {
+			src:  "rules:\n  - tool: \"café_*\"\n    decision: deny\n",
+			want: `config.yaml:2:11: rules[0].tool: bad glob "café_*": can never match: no tool name has 'é' (allowed: A-Z a-z 0-9 _ - . /)`,
+		},
+		"scope glob with a character no scope has": {
+			src:  "rules:\n  - scope: \"support/bót*\"\n    decision: deny\n",
+			want: `config.yaml:2:12: rules[0].scope: bad glob "support/bót*": can never match: no scope has 'ó' (allowed: A-Z a-z 0-9 _ - .)`,
+		},
 		"tool name too long": {
 			src:  "rules:\n  - tool: " + strings.Repeat("a", 65) + "\n    decision: deny\n",
 			want: `config.yaml:2:11: rules[0].tool: bad glob "` + strings.Repeat("a", 65) + `": no tool can have this name: longer than 64 bytes`,
