@@ -293,8 +293,8 @@ func (a *App) build(pol *policy.Set) error {
 		return err
 	}
 	auth.WarnIfExposed(c.Listen, authn.Enabled(), tlsOn(c.Auth), a.log)
-	if a.example != "" && (authn.Enabled() || tlsOn(c.Auth)) {
-		return errors.New("the bundled example provider connects without TLS or credentials, so it cannot run with auth or TLS configured: drop -example-provider, or the auth section")
+	if err := a.checkExample(authn.Enabled(), c.Auth); err != nil {
+		return err
 	}
 	var brokerOpts []broker.Option
 	if authz.Enabled() {
@@ -474,6 +474,15 @@ func grpcConfig(a *App, c *config.Config, authn *auth.Authenticator) (server.GRP
 	return gc, nil
 }
 
+// checkExample refuses an auth section the bundled example provider, when it runs,
+// cannot connect under: it dials without TLS or credentials.
+func (a *App) checkExample(authOn bool, c config.Auth) error {
+	if a.example != "" && (authOn || tlsOn(c)) {
+		return errors.New("the bundled example provider connects without TLS or credentials, so it cannot run with auth or TLS configured: drop -example-provider, or the auth section")
+	}
+	return nil
+}
+
 // tlsOn reports whether the config asks for TLS: any tls setting does.
 func tlsOn(c config.Auth) bool {
 	return c.TLS.CertFile != "" || c.TLS.KeyFile != "" || c.TLS.ClientCAFile != ""
@@ -530,23 +539,28 @@ func (a *App) Procs() *procs.Controller { return a.procs }
 // reads, so what a start would refuse is refused now and the running policy stays: a
 // tool's max_result_bytes is checked against the running limits.max_result_bytes and
 // the file's, and the auth section (its grants, token and key files, TLS files) as a
-// start builds it.
+// start builds it, refused under the bundled example provider as at a start.
 func (a *App) Reload(cfg *config.Config) error {
 	limit := min(a.cfg.Limits.MaxResultBytes, cfg.Limits.MaxResultBytes)
 	pol, err := policy.ParseNode(&cfg.Policy, cfg.Source, policy.WithMaxResultBytes(int(limit)))
 	if err != nil {
 		return err
 	}
-	if err := checkAuth(cfg); err != nil {
+	if err := a.checkAuth(cfg); err != nil {
 		return err
 	}
 	a.pipe.SetPolicy(pol)
 	return nil
 }
 
-// checkAuth builds, and drops, what a start would build of cfg's auth section.
-func checkAuth(cfg *config.Config) error {
-	if _, _, err := auth.New(auth.FromConfig(cfg)); err != nil {
+// checkAuth builds, and drops, what a start would build of cfg's auth section, and
+// refuses one the bundled example provider cannot run under, as a start does.
+func (a *App) checkAuth(cfg *config.Config) error {
+	authn, _, err := auth.New(auth.FromConfig(cfg))
+	if err != nil {
+		return err
+	}
+	if err := a.checkExample(authn.Enabled(), cfg.Auth); err != nil {
 		return err
 	}
 	if t := cfg.Auth.TLS; tlsOn(cfg.Auth) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/toolsd/toolsd/examples/provider/exampletools"
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/app"
 	"github.com/toolsd/toolsd/internal/config"
 )
 
@@ -90,5 +91,33 @@ func TestReloadRefusesAnAuthSectionAStartWouldRefuse(t *testing.T) {
 				t.Errorf("echo after the refused reload: %v, want [DENIED] (the running policy)", got)
 			}
 		})
+	}
+}
+
+// TestReloadRefusesAuthUnderTheExampleProvider: the bundled example provider dials
+// without credentials, so a start with it refuses an auth section. A reload of a file
+// that adds one is refused as well, naming the example provider, rather than applied
+// with a warning and then refused by the next start; the running policy stays.
+func TestReloadRefusesAuthUnderTheExampleProvider(t *testing.T) {
+	deny := "policy:\n  rules:\n    - {tool: echo, decision: deny, reason: no echo today}\n"
+	cfg, err := config.Parse([]byte(baseConfig+deny), "test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _, _ := runApp(t, cfg, app.WithExampleProvider(filepath.Join(t.TempDir(), "notes.txt")))
+	conn := dial(t, a.Addr())
+	e := &env{app: a, conn: conn, tools: toolsdv1.NewToolServiceClient(conn)}
+	waitFor(t, "the example tools", func() bool { return slices.Contains(e.schemaNames(t, ""), "echo") })
+
+	withAuth, err := config.Parse([]byte(baseConfig+tenantAuth(t)), "reload.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Reload(withAuth); err == nil || !strings.Contains(err.Error(), "example provider") {
+		t.Errorf("Reload(auth on) under -example-provider = %v, want the auth section refused naming the example provider", err)
+	}
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-example-reload", Calls: []*toolsdv1.ToolCall{call("c1", "echo", `{"text":"x"}`)}}, batchOptions{})
+	if got := resultCodes(out.results); !slices.Equal(got, []string{"DENIED"}) {
+		t.Errorf("echo after the refused reload: %v, want [DENIED] (the running policy)", got)
 	}
 }
