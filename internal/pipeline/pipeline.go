@@ -97,10 +97,12 @@ func (p *Pipeline) Run(ctx context.Context, e *tool.Exec) tool.Result {
 // none says. A failing mode expression yields exclusive (the safe choice); an
 // unresolvable tool yields parallel (it fails in prepare without dispatching). It pins
 // the call (e.Pin) to the config and policy it read, under which [Pipeline.Run] then
-// runs the call: a reload in between applies to later calls only.
+// runs the call: a reload in between applies to later calls only. A mode read from the
+// definition is kept in e.DefinitionMode: Run does not start a call scheduled as
+// parallel whose tool has been registered again as exclusive meanwhile.
 func (p *Pipeline) Mode(ctx context.Context, e *tool.Exec) tool.Mode {
 	s := p.cur.Load()
-	e.Pin = s
+	e.Pin, e.DefinitionMode = s, tool.ModeUnspecified
 	c := &e.Call
 	set := s.settings(c.Scope, c.Name)
 	if set.Mode != tool.ModeUnspecified {
@@ -116,14 +118,15 @@ func (p *Pipeline) Mode(ctx context.Context, e *tool.Exec) tool.Mode {
 			return m
 		}
 	}
+	e.DefinitionMode = tool.ModeParallel
 	t, err := p.res.Resolve(ctx, c)
 	if err != nil {
 		return tool.ModeParallel
 	}
 	if m := t.Definition().Mode; m != tool.ModeUnspecified {
-		return m
+		e.DefinitionMode = m
 	}
-	return tool.ModeParallel
+	return e.DefinitionMode
 }
 
 // build makes one config/policy generation: finish → prepare → complete are plain

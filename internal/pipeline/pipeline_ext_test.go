@@ -186,3 +186,50 @@ func TestResultObserversSeeFinalOutcome(t *testing.T) {
 		}
 	}
 }
+
+// TestModeChangedBeforeTheCallStarts: Mode and Run resolve the tool apart, and a
+// registration in between may change its definition. A call scheduled as parallel from
+// its definition's mode (or because it did not resolve) is not run when its tool now says
+// exclusive: it would run beside the batch's other calls. Any other change, and a mode
+// an operator's setting gave, runs as scheduled.
+func TestModeChangedBeforeTheCallStarts(t *testing.T) {
+	parallel, exclusive := newTool("write"), newTool("write")
+	exclusive.def.Mode = tool.ModeExclusive
+	tests := map[string]struct {
+		atMode   pipeline.Tool // nil: not registered yet
+		config   pipeline.ToolSettings
+		wantCode tool.Code
+	}{
+		"parallel, then exclusive":            {atMode: parallel, wantCode: tool.CodeAbortedBeforeDispatch},
+		"unknown, then exclusive":             {atMode: nil, wantCode: tool.CodeAbortedBeforeDispatch},
+		"exclusive, then exclusive":           {atMode: exclusive, wantCode: ""},
+		"operator's parallel, then exclusive": {atMode: parallel, config: pipeline.ToolSettings{Mode: tool.ModeParallel}, wantCode: ""},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			res := &resolver{fn: func(n int, _ *tool.Call) (pipeline.Tool, error) {
+				if n > 1 {
+					return exclusive, nil
+				}
+				if tc.atMode == nil {
+					return nil, tool.ErrUnknownTool
+				}
+				return tc.atMode, nil
+			}}
+			disp := returning(tool.Result{Content: "written"})
+			p := pipeline.New(res, disp, pipeline.WithConfig(pipeline.Config{
+				ToolPolicy: func(string, string) pipeline.ToolSettings { return tc.config },
+			}))
+			e := newExec("write", `{}`)
+			p.Mode(t.Context(), e)
+			r := p.Run(t.Context(), e)
+			wantSent := 1
+			if tc.wantCode != "" {
+				wantSent = 0
+			}
+			if r.Code() != tc.wantCode || disp.count() != wantSent {
+				t.Errorf("Run() = code %q (%+v), dispatched %d times; want %q, dispatched %d times", r.Code(), r.Err, disp.count(), tc.wantCode, wantSent)
+			}
+		})
+	}
+}

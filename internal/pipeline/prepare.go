@@ -142,10 +142,24 @@ func (s *snapshot) resolve(ctx context.Context, e *tool.Exec, r *tool.Result) (T
 		*r = s.unresolved(ctx, e, err)
 		return nil, false
 	}
+	if e.DefinitionMode == tool.ModeParallel && t.Definition().Mode == tool.ModeExclusive {
+		*r = s.turnedExclusive(e)
+		return nil, false
+	}
 	st := stateOf(ctx)
 	st.tool = t
 	st.settings = s.settings(e.Scope, t.Definition().Name)
 	return t, true
+}
+
+// turnedExclusive is the result of a call scheduled as parallel, from its tool's
+// definition, whose tool was registered again as exclusive before the call started: it
+// would run beside the batch's other calls.
+//
+//go:noinline
+func (s *snapshot) turnedExclusive(e *tool.Exec) tool.Result {
+	return failure(e, tool.CodeAbortedBeforeDispatch,
+		fmt.Sprintf("call was not started: tool %q was registered again as exclusive after the batch was scheduled", tool.NamedInResult(e.Name)), "")
 }
 
 // unresolved is the result of a call whose tool did not resolve. It is kept out of

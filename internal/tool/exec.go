@@ -32,6 +32,12 @@ type Exec struct {
 	// give it its mode under one policy and its decision under another. Nil until the
 	// mode is read (a lone call's never is); the call then runs under the current one.
 	Pin any
+	// DefinitionMode is, like Pin, opaque to all but the pipeline: the mode it read from
+	// the tool's definition when it gave the call its mode (parallel when the definition
+	// says none or the tool did not resolve), unspecified when an operator's setting gave
+	// it. A call scheduled as parallel this way whose tool is registered again as
+	// exclusive before the call starts is not run.
+	DefinitionMode Mode
 }
 
 // ApprovalRequest asks the agent loop to approve one call.
