@@ -11,6 +11,7 @@ import (
 	"github.com/toolsd/toolsd/internal/registry"
 	"github.com/toolsd/toolsd/internal/scheduler"
 	"github.com/toolsd/toolsd/internal/session"
+	"github.com/toolsd/toolsd/internal/streamgate"
 	"github.com/toolsd/toolsd/internal/tool"
 )
 
@@ -52,6 +53,11 @@ type Deps struct {
 	// client's answer, before the wait is withdrawn (an answer read until then is still
 	// checked against the wait): for tests that decide that order.
 	ApprovalWaitEnded func()
+	// SendClock, if set, is what the Sends of ReadSession and WatchSession streams are
+	// timed by against Limits.WriteTimeout instead of the monotonic clock (the checks
+	// still run every write timeout of real time): for tests that decide when a reader
+	// has waited too long.
+	SendClock streamgate.Clock
 }
 
 // Server implements ToolService; ProviderService is the broker's.
@@ -71,6 +77,8 @@ type Server struct {
 	wrapAppr func(tool.Approver) tool.Approver
 	// waitEnded is Deps.ApprovalWaitEnded.
 	waitEnded func()
+	// sendClock is Deps.SendClock.
+	sendClock streamgate.Clock
 	// projections caches Schemas' wire messages by fingerprint.
 	projections projectionCache
 }
@@ -106,7 +114,7 @@ func New(deps Deps) *Server {
 	return &Server{
 		reg: deps.Registry, broker: deps.Broker, sched: deps.Scheduler, sessions: deps.Sessions,
 		log: log, limits: l, authz: authz, bootID: newID(), active: newBatches(), wrapAppr: deps.WrapApprover,
-		waitEnded: deps.ApprovalWaitEnded,
+		waitEnded: deps.ApprovalWaitEnded, sendClock: deps.SendClock,
 	}
 }
 

@@ -207,9 +207,11 @@ type slowReader struct {
 	cut   atomic.Bool // the client was cut off for not reading
 }
 
-// cutSlowReader starts checking stream's Sends through sends; also, if not nil, runs
-// at the cut, before the stream is ended. Call stop once the handler is done sending.
+// cutSlowReader starts checking stream's Sends through sends, which it times by the
+// server's send clock; also, if not nil, runs at the cut, before the stream is ended.
+// Call it before the first Send, and stop once the handler is done sending.
 func (s *Server) cutSlowReader(stream grpc.ServerStream, sends *streamgate.SendWatch, also func()) *slowReader {
+	sends.SetClock(s.sendClock)
 	r := &slowReader{}
 	r.check = startSendCheck(sends, s.limits.WriteTimeout, func() {
 		r.cut.Store(true)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/internal/server"
 	"github.com/toolsd/toolsd/internal/session"
+	"github.com/toolsd/toolsd/internal/streamgate"
 )
 
 // serveTools runs the ToolService over store on a bufconn listener and returns the
@@ -236,12 +238,12 @@ func watchedSession(t *testing.T, n int) *watchEnds {
 
 // serveWatch runs the ToolService over store with the given write timeout, through
 // toolsd's gRPC server (its metrics in reg), for a client with fixed 64 KiB flow control
-// windows; ends reports the end of each RPC.
-func serveWatch(t *testing.T, store session.Store, writeTimeout time.Duration) (tools toolsdv1.ToolServiceClient, reg *prometheus.Registry, ends rpcEnds) {
+// windows; ends reports the end of each RPC. Sends are timed by clock, if not nil.
+func serveWatch(t *testing.T, store session.Store, writeTimeout time.Duration, clock streamgate.Clock) (tools toolsdv1.ToolServiceClient, reg *prometheus.Registry, ends rpcEnds) {
 	t.Helper()
 	reg, ends = prometheus.NewRegistry(), make(rpcEnds, 1)
 	g, metrics := server.NewGRPCServer(server.GRPCConfig{Metrics: reg, StatsHandler: ends, MaxRecvMsgSize: 1 << 20, MaxConcurrentStreams: 10})
-	toolsdv1.RegisterToolServiceServer(g, server.New(server.Deps{Sessions: store, Limits: server.Limits{WriteTimeout: writeTimeout}}))
+	toolsdv1.RegisterToolServiceServer(g, server.New(server.Deps{Sessions: store, Limits: server.Limits{WriteTimeout: writeTimeout}, SendClock: clock}))
 	metrics.InitializeMetrics(g)
 	lis := bufconn.Listen(1 << 20)
 	served := make(chan error, 1)
@@ -271,7 +273,7 @@ func serveWatch(t *testing.T, store session.Store, writeTimeout time.Duration) (
 func TestWatcherThatStopsReadingIsCutOff(t *testing.T) {
 	const n = 200 // 800 KiB, far more than the client's window and the stream's write quota
 	store := watchedSession(t, n)
-	tools, reg, ends := serveWatch(t, store, 50*time.Millisecond)
+	tools, reg, ends := serveWatch(t, store, 50*time.Millisecond, nil)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	w, err := tools.WatchSession(ctx, &toolsdv1.WatchSessionRequest{SessionId: "s"})
@@ -299,13 +301,24 @@ func TestWatcherThatStopsReadingIsCutOff(t *testing.T) {
 
 // TestWatcherThatReadsSlowlyIsNotCutOff: a watcher that keeps reading, though the
 // replay takes it longer than the write timeout, gets every event: the write timeout
-// is how long a Send may wait, not how long the replay may take.
+// is how long a Send may wait, not how long the replay may take. The Sends are timed
+// by a clock that moves only as the client reads: the server's checks run every
+// (real) millisecond, but however slow the machine, no Send waits longer on that clock
+// than the client takes to read the messages on their way before it.
 func TestWatcherThatReadsSlowlyIsNotCutOff(t *testing.T) {
-	// 200 × 4 KiB through a 64 KiB window, one event per 12 ms: at least 2.4 s, past
-	// the write timeout, which is still far above any pause of a loaded machine.
-	const n = 200
+	// 400 × 4 KiB through a 64 KiB window. Before a Send returns, the client can read at
+	// most the messages ahead of it, within the stream's write quota (64 KiB) and the
+	// client's window (64 KiB): about 32, far fewer than the 100 that make a write
+	// timeout on the clock. The replay takes the clock 4 write timeouts.
+	const (
+		n       = 400
+		timeout = time.Millisecond
+		step    = timeout / 100
+	)
+	var now atomic.Int64
+	now.Store(1)
 	store := watchedSession(t, n)
-	tools, _, _ := serveWatch(t, store, 2*time.Second)
+	tools, _, _ := serveWatch(t, store, timeout, now.Load)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	w, err := tools.WatchSession(ctx, &toolsdv1.WatchSessionRequest{SessionId: "s"})
@@ -320,7 +333,7 @@ func TestWatcherThatReadsSlowlyIsNotCutOff(t *testing.T) {
 		if got := m.GetEvent().GetSeq(); got != seq {
 			t.Fatalf("WatchSession(s) sent seq %d, want %d", got, seq)
 		}
-		time.Sleep(12 * time.Millisecond)
+		now.Add(int64(step))
 	}
 	cancel()
 	if err := <-store.ended; !errors.Is(err, context.Canceled) {
@@ -359,7 +372,7 @@ func rpcCount(t *testing.T, reg *prometheus.Registry, method, code string) float
 func TestReaderThatStopsReadingIsCutOff(t *testing.T) {
 	const n = 200 // 800 KiB, far more than the client's window and the stream's write quota
 	store := watchedSession(t, n)
-	tools, reg, ends := serveWatch(t, store, 50*time.Millisecond)
+	tools, reg, ends := serveWatch(t, store, 50*time.Millisecond, nil)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	r, err := tools.ReadSession(ctx, &toolsdv1.ReadSessionRequest{SessionId: "s"})

@@ -23,15 +23,29 @@ type SendWatch struct {
 	last  atomic.Int64 // the encoded size of the message the last Send handed over
 	// wake (see [SendWatch.OnWake]) is called by the first Send after a Park.
 	wake func()
+	// clock (see [SendWatch.SetClock]) is what Sends are timed by; nil is monoNow.
+	clock Clock
 }
+
+// Clock reads a monotonic clock in nanoseconds, never 0 or less: what a [SendWatch]
+// times its Sends by. Tests that decide for themselves when a Send has waited too long
+// set one that they advance.
+type Clock func() int64
 
 // parked is since after a Park, until the next Send.
 const parked = -1
 
 // Send calls send(m) and times it.
 func Send[M proto.Message](w *SendWatch, send func(M) error, m M) error {
+	// w.now(), spelled out: it is too large to inline, and every message passes here.
+	var now int64
+	if w.clock == nil {
+		now = monoNow()
+	} else {
+		now = w.clock()
+	}
 	// A swap costs what the store it replaces would (on amd64 both are one XCHG).
-	if w.since.Swap(monoNow()) == parked {
+	if w.since.Swap(now) == parked {
 		w.wake()
 	}
 	err := send(m)
@@ -59,7 +73,7 @@ func (w *SendWatch) Stalled(d time.Duration) bool {
 	if since == 0 || since == parked {
 		return false
 	}
-	return monoNow()-since > allowance(d, last)
+	return w.now()-since > allowance(d, last)
 }
 
 // allowance is d once, and once more per [DrainRate] bytes of a last message of size
@@ -78,6 +92,18 @@ func allowance(d time.Duration, last int64) int64 {
 var monoEpoch = time.Now()
 
 func monoNow() int64 { return int64(time.Since(monoEpoch)) + 1 }
+
+// SetClock has w time its Sends by clock instead of the monotonic clock (nil restores
+// it). It must be set before any Send, and before anything calls Stalled.
+func (w *SendWatch) SetClock(clock Clock) { w.clock = clock }
+
+// now reads w's clock.
+func (w *SendWatch) now() int64 {
+	if w.clock != nil {
+		return w.clock()
+	}
+	return monoNow()
+}
 
 // OnWake sets what [SendWatch.Park] arranges to run: wake is called by the first Send
 // after a successful Park. It must be set before any Park, and not while a Send runs.

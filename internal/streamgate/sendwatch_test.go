@@ -3,6 +3,7 @@ package streamgate
 import (
 	"errors"
 	"math"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -100,5 +101,40 @@ func TestSendWatchHugeTimeout(t *testing.T) {
 				t.Errorf("Stalled(%v) after 1s behind %d bytes = true, want false", tc.timeout, tc.size)
 			}
 		})
+	}
+}
+
+// TestSendWatchClock: a watch given a clock times its Sends by that clock: a Send is
+// stalled once the clock has moved past the timeout (an hour) since the Send began,
+// however little real time has passed, and not before.
+func TestSendWatchClock(t *testing.T) {
+	var now atomic.Int64
+	now.Store(1)
+	var w SendWatch
+	w.SetClock(now.Load)
+	const timeout = time.Hour
+	m := wrapperspb.Bytes([]byte("x"))
+	began, release, sent := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(sent)
+		_ = Send(&w, func(*wrapperspb.BytesValue) error {
+			close(began)
+			<-release
+			return nil
+		}, m)
+	}()
+	<-began
+	now.Add(int64(timeout))
+	if w.Stalled(timeout) {
+		t.Error("Stalled after the clock moved the timeout exactly, want more allowed")
+	}
+	now.Add(1)
+	if !w.Stalled(timeout) {
+		t.Error("not Stalled after the clock moved past the timeout")
+	}
+	close(release)
+	<-sent
+	if w.Stalled(0) {
+		t.Error("Stalled with no Send in progress")
 	}
 }
