@@ -34,5 +34,8 @@ func (a *App) adminServer() *http.Server {
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
-	return &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	// An idle keep-alive connection is closed after IdleTimeout: without one, a
+	// scraper's connection would be held for as long as it stays open. No WriteTimeout:
+	// /debug/pprof/profile and /trace write for as long as they are asked to record.
+	return &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 2 * time.Minute}
 }
