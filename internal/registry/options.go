@@ -27,6 +27,11 @@ type Limits struct {
 	// [ConditionEnv.Owner] other than ""), so that one tenant cannot take every place.
 	// Default 1000.
 	MaxToolSetsPerOwner int
+	// MaxRestrictedNames caps the names that all live restrictions list, allow and deny
+	// lists together. A scope holds at most 64 restrictions of at most 4096 names each,
+	// but an operator of a subtree may restrict any number of scopes in it; this bounds
+	// what they keep in all. Default 262144.
+	MaxRestrictedNames int
 	// Args bounds tool arguments before schema validation. Default 1 MiB, depth 64.
 	Args jsonx.Limits
 	// Output bounds a tool's JSON value before output-schema validation. Default 4 MiB, depth 64.
@@ -42,6 +47,7 @@ const (
 	DefaultMaxConditionBytes   = 4 << 10
 	DefaultMaxToolSets         = 100000
 	DefaultMaxToolSetsPerOwner = 1000
+	DefaultMaxRestrictedNames  = 1 << 18
 	DefaultMaxOutputBytes      = 4 << 20
 	DefaultToolSetIdle         = 10 * time.Minute
 	DefaultConditionCostLimit  = 10000
@@ -67,6 +73,7 @@ func (l Limits) withDefaults() Limits {
 	def(&l.MaxConditionBytes, DefaultMaxConditionBytes)
 	def(&l.MaxToolSets, DefaultMaxToolSets)
 	def(&l.MaxToolSetsPerOwner, DefaultMaxToolSetsPerOwner)
+	def(&l.MaxRestrictedNames, DefaultMaxRestrictedNames)
 	def(&l.Output.MaxBytes, DefaultMaxOutputBytes)
 	l.Args = l.Args.WithDefaults()
 	l.Output = l.Output.WithDefaults()

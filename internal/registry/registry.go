@@ -29,6 +29,7 @@ type Registry struct {
 	// nearest ancestor changes without visiting every node.
 	below        map[string]map[string]struct{}
 	restrictions map[string]*restriction
+	restricted   int                           // names the live restrictions list, allow and deny lists together
 	owners       map[string]map[toolKey]*Entry // non-operator owners only
 	ntools       int                           // visible-eligible registrations
 	names        map[string]int                // registrations (visible or quarantined) per tool name

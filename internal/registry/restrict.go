@@ -19,6 +19,9 @@ type restriction struct {
 	denyList    []string
 }
 
+// names is how many names the restriction lists, allow and deny lists together.
+func (m *restriction) names() int { return len(m.allowList) + len(m.denyList) }
+
 // admits reports whether an inherited tool passes the mask. The reserved run_code
 // transport always passes: it cannot be restricted directly.
 func (m *restriction) admits(name string) bool {
@@ -64,6 +67,13 @@ func (r *Registry) Restrict(scope string, allow, deny []string) (id string, err 
 		r.mu.Unlock()
 		return "", fmt.Errorf("%w: scope %s already has %d restrictions", ErrLimit, quoteName(scope), maxRestrictionsPerScope)
 	}
+	if lim := r.opts.limits.MaxRestrictedNames; r.restricted+m.names() > lim {
+		held := r.restricted
+		r.mu.Unlock()
+		return "", fmt.Errorf("%w: scope %s: the restrictions in place list %d names, and all of them may list at most %d; lift some first",
+			ErrLimit, quoteName(scope), held, lim)
+	}
+	r.restricted += m.names()
 	if n == nil {
 		n = r.addNodeLocked(scope)
 	}
@@ -130,6 +140,7 @@ func (r *Registry) Unrestrict(id string) error {
 		return fmt.Errorf("%w %s", ErrUnknownRestriction, quoteName(id))
 	}
 	delete(r.restrictions, id)
+	r.restricted -= m.names()
 	n := r.nodes[m.scope]
 	n.restrictions = slices.DeleteFunc(n.restrictions, func(x *restriction) bool { return x == m })
 	n.ver++

@@ -2,6 +2,7 @@ package registry_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"testing"
@@ -272,4 +273,25 @@ func manyNames(n int) []string {
 		names[i] = "t" + strconv.Itoa(i)
 	}
 	return names
+}
+
+// TestRestrictionsHoldBoundedNames: restrictions on ever more scopes (an operator of
+// tenant-a/** may restrict any scope under it) hold at most MaxRestrictedNames names in
+// all; past it a restriction is refused, and lifting one makes room again.
+func TestRestrictionsHoldBoundedNames(t *testing.T) {
+	r := newRegistry(t, registry.WithLimits(registry.Limits{MaxRestrictedNames: 10}))
+	var ids []string
+	for i := range 5 {
+		ids = append(ids, mustRestrict(t, r, fmt.Sprintf("tenant-a/s%d", i), []string{"read"}, []string{"write"}))
+	}
+	if _, err := r.Restrict("tenant-a/s5", nil, []string{"write"}); !errors.Is(err, registry.ErrLimit) {
+		t.Fatalf("Restrict past 10 names in all = %v, want %v", err, registry.ErrLimit)
+	}
+	if err := r.Unrestrict(ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	mustRestrict(t, r, "tenant-a/s5", []string{"read"}, []string{"write"})
+	if _, err := r.Restrict("tenant-a/s6", nil, []string{"write"}); !errors.Is(err, registry.ErrLimit) {
+		t.Errorf("Restrict past 10 names in all after one was lifted and another placed = %v, want %v", err, registry.ErrLimit)
+	}
 }
