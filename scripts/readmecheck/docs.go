@@ -269,6 +269,30 @@ func checkLimitsTable(text string, defaults map[string]*yaml.Node) []finding {
 	return out
 }
 
+// checkTableIndent holds each table row to its table's indentation: a row indented
+// otherwise than the row above it ends the table, and in a list item GitHub shows it
+// and the rows after it as one paragraph of pipes.
+func checkTableIndent(text string) []finding {
+	var out []finding
+	prev := -1 // the indentation of the table row above, -1 when the line above is none
+	sc := bufio.NewScanner(strings.NewReader(text))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		rest := strings.TrimLeft(line, " ")
+		if !strings.HasPrefix(rest, "|") {
+			prev = -1
+			continue
+		}
+		indent := len(line) - len(rest)
+		if prev >= 0 && indent != prev {
+			out = append(out, finding{n, fmt.Sprintf("table row indented %d spaces, its table %d", indent, prev)})
+		}
+		prev = indent
+	}
+	return out
+}
+
 // sameValue compares a documented default with the embedded one: equal text, or the
 // same size or duration however written ("1MiB" and "1048576", "60s" and "1m").
 func sameValue(doc, def string) bool {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -159,5 +160,31 @@ func TestNodeFlags(t *testing.T) {
 		if !flags[want] {
 			t.Errorf("the Node examples' options %v lack %q", flags, want)
 		}
+	}
+}
+
+func TestCheckTableIndent(t *testing.T) {
+	text := "- **Metrics** — served:\n\n" +
+		"  | series | what |\n" +
+		"  |---|---|\n" +
+		"  | `a` | b |\n" +
+		"| `c` | d |\n" +
+		"  | `e` | f |\n\n" +
+		"| top | level |\n|---|---|\n"
+	wantFindings(t, checkTableIndent(text), map[int]string{
+		6: "indented 0 spaces, its table 2",
+		7: "indented 2 spaces, its table 0",
+	})
+}
+
+// TestREADMETablesHoldTogether: a row indented unlike the rows above it ends its table
+// (in a list item, GitHub then shows the rest of the table as one paragraph of pipes).
+func TestREADMETablesHoldTogether(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fs := checkTableIndent(string(raw)); len(fs) > 0 {
+		t.Errorf("checkTableIndent(README.md) = %q, want none", msgs(fs))
 	}
 }

@@ -171,6 +171,7 @@ func checkDocs(readme, text string, bins map[string]string) ([]finding, map[stri
 	out = append(out, checkFlags(spans, flags["toolsd"], flags["agent"], flags["hook"], flags["provider"], flags["node"])...)
 	out = append(out, checkKeys(spans, keys)...)
 	out = append(out, checkLimitsTable(text, defaults)...)
+	out = append(out, checkTableIndent(text)...)
 	out = append(out, checkYAMLBlocks(readme, text)...)
 	out = append(out, checkMetrics(text, metrics)...)
 	return out, metrics, nil
