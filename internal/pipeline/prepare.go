@@ -142,13 +142,13 @@ func (s *snapshot) resolve(ctx context.Context, e *tool.Exec, r *tool.Result) (T
 		*r = s.unresolved(ctx, e, err)
 		return nil, false
 	}
+	st := stateOf(ctx)
+	st.tool = t
+	st.settings = s.settings(e.Scope, t.Definition().Name)
 	if e.DefinitionMode == tool.ModeParallel && t.Definition().Mode == tool.ModeExclusive {
 		*r = s.turnedExclusive(e)
 		return nil, false
 	}
-	st := stateOf(ctx)
-	st.tool = t
-	st.settings = s.settings(e.Scope, t.Definition().Name)
 	return t, true
 }
 
