@@ -409,11 +409,12 @@ func (a *App) build(pol *policy.Set) error {
 		WrapApprover:      a.obs.Approver,
 		ApprovalWaitEnded: a.approvalWaitEnded,
 		Limits: server.Limits{
-			MaxCallsPerBatch: c.Limits.MaxCallsPerBatch,
-			MaxRequestBytes:  int(c.Limits.MaxRequestBytes),
-			OutboxSize:       c.Limits.OutboxSize,
-			WriteTimeout:     c.Limits.WriteTimeout.D(),
-			AcceptedHold:     c.Limits.AcceptedHold.D(),
+			MaxCallsPerBatch:    c.Limits.MaxCallsPerBatch,
+			MaxRequestBytes:     int(c.Limits.MaxRequestBytes),
+			OutboxSize:          c.Limits.OutboxSize,
+			WriteTimeout:        c.Limits.WriteTimeout.D(),
+			AcceptedHold:        c.Limits.AcceptedHold.D(),
+			FirstMessageTimeout: c.Limits.FirstMessageTimeout.D(),
 		},
 	})
 	var grpcMetrics *grpcprom.ServerMetrics

@@ -123,6 +123,8 @@ type Limits struct {
 	ConnectionTimeout Duration `yaml:"connection_timeout"`
 	OutboxSize        int      `yaml:"outbox_size"`
 	WriteTimeout      Duration `yaml:"write_timeout"`
+	// FirstMessageTimeout is how long an ExecuteBatch stream may take to send its batch.
+	FirstMessageTimeout Duration `yaml:"first_message_timeout"`
 	// AcceptedHold is how long a single-call batch holds its accepted message back (and
 	// defers reading client messages), so that a quick call's accepted and result leave
 	// in one write; 0 sends accepted and reads client messages at once.
@@ -802,6 +804,7 @@ func (c *Config) check() []*fieldError {
 		"limits.connection_timeout":         int64(c.Limits.ConnectionTimeout),
 		"limits.outbox_size":                int64(c.Limits.OutboxSize),
 		"limits.write_timeout":              int64(c.Limits.WriteTimeout),
+		"limits.first_message_timeout":      int64(c.Limits.FirstMessageTimeout),
 		"timeouts.default_tool":             int64(c.Timeouts.DefaultTool),
 		"timeouts.shutdown":                 int64(c.Timeouts.Shutdown),
 		"retry.max_attempts":                int64(c.Retry.MaxAttempts),

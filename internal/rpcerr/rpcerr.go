@@ -24,6 +24,8 @@ const (
 	StreamClosing = "STREAM_CLOSING"    // the stream ended while it was being admitted
 	SlowClient    = "SLOW_CLIENT"       // the peer stopped reading its stream
 	HelloTimeout  = "HELLO_TIMEOUT"     // no hello within the limit
+	// FirstMessageTimeout: an ExecuteBatch stream sent no batch within the limit.
+	FirstMessageTimeout = "FIRST_MESSAGE_TIMEOUT"
 )
 
 // Error is a status error with code, msg and an ErrorInfo naming reason.

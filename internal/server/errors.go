@@ -29,6 +29,7 @@ var errorTable = []struct {
 	{context.DeadlineExceeded, codes.DeadlineExceeded, "DEADLINE_EXCEEDED"},
 	{errBadRequest, codes.InvalidArgument, "BAD_REQUEST"},
 	{errShuttingDown, codes.Unavailable, "SHUTTING_DOWN"},
+	{errFirstMessageTimeout, codes.DeadlineExceeded, rpcerr.FirstMessageTimeout},
 	{errProviderNotConnected, codes.FailedPrecondition, "PROVIDER_NOT_CONNECTED"},
 	{errToolSetStepMismatch, codes.FailedPrecondition, "TOOL_SET_STEP_MISMATCH"},
 	{errSlowClient, codes.ResourceExhausted, "SLOW_CLIENT"},
@@ -63,6 +64,7 @@ var errorTable = []struct {
 var (
 	errBadRequest           = errors.New("server: bad request")
 	errShuttingDown         = errors.New("server: toolsd is shutting down")
+	errFirstMessageTimeout  = errors.New("server: the stream's first message did not come in time")
 	errProviderNotConnected = errors.New("server: provider not connected")
 	errSlowClient           = errors.New("server: client stopped reading results")
 	errRequestTooLarge      = errors.New("server: request too large")

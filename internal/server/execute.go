@@ -145,26 +145,32 @@ func (s *Server) endedForMessage(batchCtx context.Context) error {
 
 // recvFirst reads the batch message on the handler's goroutine. Draining ends the wait:
 // the batch would be refused anyway, and a client that opened a stream but sends nothing
-// must not hold shutdown until its deadline.
+// must not hold shutdown until its deadline. So does Limits.FirstMessageTimeout, so that
+// such a stream does not hold its handler and stream slot until then either; nothing
+// was accepted, so nothing is lost.
 //
 // A server stream's Recv ends only when the stream does, and a Recv that fails writes
 // its own status (Canceled, for a cancelled stream) before the handler could write
-// Unavailable. So draining writes the handler's status itself, through the transport
-// stream (grpc-go's implements WriteStatus), which ends the stream and with it the
-// Recv. (TestShutdownEndsIdleStreams fails if a gRPC upgrade takes WriteStatus away:
+// Unavailable. So the wait's end writes the handler's status itself, through the
+// transport stream (grpc-go's implements WriteStatus), which ends the stream and with it
+// the Recv. (TestShutdownEndsIdleStreams fails if a gRPC upgrade takes WriteStatus away:
 // such a stream would then hold shutdown until the gRPC server's hard stop.)
 func (s *Server) recvFirst(stream batchStream) (*toolsdv1.ExecuteBatchRequest, error) {
 	w, ok := grpc.ServerTransportStreamFromContext(stream.Context()).(statusWriter)
 	if !ok {
 		return stream.Recv()
 	}
-	stop := context.AfterFunc(s.active.drained, func() {
-		st, _ := status.FromError(toStatus(s.log, errShuttingDown))
+	timeout := s.limits.FirstMessageTimeout
+	wait, cancel := context.WithTimeoutCause(s.active.drained, timeout,
+		fmt.Errorf("%w: no batch within %s (limits.first_message_timeout)", errFirstMessageTimeout, timeout))
+	defer cancel()
+	stop := context.AfterFunc(wait, func() {
+		st, _ := status.FromError(toStatus(s.log, context.Cause(wait)))
 		_ = w.WriteStatus(st)
 	})
 	m, err := stream.Recv()
 	if !stop() {
-		return nil, errShuttingDown // the stream has ended with this status
+		return nil, context.Cause(wait) // the stream has ended with this status
 	}
 	return m, err
 }

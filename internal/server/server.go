@@ -31,10 +31,15 @@ type Limits struct {
 	// accepted message back and reading no client messages (see quietStart); 0 sends
 	// accepted and starts reading at once.
 	AcceptedHold time.Duration
+	// FirstMessageTimeout is how long an ExecuteBatch stream may take to send its
+	// batch: a stream that sends nothing would otherwise hold its handler and a stream
+	// slot until drain or the client's deadline.
+	FirstMessageTimeout time.Duration
 }
 
 // DefaultLimits are used for zero fields.
-var DefaultLimits = Limits{MaxCallsPerBatch: 128, MaxSessionIDLen: 256, MaxCallIDLen: 256, OutboxSize: 256, WriteTimeout: 10 * time.Second}
+var DefaultLimits = Limits{MaxCallsPerBatch: 128, MaxSessionIDLen: 256, MaxCallIDLen: 256, OutboxSize: 256, WriteTimeout: 10 * time.Second,
+	FirstMessageTimeout: 10 * time.Second}
 
 // Deps are the domain services the handlers translate to.
 type Deps struct {
@@ -102,6 +107,9 @@ func New(deps Deps) *Server {
 	}
 	if l.WriteTimeout <= 0 {
 		l.WriteTimeout = DefaultLimits.WriteTimeout
+	}
+	if l.FirstMessageTimeout <= 0 {
+		l.FirstMessageTimeout = DefaultLimits.FirstMessageTimeout
 	}
 	log := deps.Logger
 	if log == nil {

@@ -236,14 +236,21 @@ func watchedSession(t *testing.T, n int) *watchEnds {
 	return &watchEnds{Store: mem, ended: make(chan error, 1)}
 }
 
-// serveWatch runs the ToolService over store with the given write timeout, through
-// toolsd's gRPC server (its metrics in reg), for a client with fixed 64 KiB flow control
-// windows; ends reports the end of each RPC. Sends are timed by clock, if not nil.
+// serveWatch is [serveDeps] over store with the given write timeout. Sends are timed by
+// clock, if not nil.
 func serveWatch(t *testing.T, store session.Store, writeTimeout time.Duration, clock streamgate.Clock) (tools toolsdv1.ToolServiceClient, reg *prometheus.Registry, ends rpcEnds) {
+	t.Helper()
+	return serveDeps(t, server.Deps{Sessions: store, Limits: server.Limits{WriteTimeout: writeTimeout}, SendClock: clock})
+}
+
+// serveDeps runs the ToolService over deps through toolsd's gRPC server (its metrics in
+// reg), for a client with fixed 64 KiB flow control windows; ends reports the end of
+// each RPC.
+func serveDeps(t *testing.T, deps server.Deps) (tools toolsdv1.ToolServiceClient, reg *prometheus.Registry, ends rpcEnds) {
 	t.Helper()
 	reg, ends = prometheus.NewRegistry(), make(rpcEnds, 1)
 	g, metrics := server.NewGRPCServer(server.GRPCConfig{Metrics: reg, StatsHandler: ends, MaxRecvMsgSize: 1 << 20, MaxConcurrentStreams: 10})
-	toolsdv1.RegisterToolServiceServer(g, server.New(server.Deps{Sessions: store, Limits: server.Limits{WriteTimeout: writeTimeout}, SendClock: clock}))
+	toolsdv1.RegisterToolServiceServer(g, server.New(deps))
 	metrics.InitializeMetrics(g)
 	lis := bufconn.Listen(1 << 20)
 	served := make(chan error, 1)
