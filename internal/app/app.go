@@ -340,6 +340,7 @@ func (a *App) build(pol *policy.Set) error {
 			MaxToolsPerRegister:    c.Limits.MaxToolsPerProvider,
 			MaxResultBytes:         int(c.Limits.MaxResultBytes),
 			SendTimeout:            c.Limits.WriteTimeout.D(),
+			HelloTimeout:           c.Limits.FirstMessageTimeout.D(),
 			CancelGrace:            cmp.Or(c.Limits.CancelGrace.D(), -1), // 0: do not wait
 		}),
 	)
@@ -348,6 +349,7 @@ func (a *App) build(pol *policy.Set) error {
 		hook.WithLogger(a.log.Named("hooks")),
 		hook.WithTimeout(c.Limits.HookTimeout.D()),
 		hook.WithSendTimeout(c.Limits.WriteTimeout.D()),
+		hook.WithHelloTimeout(c.Limits.FirstMessageTimeout.D()),
 		hook.WithObserver(a.obs.Hooks()),
 		hook.WithMaxHooks(c.Limits.MaxHooks),
 		hook.WithMaxScopedHooks(c.Limits.MaxScopedHooks),

@@ -1,7 +1,9 @@
 package app_test
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -82,4 +84,47 @@ func TestConnectStreamErrorsCarryErrorInfo(t *testing.T) {
 	}
 	check("a hook stream past limits.max_hooks", hookEnd(&toolsdv1.HookHello{Name: "second", Subscriptions: sub}), codes.ResourceExhausted, "LIMIT_EXCEEDED")
 	_ = first.CloseSend()
+}
+
+// TestSilentStreamsEndAtFirstMessageTimeout: limits.first_message_timeout bounds the wait
+// for the first message of every stream a client opens — a batch's, and a provider's or
+// hook's hello — each ended with DEADLINE_EXCEEDED and its reason.
+func TestSilentStreamsEndAtFirstMessageTimeout(t *testing.T) {
+	e := start(t, "limits: {first_message_timeout: 20ms}\n")
+	// Under the default's 10s: a stream ended by that instead ends with the client's
+	// DeadlineExceeded, without a reason.
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	firstErr := func(recv func() error) error {
+		t.Helper()
+		for {
+			if err := recv(); err != nil {
+				return err
+			}
+		}
+	}
+	provider, err := toolsdv1.NewProviderServiceClient(e.conn).Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hook, err := toolsdv1.NewHookServiceClient(e.conn).Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := toolsdv1.NewToolServiceClient(e.conn).ExecuteBatch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, c := range map[string]struct {
+		err    error
+		reason string
+	}{
+		"a provider stream": {firstErr(func() error { _, err := provider.Recv(); return err }), "HELLO_TIMEOUT"},
+		"a hook stream":     {firstErr(func() error { _, err := hook.Recv(); return err }), "HELLO_TIMEOUT"},
+		"a batch stream":    {firstErr(func() error { _, err := batch.Recv(); return err }), "FIRST_MESSAGE_TIMEOUT"},
+	} {
+		if status.Code(c.err) != codes.DeadlineExceeded || reason(c.err) != c.reason {
+			t.Errorf("%s that sends nothing ended with %v (reason %q), want DeadlineExceeded with reason %s", what, c.err, reason(c.err), c.reason)
+		}
+	}
 }
