@@ -348,3 +348,26 @@ func TestUnwritableOutFailsFirst(t *testing.T) {
 		t.Errorf("run(-out under a file) = %v, want ENOTDIR before any run", err)
 	}
 }
+
+// TestSummaryListsAreArrays: a run that measured no workload (-only probes, or every
+// target failing) still writes workloads and ratios as JSON arrays, empty, as notes
+// is: a reader iterating them (jq '.workloads[]') fails on null.
+func TestSummaryListsAreArrays(t *testing.T) {
+	for name, samples := range map[string]map[string][]sample{
+		"nothing measured": {},
+		"no pair":          {wSingleC1: {fake(nameRelay, time.Millisecond, 1000)}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := writeSummary(dir, newSummary(config{runs: 1}, allWorkloads(0, time.Second), samples), io.Discard); err != nil {
+				t.Fatalf("writeSummary() error = %v", err)
+			}
+			m := readSummaryJSON(t, dir)
+			for _, k := range []string{"workloads", "ratios", "notes"} {
+				if _, ok := m[k].([]any); !ok {
+					t.Errorf("summary.json %s = %v (%T), want an array", k, m[k], m[k])
+				}
+			}
+		})
+	}
+}

@@ -89,7 +89,10 @@ func newSummary(c config, workloads []load.Workload, samples map[string][]sample
 	s := &summary{
 		Machine:  currentMachine(),
 		Settings: settings{Runs: c.runs, Paired: c.paired, WarmupS: c.warmup.Seconds(), DurationS: c.duration.Seconds(), Quick: c.quick},
-		Notes:    []string{},
+		// Empty, not null, when nothing was measured: readers iterate them.
+		Workloads: []row{},
+		Ratios:    []ratio{},
+		Notes:     []string{},
 	}
 	for _, w := range workloads {
 		for _, target := range knownNames() {
