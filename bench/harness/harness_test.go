@@ -371,3 +371,23 @@ func TestSummaryListsAreArrays(t *testing.T) {
 		})
 	}
 }
+
+// TestSummarySettingsHaveProbeSizes: summary.json says what the probes measured with
+// (-quick or a flag can shrink them), so schemas_10k_p50_us measured over fewer tools,
+// or idle_stream_bytes over fewer streams, is not read as the full probe's.
+func TestSummarySettingsHaveProbeSizes(t *testing.T) {
+	c, err := parseFlags([]string{"-quick", "-schema-tools", "500"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := writeSummary(dir, newSummary(c, nil, nil), io.Discard); err != nil {
+		t.Fatalf("writeSummary() error = %v", err)
+	}
+	got, _ := readSummaryJSON(t, dir)["settings"].(map[string]any)
+	for k, want := range map[string]float64{"schema_tools": 500, "schema_calls": 50, "idle_streams": 200, "inflight_calls": 100} {
+		if v, ok := got[k].(float64); !ok || v != want {
+			t.Errorf("summary.json settings.%s = %v, want %v", k, got[k], want)
+		}
+	}
+}

@@ -34,6 +34,12 @@ type settings struct {
 	WarmupS   float64 `json:"warmup_s"`
 	DurationS float64 `json:"duration_s"`
 	Quick     bool    `json:"quick"`
+	// The probes' sizes: the keys name the full probe (schemas_10k_p50_us), a run may
+	// have measured a smaller one (-quick, -schema-tools, ...).
+	SchemaTools   int `json:"schema_tools"`
+	SchemaCalls   int `json:"schema_calls"`
+	IdleStreams   int `json:"idle_streams"`
+	InflightCalls int `json:"inflight_calls"`
 }
 
 // spread is a metric across repetitions: its median, range and every sample.
@@ -87,8 +93,9 @@ var ratioPairs = [][2]string{
 
 func newSummary(c config, workloads []load.Workload, samples map[string][]sample) *summary {
 	s := &summary{
-		Machine:  currentMachine(),
-		Settings: settings{Runs: c.runs, Paired: c.paired, WarmupS: c.warmup.Seconds(), DurationS: c.duration.Seconds(), Quick: c.quick},
+		Machine: currentMachine(),
+		Settings: settings{Runs: c.runs, Paired: c.paired, WarmupS: c.warmup.Seconds(), DurationS: c.duration.Seconds(), Quick: c.quick,
+			SchemaTools: c.schemaTools, SchemaCalls: c.schemaCalls, IdleStreams: c.idleStreams, InflightCalls: c.inflightCalls},
 		// Empty, not null, when nothing was measured: readers iterate them.
 		Workloads: []row{},
 		Ratios:    []ratio{},
