@@ -123,7 +123,8 @@ type Limits struct {
 	ConnectionTimeout Duration `yaml:"connection_timeout"`
 	OutboxSize        int      `yaml:"outbox_size"`
 	WriteTimeout      Duration `yaml:"write_timeout"`
-	// FirstMessageTimeout is how long an ExecuteBatch stream may take to send its batch.
+	// FirstMessageTimeout is how long an ExecuteBatch stream may take to send its batch,
+	// and a provider or hook stream its hello.
 	FirstMessageTimeout Duration `yaml:"first_message_timeout"`
 	// AcceptedHold is how long a single-call batch holds its accepted message back (and
 	// defers reading client messages), so that a quick call's accepted and result leave
