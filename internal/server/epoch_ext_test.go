@@ -274,3 +274,39 @@ func TestWatchOfADeletedSessionExpectingItsEpochFailsWhenTheIdIsReused(t *testin
 		})
 	}
 }
+
+// TestWatchResumedPastADeletedSessionFailsAtTheNextSessionsFirstEvent: a watch resumed
+// as a client does, from the seq after the last event it got with that event's epoch,
+// on a session that retention had deleted waited until the id's next session reached
+// from_seq, and said nothing of the new session until then. It fails with
+// FAILED_PRECONDITION (SESSION_RECREATED) once that session appends its first event.
+func TestWatchResumedPastADeletedSessionFailsAtTheNextSessionsFirstEvent(t *testing.T) {
+	for _, st := range epochStores {
+		t.Run(st.name, func(t *testing.T) {
+			clock := &testClock{now: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)}
+			mem := st.open(t, t.TempDir(), session.WithRetention(time.Hour, 0), session.WithSweepInterval(0), session.WithClock(clock.Now))
+			defer func() { _ = mem.Close() }()
+			store := &watchStarts{sweepStore: mem, started: make(chan struct{}, 1)}
+			appendMessages(t, store, "s", 3)
+			_, tools := serveTools(t, store)
+			old := epochOfRead(t, tools, &toolsdv1.ReadSessionRequest{SessionId: "s"}, 3)
+			if n, err := store.Sweep(clock.Add(2 * time.Hour)); err != nil || n != 1 {
+				t.Fatalf("Sweep() = %d, %v; want 1 session deleted", n, err)
+			}
+
+			// A safety net only: a watch that waits on fails on its missing reason.
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			w, err := tools.WatchSession(ctx, &toolsdv1.WatchSessionRequest{SessionId: "s", FromSeq: 4, ExpectEpoch: old})
+			if err != nil {
+				t.Fatal(err)
+			}
+			<-store.started
+			clock.Add(time.Second)
+			appendMessages(t, store, "s", 1)
+			if m, err := w.Recv(); !isRecreated(err) {
+				t.Errorf("WatchSession(from 4, expect the deleted session's epoch) once the id's next session has 1 event: Recv() = seq %d epoch %d, %v; want FailedPrecondition (SESSION_RECREATED)", m.GetEvent().GetSeq(), m.GetEpoch(), err)
+			}
+		})
+	}
+}

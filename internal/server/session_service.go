@@ -243,6 +243,8 @@ func (s *Server) WatchSession(req *toolsdv1.WatchSessionRequest, stream grpc.Ser
 	if err := s.authz.Authorize(ctx, ActionReadSession, "", req.GetSessionId()); err != nil {
 		return toStatus(s.log, err)
 	}
+	from := max(req.GetFromSeq(), 1)
+	next := from
 	// Checked before the watch waits for events past the session's last: the first
 	// event sent is checked again (the session may be created again meanwhile).
 	if want := req.GetExpectEpoch(); want != 0 {
@@ -252,6 +254,11 @@ func (s *Server) WatchSession(req *toolsdv1.WatchSessionRequest, stream grpc.Ser
 		}
 		if err != nil {
 			return toStatus(s.log, err)
+		}
+		if epoch == 0 {
+			// No session holds the id: the next one is checked at its first event, not
+			// only once it reaches from_seq (send skips its events before from_seq).
+			next = 1
 		}
 	}
 	// A stopped watch set refuses at once: AfterFunc below would cancel the watch only
@@ -265,7 +272,6 @@ func (s *Server) WatchSession(req *toolsdv1.WatchSessionRequest, stream grpc.Ser
 	var sends streamgate.SendWatch
 	slow := s.cutSlowReader(stream, &sends, func() { cancel(errSlowClient) })
 	defer slow.stop()
-	next := max(req.GetFromSeq(), 1)
 	var last *session.Event // what identifies the last event sent
 	var epoch uint64        // the session's, known from the first event sent on
 	send := func(ev *session.Event) error {
@@ -283,6 +289,9 @@ func (s *Server) WatchSession(req *toolsdv1.WatchSessionRequest, stream grpc.Ser
 			if epoch, err = s.watchEpoch(ctx, req, ev); err != nil {
 				return err
 			}
+		}
+		if ev.Seq < from {
+			return nil
 		}
 		if err := streamgate.Send(&sends, stream.Send, &toolsdv1.WatchSessionResponse{Event: EventToProto(ev), Epoch: epoch}); err != nil {
 			return errors.Join(errStopWatch, err)
