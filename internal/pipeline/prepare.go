@@ -331,7 +331,7 @@ func (s *snapshot) regate(ctx context.Context, e *tool.Exec, t *Tool, r *tool.Re
 }
 
 // providerLeft reports whether t's provider is known to be no longer connected
-// ([WithProviderConnected]).
+// ([WithProviderConnected]). An operator's tool (owner "") has no provider to leave.
 func (s *snapshot) providerLeft(t Tool) bool {
-	return s.p.opts.connected != nil && !s.p.opts.connected(t.Owner())
+	return s.p.opts.connected != nil && t.Owner() != "" && !s.p.opts.connected(t.Owner())
 }

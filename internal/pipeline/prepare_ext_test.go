@@ -373,6 +373,7 @@ func TestGateStopsCallCancelledDuringPrepare(t *testing.T) {
 // connected, and does not count as restricted away.
 func TestApprovedCallWhoseToolIsGone(t *testing.T) {
 	tests := map[string]struct {
+		operator bool // the tool is the operator's (owner ""), not provider p1's
 		opts     []pipeline.Option
 		wantCode tool.Code
 		wantSent int
@@ -380,12 +381,17 @@ func TestApprovedCallWhoseToolIsGone(t *testing.T) {
 		"provider unknown":       {wantCode: tool.CodeAbortedBeforeDispatch},
 		"provider connected":     {opts: []pipeline.Option{pipeline.WithProviderConnected(func(string) bool { return true })}, wantCode: tool.CodeAbortedBeforeDispatch},
 		"provider not connected": {opts: []pipeline.Option{pipeline.WithProviderConnected(func(id string) bool { return id != "p1" })}, wantCode: tool.CodeProviderUnavailable, wantSent: 1},
+		"operator's tool":        {operator: true, opts: []pipeline.Option{pipeline.WithProviderConnected(func(string) bool { return false })}, wantCode: tool.CodeAbortedBeforeDispatch},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			res := &resolver{fn: func(n int, _ *tool.Call) (pipeline.Tool, error) {
 				if n == 1 {
-					return newTool("rm"), nil
+					rm := newTool("rm")
+					if tt.operator {
+						rm.owner = ""
+					}
+					return rm, nil
 				}
 				return nil, tool.ErrUnknownTool
 			}}
