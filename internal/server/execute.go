@@ -160,19 +160,26 @@ func (s *Server) recvFirst(stream batchStream) (*toolsdv1.ExecuteBatchRequest, e
 	if !ok {
 		return stream.Recv()
 	}
-	timeout := s.limits.FirstMessageTimeout
-	wait, cancel := context.WithTimeoutCause(s.active.drained, timeout,
-		fmt.Errorf("%w: no batch within %s (limits.first_message_timeout)", errFirstMessageTimeout, timeout))
+	wait, cancel := context.WithTimeout(s.active.drained, s.limits.FirstMessageTimeout)
 	defer cancel()
 	stop := context.AfterFunc(wait, func() {
-		st, _ := status.FromError(toStatus(s.log, context.Cause(wait)))
+		st, _ := status.FromError(toStatus(s.log, s.firstMessageMissed(wait)))
 		_ = w.WriteStatus(st)
 	})
 	m, err := stream.Recv()
 	if !stop() {
-		return nil, context.Cause(wait) // the stream has ended with this status
+		return nil, s.firstMessageMissed(wait) // the stream has ended with this status
 	}
 	return m, err
+}
+
+// firstMessageMissed is why recvFirst's wait ended: its timeout, or the drain's cause.
+// It is made only then, not for every batch.
+func (s *Server) firstMessageMissed(wait context.Context) error {
+	if cause := context.Cause(wait); !errors.Is(cause, context.DeadlineExceeded) {
+		return cause
+	}
+	return fmt.Errorf("%w: no batch within %s (limits.first_message_timeout)", errFirstMessageTimeout, s.limits.FirstMessageTimeout)
 }
 
 // endStream ends the stream with err's status from a goroutine other than the
