@@ -329,6 +329,10 @@ func (o *outbox) close() error {
 	for {
 		select {
 		case <-o.done:
+			// Stopped before the failure is read: a check under way may cut the client
+			// off as the last Send returns, and the handler must report that cut, which
+			// the client is told, rather than success.
+			watch.stop()
 			return o.failure()
 		case <-w.t.C:
 			if w.stuck() {
