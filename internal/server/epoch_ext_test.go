@@ -227,6 +227,20 @@ func (w *watchStarts) Watch(ctx context.Context, id string, from uint64, fn func
 	return w.sweepStore.Watch(ctx, id, from, fn)
 }
 
+// watchedThreeEvents serves a store of st that holds session "s" with three events,
+// under retention of an hour by a test clock that only moves when told, with every
+// watch's start signalled; old is the session's epoch as ReadSession reports it.
+func watchedThreeEvents(t *testing.T, st epochStore) (clock *testClock, store *watchStarts, tools toolsdv1.ToolServiceClient, old uint64) {
+	t.Helper()
+	clock = &testClock{now: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)}
+	mem := st.open(t, t.TempDir(), session.WithRetention(time.Hour, 0), session.WithSweepInterval(0), session.WithClock(clock.Now))
+	t.Cleanup(func() { _ = mem.Close() })
+	store = &watchStarts{sweepStore: mem, started: make(chan struct{}, 1)}
+	appendMessages(t, store, "s", 3)
+	_, tools = serveTools(t, store)
+	return clock, store, tools, epochOfRead(t, tools, &toolsdv1.ReadSessionRequest{SessionId: "s"}, 3)
+}
+
 // TestWatchOfADeletedSessionExpectingItsEpochFailsWhenTheIdIsReused: a watch that
 // began after retention deleted its session waited for the id's next session and then
 // sent its events as if they continued the deleted one. With the deleted session's
@@ -236,13 +250,7 @@ func (w *watchStarts) Watch(ctx context.Context, id string, from uint64, fn func
 func TestWatchOfADeletedSessionExpectingItsEpochFailsWhenTheIdIsReused(t *testing.T) {
 	for _, st := range epochStores {
 		t.Run(st.name, func(t *testing.T) {
-			clock := &testClock{now: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)}
-			mem := st.open(t, t.TempDir(), session.WithRetention(time.Hour, 0), session.WithSweepInterval(0), session.WithClock(clock.Now))
-			defer func() { _ = mem.Close() }()
-			store := &watchStarts{sweepStore: mem, started: make(chan struct{}, 1)}
-			appendMessages(t, store, "s", 3)
-			_, tools := serveTools(t, store)
-			old := epochOfRead(t, tools, &toolsdv1.ReadSessionRequest{SessionId: "s"}, 3)
+			clock, store, tools, old := watchedThreeEvents(t, st)
 
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()
@@ -283,13 +291,7 @@ func TestWatchOfADeletedSessionExpectingItsEpochFailsWhenTheIdIsReused(t *testin
 func TestWatchResumedPastADeletedSessionFailsAtTheNextSessionsFirstEvent(t *testing.T) {
 	for _, st := range epochStores {
 		t.Run(st.name, func(t *testing.T) {
-			clock := &testClock{now: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)}
-			mem := st.open(t, t.TempDir(), session.WithRetention(time.Hour, 0), session.WithSweepInterval(0), session.WithClock(clock.Now))
-			defer func() { _ = mem.Close() }()
-			store := &watchStarts{sweepStore: mem, started: make(chan struct{}, 1)}
-			appendMessages(t, store, "s", 3)
-			_, tools := serveTools(t, store)
-			old := epochOfRead(t, tools, &toolsdv1.ReadSessionRequest{SessionId: "s"}, 3)
+			clock, store, tools, old := watchedThreeEvents(t, st)
 			if n, err := store.Sweep(clock.Add(2 * time.Hour)); err != nil || n != 1 {
 				t.Fatalf("Sweep() = %d, %v; want 1 session deleted", n, err)
 			}
