@@ -40,9 +40,6 @@ func (w *writer) sweep(r *request) {
 			return err
 		}
 		for _, id := range victims {
-			if hasOpenCalls(rt, id) || !w.b.holds.doom(id) {
-				continue
-			}
 			if err := rt.sessions.DeleteBucket([]byte(id)); err != nil && !errors.Is(err, berrors.ErrBucketNotFound) {
 				return err
 			}
@@ -74,21 +71,14 @@ func (b *Bolt) Hold(ctx context.Context, sessionID string) (func(), error) {
 	return b.holds.hold(ctx, sessionID, b.quit)
 }
 
-// victims lists the sessions past the age limit, then the oldest beyond the count limit.
-// A session is idle since its last append or, with no events, since its owner's claim.
+// victims lists the sessions the retention limits delete as of now (see [pickVictims]),
+// doomed ([holds.doom]); one held or with a call open is kept. A session is idle since
+// its last append or, with no events, since its owner's claim.
 func (b *Bolt) victims(tx *bolt.Tx, rt roots, now time.Time) ([]string, error) {
-	var expired, kept []sessionAge
-	cutoff := now.Add(-b.o.maxAge)
-	add := func(id string, idle time.Time) {
-		if b.o.maxAge > 0 && idle.Before(cutoff) {
-			expired = append(expired, sessionAge{id, idle})
-		} else {
-			kept = append(kept, sessionAge{id, idle})
-		}
-	}
+	var all []sessionAge
 	err := rt.sessions.ForEachBucket(func(k []byte) error {
 		last, err := lastAppend(rt.sessions.Bucket(k))
-		add(string(k), last)
+		all = append(all, sessionAge{string(k), last})
 		return err
 	})
 	if owners := tx.Bucket(bucketOwners); owners != nil && err == nil {
@@ -100,15 +90,20 @@ func (b *Bolt) victims(tx *bolt.Tx, rt roots, now time.Time) ([]string, error) {
 			if claimed.IsZero() { // an untimed claim: idle from this start on
 				claimed = b.opened
 			}
-			add(string(k), claimed)
+			all = append(all, sessionAge{string(k), claimed})
 			return err
 		})
 	}
-	ids := make([]string, 0, len(expired))
-	for _, s := range append(expired, overflow(kept, b.o.maxSessions)...) {
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, s := range pickVictims(all, &b.o, now, func(id string) bool {
+		return hasOpenCalls(rt, id) || !b.holds.doom(id)
+	}) {
 		ids = append(ids, s.id)
 	}
-	return ids, err
+	return ids, nil
 }
 
 func hasOpenCalls(rt roots, id string) bool {

@@ -38,6 +38,7 @@ func TestContract(t *testing.T) {
 		"ClosedStoreFails":             testClosed,
 		"RetentionByAge":               testRetentionAge,
 		"RetentionByCount":             testRetentionCount,
+		"RetentionByCountSkipsKept":    testRetentionCountSkipsKept,
 		"BackgroundSweeper":            testBackgroundSweeper,
 		"ObserverSeesAppends":          testObserver,
 		"EmptyAppendIsNoop":            testEmptyAppend,
@@ -653,6 +654,58 @@ func testRetentionCount(t *testing.T, open opener) {
 	}
 	for id, want := range map[string]int{"a": 2, "b": 0, "c": 0, "d": 1} {
 		if got, err := s.Read(t.Context(), id, 1, 0); err != nil || len(got) != want {
+			t.Errorf("Read(%s) = %d events, %v, want %d", id, len(got), err, want)
+		}
+	}
+}
+
+// A session retention must keep (an open call, a hold) still counts toward the count
+// limit: the longest idle session that can be deleted goes in its place.
+func testRetentionCountSkipsKept(t *testing.T, open opener) {
+	clock := newClock()
+	t0 := clock.Now()
+	s := open(t, session.WithClock(clock.Now), session.WithRetention(0, 2), session.WithSweepInterval(0))
+	ctx := t.Context()
+	mustAppend(t, s, "busy", callEvent("c1", "slow", `{}`))
+	clock.Set(t0.Add(time.Minute))
+	mustAppend(t, s, "middle", messageEvent("a", 0))
+	clock.Set(t0.Add(2 * time.Minute))
+	mustAppend(t, s, "held", messageEvent("a", 0))
+	if removed, err := s.(sweeper).Sweep(clock.Now()); err != nil || removed != 1 {
+		t.Fatalf("Sweep(busy, middle, held) = %d, %v, want 1 (middle)", removed, err)
+	}
+
+	clock.Set(t0.Add(3 * time.Minute))
+	mustAppend(t, s, "busy", resultEvent("c1", 1, false))
+	release, err := s.Hold(ctx, "held")
+	if err != nil {
+		t.Fatalf("Hold(held) = %v", err)
+	}
+	defer release()
+	clock.Set(t0.Add(4 * time.Minute))
+	mustAppend(t, s, "young", messageEvent("a", 0))
+	if removed, err := s.(sweeper).Sweep(clock.Now()); err != nil || removed != 1 {
+		t.Fatalf("Sweep(held, busy, young) = %d, %v, want 1 (busy)", removed, err)
+	}
+	for id, want := range map[string]int{"busy": 0, "middle": 0, "held": 1, "young": 1} {
+		if got, err := s.Read(ctx, id, 1, 0); err != nil || len(got) != want {
+			t.Errorf("Read(%s) = %d events, %v, want %d", id, len(got), err, want)
+		}
+	}
+
+	// So does one kept past the age limit.
+	clock.Set(t0)
+	a := open(t, session.WithClock(clock.Now), session.WithRetention(time.Hour, 2), session.WithSweepInterval(0))
+	mustAppend(t, a, "busy", callEvent("c1", "slow", `{}`))
+	for i, id := range []string{"older", "newer"} {
+		clock.Set(t0.Add(2*time.Hour + time.Duration(i)*time.Minute))
+		mustAppend(t, a, id, messageEvent("a", 0))
+	}
+	if removed, err := a.(sweeper).Sweep(clock.Now()); err != nil || removed != 1 {
+		t.Fatalf("Sweep(busy past max_age, older, newer) = %d, %v, want 1 (older)", removed, err)
+	}
+	for id, want := range map[string]int{"busy": 1, "older": 0, "newer": 1} {
+		if got, err := a.Read(ctx, id, 1, 0); err != nil || len(got) != want {
 			t.Errorf("Read(%s) = %d events, %v, want %d", id, len(got), err, want)
 		}
 	}

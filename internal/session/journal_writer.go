@@ -267,16 +267,6 @@ func (w *journalWriter) sweep(r *jrequest) {
 		return nil
 	}
 	for _, v := range j.mem.victims(r.now) {
-		s := j.mem.sessions.get(v.id)
-		if s == nil {
-			continue
-		}
-		s.mu.Lock()
-		keep := len(s.calls.open) > 0
-		s.mu.Unlock()
-		if keep || !j.mem.holds.doom(v.id) {
-			continue
-		}
 		ids = append(ids, v.id)
 		buf = appendDeleteRecord(buf, v.id)
 		if len(buf)-groupHeadLen >= sweepGroupBytes {

@@ -344,9 +344,6 @@ func (m *Memory) Sweep(now time.Time) (int, error) {
 	defer m.holds.endSweep()
 	removed := 0
 	for _, c := range m.victims(now) {
-		if !m.holds.doom(c.id) {
-			continue
-		}
 		if m.sessions.removeIf(c.id, func(s *memSession) bool {
 			idle, ok := s.idleSince()
 			return ok && idle.Equal(c.last) && len(s.calls.open) == 0
@@ -357,26 +354,30 @@ func (m *Memory) Sweep(now time.Time) (int, error) {
 	return removed, nil
 }
 
-// victims returns the sessions the retention limits delete as of now: the expired
-// ones, then the oldest beyond the count limit, each aged by [memSession.idleSince]. A
-// session among them with an open call must still be kept.
+// victims returns the sessions the retention limits delete as of now (see
+// [pickVictims]), each aged by [memSession.idleSince] and doomed ([holds.doom]); one
+// held or with a call open is kept. Sweep checks again as it removes each, since an
+// append may come in between.
 func (m *Memory) victims(now time.Time) []sessionAge {
-	var expired, all []sessionAge
-	cutoff := now.Add(-m.o.maxAge)
+	var all []sessionAge
 	m.sessions.each(func(id string, s *memSession) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		idle, ok := s.idleSince()
-		if !ok {
-			return
-		}
-		if m.o.maxAge > 0 && idle.Before(cutoff) {
-			expired = append(expired, sessionAge{id, idle})
-		} else {
+		if idle, ok := s.idleSince(); ok {
 			all = append(all, sessionAge{id, idle})
 		}
 	})
-	return append(expired, overflow(all, m.o.maxSessions)...)
+	return pickVictims(all, &m.o, now, func(id string) bool {
+		if s := m.sessions.get(id); s != nil {
+			s.mu.Lock()
+			open := len(s.calls.open) > 0
+			s.mu.Unlock()
+			if open {
+				return true
+			}
+		}
+		return !m.holds.doom(id)
+	})
 }
 
 // Close implements [Store]: later calls fail with ErrClosed and watchers return it.

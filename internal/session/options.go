@@ -101,7 +101,8 @@ func WithDurability(m Mode) Option { return func(o *options) { o.durability = m 
 // beyond maxSessions sessions (0: no limit), the longest idle ones. A session is idle
 // since its last append or, when it has none, since its owner was claimed. A session
 // with an open call (a tool/call without its result) or held ([Store.Hold]) is never
-// deleted.
+// deleted, but it counts toward maxSessions: the longest idle sessions that can be
+// deleted go in its place.
 func WithRetention(maxAge time.Duration, maxSessions int) Option {
 	return func(o *options) {
 		o.maxAge = max(maxAge, 0)

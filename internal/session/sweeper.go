@@ -1,7 +1,9 @@
 package session
 
 import (
+	"cmp"
 	"slices"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -59,12 +61,29 @@ type sessionAge struct {
 	last time.Time
 }
 
-// overflow returns the oldest candidates beyond the newest limit (none when limit <= 0,
-// which means no limit). It sorts candidates in place, oldest first.
-func overflow(candidates []sessionAge, limit int) []sessionAge {
-	if limit <= 0 || len(candidates) <= limit {
-		return nil
+// pickVictims returns the candidates the retention limits delete as of now, longest idle
+// first: each one idle since before now-maxAge, then as many more as it takes to leave
+// at most maxSessions. keep is asked about each one the limits would delete, in that
+// order, and reports one that must stay (an open call, a hold): it still counts toward
+// maxSessions, so the next longest idle one goes in its place. A limit <= 0 is no limit.
+// It sorts candidates in place and returns them reused.
+func pickVictims(candidates []sessionAge, o *options, now time.Time, keep func(id string) bool) []sessionAge {
+	slices.SortFunc(candidates, func(a, b sessionAge) int {
+		return cmp.Or(a.last.Compare(b.last), strings.Compare(a.id, b.id))
+	})
+	cutoff := now.Add(-o.maxAge)
+	left := len(candidates)
+	out := candidates[:0]
+	for _, c := range candidates {
+		expired := o.maxAge > 0 && c.last.Before(cutoff)
+		if !expired && (o.maxSessions <= 0 || left <= o.maxSessions) {
+			break
+		}
+		if keep(c.id) {
+			continue
+		}
+		out = append(out, c)
+		left--
 	}
-	slices.SortFunc(candidates, func(a, b sessionAge) int { return a.last.Compare(b.last) })
-	return candidates[:len(candidates)-limit]
+	return out
 }
