@@ -142,6 +142,11 @@ type keywordCosts struct {
 	// number is compared with (parsing both); memberNumbers: the most one subschema's
 	// numeric enum members and const cost to parse (see numberCost).
 	enumNumbers, memberNumbers int
+	// deepMembers: the most enum members and const of one subschema that are non-empty
+	// arrays or objects. Comparing a value with one walks the value down in step with
+	// it, up to deepDepth levels, parsing each number met beside one of the member's,
+	// which costs up to deepNumber.
+	deepMembers, deepDepth, deepNumber int
 }
 
 // add takes in the costly keywords of one subschema.
@@ -170,6 +175,16 @@ func (k *keywordCosts) add(s *jsonschema.Schema) {
 		}
 	}
 	k.memberNumbers = max(k.memberNumbers, members)
+	deep := 0
+	if s.Enum != nil {
+		for _, v := range s.Enum.Values {
+			deep += k.addDeep(v)
+		}
+	}
+	if s.Const != nil {
+		deep += k.addDeep(*s.Const)
+	}
+	k.deepMembers = max(k.deepMembers, deep)
 	required := len(s.Required)
 	for _, names := range s.DependentRequired {
 		required += len(names)
@@ -185,6 +200,39 @@ func (k *keywordCosts) add(s *jsonschema.Schema) {
 	k.formatText = k.formatText || s.Format != nil && s.Format.Name != "regex"
 	k.numeric = k.numeric || s.MultipleOf != nil || s.Minimum != nil || s.Maximum != nil ||
 		s.ExclusiveMinimum != nil || s.ExclusiveMaximum != nil || s.Types != nil && slices.Contains(s.Types.ToStrings(), "integer")
+}
+
+// addDeep takes in an enum member or const, reporting 1 when it is a non-empty array
+// or object.
+func (k *keywordCosts) addDeep(v any) int {
+	switch v.(type) {
+	case map[string]any, []any:
+	default:
+		return 0
+	}
+	depth := memberDepth(v, k)
+	k.deepDepth = max(k.deepDepth, depth)
+	return min(depth, 1)
+}
+
+// memberDepth is how many levels below its place comparing a value with member v may
+// walk: 0 for a scalar or an empty array or object, which is compared at once. It
+// takes in the cost of v's numbers as deepNumber.
+func memberDepth(v any, k *keywordCosts) int {
+	d := 0
+	switch v := v.(type) {
+	case map[string]any:
+		for _, c := range v {
+			d = max(d, 1+memberDepth(c, k))
+		}
+	case []any:
+		for _, c := range v {
+			d = max(d, 1+memberDepth(c, k))
+		}
+	case json.Number:
+		k.deepNumber = max(k.deepNumber, numberCost(string(v)))
+	}
+	return d
 }
 
 // countObjects counts the objects in v, stopping once it reaches stop.

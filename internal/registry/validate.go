@@ -132,13 +132,16 @@ func validate(sch *schema, raw []byte, lim jsonx.Limits, what string) error {
 // costly keyword, so each is priced once per subschema applied:
 //   - its values × subschemas applied at one place × (1 + the largest enum + 1,000 with
 //     an asserted "format": "regex" + 20 per enclosing array with uniqueItems, whose
-//     deep comparisons walk a value again for every array above it),
+//     deep comparisons walk a value again for every array above it, + the enum members
+//     and const of one subschema that are arrays or objects, per enclosing array or
+//     object up to their depth, whose comparisons walk it again at every place above),
 //   - its objects × subschemas applied × the longest required (and dependentRequired)
 //     lists of a subschema,
 //   - its text (strings and keys) × subschemas applied × the largest pattern's program
 //     (plus one with an asserted format other than "regex", which reads the text),
 //   - its numbers, under a keyword that parses them exactly, × subschemas applied ×
-//     how often each subschema parses one (and the enum members it is compared with),
+//     how often each subschema parses one (and the enum members it is compared with,
+//     at its place or, inside an array or object member, above it),
 //
 // each refused past its maximum before the library runs. A schema with one subschema per
 // place and none of those keywords is never limited; one applying hundreds of subschemas
@@ -167,6 +170,10 @@ type workPrices struct {
 	// top), each parse costing numberCost; member is the enum members and const it is
 	// compared with, per number.
 	number, numberParses, member int
+	// deep is a value's comparisons with array and object members, per enclosing array
+	// or object up to deepDepth above it; each parses a number beside one costing up to
+	// deepNumber.
+	deep, deepDepth, deepNumber int
 }
 
 // checkWork refuses a document whose validation would exceed the bounds above.
@@ -198,7 +205,10 @@ func (sch *schema) checkWork(v any, what string) error {
 		p.numberParses = p.array
 		p.member = places * k.memberNumbers
 	}
-	if p.value <= 1 && p.array == 0 && p.object == 0 && p.text == 0 && p.number == 0 && p.numberParses == 0 {
+	if k.deepMembers > 0 {
+		p.deep, p.deepDepth, p.deepNumber = places*k.deepMembers, k.deepDepth, k.deepNumber
+	}
+	if p.value <= 1 && p.array == 0 && p.object == 0 && p.text == 0 && p.number == 0 && p.numberParses == 0 && p.deep == 0 {
 		return nil
 	}
 	n := measure(v, p)
@@ -239,32 +249,35 @@ func measure(v any, p workPrices) docSize {
 	within := func() bool {
 		return n.values <= maxValidationWork && n.objects <= maxValidationWork && n.text <= maxPatternWork && n.numbers <= maxNumberWork
 	}
-	var walk func(v any, arrays int) bool
-	walk = func(v any, arrays int) bool {
-		n.values += p.value + p.array*arrays
+	// arrays counts the arrays enclosing v, containers the arrays and objects.
+	var walk func(v any, arrays, containers int) bool
+	walk = func(v any, arrays, containers int) bool {
+		deep := p.deep * min(containers, p.deepDepth)
+		n.values += p.value + p.array*arrays + deep
 		switch v := v.(type) {
 		case string:
 			n.text += p.text * len(v)
 		case json.Number:
-			n.numbers += (p.number+p.numberParses*arrays)*numberCost(string(v)) + p.member
+			c := numberCost(string(v))
+			n.numbers += (p.number+p.numberParses*arrays)*c + p.member + deep*(c+p.deepNumber)
 		case map[string]any:
 			n.objects += p.object
 			for k, c := range v {
 				n.text += p.text * len(k)
-				if !walk(c, arrays) {
+				if !walk(c, arrays, containers+1) {
 					return false
 				}
 			}
 		case []any:
 			for _, c := range v {
-				if !walk(c, arrays+1) {
+				if !walk(c, arrays+1, containers+1) {
 					return false
 				}
 			}
 		}
 		return within()
 	}
-	walk(v, 0)
+	walk(v, 0, 0)
 	return n
 }
 
