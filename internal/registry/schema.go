@@ -147,6 +147,9 @@ type keywordCosts struct {
 	// it, up to deepDepth levels, parsing each number met beside one of the member's,
 	// which costs up to deepNumber.
 	deepMembers, deepDepth, deepNumber int
+	// dynamic: a $dynamicRef or $recursiveRef resolves through a dynamic anchor, by
+	// walking every subschema applied on the way from the document's root.
+	dynamic bool
 }
 
 // add takes in the costly keywords of one subschema.
@@ -196,6 +199,7 @@ func (k *keywordCosts) add(s *jsonschema.Schema) {
 	}
 	k.requiredSize = max(k.requiredSize, required)
 	k.uniqueItems = k.uniqueItems || s.UniqueItems
+	k.dynamic = k.dynamic || s.DynamicRef != nil && s.DynamicRef.Anchor != "" || s.RecursiveRef != nil && s.RecursiveRef.RecursiveAnchor
 	k.formatRegex = k.formatRegex || s.Format != nil && s.Format.Name == "regex"
 	k.formatText = k.formatText || s.Format != nil && s.Format.Name != "regex"
 	k.numeric = k.numeric || s.MultipleOf != nil || s.Minimum != nil || s.Maximum != nil ||

@@ -139,6 +139,10 @@ func validate(sch *schema, raw []byte, lim jsonx.Limits, what string) error {
 //     lists of a subschema,
 //   - its text (strings and keys) × subschemas applied × the largest pattern's program
 //     (plus one with an asserted format other than "regex", which reads the text),
+//   - with a reference resolved through a dynamic anchor, its values × subschemas
+//     applied at one place (each may be such a reference) × the subschemas applied on
+//     the way from the root (subschemas applied × enclosing arrays and objects), which
+//     each resolution walks,
 //   - its numbers, under a keyword that parses them exactly, × subschemas applied ×
 //     how often each subschema parses one (and the enum members it is compared with,
 //     at its place or, inside an array or object member, above it),
@@ -149,6 +153,7 @@ func validate(sch *schema, raw []byte, lim jsonx.Limits, what string) error {
 const (
 	maxValidationWork = 1_000_000
 	maxPatternWork    = 50_000_000 // program instructions × bytes of text; ~1 s of matching
+	maxScopeWork      = 50_000_000 // subschemas walked to resolve dynamic references; ~15 ns each
 	// maxNumberWork bounds the sum over a document's number parses of their length plus
 	// their exponent's magnitude (~30 ns each when parsed exactly).
 	maxNumberWork = 30_000_000
@@ -174,6 +179,8 @@ type workPrices struct {
 	// or object up to deepDepth above it; each parses a number beside one costing up to
 	// deepNumber.
 	deep, deepDepth, deepNumber int
+	// scope is a value's dynamic references' walks, per place on the way from the root.
+	scope int
 }
 
 // checkWork refuses a document whose validation would exceed the bounds above.
@@ -208,7 +215,10 @@ func (sch *schema) checkWork(v any, what string) error {
 	if k.deepMembers > 0 {
 		p.deep, p.deepDepth, p.deepNumber = places*k.deepMembers, k.deepDepth, k.deepNumber
 	}
-	if p.value <= 1 && p.array == 0 && p.object == 0 && p.text == 0 && p.number == 0 && p.numberParses == 0 && p.deep == 0 {
+	if k.dynamic {
+		p.scope = places * places
+	}
+	if p.value <= 1 && p.array == 0 && p.object == 0 && p.text == 0 && p.number == 0 && p.numberParses == 0 && p.deep == 0 && p.scope == 0 {
 		return nil
 	}
 	n := measure(v, p)
@@ -220,6 +230,8 @@ func (sch *schema) checkWork(v any, what string) error {
 		msg = fmt.Sprintf("too many objects for this tool's schema: each checked for up to %d required properties in each of up to %d subschemas, more than %d checks", k.requiredSize, places, maxValidationWork)
 	case n.text > maxPatternWork:
 		msg = fmt.Sprintf("too much text for this tool's schema: its strings and keys, matched against patterns of up to %d instructions or read as formats in up to %d subschemas, take more than %d steps", k.patternSize, places, maxPatternWork)
+	case n.scopes > maxScopeWork:
+		msg = fmt.Sprintf("too deep for this tool's schema: its values resolve dynamic references by walking up to %d subschemas per level above them, more than %d steps", places, maxScopeWork)
 	case n.numbers > maxNumberWork:
 		msg = "numbers too large for this tool's schema: their digits and exponents, as often as the schema parses them, add up to more than " + strconv.Itoa(maxNumberWork)
 	default:
@@ -239,7 +251,7 @@ func numberCost(s string) int {
 }
 
 // docSize is the work measure finds in a document, by bound.
-type docSize struct{ values, objects, text, numbers int }
+type docSize struct{ values, objects, text, numbers, scopes int }
 
 // measure prices the values, objects, text and numbers of v at p, stopping once any
 // passes its bound. Every term is small enough (jsonx bounds a document's size and
@@ -247,13 +259,15 @@ type docSize struct{ values, objects, text, numbers int }
 func measure(v any, p workPrices) docSize {
 	var n docSize
 	within := func() bool {
-		return n.values <= maxValidationWork && n.objects <= maxValidationWork && n.text <= maxPatternWork && n.numbers <= maxNumberWork
+		return n.values <= maxValidationWork && n.objects <= maxValidationWork && n.text <= maxPatternWork &&
+			n.numbers <= maxNumberWork && n.scopes <= maxScopeWork
 	}
 	// arrays counts the arrays enclosing v, containers the arrays and objects.
 	var walk func(v any, arrays, containers int) bool
 	walk = func(v any, arrays, containers int) bool {
 		deep := p.deep * min(containers, p.deepDepth)
 		n.values += p.value + p.array*arrays + deep
+		n.scopes += p.scope * (containers + 1)
 		switch v := v.(type) {
 		case string:
 			n.text += p.text * len(v)
