@@ -220,26 +220,46 @@ func checkKeys(spans []span, keys map[string]bool) []finding {
 	return out
 }
 
-// tableRow is a row of the README's Limits table: "| `limits.a` / `b` | 1 / 2 | ...".
-var tableRow = regexp.MustCompile("^\\| *(`(?:limits|timeouts)\\.[^|]*?) *\\| *([^|]*?) *\\|")
+// limitsRow is a row of the README's Limits table: the keys its first cell names
+// ("`limits.a` / `b`" names limits.a and limits.b) and its defaults cell.
+type limitsRow struct {
+	line     int
+	keys     []string
+	defaults string
+}
 
-// parenthetical is a remark in a default's cell: "64 (at most 10000)".
-var parenthetical = regexp.MustCompile(`\s*\([^)]*\)`)
+// limitsHeader is the header row of the README's Limits table.
+var limitsHeader = regexp.MustCompile(`^\| *key *\| *default *\|`)
 
-// checkLimitsTable holds each row of the README's Limits table (its keys and their
-// defaults) to the embedded defaults.
-func checkLimitsTable(text string, defaults map[string]*yaml.Node) []finding {
-	var out []finding
-	rows := 0
+// limitsRows lists the rows of the README's Limits table, the table headed
+// "| key | default | …": every row of it, so that a row naming no config key at all
+// is held to the defaults too rather than passed over.
+func limitsRows(text string) []limitsRow {
+	var out []limitsRow
+	in := false
 	sc := bufio.NewScanner(strings.NewReader(text))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for n := 1; sc.Scan(); n++ {
-		m := tableRow.FindStringSubmatch(sc.Text())
-		if m == nil {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case limitsHeader.MatchString(line):
+			in = true
+			continue
+		case !in:
+			continue
+		case !strings.HasPrefix(line, "|"):
+			in = false
+			continue
+		case strings.HasPrefix(line, "|-") || strings.HasPrefix(line, "| -"):
+			continue // the separator row
+		}
+		cells := strings.Split(line, "|")
+		if len(cells) < 4 {
+			out = append(out, limitsRow{line: n, keys: []string{strings.TrimSpace(line)}})
 			continue
 		}
-		rows++
 		var keys []string
-		for _, k := range strings.Split(m[1], "/") {
+		for _, k := range strings.Split(cells[1], "/") {
 			k = strings.Trim(strings.TrimSpace(k), "`")
 			if len(keys) > 0 && !strings.Contains(k, ".") {
 				section, _, _ := strings.Cut(keys[0], ".")
@@ -247,24 +267,55 @@ func checkLimitsTable(text string, defaults map[string]*yaml.Node) []finding {
 			}
 			keys = append(keys, k)
 		}
-		values := strings.Split(parenthetical.ReplaceAllString(m[2], ""), "/")
-		if len(values) != len(keys) {
-			out = append(out, finding{n, fmt.Sprintf("%d keys but %d defaults: %q", len(keys), len(values), m[2])})
+		out = append(out, limitsRow{line: n, keys: keys, defaults: strings.TrimSpace(cells[2])})
+	}
+	return out
+}
+
+// parenthetical is a remark in a default's cell: "64 (at most 10000)".
+var parenthetical = regexp.MustCompile(`\s*\([^)]*\)`)
+
+// checkLimitsTable holds each row of the README's Limits table (its keys and their
+// defaults) to the embedded defaults: a key with none is no key of toolsd's.
+func checkLimitsTable(rows []limitsRow, defaults map[string]*yaml.Node) []finding {
+	var out []finding
+	for _, r := range rows {
+		values := strings.Split(parenthetical.ReplaceAllString(r.defaults, ""), "/")
+		if len(values) != len(r.keys) {
+			out = append(out, finding{r.line, fmt.Sprintf("%d keys but %d defaults: %q", len(r.keys), len(values), r.defaults)})
 			continue
 		}
-		for i, k := range keys {
+		for i, k := range r.keys {
 			v := defaults[k]
 			if v == nil {
-				out = append(out, finding{n, fmt.Sprintf("%s has no embedded default (no such key?)", k)})
+				out = append(out, finding{r.line, fmt.Sprintf("%s has no embedded default (no such key?)", k)})
 				continue
 			}
 			if doc := strings.TrimSpace(values[i]); !sameValue(doc, v.Value) {
-				out = append(out, finding{n, fmt.Sprintf("%s: the README says its default is %s, defaults.yaml %s", k, doc, v.Value)})
+				out = append(out, finding{r.line, fmt.Sprintf("%s: the README says its default is %s, defaults.yaml %s", k, doc, v.Value)})
 			}
 		}
 	}
-	if rows == 0 {
-		out = append(out, finding{0, "no Limits table rows (| `limits.…` | default | …) found"})
+	if len(rows) == 0 {
+		out = append(out, finding{0, "no Limits table rows (| key | default | … then | `limits.…` | … |) found"})
+	}
+	return out
+}
+
+// checkLimitsCovered holds the README's Limits table to every limit: each limits.* key
+// of the embedded defaults has a row, so a limit added to config is documented with it.
+func checkLimitsCovered(rows []limitsRow, defaults map[string]*yaml.Node) []finding {
+	documented := map[string]bool{}
+	for _, r := range rows {
+		for _, k := range r.keys {
+			documented[k] = true
+		}
+	}
+	var out []finding
+	for _, k := range sortedKeys(defaults) {
+		if strings.HasPrefix(k, "limits.") && defaults[k].Kind == yaml.ScalarNode && !documented[k] {
+			out = append(out, finding{0, fmt.Sprintf("%s has no row in the Limits table", k)})
+		}
 	}
 	return out
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+	"gopkg.in/yaml.v3"
 
 	"github.com/toolsd/toolsd/internal/config"
 )
@@ -93,13 +94,53 @@ func TestCheckLimitsTable(t *testing.T) {
 		"| `limits.outbox_size` / `write_timeout` | 256 (at most 65536) / 10000ms | x |\n" +
 		"| `timeouts.shutdown` | 20s | x |\n" +
 		"| `limits.max_hooks` / `max_scoped_hooks` | 100 | x |\n" +
-		"| `limits.max_hookz` | 100 | x |\n"
-	wantFindings(t, checkLimitsTable(text, defaults), map[int]string{
-		6: "timeouts.shutdown: the README says its default is 20s, defaults.yaml 30s",
-		7: "2 keys but 1 defaults",
-		8: "limits.max_hookz has no embedded default",
+		"| `limits.max_hookz` | 100 | x |\n" +
+		"| `limit.max_hooks` | 100 | x |\n" +
+		"| max_hooks | 100 | x |\n" +
+		"\n| `limits.max_hookz` | 100 | x |\n" // another table
+	wantFindings(t, checkLimitsTable(limitsRows(text), defaults), map[int]string{
+		6:  "timeouts.shutdown: the README says its default is 20s, defaults.yaml 30s",
+		7:  "2 keys but 1 defaults",
+		8:  "limits.max_hookz has no embedded default",
+		9:  "limit.max_hooks has no embedded default",
+		10: "max_hooks has no embedded default",
 	})
-	wantFindings(t, checkLimitsTable("no table\n", defaults), map[int]string{0: "no Limits table rows"})
+	wantFindings(t, checkLimitsTable(limitsRows("no table\n"), defaults), map[int]string{0: "no Limits table rows"})
+}
+
+func TestCheckLimitsCovered(t *testing.T) {
+	defaults := map[string]*yaml.Node{
+		"limits":                   {Kind: yaml.MappingNode},
+		"limits.max_json_depth":    {Kind: yaml.ScalarNode, Value: "64"},
+		"limits.stream_window":     {Kind: yaml.ScalarNode, Value: "1MiB"},
+		"limits.connection_window": {Kind: yaml.ScalarNode, Value: "4MiB"},
+		"limits.max_hooks":         {Kind: yaml.ScalarNode, Value: "100"},
+		"timeouts.shutdown":        {Kind: yaml.ScalarNode, Value: "30s"},
+	}
+	text := "| key | default | crossing it |\n|---|---|---|\n" +
+		"| `limits.max_json_depth` | 64 | x |\n" +
+		"| `limits.stream_window` / `connection_window` | 1MiB / 4MiB | x |\n" +
+		"\n| `limits.max_hooks` | 100 | x |\n" // another table
+	wantFindings(t, checkLimitsCovered(limitsRows(text), defaults), map[int]string{
+		0: "limits.max_hooks has no row in the Limits table",
+	})
+}
+
+// TestREADMELimitsTable: the README's Limits table has a row for every limit, and
+// every row names limits that exist, with their defaults.
+func TestREADMELimitsTable(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defaults, err := config.DefaultPaths()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := limitsRows(string(raw))
+	if fs := append(checkLimitsTable(rows, defaults), checkLimitsCovered(rows, defaults)...); len(fs) > 0 {
+		t.Errorf("checkLimitsTable, checkLimitsCovered(README.md) = %q, want none", msgs(fs))
+	}
 }
 
 func TestCheckYAMLBlocks(t *testing.T) {

@@ -3,9 +3,10 @@
 // output block that follows it in the README. Volatile values (times, batch ids) are
 // normalized on both sides. It also holds what the README says of toolsd's interface to
 // toolsd itself: the flags it names (toolsd's -h and the example programs'), the config
-// keys, the Limits table's defaults (defaults.yaml), the YAML config examples (they must
-// load), and the metrics with their labels (those toolsd registers, every one of them
-// documented, and served on /metrics). It exits non-zero on any difference.
+// keys, the Limits table (a row for every limit, its default that of defaults.yaml), the
+// YAML config examples (they must load), and the metrics with their labels (those toolsd
+// registers, every one of them documented, and served on /metrics). It exits non-zero
+// on any difference.
 package main
 
 import (
@@ -170,7 +171,9 @@ func checkDocs(readme, text string, bins map[string]string) ([]finding, map[stri
 	var out []finding
 	out = append(out, checkFlags(spans, flags["toolsd"], flags["agent"], flags["hook"], flags["provider"], flags["node"])...)
 	out = append(out, checkKeys(spans, keys)...)
-	out = append(out, checkLimitsTable(text, defaults)...)
+	rows := limitsRows(text)
+	out = append(out, checkLimitsTable(rows, defaults)...)
+	out = append(out, checkLimitsCovered(rows, defaults)...)
 	out = append(out, checkTableIndent(text)...)
 	out = append(out, checkYAMLBlocks(readme, text)...)
 	out = append(out, checkMetrics(text, metrics)...)
