@@ -4,9 +4,10 @@
 // normalized on both sides. It also holds what the README says of toolsd's interface to
 // toolsd itself: the flags it names (toolsd's -h and the example programs'), the config
 // keys, the Limits table (a row for every limit, its default that of defaults.yaml), the
-// YAML config examples (they must load), and the metrics with their labels (those toolsd
-// registers, every one of them documented, and served on /metrics). It exits non-zero
-// on any difference.
+// YAML config examples (they must load), the metrics with their labels (those toolsd
+// registers, every one of them documented, and served on /metrics), and the Go provider
+// SDK's options (pkg/provider's, every one of them listed). It exits non-zero on any
+// difference.
 package main
 
 import (
@@ -167,6 +168,10 @@ func checkDocs(readme, text string, bins map[string]string) ([]finding, map[stri
 	if err != nil {
 		return nil, nil, err
 	}
+	sdk, err := sdkOptions(filepath.Join("pkg", "provider"))
+	if err != nil {
+		return nil, nil, err
+	}
 	spans := codeSpans(text)
 	var out []finding
 	out = append(out, checkFlags(spans, flags["toolsd"], flags["agent"], flags["hook"], flags["provider"], flags["node"])...)
@@ -177,6 +182,7 @@ func checkDocs(readme, text string, bins map[string]string) ([]finding, map[stri
 	out = append(out, checkTableIndent(text)...)
 	out = append(out, checkYAMLBlocks(readme, text)...)
 	out = append(out, checkMetrics(text, metrics)...)
+	out = append(out, checkSDKOptions(text, sdk)...)
 	return out, metrics, nil
 }
 
