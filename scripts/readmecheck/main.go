@@ -6,8 +6,8 @@
 // keys, the Limits table (a row for every limit, its default that of defaults.yaml), the
 // YAML config examples (they must load), the metrics with their labels (those toolsd
 // registers, every one of them documented, and served on /metrics), and the Go provider
-// SDK's options (pkg/provider's, every one of them listed). It exits non-zero on any
-// difference.
+// SDK's options (pkg/provider's, every one of them listed), and the quick start's go run
+// command (make run's, flags and all). It exits non-zero on any difference.
 package main
 
 import (
@@ -172,6 +172,10 @@ func checkDocs(readme, text string, bins map[string]string) ([]finding, map[stri
 	if err != nil {
 		return nil, nil, err
 	}
+	makefile, err := os.ReadFile("Makefile")
+	if err != nil {
+		return nil, nil, err
+	}
 	spans := codeSpans(text)
 	var out []finding
 	out = append(out, checkFlags(spans, flags["toolsd"], flags["agent"], flags["hook"], flags["provider"], flags["node"])...)
@@ -183,6 +187,7 @@ func checkDocs(readme, text string, bins map[string]string) ([]finding, map[stri
 	out = append(out, checkYAMLBlocks(readme, text)...)
 	out = append(out, checkMetrics(text, metrics)...)
 	out = append(out, checkSDKOptions(text, sdk)...)
+	out = append(out, checkRunCommand(text, string(makefile))...)
 	return out, metrics, nil
 }
 
