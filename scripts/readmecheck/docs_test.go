@@ -229,3 +229,37 @@ func TestREADMETablesHoldTogether(t *testing.T) {
 		t.Errorf("checkTableIndent(README.md) = %q, want none", msgs(fs))
 	}
 }
+
+func TestCheckLimitsBounds(t *testing.T) {
+	defaults, err := config.DefaultPaths()
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := "| key | default | crossing it |\n|---|---|---|\n" +
+		"| `limits.max_json_depth` | 64 (at most 10000) | x |\n" +
+		"| `limits.outbox_size` / `write_timeout` | 256 (at most 65535) / 10s | x |\n" +
+		"| `limits.keepalive_time` / `keepalive_timeout` | 10s (at least 2s) / 5s | x |\n" +
+		"| `limits.max_hook_contexts` / `max_hook_context_bytes` | 16 / 64KiB (at most 8MiB) | x |\n" +
+		"| `limits.max_hooks_per_identity` | 10 (at most `max_scoped_hooks`) | x |\n" +
+		"| `limits.max_argument_bytes` | 1MiB (at most 100GiB) | x |\n"
+	wantFindings(t, checkLimitsBounds(limitsRows(text), defaults), map[int]string{
+		4: "limits.outbox_size: the README says at most 65535, but config takes 65536",
+		5: "limits.keepalive_time: the README says at least 2s, but config takes 1.999999999s",
+		8: "limits.max_argument_bytes: the README says at most 100GiB, but config takes 107374182401",
+	})
+}
+
+// TestREADMELimitsBounds: the bounds the README's Limits table notes are config's.
+func TestREADMELimitsBounds(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defaults, err := config.DefaultPaths()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fs := checkLimitsBounds(limitsRows(string(raw)), defaults); len(fs) > 0 {
+		t.Errorf("checkLimitsBounds(README.md) = %q, want none", msgs(fs))
+	}
+}

@@ -3,11 +3,12 @@
 // output block that follows it in the README. Volatile values (times, batch ids) are
 // normalized on both sides. It also holds what the README says of toolsd's interface to
 // toolsd itself: the flags it names (toolsd's -h and the example programs'), the config
-// keys, the Limits table (a row for every limit, its default that of defaults.yaml), the
-// YAML config examples (they must load), the metrics with their labels (those toolsd
-// registers, every one of them documented, and served on /metrics), and the Go provider
-// SDK's options (pkg/provider's, every one of them listed), and the quick start's go run
-// command (make run's, flags and all). It exits non-zero on any difference.
+// keys, the Limits table (a row for every limit, its default that of defaults.yaml, the
+// bounds it notes those config enforces), the YAML config examples (they must load), the
+// metrics with their labels (those toolsd registers, every one of them documented, and
+// served on /metrics), the Go provider SDK's options (pkg/provider's, every one of them
+// listed) and the quick start's go run command (make run's, flags and all). It exits
+// non-zero on any difference.
 package main
 
 import (
@@ -183,6 +184,7 @@ func checkDocs(readme, text string, bins map[string]string) ([]finding, map[stri
 	rows := limitsRows(text)
 	out = append(out, checkLimitsTable(rows, defaults)...)
 	out = append(out, checkLimitsCovered(rows, defaults)...)
+	out = append(out, checkLimitsBounds(rows, defaults)...)
 	out = append(out, checkTableIndent(text)...)
 	out = append(out, checkYAMLBlocks(readme, text)...)
 	out = append(out, checkMetrics(text, metrics)...)
