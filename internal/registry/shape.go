@@ -21,11 +21,13 @@ type schema struct {
 
 // shape is a fast, allocation-free check for the schemas most tools register: objects
 // of typed properties with required keys and open or closed additional properties,
-// arrays of such items, string enums, string and array lengths, integer bounds. It is only ever a shortcut for the library: a
-// document it accepts is valid (every keyword of the schema was checked); a document
-// it rejects goes to the library, which decides and words the error. So the shape may
-// be conservative (an integer written 1.0 is left to the library) but never lenient —
-// FuzzShapeAgreesWithLibrary holds it to that.
+// arrays of such items, string enums, string and array lengths, integer bounds. check
+// is a shortcut: a document it accepts is valid (every keyword of the schema was
+// checked). It may be conservative (an integer written 1.0 fails it) but never lenient
+// — FuzzShapeAgreesWithLibrary holds it to that. A document it rejects is decided
+// exactly, and its failures found and worded as the library would, by
+// [shape.violations]: the library would build every failure of a megabyte of wrong
+// values before toolsd reads the first few.
 //
 // A schema with any other keyword (const, patterns, formats, non-string enums,
 // non-integer bounds, combinators, references, conditionals, unevaluated*, …) gets no
@@ -41,6 +43,8 @@ type shape struct {
 	// a document of many values against a large enum costs a lookup per value, not a
 	// comparison with every member.
 	enum map[string]struct{}
+	// enumList is the enum as written, which the library's message lists.
+	enumList []any
 	// String lengths in code points, array lengths and integer bounds; each applies
 	// when set.
 	minLen, maxLen, minItems, maxItems             int64
@@ -175,6 +179,7 @@ func (s *shape) keyword(k string, v any, root bool) bool {
 	case "enum":
 		vals, ok := stringArray(v)
 		s.enum = make(map[string]struct{}, len(vals))
+		s.enumList, _ = v.([]any)
 		for _, str := range vals {
 			s.enum[str] = struct{}{}
 		}

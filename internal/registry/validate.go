@@ -114,6 +114,13 @@ func validate(sch *schema, raw []byte, lim jsonx.Limits, what string) error {
 	if err := sch.checkWork(v, what); err != nil {
 		return err
 	}
+	if sch.shape != nil {
+		vs := sch.shape.violations(v)
+		if vs == nil {
+			return nil
+		}
+		return &ValidationError{Pointer: vs[0].Pointer, Message: vs[0].Message, Violations: vs, what: what}
+	}
 	err = sch.lib.Validate(v)
 	if err == nil {
 		return nil
@@ -303,14 +310,13 @@ var printer = message.NewPrinter(language.English)
 // and only the first by pointer are worded, by word (wording one can format a whole enum
 // or required list).
 func violations(root *jsonschema.ValidationError, word func(jsonschema.ErrorKind) string) []Violation {
-	type leaf struct {
-		pointer string
-		kind    jsonschema.ErrorKind
-		// key is the property name a propertyNames failure is about: the library
-		// validates it on its own, at no pointer into the document.
-		key string
+	// libFailure is one leaf; key is the property name a propertyNames failure is
+	// about: the library validates it on its own, at no pointer into the document.
+	type libFailure struct {
+		kind jsonschema.ErrorKind
+		key  string
 	}
-	var leaves []leaf
+	var leaves []leaf[libFailure]
 	var walk func(e *jsonschema.ValidationError, key string)
 	walk = func(e *jsonschema.ValidationError, key string) {
 		if len(leaves) == maxLeaves {
@@ -320,7 +326,7 @@ func violations(root *jsonschema.ValidationError, word func(jsonschema.ErrorKind
 			key = k.Property
 		}
 		if len(e.Causes) == 0 {
-			leaves = append(leaves, leaf{pointer(e.InstanceLocation), e.ErrorKind, key})
+			leaves = append(leaves, leaf[libFailure]{pointer(e.InstanceLocation), libFailure{e.ErrorKind, key}})
 			return
 		}
 		for _, c := range e.Causes {
@@ -328,14 +334,32 @@ func violations(root *jsonschema.ValidationError, word func(jsonschema.ErrorKind
 		}
 	}
 	walk(root, "")
-	slices.SortStableFunc(leaves, func(a, b leaf) int { return cmp.Compare(a.pointer, b.pointer) })
+	out := worded(leaves, func(f libFailure) string {
+		if f.key != "" {
+			return truncate("property name " + quoteName(f.key) + ": " + word(f.kind))
+		}
+		return word(f.kind)
+	})
+	if len(out) == 0 {
+		out = []Violation{{Message: "does not match the schema"}}
+	}
+	return out
+}
+
+// leaf is one failure at one place; F says what failed, for word.
+type leaf[F any] struct {
+	pointer string
+	failure F
+}
+
+// worded reports leaves as violations: sorted by pointer, the first maxWordedLeaves
+// worded, and at most maxViolations distinct ones kept.
+func worded[F any](leaves []leaf[F], word func(F) string) []Violation {
+	slices.SortStableFunc(leaves, func(a, b leaf[F]) int { return cmp.Compare(a.pointer, b.pointer) })
 	leaves = leaves[:min(len(leaves), maxWordedLeaves)]
 	out := make([]Violation, len(leaves))
 	for i, l := range leaves {
-		out[i] = Violation{Pointer: l.pointer, Message: word(l.kind)}
-		if l.key != "" {
-			out[i].Message = truncate("property name " + quoteName(l.key) + ": " + out[i].Message)
-		}
+		out[i] = Violation{Pointer: l.pointer, Message: word(l.failure)}
 	}
 	slices.SortStableFunc(out, func(a, b Violation) int {
 		return cmp.Or(cmp.Compare(a.Pointer, b.Pointer), cmp.Compare(a.Message, b.Message))
@@ -343,9 +367,6 @@ func violations(root *jsonschema.ValidationError, word func(jsonschema.ErrorKind
 	out = slices.Compact(out)
 	if len(out) > maxViolations {
 		out = out[:maxViolations]
-	}
-	if len(out) == 0 {
-		out = []Violation{{Message: "does not match the schema"}}
 	}
 	return out
 }

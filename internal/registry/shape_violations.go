@@ -1,0 +1,417 @@
+package registry
+
+import (
+	"encoding/json"
+	"math"
+	"math/big"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+
+	"github.com/toolsd/toolsd/internal/textcut"
+)
+
+// violations decides v, which s.check rejected, exactly, and reports its failures as
+// validating it with the library would: the same places, kinds and words, sorted by
+// pointer. nil means v is valid after all (an integer written 1.0, say).
+//
+// Unlike the library, which builds every failure with a copy of its path, it stops at
+// maxLeaves failures (past which the library's report depended on its walk order too),
+// and keeps what it needs to word a failure, not the words: a failing megabyte costs
+// about what a valid one does.
+func (s *shape) violations(v any) []Violation {
+	w := shapeWalk{ptr: make([]byte, 0, maxViolationMessage+1)}
+	w.walk(s, v)
+	if len(w.leaves) == 0 {
+		return nil
+	}
+	return worded(w.leaves, shapeFailure.word)
+}
+
+// failKind is the keyword a shapeFailure failed.
+type failKind uint8
+
+const (
+	failType failKind = iota
+	failEnum
+	failMinLength
+	failMaxLength
+	failBound
+	failRequired
+	failAdditional
+	failMinItems
+	failMaxItems
+)
+
+// shapeFailure is a value v failing keyword k of s (bound: s.bounds[b]); its kind and
+// words are built only for the failures reported.
+type shapeFailure struct {
+	s *shape
+	v any
+	k failKind
+	b int
+}
+
+// shapeWalk finds a document's failures; ptr is the pointer of the place walked,
+// escaped, and cut like [pointer] cuts it: kept to one byte past maxViolationMessage,
+// its length past that in ptrLen.
+type shapeWalk struct {
+	ptr    []byte
+	ptrLen int
+	leaves []leaf[shapeFailure]
+}
+
+func (w *shapeWalk) fail(s *shape, v any, k failKind, b int) {
+	p := string(w.ptr)
+	if w.ptrLen > maxViolationMessage {
+		p = textcut.Prefix(p, maxViolationMessage) + "…"
+	}
+	w.leaves = append(w.leaves, leaf[shapeFailure]{p, shapeFailure{s, v, k, b}})
+}
+
+func (w *shapeWalk) full() bool { return len(w.leaves) >= maxLeaves }
+
+// enter moves to the member key (or, when key is "", the item i) of the place walked
+// and returns what leave needs to come back.
+func (w *shapeWalk) enter(key string, i int) (int, int) {
+	n, l := len(w.ptr), w.ptrLen
+	if w.ptrLen > maxViolationMessage {
+		return n, l // the pointer is cut already
+	}
+	w.ptr = append(w.ptr, '/')
+	w.ptrLen++
+	if key == "" && i >= 0 {
+		before := len(w.ptr)
+		w.ptr = strconv.AppendInt(w.ptr, int64(i), 10)
+		w.ptrLen += len(w.ptr) - before
+	} else {
+		for j := 0; j < len(key) && w.ptrLen <= maxViolationMessage; j++ {
+			switch c := key[j]; c {
+			case '~':
+				w.ptr = append(w.ptr, '~', '0')
+				w.ptrLen += 2
+			case '/':
+				w.ptr = append(w.ptr, '~', '1')
+				w.ptrLen += 2
+			default:
+				w.ptr = append(w.ptr, c)
+				w.ptrLen++
+			}
+		}
+	}
+	w.ptr = w.ptr[:min(len(w.ptr), maxViolationMessage+1)]
+	return n, l
+}
+
+func (w *shapeWalk) leave(n, l int) { w.ptr, w.ptrLen = w.ptr[:n], l }
+
+// walk records v's failures of s in the library's order of checks: a wrong type or an
+// enum miss ends the place's checks; the others are all made.
+func (w *shapeWalk) walk(s *shape, v any) {
+	if s.types != 0 && !s.types.holds(v) {
+		w.fail(s, v, failType, 0)
+		return
+	}
+	if s.enum != nil {
+		str, ok := v.(string)
+		if _, in := s.enum[str]; !ok || !in {
+			w.fail(s, v, failEnum, 0)
+			return
+		}
+	}
+	switch v := v.(type) {
+	case string:
+		if s.hasMinLen || s.hasMaxLen {
+			n := int64(utf8.RuneCountInString(v))
+			if s.hasMinLen && n < s.minLen {
+				w.fail(s, v, failMinLength, 0)
+			}
+			if s.hasMaxLen && n > s.maxLen {
+				w.fail(s, v, failMaxLength, 0)
+			}
+		}
+	case json.Number:
+		if len(s.bounds) > 0 {
+			d := readDecimal(string(v))
+			for i, b := range s.bounds {
+				if !b.holds(d) {
+					w.fail(s, v, failBound, i)
+				}
+			}
+		}
+	case map[string]any:
+		w.walkObject(s, v)
+	case []any:
+		if n := int64(len(v)); s.hasMinItems && n < s.minItems {
+			w.fail(s, v, failMinItems, 0)
+		}
+		if n := int64(len(v)); s.hasMaxItems && n > s.maxItems {
+			w.fail(s, v, failMaxItems, 0)
+		}
+		if s.items == nil {
+			return
+		}
+		for i, e := range v {
+			if w.full() {
+				return
+			}
+			n, l := w.enter("", i)
+			w.walk(s.items, e)
+			w.leave(n, l)
+		}
+	}
+}
+
+func (w *shapeWalk) walkObject(s *shape, obj map[string]any) {
+	for _, name := range s.required {
+		if _, ok := obj[name]; !ok {
+			w.fail(s, obj, failRequired, 0)
+			break
+		}
+	}
+	additional := false
+	for name, pv := range obj {
+		if w.full() {
+			return
+		}
+		sub, ok := s.props[name]
+		if !ok {
+			if s.closed {
+				additional = true
+				continue
+			}
+			if sub = s.extra; sub == nil {
+				continue
+			}
+		}
+		n, l := w.enter(name, -1)
+		w.walk(sub, pv)
+		w.leave(n, l)
+	}
+	if additional {
+		w.fail(s, obj, failAdditional, 0)
+	}
+}
+
+// maxNamed bounds the property names a required or additionalProperties failure
+// lists: each takes at least four bytes of the message (two quotes and ", "), so the
+// names past it are cut off the message by truncate anyway.
+const maxNamed = maxViolationMessage/4 + 1
+
+// word words f as [describe] words the library's kind of it.
+func (f shapeFailure) word() string {
+	return describe(f.kind())
+}
+
+func (f shapeFailure) kind() jsonschema.ErrorKind {
+	s := f.s
+	switch f.k {
+	case failType:
+		return &kind.Type{Got: jsonTypeOf(f.v), Want: s.types.names()}
+	case failEnum:
+		return &kind.Enum{Got: f.v, Want: s.enumList}
+	case failMinLength:
+		return &kind.MinLength{Got: utf8.RuneCountInString(f.v.(string)), Want: int(s.minLen)}
+	case failMaxLength:
+		return &kind.MaxLength{Got: utf8.RuneCountInString(f.v.(string)), Want: int(s.maxLen)}
+	case failMinItems:
+		return &kind.MinItems{Got: len(f.v.([]any)), Want: int(s.minItems)}
+	case failMaxItems:
+		return &kind.MaxItems{Got: len(f.v.([]any)), Want: int(s.maxItems)}
+	case failBound:
+		return s.bounds[f.b].kind(f.v.(json.Number))
+	case failRequired:
+		obj := f.v.(map[string]any)
+		var missing []string
+		for _, name := range s.required {
+			if _, ok := obj[name]; !ok && len(missing) < maxNamed {
+				missing = append(missing, name)
+			}
+		}
+		return &kind.Required{Missing: missing}
+	default: // failAdditional
+		// The library lists them in map order; the first maxNamed sorted are listed.
+		var names []string
+		for name := range f.v.(map[string]any) {
+			if _, ok := s.props[name]; ok {
+				continue
+			}
+			i, _ := slices.BinarySearch(names, name)
+			if i < maxNamed {
+				names = slices.Insert(names, i, name)
+				names = names[:min(len(names), maxNamed)]
+			}
+		}
+		return &kind.AdditionalProperties{Properties: names}
+	}
+}
+
+// kind is the library's failure of b for the number n.
+func (b bound) kind(n json.Number) jsonschema.ErrorKind {
+	got, _ := new(big.Rat).SetString(string(n))
+	want := new(big.Rat).SetInt64(b.limit)
+	switch {
+	case b.below && b.equal:
+		return &kind.Maximum{Got: got, Want: want}
+	case b.below:
+		return &kind.ExclusiveMaximum{Got: got, Want: want}
+	case b.equal:
+		return &kind.Minimum{Got: got, Want: want}
+	default:
+		return &kind.ExclusiveMinimum{Got: got, Want: want}
+	}
+}
+
+// jsonTypeOf names v's type as the library does (every number is a "number").
+func jsonTypeOf(v any) string {
+	switch v.(type) {
+	case map[string]any:
+		return "object"
+	case []any:
+		return "array"
+	case string:
+		return "string"
+	case json.Number:
+		return "number"
+	case bool:
+		return "boolean"
+	}
+	return "null"
+}
+
+// names lists t in the library's order.
+func (t typeSet) names() []string {
+	var out []string
+	for _, n := range [...]struct {
+		t    typeSet
+		name string
+	}{
+		{typeNull, "null"}, {typeBoolean, "boolean"}, {typeNumber, "number"}, {typeInteger, "integer"},
+		{typeString, "string"}, {typeArray, "array"}, {typeObject, "object"},
+	} {
+		if t&n.t != 0 {
+			out = append(out, n.name)
+		}
+	}
+	return out
+}
+
+// holds reports exactly whether v has one of the types in t: unlike admits, a number
+// written 1.0 or 1e2 is an integer.
+func (t typeSet) holds(v any) bool {
+	if n, ok := v.(json.Number); ok && t&typeNumber == 0 && t&typeInteger != 0 {
+		return !readDecimal(string(n)).frac
+	}
+	return t.admits(v)
+}
+
+// holds reports exactly whether the number d is within b.
+func (b bound) holds(d decimal) bool {
+	switch c := d.cmp(b.limit); {
+	case c == 0:
+		return b.equal
+	case b.below:
+		return c < 0
+	default:
+		return c > 0
+	}
+}
+
+// decimal is a JSON number read exactly, without allocating: its sign, its integer
+// part (whole, or huge past 19 digits, beyond any int64) and whether it has a fraction.
+type decimal struct {
+	neg, huge, frac bool
+	whole           uint64
+}
+
+// readDecimal reads a JSON number literal.
+func readDecimal(lit string) decimal {
+	var d decimal
+	s := lit
+	if s != "" && s[0] == '-' {
+		d.neg, s = true, s[1:]
+	}
+	exp := 0
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		e, err := strconv.Atoi(strings.TrimPrefix(s[i+1:], "+"))
+		if err != nil { // beyond an int: jsonx refuses such exponents long before
+			e = math.MaxInt32
+			if strings.HasPrefix(s[i+1:], "-") {
+				e = math.MinInt32
+			}
+		}
+		s, exp = s[:i], e
+	}
+	intPart, fracPart, _ := strings.Cut(s, ".")
+	n := len(intPart) + len(fracPart)
+	digit := func(i int) byte {
+		switch {
+		case i < len(intPart):
+			return intPart[i] - '0'
+		case i < n:
+			return fracPart[i-len(intPart)] - '0'
+		}
+		return 0
+	}
+	first := 0
+	for first < n && digit(first) == 0 {
+		first++
+	}
+	if first == n {
+		return decimal{} // zero, -0 included
+	}
+	point := len(intPart) + exp // the digits before the decimal point
+	for i := max(point, first); i < n; i++ {
+		if digit(i) != 0 {
+			d.frac = true
+			break
+		}
+	}
+	if point-first > 19 {
+		d.huge = true
+		return d
+	}
+	for i := first; i < point; i++ {
+		d.whole = d.whole*10 + uint64(digit(i))
+	}
+	return d
+}
+
+// cmp compares d with l: -1, 0 or +1.
+func (d decimal) cmp(l int64) int {
+	if d.huge {
+		if d.neg {
+			return -1
+		}
+		return 1
+	}
+	if !d.neg { // d is whole plus a fraction in [0, 1)
+		switch {
+		case l < 0 || d.whole > uint64(l):
+			return 1
+		case d.whole < uint64(l):
+			return -1
+		case d.frac:
+			return 1
+		}
+		return 0
+	}
+	// d is below zero: -(whole plus a fraction in [0, 1)).
+	if l >= 0 {
+		return -1
+	}
+	abs := uint64(-(l + 1)) + 1
+	switch {
+	case d.whole > abs:
+		return -1
+	case d.whole < abs:
+		return 1
+	case d.frac:
+		return -1
+	}
+	return 0
+}

@@ -1,0 +1,229 @@
+package registry
+
+import (
+	"errors"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/toolsd/toolsd/internal/jsonx"
+)
+
+// libraryViolations is what validate reported for a document before schemas with a
+// shape found their own violations: the library's, through [violations]. nil: valid.
+func libraryViolations(t testing.TB, sch *schema, doc string) []Violation {
+	t.Helper()
+	v, err := jsonx.Decode([]byte(doc), jsonx.Limits{MaxDepth: 64})
+	if err != nil {
+		t.Fatalf("jsonx.Decode(%d bytes) = %v", len(doc), err)
+	}
+	err = sch.lib.Validate(v)
+	if err == nil {
+		return nil
+	}
+	var verr *jsonschema.ValidationError
+	if !errors.As(err, &verr) {
+		t.Fatalf("library on %s: %v, want a validation error", doc, err)
+	}
+	return violations(verr, describe)
+}
+
+// validateViolations is what validate reports for doc now. nil: valid.
+func validateViolations(t testing.TB, sch *schema, doc string) []Violation {
+	t.Helper()
+	err := validate(sch, []byte(doc), jsonx.Limits{MaxDepth: 64}, "arguments")
+	if err == nil {
+		return nil
+	}
+	var verr *ValidationError
+	if !errors.As(err, &verr) {
+		t.Fatalf("validate(%s) = %v, want a *ValidationError", doc, err)
+	}
+	if verr.Pointer != verr.Violations[0].Pointer || verr.Message != verr.Violations[0].Message {
+		t.Errorf("validate(%s) = %q at %q, want its first violation %v", doc, verr.Message, verr.Pointer, verr.Violations[0])
+	}
+	return verr.Violations
+}
+
+// A document failing a schema with a shape is reported as the library reported it:
+// the same pointers, in the same order, with the same words.
+func TestShapeViolationsAreTheLibrarys(t *testing.T) {
+	const s1 = `{"type":"object","properties":{` +
+		`"s":{"type":"string","minLength":2,"maxLength":3},` +
+		`"n":{"type":"integer","minimum":-1,"exclusiveMaximum":10},` +
+		`"x":{"type":["number","null"],"maximum":5,"exclusiveMinimum":-5},` +
+		`"m":{"enum":["text","binary","text"]},` +
+		`"a":{"type":"array","items":{"type":["string","null"]},"minItems":1,"maxItems":2},` +
+		`"w":{"type":"array","minItems":3,"maxItems":1},` +
+		`"o":{"type":"object","additionalProperties":{"type":"boolean"}},` +
+		`"r":{"type":"object","required":["p","q","r"],"properties":{"p":{"type":"object","properties":{"deep":{"type":"integer"}}}}},` +
+		`"l":{"type":"array","items":{"type":"array","items":{"type":"integer","minimum":0}}}},` +
+		`"required":["s"],"additionalProperties":false}`
+	long := strings.Repeat("k", 150)
+	s2 := `{"type":"object","additionalProperties":{"type":"object","additionalProperties":{"type":"array","items":{"type":"string"}}}}`
+	tests := map[string]struct{ schema, doc string }{
+		"valid":                      {s1, `{"s":"ab","n":9,"m":"text","a":["x",null],"o":{"k":true}}`},
+		"integer written 1.0":        {s1, `{"s":"ab","n":1.0,"l":[[2e0,0.0,-0e5,1E+2]]}`},
+		"not an object":              {s1, `[]`},
+		"short":                      {s1, `{"s":"a"}`},
+		"long in code points":        {s1, `{"s":"日本語x"}`},
+		"missing":                    {s1, `{}`},
+		"one extra":                  {s1, `{"s":"ab","a/b~c":1}`},
+		"fraction":                   {s1, `{"s":"ab","n":1.5}`},
+		"bounds":                     {s1, `{"s":"ab","n":-2,"x":5.5}`},
+		"exclusive bounds":           {s1, `{"s":"ab","n":10,"x":-5}`},
+		"exact bounds":               {s1, `{"s":"ab","n":9.9999999999999999999999,"x":-4.99999999999999999999}`},
+		"huge numbers":               {s1, `{"s":"ab","n":99999999999999999999,"x":-99999999999999999999.5}`},
+		"exponents":                  {s1, `{"s":"ab","n":1e1,"x":5e-1,"l":[[1e-400,-1e400,1.5e1]]}`},
+		"number as string":           {s1, `{"s":"ab","x":"1"}`},
+		"enum":                       {s1, `{"s":"ab","m":"other"}`},
+		"enum of a number":           {s1, `{"s":"ab","m":1}`},
+		"items":                      {s1, `{"s":"ab","a":["x",1]}`},
+		"too few items":              {s1, `{"s":"ab","a":[]}`},
+		"too many items":             {s1, `{"s":"ab","a":["x","y",3]}`},
+		"min above max":              {s1, `{"s":"ab","w":[1,2]}`},
+		"additional schema":          {s1, `{"s":"ab","o":{"k":"yes","j":null,"i":true}}`},
+		"required list":              {s1, `{"s":"ab","r":{"q":1,"p":{"deep":"x"}}}`},
+		"everything at once":         {s1, `{"n":"1","x":null,"m":"x","a":[1,2,3],"o":[],"r":{},"l":[[-1,"a",1],{},[-2]]}`},
+		"more than 20 in order":      {s1, `{"s":"ab","l":[[` + strings.Repeat(`-1,`, 30) + `0],[-1],[-1],[-1],[-1],[-1],[-1],[-1],[-1],[-1],[-1],[-1,-1]]}`},
+		"long pointers":              {s2, `{"` + long + `":{"` + long + `":[1,"a",2,true,{}]},"` + long + `x":{"a":[1],"b":[2,[]]}}`},
+		"pointer cut in a character": {s2, `{"` + strings.Repeat("é", 99) + `":{"` + long + `":[1,2]}}`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			sch := compileForTest(t, tc.schema)
+			if sch.shape == nil {
+				t.Fatal("no shape for the test schema")
+			}
+			want := libraryViolations(t, sch, tc.doc)
+			got := validateViolations(t, sch, tc.doc)
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("validate(%s) violations (-want +got):\n%s", tc.doc, diff)
+			}
+		})
+	}
+}
+
+// The library lists additional properties in the order it meets them (a map's); they
+// are now listed sorted, and a long list only as far as the message shows.
+func TestShapeViolationsListAdditionalPropertiesSorted(t *testing.T) {
+	sch := compileForTest(t, `{"type":"object","properties":{"a":{}},"additionalProperties":false}`)
+	got := validateViolations(t, sch, `{"c":1,"a":1,"b":1,"d":{}}`)
+	want := []Violation{{Message: "additional properties 'b', 'c', 'd' not allowed"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("violations (-want +got):\n%s", diff)
+	}
+	var b strings.Builder
+	b.WriteString(`{"a":1`)
+	for i := range 5000 {
+		b.WriteString(`,"` + strings.Repeat("x", i%7) + string(rune('a'+i%26)) + strconv.Itoa(i) + `":1`)
+	}
+	b.WriteString(`}`)
+	got = validateViolations(t, sch, b.String())
+	lib := libraryViolations(t, sch, b.String())
+	if len(got) != 1 || len(got[0].Message) != len(lib[0].Message) || !strings.HasSuffix(got[0].Message, "…") {
+		t.Errorf("violations of 5000 additional properties = %q, want one cut like the library's %q", got, lib)
+	}
+}
+
+// A failing document costs about what a valid one does: its violations are found by
+// the shape, stopping at those it reports, not built by the library one per failure.
+// A megabyte of wrong-typed numbers made the library allocate ~262 MB (a 60-level
+// nested array of them 724 MB).
+func TestShapeViolationsAllocationIsBounded(t *testing.T) {
+	var nestedSchema, nestedDoc strings.Builder
+	for range 60 {
+		nestedSchema.WriteString(`{"type":"array","items":`)
+		nestedDoc.WriteString(`[`)
+	}
+	nestedSchema.WriteString(`{"type":"string"}` + strings.Repeat("}", 60))
+	numbers := strings.Repeat(`1,`, 500_000) + `1`
+	nestedDoc.WriteString(numbers + strings.Repeat("]", 60))
+	tests := map[string]struct{ schema, doc string }{
+		"array of strings": {
+			`{"type":"object","properties":{"a":{"type":"array","items":{"type":"string"}}}}`,
+			`{"a":[` + numbers + `]}`,
+		},
+		"nested items": {nestedSchema.String(), nestedDoc.String()},
+		"objects missing properties": {
+			`{"type":"array","items":{"type":"object","required":["a","b"],"additionalProperties":false}}`,
+			`[` + strings.Repeat(`{"c":1},`, 120_000) + `{}]`,
+		},
+	}
+	lim := jsonx.Limits{MaxBytes: 2 << 20, MaxDepth: 64}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			sch := compileForTest(t, tc.schema)
+			if sch.shape == nil {
+				t.Fatal("no shape for the test schema")
+			}
+			raw := []byte(tc.doc)
+			decoded := allocated(func() {
+				if _, err := jsonx.Decode(raw, lim); err != nil {
+					t.Fatal(err)
+				}
+			})
+			var err error
+			total := allocated(func() { err = validate(sch, raw, lim, "arguments") })
+			if err == nil {
+				t.Fatal("validate = nil, want a violation")
+			}
+			t.Logf("validate(%d bytes) allocated %d bytes past decoding (%d)", len(raw), total-decoded, decoded)
+			if extra, bound := total-decoded, 8*uint64(len(raw)); extra > bound {
+				t.Errorf("validate(%d bytes) allocated %d bytes past decoding, want under %d", len(raw), extra, bound)
+			}
+		})
+	}
+}
+
+// allocated is the bytes f allocates.
+func allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// FuzzShapeViolationsAreTheLibrarys holds a schema with a shape to the library's report
+// of any document: valid or not alike, the same violations. Additional properties are
+// compared by count: the library lists them in map order.
+func FuzzShapeViolationsAreTheLibrarys(f *testing.F) {
+	for _, seed := range [][2]string{
+		{`{"type":"object","properties":{"a":{"type":"string","minLength":1}},"required":["a"],"additionalProperties":false}`, `{"b":"x","a":""}`},
+		{`{"type":"object","properties":{"n":{"type":"integer","minimum":0,"maximum":5}}}`, `{"n":5.5}`},
+		{`{"type":"object","properties":{"n":{"type":["number","null"],"exclusiveMinimum":-3}}}`, `{"n":-3e0}`},
+		{`{"type":"object","properties":{"e":{"enum":["a","b"]},"l":{"type":"array","items":{"type":"boolean"},"maxItems":3}}}`, `{"e":"c","l":[true,1,null,false]}`},
+		{`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","additionalProperties":{"type":"string","maxLength":2}}`, `{"k":"abc","/":1}`},
+		{`{"type":"object","properties":{"o":{"type":"object","properties":{"p":{"type":"integer"}},"required":["p","q"]}}}`, `{"o":{"p":1.0}}`},
+		{`{"type":"array","items":{"type":"array","items":{"type":"integer","exclusiveMaximum":-9223372036854775808}}}`, `[[1,-9223372036854775809,-9223372036854775808.5],[]]`},
+	} {
+		f.Add(seed[0], seed[1])
+	}
+	f.Fuzz(func(t *testing.T, rawSchema, doc string) {
+		sch, err := compileSchema("t", []byte(rawSchema), parametersSchema, false, schemaLimits{1 << 16, 64})
+		if err != nil || sch.shape == nil {
+			return
+		}
+		v, err := jsonx.Decode([]byte(doc), jsonx.Limits{MaxDepth: 64})
+		if err != nil || sch.checkWork(v, "arguments") != nil {
+			return
+		}
+		want, got := libraryViolations(t, sch, doc), validateViolations(t, sch, doc)
+		for _, vs := range [][]Violation{want, got} {
+			for i, v := range vs {
+				if strings.HasPrefix(v.Message, "additional properties ") {
+					vs[i].Message = "additional properties: " + strconv.Itoa(strings.Count(v.Message, "', '"))
+				}
+			}
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("validate(%s) under %s: violations (-library +got):\n%s", doc, rawSchema, diff)
+		}
+	})
+}
