@@ -391,3 +391,15 @@ func TestSummarySettingsHaveProbeSizes(t *testing.T) {
 		}
 	}
 }
+
+// TestPeerGOGCIsChecked: the MCP server's GOGC (HARNESS_PEER_GOGC) must be a positive
+// number; anything else fails the role before it serves, naming the variable.
+func TestPeerGOGCIsChecked(t *testing.T) {
+	for _, v := range []string{"lots", "0", "-1"} {
+		t.Setenv(peerGOGCEnv, v)
+		err := runMCPServer(t.Context(), config{}, func(readyInfo) { t.Errorf("%s=%q: the MCP server became ready", peerGOGCEnv, v) })
+		if err == nil || !strings.Contains(err.Error(), peerGOGCEnv) {
+			t.Errorf("%s=%q: runMCPServer() = %v, want an error naming it", peerGOGCEnv, v, err)
+		}
+	}
+}

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
+	"strconv"
 	"syscall"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -88,7 +90,19 @@ func runRelayProvider(ctx context.Context, c config, ready func(readyInfo)) erro
 	}
 }
 
+// peerGOGCEnv, when set, is the GOGC of the MCP server alone (the harness's other
+// processes keep theirs): toolsd runs at its default runtime.gc_percent of 400 and the
+// relay is given the same, while the peer runs at Go's default of 100 as shipped.
+const peerGOGCEnv = "HARNESS_PEER_GOGC"
+
 func runMCPServer(ctx context.Context, _ config, ready func(readyInfo)) error {
+	if v := os.Getenv(peerGOGCEnv); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("%s=%q: want a positive GOGC", peerGOGCEnv, v)
+		}
+		debug.SetGCPercent(n)
+	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
