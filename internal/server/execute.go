@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -160,26 +161,50 @@ func (s *Server) recvFirst(stream batchStream) (*toolsdv1.ExecuteBatchRequest, e
 	if !ok {
 		return stream.Recv()
 	}
-	wait, cancel := context.WithTimeout(s.active.drained, s.limits.FirstMessageTimeout)
-	defer cancel()
-	stop := context.AfterFunc(wait, func() {
-		st, _ := status.FromError(toStatus(s.log, s.firstMessageMissed(wait)))
-		_ = w.WriteStatus(st)
-	})
+	g := &firstWait{s: s, w: w}
+	stopDrain := context.AfterFunc(s.active.drained, g.drained)
+	t := time.AfterFunc(s.limits.FirstMessageTimeout, g.timedOut)
 	m, err := stream.Recv()
-	if !stop() {
-		return nil, s.firstMessageMissed(wait) // the stream has ended with this status
+	stopDrain()
+	t.Stop()
+	if ended := g.end(nil); ended != nil {
+		return nil, ended // the stream has ended with this status
 	}
 	return m, err
 }
 
-// firstMessageMissed is why recvFirst's wait ended: its timeout, or the drain's cause.
-// It is made only then, not for every batch.
-func (s *Server) firstMessageMissed(wait context.Context) error {
-	if cause := context.Cause(wait); !errors.Is(cause, context.DeadlineExceeded) {
-		return cause
+// firstWait ends recvFirst's wait once, by the drain or the first-message timeout, or
+// not at all when the batch came first. It is a timer and a drain callback rather than
+// a context with a deadline: it costs each batch fewer allocations.
+type firstWait struct {
+	s     *Server
+	w     statusWriter
+	mu    sync.Mutex
+	ended bool
+	err   error // why the wait ended, nil when the batch ended it
+}
+
+func (g *firstWait) drained() { g.end(context.Cause(g.s.active.drained)) }
+
+func (g *firstWait) timedOut() {
+	g.end(fmt.Errorf("%w: no batch within %s (limits.first_message_timeout)", errFirstMessageTimeout, g.s.limits.FirstMessageTimeout))
+}
+
+// end ends the wait with err, writing its status, unless it has ended already, and
+// returns why it ended: nil when the batch came first (err nil) before either. The
+// status is written under the lock, so the handler returns only after it.
+func (g *firstWait) end(err error) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.ended {
+		return g.err
 	}
-	return fmt.Errorf("%w: no batch within %s (limits.first_message_timeout)", errFirstMessageTimeout, s.limits.FirstMessageTimeout)
+	g.ended, g.err = true, err
+	if err != nil {
+		st, _ := status.FromError(toStatus(g.s.log, err))
+		_ = g.w.WriteStatus(st)
+	}
+	return nil
 }
 
 // endStream ends the stream with err's status from a goroutine other than the
