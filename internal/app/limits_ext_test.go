@@ -647,44 +647,6 @@ func TestProviderOnSlowLinkGetsLargeArguments(t *testing.T) {
 	}
 }
 
-// TestSteadyReaderIsNotCutOff: a client that keeps reading, but whose backlog of ready
-// results takes longer than the write timeout to reach it (a slow link), gets the whole
-// batch: the write timeout is how long toolsd waits without writing, not how long the
-// last results may take.
-func TestSteadyReaderIsNotCutOff(t *testing.T) {
-	e := start(t, "limits: {write_timeout: 500ms}\n")
-	runProvider(t, e.app.Addr(), sizedTool("sized"))
-	const n = 40 // 40 × 40 KB through a 64 KiB window, one message per 25 ms: ~1 s
-	calls := make([]*toolsdv1.ToolCall, n)
-	for i := range calls {
-		calls[i] = call(fmt.Sprint("c", i), "sized", `{"bytes":40000}`)
-	}
-	stream := openFixedWindow(t, e.app.Addr())
-	if err := stream.Send(batchReq(&toolsdv1.Batch{SessionId: "s-steady", Calls: calls})); err != nil {
-		t.Fatal(err)
-	}
-	if err := stream.CloseSend(); err != nil {
-		t.Fatal(err)
-	}
-	results := 0
-	for {
-		m, err := stream.Recv()
-		if err != nil {
-			t.Fatalf("after %d results: Recv() = %v, want every result and settled", results, err)
-		}
-		if m.GetResult() != nil {
-			results++
-		}
-		if m.GetSettled() != nil {
-			break
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	if results != n {
-		t.Errorf("got %d results before settled, want %d", results, n)
-	}
-}
-
 // readUntilCutOff reads a batch stream to its end, which must be toolsd cutting the
 // client off (ResourceExhausted, SLOW_CLIENT) before settled; it returns the results
 // that got through.

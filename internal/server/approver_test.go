@@ -112,7 +112,7 @@ func TestDecisionBeforeItsRequestIsRefused(t *testing.T) {
 		if _, err := stream.Recv(); err != nil {
 			return err
 		}
-		out := newOutbox(stream, 8, time.Hour, func(error) {}, false)
+		out := newOutbox(stream, 8, time.Hour, nil, func(error) {}, false)
 		a := newStreamApprover(out)
 		// The first message uses up the stream's write quota; the sender's Send of the
 		// second waits for a client that reads nothing, and the request queues behind.
@@ -188,7 +188,7 @@ func TestDecisionForAWithdrawnRequestIsRefused(t *testing.T) {
 		if _, err := stream.Recv(); err != nil {
 			return err
 		}
-		out := newOutbox(stream, 8, time.Hour, func(error) {}, false)
+		out := newOutbox(stream, 8, time.Hour, nil, func(error) {}, false)
 		a := newStreamApprover(out)
 		ask := func(ctx context.Context, results chan<- approveResult) {
 			d, err := a.Approve(ctx, tool.ApprovalRequest{Call: &tool.Call{CallID: "ask", Index: 0, Name: "rm"}, Reason: "deletes"})
@@ -286,7 +286,7 @@ func TestSecondApprovalOfAWaitingCallIsRefused(t *testing.T) {
 		if _, err := stream.Recv(); err != nil {
 			return err
 		}
-		out := newOutbox(stream, 8, time.Hour, func(error) {}, false)
+		out := newOutbox(stream, 8, time.Hour, nil, func(error) {}, false)
 		a := newStreamApprover(out)
 		first, second := make(chan approveResult, 1), make(chan approveResult, 1)
 		ask := func(results chan<- approveResult) {

@@ -55,7 +55,7 @@ func (s *Server) ExecuteBatch(stream batchStream) error {
 	stopAbort := context.AfterFunc(s.active.abort, func() { cancel(errShuttingDown) })
 	defer stopAbort()
 	single := len(b.Calls) == 1
-	out := newOutbox(stream, s.limits.OutboxSize, s.limits.WriteTimeout, func(err error) { s.cutOff(stream, cancel, err) }, single)
+	out := newOutbox(stream, s.limits.OutboxSize, s.limits.WriteTimeout, s.sendClock, func(err error) { s.cutOff(stream, cancel, err) }, single)
 	approver := newStreamApprover(out)
 	approver.waitEnded = s.waitEnded
 	// The reader's log lines are written while the batch runs (the handler does not wait

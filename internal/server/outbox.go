@@ -74,8 +74,11 @@ type outbox struct {
 	watch *sendCheck
 }
 
-func newOutbox(stream batchStream, size int, timeout time.Duration, onCut func(error), direct bool) *outbox {
+// newOutbox makes a batch's outbox. clock, if not nil, is what its waits on the client
+// are timed by instead of the monotonic clock (tests; see [Deps.SendClock]).
+func newOutbox(stream batchStream, size int, timeout time.Duration, clock streamgate.Clock, onCut func(error), direct bool) *outbox {
 	o := &outbox{stream: stream, size: size, timeout: timeout, onCut: onCut, direct: direct}
+	o.sends.SetClock(clock)
 	if !direct {
 		o.mu.Lock() // startLocked sets ch, done and watch under mu
 		o.startLocked()
@@ -119,16 +122,17 @@ func (o *outbox) run() {
 }
 
 // stallWatch times a wait on the client (for room in the queue, or for the sender to
-// flush): its timer fires every write timeout.
+// flush): its timer fires every write timeout, and the time is read from the sends'
+// clock (see [streamgate.SendWatch.SetClock]).
 type stallWatch struct {
-	o       *outbox
-	t       *time.Timer
-	last    uint64 // the sender's writes when the watch last saw one
-	stalled int    // write timeouts since then
+	o     *outbox
+	t     *time.Timer
+	last  uint64 // the sender's writes when the watch last saw one
+	since int64  // the sends' clock then
 }
 
 func (o *outbox) watchStall() stallWatch {
-	return stallWatch{o: o, t: time.NewTimer(o.timeout), last: o.written.Load()}
+	return stallWatch{o: o, t: time.NewTimer(o.timeout), last: o.written.Load(), since: o.sends.Now()}
 }
 
 // stuck is called when the timer fires. It cuts the client off (and reports true) when
@@ -137,9 +141,10 @@ func (o *outbox) watchStall() stallWatch {
 // message may keep the next Send waiting while a slow link carries it); else it rearms
 // the timer.
 func (w *stallWatch) stuck() bool {
+	now := w.o.sends.Now()
 	if n := w.o.written.Load(); n != w.last {
-		w.last, w.stalled = n, 0
-	} else if w.stalled++; int64(w.stalled) > w.o.lastBytes.Load()/streamgate.DrainRate {
+		w.last, w.since = n, now
+	} else if now-w.since >= streamgate.Allowance(w.o.timeout, w.o.lastBytes.Load()) {
 		w.o.fail(errSlowClient)
 		return true
 	}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -36,7 +37,7 @@ func TestOutboxCloseReportsACutMadeAsItFlushed(t *testing.T) {
 		if _, err := stream.Recv(); err != nil {
 			return err
 		}
-		out := newOutbox(stream, 8, time.Hour, func(error) {}, false)
+		out := newOutbox(stream, 8, time.Hour, nil, func(error) {}, false)
 		out.sends.SetClock(clock)
 		// The first message uses up the stream's write quota; the sender's Send of the
 		// second waits for a client that reads nothing.
@@ -83,4 +84,57 @@ func TestOutboxCloseReportsACutMadeAsItFlushed(t *testing.T) {
 func goroutines() string {
 	buf := make([]byte, 1<<20)
 	return string(buf[:runtime.Stack(buf, true)])
+}
+
+// TestSteadyReaderOfABatchIsNotCutOff: a client that keeps reading, but takes longer
+// than the write timeout of real time over each message (a slow link, or a loaded
+// machine), gets every message: the outbox's waits on the client are timed by the
+// sends' clock, which here moves a tenth of the write timeout per message the client
+// takes, so the test does not depend on how fast either side runs.
+func TestSteadyReaderOfABatchIsNotCutOff(t *testing.T) {
+	const n, timeout = 40, time.Millisecond
+	var now atomic.Int64
+	now.Store(1)
+	clock := func() int64 { return now.Load() }
+	closed := make(chan error, 1)
+	stream := openBatch(t, func(stream batchStream) error {
+		if _, err := stream.Recv(); err != nil {
+			return err
+		}
+		// 40 KB messages through the client's 64 KiB window: the queue of 8 fills, and
+		// puts wait on the client as the Sends do.
+		out := newOutbox(stream, 8, timeout, clock, func(error) {}, false)
+		for i := range n {
+			m := &toolsdv1.ExecuteBatchResponse{Msg: &toolsdv1.ExecuteBatchResponse_Result{Result: &toolsdv1.ToolResult{CallId: fmt.Sprint("c", i), Content: strings.Repeat("x", 40000)}}}
+			if err := out.put(m); err != nil {
+				closed <- err
+				return err
+			}
+		}
+		if err := out.put(&toolsdv1.ExecuteBatchResponse{Msg: &toolsdv1.ExecuteBatchResponse_Settled{Settled: &toolsdv1.BatchSettled{Results: n}}}); err != nil {
+			closed <- err
+			return err
+		}
+		closed <- out.close()
+		return nil
+	})
+	results := 0
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("after %d results: Recv() = %v, want every result and settled", results, err)
+		}
+		if m.GetSettled() != nil {
+			break
+		}
+		results++
+		now.Add(int64(timeout) / 10)
+		time.Sleep(5 * timeout) // real time well past the write timeout: only the clock decides
+	}
+	if results != n {
+		t.Errorf("got %d results before settled, want %d", results, n)
+	}
+	if err := <-closed; err != nil {
+		t.Errorf("the outbox ended with %v, want nil", err)
+	}
 }

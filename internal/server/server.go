@@ -58,10 +58,11 @@ type Deps struct {
 	// client's answer, before the wait is withdrawn (an answer read until then is still
 	// checked against the wait): for tests that decide that order.
 	ApprovalWaitEnded func()
-	// SendClock, if set, is what the Sends of ReadSession and WatchSession streams are
-	// timed by against Limits.WriteTimeout instead of the monotonic clock (the checks
-	// still run every write timeout of real time): for tests that decide when a reader
-	// has waited too long.
+	// SendClock, if set, is what the Sends of ReadSession, WatchSession and ExecuteBatch
+	// streams, and a batch's waits for room in its outbox, are timed by against
+	// Limits.WriteTimeout instead of the monotonic clock (the checks still run every
+	// write timeout of real time): for tests that decide when a reader has waited too
+	// long.
 	SendClock streamgate.Clock
 }
 

@@ -73,14 +73,14 @@ func (w *SendWatch) Stalled(d time.Duration) bool {
 	if since == 0 || since == parked {
 		return false
 	}
-	return w.now()-since > allowance(d, last)
+	return w.now()-since > Allowance(d, last)
 }
 
-// allowance is d once, and once more per [DrainRate] bytes of a last message of size
+// Allowance is d once, and once more per [DrainRate] bytes of a last message of size
 // last, saturated at the longest Duration. Unsaturated, a send timeout of a million
 // hours wraps around behind a message of 128 KiB to an allowance below zero (longer
 // timeouts behind smaller messages), and every Send behind it counts as stalled at once.
-func allowance(d time.Duration, last int64) int64 {
+func Allowance(d time.Duration, last int64) int64 {
 	n := 1 + last/DrainRate
 	if d > 0 && int64(d) > math.MaxInt64/n {
 		return math.MaxInt64
@@ -96,6 +96,9 @@ func monoNow() int64 { return int64(time.Since(monoEpoch)) + 1 }
 // SetClock has w time its Sends by clock instead of the monotonic clock (nil restores
 // it). It must be set before any Send, and before anything calls Stalled.
 func (w *SendWatch) SetClock(clock Clock) { w.clock = clock }
+
+// Now reads w's clock (see [SendWatch.SetClock]).
+func (w *SendWatch) Now() int64 { return w.now() }
 
 // now reads w's clock.
 func (w *SendWatch) now() int64 {
