@@ -29,7 +29,8 @@ type schema struct {
 // [shape.violations]: the library would build every failure of a megabyte of wrong
 // values before toolsd reads the first few.
 //
-// A schema with any other keyword (const, patterns, formats, non-string enums,
+// "format" is an annotation too, but only under draft 2020-12 (draft-07 asserts it).
+// A schema with any other keyword (const, patterns, non-string enums,
 // non-integer bounds, combinators, references, conditionals, unevaluated*, …) gets no
 // shape.
 type shape struct {
@@ -78,19 +79,27 @@ var typeNames = map[string]typeSet{
 	"integer": typeInteger, "boolean": typeBoolean, "null": typeNull,
 }
 
-// annotations are keywords that never affect validity.
+// annotations are keywords that never affect validity: the library asserts
+// contentEncoding and contentMediaType only when asked to, which toolsd never does.
 var annotations = map[string]bool{
 	"title": true, "description": true, "default": true, "examples": true, "$comment": true,
-	"deprecated": true, "readOnly": true, "writeOnly": true,
+	"deprecated": true, "readOnly": true, "writeOnly": true, "contentEncoding": true, "contentMediaType": true,
 }
 
 // shapeDrafts are the $schema values whose meaning of the shape keywords is the one
-// checked here (draft-04 differs on integers, so it has no shape).
+// checked here (draft-04 differs on integers, so it has no shape), and whether the
+// draft asserts "format" (the library asserts it before 2019-09; toolsd never asks it
+// to after).
 var shapeDrafts = map[string]bool{
-	"https://json-schema.org/draft/2020-12/schema":  true,
-	"https://json-schema.org/draft/2020-12/schema#": true,
+	"https://json-schema.org/draft/2020-12/schema":  false,
+	"https://json-schema.org/draft/2020-12/schema#": false,
 	"http://json-schema.org/draft-07/schema":        true,
 	"http://json-schema.org/draft-07/schema#":       true,
+}
+
+// shapeBuilder is what building a schema's shape needs beyond one subschema.
+type shapeBuilder struct {
+	formatAsserted bool // "format" validates: the schema has no shape
 }
 
 // newShape returns the shape of the decoded schema doc, or nil when doc uses anything
@@ -100,15 +109,19 @@ func newShape(doc any) *shape {
 	if !ok {
 		return nil
 	}
+	var b shapeBuilder
 	if d, ok := root["$schema"]; ok {
-		if s, _ := d.(string); !shapeDrafts[s] {
+		s, _ := d.(string)
+		asserted, known := shapeDrafts[s]
+		if !known {
 			return nil
 		}
+		b.formatAsserted = asserted
 	}
-	return shapeOf(doc, true)
+	return b.shapeOf(doc, true)
 }
 
-func shapeOf(doc any, root bool) *shape {
+func (b *shapeBuilder) shapeOf(doc any, root bool) *shape {
 	switch d := doc.(type) {
 	case bool:
 		if d {
@@ -118,7 +131,7 @@ func shapeOf(doc any, root bool) *shape {
 	case map[string]any:
 		s := &shape{}
 		for k, v := range d {
-			if !s.keyword(k, v, root) {
+			if !s.keyword(b, k, v, root) {
 				return nil
 			}
 		}
@@ -146,7 +159,7 @@ func stringArray(v any) ([]string, bool) {
 }
 
 // keyword adds keyword k with value v to s; false means a shape cannot express it.
-func (s *shape) keyword(k string, v any, root bool) bool {
+func (s *shape) keyword(b *shapeBuilder, k string, v any, root bool) bool {
 	switch k {
 	case "type":
 		return s.setTypes(v)
@@ -157,7 +170,7 @@ func (s *shape) keyword(k string, v any, root bool) bool {
 		}
 		s.props = make(map[string]*shape, len(props))
 		for name, sub := range props {
-			if s.props[name] = shapeOf(sub, false); s.props[name] == nil {
+			if s.props[name] = b.shapeOf(sub, false); s.props[name] == nil {
 				return false
 			}
 		}
@@ -171,10 +184,10 @@ func (s *shape) keyword(k string, v any, root bool) bool {
 			s.closed = !b
 			return true
 		}
-		s.extra = shapeOf(v, false)
+		s.extra = b.shapeOf(v, false)
 		return s.extra != nil
 	case "items":
-		s.items = shapeOf(v, false)
+		s.items = b.shapeOf(v, false)
 		return s.items != nil
 	case "enum":
 		vals, ok := stringArray(v)
@@ -210,6 +223,8 @@ func (s *shape) keyword(k string, v any, root bool) bool {
 		return true
 	case "$schema":
 		return root // checked by newShape
+	case "format":
+		return !b.formatAsserted
 	}
 	return annotations[k]
 }

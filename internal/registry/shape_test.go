@@ -26,7 +26,9 @@ func TestShapeEligibility(t *testing.T) {
 		`{"$schema":"http://json-schema.org/draft-04/schema#","type":"object"}`:                                                                                              false,
 		`{"type":"object","properties":{"a":false}}`:                                                                                                                         false,
 		`{"type":"object","properties":{"a":{"type":"string","pattern":"^a"}}}`:                                                                                              false,
-		`{"type":"object","properties":{"a":{"type":"string","format":"email"}}}`:                                                                                            false,
+		`{"type":"object","properties":{"a":{"type":"string","format":"email"},"b":{"type":"string","format":"date-time","contentEncoding":"base64"}}}`:                      true,
+		`{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","properties":{"a":{"format":"ipv4"}}}`:                                                    true,
+		`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"a":{"type":"string","format":"email"}}}`:                                        false,
 		`{"type":"object","properties":{"a":{"enum":["x",1]}}}`:                                                                                                              false,
 		`{"type":"object","properties":{"a":{"const":"x"}}}`:                                                                                                                 false,
 		`{"type":"object","properties":{"a":{"type":"number","minimum":0.5}}}`:                                                                                               false,
@@ -111,6 +113,7 @@ func FuzzShapeAgreesWithLibrary(f *testing.F) {
 		{`{"type":"object","properties":{"e":{"enum":["a","b"]},"l":{"type":"array","items":{"type":"boolean"},"maxItems":3}}}`, `{"e":"a","l":[true]}`},
 		{`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","additionalProperties":{"type":"string","maxLength":2}}`, `{"k":"ab"}`},
 		{`{"type":"object","properties":{"o":{"type":"object","properties":{"p":{"type":"integer"}},"required":["p"]}}}`, `{"o":{"p":-0}}`},
+		{`{"type":"object","properties":{"w":{"type":"string","format":"date-time"},"b":{"format":"email","contentEncoding":"base64"}}}`, `{"w":"x","b":1}`},
 	} {
 		f.Add(seed[0], seed[1])
 	}

@@ -61,7 +61,8 @@ func TestShapeViolationsAreTheLibrarys(t *testing.T) {
 		`"w":{"type":"array","minItems":3,"maxItems":1},` +
 		`"o":{"type":"object","additionalProperties":{"type":"boolean"}},` +
 		`"r":{"type":"object","required":["p","q","r"],"properties":{"p":{"type":"object","properties":{"deep":{"type":"integer"}}}}},` +
-		`"l":{"type":"array","items":{"type":"array","items":{"type":"integer","minimum":0}}}},` +
+		`"l":{"type":"array","items":{"type":"array","items":{"type":"integer","minimum":0}}},` +
+		`"f":{"type":"string","format":"date-time","contentEncoding":"base64","maxLength":3}},` +
 		`"required":["s"],"additionalProperties":false}`
 	long := strings.Repeat("k", 150)
 	s2 := `{"type":"object","additionalProperties":{"type":"object","additionalProperties":{"type":"array","items":{"type":"string"}}}}`
@@ -80,6 +81,8 @@ func TestShapeViolationsAreTheLibrarys(t *testing.T) {
 		"huge numbers":               {s1, `{"s":"ab","n":99999999999999999999,"x":-99999999999999999999.5}`},
 		"exponents":                  {s1, `{"s":"ab","n":1e1,"x":5e-1,"l":[[1e-400,-1e400,1.5e1]]}`},
 		"number as string":           {s1, `{"s":"ab","x":"1"}`},
+		"format is not asserted":     {s1, `{"s":"ab","f":"now"}`},
+		"format beside a length":     {s1, `{"s":"ab","f":"never"}`},
 		"enum":                       {s1, `{"s":"ab","m":"other"}`},
 		"enum of a number":           {s1, `{"s":"ab","m":1}`},
 		"items":                      {s1, `{"s":"ab","a":["x",1]}`},
@@ -202,6 +205,7 @@ func FuzzShapeViolationsAreTheLibrarys(f *testing.F) {
 		{`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","additionalProperties":{"type":"string","maxLength":2}}`, `{"k":"abc","/":1}`},
 		{`{"type":"object","properties":{"o":{"type":"object","properties":{"p":{"type":"integer"}},"required":["p","q"]}}}`, `{"o":{"p":1.0}}`},
 		{`{"type":"array","items":{"type":"array","items":{"type":"integer","exclusiveMaximum":-9223372036854775808}}}`, `[[1,-9223372036854775809,-9223372036854775808.5],[]]`},
+		{`{"type":"object","properties":{"w":{"type":"string","format":"date-time","maxLength":4},"b":{"format":"email","contentMediaType":"text/plain"}}}`, `{"w":"never","b":1}`},
 	} {
 		f.Add(seed[0], seed[1])
 	}
