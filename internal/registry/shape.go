@@ -21,7 +21,7 @@ type schema struct {
 
 // shape is a fast, allocation-free check for the schemas most tools register: objects
 // of typed properties with required keys and open or closed additional properties,
-// arrays of such items, string enums, string and array lengths, integer bounds. check
+// arrays of such items, string enums, string and array lengths, numeric bounds. check
 // is a shortcut: a document it accepts is valid (every keyword of the schema was
 // checked). It may be conservative (an integer written 1.0 fails it) but never lenient
 // — FuzzShapeAgreesWithLibrary holds it to that. A document it rejects is decided
@@ -31,7 +31,7 @@ type schema struct {
 //
 // "format" is an annotation too, but only under draft 2020-12 (draft-07 asserts it).
 // A schema with any other keyword (const, patterns, non-string enums,
-// non-integer bounds, combinators, references, conditionals, unevaluated*, …) gets no
+// combinators, references, conditionals, unevaluated*, …) gets no
 // shape.
 type shape struct {
 	types    typeSet           // 0: any type
@@ -46,19 +46,20 @@ type shape struct {
 	enum map[string]struct{}
 	// enumList is the enum as written, which the library's message lists.
 	enumList []any
-	// String lengths in code points, array lengths and integer bounds; each applies
+	// String lengths in code points, array lengths and numeric bounds; each applies
 	// when set.
 	minLen, maxLen, minItems, maxItems             int64
 	hasMinLen, hasMaxLen, hasMinItems, hasMaxItems bool
 	bounds                                         []bound
 }
 
-// bound is one of minimum, maximum, exclusiveMinimum, exclusiveMaximum with an integer
-// limit.
+// bound is one of minimum, maximum, exclusiveMinimum, exclusiveMaximum, compared
+// exactly, as the library compares them.
 type bound struct {
-	limit int64
-	below bool // the document must be below the limit (maximum); else above it
-	equal bool // the limit itself is allowed
+	limit number
+	lit   string // the limit as written, for the library's message
+	below bool   // the document must be below the limit (maximum); else above it
+	equal bool   // the limit itself is allowed
 }
 
 // typeSet is a set of JSON Schema type names.
@@ -214,12 +215,12 @@ func (s *shape) keyword(b *shapeBuilder, k string, v any, root bool) bool {
 		}
 		return true
 	case "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum":
-		n, ok := integerValue(v)
+		n, ok := v.(json.Number)
 		if !ok {
 			return false
 		}
-		s.bounds = append(s.bounds, bound{limit: n, below: k == "maximum" || k == "exclusiveMaximum",
-			equal: k == "minimum" || k == "maximum"})
+		s.bounds = append(s.bounds, bound{limit: readNumber(string(n)), lit: string(n),
+			below: k == "maximum" || k == "exclusiveMaximum", equal: k == "minimum" || k == "maximum"})
 		return true
 	case "$schema":
 		return root // checked by newShape
@@ -269,12 +270,9 @@ func (s *shape) check(v any) bool {
 		}
 	case json.Number:
 		if len(s.bounds) > 0 {
-			n, ok := integerValue(v)
-			if !ok {
-				return false // a fraction, an exponent or a huge number: the library compares exactly
-			}
+			n := readNumber(string(v))
 			for _, b := range s.bounds {
-				if !b.admits(n) {
+				if !b.holds(n) {
 					return false
 				}
 			}
@@ -330,14 +328,15 @@ func (t typeSet) admits(v any) bool {
 	return false
 }
 
-func (b bound) admits(n int64) bool {
-	switch {
-	case n == b.limit:
+// holds reports whether the number n is within b.
+func (b bound) holds(n number) bool {
+	switch c := compareNumbers(n, b.limit); {
+	case c == 0:
 		return b.equal
 	case b.below:
-		return n < b.limit
+		return c < 0
 	default:
-		return n > b.limit
+		return c > 0
 	}
 }
 

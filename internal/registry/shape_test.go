@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"math/big"
 	"testing"
 
 	"github.com/toolsd/toolsd/internal/jsonx"
@@ -31,7 +32,7 @@ func TestShapeEligibility(t *testing.T) {
 		`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"a":{"type":"string","format":"email"}}}`:                                        false,
 		`{"type":"object","properties":{"a":{"enum":["x",1]}}}`:                                                                                                              false,
 		`{"type":"object","properties":{"a":{"const":"x"}}}`:                                                                                                                 false,
-		`{"type":"object","properties":{"a":{"type":"number","minimum":0.5}}}`:                                                                                               false,
+		`{"type":"object","properties":{"a":{"type":"number","minimum":0.5,"exclusiveMaximum":1.5e1,"maximum":-2E-3}}}`:                                                      true,
 		`{"type":"object","properties":{"a":{"$ref":"#/$defs/x"}},"$defs":{"x":{"type":"string"}}}`:                                                                          false,
 		`{"type":"object","anyOf":[{"required":["a"]}]}`:                                                                                                                     false,
 		`{"type":"object","patternProperties":{"^x":{"type":"string"}}}`:                                                                                                     false,
@@ -114,6 +115,7 @@ func FuzzShapeAgreesWithLibrary(f *testing.F) {
 		{`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","additionalProperties":{"type":"string","maxLength":2}}`, `{"k":"ab"}`},
 		{`{"type":"object","properties":{"o":{"type":"object","properties":{"p":{"type":"integer"}},"required":["p"]}}}`, `{"o":{"p":-0}}`},
 		{`{"type":"object","properties":{"w":{"type":"string","format":"date-time"},"b":{"format":"email","contentEncoding":"base64"}}}`, `{"w":"x","b":1}`},
+		{`{"type":"object","properties":{"t":{"type":"number","minimum":0,"maximum":1.5},"p":{"exclusiveMinimum":-0.25,"exclusiveMaximum":1e2}}}`, `{"t":0.7,"p":99.99}`},
 	} {
 		f.Add(seed[0], seed[1])
 	}
@@ -132,4 +134,25 @@ func FuzzShapeAgreesWithLibrary(f *testing.F) {
 			}
 		}
 	})
+}
+
+// compareNumbers orders every pair of literals as the library's big rationals do.
+func TestCompareNumbersIsExact(t *testing.T) {
+	lits := []string{"0", "-0", "0.0", "0e5", "1", "1.0", "10e-1", "0.1e1", "-1", "-1.00", "1.5", "15e-1",
+		"1.50001", "-1.49999", "100", "1e2", "99.9999", "1E+2", "0.001", "1e-3", "0.00100", "-0.001",
+		"9223372036854775807", "9223372036854775808", "-9223372036854775809", "123456789012345678901234567890",
+		"1.23456789012345678901234567890e29", "1e400", "-1e-400", "0.5", "5e-1", "50e-2"}
+	for _, a := range lits {
+		for _, b := range lits {
+			ra, _ := new(big.Rat).SetString(a)
+			rb, _ := new(big.Rat).SetString(b)
+			if got, want := compareNumbers(readNumber(a), readNumber(b)), ra.Cmp(rb); got != want {
+				t.Errorf("compareNumbers(%s, %s) = %d, want %d", a, b, got, want)
+			}
+		}
+		r, _ := new(big.Rat).SetString(a)
+		if got, want := readNumber(a).integer(), r.IsInt(); got != want {
+			t.Errorf("readNumber(%s).integer() = %v, want %v", a, got, want)
+		}
+	}
 }

@@ -2,11 +2,9 @@ package registry
 
 import (
 	"encoding/json"
-	"math"
 	"math/big"
 	"slices"
 	"strconv"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -136,9 +134,9 @@ func (w *shapeWalk) walk(s *shape, v any) {
 		}
 	case json.Number:
 		if len(s.bounds) > 0 {
-			d := readDecimal(string(v))
+			n := readNumber(string(v))
 			for i, b := range s.bounds {
-				if !b.holds(d) {
+				if !b.holds(n) {
 					w.fail(s, v, failBound, i)
 				}
 			}
@@ -253,7 +251,7 @@ func (f shapeFailure) kind() jsonschema.ErrorKind {
 // kind is the library's failure of b for the number n.
 func (b bound) kind(n json.Number) jsonschema.ErrorKind {
 	got, _ := new(big.Rat).SetString(string(n))
-	want := new(big.Rat).SetInt64(b.limit)
+	want, _ := new(big.Rat).SetString(b.lit)
 	switch {
 	case b.below && b.equal:
 		return &kind.Maximum{Got: got, Want: want}
@@ -304,114 +302,7 @@ func (t typeSet) names() []string {
 // written 1.0 or 1e2 is an integer.
 func (t typeSet) holds(v any) bool {
 	if n, ok := v.(json.Number); ok && t&typeNumber == 0 && t&typeInteger != 0 {
-		return !readDecimal(string(n)).frac
+		return readNumber(string(n)).integer()
 	}
 	return t.admits(v)
-}
-
-// holds reports exactly whether the number d is within b.
-func (b bound) holds(d decimal) bool {
-	switch c := d.cmp(b.limit); {
-	case c == 0:
-		return b.equal
-	case b.below:
-		return c < 0
-	default:
-		return c > 0
-	}
-}
-
-// decimal is a JSON number read exactly, without allocating: its sign, its integer
-// part (whole, or huge past 19 digits, beyond any int64) and whether it has a fraction.
-type decimal struct {
-	neg, huge, frac bool
-	whole           uint64
-}
-
-// readDecimal reads a JSON number literal.
-func readDecimal(lit string) decimal {
-	var d decimal
-	s := lit
-	if s != "" && s[0] == '-' {
-		d.neg, s = true, s[1:]
-	}
-	exp := 0
-	if i := strings.IndexAny(s, "eE"); i >= 0 {
-		e, err := strconv.Atoi(strings.TrimPrefix(s[i+1:], "+"))
-		if err != nil { // beyond an int: jsonx refuses such exponents long before
-			e = math.MaxInt32
-			if strings.HasPrefix(s[i+1:], "-") {
-				e = math.MinInt32
-			}
-		}
-		s, exp = s[:i], e
-	}
-	intPart, fracPart, _ := strings.Cut(s, ".")
-	n := len(intPart) + len(fracPart)
-	digit := func(i int) byte {
-		switch {
-		case i < len(intPart):
-			return intPart[i] - '0'
-		case i < n:
-			return fracPart[i-len(intPart)] - '0'
-		}
-		return 0
-	}
-	first := 0
-	for first < n && digit(first) == 0 {
-		first++
-	}
-	if first == n {
-		return decimal{} // zero, -0 included
-	}
-	point := len(intPart) + exp // the digits before the decimal point
-	for i := max(point, first); i < n; i++ {
-		if digit(i) != 0 {
-			d.frac = true
-			break
-		}
-	}
-	if point-first > 19 {
-		d.huge = true
-		return d
-	}
-	for i := first; i < point; i++ {
-		d.whole = d.whole*10 + uint64(digit(i))
-	}
-	return d
-}
-
-// cmp compares d with l: -1, 0 or +1.
-func (d decimal) cmp(l int64) int {
-	if d.huge {
-		if d.neg {
-			return -1
-		}
-		return 1
-	}
-	if !d.neg { // d is whole plus a fraction in [0, 1)
-		switch {
-		case l < 0 || d.whole > uint64(l):
-			return 1
-		case d.whole < uint64(l):
-			return -1
-		case d.frac:
-			return 1
-		}
-		return 0
-	}
-	// d is below zero: -(whole plus a fraction in [0, 1)).
-	if l >= 0 {
-		return -1
-	}
-	abs := uint64(-(l + 1)) + 1
-	switch {
-	case d.whole > abs:
-		return -1
-	case d.whole < abs:
-		return 1
-	case d.frac:
-		return -1
-	}
-	return 0
 }

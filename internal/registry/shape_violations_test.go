@@ -62,39 +62,44 @@ func TestShapeViolationsAreTheLibrarys(t *testing.T) {
 		`"o":{"type":"object","additionalProperties":{"type":"boolean"}},` +
 		`"r":{"type":"object","required":["p","q","r"],"properties":{"p":{"type":"object","properties":{"deep":{"type":"integer"}}}}},` +
 		`"l":{"type":"array","items":{"type":"array","items":{"type":"integer","minimum":0}}},` +
-		`"f":{"type":"string","format":"date-time","contentEncoding":"base64","maxLength":3}},` +
+		`"f":{"type":"string","format":"date-time","contentEncoding":"base64","maxLength":3},` +
+		`"t":{"type":"number","minimum":-0.5,"maximum":1.25,"exclusiveMinimum":-5e-1,"exclusiveMaximum":12.5E-1},` +
+		`"h":{"type":"array","items":{"minimum":1e-3,"maximum":100000000000000000000.5}}},` +
 		`"required":["s"],"additionalProperties":false}`
 	long := strings.Repeat("k", 150)
 	s2 := `{"type":"object","additionalProperties":{"type":"object","additionalProperties":{"type":"array","items":{"type":"string"}}}}`
 	tests := map[string]struct{ schema, doc string }{
-		"valid":                      {s1, `{"s":"ab","n":9,"m":"text","a":["x",null],"o":{"k":true}}`},
-		"integer written 1.0":        {s1, `{"s":"ab","n":1.0,"l":[[2e0,0.0,-0e5,1E+2]]}`},
-		"not an object":              {s1, `[]`},
-		"short":                      {s1, `{"s":"a"}`},
-		"long in code points":        {s1, `{"s":"日本語x"}`},
-		"missing":                    {s1, `{}`},
-		"one extra":                  {s1, `{"s":"ab","a/b~c":1}`},
-		"fraction":                   {s1, `{"s":"ab","n":1.5}`},
-		"bounds":                     {s1, `{"s":"ab","n":-2,"x":5.5}`},
-		"exclusive bounds":           {s1, `{"s":"ab","n":10,"x":-5}`},
-		"exact bounds":               {s1, `{"s":"ab","n":9.9999999999999999999999,"x":-4.99999999999999999999}`},
-		"huge numbers":               {s1, `{"s":"ab","n":99999999999999999999,"x":-99999999999999999999.5}`},
-		"exponents":                  {s1, `{"s":"ab","n":1e1,"x":5e-1,"l":[[1e-400,-1e400,1.5e1]]}`},
-		"number as string":           {s1, `{"s":"ab","x":"1"}`},
-		"format is not asserted":     {s1, `{"s":"ab","f":"now"}`},
-		"format beside a length":     {s1, `{"s":"ab","f":"never"}`},
-		"enum":                       {s1, `{"s":"ab","m":"other"}`},
-		"enum of a number":           {s1, `{"s":"ab","m":1}`},
-		"items":                      {s1, `{"s":"ab","a":["x",1]}`},
-		"too few items":              {s1, `{"s":"ab","a":[]}`},
-		"too many items":             {s1, `{"s":"ab","a":["x","y",3]}`},
-		"min above max":              {s1, `{"s":"ab","w":[1,2]}`},
-		"additional schema":          {s1, `{"s":"ab","o":{"k":"yes","j":null,"i":true}}`},
-		"required list":              {s1, `{"s":"ab","r":{"q":1,"p":{"deep":"x"}}}`},
-		"everything at once":         {s1, `{"n":"1","x":null,"m":"x","a":[1,2,3],"o":[],"r":{},"l":[[-1,"a",1],{},[-2]]}`},
-		"more than 20 in order":      {s1, `{"s":"ab","l":[[` + strings.Repeat(`-1,`, 30) + `0],[-1],[-1],[-1],[-1],[-1],[-1],[-1],[-1],[-1],[-1],[-1,-1]]}`},
-		"long pointers":              {s2, `{"` + long + `":{"` + long + `":[1,"a",2,true,{}]},"` + long + `x":{"a":[1],"b":[2,[]]}}`},
-		"pointer cut in a character": {s2, `{"` + strings.Repeat("é", 99) + `":{"` + long + `":[1,2]}}`},
+		"valid":                       {s1, `{"s":"ab","n":9,"m":"text","a":["x",null],"o":{"k":true}}`},
+		"integer written 1.0":         {s1, `{"s":"ab","n":1.0,"l":[[2e0,0.0,-0e5,1E+2]]}`},
+		"not an object":               {s1, `[]`},
+		"short":                       {s1, `{"s":"a"}`},
+		"long in code points":         {s1, `{"s":"日本語x"}`},
+		"missing":                     {s1, `{}`},
+		"one extra":                   {s1, `{"s":"ab","a/b~c":1}`},
+		"fraction":                    {s1, `{"s":"ab","n":1.5}`},
+		"bounds":                      {s1, `{"s":"ab","n":-2,"x":5.5}`},
+		"exclusive bounds":            {s1, `{"s":"ab","n":10,"x":-5}`},
+		"exact bounds":                {s1, `{"s":"ab","n":9.9999999999999999999999,"x":-4.99999999999999999999}`},
+		"huge numbers":                {s1, `{"s":"ab","n":99999999999999999999,"x":-99999999999999999999.5}`},
+		"exponents":                   {s1, `{"s":"ab","n":1e1,"x":5e-1,"l":[[1e-400,-1e400,1.5e1]]}`},
+		"number as string":            {s1, `{"s":"ab","x":"1"}`},
+		"format is not asserted":      {s1, `{"s":"ab","f":"now"}`},
+		"fractional bounds":           {s1, `{"s":"ab","t":1.25,"h":[0.001,1e-3,0.0009999,100000000000000000000.5,100000000000000000000.50001,-0,"x"]}`},
+		"fractional exclusive bounds": {s1, `{"s":"ab","t":-0.5}`},
+		"fractional bounds met":       {s1, `{"s":"ab","t":1.2499999,"h":[1,10e0,0.00100]}`},
+		"format beside a length":      {s1, `{"s":"ab","f":"never"}`},
+		"enum":                        {s1, `{"s":"ab","m":"other"}`},
+		"enum of a number":            {s1, `{"s":"ab","m":1}`},
+		"items":                       {s1, `{"s":"ab","a":["x",1]}`},
+		"too few items":               {s1, `{"s":"ab","a":[]}`},
+		"too many items":              {s1, `{"s":"ab","a":["x","y",3]}`},
+		"min above max":               {s1, `{"s":"ab","w":[1,2]}`},
+		"additional schema":           {s1, `{"s":"ab","o":{"k":"yes","j":null,"i":true}}`},
+		"required list":               {s1, `{"s":"ab","r":{"q":1,"p":{"deep":"x"}}}`},
+		"everything at once":          {s1, `{"n":"1","x":null,"m":"x","a":[1,2,3],"o":[],"r":{},"l":[[-1,"a",1],{},[-2]]}`},
+		"more than 20 in order":       {s1, `{"s":"ab","l":[[` + strings.Repeat(`-1,`, 30) + `0],[-1],[-1],[-1],[-1],[-1],[-1],[-1],[-1],[-1],[-1],[-1,-1]]}`},
+		"long pointers":               {s2, `{"` + long + `":{"` + long + `":[1,"a",2,true,{}]},"` + long + `x":{"a":[1],"b":[2,[]]}}`},
+		"pointer cut in a character":  {s2, `{"` + strings.Repeat("é", 99) + `":{"` + long + `":[1,2]}}`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -206,6 +211,8 @@ func FuzzShapeViolationsAreTheLibrarys(f *testing.F) {
 		{`{"type":"object","properties":{"o":{"type":"object","properties":{"p":{"type":"integer"}},"required":["p","q"]}}}`, `{"o":{"p":1.0}}`},
 		{`{"type":"array","items":{"type":"array","items":{"type":"integer","exclusiveMaximum":-9223372036854775808}}}`, `[[1,-9223372036854775809,-9223372036854775808.5],[]]`},
 		{`{"type":"object","properties":{"w":{"type":"string","format":"date-time","maxLength":4},"b":{"format":"email","contentMediaType":"text/plain"}}}`, `{"w":"never","b":1}`},
+		{`{"type":"object","properties":{"t":{"type":"number","minimum":0,"maximum":1.5},"p":{"exclusiveMinimum":-0.25,"exclusiveMaximum":1e2}}}`, `{"t":1.50000001,"p":-0.25}`},
+		{`{"type":"array","items":{"minimum":-1.5e-3,"exclusiveMaximum":0.00}}`, `[-0.0015,-15e-4,-0.0,0.0001,-1.50001e-3]`},
 	} {
 		f.Add(seed[0], seed[1])
 	}
