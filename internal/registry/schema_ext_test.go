@@ -610,8 +610,10 @@ func TestValidationWorkCountsCostlyKeywords(t *testing.T) {
 		names.WriteString(`"k` + strconv.Itoa(i) + `",`)
 	}
 	tests := map[string]workCase{
+		// The empty object keeps the enum from the shape checker, which finds a number
+		// among the members in one lookup: the library compares it with each.
 		"numeric enum": {
-			params: `{"type":"object","properties":{"a":{"type":"array","items":{"enum":[` + enum.String() + `-1]}}}}`,
+			params: `{"type":"object","properties":{"a":{"type":"array","items":{"enum":[` + enum.String() + `{},-1]}}}}`,
 			small:  `{"a":[1,2,3]}`, large: `{"a":[` + strings.Repeat(`1,`, 999) + `1]}`,
 			want: "too many values for this tool's schema",
 		},

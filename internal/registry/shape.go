@@ -21,7 +21,7 @@ type schema struct {
 
 // shape is a fast, allocation-free check for the schemas most tools register: objects
 // of typed properties with required keys and open or closed additional properties,
-// arrays of such items, string enums, string and array lengths, numeric bounds. check
+// arrays of such items, enums and consts of scalars, string and array lengths, numeric bounds. check
 // is a shortcut: a document it accepts is valid (every keyword of the schema was
 // checked). It may be conservative (an integer written 1.0 fails it) but never lenient
 // — FuzzShapeAgreesWithLibrary holds it to that. A document it rejects is decided
@@ -30,7 +30,7 @@ type schema struct {
 // values before toolsd reads the first few.
 //
 // "format" is an annotation too, but only under draft 2020-12 (draft-07 asserts it).
-// A schema with any other keyword (const, patterns, non-string enums,
+// A schema with any other keyword (patterns, enums of arrays or objects,
 // combinators, references, conditionals, unevaluated*, …) gets no
 // shape.
 type shape struct {
@@ -40,12 +40,12 @@ type shape struct {
 	closed   bool   // additionalProperties: false
 	extra    *shape // additionalProperties as a schema; nil: anything
 	items    *shape // nil: anything
-	// enum, when not nil, holds the strings the document must be one of: a set, so that
-	// a document of many values against a large enum costs a lookup per value, not a
-	// comparison with every member.
-	enum map[string]struct{}
-	// enumList is the enum as written, which the library's message lists.
-	enumList []any
+	// enum and konst, when not nil, hold the scalars the document must be one of
+	// (const: equal to); enumList and constVal are them as written, which the
+	// library's message gives.
+	enum, konst *scalars
+	enumList    []any
+	constVal    any
 	// String lengths in code points, array lengths and numeric bounds; each applies
 	// when set.
 	minLen, maxLen, minItems, maxItems             int64
@@ -191,13 +191,17 @@ func (s *shape) keyword(b *shapeBuilder, k string, v any, root bool) bool {
 		s.items = b.shapeOf(v, false)
 		return s.items != nil
 	case "enum":
-		vals, ok := stringArray(v)
-		s.enum = make(map[string]struct{}, len(vals))
-		s.enumList, _ = v.([]any)
-		for _, str := range vals {
-			s.enum[str] = struct{}{}
+		var ok bool
+		if s.enumList, ok = v.([]any); !ok {
+			return false
 		}
-		return ok && len(vals) > 0
+		s.enum, ok = newScalars(s.enumList)
+		return ok
+	case "const":
+		var ok bool
+		s.constVal = v
+		s.konst, ok = newScalars([]any{v})
+		return ok
 	case "minLength", "maxLength", "minItems", "maxItems":
 		n, ok := integerValue(v)
 		if !ok || n < 0 {
@@ -254,11 +258,8 @@ func (s *shape) check(v any) bool {
 	if s.types != 0 && !s.types.admits(v) {
 		return false
 	}
-	if s.enum != nil {
-		str, ok := v.(string)
-		if _, in := s.enum[str]; !ok || !in {
-			return false
-		}
+	if (s.konst != nil && !s.konst.has(v)) || (s.enum != nil && !s.enum.has(v)) {
+		return false
 	}
 	switch v := v.(type) {
 	case string:

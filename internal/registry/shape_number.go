@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"encoding/json"
 	"strconv"
 	"strings"
 )
@@ -96,4 +97,70 @@ func cmpInt(a, b int) int {
 		return 1
 	}
 	return 0
+}
+
+// appendKey appends n's canonical form, the same for every literal of one value: a
+// map of such keys finds an enum's numbers in one lookup.
+func (n number) appendKey(b []byte) []byte {
+	if n.zero() {
+		return append(b, '0')
+	}
+	if n.neg {
+		b = append(b, '-')
+	}
+	for i := n.first; i <= n.last; i++ {
+		b = append(b, n.digit(i))
+	}
+	b = append(b, 'e')
+	return strconv.AppendInt(b, int64(n.exp), 10)
+}
+
+// scalars is the members of an enum or a const, all of them strings, numbers,
+// booleans or null, as sets: a document of many values against a large enum costs a
+// lookup per value, not a comparison with every member.
+type scalars struct {
+	strs          map[string]struct{}
+	nums          map[string]struct{} // by appendKey
+	null, yes, no bool
+}
+
+// newScalars reads members; false when one is an array or an object.
+func newScalars(members []any) (*scalars, bool) {
+	m := &scalars{strs: map[string]struct{}{}, nums: map[string]struct{}{}}
+	for _, v := range members {
+		switch v := v.(type) {
+		case string:
+			m.strs[v] = struct{}{}
+		case json.Number:
+			m.nums[string(readNumber(string(v)).appendKey(nil))] = struct{}{}
+		case bool:
+			m.yes, m.no = m.yes || v, m.no || !v
+		case nil:
+			m.null = true
+		default:
+			return nil, false
+		}
+	}
+	return m, true
+}
+
+// has reports whether v, a document decoded by [jsonx.Decode], equals a member.
+func (m *scalars) has(v any) bool {
+	switch v := v.(type) {
+	case string:
+		_, ok := m.strs[v]
+		return ok
+	case json.Number:
+		if len(m.nums) == 0 {
+			return false
+		}
+		var buf [192]byte // jsonx bounds a number to 128 bytes: its digits, sign and exponent fit
+		_, ok := m.nums[string(readNumber(string(v)).appendKey(buf[:0]))]
+		return ok
+	case bool:
+		return v && m.yes || !v && m.no
+	case nil:
+		return m.null
+	}
+	return false
 }

@@ -2,6 +2,8 @@ package registry
 
 import (
 	"math/big"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/toolsd/toolsd/internal/jsonx"
@@ -30,8 +32,9 @@ func TestShapeEligibility(t *testing.T) {
 		`{"type":"object","properties":{"a":{"type":"string","format":"email"},"b":{"type":"string","format":"date-time","contentEncoding":"base64"}}}`:                      true,
 		`{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","properties":{"a":{"format":"ipv4"}}}`:                                                    true,
 		`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"a":{"type":"string","format":"email"}}}`:                                        false,
-		`{"type":"object","properties":{"a":{"enum":["x",1]}}}`:                                                                                                              false,
-		`{"type":"object","properties":{"a":{"const":"x"}}}`:                                                                                                                 false,
+		`{"type":"object","properties":{"a":{"enum":["x",1,2.5,true,null]},"b":{"const":"x"},"c":{"const":null},"d":{"enum":[]}}}`:                                           true,
+		`{"type":"object","properties":{"a":{"enum":["x",[1]]}}}`:                                                                                                            false,
+		`{"type":"object","properties":{"a":{"const":{}}}}`:                                                                                                                  false,
 		`{"type":"object","properties":{"a":{"type":"number","minimum":0.5,"exclusiveMaximum":1.5e1,"maximum":-2E-3}}}`:                                                      true,
 		`{"type":"object","properties":{"a":{"$ref":"#/$defs/x"}},"$defs":{"x":{"type":"string"}}}`:                                                                          false,
 		`{"type":"object","anyOf":[{"required":["a"]}]}`:                                                                                                                     false,
@@ -116,6 +119,7 @@ func FuzzShapeAgreesWithLibrary(f *testing.F) {
 		{`{"type":"object","properties":{"o":{"type":"object","properties":{"p":{"type":"integer"}},"required":["p"]}}}`, `{"o":{"p":-0}}`},
 		{`{"type":"object","properties":{"w":{"type":"string","format":"date-time"},"b":{"format":"email","contentEncoding":"base64"}}}`, `{"w":"x","b":1}`},
 		{`{"type":"object","properties":{"t":{"type":"number","minimum":0,"maximum":1.5},"p":{"exclusiveMinimum":-0.25,"exclusiveMaximum":1e2}}}`, `{"t":0.7,"p":99.99}`},
+		{`{"type":"object","properties":{"l":{"type":"integer","enum":[1,2,3]},"m":{"enum":["a",1.5,false,null]},"c":{"const":10}}}`, `{"l":2,"m":15e-1,"c":1e1}`},
 	} {
 		f.Add(seed[0], seed[1])
 	}
@@ -154,5 +158,37 @@ func TestCompareNumbersIsExact(t *testing.T) {
 		if got, want := readNumber(a).integer(), r.IsInt(); got != want {
 			t.Errorf("readNumber(%s).integer() = %v, want %v", a, got, want)
 		}
+	}
+}
+
+// An enum or const of numbers finds a number in one lookup, without allocating.
+func TestShapeEnumOfNumbersDoesNotAllocate(t *testing.T) {
+	sch := compileForTest(t, `{"type":"object","properties":{"l":{"enum":[1,2.5,"x",null]},"c":{"const":-7e-3}}}`)
+	v, err := jsonx.Decode([]byte(`{"l":25e-1,"c":-0.0070}`), jsonx.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sch.shape.check(v) {
+		t.Fatal("shape.check = false, want true")
+	}
+	if allocs := testing.AllocsPerRun(100, func() { sch.shape.check(v) }); allocs != 0 {
+		t.Errorf("shape.check allocated %v times, want 0", allocs)
+	}
+}
+
+// A valid document under a schema with a shape costs a lookup per value whatever the
+// enum's size, so it is not refused for the comparisons the library would make.
+func TestShapeLargeEnumIsNotPriced(t *testing.T) {
+	var enum strings.Builder
+	for i := range 2000 {
+		enum.WriteString(strconv.Itoa(i) + ",")
+	}
+	sch := compileForTest(t, `{"type":"object","properties":{"a":{"type":"array","items":{"enum":[`+enum.String()+`-1]}}}}`)
+	if sch.shape == nil {
+		t.Fatal("no shape for the test schema")
+	}
+	doc := `{"a":[` + strings.Repeat(`1999,`, 9999) + `-1]}`
+	if err := validate(sch, []byte(doc), jsonx.Limits{}, "arguments"); err != nil {
+		t.Errorf("validate(10,000 members of a 2,001-number enum) = %v, want nil", err)
 	}
 }

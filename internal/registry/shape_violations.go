@@ -35,6 +35,7 @@ type failKind uint8
 
 const (
 	failType failKind = iota
+	failConst
 	failEnum
 	failMinLength
 	failMaxLength
@@ -107,19 +108,20 @@ func (w *shapeWalk) enter(key string, i int) (int, int) {
 
 func (w *shapeWalk) leave(n, l int) { w.ptr, w.ptrLen = w.ptr[:n], l }
 
-// walk records v's failures of s in the library's order of checks: a wrong type or an
-// enum miss ends the place's checks; the others are all made.
+// walk records v's failures of s in the library's order of checks: a wrong type, a
+// const or an enum miss ends the place's checks; the others are all made.
 func (w *shapeWalk) walk(s *shape, v any) {
 	if s.types != 0 && !s.types.holds(v) {
 		w.fail(s, v, failType, 0)
 		return
 	}
-	if s.enum != nil {
-		str, ok := v.(string)
-		if _, in := s.enum[str]; !ok || !in {
-			w.fail(s, v, failEnum, 0)
-			return
-		}
+	if s.konst != nil && !s.konst.has(v) {
+		w.fail(s, v, failConst, 0)
+		return
+	}
+	if s.enum != nil && !s.enum.has(v) {
+		w.fail(s, v, failEnum, 0)
+		return
 	}
 	switch v := v.(type) {
 	case string:
@@ -210,6 +212,8 @@ func (f shapeFailure) kind() jsonschema.ErrorKind {
 	switch f.k {
 	case failType:
 		return &kind.Type{Got: jsonTypeOf(f.v), Want: s.types.names()}
+	case failConst:
+		return &kind.Const{Got: f.v, Want: s.constVal}
 	case failEnum:
 		return &kind.Enum{Got: f.v, Want: s.enumList}
 	case failMinLength:

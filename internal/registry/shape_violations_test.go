@@ -64,7 +64,10 @@ func TestShapeViolationsAreTheLibrarys(t *testing.T) {
 		`"l":{"type":"array","items":{"type":"array","items":{"type":"integer","minimum":0}}},` +
 		`"f":{"type":"string","format":"date-time","contentEncoding":"base64","maxLength":3},` +
 		`"t":{"type":"number","minimum":-0.5,"maximum":1.25,"exclusiveMinimum":-5e-1,"exclusiveMaximum":12.5E-1},` +
-		`"h":{"type":"array","items":{"minimum":1e-3,"maximum":100000000000000000000.5}}},` +
+		`"h":{"type":"array","items":{"minimum":1e-3,"maximum":100000000000000000000.5}},` +
+		`"e":{"type":"array","items":{"enum":["a",1,2.5,true,null]}},` +
+		`"c":{"type":"array","items":{"const":1.5,"type":"number","maximum":1}},` +
+		`"k":{"const":null}},` +
 		`"required":["s"],"additionalProperties":false}`
 	long := strings.Repeat("k", 150)
 	s2 := `{"type":"object","additionalProperties":{"type":"object","additionalProperties":{"type":"array","items":{"type":"string"}}}}`
@@ -213,6 +216,8 @@ func FuzzShapeViolationsAreTheLibrarys(f *testing.F) {
 		{`{"type":"object","properties":{"w":{"type":"string","format":"date-time","maxLength":4},"b":{"format":"email","contentMediaType":"text/plain"}}}`, `{"w":"never","b":1}`},
 		{`{"type":"object","properties":{"t":{"type":"number","minimum":0,"maximum":1.5},"p":{"exclusiveMinimum":-0.25,"exclusiveMaximum":1e2}}}`, `{"t":1.50000001,"p":-0.25}`},
 		{`{"type":"array","items":{"minimum":-1.5e-3,"exclusiveMaximum":0.00}}`, `[-0.0015,-15e-4,-0.0,0.0001,-1.50001e-3]`},
+		{`{"type":"array","items":{"enum":[1,"1",true,null,-0.5]}}`, `[1.0,"1",1,false,null,-5e-1,0,"x"]`},
+		{`{"type":"object","properties":{"c":{"const":"fixed"},"n":{"const":0,"minimum":1}}}`, `{"c":"other","n":-0.0}`},
 	} {
 		f.Add(seed[0], seed[1])
 	}
