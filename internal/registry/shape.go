@@ -20,7 +20,8 @@ type schema struct {
 }
 
 // shape is a fast, allocation-free check for the schemas most tools register: objects
-// of typed properties with required keys and open or closed additional properties,
+// of typed properties with required keys, open or closed additional properties and
+// bounded sizes,
 // arrays of such items, enums and consts of scalars, string and array lengths, numeric bounds. check
 // is a shortcut: a document it accepts is valid (every keyword of the schema was
 // checked). It may be conservative (an integer written 1.0 fails it) but never lenient
@@ -46,11 +47,11 @@ type shape struct {
 	enum, konst *scalars
 	enumList    []any
 	constVal    any
-	// String lengths in code points, array lengths and numeric bounds; each applies
+	// String lengths in code points, array and object sizes and numeric bounds; each applies
 	// when set.
-	minLen, maxLen, minItems, maxItems             int64
-	hasMinLen, hasMaxLen, hasMinItems, hasMaxItems bool
-	bounds                                         []bound
+	minLen, maxLen, minItems, maxItems, minProps, maxProps                   int64
+	hasMinLen, hasMaxLen, hasMinItems, hasMaxItems, hasMinProps, hasMaxProps bool
+	bounds                                                                   []bound
 }
 
 // bound is one of minimum, maximum, exclusiveMinimum, exclusiveMaximum, compared
@@ -202,7 +203,7 @@ func (s *shape) keyword(b *shapeBuilder, k string, v any, root bool) bool {
 		s.constVal = v
 		s.konst, ok = newScalars([]any{v})
 		return ok
-	case "minLength", "maxLength", "minItems", "maxItems":
+	case "minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties":
 		n, ok := integerValue(v)
 		if !ok || n < 0 {
 			return false
@@ -214,8 +215,12 @@ func (s *shape) keyword(b *shapeBuilder, k string, v any, root bool) bool {
 			s.maxLen, s.hasMaxLen = n, true
 		case "minItems":
 			s.minItems, s.hasMinItems = n, true
-		default:
+		case "maxItems":
 			s.maxItems, s.hasMaxItems = n, true
+		case "minProperties":
+			s.minProps, s.hasMinProps = n, true
+		default:
+			s.maxProps, s.hasMaxProps = n, true
 		}
 		return true
 	case "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum":
@@ -279,6 +284,9 @@ func (s *shape) check(v any) bool {
 			}
 		}
 	case map[string]any:
+		if n := int64(len(v)); (s.hasMinProps && n < s.minProps) || (s.hasMaxProps && n > s.maxProps) {
+			return false
+		}
 		for _, name := range s.required {
 			if _, ok := v[name]; !ok {
 				return false

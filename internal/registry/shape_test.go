@@ -33,6 +33,7 @@ func TestShapeEligibility(t *testing.T) {
 		`{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","properties":{"a":{"format":"ipv4"}}}`:                                                    true,
 		`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"a":{"type":"string","format":"email"}}}`:                                        false,
 		`{"type":"object","properties":{"a":{"enum":["x",1,2.5,true,null]},"b":{"const":"x"},"c":{"const":null},"d":{"enum":[]}}}`:                                           true,
+		`{"type":"object","minProperties":1,"maxProperties":3,"additionalProperties":{"type":"object","maxProperties":0}}`:                                                   true,
 		`{"type":"object","properties":{"a":{"enum":["x",[1]]}}}`:                                                                                                            false,
 		`{"type":"object","properties":{"a":{"const":{}}}}`:                                                                                                                  false,
 		`{"type":"object","properties":{"a":{"type":"number","minimum":0.5,"exclusiveMaximum":1.5e1,"maximum":-2E-3}}}`:                                                      true,
@@ -120,6 +121,7 @@ func FuzzShapeAgreesWithLibrary(f *testing.F) {
 		{`{"type":"object","properties":{"w":{"type":"string","format":"date-time"},"b":{"format":"email","contentEncoding":"base64"}}}`, `{"w":"x","b":1}`},
 		{`{"type":"object","properties":{"t":{"type":"number","minimum":0,"maximum":1.5},"p":{"exclusiveMinimum":-0.25,"exclusiveMaximum":1e2}}}`, `{"t":0.7,"p":99.99}`},
 		{`{"type":"object","properties":{"l":{"type":"integer","enum":[1,2,3]},"m":{"enum":["a",1.5,false,null]},"c":{"const":10}}}`, `{"l":2,"m":15e-1,"c":1e1}`},
+		{`{"type":"object","minProperties":1,"maxProperties":2,"additionalProperties":{"type":"object","maxProperties":0}}`, `{"a":{}}`},
 	} {
 		f.Add(seed[0], seed[1])
 	}

@@ -44,6 +44,8 @@ const (
 	failAdditional
 	failMinItems
 	failMaxItems
+	failMinProperties
+	failMaxProperties
 )
 
 // shapeFailure is a value v failing keyword k of s (bound: s.bounds[b]); its kind and
@@ -167,6 +169,12 @@ func (w *shapeWalk) walk(s *shape, v any) {
 }
 
 func (w *shapeWalk) walkObject(s *shape, obj map[string]any) {
+	if n := int64(len(obj)); s.hasMinProps && n < s.minProps {
+		w.fail(s, obj, failMinProperties, 0)
+	}
+	if n := int64(len(obj)); s.hasMaxProps && n > s.maxProps {
+		w.fail(s, obj, failMaxProperties, 0)
+	}
 	for _, name := range s.required {
 		if _, ok := obj[name]; !ok {
 			w.fail(s, obj, failRequired, 0)
@@ -224,6 +232,10 @@ func (f shapeFailure) kind() jsonschema.ErrorKind {
 		return &kind.MinItems{Got: len(f.v.([]any)), Want: int(s.minItems)}
 	case failMaxItems:
 		return &kind.MaxItems{Got: len(f.v.([]any)), Want: int(s.maxItems)}
+	case failMinProperties:
+		return &kind.MinProperties{Got: len(f.v.(map[string]any)), Want: int(s.minProps)}
+	case failMaxProperties:
+		return &kind.MaxProperties{Got: len(f.v.(map[string]any)), Want: int(s.maxProps)}
 	case failBound:
 		return s.bounds[f.b].kind(f.v.(json.Number))
 	case failRequired:

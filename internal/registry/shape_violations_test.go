@@ -67,7 +67,8 @@ func TestShapeViolationsAreTheLibrarys(t *testing.T) {
 		`"h":{"type":"array","items":{"minimum":1e-3,"maximum":100000000000000000000.5}},` +
 		`"e":{"type":"array","items":{"enum":["a",1,2.5,true,null]}},` +
 		`"c":{"type":"array","items":{"const":1.5,"type":"number","maximum":1}},` +
-		`"k":{"const":null}},` +
+		`"k":{"const":null},` +
+		`"p":{"type":"array","items":{"type":"object","minProperties":2,"maxProperties":3,"required":["a"],"additionalProperties":{"type":"integer"}}}},` +
 		`"required":["s"],"additionalProperties":false}`
 	long := strings.Repeat("k", 150)
 	s2 := `{"type":"object","additionalProperties":{"type":"object","additionalProperties":{"type":"array","items":{"type":"string"}}}}`
@@ -218,6 +219,7 @@ func FuzzShapeViolationsAreTheLibrarys(f *testing.F) {
 		{`{"type":"array","items":{"minimum":-1.5e-3,"exclusiveMaximum":0.00}}`, `[-0.0015,-15e-4,-0.0,0.0001,-1.50001e-3]`},
 		{`{"type":"array","items":{"enum":[1,"1",true,null,-0.5]}}`, `[1.0,"1",1,false,null,-5e-1,0,"x"]`},
 		{`{"type":"object","properties":{"c":{"const":"fixed"},"n":{"const":0,"minimum":1}}}`, `{"c":"other","n":-0.0}`},
+		{`{"type":"object","minProperties":2,"maxProperties":1,"properties":{"o":{"maxProperties":0,"required":["x"]}}}`, `{"o":{"y":1}}`},
 	} {
 		f.Add(seed[0], seed[1])
 	}
