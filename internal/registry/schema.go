@@ -101,7 +101,11 @@ func compileSchema(name string, raw []byte, kind schemaKind, requireObject bool,
 	if err := checkCounts(where, doc, lib); err != nil {
 		return nil, err
 	}
-	return &schema{lib: lib, shape: newShape(doc), perPlace: perPlace, costs: costs}, nil
+	sch := &schema{lib: lib, perPlace: perPlace, costs: costs}
+	if perPlace <= maxShapePlaces {
+		sch.shape = newShape(doc)
+	}
+	return sch, nil
 }
 
 // schemaLimits bound a schema (maxBytes) and the documents it validates (maxDepth,

@@ -31,8 +31,9 @@ type schema struct {
 // values before toolsd reads the first few.
 //
 // "format" is an annotation too, but only under draft 2020-12 (draft-07 asserts it).
-// A schema with any other keyword (patterns, enums of arrays or objects,
-// combinators, references, conditionals, unevaluated*, …) gets no
+// A local "$ref" into the root's $defs (or definitions) and "allOf" apply their
+// subschemas' shapes. A schema with any other keyword (patterns, enums of arrays or objects,
+// anyOf, oneOf, not, other references, conditionals, unevaluated*, …) gets no
 // shape.
 type shape struct {
 	types    typeSet           // 0: any type
@@ -41,6 +42,10 @@ type shape struct {
 	closed   bool   // additionalProperties: false
 	extra    *shape // additionalProperties as a schema; nil: anything
 	items    *shape // nil: anything
+	// ref is the subschema a local "$ref" names, allOf the subschemas of "allOf": both
+	// apply at the document's place too. A recursive schema's shape has cycles.
+	ref   *shape
+	allOf []*shape
 	// enum and konst, when not nil, hold the scalars the document must be one of
 	// (const: equal to); enumList and constVal are them as written, which the
 	// library's message gives.
@@ -62,6 +67,13 @@ type bound struct {
 	below bool   // the document must be below the limit (maximum); else above it
 	equal bool   // the limit itself is allowed
 }
+
+// maxShapePlaces bounds the subschemas a shape applies at one place of a document
+// (through $ref and allOf; see checkFanout). A document a shape accepts is not priced
+// by checkWork: its work is its values × the subschemas applied at each, which a schema
+// with hundreds of references behind each place would make seconds for a megabyte.
+// Such a schema goes to the library, priced.
+const maxShapePlaces = 16
 
 // typeSet is a set of JSON Schema type names.
 type typeSet uint8
@@ -101,45 +113,66 @@ var shapeDrafts = map[string]bool{
 
 // shapeBuilder is what building a schema's shape needs beyond one subschema.
 type shapeBuilder struct {
-	formatAsserted bool // "format" validates: the schema has no shape
+	// draft07: "format" validates, so a schema with one has no shape, and a "$ref"
+	// voids the keywords beside it.
+	draft07 bool
+	root    map[string]any
+	named   map[string]*shape // by reference, each built once (see resolve)
 }
 
 // newShape returns the shape of the decoded schema doc, or nil when doc uses anything
 // a shape cannot check.
 func newShape(doc any) *shape {
 	root, ok := doc.(map[string]any)
-	if !ok {
+	if !ok || hasIdentifiers(doc) {
 		return nil
 	}
-	var b shapeBuilder
+	b := shapeBuilder{root: root, named: map[string]*shape{}}
 	if d, ok := root["$schema"]; ok {
 		s, _ := d.(string)
-		asserted, known := shapeDrafts[s]
+		draft07, known := shapeDrafts[s]
 		if !known {
 			return nil
 		}
-		b.formatAsserted = asserted
+		b.draft07 = draft07
 	}
-	return b.shapeOf(doc, true)
+	if _, ok := root["$ref"]; ok && b.draft07 {
+		return nil // the root's $ref voids its definitions too
+	}
+	s := &shape{}
+	b.named["#"] = s
+	if !b.fill(s, doc, true) {
+		return nil
+	}
+	return s
 }
 
 func (b *shapeBuilder) shapeOf(doc any, root bool) *shape {
+	s := &shape{}
+	if !b.fill(s, doc, root) {
+		return nil
+	}
+	return s
+}
+
+// fill makes s the shape of doc; false means a shape cannot check doc.
+func (b *shapeBuilder) fill(s *shape, doc any, root bool) bool {
 	switch d := doc.(type) {
 	case bool:
-		if d {
-			return &shape{}
-		}
-		return nil // false: nothing is valid; leave it to the library
+		return d // false: nothing is valid; leave it to the library
 	case map[string]any:
-		s := &shape{}
+		if ref, ok := d["$ref"]; ok && b.draft07 {
+			s.ref = b.resolve(ref)
+			return s.ref != nil
+		}
 		for k, v := range d {
 			if !s.keyword(b, k, v, root) {
-				return nil
+				return false
 			}
 		}
-		return s
+		return true
 	default:
-		return nil
+		return false
 	}
 }
 
@@ -233,8 +266,23 @@ func (s *shape) keyword(b *shapeBuilder, k string, v any, root bool) bool {
 		return true
 	case "$schema":
 		return root // checked by newShape
+	case "$ref":
+		s.ref = b.resolve(v)
+		return s.ref != nil
+	case "$defs", "definitions":
+		return true // each member referred to is built by resolve
+	case "allOf":
+		subs, ok := v.([]any)
+		for _, sub := range subs {
+			a := b.shapeOf(sub, false)
+			if a == nil {
+				return false
+			}
+			s.allOf = append(s.allOf, a)
+		}
+		return ok
 	case "format":
-		return !b.formatAsserted
+		return !b.draft07
 	}
 	return annotations[k]
 }
@@ -265,6 +313,14 @@ func (s *shape) check(v any) bool {
 	}
 	if (s.konst != nil && !s.konst.has(v)) || (s.enum != nil && !s.enum.has(v)) {
 		return false
+	}
+	if s.ref != nil && !s.ref.check(v) {
+		return false
+	}
+	for _, a := range s.allOf {
+		if !a.check(v) {
+			return false
+		}
 	}
 	switch v := v.(type) {
 	case string:

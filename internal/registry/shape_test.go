@@ -37,12 +37,19 @@ func TestShapeEligibility(t *testing.T) {
 		`{"type":"object","properties":{"a":{"enum":["x",[1]]}}}`:                                                                                                            false,
 		`{"type":"object","properties":{"a":{"const":{}}}}`:                                                                                                                  false,
 		`{"type":"object","properties":{"a":{"type":"number","minimum":0.5,"exclusiveMaximum":1.5e1,"maximum":-2E-3}}}`:                                                      true,
-		`{"type":"object","properties":{"a":{"$ref":"#/$defs/x"}},"$defs":{"x":{"type":"string"}}}`:                                                                          false,
+		`{"type":"object","properties":{"a":{"$ref":"#/$defs/x"}},"$defs":{"x":{"type":"string"}}}`:                                                                          true,
+		`{"type":"object","properties":{"a":{"$ref":"#/$defs/n"}},"$defs":{"n":{"type":"object","properties":{"next":{"$ref":"#/$defs/n"},"up":{"$ref":"#"}}}}}`:             true,
+		`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"a":{"$ref":"#/definitions/x","pattern":"^a"}},"definitions":{"x":{}}}`:          true,
+		`{"type":"object","properties":{"a":{"$ref":"#/$defs/x","pattern":"^a"}},"$defs":{"x":{}}}`:                                                                          false,
+		`{"type":"object","allOf":[{"properties":{"a":{"type":"integer"}}},{"required":["a"]}]}`:                                                                             true,
+		`{"type":"object","properties":{"a":{"$ref":"#/$defs/x"}},"$defs":{"x":{"$id":"x.json","type":"string"}}}`:                                                           false,
+		`{"type":"object","properties":{"a":{"$ref":"#/properties/b"},"b":{"type":"string"}}}`:                                                                               false,
+		`{"type":"object","properties":{"a":{"$ref":"#/$defs/x%20y"}},"$defs":{"x y":{"type":"string"}}}`:                                                                    false,
 		`{"type":"object","anyOf":[{"required":["a"]}]}`:                                                                                                                     false,
 		`{"type":"object","patternProperties":{"^x":{"type":"string"}}}`:                                                                                                     false,
 		`{"type":"object","unevaluatedProperties":false}`:                                                                                                                    false,
-		`{"type":"object","x-order":["a"]}`:                                                                                                                                  false,
-		`{"type":"object","properties":{"a":{"$schema":"https://json-schema.org/draft/2020-12/schema"}}}`:                                                                    false,
+		`{"type":"object","x-order":["a"]}`: false,
+		`{"type":"object","properties":{"a":{"$schema":"https://json-schema.org/draft/2020-12/schema"}}}`: false,
 	} {
 		if got := compileForTest(t, raw).shape != nil; got != want {
 			t.Errorf("shape of %s: got %v, want %v", raw, got, want)
@@ -122,6 +129,8 @@ func FuzzShapeAgreesWithLibrary(f *testing.F) {
 		{`{"type":"object","properties":{"t":{"type":"number","minimum":0,"maximum":1.5},"p":{"exclusiveMinimum":-0.25,"exclusiveMaximum":1e2}}}`, `{"t":0.7,"p":99.99}`},
 		{`{"type":"object","properties":{"l":{"type":"integer","enum":[1,2,3]},"m":{"enum":["a",1.5,false,null]},"c":{"const":10}}}`, `{"l":2,"m":15e-1,"c":1e1}`},
 		{`{"type":"object","minProperties":1,"maxProperties":2,"additionalProperties":{"type":"object","maxProperties":0}}`, `{"a":{}}`},
+		{`{"type":"object","properties":{"t":{"$ref":"#/$defs/node"}},"$defs":{"node":{"type":"object","properties":{"v":{"type":"integer"},"kids":{"type":"array","items":{"$ref":"#/$defs/node"}}},"required":["v"]}}}`, `{"t":{"v":1,"kids":[{"v":2}]}}`},
+		{`{"type":"object","allOf":[{"$ref":"#/definitions/a"}],"definitions":{"a":{"properties":{"x":{"enum":[1,2]}}}}}`, `{"x":2}`},
 	} {
 		f.Add(seed[0], seed[1])
 	}
@@ -192,5 +201,20 @@ func TestShapeLargeEnumIsNotPriced(t *testing.T) {
 	doc := `{"a":[` + strings.Repeat(`1999,`, 9999) + `-1]}`
 	if err := validate(sch, []byte(doc), jsonx.Limits{}, "arguments"); err != nil {
 		t.Errorf("validate(10,000 members of a 2,001-number enum) = %v, want nil", err)
+	}
+}
+
+// A schema applying more than maxShapePlaces subschemas at a place has no shape: its
+// documents are priced for that work before they are validated.
+func TestShapePlacesAreBounded(t *testing.T) {
+	refs := func(n int) string {
+		return strings.TrimSuffix(strings.Repeat(`{"$ref":"#/$defs/e"},`, n), ",")
+	}
+	// Each member of allOf and the subschema it refers to apply: 1 + 2n in all.
+	for n, want := range map[int]bool{1: true, (maxShapePlaces - 1) / 2: true, (maxShapePlaces + 1) / 2: false} {
+		raw := `{"type":"object","$defs":{"e":{"minimum":-1}},"properties":{"a":{"allOf":[` + refs(n) + `]}}}`
+		if got := compileForTest(t, raw).shape != nil; got != want {
+			t.Errorf("shape of %d references at a place: got %v, want %v", n, got, want)
+		}
 	}
 }

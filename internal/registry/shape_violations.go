@@ -125,6 +125,17 @@ func (w *shapeWalk) walk(s *shape, v any) {
 		w.fail(s, v, failEnum, 0)
 		return
 	}
+	if s.ref != nil {
+		w.walk(s.ref, v)
+	}
+	w.walkValue(s, v)
+	for _, a := range s.allOf {
+		w.walk(a, v)
+	}
+}
+
+// walkValue records v's failures of the keywords of s for its type.
+func (w *shapeWalk) walkValue(s *shape, v any) {
 	switch v := v.(type) {
 	case string:
 		if s.hasMinLen || s.hasMaxLen {

@@ -72,6 +72,14 @@ func TestShapeViolationsAreTheLibrarys(t *testing.T) {
 		`"required":["s"],"additionalProperties":false}`
 	long := strings.Repeat("k", 150)
 	s2 := `{"type":"object","additionalProperties":{"type":"object","additionalProperties":{"type":"array","items":{"type":"string"}}}}`
+	const s3 = `{"type":"object","properties":{"t":{"$ref":"#/$defs/node"},"u":{"$ref":"#"},` +
+		`"a":{"allOf":[{"type":"string","maxLength":3},{"$ref":"#/$defs/short"}],"minLength":2}},` +
+		`"allOf":[{"properties":{"b":{"type":"integer"}}}],` +
+		`"$defs":{"short":{"maxLength":4,"enum":["a","toolong"]},"node":{"type":"object","properties":{"v":{"type":"integer","minimum":0},` +
+		`"kids":{"type":"array","items":{"$ref":"#/$defs/node"}}},"required":["v"],"additionalProperties":false}}}`
+	const s4 = `{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{` +
+		`"a":{"$ref":"#/definitions/n","type":"string"},"b":{"type":"array","items":{"$ref":"#/definitions/s"}}},` +
+		`"definitions":{"n":{"type":"number"},"s":{"$ref":"#/definitions/n"}}}`
 	tests := map[string]struct{ schema, doc string }{
 		"valid":                       {s1, `{"s":"ab","n":9,"m":"text","a":["x",null],"o":{"k":true}}`},
 		"integer written 1.0":         {s1, `{"s":"ab","n":1.0,"l":[[2e0,0.0,-0e5,1E+2]]}`},
@@ -161,6 +169,11 @@ func TestShapeViolationsAllocationIsBounded(t *testing.T) {
 			`{"a":[` + numbers + `]}`,
 		},
 		"nested items": {nestedSchema.String(), nestedDoc.String()},
+		// Two subschemas apply at each place: checkWork refuses a million values.
+		"recursive reference": {
+			`{"type":"array","items":{"$ref":"#/$defs/l"},"$defs":{"l":{"type":["array","string"],"items":{"$ref":"#/$defs/l"}}}}`,
+			strings.Repeat("[", 60) + strings.Repeat(`1,`, 300_000) + `1` + strings.Repeat("]", 60),
+		},
 		"objects missing properties": {
 			`{"type":"array","items":{"type":"object","required":["a","b"],"additionalProperties":false}}`,
 			`[` + strings.Repeat(`{"c":1},`, 120_000) + `{}]`,
@@ -220,6 +233,9 @@ func FuzzShapeViolationsAreTheLibrarys(f *testing.F) {
 		{`{"type":"array","items":{"enum":[1,"1",true,null,-0.5]}}`, `[1.0,"1",1,false,null,-5e-1,0,"x"]`},
 		{`{"type":"object","properties":{"c":{"const":"fixed"},"n":{"const":0,"minimum":1}}}`, `{"c":"other","n":-0.0}`},
 		{`{"type":"object","minProperties":2,"maxProperties":1,"properties":{"o":{"maxProperties":0,"required":["x"]}}}`, `{"o":{"y":1}}`},
+		{`{"type":"object","properties":{"t":{"$ref":"#/$defs/n"}},"$defs":{"n":{"type":"object","properties":{"v":{"type":"integer"},"k":{"type":"array","items":{"$ref":"#/$defs/n"}}},"required":["v"]}}}`, `{"t":{"v":1,"k":[{"v":"x"},{}]}}`},
+		{`{"type":"object","allOf":[{"$ref":"#/definitions/a"},{"required":["x"]}],"definitions":{"a":{"properties":{"x":{"enum":[1,2]}}}}}`, `{"x":3}`},
+		{`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"a":{"$ref":"#/definitions/n","maxLength":1}},"definitions":{"n":{"type":"string","minLength":2}}}`, `{"a":"x"}`},
 	} {
 		f.Add(seed[0], seed[1])
 	}
