@@ -101,7 +101,7 @@ func compileSchema(name string, raw []byte, kind schemaKind, requireObject bool,
 	if err := checkCounts(where, doc, lib); err != nil {
 		return nil, err
 	}
-	sch := &schema{lib: lib, perPlace: perPlace, costs: costs}
+	sch := &schema{lib: lib, perPlace: perPlace, costs: costs, priceFirst: costs.uniqueItems}
 	if perPlace <= maxShapePlaces {
 		sch.shape = newShape(doc)
 	}

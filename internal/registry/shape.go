@@ -17,6 +17,10 @@ type schema struct {
 	// (see checkFanout); it and costs bound a document (see checkWork).
 	perPlace int
 	costs    keywordCosts
+	// priceFirst: checkWork prices every document, even one the shape accepts.
+	// uniqueItems compares each value again for every array above it, for the shape
+	// (hashing it) as for the library.
+	priceFirst bool
 }
 
 // shape is a fast, allocation-free check for the schemas most tools register: objects
@@ -42,6 +46,7 @@ type shape struct {
 	closed   bool   // additionalProperties: false
 	extra    *shape // additionalProperties as a schema; nil: anything
 	items    *shape // nil: anything
+	unique   bool   // uniqueItems
 	// ref is the subschema a local "$ref" names, allOf the subschemas of "allOf": both
 	// apply at the document's place too. A recursive schema's shape has cycles.
 	ref   *shape
@@ -271,6 +276,9 @@ func (s *shape) keyword(b *shapeBuilder, k string, v any, root bool) bool {
 		return s.ref != nil
 	case "$defs", "definitions":
 		return true // each member referred to is built by resolve
+	case "uniqueItems":
+		s.unique, _ = v.(bool)
+		return true
 	case "allOf":
 		subs, ok := v.([]any)
 		for _, sub := range subs {
@@ -362,6 +370,11 @@ func (s *shape) check(v any) bool {
 	case []any:
 		if n := int64(len(v)); (s.hasMinItems && n < s.minItems) || (s.hasMaxItems && n > s.maxItems) {
 			return false
+		}
+		if s.unique {
+			if _, _, dup := duplicatePair(v); dup {
+				return false
+			}
 		}
 		if s.items != nil {
 			for _, e := range v {

@@ -34,6 +34,7 @@ func TestShapeEligibility(t *testing.T) {
 		`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"a":{"type":"string","format":"email"}}}`:                                        false,
 		`{"type":"object","properties":{"a":{"enum":["x",1,2.5,true,null]},"b":{"const":"x"},"c":{"const":null},"d":{"enum":[]}}}`:                                           true,
 		`{"type":"object","minProperties":1,"maxProperties":3,"additionalProperties":{"type":"object","maxProperties":0}}`:                                                   true,
+		`{"type":"object","properties":{"a":{"type":"array","uniqueItems":true,"items":{"type":"string"}},"b":{"uniqueItems":false}}}`:                                       true,
 		`{"type":"object","properties":{"a":{"enum":["x",[1]]}}}`:                                                                                                            false,
 		`{"type":"object","properties":{"a":{"const":{}}}}`:                                                                                                                  false,
 		`{"type":"object","properties":{"a":{"type":"number","minimum":0.5,"exclusiveMaximum":1.5e1,"maximum":-2E-3}}}`:                                                      true,
@@ -131,6 +132,7 @@ func FuzzShapeAgreesWithLibrary(f *testing.F) {
 		{`{"type":"object","minProperties":1,"maxProperties":2,"additionalProperties":{"type":"object","maxProperties":0}}`, `{"a":{}}`},
 		{`{"type":"object","properties":{"t":{"$ref":"#/$defs/node"}},"$defs":{"node":{"type":"object","properties":{"v":{"type":"integer"},"kids":{"type":"array","items":{"$ref":"#/$defs/node"}}},"required":["v"]}}}`, `{"t":{"v":1,"kids":[{"v":2}]}}`},
 		{`{"type":"object","allOf":[{"$ref":"#/definitions/a"}],"definitions":{"a":{"properties":{"x":{"enum":[1,2]}}}}}`, `{"x":2}`},
+		{`{"type":"object","properties":{"u":{"type":"array","uniqueItems":true}}}`, `{"u":[1,"1",[1],{"a":1},1.5,true,null]}`},
 	} {
 		f.Add(seed[0], seed[1])
 	}

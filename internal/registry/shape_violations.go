@@ -46,6 +46,7 @@ const (
 	failMaxItems
 	failMinProperties
 	failMaxProperties
+	failUniqueItems
 )
 
 // shapeFailure is a value v failing keyword k of s (bound: s.bounds[b]); its kind and
@@ -165,6 +166,11 @@ func (w *shapeWalk) walkValue(s *shape, v any) {
 		if n := int64(len(v)); s.hasMaxItems && n > s.maxItems {
 			w.fail(s, v, failMaxItems, 0)
 		}
+		if s.unique {
+			if _, _, dup := duplicatePair(v); dup {
+				w.fail(s, v, failUniqueItems, 0)
+			}
+		}
 		if s.items == nil {
 			return
 		}
@@ -243,6 +249,9 @@ func (f shapeFailure) kind() jsonschema.ErrorKind {
 		return &kind.MinItems{Got: len(f.v.([]any)), Want: int(s.minItems)}
 	case failMaxItems:
 		return &kind.MaxItems{Got: len(f.v.([]any)), Want: int(s.maxItems)}
+	case failUniqueItems:
+		j, i, _ := duplicatePair(f.v.([]any))
+		return &kind.UniqueItems{Duplicates: [2]int{j, i}}
 	case failMinProperties:
 		return &kind.MinProperties{Got: len(f.v.(map[string]any)), Want: int(s.minProps)}
 	case failMaxProperties:

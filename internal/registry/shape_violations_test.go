@@ -68,6 +68,7 @@ func TestShapeViolationsAreTheLibrarys(t *testing.T) {
 		`"e":{"type":"array","items":{"enum":["a",1,2.5,true,null]}},` +
 		`"c":{"type":"array","items":{"const":1.5,"type":"number","maximum":1}},` +
 		`"k":{"const":null},` +
+		`"q":{"type":"array","uniqueItems":true,"items":{"type":["string","number","array","object"]}},` +
 		`"p":{"type":"array","items":{"type":"object","minProperties":2,"maxProperties":3,"required":["a"],"additionalProperties":{"type":"integer"}}}},` +
 		`"required":["s"],"additionalProperties":false}`
 	long := strings.Repeat("k", 150)
@@ -236,6 +237,8 @@ func FuzzShapeViolationsAreTheLibrarys(f *testing.F) {
 		{`{"type":"object","properties":{"t":{"$ref":"#/$defs/n"}},"$defs":{"n":{"type":"object","properties":{"v":{"type":"integer"},"k":{"type":"array","items":{"$ref":"#/$defs/n"}}},"required":["v"]}}}`, `{"t":{"v":1,"k":[{"v":"x"},{}]}}`},
 		{`{"type":"object","allOf":[{"$ref":"#/definitions/a"},{"required":["x"]}],"definitions":{"a":{"properties":{"x":{"enum":[1,2]}}}}}`, `{"x":3}`},
 		{`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"a":{"$ref":"#/definitions/n","maxLength":1}},"definitions":{"n":{"type":"string","minLength":2}}}`, `{"a":"x"}`},
+		{`{"type":"array","uniqueItems":true,"items":{"type":"array","uniqueItems":true}}`, `[[1,1.0],[{"a":1},{"a":1e0}],[1,1.0],[]]`},
+		{`{"type":"array","uniqueItems":true}`, `[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,{"b":[2]},{"b":[2e0]},20]`},
 	} {
 		f.Add(seed[0], seed[1])
 	}

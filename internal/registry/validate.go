@@ -108,11 +108,18 @@ func validate(sch *schema, raw []byte, lim jsonx.Limits, what string) error {
 		}
 		return &ValidationError{Message: msg, Violations: []Violation{{Message: msg}}, what: what, cause: err}
 	}
+	if sch.priceFirst {
+		if err := sch.checkWork(v, what); err != nil {
+			return err
+		}
+	}
 	if sch.shape != nil && sch.shape.check(v) {
 		return nil
 	}
-	if err := sch.checkWork(v, what); err != nil {
-		return err
+	if !sch.priceFirst {
+		if err := sch.checkWork(v, what); err != nil {
+			return err
+		}
 	}
 	if sch.shape != nil {
 		vs := sch.shape.violations(v)
