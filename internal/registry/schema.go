@@ -101,9 +101,9 @@ func compileSchema(name string, raw []byte, kind schemaKind, requireObject bool,
 	if err := checkCounts(where, doc, lib); err != nil {
 		return nil, err
 	}
-	sch := &schema{lib: lib, perPlace: perPlace, costs: costs, priceFirst: costs.uniqueItems}
+	sch := &schema{lib: lib, perPlace: perPlace, costs: costs, priceFirst: costs.uniqueItems || costs.patternSize > 0}
 	if perPlace <= maxShapePlaces {
-		sch.shape = newShape(doc)
+		sch.shape = newShape(doc, patterns.compiled)
 	}
 	return sch, nil
 }

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"encoding/json"
+	"regexp"
 	"strconv"
 	"unicode/utf8"
 
@@ -19,26 +20,29 @@ type schema struct {
 	costs    keywordCosts
 	// priceFirst: checkWork prices every document, even one the shape accepts.
 	// uniqueItems compares each value again for every array above it, for the shape
-	// (hashing it) as for the library.
+	// (hashing it) as for the library, and a pattern's matching costs up to its
+	// program's size per byte, whoever runs it.
 	priceFirst bool
 }
 
-// shape is a fast, allocation-free check for the schemas most tools register: objects
+// shape is a fast check, allocation-free but for uniqueItems over 20 items, for the
+// schemas most tools register: objects
 // of typed properties with required keys, open or closed additional properties and
-// bounded sizes,
-// arrays of such items, enums and consts of scalars, string and array lengths, numeric bounds. check
-// is a shortcut: a document it accepts is valid (every keyword of the schema was
-// checked). It may be conservative (an integer written 1.0 fails it) but never lenient
-// — FuzzShapeAgreesWithLibrary holds it to that. A document it rejects is decided
-// exactly, and its failures found and worded as the library would, by
-// [shape.violations]: the library would build every failure of a megabyte of wrong
+// bounded sizes, arrays of such items (unique or not), enums and consts of scalars,
+// string lengths and patterns, array lengths, numeric bounds, local references into
+// $defs and allOf. check is a shortcut: a document it accepts is valid (every keyword
+// of the schema was checked). It may be conservative (an integer written 1.0 fails it)
+// but never lenient — FuzzShapeAgreesWithLibrary holds it to that. A document it
+// rejects is decided exactly, and its failures found and worded as the library would,
+// by [shape.violations]: the library would build every failure of a megabyte of wrong
 // values before toolsd reads the first few.
 //
-// "format" is an annotation too, but only under draft 2020-12 (draft-07 asserts it).
-// A local "$ref" into the root's $defs (or definitions) and "allOf" apply their
-// subschemas' shapes. A schema with any other keyword (patterns, enums of arrays or objects,
-// anyOf, oneOf, not, other references, conditionals, unevaluated*, …) gets no
-// shape.
+// "format" is an annotation, but only under draft 2020-12 (draft-07 asserts it). A
+// "pattern" matches with the library's own compiled RE2 program. A local "$ref" into
+// the root's $defs (or definitions) and "allOf" apply their subschemas' shapes. A
+// schema with any other keyword (patternProperties, propertyNames, enums of arrays or
+// objects, multipleOf, prefixItems, anyOf, oneOf, not, other references, conditionals,
+// unevaluated*, …) gets no shape.
 type shape struct {
 	types    typeSet           // 0: any type
 	props    map[string]*shape // checked when the document is an object
@@ -47,6 +51,7 @@ type shape struct {
 	extra    *shape // additionalProperties as a schema; nil: anything
 	items    *shape // nil: anything
 	unique   bool   // uniqueItems
+	pattern  *regexp.Regexp
 	// ref is the subschema a local "$ref" names, allOf the subschemas of "allOf": both
 	// apply at the document's place too. A recursive schema's shape has cycles.
 	ref   *shape
@@ -123,16 +128,19 @@ type shapeBuilder struct {
 	draft07 bool
 	root    map[string]any
 	named   map[string]*shape // by reference, each built once (see resolve)
+	// patterns are the schema's patterns as the library compiled them (RE2, see
+	// compileSchema): a shape matches with the very same programs.
+	patterns map[string]jsonschema.Regexp
 }
 
 // newShape returns the shape of the decoded schema doc, or nil when doc uses anything
 // a shape cannot check.
-func newShape(doc any) *shape {
+func newShape(doc any, patterns map[string]jsonschema.Regexp) *shape {
 	root, ok := doc.(map[string]any)
 	if !ok || hasIdentifiers(doc) {
 		return nil
 	}
-	b := shapeBuilder{root: root, named: map[string]*shape{}}
+	b := shapeBuilder{root: root, named: map[string]*shape{}, patterns: patterns}
 	if d, ok := root["$schema"]; ok {
 		s, _ := d.(string)
 		draft07, known := shapeDrafts[s]
@@ -276,6 +284,11 @@ func (s *shape) keyword(b *shapeBuilder, k string, v any, root bool) bool {
 		return s.ref != nil
 	case "$defs", "definitions":
 		return true // each member referred to is built by resolve
+	case "pattern":
+		str, _ := v.(string)
+		re, ok := b.patterns[str].(re2Regexp)
+		s.pattern = re.Regexp
+		return ok
 	case "uniqueItems":
 		s.unique, _ = v.(bool)
 		return true
@@ -337,6 +350,9 @@ func (s *shape) check(v any) bool {
 			if (s.hasMinLen && n < s.minLen) || (s.hasMaxLen && n > s.maxLen) {
 				return false
 			}
+		}
+		if s.pattern != nil && !s.pattern.MatchString(v) {
+			return false
 		}
 	case json.Number:
 		if len(s.bounds) > 0 {

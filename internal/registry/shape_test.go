@@ -28,7 +28,8 @@ func TestShapeEligibility(t *testing.T) {
 		`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object"}`:                                                                                              true,
 		`{"$schema":"http://json-schema.org/draft-04/schema#","type":"object"}`:                                                                                              false,
 		`{"type":"object","properties":{"a":false}}`:                                                                                                                         false,
-		`{"type":"object","properties":{"a":{"type":"string","pattern":"^a"}}}`:                                                                                              false,
+		`{"type":"object","properties":{"a":{"type":"string","pattern":"^a"}}}`:                                                                                              true,
+		`{"type":"object","patternProperties":{"^a":{"type":"string"}}}`:                                                                                                     false,
 		`{"type":"object","properties":{"a":{"type":"string","format":"email"},"b":{"type":"string","format":"date-time","contentEncoding":"base64"}}}`:                      true,
 		`{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","properties":{"a":{"format":"ipv4"}}}`:                                                    true,
 		`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"a":{"type":"string","format":"email"}}}`:                                        false,
@@ -41,7 +42,7 @@ func TestShapeEligibility(t *testing.T) {
 		`{"type":"object","properties":{"a":{"$ref":"#/$defs/x"}},"$defs":{"x":{"type":"string"}}}`:                                                                          true,
 		`{"type":"object","properties":{"a":{"$ref":"#/$defs/n"}},"$defs":{"n":{"type":"object","properties":{"next":{"$ref":"#/$defs/n"},"up":{"$ref":"#"}}}}}`:             true,
 		`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"a":{"$ref":"#/definitions/x","pattern":"^a"}},"definitions":{"x":{}}}`:          true,
-		`{"type":"object","properties":{"a":{"$ref":"#/$defs/x","pattern":"^a"}},"$defs":{"x":{}}}`:                                                                          false,
+		`{"type":"object","properties":{"a":{"$ref":"#/$defs/x","not":{}}},"$defs":{"x":{}}}`:                                                                                false,
 		`{"type":"object","allOf":[{"properties":{"a":{"type":"integer"}}},{"required":["a"]}]}`:                                                                             true,
 		`{"type":"object","properties":{"a":{"$ref":"#/$defs/x"}},"$defs":{"x":{"$id":"x.json","type":"string"}}}`:                                                           false,
 		`{"type":"object","properties":{"a":{"$ref":"#/properties/b"},"b":{"type":"string"}}}`:                                                                               false,
@@ -133,6 +134,7 @@ func FuzzShapeAgreesWithLibrary(f *testing.F) {
 		{`{"type":"object","properties":{"t":{"$ref":"#/$defs/node"}},"$defs":{"node":{"type":"object","properties":{"v":{"type":"integer"},"kids":{"type":"array","items":{"$ref":"#/$defs/node"}}},"required":["v"]}}}`, `{"t":{"v":1,"kids":[{"v":2}]}}`},
 		{`{"type":"object","allOf":[{"$ref":"#/definitions/a"}],"definitions":{"a":{"properties":{"x":{"enum":[1,2]}}}}}`, `{"x":2}`},
 		{`{"type":"object","properties":{"u":{"type":"array","uniqueItems":true}}}`, `{"u":[1,"1",[1],{"a":1},1.5,true,null]}`},
+		{`{"type":"object","properties":{"p":{"type":"string","pattern":"^[a-z]+(-[a-z]+)*$"},"q":{"pattern":"\\d{2}"}}}`, `{"p":"ab-cd","q":"x12"}`},
 	} {
 		f.Add(seed[0], seed[1])
 	}

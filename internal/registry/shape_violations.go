@@ -47,6 +47,7 @@ const (
 	failMinProperties
 	failMaxProperties
 	failUniqueItems
+	failPattern
 )
 
 // shapeFailure is a value v failing keyword k of s (bound: s.bounds[b]); its kind and
@@ -147,6 +148,9 @@ func (w *shapeWalk) walkValue(s *shape, v any) {
 			if s.hasMaxLen && n > s.maxLen {
 				w.fail(s, v, failMaxLength, 0)
 			}
+		}
+		if s.pattern != nil && !s.pattern.MatchString(v) {
+			w.fail(s, v, failPattern, 0)
 		}
 	case json.Number:
 		if len(s.bounds) > 0 {
@@ -249,6 +253,8 @@ func (f shapeFailure) kind() jsonschema.ErrorKind {
 		return &kind.MinItems{Got: len(f.v.([]any)), Want: int(s.minItems)}
 	case failMaxItems:
 		return &kind.MaxItems{Got: len(f.v.([]any)), Want: int(s.maxItems)}
+	case failPattern:
+		return &kind.Pattern{Got: f.v.(string), Want: s.pattern.String()}
 	case failUniqueItems:
 		j, i, _ := duplicatePair(f.v.([]any))
 		return &kind.UniqueItems{Duplicates: [2]int{j, i}}

@@ -68,6 +68,8 @@ func TestShapeViolationsAreTheLibrarys(t *testing.T) {
 		`"e":{"type":"array","items":{"enum":["a",1,2.5,true,null]}},` +
 		`"c":{"type":"array","items":{"const":1.5,"type":"number","maximum":1}},` +
 		`"k":{"const":null},` +
+		`"g":{"type":"array","items":{"type":"string","pattern":"^[a-z]+(-[a-z]+)*$","maxLength":5}},` +
+		`"j":{"type":"array","items":{"pattern":"\\d{2}|é","minLength":2}},` +
 		`"q":{"type":"array","uniqueItems":true,"items":{"type":["string","number","array","object"]}},` +
 		`"p":{"type":"array","items":{"type":"object","minProperties":2,"maxProperties":3,"required":["a"],"additionalProperties":{"type":"integer"}}}},` +
 		`"required":["s"],"additionalProperties":false}`
@@ -239,6 +241,7 @@ func FuzzShapeViolationsAreTheLibrarys(f *testing.F) {
 		{`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"a":{"$ref":"#/definitions/n","maxLength":1}},"definitions":{"n":{"type":"string","minLength":2}}}`, `{"a":"x"}`},
 		{`{"type":"array","uniqueItems":true,"items":{"type":"array","uniqueItems":true}}`, `[[1,1.0],[{"a":1},{"a":1e0}],[1,1.0],[]]`},
 		{`{"type":"array","uniqueItems":true}`, `[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,{"b":[2]},{"b":[2e0]},20]`},
+		{`{"type":"object","properties":{"p":{"type":"string","pattern":"^[a-z]+$","minLength":3},"q":{"pattern":"(?i)x\\b"}}}`, `{"p":"AB","q":"aX y"}`},
 	} {
 		f.Add(seed[0], seed[1])
 	}
