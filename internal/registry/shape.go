@@ -28,7 +28,7 @@ type schema struct {
 // shape is a fast check, allocation-free but for uniqueItems over 20 items, for the
 // schemas most tools register: objects
 // of typed properties with required keys, open or closed additional properties and
-// bounded sizes, arrays of such items (unique or not), enums and consts of scalars,
+// bounded sizes, arrays of such items (unique or not, after prefixItems), enums and consts of scalars,
 // string lengths and patterns, array lengths, numeric bounds, local references into
 // $defs and allOf. check is a shortcut: a document it accepts is valid (every keyword
 // of the schema was checked). It may be conservative (an integer written 1.0 fails it)
@@ -41,7 +41,7 @@ type schema struct {
 // "pattern" matches with the library's own compiled RE2 program. A local "$ref" into
 // the root's $defs (or definitions) and "allOf" apply their subschemas' shapes. A
 // schema with any other keyword (patternProperties, propertyNames, enums of arrays or
-// objects, multipleOf, prefixItems, anyOf, oneOf, not, other references, conditionals,
+// objects, multipleOf, anyOf, oneOf, not, other references, conditionals,
 // unevaluated*, …) gets no shape.
 type shape struct {
 	types    typeSet           // 0: any type
@@ -50,8 +50,10 @@ type shape struct {
 	closed   bool   // additionalProperties: false
 	extra    *shape // additionalProperties as a schema; nil: anything
 	items    *shape // nil: anything
-	unique   bool   // uniqueItems
-	pattern  *regexp.Regexp
+	// prefix holds prefixItems: the first items' shapes, items applying past them.
+	prefix  []*shape
+	unique  bool // uniqueItems
+	pattern *regexp.Regexp
 	// ref is the subschema a local "$ref" names, allOf the subschemas of "allOf": both
 	// apply at the document's place too. A recursive schema's shape has cycles.
 	ref   *shape
@@ -289,6 +291,16 @@ func (s *shape) keyword(b *shapeBuilder, k string, v any, root bool) bool {
 		re, ok := b.patterns[str].(re2Regexp)
 		s.pattern = re.Regexp
 		return ok
+	case "prefixItems":
+		subs, ok := v.([]any)
+		for _, sub := range subs {
+			p := b.shapeOf(sub, false)
+			if p == nil {
+				return false
+			}
+			s.prefix = append(s.prefix, p)
+		}
+		return ok && !b.draft07 // draft-07 reads "items" as an array instead
 	case "uniqueItems":
 		s.unique, _ = v.(bool)
 		return true
@@ -392,15 +404,21 @@ func (s *shape) check(v any) bool {
 				return false
 			}
 		}
-		if s.items != nil {
-			for _, e := range v {
-				if !s.items.check(e) {
-					return false
-				}
+		for i, e := range v {
+			if sub := s.itemShape(i); sub != nil && !sub.check(e) {
+				return false
 			}
 		}
 	}
 	return true
+}
+
+// itemShape is the shape of item i of an array; nil: anything.
+func (s *shape) itemShape(i int) *shape {
+	if i < len(s.prefix) {
+		return s.prefix[i]
+	}
+	return s.items
 }
 
 // admits reports whether v certainly has one of the types in t.

@@ -29,6 +29,8 @@ func TestShapeEligibility(t *testing.T) {
 		`{"$schema":"http://json-schema.org/draft-04/schema#","type":"object"}`:                                                                                              false,
 		`{"type":"object","properties":{"a":false}}`:                                                                                                                         false,
 		`{"type":"object","properties":{"a":{"type":"string","pattern":"^a"}}}`:                                                                                              true,
+		`{"type":"object","properties":{"a":{"prefixItems":[{"type":"string"},true],"items":{"type":"integer"}}}}`:                                                           true,
+		`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"a":{"prefixItems":[{"type":"string"}]}}}`:                                       false,
 		`{"type":"object","patternProperties":{"^a":{"type":"string"}}}`:                                                                                                     false,
 		`{"type":"object","properties":{"a":{"type":"string","format":"email"},"b":{"type":"string","format":"date-time","contentEncoding":"base64"}}}`:                      true,
 		`{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","properties":{"a":{"format":"ipv4"}}}`:                                                    true,
@@ -135,6 +137,7 @@ func FuzzShapeAgreesWithLibrary(f *testing.F) {
 		{`{"type":"object","allOf":[{"$ref":"#/definitions/a"}],"definitions":{"a":{"properties":{"x":{"enum":[1,2]}}}}}`, `{"x":2}`},
 		{`{"type":"object","properties":{"u":{"type":"array","uniqueItems":true}}}`, `{"u":[1,"1",[1],{"a":1},1.5,true,null]}`},
 		{`{"type":"object","properties":{"p":{"type":"string","pattern":"^[a-z]+(-[a-z]+)*$"},"q":{"pattern":"\\d{2}"}}}`, `{"p":"ab-cd","q":"x12"}`},
+		{`{"type":"object","properties":{"a":{"type":"array","prefixItems":[{"type":"string"},{"enum":[1,2]}],"items":false}}}`, `{"a":["x",2]}`},
 	} {
 		f.Add(seed[0], seed[1])
 	}

@@ -175,15 +175,19 @@ func (w *shapeWalk) walkValue(s *shape, v any) {
 				w.fail(s, v, failUniqueItems, 0)
 			}
 		}
-		if s.items == nil {
-			return
-		}
 		for i, e := range v {
+			sub := s.itemShape(i)
+			if sub == nil {
+				if i >= len(s.prefix) {
+					return
+				}
+				continue
+			}
 			if w.full() {
 				return
 			}
 			n, l := w.enter("", i)
-			w.walk(s.items, e)
+			w.walk(sub, e)
 			w.leave(n, l)
 		}
 	}

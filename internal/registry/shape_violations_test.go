@@ -68,6 +68,8 @@ func TestShapeViolationsAreTheLibrarys(t *testing.T) {
 		`"e":{"type":"array","items":{"enum":["a",1,2.5,true,null]}},` +
 		`"c":{"type":"array","items":{"const":1.5,"type":"number","maximum":1}},` +
 		`"k":{"const":null},` +
+		`"z":{"type":"array","prefixItems":[{"type":"string"},{"enum":[1,2]},true],"items":{"type":"boolean"},"maxItems":5},` +
+		`"y":{"type":"array","prefixItems":[{"type":"integer"}]},` +
 		`"g":{"type":"array","items":{"type":"string","pattern":"^[a-z]+(-[a-z]+)*$","maxLength":5}},` +
 		`"j":{"type":"array","items":{"pattern":"\\d{2}|é","minLength":2}},` +
 		`"q":{"type":"array","uniqueItems":true,"items":{"type":["string","number","array","object"]}},` +
@@ -242,6 +244,7 @@ func FuzzShapeViolationsAreTheLibrarys(f *testing.F) {
 		{`{"type":"array","uniqueItems":true,"items":{"type":"array","uniqueItems":true}}`, `[[1,1.0],[{"a":1},{"a":1e0}],[1,1.0],[]]`},
 		{`{"type":"array","uniqueItems":true}`, `[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,{"b":[2]},{"b":[2e0]},20]`},
 		{`{"type":"object","properties":{"p":{"type":"string","pattern":"^[a-z]+$","minLength":3},"q":{"pattern":"(?i)x\\b"}}}`, `{"p":"AB","q":"aX y"}`},
+		{`{"type":"array","prefixItems":[{"type":"string"},{"enum":[1,2]}],"items":{"type":"null"}}`, `[1,3,null,0]`},
 	} {
 		f.Add(seed[0], seed[1])
 	}
