@@ -29,7 +29,7 @@ type schema struct {
 // schemas most tools register: objects
 // of typed properties with required keys, open or closed additional properties and
 // bounded sizes, arrays of such items (unique or not, after prefixItems), enums and consts of scalars,
-// string lengths and patterns, array lengths, numeric bounds, local references into
+// string lengths and patterns, array lengths, numeric bounds and multipleOf, local references into
 // $defs and allOf. check is a shortcut: a document it accepts is valid (every keyword
 // of the schema was checked). It may be conservative (an integer written 1.0 fails it)
 // but never lenient — FuzzShapeAgreesWithLibrary holds it to that. A document it
@@ -41,7 +41,7 @@ type schema struct {
 // "pattern" matches with the library's own compiled RE2 program. A local "$ref" into
 // the root's $defs (or definitions) and "allOf" apply their subschemas' shapes. A
 // schema with any other keyword (patternProperties, propertyNames, enums of arrays or
-// objects, multipleOf, anyOf, oneOf, not, other references, conditionals,
+// objects, anyOf, oneOf, not, other references, conditionals,
 // unevaluated*, …) gets no shape.
 type shape struct {
 	types    typeSet           // 0: any type
@@ -69,6 +69,11 @@ type shape struct {
 	minLen, maxLen, minItems, maxItems, minProps, maxProps                   int64
 	hasMinLen, hasMaxLen, hasMinItems, hasMaxItems, hasMinProps, hasMaxProps bool
 	bounds                                                                   []bound
+	intBounds                                                                bool // every bound is a plain int64 (see boundsHold)
+	// multipleOf, when multipleLit is not "", is what every number must be a multiple
+	// of.
+	multipleOf  number
+	multipleLit string
 }
 
 // bound is one of minimum, maximum, exclusiveMinimum, exclusiveMaximum, compared
@@ -76,8 +81,10 @@ type shape struct {
 type bound struct {
 	limit number
 	lit   string // the limit as written, for the library's message
-	below bool   // the document must be below the limit (maximum); else above it
-	equal bool   // the limit itself is allowed
+	// intLimit is the limit when it is written as a plain integer (see boundsHold).
+	intLimit int64
+	below    bool // the document must be below the limit (maximum); else above it
+	equal    bool // the limit itself is allowed
 }
 
 // maxShapePlaces bounds the subschemas a shape applies at one place of a document
@@ -276,7 +283,9 @@ func (s *shape) keyword(b *shapeBuilder, k string, v any, root bool) bool {
 		if !ok {
 			return false
 		}
-		s.bounds = append(s.bounds, bound{limit: readNumber(string(n)), lit: string(n),
+		i, isInt := integerValue(n)
+		s.intBounds = (len(s.bounds) == 0 || s.intBounds) && isInt
+		s.bounds = append(s.bounds, bound{limit: readNumber(string(n)), lit: string(n), intLimit: i,
 			below: k == "maximum" || k == "exclusiveMaximum", equal: k == "minimum" || k == "maximum"})
 		return true
 	case "$schema":
@@ -301,6 +310,10 @@ func (s *shape) keyword(b *shapeBuilder, k string, v any, root bool) bool {
 			s.prefix = append(s.prefix, p)
 		}
 		return ok && !b.draft07 // draft-07 reads "items" as an array instead
+	case "multipleOf":
+		n, ok := v.(json.Number)
+		s.multipleOf, s.multipleLit = readNumber(string(n)), string(n)
+		return ok && s.multipleOf.sign() > 0
 	case "uniqueItems":
 		s.unique, _ = v.(bool)
 		return true
@@ -367,12 +380,12 @@ func (s *shape) check(v any) bool {
 			return false
 		}
 	case json.Number:
-		if len(s.bounds) > 0 {
-			n := readNumber(string(v))
-			for _, b := range s.bounds {
-				if !b.holds(n) {
-					return false
-				}
+		if len(s.bounds) > 0 && !s.boundsHold(v) {
+			return false
+		}
+		if s.multipleLit != "" {
+			if ok, decided := multipleOf(readNumber(string(v)), s.multipleOf); !ok || !decided {
+				return false // over 19 digits: violations decides
 			}
 		}
 	case map[string]any:
@@ -438,6 +451,38 @@ func (t typeSet) admits(v any) bool {
 		return t&typeNull != 0
 	}
 	return false
+}
+
+// boundsHold reports whether v is within every bound of s: a plain integer against
+// integer bounds (the commonest case, from the Go SDK's sized integers) is compared as
+// an int64, anything else exactly as a decimal.
+func (s *shape) boundsHold(v json.Number) bool {
+	if i, ok := integerValue(v); ok && s.intBounds {
+		for _, b := range s.bounds {
+			if !b.holdsInt(i) {
+				return false
+			}
+		}
+		return true
+	}
+	n := readNumber(string(v))
+	for _, b := range s.bounds {
+		if !b.holds(n) {
+			return false
+		}
+	}
+	return true
+}
+
+func (b bound) holdsInt(i int64) bool {
+	switch {
+	case i == b.intLimit:
+		return b.equal
+	case b.below:
+		return i < b.intLimit
+	default:
+		return i > b.intLimit
+	}
 }
 
 // holds reports whether the number n is within b.

@@ -2,6 +2,8 @@ package registry
 
 import (
 	"encoding/json"
+	"math/big"
+	"math/bits"
 	"strconv"
 	"strings"
 )
@@ -163,4 +165,51 @@ func (m *scalars) has(v any) bool {
 		return m.null
 	}
 	return false
+}
+
+// multipleOf reports whether n is a multiple of m (above zero), exactly; decided is
+// false when either has over 19 significant digits, beyond this arithmetic.
+//
+// With N and M their digits as integers, n = N × 10^a and m = M × 10^b, so n / m is
+// N × 10^(a-b) / M: when a ≥ b, an integer exactly when M divides N × 10^(a-b); when
+// a < b, never, since N, its trailing zeros dropped, is not a multiple of 10.
+func multipleOf(n, m number) (multiple, decided bool) {
+	if n.zero() {
+		return true, true
+	}
+	ln, lm := n.last-n.first+1, m.last-m.first+1
+	if ln > 19 || lm > 19 {
+		return false, false
+	}
+	d := (n.exp - ln) - (m.exp - lm)
+	if d < 0 {
+		return false, true
+	}
+	N, M := n.digits(), m.digits()
+	r := N % M
+	for ; d > 0 && r != 0; d-- {
+		hi, lo := bits.Mul64(r, 10)
+		r = bits.Rem64(hi, lo, M)
+	}
+	return r == 0, true
+}
+
+// digits is n's significant digits as an integer (at most 19 of them).
+func (n number) digits() uint64 {
+	var v uint64
+	for i := n.first; i <= n.last; i++ {
+		v = v*10 + uint64(n.digit(i)-'0')
+	}
+	return v
+}
+
+// isMultipleOf decides exactly whether the number literal lit is a multiple of m,
+// parsing both as big rationals when their digits are too many for multipleOf.
+func isMultipleOf(lit string, m number, mLit string) bool {
+	if ok, decided := multipleOf(readNumber(lit), m); decided {
+		return ok
+	}
+	n, _ := new(big.Rat).SetString(lit)
+	d, _ := new(big.Rat).SetString(mLit)
+	return n.Quo(n, d).IsInt()
 }

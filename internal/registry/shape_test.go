@@ -31,6 +31,7 @@ func TestShapeEligibility(t *testing.T) {
 		`{"type":"object","properties":{"a":{"type":"string","pattern":"^a"}}}`:                                                                                              true,
 		`{"type":"object","properties":{"a":{"prefixItems":[{"type":"string"},true],"items":{"type":"integer"}}}}`:                                                           true,
 		`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"a":{"prefixItems":[{"type":"string"}]}}}`:                                       false,
+		`{"type":"object","properties":{"a":{"type":"number","multipleOf":0.01},"b":{"multipleOf":5}}}`:                                                                      true,
 		`{"type":"object","patternProperties":{"^a":{"type":"string"}}}`:                                                                                                     false,
 		`{"type":"object","properties":{"a":{"type":"string","format":"email"},"b":{"type":"string","format":"date-time","contentEncoding":"base64"}}}`:                      true,
 		`{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","properties":{"a":{"format":"ipv4"}}}`:                                                    true,
@@ -137,6 +138,7 @@ func FuzzShapeAgreesWithLibrary(f *testing.F) {
 		{`{"type":"object","allOf":[{"$ref":"#/definitions/a"}],"definitions":{"a":{"properties":{"x":{"enum":[1,2]}}}}}`, `{"x":2}`},
 		{`{"type":"object","properties":{"u":{"type":"array","uniqueItems":true}}}`, `{"u":[1,"1",[1],{"a":1},1.5,true,null]}`},
 		{`{"type":"object","properties":{"p":{"type":"string","pattern":"^[a-z]+(-[a-z]+)*$"},"q":{"pattern":"\\d{2}"}}}`, `{"p":"ab-cd","q":"x12"}`},
+		{`{"type":"object","properties":{"p":{"type":"number","multipleOf":0.01,"minimum":0},"k":{"multipleOf":5}}}`, `{"p":12.34,"k":-15}`},
 		{`{"type":"object","properties":{"a":{"type":"array","prefixItems":[{"type":"string"},{"enum":[1,2]}],"items":false}}}`, `{"a":["x",2]}`},
 	} {
 		f.Add(seed[0], seed[1])
@@ -162,8 +164,8 @@ func FuzzShapeAgreesWithLibrary(f *testing.F) {
 func TestCompareNumbersIsExact(t *testing.T) {
 	lits := []string{"0", "-0", "0.0", "0e5", "1", "1.0", "10e-1", "0.1e1", "-1", "-1.00", "1.5", "15e-1",
 		"1.50001", "-1.49999", "100", "1e2", "99.9999", "1E+2", "0.001", "1e-3", "0.00100", "-0.001",
-		"9223372036854775807", "9223372036854775808", "-9223372036854775809", "123456789012345678901234567890",
-		"1.23456789012345678901234567890e29", "1e400", "-1e-400", "0.5", "5e-1", "50e-2"}
+		"9223372036854775807", "9223372036854775808", "-9223372036854775809", "123456789012345678931234567890",
+		"1.23456789012345678901234567893e29", "1e400", "-1e-400", "0.5", "5e-1", "50e-2"}
 	for _, a := range lits {
 		for _, b := range lits {
 			ra, _ := new(big.Rat).SetString(a)
@@ -223,5 +225,37 @@ func TestShapePlacesAreBounded(t *testing.T) {
 		if got := compileForTest(t, raw).shape != nil; got != want {
 			t.Errorf("shape of %d references at a place: got %v, want %v", n, got, want)
 		}
+	}
+}
+
+// multipleOf decides as the library's big rationals do, or says it cannot.
+func TestMultipleOfIsExact(t *testing.T) {
+	lits := []string{"0", "-0.0", "1", "3", "-3", "1.5", "0.5", "0.1", "0.01", "0.3", "0.7", "2.1", "1e2",
+		"-1e-2", "7e-400", "1e400", "123456789", "0.000123", "9223372036854775807", "1234567890123456789"}
+	for _, a := range lits {
+		for _, b := range lits {
+			m := readNumber(b)
+			if m.sign() <= 0 {
+				continue
+			}
+			ra, _ := new(big.Rat).SetString(a)
+			rb, _ := new(big.Rat).SetString(b)
+			want := ra.Quo(ra, rb).IsInt()
+			got, decided := multipleOf(readNumber(a), m)
+			if !decided {
+				t.Errorf("multipleOf(%s, %s) undecided", a, b)
+			} else if got != want {
+				t.Errorf("multipleOf(%s, %s) = %v, want %v", a, b, got, want)
+			}
+			if got := isMultipleOf(a, m, b); got != want {
+				t.Errorf("isMultipleOf(%s, %s) = %v, want %v", a, b, got, want)
+			}
+		}
+	}
+	if _, decided := multipleOf(readNumber("12345678901234567893"), readNumber("3")); decided {
+		t.Error("multipleOf decided a 20-digit number, want undecided")
+	}
+	if !isMultipleOf("12345678901234567893", readNumber("3"), "3") {
+		t.Error("isMultipleOf(12345678901234567893, 3) = false, want true")
 	}
 }

@@ -48,6 +48,7 @@ const (
 	failMaxProperties
 	failUniqueItems
 	failPattern
+	failMultipleOf
 )
 
 // shapeFailure is a value v failing keyword k of s (bound: s.bounds[b]); its kind and
@@ -161,6 +162,9 @@ func (w *shapeWalk) walkValue(s *shape, v any) {
 				}
 			}
 		}
+		if s.multipleLit != "" && !isMultipleOf(string(v), s.multipleOf, s.multipleLit) {
+			w.fail(s, v, failMultipleOf, 0)
+		}
 	case map[string]any:
 		w.walkObject(s, v)
 	case []any:
@@ -257,6 +261,10 @@ func (f shapeFailure) kind() jsonschema.ErrorKind {
 		return &kind.MinItems{Got: len(f.v.([]any)), Want: int(s.minItems)}
 	case failMaxItems:
 		return &kind.MaxItems{Got: len(f.v.([]any)), Want: int(s.maxItems)}
+	case failMultipleOf:
+		got, _ := new(big.Rat).SetString(string(f.v.(json.Number)))
+		want, _ := new(big.Rat).SetString(s.multipleLit)
+		return &kind.MultipleOf{Got: got, Want: want}
 	case failPattern:
 		return &kind.Pattern{Got: f.v.(string), Want: s.pattern.String()}
 	case failUniqueItems:

@@ -68,6 +68,7 @@ func TestShapeViolationsAreTheLibrarys(t *testing.T) {
 		`"e":{"type":"array","items":{"enum":["a",1,2.5,true,null]}},` +
 		`"c":{"type":"array","items":{"const":1.5,"type":"number","maximum":1}},` +
 		`"k":{"const":null},` +
+		`"mo":{"type":"array","items":{"multipleOf":0.25,"maximum":10}},` +
 		`"z":{"type":"array","prefixItems":[{"type":"string"},{"enum":[1,2]},true],"items":{"type":"boolean"},"maxItems":5},` +
 		`"y":{"type":"array","prefixItems":[{"type":"integer"}]},` +
 		`"g":{"type":"array","items":{"type":"string","pattern":"^[a-z]+(-[a-z]+)*$","maxLength":5}},` +
@@ -245,6 +246,7 @@ func FuzzShapeViolationsAreTheLibrarys(f *testing.F) {
 		{`{"type":"array","uniqueItems":true}`, `[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,{"b":[2]},{"b":[2e0]},20]`},
 		{`{"type":"object","properties":{"p":{"type":"string","pattern":"^[a-z]+$","minLength":3},"q":{"pattern":"(?i)x\\b"}}}`, `{"p":"AB","q":"aX y"}`},
 		{`{"type":"array","prefixItems":[{"type":"string"},{"enum":[1,2]}],"items":{"type":"null"}}`, `[1,3,null,0]`},
+		{`{"type":"array","items":{"type":"number","multipleOf":0.7}}`, `[1.4,2.1,0.07,-7e1,1e-400,123456789012345678901.4]`},
 	} {
 		f.Add(seed[0], seed[1])
 	}
