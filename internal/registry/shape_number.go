@@ -187,7 +187,9 @@ func multipleOf(n, m number) (multiple, decided bool) {
 	}
 	N, M := n.digits(), m.digits()
 	r := N % M
-	for ; d > 0 && r != 0; d-- {
+	// r × 10^k is a multiple of M once M / gcd(M, r), which is below 2^64, divides
+	// 10^k: within 64 steps or never, so a huge exponent costs no more.
+	for d = min(d, 64); d > 0 && r != 0; d-- {
 		hi, lo := bits.Mul64(r, 10)
 		r = bits.Rem64(hi, lo, M)
 	}
