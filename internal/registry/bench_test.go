@@ -103,6 +103,35 @@ func BenchmarkValidateArguments(b *testing.B) {
 	}
 }
 
+// derivedSchema is what the Go SDK derives for a struct with jsonschema tags (an
+// integer enum, fractional bounds, a pattern, a format) and a nested struct behind a
+// $ref, as generators that share named types write it.
+const derivedSchema = `{"type":"object","properties":{` +
+	`"mode":{"type":"string","enum":["fast","slow"],"default":"fast"},` +
+	`"level":{"type":"integer","enum":[1,2,3],"minimum":0,"maximum":10},` +
+	`"ratio":{"type":"number","exclusiveMinimum":0,"exclusiveMaximum":1.5},` +
+	`"name":{"type":"string","minLength":1,"maxLength":64,"pattern":"^[a-z]+$"},` +
+	`"when":{"type":"string","format":"date-time"},` +
+	`"owner":{"$ref":"#/$defs/user"}},` +
+	`"required":["mode","name"],"additionalProperties":false,` +
+	`"$defs":{"user":{"type":"object","properties":{"id":{"type":"integer","minimum":0,"maximum":4294967295},"email":{"type":"string","format":"email"}},"required":["id"]}}}`
+
+const derivedDoc = `{"mode":"slow","level":2,"ratio":0.75,"name":"registry",` +
+	`"when":"2026-12-01T20:00:00Z","owner":{"id":42,"email":"a@example.com"}}`
+
+func BenchmarkValidateArgumentsDerived(b *testing.B) {
+	r := registry.New()
+	e := mustRegister(b, r, "", withParams("derived", derivedSchema), "")
+	doc := []byte(derivedDoc)
+	b.SetBytes(int64(len(doc)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := e.ValidateArguments(doc); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 func BenchmarkResolveToolSet(b *testing.B) {
 	r := registry10k(b)
 	for i := range 10 {

@@ -146,7 +146,7 @@ type shapeBuilder struct {
 // a shape cannot check.
 func newShape(doc any, patterns map[string]jsonschema.Regexp) *shape {
 	root, ok := doc.(map[string]any)
-	if !ok || hasIdentifiers(doc) {
+	if !ok || hasIdentifiers(doc, false) {
 		return nil
 	}
 	b := shapeBuilder{root: root, named: map[string]*shape{}, patterns: patterns}

@@ -40,24 +40,34 @@ func (b *shapeBuilder) resolve(v any) *shape {
 // identifiers are the keywords that give a subschema a name other than its place in
 // the root document (a base URI, an anchor) or resolve one dynamically: with any of
 // them, "#/$defs/x" may not mean the root's member x, so the schema gets no shape.
+// (Draft-04's "id" has no shape anyway.)
 var identifiers = map[string]bool{
 	"$id": true, "$anchor": true, "$dynamicAnchor": true, "$recursiveAnchor": true,
-	"$dynamicRef": true, "$recursiveRef": true, "id": true,
+	"$dynamicRef": true, "$recursiveRef": true,
 }
 
-// hasIdentifiers reports whether doc holds one of identifiers as a key anywhere (a
-// property named "$id" counts too: the schema just goes without a shape).
-func hasIdentifiers(doc any) bool {
+// namedSchemas are the keywords whose value maps names (of properties, of
+// definitions) to subschemas: its keys are not keywords.
+var namedSchemas = map[string]bool{
+	"properties": true, "patternProperties": true, "$defs": true, "definitions": true,
+	"dependentSchemas": true, "dependencies": true,
+}
+
+// hasIdentifiers reports whether doc holds one of identifiers as a keyword anywhere;
+// names is set when doc's keys are names (see namedSchemas). A value that is not a
+// schema (an enum member, a default) may count too: the schema just goes without a
+// shape.
+func hasIdentifiers(doc any, names bool) bool {
 	switch d := doc.(type) {
 	case map[string]any:
 		for k, v := range d {
-			if identifiers[k] || hasIdentifiers(v) {
+			if !names && identifiers[k] || hasIdentifiers(v, !names && namedSchemas[k]) {
 				return true
 			}
 		}
 	case []any:
 		for _, v := range d {
-			if hasIdentifiers(v) {
+			if hasIdentifiers(v, false) {
 				return true
 			}
 		}

@@ -48,6 +48,7 @@ func TestShapeEligibility(t *testing.T) {
 		`{"type":"object","properties":{"a":{"$ref":"#/$defs/x","not":{}}},"$defs":{"x":{}}}`:                                                                                false,
 		`{"type":"object","allOf":[{"properties":{"a":{"type":"integer"}}},{"required":["a"]}]}`:                                                                             true,
 		`{"type":"object","properties":{"a":{"$ref":"#/$defs/x"}},"$defs":{"x":{"$id":"x.json","type":"string"}}}`:                                                           false,
+		`{"type":"object","properties":{"id":{"$ref":"#/$defs/x"},"$id":{"type":"string"}},"$defs":{"x":{"properties":{"$anchor":{}}}}}`:                                     true,
 		`{"type":"object","properties":{"a":{"$ref":"#/properties/b"},"b":{"type":"string"}}}`:                                                                               false,
 		`{"type":"object","properties":{"a":{"$ref":"#/$defs/x%20y"}},"$defs":{"x y":{"type":"string"}}}`:                                                                    false,
 		`{"type":"object","anyOf":[{"required":["a"]}]}`:                                                                                                                     false,
