@@ -26,23 +26,23 @@ type schema struct {
 }
 
 // shape is a fast check, allocation-free but for uniqueItems over 20 items, for the
-// schemas most tools register: objects
-// of typed properties with required keys, open or closed additional properties and
-// bounded sizes, arrays of such items (unique or not, after prefixItems), enums and consts of scalars,
-// string lengths and patterns, array lengths, numeric bounds and multipleOf, local references into
-// $defs and allOf. check is a shortcut: a document it accepts is valid (every keyword
-// of the schema was checked). It may be conservative (an integer written 1.0 fails it)
-// but never lenient — FuzzShapeAgreesWithLibrary holds it to that. A document it
-// rejects is decided exactly, and its failures found and worded as the library would,
-// by [shape.violations]: the library would build every failure of a megabyte of wrong
+// schemas most tools register: objects of typed properties with required keys, open or
+// closed additional properties and bounded sizes, arrays of such items (unique or not,
+// after prefixItems), enums and consts of scalars, string lengths and patterns, array
+// lengths, numeric bounds and multipleOf, local references into $defs, allOf and anyOf.
+// check is a shortcut: a document it accepts is valid (every keyword of the schema was
+// checked). It may be conservative (an integer written 1.0 fails it) but never lenient
+// — FuzzShapeAgreesWithLibrary holds it to that. A document it rejects is decided
+// exactly, and its failures found and worded as the library would, by
+// [shape.violations]: the library would build every failure of a megabyte of wrong
 // values before toolsd reads the first few.
 //
 // "format" is an annotation, but only under draft 2020-12 (draft-07 asserts it). A
 // "pattern" matches with the library's own compiled RE2 program. A local "$ref" into
-// the root's $defs (or definitions) and "allOf" apply their subschemas' shapes. A
-// schema with any other keyword (patternProperties, propertyNames, enums of arrays or
-// objects, anyOf, oneOf, not, other references, conditionals,
-// unevaluated*, …) gets no shape.
+// the root's $defs (or definitions), "allOf" and "anyOf" apply their subschemas'
+// shapes. A schema with any other keyword (patternProperties, propertyNames, enums of
+// arrays or objects, oneOf, not, other references, conditionals, unevaluated*, …) gets
+// no shape.
 type shape struct {
 	types    typeSet           // 0: any type
 	props    map[string]*shape // checked when the document is an object
@@ -58,6 +58,8 @@ type shape struct {
 	// apply at the document's place too. A recursive schema's shape has cycles.
 	ref   *shape
 	allOf []*shape
+	// anyOf holds the subschemas of "anyOf", one of which must hold.
+	anyOf []*shape
 	// enum and konst, when not nil, hold the scalars the document must be one of
 	// (const: equal to); enumList and constVal are them as written, which the
 	// library's message gives.
@@ -317,16 +319,20 @@ func (s *shape) keyword(b *shapeBuilder, k string, v any, root bool) bool {
 	case "uniqueItems":
 		s.unique, _ = v.(bool)
 		return true
-	case "allOf":
+	case "allOf", "anyOf":
 		subs, ok := v.([]any)
 		for _, sub := range subs {
 			a := b.shapeOf(sub, false)
 			if a == nil {
 				return false
 			}
-			s.allOf = append(s.allOf, a)
+			if k == "allOf" {
+				s.allOf = append(s.allOf, a)
+			} else {
+				s.anyOf = append(s.anyOf, a)
+			}
 		}
-		return ok
+		return ok && len(subs) > 0
 	case "format":
 		return !b.draft07
 	}
@@ -367,6 +373,9 @@ func (s *shape) check(v any) bool {
 		if !a.check(v) {
 			return false
 		}
+	}
+	if len(s.anyOf) > 0 && !s.anyHolds(v) {
+		return false
 	}
 	switch v := v.(type) {
 	case string:
@@ -424,6 +433,16 @@ func (s *shape) check(v any) bool {
 		}
 	}
 	return true
+}
+
+// anyHolds reports whether one of s.anyOf certainly holds for v.
+func (s *shape) anyHolds(v any) bool {
+	for _, a := range s.anyOf {
+		if a.check(v) {
+			return true
+		}
+	}
+	return false
 }
 
 // itemShape is the shape of item i of an array; nil: anything.

@@ -51,7 +51,8 @@ func TestShapeEligibility(t *testing.T) {
 		`{"type":"object","properties":{"id":{"$ref":"#/$defs/x"},"$id":{"type":"string"}},"$defs":{"x":{"properties":{"$anchor":{}}}}}`:                                     true,
 		`{"type":"object","properties":{"a":{"$ref":"#/properties/b"},"b":{"type":"string"}}}`:                                                                               false,
 		`{"type":"object","properties":{"a":{"$ref":"#/$defs/x%20y"}},"$defs":{"x y":{"type":"string"}}}`:                                                                    false,
-		`{"type":"object","anyOf":[{"required":["a"]}]}`:                                                                                                                     false,
+		`{"type":"object","properties":{"a":{"anyOf":[{"type":"string"},{"type":"null"}]}}}`:                                                                                 true,
+		`{"type":"object","oneOf":[{"required":["a"]}]}`:                                                                                                                     false,
 		`{"type":"object","patternProperties":{"^x":{"type":"string"}}}`:                                                                                                     false,
 		`{"type":"object","unevaluatedProperties":false}`:                                                                                                                    false,
 		`{"type":"object","x-order":["a"]}`: false,
@@ -140,6 +141,7 @@ func FuzzShapeAgreesWithLibrary(f *testing.F) {
 		{`{"type":"object","properties":{"u":{"type":"array","uniqueItems":true}}}`, `{"u":[1,"1",[1],{"a":1},1.5,true,null]}`},
 		{`{"type":"object","properties":{"p":{"type":"string","pattern":"^[a-z]+(-[a-z]+)*$"},"q":{"pattern":"\\d{2}"}}}`, `{"p":"ab-cd","q":"x12"}`},
 		{`{"type":"object","properties":{"p":{"type":"number","multipleOf":0.01,"minimum":0},"k":{"multipleOf":5}}}`, `{"p":12.34,"k":-15}`},
+		{`{"type":"object","properties":{"o":{"anyOf":[{"type":"string","maxLength":3},{"type":"integer","minimum":5},{"type":"null"}]}}}`, `{"o":6}`},
 		{`{"type":"object","properties":{"a":{"type":"array","prefixItems":[{"type":"string"},{"enum":[1,2]}],"items":false}}}`, `{"a":["x",2]}`},
 	} {
 		f.Add(seed[0], seed[1])

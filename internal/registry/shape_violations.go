@@ -135,6 +135,18 @@ func (w *shapeWalk) walk(s *shape, v any) {
 	for _, a := range s.allOf {
 		w.walk(a, v)
 	}
+	if len(s.anyOf) > 0 {
+		// The library reports every branch's failures when none holds, none when one
+		// does: a branch holds exactly when walking it finds no failure.
+		mark := len(w.leaves)
+		for _, a := range s.anyOf {
+			before := len(w.leaves)
+			if w.walk(a, v); len(w.leaves) == before {
+				w.leaves = w.leaves[:mark]
+				return
+			}
+		}
+	}
 }
 
 // walkValue records v's failures of the keywords of s for its type.

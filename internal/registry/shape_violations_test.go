@@ -52,7 +52,7 @@ func validateViolations(t testing.TB, sch *schema, doc string) []Violation {
 // A document failing a schema with a shape is reported as the library reported it:
 // the same pointers, in the same order, with the same words.
 func TestShapeViolationsAreTheLibrarys(t *testing.T) {
-	const s1 = `{"type":"object","properties":{` +
+	const s1 = `{"type":"object","$defs":{"nul":{"type":"null"}},"properties":{` +
 		`"s":{"type":"string","minLength":2,"maxLength":3},` +
 		`"n":{"type":"integer","minimum":-1,"exclusiveMaximum":10},` +
 		`"x":{"type":["number","null"],"maximum":5,"exclusiveMinimum":-5},` +
@@ -68,6 +68,7 @@ func TestShapeViolationsAreTheLibrarys(t *testing.T) {
 		`"e":{"type":"array","items":{"enum":["a",1,2.5,true,null]}},` +
 		`"c":{"type":"array","items":{"const":1.5,"type":"number","maximum":1}},` +
 		`"k":{"const":null},` +
+		`"ao":{"type":"array","items":{"anyOf":[{"type":"string","maxLength":2},{"type":"integer","minimum":5},{"$ref":"#/$defs/nul"}]}},` +
 		`"mo":{"type":"array","items":{"multipleOf":0.25,"maximum":10}},` +
 		`"z":{"type":"array","prefixItems":[{"type":"string"},{"enum":[1,2]},true],"items":{"type":"boolean"},"maxItems":5},` +
 		`"y":{"type":"array","prefixItems":[{"type":"integer"}]},` +
@@ -246,6 +247,7 @@ func FuzzShapeViolationsAreTheLibrarys(f *testing.F) {
 		{`{"type":"array","uniqueItems":true}`, `[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,{"b":[2]},{"b":[2e0]},20]`},
 		{`{"type":"object","properties":{"p":{"type":"string","pattern":"^[a-z]+$","minLength":3},"q":{"pattern":"(?i)x\\b"}}}`, `{"p":"AB","q":"aX y"}`},
 		{`{"type":"array","prefixItems":[{"type":"string"},{"enum":[1,2]}],"items":{"type":"null"}}`, `[1,3,null,0]`},
+		{`{"type":"array","items":{"anyOf":[{"type":"object","required":["a"]},{"type":"integer","anyOf":[{"minimum":3},{"maximum":-3}]}]}}`, `[{"a":1},{},0,3,-3.0,"x"]`},
 		{`{"type":"array","items":{"type":"number","multipleOf":0.7}}`, `[1.4,2.1,0.07,-7e1,1e-400,123456789012345678901.4]`},
 	} {
 		f.Add(seed[0], seed[1])
