@@ -176,6 +176,10 @@ func TestShapeViolationsAllocationIsBounded(t *testing.T) {
 			`{"a":[` + numbers + `]}`,
 		},
 		"nested items": {nestedSchema.String(), nestedDoc.String()},
+		"anyOf holding for its second branch": {
+			`{"type":"array","items":{"anyOf":[{"type":"integer"},{"type":"string"}]}}`,
+			`[` + strings.Repeat(`"a",`, 250_000) + `true]`,
+		},
 		// Two subschemas apply at each place: checkWork refuses a million values.
 		"recursive reference": {
 			`{"type":"array","items":{"$ref":"#/$defs/l"},"$defs":{"l":{"type":["array","string"],"items":{"$ref":"#/$defs/l"}}}}`,
