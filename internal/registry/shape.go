@@ -476,13 +476,15 @@ func (t typeSet) admits(v any) bool {
 // integer bounds (the commonest case, from the Go SDK's sized integers) is compared as
 // an int64, anything else exactly as a decimal.
 func (s *shape) boundsHold(v json.Number) bool {
-	if i, ok := integerValue(v); ok && s.intBounds {
-		for _, b := range s.bounds {
-			if !b.holdsInt(i) {
-				return false
+	if s.intBounds {
+		if i, ok := integerValue(v); ok {
+			for _, b := range s.bounds {
+				if !b.holdsInt(i) {
+					return false
+				}
 			}
+			return true
 		}
-		return true
 	}
 	n := readNumber(string(v))
 	for _, b := range s.bounds {
