@@ -119,6 +119,11 @@ func TestShapeViolationsAreTheLibrarys(t *testing.T) {
 		"more than 20 in order":       {s1, `{"s":"ab","l":[[` + strings.Repeat(`-1,`, 30) + `0],[-1],[-1],[-1],[-1],[-1],[-1],[-1],[-1],[-1],[-1],[-1,-1]]}`},
 		"long pointers":               {s2, `{"` + long + `":{"` + long + `":[1,"a",2,true,{}]},"` + long + `x":{"a":[1],"b":[2,[]]}}`},
 		"pointer cut in a character":  {s2, `{"` + strings.Repeat("é", 99) + `":{"` + long + `":[1,2]}}`},
+		"refs valid":                  {s3, `{"t":{"v":1,"kids":[{"v":2,"kids":[]}]},"a":"ab","b":3,"u":{"a":"a"}}`},
+		"refs recursive":              {s3, `{"t":{"v":-1,"kids":[{"kids":[{"v":"x","w":1}]}]}}`},
+		"refs through allOf":          {s3, `{"a":"toolong","b":1.5,"u":{"a":"abcd"}}`},
+		"definitions valid":           {s4, `{"a":1,"b":[1,2.5]}`},
+		"definitions":                 {s4, `{"a":"x","b":[1,"y",true]}`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -184,10 +184,11 @@ type firstWait struct {
 	err   error // why the wait ended, nil when the batch ended it
 }
 
-func (g *firstWait) drained() { g.end(context.Cause(g.s.active.drained)) }
+// drained and timedOut end the wait; what they return is for the handler's call of end.
+func (g *firstWait) drained() { _ = g.end(context.Cause(g.s.active.drained)) }
 
 func (g *firstWait) timedOut() {
-	g.end(fmt.Errorf("%w: no batch within %s (limits.first_message_timeout)", errFirstMessageTimeout, g.s.limits.FirstMessageTimeout))
+	_ = g.end(fmt.Errorf("%w: no batch within %s (limits.first_message_timeout)", errFirstMessageTimeout, g.s.limits.FirstMessageTimeout))
 }
 
 // end ends the wait with err, writing its status, unless it has ended already, and
