@@ -29,7 +29,8 @@ type schema struct {
 // schemas most tools register: objects of typed properties with required keys, open or
 // closed additional properties and bounded sizes, arrays of such items (unique or not,
 // after prefixItems), enums and consts of scalars, string lengths and patterns, array
-// lengths, numeric bounds and multipleOf, local references into $defs, allOf and anyOf.
+// lengths, numeric bounds and multipleOf, local references into $defs, allOf and anyOf,
+// and property names held to a string's keywords (propertyNames).
 // check is a shortcut: a document it accepts is valid (every keyword of the schema was
 // checked). It may be conservative (an integer written 1.0 fails it) but never lenient
 // — FuzzShapeAgreesWithLibrary holds it to that. A document it rejects is decided
@@ -40,7 +41,9 @@ type schema struct {
 // "format" is an annotation, but only under draft 2020-12 (draft-07 asserts it). A
 // "pattern" matches with the library's own compiled RE2 program. A local "$ref" into
 // the root's $defs (or definitions), "allOf" and "anyOf" apply their subschemas'
-// shapes. A schema with any other keyword (patternProperties, propertyNames, enums of
+// shapes. "propertyNames" is covered when its subschema is true, false or only type,
+// pattern, minLength, maxLength, enum and const (as the Go SDK derives for
+// integer-keyed maps). A schema with any other keyword (patternProperties, enums of
 // arrays or objects, oneOf, not, other references, conditionals, unevaluated*, …) gets
 // no shape.
 type shape struct {
@@ -49,7 +52,11 @@ type shape struct {
 	required []string
 	closed   bool   // additionalProperties: false
 	extra    *shape // additionalProperties as a schema; nil: anything
-	items    *shape // nil: anything
+	// names is "propertyNames": every member name must satisfy it (see nameShape);
+	// noNames: "propertyNames": false, which no name satisfies.
+	names   *shape
+	noNames bool
+	items   *shape // nil: anything
 	// prefix holds prefixItems: the first items' shapes, items applying past them.
 	prefix  []*shape
 	unique  bool // uniqueItems
@@ -200,6 +207,31 @@ func (b *shapeBuilder) fill(s *shape, doc any, root bool) bool {
 	}
 }
 
+// nameKeywords are the keywords a "propertyNames" subschema with a shape may have
+// beside annotations: those a name, always a string, is checked against.
+var nameKeywords = map[string]bool{
+	"type": true, "pattern": true, "minLength": true, "maxLength": true, "enum": true, "const": true,
+}
+
+// nameShape returns the shape of doc, a "propertyNames" subschema, or nil when it has
+// a keyword not in nameKeywords or admits no string type.
+func (b *shapeBuilder) nameShape(doc any) *shape {
+	d, ok := doc.(map[string]any)
+	if !ok {
+		return nil
+	}
+	for k := range d {
+		if !nameKeywords[k] && !annotations[k] {
+			return nil
+		}
+	}
+	s := b.shapeOf(d, false)
+	if s == nil || (s.types != 0 && s.types&typeString == 0) {
+		return nil
+	}
+	return s
+}
+
 // stringArray reads a JSON array of strings; false means v is not one.
 func stringArray(v any) ([]string, bool) {
 	items, ok := v.([]any)
@@ -248,6 +280,13 @@ func (s *shape) keyword(b *shapeBuilder, k string, v any, root bool) bool {
 	case "items":
 		s.items = b.shapeOf(v, false)
 		return s.items != nil
+	case "propertyNames":
+		if t, ok := v.(bool); ok {
+			s.noNames = !t
+			return true
+		}
+		s.names = b.nameShape(v)
+		return s.names != nil
 	case "enum":
 		var ok bool
 		if s.enumList, ok = v.([]any); !ok {
@@ -379,15 +418,7 @@ func (s *shape) check(v any) bool {
 	}
 	switch v := v.(type) {
 	case string:
-		if s.hasMinLen || s.hasMaxLen {
-			n := int64(utf8.RuneCountInString(v))
-			if (s.hasMinLen && n < s.minLen) || (s.hasMaxLen && n > s.maxLen) {
-				return false
-			}
-		}
-		if s.pattern != nil && !s.pattern.MatchString(v) {
-			return false
-		}
+		return s.stringHolds(v)
 	case json.Number:
 		if len(s.bounds) > 0 && !s.boundsHold(v) {
 			return false
@@ -406,7 +437,13 @@ func (s *shape) check(v any) bool {
 				return false
 			}
 		}
+		if s.noNames && len(v) > 0 {
+			return false
+		}
 		for name, pv := range v {
+			if s.names != nil && !s.names.nameHolds(name) {
+				return false
+			}
 			if ps, ok := s.props[name]; ok {
 				if !ps.check(pv) {
 					return false
@@ -433,6 +470,29 @@ func (s *shape) check(v any) bool {
 		}
 	}
 	return true
+}
+
+// stringHolds reports whether the string v satisfies the string keywords of s.
+func (s *shape) stringHolds(v string) bool {
+	if s.hasMinLen || s.hasMaxLen {
+		n := int64(utf8.RuneCountInString(v))
+		if (s.hasMinLen && n < s.minLen) || (s.hasMaxLen && n > s.maxLen) {
+			return false
+		}
+	}
+	return s.pattern == nil || s.pattern.MatchString(v)
+}
+
+// nameHolds reports whether the member name satisfies s, a shape built by nameShape,
+// as check would, without boxing name in an interface (which allocates).
+func (s *shape) nameHolds(name string) bool {
+	if s.types != 0 && s.types&typeString == 0 {
+		return false
+	}
+	if (s.konst != nil && !s.konst.hasString(name)) || (s.enum != nil && !s.enum.hasString(name)) {
+		return false
+	}
+	return s.stringHolds(name)
 }
 
 // anyHolds reports whether one of s.anyOf certainly holds for v.

@@ -146,6 +146,12 @@ func newScalars(members []any) (*scalars, bool) {
 	return m, true
 }
 
+// hasString reports whether the string v is a member.
+func (m *scalars) hasString(v string) bool {
+	_, ok := m.strs[v]
+	return ok
+}
+
 // has reports whether v, a document decoded by [jsonx.Decode], equals a member.
 func (m *scalars) has(v any) bool {
 	switch v := v.(type) {

@@ -21,40 +21,46 @@ func compileForTest(t testing.TB, raw string) *schema {
 func TestShapeEligibility(t *testing.T) {
 	for raw, want := range map[string]bool{
 		`{"type":"object"}`: true,
-		`{"type":"object","properties":{"a":{"type":"string","description":"x","title":"A","default":"d","examples":["e"]}},"required":["a"],"additionalProperties":false}`:  true,
-		`{"type":"object","properties":{"a":true,"b":{}},"additionalProperties":{"type":["integer","null"]}}`:                                                                true,
-		`{"type":"object","properties":{"a":{"type":"array","items":{"type":"object","properties":{"b":{"type":"boolean"}}}}}}`:                                              true,
-		`{"type":"object","properties":{"m":{"enum":["x","y"]},"s":{"type":"string","minLength":1,"maxLength":9},"n":{"type":"integer","minimum":0,"exclusiveMaximum":10}}}`: true,
-		`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object"}`:                                                                                              true,
-		`{"$schema":"http://json-schema.org/draft-04/schema#","type":"object"}`:                                                                                              false,
-		`{"type":"object","properties":{"a":false}}`:                                                                                                                         false,
-		`{"type":"object","properties":{"a":{"type":"string","pattern":"^a"}}}`:                                                                                              true,
-		`{"type":"object","properties":{"a":{"prefixItems":[{"type":"string"},true],"items":{"type":"integer"}}}}`:                                                           true,
-		`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"a":{"prefixItems":[{"type":"string"}]}}}`:                                       false,
-		`{"type":"object","properties":{"a":{"type":"number","multipleOf":0.01},"b":{"multipleOf":5}}}`:                                                                      true,
-		`{"type":"object","patternProperties":{"^a":{"type":"string"}}}`:                                                                                                     false,
-		`{"type":"object","properties":{"a":{"type":"string","format":"email"},"b":{"type":"string","format":"date-time","contentEncoding":"base64"}}}`:                      true,
-		`{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","properties":{"a":{"format":"ipv4"}}}`:                                                    true,
-		`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"a":{"type":"string","format":"email"}}}`:                                        false,
-		`{"type":"object","properties":{"a":{"enum":["x",1,2.5,true,null]},"b":{"const":"x"},"c":{"const":null},"d":{"enum":[]}}}`:                                           true,
-		`{"type":"object","minProperties":1,"maxProperties":3,"additionalProperties":{"type":"object","maxProperties":0}}`:                                                   true,
-		`{"type":"object","properties":{"a":{"type":"array","uniqueItems":true,"items":{"type":"string"}},"b":{"uniqueItems":false}}}`:                                       true,
-		`{"type":"object","properties":{"a":{"enum":["x",[1]]}}}`:                                                                                                            false,
-		`{"type":"object","properties":{"a":{"const":{}}}}`:                                                                                                                  false,
-		`{"type":"object","properties":{"a":{"type":"number","minimum":0.5,"exclusiveMaximum":1.5e1,"maximum":-2E-3}}}`:                                                      true,
-		`{"type":"object","properties":{"a":{"$ref":"#/$defs/x"}},"$defs":{"x":{"type":"string"}}}`:                                                                          true,
-		`{"type":"object","properties":{"a":{"$ref":"#/$defs/n"}},"$defs":{"n":{"type":"object","properties":{"next":{"$ref":"#/$defs/n"},"up":{"$ref":"#"}}}}}`:             true,
-		`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"a":{"$ref":"#/definitions/x","pattern":"^a"}},"definitions":{"x":{}}}`:          true,
-		`{"type":"object","properties":{"a":{"$ref":"#/$defs/x","not":{}}},"$defs":{"x":{}}}`:                                                                                false,
-		`{"type":"object","allOf":[{"properties":{"a":{"type":"integer"}}},{"required":["a"]}]}`:                                                                             true,
-		`{"type":"object","properties":{"a":{"$ref":"#/$defs/x"}},"$defs":{"x":{"$id":"x.json","type":"string"}}}`:                                                           false,
-		`{"type":"object","properties":{"id":{"$ref":"#/$defs/x"},"$id":{"type":"string"}},"$defs":{"x":{"properties":{"$anchor":{}}}}}`:                                     true,
-		`{"type":"object","properties":{"a":{"$ref":"#/properties/b"},"b":{"type":"string"}}}`:                                                                               false,
-		`{"type":"object","properties":{"a":{"$ref":"#/$defs/x%20y"}},"$defs":{"x y":{"type":"string"}}}`:                                                                    false,
-		`{"type":"object","properties":{"a":{"anyOf":[{"type":"string"},{"type":"null"}]}}}`:                                                                                 true,
-		`{"type":"object","oneOf":[{"required":["a"]}]}`:                                                                                                                     false,
-		`{"type":"object","patternProperties":{"^x":{"type":"string"}}}`:                                                                                                     false,
-		`{"type":"object","unevaluatedProperties":false}`:                                                                                                                    false,
+		`{"type":"object","properties":{"a":{"type":"string","description":"x","title":"A","default":"d","examples":["e"]}},"required":["a"],"additionalProperties":false}`:                                    true,
+		`{"type":"object","properties":{"a":true,"b":{}},"additionalProperties":{"type":["integer","null"]}}`:                                                                                                  true,
+		`{"type":"object","properties":{"a":{"type":"array","items":{"type":"object","properties":{"b":{"type":"boolean"}}}}}}`:                                                                                true,
+		`{"type":"object","properties":{"m":{"enum":["x","y"]},"s":{"type":"string","minLength":1,"maxLength":9},"n":{"type":"integer","minimum":0,"exclusiveMaximum":10}}}`:                                   true,
+		`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object"}`:                                                                                                                                true,
+		`{"$schema":"http://json-schema.org/draft-04/schema#","type":"object"}`:                                                                                                                                false,
+		`{"type":"object","properties":{"a":false}}`:                                                                                                                                                           false,
+		`{"type":"object","properties":{"a":{"type":"string","pattern":"^a"}}}`:                                                                                                                                true,
+		`{"type":"object","properties":{"a":{"prefixItems":[{"type":"string"},true],"items":{"type":"integer"}}}}`:                                                                                             true,
+		`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"a":{"prefixItems":[{"type":"string"}]}}}`:                                                                         false,
+		`{"type":"object","properties":{"a":{"type":"number","multipleOf":0.01},"b":{"multipleOf":5}}}`:                                                                                                        true,
+		`{"type":"object","patternProperties":{"^a":{"type":"string"}}}`:                                                                                                                                       false,
+		`{"type":"object","properties":{"a":{"type":"string","format":"email"},"b":{"type":"string","format":"date-time","contentEncoding":"base64"}}}`:                                                        true,
+		`{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","properties":{"a":{"format":"ipv4"}}}`:                                                                                      true,
+		`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"a":{"type":"string","format":"email"}}}`:                                                                          false,
+		`{"type":"object","properties":{"a":{"enum":["x",1,2.5,true,null]},"b":{"const":"x"},"c":{"const":null},"d":{"enum":[]}}}`:                                                                             true,
+		`{"type":"object","minProperties":1,"maxProperties":3,"additionalProperties":{"type":"object","maxProperties":0}}`:                                                                                     true,
+		`{"type":"object","properties":{"a":{"type":"array","uniqueItems":true,"items":{"type":"string"}},"b":{"uniqueItems":false}}}`:                                                                         true,
+		`{"type":"object","properties":{"a":{"enum":["x",[1]]}}}`:                                                                                                                                              false,
+		`{"type":"object","properties":{"a":{"const":{}}}}`:                                                                                                                                                    false,
+		`{"type":"object","properties":{"a":{"type":"number","minimum":0.5,"exclusiveMaximum":1.5e1,"maximum":-2E-3}}}`:                                                                                        true,
+		`{"type":"object","properties":{"a":{"$ref":"#/$defs/x"}},"$defs":{"x":{"type":"string"}}}`:                                                                                                            true,
+		`{"type":"object","properties":{"a":{"$ref":"#/$defs/n"}},"$defs":{"n":{"type":"object","properties":{"next":{"$ref":"#/$defs/n"},"up":{"$ref":"#"}}}}}`:                                               true,
+		`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"a":{"$ref":"#/definitions/x","pattern":"^a"}},"definitions":{"x":{}}}`:                                            true,
+		`{"type":"object","properties":{"a":{"$ref":"#/$defs/x","not":{}}},"$defs":{"x":{}}}`:                                                                                                                  false,
+		`{"type":"object","allOf":[{"properties":{"a":{"type":"integer"}}},{"required":["a"]}]}`:                                                                                                               true,
+		`{"type":"object","properties":{"a":{"$ref":"#/$defs/x"}},"$defs":{"x":{"$id":"x.json","type":"string"}}}`:                                                                                             false,
+		`{"type":"object","properties":{"id":{"$ref":"#/$defs/x"},"$id":{"type":"string"}},"$defs":{"x":{"properties":{"$anchor":{}}}}}`:                                                                       true,
+		`{"type":"object","properties":{"a":{"$ref":"#/properties/b"},"b":{"type":"string"}}}`:                                                                                                                 false,
+		`{"type":"object","properties":{"a":{"$ref":"#/$defs/x%20y"}},"$defs":{"x y":{"type":"string"}}}`:                                                                                                      false,
+		`{"type":"object","properties":{"a":{"anyOf":[{"type":"string"},{"type":"null"}]}}}`:                                                                                                                   true,
+		`{"type":"object","oneOf":[{"required":["a"]}]}`:                                                                                                                                                       false,
+		`{"type":"object","patternProperties":{"^x":{"type":"string"}}}`:                                                                                                                                       false,
+		`{"type":"object","unevaluatedProperties":false}`:                                                                                                                                                      false,
+		`{"type":"object","propertyNames":{"pattern":"^-?[0-9]+$"},"additionalProperties":{"type":"string"}}`:                                                                                                  true,
+		`{"type":"object","properties":{"a":{"propertyNames":{"type":"string","minLength":1,"maxLength":3,"enum":["a","b"],"const":"a","title":"t"}},"b":{"propertyNames":false},"c":{"propertyNames":true}}}`: true,
+		`{"type":"object","propertyNames":{"type":"integer"}}`:                                                                                                                                                 false,
+		`{"type":"object","propertyNames":{"$ref":"#/$defs/k"},"$defs":{"k":{"type":"string"}}}`:                                                                                                               false,
+		`{"type":"object","propertyNames":{"anyOf":[{"pattern":"^a"}]}}`:                                                                                                                                       false,
+		`{"type":"object","propertyNames":{"format":"ipv4"}}`:                                                                                                                                                  false,
 		`{"type":"object","x-order":["a"]}`: false,
 		`{"type":"object","properties":{"a":{"$schema":"https://json-schema.org/draft/2020-12/schema"}}}`: false,
 	} {
@@ -143,6 +149,8 @@ func FuzzShapeAgreesWithLibrary(f *testing.F) {
 		{`{"type":"object","properties":{"p":{"type":"number","multipleOf":0.01,"minimum":0},"k":{"multipleOf":5}}}`, `{"p":12.34,"k":-15}`},
 		{`{"type":"object","properties":{"o":{"anyOf":[{"type":"string","maxLength":3},{"type":"integer","minimum":5},{"type":"null"}]}}}`, `{"o":6}`},
 		{`{"type":"object","properties":{"a":{"type":"array","prefixItems":[{"type":"string"},{"enum":[1,2]}],"items":false}}}`, `{"a":["x",2]}`},
+		{`{"type":"object","propertyNames":{"pattern":"^-?[0-9]+$"},"additionalProperties":{"type":"string"}}`, `{"1":"a","-20":"b"}`},
+		{`{"type":"object","properties":{"m":{"propertyNames":{"type":"string","maxLength":2,"enum":["a","bc",1]}},"e":{"propertyNames":false}}}`, `{"m":{"bc":1},"e":{}}`},
 	} {
 		f.Add(seed[0], seed[1])
 	}
@@ -188,6 +196,25 @@ func TestCompareNumbersIsExact(t *testing.T) {
 func TestShapeEnumOfNumbersDoesNotAllocate(t *testing.T) {
 	sch := compileForTest(t, `{"type":"object","properties":{"l":{"enum":[1,2.5,"x",null]},"c":{"const":-7e-3}}}`)
 	v, err := jsonx.Decode([]byte(`{"l":25e-1,"c":-0.0070}`), jsonx.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sch.shape.check(v) {
+		t.Fatal("shape.check = false, want true")
+	}
+	if allocs := testing.AllocsPerRun(100, func() { sch.shape.check(v) }); allocs != 0 {
+		t.Errorf("shape.check allocated %v times, want 0", allocs)
+	}
+}
+
+// Property names are checked against propertyNames as strings, without allocating.
+func TestShapePropertyNamesDoNotAllocate(t *testing.T) {
+	sch := compileForTest(t, `{"type":"object","properties":{"m":{"type":"object","propertyNames":{"pattern":"^-?[0-9]+$"},`+
+		`"additionalProperties":{"type":"integer"}},"e":{"propertyNames":{"type":"string","enum":["a","b"],"maxLength":1}}}}`)
+	if sch.shape == nil {
+		t.Fatal("no shape for the test schema")
+	}
+	v, err := jsonx.Decode([]byte(`{"m":{"1":2,"-30":4,"500":6},"e":{"a":1,"b":2}}`), jsonx.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,15 +49,18 @@ const (
 	failUniqueItems
 	failPattern
 	failMultipleOf
+	failFalse // "propertyNames": false
 )
 
 // shapeFailure is a value v failing keyword k of s (bound: s.bounds[b]); its kind and
-// words are built only for the failures reported.
+// words are built only for the failures reported. name: v is a member name failing
+// "propertyNames", which the library words after the name.
 type shapeFailure struct {
-	s *shape
-	v any
-	k failKind
-	b int
+	s    *shape
+	v    any
+	k    failKind
+	b    int
+	name bool
 }
 
 // shapeWalk finds a document's failures; ptr is the pointer of the place walked,
@@ -74,7 +77,7 @@ func (w *shapeWalk) fail(s *shape, v any, k failKind, b int) {
 	if w.ptrLen > maxViolationMessage {
 		p = textcut.Prefix(p, maxViolationMessage) + "…"
 	}
-	w.leaves = append(w.leaves, leaf[shapeFailure]{p, shapeFailure{s, v, k, b}})
+	w.leaves = append(w.leaves, leaf[shapeFailure]{p, shapeFailure{s: s, v: v, k: k, b: b}})
 }
 
 func (w *shapeWalk) full() bool { return len(w.leaves) >= maxLeaves }
@@ -246,6 +249,34 @@ func (w *shapeWalk) walkObject(s *shape, obj map[string]any) {
 	if additional {
 		w.fail(s, obj, failAdditional, 0)
 	}
+	if s.names == nil && !s.noNames {
+		return
+	}
+	for name := range obj {
+		if w.full() {
+			return
+		}
+		w.walkName(s, name)
+	}
+}
+
+// walkName records the failures of the member name of s's "propertyNames". The
+// library validates a name on its own, so they are at no pointer into the document:
+// at "", wherever the object is.
+func (w *shapeWalk) walkName(s *shape, name string) {
+	if s.noNames {
+		w.leaves = append(w.leaves, leaf[shapeFailure]{"", shapeFailure{s: s, v: name, k: failFalse, name: true}})
+		return
+	}
+	if s.names.nameHolds(name) {
+		return
+	}
+	names := shapeWalk{leaves: w.leaves}
+	names.walk(s.names, name)
+	for i := len(w.leaves); i < len(names.leaves); i++ {
+		names.leaves[i].failure.name = true
+	}
+	w.leaves = names.leaves
 }
 
 // maxNamed bounds the property names a required or additionalProperties failure
@@ -255,6 +286,9 @@ const maxNamed = maxViolationMessage/4 + 1
 
 // word words f as [describe] words the library's kind of it.
 func (f shapeFailure) word() string {
+	if f.name {
+		return truncate("property name " + quoteName(f.v.(string)) + ": " + describe(f.kind()))
+	}
 	return describe(f.kind())
 }
 
@@ -290,6 +324,8 @@ func (f shapeFailure) kind() jsonschema.ErrorKind {
 		return &kind.MaxProperties{Got: len(f.v.(map[string]any)), Want: int(s.maxProps)}
 	case failBound:
 		return s.bounds[f.b].kind(f.v.(json.Number))
+	case failFalse:
+		return &kind.FalseSchema{}
 	case failRequired:
 		obj := f.v.(map[string]any)
 		var missing []string

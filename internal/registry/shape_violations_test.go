@@ -87,7 +87,16 @@ func TestShapeViolationsAreTheLibrarys(t *testing.T) {
 	const s4 = `{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{` +
 		`"a":{"$ref":"#/definitions/n","type":"string"},"b":{"type":"array","items":{"$ref":"#/definitions/s"}}},` +
 		`"definitions":{"n":{"type":"number"},"s":{"$ref":"#/definitions/n"}}}`
+	const s5 = `{"type":"object","propertyNames":{"pattern":"^[a-z]+$","maxLength":3},"required":["a","b"],"minProperties":4,"properties":{"a":{},"b":{},` +
+		`"i":{"type":"object","propertyNames":{"pattern":"^-?[0-9]+$"},"additionalProperties":{"type":"string"}},` +
+		`"e":{"type":"array","items":{"type":"object","propertyNames":{"type":"string","enum":["x","yy"],"minLength":2}}},` +
+		`"c":{"type":"object","propertyNames":{"const":"k","type":["string","null"]},"additionalProperties":false},` +
+		`"f":{"type":"object","propertyNames":false,"required":["z"]},` +
+		`"t":{"type":"object","propertyNames":true}},"additionalProperties":false}`
 	tests := map[string]struct{ schema, doc string }{
+		"property names valid":        {s5, `{"a":1,"b":2,"i":{"1":"x","-22":"y"},"e":[{"yy":1}],"c":{},"f":{},"t":{"Any":1}}`},
+		"property names":              {s5, `{"a":1,"Long":3,"i":{"1":1,"x":"y","0x1":2},"e":[{"x":1,"yy":2,"zz":3},{}],"c":{"j":2},"f":{"q":1},"t":{"é":1}}`},
+		"property names and sizes":    {s5, `{"t":{"A/~":1},"` + strings.Repeat("é", 200) + `":2}`},
 		"valid":                       {s1, `{"s":"ab","n":9,"m":"text","a":["x",null],"o":{"k":true}}`},
 		"integer written 1.0":         {s1, `{"s":"ab","n":1.0,"l":[[2e0,0.0,-0e5,1E+2]]}`},
 		"not an object":               {s1, `[]`},
@@ -258,6 +267,8 @@ func FuzzShapeViolationsAreTheLibrarys(f *testing.F) {
 		{`{"type":"array","prefixItems":[{"type":"string"},{"enum":[1,2]}],"items":{"type":"null"}}`, `[1,3,null,0]`},
 		{`{"type":"array","items":{"anyOf":[{"type":"object","required":["a"]},{"type":"integer","anyOf":[{"minimum":3},{"maximum":-3}]}]}}`, `[{"a":1},{},0,3,-3.0,"x"]`},
 		{`{"type":"array","items":{"type":"number","multipleOf":0.7}}`, `[1.4,2.1,0.07,-7e1,1e-400,123456789012345678901.4]`},
+		{`{"type":"object","propertyNames":{"pattern":"^-?[0-9]+$","maxLength":3},"required":["1"],"additionalProperties":{"type":"object","propertyNames":{"enum":["a"],"const":"b"}}}`, `{"12":{"a":1},"x1":{"b":2,"c":3},"1234":5}`},
+		{`{"type":"array","items":{"type":"object","minProperties":1,"propertyNames":false,"additionalProperties":false}}`, `[{},{"a":1},{"b":{"c":1}}]`},
 	} {
 		f.Add(seed[0], seed[1])
 	}
