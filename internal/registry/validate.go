@@ -317,32 +317,35 @@ var printer = message.NewPrinter(language.English)
 // and only the first by pointer are worded, by word (wording one can format a whole enum
 // or required list).
 func violations(root *jsonschema.ValidationError, word func(jsonschema.ErrorKind) string) []Violation {
-	// libFailure is one leaf; key is the property name a propertyNames failure is
-	// about: the library validates it on its own, at no pointer into the document.
+	// libFailure is one leaf; key, when named, is the property name a propertyNames
+	// failure is about (it may be ""): the library validates it on its own, at no
+	// pointer into the document.
 	type libFailure struct {
-		kind jsonschema.ErrorKind
-		key  string
+		kind  jsonschema.ErrorKind
+		key   string
+		named bool
 	}
 	var leaves []leaf[libFailure]
-	var walk func(e *jsonschema.ValidationError, key string)
-	walk = func(e *jsonschema.ValidationError, key string) {
+	var walk func(e *jsonschema.ValidationError, f libFailure)
+	walk = func(e *jsonschema.ValidationError, f libFailure) {
 		if len(leaves) == maxLeaves {
 			return
 		}
 		if k, ok := e.ErrorKind.(*kind.PropertyNames); ok {
-			key = k.Property
+			f.key, f.named = k.Property, true
 		}
 		if len(e.Causes) == 0 {
-			leaves = append(leaves, leaf[libFailure]{pointer(e.InstanceLocation), libFailure{e.ErrorKind, key}})
+			f.kind = e.ErrorKind
+			leaves = append(leaves, leaf[libFailure]{pointer(e.InstanceLocation), f})
 			return
 		}
 		for _, c := range e.Causes {
-			walk(c, key)
+			walk(c, f)
 		}
 	}
-	walk(root, "")
+	walk(root, libFailure{})
 	out := worded(leaves, func(f libFailure) string {
-		if f.key != "" {
+		if f.named {
 			return truncate("property name " + quoteName(f.key) + ": " + word(f.kind))
 		}
 		return word(f.kind)
