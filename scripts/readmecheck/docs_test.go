@@ -84,10 +84,7 @@ func TestCheckKeys(t *testing.T) {
 }
 
 func TestCheckLimitsTable(t *testing.T) {
-	defaults, err := config.DefaultPaths()
-	if err != nil {
-		t.Fatal(err)
-	}
+	defaults := defaultPaths(t)
 	text := "| key | default | crossing it |\n|---|---|---|\n" +
 		"| `limits.max_json_depth` | 64 (at most 10000) | x |\n" +
 		"| `limits.stream_window` / `connection_window` | 1048576 / 4MiB | x |\n" +
@@ -129,15 +126,9 @@ func TestCheckLimitsCovered(t *testing.T) {
 // TestREADMELimitsTable: the README's Limits table has a row for every limit, and
 // every row names limits that exist, with their defaults.
 func TestREADMELimitsTable(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defaults, err := config.DefaultPaths()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows := limitsRows(string(raw))
+	raw := repoFile(t, "README.md")
+	defaults := defaultPaths(t)
+	rows := limitsRows(raw)
 	if fs := append(checkLimitsTable(rows, defaults), checkLimitsCovered(rows, defaults)...); len(fs) > 0 {
 		t.Errorf("checkLimitsTable, checkLimitsCovered(README.md) = %q, want none", msgs(fs))
 	}
@@ -221,20 +212,14 @@ func TestCheckTableIndent(t *testing.T) {
 // TestREADMETablesHoldTogether: a row indented unlike the rows above it ends its table
 // (in a list item, GitHub then shows the rest of the table as one paragraph of pipes).
 func TestREADMETablesHoldTogether(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fs := checkTableIndent(string(raw)); len(fs) > 0 {
+	raw := repoFile(t, "README.md")
+	if fs := checkTableIndent(raw); len(fs) > 0 {
 		t.Errorf("checkTableIndent(README.md) = %q, want none", msgs(fs))
 	}
 }
 
 func TestCheckLimitsBounds(t *testing.T) {
-	defaults, err := config.DefaultPaths()
-	if err != nil {
-		t.Fatal(err)
-	}
+	defaults := defaultPaths(t)
 	text := "| key | default | crossing it |\n|---|---|---|\n" +
 		"| `limits.max_json_depth` | 64 (at most 10000) | x |\n" +
 		"| `limits.outbox_size` / `write_timeout` | 256 (at most 65535) / 10s | x |\n" +
@@ -251,15 +236,29 @@ func TestCheckLimitsBounds(t *testing.T) {
 
 // TestREADMELimitsBounds: the bounds the README's Limits table notes are config's.
 func TestREADMELimitsBounds(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	raw := repoFile(t, "README.md")
+	defaults := defaultPaths(t)
+	if fs := checkLimitsBounds(limitsRows(raw), defaults); len(fs) > 0 {
+		t.Errorf("checkLimitsBounds(README.md) = %q, want none", msgs(fs))
+	}
+}
+
+// repoFile is the text of the repository's file at path (relative to its root).
+func repoFile(t *testing.T, path ...string) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(append([]string{"..", ".."}, path...)...))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return string(raw)
+}
+
+// defaultPaths is config's defaults by dotted key.
+func defaultPaths(t *testing.T) map[string]*yaml.Node {
+	t.Helper()
 	defaults, err := config.DefaultPaths()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fs := checkLimitsBounds(limitsRows(string(raw)), defaults); len(fs) > 0 {
-		t.Errorf("checkLimitsBounds(README.md) = %q, want none", msgs(fs))
-	}
+	return defaults
 }

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 )
@@ -57,15 +55,9 @@ func TestCheckRunCommand(t *testing.T) {
 // TestREADMEGoRunIsMakeRun: the README's go run command, for a machine without make,
 // runs toolsd as make run does.
 func TestREADMEGoRunIsMakeRun(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	makefile, err := os.ReadFile(filepath.Join("..", "..", "Makefile"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fs := checkRunCommand(string(readme), string(makefile)); len(fs) > 0 {
+	readme := repoFile(t, "README.md")
+	makefile := repoFile(t, "Makefile")
+	if fs := checkRunCommand(readme, makefile); len(fs) > 0 {
 		t.Errorf("checkRunCommand(README.md, Makefile) = %q, want none", msgs(fs))
 	}
 }

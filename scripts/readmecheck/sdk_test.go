@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 )
@@ -39,15 +38,12 @@ func TestCheckSDKOptions(t *testing.T) {
 // TestREADMEListsSDKOptions: the README's list of the Go SDK's options names every
 // option function of pkg/provider.
 func TestREADMEListsSDKOptions(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := repoFile(t, "README.md")
 	opts, err := sdkOptions(filepath.Join("..", "..", "pkg", "provider"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fs := checkSDKOptions(string(raw), opts); len(fs) > 0 {
+	if fs := checkSDKOptions(raw, opts); len(fs) > 0 {
 		t.Errorf("checkSDKOptions(README.md) = %q, want none", msgs(fs))
 	}
 }
