@@ -155,12 +155,8 @@ func FuzzShapeAgreesWithLibrary(f *testing.F) {
 		f.Add(seed[0], seed[1])
 	}
 	f.Fuzz(func(t *testing.T, rawSchema, doc string) {
-		sch, err := compileSchema("t", []byte(rawSchema), parametersSchema, false, schemaLimits{1 << 16, 64})
-		if err != nil || sch.shape == nil {
-			return
-		}
-		v, err := jsonx.Decode([]byte(doc), jsonx.Limits{MaxDepth: 64})
-		if err != nil {
+		sch, v, ok := fuzzedShape(rawSchema, doc)
+		if !ok {
 			return
 		}
 		if sch.shape.check(v) {
@@ -192,37 +188,32 @@ func TestCompareNumbersIsExact(t *testing.T) {
 	}
 }
 
-// An enum or const of numbers finds a number in one lookup, without allocating.
-func TestShapeEnumOfNumbersDoesNotAllocate(t *testing.T) {
-	sch := compileForTest(t, `{"type":"object","properties":{"l":{"enum":[1,2.5,"x",null]},"c":{"const":-7e-3}}}`)
-	v, err := jsonx.Decode([]byte(`{"l":25e-1,"c":-0.0070}`), jsonx.Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !sch.shape.check(v) {
-		t.Fatal("shape.check = false, want true")
-	}
-	if allocs := testing.AllocsPerRun(100, func() { sch.shape.check(v) }); allocs != 0 {
-		t.Errorf("shape.check allocated %v times, want 0", allocs)
-	}
-}
-
-// Property names are checked against propertyNames as strings, without allocating.
-func TestShapePropertyNamesDoNotAllocate(t *testing.T) {
-	sch := compileForTest(t, `{"type":"object","properties":{"m":{"type":"object","propertyNames":{"pattern":"^-?[0-9]+$"},`+
-		`"additionalProperties":{"type":"integer"}},"e":{"propertyNames":{"type":"string","enum":["a","b"],"maxLength":1}}}}`)
-	if sch.shape == nil {
-		t.Fatal("no shape for the test schema")
-	}
-	v, err := jsonx.Decode([]byte(`{"m":{"1":2,"-30":4,"500":6},"e":{"a":1,"b":2}}`), jsonx.Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !sch.shape.check(v) {
-		t.Fatal("shape.check = false, want true")
-	}
-	if allocs := testing.AllocsPerRun(100, func() { sch.shape.check(v) }); allocs != 0 {
-		t.Errorf("shape.check allocated %v times, want 0", allocs)
+// A valid document is checked without allocating: an enum or const of numbers finds a
+// number in one lookup, and property names are checked against propertyNames as strings.
+func TestShapeCheckDoesNotAllocate(t *testing.T) {
+	for name, tc := range map[string]struct{ schema, doc string }{
+		"enum and const of numbers": {`{"type":"object","properties":{"l":{"enum":[1,2.5,"x",null]},"c":{"const":-7e-3}}}`,
+			`{"l":25e-1,"c":-0.0070}`},
+		"property names": {`{"type":"object","properties":{"m":{"type":"object","propertyNames":{"pattern":"^-?[0-9]+$"},` +
+			`"additionalProperties":{"type":"integer"}},"e":{"propertyNames":{"type":"string","enum":["a","b"],"maxLength":1}}}}`,
+			`{"m":{"1":2,"-30":4,"500":6},"e":{"a":1,"b":2}}`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			sch := compileForTest(t, tc.schema)
+			if sch.shape == nil {
+				t.Fatal("no shape for the test schema")
+			}
+			v, err := jsonx.Decode([]byte(tc.doc), jsonx.Limits{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !sch.shape.check(v) {
+				t.Fatal("shape.check = false, want true")
+			}
+			if allocs := testing.AllocsPerRun(100, func() { sch.shape.check(v) }); allocs != 0 {
+				t.Errorf("shape.check allocated %v times, want 0", allocs)
+			}
+		})
 	}
 }
 
@@ -288,4 +279,16 @@ func TestMultipleOfIsExact(t *testing.T) {
 	if !isMultipleOf("12345678901234567893", readNumber("3"), "3") {
 		t.Error("isMultipleOf(12345678901234567893, 3) = false, want true")
 	}
+}
+
+// fuzzedShape compiles a fuzzed schema and decodes a fuzzed document under it; ok is
+// false when the schema does not compile or has no shape, or the document does not
+// decode.
+func fuzzedShape(rawSchema, doc string) (sch *schema, v any, ok bool) {
+	sch, err := compileSchema("t", []byte(rawSchema), parametersSchema, false, schemaLimits{1 << 16, 64})
+	if err != nil || sch.shape == nil {
+		return nil, nil, false
+	}
+	v, err = jsonx.Decode([]byte(doc), jsonx.Limits{MaxDepth: 64})
+	return sch, v, err == nil
 }

@@ -273,12 +273,8 @@ func FuzzShapeViolationsAreTheLibrarys(f *testing.F) {
 		f.Add(seed[0], seed[1])
 	}
 	f.Fuzz(func(t *testing.T, rawSchema, doc string) {
-		sch, err := compileSchema("t", []byte(rawSchema), parametersSchema, false, schemaLimits{1 << 16, 64})
-		if err != nil || sch.shape == nil {
-			return
-		}
-		v, err := jsonx.Decode([]byte(doc), jsonx.Limits{MaxDepth: 64})
-		if err != nil || sch.checkWork(v, "arguments") != nil {
+		sch, v, ok := fuzzedShape(rawSchema, doc)
+		if !ok || sch.checkWork(v, "arguments") != nil {
 			return
 		}
 		want, got := libraryViolations(t, sch, doc), validateViolations(t, sch, doc)
