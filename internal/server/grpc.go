@@ -22,6 +22,11 @@ import (
 	"google.golang.org/grpc/status"
 )
 
+// KeepaliveMinTime is the least time toolsd's keepalive enforcement policy permits
+// between a client's pings, with or without open streams; a client that pings more
+// often is sent GOAWAY (too_many_pings).
+const KeepaliveMinTime = 5 * time.Second
+
 // GRPCConfig configures [NewGRPCServer].
 type GRPCConfig struct {
 	Logger *zap.Logger
@@ -111,7 +116,7 @@ func NewGRPCServer(c GRPCConfig) (*grpc.Server, *grpcprom.ServerMetrics) {
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: c.KeepaliveTime, Timeout: c.KeepaliveTimeout}),
 		// Clients may ping as often as every 5s even without active streams: provider
 		// SDKs keep their idle callback streams alive this way.
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime, PermitWithoutStream: true}),
 	}
 	if c.MaxHeaderBytes > 0 {
 		opts = append(opts, grpc.MaxHeaderListSize(c.MaxHeaderBytes))
