@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -90,5 +91,63 @@ func TestRetentionBetweenClaimAndPlan(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// claimBeforeSummary runs claim once, the first time the summary of session id is
+// read, before the read: another identity's first batch landing between a
+// ResolveToolSet's authorization and its read of the session's history.
+type claimBeforeSummary struct {
+	session.Store
+	id    string
+	claim func()
+	done  atomic.Bool
+}
+
+func (w *claimBeforeSummary) Summary(ctx context.Context, id string) (session.Summary, error) {
+	if id == w.id && w.done.CompareAndSwap(false, true) {
+		w.claim()
+	}
+	return w.Store.Summary(ctx, id)
+}
+
+// TestResolveToolSetAgainstASessionClaimedMeanwhile: agent-b resolves a tool set of its
+// tenant against a session id nobody owns yet (allowed: tools are resolved before a
+// session's first batch), and agent-a's first batch claims the id and logs its calls
+// before the history is read. The tool set was resolved against agent-a's history, so
+// agent-b's conditions (session.called, session.succeeded) learnt what agent-a's
+// session did. The owner is checked again after the read, and agent-b is refused.
+func TestResolveToolSetAgainstASessionClaimedMeanwhile(t *testing.T) {
+	cfg := fmt.Sprintf("listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\ndata_dir: %s\nsession: {store: memory}\n%s",
+		t.TempDir(), tenantAuth(t))
+	c, err := config.Parse([]byte(cfg), "test.yaml")
+	if err != nil {
+		t.Fatalf("config.Parse() = %v", err)
+	}
+	wrap := &claimBeforeSummary{id: "s-claimed"}
+	e := startConfig(t, c, app.WithSessionStoreWrapper(func(s session.Store) session.Store {
+		wrap.Store = s
+		return wrap
+	}))
+	client := func(token string) *env {
+		conn := dialWith(t, e.app.Addr(), grpc.WithPerRPCCredentials(bearer(token)))
+		return &env{app: e.app, conn: conn, tools: toolsdv1.NewToolServiceClient(conn)}
+	}
+	agentA, agentB := client(tokenAgentA), client(tokenAgentB)
+	var batchErr error
+	wrap.claim = func() {
+		_, batchErr = agentA.execute(t, &toolsdv1.Batch{SessionId: "s-claimed", Scope: "tenant-a",
+			Calls: []*toolsdv1.ToolCall{call("c0", "secret_tool", `{}`)}}, batchOptions{})
+	}
+
+	_, err = agentB.tools.ResolveToolSet(t.Context(), &toolsdv1.ResolveToolSetRequest{SessionId: "s-claimed", Scope: "tenant-b", Turn: 1, Step: 1})
+	if batchErr != nil {
+		t.Fatalf("agent-a's ExecuteBatch(s-claimed) = %v", batchErr)
+	}
+	if !wrap.done.Load() {
+		t.Fatal("ResolveToolSet did not read the session's summary")
+	}
+	if status.Code(err) != codes.PermissionDenied {
+		t.Errorf("ResolveToolSet(s-claimed) as agent-b, agent-a's first batch landing before the history is read = %v, want PermissionDenied", err)
 	}
 }

@@ -253,6 +253,13 @@ func (s *Server) ResolveToolSet(ctx context.Context, req *toolsdv1.ResolveToolSe
 		if err != nil {
 			return nil, toStatus(s.log, err)
 		}
+		// Checked again after the read, as ReadSession does for every page: the id may
+		// have been free when authorized and claimed by another identity since (or
+		// deleted by retention and claimed again), and its history is then that
+		// identity's; a claim comes before its events, so a read holding them fails.
+		if err := s.authz.Authorize(ctx, ActionReadTools, req.GetScope(), req.GetSessionId()); err != nil {
+			return nil, toStatus(s.log, err)
+		}
 		env.History = sum
 	}
 	ts, err := s.reg.ResolveToolSet(ctx, req.GetScope(), env)
