@@ -38,6 +38,7 @@ import (
 	"github.com/toolsd/toolsd/internal/scheduler"
 	"github.com/toolsd/toolsd/internal/server"
 	"github.com/toolsd/toolsd/internal/session"
+	"github.com/toolsd/toolsd/internal/streamgate"
 	"github.com/toolsd/toolsd/internal/tool"
 )
 
@@ -75,6 +76,8 @@ type App struct {
 	// approvalWaitEnded, if set, runs as an approval wait ends unanswered (see
 	// WithApprovalWaitEnded).
 	approvalWaitEnded func()
+	// sendClock, if set, times the sends to peers (see WithSendClock).
+	sendClock streamgate.Clock
 	// pinSaver keeps the registry's pins in the data directory (nil: they live in
 	// memory only).
 	pinSaver *pinSaver
@@ -131,6 +134,12 @@ func WithApprovalTimer(after func(d time.Duration, f func()) (stop func() bool))
 func WithApprovalWaitEnded(f func()) Option {
 	return func(a *App) { a.approvalWaitEnded = f }
 }
+
+// WithSendClock has toolsd's sends to agents (batch, read and watch streams) and to
+// providers timed by clock instead of the monotonic clock, against
+// limits.write_timeout (see server.Deps.SendClock and broker.WithSendClock): for tests
+// that decide when a peer has waited too long.
+func WithSendClock(clock streamgate.Clock) Option { return func(a *App) { a.sendClock = clock } }
 
 // WithExampleProvider runs the bundled example provider in-process, connected over
 // loopback gRPC like any other provider; write_note appends to notesPath.
@@ -334,6 +343,7 @@ func (a *App) build(pol *policy.Set) error {
 		broker.WithLogger(a.log),
 		broker.WithObserver(a.obs.Broker()),
 		broker.WithErrorMapper(registrationErrorCode),
+		broker.WithSendClock(a.sendClock),
 		broker.WithLimits(broker.Limits{
 			MaxProviders:           c.Limits.MaxProviders,
 			MaxInFlightPerProvider: c.Limits.MaxInFlightPerProvider,
@@ -410,6 +420,7 @@ func (a *App) build(pol *policy.Set) error {
 		Authorizer:        authorizer,
 		WrapApprover:      a.obs.Approver,
 		ApprovalWaitEnded: a.approvalWaitEnded,
+		SendClock:         a.sendClock,
 		Limits: server.Limits{
 			MaxCallsPerBatch:    c.Limits.MaxCallsPerBatch,
 			MaxRequestBytes:     int(c.Limits.MaxRequestBytes),

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -553,10 +554,39 @@ func awaitCancelled(t *testing.T, stopped <-chan string) {
 	}
 }
 
-// slowConn reads at most rate bytes a second: a slow link.
+// slowLink is a link that carries bytesPerTimeout bytes per write timeout of the clock
+// toolsd's sends are timed by (see [app.WithSendClock]): each read moves that clock by
+// the time its bytes took. Each read also takes a whole write timeout of real time, so
+// that sends timed by the real clock would find their reader stalled many times over,
+// however fast the machine: only the send clock decides.
+type slowLink struct {
+	now             atomic.Int64
+	timeout         time.Duration
+	bytesPerTimeout int64
+}
+
+func newSlowLink(timeout time.Duration, bytesPerTimeout int64) *slowLink {
+	l := &slowLink{timeout: timeout, bytesPerTimeout: bytesPerTimeout}
+	l.now.Store(1)
+	return l
+}
+
+// clock is the send clock of the app whose peer reads over l.
+func (l *slowLink) clock() int64 { return l.now.Load() }
+
+// dial connects to addr over l.
+func (l *slowLink) dial(ctx context.Context, addr string) (net.Conn, error) {
+	c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return slowConn{c, l}, nil
+}
+
+// slowConn reads over a slowLink.
 type slowConn struct {
 	net.Conn
-	rate int
+	link *slowLink
 }
 
 func (c slowConn) Read(b []byte) (int, error) {
@@ -564,7 +594,8 @@ func (c slowConn) Read(b []byte) (int, error) {
 		b = b[:4096]
 	}
 	n, err := c.Conn.Read(b)
-	time.Sleep(time.Duration(n) * time.Second / time.Duration(c.rate))
+	c.link.now.Add(int64(n) * int64(c.link.timeout) / c.link.bytesPerTimeout)
+	time.Sleep(c.link.timeout)
 	return n, err
 }
 
@@ -572,19 +603,16 @@ func (c slowConn) Read(b []byte) (int, error) {
 // longer than the write timeout to carry one large result still gets the result and
 // settled, and the batch ends with OK. While the result drains, the next message's Send
 // waits without a write completing; the wait allowed grows with the size of the message
-// ahead of it.
+// ahead of it. The link takes ~3 write timeouts of the send clock over the result, and
+// hundreds of real ones.
 func TestSlowLinkGetsALargeResult(t *testing.T) {
-	e := start(t, "limits: {write_timeout: 1s}\n")
+	const timeout = time.Millisecond
+	link := newSlowLink(timeout, 300<<10) // 900 KB take ~3 write timeouts
+	e := start(t, fmt.Sprintf("limits: {write_timeout: %s}\n", timeout), app.WithSendClock(link.clock))
 	runProvider(t, e.app.Addr(), sizedTool("sized"))
 	conn, err := grpc.NewClient("passthrough:///"+e.app.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10),
-		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
-			c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
-			if err != nil {
-				return nil, err
-			}
-			return slowConn{c, 300 << 10}, nil // 900 KB take ~3 write timeouts
-		}))
+		grpc.WithContextDialer(link.dial))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -618,18 +646,15 @@ func TestSlowLinkGetsALargeResult(t *testing.T) {
 // TestProviderOnSlowLinkGetsLargeArguments: a provider reading steadily over a link
 // that takes longer than the write timeout to carry one call's arguments is not taken
 // for stuck: the next call's Send waits while the first drains, and the wait allowed
-// grows with the size of the message ahead of it (as for agents).
+// grows with the size of the message ahead of it (as for agents). The link takes ~3
+// write timeouts of the send clock over one call's arguments, and hundreds of real ones.
 func TestProviderOnSlowLinkGetsLargeArguments(t *testing.T) {
-	e := start(t, "limits: {write_timeout: 500ms}\n")
+	const timeout = time.Millisecond
+	link := newSlowLink(timeout, 133<<10) // 400 KB take ~3 write timeouts
+	e := start(t, fmt.Sprintf("limits: {write_timeout: %s}\n", timeout), app.WithSendClock(link.clock))
 	stop := runProviderWith(t, e.app.Addr(), []provider.Option{
 		provider.WithWindows(64<<10, 64<<10),
-		provider.WithDialOptions(grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
-			c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
-			if err != nil {
-				return nil, err
-			}
-			return slowConn{c, 300 << 10}, nil // 400 KB take ~3 write timeouts
-		})),
+		provider.WithDialOptions(grpc.WithContextDialer(link.dial)),
 	}, provider.NewTool("measure", "Says how long its text is.", func(_ context.Context, _ provider.Call, a struct {
 		Text string `json:"text"`
 	}) (string, error) {

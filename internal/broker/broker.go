@@ -56,6 +56,8 @@ type Broker struct {
 	obs    Observer
 	mapErr ErrorMapper
 	guard  ScopeGuard
+	// clock is what the streams' Sends are timed by (see [WithSendClock]).
+	clock streamgate.Clock
 
 	// ids issues provider ids: unique, and unrelated to each other, so a provider
 	// learns nothing from its id of the providers that connected before or since.
@@ -80,6 +82,7 @@ func New(reg Registrar, opts ...Option) *Broker {
 		obs:    o.obs,
 		mapErr: o.mapErr,
 		guard:  o.guard,
+		clock:  o.clock,
 		ids:    connid.New("p"),
 		conns:  make(map[string]*conn),
 		gate:   streamgate.New(),

@@ -87,7 +87,7 @@ type conn struct {
 
 func (b *Broker) newConn(ctx context.Context, out sender) *conn {
 	id := b.newConnID()
-	return &conn{
+	c := &conn{
 		b:         b,
 		id:        id,
 		ctx:       ctx,
@@ -101,6 +101,8 @@ func (b *Broker) newConn(ctx context.Context, out sender) *conn {
 		pending:   make(map[uint64]*pendingCall),
 		tools:     make(map[ToolRef]struct{}),
 	}
+	c.sends.SetClock(b.clock)
+	return c
 }
 
 // stop closes quit: send waiters give up, no new sends are queued.

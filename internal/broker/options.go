@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/toolsd/toolsd/internal/streamgate"
 	"github.com/toolsd/toolsd/internal/tool"
 )
 
@@ -127,6 +128,7 @@ type options struct {
 	obs    Observer
 	mapErr ErrorMapper
 	guard  ScopeGuard
+	clock  streamgate.Clock
 }
 
 // ScopeGuard decides whether the provider whose stream context is ctx may register into
@@ -147,6 +149,12 @@ func WithLogger(l *zap.Logger) Option {
 		}
 	}
 }
+
+// WithSendClock has the Sends on provider streams timed by clock instead of the
+// monotonic clock, against Limits.SendTimeout (the checks still run every half send
+// timeout of real time): for tests that decide when a provider has waited too long. nil
+// keeps the monotonic clock.
+func WithSendClock(clock streamgate.Clock) Option { return func(o *options) { o.clock = clock } }
 
 // WithLimits sets the limits; zero fields keep their defaults.
 func WithLimits(l Limits) Option { return func(o *options) { o.limits = l } }
