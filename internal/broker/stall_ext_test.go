@@ -23,6 +23,12 @@ import (
 // that does not read stops the second such execute inside Send.
 var bigArgs = `{"a":"` + strings.Repeat("x", 200<<10) + `"}`
 
+// frozen is a send clock that never moves: no Send counts as waiting too long, however
+// long a test's provider leaves it waiting in real time. The tests that run with it and
+// a send timeout of a millisecond (checked every millisecond of real time) would be cut
+// off by the send timeout if real time counted.
+func frozen() int64 { return 1 }
+
 // A provider that stops reading its stream holds an execute in Send. Past the send
 // timeout the stream ends as hung: every call returns PROVIDER_GONE (or PROVIDER_UNAVAILABLE, for one
 // that comes after the stream ended), none waits forever.
@@ -59,7 +65,7 @@ func TestProviderThatStopsReadingIsCutOff(t *testing.T) {
 // for the slot would hold the result until the provider read again, and a provider
 // whose own receive loop was writing at that moment would never read again.
 func TestReceiveLoopDoesNotWaitForTheSendSlot(t *testing.T) {
-	srv := brokertest.Start(t, brokertest.NewRegistrar(), broker.WithLimits(broker.Limits{SendTimeout: time.Minute}))
+	srv := brokertest.Start(t, brokertest.NewRegistrar(), broker.WithLimits(broker.Limits{SendTimeout: time.Millisecond}), broker.WithSendClock(frozen))
 	raw := helloRawFixedWindow(t, srv, "busy")
 	first := goCall(context.Background(), srv.Broker, raw.id, execFor("t", `{}`))
 	id := raw.execute().GetRequestId()
@@ -119,7 +125,7 @@ func TestSDKOversizedResultFailsOnlyItsCall(t *testing.T) {
 // A provider that keeps registering without reading leaves queued answers, not a
 // goroutine each, and once too many wait its stream ends.
 func TestRegistrationFloodIsBounded(t *testing.T) {
-	srv := brokertest.Start(t, brokertest.NewRegistrar(), broker.WithLimits(broker.Limits{SendTimeout: time.Minute}))
+	srv := brokertest.Start(t, brokertest.NewRegistrar(), broker.WithLimits(broker.Limits{SendTimeout: time.Millisecond}), broker.WithSendClock(frozen))
 	raw := helloRawFixedWindow(t, srv, "flood")
 	for range 4 { // an execute stuck in Send holds the slot
 		goCall(context.Background(), srv.Broker, raw.id, execFor("t", bigArgs))
@@ -171,7 +177,7 @@ func TestCallCancelledBeforeItsSendIsNotDispatched(t *testing.T) {
 // than the queue holds in bytes, its stream ends, long before 4096 of them (gigabytes)
 // would.
 func TestLargeQueuedAnswersAreBounded(t *testing.T) {
-	srv := brokertest.Start(t, brokertest.NewRegistrar(), broker.WithLimits(broker.Limits{SendTimeout: time.Minute}))
+	srv := brokertest.Start(t, brokertest.NewRegistrar(), broker.WithLimits(broker.Limits{SendTimeout: time.Millisecond}), broker.WithSendClock(frozen))
 	raw := helloRawFixedWindow(t, srv, "flood")
 	for range 4 { // an execute stuck in Send holds the slot
 		goCall(context.Background(), srv.Broker, raw.id, execFor("t", bigArgs))
@@ -204,8 +210,8 @@ func TestLargeQueuedAnswersAreBounded(t *testing.T) {
 func TestCancellingEveryCallOfALargeLimitKeepsTheStream(t *testing.T) {
 	const n = 12000 // far more than the cancels the flow-control windows let through
 	srv := brokertest.Start(t, brokertest.NewRegistrar(), broker.WithLimits(broker.Limits{
-		MaxInFlightPerProvider: n, SendTimeout: time.Minute, CancelGrace: -1,
-	}))
+		MaxInFlightPerProvider: n, SendTimeout: time.Millisecond, CancelGrace: -1,
+	}), broker.WithSendClock(frozen))
 	raw := helloRawFixedWindow(t, srv, "busy")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
