@@ -68,6 +68,10 @@ func (b *Broker) supervise(ctx context.Context, c *conn, recvErr <-chan error) (
 			return false, rpcerr.Errorf(codes.Unavailable, rpcerr.SlowClient,
 				"broker: provider stopped reading its stream: over %d MiB or %d messages wait to be sent", maxQueuedBytes>>20, c.maxQueued)
 		case <-helloDue:
+			if isClosed(welcomed) { // welcomed as the timer fired: select chose at random
+				welcomed, helloDue = nil, nil
+				continue
+			}
 			return false, rpcerr.Errorf(codes.DeadlineExceeded, rpcerr.HelloTimeout, "broker: no hello within %s", b.limits.HelloTimeout)
 		case <-stall.C:
 			if c.sends.Stalled(b.limits.SendTimeout) {
@@ -75,6 +79,16 @@ func (b *Broker) supervise(ctx context.Context, c *conn, recvErr <-chan error) (
 					"broker: provider stopped reading its stream: a message waited over %s to be sent", b.limits.SendTimeout)
 			}
 		}
+	}
+}
+
+// isClosed reports whether ch is closed, without waiting.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
 
