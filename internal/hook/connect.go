@@ -75,7 +75,10 @@ func (h *Hub) serve(ctx context.Context, c *conn) (bool, error) {
 		case <-h.gate.Quit():
 			return true, nil
 		case <-helloDue:
-			return false, rpcerr.Errorf(codes.DeadlineExceeded, rpcerr.HelloTimeout, "hook: no hello within %s", h.opts.helloTimeout)
+			if len(helloCh) == 0 { // else the hello came as the timer fired, and is taken next
+				return false, rpcerr.Errorf(codes.DeadlineExceeded, rpcerr.HelloTimeout, "hook: no hello within %s", h.opts.helloTimeout)
+			}
+			helloDue = nil
 		case <-stall.C:
 			if c.sends.Stalled(h.opts.sendTimeout) {
 				return false, rpcerr.Errorf(codes.Unavailable, rpcerr.SlowClient,
