@@ -345,10 +345,9 @@ func (j *Journal) cutTail(off, end int64) error {
 	if _, err := j.f.ReadAt(tail, off); err != nil {
 		return err
 	}
-	for q := 1; q < len(tail); q++ {
-		if seq, ok := groupAt(tail, q, j.seed); ok && seq > j.group {
-			return fmt.Errorf("%w: damaged group at offset %d followed by whole group %d at %d", ErrCorrupt, off, seq, off+int64(q))
-		}
+	scan := tailScan{tail: tail, seed: j.seed, after: j.group}
+	if q, seq, ok := scan.firstWhole(); ok {
+		return fmt.Errorf("%w: damaged group at offset %d followed by whole group %d at %d", ErrCorrupt, off, seq, off+int64(q))
 	}
 	if err := j.f.Truncate(off); err != nil {
 		return fmt.Errorf("cut off a torn write: %w", err)
