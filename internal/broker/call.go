@@ -66,7 +66,7 @@ func (p *pendingCall) await(ctx context.Context) tool.Result {
 // is ABORTED, as it would be had toolsd's cancel come first, not a failure of the tool.
 func (p *pendingCall) taken(ctx context.Context, r tool.Result) tool.Result {
 	if p.stopped.Load() && tool.Ended(ctx) {
-		r = aborted()
+		r = abortedAnswer(r)
 	}
 	p.release()
 	return r
@@ -184,7 +184,7 @@ func cancelledResult(r tool.Result) tool.Result {
 	if r.IsError || r.Err != nil {
 		return r
 	}
-	return aborted()
+	return abortedAnswer(r)
 }
 
 //go:noinline
@@ -195,6 +195,14 @@ func unavailable(providerID string) tool.Result {
 
 //go:noinline
 func aborted() tool.Result { return tool.Failure(tool.CodeAborted, "call was cancelled") }
+
+// abortedAnswer is ABORTED in place of r, the provider's answer to a cancelled call: the
+// tool's request to end the turn survives, as it does every result replaced by an error.
+func abortedAnswer(r tool.Result) tool.Result {
+	a := aborted()
+	a.ConcludesTurn = r.ConcludesTurn
+	return a
+}
 
 // abortedBeforeDispatch is the result of a call cancelled before its execute reached
 // the provider's stream: the tool cannot have run, which ABORTED would leave open.

@@ -438,7 +438,7 @@ func providerInfo(tb testing.TB, b *broker.Broker, id string) broker.ProviderInf
 
 // A cancelled call keeps waiting for the provider's answer, and its in-flight slot, until
 // the tool has stopped: the answer's failure is kept, a success or the provider's report
-// that the tool stopped is ABORTED.
+// that the tool stopped is ABORTED. Either way the tool's request to end the turn stays.
 func TestCancelledCallWaitsForTheProvider(t *testing.T) {
 	srv := brokertest.Start(t, brokertest.NewRegistrar(),
 		broker.WithLimits(broker.Limits{MaxInFlightPerProvider: 1, CancelGrace: time.Hour}))
@@ -470,10 +470,10 @@ func TestCancelledCallWaitsForTheProvider(t *testing.T) {
 				t.Fatalf("cancelled Call() returned %+v before the provider answered", res)
 			default:
 			}
-			tc.answer.RequestId = id
+			tc.answer.RequestId, tc.answer.ConcludesTurn = id, true
 			r.result(tc.answer)
-			if res := awaitResult(t, call); res.Code() != tc.code || res.Err.Message != tc.message {
-				t.Errorf("Call() = %+v, want %s: %s", res, tc.code, tc.message)
+			if res := awaitResult(t, call); res.Code() != tc.code || res.Err.Message != tc.message || !res.ConcludesTurn {
+				t.Errorf("Call() = %+v, want %s: %s with ConcludesTurn", res, tc.code, tc.message)
 			}
 		})
 	}

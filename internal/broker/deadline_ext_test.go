@@ -58,9 +58,9 @@ func TestStopAtTheDeadlineBeforeToolsdsTimer(t *testing.T) {
 			call := goCall(tooltest.LateTimer{Context: t.Context(), Passed: passed}, srv.Broker, r.id, execFor("t", "{}"))
 			id := r.execute().GetRequestId()
 			passed.Store(tc.pass)
-			r.result(&toolsdv1.ExecuteResult{RequestId: id, IsError: true, ErrorMessage: []byte("context deadline exceeded"), Cancelled: true})
-			if res := awaitResult(t, call); res.Code() != tc.code {
-				t.Errorf("Call() = %+v, want %s", res, tc.code)
+			r.result(&toolsdv1.ExecuteResult{RequestId: id, IsError: true, ErrorMessage: []byte("context deadline exceeded"), Cancelled: true, ConcludesTurn: true})
+			if res := awaitResult(t, call); res.Code() != tc.code || !res.ConcludesTurn {
+				t.Errorf("Call() = %+v, want %s with the tool's ConcludesTurn", res, tc.code)
 			}
 		})
 	}

@@ -73,7 +73,7 @@ func (b *Broker) result(c *conn, r *toolsdv1.ExecuteResult) {
 	res := decodeResult(r, b.limits.MaxResultBytes)
 	if r.GetCancelled() {
 		if p.cancelled.Load() {
-			res = aborted() // the tool stopped because it was told to
+			res = abortedAnswer(res) // the tool stopped because it was told to
 		} else {
 			p.stopped.Store(true) // perhaps at its deadline: the call judges (see taken)
 		}

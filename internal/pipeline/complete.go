@@ -12,12 +12,13 @@ import (
 )
 
 // complete wraps dispatch: it turns a success that finished after the caller cancelled
-// into ABORTED (more specific failures stay), then runs the post-execute chain and
-// normalization. Only dispatched results get here.
+// into ABORTED (more specific failures stay; a tool's request to end the turn stays
+// too), then runs the post-execute chain and normalization. Only dispatched results get
+// here.
 func (s *snapshot) complete(ctx context.Context, e *tool.Exec, t Tool) tool.Result {
 	r := shape(e, s.dispatch(ctx, e, t))
 	if ctx.Err() != nil && !r.IsError {
-		r = failure(e, tool.CodeAborted, msgCancelledAfter, "")
+		r = keepContexts(r, failure(e, tool.CodeAborted, msgCancelledAfter, ""))
 	}
 	st := stateOf(ctx)
 	r = s.postExecute(ctx, e, st, r)

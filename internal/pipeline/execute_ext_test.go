@@ -66,6 +66,9 @@ func TestSuccessAfterCancelIsAborted(t *testing.T) {
 	}{
 		"success becomes aborted": {result: tool.Result{Content: "done"}, wantCode: tool.CodeAborted},
 		"tool error stays":        {result: tool.Failure(tool.CodeToolError, "disk full"), wantCode: tool.CodeToolError},
+		"aborted success still concludes the turn": {
+			result: tool.Result{Content: "done", ConcludesTurn: true}, wantCode: tool.CodeAborted,
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -84,6 +87,9 @@ func TestSuccessAfterCancelIsAborted(t *testing.T) {
 			}
 			if tc.wantCode == tool.CodeAborted && r.Content != "Error: call was cancelled" {
 				t.Errorf("Run().Content = %q, want %q", r.Content, "Error: call was cancelled")
+			}
+			if r.ConcludesTurn != tc.result.ConcludesTurn {
+				t.Errorf("Run().ConcludesTurn = %v, want the tool's %v", r.ConcludesTurn, tc.result.ConcludesTurn)
 			}
 		})
 	}
