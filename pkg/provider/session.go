@@ -441,9 +441,15 @@ func (s *session) retook(name string) {
 }
 
 // execute starts the call's handler on its own goroutine, with a context derived from
-// the session's callCtx.
+// the session's callCtx. A request id already in flight is ignored: toolsd numbers its
+// requests, and any answer to the second would go to the first, whose cancel and answer
+// keep the id.
 func (s *session) execute(req *toolsdv1.ExecuteRequest) {
 	id := req.GetRequestId()
+	if s.hasCall(id) {
+		s.log.Warn("call ignored: its request id is already in flight", zap.String("tool", req.GetTool()), zap.Uint64("request_id", id))
+		return
+	}
 	t := s.p.lookup(req.GetTool())
 	if t == nil {
 		s.refuse(id, fmt.Sprintf("provider %q has no tool %q", s.p.name, req.GetTool()))
@@ -535,6 +541,14 @@ func (s *session) invoke(ctx context.Context, t *toolImpl, call Call, args strin
 		}
 	}()
 	return t.invoke(ctx, call, args)
+}
+
+// hasCall reports whether a call with request id id is in flight. Only the receive
+// loop adds calls, so the answer holds until it adds one.
+func (s *session) hasCall(id uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls[id] != nil
 }
 
 // inFlight reports whether r is in flight on the session (which has not ended).
