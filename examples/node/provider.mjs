@@ -192,6 +192,9 @@ async function serve(client, onWelcome) {
         }
         case 'execute': // not awaited: the loop keeps reading while the call runs
           if (draining) log(`call ${m.execute.requestId} not started: shutting down`);
+          // toolsd numbers its requests: a second one with an id in flight would take the
+          // first's place (its cancel and answer), so it is ignored, as the Go SDK does.
+          else if (running.has(m.execute.requestId)) log(`call ${m.execute.requestId} ignored: its request id is already in flight`);
           else execute(m.execute, running, send, maxResultBytes).then(() => running.size === 0 && onIdle());
           break;
         case 'cancel':

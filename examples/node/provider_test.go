@@ -54,6 +54,31 @@ func TestNodeProviderAnswersCancelledCalls(t *testing.T) {
 	}
 }
 
+// TestNodeProviderIgnoresADuplicateRequestID: an execute whose request id is already in
+// flight (only a broken or hostile toolsd sends one) starts nothing and is not
+// answered, as the Go SDK ignores it: the first call keeps the id, so toolsd's cancel
+// reaches it and its answer is the one sent.
+func TestNodeProviderIgnoresADuplicateRequestID(t *testing.T) {
+	node, npm := requireNode(t)
+	installDeps(t, npm)
+	fake := startFakeToolsd(t, false)
+	startNode(t, node, "testdata/provider.mjs", "--addr", fake.addr)
+	s := fake.accept(t)
+	s.welcome(t, 1<<20)
+
+	s.send(t, execute(1, "wait", `{"ms": 50000}`))
+	s.next(t, func(m *toolsdv1.ProviderServiceConnectRequest) bool { return m.GetProgress().GetRequestId() == 1 })
+	s.send(t, execute(1, "shout", `{"text": "second"}`))
+	s.send(t, execute(1, "nope", `{}`))
+	s.send(t, &toolsdv1.ProviderServiceConnectResponse{Msg: &toolsdv1.ProviderServiceConnectResponse_Cancel{
+		Cancel: &toolsdv1.CancelExecution{RequestId: 1, Reason: "test"},
+	}})
+	r := s.next(t, func(m *toolsdv1.ProviderServiceConnectRequest) bool { return m.GetResult() != nil }).GetResult()
+	if r.GetRequestId() != 1 || !r.GetCancelled() {
+		t.Errorf("first result = %v, want request 1's cancelled answer from the first call (wait)", r)
+	}
+}
+
 // TestNodeProviderDropsProgressAfterACancel: once toolsd has cancelled a call, the
 // progress its tool still reports is not sent, as the Go SDK drops it; the call's answer
 // is.
