@@ -1554,7 +1554,8 @@ type ToolResult struct {
 	// Session log seq of the call's tool/call event (cited by the result).
 	CallSeq uint64 `protobuf:"varint,9,opt,name=call_seq,json=callSeq,proto3" json:"call_seq,omitempty"`
 	// The result asks the loop to end the turn at this step. A tool's request survives
-	// its result being replaced by an error (BLOCKED, INVALID_RESULT, RESULT_TOO_LARGE).
+	// its result being replaced by an error (BLOCKED, INVALID_RESULT, RESULT_TOO_LARGE,
+	// TOOL_TIMEOUT, or ABORTED when it answered a cancel).
 	ConcludesTurn bool `protobuf:"varint,10,opt,name=concludes_turn,json=concludesTurn,proto3" json:"concludes_turn,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
