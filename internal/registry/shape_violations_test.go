@@ -230,6 +230,37 @@ func TestShapeViolationsAllocationIsBounded(t *testing.T) {
 	}
 }
 
+// A failing document under a schema with a shape is reported by the shape, whose work
+// is a lookup per value, not priced for the library's comparisons, which it never
+// makes: such documents were refused as "too many values" or "numbers too large"
+// instead of being told their violations, while valid ones as large were accepted.
+func TestShapeViolationsAreNotPricedForTheLibrary(t *testing.T) {
+	var ints, names strings.Builder
+	for i := range 2000 {
+		ints.WriteString(strconv.Itoa(i+1) + ",")
+		names.WriteString(`"k` + strconv.Itoa(i) + `",`)
+	}
+	items := func(n int, v string) string { return `{"a":[` + strings.TrimSuffix(strings.Repeat(v+",", n), ",") + `]}` }
+	tests := map[string]struct{ schema, item string }{
+		"numbers against an enum": {`{"type":"object","properties":{"a":{"type":"array","items":{"enum":[` + ints.String() + `0]}}}}`, `1234567e-400`},
+		"required":                {`{"type":"object","properties":{"a":{"type":"array","items":{"type":"object","required":[` + names.String() + `"z"]}}}}`, `{}`},
+		"huge exponents":          {`{"type":"object","properties":{"a":{"type":"array","items":{"type":"number","multipleOf":0.7}}}}`, `1e400`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			sch := compileForTest(t, tc.schema)
+			if sch.shape == nil {
+				t.Fatal("no shape for the test schema")
+			}
+			want := libraryViolations(t, sch, items(2, tc.item))
+			got := validateViolations(t, sch, items(80_000, tc.item))
+			if len(got) == 0 || got[0] != want[0] {
+				t.Errorf("validate(80,000 items) = %.300v, want first %v, as of 2 items", got, want[0])
+			}
+		})
+	}
+}
+
 // allocated is the bytes f allocates.
 func allocated(f func()) uint64 {
 	var before, after runtime.MemStats

@@ -113,20 +113,22 @@ func validate(sch *schema, raw []byte, lim jsonx.Limits, what string) error {
 			return err
 		}
 	}
-	if sch.shape != nil && sch.shape.check(v) {
-		return nil
-	}
-	if !sch.priceFirst {
-		if err := sch.checkWork(v, what); err != nil {
-			return err
-		}
-	}
 	if sch.shape != nil {
+		// The shape decides and words a failure at about the cost of checking it: the
+		// library, whose work checkWork prices, does not run.
+		if sch.shape.check(v) {
+			return nil
+		}
 		vs := sch.shape.violations(v)
 		if vs == nil {
 			return nil
 		}
 		return &ValidationError{Pointer: vs[0].Pointer, Message: vs[0].Message, Violations: vs, what: what}
+	}
+	if !sch.priceFirst {
+		if err := sch.checkWork(v, what); err != nil {
+			return err
+		}
 	}
 	err = sch.lib.Validate(v)
 	if err == nil {
