@@ -45,7 +45,9 @@ func TestShapeEligibility(t *testing.T) {
 		`{"type":"object","properties":{"a":{"$ref":"#/$defs/x"}},"$defs":{"x":{"type":"string"}}}`:                                                                                                            true,
 		`{"type":"object","properties":{"a":{"$ref":"#/$defs/n"}},"$defs":{"n":{"type":"object","properties":{"next":{"$ref":"#/$defs/n"},"up":{"$ref":"#"}}}}}`:                                               true,
 		`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"a":{"$ref":"#/definitions/x","pattern":"^a"}},"definitions":{"x":{}}}`:                                            true,
-		`{"type":"object","properties":{"a":{"$ref":"#/$defs/x","not":{}}},"$defs":{"x":{}}}`:                                                                                                                  false,
+		`{"type":"object","properties":{"a":{"$ref":"#/$defs/x","not":{}}},"$defs":{"x":{}}}`:                                                                                                                  true,
+		`{"type":"object","not":{"required":["a"]},"properties":{"b":{"not":{"not":{"type":"string"}}}}}`:                                                                                                     true,
+		`{"type":"object","properties":{"a":{"not":{"unevaluatedProperties":false}}}}`:                                                                                                                        false,
 		`{"type":"object","allOf":[{"properties":{"a":{"type":"integer"}}},{"required":["a"]}]}`:                                                                                                               true,
 		`{"type":"object","properties":{"a":{"$ref":"#/$defs/x"}},"$defs":{"x":{"$id":"x.json","type":"string"}}}`:                                                                                             false,
 		`{"type":"object","properties":{"id":{"$ref":"#/$defs/x"},"$id":{"type":"string"}},"$defs":{"x":{"properties":{"$anchor":{}}}}}`:                                                                       true,
@@ -150,6 +152,7 @@ func FuzzShapeAgreesWithLibrary(f *testing.F) {
 		{`{"type":"object","properties":{"o":{"anyOf":[{"type":"string","maxLength":3},{"type":"integer","minimum":5},{"type":"null"}]}}}`, `{"o":6}`},
 		{`{"type":"object","properties":{"a":{"type":"array","prefixItems":[{"type":"string"},{"enum":[1,2]}],"items":false}}}`, `{"a":["x",2]}`},
 		{`{"type":"object","propertyNames":{"pattern":"^-?[0-9]+$"},"additionalProperties":{"type":"string"}}`, `{"1":"a","-20":"b"}`},
+		{`{"type":"object","properties":{"n":{"not":{"type":"string"}},"m":{"not":{"not":{"type":"integer","minimum":0}}}},"not":{"required":["x"]}}`, `{"n":1,"m":2.0}`},
 		{`{"type":"object","properties":{"m":{"propertyNames":{"type":"string","maxLength":2,"enum":["a","bc",1]}},"e":{"propertyNames":false}}}`, `{"m":{"bc":1},"e":{}}`},
 	} {
 		f.Add(seed[0], seed[1])
@@ -194,6 +197,8 @@ func TestShapeCheckDoesNotAllocate(t *testing.T) {
 	for name, tc := range map[string]struct{ schema, doc string }{
 		"enum and const of numbers": {`{"type":"object","properties":{"l":{"enum":[1,2.5,"x",null]},"c":{"const":-7e-3}}}`,
 			`{"l":25e-1,"c":-0.0070}`},
+		"not": {`{"type":"object","properties":{"a":{"type":"array","items":{"not":{"type":"string","minLength":2}}},"n":{"not":{"not":{"type":"integer"}}}}}`,
+			`{"a":[1,"x",null,{"b":[]}],"n":1.0}`},
 		"property names": {`{"type":"object","properties":{"m":{"type":"object","propertyNames":{"pattern":"^-?[0-9]+$"},` +
 			`"additionalProperties":{"type":"integer"}},"e":{"propertyNames":{"type":"string","enum":["a","b"],"maxLength":1}}}}`,
 			`{"m":{"1":2,"-30":4,"500":6},"e":{"a":1,"b":2}}`},

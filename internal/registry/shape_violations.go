@@ -50,6 +50,7 @@ const (
 	failPattern
 	failMultipleOf
 	failFalse // "propertyNames": false
+	failNot
 )
 
 // shapeFailure is a value v failing keyword k of s (bound: s.bounds[b]); its kind and
@@ -65,14 +66,43 @@ type shapeFailure struct {
 
 // shapeWalk finds a document's failures; ptr is the pointer of the place walked,
 // escaped, and cut like [pointer] cuts it: kept to one byte past maxViolationMessage,
-// its length past that in ptrLen.
+// its length past that in ptrLen. A walk that only decides (see valid) records no
+// failure and keeps no pointer: failed says it met one, and it stops there.
 type shapeWalk struct {
 	ptr    []byte
 	ptrLen int
 	leaves []leaf[shapeFailure]
+	decide bool
+	failed bool
+}
+
+// valid reports exactly whether v satisfies s, without allocating (as check, but for
+// uniqueItems over 20 items and numbers of over 19 digits): check may reject a valid
+// document, which "not" cannot take for a failure. It walks v as violations does,
+// stopping at the first failure.
+func (s *shape) valid(v any) bool {
+	var w shapeWalk
+	return w.holds(s, v)
+}
+
+// holds is valid for a walk under way: it decides s for v, then goes on as before. A
+// walk never asks check (nor makes a walker of its own, which the compiler would move
+// to the heap), so deciding a subschema costs one walk of it, however deep the "not"s
+// and "anyOf"s inside it nest.
+func (w *shapeWalk) holds(s *shape, v any) bool {
+	decide, failed := w.decide, w.failed
+	w.decide, w.failed = true, false
+	w.walk(s, v)
+	ok := !w.failed
+	w.decide, w.failed = decide, failed
+	return ok
 }
 
 func (w *shapeWalk) fail(s *shape, v any, k failKind, b int) {
+	if w.decide {
+		w.failed = true
+		return
+	}
 	p := string(w.ptr)
 	if w.ptrLen > maxViolationMessage {
 		p = textcut.Prefix(p, maxViolationMessage) + "…"
@@ -80,13 +110,13 @@ func (w *shapeWalk) fail(s *shape, v any, k failKind, b int) {
 	w.leaves = append(w.leaves, leaf[shapeFailure]{p, shapeFailure{s: s, v: v, k: k, b: b}})
 }
 
-func (w *shapeWalk) full() bool { return len(w.leaves) >= maxLeaves }
+func (w *shapeWalk) full() bool { return w.failed || len(w.leaves) >= maxLeaves }
 
 // enter moves to the member key (or, when key is "", the item i) of the place walked
 // and returns what leave needs to come back.
 func (w *shapeWalk) enter(key string, i int) (int, int) {
 	n, l := len(w.ptr), w.ptrLen
-	if w.ptrLen > maxViolationMessage {
+	if w.decide || w.ptrLen > maxViolationMessage {
 		return n, l // the pointer is cut already
 	}
 	w.ptr = append(w.ptr, '/')
@@ -119,6 +149,9 @@ func (w *shapeWalk) leave(n, l int) { w.ptr, w.ptrLen = w.ptr[:n], l }
 // walk records v's failures of s in the library's order of checks: a wrong type, a
 // const or an enum miss ends the place's checks; the others are all made.
 func (w *shapeWalk) walk(s *shape, v any) {
+	if w.failed {
+		return // deciding, and decided
+	}
 	if s.types != 0 && !s.types.holds(v) {
 		w.fail(s, v, failType, 0)
 		return
@@ -135,65 +168,77 @@ func (w *shapeWalk) walk(s *shape, v any) {
 		w.walk(s.ref, v)
 	}
 	w.walkValue(s, v)
+	if s.not != nil && w.holds(s.not, v) {
+		w.fail(s, v, failNot, 0)
+	}
 	for _, a := range s.allOf {
 		w.walk(a, v)
 	}
-	if len(s.anyOf) > 0 && !s.anyHolds(v) {
-		// The library reports every branch's failures when none holds, none when one
-		// does: a branch holds exactly when walking it finds no failure. Branches are
-		// walked only when check accepts none, so a megabyte of values each holding
-		// for a later branch costs no failure per value.
-		mark := len(w.leaves)
-		for _, a := range s.anyOf {
-			before := len(w.leaves)
-			if w.walk(a, v); len(w.leaves) == before {
-				w.leaves = w.leaves[:mark]
-				return
-			}
-		}
+	if len(s.anyOf) > 0 {
+		w.walkAnyOf(s, v)
 	}
 }
 
-// walkValue records v's failures of the keywords of s for its type.
-func (w *shapeWalk) walkValue(s *shape, v any) {
-	switch v := v.(type) {
+// walkAnyOf records v's failures of s.anyOf: the library reports every branch's
+// failures when none holds, none when one does. Branches are walked for failures only
+// when none holds, so a megabyte of values each holding for a later branch costs no
+// failure per value.
+func (w *shapeWalk) walkAnyOf(s *shape, v any) {
+	for _, a := range s.anyOf {
+		if w.holds(a, v) {
+			return
+		}
+	}
+	if w.decide {
+		w.failed = true
+		return
+	}
+	for _, a := range s.anyOf {
+		w.walk(a, v)
+	}
+}
+
+// walkValue records val's failures of the keywords of s for its type. A failure is
+// given val itself: boxing v again would allocate, even in a walk that only decides.
+func (w *shapeWalk) walkValue(s *shape, val any) {
+	switch v := val.(type) {
 	case string:
 		if s.hasMinLen || s.hasMaxLen {
 			n := int64(utf8.RuneCountInString(v))
 			if s.hasMinLen && n < s.minLen {
-				w.fail(s, v, failMinLength, 0)
+				w.fail(s, val, failMinLength, 0)
 			}
 			if s.hasMaxLen && n > s.maxLen {
-				w.fail(s, v, failMaxLength, 0)
+				w.fail(s, val, failMaxLength, 0)
 			}
 		}
 		if s.pattern != nil && !s.pattern.MatchString(v) {
-			w.fail(s, v, failPattern, 0)
+			w.fail(s, val, failPattern, 0)
 		}
 	case json.Number:
 		if len(s.bounds) > 0 {
 			n := readNumber(string(v))
 			for i, b := range s.bounds {
 				if !b.holds(n) {
-					w.fail(s, v, failBound, i)
+					w.fail(s, val, failBound, i)
 				}
 			}
 		}
 		if s.multipleLit != "" && !isMultipleOf(string(v), s.multipleOf, s.multipleLit) {
-			w.fail(s, v, failMultipleOf, 0)
+			w.fail(s, val, failMultipleOf, 0)
 		}
 	case map[string]any:
 		w.walkObject(s, v)
 	case []any:
 		if n := int64(len(v)); s.hasMinItems && n < s.minItems {
-			w.fail(s, v, failMinItems, 0)
+			w.fail(s, val, failMinItems, 0)
 		}
 		if n := int64(len(v)); s.hasMaxItems && n > s.maxItems {
-			w.fail(s, v, failMaxItems, 0)
+			w.fail(s, val, failMaxItems, 0)
 		}
 		if s.unique {
 			if _, _, dup := duplicatePair(v); dup {
-				w.fail(s, v, failUniqueItems, 0)
+				w.fail(s, val, failUniqueItems, 0)
 			}
 		}
 		for i, e := range v {
@@ -264,6 +309,12 @@ func (w *shapeWalk) walkObject(s *shape, obj map[string]any) {
 // library validates a name on its own, so they are at no pointer into the document:
 // at "", wherever the object is.
 func (w *shapeWalk) walkName(s *shape, name string) {
+	if w.decide {
+		if s.noNames || !s.names.nameHolds(name) {
+			w.failed = true
+		}
+		return
+	}
 	if s.noNames {
 		w.leaves = append(w.leaves, leaf[shapeFailure]{"", shapeFailure{s: s, v: name, k: failFalse, name: true}})
 		return
@@ -326,6 +377,8 @@ func (f shapeFailure) kind() jsonschema.ErrorKind {
 		return s.bounds[f.b].kind(f.v.(json.Number))
 	case failFalse:
 		return &kind.FalseSchema{}
+	case failNot:
+		return &kind.Not{}
 	case failRequired:
 		obj := f.v.(map[string]any)
 		var missing []string

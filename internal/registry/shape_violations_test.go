@@ -93,7 +93,14 @@ func TestShapeViolationsAreTheLibrarys(t *testing.T) {
 		`"c":{"type":"object","propertyNames":{"const":"k","type":["string","null"]},"additionalProperties":false},` +
 		`"f":{"type":"object","propertyNames":false,"required":["z"]},` +
 		`"t":{"type":"object","propertyNames":true}},"additionalProperties":false}`
+	const s6 = `{"type":"object","not":{"required":["z"]},"properties":{` +
+		`"n":{"type":"array","items":{"not":{"type":"string"}}},` +
+		`"m":{"type":"object","not":{"required":["x"]},"properties":{"x":{"not":{"enum":[1,2]}}}},` +
+		`"d":{"not":{"not":{"type":"integer","minimum":0}}},` +
+		`"a":{"type":"array","items":{"anyOf":[{"not":{"type":"number"}},{"not":{"type":"string"}}],"not":{"anyOf":[{"type":"null"},{"not":{"type":"array","items":{"not":{"const":1}}}}]}}}}}`
 	tests := map[string]struct{ schema, doc string }{
+		"not valid":                   {s6, `{"n":[1,null,[]],"m":{"x":3},"d":1.0,"a":[[2,3],{}]}`},
+		"not":                         {s6, `{"n":["a",1,"b"],"m":{"x":1},"d":-1,"a":[null,[1],[2,{"k":1}],"s"],"z":0}`},
 		"property names valid":        {s5, `{"a":1,"b":2,"i":{"1":"x","-22":"y"},"e":[{"yy":1}],"c":{},"f":{},"t":{"Any":1}}`},
 		"property names":              {s5, `{"a":1,"Long":3,"i":{"1":1,"x":"y","0x1":2},"e":[{"x":1,"yy":2,"zz":3},{}],"c":{"j":2},"f":{"q":1},"t":{"é":1}}`},
 		"property names and sizes":    {s5, `{"t":{"A/~":1},"` + strings.Repeat("é", 200) + `":2}`},
@@ -190,6 +197,10 @@ func TestShapeViolationsAllocationIsBounded(t *testing.T) {
 			`{"a":[` + numbers + `]}`,
 		},
 		"nested items": {nestedSchema.String(), nestedDoc.String()},
+		"not": {
+			`{"type":"array","items":{"not":{"type":"integer"}}}`,
+			`[` + numbers + `]`,
+		},
 		"anyOf holding for its second branch": {
 			`{"type":"array","items":{"anyOf":[{"type":"integer"},{"type":"string"}]}}`,
 			`[` + strings.Repeat(`"a",`, 250_000) + `true]`,
@@ -300,6 +311,8 @@ func FuzzShapeViolationsAreTheLibrarys(f *testing.F) {
 		{`{"type":"array","items":{"type":"number","multipleOf":0.7}}`, `[1.4,2.1,0.07,-7e1,1e-400,123456789012345678901.4]`},
 		{`{"type":"object","propertyNames":{"pattern":"^-?[0-9]+$","maxLength":3},"required":["1"],"additionalProperties":{"type":"object","propertyNames":{"enum":["a"],"const":"b"}}}`, `{"12":{"a":1},"x1":{"b":2,"c":3},"1234":5}`},
 		{`{"type":"array","items":{"type":"object","minProperties":1,"propertyNames":false,"additionalProperties":false}}`, `[{},{"a":1},{"b":{"c":1}}]`},
+		{`{"type":"array","items":{"not":{"type":"integer","not":{"minimum":3}},"anyOf":[{"not":{"type":"string"}},{"maxLength":1}]}}`, `[1,3,4.0,"ab","a",[],null]`},
+		{`{"type":"object","not":{"required":["a"],"properties":{"a":{"not":{"type":"array","items":{"not":{"const":1}}}}}}}`, `{"a":[1,2],"b":[]}`},
 	} {
 		f.Add(seed[0], seed[1])
 	}
