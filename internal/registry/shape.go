@@ -29,8 +29,8 @@ type schema struct {
 // schemas most tools register: objects of typed properties with required keys, open or
 // closed additional properties and bounded sizes, arrays of such items (unique or not,
 // after prefixItems), enums and consts of scalars, string lengths and patterns, array
-// lengths, numeric bounds and multipleOf, local references into $defs, allOf, anyOf and
-// not, and property names held to a string's keywords (propertyNames).
+// lengths, numeric bounds and multipleOf, local references into $defs, allOf, anyOf,
+// oneOf and not, and property names held to a string's keywords (propertyNames).
 // check is a shortcut: a document it accepts is valid (every keyword of the schema was
 // checked). It may be conservative (an integer written 1.0 fails it) but never lenient
 // — FuzzShapeAgreesWithLibrary holds it to that. A document it rejects is decided
@@ -41,11 +41,10 @@ type schema struct {
 // "format" is an annotation, but only under draft 2020-12 (draft-07 asserts it). A
 // "pattern" matches with the library's own compiled RE2 program. A local "$ref" into
 // the root's $defs (or definitions), "allOf" and "anyOf" apply their subschemas'
-// shapes; "not" decides its subschema exactly (see valid). "propertyNames" is covered when its subschema is true, false or only type,
+// shapes; "not" and "oneOf" decide theirs exactly (see valid). "propertyNames" is covered when its subschema is true, false or only type,
 // pattern, minLength, maxLength, enum and const (as the Go SDK derives for
 // integer-keyed maps). A schema with any other keyword (patternProperties, enums of
-// arrays or objects, oneOf, other references, conditionals, unevaluated*, …) gets no
-// shape.
+// arrays or objects, other references, conditionals, unevaluated*, …) gets no shape.
 type shape struct {
 	types    typeSet           // 0: any type
 	props    map[string]*shape // checked when the document is an object
@@ -69,6 +68,8 @@ type shape struct {
 	anyOf []*shape
 	// not is the subschema of "not", which must not hold (see valid).
 	not *shape
+	// oneOf holds the subschemas of "oneOf", exactly one of which must hold.
+	oneOf []*shape
 	// enum and konst, when not nil, hold the scalars the document must be one of
 	// (const: equal to); enumList and constVal are them as written, which the
 	// library's message gives.
@@ -363,17 +364,20 @@ func (s *shape) keyword(b *shapeBuilder, k string, v any, root bool) bool {
 	case "not":
 		s.not = b.shapeOf(v, false)
 		return s.not != nil
-	case "allOf", "anyOf":
+	case "allOf", "anyOf", "oneOf":
 		subs, ok := v.([]any)
 		for _, sub := range subs {
 			a := b.shapeOf(sub, false)
 			if a == nil {
 				return false
 			}
-			if k == "allOf" {
+			switch k {
+			case "allOf":
 				s.allOf = append(s.allOf, a)
-			} else {
+			case "anyOf":
 				s.anyOf = append(s.anyOf, a)
+			default:
+				s.oneOf = append(s.oneOf, a)
 			}
 		}
 		return ok && len(subs) > 0
@@ -423,6 +427,12 @@ func (s *shape) check(v any) bool {
 	}
 	if s.not != nil && s.not.valid(v) {
 		return false
+	}
+	if len(s.oneOf) > 0 {
+		var w shapeWalk
+		if i, j := w.oneOfHolding(s, v); i < 0 || j >= 0 {
+			return false
+		}
 	}
 	switch v := v.(type) {
 	case string:

@@ -54,7 +54,8 @@ func TestShapeEligibility(t *testing.T) {
 		`{"type":"object","properties":{"a":{"$ref":"#/properties/b"},"b":{"type":"string"}}}`:                                                                                                                 false,
 		`{"type":"object","properties":{"a":{"$ref":"#/$defs/x%20y"}},"$defs":{"x y":{"type":"string"}}}`:                                                                                                      false,
 		`{"type":"object","properties":{"a":{"anyOf":[{"type":"string"},{"type":"null"}]}}}`:                                                                                                                   true,
-		`{"type":"object","oneOf":[{"required":["a"]}]}`:                                                                                                                                                       false,
+		`{"type":"object","oneOf":[{"required":["a"]}]}`:                                                                                                                                                       true,
+		`{"type":"object","oneOf":[{"required":["a"]},{"unevaluatedProperties":false}]}`:                                                                                                                      false,
 		`{"type":"object","patternProperties":{"^x":{"type":"string"}}}`:                                                                                                                                       false,
 		`{"type":"object","unevaluatedProperties":false}`:                                                                                                                                                      false,
 		`{"type":"object","propertyNames":{"pattern":"^-?[0-9]+$"},"additionalProperties":{"type":"string"}}`:                                                                                                  true,
@@ -152,6 +153,7 @@ func FuzzShapeAgreesWithLibrary(f *testing.F) {
 		{`{"type":"object","properties":{"o":{"anyOf":[{"type":"string","maxLength":3},{"type":"integer","minimum":5},{"type":"null"}]}}}`, `{"o":6}`},
 		{`{"type":"object","properties":{"a":{"type":"array","prefixItems":[{"type":"string"},{"enum":[1,2]}],"items":false}}}`, `{"a":["x",2]}`},
 		{`{"type":"object","propertyNames":{"pattern":"^-?[0-9]+$"},"additionalProperties":{"type":"string"}}`, `{"1":"a","-20":"b"}`},
+		{`{"type":"object","properties":{"o":{"oneOf":[{"type":"integer"},{"type":"number","minimum":1.5},{"type":"null"}]}},"oneOf":[{"required":["o"]},{"maxProperties":0}]}`, `{"o":1.0}`},
 		{`{"type":"object","properties":{"n":{"not":{"type":"string"}},"m":{"not":{"not":{"type":"integer","minimum":0}}}},"not":{"required":["x"]}}`, `{"n":1,"m":2.0}`},
 		{`{"type":"object","properties":{"m":{"propertyNames":{"type":"string","maxLength":2,"enum":["a","bc",1]}},"e":{"propertyNames":false}}}`, `{"m":{"bc":1},"e":{}}`},
 	} {
@@ -199,6 +201,8 @@ func TestShapeCheckDoesNotAllocate(t *testing.T) {
 			`{"l":25e-1,"c":-0.0070}`},
 		"not": {`{"type":"object","properties":{"a":{"type":"array","items":{"not":{"type":"string","minLength":2}}},"n":{"not":{"not":{"type":"integer"}}}}}`,
 			`{"a":[1,"x",null,{"b":[]}],"n":1.0}`},
+		"oneOf": {`{"type":"object","properties":{"a":{"type":"array","items":{"oneOf":[{"type":"string"},{"type":"integer"},{"not":{"type":["string","number"]}}]}}}}`,
+			`{"a":[1,"x",[]]}`},
 		"property names": {`{"type":"object","properties":{"m":{"type":"object","propertyNames":{"pattern":"^-?[0-9]+$"},` +
 			`"additionalProperties":{"type":"integer"}},"e":{"propertyNames":{"type":"string","enum":["a","b"],"maxLength":1}}}}`,
 			`{"m":{"1":2,"-30":4,"500":6},"e":{"a":1,"b":2}}`},

@@ -51,6 +51,7 @@ const (
 	failMultipleOf
 	failFalse // "propertyNames": false
 	failNot
+	failOneOf // more than one branch holds
 )
 
 // shapeFailure is a value v failing keyword k of s (bound: s.bounds[b]); its kind and
@@ -176,6 +177,38 @@ func (w *shapeWalk) walk(s *shape, v any) {
 	}
 	if len(s.anyOf) > 0 {
 		w.walkAnyOf(s, v)
+	}
+	if len(s.oneOf) > 0 {
+		w.walkOneOf(s, v)
+	}
+}
+
+// oneOfHolding returns the first two of s.oneOf that hold for v, by index; -1: none.
+func (w *shapeWalk) oneOfHolding(s *shape, v any) (int, int) {
+	first := -1
+	for i, a := range s.oneOf {
+		if w.holds(a, v) {
+			if first >= 0 {
+				return first, i
+			}
+			first = i
+		}
+	}
+	return first, -1
+}
+
+// walkOneOf records v's failures of s.oneOf as the library reports them: when two
+// branches hold, that failure; when none does, every branch's failures.
+func (w *shapeWalk) walkOneOf(s *shape, v any) {
+	switch i, j := w.oneOfHolding(s, v); {
+	case j >= 0:
+		w.fail(s, v, failOneOf, 0)
+	case i < 0 && w.decide:
+		w.failed = true
+	case i < 0:
+		for _, a := range s.oneOf {
+			w.walk(a, v)
+		}
 	}
 }
 
@@ -379,6 +412,10 @@ func (f shapeFailure) kind() jsonschema.ErrorKind {
 		return &kind.FalseSchema{}
 	case failNot:
 		return &kind.Not{}
+	case failOneOf:
+		var w shapeWalk
+		i, j := w.oneOfHolding(s, f.v)
+		return &kind.OneOf{Subschemas: []int{i, j}}
 	case failRequired:
 		obj := f.v.(map[string]any)
 		var missing []string

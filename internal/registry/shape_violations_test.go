@@ -98,7 +98,13 @@ func TestShapeViolationsAreTheLibrarys(t *testing.T) {
 		`"m":{"type":"object","not":{"required":["x"]},"properties":{"x":{"not":{"enum":[1,2]}}}},` +
 		`"d":{"not":{"not":{"type":"integer","minimum":0}}},` +
 		`"a":{"type":"array","items":{"anyOf":[{"not":{"type":"number"}},{"not":{"type":"string"}}],"not":{"anyOf":[{"type":"null"},{"not":{"type":"array","items":{"not":{"const":1}}}}]}}}}}`
+	const s7 = `{"type":"object","oneOf":[{"required":["a"]},{"required":["b"]}],"properties":{` +
+		`"o":{"type":"array","items":{"oneOf":[{"type":"integer"},{"type":"number","minimum":1.5},{"type":"string","maxLength":1},{"not":{"type":"array","items":{"type":"null"}}}]}},` +
+		`"p":{"oneOf":[{"oneOf":[{"type":"null"},{"type":"boolean"}]},{"anyOf":[{"const":true},{"type":"array"}]}]}}}`
 	tests := map[string]struct{ schema, doc string }{
+		"oneOf valid":                 {s7, `{"a":1,"o":[1.0,"x",1.25,[1]],"p":null}`},
+		"oneOf":                       {s7, `{"a":1,"b":2,"o":[2,"xy",[null],[],{}],"p":true}`},
+		"oneOf none":                  {s7, `{"o":[[null,null],0.5],"p":1}`},
 		"not valid":                   {s6, `{"n":[1,null,[]],"m":{"x":3},"d":1.0,"a":[[2,3],{}]}`},
 		"not":                         {s6, `{"n":["a",1,"b"],"m":{"x":1},"d":-1,"a":[null,[1],[2,{"k":1}],"s"],"z":0}`},
 		"property names valid":        {s5, `{"a":1,"b":2,"i":{"1":"x","-22":"y"},"e":[{"yy":1}],"c":{},"f":{},"t":{"Any":1}}`},
@@ -197,6 +203,10 @@ func TestShapeViolationsAllocationIsBounded(t *testing.T) {
 			`{"a":[` + numbers + `]}`,
 		},
 		"nested items": {nestedSchema.String(), nestedDoc.String()},
+		"oneOf": {
+			`{"type":"array","items":{"oneOf":[{"type":"string"},{"type":"integer","minimum":0},{"type":"number"}]}}`,
+			`[` + numbers + `]`,
+		},
 		"not": {
 			`{"type":"array","items":{"not":{"type":"integer"}}}`,
 			`[` + numbers + `]`,
@@ -311,6 +321,7 @@ func FuzzShapeViolationsAreTheLibrarys(f *testing.F) {
 		{`{"type":"array","items":{"type":"number","multipleOf":0.7}}`, `[1.4,2.1,0.07,-7e1,1e-400,123456789012345678901.4]`},
 		{`{"type":"object","propertyNames":{"pattern":"^-?[0-9]+$","maxLength":3},"required":["1"],"additionalProperties":{"type":"object","propertyNames":{"enum":["a"],"const":"b"}}}`, `{"12":{"a":1},"x1":{"b":2,"c":3},"1234":5}`},
 		{`{"type":"array","items":{"type":"object","minProperties":1,"propertyNames":false,"additionalProperties":false}}`, `[{},{"a":1},{"b":{"c":1}}]`},
+		{`{"type":"array","items":{"oneOf":[{"type":"integer"},{"minimum":2},{"oneOf":[{"type":"string"},{"maxLength":1}]}]}}`, `[1,2.5,3,"a","ab",true,null,[]]`},
 		{`{"type":"array","items":{"not":{"type":"integer","not":{"minimum":3}},"anyOf":[{"not":{"type":"string"}},{"maxLength":1}]}}`, `[1,3,4.0,"ab","a",[],null]`},
 		{`{"type":"object","not":{"required":["a"],"properties":{"a":{"not":{"type":"array","items":{"not":{"const":1}}}}}}}`, `{"a":[1,2],"b":[]}`},
 	} {
