@@ -30,7 +30,8 @@ type schema struct {
 // closed additional properties and bounded sizes, arrays of such items (unique or not,
 // after prefixItems), enums and consts of scalars, string lengths and patterns, array
 // lengths, numeric bounds and multipleOf, local references into $defs, allOf, anyOf,
-// oneOf and not, and property names held to a string's keywords (propertyNames).
+// oneOf, not and if/then/else, and property names held to a string's keywords
+// (propertyNames).
 // check is a shortcut: a document it accepts is valid (every keyword of the schema was
 // checked). It may be conservative (an integer written 1.0 fails it) but never lenient
 // — FuzzShapeAgreesWithLibrary holds it to that. A document it rejects is decided
@@ -41,10 +42,10 @@ type schema struct {
 // "format" is an annotation, but only under draft 2020-12 (draft-07 asserts it). A
 // "pattern" matches with the library's own compiled RE2 program. A local "$ref" into
 // the root's $defs (or definitions), "allOf" and "anyOf" apply their subschemas'
-// shapes; "not" and "oneOf" decide theirs exactly (see valid). "propertyNames" is covered when its subschema is true, false or only type,
+// shapes; "not", "oneOf" and "if" decide theirs exactly (see valid). "propertyNames" is covered when its subschema is true, false or only type,
 // pattern, minLength, maxLength, enum and const (as the Go SDK derives for
 // integer-keyed maps). A schema with any other keyword (patternProperties, enums of
-// arrays or objects, other references, conditionals, unevaluated*, …) gets no shape.
+// arrays or objects, other references, unevaluated*, …) gets no shape.
 type shape struct {
 	types    typeSet           // 0: any type
 	props    map[string]*shape // checked when the document is an object
@@ -70,6 +71,9 @@ type shape struct {
 	not *shape
 	// oneOf holds the subschemas of "oneOf", exactly one of which must hold.
 	oneOf []*shape
+	// cond is the subschema of "if": when it holds (see valid) then applies, else els;
+	// each may be nil.
+	cond, then, els *shape
 	// enum and konst, when not nil, hold the scalars the document must be one of
 	// (const: equal to); enumList and constVal are them as written, which the
 	// library's message gives.
@@ -364,6 +368,17 @@ func (s *shape) keyword(b *shapeBuilder, k string, v any, root bool) bool {
 	case "not":
 		s.not = b.shapeOf(v, false)
 		return s.not != nil
+	case "if", "then", "else":
+		sub := b.shapeOf(v, false)
+		switch k {
+		case "if":
+			s.cond = sub
+		case "then":
+			s.then = sub
+		default:
+			s.els = sub
+		}
+		return sub != nil
 	case "allOf", "anyOf", "oneOf":
 		subs, ok := v.([]any)
 		for _, sub := range subs {
@@ -431,6 +446,11 @@ func (s *shape) check(v any) bool {
 	if len(s.oneOf) > 0 {
 		var w shapeWalk
 		if i, j := w.oneOfHolding(s, v); i < 0 || j >= 0 {
+			return false
+		}
+	}
+	if s.cond != nil {
+		if c := s.conditional(s.cond.valid(v)); c != nil && !c.check(v) {
 			return false
 		}
 	}
@@ -521,6 +541,14 @@ func (s *shape) anyHolds(v any) bool {
 		}
 	}
 	return false
+}
+
+// conditional is the subschema that applies when "if" holds or not: then or els.
+func (s *shape) conditional(holds bool) *shape {
+	if holds {
+		return s.then
+	}
+	return s.els
 }
 
 // itemShape is the shape of item i of an array; nil: anything.

@@ -57,6 +57,9 @@ func TestShapeEligibility(t *testing.T) {
 		`{"type":"object","oneOf":[{"required":["a"]}]}`:                                                                                                                                                       true,
 		`{"type":"object","oneOf":[{"required":["a"]},{"unevaluatedProperties":false}]}`:                                                                                                                      false,
 		`{"type":"object","patternProperties":{"^x":{"type":"string"}}}`:                                                                                                                                       false,
+		`{"type":"object","if":{"required":["a"]},"then":{"required":["b"]},"else":{"maxProperties":0}}`:                                                                                                      true,
+		`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","if":{"required":["a"]},"then":{"required":["b"]}}`:                                                                           true,
+		`{"type":"object","if":{"required":["a"]},"then":{"unevaluatedProperties":false}}`:                                                                                                                    false,
 		`{"type":"object","unevaluatedProperties":false}`:                                                                                                                                                      false,
 		`{"type":"object","propertyNames":{"pattern":"^-?[0-9]+$"},"additionalProperties":{"type":"string"}}`:                                                                                                  true,
 		`{"type":"object","properties":{"a":{"propertyNames":{"type":"string","minLength":1,"maxLength":3,"enum":["a","b"],"const":"a","title":"t"}},"b":{"propertyNames":false},"c":{"propertyNames":true}}}`: true,
@@ -154,6 +157,7 @@ func FuzzShapeAgreesWithLibrary(f *testing.F) {
 		{`{"type":"object","properties":{"a":{"type":"array","prefixItems":[{"type":"string"},{"enum":[1,2]}],"items":false}}}`, `{"a":["x",2]}`},
 		{`{"type":"object","propertyNames":{"pattern":"^-?[0-9]+$"},"additionalProperties":{"type":"string"}}`, `{"1":"a","-20":"b"}`},
 		{`{"type":"object","properties":{"o":{"oneOf":[{"type":"integer"},{"type":"number","minimum":1.5},{"type":"null"}]}},"oneOf":[{"required":["o"]},{"maxProperties":0}]}`, `{"o":1.0}`},
+		{`{"type":"object","properties":{"c":{"if":{"type":"integer"},"then":{"minimum":0},"else":{"type":"string"}},"t":{"then":{"type":"null"}}},"if":{"required":["c"]},"then":{"required":["t"]}}`, `{"c":1.0,"t":1}`},
 		{`{"type":"object","properties":{"n":{"not":{"type":"string"}},"m":{"not":{"not":{"type":"integer","minimum":0}}}},"not":{"required":["x"]}}`, `{"n":1,"m":2.0}`},
 		{`{"type":"object","properties":{"m":{"propertyNames":{"type":"string","maxLength":2,"enum":["a","bc",1]}},"e":{"propertyNames":false}}}`, `{"m":{"bc":1},"e":{}}`},
 	} {
@@ -202,6 +206,8 @@ func TestShapeCheckDoesNotAllocate(t *testing.T) {
 		"not": {`{"type":"object","properties":{"a":{"type":"array","items":{"not":{"type":"string","minLength":2}}},"n":{"not":{"not":{"type":"integer"}}}}}`,
 			`{"a":[1,"x",null,{"b":[]}],"n":1.0}`},
 		"oneOf": {`{"type":"object","properties":{"a":{"type":"array","items":{"oneOf":[{"type":"string"},{"type":"integer"},{"not":{"type":["string","number"]}}]}}}}`,
+			`{"a":[1,"x",[]]}`},
+		"if": {`{"type":"object","properties":{"a":{"type":"array","items":{"if":{"type":"string"},"then":{"maxLength":2},"else":{"not":{"type":"null"}}}}}}`,
 			`{"a":[1,"x",[]]}`},
 		"property names": {`{"type":"object","properties":{"m":{"type":"object","propertyNames":{"pattern":"^-?[0-9]+$"},` +
 			`"additionalProperties":{"type":"integer"}},"e":{"propertyNames":{"type":"string","enum":["a","b"],"maxLength":1}}}}`,

@@ -181,6 +181,11 @@ func (w *shapeWalk) walk(s *shape, v any) {
 	if len(s.oneOf) > 0 {
 		w.walkOneOf(s, v)
 	}
+	if s.cond != nil {
+		if c := s.conditional(w.holds(s.cond, v)); c != nil {
+			w.walk(c, v)
+		}
+	}
 }
 
 // oneOfHolding returns the first two of s.oneOf that hold for v, by index; -1: none.

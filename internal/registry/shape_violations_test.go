@@ -101,7 +101,14 @@ func TestShapeViolationsAreTheLibrarys(t *testing.T) {
 	const s7 = `{"type":"object","oneOf":[{"required":["a"]},{"required":["b"]}],"properties":{` +
 		`"o":{"type":"array","items":{"oneOf":[{"type":"integer"},{"type":"number","minimum":1.5},{"type":"string","maxLength":1},{"not":{"type":"array","items":{"type":"null"}}}]}},` +
 		`"p":{"oneOf":[{"oneOf":[{"type":"null"},{"type":"boolean"}]},{"anyOf":[{"const":true},{"type":"array"}]}]}}}`
+	const s8 = `{"type":"object","if":{"required":["a"]},"then":{"required":["b"]},"else":{"maxProperties":1},"properties":{` +
+		`"c":{"type":"array","items":{"if":{"type":"integer"},"then":{"minimum":0},"else":{"type":"string","maxLength":1}}},` +
+		`"d":{"type":"array","items":{"if":{"type":"string"},"then":{"if":{"maxLength":1},"else":{"pattern":"^a"}}}},` +
+		`"e":{"then":{"type":"null"},"else":{"type":"null"}},"f":{"if":{"type":"null"}}}}`
 	tests := map[string]struct{ schema, doc string }{
+		"if valid":                    {s8, `{"a":1,"b":2,"c":[1.0,"x",0],"d":["x","ab",1],"e":1,"f":2}`},
+		"if":                          {s8, `{"a":1,"c":[-1,"xy",1.5,null],"d":["ba","b",[]]}`},
+		"else":                        {s8, `{"x":1,"y":2}`},
 		"oneOf valid":                 {s7, `{"a":1,"o":[1.0,"x",1.25,[1]],"p":null}`},
 		"oneOf":                       {s7, `{"a":1,"b":2,"o":[2,"xy",[null],[],{}],"p":true}`},
 		"oneOf none":                  {s7, `{"o":[[null,null],0.5],"p":1}`},
@@ -203,6 +210,10 @@ func TestShapeViolationsAllocationIsBounded(t *testing.T) {
 			`{"a":[` + numbers + `]}`,
 		},
 		"nested items": {nestedSchema.String(), nestedDoc.String()},
+		"if": {
+			`{"type":"array","items":{"if":{"type":"integer"},"then":{"type":"string"}}}`,
+			`[` + numbers + `]`,
+		},
 		"oneOf": {
 			`{"type":"array","items":{"oneOf":[{"type":"string"},{"type":"integer","minimum":0},{"type":"number"}]}}`,
 			`[` + numbers + `]`,
@@ -321,6 +332,8 @@ func FuzzShapeViolationsAreTheLibrarys(f *testing.F) {
 		{`{"type":"array","items":{"type":"number","multipleOf":0.7}}`, `[1.4,2.1,0.07,-7e1,1e-400,123456789012345678901.4]`},
 		{`{"type":"object","propertyNames":{"pattern":"^-?[0-9]+$","maxLength":3},"required":["1"],"additionalProperties":{"type":"object","propertyNames":{"enum":["a"],"const":"b"}}}`, `{"12":{"a":1},"x1":{"b":2,"c":3},"1234":5}`},
 		{`{"type":"array","items":{"type":"object","minProperties":1,"propertyNames":false,"additionalProperties":false}}`, `[{},{"a":1},{"b":{"c":1}}]`},
+		{`{"type":"array","items":{"if":{"type":"integer"},"then":{"minimum":2,"if":{"maximum":5},"else":{"multipleOf":2}},"else":{"type":"string","minLength":2}}}`, `[1,2.0,6,7,"a","ab",null]`},
+		{`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","if":{"required":["a"]},"then":{"required":["b"]},"else":{"required":["c"]}}`, `{"a":1}`},
 		{`{"type":"array","items":{"oneOf":[{"type":"integer"},{"minimum":2},{"oneOf":[{"type":"string"},{"maxLength":1}]}]}}`, `[1,2.5,3,"a","ab",true,null,[]]`},
 		{`{"type":"array","items":{"not":{"type":"integer","not":{"minimum":3}},"anyOf":[{"not":{"type":"string"}},{"maxLength":1}]}}`, `[1,3,4.0,"ab","a",[],null]`},
 		{`{"type":"object","not":{"required":["a"],"properties":{"a":{"not":{"type":"array","items":{"not":{"const":1}}}}}}}`, `{"a":[1,2],"b":[]}`},
