@@ -31,7 +31,7 @@ type schema struct {
 // after prefixItems), enums and consts of scalars, string lengths and patterns, array
 // lengths, numeric bounds and multipleOf, local references into $defs, allOf, anyOf,
 // oneOf, not and if/then/else, and property names held to a string's keywords
-// (propertyNames).
+// (propertyNames); a subschema may be true or false.
 // check is a shortcut: a document it accepts is valid (every keyword of the schema was
 // checked). It may be conservative (an integer written 1.0 fails it) but never lenient
 // — FuzzShapeAgreesWithLibrary holds it to that. A document it rejects is decided
@@ -47,6 +47,7 @@ type schema struct {
 // integer-keyed maps). A schema with any other keyword (patternProperties, enums of
 // arrays or objects, other references, unevaluated*, …) gets no shape.
 type shape struct {
+	never    bool              // the schema false, which nothing satisfies
 	types    typeSet           // 0: any type
 	props    map[string]*shape // checked when the document is an object
 	required []string
@@ -197,7 +198,8 @@ func (b *shapeBuilder) shapeOf(doc any, root bool) *shape {
 func (b *shapeBuilder) fill(s *shape, doc any, root bool) bool {
 	switch d := doc.(type) {
 	case bool:
-		return d // false: nothing is valid; leave it to the library
+		s.never = !d
+		return true
 	case map[string]any:
 		if ref, ok := d["$ref"]; ok && b.draft07 {
 			s.ref = b.resolve(ref)
@@ -423,6 +425,9 @@ func (s *shape) setTypes(v any) bool {
 
 // check reports whether v, a document decoded by [jsonx.Decode], certainly satisfies s.
 func (s *shape) check(v any) bool {
+	if s.never {
+		return false
+	}
 	if s.types != 0 && !s.types.admits(v) {
 		return false
 	}

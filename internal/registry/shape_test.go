@@ -27,7 +27,8 @@ func TestShapeEligibility(t *testing.T) {
 		`{"type":"object","properties":{"m":{"enum":["x","y"]},"s":{"type":"string","minLength":1,"maxLength":9},"n":{"type":"integer","minimum":0,"exclusiveMaximum":10}}}`:                                   true,
 		`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object"}`:                                                                                                                                true,
 		`{"$schema":"http://json-schema.org/draft-04/schema#","type":"object"}`:                                                                                                                                false,
-		`{"type":"object","properties":{"a":false}}`:                                                                                                                                                           false,
+		`{"type":"object","properties":{"a":false}}`:                                                                                                                                                           true,
+		`{"type":"object","properties":{"a":{"type":"array","items":false},"b":{"not":true,"if":false,"else":{"oneOf":[false,true]}}}}`:                                                                      true,
 		`{"type":"object","properties":{"a":{"type":"string","pattern":"^a"}}}`:                                                                                                                                true,
 		`{"type":"object","properties":{"a":{"prefixItems":[{"type":"string"},true],"items":{"type":"integer"}}}}`:                                                                                             true,
 		`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"a":{"prefixItems":[{"type":"string"}]}}}`:                                                                         false,
@@ -158,6 +159,7 @@ func FuzzShapeAgreesWithLibrary(f *testing.F) {
 		{`{"type":"object","propertyNames":{"pattern":"^-?[0-9]+$"},"additionalProperties":{"type":"string"}}`, `{"1":"a","-20":"b"}`},
 		{`{"type":"object","properties":{"o":{"oneOf":[{"type":"integer"},{"type":"number","minimum":1.5},{"type":"null"}]}},"oneOf":[{"required":["o"]},{"maxProperties":0}]}`, `{"o":1.0}`},
 		{`{"type":"object","properties":{"c":{"if":{"type":"integer"},"then":{"minimum":0},"else":{"type":"string"}},"t":{"then":{"type":"null"}}},"if":{"required":["c"]},"then":{"required":["t"]}}`, `{"c":1.0,"t":1}`},
+		{`{"type":"object","properties":{"a":false,"b":{"type":"array","prefixItems":[true],"items":false},"c":{"anyOf":[false,{"type":"null"}]},"d":{"not":false}},"additionalProperties":{"$ref":"#/$defs/no"},"$defs":{"no":false}}`, `{"b":[1],"c":null,"d":1}`},
 		{`{"type":"object","properties":{"n":{"not":{"type":"string"}},"m":{"not":{"not":{"type":"integer","minimum":0}}}},"not":{"required":["x"]}}`, `{"n":1,"m":2.0}`},
 		{`{"type":"object","properties":{"m":{"propertyNames":{"type":"string","maxLength":2,"enum":["a","bc",1]}},"e":{"propertyNames":false}}}`, `{"m":{"bc":1},"e":{}}`},
 	} {

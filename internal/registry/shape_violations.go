@@ -49,7 +49,7 @@ const (
 	failUniqueItems
 	failPattern
 	failMultipleOf
-	failFalse // "propertyNames": false
+	failFalse // the schema false ("propertyNames": false too)
 	failNot
 	failOneOf // more than one branch holds
 )
@@ -152,6 +152,10 @@ func (w *shapeWalk) leave(n, l int) { w.ptr, w.ptrLen = w.ptr[:n], l }
 func (w *shapeWalk) walk(s *shape, v any) {
 	if w.failed {
 		return // deciding, and decided
+	}
+	if s.never {
+		w.fail(s, v, failFalse, 0)
+		return
 	}
 	if s.types != 0 && !s.types.holds(v) {
 		w.fail(s, v, failType, 0)

@@ -105,7 +105,12 @@ func TestShapeViolationsAreTheLibrarys(t *testing.T) {
 		`"c":{"type":"array","items":{"if":{"type":"integer"},"then":{"minimum":0},"else":{"type":"string","maxLength":1}}},` +
 		`"d":{"type":"array","items":{"if":{"type":"string"},"then":{"if":{"maxLength":1},"else":{"pattern":"^a"}}}},` +
 		`"e":{"then":{"type":"null"},"else":{"type":"null"}},"f":{"if":{"type":"null"}}}}`
+	const s9 = `{"type":"object","properties":{"a":false,"b":{"type":"array","items":false},` +
+		`"c":{"type":"array","prefixItems":[true,false],"items":false},"d":{"anyOf":[false,{"type":"null"}]},"e":{"not":false},` +
+		`"f":{"if":false,"else":{"type":"string"}},"g":{"oneOf":[true,false,{"type":"null"}]}},"additionalProperties":{"$ref":"#/$defs/no"},"$defs":{"no":false}}`
 	tests := map[string]struct{ schema, doc string }{
+		"false valid":                 {s9, `{"b":[],"c":[1],"d":null,"e":1,"f":"x","g":1}`},
+		"false":                       {s9, `{"a":1,"b":[1,2],"c":[1,2,3],"d":1,"f":1,"g":null,"z":1}`},
 		"if valid":                    {s8, `{"a":1,"b":2,"c":[1.0,"x",0],"d":["x","ab",1],"e":1,"f":2}`},
 		"if":                          {s8, `{"a":1,"c":[-1,"xy",1.5,null],"d":["ba","b",[]]}`},
 		"else":                        {s8, `{"x":1,"y":2}`},
@@ -210,6 +215,10 @@ func TestShapeViolationsAllocationIsBounded(t *testing.T) {
 			`{"a":[` + numbers + `]}`,
 		},
 		"nested items": {nestedSchema.String(), nestedDoc.String()},
+		"false items": {
+			`{"type":"array","prefixItems":[true],"items":false}`,
+			`[` + numbers + `]`,
+		},
 		"if": {
 			`{"type":"array","items":{"if":{"type":"integer"},"then":{"type":"string"}}}`,
 			`[` + numbers + `]`,
@@ -332,6 +341,8 @@ func FuzzShapeViolationsAreTheLibrarys(f *testing.F) {
 		{`{"type":"array","items":{"type":"number","multipleOf":0.7}}`, `[1.4,2.1,0.07,-7e1,1e-400,123456789012345678901.4]`},
 		{`{"type":"object","propertyNames":{"pattern":"^-?[0-9]+$","maxLength":3},"required":["1"],"additionalProperties":{"type":"object","propertyNames":{"enum":["a"],"const":"b"}}}`, `{"12":{"a":1},"x1":{"b":2,"c":3},"1234":5}`},
 		{`{"type":"array","items":{"type":"object","minProperties":1,"propertyNames":false,"additionalProperties":false}}`, `[{},{"a":1},{"b":{"c":1}}]`},
+		{`{"type":"object","properties":{"a":false,"b":{"type":"array","prefixItems":[{"type":"string"},false],"items":false},"c":{"oneOf":[true,false,{"not":false}]}},"additionalProperties":false}`, `{"a":1,"b":["x",2,3],"c":0}`},
+		{`{"$schema":"http://json-schema.org/draft-07/schema#","type":"array","items":false}`, `[1]`},
 		{`{"type":"array","items":{"if":{"type":"integer"},"then":{"minimum":2,"if":{"maximum":5},"else":{"multipleOf":2}},"else":{"type":"string","minLength":2}}}`, `[1,2.0,6,7,"a","ab",null]`},
 		{`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","if":{"required":["a"]},"then":{"required":["b"]},"else":{"required":["c"]}}`, `{"a":1}`},
 		{`{"type":"array","items":{"oneOf":[{"type":"integer"},{"minimum":2},{"oneOf":[{"type":"string"},{"maxLength":1}]}]}}`, `[1,2.5,3,"a","ab",true,null,[]]`},
