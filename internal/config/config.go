@@ -900,7 +900,11 @@ func (a Auth) check(bad func(field, format string, args ...any), clash func(fiel
 	}
 	switch {
 	case method == "" && len(a.Grants) > 0:
-		bad("auth.grants", "%d grants need an authentication method: auth.tls.client_ca_file, auth.token_file or auth.jwks_file (all unset)", len(a.Grants))
+		grants := fmt.Sprintf("%d grants need", len(a.Grants))
+		if len(a.Grants) == 1 {
+			grants = "1 grant needs"
+		}
+		bad("auth.grants", "%s an authentication method: auth.tls.client_ca_file, auth.token_file or auth.jwks_file (all unset)", grants)
 	case method != "" && len(a.Grants) == 0:
 		clash(method, "auth.grants", "%s (%q) turns authentication on, but auth.grants is empty: every call would be refused", method, value)
 	}

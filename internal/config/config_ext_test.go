@@ -518,7 +518,7 @@ func TestAuthSectionClashes(t *testing.T) {
 		{"client CA without cert", "auth:\n  tls: {client_ca_file: ca.pem}\n" + grant,
 			`t.yaml:2:25: auth.tls.client_ca_file: auth.tls.client_ca_file ("ca.pem") needs auth.tls.cert_file and auth.tls.key_file`},
 		{"grants without a method", "auth:\n" + grant,
-			"t.yaml:3:5: auth.grants: 1 grants need an authentication method: auth.tls.client_ca_file, auth.token_file or auth.jwks_file (all unset)"},
+			"t.yaml:3:5: auth.grants: 1 grant needs an authentication method: auth.tls.client_ca_file, auth.token_file or auth.jwks_file (all unset)"},
 		{"token file without grants", "auth:\n  token_file: tokens.txt\n",
 			`t.yaml:2:15: auth.token_file: auth.token_file ("tokens.txt") turns authentication on, but auth.grants is empty: every call would be refused`},
 		{"issuer without jwks", "auth:\n  token_file: tokens.txt\n  jwt: {issuer: me}\n" + grant,

@@ -69,7 +69,7 @@ var (
 	errSlowClient           = errors.New("server: client stopped reading results")
 	errRequestTooLarge      = errors.New("server: request too large")
 	errToolSetStepMismatch  = errors.New("server: tool set resolved for another step")
-	errSessionRecreated     = errors.New("server: the session was deleted by retention and created again since the expected epoch")
+	errSessionRecreated     = errors.New("server: the session is not the expected epoch's: retention deleted it and it was created again, or expect_epoch is not one toolsd sent")
 	errCorruptLog           = errors.New("server: the session log holds a damaged record (toolsd's log says where)")
 	errNotYourProvider      = fmt.Errorf("%w: server: the provider stream belongs to another identity", auth.ErrPermissionDenied)
 )
