@@ -477,3 +477,47 @@ func TestCallerDeadlineIsNotTheToolsTimeout(t *testing.T) {
 		t.Errorf("Run() = %+v, want the provider's TOOL_ERROR: the 3h timeout has not passed", r.Err)
 	}
 }
+
+// TestRetryCancelledBeforeItsAttemptStarts: a cancel that lands once a retry has passed
+// its checks (while the tool is resolved again, or while the broker waits to hand the
+// execute to a busy stream) is answered ABORTED_BEFORE_DISPATCH by the broker, though
+// the first attempt reached its provider. The call keeps the failure it had rather than
+// say the tool never ran.
+func TestRetryCancelledBeforeItsAttemptStarts(t *testing.T) {
+	aborted := tool.Failure(tool.CodeAbortedBeforeDispatch, "call was cancelled before it started")
+	tests := map[string]struct {
+		cancelIn string // "resolve" or "dispatch"
+	}{
+		"cancelled while resolving again": {cancelIn: "resolve"},
+		"cancelled before the send":       {cancelIn: "dispatch"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			fetch := newTool("fetch")
+			res := &resolver{fn: func(n int, _ *tool.Call) (pipeline.Tool, error) {
+				if n == 2 && tc.cancelIn == "resolve" {
+					cancel()
+				}
+				return fetch, nil
+			}}
+			disp := &dispatcher{fn: func(ctx context.Context, n int, _ pipeline.Tool, _ *tool.Exec) tool.Result {
+				if n == 2 && tc.cancelIn == "dispatch" {
+					cancel()
+				}
+				if tool.Ended(ctx) { // as the broker answers a call it did not send
+					return aborted
+				}
+				return tool.Failure(tool.CodeProviderGone, "provider disconnected")
+			}}
+			p, _ := retryRig(true, pipeline.RetryConfig{MaxAttempts: 5, Budget: time.Minute}, res, disp)
+			e := newExec("fetch", `{}`)
+			r := p.Run(ctx, e)
+			checkShape(t, e, r)
+			if r.Code() != tool.CodeProviderGone || disp.count() != 2 {
+				t.Errorf("Run() = %+v after %d dispatches, want PROVIDER_GONE after 2", r.Err, disp.count())
+			}
+		})
+	}
+}

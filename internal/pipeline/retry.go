@@ -29,7 +29,8 @@ func transient(c tool.Code) bool { return slices.Contains(retryable[:], c) }
 // tool still unknown is spent waiting. A registration with another definition (another
 // content hash) ends the retries: policy, guards and any approval decided on the
 // definition the call was admitted with. Any other outcome ends the retries too, and the
-// last dispatched result stands.
+// last dispatched result stands; an attempt answered ABORTED_BEFORE_DISPATCH (cancelled
+// before the broker sent it) did not dispatch, so the failure before it stands.
 func (s *snapshot) retry(ctx context.Context, e *tool.Exec, t Tool, next Handler) tool.Result {
 	st := stateOf(ctx)
 	st.attempt = 1
@@ -74,7 +75,15 @@ func (s *snapshot) retrying(ctx context.Context, st *callState, e *tool.Exec, t 
 		t, st.tool = nt, nt
 		dispatches++
 		st.attempt = dispatches
-		r = next(ctx, e, t)
+		nr := next(ctx, e, t)
+		if nr.Code() == tool.CodeAbortedBeforeDispatch {
+			// Cancelled (or past its deadline) after the checks above, before the
+			// broker handed the attempt to a stream: it never started, and the call
+			// keeps the failure it had, which says an earlier attempt did.
+			dispatches--
+			break
+		}
+		r = nr
 	}
 	if dispatches > 1 && r.Err != nil && r.Err.Reason == "" {
 		errCopy := *r.Err
