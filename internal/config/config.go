@@ -856,6 +856,11 @@ func (c *Config) check() []*fieldError {
 		// The strict parser's own ceiling, which would lower a larger setting unsaid.
 		bad("limits.max_json_depth", "%d, over the most, %d (the JSON parser goes no deeper)", n, jsonx.MaxDepthCeiling)
 	}
+	if n := c.Runtime.GCPercent; n > math.MaxInt32 {
+		// debug.SetGCPercent takes an int32: 2^31 would wrap to a negative percent,
+		// which turns the collector off, and 2^32+100 to 100.
+		bad("runtime.gc_percent", "%d, over the most, %d (the Go runtime's GC percent is an int32)", n, math.MaxInt32)
+	}
 	if n := c.Limits.OutboxSize; n > maxOutboxSize {
 		bad("limits.outbox_size", "%d, over the most, %d (each batch stream allocates this many places)", n, maxOutboxSize)
 	}

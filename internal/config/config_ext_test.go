@@ -54,7 +54,11 @@ func TestRuntimeSection(t *testing.T) {
 		"runtime: {gc_percent: -5}\n":     "runtime.gc_percent: must be positive",
 		"runtime: {memory_limit: -1}\n":   `t.yaml:1:25: runtime.memory_limit: size "-1" is not a byte count`,
 		"runtime: {memory_limit: lots}\n": `t.yaml:1:25: runtime.memory_limit: size "lots" is not a byte count`,
+		// The runtime takes an int32: 2^31 would be negative (the collector off), 2^32+100 100.
+		"runtime: {gc_percent: 2147483648}\n": "t.yaml:1:23: runtime.gc_percent: 2147483648, over the most, 2147483647",
+		"runtime: {gc_percent: 4294967396}\n": "t.yaml:1:23: runtime.gc_percent: 4294967396, over the most, 2147483647",
 	})
+	accepted(t, "runtime: {gc_percent: 2147483647}\n")
 }
 
 // TestZeroableDurations checks the durations where 0 turns a feature off: their
