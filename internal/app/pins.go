@@ -28,6 +28,12 @@ const (
 	pinHashVersion = "toolsd.tool.v1"
 )
 
+// pinSaveTemp is the pattern of the file a save writes beside the pin file before it
+// renames it over: a start removes the ones a crash left, and only those, so that an
+// operator's files named after the pin file (pins.json.bak, or the pins.json.broken of
+// one who moved an unreadable pin file away) are kept.
+const pinSaveTemp = pinFileName + ".tmp-*"
+
 // pinSaveEvery is how often new pins are saved: a crash forgets at most this much.
 const pinSaveEvery = time.Second
 
@@ -75,7 +81,7 @@ func loadPins(path string) ([]registry.Pin, error) {
 
 // removeSaveLeftovers removes the temporary files of saves a crash interrupted.
 func removeSaveLeftovers(path string) {
-	leftovers, _ := filepath.Glob(filepath.Join(filepath.Dir(path), pinFileName+".*"))
+	leftovers, _ := filepath.Glob(filepath.Join(filepath.Dir(path), pinSaveTemp))
 	for _, f := range leftovers {
 		_ = os.Remove(f)
 	}
@@ -106,7 +112,7 @@ func savePins(path string, pins []registry.Pin) error {
 		return fmt.Errorf("app: pins: %w", err)
 	}
 	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, pinFileName+".*")
+	tmp, err := os.CreateTemp(dir, pinSaveTemp)
 	if err != nil {
 		return fmt.Errorf("app: pins: %w", err)
 	}

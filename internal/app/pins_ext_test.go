@@ -31,7 +31,7 @@ func TestPinsSurviveARestart(t *testing.T) {
 
 	// A save a crash interrupted leaves a temporary file beside the pins: the next start
 	// removes it.
-	leftover := filepath.Join(dir, "pins.json.123456")
+	leftover := filepath.Join(dir, "pins.json.tmp-123456")
 	if err := os.WriteFile(leftover, []byte("{"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -109,5 +109,25 @@ func TestUnreadablePinFileRefusesStart(t *testing.T) {
 				t.Errorf("app.New() = %v, want it to name pins.json", err)
 			}
 		})
+	}
+}
+
+// TestStartKeepsFilesBesideThePins: a start removes only the temporary files of
+// interrupted saves, not an operator's files named after the pin file, such as the
+// pins.json.broken of one who moved an unreadable pin file away as the start's error
+// says to, or a pins.json.bak.
+func TestStartKeepsFilesBesideThePins(t *testing.T) {
+	dir := t.TempDir()
+	kept := []string{"pins.json.broken", "pins.json.bak", "pins.json.20261201"}
+	for _, name := range kept {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("{pins"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startConfig(t, durableConfig(t, dir, "registry: {pinning: refuse}\n"))
+	for _, name := range kept {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Errorf("stat(%s) after a start = %v, want the operator's file kept", name, err)
+		}
 	}
 }
