@@ -62,7 +62,7 @@ func TestReloadRefusesAnAuthSectionAStartWouldRefuse(t *testing.T) {
 	for name, tc := range map[string]struct{ auth, want string }{
 		"grants without a method": {
 			auth: "auth:\n  grants:\n    - {identity: bob, role: operator}\n",
-			want: "need an authentication method",
+			want: "an authentication method: auth.tls.client_ca_file",
 		},
 		"agent grant without scopes": {
 			auth: "auth:\n  token_file: " + missing + "\n  grants:\n    - {identity: bob, role: agent}\n",
