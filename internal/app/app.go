@@ -67,6 +67,8 @@ type App struct {
 	stopExample context.CancelFunc
 	// wrapStore, if set, wraps the opened session store (see WithSessionStoreWrapper).
 	wrapStore func(session.Store) session.Store
+	// stopper is the session store when it can stop by itself (a durable one), else nil.
+	stopper session.Stopper
 	// retired holds tool names whose last registration went, until their series go.
 	retired *retiredTools
 	// retiredMax, if positive, replaces maxRetiredTools (see WithRetiredToolSeries).
@@ -101,7 +103,8 @@ func WithAdminListener(l net.Listener) Option { return func(a *App) { a.adminLis
 // WithSessionStoreWrapper wraps the session store the configuration opens: everything
 // toolsd writes to or reads from the log goes through the returned store, and closing
 // it must close the wrapped one. For instrumenting the log, or for tests that make it
-// fail.
+// fail. toolsd watches the returned store for stopping by itself only if it implements
+// session.Stopper.
 func WithSessionStoreWrapper(wrap func(session.Store) session.Store) Option {
 	return func(a *App) { a.wrapStore = wrap }
 }
@@ -178,6 +181,7 @@ func New(cfg *config.Config, opts ...Option) (_ *App, err error) {
 	if a.wrapStore != nil {
 		a.sessions = a.wrapStore(a.sessions)
 	}
+	a.stopper, _ = a.sessions.(session.Stopper)
 	a.sessions = storeWatch{a.sessions, a}
 	if err := a.build(pol); err != nil {
 		return nil, err
@@ -605,6 +609,12 @@ func (a *App) Run(ctx context.Context) error {
 			if err := a.admin.Serve(a.adminLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				return fmt.Errorf("app: admin: %w", err)
 			}
+			return nil
+		})
+	}
+	if a.stopper != nil {
+		g.Go(func() error {
+			a.watchStoreStop(gctx)
 			return nil
 		})
 	}

@@ -63,6 +63,17 @@ func (w storeWatch) Hold(ctx context.Context, sessionID string) (func(), error) 
 	return release, w.check(err)
 }
 
+// watchStoreStop takes toolsd out of readiness when the session store stops by itself,
+// in its own background work (a retention sweep's commit, say): no request's error
+// would tell storeWatch, and /readyz would say ready until an agent's batch failed.
+func (a *App) watchStoreStop(ctx context.Context) {
+	select {
+	case <-a.stopper.Stopped():
+		a.storeStopped(a.stopper.StopCause())
+	case <-ctx.Done():
+	}
+}
+
 // storeStopped takes toolsd out of readiness once its session store stopped: /readyz
 // answers 503 and the gRPC health check NOT_SERVING until the restart the store asks
 // for. /healthz still answers: the process is up.

@@ -62,3 +62,39 @@ func TestStoppedSessionStoreIsNotReady(t *testing.T) {
 		t.Errorf("Health.Check() with a stopped store = %v, %v; want NOT_SERVING", resp.GetStatus(), err)
 	}
 }
+
+// selfStoppingStore is a durable store that stops by itself, as a retention sweep's
+// failed commit stops one, with no request to fail: stop closes its Stopped channel.
+type selfStoppingStore struct {
+	session.Store
+	stopped chan struct{}
+}
+
+func (s selfStoppingStore) Stopped() <-chan struct{} { return s.stopped }
+
+func (s selfStoppingStore) StopCause() error {
+	return fmt.Errorf("%w: retention: write /data/sessions.db: input/output error", session.ErrStopped)
+}
+
+// TestStoreStoppedInTheBackgroundIsNotReady: a store that stops in its own background
+// work takes toolsd out of readiness without waiting for an agent's batch to fail.
+func TestStoreStoppedInTheBackgroundIsNotReady(t *testing.T) {
+	store := selfStoppingStore{stopped: make(chan struct{})}
+	e := start(t, "", app.WithSessionStoreWrapper(func(s session.Store) session.Store {
+		store.Store = s
+		return store
+	}))
+	admin := e.app.AdminAddr()
+	if code, _ := scrape(t, admin, "/readyz"); code != http.StatusOK {
+		t.Fatalf("/readyz with a working store = %d, want 200", code)
+	}
+	close(store.stopped)
+	waitFor(t, "/readyz to answer 503 after the store stopped", func() bool {
+		code, _ := scrape(t, admin, "/readyz")
+		return code == http.StatusServiceUnavailable
+	})
+	resp, err := healthpb.NewHealthClient(e.conn).Check(context.Background(), &healthpb.HealthCheckRequest{})
+	if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("Health.Check() with a stopped store = %v, %v; want NOT_SERVING", resp.GetStatus(), err)
+	}
+}

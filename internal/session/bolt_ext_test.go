@@ -26,6 +26,7 @@ func openBolt(t *testing.T, dir string, opts ...session.Option) durable {
 // durable is a store that survives a restart.
 type durable interface {
 	session.Store
+	session.Stopper
 	Recovered() int
 	Sweep(now time.Time) (int, error)
 }

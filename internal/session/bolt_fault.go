@@ -62,3 +62,17 @@ func (b *Bolt) stop(cause error) error {
 	b.o.logger.Error("session store stopped; appends fail until toolsd restarts", zap.Error(cause))
 	return err
 }
+
+var _ Stopper = (*Bolt)(nil)
+
+// Stopped implements [Stopper].
+func (b *Bolt) Stopped() <-chan struct{} { return b.stopped }
+
+// StopCause implements [Stopper]: the failed commit's error, wrapping [ErrStopped]
+// (nil while the store runs).
+func (b *Bolt) StopCause() error {
+	if err := b.fault.Load(); err != nil {
+		return *err
+	}
+	return nil
+}

@@ -32,6 +32,11 @@ func TestBoltStopsAfterFailedCommit(t *testing.T) {
 	if _, err := s.ClaimOwner(ctx, "kept", session.Owner{Identity: "alice"}); err != nil {
 		t.Fatal(err)
 	}
+	select {
+	case <-s.Stopped():
+		t.Fatalf("Stopped() is closed before any failure (StopCause() = %v)", s.StopCause())
+	default:
+	}
 	limitFileSize(t, filepath.Join(dir, session.FileName))
 
 	big := strings.Repeat("x", 4<<10)
@@ -43,6 +48,15 @@ func TestBoltStopsAfterFailedCommit(t *testing.T) {
 		t.Fatalf("Append() past RLIMIT_FSIZE = %v, want ErrStopped wrapping %q", failed, syscall.EFBIG.Error())
 	}
 	restoreFileSize(t)
+	// Told without a request too: toolsd's readiness watches this.
+	select {
+	case <-s.Stopped():
+	default:
+		t.Error("Stopped() is not closed after the failed commit")
+	}
+	if err := s.StopCause(); !errors.Is(err, session.ErrStopped) || !strings.Contains(err.Error(), syscall.EFBIG.Error()) {
+		t.Errorf("StopCause() = %v, want ErrStopped wrapping %q", err, syscall.EFBIG.Error())
+	}
 
 	if _, err := s.Append(ctx, "kept", messageEvent("after", 0)); !errors.Is(err, session.ErrStopped) {
 		t.Errorf("Append() after the failed commit = %v, want ErrStopped", err)

@@ -27,6 +27,7 @@ func TestJournalStopsAfterFailedWrite(t *testing.T) {
 	if _, err := j.Append(t.Context(), "s", msg("kept")); err != nil {
 		t.Fatal(err)
 	}
+	checkRunning(t, j)
 	// The writer is idle between groups; a closed descriptor fails its next write as a
 	// full disk or an I/O error would.
 	if err := j.f.Close(); err != nil {
@@ -35,6 +36,7 @@ func TestJournalStopsAfterFailedWrite(t *testing.T) {
 	if _, err := j.Append(t.Context(), "s", msg("lost")); err == nil || !strings.Contains(err.Error(), "write the journal") {
 		t.Errorf("Append() after a failed write = %v, want the write error", err)
 	}
+	checkStopped(t, j, "write the journal")
 	if _, err := j.Append(t.Context(), "s", msg("later")); err == nil || !strings.Contains(err.Error(), "stopped") {
 		t.Errorf("later Append() = %v, want the journal stopped", err)
 	}
@@ -55,6 +57,33 @@ func TestJournalStopsAfterFailedWrite(t *testing.T) {
 	defer closeStore(t, r)
 	if got, _ := r.Read(t.Context(), "s", 1, 0); len(got) != 1 {
 		t.Errorf("Read() after restart = %d events, want 1", len(got))
+	}
+}
+
+// checkRunning fails t if s says it stopped.
+func checkRunning(t *testing.T, s Stopper) {
+	t.Helper()
+	select {
+	case <-s.Stopped():
+		t.Errorf("Stopped() is closed before any failure (StopCause() = %v)", s.StopCause())
+	default:
+	}
+	if err := s.StopCause(); err != nil {
+		t.Errorf("StopCause() before any failure = %v, want nil", err)
+	}
+}
+
+// checkStopped fails t unless s says it stopped, for a cause that wraps ErrStopped and
+// mentions cause: toolsd's readiness watches this, with no request to fail.
+func checkStopped(t *testing.T, s Stopper, cause string) {
+	t.Helper()
+	select {
+	case <-s.Stopped():
+	default:
+		t.Error("Stopped() is not closed after the store stopped")
+	}
+	if err := s.StopCause(); !errors.Is(err, ErrStopped) || !strings.Contains(err.Error(), cause) {
+		t.Errorf("StopCause() = %v, want ErrStopped and %q", err, cause)
 	}
 }
 

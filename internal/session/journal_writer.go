@@ -309,3 +309,17 @@ func sortBySource(events []Event) {
 // sweepGroupBytes bounds the delete records of one group of a sweep. A variable: tests
 // lower it.
 var sweepGroupBytes = maxBatchBytes
+
+var _ Stopper = (*Journal)(nil)
+
+// Stopped implements [Stopper].
+func (j *Journal) Stopped() <-chan struct{} { return j.stopped }
+
+// StopCause implements [Stopper]: the failed write's error, wrapping [ErrStopped] (nil
+// while the journal runs).
+func (j *Journal) StopCause() error {
+	if err := j.fault.Load(); err != nil {
+		return fmt.Errorf("%w: %w", ErrStopped, *err)
+	}
+	return nil
+}

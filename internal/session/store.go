@@ -124,6 +124,14 @@ func NextPage(n, size, most int) int {
 	return max(1, min(most, PageBytes/max(1, size/n)))
 }
 
+// Stopper is a store that can stop after a failed write (see [ErrStopped]) in its own
+// background work too (retention's deletes, the journal's rewrite), where no caller is
+// told: Stopped is closed once the store stopped, and StopCause then says why.
+type Stopper interface {
+	Stopped() <-chan struct{}
+	StopCause() error
+}
+
 // MaxSessionIDBytes bounds a session id (it is a database key).
 const MaxSessionIDBytes = 1024
 
