@@ -281,7 +281,9 @@ func TestShapeViolationsAreNotPricedForTheLibrary(t *testing.T) {
 		ints.WriteString(strconv.Itoa(i+1) + ",")
 		names.WriteString(`"k` + strconv.Itoa(i) + `",`)
 	}
-	items := func(n int, v string) string { return `{"a":[` + strings.TrimSuffix(strings.Repeat(v+",", n), ",") + `]}` }
+	items := func(n int, v string) string {
+		return `{"a":[` + strings.TrimSuffix(strings.Repeat(v+",", n), ",") + `]}`
+	}
 	tests := map[string]struct{ schema, item string }{
 		"numbers against an enum": {`{"type":"object","properties":{"a":{"type":"array","items":{"enum":[` + ints.String() + `0]}}}}`, `1234567e-400`},
 		"required":                {`{"type":"object","properties":{"a":{"type":"array","items":{"type":"object","required":[` + names.String() + `"z"]}}}}`, `{}`},
