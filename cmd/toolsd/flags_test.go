@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
@@ -16,6 +17,18 @@ func TestRunRefusesStrayArguments(t *testing.T) {
 	err := run([]string{"-log-level", "loud", "toolsd.yaml", "-listen", "127.0.0.1:0"})
 	if err == nil || !strings.Contains(err.Error(), `"toolsd.yaml"`) {
 		t.Errorf("run with a stray argument = %v, want an error naming it", err)
+	}
+}
+
+// TestUnknownFlagIsAUsageError: a flag toolsd does not have exits 2, as Go's own
+// commands do, and main does not print the flag package's error a second time.
+func TestUnknownFlagIsAUsageError(t *testing.T) {
+	err := run([]string{"-bogus"})
+	if !errors.As(err, new(usageError)) || exitCode(err) != 2 || !strings.Contains(err.Error(), "-bogus") {
+		t.Errorf("run(-bogus) = %v (exit %d), want a usage error naming -bogus, exit 2", err, exitCode(err))
+	}
+	if err := run([]string{"-log-level", "loud"}); exitCode(err) != 1 {
+		t.Errorf("run(-log-level loud) = %v (exit %d), want exit 1: the flag parsed, its value is refused", err, exitCode(err))
 	}
 }
 

@@ -22,9 +22,26 @@ import (
 
 func main() {
 	if err := run(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "toolsd:", err)
-		os.Exit(1)
+		if !errors.As(err, new(usageError)) { // the flag package has said it, with the usage
+			fmt.Fprintln(os.Stderr, "toolsd:", err)
+		}
+		os.Exit(exitCode(err))
 	}
+}
+
+// usageError is a command line the flag package refused; it has printed the error and
+// the usage already.
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
+
+// exitCode is 2 for a command line the flag package refused, as for Go's own commands,
+// and 1 for any other failure.
+func exitCode(err error) int {
+	if errors.As(err, new(usageError)) {
+		return 2
+	}
+	return 1
 }
 
 func run(args []string) error {
@@ -47,7 +64,7 @@ func run(args []string) error {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
-		return err
+		return usageError{err}
 	}
 	// Parsing stops at the first non-flag: every flag after it would be ignored.
 	if fs.NArg() > 0 {
