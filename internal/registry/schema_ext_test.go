@@ -632,7 +632,7 @@ func TestValidationWorkCountsCostlyKeywords(t *testing.T) {
 			want: "too many objects for this tool's schema",
 		},
 		"dependentRequired": {
-			params: `{"type":"object","properties":{"a":{"type":"array","items":{"type":"object","dependentRequired":{"x":[` + names.String() + `"z"]}}}}}`,
+			params: `{"type":"object","properties":{"a":{"type":"array","items":{"type":"object","x-no-shape":true,"dependentRequired":{"x":[` + names.String() + `"z"]}}}}}`,
 			small:  `{"a":[{"x":1}]}`, large: `{"a":[` + strings.Repeat(`{"x":1},`, 999) + `{"x":1}]}`,
 			want: "too many objects for this tool's schema",
 		},

@@ -3,7 +3,9 @@ package registry
 import (
 	"encoding/json"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -30,8 +32,9 @@ type schema struct {
 // closed additional properties and bounded sizes, arrays of such items (unique or not,
 // after prefixItems), enums and consts of scalars, string lengths and patterns, array
 // lengths, numeric bounds and multipleOf, local references into $defs, allOf, anyOf,
-// oneOf, not and if/then/else, and property names held to a string's keywords
-// (propertyNames); a subschema may be true or false.
+// oneOf, not and if/then/else, names required by others (dependentRequired), and
+// property names held to a string's keywords (propertyNames); a subschema may be true
+// or false.
 // check is a shortcut: a document it accepts is valid (every keyword of the schema was
 // checked). It may be conservative (an integer written 1.0 fails it) but never lenient
 // — FuzzShapeAgreesWithLibrary holds it to that. A document it rejects is decided
@@ -44,15 +47,19 @@ type schema struct {
 // the root's $defs (or definitions), "allOf" and "anyOf" apply their subschemas'
 // shapes; "not", "oneOf" and "if" decide theirs exactly (see valid). "propertyNames" is covered when its subschema is true, false or only type,
 // pattern, minLength, maxLength, enum and const (as the Go SDK derives for
-// integer-keyed maps). A schema with any other keyword (patternProperties, enums of
-// arrays or objects, other references, unevaluated*, …) gets no shape.
+// integer-keyed maps). "dependentRequired" is unknown to draft-07, which ignores it. A
+// schema with any other keyword (patternProperties, enums of arrays or objects, other
+// references, unevaluated*, …) gets no shape.
 type shape struct {
 	never    bool              // the schema false, which nothing satisfies
 	types    typeSet           // 0: any type
 	props    map[string]*shape // checked when the document is an object
 	required []string
-	closed   bool   // additionalProperties: false
-	extra    *shape // additionalProperties as a schema; nil: anything
+	// dependent is "dependentRequired", sorted by name: the names each name present
+	// requires.
+	dependent []dependency
+	closed    bool   // additionalProperties: false
+	extra     *shape // additionalProperties as a schema; nil: anything
 	// names is "propertyNames": every member name must satisfy it (see nameShape);
 	// noNames: "propertyNames": false, which no name satisfies.
 	names   *shape
@@ -91,6 +98,13 @@ type shape struct {
 	// of.
 	multipleOf  number
 	multipleLit string
+}
+
+// dependency is one member of "dependentRequired": when name is present, required
+// must be too.
+type dependency struct {
+	name     string
+	required []string
 }
 
 // bound is one of minimum, maximum, exclusiveMinimum, exclusiveMaximum, compared
@@ -279,6 +293,20 @@ func (s *shape) keyword(b *shapeBuilder, k string, v any, root bool) bool {
 		names, ok := stringArray(v)
 		s.required = names
 		return ok
+	case "dependentRequired":
+		deps, ok := v.(map[string]any)
+		if !ok || b.draft07 {
+			return ok // an object the library ignores under draft-07
+		}
+		for name, req := range deps {
+			names, ok := stringArray(req)
+			if !ok {
+				return false
+			}
+			s.dependent = append(s.dependent, dependency{name, names})
+		}
+		slices.SortFunc(s.dependent, func(a, b dependency) int { return strings.Compare(a.name, b.name) })
+		return true
 	case "additionalProperties":
 		if b, ok := v.(bool); ok {
 			s.closed = !b
@@ -475,10 +503,8 @@ func (s *shape) check(v any) bool {
 		if n := int64(len(v)); (s.hasMinProps && n < s.minProps) || (s.hasMaxProps && n > s.maxProps) {
 			return false
 		}
-		for _, name := range s.required {
-			if _, ok := v[name]; !ok {
-				return false
-			}
+		if !hasAll(v, s.required) {
+			return false
 		}
 		if s.noNames && len(v) > 0 {
 			return false
@@ -497,6 +523,11 @@ func (s *shape) check(v any) bool {
 				return false
 			}
 		}
+		for _, d := range s.dependent {
+			if _, ok := v[d.name]; ok && !hasAll(v, d.required) {
+				return false
+			}
+		}
 	case []any:
 		if n := int64(len(v)); (s.hasMinItems && n < s.minItems) || (s.hasMaxItems && n > s.maxItems) {
 			return false
@@ -510,6 +541,16 @@ func (s *shape) check(v any) bool {
 			if sub := s.itemShape(i); sub != nil && !sub.check(e) {
 				return false
 			}
+		}
+	}
+	return true
+}
+
+// hasAll reports whether obj has every one of names.
+func hasAll(obj map[string]any, names []string) bool {
+	for _, name := range names {
+		if _, ok := obj[name]; !ok {
+			return false
 		}
 	}
 	return true

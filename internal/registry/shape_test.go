@@ -61,6 +61,8 @@ func TestShapeEligibility(t *testing.T) {
 		`{"type":"object","if":{"required":["a"]},"then":{"required":["b"]},"else":{"maxProperties":0}}`:                                                                                                       true,
 		`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","if":{"required":["a"]},"then":{"required":["b"]}}`:                                                                              true,
 		`{"type":"object","if":{"required":["a"]},"then":{"unevaluatedProperties":false}}`:                                                                                                                     false,
+		`{"type":"object","dependentRequired":{"a":["b","c"],"b":[]},"properties":{"o":{"not":{"dependentRequired":{"x":["y"]}}}}}`:                                                                            true,
+		`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","dependentRequired":{"a":["b"]}}`:                                                                                                true,
 		`{"type":"object","unevaluatedProperties":false}`:                                                                                                                                                      false,
 		`{"type":"object","propertyNames":{"pattern":"^-?[0-9]+$"},"additionalProperties":{"type":"string"}}`:                                                                                                  true,
 		`{"type":"object","properties":{"a":{"propertyNames":{"type":"string","minLength":1,"maxLength":3,"enum":["a","b"],"const":"a","title":"t"}},"b":{"propertyNames":false},"c":{"propertyNames":true}}}`: true,
@@ -160,6 +162,7 @@ func FuzzShapeAgreesWithLibrary(f *testing.F) {
 		{`{"type":"object","properties":{"o":{"oneOf":[{"type":"integer"},{"type":"number","minimum":1.5},{"type":"null"}]}},"oneOf":[{"required":["o"]},{"maxProperties":0}]}`, `{"o":1.0}`},
 		{`{"type":"object","properties":{"c":{"if":{"type":"integer"},"then":{"minimum":0},"else":{"type":"string"}},"t":{"then":{"type":"null"}}},"if":{"required":["c"]},"then":{"required":["t"]}}`, `{"c":1.0,"t":1}`},
 		{`{"type":"object","properties":{"a":false,"b":{"type":"array","prefixItems":[true],"items":false},"c":{"anyOf":[false,{"type":"null"}]},"d":{"not":false}},"additionalProperties":{"$ref":"#/$defs/no"},"$defs":{"no":false}}`, `{"b":[1],"c":null,"d":1}`},
+		{`{"type":"object","dependentRequired":{"a":["b"],"b":["c","a"]},"properties":{"o":{"type":"array","items":{"dependentRequired":{"x":["y"]}}}}}`, `{"a":1,"b":2,"c":3,"o":[{"x":1,"y":2},{"y":1},1]}`},
 		{`{"type":"object","properties":{"n":{"not":{"type":"string"}},"m":{"not":{"not":{"type":"integer","minimum":0}}}},"not":{"required":["x"]}}`, `{"n":1,"m":2.0}`},
 		{`{"type":"object","properties":{"m":{"propertyNames":{"type":"string","maxLength":2,"enum":["a","bc",1]}},"e":{"propertyNames":false}}}`, `{"m":{"bc":1},"e":{}}`},
 	} {
@@ -209,6 +212,8 @@ func TestShapeCheckDoesNotAllocate(t *testing.T) {
 			`{"a":[1,"x",null,{"b":[]}],"n":1.0}`},
 		"oneOf": {`{"type":"object","properties":{"a":{"type":"array","items":{"oneOf":[{"type":"string"},{"type":"integer"},{"not":{"type":["string","number"]}}]}}}}`,
 			`{"a":[1,"x",[]]}`},
+		"dependentRequired": {`{"type":"object","dependentRequired":{"a":["b","c"]},"properties":{"o":{"type":"array","items":{"dependentRequired":{"x":["y"]}}}}}`,
+			`{"a":1,"b":2,"c":3,"o":[{"x":1,"y":2},{"y":1},{}]}`},
 		"if": {`{"type":"object","properties":{"a":{"type":"array","items":{"if":{"type":"string"},"then":{"maxLength":2},"else":{"not":{"type":"null"}}}}}}`,
 			`{"a":[1,"x",[]]}`},
 		"property names": {`{"type":"object","properties":{"m":{"type":"object","propertyNames":{"pattern":"^-?[0-9]+$"},` +

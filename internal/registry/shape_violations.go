@@ -52,6 +52,7 @@ const (
 	failFalse // the schema false ("propertyNames": false too)
 	failNot
 	failOneOf // more than one branch holds
+	failDependentRequired
 )
 
 // shapeFailure is a value v failing keyword k of s (bound: s.bounds[b]); its kind and
@@ -308,11 +309,8 @@ func (w *shapeWalk) walkObject(s *shape, obj map[string]any) {
 	if n := int64(len(obj)); s.hasMaxProps && n > s.maxProps {
 		w.fail(s, obj, failMaxProperties, 0)
 	}
-	for _, name := range s.required {
-		if _, ok := obj[name]; !ok {
-			w.fail(s, obj, failRequired, 0)
-			break
-		}
+	if !hasAll(obj, s.required) {
+		w.fail(s, obj, failRequired, 0)
 	}
 	additional := false
 	for name, pv := range obj {
@@ -336,14 +334,22 @@ func (w *shapeWalk) walkObject(s *shape, obj map[string]any) {
 	if additional {
 		w.fail(s, obj, failAdditional, 0)
 	}
-	if s.names == nil && !s.noNames {
-		return
+	if s.names != nil || s.noNames {
+		for name := range obj {
+			if w.full() {
+				return
+			}
+			w.walkName(s, name)
+		}
 	}
-	for name := range obj {
+	// The library checks dependentRequired last, each name present in turn.
+	for i, d := range s.dependent {
 		if w.full() {
 			return
 		}
-		w.walkName(s, name)
+		if _, ok := obj[d.name]; ok && !hasAll(obj, d.required) {
+			w.fail(s, obj, failDependentRequired, i)
+		}
 	}
 }
 
@@ -426,14 +432,10 @@ func (f shapeFailure) kind() jsonschema.ErrorKind {
 		i, j := w.oneOfHolding(s, f.v)
 		return &kind.OneOf{Subschemas: []int{i, j}}
 	case failRequired:
-		obj := f.v.(map[string]any)
-		var missing []string
-		for _, name := range s.required {
-			if _, ok := obj[name]; !ok && len(missing) < maxNamed {
-				missing = append(missing, name)
-			}
-		}
-		return &kind.Required{Missing: missing}
+		return &kind.Required{Missing: missing(f.v.(map[string]any), s.required)}
+	case failDependentRequired:
+		d := s.dependent[f.b]
+		return &kind.DependentRequired{Prop: d.name, Missing: missing(f.v.(map[string]any), d.required)}
 	default: // failAdditional
 		// The library lists them in map order; the first maxNamed sorted are listed.
 		var names []string
@@ -449,6 +451,17 @@ func (f shapeFailure) kind() jsonschema.ErrorKind {
 		}
 		return &kind.AdditionalProperties{Properties: names}
 	}
+}
+
+// missing lists the first maxNamed of names obj lacks, in their order.
+func missing(obj map[string]any, names []string) []string {
+	var out []string
+	for _, name := range names {
+		if _, ok := obj[name]; !ok && len(out) < maxNamed {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // kind is the library's failure of b for the number n.

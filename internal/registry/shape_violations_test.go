@@ -108,7 +108,12 @@ func TestShapeViolationsAreTheLibrarys(t *testing.T) {
 	const s9 = `{"type":"object","properties":{"a":false,"b":{"type":"array","items":false},` +
 		`"c":{"type":"array","prefixItems":[true,false],"items":false},"d":{"anyOf":[false,{"type":"null"}]},"e":{"not":false},` +
 		`"f":{"if":false,"else":{"type":"string"}},"g":{"oneOf":[true,false,{"type":"null"}]}},"additionalProperties":{"$ref":"#/$defs/no"},"$defs":{"no":false}}`
+	const s10 = `{"type":"object","dependentRequired":{"a":["b","c"],"b":[],"c":["a"],"":["a/b"]},"required":["r"],"properties":{` +
+		`"o":{"type":"array","items":{"type":"object","dependentRequired":{"x":["y"]},"propertyNames":{"maxLength":1},"additionalProperties":{"type":"integer"}}},` +
+		`"n":{"not":{"dependentRequired":{"p":["q"]}}}}}`
 	tests := map[string]struct{ schema, doc string }{
+		"dependentRequired valid":     {s10, `{"r":1,"a":1,"b":2,"c":3,"o":[{"x":1,"y":2},{"y":1}],"n":{"p":1}}`},
+		"dependentRequired":           {s10, `{"a":1,"c":3,"":0,"o":[{"x":1},{"x":"s","zz":1},{}],"n":{"p":1,"q":2}}`},
 		"false valid":                 {s9, `{"b":[],"c":[1],"d":null,"e":1,"f":"x","g":1}`},
 		"false":                       {s9, `{"a":1,"b":[1,2],"c":[1,2,3],"d":1,"f":1,"g":null,"z":1}`},
 		"if valid":                    {s8, `{"a":1,"b":2,"c":[1.0,"x",0],"d":["x","ab",1],"e":1,"f":2}`},
@@ -218,6 +223,10 @@ func TestShapeViolationsAllocationIsBounded(t *testing.T) {
 		"false items": {
 			`{"type":"array","prefixItems":[true],"items":false}`,
 			`[` + numbers + `]`,
+		},
+		"dependentRequired": {
+			`{"type":"array","items":{"type":"object","dependentRequired":{"a":["b","c"]}}}`,
+			`[` + strings.Repeat(`{"a":1},`, 120_000) + `{"a":1}]`,
 		},
 		"if": {
 			`{"type":"array","items":{"if":{"type":"integer"},"then":{"type":"string"}}}`,
@@ -345,6 +354,8 @@ func FuzzShapeViolationsAreTheLibrarys(f *testing.F) {
 		{`{"type":"array","items":{"type":"object","minProperties":1,"propertyNames":false,"additionalProperties":false}}`, `[{},{"a":1},{"b":{"c":1}}]`},
 		{`{"type":"object","properties":{"a":false,"b":{"type":"array","prefixItems":[{"type":"string"},false],"items":false},"c":{"oneOf":[true,false,{"not":false}]}},"additionalProperties":false}`, `{"a":1,"b":["x",2,3],"c":0}`},
 		{`{"$schema":"http://json-schema.org/draft-07/schema#","type":"array","items":false}`, `[1]`},
+		{`{"type":"object","dependentRequired":{"a":["b","c"],"b":["a"],"~/":["a/b"]},"properties":{"o":{"type":"array","items":{"dependentRequired":{"x":["y"]},"minProperties":2}}}}`, `{"a":1,"b":2,"~/":3,"o":[{"x":1},{"y":1,"x":2},{}]}`},
+		{`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","dependentRequired":{"a":["b"]}}`, `{"a":1}`},
 		{`{"type":"array","items":{"if":{"type":"integer"},"then":{"minimum":2,"if":{"maximum":5},"else":{"multipleOf":2}},"else":{"type":"string","minLength":2}}}`, `[1,2.0,6,7,"a","ab",null]`},
 		{`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","if":{"required":["a"]},"then":{"required":["b"]},"else":{"required":["c"]}}`, `{"a":1}`},
 		{`{"type":"array","items":{"oneOf":[{"type":"integer"},{"minimum":2},{"oneOf":[{"type":"string"},{"maxLength":1}]}]}}`, `[1,2.5,3,"a","ab",true,null,[]]`},
