@@ -28,8 +28,8 @@ type schema struct {
 }
 
 // shape is a fast check, allocation-free but for uniqueItems over 20 items, for the
-// schemas most tools register: objects of typed properties with required keys, open or
-// closed additional properties and bounded sizes, arrays of such items (unique or not,
+// schemas most tools register: objects of typed properties (named, or matching a
+// pattern) with required keys, open or closed additional properties and bounded sizes, arrays of such items (unique or not,
 // after prefixItems), enums and consts of scalars, string lengths and patterns, array
 // lengths, numeric bounds and multipleOf, local references into $defs, allOf, anyOf,
 // oneOf, not and if/then/else, names required by others (dependentRequired), and
@@ -43,12 +43,13 @@ type schema struct {
 // values before toolsd reads the first few.
 //
 // "format" is an annotation, but only under draft 2020-12 (draft-07 asserts it). A
-// "pattern" matches with the library's own compiled RE2 program. A local "$ref" into
+// "pattern", and each of "patternProperties", matches with the library's own compiled
+// RE2 program. A local "$ref" into
 // the root's $defs (or definitions), "allOf" and "anyOf" apply their subschemas'
 // shapes; "not", "oneOf" and "if" decide theirs exactly (see valid). "propertyNames" is covered when its subschema is true, false or only type,
 // pattern, minLength, maxLength, enum and const (as the Go SDK derives for
 // integer-keyed maps). "dependentRequired" is unknown to draft-07, which ignores it. A
-// schema with any other keyword (patternProperties, enums of arrays or objects, other
+// schema with any other keyword (dependentSchemas, enums of arrays or objects, other
 // references, unevaluated*, …) gets no shape.
 type shape struct {
 	never    bool              // the schema false, which nothing satisfies
@@ -60,6 +61,10 @@ type shape struct {
 	dependent []dependency
 	closed    bool   // additionalProperties: false
 	extra     *shape // additionalProperties as a schema; nil: anything
+	// patternProps is "patternProperties", sorted by pattern: a member whose name a
+	// pattern matches must satisfy its subschema, beside any of props, and is not
+	// additional.
+	patternProps []patternProp
 	// names is "propertyNames": every member name must satisfy it (see nameShape);
 	// noNames: "propertyNames": false, which no name satisfies.
 	names   *shape
@@ -98,6 +103,12 @@ type shape struct {
 	// of.
 	multipleOf  number
 	multipleLit string
+}
+
+// patternProp is one member of "patternProperties".
+type patternProp struct {
+	re  *regexp.Regexp
+	sub *shape
 }
 
 // dependency is one member of "dependentRequired": when name is present, required
@@ -307,6 +318,21 @@ func (s *shape) keyword(b *shapeBuilder, k string, v any, root bool) bool {
 		}
 		slices.SortFunc(s.dependent, func(a, b dependency) int { return strings.Compare(a.name, b.name) })
 		return true
+	case "patternProperties":
+		props, ok := v.(map[string]any)
+		if !ok {
+			return false
+		}
+		for pattern, sub := range props {
+			re, ok := b.patterns[pattern].(re2Regexp)
+			p := b.shapeOf(sub, false)
+			if !ok || p == nil {
+				return false
+			}
+			s.patternProps = append(s.patternProps, patternProp{re.Regexp, p})
+		}
+		slices.SortFunc(s.patternProps, func(a, b patternProp) int { return strings.Compare(a.re.String(), b.re.String()) })
+		return true
 	case "additionalProperties":
 		if b, ok := v.(bool); ok {
 			s.closed = !b
@@ -500,34 +526,7 @@ func (s *shape) check(v any) bool {
 			}
 		}
 	case map[string]any:
-		if n := int64(len(v)); (s.hasMinProps && n < s.minProps) || (s.hasMaxProps && n > s.maxProps) {
-			return false
-		}
-		if !hasAll(v, s.required) {
-			return false
-		}
-		if s.noNames && len(v) > 0 {
-			return false
-		}
-		for name, pv := range v {
-			if s.names != nil && !s.names.nameHolds(name) {
-				return false
-			}
-			if ps, ok := s.props[name]; ok {
-				if !ps.check(pv) {
-					return false
-				}
-				continue
-			}
-			if s.closed || (s.extra != nil && !s.extra.check(pv)) {
-				return false
-			}
-		}
-		for _, d := range s.dependent {
-			if _, ok := v[d.name]; ok && !hasAll(v, d.required) {
-				return false
-			}
-		}
+		return s.objectHolds(v)
 	case []any:
 		if n := int64(len(v)); (s.hasMinItems && n < s.minItems) || (s.hasMaxItems && n > s.maxItems) {
 			return false
@@ -546,10 +545,84 @@ func (s *shape) check(v any) bool {
 	return true
 }
 
+// memberHolds reports whether the member name's value pv certainly satisfies what s
+// applies to it when s has patternProperties: its property's subschema and that of
+// every pattern matching name, or else additionalProperties.
+func (s *shape) memberHolds(name string, pv any) bool {
+	ps, known := s.props[name]
+	if known && !ps.check(pv) {
+		return false
+	}
+	for _, p := range s.patternProps {
+		if p.re.MatchString(name) {
+			if !p.sub.check(pv) {
+				return false
+			}
+			known = true
+		}
+	}
+	return known || !s.closed && (s.extra == nil || s.extra.check(pv))
+}
+
+// declared reports whether the member name is one of s.props or matches one of
+// s.patternProps: additionalProperties does not apply to it.
+func (s *shape) declared(name string) bool {
+	if _, ok := s.props[name]; ok {
+		return true
+	}
+	for _, p := range s.patternProps {
+		if p.re.MatchString(name) {
+			return true
+		}
+	}
+	return false
+}
+
 // hasAll reports whether obj has every one of names.
 func hasAll(obj map[string]any, names []string) bool {
 	for _, name := range names {
 		if _, ok := obj[name]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// objectHolds reports whether the object v certainly satisfies the object keywords of
+// s. It is check's case for objects, apart: check, recursive, keeps a small frame for
+// the scalars most of its calls are for.
+func (s *shape) objectHolds(v map[string]any) bool {
+	if n := int64(len(v)); (s.hasMinProps && n < s.minProps) || (s.hasMaxProps && n > s.maxProps) {
+		return false
+	}
+	if !hasAll(v, s.required) {
+		return false
+	}
+	if s.noNames && len(v) > 0 {
+		return false
+	}
+	for name, pv := range v {
+		if s.names != nil && !s.names.nameHolds(name) {
+			return false
+		}
+		if len(s.patternProps) > 0 {
+			if !s.memberHolds(name, pv) {
+				return false
+			}
+			continue
+		}
+		if ps, ok := s.props[name]; ok {
+			if !ps.check(pv) {
+				return false
+			}
+			continue
+		}
+		if s.closed || (s.extra != nil && !s.extra.check(pv)) {
+			return false
+		}
+	}
+	for _, d := range s.dependent {
+		if _, ok := v[d.name]; ok && !hasAll(v, d.required) {
 			return false
 		}
 	}

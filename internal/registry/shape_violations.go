@@ -317,19 +317,25 @@ func (w *shapeWalk) walkObject(s *shape, obj map[string]any) {
 		if w.full() {
 			return
 		}
-		sub, ok := s.props[name]
-		if !ok {
-			if s.closed {
-				additional = true
-				continue
-			}
-			if sub = s.extra; sub == nil {
-				continue
+		// The library applies a member's property, then every pattern matching its
+		// name, and additionalProperties only when none did.
+		sub, known := s.props[name]
+		if known {
+			w.walkMember(sub, name, pv)
+		}
+		for _, p := range s.patternProps {
+			if p.re.MatchString(name) {
+				known = true
+				w.walkMember(p.sub, name, pv)
 			}
 		}
-		n, l := w.enter(name, -1)
-		w.walk(sub, pv)
-		w.leave(n, l)
+		switch {
+		case known:
+		case s.closed:
+			additional = true
+		case s.extra != nil:
+			w.walkMember(s.extra, name, pv)
+		}
 	}
 	if additional {
 		w.fail(s, obj, failAdditional, 0)
@@ -351,6 +357,13 @@ func (w *shapeWalk) walkObject(s *shape, obj map[string]any) {
 			w.fail(s, obj, failDependentRequired, i)
 		}
 	}
+}
+
+// walkMember records the failures of s by the member name's value pv.
+func (w *shapeWalk) walkMember(s *shape, name string, pv any) {
+	n, l := w.enter(name, -1)
+	w.walk(s, pv)
+	w.leave(n, l)
 }
 
 // walkName records the failures of the member name of s's "propertyNames". The
@@ -440,7 +453,7 @@ func (f shapeFailure) kind() jsonschema.ErrorKind {
 		// The library lists them in map order; the first maxNamed sorted are listed.
 		var names []string
 		for name := range f.v.(map[string]any) {
-			if _, ok := s.props[name]; ok {
+			if s.declared(name) {
 				continue
 			}
 			i, _ := slices.BinarySearch(names, name)
