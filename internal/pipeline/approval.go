@@ -42,11 +42,12 @@ func (s *snapshot) ask(ctx context.Context, e *tool.Exec, st *callState) (tool.R
 	}
 	// The wait's own timer is told apart by its cause: a caller's deadline that passes
 	// first (a client's RPC deadline) ends the wait with DeadlineExceeded too, but it
-	// cancelled the call; the approval did not time out.
+	// cancelled the call; the approval did not time out. A timer that fires once the
+	// caller has cancelled, as the approver returns, finds the wait ended already.
 	actx, cancel := context.WithCancelCause(ctx)
 	var w approvalWait
 	stop := s.p.opts.after(s.cfg.ApprovalTimeout, func() {
-		if w.end(waitExpired) {
+		if ctx.Err() == nil && w.end(waitExpired) {
 			cancel(errApprovalExpired)
 		}
 	})

@@ -519,3 +519,31 @@ func TestApprovalAcceptAndExpiryHaveOneOutcome(t *testing.T) {
 		})
 	}
 }
+
+// A caller that cancels while its call waits for approval ended the wait: the wait's
+// timer, firing after the cancellation but before the approver has returned, does not
+// make the call APPROVAL_TIMEOUT.
+func TestApprovalCancelledBeforeItsTimerFires(t *testing.T) {
+	var fire func()
+	disp := returning(tool.Result{Content: "ok"})
+	p := pipeline.New(staticResolver(newTool("rm")), disp,
+		pipeline.WithConfig(pipeline.Config{ApprovalTimeout: time.Hour}),
+		pipeline.WithApprovalTimer(func(_ time.Duration, f func()) func() bool {
+			fire = f
+			return func() bool { return true }
+		}),
+		pipeline.WithPreExecute(verdict(pipeline.Ask, "deletes files")))
+	e := newExec("rm", `{}`)
+	ctx, cancel := context.WithCancel(t.Context())
+	e.Approver = approverFunc(func(actx context.Context, _ tool.ApprovalRequest) (tool.ApprovalDecision, error) {
+		cancel()
+		<-actx.Done()
+		fire() // the timer fires as the approver returns
+		return tool.ApprovalDecision{}, actx.Err()
+	})
+	r := p.Run(ctx, e)
+	checkShape(t, e, r)
+	if r.Code() != tool.CodeAbortedBeforeDispatch || disp.count() != 0 {
+		t.Errorf("Run() = %q %q with %d dispatches, want ABORTED_BEFORE_DISPATCH and none", r.Code(), r.Err.Message, disp.count())
+	}
+}
