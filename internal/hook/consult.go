@@ -41,7 +41,9 @@ func (h *Hub) send(stage Stage, hooks []*conn, call *toolsdv1.HookCall, result *
 	return x
 }
 
-// next waits for the next answer, the deadline or the end of ctx.
+// next waits for the next answer, the deadline or the end of ctx. A call cancelled as
+// the deadline passes is told cancelled, whichever of the two select took: the hook
+// did not fail a call that no longer waits for it.
 func (x *exchange) next(ctx context.Context) (answer, waitEnd) {
 	select {
 	case a := <-x.ch:
@@ -52,6 +54,9 @@ func (x *exchange) next(ctx context.Context) (answer, waitEnd) {
 	case a := <-x.ch:
 		return a, gotAnswer
 	case <-x.timer.C:
+		if ctx.Err() != nil {
+			return answer{}, cancelled
+		}
 		return answer{}, expired
 	case <-ctx.Done():
 		return answer{}, cancelled
