@@ -119,7 +119,8 @@ async function serve(client, onWelcome) {
   // ended it a second later. A call that stopped because of the shutdown, or runs past
   // the grace, or arrives meanwhile, is not answered: toolsd fails it with PROVIDER_GONE
   // as the stream closes, and may retry it on another provider (an answer such as
-  // TOOL_ERROR would end it for good).
+  // TOOL_ERROR would end it for good). One that toolsd cancels meanwhile is answered, as
+  // any call toolsd cancels: toolsd waits for that answer.
   const drain = async () => {
     if (!welcomed) return stream.cancel(); // no call to wait for
     draining = true;
@@ -197,10 +198,16 @@ async function serve(client, onWelcome) {
           else if (running.has(m.execute.requestId)) log(`call ${m.execute.requestId} ignored: its request id is already in flight`);
           else execute(m.execute, running, send, maxResultBytes).then(() => running.size === 0 && onIdle());
           break;
-        case 'cancel':
+        case 'cancel': {
           log(`cancel ${m.cancel.requestId}: ${m.cancel.reason}`);
-          running.get(m.cancel.requestId)?.abort(m.cancel.reason);
+          const call = running.get(m.cancel.requestId);
+          if (call) {
+            // Answered even if the shutdown aborted it first (see execute), as the Go SDK does.
+            call.toldToStop = true;
+            call.abort(m.cancel.reason);
+          }
           break;
+        }
         case 'goodbye':
           log(`toolsd is going away: ${m.goodbye.reason}`);
           break;
@@ -216,7 +223,7 @@ async function serve(client, onWelcome) {
 
 // execute runs one call and answers it: with the tool's text or its failure, marked
 // cancelled: true when it stopped because toolsd cancelled it. Only a call stopped by the
-// provider's shutdown is not answered (see drain).
+// provider's shutdown, and not cancelled by toolsd too, is not answered (see drain).
 async function execute(req, running, send, maxResultBytes) {
   const call = new AbortController();
   running.set(req.requestId, call);
@@ -224,7 +231,7 @@ async function execute(req, running, send, maxResultBytes) {
   // its receive limit would end the stream. Cut it as the Go SDK does, and drop it, as the
   // Go SDK does, once toolsd cancelled the call or it is answered: nobody awaits it then.
   const progress = (message) => {
-    if ((call.signal.aborted && call.signal.reason !== shutdown) || running.get(req.requestId) !== call) return;
+    if ((call.signal.aborted && call.signal.reason !== shutdown) || call.toldToStop || running.get(req.requestId) !== call) return;
     send({ progress: { requestId: req.requestId, message: cut(Buffer.from(message), Math.min(64 << 10, maxResultBytes)) } });
   };
   let result;
@@ -239,7 +246,7 @@ async function execute(req, running, send, maxResultBytes) {
     const stopped = call.signal.aborted && (err?.name === 'AbortError' || err === call.signal.reason);
     const message = String(err?.message ?? err) || (stopped ? 'cancelled' : 'the tool failed');
     result = { isError: true, errorMessage: Buffer.from(message), cancelled: stopped };
-    if (stopped && call.signal.reason === shutdown) result = undefined; // left to PROVIDER_GONE
+    if (stopped && call.signal.reason === shutdown && !call.toldToStop) result = undefined; // left to PROVIDER_GONE
   }
   if (result) {
     // Too large a message would end the whole stream: send only the size (RESULT_TOO_LARGE),

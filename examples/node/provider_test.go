@@ -5,6 +5,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -240,6 +241,41 @@ func TestNodeProviderDrainsOnShutdown(t *testing.T) {
 				provider.waitFor(t, 1, "provider: call 1 still running after the shutdown grace: not answering it")
 			}
 		})
+	}
+}
+
+// TestNodeProviderAnswersACancelDuringShutdown: a call toolsd cancels while the
+// provider drains is answered once its tool stops, cancelled, as the Go SDK answers a
+// call toolsd told to stop: toolsd waits for that answer (cancel_grace) and records
+// ABORTED. Only a call that stopped because of the shutdown alone is left unanswered
+// (PROVIDER_GONE as the stream closes).
+func TestNodeProviderAnswersACancelDuringShutdown(t *testing.T) {
+	node, npm := requireNode(t)
+	installDeps(t, npm)
+	fake := startFakeToolsd(t, false)
+	provider := startNode(t, node, "testdata/provider.mjs", "--addr", fake.addr, "--shutdown-grace-ms", "60000")
+	s := fake.accept(t)
+	s.welcome(t, 1<<20)
+
+	s.send(t, execute(1, "stop_on_cue", `{}`))
+	s.next(t, func(m *toolsdv1.ProviderServiceConnectRequest) bool { return m.GetProgress().GetRequestId() == 1 })
+	provider.interrupt(t)
+	provider.waitForPrefix(t, 1, "provider: shutting down: 1 calls running")
+	s.send(t, &toolsdv1.ProviderServiceConnectResponse{Msg: &toolsdv1.ProviderServiceConnectResponse_Cancel{
+		Cancel: &toolsdv1.CancelExecution{RequestId: 1, Reason: "test"},
+	}})
+	provider.waitFor(t, 1, "provider: cancel 1: test")
+	if err := provider.cmd.Process.Signal(syscall.SIGUSR2); err != nil {
+		t.Fatalf("cueing the tool: %v", err)
+	}
+	var got *toolsdv1.ExecuteResult
+	for _, m := range s.rest(t) {
+		if r := m.GetResult(); r != nil {
+			got = r
+		}
+	}
+	if got.GetRequestId() != 1 || !got.GetCancelled() {
+		t.Errorf("answer to the call toolsd cancelled during the shutdown = %v, want request 1 answered cancelled", got)
 	}
 }
 

@@ -40,6 +40,20 @@ tools.stop_slowly = {
   },
 };
 
+// stop_on_cue reports progress, waits for its cancel and then for SIGUSR2 (the test's
+// cue, listened for from the start), then stops as cancelled: a tool slow to stop, whose
+// call toolsd can still cancel after the provider's own shutdown aborted it.
+tools.stop_on_cue = {
+  definition: { name: 'stop_on_cue', description: 'Stops as cancelled on SIGUSR2 after its cancel.', parametersJson: object },
+  run: async (_, { signal, progress }) => {
+    const cue = new Promise((resolve) => process.once('SIGUSR2', resolve));
+    progress('running');
+    if (!signal.aborted) await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+    await cue;
+    throw signal.reason;
+  },
+};
+
 // report sends its text as a progress message, then succeeds.
 tools.report = {
   definition: { name: 'report', description: 'Reports its text as progress.', parametersJson: object },
