@@ -177,12 +177,18 @@ func (w *writer) commit(reqs []*request) {
 	})
 	w.b.o.observer.SyncDone(time.Since(start))
 	if err != nil {
+		for _, r := range reqs {
+			delete(w.sessions, r.sessionID) // its seqs and open calls advanced in memory only
+		}
+		if len(reqs) > 1 && !errors.Is(err, ErrStopped) && !errors.Is(err, ErrClosed) {
+			w.commitEach(reqs)
+			return
+		}
 		if !errors.Is(err, ErrStopped) { // else the store stopped, and logged why
 			w.b.o.logger.Error("session commit failed", zap.Int("appends", len(reqs)), zap.Error(err))
 			err = fmt.Errorf("session: commit: %w", err)
 		}
 		for _, r := range reqs {
-			delete(w.sessions, r.sessionID) // its seqs and open calls advanced in memory only
 			r.done <- response{err: err}
 		}
 		return
@@ -197,6 +203,16 @@ func (w *writer) commit(reqs []*request) {
 		r.done <- response{}
 	}
 	w.trim()
+}
+
+// commitEach commits each of reqs in a transaction of its own, after their group's
+// transaction was rolled back by an error of one of them (a damaged session): that
+// append fails alone, not every append that shared its commit.
+func (w *writer) commitEach(reqs []*request) {
+	for i := range reqs {
+		reqs[i].names = toolNames{} // noted by the failed transaction, never committed
+		w.commit(reqs[i : i+1])
+	}
 }
 
 // note applies committed names to a loaded summary and to the scans in progress.

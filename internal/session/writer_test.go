@@ -378,3 +378,68 @@ func TestOpenDataDirectorySyncFailures(t *testing.T) {
 		}
 	}
 }
+
+// A session whose log is damaged fails its own appends only: an append to another
+// session that the writer grouped into the same commit is stored and acknowledged.
+func TestBoltDamagedSessionFailsOnlyItsOwnAppend(t *testing.T) {
+	dir := t.TempDir()
+	b, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Append(t.Context(), "bad", msg("before")); err != nil {
+		t.Fatal(err)
+	}
+	closeStore(t, b)
+	db, err := bolt.Open(filepath.Join(dir, FileName), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketSessions).Bucket([]byte("bad")).Put([]byte("not a seq"), []byte("x"))
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	g := newGate()
+	s, err := Open(dir, WithObserver(g))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeStore(t, s)
+	first := make(chan error, 1)
+	go func() {
+		_, err := s.Append(t.Context(), "s", msg("first"))
+		first <- err
+	}()
+	<-g.entered
+	bad, good := make(chan error, 1), make(chan error, 1)
+	go func() {
+		_, err := s.Append(t.Context(), "bad", msg("to the damaged session"))
+		bad <- err
+	}()
+	waitFor(t, "the damaged session's append to queue", func() bool { return queued(s) == 1 })
+	go func() {
+		_, err := s.Append(t.Context(), "good", msg("to a sound session"))
+		good <- err
+	}()
+	waitFor(t, "both appends to queue", func() bool { return queued(s) == 2 })
+	close(g.release)
+	if err := <-first; err != nil {
+		t.Fatalf("first Append() = %v", err)
+	}
+	if err := <-bad; !errors.Is(err, ErrCorrupt) {
+		t.Errorf("Append(bad) = %v, want ErrCorrupt", err)
+	}
+	if err := <-good; err != nil {
+		t.Errorf("Append(good) grouped with a damaged session's = %v, want nil", err)
+	}
+	got, err := s.Read(t.Context(), "good", 1, 0)
+	if err != nil || len(got) != 1 || got[0].Seq != 1 {
+		t.Errorf("Read(good) = %v, %v, want its one event at seq 1", got, err)
+	}
+}
