@@ -8,6 +8,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
+	"go.uber.org/zap"
 )
 
 // Sweep applies the retention limits as of now and returns how many sessions it
@@ -73,13 +74,19 @@ func (b *Bolt) Hold(ctx context.Context, sessionID string) (func(), error) {
 
 // victims lists the sessions the retention limits delete as of now (see [pickVictims]),
 // doomed ([holds.doom]); one held or with a call open is kept. A session is idle since
-// its last append or, with no events, since its owner's claim.
+// its last append or, with no events, since its owner's claim. A session whose age
+// cannot be read (a damaged record) is kept, so that it does not stop retention for
+// every other session.
 func (b *Bolt) victims(tx *bolt.Tx, rt roots, now time.Time) ([]string, error) {
 	var all []sessionAge
 	err := rt.sessions.ForEachBucket(func(k []byte) error {
 		last, err := lastAppend(rt.sessions.Bucket(k))
+		if err != nil {
+			b.keepDamaged(k, err)
+			return nil
+		}
 		all = append(all, sessionAge{string(k), last})
-		return err
+		return nil
 	})
 	if owners := tx.Bucket(bucketOwners); owners != nil && err == nil {
 		err = owners.ForEach(func(k, v []byte) error {
@@ -87,11 +94,15 @@ func (b *Bolt) victims(tx *bolt.Tx, rt roots, now time.Time) ([]string, error) {
 				return nil
 			}
 			_, claimed, err := parseOwnerValue(v)
+			if err != nil {
+				b.keepDamaged(k, err)
+				return nil
+			}
 			if claimed.IsZero() { // an untimed claim: idle from this start on
 				claimed = b.opened
 			}
 			all = append(all, sessionAge{string(k), claimed})
-			return err
+			return nil
 		})
 	}
 	if err != nil {
@@ -104,6 +115,11 @@ func (b *Bolt) victims(tx *bolt.Tx, rt roots, now time.Time) ([]string, error) {
 		ids = append(ids, s.id)
 	}
 	return ids, nil
+}
+
+// keepDamaged logs that retention keeps the session id, whose age it could not read.
+func (b *Bolt) keepDamaged(id []byte, err error) {
+	b.o.logger.Warn("retention keeps a session whose age cannot be read", zap.String("session_id", string(id)), zap.Error(err))
 }
 
 func hasOpenCalls(rt roots, id string) bool {

@@ -443,3 +443,50 @@ func TestBoltDamagedSessionFailsOnlyItsOwnAppend(t *testing.T) {
 		t.Errorf("Read(good) = %v, %v, want its one event at seq 1", got, err)
 	}
 }
+
+// A session whose last event is damaged is kept by retention, which goes on deleting
+// the other sessions its limits select; the damage failed every sweep, so that no
+// session was ever deleted again.
+func TestBoltSweepSkipsADamagedSession(t *testing.T) {
+	dir := t.TempDir()
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return t0 }
+	b, err := Open(dir, WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"bad", "old"} {
+		if _, err := b.Append(t.Context(), id, msg("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	closeStore(t, b)
+	db, err := bolt.Open(filepath.Join(dir, FileName), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketSessions).Bucket([]byte("bad")).Put(seqKey(2), []byte("damaged"))
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	s, err := Open(dir, WithClock(clock), WithRetention(time.Hour, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeStore(t, s)
+	if removed, err := s.Sweep(t0.Add(2 * time.Hour)); err != nil || removed != 1 {
+		t.Errorf("Sweep(+2h) = %d, %v, want 1 (old), the damaged session kept", removed, err)
+	}
+	if got, err := s.Read(t.Context(), "old", 1, 0); err != nil || len(got) != 0 {
+		t.Errorf("Read(old) after the sweep = %d events, %v, want none", len(got), err)
+	}
+	if _, err := s.Read(t.Context(), "bad", 1, 0); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("Read(bad) = %v, want ErrCorrupt (kept, still damaged)", err)
+	}
+}
