@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -682,8 +683,7 @@ func TestProviderResultFieldsThatMeanNothing(t *testing.T) {
 // TestToolSetOfAnotherSession: a batch naming a tool set resolved for another session
 // is INVALID_ARGUMENT naming batch.tool_set_id, and nothing runs or is logged: the
 // set's conditions were judged on the other session's history (here, query_db is
-// admitted only where get_db_schema succeeded). A set resolved without a session
-// serves any session's batch.
+// admitted only where get_db_schema succeeded).
 func TestToolSetOfAnotherSession(t *testing.T) {
 	e := start(t, "")
 	runProvider(t, e.app.Addr(),
@@ -704,11 +704,66 @@ func TestToolSetOfAnotherSession(t *testing.T) {
 	if events := e.readSession(t, "s-elsewhere"); len(events) != 0 {
 		t.Errorf("the refused batch logged %d events, want none", len(events))
 	}
-	anywhere := e.resolve(t, "", 1, nil)
-	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-elsewhere", Turn: 1, Step: 1, ToolSetId: anywhere.GetToolSetId(), Calls: []*toolsdv1.ToolCall{
-		call("c2", "get_db_schema", `{}`),
+}
+
+// TestSessionlessToolSetOfHistoryConditions: a set resolved without a session_id
+// whose conditions read the session's history judged an empty history, so a batch
+// naming it is INVALID_ARGUMENT naming batch.tool_set_id, and nothing runs or is
+// logged. Here send_email is one-shot (`!session.called("send_email")`): a set
+// resolved without a session admits it, and would run it again in a session where it
+// was already called.
+func TestSessionlessToolSetOfHistoryConditions(t *testing.T) {
+	e := start(t, "")
+	var sent atomic.Int32
+	runProvider(t, e.app.Addr(), provider.NewTool("send_email", "Sends the email, once.", func(context.Context, provider.Call, noArgs) (string, error) {
+		sent.Add(1)
+		return "sent", nil
+	}, provider.WithCondition(`!session.called("send_email")`)))
+	first := e.resolve(t, "s-mail", 1, nil)
+	e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-mail", Turn: 1, Step: 1, ToolSetId: first.GetToolSetId(), Calls: []*toolsdv1.ToolCall{
+		call("c1", "send_email", `{}`),
 	}}, batchOptions{})
-	if got := resultCodes(out.results); !slices.Equal(got, []string{""}) {
+	if got := names(e.resolve(t, "s-mail", 2, nil).GetTools()); slices.Contains(got, "send_email") {
+		t.Fatalf("the session's step 2 tool set = %v, want no send_email", got)
+	}
+	logged := len(e.readSession(t, "s-mail"))
+
+	sessionless := e.resolve(t, "", 2, nil)
+	if !slices.Contains(names(sessionless.GetTools()), "send_email") {
+		t.Fatalf("tool set resolved without a session = %v, want send_email admitted", names(sessionless.GetTools()))
+	}
+	_, err := e.execute(t, &toolsdv1.Batch{SessionId: "s-mail", Turn: 1, Step: 2, ToolSetId: sessionless.GetToolSetId(), Calls: []*toolsdv1.ToolCall{
+		call("c2", "send_email", `{}`),
+	}}, batchOptions{})
+	if got := fieldViolations(err); status.Code(err) != codes.InvalidArgument || reason(err) != "BAD_REQUEST" ||
+		!slices.Equal(got, []string{"batch.tool_set_id"}) || !strings.Contains(err.Error(), "resolved without a session_id") {
+		t.Errorf("ExecuteBatch(set resolved without a session) = %v with field violations %v, want InvalidArgument, BAD_REQUEST naming batch.tool_set_id, saying it was resolved without a session_id", err, got)
+	}
+	if n := sent.Load(); n != 1 {
+		t.Errorf("send_email ran %d times, want once", n)
+	}
+	if n := len(e.readSession(t, "s-mail")) - logged; n != 0 {
+		t.Errorf("the refused batch logged %d events, want none", n)
+	}
+}
+
+// TestSessionlessToolSetWithoutHistoryConditions: a set resolved without a session_id
+// whose conditions do not read the session's history serves any session's batch, its
+// admitted conditional tools included.
+func TestSessionlessToolSetWithoutHistoryConditions(t *testing.T) {
+	e := start(t, "")
+	runProvider(t, e.app.Addr(),
+		constTool("get_db_schema", "tables: users"),
+		constTool("web_search", "results", provider.WithCondition(`model.provider == "openai" && step >= 1`)),
+	)
+	set := e.resolve(t, "", 1, &toolsdv1.ModelSelection{Provider: "openai"})
+	if diff := cmp.Diff([]string{"get_db_schema", "web_search"}, names(set.GetTools())); diff != "" {
+		t.Fatalf("tool set resolved without a session (-want +got):\n%s", diff)
+	}
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-anywhere", Turn: 1, Step: 1, ToolSetId: set.GetToolSetId(), Calls: []*toolsdv1.ToolCall{
+		call("c1", "web_search", `{}`), call("c2", "get_db_schema", `{}`),
+	}}, batchOptions{})
+	if got := resultCodes(out.results); !slices.Equal(got, []string{"", ""}) {
 		t.Errorf("batch with a set resolved without a session = %v, want success", got)
 	}
 }

@@ -57,6 +57,9 @@ type ConditionEnv struct {
 const (
 	fnCalled    = "session.called"
 	fnSucceeded = "session.succeeded"
+
+	ovCalled    = "session_called_string"
+	ovSucceeded = "session_succeeded_string"
 )
 
 // celEnv is the one CEL environment every condition compiles in.
@@ -68,9 +71,9 @@ var celEnv = sync.OnceValues(func() (*cel.Env, error) {
 		cel.Variable("model.provider", cel.StringType),
 		cel.Variable("model.model", cel.StringType),
 		cel.Variable("model.reasoning_effort", cel.StringType),
-		cel.Function(fnCalled, cel.Overload("session_called_string",
+		cel.Function(fnCalled, cel.Overload(ovCalled,
 			[]*cel.Type{cel.StringType}, cel.BoolType, cel.LateFunctionBinding())),
-		cel.Function(fnSucceeded, cel.Overload("session_succeeded_string",
+		cel.Function(fnSucceeded, cel.Overload(ovSucceeded,
 			[]*cel.Type{cel.StringType}, cel.BoolType, cel.LateFunctionBinding())),
 		celx.BoundedRegex(),
 	)
@@ -89,17 +92,18 @@ const interruptEvery = 100
 // elements before its cost was charged.
 const maxConditionValueSize = 10000
 
-// compileCondition parses and type-checks src; errors name line:column.
-func compileCondition(name, src string, costLimit uint64) (cel.Program, error) {
+// compileCondition parses and type-checks src, and reports whether it reads the
+// session's history (see [readsHistory]); errors name line:column.
+func compileCondition(name, src string, costLimit uint64) (cel.Program, bool, error) {
 	where := "tool " + quoteName(name) + " condition"
 	env, err := celEnv()
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: environment: %w", ErrInvalidCondition, where, err)
+		return nil, false, fmt.Errorf("%w: %s: environment: %w", ErrInvalidCondition, where, err)
 	}
 	ast, iss := env.Parse(src)
 	if iss == nil || iss.Err() == nil {
 		if loc, deep := celx.DeepComprehension(ast); deep {
-			return nil, fmt.Errorf("%w: %s: %d:%d: macros nest more than %d deep", ErrInvalidCondition, where,
+			return nil, false, fmt.Errorf("%w: %s: %d:%d: macros nest more than %d deep", ErrInvalidCondition, where,
 				loc.Line(), loc.Column()+1, celx.MaxComprehensionNesting)
 		}
 		ast, iss = env.Check(ast)
@@ -113,19 +117,33 @@ func compileCondition(name, src string, costLimit uint64) (cel.Program, error) {
 			}
 			msgs = append(msgs, fmt.Sprintf("%d:%d: %s", line, col, e.Message))
 		}
-		return nil, fmt.Errorf("%w: %s: %s", ErrInvalidCondition, where, strings.Join(msgs, "; "))
+		return nil, false, fmt.Errorf("%w: %s: %s", ErrInvalidCondition, where, strings.Join(msgs, "; "))
 	}
 	if !ast.OutputType().IsExactType(cel.BoolType) {
-		return nil, fmt.Errorf("%w: %s: 1:1: must return bool, not %s", ErrInvalidCondition, where, ast.OutputType())
+		return nil, false, fmt.Errorf("%w: %s: 1:1: must return bool, not %s", ErrInvalidCondition, where, ast.OutputType())
 	}
 	// Patterns are literals (see celx): compiled once here, not at every match.
 	prg, err := env.Program(ast, cel.CostLimit(costLimit), cel.InterruptCheckFrequency(interruptEvery),
 		cel.MemoryLimit(maxConditionValueSize), celx.SizedOperatorCosts(),
 		cel.OptimizeRegex(interpreter.MatchesRegexOptimization))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrInvalidCondition, where, err)
+		return nil, false, fmt.Errorf("%w: %s: %w", ErrInvalidCondition, where, err)
 	}
-	return prg, nil
+	return prg, readsHistory(ast), nil
+}
+
+// readsHistory reports whether a checked condition calls session.called or
+// session.succeeded anywhere, whether or not a given evaluation reaches the call: a
+// set resolved without a session judged such a condition on an empty history.
+func readsHistory(checked *cel.Ast) bool {
+	for _, ref := range checked.NativeRep().ReferenceMap() {
+		for _, id := range ref.OverloadIDs {
+			if id == ovCalled || id == ovSucceeded {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // activation builds the variables and history functions of one resolution.

@@ -28,6 +28,8 @@ type Entry struct {
 	params *schema
 	output *schema
 	cond   cel.Program
+	// readsHistory is whether cond calls session.called or session.succeeded.
+	readsHistory bool
 
 	schema     tool.Schema
 	projDigest [sha256.Size]byte
@@ -163,7 +165,7 @@ func newEntry(scope string, def tool.Definition, owner string, o *options) (*Ent
 		}
 	}
 	if def.Condition != "" {
-		if e.cond, err = compileCondition(def.Name, def.Condition, o.costLimit); err != nil {
+		if e.cond, e.readsHistory, err = compileCondition(def.Name, def.Condition, o.costLimit); err != nil {
 			return nil, err
 		}
 	}

@@ -27,6 +27,9 @@ type ToolSet struct {
 	scope string
 	// session is the session whose history the conditions read ("" for none).
 	session string
+	// readsHistory is whether a condition evaluated for the set reads the session's
+	// history (calls session.called or session.succeeded).
+	readsHistory bool
 	// turn and step are the step the set was resolved for: its batch must be that step's.
 	turn, step uint64
 	owner      string    // counted in Registry.setsOf while live
@@ -66,6 +69,11 @@ func (ts *ToolSet) Scope() string { return ts.scope }
 // Session returns the session whose history the set's conditions read, "" when it was
 // resolved without one.
 func (ts *ToolSet) Session() string { return ts.session }
+
+// ReadsHistory reports whether a condition evaluated for the set reads the session's
+// history. Resolved without a session, such a set judged an empty history: it may
+// admit a tool the session's own history excludes (a one-shot tool already called).
+func (ts *ToolSet) ReadsHistory() bool { return ts.readsHistory }
 
 // Turn returns the turn the set was resolved for.
 func (ts *ToolSet) Turn() uint64 { return ts.turn }
@@ -176,11 +184,12 @@ func (r *Registry) ResolveToolSet(ctx context.Context, scope string, env Conditi
 		v := r.viewLocked(r.nearestLocked(scope))
 		r.mu.RUnlock()
 
-		admitted, err := evaluate(ctx, scope, v, env)
+		admitted, readsHistory, err := evaluate(ctx, scope, v, env)
 		if err != nil {
 			return nil, err
 		}
 		ts := r.newToolSet(scope, v, admitted)
+		ts.readsHistory = readsHistory
 		ts.owner, ts.session = env.Owner, env.SessionID
 		ts.turn, ts.step = env.Turn, env.Step
 
@@ -209,7 +218,7 @@ func (r *Registry) ResolveToolSet(ctx context.Context, scope string, env Conditi
 	v := r.viewLocked(r.nearestLocked(scope))
 	lctx, cancel := context.WithTimeoutCause(ctx, r.opts.lockedBudget, errLockedBudget)
 	defer cancel()
-	admitted, err := evaluate(lctx, scope, v, env)
+	admitted, readsHistory, err := evaluate(lctx, scope, v, env)
 	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(lctx), errLockedBudget) {
 		return nil, fmt.Errorf("%w: scope %s: its tools kept changing while its conditions were evaluated, which takes longer than the registry may be held (%v); retry",
 			ErrBusy, quoteName(scope), r.opts.lockedBudget)
@@ -218,6 +227,7 @@ func (r *Registry) ResolveToolSet(ctx context.Context, scope string, env Conditi
 		return nil, err
 	}
 	ts := r.newToolSet(scope, v, admitted)
+	ts.readsHistory = readsHistory
 	ts.owner, ts.session = env.Owner, env.SessionID
 	ts.turn, ts.step = env.Turn, env.Step
 	r.addSetLocked(ts)
@@ -257,32 +267,35 @@ func (r *Registry) checkSetLimitsLocked(owner string) error {
 	return nil
 }
 
-// evaluate runs the condition of every conditional entry of v.
-func evaluate(ctx context.Context, scope string, v *view, env ConditionEnv) (map[string]*Entry, error) {
+// evaluate runs the condition of every conditional entry of v, and reports whether
+// any of them reads the session's history.
+func evaluate(ctx context.Context, scope string, v *view, env ConditionEnv) (map[string]*Entry, bool, error) {
 	var act cel.Activation
 	admitted := map[string]*Entry{}
+	readsHistory := false
 	for _, e := range v.conditionals() {
 		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("registry: resolve tool set for scope %s: %w", quoteName(scope), err)
+			return nil, false, fmt.Errorf("registry: resolve tool set for scope %s: %w", quoteName(scope), err)
 		}
 		if act == nil {
 			var err error
 			if act, err = activation(scope, env); err != nil {
-				return nil, fmt.Errorf("%w: scope %s: %w", ErrActivationFailed, quoteName(scope), err)
+				return nil, false, fmt.Errorf("%w: scope %s: %w", ErrActivationFailed, quoteName(scope), err)
 			}
 		}
 		ok, err := evalCondition(ctx, e, act)
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil, fmt.Errorf("registry: resolve tool set for scope %s: %w", quoteName(scope), err)
+				return nil, false, fmt.Errorf("registry: resolve tool set for scope %s: %w", quoteName(scope), err)
 			}
-			return nil, err
+			return nil, false, err
 		}
+		readsHistory = readsHistory || e.readsHistory
 		if ok {
 			admitted[e.def.Name] = e
 		}
 	}
-	return admitted, nil
+	return admitted, readsHistory, nil
 }
 
 func (r *Registry) newToolSet(scope string, v *view, admitted map[string]*Entry) *ToolSet {

@@ -69,6 +69,40 @@ func TestToolSetAdmission(t *testing.T) {
 	}
 }
 
+// TestToolSetReadsHistory: a set reads the session's history when a condition its
+// resolution evaluated calls session.called or session.succeeded anywhere, whether or
+// not that evaluation reached the call, and whether or not the tool was admitted.
+func TestToolSetReadsHistory(t *testing.T) {
+	tests := map[string]struct {
+		conds []string
+		want  bool
+	}{
+		"no conditional tools":     {want: false},
+		"no history":               {conds: []string{`model.provider == "openai"`, `step >= 1 && scope.startsWith("p")`}, want: false},
+		"session.called":           {conds: []string{`!session.called("send_email")`}, want: true},
+		"session.succeeded":        {conds: []string{`step > 0`, `session.succeeded("x")`}, want: true},
+		"not reached":              {conds: []string{`step > 100 && session.called("x")`}, want: true},
+		"within a macro":           {conds: []string{`["a", "b"].exists(n, session.called(n))`}, want: true},
+		"a name that says session": {conds: []string{`model.model == "session.called"`}, want: false},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := newRegistry(t)
+			mustRegister(t, r, "", def("always"), "")
+			for i, c := range tc.conds {
+				mustRegister(t, r, "", withCondition("cond_"+string(rune('a'+i)), c), "")
+			}
+			ts, err := r.ResolveToolSet(t.Context(), "p", registry.ConditionEnv{Step: 1})
+			if err != nil {
+				t.Fatalf("ResolveToolSet = %v", err)
+			}
+			if got := ts.ReadsHistory(); got != tc.want {
+				t.Errorf("ToolSet.ReadsHistory() = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestToolSetUnknownNameMatchesRegistry(t *testing.T) {
 	r := newRegistry(t)
 	mustRegister(t, r, "", withCondition("c", "false"), "")

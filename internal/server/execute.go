@@ -368,6 +368,12 @@ func (s *Server) buildBatch(ctx context.Context, first *toolsdv1.ExecuteBatchReq
 			return nil, nil, badField("batch.tool_set_id", "tool set %q was resolved for session %q, not %q",
 				id, textcut.Ellipsis(sid, textcut.MaxLoggedID), textcut.Ellipsis(req.GetSessionId(), textcut.MaxLoggedID))
 		}
+		// Resolved without a session, those conditions judged an empty history: a
+		// one-shot tool (`!session.called("x")`) would run again in a session that
+		// called it. A set whose conditions do not read the history serves any session.
+		if ts.Session() == "" && ts.ReadsHistory() {
+			return nil, nil, badField("batch.tool_set_id", "tool set %q was resolved without a session_id, and its conditions read the session's history: resolve it with the batch's session_id", id)
+		}
 		// A step resolves its own set: its conditions read that step's numbers (and the
 		// history up to it), so a set reused for a later step would admit what that step's
 		// resolution might not.

@@ -554,7 +554,9 @@ type ResolveToolSetRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Scope of the agent.
 	Scope string `protobuf:"bytes,1,opt,name=scope,proto3" json:"scope,omitempty"`
-	// Session whose history conditions may read (optional; at most 256 bytes).
+	// Session whose history conditions may read (optional; at most 256 bytes). Without it
+	// they see an empty history, and a batch may name the set only if none of them reads
+	// the history (see Batch.tool_set_id).
 	SessionId string `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// Turn number.
 	Turn uint64 `protobuf:"varint,3,opt,name=turn,proto3" json:"turn,omitempty"`
@@ -1131,9 +1133,12 @@ type Batch struct {
 	Calls []*ToolCall `protobuf:"bytes,5,rep,name=calls,proto3" json:"calls,omitempty"`
 	// Optional tool set from ResolveToolSet governing every call of the batch. It must have
 	// been resolved for the batch's scope and, if it was resolved with a session_id, for the
-	// batch's session (else INVALID_ARGUMENT); and for the batch's turn and step (else
-	// FAILED_PRECONDITION, reason TOOL_SET_STEP_MISMATCH, saying which turn and step the set
-	// was resolved for): a step resolves its own set, which is not reused for another step.
+	// batch's session; a set resolved without a session_id serves a batch only if none of
+	// the conditions its resolution evaluated reads the session's history (session.called,
+	// session.succeeded), which it judged empty (else INVALID_ARGUMENT). It must also have
+	// been resolved for the batch's turn and step (else FAILED_PRECONDITION, reason
+	// TOOL_SET_STEP_MISMATCH, saying which turn and step the set was resolved for): a step
+	// resolves its own set, which is not reused for another step.
 	ToolSetId string `protobuf:"bytes,6,opt,name=tool_set_id,json=toolSetId,proto3" json:"tool_set_id,omitempty"`
 	// Optional cap on parallel calls for this batch (0 = the server's maximum).
 	MaxParallel   uint32 `protobuf:"varint,7,opt,name=max_parallel,json=maxParallel,proto3" json:"max_parallel,omitempty"`
