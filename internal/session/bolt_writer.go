@@ -175,7 +175,6 @@ func (w *writer) commit(reqs []*request) {
 		}
 		return nil
 	})
-	w.b.o.observer.SyncDone(time.Since(start))
 	if err != nil {
 		for _, r := range reqs {
 			delete(w.sessions, r.sessionID) // its seqs and open calls advanced in memory only
@@ -193,6 +192,9 @@ func (w *writer) commit(reqs []*request) {
 		}
 		return
 	}
+	// Only a transaction that committed is a group commit: one rolled back wrote and
+	// synced nothing (a failed one is not reported either, as in the journal).
+	w.b.o.observer.SyncDone(time.Since(start))
 	for _, r := range reqs {
 		if l := w.b.live.get(r.sessionID); l != nil {
 			l.mu.Lock()

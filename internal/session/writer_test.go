@@ -490,3 +490,64 @@ func TestBoltSweepSkipsADamagedSession(t *testing.T) {
 		t.Errorf("Read(bad) = %v, want ErrCorrupt (kept, still damaged)", err)
 	}
 }
+
+// syncCounter counts the group commits a store reports.
+type syncCounter struct {
+	mu    sync.Mutex
+	syncs int
+}
+
+func (c *syncCounter) AppendDone(int, time.Duration) {}
+
+func (c *syncCounter) SyncDone(time.Duration) {
+	c.mu.Lock()
+	c.syncs++
+	c.mu.Unlock()
+}
+
+// A bbolt transaction that rolls back (an append to a damaged session) wrote and
+// synced nothing: it is no group commit, and its time is not a sync's (the journal
+// reports only the groups it wrote). Else every failed append adds a sync of a few
+// microseconds, pulling toolsd_session_sync_duration_seconds' quantiles down.
+func TestBoltRolledBackCommitIsNoSync(t *testing.T) {
+	dir := t.TempDir()
+	b, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Append(t.Context(), "bad", msg("before")); err != nil {
+		t.Fatal(err)
+	}
+	closeStore(t, b)
+	db, err := bolt.Open(filepath.Join(dir, FileName), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketSessions).Bucket([]byte("bad")).Put([]byte("not a seq"), []byte("x"))
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	c := &syncCounter{}
+	s, err := Open(dir, WithObserver(c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeStore(t, s)
+	if _, err := s.Append(t.Context(), "bad", msg("to the damaged session")); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Append(bad) = %v, want ErrCorrupt", err)
+	}
+	if _, err := s.Append(t.Context(), "good", msg("to a sound session")); err != nil {
+		t.Fatalf("Append(good) = %v", err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.syncs != 1 {
+		t.Errorf("SyncDone calls = %d, want 1 (the sound session's commit only)", c.syncs)
+	}
+}
