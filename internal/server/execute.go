@@ -63,7 +63,8 @@ func (s *Server) ExecuteBatch(stream batchStream) error {
 	// the handler returns, however it returns; lines about messages read after are dropped.
 	lines := &streamgate.Retire{}
 	defer lines.Retire()
-	startReader := func() { go s.receive(stream, approver, cancel, b.BatchID, lines) }
+	reader := newBatchReader(ctx)
+	startReader := func() { reader.start(func() error { return s.receive(stream, approver, cancel, b.BatchID, lines) }) }
 	sink := &batchSink{out: out, calls: b.Calls}
 	if single && s.limits.AcceptedHold > 0 {
 		sink.quiet = newQuietStart(out, s.limits.AcceptedHold, startReader)
@@ -98,14 +99,14 @@ func (s *Server) ExecuteBatch(stream batchStream) error {
 	}
 	if err != nil {
 		_ = out.close()
-		return s.streamFailure(batchCtx, err)
+		return s.streamFailure(batchCtx, reader, err)
 	}
 	if err := out.close(); err != nil {
-		return s.streamFailure(batchCtx, err)
+		return s.streamFailure(batchCtx, reader, err)
 	}
 	// The reader records the cause, then ends the stream with it: a batch that the
 	// cancel settled first must not end the stream OK in between.
-	return s.endedForMessage(batchCtx)
+	return s.endedForMessage(batchCtx, reader)
 }
 
 // cutOff is the outbox's onCut: the batch is cancelled with err, and a client cut off
@@ -123,25 +124,27 @@ func (s *Server) cutOff(stream batchStream, cancel context.CancelCauseFunc, err 
 
 // streamFailure reports why results could not be delivered; they are in the log anyway.
 // A stream toolsd ended itself (a client cut off for not reading, a message over
-// max_request_bytes or not UTF-8: the cause of batchCtx) reports the status it was
-// ended with, so that the RPC's log line and metrics say what the client was told.
-func (s *Server) streamFailure(batchCtx context.Context, err error) error {
+// max_request_bytes or not UTF-8: the cause of batchCtx), or gRPC did (a message over
+// its own receive limit), reports the status it was ended with, so that the RPC's log
+// line and metrics say what the client was told.
+func (s *Server) streamFailure(batchCtx context.Context, reader *batchReader, err error) error {
 	if errors.Is(err, errSlowClient) {
 		return toStatus(s.log, err)
 	}
-	if err := s.endedForMessage(batchCtx); err != nil {
+	if err := s.endedForMessage(batchCtx, reader); err != nil {
 		return err
 	}
 	return toStatus(s.log, context.Canceled)
 }
 
 // endedForMessage is the status of a batch stream that toolsd ended for a message it
-// refused, over max_request_bytes or not UTF-8 (the cause of batchCtx), nil for any other.
-func (s *Server) endedForMessage(batchCtx context.Context) error {
+// refused, over max_request_bytes or not UTF-8 (the cause of batchCtx), or that gRPC
+// ended for a message it refused itself (see [batchReader.refusal]), nil for any other.
+func (s *Server) endedForMessage(batchCtx context.Context, reader *batchReader) error {
 	if cause := context.Cause(batchCtx); errors.Is(cause, errRequestTooLarge) || errors.Is(cause, errBadRequest) {
 		return toStatus(s.log, cause)
 	}
-	return nil
+	return reader.refusal()
 }
 
 // recvFirst reads the batch message on the handler's goroutine. Draining ends the wait:
@@ -228,10 +231,11 @@ type statusWriter interface {
 // awaits, repeated cancels, unexpected messages) write, so a client cannot flood the log.
 const maxStrayLogs = 10
 
-// receive reads approvals and cancels until the client half-closes or goes away. It
-// ends when the handler returns, because the stream's context ends with it; its log
-// lines go through lines, which the handler ends before it returns.
-func (s *Server) receive(stream batchStream, approver *streamApprover, cancel context.CancelCauseFunc, batchID string, lines *streamgate.Retire) {
+// receive reads approvals and cancels until the client half-closes or goes away, and
+// returns the error of the Recv that ended it (nil for a half-close). It ends when the
+// handler returns, because the stream's context ends with it; its log lines go through
+// lines, which the handler ends before it returns.
+func (s *Server) receive(stream batchStream, approver *streamApprover, cancel context.CancelCauseFunc, batchID string, lines *streamgate.Retire) error {
 	defer approver.closeSide()
 	strays, cancelled := 0, false
 	stray := func(msg string, fields ...zap.Field) {
@@ -248,10 +252,11 @@ func (s *Server) receive(stream batchStream, approver *streamApprover, cancel co
 	for {
 		m, err := stream.Recv()
 		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				cancel(err)
+			if errors.Is(err, io.EOF) {
+				return nil
 			}
-			return
+			cancel(err)
+			return err
 		}
 		if limit := s.limits.MaxRequestBytes; limit > 0 {
 			if n := proto.Size(m); n > limit {
@@ -261,7 +266,7 @@ func (s *Server) receive(stream batchStream, approver *streamApprover, cancel co
 				err := fmt.Errorf("%w: a message of %d bytes, over the limit of %d (max_request_bytes)", errRequestTooLarge, n, limit)
 				cancel(err)
 				s.endStream(stream, err)
-				return
+				return err
 			}
 		}
 		switch msg := m.GetMsg().(type) {
