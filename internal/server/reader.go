@@ -19,17 +19,17 @@ import (
 type batchReader struct {
 	ctx     context.Context // the stream's
 	started atomic.Bool
-	done    chan struct{} // closed when the reader has returned
+	done    chan struct{} // closed when the reader has returned; made by start
 	err     error         // the reader's Recv error; read once done is closed
 }
 
-func newBatchReader(ctx context.Context) *batchReader {
-	return &batchReader{ctx: ctx, done: make(chan struct{})}
-}
+func newBatchReader(ctx context.Context) *batchReader { return &batchReader{ctx: ctx} }
 
-// start runs receive on a goroutine of its own.
+// start runs receive on a goroutine of its own. A quick single call's batch never
+// starts its reader, and makes no channel for it.
 func (r *batchReader) start(receive func() error) {
-	r.started.Store(true)
+	r.done = make(chan struct{})
+	r.started.Store(true) // after done: refusal reads done once it sees started
 	go func() {
 		defer close(r.done)
 		r.err = receive()
