@@ -12,8 +12,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
@@ -159,6 +161,49 @@ func (badTextCodec) Marshal(v any) (mem.BufferSlice, error) {
 
 func (badTextCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	return proto.Unmarshal(data.Materialize(), v.(proto.Message))
+}
+
+// truncatingCodec sends each message less its last three bytes: not protobuf.
+type truncatingCodec struct{}
+
+func (truncatingCodec) Name() string { return "proto" }
+
+func (truncatingCodec) Marshal(v any) (mem.BufferSlice, error) {
+	b, err := proto.Marshal(v.(proto.Message))
+	if err != nil {
+		return nil, err
+	}
+	return mem.BufferSlice{mem.SliceBuffer(b[:max(0, len(b)-3)])}, nil
+}
+
+func (truncatingCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	return proto.Unmarshal(data.Materialize(), v.(proto.Message))
+}
+
+// TestMessageNotProtobufIsInvalidArgument: a request that is not protobuf at all is
+// refused as the client's error (INVALID_ARGUMENT, BAD_REQUEST), not gRPC's INTERNAL,
+// which blames toolsd and is logged as its own error; nothing of a refused batch is
+// logged, and the client's next, valid request runs.
+func TestMessageNotProtobufIsInvalidArgument(t *testing.T) {
+	e := start(t, "")
+	runProvider(t, e.app.Addr(), constTool("fine", "ok"))
+	cut := grpc.ForceCodecV2(truncatingCodec{})
+
+	_, err := e.tools.Schemas(t.Context(), &toolsdv1.SchemasRequest{Scope: "team"}, cut)
+	if status.Code(err) != codes.InvalidArgument || reason(err) != "BAD_REQUEST" {
+		t.Errorf("Schemas(truncated) = %v, want InvalidArgument, BAD_REQUEST", err)
+	}
+	_, err = e.execute(t, &toolsdv1.Batch{SessionId: "s-cut", Calls: []*toolsdv1.ToolCall{call("c0", "fine", `{}`)}},
+		batchOptions{callOpts: []grpc.CallOption{cut}})
+	if status.Code(err) != codes.InvalidArgument || reason(err) != "BAD_REQUEST" {
+		t.Errorf("ExecuteBatch(truncated batch) = %v, want InvalidArgument, BAD_REQUEST", err)
+	}
+	if events := e.readSession(t, "s-cut"); len(events) != 0 {
+		t.Errorf("the refused batch logged %d events", len(events))
+	}
+	if got := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-cut", Calls: []*toolsdv1.ToolCall{call("c0", "fine", `{}`)}}, batchOptions{}); got.results[0].GetContent() != "ok" {
+		t.Errorf("a valid batch after the refusal = %v", got.results[0])
+	}
 }
 
 // TestProviderTextNotUTF8KeepsItsStream: a registration whose text is not UTF-8 (which

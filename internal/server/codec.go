@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -33,6 +34,9 @@ import (
 //   - every other message (agents', operators', hooks') is marked with the path of its
 //     first bad field, and the interceptors ([refuseBadText]) refuse it with
 //     INVALID_ARGUMENT naming that field before any handler sees it.
+//
+// A message that is not protobuf at all (or not of its type), anyone's, is emptied and
+// marked the same way, and refused with INVALID_ARGUMENT (BAD_REQUEST).
 type lenientCodec struct{ encoding.CodecV2 }
 
 func newLenientCodec() lenientCodec {
@@ -40,9 +44,13 @@ func newLenientCodec() lenientCodec {
 }
 
 // badTextField is the unknown field that marks a repaired message for refusal; its
-// value is the path of the first field that was not UTF-8. A client that sends it
-// itself only has its own message refused.
-const badTextField = protowire.MaxValidNumber
+// value is the path of the first field that was not UTF-8. malformedField marks an
+// emptied message that was not protobuf at all; its value is the decode error. A client
+// that sends either itself only has its own message refused.
+const (
+	badTextField   = protowire.MaxValidNumber
+	malformedField = protowire.MaxValidNumber - 1
+)
 
 // Unmarshal implements [encoding.CodecV2].
 func (c lenientCodec) Unmarshal(data mem.BufferSlice, v any) error {
@@ -56,47 +64,70 @@ func (c lenientCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	}
 	fixed, bad, ok := repairUTF8(nil, data.Materialize(), m.ProtoReflect().Descriptor(), "", 0)
 	if !ok || bad == "" {
-		return err
+		return markMalformed(m, err)
 	}
 	proto.Reset(m)
-	if proto.Unmarshal(fixed, m) != nil {
-		return err
+	if uerr := proto.Unmarshal(fixed, m); uerr != nil {
+		return markMalformed(m, uerr)
 	}
 	if _, provider := v.(*toolsdv1.ProviderServiceConnectRequest); !provider {
-		r := m.ProtoReflect()
-		r.SetUnknown(protowire.AppendString(protowire.AppendTag(r.GetUnknown(), badTextField, protowire.BytesType), bad))
+		markWith(m, badTextField, bad)
 	}
 	return nil
 }
 
-// badText returns the path the codec marked m with, or "" when m is not marked.
-func badText(m any) string {
+// markMalformed empties m, which could not be decoded for err (not protobuf, or not
+// this message's), and marks it for refusal: gRPC would end the RPC with INTERNAL, a
+// status that blames toolsd for the client's bytes, and toolsd would log it as its own
+// error.
+func markMalformed(m proto.Message, err error) error {
+	proto.Reset(m)
+	markWith(m, malformedField, textcut.Ellipsis(err.Error(), textcut.MaxLoggedID))
+	return nil
+}
+
+// markWith adds the unknown field num with value to m.
+func markWith(m proto.Message, num protowire.Number, value string) {
+	r := m.ProtoReflect()
+	r.SetUnknown(protowire.AppendString(protowire.AppendTag(r.GetUnknown(), num, protowire.BytesType), value))
+}
+
+// refused returns why the codec marked m for refusal (bad text or not protobuf), nil
+// when it did not.
+func refused(m any) error {
+	if path := marked(m, badTextField); path != "" {
+		return badTextCause(path)
+	}
+	if why := marked(m, malformedField); why != "" {
+		return fmt.Errorf("%w: the message could not be decoded (%s)", errBadRequest, why)
+	}
+	return nil
+}
+
+// marked returns the value the codec marked m with as field num, or "" when m is not
+// so marked.
+func marked(m any, num protowire.Number) string {
 	pm, ok := m.(proto.Message)
 	if !ok {
 		return ""
 	}
 	u := pm.ProtoReflect().GetUnknown()
 	for len(u) > 0 {
-		num, typ, n := protowire.ConsumeTag(u)
-		if n < 0 {
-			return ""
-		}
-		if num == badTextField && typ == protowire.BytesType {
-			v, _ := protowire.ConsumeBytes(u[n:])
-			return string(v)
-		}
-		l := protowire.ConsumeFieldValue(num, typ, u[n:])
+		n, typ, l := protowire.ConsumeTag(u)
 		if l < 0 {
 			return ""
 		}
-		u = u[n+l:]
+		if n == num && typ == protowire.BytesType {
+			v, _ := protowire.ConsumeBytes(u[l:])
+			return string(v)
+		}
+		k := protowire.ConsumeFieldValue(n, typ, u[l:])
+		if k < 0 {
+			return ""
+		}
+		u = u[l+k:]
 	}
 	return ""
-}
-
-// errBadText is the refusal of a message the codec marked.
-func errBadText(log *zap.Logger, path string) error {
-	return toStatus(log, badTextCause(path))
 }
 
 // badTextCause is why a message the codec marked at path is refused. The path is cut: a
@@ -110,8 +141,8 @@ func badTextCause(path string) error {
 // a unary request, and each message a stream receives.
 func refuseBadText(log *zap.Logger) (grpc.UnaryServerInterceptor, grpc.StreamServerInterceptor) {
 	unary := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if path := badText(req); path != "" {
-			return nil, errBadText(log, path)
+		if cause := refused(req); cause != nil {
+			return nil, toStatus(log, cause)
 		}
 		return handler(ctx, req)
 	}
@@ -158,11 +189,10 @@ func (s textCheckedStream) RecvMsg(m any) error {
 	if err := s.ServerStream.RecvMsg(m); err != nil {
 		return err
 	}
-	path := badText(m)
-	if path == "" {
+	cause := refused(m)
+	if cause == nil {
 		return nil
 	}
-	cause := badTextCause(path)
 	if s.refusal.before != nil {
 		s.refusal.before(cause)
 	}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"bytes"
 	"testing"
 
@@ -73,23 +74,24 @@ func TestLenientCodecMarksOthers(t *testing.T) {
 			t.Errorf("%s: Unmarshal() = %v, want it decoded and marked", tc.name, err)
 			continue
 		}
-		if got := badText(tc.into); got != tc.want {
+		if got := marked(tc.into, badTextField); got != tc.want {
 			t.Errorf("%s: marked %q, want %q", tc.name, got, tc.want)
 		}
 	}
 	var clean toolsdv1.ExecuteBatchRequest
-	if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(mustMarshal(t, &toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Batch{Batch: &toolsdv1.Batch{SessionId: "s"}}}))}, &clean); err != nil || badText(&clean) != "" {
-		t.Errorf("a clean message: Unmarshal() = %v, marked %q; want it decoded unmarked", err, badText(&clean))
+	if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(mustMarshal(t, &toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Batch{Batch: &toolsdv1.Batch{SessionId: "s"}}}))}, &clean); err != nil || marked(&clean, badTextField) != "" {
+		t.Errorf("a clean message: Unmarshal() = %v, marked %q; want it decoded unmarked", err, marked(&clean, badTextField))
 	}
 	var provider toolsdv1.ProviderServiceConnectRequest
 	hello := &toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Hello{Hello: &toolsdv1.ProviderHello{Name: "p-@@BAD@@"}}}
-	if err := c.Unmarshal(corrupt(t, hello), &provider); err != nil || badText(&provider) != "" {
-		t.Errorf("a provider's hello: Unmarshal() = %v, marked %q; want it repaired unmarked", err, badText(&provider))
+	if err := c.Unmarshal(corrupt(t, hello), &provider); err != nil || marked(&provider, badTextField) != "" {
+		t.Errorf("a provider's hello: Unmarshal() = %v, marked %q; want it repaired unmarked", err, marked(&provider, badTextField))
 	}
 	b := corrupt(t, hello).Materialize()
 	truncated := mem.BufferSlice{mem.SliceBuffer(b[:len(b)-3])}
-	if err := c.Unmarshal(truncated, &toolsdv1.ProviderServiceConnectRequest{}); err == nil {
-		t.Error("a truncated provider message decoded")
+	var cut toolsdv1.ProviderServiceConnectRequest
+	if err := c.Unmarshal(truncated, &cut); err != nil || !errors.Is(refused(&cut), errBadRequest) || cut.GetMsg() != nil {
+		t.Errorf("a truncated provider message: Unmarshal() = %v, emptied to %v, refused for %v; want it emptied and refused as a bad request", err, cut.GetMsg(), refused(&cut))
 	}
 }
 
