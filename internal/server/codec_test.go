@@ -1,8 +1,8 @@
 package server
 
 import (
-	"errors"
 	"bytes"
+	"errors"
 	"testing"
 
 	"google.golang.org/grpc/mem"
