@@ -104,7 +104,8 @@ func WithAdminListener(l net.Listener) Option { return func(a *App) { a.adminLis
 // toolsd writes to or reads from the log goes through the returned store, and closing
 // it must close the wrapped one. For instrumenting the log, or for tests that make it
 // fail. toolsd watches the returned store for stopping by itself only if it implements
-// session.Stopper.
+// session.Stopper, and a WatchSession resumed with expect_epoch checks its session
+// again once the store's watch is attached only if it implements session.AttachWatcher.
 func WithSessionStoreWrapper(wrap func(session.Store) session.Store) Option {
 	return func(a *App) { a.wrapStore = wrap }
 }

@@ -20,7 +20,10 @@ type storeWatch struct {
 	a *App
 }
 
-var _ session.Store = storeWatch{}
+var (
+	_ session.Store         = storeWatch{}
+	_ session.AttachWatcher = storeWatch{}
+)
 
 func (w storeWatch) check(err error) error {
 	if err != nil && errors.Is(err, session.ErrStopped) {
@@ -41,6 +44,12 @@ func (w storeWatch) Read(ctx context.Context, sessionID string, fromSeq uint64, 
 
 func (w storeWatch) Watch(ctx context.Context, sessionID string, fromSeq uint64, fn func(session.Event) error) error {
 	return w.check(w.Store.Watch(ctx, sessionID, fromSeq, fn))
+}
+
+// WatchAttached forwards to the store's (see session.WatchAttached): WatchSession
+// checks a session's epoch again once its watch is attached.
+func (w storeWatch) WatchAttached(ctx context.Context, sessionID string, fromSeq uint64, attached func() error, fn func(session.Event) error) error {
+	return w.check(session.WatchAttached(ctx, w.Store, sessionID, fromSeq, attached, fn))
 }
 
 func (w storeWatch) Summary(ctx context.Context, sessionID string) (session.Summary, error) {

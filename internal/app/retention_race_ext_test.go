@@ -151,3 +151,75 @@ func TestResolveToolSetAgainstASessionClaimedMeanwhile(t *testing.T) {
 		t.Errorf("ResolveToolSet(s-claimed) as agent-b, agent-a's first batch landing before the history is read = %v, want PermissionDenied", err)
 	}
 }
+
+// recreateBeforeWatch runs a retention sweep (as of far in the future) and appends the
+// id's next session's first event as a watch that checks its session once attached
+// begins: retention deleting the session between WatchSession's check of expect_epoch
+// and the store's watch attaching.
+type recreateBeforeWatch struct {
+	session.Store
+	once sync.Once
+	err  error
+}
+
+func (w *recreateBeforeWatch) WatchAttached(ctx context.Context, id string, from uint64, attached func() error, fn func(session.Event) error) error {
+	w.once.Do(func() {
+		sw := w.Store.(interface{ Sweep(time.Time) (int, error) })
+		if n, err := sw.Sweep(time.Now().Add(10000 * time.Hour)); err != nil || n != 1 {
+			w.err = fmt.Errorf("Sweep() = %d, %v; want 1 session deleted", n, err)
+			return
+		}
+		_, w.err = w.Append(ctx, id, session.Event{Type: session.TypeUserMessage, Message: &session.MessageRecord{Content: "next"}})
+	})
+	if w.err != nil {
+		return w.err
+	}
+	return session.WatchAttached(ctx, w.Store, id, from, attached, fn)
+}
+
+// TestWatchResumedAsItsSessionIsRecreated: a watch resumed with expect_epoch whose
+// session retention deleted, and whose id the next session claimed, after the watch
+// checked the epoch and before the store's watch attached, followed the next session
+// from from_seq, silent until it got there. toolsd's store passes on the store's word
+// that the watch is attached, and the watch fails with SESSION_RECREATED.
+func TestWatchResumedAsItsSessionIsRecreated(t *testing.T) {
+	for _, store := range []string{"memory", "bolt", "journal"} {
+		t.Run(store, func(t *testing.T) {
+			cfg := fmt.Sprintf("listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\ndata_dir: %s\n"+
+				"session: {store: %s, durability: nosync, retention: {max_age: 1h, interval: 1h}}\n", t.TempDir(), store)
+			c, err := config.Parse([]byte(cfg), "test.yaml")
+			if err != nil {
+				t.Fatalf("config.Parse() = %v", err)
+			}
+			wrap := &recreateBeforeWatch{}
+			e := startConfig(t, c, app.WithSessionStoreWrapper(func(s session.Store) session.Store {
+				wrap.Store = s
+				return wrap
+			}))
+			e.mustExecute(t, &toolsdv1.Batch{SessionId: "s", Calls: []*toolsdv1.ToolCall{call("c0", "nope", `{}`)}}, batchOptions{})
+
+			// A safety net only: a watch that waits on fails on its missing error.
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			read, err := e.tools.ReadSession(ctx, &toolsdv1.ReadSessionRequest{SessionId: "s"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, err := read.Recv()
+			if err != nil {
+				t.Fatalf("ReadSession(s).Recv() = %v", err)
+			}
+			w, err := e.tools.WatchSession(ctx, &toolsdv1.WatchSessionRequest{SessionId: "s", FromSeq: 3, ExpectEpoch: first.GetEpoch()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := w.Recv()
+			if wrap.once.Do(func() {}); wrap.err != nil {
+				t.Fatal(wrap.err)
+			}
+			if status.Code(err) != codes.FailedPrecondition || reason(err) != "SESSION_RECREATED" {
+				t.Errorf("WatchSession(from 3, expect %d) recreated as it attached: Recv() = seq %d, %v; want FailedPrecondition (SESSION_RECREATED)", first.GetEpoch(), m.GetEvent().GetSeq(), err)
+			}
+		})
+	}
+}

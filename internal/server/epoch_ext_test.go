@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"sync"
 	"testing"
@@ -310,5 +311,97 @@ func TestWatchResumedPastADeletedSessionFailsAtTheNextSessionsFirstEvent(t *test
 				t.Errorf("WatchSession(from 4, expect the deleted session's epoch) once the id's next session has 1 event: Recv() = seq %d epoch %d, %v; want FailedPrecondition (SESSION_RECREATED)", m.GetEvent().GetSeq(), m.GetEpoch(), err)
 			}
 		})
+	}
+}
+
+// sweptAtWatch is a store whose first watch finds its session "s" deleted by retention,
+// and, when recreate is set, the id's next session holding recreate events: the
+// deletion lands after WatchSession checked expect_epoch, before the store's watch
+// attached.
+type sweptAtWatch struct {
+	sweepStore
+	clock    *testClock
+	recreate int
+	once     sync.Once
+	swept    error
+}
+
+func (w *sweptAtWatch) sweep(ctx context.Context) error {
+	w.once.Do(func() {
+		n, err := w.Sweep(w.clock.Add(2 * time.Hour))
+		if err == nil && n != 1 {
+			err = fmt.Errorf("Sweep() deleted %d sessions, want 1", n)
+		}
+		if err == nil && w.recreate > 0 {
+			w.clock.Add(time.Second)
+			evs := make([]session.Event, w.recreate)
+			for i := range evs {
+				evs[i] = session.Event{Type: session.TypeUserMessage, Message: &session.MessageRecord{Content: "ctx"}}
+			}
+			_, err = w.Append(ctx, "s", evs...)
+		}
+		w.swept = err
+	})
+	return w.swept
+}
+
+func (w *sweptAtWatch) Watch(ctx context.Context, id string, from uint64, fn func(session.Event) error) error {
+	if err := w.sweep(ctx); err != nil {
+		return err
+	}
+	return w.sweepStore.Watch(ctx, id, from, fn)
+}
+
+func (w *sweptAtWatch) WatchAttached(ctx context.Context, id string, from uint64, attached func() error, fn func(session.Event) error) error {
+	if err := w.sweep(ctx); err != nil {
+		return err
+	}
+	return session.WatchAttached(ctx, w.sweepStore, id, from, attached, fn)
+}
+
+// TestWatchExpectingAnEpochFailsWhenItsSessionIsDeletedBeforeTheWatchAttaches: a
+// watch resumed with expect_epoch checks the session's epoch, then attaches the store's
+// watch; a session deleted between the two left the store watching the id's next
+// session from from_seq, silent until that one got there. The epoch is checked again
+// once the store's watch is attached: the watch fails with SESSION_RECREATED when the
+// id names another session, and ends with SESSION_DELETED, as when the deletion comes
+// after it attached, when it names none.
+func TestWatchExpectingAnEpochFailsWhenItsSessionIsDeletedBeforeTheWatchAttaches(t *testing.T) {
+	for _, st := range epochStores {
+		for name, tc := range map[string]struct {
+			recreate int
+			want     func(error) bool
+			wantText string
+		}{
+			"recreated": {recreate: 1, want: isRecreated, wantText: "FailedPrecondition (SESSION_RECREATED)"},
+			"deleted": {want: func(err error) bool {
+				return status.Code(err) == codes.NotFound && reason(err) == "SESSION_DELETED"
+			}, wantText: "NotFound (SESSION_DELETED)"},
+		} {
+			t.Run(st.name+"/"+name, func(t *testing.T) {
+				clock := &testClock{now: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)}
+				mem := st.open(t, t.TempDir(), session.WithRetention(time.Hour, 0), session.WithSweepInterval(0), session.WithClock(clock.Now))
+				t.Cleanup(func() { _ = mem.Close() })
+				appendMessages(t, mem, "s", 3)
+				store := &sweptAtWatch{sweepStore: mem, clock: clock, recreate: tc.recreate}
+				_, tools := serveTools(t, store)
+				old := epochOfRead(t, tools, &toolsdv1.ReadSessionRequest{SessionId: "s"}, 3)
+
+				// A safety net only: a watch that waits on fails on its missing error.
+				ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+				defer cancel()
+				w, err := tools.WatchSession(ctx, &toolsdv1.WatchSessionRequest{SessionId: "s", FromSeq: 4, ExpectEpoch: old})
+				if err != nil {
+					t.Fatal(err)
+				}
+				m, err := w.Recv()
+				if err := store.sweep(ctx); err != nil { // what the watch's sweep got
+					t.Fatal(err)
+				}
+				if !tc.want(err) {
+					t.Errorf("WatchSession(from 4, expect %d) deleted as it attached: Recv() = seq %d epoch %d, %v; want %s", old, m.GetEvent().GetSeq(), m.GetEpoch(), err, tc.wantText)
+				}
+			})
+		}
 	}
 }

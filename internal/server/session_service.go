@@ -245,8 +245,10 @@ func (s *Server) WatchSession(req *toolsdv1.WatchSessionRequest, stream grpc.Ser
 	}
 	from := max(req.GetFromSeq(), 1)
 	next := from
-	// Checked before the watch waits for events past the session's last: the first
-	// event sent is checked again (the session may be created again meanwhile).
+	// Checked before the watch waits for events past the session's last, and again
+	// once the store's watch is attached (retention may delete the session in between);
+	// the first event sent is checked too (the session may be created again meanwhile).
+	var attached func() error
 	if want := req.GetExpectEpoch(); want != 0 {
 		epoch, err := s.currentEpoch(ctx, req.GetSessionId())
 		if err == nil {
@@ -259,6 +261,8 @@ func (s *Server) WatchSession(req *toolsdv1.WatchSessionRequest, stream grpc.Ser
 			// No session holds the id: the next one is checked at its first event, not
 			// only once it reaches from_seq (send skips its events before from_seq).
 			next = 1
+		} else {
+			attached = func() error { return s.stillEpoch(ctx, req.GetSessionId(), epoch) }
 		}
 	}
 	// A stopped watch set refuses at once: AfterFunc below would cancel the watch only
@@ -299,7 +303,7 @@ func (s *Server) WatchSession(req *toolsdv1.WatchSessionRequest, stream grpc.Ser
 		next, last = ev.Seq+1, mark(ev)
 		return nil
 	}
-	err := s.sessions.Watch(watchCtx, req.GetSessionId(), next, func(ev session.Event) error { return send(&ev) })
+	err := session.WatchAttached(watchCtx, s.sessions, req.GetSessionId(), next, attached, func(ev session.Event) error { return send(&ev) })
 	// Only a watch that the stop ended goes on with finishWatch: one that ended for its
 	// own reason as the stop came (retention deleted the session, the store closed)
 	// reports that reason.
@@ -318,6 +322,23 @@ func (s *Server) WatchSession(req *toolsdv1.WatchSessionRequest, stream grpc.Ser
 		return nil
 	}
 	return toStatus(s.log, err)
+}
+
+// stillEpoch fails unless the session id names is still the one of epoch (not 0), as
+// a watch found it before its store's watch attached: with ErrDeleted when retention
+// deleted it and no session holds the id, as when the deletion comes after the watch
+// attached, and with errSessionRecreated when another does. A session deleted in
+// between would leave the store watching the id's next session from from_seq, silent
+// until that one got there, instead of failing at its first event.
+func (s *Server) stillEpoch(ctx context.Context, id string, epoch uint64) error {
+	now, err := s.currentEpoch(ctx, id)
+	switch {
+	case err != nil:
+		return err
+	case now == 0:
+		return session.ErrDeleted
+	}
+	return checkEpoch(epoch, now)
 }
 
 // watchEpoch returns the epoch of the session of ev, the first event a watch sends, and

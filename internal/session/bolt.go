@@ -53,7 +53,10 @@ type Bolt struct {
 	summaryCap int
 }
 
-var _ Store = (*Bolt)(nil)
+var (
+	_ Store         = (*Bolt)(nil)
+	_ AttachWatcher = (*Bolt)(nil)
+)
 
 // boltLive is the in-memory state of a session that is watched or summarized.
 type boltLive struct {
@@ -391,12 +394,22 @@ func sessionBucket(tx *bolt.Tx, sessionID string) *bolt.Bucket {
 
 // Watch implements [Store].
 func (b *Bolt) Watch(ctx context.Context, sessionID string, fromSeq uint64, fn func(Event) error) error {
+	return b.WatchAttached(ctx, sessionID, fromSeq, nil, fn)
+}
+
+// WatchAttached implements [AttachWatcher]: the watch is attached once it holds the
+// session's live entry, which retention removes (setting gone) after its deletion
+// commits.
+func (b *Bolt) WatchAttached(ctx context.Context, sessionID string, fromSeq uint64, attached func() error, fn func(Event) error) error {
 	if b.closed.Load() {
 		return ErrClosed
 	}
 	l := b.live.acquire(sessionID)
 	next := max(fromSeq, 1)
-	err := b.watch(ctx, sessionID, l, &next, fn)
+	err := runAttached(attached)
+	if err == nil {
+		err = b.watch(ctx, sessionID, l, &next, fn)
+	}
 	b.live.release(sessionID, l, (*boltLive).idle)
 	return err
 }

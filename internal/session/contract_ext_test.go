@@ -51,6 +51,7 @@ func TestContract(t *testing.T) {
 		"RetentionRemovesOwner":        testRetentionRemovesOwner,
 		"RetentionRemovesClaimOnly":    testRetentionRemovesClaimOnly,
 		"WatchEndsWhenDeleted":         testWatchEndsWhenDeleted,
+		"WatchIsAttachedAtAttached":    testWatchAttached,
 		"HeldSessionIsKept":            testHeldSessionIsKept,
 	}
 	for kind, open := range kinds() {
@@ -1034,6 +1035,45 @@ func testWatchEndsWhenDeleted(t *testing.T, open opener) {
 	if len(got) > 0 {
 		ev := <-got
 		t.Errorf("Watch() delivered seq %d %q after its session was deleted", ev.Seq, ev.Message.Content)
+	}
+}
+
+// A watch is attached when WatchAttached calls attached: a deletion from then on ends it
+// with ErrDeleted, though it comes before the watch read anything and the id's next
+// session reaches the watch's from seq; before, the watch would have followed that
+// session. An error from attached ends the watch with it, and nothing is delivered.
+func testWatchAttached(t *testing.T, open opener) {
+	clock := newClock()
+	s := open(t, session.WithClock(clock.Now), session.WithRetention(time.Hour, 0), session.WithSweepInterval(0))
+	for range 3 {
+		mustAppend(t, s, "w", messageEvent("old", 0))
+	}
+	w, ok := s.(session.AttachWatcher)
+	if !ok {
+		t.Fatalf("%T is not a session.AttachWatcher", s)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // a safety net only
+	defer cancel()
+	var got []session.Event
+	deliver := func(ev session.Event) error { got = append(got, ev); return nil }
+	deleted := func() error {
+		clock.Set(clock.Now().Add(2 * time.Hour))
+		if n, err := s.(sweeper).Sweep(clock.Now()); err != nil || n != 1 {
+			return fmt.Errorf("Sweep() = %d, %v, want 1", n, err)
+		}
+		for range 5 {
+			if _, err := s.Append(ctx, "w", messageEvent("new", 0)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := w.WatchAttached(ctx, "w", 4, deleted, deliver); !errors.Is(err, session.ErrDeleted) || len(got) > 0 {
+		t.Errorf("WatchAttached(w, from 4) deleted once attached = %d events, %v; want none, ErrDeleted", len(got), err)
+	}
+	refused := errors.New("refused")
+	if err := w.WatchAttached(ctx, "w", 1, func() error { return refused }, deliver); !errors.Is(err, refused) || len(got) > 0 {
+		t.Errorf("WatchAttached(w) with attached failing = %d events, %v; want none, attached's error", len(got), err)
 	}
 }
 

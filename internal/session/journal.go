@@ -98,7 +98,10 @@ type Journal struct {
 	snapshotting, rewritten func()
 }
 
-var _ Store = (*Journal)(nil)
+var (
+	_ Store         = (*Journal)(nil)
+	_ AttachWatcher = (*Journal)(nil)
+)
 
 // OpenJournal opens (creating if needed) the journal in dir, replays it into memory,
 // cuts off a write torn by a crash at its end, closes every call a previous run left
@@ -506,6 +509,11 @@ func (j *Journal) Read(ctx context.Context, sessionID string, fromSeq uint64, li
 // Watch implements [Store].
 func (j *Journal) Watch(ctx context.Context, sessionID string, fromSeq uint64, fn func(Event) error) error {
 	return j.mem.Watch(ctx, sessionID, fromSeq, fn)
+}
+
+// WatchAttached implements [AttachWatcher].
+func (j *Journal) WatchAttached(ctx context.Context, sessionID string, fromSeq uint64, attached func() error, fn func(Event) error) error {
+	return j.mem.WatchAttached(ctx, sessionID, fromSeq, attached, fn)
 }
 
 // Summary implements [Store].

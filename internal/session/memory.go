@@ -26,7 +26,10 @@ type Memory struct {
 	stopErr func() error
 }
 
-var _ Store = (*Memory)(nil)
+var (
+	_ Store         = (*Memory)(nil)
+	_ AttachWatcher = (*Memory)(nil)
+)
 
 // memSession is one session's log. Stored events are never modified, so a reader may
 // keep a slice of them after unlocking.
@@ -210,11 +213,20 @@ func (m *Memory) closedOr(err error) error {
 
 // Watch implements [Store].
 func (m *Memory) Watch(ctx context.Context, sessionID string, fromSeq uint64, fn func(Event) error) error {
+	return m.WatchAttached(ctx, sessionID, fromSeq, nil, fn)
+}
+
+// WatchAttached implements [AttachWatcher]: the watch is attached once it holds the
+// session's entry, which only retention's deletion removes (setting gone).
+func (m *Memory) WatchAttached(ctx context.Context, sessionID string, fromSeq uint64, attached func() error, fn func(Event) error) error {
 	if m.closed.Load() {
 		return ErrClosed
 	}
 	s := m.sessions.acquire(sessionID)
-	err := m.watch(ctx, s, max(fromSeq, 1), fn)
+	err := runAttached(attached)
+	if err == nil {
+		err = m.watch(ctx, s, max(fromSeq, 1), fn)
+	}
 	m.sessions.release(sessionID, s, func(s *memSession) bool { return s.events.n == 0 && s.owner == nil })
 	return err
 }

@@ -46,6 +46,40 @@ type Store interface {
 	Close() error
 }
 
+// AttachWatcher is a [Store] whose watch says when it is attached: from then on a
+// deletion of the session by retention ends it with ErrDeleted. Before, the watch may
+// attach to the id's next session, which a reader that checked the session first (for
+// its epoch, say) could not tell from the one it checked: it checks again in attached.
+// A wrapper that embeds a store and replaces its Watch must replace WatchAttached too,
+// or hide it: [WatchAttached] would go round its Watch.
+type AttachWatcher interface {
+	// WatchAttached is [Store.Watch], calling attached (if not nil) once the watch is
+	// attached, before it sends or waits for any event; an error from attached ends
+	// the watch with that error.
+	WatchAttached(ctx context.Context, sessionID string, fromSeq uint64, attached func() error, fn func(Event) error) error
+}
+
+// WatchAttached watches st as [AttachWatcher.WatchAttached] does when st is one, and
+// with [Store.Watch] when attached is nil; a store that is not cannot say when its
+// watch attaches, and attached runs just before the watch begins.
+func WatchAttached(ctx context.Context, st Store, sessionID string, fromSeq uint64, attached func() error, fn func(Event) error) error {
+	if w, ok := st.(AttachWatcher); ok && attached != nil {
+		return w.WatchAttached(ctx, sessionID, fromSeq, attached, fn)
+	}
+	if err := runAttached(attached); err != nil {
+		return err
+	}
+	return st.Watch(ctx, sessionID, fromSeq, fn)
+}
+
+// runAttached runs attached, if set.
+func runAttached(attached func() error) error {
+	if attached == nil {
+		return nil
+	}
+	return attached()
+}
+
 // Owner is the identity that owns a session: the first to execute a batch in it. The
 // auth layer keeps it here so that ownership survives a restart.
 type Owner struct {
