@@ -166,7 +166,7 @@ func (w *recreateBeforeWatch) WatchAttached(ctx context.Context, id string, from
 	w.once.Do(func() {
 		sw := w.Store.(interface{ Sweep(time.Time) (int, error) })
 		if n, err := sw.Sweep(time.Now().Add(10000 * time.Hour)); err != nil || n != 1 {
-			w.err = fmt.Errorf("Sweep() = %d, %v; want 1 session deleted", n, err)
+			w.err = fmt.Errorf("Sweep() = %d, %w; want 1 session deleted", n, err)
 			return
 		}
 		_, w.err = w.Append(ctx, id, session.Event{Type: session.TypeUserMessage, Message: &session.MessageRecord{Content: "next"}})

@@ -1059,7 +1059,7 @@ func testWatchAttached(t *testing.T, open opener) {
 	deleted := func() error {
 		clock.Set(clock.Now().Add(2 * time.Hour))
 		if n, err := s.(sweeper).Sweep(clock.Now()); err != nil || n != 1 {
-			return fmt.Errorf("Sweep() = %d, %v, want 1", n, err)
+			return fmt.Errorf("Sweep() = %d, %w, want 1", n, err)
 		}
 		for range 5 {
 			if _, err := s.Append(ctx, "w", messageEvent("new", 0)); err != nil {
