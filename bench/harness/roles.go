@@ -39,8 +39,11 @@ func runRole(c config) error {
 	if !ok {
 		return fmt.Errorf("unknown role %q", c.role)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	// The handler stays until the process exits: the harness closes stdin and then
+	// sends SIGTERM, and a SIGTERM that came after the role returned, with the default
+	// action restored, would turn its exit status into a death by the signal, which
+	// the harness takes for a clean stop.
+	ctx, _ := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() { // ends with the process
