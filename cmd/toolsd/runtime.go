@@ -5,6 +5,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 
 	"go.uber.org/zap"
@@ -38,15 +39,26 @@ func applyRuntime(c config.Runtime, log *zap.Logger) (gcPercent int, memLimit in
 // "off" or a number, and anything else as unset.
 func gogcSet() bool {
 	v := os.Getenv("GOGC")
-	_, err := strconv.ParseInt(v, 10, 32)
-	return v == "off" || err == nil
+	_, ok := runtimeAtoi32(v)
+	return v == "off" || ok
 }
 
 // gomaxprocsSet reports whether GOMAXPROCS set the runtime's at start: the runtime
 // reads a positive number, and anything else (empty, 0, not a number) as unset.
 func gomaxprocsSet() bool {
-	n, err := strconv.ParseInt(os.Getenv("GOMAXPROCS"), 10, 32)
-	return err == nil && n > 0
+	n, ok := runtimeAtoi32(os.Getenv("GOMAXPROCS"))
+	return ok && n > 0
+}
+
+// runtimeAtoi32 reads v as the runtime reads its environment's numbers: decimal digits
+// with an optional '-', within int32. strconv alone would take "+4", which the runtime
+// ignores.
+func runtimeAtoi32(v string) (int32, bool) {
+	if strings.HasPrefix(v, "+") {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(v, 10, 32)
+	return int32(n), err == nil
 }
 
 // adaptProcs runs the adaptive GOMAXPROCS controller ctl (runtime.adaptive_procs) until

@@ -181,3 +181,21 @@ func TestAdaptProcs(t *testing.T) {
 		})
 	}
 }
+
+// TestRuntimeVariablesReadAsTheRuntimeReadsThem: toolsd gives way to GOGC and
+// GOMAXPROCS only when the runtime applied them; a value the runtime ignores ("+4",
+// "4x", 0 for GOMAXPROCS) leaves toolsd's own settings on.
+func TestRuntimeVariablesReadAsTheRuntimeReadsThem(t *testing.T) {
+	for v, want := range map[string]bool{"4": true, "+4": false, "4x": false, "0": false, "-1": false, "": false, "2147483648": false} {
+		t.Setenv("GOMAXPROCS", v)
+		if got := gomaxprocsSet(); got != want {
+			t.Errorf("GOMAXPROCS=%q: gomaxprocsSet() = %v, want %v", v, got, want)
+		}
+	}
+	for v, want := range map[string]bool{"100": true, "off": true, "-1": true, "+100": false, "100%": false, "": false} {
+		t.Setenv("GOGC", v)
+		if got := gogcSet(); got != want {
+			t.Errorf("GOGC=%q: gogcSet() = %v, want %v", v, got, want)
+		}
+	}
+}
