@@ -93,41 +93,42 @@ func markWith(m proto.Message, num protowire.Number, value string) {
 }
 
 // refused returns why the codec marked m for refusal (bad text or not protobuf), nil
-// when it did not.
+// when it did not. Every received message is checked, in one pass over its unknown
+// fields (none, for a message the codec decoded as is).
 func refused(m any) error {
-	if path := marked(m, badTextField); path != "" {
-		return badTextCause(path)
-	}
-	if why := marked(m, malformedField); why != "" {
-		return fmt.Errorf("%w: the message could not be decoded (%s)", errBadRequest, why)
+	num, v := codecMark(m)
+	switch num {
+	case badTextField:
+		return badTextCause(v)
+	case malformedField:
+		return fmt.Errorf("%w: the message could not be decoded (%s)", errBadRequest, v)
 	}
 	return nil
 }
 
-// marked returns the value the codec marked m with as field num, or "" when m is not
-// so marked.
-func marked(m any, num protowire.Number) string {
+// codecMark returns the codec's mark on m (its field number and value), or 0 when m has none.
+func codecMark(m any) (protowire.Number, string) {
 	pm, ok := m.(proto.Message)
 	if !ok {
-		return ""
+		return 0, ""
 	}
 	u := pm.ProtoReflect().GetUnknown()
 	for len(u) > 0 {
 		n, typ, l := protowire.ConsumeTag(u)
 		if l < 0 {
-			return ""
+			return 0, ""
 		}
-		if n == num && typ == protowire.BytesType {
+		if (n == badTextField || n == malformedField) && typ == protowire.BytesType {
 			v, _ := protowire.ConsumeBytes(u[l:])
-			return string(v)
+			return n, string(v)
 		}
 		k := protowire.ConsumeFieldValue(n, typ, u[l:])
 		if k < 0 {
-			return ""
+			return 0, ""
 		}
 		u = u[l+k:]
 	}
-	return ""
+	return 0, ""
 }
 
 // badTextCause is why a message the codec marked at path is refused. The path is cut: a

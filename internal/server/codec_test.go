@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
@@ -93,6 +94,15 @@ func TestLenientCodecMarksOthers(t *testing.T) {
 	if err := c.Unmarshal(truncated, &cut); err != nil || !errors.Is(refused(&cut), errBadRequest) || cut.GetMsg() != nil {
 		t.Errorf("a truncated provider message: Unmarshal() = %v, emptied to %v, refused for %v; want it emptied and refused as a bad request", err, cut.GetMsg(), refused(&cut))
 	}
+}
+
+// marked returns the value the codec marked m with as field num, or "" when m is not
+// so marked.
+func marked(m any, num protowire.Number) string {
+	if n, v := codecMark(m); n == num {
+		return v
+	}
+	return ""
 }
 
 func mustMarshal(t *testing.T, m proto.Message) []byte {
