@@ -379,16 +379,18 @@ func TestOpenDataDirectorySyncFailures(t *testing.T) {
 	}
 }
 
-// A session whose log is damaged fails its own appends only: an append to another
-// session that the writer grouped into the same commit is stored and acknowledged.
-func TestBoltDamagedSessionFailsOnlyItsOwnAppend(t *testing.T) {
-	dir := t.TempDir()
-	b, err := Open(dir)
+// damagedBolt writes a bbolt log in dir with one event in each of sessions (opened
+// with opts), then puts key = value into damaged's bucket behind the store's back.
+func damagedBolt(t *testing.T, dir string, opts []Option, sessions []string, damaged string, key, value []byte) {
+	t.Helper()
+	b, err := Open(dir, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Append(t.Context(), "bad", msg("before")); err != nil {
-		t.Fatal(err)
+	for _, id := range sessions {
+		if _, err := b.Append(t.Context(), id, msg("before")); err != nil {
+			t.Fatal(err)
+		}
 	}
 	closeStore(t, b)
 	db, err := bolt.Open(filepath.Join(dir, FileName), 0o600, nil)
@@ -396,7 +398,7 @@ func TestBoltDamagedSessionFailsOnlyItsOwnAppend(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketSessions).Bucket([]byte("bad")).Put([]byte("not a seq"), []byte("x"))
+		return tx.Bucket(bucketSessions).Bucket([]byte(damaged)).Put(key, value)
 	})
 	if cerr := db.Close(); err == nil {
 		err = cerr
@@ -404,6 +406,13 @@ func TestBoltDamagedSessionFailsOnlyItsOwnAppend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A session whose log is damaged fails its own appends only: an append to another
+// session that the writer grouped into the same commit is stored and acknowledged.
+func TestBoltDamagedSessionFailsOnlyItsOwnAppend(t *testing.T) {
+	dir := t.TempDir()
+	damagedBolt(t, dir, nil, []string{"bad"}, "bad", []byte("not a seq"), []byte("x"))
 
 	g := newGate()
 	s, err := Open(dir, WithObserver(g))
@@ -451,29 +460,7 @@ func TestBoltSweepSkipsADamagedSession(t *testing.T) {
 	dir := t.TempDir()
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return t0 }
-	b, err := Open(dir, WithClock(clock))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range []string{"bad", "old"} {
-		if _, err := b.Append(t.Context(), id, msg("x")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	closeStore(t, b)
-	db, err := bolt.Open(filepath.Join(dir, FileName), 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketSessions).Bucket([]byte("bad")).Put(seqKey(2), []byte("damaged"))
-	})
-	if cerr := db.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	damagedBolt(t, dir, []Option{WithClock(clock)}, []string{"bad", "old"}, "bad", seqKey(2), []byte("damaged"))
 
 	s, err := Open(dir, WithClock(clock), WithRetention(time.Hour, 0))
 	if err != nil {
@@ -511,27 +498,7 @@ func (c *syncCounter) SyncDone(time.Duration) {
 // microseconds, pulling toolsd_session_sync_duration_seconds' quantiles down.
 func TestBoltRolledBackCommitIsNoSync(t *testing.T) {
 	dir := t.TempDir()
-	b, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.Append(t.Context(), "bad", msg("before")); err != nil {
-		t.Fatal(err)
-	}
-	closeStore(t, b)
-	db, err := bolt.Open(filepath.Join(dir, FileName), 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketSessions).Bucket([]byte("bad")).Put([]byte("not a seq"), []byte("x"))
-	})
-	if cerr := db.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	damagedBolt(t, dir, nil, []string{"bad"}, "bad", []byte("not a seq"), []byte("x"))
 
 	c := &syncCounter{}
 	s, err := Open(dir, WithObserver(c))
