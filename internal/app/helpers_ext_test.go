@@ -47,6 +47,12 @@ func start(tb testing.TB, extra string, opts ...app.Option) *env {
 	return startConfig(tb, cfg, opts...)
 }
 
+// as is a client of e's toolsd that authenticates with the bearer token.
+func (e *env) as(tb testing.TB, token string) *env {
+	conn := dialWith(tb, e.app.Addr(), grpc.WithPerRPCCredentials(bearer(token)))
+	return &env{app: e.app, conn: conn, tools: toolsdv1.NewToolServiceClient(conn)}
+}
+
 func startConfig(tb testing.TB, cfg *config.Config, opts ...app.Option) *env {
 	tb.Helper()
 	a, stop, runErr := runApp(tb, cfg, opts...)

@@ -203,56 +203,37 @@ func TestOversizedLaterMessageIsTheCancelReason(t *testing.T) {
 }
 
 // TestOversizedLaterMessageIsTheRPCsCode: the RPC's log line (and so its metrics)
-// carries the status the client got for a later message over max_request_bytes, as it
-// does for a client cut off for not reading, not Canceled.
+// carries the status the client got for a later message that is too large, as it does
+// for a client cut off for not reading, not Canceled: one over max_request_bytes, which
+// toolsd refuses, and one over gRPC's own receive limit (max_result_bytes, 1 MiB, +
+// 64 KiB), which the transport refuses, ending the stream before the reader's Recv
+// returns.
 func TestOversizedLaterMessageIsTheRPCsCode(t *testing.T) {
-	core, logs := observer.New(zap.DebugLevel)
-	e := start(t, "limits: {max_request_bytes: 64KiB}\n", app.WithLogger(zap.New(core)))
-	started, stopped := make(chan string, 1), make(chan string, 1)
-	runProvider(t, e.app.Addr(), blockTool("block", started, stopped))
-	big := &toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Cancel{Cancel: &toolsdv1.CancelBatch{Reason: strings.Repeat("r", 100<<10)}}}
-	_, err := e.execute(t, &toolsdv1.Batch{SessionId: "s-later-size-code", Calls: []*toolsdv1.ToolCall{call("c0", "block", `{"label":"x"}`)}}, batchOptions{onAccepted: func(s toolsdv1.ToolService_ExecuteBatchClient) {
-		<-started
-		if err := s.Send(big); err != nil {
-			t.Errorf("Send(big cancel) = %v", err)
-		}
-	}})
-	if status.Code(err) != codes.ResourceExhausted {
-		t.Fatalf("ExecuteBatch() = %v, want ResourceExhausted", err)
+	for name, size := range map[string]int{"max_request_bytes": 100 << 10, "transport": 2 << 20} {
+		t.Run(name, func(t *testing.T) {
+			core, logs := observer.New(zap.DebugLevel)
+			e := start(t, "limits: {max_request_bytes: 64KiB}\n", app.WithLogger(zap.New(core)))
+			started, stopped := make(chan string, 1), make(chan string, 1)
+			runProvider(t, e.app.Addr(), blockTool("block", started, stopped))
+			big := &toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Cancel{Cancel: &toolsdv1.CancelBatch{Reason: strings.Repeat("r", size)}}}
+			id := "s-later-code-" + name
+			_, err := e.execute(t, &toolsdv1.Batch{SessionId: id, Calls: []*toolsdv1.ToolCall{call("c0", "block", `{"label":"x"}`)}}, batchOptions{onAccepted: func(s toolsdv1.ToolService_ExecuteBatchClient) {
+				<-started
+				if err := s.Send(big); err != nil {
+					t.Errorf("Send(big cancel) = %v", err)
+				}
+			}})
+			if status.Code(err) != codes.ResourceExhausted {
+				t.Fatalf("ExecuteBatch() = %v, want ResourceExhausted", err)
+			}
+			<-stopped
+			code := loggedField(t, logs, "finished call", "grpc.method", "ExecuteBatch", "grpc.code")
+			if code != "ResourceExhausted" {
+				t.Errorf("logged grpc.code = %v, want ResourceExhausted, the status the client got", code)
+			}
+			waitFor(t, "the log to complete", func() bool { return len(e.readSession(t, id)) == 2 })
+		})
 	}
-	<-stopped
-	code := loggedField(t, logs, "finished call", "grpc.method", "ExecuteBatch", "grpc.code")
-	if code != "ResourceExhausted" {
-		t.Errorf("logged grpc.code = %v, want ResourceExhausted, the status the client got", code)
-	}
-}
-
-// TestTransportRefusedLaterMessageIsTheRPCsCode: a later message over gRPC's own
-// receive limit, which the transport refuses and ends the stream for with
-// ResourceExhausted, is logged (and counted) with that code too, as one over
-// max_request_bytes is; it was logged as Canceled.
-func TestTransportRefusedLaterMessageIsTheRPCsCode(t *testing.T) {
-	core, logs := observer.New(zap.DebugLevel)
-	e := start(t, "limits: {max_request_bytes: 64KiB}\n", app.WithLogger(zap.New(core)))
-	started, stopped := make(chan string, 1), make(chan string, 1)
-	runProvider(t, e.app.Addr(), blockTool("block", started, stopped))
-	// Over the transport's limit: max_result_bytes (1MiB) + 64 KiB.
-	big := &toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Cancel{Cancel: &toolsdv1.CancelBatch{Reason: strings.Repeat("r", 2<<20)}}}
-	_, err := e.execute(t, &toolsdv1.Batch{SessionId: "s-later-transport-code", Calls: []*toolsdv1.ToolCall{call("c0", "block", `{"label":"x"}`)}}, batchOptions{onAccepted: func(s toolsdv1.ToolService_ExecuteBatchClient) {
-		<-started
-		if err := s.Send(big); err != nil {
-			t.Errorf("Send(big cancel) = %v", err)
-		}
-	}})
-	if status.Code(err) != codes.ResourceExhausted {
-		t.Fatalf("ExecuteBatch() = %v, want ResourceExhausted", err)
-	}
-	<-stopped
-	code := loggedField(t, logs, "finished call", "grpc.method", "ExecuteBatch", "grpc.code")
-	if code != "ResourceExhausted" {
-		t.Errorf("logged grpc.code = %v, want ResourceExhausted, the status the client got", code)
-	}
-	waitFor(t, "the log to complete", func() bool { return len(e.readSession(t, "s-later-transport-code")) == 2 })
 }
 
 // TestInvalidUTF8Arguments sends arguments_json with invalid UTF-8, which the Go

@@ -35,11 +35,7 @@ func operatorAuth(t *testing.T) string {
 // scope only.
 func TestScopedOperators(t *testing.T) {
 	e := start(t, operatorAuth(t))
-	client := func(token string) *env {
-		conn := dialWith(t, e.app.Addr(), grpc.WithPerRPCCredentials(bearer(token)))
-		return &env{app: e.app, conn: conn, tools: toolsdv1.NewToolServiceClient(conn)}
-	}
-	agentA, agentB, opA, opGlobal, operator := client(tokenAgentA), client(tokenAgentB), client(tokenOpA), client(tokenOpGlobal), client(tokenOperator)
+	agentA, agentB, opA, opGlobal, operator := e.as(t, tokenAgentA), e.as(t, tokenAgentB), e.as(t, tokenOpA), e.as(t, tokenOpGlobal), e.as(t, tokenOperator)
 	agentA.mustExecute(t, &toolsdv1.Batch{SessionId: "sess-a", Scope: "tenant-a",
 		Calls: []*toolsdv1.ToolCall{call("c0", "nope", `{}`)}}, batchOptions{})
 	agentB.mustExecute(t, &toolsdv1.Batch{SessionId: "sess-b", Scope: "tenant-b",

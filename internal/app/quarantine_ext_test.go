@@ -4,7 +4,6 @@ import (
 	"slices"
 	"testing"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -118,11 +117,7 @@ func TestQuarantineIsReportedListedAndApproved(t *testing.T) {
 // registrations only in the scopes it may restrict.
 func TestQuarantineStaysInItsTenant(t *testing.T) {
 	e := start(t, operatorAuth(t)+"registry: {pinning: quarantine}\n")
-	client := func(token string) *env {
-		conn := dialWith(t, e.app.Addr(), grpc.WithPerRPCCredentials(bearer(token)))
-		return &env{app: e.app, conn: conn, tools: toolsdv1.NewToolServiceClient(conn)}
-	}
-	providerB, opA, operator, agentA := client(tokenProviderB), client(tokenOpA), client(tokenOperator), client(tokenAgentA)
+	providerB, opA, operator, agentA := e.as(t, tokenProviderB), e.as(t, tokenOpA), e.as(t, tokenOperator), e.as(t, tokenAgentA)
 	first := helloHand(t, providerB.conn, "first")
 	pinned := registerHand(t, first, "tenant-b", pinnedDef("v1")).GetContentHash()
 	if err := first.stream.CloseSend(); err != nil {

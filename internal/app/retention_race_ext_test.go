@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -42,6 +41,20 @@ func (w *sweepAfterClaim) ClaimOwner(ctx context.Context, id string, o session.O
 	return cur, err
 }
 
+// startWrapped starts toolsd on the session store named store (nosync, with an hour's
+// retention that only a test's own sweep applies), extra appended to its config, and
+// its store wrapped by wrap.
+func startWrapped(t *testing.T, store, extra string, wrap func(session.Store) session.Store) *env {
+	t.Helper()
+	cfg := fmt.Sprintf("listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\ndata_dir: %s\n"+
+		"session: {store: %s, durability: nosync, retention: {max_age: 1h, interval: 1h}}\n%s", t.TempDir(), store, extra)
+	c, err := config.Parse([]byte(cfg), "test.yaml")
+	if err != nil {
+		t.Fatalf("config.Parse() = %v", err)
+	}
+	return startConfig(t, c, app.WithSessionStoreWrapper(wrap))
+}
+
 // TestRetentionBetweenClaimAndPlan: retention sweeps while a batch has claimed its
 // session and not yet logged its plan. The session must stay its owner's: if the sweep
 // deleted it with its owner record, the plan would recreate the id with no owner, and
@@ -49,23 +62,12 @@ func (w *sweepAfterClaim) ClaimOwner(ctx context.Context, id string, o session.O
 func TestRetentionBetweenClaimAndPlan(t *testing.T) {
 	for _, store := range []string{"memory", "bolt", "journal"} {
 		t.Run(store, func(t *testing.T) {
-			cfg := fmt.Sprintf("listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\ndata_dir: %s\n"+
-				"session: {store: %s, durability: nosync, retention: {max_age: 1h, interval: 1h}}\n%s",
-				t.TempDir(), store, tenantAuth(t))
-			c, err := config.Parse([]byte(cfg), "test.yaml")
-			if err != nil {
-				t.Fatalf("config.Parse() = %v", err)
-			}
 			wrap := &sweepAfterClaim{id: "s-race"}
-			e := startConfig(t, c, app.WithSessionStoreWrapper(func(s session.Store) session.Store {
+			e := startWrapped(t, store, tenantAuth(t), func(s session.Store) session.Store {
 				wrap.Store = s
 				return wrap
-			}))
-			client := func(token string) *env {
-				conn := dialWith(t, e.app.Addr(), grpc.WithPerRPCCredentials(bearer(token)))
-				return &env{app: e.app, conn: conn, tools: toolsdv1.NewToolServiceClient(conn)}
-			}
-			agentA, agentB := client(tokenAgentA), client(tokenAgentB)
+			})
+			agentA, agentB := e.as(t, tokenAgentA), e.as(t, tokenAgentB)
 
 			agentA.mustExecute(t, &toolsdv1.Batch{SessionId: "s-race", Scope: "tenant-a",
 				Calls: []*toolsdv1.ToolCall{call("c0", "nope", `{"secret":"agent-a-private-data"}`)}}, batchOptions{})
@@ -118,29 +120,19 @@ func (w *claimBeforeSummary) Summary(ctx context.Context, id string) (session.Su
 // agent-b's conditions (session.called, session.succeeded) learnt what agent-a's
 // session did. The owner is checked again after the read, and agent-b is refused.
 func TestResolveToolSetAgainstASessionClaimedMeanwhile(t *testing.T) {
-	cfg := fmt.Sprintf("listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\ndata_dir: %s\nsession: {store: memory}\n%s",
-		t.TempDir(), tenantAuth(t))
-	c, err := config.Parse([]byte(cfg), "test.yaml")
-	if err != nil {
-		t.Fatalf("config.Parse() = %v", err)
-	}
 	wrap := &claimBeforeSummary{id: "s-claimed"}
-	e := startConfig(t, c, app.WithSessionStoreWrapper(func(s session.Store) session.Store {
+	e := startWrapped(t, "memory", tenantAuth(t), func(s session.Store) session.Store {
 		wrap.Store = s
 		return wrap
-	}))
-	client := func(token string) *env {
-		conn := dialWith(t, e.app.Addr(), grpc.WithPerRPCCredentials(bearer(token)))
-		return &env{app: e.app, conn: conn, tools: toolsdv1.NewToolServiceClient(conn)}
-	}
-	agentA, agentB := client(tokenAgentA), client(tokenAgentB)
+	})
+	agentA, agentB := e.as(t, tokenAgentA), e.as(t, tokenAgentB)
 	var batchErr error
 	wrap.claim = func() {
 		_, batchErr = agentA.execute(t, &toolsdv1.Batch{SessionId: "s-claimed", Scope: "tenant-a",
 			Calls: []*toolsdv1.ToolCall{call("c0", "secret_tool", `{}`)}}, batchOptions{})
 	}
 
-	_, err = agentB.tools.ResolveToolSet(t.Context(), &toolsdv1.ResolveToolSetRequest{SessionId: "s-claimed", Scope: "tenant-b", Turn: 1, Step: 1})
+	_, err := agentB.tools.ResolveToolSet(t.Context(), &toolsdv1.ResolveToolSetRequest{SessionId: "s-claimed", Scope: "tenant-b", Turn: 1, Step: 1})
 	if batchErr != nil {
 		t.Fatalf("agent-a's ExecuteBatch(s-claimed) = %v", batchErr)
 	}
@@ -185,17 +177,11 @@ func (w *recreateBeforeWatch) WatchAttached(ctx context.Context, id string, from
 func TestWatchResumedAsItsSessionIsRecreated(t *testing.T) {
 	for _, store := range []string{"memory", "bolt", "journal"} {
 		t.Run(store, func(t *testing.T) {
-			cfg := fmt.Sprintf("listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\ndata_dir: %s\n"+
-				"session: {store: %s, durability: nosync, retention: {max_age: 1h, interval: 1h}}\n", t.TempDir(), store)
-			c, err := config.Parse([]byte(cfg), "test.yaml")
-			if err != nil {
-				t.Fatalf("config.Parse() = %v", err)
-			}
 			wrap := &recreateBeforeWatch{}
-			e := startConfig(t, c, app.WithSessionStoreWrapper(func(s session.Store) session.Store {
+			e := startWrapped(t, store, "", func(s session.Store) session.Store {
 				wrap.Store = s
 				return wrap
-			}))
+			})
 			e.mustExecute(t, &toolsdv1.Batch{SessionId: "s", Calls: []*toolsdv1.ToolCall{call("c0", "nope", `{}`)}}, batchOptions{})
 
 			// A safety net only: a watch that waits on fails on its missing error.

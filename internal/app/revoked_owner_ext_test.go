@@ -87,11 +87,7 @@ func TestMovedOwnerNoLongerUsesItsSession(t *testing.T) {
 	dir := agentCRanInTenantA(t)
 	e := startConfig(t, durableConfig(t, dir, agentCAuth(t, `    - {identity: agent-c, role: agent, scopes: ["tenant-c/**"]}
 `)))
-	client := func(token string) *env {
-		conn := dialWith(t, e.app.Addr(), grpc.WithPerRPCCredentials(bearer(token)))
-		return &env{app: e.app, conn: conn, tools: toolsdv1.NewToolServiceClient(conn)}
-	}
-	agentC, operator := client(tokenAgentC), client(tokenOperator)
+	agentC, operator := e.as(t, tokenAgentC), e.as(t, tokenOperator)
 
 	for _, tc := range []struct {
 		name string

@@ -103,11 +103,7 @@ func TestTenancy(t *testing.T) {
 	as := func(token string) *grpc.ClientConn {
 		return dialWith(t, addr, grpc.WithPerRPCCredentials(bearer(token)))
 	}
-	client := func(token string) *env {
-		conn := as(token)
-		return &env{app: e.app, conn: conn, tools: toolsdv1.NewToolServiceClient(conn)}
-	}
-	agentA, agentB, operator := client(tokenAgentA), client(tokenAgentB), client(tokenOperator)
+	agentA, agentB, operator := e.as(t, tokenAgentA), e.as(t, tokenAgentB), e.as(t, tokenOperator)
 
 	var inA, inB inbox
 	runProviderWith(t, addr, []provider.Option{provider.WithScope("tenant-a"),
@@ -289,11 +285,7 @@ func TestSessionOwnerSurvivesRestart(t *testing.T) {
 	}
 
 	e := startConfig(t, durableConfig(t, dir, authYAML))
-	client := func(token string) *env {
-		conn := dialWith(t, e.app.Addr(), grpc.WithPerRPCCredentials(bearer(token)))
-		return &env{app: e.app, conn: conn, tools: toolsdv1.NewToolServiceClient(conn)}
-	}
-	agentA, agentB := client(tokenAgentA), client(tokenAgentB)
+	agentA, agentB := e.as(t, tokenAgentA), e.as(t, tokenAgentB)
 	_, err := agentB.execute(t, &toolsdv1.Batch{SessionId: "sess-a", Scope: "tenant-b", Calls: []*toolsdv1.ToolCall{call("c1", "nope", `{}`)}}, batchOptions{})
 	if status.Code(err) != codes.PermissionDenied {
 		t.Errorf("ExecuteBatch(sess-a) as agent-b after a restart = %v, want PermissionDenied", err)
