@@ -472,6 +472,18 @@ func (c *expiringContext) Err() error {
 	}
 }
 
+// askingWithTimer is a pipeline that asks for approval of rm, dispatched to disp, and
+// sets *fire to its approval wait's timer, which fires only when the test calls it.
+func askingWithTimer(disp *dispatcher, fire *func()) *pipeline.Pipeline {
+	return pipeline.New(staticResolver(newTool("rm")), disp,
+		pipeline.WithConfig(pipeline.Config{ApprovalTimeout: time.Hour}),
+		pipeline.WithApprovalTimer(func(_ time.Duration, f func()) func() bool {
+			*fire = f
+			return func() bool { return true }
+		}),
+		pipeline.WithPreExecute(verdict(pipeline.Ask, "deletes files")))
+}
+
 // An answer the approver accepts decides the call, even if the wait's timer fires
 // before the approver returns it; once the timer has fired, Accept refuses an answer and
 // the call ends APPROVAL_TIMEOUT. Exactly one of the two wins.
@@ -487,14 +499,7 @@ func TestApprovalAcceptAndExpiryHaveOneOutcome(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			var fire func()
-			disp := returning(tool.Result{Content: "ok"})
-			p := pipeline.New(staticResolver(newTool("rm")), disp,
-				pipeline.WithConfig(pipeline.Config{ApprovalTimeout: time.Hour}),
-				pipeline.WithApprovalTimer(func(_ time.Duration, f func()) func() bool {
-					fire = f
-					return func() bool { return true }
-				}),
-				pipeline.WithPreExecute(verdict(pipeline.Ask, "deletes files")))
+			p := askingWithTimer(returning(tool.Result{Content: "ok"}), &fire)
 			e := newExec("rm", `{}`)
 			var accepted bool
 			e.Approver = approverFunc(func(ctx context.Context, req tool.ApprovalRequest) (tool.ApprovalDecision, error) {
@@ -526,13 +531,7 @@ func TestApprovalAcceptAndExpiryHaveOneOutcome(t *testing.T) {
 func TestApprovalCancelledBeforeItsTimerFires(t *testing.T) {
 	var fire func()
 	disp := returning(tool.Result{Content: "ok"})
-	p := pipeline.New(staticResolver(newTool("rm")), disp,
-		pipeline.WithConfig(pipeline.Config{ApprovalTimeout: time.Hour}),
-		pipeline.WithApprovalTimer(func(_ time.Duration, f func()) func() bool {
-			fire = f
-			return func() bool { return true }
-		}),
-		pipeline.WithPreExecute(verdict(pipeline.Ask, "deletes files")))
+	p := askingWithTimer(disp, &fire)
 	e := newExec("rm", `{}`)
 	ctx, cancel := context.WithCancel(t.Context())
 	e.Approver = approverFunc(func(actx context.Context, _ tool.ApprovalRequest) (tool.ApprovalDecision, error) {
