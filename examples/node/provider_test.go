@@ -27,12 +27,7 @@ import (
 // toolsd's, it could not read as an empty success); a tool that fails on its own after
 // the cancel is answered with its failure, not as cancelled.
 func TestNodeProviderAnswersCancelledCalls(t *testing.T) {
-	node, npm := requireNode(t)
-	installDeps(t, npm)
-	fake := startFakeToolsd(t, false)
-	startNode(t, node, "testdata/provider.mjs", "--addr", fake.addr)
-	s := fake.accept(t)
-	s.welcome(t, 1<<20)
+	_, s := welcomedNode(t, 1<<20, "testdata/provider.mjs")
 
 	s.send(t, execute(1, "wait", `{"ms": 50000}`))
 	s.send(t, execute(2, "fail_on_cancel", `{}`))
@@ -60,12 +55,7 @@ func TestNodeProviderAnswersCancelledCalls(t *testing.T) {
 // answered, as the Go SDK ignores it: the first call keeps the id, so toolsd's cancel
 // reaches it and its answer is the one sent.
 func TestNodeProviderIgnoresADuplicateRequestID(t *testing.T) {
-	node, npm := requireNode(t)
-	installDeps(t, npm)
-	fake := startFakeToolsd(t, false)
-	startNode(t, node, "testdata/provider.mjs", "--addr", fake.addr)
-	s := fake.accept(t)
-	s.welcome(t, 1<<20)
+	_, s := welcomedNode(t, 1<<20, "testdata/provider.mjs")
 
 	s.send(t, execute(1, "wait", `{"ms": 50000}`))
 	s.next(t, func(m *toolsdv1.ProviderServiceConnectRequest) bool { return m.GetProgress().GetRequestId() == 1 })
@@ -84,12 +74,7 @@ func TestNodeProviderIgnoresADuplicateRequestID(t *testing.T) {
 // progress its tool still reports is not sent, as the Go SDK drops it; the call's answer
 // is.
 func TestNodeProviderDropsProgressAfterACancel(t *testing.T) {
-	node, npm := requireNode(t)
-	installDeps(t, npm)
-	fake := startFakeToolsd(t, false)
-	startNode(t, node, "testdata/provider.mjs", "--addr", fake.addr)
-	s := fake.accept(t)
-	s.welcome(t, 1<<20)
+	_, s := welcomedNode(t, 1<<20, "testdata/provider.mjs")
 
 	s.send(t, execute(1, "report_after_cancel", `{}`))
 	s.next(t, func(m *toolsdv1.ProviderServiceConnectRequest) bool { return m.GetProgress().GetRequestId() == 1 })
@@ -111,12 +96,7 @@ func TestNodeProviderDropsProgressAfterACancel(t *testing.T) {
 // back (quarantined: registry.pinning is quarantine and the name is pinned to another
 // definition) is logged as held back, as the Go SDK warns, not as registered.
 func TestNodeProviderWarnsOfAQuarantinedTool(t *testing.T) {
-	node, npm := requireNode(t)
-	installDeps(t, npm)
-	fake := startFakeToolsd(t, false)
-	provider := startNode(t, node, "provider.mjs", "--addr", fake.addr)
-	s := fake.accept(t)
-	s.welcome(t, 1<<20)
+	provider, s := welcomedNode(t, 1<<20, "provider.mjs")
 
 	ref := s.next(t, func(m *toolsdv1.ProviderServiceConnectRequest) bool { return m.GetRegister() != nil }).GetRegister().GetRef()
 	s.send(t, &toolsdv1.ProviderServiceConnectResponse{Msg: &toolsdv1.ProviderServiceConnectResponse_RegisterResult{
@@ -250,12 +230,7 @@ func TestNodeProviderDrainsOnShutdown(t *testing.T) {
 // ABORTED. Only a call that stopped because of the shutdown alone is left unanswered
 // (PROVIDER_GONE as the stream closes).
 func TestNodeProviderAnswersACancelDuringShutdown(t *testing.T) {
-	node, npm := requireNode(t)
-	installDeps(t, npm)
-	fake := startFakeToolsd(t, false)
-	provider := startNode(t, node, "testdata/provider.mjs", "--addr", fake.addr, "--shutdown-grace-ms", "60000")
-	s := fake.accept(t)
-	s.welcome(t, 1<<20)
+	provider, s := welcomedNode(t, 1<<20, "testdata/provider.mjs", "--shutdown-grace-ms", "60000")
 
 	s.send(t, execute(1, "stop_on_cue", `{}`))
 	s.next(t, func(m *toolsdv1.ProviderServiceConnectRequest) bool { return m.GetProgress().GetRequestId() == 1 })
@@ -307,12 +282,7 @@ func TestNodeProviderBacksOffFromShortStreams(t *testing.T) {
 // TestNodeProviderWithoutAResultLimit: a welcome whose max_result_bytes is 0 announces
 // no limit (as the Go SDK reads it); the provider sends its results, not their size.
 func TestNodeProviderWithoutAResultLimit(t *testing.T) {
-	node, npm := requireNode(t)
-	installDeps(t, npm)
-	fake := startFakeToolsd(t, false)
-	startNode(t, node, "provider.mjs", "--addr", fake.addr)
-	s := fake.accept(t)
-	s.welcome(t, 0)
+	_, s := welcomedNode(t, 0, "provider.mjs")
 
 	s.send(t, execute(1, "shout", `{"text": "no limit"}`))
 	r := s.next(t, func(m *toolsdv1.ProviderServiceConnectRequest) bool { return m.GetResult() != nil }).GetResult()
@@ -374,6 +344,20 @@ type fakeToolsd struct {
 type fakeStream struct {
 	stream toolsdv1.ProviderService_ConnectServer
 	msgs   chan *toolsdv1.ProviderServiceConnectRequest
+}
+
+// welcomedNode runs script (provider.mjs or testdata/provider.mjs, with args) against a
+// fake toolsd and welcomes its stream announcing maxResult; it returns the provider's
+// process and its stream.
+func welcomedNode(t *testing.T, maxResult uint64, script string, args ...string) (*nodeProcess, *fakeStream) {
+	t.Helper()
+	node, npm := requireNode(t)
+	installDeps(t, npm)
+	fake := startFakeToolsd(t, false)
+	provider := startNode(t, node, script, append([]string{"--addr", fake.addr}, args...)...)
+	s := fake.accept(t)
+	s.welcome(t, maxResult)
+	return provider, s
 }
 
 // startFakeToolsd serves a fakeToolsd on loopback until the test ends.
@@ -509,12 +493,7 @@ func execute(id uint64, tool, args string) *toolsdv1.ProviderServiceConnectRespo
 // welcome's max_result_bytes goes as its size only, still marked cancelled, so that
 // toolsd records ABORTED rather than RESULT_TOO_LARGE, as the Go SDK sends it.
 func TestNodeProviderKeepsCancelledWhenOversized(t *testing.T) {
-	node, npm := requireNode(t)
-	installDeps(t, npm)
-	fake := startFakeToolsd(t, false)
-	startNode(t, node, "provider.mjs", "--addr", fake.addr)
-	s := fake.accept(t)
-	s.welcome(t, 4) // less than any cancelled wait's message
+	_, s := welcomedNode(t, 4, "provider.mjs") // 4: less than any cancelled wait's message
 
 	s.send(t, execute(1, "wait", `{"ms": 50000}`))
 	s.next(t, func(m *toolsdv1.ProviderServiceConnectRequest) bool { return m.GetProgress().GetRequestId() == 1 })
