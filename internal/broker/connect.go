@@ -125,7 +125,7 @@ func (c *conn) step(m *toolsdv1.ProviderServiceConnectRequest, first bool) (live
 		if first {
 			err = c.b.hello(c, m)
 		} else {
-			c.b.handle(c, m)
+			err = c.b.handle(c, m)
 		}
 	})
 	return live, err

@@ -164,10 +164,15 @@ func FuzzProviderMessage(f *testing.F) {
 		if err := first.hello(first.newConn(context.Background(), &recordingSender{tb: t}), &m); (err == nil) != (m.GetHello() != nil) {
 			t.Errorf("hello(%v) = %v; want an error exactly when it is not a hello", &m, err)
 		}
-		// As any later message, twice (a replayed result must be stale).
+		// As any later message, twice (a replayed result must be stale). Only a register
+		// or unregister naming over twice the harness's limit of 4 ends the stream.
 		h := newHandleHarness(t)
-		h.b.handle(h.c, &m)
-		h.b.handle(h.c, &m)
+		farOver := len(m.GetRegister().GetTools()) > 8 || len(m.GetUnregister().GetNames()) > 8
+		for range 2 {
+			if err := h.b.handle(h.c, &m); (err != nil) != farOver {
+				t.Errorf("handle(%v) = %v; want an error exactly when it names over 8 tools", &m, err)
+			}
+		}
 		h.finish(t)
 	})
 }

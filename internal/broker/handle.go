@@ -4,28 +4,32 @@ import (
 	"fmt"
 
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/rpcerr"
 	"github.com/toolsd/toolsd/internal/textcut"
 	"github.com/toolsd/toolsd/internal/tool"
 )
 
-// handle processes one message after the hello. Nothing a provider sends here can end
-// the stream: malformed messages are logged, counted and ignored.
-func (b *Broker) handle(c *conn, m *toolsdv1.ProviderServiceConnectRequest) {
+// handle processes one message after the hello. Malformed messages are logged, counted
+// and ignored; only a register or unregister far over the per-message limit (see
+// [Broker.farOverPerMessage]) ends the stream, with the error returned.
+func (b *Broker) handle(c *conn, m *toolsdv1.ProviderServiceConnectRequest) error {
 	switch msg := m.GetMsg().(type) {
 	case *toolsdv1.ProviderServiceConnectRequest_Result:
 		b.result(c, msg.Result)
 	case *toolsdv1.ProviderServiceConnectRequest_Progress:
 		b.progress(c, msg.Progress)
 	case *toolsdv1.ProviderServiceConnectRequest_Register:
-		b.register(c, msg.Register)
+		return b.register(c, msg.Register)
 	case *toolsdv1.ProviderServiceConnectRequest_Unregister:
-		b.unregister(c, msg.Unregister)
+		return b.unregister(c, msg.Unregister)
 	default:
 		b.obs.MalformedMessage()
 		c.warnStray("ignored provider message", zap.String("kind", messageKind(m)))
 	}
+	return nil
 }
 
 // maxStrayLogs bounds the warnings one stream's stray messages write (the metrics count
@@ -133,9 +137,13 @@ func (b *Broker) progress(c *conn, pr *toolsdv1.ExecuteProgress) {
 // register registers each tool with the provider as owner and answers with one status
 // per tool, in request order. Each tool is taken or refused on its own: past
 // MaxToolsPerRegister, the rest of the message is refused (RESOURCE_EXHAUSTED) and the
-// tools before them are registered.
-func (b *Broker) register(c *conn, r *toolsdv1.RegisterTools) {
+// tools before them are registered. A message far over it is refused whole (see
+// [Broker.farOverPerMessage]).
+func (b *Broker) register(c *conn, r *toolsdv1.RegisterTools) error {
 	defs, scope := r.GetTools(), r.GetScope()
+	if err := b.farOverPerMessage("register", len(defs)); err != nil {
+		return err
+	}
 	statuses := make([]*toolsdv1.ToolRegistrationStatus, len(defs))
 	taken := min(len(defs), b.limits.MaxToolsPerRegister)
 	b.overPerMessage(statuses, "register", taken, func(i int) string { return defs[i].GetName() })
@@ -144,9 +152,23 @@ func (b *Broker) register(c *conn, r *toolsdv1.RegisterTools) {
 			statuses[i] = b.registerOne(c, scope, d)
 		}
 	}) {
-		return
+		return nil
 	}
 	b.reply(c, r.GetRef(), statuses)
+	return nil
+}
+
+// farOverPerMessage refuses a register or unregister message that names more than twice
+// MaxToolsPerRegister tools. Its answer, a status per tool, would be tens of times its
+// size (an empty definition or name is two bytes on the wire, its refusal tens): a 4 MiB
+// message would draw hundreds of MiB. The stream ends with the error.
+func (b *Broker) farOverPerMessage(kind string, n int) error {
+	limit := b.limits.MaxToolsPerRegister
+	if n-limit <= limit {
+		return nil
+	}
+	return rpcerr.Errorf(codes.ResourceExhausted, rpcerr.LimitExceeded,
+		"broker: %s names %d tools; one message may name %d, and one naming over twice that is refused whole", kind, n, limit)
 }
 
 // overPerMessage fills the statuses from index taken on, which one register or
@@ -191,8 +213,11 @@ func (b *Broker) registerOne(c *conn, scope string, d *toolsdv1.ToolDefinition) 
 
 // unregister removes the named tools and answers like register (the same per-message
 // limit applies).
-func (b *Broker) unregister(c *conn, r *toolsdv1.UnregisterTools) {
+func (b *Broker) unregister(c *conn, r *toolsdv1.UnregisterTools) error {
 	names, scope := r.GetNames(), r.GetScope()
+	if err := b.farOverPerMessage("unregister", len(names)); err != nil {
+		return err
+	}
 	statuses := make([]*toolsdv1.ToolRegistrationStatus, len(names))
 	taken := min(len(names), b.limits.MaxToolsPerRegister)
 	b.overPerMessage(statuses, "unregister", taken, func(i int) string { return names[i] })
@@ -209,9 +234,10 @@ func (b *Broker) unregister(c *conn, r *toolsdv1.UnregisterTools) {
 			statuses[i] = st
 		}
 	}) {
-		return
+		return nil
 	}
 	b.reply(c, r.GetRef(), statuses)
+	return nil
 }
 
 // fail fills st's error fields from a registrar error.

@@ -33,7 +33,9 @@ type Limits struct {
 	// MaxInFlightPerProvider caps the calls one provider runs at once; a provider's hello
 	// may lower it, never raise it.
 	MaxInFlightPerProvider int
-	// MaxToolsPerRegister caps the tools (or names) one register/unregister message carries.
+	// MaxToolsPerRegister caps the tools (or names) one register/unregister message carries:
+	// those past it are refused one by one, and a message with over twice as many ends
+	// the stream (RESOURCE_EXHAUSTED).
 	MaxToolsPerRegister int
 	// MaxResultBytes caps the sum of a result's payload fields (content, value, error
 	// message, meta). The gRPC server's MaxRecvMsgSize must leave room above it, or a

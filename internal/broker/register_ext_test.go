@@ -3,17 +3,25 @@ package broker_test
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/zap/zaptest"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/internal/broker"
 	"github.com/toolsd/toolsd/internal/broker/brokertest"
+	"github.com/toolsd/toolsd/internal/rpcerr"
 	"github.com/toolsd/toolsd/internal/tool"
 )
 
@@ -267,4 +275,76 @@ func TestUnrepresentableDefinitionMessageIsBounded(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRegisterFarOverThePerMessageLimit: a register (or unregister) naming far more tools
+// than one message may is refused whole, ending the stream with RESOURCE_EXHAUSTED. An
+// empty definition is two bytes on the wire and its refusal tens: answered one by one,
+// a 4 MiB message of them drew an answer of ~170 MiB. The client receives messages of
+// any size, as the SDK does, so that an oversized answer reaches the test.
+func TestRegisterFarOverThePerMessageLimit(t *testing.T) {
+	const limit = 1000
+	empty := make([]*toolsdv1.ToolDefinition, 128<<10)
+	for i := range empty {
+		empty[i] = &toolsdv1.ToolDefinition{}
+	}
+	for name, m := range map[string]*toolsdv1.ProviderServiceConnectRequest{
+		"register":   registerMsg(1, "", empty...),
+		"unregister": unregisterMsg(100, "", make([]string, len(empty))...),
+	} {
+		t.Run(name, func(t *testing.T) {
+			srv := brokertest.Start(t, brokertest.NewRegistrar(), broker.WithLimits(broker.Limits{MaxToolsPerRegister: limit}))
+			conn, err := grpc.NewClient(srv.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+				grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32)))
+			if err != nil {
+				t.Fatalf("grpc.NewClient() = %v", err)
+			}
+			t.Cleanup(func() { _ = conn.Close() })
+			r := hello(t, openRawOn(t, conn), "raw", 0)
+			r.send(m)
+			select {
+			case answer, ok := <-r.msgs:
+				if ok {
+					t.Fatalf("answer of %d bytes to a %s of %d bytes, want the stream ended", proto.Size(answer), name, proto.Size(m))
+				}
+			case <-time.After(waitTimeout):
+				t.Fatal("timed out waiting for the stream to end")
+			}
+			st, _ := status.FromError(r.err)
+			if st.Code() != codes.ResourceExhausted || !hasReason(st, rpcerr.LimitExceeded) {
+				t.Errorf("stream end = %v, want ResourceExhausted with reason %s", r.err, rpcerr.LimitExceeded)
+			}
+		})
+	}
+}
+
+// TestRegisterTwiceThePerMessageLimit: a message naming up to twice the per-message limit
+// is answered tool by tool, the tools past the limit refused.
+func TestRegisterTwiceThePerMessageLimit(t *testing.T) {
+	reg := brokertest.NewRegistrar()
+	srv := brokertest.Start(t, reg, broker.WithLimits(broker.Limits{MaxToolsPerRegister: 2}))
+	r := helloRaw(t, srv, "raw", 0)
+	r.send(registerMsg(1, "", toolDef("a"), toolDef("b"), toolDef("c"), toolDef("d")))
+	want := map[string]string{"a": "", "b": "", "c": "RESOURCE_EXHAUSTED", "d": "RESOURCE_EXHAUSTED"}
+	if diff := cmp.Diff(want, statusCodes(t, r.next(), 1)); diff != "" {
+		t.Errorf("register statuses mismatch (-want +got):\n%s", diff)
+	}
+	r.send(unregisterMsg(100, "", "a", "b", "c", "d"))
+	if diff := cmp.Diff(want, statusCodes(t, r.next(), 100)); diff != "" {
+		t.Errorf("unregister statuses mismatch (-want +got):\n%s", diff)
+	}
+	r.send(registerMsg(2, "", toolDef("a"), toolDef("b"), toolDef("c"), toolDef("d"), toolDef("e")))
+	if err := r.end(); status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("stream end after a register of five = %v, want ResourceExhausted", err)
+	}
+}
+
+// hasReason reports whether st carries an ErrorInfo with reason.
+func hasReason(st *status.Status, reason string) bool {
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == reason {
+			return true
+		}
+	}
+	return false
 }
