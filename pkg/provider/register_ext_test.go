@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolsd/toolsd/internal/broker"
 	"github.com/toolsd/toolsd/internal/broker/brokertest"
 	"github.com/toolsd/toolsd/internal/tool"
 	"github.com/toolsd/toolsd/pkg/provider"
@@ -66,4 +67,31 @@ func TestAddKeepsTheLastOfASharedName(t *testing.T) {
 	if got := srv.Broker.Call(t.Context(), p.ProviderID(), exec("echo", `{"text":"hi"}`), 1); got.Content != "hi!" {
 		t.Errorf("Call(echo) = %+v, want the second's content hi!", got)
 	}
+}
+
+// More tools than toolsd takes in one register message are sent in several, so that a
+// provider over limits.max_tools_per_provider keeps the tools the limit allows (the rest
+// refused one by one) rather than having its stream ended on every connect for naming
+// over twice the limit in one message.
+func TestManyToolsAreRegisteredInSeveralMessages(t *testing.T) {
+	reg := brokertest.NewRegistrar()
+	const limit = 100
+	srv := brokertest.Start(t, reg, broker.WithLimits(broker.Limits{MaxToolsPerRegister: limit}))
+	p := newProvider(t)
+	const n = 2*limit + 50
+	for i := range n {
+		p.Add(provider.NewTool(fmt.Sprintf("t%d", i), "small", func(context.Context, provider.Call, struct{}) (string, error) {
+			return "ok", nil
+		}))
+	}
+	run(t, p, srv.Addr)
+	wait(t, p.Ready(), "registration")
+	reg.WaitFor(t, "every tool registered", func() bool {
+		for i := range n {
+			if r, ok := reg.Lookup("", fmt.Sprintf("t%d", i)); !ok || r.Owner != p.ProviderID() {
+				return false
+			}
+		}
+		return true
+	})
 }

@@ -287,8 +287,14 @@ func (s *session) handle(m *toolsdv1.ProviderServiceConnectResponse) {
 // A definition larger than the budget is sent alone.
 const registerBudget = 1 << 20
 
-// register sends a registration of tools, in as many messages as their size needs,
-// and returns the messages' refs.
+// registerMaxTools bounds the tools one register message names. toolsd refuses those
+// past its limits.max_tools_per_provider one by one, and ends the stream of a message
+// naming over twice as many; the SDK does not learn the limit, so it sends few enough
+// that only a limit under half this would end it.
+const registerMaxTools = 100
+
+// register sends a registration of tools, in as many messages as their size and
+// number need, and returns the messages' refs.
 func (s *session) register(tools []*toolImpl) []uint64 {
 	budget := uint64(registerBudget)
 	if s.maxResult > 0 {
@@ -299,7 +305,7 @@ func (s *session) register(tools []*toolImpl) []uint64 {
 		n, size := 0, uint64(0)
 		for ; n < len(tools); n++ {
 			sz := uint64(proto.Size(tools[n].def))
-			if n > 0 && size+sz > budget {
+			if n > 0 && (size+sz > budget || n == registerMaxTools) {
 				break
 			}
 			size += sz
