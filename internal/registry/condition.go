@@ -11,7 +11,6 @@ import (
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
-	"cel.dev/cel-go/interpreter"
 
 	"github.com/toolsd/toolsd/internal/celx"
 )
@@ -122,10 +121,11 @@ func compileCondition(name, src string, costLimit uint64) (cel.Program, bool, er
 	if !ast.OutputType().IsExactType(cel.BoolType) {
 		return nil, false, fmt.Errorf("%w: %s: 1:1: must return bool, not %s", ErrInvalidCondition, where, ast.OutputType())
 	}
-	// Patterns are literals (see celx): compiled once here, not at every match.
+	// Patterns are literals (see celx): compiled once here, not at every match, and
+	// each match charged before it runs.
 	prg, err := env.Program(ast, cel.CostLimit(costLimit), cel.InterruptCheckFrequency(interruptEvery),
 		cel.MemoryLimit(maxConditionValueSize), celx.SizedOperatorCosts(),
-		cel.OptimizeRegex(interpreter.MatchesRegexOptimization))
+		celx.ChargedMatches())
 	if err != nil {
 		return nil, false, fmt.Errorf("%w: %s: %w", ErrInvalidCondition, where, err)
 	}

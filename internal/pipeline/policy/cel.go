@@ -7,7 +7,6 @@ import (
 	"sync"
 
 	"cel.dev/cel-go/cel"
-	"cel.dev/cel-go/interpreter"
 
 	"github.com/toolsd/toolsd/internal/celx"
 	"github.com/toolsd/toolsd/internal/textcut"
@@ -49,9 +48,10 @@ func compile(expr string, want *cel.Type) (cel.Program, error) {
 	if out := ast.OutputType(); !out.IsExactType(want) && !out.IsExactType(cel.DynType) {
 		return nil, fmt.Errorf("expression has type %s, want %s", out, want)
 	}
-	// Patterns are literals (see celx): compiled once here, not at every match.
+	// Patterns are literals (see celx): compiled once here, not at every match, and
+	// each match charged before it runs.
 	return env.Program(ast, cel.CostLimit(CostLimit), cel.InterruptCheckFrequency(100), celx.SizedOperatorCosts(),
-		cel.OptimizeRegex(interpreter.MatchesRegexOptimization))
+		celx.ChargedMatches())
 }
 
 // parseError is a failed parse's error as CEL prints it, except that an error without a
