@@ -91,8 +91,11 @@ type Observer interface {
 	// stream that sent it (finished, cancelled, not sent yet, or never issued on that
 	// stream: request ids are numbered per stream).
 	StaleResult()
-	// InvalidResult counts a result that failed its call with INVALID_RESULT or
-	// RESULT_TOO_LARGE.
+	// InvalidResult counts a result that failed its call as it was decoded: over the
+	// result limit or kept back as too large (RESULT_TOO_LARGE), or text it reads that
+	// is not UTF-8 (or a value-only result's value that is not JSON: INVALID_RESULT).
+	// The pipeline's later checks (strict JSON, the output schema, a tool's own result
+	// limit) fail calls without this count.
 	InvalidResult()
 	// MalformedMessage counts an ignored protocol message (empty, second hello).
 	MalformedMessage()
