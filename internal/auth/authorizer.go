@@ -175,14 +175,14 @@ func (z *Authorizer) useSession(ctx context.Context, name string, action Action,
 	} else {
 		var ok bool
 		var err error
-		if cur, ok, err = z.owners.get(ctx, sessionID); err != nil {
+		if cur, ok, err = z.owners.get(ctx, sessionID, func(o SessionOwner) bool { return z.mayUse(name, action, scope, o) }); err != nil {
 			return err
 		}
 		if !ok {
 			return nil // resolving tools before the first batch is normal
 		}
 	}
-	if (cur.Identity == name && z.ownerKeeps(name, cur)) || (z.allowedAs(name, RoleOperator, action, scope) && z.operates(name, action, cur)) {
+	if z.mayUse(name, action, scope, cur) {
 		return nil
 	}
 	why := "the session belongs to another identity"
@@ -190,6 +190,12 @@ func (z *Authorizer) useSession(ctx context.Context, name string, action Action,
 		why = lostScope
 	}
 	return z.deny(&DeniedError{Identity: name, Action: action, Scope: scope, SessionID: sessionID, Why: why})
+}
+
+// mayUse reports whether name, allowed action in scope, may use a session owner owns:
+// as its owner while it keeps the scope, or as an operator where it was claimed.
+func (z *Authorizer) mayUse(name string, action Action, scope string, owner SessionOwner) bool {
+	return (owner.Identity == name && z.ownerKeeps(name, owner)) || (z.allowedAs(name, RoleOperator, action, scope) && z.operates(name, action, owner))
 }
 
 // lostScope is why an owner is refused its own session (see ownerKeeps). Only the owner
@@ -201,7 +207,9 @@ const lostScope = "the session is this identity's, but its grants no longer cove
 const notYours = "the session is not this identity's (a session belongs to the identity that first executes a batch in it)"
 
 func (z *Authorizer) readSession(ctx context.Context, name, sessionID string) error {
-	cur, owned, err := z.owners.get(ctx, sessionID)
+	cur, owned, err := z.owners.get(ctx, sessionID, func(o SessionOwner) bool {
+		return (o.Identity == name && z.ownerKeeps(name, o)) || z.operates(name, ReadSession, o)
+	})
 	if err != nil {
 		return err
 	}

@@ -38,10 +38,10 @@ type ownership struct {
 	mu     sync.Mutex
 	owners map[string]SessionOwner
 	max    int
-	// changes counts the claims that changed the cache. A lookup that misses the cache
-	// caches the store's answer only if none did while it asked the store: meanwhile
-	// retention may have deleted the session and another identity claimed it, and the
-	// lookup's answer, the former owner, must not replace the new one.
+	// changes counts the claims that changed the cache. A lookup that asks the store
+	// caches its answer only if none did meanwhile: retention may have deleted the
+	// session and another identity claimed it, and the lookup's answer, the former
+	// owner or none, must not replace the new one.
 	changes uint64
 }
 
@@ -77,23 +77,29 @@ func (t *ownership) claim(ctx context.Context, sessionID string, o SessionOwner)
 	return cur, nil
 }
 
-// get returns sessionID's owner, if it has one.
-func (t *ownership) get(ctx context.Context, sessionID string) (SessionOwner, bool, error) {
+// get returns sessionID's owner, if it has one. With a store, a cached owner is
+// answered only when admits holds for it (it lets the caller in); otherwise the store
+// is asked. Retention removes a session's owner from the store, not from the cache,
+// and a cached former owner must not refuse anyone the free id: the store would let
+// the next identity claim it. The store's answer replaces the cached one.
+func (t *ownership) get(ctx context.Context, sessionID string, admits func(SessionOwner) bool) (SessionOwner, bool, error) {
 	cur, ok, changes := t.cached(sessionID)
-	if ok || t.store == nil {
+	if t.store == nil || (ok && admits(cur)) {
 		return cur, ok, nil
 	}
 	cur, ok, err := t.store.Owner(ctx, sessionID)
 	if err != nil {
 		return SessionOwner{}, false, fmt.Errorf("auth: looking up the session owner: %w", err)
 	}
-	if ok {
-		t.mu.Lock()
-		if _, cached := t.owners[sessionID]; !cached && t.changes == changes {
+	t.mu.Lock()
+	if t.changes == changes {
+		if ok {
 			t.put(sessionID, cur)
+		} else {
+			delete(t.owners, sessionID)
 		}
-		t.mu.Unlock()
 	}
+	t.mu.Unlock()
 	return cur, ok, nil
 }
 

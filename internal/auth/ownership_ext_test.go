@@ -174,3 +174,40 @@ func TestStaleOwnerLookupDoesNotOverrideAClaim(t *testing.T) {
 		t.Errorf("ReadSession(agent-b, own s1) = %v, want nil", err)
 	}
 }
+
+// Retention deletes a session's owner record with the session, and the id is free
+// again: the next identity to execute a batch in it claims it. The cache kept the
+// former owner until then, so another identity was refused ResolveToolSet on the free
+// id, though its batch there would have claimed it. A cached owner that would refuse
+// is checked against the store.
+func TestCachedOwnerOfADeletedSessionDoesNotRefuse(t *testing.T) {
+	store := newMemOwners()
+	z := newAuthorizer(t, auth.WithOwnerStore(store))
+	a, b := asIdentity("agent-a"), asIdentity("agent-b")
+	if err := z.Authorize(a, auth.Execute, "sandbox/x", "s1"); err != nil {
+		t.Fatalf("Execute(agent-a, s1) = %v", err)
+	}
+	if err := z.Authorize(b, auth.ReadTools, "sandbox/y", "s1"); !errors.Is(err, auth.ErrPermissionDenied) {
+		t.Fatalf("ReadTools(agent-b, agent-a's s1) = %v, want ErrPermissionDenied", err)
+	}
+	store.mu.Lock()
+	delete(store.owners, "s1") // retention
+	store.mu.Unlock()
+	if err := z.Authorize(b, auth.ReadTools, "sandbox/y", "s1"); err != nil {
+		t.Errorf("ReadTools(agent-b, s1) after retention deleted it = %v, want nil (the id is free)", err)
+	}
+	if err := z.Authorize(b, auth.Execute, "sandbox/y", "s1"); err != nil {
+		t.Fatalf("Execute(agent-b, free s1) = %v, want nil", err)
+	}
+	if err := z.Authorize(b, auth.ReadSession, "", "s1"); err != nil {
+		t.Errorf("ReadSession(agent-b, own s1) = %v, want nil", err)
+	}
+	for name, err := range map[string]error{
+		"ReadTools":   z.Authorize(a, auth.ReadTools, "sandbox/x", "s1"),
+		"ReadSession": z.Authorize(a, auth.ReadSession, "", "s1"),
+	} {
+		if !errors.Is(err, auth.ErrPermissionDenied) {
+			t.Errorf("%s(agent-a, s1 now agent-b's) = %v, want ErrPermissionDenied", name, err)
+		}
+	}
+}
