@@ -114,11 +114,11 @@ func (a *Authenticator) bearer(header string) (Identity, error) {
 		}
 	}
 	if a.jwt != nil && (a.tokens == nil || strings.Count(token, ".") == 2) {
-		sub, err := a.jwt.check(token)
+		sub, until, err := a.jwt.check(token)
 		if err != nil {
 			return Identity{}, err
 		}
-		return Identity{Name: sub, Method: MethodJWT}, nil
+		return Identity{Name: sub, Method: MethodJWT, Expires: until}, nil
 	}
 	return Identity{}, invalidToken("unknown token")
 }

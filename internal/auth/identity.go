@@ -1,6 +1,9 @@
 package auth
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // How a caller was authenticated: the values of [Identity.Method].
 const (
@@ -20,6 +23,11 @@ type Identity struct {
 	Name string
 	// Method is one of the Method* constants.
 	Method string
+	// Expires, when not zero, is when the credential the caller authenticated with stops
+	// being accepted: a JWT's exp plus the leeway. Static tokens, client certificates and
+	// anonymous callers have none. A stream is authenticated once, as it opens, so a
+	// stream that must not outlive its credential ends itself then (WatchSession does).
+	Expires time.Time
 }
 
 type identityKey struct{}

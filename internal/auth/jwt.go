@@ -123,18 +123,19 @@ type verified struct {
 // jwtCacheSize bounds the cache; when full it is emptied (tokens re-verify once).
 const jwtCacheSize = 4096
 
-// check is [jwtVerifier.verify] with the cache in front.
-func (v *jwtVerifier) check(token string) (string, error) {
+// check is [jwtVerifier.verify] with the cache in front. until is when the token stops
+// being accepted: its exp plus the leeway.
+func (v *jwtVerifier) check(token string) (sub string, until time.Time, err error) {
 	key := sha256.Sum256([]byte(token))
 	v.mu.Lock()
 	hit, ok := v.cache[key]
 	v.mu.Unlock()
 	if ok && !v.now().After(hit.exp.Add(v.leeway)) {
-		return hit.sub, nil
+		return hit.sub, hit.exp.Add(v.leeway), nil
 	}
 	sub, exp, err := v.verify(token)
 	if err != nil {
-		return "", err
+		return "", time.Time{}, err
 	}
 	v.mu.Lock()
 	if v.cache == nil || len(v.cache) >= jwtCacheSize {
@@ -142,7 +143,7 @@ func (v *jwtVerifier) check(token string) (string, error) {
 	}
 	v.cache[key] = verified{sub: sub, exp: exp}
 	v.mu.Unlock()
-	return sub, nil
+	return sub, exp.Add(v.leeway), nil
 }
 
 // jwtHeader and jwtClaims are filled member by member, by exact name (see

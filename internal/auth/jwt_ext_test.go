@@ -266,7 +266,8 @@ func TestJWKSInvalid(t *testing.T) {
 	}
 }
 
-// TestJWTExpiresAfterCaching: a token verified once (and cached) still expires.
+// TestJWTExpiresAfterCaching: a token verified once (and cached) still expires; its
+// identity says when, verified or cached.
 func TestJWTExpiresAfterCaching(t *testing.T) {
 	f := newJWTFixture(t)
 	var now atomic.Int64
@@ -276,8 +277,8 @@ func TestJWTExpiresAfterCaching(t *testing.T) {
 	token := sign(t, f.ec, "ES256", "ec-1", claims(func(c map[string]any) { delete(c, "iss") }))
 	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer "+token))
 	for range 2 {
-		if id, err := a.Authenticate(ctx); err != nil || id.Name != "agent-a" {
-			t.Fatalf("Authenticate(valid token) = %+v, %v, want agent-a", id, err)
+		if id, err := a.Authenticate(ctx); err != nil || id.Name != "agent-a" || !id.Expires.Equal(jwtNow.Add(time.Hour+10*time.Second)) {
+			t.Fatalf("Authenticate(valid token) = %+v, %v, want agent-a, expiring at exp + the leeway", id, err)
 		}
 	}
 	now.Store(jwtNow.Add(time.Hour + 11*time.Second).Unix())

@@ -33,6 +33,7 @@ var errorTable = []struct {
 	{errProviderNotConnected, codes.FailedPrecondition, "PROVIDER_NOT_CONNECTED"},
 	{errToolSetStepMismatch, codes.FailedPrecondition, "TOOL_SET_STEP_MISMATCH"},
 	{errSlowClient, codes.ResourceExhausted, "SLOW_CLIENT"},
+	{errTokenExpired, codes.Unauthenticated, auth.ReasonTokenExpired},
 	{errRequestTooLarge, codes.ResourceExhausted, "REQUEST_TOO_LARGE"},
 	{registry.ErrInvalidScope, codes.InvalidArgument, "INVALID_SCOPE"},
 	{registry.ErrInvalidName, codes.InvalidArgument, "INVALID_TOOL_NAME"},
@@ -67,6 +68,7 @@ var (
 	errFirstMessageTimeout  = errors.New("server: the stream's first message did not come in time")
 	errProviderNotConnected = errors.New("server: provider not connected")
 	errSlowClient           = errors.New("server: client stopped reading results")
+	errTokenExpired         = errors.New("server: the token that opened the stream expired")
 	errRequestTooLarge      = errors.New("server: request too large")
 	errToolSetStepMismatch  = errors.New("server: tool set resolved for another step")
 	errSessionRecreated     = errors.New("server: the session is not the expected epoch's: retention deleted it and it was created again, or expect_epoch is not one toolsd sent")

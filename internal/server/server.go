@@ -64,6 +64,12 @@ type Deps struct {
 	// write timeout of real time): for tests that decide when a reader has waited too
 	// long.
 	SendClock streamgate.Clock
+	// ExpiryTimer, if set, replaces the timer that ends a WatchSession once the
+	// credential that opened it stops being accepted (see auth.Identity.Expires): it
+	// must call f once at has passed, unless stop (which reports whether it kept f from
+	// being called) was called first. The default is [time.AfterFunc] for the time until
+	// at. For tests that decide when a token has expired.
+	ExpiryTimer func(at time.Time, f func()) (stop func() bool)
 }
 
 // Server implements ToolService; ProviderService is the broker's.
@@ -85,6 +91,8 @@ type Server struct {
 	waitEnded func()
 	// sendClock is Deps.SendClock.
 	sendClock streamgate.Clock
+	// expiryTimer is Deps.ExpiryTimer, or its default.
+	expiryTimer func(at time.Time, f func()) (stop func() bool)
 	// projections caches Schemas' wire messages by fingerprint.
 	projections projectionCache
 }
@@ -120,10 +128,14 @@ func New(deps Deps) *Server {
 	if authz == nil {
 		authz = allowAll{}
 	}
+	expiryTimer := deps.ExpiryTimer
+	if expiryTimer == nil {
+		expiryTimer = afterTime
+	}
 	return &Server{
 		reg: deps.Registry, broker: deps.Broker, sched: deps.Scheduler, sessions: deps.Sessions,
 		log: log, limits: l, authz: authz, bootID: newID(), active: newBatches(), wrapAppr: deps.WrapApprover,
-		waitEnded: deps.ApprovalWaitEnded, sendClock: deps.SendClock,
+		waitEnded: deps.ApprovalWaitEnded, sendClock: deps.SendClock, expiryTimer: expiryTimer,
 	}
 }
 

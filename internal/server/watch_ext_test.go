@@ -248,8 +248,15 @@ func serveWatch(t *testing.T, store session.Store, writeTimeout time.Duration, c
 // each RPC.
 func serveDeps(t *testing.T, deps server.Deps) (tools toolsdv1.ToolServiceClient, reg *prometheus.Registry, ends rpcEnds) {
 	t.Helper()
+	return serveConfig(t, server.GRPCConfig{}, deps)
+}
+
+// serveConfig is [serveDeps] with gc's other settings (authentication, say).
+func serveConfig(t *testing.T, gc server.GRPCConfig, deps server.Deps) (tools toolsdv1.ToolServiceClient, reg *prometheus.Registry, ends rpcEnds) {
+	t.Helper()
 	reg, ends = prometheus.NewRegistry(), make(rpcEnds, 1)
-	g, metrics := server.NewGRPCServer(server.GRPCConfig{Metrics: reg, StatsHandler: ends, MaxRecvMsgSize: 1 << 20, MaxConcurrentStreams: 10})
+	gc.Metrics, gc.StatsHandler, gc.MaxRecvMsgSize, gc.MaxConcurrentStreams = reg, ends, 1<<20, 10
+	g, metrics := server.NewGRPCServer(gc)
 	toolsdv1.RegisterToolServiceServer(g, server.New(deps))
 	metrics.InitializeMetrics(g)
 	lis := bufconn.Listen(1 << 20)

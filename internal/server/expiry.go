@@ -1,0 +1,30 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/toolsd/toolsd/internal/auth"
+)
+
+// afterTime is the default [Deps.ExpiryTimer]: [time.AfterFunc] for the time until at.
+func afterTime(at time.Time, f func()) (stop func() bool) {
+	return time.AfterFunc(time.Until(at), f).Stop
+}
+
+// cutAtExpiry arms a timer that calls cut with the cause once the credential that
+// opened the stream of ctx stops being accepted (see [auth.Identity.Expires]), and
+// returns what disarms it; a credential without an expiry arms none. Streams are
+// authenticated once, as they open: a watch, which lasts as long as its client keeps
+// it, would otherwise go on reading its session with a token long expired.
+func (s *Server) cutAtExpiry(ctx context.Context, cut func(cause error)) (stop func()) {
+	id, ok := auth.FromContext(ctx)
+	if !ok || id.Expires.IsZero() {
+		return func() {}
+	}
+	cause := fmt.Errorf("%w (not accepted after %s): open the stream again with a fresh token",
+		errTokenExpired, id.Expires.UTC().Format(time.RFC3339))
+	stopTimer := s.expiryTimer(id.Expires, func() { cut(cause) })
+	return func() { stopTimer() }
+}

@@ -1,0 +1,152 @@
+package server_test
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/auth"
+	"github.com/toolsd/toolsd/internal/server"
+	"github.com/toolsd/toolsd/internal/session"
+)
+
+// tokenNow is the time the test's authenticator checks tokens at.
+var tokenNow = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// jwtSigner signs EdDSA JWTs that the JWKS file at jwks accepts.
+type jwtSigner struct {
+	key  ed25519.PrivateKey
+	jwks string
+}
+
+func newJWTSigner(t *testing.T) *jwtSigner {
+	t.Helper()
+	pub, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := map[string]any{"keys": []any{map[string]any{
+		"kty": "OKP", "crv": "Ed25519", "kid": "k1", "alg": "EdDSA", "use": "sig", "x": base64.RawURLEncoding.EncodeToString(pub),
+	}}}
+	return &jwtSigner{key: key, jwks: writeJSON(t, "jwks.json", set)}
+}
+
+// sign returns a token for sub that expires at exp.
+func (s *jwtSigner) sign(t *testing.T, sub string, exp time.Time) string {
+	t.Helper()
+	seg := func(v any) string {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return base64.RawURLEncoding.EncodeToString(b)
+	}
+	signed := seg(map[string]any{"alg": "EdDSA", "kid": "k1", "typ": "JWT"}) + "." +
+		seg(map[string]any{"sub": sub, "aud": "toolsd", "iat": tokenNow.Unix(), "exp": exp.Unix()})
+	return signed + "." + base64.RawURLEncoding.EncodeToString(ed25519.Sign(s.key, []byte(signed)))
+}
+
+func writeJSON(t *testing.T, name string, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// expiryTimers stands in for the timers that end streams at their token's expiry:
+// armed reports each timer's time and its function, which the test calls when it
+// decides the time has come.
+type expiryTimers struct{ armed chan armedTimer }
+
+type armedTimer struct {
+	at   time.Time
+	fire func()
+}
+
+func (e expiryTimers) after(at time.Time, f func()) (stop func() bool) {
+	e.armed <- armedTimer{at: at, fire: f}
+	return func() bool { return true }
+}
+
+// TestWatchEndsWhenItsTokenExpires: a stream is authenticated once, as it opens, and
+// a WatchSession opened with a JWT went on sending the session's events after the
+// token expired, for as long as the client kept it open. It now ends once the token is
+// no longer accepted (its exp plus the leeway) with Unauthenticated (TOKEN_EXPIRED),
+// as a new stream with that token would be refused, so that the client resumes with a
+// fresh one. A static token does not expire, and its watch is not timed.
+func TestWatchEndsWhenItsTokenExpires(t *testing.T) {
+	jwt := newJWTSigner(t)
+	tokens := filepath.Join(t.TempDir(), "tokens.txt")
+	if err := os.WriteFile(tokens, []byte("static-token-of-agent-a agent-a\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	authn, _, err := auth.New(auth.Config{JWKSFile: jwt.jwks, TokenFile: tokens, Audience: "toolsd",
+		Grants: []auth.Grant{{Identity: "agent-a", Role: auth.RoleAgent, Scopes: []string{"**"}}}},
+		auth.WithClock(func() time.Time { return tokenNow }), auth.WithLeeway(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := session.NewMemory()
+	defer func() { _ = store.Close() }()
+	appendMessages(t, store, "s", 2)
+	timers := expiryTimers{armed: make(chan armedTimer, 2)}
+	tools, _, ends := serveConfig(t, server.GRPCConfig{AuthUnary: authn.UnaryServerInterceptor(), AuthStream: authn.StreamServerInterceptor()},
+		server.Deps{Sessions: store, ExpiryTimer: timers.after})
+
+	exp := tokenNow.Add(time.Hour)
+	ctx := metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer "+jwt.sign(t, "agent-a", exp))
+	w, err := tools.WatchSession(ctx, &toolsdv1.WatchSessionRequest{SessionId: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq := uint64(1); seq <= 2; seq++ {
+		if m, err := w.Recv(); err != nil || m.GetEvent().GetSeq() != seq {
+			t.Fatalf("Recv() = %v, %v; want event %d", m.GetEvent().GetSeq(), err, seq)
+		}
+	}
+	var timer armedTimer
+	select {
+	case timer = <-timers.armed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch opened with a JWT armed no expiry timer")
+	}
+	if want := exp.Add(30 * time.Second); !timer.at.Equal(want) {
+		t.Errorf("expiry timer armed for %v, want %v (exp plus the leeway)", timer.at, want)
+	}
+	timer.fire()
+	m, err := w.Recv()
+	if status.Code(err) != codes.Unauthenticated || reason(err) != auth.ReasonTokenExpired {
+		t.Fatalf("Recv() after the token expired = %v, %v; want Unauthenticated (%s)", m.GetEvent().GetSeq(), err, auth.ReasonTokenExpired)
+	}
+	<-ends // the watch's RPC ended; ends has room for the next one's
+
+	ctx = metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer static-token-of-agent-a")
+	w, err = tools.WatchSession(ctx, &toolsdv1.WatchSessionRequest{SessionId: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := w.Recv(); err != nil || m.GetEvent().GetSeq() != 1 {
+		t.Fatalf("Recv() with a static token = %v, %v; want event 1", m.GetEvent().GetSeq(), err)
+	}
+	select {
+	case timer := <-timers.armed:
+		t.Errorf("the watch opened with a static token armed an expiry timer for %v", timer.at)
+	default:
+	}
+}
