@@ -90,9 +90,11 @@ type ToolServiceClient interface {
 	ReadSession(ctx context.Context, in *ReadSessionRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ReadSessionResponse], error)
 	// WatchSession streams a session's stored events from from_seq, then live events as
 	// they are appended, until the client cancels. It ends with NOT_FOUND, reason
-	// SESSION_DELETED, when retention deletes the session, and with UNAVAILABLE, reason
-	// SHUTTING_DOWN, at shutdown. Its events are as large as ReadSession's, and it is
-	// resumed with expect_epoch as ReadSession is (see there).
+	// SESSION_DELETED, when retention deletes the session, with UNAVAILABLE, reason
+	// SHUTTING_DOWN, at shutdown, and with UNAUTHENTICATED, reason TOKEN_EXPIRED, when the
+	// JWT it was opened with expires (open it again with a fresh token). Its events are as
+	// large as ReadSession's, and it is resumed with expect_epoch as ReadSession is (see
+	// there).
 	WatchSession(ctx context.Context, in *WatchSessionRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchSessionResponse], error)
 }
 
@@ -302,9 +304,11 @@ type ToolServiceServer interface {
 	ReadSession(*ReadSessionRequest, grpc.ServerStreamingServer[ReadSessionResponse]) error
 	// WatchSession streams a session's stored events from from_seq, then live events as
 	// they are appended, until the client cancels. It ends with NOT_FOUND, reason
-	// SESSION_DELETED, when retention deletes the session, and with UNAVAILABLE, reason
-	// SHUTTING_DOWN, at shutdown. Its events are as large as ReadSession's, and it is
-	// resumed with expect_epoch as ReadSession is (see there).
+	// SESSION_DELETED, when retention deletes the session, with UNAVAILABLE, reason
+	// SHUTTING_DOWN, at shutdown, and with UNAUTHENTICATED, reason TOKEN_EXPIRED, when the
+	// JWT it was opened with expires (open it again with a fresh token). Its events are as
+	// large as ReadSession's, and it is resumed with expect_epoch as ReadSession is (see
+	// there).
 	WatchSession(*WatchSessionRequest, grpc.ServerStreamingServer[WatchSessionResponse]) error
 	mustEmbedUnimplementedToolServiceServer()
 }
