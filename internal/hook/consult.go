@@ -42,17 +42,18 @@ func (h *Hub) send(stage Stage, hooks []*conn, call *toolsdv1.HookCall, result *
 }
 
 // next waits for the next answer, the deadline or the end of ctx. A call cancelled as
-// the deadline passes is told cancelled, whichever of the two select took: the hook
-// did not fail a call that no longer waits for it.
+// the deadline passes, or as a request fails (the stream dropped, the queue was full),
+// is told cancelled, whichever select took: the hook did not fail a call that no
+// longer waits for it.
 func (x *exchange) next(ctx context.Context) (answer, waitEnd) {
 	select {
 	case a := <-x.ch:
-		return a, gotAnswer
+		return answered(ctx, a)
 	default:
 	}
 	select {
 	case a := <-x.ch:
-		return a, gotAnswer
+		return answered(ctx, a)
 	case <-x.timer.C:
 		if ctx.Err() != nil {
 			return answer{}, cancelled
@@ -61,6 +62,15 @@ func (x *exchange) next(ctx context.Context) (answer, waitEnd) {
 	case <-ctx.Done():
 		return answer{}, cancelled
 	}
+}
+
+// answered is what next makes of a: a failure that comes once ctx has ended is the
+// cancellation.
+func answered(ctx context.Context, a answer) (answer, waitEnd) {
+	if a.err != nil && ctx.Err() != nil {
+		return answer{}, cancelled
+	}
+	return a, gotAnswer
 }
 
 // close withdraws the requests still pending (their late decisions are then ignored)

@@ -66,14 +66,19 @@ func (p preExecute) PreExecute(ctx context.Context, e *tool.Exec, _ pipeline.Too
 }
 
 // cancelledPre is the verdict of a call whose context ended while hooks were still
-// deciding. A deny already given (or arriving with the cancellation) stands: nothing
-// could turn it into permission, and it is more specific than the cancellation. The
-// hooks that have not answered abstain from it.
+// deciding. A deny already given (or a hook's DENY arriving with the cancellation)
+// stands: nothing could turn it into permission, and it is more specific than the
+// cancellation. The hooks that have not answered abstain from it, and so do those whose
+// answer arriving with the cancellation is a failure (a dropped stream, a verdict not
+// valid here): the call no longer waits for them, so it is neither denied for it nor
+// counted as their failure.
 func (h *Hub) cancelledPre(x *exchange, hooks []*conn, e *tool.Exec, vs []pipeline.Verdict) pipeline.Verdict {
 	for drained := false; !drained; {
 		select {
 		case a := <-x.ch:
-			vs[a.slot] = h.preVerdict(hooks[a.slot], e, a)
+			if a.err == nil && a.d.GetVerdict() == toolsdv1.HookVerdict_HOOK_VERDICT_DENY {
+				vs[a.slot] = h.preVerdict(hooks[a.slot], e, a)
+			}
 		default:
 			drained = true
 		}
