@@ -371,6 +371,13 @@ func (a *App) build(pol *policy.Set) error {
 		hook.WithMaxHooksPerIdentity(c.Limits.MaxHooksPerIdentity),
 		hook.WithMaxContexts(c.Limits.MaxHookContexts, int(c.Limits.MaxHookContextBytes)),
 	}
+	for i, r := range c.Hooks.Required {
+		req, err := r.Requirement()
+		if err != nil { // Validate refused it already
+			return fmt.Errorf("app: hooks.required[%d]: %w", i, err)
+		}
+		hubOpts = append(hubOpts, hook.WithRequired(req))
+	}
 	if authz.Enabled() {
 		hubOpts = append(hubOpts, hook.WithScopeFilter(func(ctx context.Context) (hook.Scopes, error) {
 			allow, err := authz.ScopeFilter(ctx, auth.Subscribe)

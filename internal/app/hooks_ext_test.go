@@ -164,3 +164,48 @@ func TestTenantHooksHaveTheirOwnLimit(t *testing.T) {
 		t.Errorf("operator's hook with the tenant's places full: %v, want a welcome", err)
 	}
 }
+
+// TestRequiredHookFromConfig: hooks.required fails closed the calls of a required hook
+// that is not connected, and lets them run once it is.
+func TestRequiredHookFromConfig(t *testing.T) {
+	e := start(t, "hooks:\n  required:\n    - {name: policy, stage: pre_execute, tool: echo}\n")
+	runProvider(t, e.app.Addr(), exampletools.Tools(filepath.Join(t.TempDir(), "notes.txt"))...)
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-required", Calls: []*toolsdv1.ToolCall{
+		call("c1", "echo", `{"text":"hi"}`),
+		call("c2", "add", `{"a":1,"b":2}`),
+	}}, batchOptions{})
+	if got := resultCodes(out.results); !slices.Equal(got, []string{"POLICY_UNAVAILABLE", ""}) {
+		t.Fatalf("codes without the required hook = %v, want [POLICY_UNAVAILABLE ]", got)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stream, err := toolsdv1.NewHookServiceClient(dial(t, e.app.Addr())).Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&toolsdv1.HookServiceConnectRequest{Msg: &toolsdv1.HookServiceConnectRequest_Hello{Hello: &toolsdv1.HookHello{
+		Name:          "policy",
+		Subscriptions: []*toolsdv1.HookSubscription{{Stage: toolsdv1.HookStage_HOOK_STAGE_PRE_EXECUTE}},
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := stream.Recv(); err != nil || m.GetWelcome() == nil {
+		t.Fatalf("hook hello answered %v, %v; want a welcome", m, err)
+	}
+	go func() {
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				return
+			}
+			_ = stream.Send(&toolsdv1.HookServiceConnectRequest{Msg: &toolsdv1.HookServiceConnectRequest_Decision{Decision: &toolsdv1.HookDecision{
+				RequestId: m.GetRequest().GetRequestId(), Verdict: toolsdv1.HookVerdict_HOOK_VERDICT_ALLOW,
+			}}})
+		}
+	}()
+	out = e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-required", Calls: []*toolsdv1.ToolCall{call("c3", "echo", `{"text":"hi"}`)}}, batchOptions{})
+	if got := resultCodes(out.results); !slices.Equal(got, []string{""}) {
+		t.Errorf("codes with the required hook connected = %v, want the call to run", got)
+	}
+}

@@ -15,6 +15,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/toolsd/toolsd/internal/hook"
 	"github.com/toolsd/toolsd/internal/jsonx"
 	"github.com/toolsd/toolsd/internal/registry"
 	"github.com/toolsd/toolsd/internal/session"
@@ -48,6 +49,7 @@ type Config struct {
 	Runtime     Runtime   `yaml:"runtime"`
 	Debug       Debug     `yaml:"debug"`
 	Auth        Auth      `yaml:"auth"`
+	Hooks       Hooks     `yaml:"hooks"`
 	// Policy is the raw policy section; the policy package parses and validates it.
 	Policy yaml.Node `yaml:"policy"`
 	// Source names the file the config came from, for error locations.
@@ -309,6 +311,30 @@ type Grant struct {
 	Identity string   `yaml:"identity"`
 	Role     string   `yaml:"role"` // agent | provider | hook | operator
 	Scopes   []string `yaml:"scopes"`
+}
+
+// Hooks configures the remote hooks toolsd relies on.
+type Hooks struct {
+	// Required are hooks that must take part in the calls they cover: while no
+	// connected hook meets one, those calls fail closed (see hook.WithRequired).
+	Required []RequiredHook `yaml:"required"`
+}
+
+// RequiredHook names a hook that must take part in some calls at one stage. What it
+// covers is said here, not by the hook's subscriptions: those of a hook that is not
+// connected are unknown.
+type RequiredHook struct {
+	Name  string `yaml:"name"`
+	Stage string `yaml:"stage"` // pre_execute | post_execute
+	// Tool and Scope are globs as a hook's subscription's; "" matches every tool, every
+	// scope.
+	Tool  string `yaml:"tool"`
+	Scope string `yaml:"scope"`
+}
+
+// Requirement is r as the hook hub takes it.
+func (r RequiredHook) Requirement() (hook.Requirement, error) {
+	return hook.NewRequirement(r.Name, r.Stage, r.Tool, r.Scope)
 }
 
 // Override sets one key from outside the config file, such as a command-line flag, over
@@ -883,6 +909,11 @@ func (c *Config) check() []*fieldError {
 		}
 	}
 	c.Auth.check(bad, clash)
+	for i, r := range c.Hooks.Required {
+		if _, err := r.Requirement(); err != nil {
+			bad(fmt.Sprintf("hooks.required[%d]", i), "%v", err)
+		}
+	}
 	return errs
 }
 

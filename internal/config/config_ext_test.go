@@ -136,6 +136,26 @@ func TestHookLimits(t *testing.T) {
 	}
 }
 
+// TestRequiredHooks: none by default; a requirement is taken with its fields, and one
+// the hub could not meet (no name, a stage without a verdict, a bad glob) is refused at
+// its place.
+func TestRequiredHooks(t *testing.T) {
+	def := accepted(t, "")
+	if def != nil && len(def.Hooks.Required) != 0 {
+		t.Errorf("hooks.required = %v, want none by default", def.Hooks.Required)
+	}
+	cfg := accepted(t, "hooks:\n  required:\n    - {name: policy, stage: pre_execute, tool: \"fs_*\", scope: \"tenant-a/**\"}\n")
+	want := []config.RequiredHook{{Name: "policy", Stage: "pre_execute", Tool: "fs_*", Scope: "tenant-a/**"}}
+	if cfg != nil && !slices.Equal(cfg.Hooks.Required, want) {
+		t.Errorf("hooks.required = %v, want %v", cfg.Hooks.Required, want)
+	}
+	refusedAll(t, map[string]string{
+		"hooks:\n  required:\n    - {stage: pre_execute}\n":                        `t.yaml:3:7: hooks.required[0]: name "" is not a hook's name`,
+		"hooks:\n  required:\n    - {name: audit, stage: result}\n":                `t.yaml:3:7: hooks.required[0]: stage "result" is not pre_execute or post_execute`,
+		"hooks:\n  required:\n    - {name: p, stage: post_execute, tool: \"[\"}\n": `t.yaml:3:7: hooks.required[0]: tool glob "["`,
+	})
+}
+
 func TestSessionHotFor(t *testing.T) {
 	cfg, err := config.Parse(nil, "")
 	if err != nil {

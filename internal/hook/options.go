@@ -48,7 +48,8 @@ type Observer interface {
 	HookConnected(hook string, delta int)
 	// HookFailure counts a hook that could not be used for a call at stage
 	// ("pre_execute", "post_execute", "result"): no answer by the deadline, a dropped
-	// stream, a full queue or an invalid answer. failOpen reports that the call went on
+	// stream, a full queue, an invalid answer, or a required hook not connected (see
+	// [WithRequired]; no hook of its name may be connected then). failOpen reports that the call went on
 	// without it (a fail-open hook, or a dropped result notification); false means the
 	// call failed closed with POLICY_UNAVAILABLE. It may come just after the hook's
 	// HookConnected(hook, -1): the requests pending on a dropped stream fail once the
@@ -116,6 +117,7 @@ type options struct {
 	obs             Observer
 	now             func() time.Time
 	filter          ScopeFilter
+	required        []Requirement
 }
 
 func defaultOptions() options {
@@ -257,3 +259,14 @@ func WithClock(now func() time.Time) Option {
 // outside them is never sent to it, whatever scope glob it subscribed with. Without
 // one, every hook sees every scope.
 func WithScopeFilter(f ScopeFilter) Option { return func(o *options) { o.filter = f } }
+
+// WithRequired makes hooks required: while no connected hook meets a requirement (one
+// of its name, of an identity not confined to some scopes, subscribed to the call), a
+// call it covers fails closed with POLICY_UNAVAILABLE, denied before execution or its
+// result blocked after, and counted as the named hook's failure. What a requirement
+// covers is its own, not the hook's subscriptions: those of a hook that is not
+// connected are unknown. Without requirements (the default) a call is asked of the hooks
+// connected, whatever they are.
+func WithRequired(rs ...Requirement) Option {
+	return func(o *options) { o.required = append(o.required, rs...) }
+}

@@ -26,7 +26,8 @@ import (
 // Each step asks the hook subscribed when its turn comes: a hook whose stream ended
 // after the chain started is asked on a live stream of the same name and identity that
 // matches the call and has not taken part in the chain yet (it reconnected), and only
-// without one does its failure apply.
+// without one does its failure apply. While a required hook is absent (see
+// [WithRequired]) the result is blocked without asking the others.
 func (h *Hub) PostExecute() pipeline.PostExecute { return postExecute{h} }
 
 type postExecute struct{ h *Hub }
@@ -35,10 +36,17 @@ func (postExecute) Name() string { return "hooks" }
 
 func (p postExecute) PostExecute(ctx context.Context, e *tool.Exec, _ pipeline.Tool, r tool.Result) pipeline.PostVerdict {
 	hooks := p.h.subscribed(StagePostExecute, e)
-	if len(hooks) == 0 {
+	absent := p.h.absent(StagePostExecute, e, hooks)
+	if len(hooks) == 0 && absent == nil {
 		return pipeline.PostVerdict{}
 	}
 	ch := chain{cur: r}
+	if absent != nil {
+		if ctx.Err() != nil {
+			return ch.cancelled()
+		}
+		return p.h.absentPost(absent, e)
+	}
 	call := hookCall(e)
 	ran := make([]*conn, 0, len(hooks))
 	for _, c := range hooks {

@@ -25,7 +25,8 @@ const (
 // [pipeline.Combine] in priority order (lower first), so the decision and the reported
 // reason do not depend on which hook answers first. It returns as soon as the outcome is
 // settled: when a hook denies and every hook before it has answered. With no hook
-// subscribed it abstains without cost.
+// subscribed it abstains without cost, unless a required hook is absent (see
+// [WithRequired]): the call is then denied without asking the others.
 func (h *Hub) PreExecute() pipeline.PreExecute { return preExecute{h} }
 
 type preExecute struct{ h *Hub }
@@ -34,11 +35,15 @@ func (preExecute) Name() string { return "hooks" }
 
 func (p preExecute) PreExecute(ctx context.Context, e *tool.Exec, _ pipeline.Tool) pipeline.Verdict {
 	hooks := p.h.subscribed(StagePreExecute, e)
-	if len(hooks) == 0 {
+	absent := p.h.absent(StagePreExecute, e, hooks)
+	if len(hooks) == 0 && absent == nil {
 		return pipeline.Verdict{}
 	}
 	if ctx.Err() != nil {
 		return cancelledVerdict()
+	}
+	if absent != nil {
+		return p.h.absentPre(absent, e)
 	}
 	x := p.h.send(StagePreExecute, hooks, hookCall(e), nil)
 	defer x.close()

@@ -1,0 +1,107 @@
+package hook
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"unicode/utf8"
+
+	"go.uber.org/zap"
+
+	"github.com/toolsd/toolsd/internal/glob"
+	"github.com/toolsd/toolsd/internal/pipeline"
+	"github.com/toolsd/toolsd/internal/textcut"
+	"github.com/toolsd/toolsd/internal/tool"
+)
+
+// errRequiredAbsent is the failure of a required hook that is not connected.
+var errRequiredAbsent = errors.New("hook: required hook not connected")
+
+// Requirement names a hook that must take part in some calls at one stage (see
+// [WithRequired]). Create it with [NewRequirement].
+type Requirement struct {
+	name  string
+	stage Stage
+	tool  glob.Pattern
+	scope glob.Pattern
+}
+
+// NewRequirement returns the requirement that a hook named name take part in stage
+// ("pre_execute" or "post_execute") of the calls whose tool matches the tool glob and
+// whose scope matches the scope glob, globs as a subscription's ("" matches every tool,
+// every scope).
+func NewRequirement(name, stage, toolGlob, scopeGlob string) (Requirement, error) {
+	r := Requirement{name: name}
+	switch stage {
+	case StagePreExecute.String():
+		r.stage = StagePreExecute
+	case StagePostExecute.String():
+		r.stage = StagePostExecute
+	default:
+		return Requirement{}, fmt.Errorf("stage %q is not %s or %s", stage, StagePreExecute, StagePostExecute)
+	}
+	if name == "" || len(name) > maxNameBytes || !utf8.ValidString(name) {
+		return Requirement{}, fmt.Errorf("name %q is not a hook's name (valid UTF-8 of 1 to %d bytes)", name, maxNameBytes)
+	}
+	if len(toolGlob) > maxGlobBytes || len(scopeGlob) > maxGlobBytes {
+		return Requirement{}, fmt.Errorf("globs are limited to %d bytes", maxGlobBytes)
+	}
+	var err error
+	if r.tool, err = glob.Tool(cmp.Or(toolGlob, "*")); err != nil {
+		return Requirement{}, fmt.Errorf("tool glob %q: %w", toolGlob, err)
+	}
+	if r.scope, err = glob.Scope(cmp.Or(scopeGlob, "**"), maxGlobStars); err != nil {
+		return Requirement{}, fmt.Errorf("scope glob %q: %w", scopeGlob, err)
+	}
+	return r, nil
+}
+
+// absent returns the first requirement for stage covering e that none of hooks (those
+// subscribed to e at stage) meets, or nil. Only a hook whose identity is not confined
+// to some scopes meets one: hooks choose their names, and a tenant's hook named like
+// the operator's must not stand in for it.
+func (h *Hub) absent(stage Stage, e *tool.Exec, hooks []*conn) *Requirement {
+	for i := range h.opts.required {
+		r := &h.opts.required[i]
+		if r.stage != stage || !r.tool.Match(e.Name) || !r.scope.Match(e.Scope) {
+			continue
+		}
+		if !slices.ContainsFunc(hooks, func(c *conn) bool { return c.hello.name == r.name && !c.confined }) {
+			return r
+		}
+	}
+	return nil
+}
+
+// failedAbsent logs and counts a call that a required hook would have seen, failed
+// closed because no such hook is connected.
+func (h *Hub) failedAbsent(r *Requirement, e *tool.Exec) {
+	h.opts.obs.HookFailure(r.name, r.stage.String(), false)
+	h.log.Warn("required hook absent", zap.String("hook", r.name), zap.String("stage", r.stage.String()), zap.String("tool", e.Name),
+		zap.String("call_id", textcut.Ellipsis(e.CallID, textcut.MaxLoggedID)))
+}
+
+// absentPre is the verdict of a call that a required hook that is not connected would
+// have seen before execution.
+func (h *Hub) absentPre(r *Requirement, e *tool.Exec) pipeline.Verdict {
+	h.failedAbsent(r, e)
+	return pipeline.Verdict{
+		Decision:   pipeline.Deny,
+		Reason:     msgPolicyUnavailable,
+		UserReason: fmt.Sprintf("hook %q: %v", r.name, errRequiredAbsent),
+		Code:       tool.CodePolicyUnavailable,
+	}
+}
+
+// absentPost is the verdict of a result that a required hook that is not connected
+// would have reviewed.
+func (h *Hub) absentPost(r *Requirement, e *tool.Exec) pipeline.PostVerdict {
+	h.failedAbsent(r, e)
+	return pipeline.PostVerdict{
+		Action:     pipeline.Block,
+		Reason:     msgResultUnavailable,
+		UserReason: fmt.Sprintf("hook %q: %v", r.name, errRequiredAbsent),
+		Code:       tool.CodePolicyUnavailable,
+	}
+}
