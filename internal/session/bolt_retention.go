@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -29,6 +30,35 @@ func (b *Bolt) Sweep(now time.Time) (int, error) {
 func (w *writer) sweep(r *request) {
 	w.b.holds.beginSweep()
 	defer w.b.holds.endSweep()
+	skip := make(map[string]struct{})
+	for {
+		removed, err := w.sweepOnce(r.now, skip)
+		var d *damagedSession
+		if errors.As(err, &d) {
+			if _, seen := skip[d.id]; !seen {
+				w.b.keepDamaged([]byte(d.id), err)
+				skip[d.id] = struct{}{}
+				continue // its transaction rolled back: sweep again without it
+			}
+		}
+		if err != nil {
+			r.done <- response{err: err}
+			return
+		}
+		for _, id := range removed {
+			delete(w.sessions, id)
+			w.b.live.removeIf(id, func(*boltLive) bool { return true })
+		}
+		r.done <- response{removed: len(removed)}
+		return
+	}
+}
+
+// sweepOnce deletes, in one transaction, the sessions the retention limits select as
+// of now, but none in skip, and returns their ids. A panic inside bbolt as it reads or
+// deletes one session fails it with a [*damagedSession] naming that session; the
+// transaction rolls back, as bbolt's state after a panic in a write is unknown.
+func (w *writer) sweepOnce(now time.Time, skip map[string]struct{}) ([]string, error) {
 	var removed []string
 	err := w.b.update(func(tx *bolt.Tx) error {
 		removed = removed[:0]
@@ -36,32 +66,51 @@ func (w *writer) sweep(r *request) {
 		if err != nil {
 			return err
 		}
-		victims, err := w.b.victims(tx, rt, r.now)
+		victims, err := w.b.victims(tx, rt, now, skip)
 		if err != nil {
 			return err
 		}
 		for _, id := range victims {
-			if err := rt.sessions.DeleteBucket([]byte(id)); err != nil && !errors.Is(err, berrors.ErrBucketNotFound) {
-				return err
-			}
-			if owners := tx.Bucket(bucketOwners); owners != nil {
-				if err := owners.Delete([]byte(id)); err != nil {
+			err := perSession(id, func() error {
+				if err := rt.sessions.DeleteBucket([]byte(id)); err != nil && !errors.Is(err, berrors.ErrBucketNotFound) {
 					return err
 				}
+				if owners := tx.Bucket(bucketOwners); owners != nil {
+					return owners.Delete([]byte(id))
+				}
+				return nil
+			})
+			if err != nil {
+				return err
 			}
 			removed = append(removed, id)
 		}
 		return nil
 	})
-	if err != nil {
-		r.done <- response{err: err}
-		return
-	}
-	for _, id := range removed {
-		delete(w.sessions, id)
-		w.b.live.removeIf(id, func(*boltLive) bool { return true })
-	}
-	r.done <- response{removed: len(removed)}
+	return removed, err
+}
+
+// damagedSession is a panic inside bbolt as the sweep read or deleted one session.
+type damagedSession struct {
+	id    string
+	cause any
+}
+
+func (e *damagedSession) Error() string {
+	return fmt.Sprintf("%v: session %q: %v", ErrCorrupt, e.id, e.cause)
+}
+
+func (e *damagedSession) Unwrap() error { return ErrCorrupt }
+
+// perSession runs fn, the sweep's work on session id, and turns a panic inside it into
+// a [*damagedSession].
+func perSession(id string, fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &damagedSession{id: id, cause: r}
+		}
+	}()
+	return fn()
 }
 
 // Hold implements [Store].
@@ -76,11 +125,23 @@ func (b *Bolt) Hold(ctx context.Context, sessionID string) (func(), error) {
 // doomed ([holds.doom]); one held or with a call open is kept. A session is idle since
 // its last append or, with no events, since its owner's claim. A session whose age
 // cannot be read (a damaged record) is kept, so that it does not stop retention for
-// every other session.
-func (b *Bolt) victims(tx *bolt.Tx, rt roots, now time.Time) ([]string, error) {
+// every other session; one whose read panics fails victims with a [*damagedSession].
+// The sessions in skip are kept too.
+func (b *Bolt) victims(tx *bolt.Tx, rt roots, now time.Time, skip map[string]struct{}) ([]string, error) {
 	var all []sessionAge
 	err := rt.sessions.ForEachBucket(func(k []byte) error {
-		last, err := lastAppend(rt.sessions.Bucket(k))
+		if _, ok := skip[string(k)]; ok {
+			return nil
+		}
+		var last time.Time
+		err := perSession(string(k), func() (err error) {
+			last, err = lastAppend(rt.sessions.Bucket(k))
+			return err
+		})
+		var d *damagedSession
+		if errors.As(err, &d) {
+			return err
+		}
 		if err != nil {
 			b.keepDamaged(k, err)
 			return nil
@@ -90,7 +151,7 @@ func (b *Bolt) victims(tx *bolt.Tx, rt roots, now time.Time) ([]string, error) {
 	})
 	if owners := tx.Bucket(bucketOwners); owners != nil && err == nil {
 		err = owners.ForEach(func(k, v []byte) error {
-			if rt.sessions.Bucket(k) != nil {
+			if _, ok := skip[string(k)]; ok || rt.sessions.Bucket(k) != nil {
 				return nil
 			}
 			_, claimed, err := parseOwnerValue(v)
@@ -117,9 +178,10 @@ func (b *Bolt) victims(tx *bolt.Tx, rt roots, now time.Time) ([]string, error) {
 	return ids, nil
 }
 
-// keepDamaged logs that retention keeps the session id, whose age it could not read.
+// keepDamaged logs that retention keeps the session id, which it could not read or
+// delete.
 func (b *Bolt) keepDamaged(id []byte, err error) {
-	b.o.logger.Warn("retention keeps a session whose age cannot be read", zap.String("session_id", string(id)), zap.Error(err))
+	b.o.logger.Warn("retention keeps a damaged session", zap.String("session_id", string(id)), zap.Error(err))
 }
 
 func hasOpenCalls(rt roots, id string) bool {

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -516,5 +517,112 @@ func TestBoltRolledBackCommitIsNoSync(t *testing.T) {
 	defer c.mu.Unlock()
 	if c.syncs != 1 {
 		t.Errorf("SyncDone calls = %d, want 1 (the sound session's commit only)", c.syncs)
+	}
+}
+
+// zeroPage overwrites with zeros the page of the bbolt log in dir that pick names (a
+// page id), so that bbolt panics when it reads it: the page no longer carries its id.
+func zeroPage(t *testing.T, dir string, pick func(tx *bolt.Tx, pageSize int) uint64) {
+	t.Helper()
+	path := filepath.Join(dir, FileName)
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pageSize := db.Info().PageSize
+	var id uint64
+	err = db.View(func(tx *bolt.Tx) error {
+		id = pick(tx, pageSize)
+		return nil
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.WriteAt(make([]byte, pageSize), int64(id)*int64(pageSize))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A session whose pages are damaged so that bbolt panics, rather than fails, as the
+// sweep reads its age or deletes it is kept by retention, which goes on deleting the
+// other sessions its limits select; the panic rolled back the sweep's transaction and
+// failed every sweep, so that no session was ever deleted again.
+func TestBoltSweepSkipsASessionThatPanicsBbolt(t *testing.T) {
+	for name, pick := range map[string]func(root []byte) uint64{
+		// The root page: reading the session's last event panics.
+		"root": func(root []byte) uint64 { return binary.NativeEndian.Uint64(root[:8]) },
+		// The first leaf of a branch root: the last event reads, deleting the session panics.
+		"first leaf": func(root []byte) uint64 { return binary.NativeEndian.Uint64(root[16+8:]) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+			clock := func() time.Time { return t0 }
+			b, err := Open(dir, WithClock(clock))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 40 { // past one leaf page: "bad" has a branch root
+				if _, err := b.Append(t.Context(), "bad", msg(string(make([]byte, 2000)))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, id := range []string{"old", "older"} {
+				if _, err := b.Append(t.Context(), id, msg("before")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			closeStore(t, b)
+			zeroPage(t, dir, func(tx *bolt.Tx, pageSize int) uint64 {
+				root := uint64(tx.Bucket(bucketSessions).Bucket([]byte("bad")).RootPage())
+				if info, err := tx.Page(int(root)); err != nil || info.Type != "branch" {
+					t.Fatalf("bad's root page = %+v, %v, want a branch", info, err)
+				}
+				raw := make([]byte, pageSize)
+				f, err := os.Open(filepath.Join(dir, FileName))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				if _, err := f.ReadAt(raw, int64(root)*int64(pageSize)); err != nil {
+					t.Fatal(err)
+				}
+				return pick(raw)
+			})
+
+			s, err := Open(dir, WithClock(clock), WithRetention(time.Hour, 0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer closeStore(t, s)
+			if removed, err := s.Sweep(t0.Add(2 * time.Hour)); err != nil || removed != 2 {
+				t.Errorf("Sweep(+2h) = %d, %v, want 2 (old, older), the damaged session kept", removed, err)
+			}
+			for _, id := range []string{"old", "older"} {
+				if got, err := s.Read(t.Context(), id, 1, 0); err != nil || len(got) != 0 {
+					t.Errorf("Read(%s) after the sweep = %d events, %v, want none", id, len(got), err)
+				}
+			}
+			if _, err := s.Read(t.Context(), "bad", 1, 0); !errors.Is(err, ErrCorrupt) {
+				t.Errorf("Read(bad) = %v, want ErrCorrupt (kept, still damaged)", err)
+			}
+			if removed, err := s.Sweep(t0.Add(2 * time.Hour)); err != nil || removed != 0 {
+				t.Errorf("second Sweep(+2h) = %d, %v, want 0 (the damaged session kept again)", removed, err)
+			}
+			if _, err := s.Append(t.Context(), "new", msg("after")); err != nil {
+				t.Errorf("Append(new) after the sweeps = %v", err)
+			}
+		})
 	}
 }
