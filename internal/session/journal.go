@@ -381,13 +381,13 @@ func (j *Journal) replayRecord(rec *record, off int64, size int32) error {
 		j.account(s, int64(size))
 	case recKindOwner:
 		s := j.mem.sessions.getOrCreate(id)
-		if s.owner == nil {
+		if s.owner == nil { // a later claim does not take effect: dead data, as in the writer
 			s.owner, s.claimed = &rec.owner, rec.claimed
 			if rec.claimed.IsZero() { // an untimed claim: idle from this start on
 				s.claimed = j.opened
 			}
+			j.account(s, int64(size))
 		}
-		j.account(s, int64(size))
 	case recKindDelete:
 		if s := j.mem.sessions.get(id); s != nil {
 			j.live -= s.bytes

@@ -639,3 +639,41 @@ func TestJournalStopEndsLiveWatches(t *testing.T) {
 		t.Errorf("Watch() sent %d events after the failed write, want none", len(got))
 	}
 }
+
+// On replay, an owner record that does not take effect (the session has its owner) is
+// dead data, as the writer, which never counts it, and a rewrite, which drops it, take
+// it: counted live, repeated owner records kept the journal from being rewritten.
+func TestJournalReplayCountsOnlyTheOwnerThatTakesEffect(t *testing.T) {
+	dir := t.TempDir()
+	alice, bob := Owner{Identity: "alice"}, Owner{Identity: "bob"}
+	claimed := time.Unix(5, 0)
+	head, seed := newJournalHeader()
+	group := beginGroup(nil, 1)
+	group = appendOwnerRecord(group, "s", alice, claimed)
+	first := len(group) - groupHeadLen
+	for range 200 { // past the compaction threshold below
+		group = appendOwnerRecord(group, "s", bob, claimed)
+	}
+	sealGroup(group, seed)
+	if err := os.WriteFile(filepath.Join(dir, JournalFileName), append(head, group...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	j, err := OpenJournal(dir, WithCompactBytes(4<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeStore(t, j)
+	if j.live != int64(first) {
+		t.Fatalf("live bytes after replay = %d, want %d (alice's owner record alone)", j.live, first)
+	}
+	if o, ok, err := j.Owner(t.Context(), "s"); err != nil || !ok || o != alice {
+		t.Errorf("Owner(s) = %+v, %v, %v, want alice, the first claim", o, ok, err)
+	}
+	done := make(chan struct{}, 1)
+	j.rewritten = func() { done <- struct{}{} }
+	if _, err := j.Append(t.Context(), "s", msg("after")); err != nil {
+		t.Fatal(err)
+	}
+	<-done // the commit finds the journal mostly dead and rewrites it
+}
