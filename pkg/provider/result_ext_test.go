@@ -37,6 +37,32 @@ func TestOversizedCancellationStaysCancelled(t *testing.T) {
 	}
 }
 
+// A handler that finishes toolsd's cancelled call with a success over max_result_bytes
+// is answered as any success after a cancel, which toolsd records ABORTED: nobody sees a
+// cancelled call's result, so its size fails nothing (it was sent as its size only, and
+// toolsd recorded RESULT_TOO_LARGE).
+func TestOversizedSuccessAfterCancelIsAborted(t *testing.T) {
+	srv := brokertest.Start(t, brokertest.NewRegistrar(),
+		broker.WithLimits(broker.Limits{MaxResultBytes: 64, CancelGrace: waitTimeout}))
+	started := make(chan struct{}, 1)
+	p := newProvider(t)
+	p.Add(provider.NewTool("t", "finishes anyway", func(ctx context.Context, _ provider.Call, _ struct{}) (string, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		return strings.Repeat("output ", 20), nil
+	}))
+	run(t, p, srv.Addr)
+	wait(t, p.Ready(), "registration")
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() {
+		<-started
+		cancel()
+	}()
+	if got := srv.Broker.Call(ctx, p.ProviderID(), exec("t", `{}`), 1); got.Code() != tool.CodeAborted {
+		t.Errorf("Call() after cancel = %+v, want %s", got, tool.CodeAborted)
+	}
+}
+
 // Even without a cancel: the oversized result fails alone, as RESULT_TOO_LARGE.
 func TestOversizedResultFailsItsCallAlone(t *testing.T) {
 	srv := brokertest.Start(t, brokertest.NewRegistrar(), broker.WithLimits(broker.Limits{MaxResultBytes: 64}))

@@ -506,7 +506,7 @@ func (s *session) refuse(id uint64, msg string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.closed {
-		s.wg.Go(func() { s.sendResult(id, res) })
+		s.wg.Go(func() { s.sendResult(id, res, false) })
 	}
 }
 
@@ -532,7 +532,7 @@ func (s *session) run(ctx context.Context, r *running, t *toolImpl, call Call, a
 		if res.GetCancelled() && !r.toldToStop.Load() && s.callCtx.Err() != nil {
 			return // stopped by the provider's shutdown: left to PROVIDER_GONE (see session)
 		}
-		s.sendResult(r.id, res)
+		s.sendResult(r.id, res, r.toldToStop.Load())
 	}()
 	res = s.invoke(ctx, t, call, args)
 }
@@ -595,8 +595,17 @@ func (s *session) cancelCall(id uint64) {
 	}
 }
 
-func (s *session) sendResult(id uint64, res *toolsdv1.ExecuteResult) {
-	if n := uint64(len(res.GetContent()) + len(res.GetValueJson()) + len(res.GetErrorMessage()) + len(res.GetMetaJson())); s.maxResult > 0 && n > s.maxResult {
+// sendResult sends res as the answer to request id; toldToStop says toolsd cancelled
+// the call.
+func (s *session) sendResult(id uint64, res *toolsdv1.ExecuteResult, toldToStop bool) {
+	n := uint64(len(res.GetContent()) + len(res.GetValueJson()) + len(res.GetErrorMessage()) + len(res.GetMetaJson()))
+	switch {
+	case s.maxResult == 0 || n <= s.maxResult:
+	case toldToStop && !res.GetIsError():
+		// toolsd records a success after its cancel ABORTED, whatever it carries: this one
+		// goes as a success without its payload, not as its size (RESULT_TOO_LARGE).
+		res = &toolsdv1.ExecuteResult{ConcludesTurn: res.GetConcludesTurn()}
+	default:
 		s.log.Warn("result larger than toolsd accepts; sending its size instead (the call fails with RESULT_TOO_LARGE)",
 			zap.Uint64("request_id", id), zap.Uint64("bytes", n), zap.Uint64("max_result_bytes", s.maxResult))
 		// Its request to end the turn and its report that the tool stopped are not
