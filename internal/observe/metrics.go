@@ -164,7 +164,7 @@ func newBrokerMetrics() brokerMetrics {
 			Help: "Calls refused before reaching a provider, by code (PROVIDER_UNAVAILABLE, PROVIDER_OVERLOADED).",
 		}, []string{"code"}),
 		stale:     counter("broker", "stale_results_total", "Provider results dropped because their call was no longer pending on that stream."),
-		invalid:   counter("broker", "invalid_results_total", "Provider results the broker refused as it decoded them: over limits.max_result_bytes or kept back by the provider as too large (RESULT_TOO_LARGE), or text it reads that is not UTF-8 (or, for a value-only result, not JSON) (INVALID_RESULT). The pipeline's later checks (strict JSON, the output schema, a tool's own max_result_bytes) fail calls counted by toolsd_pipeline_calls_total{code} only."),
+		invalid:   counter("broker", "invalid_results_total", "Provider results the broker refused as it decoded them: over limits.max_result_bytes or kept back by the provider as too large (RESULT_TOO_LARGE), or text it reads that is not UTF-8 (or, for a value-only result, not JSON) (INVALID_RESULT). The pipeline's later checks (strict JSON, the output schema, a tool's own max_result_bytes) fail calls counted by toolsd_pipeline_calls_total{tool,code} only."),
 		malformed: counter("broker", "malformed_messages_total", "Provider protocol messages ignored as malformed."),
 	}
 }
