@@ -85,12 +85,12 @@ func (a *Authenticator) Authenticate(ctx context.Context) (Identity, error) {
 		return Identity{}, invalidToken("more than one authorization header")
 	}
 	if a.mtls {
-		name, ok, err := peerCertIdentity(ctx)
+		id, ok, err := peerCertIdentity(ctx)
 		if err != nil {
 			return Identity{}, err
 		}
 		if ok {
-			return Identity{Name: name, Method: MethodMTLS}, nil
+			return id, nil
 		}
 	}
 	return Identity{}, &CredentialError{Reason: ReasonMissingCredentials, Detail: a.missingDetail()}

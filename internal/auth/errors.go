@@ -26,6 +26,9 @@ const (
 	ReasonInvalidToken       = "INVALID_TOKEN"
 	ReasonTokenExpired       = "TOKEN_EXPIRED"
 	ReasonInvalidCertificate = "INVALID_CERTIFICATE"
+	// ReasonCertificateExpired ends a stream that a client certificate opened once the
+	// certificate expires (a new connection with it fails its TLS handshake).
+	ReasonCertificateExpired = "CERTIFICATE_EXPIRED"
 )
 
 // CredentialError explains why a request could not be authenticated. Its message never

@@ -24,9 +24,11 @@ type Identity struct {
 	// Method is one of the Method* constants.
 	Method string
 	// Expires, when not zero, is when the credential the caller authenticated with stops
-	// being accepted: a JWT's exp plus the leeway. Static tokens, client certificates and
-	// anonymous callers have none. A stream is authenticated once, as it opens, so a
-	// stream that must not outlive its credential ends itself then (WatchSession does).
+	// being accepted: a JWT's exp plus the leeway, a client certificate's NotAfter (or
+	// its verified chain's, if an issuer expires first). Static tokens and anonymous
+	// callers have none. A stream is authenticated once, as it opens, and a certificate
+	// is checked only at the TLS handshake, so a stream that must not outlive its
+	// credential ends itself then (WatchSession does).
 	Expires time.Time
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/asn1"
 	"fmt"
 	"os"
+	"time"
 
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
@@ -43,19 +44,42 @@ func ServerTLSConfig(certFile, keyFile, clientCAFile string) (*tls.Config, error
 	return cfg, nil
 }
 
-// peerCertIdentity returns the identity of a verified client certificate, or ok=false
-// when the connection has none (plaintext, or TLS without client verification).
-func peerCertIdentity(ctx context.Context) (name string, ok bool, err error) {
+// peerCertIdentity returns the identity of a verified client certificate, expiring when
+// the certificate does (see [chainsExpiry]), or ok=false when the connection has none
+// (plaintext, or TLS without client verification).
+func peerCertIdentity(ctx context.Context) (id Identity, ok bool, err error) {
 	p, found := peer.FromContext(ctx)
 	if !found || p.AuthInfo == nil {
-		return "", false, nil
+		return Identity{}, false, nil
 	}
 	info, isTLS := p.AuthInfo.(credentials.TLSInfo)
 	if !isTLS || len(info.State.VerifiedChains) == 0 || len(info.State.PeerCertificates) == 0 {
-		return "", false, nil
+		return Identity{}, false, nil
 	}
-	name, err = certIdentity(info.State.PeerCertificates[0])
-	return name, err == nil, err
+	name, err := certIdentity(info.State.PeerCertificates[0])
+	if err != nil {
+		return Identity{}, false, err
+	}
+	return Identity{Name: name, Method: MethodMTLS, Expires: chainsExpiry(info.State.VerifiedChains)}, true, nil
+}
+
+// chainsExpiry is when a handshake would no longer verify the client's certificate:
+// the latest, over the chains that verified it, of the earliest NotAfter in each (its
+// leaf's, unless an issuer of that chain expires first).
+func chainsExpiry(chains [][]*x509.Certificate) time.Time {
+	var latest time.Time
+	for _, chain := range chains {
+		var first time.Time
+		for _, c := range chain {
+			if first.IsZero() || c.NotAfter.Before(first) {
+				first = c.NotAfter
+			}
+		}
+		if first.After(latest) {
+			latest = first
+		}
+	}
+	return latest
 }
 
 // certIdentity is the certificate's SPIFFE ID (its spiffe:// URI SAN) if it has one,

@@ -34,6 +34,7 @@ var errorTable = []struct {
 	{errToolSetStepMismatch, codes.FailedPrecondition, "TOOL_SET_STEP_MISMATCH"},
 	{errSlowClient, codes.ResourceExhausted, "SLOW_CLIENT"},
 	{errTokenExpired, codes.Unauthenticated, auth.ReasonTokenExpired},
+	{errCertificateExpired, codes.Unauthenticated, auth.ReasonCertificateExpired},
 	{errRequestTooLarge, codes.ResourceExhausted, "REQUEST_TOO_LARGE"},
 	{registry.ErrInvalidScope, codes.InvalidArgument, "INVALID_SCOPE"},
 	{registry.ErrInvalidName, codes.InvalidArgument, "INVALID_TOOL_NAME"},
@@ -69,6 +70,7 @@ var (
 	errProviderNotConnected = errors.New("server: provider not connected")
 	errSlowClient           = errors.New("server: client stopped reading results")
 	errTokenExpired         = errors.New("server: the token that opened the stream expired")
+	errCertificateExpired   = errors.New("server: the client certificate that opened the stream expired")
 	errRequestTooLarge      = errors.New("server: request too large")
 	errToolSetStepMismatch  = errors.New("server: tool set resolved for another step")
 	errSessionRecreated     = errors.New("server: the session is not the expected epoch's: retention deleted it and it was created again, or expect_epoch is not one toolsd sent")

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -23,8 +24,22 @@ func (s *Server) cutAtExpiry(ctx context.Context, cut func(cause error)) (stop f
 	if !ok || id.Expires.IsZero() {
 		return func() {}
 	}
-	cause := fmt.Errorf("%w (not accepted after %s): open the stream again with a fresh token",
-		errTokenExpired, id.Expires.UTC().Format(time.RFC3339))
+	cause := expiryCause(id)
 	stopTimer := s.expiryTimer(id.Expires, func() { cut(cause) })
 	return func() { stopTimer() }
+}
+
+// expiryCause is what ends a stream of id at [auth.Identity.Expires]: its client
+// certificate, or its token, expired.
+func expiryCause(id auth.Identity) error {
+	at := id.Expires.UTC().Format(time.RFC3339)
+	if id.Method == auth.MethodMTLS {
+		return fmt.Errorf("%w (not valid after %s): connect again with a renewed certificate", errCertificateExpired, at)
+	}
+	return fmt.Errorf("%w (not accepted after %s): open the stream again with a fresh token", errTokenExpired, at)
+}
+
+// expired reports whether cause is one of [expiryCause]'s.
+func expired(cause error) bool {
+	return errors.Is(cause, errTokenExpired) || errors.Is(cause, errCertificateExpired)
 }

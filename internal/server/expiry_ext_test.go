@@ -1,16 +1,25 @@
 package server_test
 
 import (
+	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
+	"math/big"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -148,5 +157,125 @@ func TestWatchEndsWhenItsTokenExpires(t *testing.T) {
 	case timer := <-timers.armed:
 		t.Errorf("the watch opened with a static token armed an expiry timer for %v", timer.at)
 	default:
+	}
+}
+
+// testPKI is a throwaway CA with a server certificate for "toolsd.test", in files as
+// auth.ServerTLSConfig reads them.
+type testPKI struct {
+	ca                        *x509.Certificate
+	key                       *ecdsa.PrivateKey
+	certFile, keyFile, caFile string
+}
+
+func newTestPKI(t *testing.T) *testPKI {
+	t.Helper()
+	key := newECKey(t)
+	now := time.Now()
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
+		NotBefore: now.Add(-time.Minute), NotAfter: now.Add(2 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &testPKI{ca: ca, key: key}
+	dir := t.TempDir()
+	p.certFile, p.keyFile, p.caFile = filepath.Join(dir, "server.pem"), filepath.Join(dir, "server-key.pem"), filepath.Join(dir, "ca.pem")
+	server := p.issue(t, "toolsd.test", now.Add(time.Hour), x509.ExtKeyUsageServerAuth)
+	keyDER, err := x509.MarshalPKCS8PrivateKey(server.PrivateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for file, block := range map[string]*pem.Block{
+		p.certFile: {Type: "CERTIFICATE", Bytes: server.Certificate[0]},
+		p.keyFile:  {Type: "PRIVATE KEY", Bytes: keyDER},
+		p.caFile:   {Type: "CERTIFICATE", Bytes: der},
+	} {
+		if err := os.WriteFile(file, pem.EncodeToMemory(block), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return p
+}
+
+// issue returns a certificate for name (its CN and DNS SAN) valid until notAfter.
+func (p *testPKI) issue(t *testing.T, name string, notAfter time.Time, usage x509.ExtKeyUsage) tls.Certificate {
+	t.Helper()
+	key := newECKey(t)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
+		DNSNames: []string{name}, NotBefore: time.Now().Add(-time.Minute), NotAfter: notAfter,
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+func newECKey(t *testing.T) *ecdsa.PrivateKey {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+// TestWatchEndsWhenItsCertificateExpires: a client certificate is checked only at the
+// TLS handshake, and a WatchSession authenticated by one went on sending the session's
+// events past the certificate's NotAfter, for as long as the client kept the stream
+// (the watch of a JWT ends at its expiry). It now ends once the certificate expires,
+// with Unauthenticated (CERTIFICATE_EXPIRED), naming the certificate.
+func TestWatchEndsWhenItsCertificateExpires(t *testing.T) {
+	p := newTestPKI(t)
+	notAfter := time.Now().Add(10 * time.Minute).Truncate(time.Second) // a certificate's times are whole seconds
+	client := p.issue(t, "agent-a", notAfter, x509.ExtKeyUsageClientAuth)
+	serverTLS, err := auth.ServerTLSConfig(p.certFile, p.keyFile, p.caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	authn, _, err := auth.New(auth.Config{MTLS: true,
+		Grants: []auth.Grant{{Identity: "agent-a", Role: auth.RoleAgent, Scopes: []string{"**"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := session.NewMemory()
+	defer func() { _ = store.Close() }()
+	appendMessages(t, store, "s", 2)
+	timers := expiryTimers{armed: make(chan armedTimer, 1)}
+	roots := x509.NewCertPool()
+	roots.AddCert(p.ca)
+	tools, _, _ := serveConfigCreds(t,
+		server.GRPCConfig{Creds: credentials.NewTLS(serverTLS), AuthUnary: authn.UnaryServerInterceptor(), AuthStream: authn.StreamServerInterceptor()},
+		server.Deps{Sessions: store, ExpiryTimer: timers.after},
+		credentials.NewTLS(&tls.Config{RootCAs: roots, Certificates: []tls.Certificate{client}, ServerName: "toolsd.test", MinVersion: tls.VersionTLS12}))
+
+	w, err := tools.WatchSession(t.Context(), &toolsdv1.WatchSessionRequest{SessionId: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq := uint64(1); seq <= 2; seq++ {
+		if m, err := w.Recv(); err != nil || m.GetEvent().GetSeq() != seq {
+			t.Fatalf("Recv() = %v, %v; want event %d", m.GetEvent().GetSeq(), err, seq)
+		}
+	}
+	var timer armedTimer
+	select {
+	case timer = <-timers.armed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch opened with a client certificate armed no expiry timer")
+	}
+	if !timer.at.Equal(notAfter) {
+		t.Errorf("expiry timer armed for %v, want the certificate's NotAfter %v", timer.at, notAfter)
+	}
+	timer.fire()
+	m, err := w.Recv()
+	if status.Code(err) != codes.Unauthenticated || reason(err) != auth.ReasonCertificateExpired || !strings.Contains(status.Convert(err).Message(), "certificate") {
+		t.Fatalf("Recv() after the certificate expired = %v, %v; want Unauthenticated (%s) naming the certificate", m.GetEvent().GetSeq(), err, auth.ReasonCertificateExpired)
 	}
 }

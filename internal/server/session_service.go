@@ -232,9 +232,10 @@ func (r *slowReader) stop() bool {
 
 // WatchSession replays stored events, then tails live ones until the client cancels,
 // each with its session's epoch, checked against the request's as ReadSession does.
-// A watch opened with a credential that expires (a JWT) ends once it is no longer
-// accepted, with Unauthenticated (TOKEN_EXPIRED), as a new stream with it would be
-// refused: the client resumes with a fresh one from the next seq and the epoch.
+// A watch opened with a credential that expires ends once it is no longer accepted, as
+// a new stream with it would be refused: a JWT with Unauthenticated (TOKEN_EXPIRED), a
+// client certificate with Unauthenticated (CERTIFICATE_EXPIRED); the client resumes
+// with a fresh one from the next seq and the epoch.
 // A client that stops reading is cut off as a batch's is: once a Send has waited for
 // longer than the write timeout allows (see [sendCheck]), the watch ends with
 // ResourceExhausted (SLOW_CLIENT) and its store watch is released.
@@ -308,7 +309,7 @@ func (s *Server) WatchSession(req *toolsdv1.WatchSessionRequest, stream grpc.Ser
 		return nil
 	}
 	err := session.WatchAttached(watchCtx, s.sessions, req.GetSessionId(), next, attached, func(ev session.Event) error { return send(&ev) })
-	if cause := context.Cause(watchCtx); errors.Is(cause, errTokenExpired) && errors.Is(err, context.Canceled) {
+	if cause := context.Cause(watchCtx); expired(cause) && errors.Is(err, context.Canceled) {
 		err = cause
 	}
 	// Only a watch that the stop ended goes on with finishWatch: one that ended for its

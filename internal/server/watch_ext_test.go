@@ -13,6 +13,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
@@ -254,6 +255,13 @@ func serveDeps(t *testing.T, deps server.Deps) (tools toolsdv1.ToolServiceClient
 // serveConfig is [serveDeps] with gc's other settings (authentication, say).
 func serveConfig(t *testing.T, gc server.GRPCConfig, deps server.Deps) (tools toolsdv1.ToolServiceClient, reg *prometheus.Registry, ends rpcEnds) {
 	t.Helper()
+	return serveConfigCreds(t, gc, deps, insecure.NewCredentials())
+}
+
+// serveConfigCreds is serveConfig with the client's transport credentials (gc.Creds
+// are the server's).
+func serveConfigCreds(t *testing.T, gc server.GRPCConfig, deps server.Deps, creds credentials.TransportCredentials) (tools toolsdv1.ToolServiceClient, reg *prometheus.Registry, ends rpcEnds) {
+	t.Helper()
 	reg, ends = prometheus.NewRegistry(), make(rpcEnds, 1)
 	gc.Metrics, gc.StatsHandler, gc.MaxRecvMsgSize, gc.MaxConcurrentStreams = reg, ends, 1<<20, 10
 	g, metrics := server.NewGRPCServer(gc)
@@ -264,7 +272,7 @@ func serveConfig(t *testing.T, gc server.GRPCConfig, deps server.Deps) (tools to
 	go func() { served <- g.Serve(lis) }()
 	conn, err := grpc.NewClient("passthrough:///bufnet",
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
 	if err != nil {
 		t.Fatal(err)
