@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc/metadata"
@@ -17,6 +18,7 @@ type Authenticator struct {
 	tokens  *tokenSet
 	jwt     *jwtVerifier
 	log     *zap.Logger
+	now     func() time.Time
 }
 
 // New builds the authenticator and the authorizer of cfg, reading the token and JWKS
@@ -41,7 +43,7 @@ func New(cfg Config, opts ...Option) (*Authenticator, *Authorizer, error) {
 	if len(grants) == 0 {
 		return nil, nil, configError("authentication is configured but no grants are: every call would be refused")
 	}
-	a := &Authenticator{enabled: true, mtls: cfg.MTLS, log: o.logger}
+	a := &Authenticator{enabled: true, mtls: cfg.MTLS, log: o.logger, now: o.clock}
 	if cfg.TokenFile != "" {
 		if a.tokens, err = loadTokenFile(cfg.TokenFile); err != nil {
 			return nil, nil, err
@@ -90,10 +92,21 @@ func (a *Authenticator) Authenticate(ctx context.Context) (Identity, error) {
 			return Identity{}, err
 		}
 		if ok {
-			return id, nil
+			return id, a.unexpired(id)
 		}
 	}
 	return Identity{}, &CredentialError{Reason: ReasonMissingCredentials, Detail: a.missingDetail()}
+}
+
+// unexpired refuses a client certificate that has expired since its connection's
+// handshake verified it: a connection stays open, and its calls are authenticated with
+// the handshake's certificate, for as long as the client keeps it.
+func (a *Authenticator) unexpired(id Identity) error {
+	if id.Expires.IsZero() || !a.now().After(id.Expires) {
+		return nil
+	}
+	return &CredentialError{Reason: ReasonCertificateExpired,
+		Detail: "client certificate expired at " + id.Expires.UTC().Format(time.RFC3339) + "; connect again with a renewed certificate"}
 }
 
 func (a *Authenticator) bearer(header string) (Identity, error) {

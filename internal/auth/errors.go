@@ -26,8 +26,9 @@ const (
 	ReasonInvalidToken       = "INVALID_TOKEN"
 	ReasonTokenExpired       = "TOKEN_EXPIRED"
 	ReasonInvalidCertificate = "INVALID_CERTIFICATE"
-	// ReasonCertificateExpired ends a stream that a client certificate opened once the
-	// certificate expires (a new connection with it fails its TLS handshake).
+	// ReasonCertificateExpired refuses an RPC on a connection whose client certificate
+	// has expired since its handshake, and ends a stream that the certificate opened
+	// once it expires (a new connection with it fails its TLS handshake).
 	ReasonCertificateExpired = "CERTIFICATE_EXPIRED"
 )
 

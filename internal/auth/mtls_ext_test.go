@@ -12,6 +12,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -208,5 +209,35 @@ func TestMTLSNegotiatesTLS13(t *testing.T) {
 	_ = c.Close()
 	if err := <-done; err != nil {
 		t.Errorf("server handshake = %v", err)
+	}
+}
+
+// A client certificate that expires while its connection stays open stops
+// authenticating calls on that connection: the handshake checked it only once.
+func TestExpiredCertificateOnAnOpenConnection(t *testing.T) {
+	p := newPKI(t)
+	serverTLS, err := auth.ServerTLSConfig(p.certFile, p.keyFile, p.caFile)
+	if err != nil {
+		t.Fatalf("ServerTLSConfig() = %v", err)
+	}
+	var now atomic.Pointer[time.Time]
+	start := time.Now()
+	now.Store(&start)
+	a, _ := mustNew(t, auth.Config{MTLS: true, Grants: []auth.Grant{{Identity: "*", Role: auth.RoleOperator}}},
+		auth.WithClock(func() time.Time { return *now.Load() }))
+	conn := dial(t, startServer(t, a, serverTLS), p.clientTLS(p.cnClient))
+	if got, err := callUnary(testContext(t), conn); err != nil || got != "mtls:agent-b" {
+		t.Fatalf("WhoAmI() before expiry = %q, %v", got, err)
+	}
+	later := start.Add(2 * time.Hour) // the certificate is valid for one
+	now.Store(&later)
+	for rpc, call := range map[string]func() (string, error){
+		"unary":  func() (string, error) { return callUnary(testContext(t), conn) },
+		"stream": func() (string, error) { return callStream(testContext(t), conn) },
+	} {
+		got, err := call()
+		if code, reason := errReason(err); code != codes.Unauthenticated || reason != auth.ReasonCertificateExpired {
+			t.Errorf("%s WhoAmI() after expiry = %q, %v (%s), want Unauthenticated %s", rpc, got, err, reason, auth.ReasonCertificateExpired)
+		}
 	}
 }
