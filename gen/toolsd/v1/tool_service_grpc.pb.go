@@ -91,10 +91,11 @@ type ToolServiceClient interface {
 	// WatchSession streams a session's stored events from from_seq, then live events as
 	// they are appended, until the client cancels. It ends with NOT_FOUND, reason
 	// SESSION_DELETED, when retention deletes the session, with UNAVAILABLE, reason
-	// SHUTTING_DOWN, at shutdown, and with UNAUTHENTICATED, reason TOKEN_EXPIRED, when the
-	// JWT it was opened with expires (open it again with a fresh token). Its events are as
-	// large as ReadSession's, and it is resumed with expect_epoch as ReadSession is (see
-	// there).
+	// SHUTTING_DOWN, at shutdown, and with UNAUTHENTICATED when the credential it was
+	// opened with expires: reason TOKEN_EXPIRED for a JWT (open it again with a fresh
+	// token), CERTIFICATE_EXPIRED for a client certificate (open it again on a new
+	// connection with a renewed one). Its events are as large as ReadSession's, and it is
+	// resumed with expect_epoch as ReadSession is (see there).
 	WatchSession(ctx context.Context, in *WatchSessionRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchSessionResponse], error)
 }
 
@@ -305,10 +306,11 @@ type ToolServiceServer interface {
 	// WatchSession streams a session's stored events from from_seq, then live events as
 	// they are appended, until the client cancels. It ends with NOT_FOUND, reason
 	// SESSION_DELETED, when retention deletes the session, with UNAVAILABLE, reason
-	// SHUTTING_DOWN, at shutdown, and with UNAUTHENTICATED, reason TOKEN_EXPIRED, when the
-	// JWT it was opened with expires (open it again with a fresh token). Its events are as
-	// large as ReadSession's, and it is resumed with expect_epoch as ReadSession is (see
-	// there).
+	// SHUTTING_DOWN, at shutdown, and with UNAUTHENTICATED when the credential it was
+	// opened with expires: reason TOKEN_EXPIRED for a JWT (open it again with a fresh
+	// token), CERTIFICATE_EXPIRED for a client certificate (open it again on a new
+	// connection with a renewed one). Its events are as large as ReadSession's, and it is
+	// resumed with expect_epoch as ReadSession is (see there).
 	WatchSession(*WatchSessionRequest, grpc.ServerStreamingServer[WatchSessionResponse]) error
 	mustEmbedUnimplementedToolServiceServer()
 }
