@@ -178,15 +178,43 @@ func TestRequiredHookFromConfig(t *testing.T) {
 		t.Fatalf("codes without the required hook = %v, want [POLICY_UNAVAILABLE ]", got)
 	}
 
+	connectPolicyHook(t, e.app.Addr(), false, toolsdv1.HookVerdict_HOOK_VERDICT_ALLOW)
+	out = e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-required", Calls: []*toolsdv1.ToolCall{call("c3", "echo", `{"text":"hi"}`)}}, batchOptions{})
+	if got := resultCodes(out.results); !slices.Equal(got, []string{""}) {
+		t.Errorf("codes with the required hook connected = %v, want the call to run", got)
+	}
+}
+
+// TestRequiredHookFailOpenFailsClosed: a required hook that connects with fail_open
+// fails closed for the calls hooks.required covers (here with a verdict that does not
+// belong to pre-execute), and open for the others.
+func TestRequiredHookFailOpenFailsClosed(t *testing.T) {
+	e := start(t, "hooks:\n  required:\n    - {name: policy, stage: pre_execute, tool: echo}\n")
+	runProvider(t, e.app.Addr(), exampletools.Tools(filepath.Join(t.TempDir(), "notes.txt"))...)
+	connectPolicyHook(t, e.app.Addr(), true, toolsdv1.HookVerdict_HOOK_VERDICT_BLOCK)
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-required-open", Calls: []*toolsdv1.ToolCall{
+		call("c1", "echo", `{"text":"hi"}`),
+		call("c2", "add", `{"a":1,"b":2}`),
+	}}, batchOptions{})
+	if got := resultCodes(out.results); !slices.Equal(got, []string{"POLICY_UNAVAILABLE", ""}) {
+		t.Errorf("codes = %v, want [POLICY_UNAVAILABLE ]", got)
+	}
+}
+
+// connectPolicyHook connects a hook named "policy", subscribed to every call before
+// execution, that answers every request with v; it returns once welcomed.
+func connectPolicyHook(t *testing.T, addr string, failOpen bool, v toolsdv1.HookVerdict) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	stream, err := toolsdv1.NewHookServiceClient(dial(t, e.app.Addr())).Connect(ctx)
+	t.Cleanup(cancel)
+	stream, err := toolsdv1.NewHookServiceClient(dial(t, addr)).Connect(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := stream.Send(&toolsdv1.HookServiceConnectRequest{Msg: &toolsdv1.HookServiceConnectRequest_Hello{Hello: &toolsdv1.HookHello{
 		Name:          "policy",
 		Subscriptions: []*toolsdv1.HookSubscription{{Stage: toolsdv1.HookStage_HOOK_STAGE_PRE_EXECUTE}},
+		FailOpen:      failOpen,
 	}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -200,12 +228,8 @@ func TestRequiredHookFromConfig(t *testing.T) {
 				return
 			}
 			_ = stream.Send(&toolsdv1.HookServiceConnectRequest{Msg: &toolsdv1.HookServiceConnectRequest_Decision{Decision: &toolsdv1.HookDecision{
-				RequestId: m.GetRequest().GetRequestId(), Verdict: toolsdv1.HookVerdict_HOOK_VERDICT_ALLOW,
+				RequestId: m.GetRequest().GetRequestId(), Verdict: v,
 			}}})
 		}
 	}()
-	out = e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-required", Calls: []*toolsdv1.ToolCall{call("c3", "echo", `{"text":"hi"}`)}}, batchOptions{})
-	if got := resultCodes(out.results); !slices.Equal(got, []string{""}) {
-		t.Errorf("codes with the required hook connected = %v, want the call to run", got)
-	}
 }

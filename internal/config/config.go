@@ -316,7 +316,8 @@ type Grant struct {
 // Hooks configures the remote hooks toolsd relies on.
 type Hooks struct {
 	// Required are hooks that must take part in the calls they cover: while no
-	// connected hook meets one, those calls fail closed (see hook.WithRequired).
+	// connected hook meets one, those calls fail closed, and so do the failures of a
+	// hook that meets one, whatever its fail_open (see hook.WithRequired).
 	Required []RequiredHook `yaml:"required"`
 }
 

@@ -265,8 +265,10 @@ func WithScopeFilter(f ScopeFilter) Option { return func(o *options) { o.filter 
 // call it covers fails closed with POLICY_UNAVAILABLE, denied before execution or its
 // result blocked after, and counted as the named hook's failure. What a requirement
 // covers is its own, not the hook's subscriptions: those of a hook that is not
-// connected are unknown. Without requirements (the default) a call is asked of the hooks
-// connected, whatever they are.
+// connected are unknown. A hook that meets a requirement fails closed for the calls it
+// covers, whatever its hello's fail_open says (which still holds for its other calls).
+// Without requirements (the default) a call is asked of the hooks connected, whatever
+// they are.
 func WithRequired(rs ...Requirement) Option {
 	return func(o *options) { o.required = append(o.required, rs...) }
 }

@@ -202,10 +202,10 @@ func replaceContent(r tool.Result, content string) tool.Result {
 }
 
 // postFailure handles a hook that could not review the result: block with
-// POLICY_UNAVAILABLE, or go on without it when the hook registered fail-open.
+// POLICY_UNAVAILABLE, or go on without it when the hook fails open for e (see
+// [Hub.failsOpen]).
 func (h *Hub) postFailure(ch *chain, c *conn, e *tool.Exec, err error) bool {
-	h.failed(c, StagePostExecute, e, err)
-	if c.hello.failOpen {
+	if h.failed(c, StagePostExecute, e, err) {
 		return false
 	}
 	ch.block = &pipeline.PostVerdict{

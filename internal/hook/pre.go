@@ -130,10 +130,9 @@ func (h *Hub) preVerdict(c *conn, e *tool.Exec, a answer) pipeline.Verdict {
 }
 
 // preFailure is the verdict for a hook that could not decide: deny with
-// POLICY_UNAVAILABLE, or abstain when the hook registered fail-open.
+// POLICY_UNAVAILABLE, or abstain when the hook fails open for e (see [Hub.failsOpen]).
 func (h *Hub) preFailure(c *conn, e *tool.Exec, err error) pipeline.Verdict {
-	h.failed(c, StagePreExecute, e, err)
-	if c.hello.failOpen {
+	if h.failed(c, StagePreExecute, e, err) {
 		return pipeline.Verdict{}
 	}
 	return pipeline.Verdict{
@@ -150,11 +149,14 @@ func cancelledVerdict() pipeline.Verdict {
 	return pipeline.Verdict{Decision: pipeline.Deny, Reason: msgCancelledBefore, Code: tool.CodeAbortedBeforeDispatch}
 }
 
-// failed logs and counts a hook that could not be used for a call.
-func (h *Hub) failed(c *conn, stage Stage, e *tool.Exec, err error) {
-	h.opts.obs.HookFailure(c.hello.name, stage.String(), c.hello.failOpen)
+// failed logs and counts a hook that could not be used for a call, and reports
+// whether the call goes on without it (see [Hub.failsOpen]).
+func (h *Hub) failed(c *conn, stage Stage, e *tool.Exec, err error) (failOpen bool) {
+	failOpen = h.failsOpen(c, stage, e)
+	h.opts.obs.HookFailure(c.hello.name, stage.String(), failOpen)
 	c.log.Warn("hook failed", zap.String("hook", c.hello.name), zap.String("stage", stage.String()), zap.String("tool", e.Name),
-		zap.String("call_id", textcut.Ellipsis(e.CallID, textcut.MaxLoggedID)), zap.Bool("fail_open", c.hello.failOpen), zap.Error(err))
+		zap.String("call_id", textcut.Ellipsis(e.CallID, textcut.MaxLoggedID)), zap.Bool("fail_open", failOpen), zap.Error(err))
+	return failOpen
 }
 
 // MaxReasonBytes bounds a hook's reason: it becomes the model-facing content of a

@@ -64,14 +64,35 @@ func NewRequirement(name, stage, toolGlob, scopeGlob string) (Requirement, error
 func (h *Hub) absent(stage Stage, e *tool.Exec, hooks []*conn) *Requirement {
 	for i := range h.opts.required {
 		r := &h.opts.required[i]
-		if r.stage != stage || !r.tool.Match(e.Name) || !r.scope.Match(e.Scope) {
-			continue
-		}
-		if !slices.ContainsFunc(hooks, func(c *conn) bool { return c.hello.name == r.name && !c.confined }) {
+		if r.covers(stage, e) && !slices.ContainsFunc(hooks, r.metBy) {
 			return r
 		}
 	}
 	return nil
+}
+
+// covers reports whether r applies to e at stage.
+func (r *Requirement) covers(stage Stage, e *tool.Exec) bool {
+	return r.stage == stage && r.tool.Match(e.Name) && r.scope.Match(e.Scope)
+}
+
+// metBy reports whether c, subscribed to a call r covers, meets r.
+func (r *Requirement) metBy(c *conn) bool { return c.hello.name == r.name && !c.confined }
+
+// failsOpen reports whether c's failure at stage lets e go on without it: c said
+// fail_open in its hello and meets no requirement covering e. A hook that meets one
+// fails closed for the calls it covers, or its failures would let them run without
+// the policy the requirement makes mandatory.
+func (h *Hub) failsOpen(c *conn, stage Stage, e *tool.Exec) bool {
+	if !c.hello.failOpen {
+		return false
+	}
+	for i := range h.opts.required {
+		if r := &h.opts.required[i]; r.covers(stage, e) && r.metBy(c) {
+			return false
+		}
+	}
+	return true
 }
 
 // failedAbsent logs and counts a call that a required hook would have seen, failed

@@ -1,7 +1,9 @@
 package hook_test
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -118,5 +120,94 @@ func TestNewRequirementRefuses(t *testing.T) {
 		if _, err := hook.NewRequirement(a[0], a[1], a[2], a[3]); err == nil {
 			t.Errorf("%s: NewRequirement(%q) = nil error", name, a)
 		}
+	}
+}
+
+// TestRequiredHookFailsClosed: a hook that meets a requirement fails closed for the
+// calls the requirement covers, whatever its hello's fail_open says (it would let them
+// run without the policy the operator required); for other calls its fail_open holds.
+func TestRequiredHookFailsClosed(t *testing.T) {
+	invalid := func(r *toolsdv1.HookRequest) *toolsdv1.HookDecision {
+		if r.GetStage() == pre {
+			return verdict(toolsdv1.HookVerdict_HOOK_VERDICT_BLOCK, "")
+		}
+		return verdict(toolsdv1.HookVerdict_HOOK_VERDICT_ALLOW, "")
+	}
+	tests := map[string]struct {
+		stage   toolsdv1.HookStage
+		answer  answerFunc
+		timeout time.Duration
+		want    tool.Result
+	}{
+		"pre-execute timeout": {
+			stage: pre, answer: silent, timeout: 50 * time.Millisecond,
+			want: failure(tool.CodePolicyUnavailable, "call denied: a policy hook is unavailable", `hook "policy": hook: no decision before the deadline`),
+		},
+		"post-execute timeout": {
+			stage: post, answer: silent, timeout: 50 * time.Millisecond,
+			want: failure(tool.CodePolicyUnavailable, "result withheld: a policy hook is unavailable", `hook "policy": hook: no decision before the deadline`),
+		},
+		"pre-execute invalid verdict": {
+			stage: pre, answer: invalid, timeout: time.Minute,
+			want: failure(tool.CodePolicyUnavailable, "call denied: a policy hook is unavailable",
+				`hook "policy": hook: protocol error: verdict HOOK_VERDICT_BLOCK is not valid before execution`),
+		},
+		"post-execute invalid verdict": {
+			stage: post, answer: invalid, timeout: time.Minute,
+			want: failure(tool.CodePolicyUnavailable, "result withheld: a policy hook is unavailable",
+				`hook "policy": hook: protocol error: verdict HOOK_VERDICT_ALLOW is not valid after execution`),
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			stage := stageName(tc.stage)
+			e := newEnv(t, hook.WithTimeout(tc.timeout), hook.WithRequired(requirement(t, "policy", stage, "echo", "tenant-a/**")))
+			hello := helloFor("policy", sub(tc.stage, "", "", 0))
+			hello.FailOpen = true
+			e.connect(t, hello, tc.answer)
+			p := e.newPipeline(&dispatcher{})
+
+			if got := p.Run(t.Context(), newExec("echo", `{}`)); !cmp.Equal(got, tc.want) {
+				t.Errorf("Run() of a covered call:\n%s", cmp.Diff(tc.want, got))
+			}
+			if n := e.obs.get("failure:policy:" + stage + ":false"); n != 1 {
+				t.Errorf("fail-closed uses = %d, want 1", n)
+			}
+			// A call the requirement does not cover fails open, as the hook asked.
+			if got := p.Run(t.Context(), withScope(newExec("echo", `{}`), "tenant-b")); got.IsError {
+				t.Errorf("Run() of an uncovered call = %+v, want success", got)
+			}
+			if n := e.obs.get("failure:policy:" + stage + ":true"); n != 1 {
+				t.Errorf("fail-open uses = %d, want 1", n)
+			}
+		})
+	}
+}
+
+// TestRequiredHookFailsClosedOnDrop: a fail-open hook that meets a requirement and
+// whose stream drops while a covered call waits for it fails that call closed.
+func TestRequiredHookFailsClosedOnDrop(t *testing.T) {
+	for _, stage := range []toolsdv1.HookStage{pre, post} {
+		t.Run(stageName(stage), func(t *testing.T) {
+			e := newEnv(t, hook.WithTimeout(time.Minute), hook.WithRequired(requirement(t, "policy", stageName(stage), "", "")))
+			hello := helloFor("policy", sub(stage, "", "", 0))
+			hello.FailOpen = true
+			h := e.connect(t, hello, silent)
+			p := e.newPipeline(&dispatcher{})
+			done := make(chan tool.Result, 1)
+			go func() { done <- p.Run(context.Background(), newExec("echo", `{}`)) }()
+			h.next()
+			_ = h.cc.Close()
+			var got tool.Result
+			select {
+			case got = <-done:
+			case <-time.After(waitTimeout):
+				t.Fatal("call still waiting after the hook's connection closed")
+			}
+			if got.Code() != tool.CodePolicyUnavailable || got.Err.Reason != `hook "policy": hook: stream closed` {
+				t.Errorf("Run() = %+v, want POLICY_UNAVAILABLE for the dropped stream", got)
+			}
+			e.obs.waitFor(t, "failure:policy:"+stageName(stage)+":false", func(n int) bool { return n == 1 })
+		})
 	}
 }
