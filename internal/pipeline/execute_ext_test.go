@@ -127,7 +127,9 @@ func TestRetryReresolvesIdempotentTool(t *testing.T) {
 		}
 		return fresh, nil
 	}}
-	disp := &dispatcher{fn: func(_ context.Context, _ int, t pipeline.Tool, _ *tool.Exec) tool.Result {
+	var attempts []int // as the providers see them
+	disp := &dispatcher{fn: func(ctx context.Context, _ int, t pipeline.Tool, _ *tool.Exec) tool.Result {
+		attempts = append(attempts, pipeline.Attempt(ctx))
 		if t.Owner() == "p1" {
 			return tool.Failure(tool.CodeProviderGone, "provider disconnected")
 		}
@@ -144,13 +146,18 @@ func TestRetryReresolvesIdempotentTool(t *testing.T) {
 	if diff := cmp.Diff([]string{"p1", "p2"}, disp.owners); diff != "" {
 		t.Errorf("dispatched owners (-want +got):\n%s", diff)
 	}
+	if diff := cmp.Diff([]int{1, 2}, attempts); diff != "" {
+		t.Errorf("dispatched attempts (-want +got):\n%s", diff)
+	}
 	if diff := cmp.Diff([]string{"p2"}, validatedBy); diff != "" {
 		t.Errorf("output validated by (-want +got):\n%s", diff)
 	}
 	if res.count() != 3 || len(clock.sleeps) != 2 {
 		t.Errorf("resolves = %d, sleeps = %v; want 3 resolves and 2 sleeps", res.count(), clock.sleeps)
 	}
-	want := []string{"start fetch", "retry fetch PROVIDER_GONE 3", "finish fetch "}
+	// The retry is the provider's second attempt: the try that found the tool unknown
+	// dispatched nothing.
+	want := []string{"start fetch", "retry fetch PROVIDER_GONE 2", "finish fetch "}
 	if diff := cmp.Diff(want, obs.events()); diff != "" {
 		t.Errorf("observer events (-want +got):\n%s", diff)
 	}

@@ -69,12 +69,12 @@ func (s *snapshot) retrying(ctx context.Context, st *callState, e *tool.Exec, t 
 		if err != nil || nt == nil || nt.Hash() != t.Hash() || nt.ValidateArguments(e.Arguments) != nil {
 			break
 		}
-		if s.p.opts.observer != nil {
-			s.p.opts.observer.Retried(nt.Definition().Name, r.Code(), try)
-		}
 		t, st.tool = nt, nt
 		dispatches++
 		st.attempt = dispatches
+		if s.p.opts.observer != nil {
+			s.p.opts.observer.Retried(nt.Definition().Name, r.Code(), st.attempt)
+		}
 		nr := next(ctx, e, t)
 		if nr.Code() == tool.CodeAbortedBeforeDispatch {
 			// Cancelled (or past its deadline) after the checks above, before the
