@@ -231,7 +231,8 @@ type HookHello struct {
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// What to receive.
 	Subscriptions []*HookSubscription `protobuf:"bytes,2,rep,name=subscriptions,proto3" json:"subscriptions,omitempty"`
-	// When the hook is unreachable, abstain instead of denying (counted in metrics).
+	// When the hook is unreachable, abstain instead of denying (counted in metrics); not
+	// for the calls a hooks.required entry that the hook meets covers.
 	FailOpen      bool `protobuf:"varint,3,opt,name=fail_open,json=failOpen,proto3" json:"fail_open,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

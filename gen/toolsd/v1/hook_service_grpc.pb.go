@@ -30,7 +30,8 @@ const (
 // Connect stream, subscribes to stages with a tool filter and a priority, and answers each
 // request with a decision before its deadline. A hook that does not answer in time,
 // answers with a verdict that does not belong to the request's stage, or whose stream
-// drops, fails closed (POLICY_UNAVAILABLE) unless it registered fail-open. A hello that
+// drops, fails closed (POLICY_UNAVAILABLE) unless it registered fail-open (and even then
+// for the calls an operator's hooks.required entry that it meets covers). A hello that
 // is not valid (no name, no subscriptions, an unspecified stage, a bad glob) ends the
 // stream with INVALID_ARGUMENT.
 type HookServiceClient interface {
@@ -67,7 +68,8 @@ type HookService_ConnectClient = grpc.BidiStreamingClient[HookServiceConnectRequ
 // Connect stream, subscribes to stages with a tool filter and a priority, and answers each
 // request with a decision before its deadline. A hook that does not answer in time,
 // answers with a verdict that does not belong to the request's stage, or whose stream
-// drops, fails closed (POLICY_UNAVAILABLE) unless it registered fail-open. A hello that
+// drops, fails closed (POLICY_UNAVAILABLE) unless it registered fail-open (and even then
+// for the calls an operator's hooks.required entry that it meets covers). A hello that
 // is not valid (no name, no subscriptions, an unspecified stage, a bad glob) ends the
 // stream with INVALID_ARGUMENT.
 type HookServiceServer interface {
