@@ -12,6 +12,7 @@ import (
 // waits on: consulting hooks costs no goroutine, and every slot gets exactly one answer
 // (a decision, or a failure from the request path, the stream's death or the deadline).
 type exchange struct {
+	stage Stage
 	hooks []*conn
 	keys  []uint64 // each request's key on its hook's conn
 	ch    chan answer
@@ -31,7 +32,7 @@ const (
 // send asks every hook in hooks about call (and result, after execution). The requests
 // share one deadline, the hub's timeout from now.
 func (h *Hub) send(stage Stage, hooks []*conn, call *toolsdv1.HookCall, result *toolsdv1.HookResult) *exchange {
-	x := &exchange{hooks: hooks, keys: make([]uint64, len(hooks)), ch: make(chan answer, len(hooks))}
+	x := &exchange{stage: stage, hooks: hooks, keys: make([]uint64, len(hooks)), ch: make(chan answer, len(hooks))}
 	deadline := deadlineOf(h.opts.now().Add(h.opts.timeout))
 	x.timer = time.NewTimer(h.opts.timeout)
 	for i, c := range hooks {
@@ -42,18 +43,18 @@ func (h *Hub) send(stage Stage, hooks []*conn, call *toolsdv1.HookCall, result *
 }
 
 // next waits for the next answer, the deadline or the end of ctx. A call cancelled as
-// the deadline passes, or as a request fails (the stream dropped, the queue was full),
-// is told cancelled, whichever select took: the hook did not fail a call that no
-// longer waits for it.
+// the deadline passes, or as a request fails (the stream dropped, the queue was full,
+// the verdict is not valid at the stage), is told cancelled, whichever select took:
+// the hook did not fail a call that no longer waits for it.
 func (x *exchange) next(ctx context.Context) (answer, waitEnd) {
 	select {
 	case a := <-x.ch:
-		return answered(ctx, a)
+		return x.answered(ctx, a)
 	default:
 	}
 	select {
 	case a := <-x.ch:
-		return answered(ctx, a)
+		return x.answered(ctx, a)
 	case <-x.timer.C:
 		if ctx.Err() != nil {
 			return answer{}, cancelled
@@ -64,13 +65,27 @@ func (x *exchange) next(ctx context.Context) (answer, waitEnd) {
 	}
 }
 
-// answered is what next makes of a: a failure that comes once ctx has ended is the
-// cancellation.
-func answered(ctx context.Context, a answer) (answer, waitEnd) {
-	if a.err != nil && ctx.Err() != nil {
+// answered is what next makes of a: a failure that comes once ctx has ended, a
+// verdict not valid at the stage among them, is the cancellation.
+func (x *exchange) answered(ctx context.Context, a answer) (answer, waitEnd) {
+	if ctx.Err() != nil && (a.err != nil || !validAt(x.stage, a.d.GetVerdict())) {
 		return answer{}, cancelled
 	}
 	return a, gotAnswer
+}
+
+// validAt reports whether a hook may give verdict v at stage (see preVerdict and
+// postStep, which fail the hook for any other).
+func validAt(stage Stage, v toolsdv1.HookVerdict) bool {
+	switch v {
+	case toolsdv1.HookVerdict_HOOK_VERDICT_UNSPECIFIED:
+		return true
+	case toolsdv1.HookVerdict_HOOK_VERDICT_ALLOW, toolsdv1.HookVerdict_HOOK_VERDICT_DENY, toolsdv1.HookVerdict_HOOK_VERDICT_ASK:
+		return stage == StagePreExecute
+	case toolsdv1.HookVerdict_HOOK_VERDICT_ACCEPT, toolsdv1.HookVerdict_HOOK_VERDICT_BLOCK, toolsdv1.HookVerdict_HOOK_VERDICT_REPLACE:
+		return stage == StagePostExecute
+	}
+	return false
 }
 
 // close withdraws the requests still pending (their late decisions are then ignored)

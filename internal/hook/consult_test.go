@@ -56,6 +56,45 @@ func TestFailureWithTheCancellationIsCancelled(t *testing.T) {
 	}
 }
 
+// TestInvalidVerdictWithTheCancellationIsCancelled: a verdict not valid at the stage
+// (BLOCK before execution, DENY after) is the hook's failure, and one that arrives once
+// the call's context has ended is the cancellation, as cancelledPre takes it: next
+// handed it on, so that a fail-closed hook denied the call (or blocked its result) with
+// POLICY_UNAVAILABLE over the cancellation and the failure was counted. A valid verdict
+// is handed on, and so is an invalid one while the call still waits for it.
+func TestInvalidVerdictWithTheCancellationIsCancelled(t *testing.T) {
+	tests := map[string]struct {
+		stage     Stage
+		verdict   toolsdv1.HookVerdict
+		cancelled bool
+		want      waitEnd
+	}{
+		"block before execution, cancelled":   {stage: StagePreExecute, verdict: toolsdv1.HookVerdict_HOOK_VERDICT_BLOCK, cancelled: true, want: cancelled},
+		"replace before execution, cancelled": {stage: StagePreExecute, verdict: toolsdv1.HookVerdict_HOOK_VERDICT_REPLACE, cancelled: true, want: cancelled},
+		"deny after execution, cancelled":     {stage: StagePostExecute, verdict: toolsdv1.HookVerdict_HOOK_VERDICT_DENY, cancelled: true, want: cancelled},
+		"unknown verdict, cancelled":          {stage: StagePostExecute, verdict: 99, cancelled: true, want: cancelled},
+		"allow before execution, cancelled":   {stage: StagePreExecute, verdict: toolsdv1.HookVerdict_HOOK_VERDICT_ALLOW, cancelled: true, want: gotAnswer},
+		"block after execution, cancelled":    {stage: StagePostExecute, verdict: toolsdv1.HookVerdict_HOOK_VERDICT_BLOCK, cancelled: true, want: gotAnswer},
+		"block before execution, waiting":     {stage: StagePreExecute, verdict: toolsdv1.HookVerdict_HOOK_VERDICT_BLOCK, want: gotAnswer},
+		"deny after execution, waiting":       {stage: StagePostExecute, verdict: toolsdv1.HookVerdict_HOOK_VERDICT_DENY, want: gotAnswer},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			if tc.cancelled {
+				cancel()
+			}
+			x := &exchange{stage: tc.stage, ch: make(chan answer, 1), timer: time.NewTimer(time.Minute)}
+			defer x.timer.Stop()
+			x.ch <- answer{d: &toolsdv1.HookDecision{Verdict: tc.verdict}}
+			if _, end := x.next(ctx); end != tc.want {
+				t.Errorf("next() at %s with %s queued = %v, want %v", tc.stage, tc.verdict, end, tc.want)
+			}
+		})
+	}
+}
+
 // TestCancelledPreDrain: of the answers that arrive with a pre-execute call's
 // cancellation, a hook's DENY stands; a failure of a fail-closed hook (a dropped
 // stream, a verdict not valid before execution) neither denies the call with
