@@ -95,7 +95,9 @@ type RegisterTools struct {
 	Ref uint64 `protobuf:"varint,1,opt,name=ref,proto3" json:"ref,omitempty"`
 	// Scope to register into ("" is global).
 	Scope string `protobuf:"bytes,2,opt,name=scope,proto3" json:"scope,omitempty"`
-	// The definitions; each is accepted or rejected on its own.
+	// The definitions; each is accepted or rejected on its own (past
+	// limits.max_tools_per_provider, with RESOURCE_EXHAUSTED). A message naming over twice
+	// that many ends the stream with RESOURCE_EXHAUSTED, reason LIMIT_EXCEEDED.
 	Tools         []*ToolDefinition `protobuf:"bytes,3,rep,name=tools,proto3" json:"tools,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -159,7 +161,7 @@ type UnregisterTools struct {
 	Ref uint64 `protobuf:"varint,1,opt,name=ref,proto3" json:"ref,omitempty"`
 	// Scope the tools were registered in.
 	Scope string `protobuf:"bytes,2,opt,name=scope,proto3" json:"scope,omitempty"`
-	// Tool names.
+	// Tool names, limited as RegisterTools.tools is.
 	Names         []string `protobuf:"bytes,3,rep,name=names,proto3" json:"names,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
