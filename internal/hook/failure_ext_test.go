@@ -85,18 +85,7 @@ func TestKilledHook(t *testing.T) {
 			e := newEnv(t, hook.WithTimeout(time.Minute))
 			hello := helloFor("doomed", sub(tc.stage, "", "", 0))
 			hello.FailOpen = tc.failOpen
-			h := e.connect(t, hello, silent)
-			p := e.newPipeline(&dispatcher{})
-			done := make(chan tool.Result, 1)
-			go func() { done <- p.Run(context.Background(), newExec("echo", `{}`)) }()
-			h.next()
-			_ = h.cc.Close()
-			var got tool.Result
-			select {
-			case got = <-done:
-			case <-time.After(waitTimeout):
-				t.Fatal("call still waiting after the hook's connection closed")
-			}
+			got, p := e.runAndDrop(t, hello)
 			if got.Code() != tc.want {
 				t.Errorf("Run() = %+v, want code %q", got, tc.want)
 			}

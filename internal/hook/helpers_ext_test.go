@@ -375,3 +375,23 @@ type approverFunc func(ctx context.Context, req tool.ApprovalRequest) (tool.Appr
 func (f approverFunc) Approve(ctx context.Context, req tool.ApprovalRequest) (tool.ApprovalDecision, error) {
 	return f(ctx, req)
 }
+
+// runAndDrop connects a hook with hello that never answers, runs a call through a new
+// pipeline, closes the hook's connection once the call's request reaches it, and
+// returns the call's result and the pipeline.
+func (e *env) runAndDrop(t *testing.T, hello *toolsdv1.HookHello) (tool.Result, *pipeline.Pipeline) {
+	t.Helper()
+	h := e.connect(t, hello, silent)
+	p := e.newPipeline(&dispatcher{})
+	done := make(chan tool.Result, 1)
+	go func() { done <- p.Run(context.Background(), newExec("echo", `{}`)) }()
+	h.next()
+	_ = h.cc.Close()
+	select {
+	case got := <-done:
+		return got, p
+	case <-time.After(waitTimeout):
+		t.Fatal("call still waiting after the hook's connection closed")
+		return tool.Result{}, nil
+	}
+}

@@ -1,7 +1,6 @@
 package hook_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -192,18 +191,7 @@ func TestRequiredHookFailsClosedOnDrop(t *testing.T) {
 			e := newEnv(t, hook.WithTimeout(time.Minute), hook.WithRequired(requirement(t, "policy", stageName(stage), "", "")))
 			hello := helloFor("policy", sub(stage, "", "", 0))
 			hello.FailOpen = true
-			h := e.connect(t, hello, silent)
-			p := e.newPipeline(&dispatcher{})
-			done := make(chan tool.Result, 1)
-			go func() { done <- p.Run(context.Background(), newExec("echo", `{}`)) }()
-			h.next()
-			_ = h.cc.Close()
-			var got tool.Result
-			select {
-			case got = <-done:
-			case <-time.After(waitTimeout):
-				t.Fatal("call still waiting after the hook's connection closed")
-			}
+			got, _ := e.runAndDrop(t, hello)
 			if got.Code() != tool.CodePolicyUnavailable || got.Err.Reason != `hook "policy": hook: stream closed` {
 				t.Errorf("Run() = %+v, want POLICY_UNAVAILABLE for the dropped stream", got)
 			}

@@ -88,6 +88,24 @@ type armedTimer struct {
 	fire func()
 }
 
+// armedAfter receives events 1 to n of w, the watch opened with the credential what
+// names, and then the expiry timer it armed.
+func (e expiryTimers) armedAfter(t *testing.T, w toolsdv1.ToolService_WatchSessionClient, n uint64, what string) armedTimer {
+	t.Helper()
+	for seq := uint64(1); seq <= n; seq++ {
+		if m, err := w.Recv(); err != nil || m.GetEvent().GetSeq() != seq {
+			t.Fatalf("Recv() = %v, %v; want event %d", m.GetEvent().GetSeq(), err, seq)
+		}
+	}
+	select {
+	case timer := <-e.armed:
+		return timer
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the watch opened with %s armed no expiry timer", what)
+		return armedTimer{}
+	}
+}
+
 func (e expiryTimers) after(at time.Time, f func()) (stop func() bool) {
 	e.armed <- armedTimer{at: at, fire: f}
 	return func() bool { return true }
@@ -124,17 +142,7 @@ func TestWatchEndsWhenItsTokenExpires(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for seq := uint64(1); seq <= 2; seq++ {
-		if m, err := w.Recv(); err != nil || m.GetEvent().GetSeq() != seq {
-			t.Fatalf("Recv() = %v, %v; want event %d", m.GetEvent().GetSeq(), err, seq)
-		}
-	}
-	var timer armedTimer
-	select {
-	case timer = <-timers.armed:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the watch opened with a JWT armed no expiry timer")
-	}
+	timer := timers.armedAfter(t, w, 2, "a JWT")
 	if want := exp.Add(30 * time.Second); !timer.at.Equal(want) {
 		t.Errorf("expiry timer armed for %v, want %v (exp plus the leeway)", timer.at, want)
 	}
@@ -259,17 +267,7 @@ func TestWatchEndsWhenItsCertificateExpires(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for seq := uint64(1); seq <= 2; seq++ {
-		if m, err := w.Recv(); err != nil || m.GetEvent().GetSeq() != seq {
-			t.Fatalf("Recv() = %v, %v; want event %d", m.GetEvent().GetSeq(), err, seq)
-		}
-	}
-	var timer armedTimer
-	select {
-	case timer = <-timers.armed:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the watch opened with a client certificate armed no expiry timer")
-	}
+	timer := timers.armedAfter(t, w, 2, "a client certificate")
 	if !timer.at.Equal(notAfter) {
 		t.Errorf("expiry timer armed for %v, want the certificate's NotAfter %v", timer.at, notAfter)
 	}
