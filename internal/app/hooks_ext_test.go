@@ -205,31 +205,11 @@ func TestRequiredHookFailOpenFailsClosed(t *testing.T) {
 // execution, that answers every request with v; it returns once welcomed.
 func connectPolicyHook(t *testing.T, addr string, failOpen bool, v toolsdv1.HookVerdict) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	stream, err := toolsdv1.NewHookServiceClient(dial(t, addr)).Connect(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := stream.Send(&toolsdv1.HookServiceConnectRequest{Msg: &toolsdv1.HookServiceConnectRequest_Hello{Hello: &toolsdv1.HookHello{
+	answerHook(t, dial(t, addr), &toolsdv1.HookHello{
 		Name:          "policy",
 		Subscriptions: []*toolsdv1.HookSubscription{{Stage: toolsdv1.HookStage_HOOK_STAGE_PRE_EXECUTE}},
 		FailOpen:      failOpen,
-	}}}); err != nil {
-		t.Fatal(err)
-	}
-	if m, err := stream.Recv(); err != nil || m.GetWelcome() == nil {
-		t.Fatalf("hook hello answered %v, %v; want a welcome", m, err)
-	}
-	go func() {
-		for {
-			m, err := stream.Recv()
-			if err != nil {
-				return
-			}
-			_ = stream.Send(&toolsdv1.HookServiceConnectRequest{Msg: &toolsdv1.HookServiceConnectRequest_Decision{Decision: &toolsdv1.HookDecision{
-				RequestId: m.GetRequest().GetRequestId(), Verdict: v,
-			}}})
-		}
-	}()
+	}, func(req *toolsdv1.HookRequest) *toolsdv1.HookDecision {
+		return &toolsdv1.HookDecision{RequestId: req.GetRequestId(), Verdict: v}
+	})
 }

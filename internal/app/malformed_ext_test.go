@@ -804,17 +804,24 @@ func TestToolSetOfAnotherStep(t *testing.T) {
 	}
 }
 
-// answerPostExecute connects a hook named name to every tool's post-execute stage that
-// answers each request with decide's decision, until its stream ends.
+// answerPostExecute connects a hook named name, subscribed to every call after
+// execution, that answers each request with decide's decision, until its stream ends.
 func answerPostExecute(t *testing.T, e *env, name string, decide func(*toolsdv1.HookRequest) *toolsdv1.HookDecision) {
 	t.Helper()
-	stream, err := toolsdv1.NewHookServiceClient(e.conn).Connect(t.Context())
+	answerHook(t, e.conn, &toolsdv1.HookHello{
+		Name: name, Subscriptions: []*toolsdv1.HookSubscription{{Stage: toolsdv1.HookStage_HOOK_STAGE_POST_EXECUTE}},
+	}, decide)
+}
+
+// answerHook connects a hook with hello over conn and, once it is welcomed, answers
+// each request with decide's decision, until its stream ends.
+func answerHook(t *testing.T, conn grpc.ClientConnInterface, hello *toolsdv1.HookHello, decide func(*toolsdv1.HookRequest) *toolsdv1.HookDecision) {
+	t.Helper()
+	stream, err := toolsdv1.NewHookServiceClient(conn).Connect(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := stream.Send(&toolsdv1.HookServiceConnectRequest{Msg: &toolsdv1.HookServiceConnectRequest_Hello{Hello: &toolsdv1.HookHello{
-		Name: name, Subscriptions: []*toolsdv1.HookSubscription{{Stage: toolsdv1.HookStage_HOOK_STAGE_POST_EXECUTE}},
-	}}}); err != nil {
+	if err := stream.Send(&toolsdv1.HookServiceConnectRequest{Msg: &toolsdv1.HookServiceConnectRequest_Hello{Hello: hello}}); err != nil {
 		t.Fatal(err)
 	}
 	if m, err := stream.Recv(); err != nil || m.GetWelcome() == nil {
