@@ -42,7 +42,7 @@
 // are type-checked at parse time (conditions to bool, mode expressions to string, dyn
 // being checked when evaluated; macros nest at most 8 deep) and run under a cost limit. A condition that fails at
 // run time — a missing key, a cost overrun — makes its rule or guard deny: the policy
-// fails closed. Guard optional fields with has(args.x). A failing mode expression makes the
+// fails closed. One the call's cancellation interrupts is the cancellation, not a denial. Guard optional fields with has(args.x). A failing mode expression makes the
 // call exclusive.
 //
 // The package never dispatches, blocks or keeps per-call state: evaluation is pure.

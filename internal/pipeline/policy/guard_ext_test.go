@@ -2,6 +2,8 @@ package policy_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/toolsd/toolsd/internal/pipeline"
@@ -188,4 +190,44 @@ type approverFunc func(ctx context.Context, req tool.ApprovalRequest) (tool.Appr
 
 func (f approverFunc) Approve(ctx context.Context, req tool.ApprovalRequest) (tool.ApprovalDecision, error) {
 	return f(ctx, req)
+}
+
+// TestConditionInterruptedByCancellation: a condition whose evaluation the call's
+// cancellation interrupts did not fail: the call was cancelled before dispatch, and
+// gets ABORTED_BEFORE_DISPATCH as every unstarted call does, not a policy's or guard's
+// fail-closed denial (DENIED, GUARD_DENIED) detailing "operation interrupted".
+func TestConditionInterruptedByCancellation(t *testing.T) {
+	items := strings.TrimSuffix(strings.Repeat("1,", 500), ",")
+	tests := map[string]string{
+		"rule": `
+rules:
+  - tool: loop
+    when: 'args.items.all(x, x > 0)'
+    decision: allow
+`,
+		"guard": `
+guards:
+  - tool: loop
+    when: 'args.items.exists(x, x < 0)'
+    reason: "no negative items"
+`,
+	}
+	for name, src := range tests {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			// The batch is cancelled once the call has resolved its tool: its
+			// conditions then run on an ended context.
+			res := resolverFunc(func(_ context.Context, c *tool.Call) (pipeline.Tool, error) {
+				cancel()
+				return &stubTool{def: tool.Definition{Name: c.Name}}, nil
+			})
+			disp := dispatcherFunc(func(context.Context, pipeline.Tool, *tool.Exec) tool.Result { return tool.Result{Content: "ok"} })
+			p := pipeline.New(res, disp, pipeline.WithPolicy(mustParse(t, src)))
+			r := p.Run(ctx, exec("global", "loop", fmt.Sprintf(`{"items":[%s]}`, items)))
+			if r.Code() != tool.CodeAbortedBeforeDispatch {
+				t.Errorf("Run() cancelled during its %s's condition = %s %+v, want ABORTED_BEFORE_DISPATCH", name, r.Code(), r.Err)
+			}
+		})
+	}
 }

@@ -115,7 +115,8 @@ func (c *callVars) get() (map[string]any, error) {
 
 // verdictFor is r's verdict on the call and whether r applies: its scope and tool match
 // and its condition, if any, holds. A condition that fails to evaluate applies, with
-// the fail-closed denial of a what ("rule" or "guard").
+// the fail-closed denial of a what ("rule" or "guard"), unless the call's cancellation
+// interrupted it (see [interrupted]).
 func (r *rule) verdictFor(ctx context.Context, e *tool.Exec, c *callVars, what string) (pipeline.Verdict, bool) {
 	if !r.scope.Match(e.Scope) || !r.tool.Match(e.Name) {
 		return pipeline.Verdict{}, false
@@ -129,12 +130,30 @@ func (r *rule) verdictFor(ctx context.Context, e *tool.Exec, c *callVars, what s
 		ok, err = evalBool(ctx, r.when, act)
 	}
 	switch {
+	case err != nil && ctx.Err() != nil:
+		return interrupted(what)
 	case err != nil:
 		return failClosed(r, err, what), true
 	case !ok:
 		return pipeline.Verdict{}, false
 	}
 	return r.verdict, true
+}
+
+// msgCancelledBefore is the pipeline's message for a call cancelled before dispatch.
+const msgCancelledBefore = "call was cancelled before dispatch"
+
+// interrupted is the verdict, and whether it applies, of a rule or guard (what) whose
+// condition the call's cancellation interrupted (CEL checks the context as it loops).
+// The condition did not fail, so the call is not denied as if it had: a rule answers
+// the cancellation, as the hooks do (ABORTED_BEFORE_DISPATCH); a guard, whose denial
+// cannot carry a code, abstains, and the gate after the guards ends the call the same
+// way.
+func interrupted(what string) (pipeline.Verdict, bool) {
+	if what == "guard" {
+		return pipeline.Verdict{}, false
+	}
+	return pipeline.Verdict{Decision: pipeline.Deny, Reason: msgCancelledBefore, Code: tool.CodeAbortedBeforeDispatch}, true
 }
 
 // failClosed is the denial of a rule or guard (what) whose condition failed.
