@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/toolsd/toolsd/internal/glob"
 	"github.com/toolsd/toolsd/internal/registry"
@@ -49,6 +50,12 @@ func toolNever(p string) error {
 	if i, ok := literalsAll(p, tool.NameByte); !ok {
 		return fmt.Errorf("can never match: no tool name has %s (allowed: A-Z a-z 0-9 _ - . /)", tool.QuoteCharAt(p, i))
 	}
+	switch n, class := needs(p, tool.NameByte); {
+	case class != "":
+		return fmt.Errorf("can never match: no tool name has a character of %s (allowed: A-Z a-z 0-9 _ - . /)", class)
+	case n > tool.MaxNameBytes:
+		return fmt.Errorf("can never match: no tool name is longer than %d bytes", tool.MaxNameBytes)
+	}
 	return nil
 }
 
@@ -71,6 +78,12 @@ func scopeNever(p string) error {
 		default:
 			if i, ok := literalsAll(seg, tool.ScopeByte); !ok {
 				return fmt.Errorf("can never match: no scope has %s (allowed: A-Z a-z 0-9 _ - .)", tool.QuoteCharAt(seg, i))
+			}
+			switch n, class := needs(seg, tool.ScopeByte); {
+			case class != "":
+				return fmt.Errorf("can never match: no scope has a character of %s (allowed: A-Z a-z 0-9 _ - .)", class)
+			case n > registry.MaxSegmentBytes:
+				return fmt.Errorf("can never match: no scope has a segment longer than %d bytes", registry.MaxSegmentBytes)
 			}
 		}
 		depth++
@@ -105,4 +118,63 @@ func literalsAll(p string, ok func(byte) bool) (int, bool) {
 		}
 	}
 	return 0, true
+}
+
+// needs reports how many bytes a name that a well-formed path.Match pattern p matches
+// holds at least (one per literal, '?' and class: names are ASCII), and the first
+// character class of p that matches no character ok accepts ("" when there is none).
+func needs(p string, ok func(byte) bool) (n int, never string) {
+	for i := 0; i < len(p); i++ {
+		switch p[i] {
+		case '*':
+			continue
+		case '\\':
+			i++
+		case '[':
+			end := i + 1
+			for ; p[end] != ']'; end++ { // well-formed: the class is closed
+				if p[end] == '\\' {
+					end++
+				}
+			}
+			if never == "" && !classAdmits(p[i+1:end], ok) {
+				never = p[i : end+1]
+			}
+			i = end
+		}
+		n++
+	}
+	return n, never
+}
+
+// classAdmits reports whether the body of a well-formed character class (between its
+// brackets) matches some byte ok accepts. A negated class is taken to: it would have to
+// list every such byte not to.
+func classAdmits(body string, ok func(byte) bool) bool {
+	if strings.HasPrefix(body, "^") {
+		return true
+	}
+	for i := 0; i < len(body); {
+		var lo, hi rune
+		lo, i = classRune(body, i)
+		hi = lo
+		if i < len(body) && body[i] == '-' {
+			hi, i = classRune(body, i+1)
+		}
+		for c := max(lo, 0); c <= min(hi, utf8.RuneSelf-1); c++ {
+			if ok(byte(c)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// classRune reads one possibly escaped character of a class body at i.
+func classRune(body string, i int) (rune, int) {
+	if body[i] == '\\' {
+		i++
+	}
+	r, w := utf8.DecodeRuneInString(body[i:])
+	return r, i + w
 }

@@ -135,6 +135,22 @@ func TestParseErrors(t *testing.T) {
 			src:  "rules:\n  - tool: " + strings.Repeat("a", 65) + "\n    decision: deny\n",
 			want: `config.yaml:2:11: rules[0].tool: bad glob "` + strings.Repeat("a", 65) + `": no tool can have this name: longer than 64 bytes`,
 		},
+		"tool glob with a class of characters no tool name has": {
+			src:  "rules:\n  - tool: \"fs[: ]*\"\n    decision: deny\n",
+			want: `config.yaml:2:11: rules[0].tool: bad glob "fs[: ]*": can never match: no tool name has a character of [: ] (allowed: A-Z a-z 0-9 _ - . /)`,
+		},
+		"tool glob longer than any name": {
+			src:  "rules:\n  - tool: " + strings.Repeat("a", 60) + "_?[ab]*??\n    decision: deny\n",
+			want: `config.yaml:2:11: rules[0].tool: bad glob "` + strings.Repeat("a", 60) + `_?[ab]*??": can never match: no tool name is longer than 64 bytes`,
+		},
+		"scope segment glob with a class no scope has": {
+			src:  "rules:\n  - scope: \"support/bot[:~]*\"\n    decision: deny\n",
+			want: `config.yaml:2:12: rules[0].scope: bad glob "support/bot[:~]*": can never match: no scope has a character of [:~] (allowed: A-Z a-z 0-9 _ - .)`,
+		},
+		"scope segment glob longer than any": {
+			src:  "rules:\n  - scope: \"support/" + strings.Repeat("b", 64) + "?*\"\n    decision: deny\n",
+			want: `config.yaml:2:12: rules[0].scope: bad glob "support/` + strings.Repeat("b", 64) + `?*": can never match: no scope has a segment longer than 64 bytes`,
+		},
 		"scope with a leading slash": {
 			src:  "rules:\n  - scope: \"/support/**\"\n    decision: deny\n",
 			want: `config.yaml:2:12: rules[0].scope: bad glob "/support/**": can never match: no scope has an empty segment (a leading, trailing or doubled "/"; the global scope is "")`,
