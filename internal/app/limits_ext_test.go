@@ -1025,3 +1025,47 @@ func TestResultOverTheLogsEventLimitIsObservedAsRecorded(t *testing.T) {
 		t.Errorf("call log line's code = %v, want RESULT_TOO_LARGE, the code the client and the session log got", code)
 	}
 }
+
+// TestRestrictionLimits: a scope holds at most 64 restrictions, each of whose allow and
+// deny lists names at most 4096 tools; past either, Restrict is RESOURCE_EXHAUSTED
+// (LIMIT_EXCEEDED), and lifting a restriction makes room again.
+func TestRestrictionLimits(t *testing.T) {
+	e := start(t, "")
+	restrict := func(allow, deny []string) (string, error) {
+		r, err := e.tools.Restrict(t.Context(), &toolsdv1.RestrictRequest{Scope: "team", Allow: allow, Deny: deny})
+		return r.GetRestrictionId(), err
+	}
+	names := func(prefix string, n int) []string {
+		list := make([]string, n)
+		for i := range list {
+			list[i] = fmt.Sprintf("%s%d", prefix, i)
+		}
+		return list
+	}
+	exhausted := func(what string, err error) {
+		t.Helper()
+		if status.Code(err) != codes.ResourceExhausted || reason(err) != "LIMIT_EXCEEDED" {
+			t.Errorf("Restrict(%s) = %v, want RESOURCE_EXHAUSTED, LIMIT_EXCEEDED", what, err)
+		}
+	}
+	_, err := restrict(nil, names("d", 4097))
+	exhausted("4097 denied names", err)
+	// Each list is bounded on its own: a restriction may name 4096 of each.
+	first, err := restrict(names("a", 4096), names("d", 4096))
+	if err != nil {
+		t.Fatalf("Restrict(4096 allowed and 4096 denied names) = %v, want a restriction", err)
+	}
+	for i := 1; i < 64; i++ {
+		if _, err := restrict(nil, []string{fmt.Sprintf("t%d", i)}); err != nil {
+			t.Fatalf("Restrict(restriction %d of 64) = %v", i+1, err)
+		}
+	}
+	_, err = restrict(nil, []string{"one-too-many"})
+	exhausted("a 65th restriction", err)
+	if _, err := e.tools.Unrestrict(t.Context(), &toolsdv1.UnrestrictRequest{RestrictionId: first}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := restrict(nil, []string{"one-too-many"}); err != nil {
+		t.Errorf("Restrict(after one of 64 was lifted) = %v, want a restriction", err)
+	}
+}
