@@ -228,6 +228,15 @@ func TestApproval(t *testing.T) {
 			},
 			wantCode: tool.CodeApprovalDenied, wantMsg: "call was not approved: not today",
 		},
+		"denied with a reason over 4 KiB": {
+			approver: func(context.CancelFunc) tool.Approver {
+				return approverFunc(func(context.Context, tool.ApprovalRequest) (tool.ApprovalDecision, error) {
+					return tool.ApprovalDecision{Reason: strings.Repeat("é", pipeline.MaxApprovalReasonBytes)}, nil
+				})
+			},
+			wantCode: tool.CodeApprovalDenied,
+			wantMsg:  "call was not approved: " + strings.Repeat("é", (pipeline.MaxApprovalReasonBytes-len("…"))/2) + "…",
+		},
 		"approval timeout enforced": {
 			approver: func(context.CancelFunc) tool.Approver {
 				return approverFunc(func(ctx context.Context, _ tool.ApprovalRequest) (tool.ApprovalDecision, error) {
