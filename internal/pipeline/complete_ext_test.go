@@ -102,6 +102,14 @@ func TestPostExecute(t *testing.T) {
 			want: tool.Result{Content: "Error: credential rejected", IsError: true,
 				Err: &tool.Error{Code: tool.CodeToolError, Message: "credential rejected", Tool: "echo"}},
 		},
+		"a value replacing an error's is INVALID_RESULT": {
+			result: tool.Failure(tool.CodeToolError, "no such file"),
+			post: []pipeline.PostExecute{post("fill", func(tool.Result) pipeline.PostVerdict {
+				return pipeline.PostVerdict{Action: pipeline.Replace, Value: json.RawMessage(`{"n":1}`)}
+			})},
+			want: failureFor(tool.CodeInvalidResult, "post-execute policy produced an invalid result",
+				`post-execute "fill" replaced the value of an error result`),
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
