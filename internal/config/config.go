@@ -780,8 +780,10 @@ func (c *Config) check() []*fieldError {
 		if addr == "" { // admin_listen: no admin endpoints
 			continue
 		}
-		if _, _, err := net.SplitHostPort(addr); err != nil {
+		if _, port, err := net.SplitHostPort(addr); err != nil {
 			bad(field, "%v", err)
+		} else if _, err := net.LookupPort("tcp", port); err != nil { // as net.Listen reads it
+			bad(field, "port %s is not a port number (0 to 65535) or a service name", port)
 		}
 	}
 	if samePort(c.Listen, c.AdminListen) {

@@ -255,6 +255,25 @@ func TestListenAndAdminListenDiffer(t *testing.T) {
 	}
 }
 
+// TestListenPortRefusedAtLoad: a port net.Listen cannot bind (out of range, not a
+// number or a known service) is refused with the key's place, as other values out of
+// range are; it failed only at the listener, and a reload took it as a key for the next
+// start, which would then refuse it.
+func TestListenPortRefusedAtLoad(t *testing.T) {
+	refusedAll(t, map[string]string{
+		"listen: 127.0.0.1:99999\n":      "t.yaml:1:9: listen: port 99999 is not a port number (0 to 65535) or a service name",
+		"listen: 127.0.0.1:-1\n":         "t.yaml:1:9: listen: port -1 is not a port number",
+		"admin_listen: 127.0.0.1:nope\n": "t.yaml:1:15: admin_listen: port nope is not a port number",
+	})
+	for _, text := range []string{
+		"listen: 127.0.0.1:65535\n",
+		"listen: 127.0.0.1:0\nadmin_listen: \"[::1]:0\"\n",
+		"admin_listen: 127.0.0.1:https\n",
+	} {
+		accepted(t, text)
+	}
+}
+
 // TestRetryBudgetUnderTheBaseDelay: the first retry waits between half the base delay
 // and the whole of it (jitter), so a budget in that range still lets retries start; only
 // one under half the base delay leaves none.
