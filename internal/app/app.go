@@ -700,7 +700,12 @@ func (a *App) shutdown() error {
 	}
 	if a.admin != nil {
 		actx, acancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_ = a.admin.Shutdown(actx)
+		if err := a.admin.Shutdown(actx); err != nil {
+			// Shutdown leaves a request still running (a profile or trace asked for an
+			// hour, a scrape to a client that stopped reading) to its handler: closing
+			// its connection ends it.
+			_ = a.admin.Close()
+		}
 		acancel()
 	}
 	// A batch that outlived the grace above (its committer blocked writing to a client

@@ -3,7 +3,9 @@ package app_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"runtime/trace"
 	"slices"
 	"testing"
 	"time"
@@ -357,4 +359,33 @@ func TestShutdownEndsReflectionStreams(t *testing.T) {
 	if _, err := v1alpha.Recv(); status.Code(err) != codes.Unavailable || reason(err) != "SHUTTING_DOWN" {
 		t.Errorf("v1alpha ServerReflectionInfo().Recv() after shutdown = %v, want Unavailable with reason SHUTTING_DOWN", err)
 	}
+}
+
+// TestShutdownEndsAdminRequests: an admin request still running once shutdown has
+// waited for the admin server (an execution trace asked for an hour on /debug/pprof/)
+// is cut off, so that nothing of it runs on after Run returned: the admin server's
+// Shutdown leaves such a request to its handler.
+func TestShutdownEndsAdminRequests(t *testing.T) {
+	cfg, err := config.Parse([]byte(baseConfig+"debug: {pprof: true}\n"), "test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, cancel, runErr := runApp(t, cfg)
+	client := &http.Client{Transport: &http.Transport{}}
+	ended := make(chan error, 1)
+	go func() {
+		resp, err := client.Get("http://" + a.AdminAddr() + "/debug/pprof/trace?seconds=3600")
+		if err == nil {
+			_, err = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+		}
+		ended <- err
+	}()
+	waitFor(t, "the trace to start", trace.IsEnabled)
+	cancel()
+	if err := <-runErr; err != nil {
+		t.Errorf("App.Run() = %v, want nil", err)
+	}
+	waitFor(t, "the trace request to end", func() bool { return len(ended) == 1 })
+	waitFor(t, "the trace handler to stop tracing", func() bool { return !trace.IsEnabled() })
 }
