@@ -749,12 +749,18 @@ func keyPaths(n *yaml.Node) []keyPath {
 }
 
 // samePort reports whether two listen addresses ask for one port: the same nonzero port
-// on the same host, or on any host when either is every interface's (port 0 picks a
-// free port for each).
+// on the same host, or on any host when either is every interface's (port 0, or none,
+// picks a free port for each). Ports are compared as net.Listen reads them, so that
+// "050151" or a service name is the port it names.
 func samePort(a, b string) bool {
 	ha, pa, errA := net.SplitHostPort(a)
 	hb, pb, errB := net.SplitHostPort(b)
-	if errA != nil || errB != nil || pa != pb || pa == "0" {
+	if errA != nil || errB != nil {
+		return false
+	}
+	na, errA := net.LookupPort("tcp", pa)
+	nb, errB := net.LookupPort("tcp", pb)
+	if errA != nil || errB != nil || na != nb || na == 0 {
 		return false
 	}
 	everywhere := func(h string) bool { return h == "" || h == "0.0.0.0" || h == "::" }

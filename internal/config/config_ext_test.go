@@ -242,6 +242,8 @@ func TestListenAndAdminListenDiffer(t *testing.T) {
 		"listen: 0.0.0.0:50151\nadmin_listen: 127.0.0.1:50151\n",
 		"listen: 127.0.0.1:9151\n", // the default admin_listen
 		"listen: \"[::1]:50151\"\nadmin_listen: \":50151\"\n",
+		"listen: 127.0.0.1:50151\nadmin_listen: 127.0.0.1:050151\n", // one port, spelled twice
+		"listen: 127.0.0.1:80\nadmin_listen: 127.0.0.1:http\n",
 	} {
 		refused(t, text, "is listen's port")
 		refused(t, text, "admin_listen (")
@@ -250,6 +252,7 @@ func TestListenAndAdminListenDiffer(t *testing.T) {
 		"listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\n",
 		"listen: 127.0.0.1:50151\nadmin_listen: 127.0.0.2:50151\n",
 		"listen: 127.0.0.1:50151\nadmin_listen: \"\"\n",
+		"listen: \"127.0.0.1:\"\nadmin_listen: \"127.0.0.1:\"\n", // no port is port 0
 	} {
 		accepted(t, text)
 	}
