@@ -44,13 +44,18 @@ type Bolt struct {
 	// opened is when Open began: the claim time of owners recorded without one.
 	opened time.Time
 	// commitMu orders the write transactions (see update); fault is the failed
-	// commit's error that stopped the store.
+	// commit's error that stopped the store; returned is the id of the last
+	// transaction whose commit returned, what readers may see (see view).
 	commitMu sync.Mutex
 	fault    atomic.Pointer[error]
+	returned atomic.Uint64
 	// scan loads a session's summary from the log (a seam for tests).
 	scan func(sessionID string) (*toolSummary, bool, error)
 	// summaryCap bounds the summaries kept in live ([maxCachedSummaries]).
 	summaryCap int
+	// committing, a test seam, runs in every write transaction update commits, after
+	// its work.
+	committing func(*bolt.Tx)
 }
 
 var (
@@ -133,6 +138,10 @@ func Open(dir string, opts ...Option) (*Bolt, error) {
 	}
 	if b.recovered > 0 {
 		o.logger.Warn("closed calls interrupted by a restart with synthetic ABORTED results", zap.Int("calls", b.recovered))
+	}
+	if err := guard(func() error { return db.View(b.noteReturned) }); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("session: open %s: %w", path, err)
 	}
 	w := newWriter(b)
 	go w.run()
@@ -372,16 +381,39 @@ func (b *Bolt) Owner(_ context.Context, sessionID string) (Owner, bool, error) {
 // a failed commit stopped reads nothing more either (see [Bolt.update]): bbolt may
 // already show the failed transaction through its mmap when only the meta page's
 // fdatasync failed, and its events, never acknowledged and perhaps not on the disk,
-// must not reach a reader.
+// must not reach a reader. bbolt shows a commit so from the moment its meta page is
+// written, before that fdatasync: a read that begins then waits for the commit to
+// return (or stop the store) and begins again, so that it is served only durable
+// commits.
 func (b *Bolt) view(fn func(*bolt.Tx) error) error {
-	if err := b.fault.Load(); err != nil {
-		return *err
+	for {
+		if err := b.fault.Load(); err != nil {
+			return *err
+		}
+		early := false
+		err := guard(func() error {
+			return b.db.View(func(tx *bolt.Tx) error {
+				if early = uint64(tx.ID()) > b.returned.Load(); early {
+					return nil
+				}
+				return fn(tx)
+			})
+		})
+		if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+			return ErrClosed
+		}
+		if !early {
+			return err
+		}
+		b.commitMu.Lock() // held by update until the commit returned
+		b.commitMu.Unlock()
 	}
-	err := guard(func() error { return b.db.View(fn) })
-	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
-		return ErrClosed
-	}
-	return err
+}
+
+// noteReturned records tx, a transaction that sees the last commit, as returned.
+func (b *Bolt) noteReturned(tx *bolt.Tx) error {
+	b.returned.Store(uint64(tx.ID()))
+	return nil
 }
 
 func sessionBucket(tx *bolt.Tx, sessionID string) *bolt.Bucket {

@@ -28,7 +28,8 @@ func (b *Bolt) usable() error {
 // and be acknowledged. An error of fn's own rolls back only its transaction.
 //
 // Commits run one at a time under commitMu, so that none starts between a commit's
-// failure and the fault being recorded.
+// failure and the fault being recorded, and readers that see a commit before it
+// returned wait on it for its outcome (see [Bolt.view]).
 func (b *Bolt) update(fn func(*bolt.Tx) error) error {
 	b.commitMu.Lock()
 	defer b.commitMu.Unlock()
@@ -36,18 +37,25 @@ func (b *Bolt) update(fn func(*bolt.Tx) error) error {
 		return err
 	}
 	applied := false
+	var id int
 	err := guard(func() error {
 		return b.db.Update(func(tx *bolt.Tx) error {
 			applied = false
 			if err := fn(tx); err != nil {
 				return err
 			}
-			applied = true
+			if b.committing != nil {
+				b.committing(tx)
+			}
+			applied, id = true, tx.ID()
 			return nil
 		})
 	})
 	if err != nil && applied {
 		return b.stop(err)
+	}
+	if err == nil {
+		b.returned.Store(uint64(id))
 	}
 	return err
 }
