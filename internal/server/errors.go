@@ -99,8 +99,10 @@ func toStatus(log *zap.Logger, err error) error {
 	if _, ok := status.FromError(err); ok {
 		return err
 	}
-	if errors.Is(err, session.ErrCorrupt) {
-		// Its text names files and offsets: for the operator's log, not the client.
+	if errors.Is(err, session.ErrCorrupt) && !errors.Is(err, session.ErrStopped) {
+		// Its text names files and offsets: for the operator's log, not the client. A
+		// store that damage stopped as it committed is stopped for every session, which
+		// its own status says (the store logged the damage once).
 		log.Error("session log damaged", zap.Error(err))
 		err = errCorruptLog
 	}

@@ -120,3 +120,29 @@ func TestReadOfADamagedLogIsDataLoss(t *testing.T) {
 		t.Errorf("ReadSession(damaged) error %q names the store's file", err)
 	}
 }
+
+// stoppedStore is a bbolt store that a commit panicking inside bbolt (a damaged page met
+// as the commit writes) stopped: its error wraps ErrStopped, and the commit's
+// ErrCorrupt as its cause.
+type stoppedStore struct{ *session.Memory }
+
+func (stoppedStore) Read(context.Context, string, uint64, int) ([]session.Event, error) {
+	return nil, fmt.Errorf("%w: %w", session.ErrStopped, fmt.Errorf("%w: page 4711 already freed", session.ErrCorrupt))
+}
+
+// TestReadOfAStoppedStoreIsUnavailable: a store stopped by a commit whose cause was
+// damage answered every later request, of any session, as a damaged record of its own
+// (DataLoss, SESSION_LOG_CORRUPT), a loss a client does not retry, instead of the
+// store's stop (Unavailable, SESSION_STORE_STOPPED: restart toolsd).
+func TestReadOfAStoppedStoreIsUnavailable(t *testing.T) {
+	mem := session.NewMemory()
+	defer func() { _ = mem.Close() }()
+	_, tools := serveTools(t, stoppedStore{mem})
+	stream, err := tools.ReadSession(t.Context(), &toolsdv1.ReadSessionRequest{SessionId: "s"})
+	if err == nil {
+		_, err = stream.Recv()
+	}
+	if status.Code(err) != codes.Unavailable || reason(err) != "SESSION_STORE_STOPPED" {
+		t.Fatalf("ReadSession(stopped store) = %v, want Unavailable (SESSION_STORE_STOPPED)", err)
+	}
+}
