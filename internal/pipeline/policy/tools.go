@@ -112,7 +112,9 @@ func modeFunc(prg cel.Program, where string) func(context.Context, *tool.Call) (
 		}
 		m, err := parseMode(s)
 		if err != nil {
-			return tool.ModeUnspecified, fmt.Errorf("policy: %s: %w", where, err)
+			// s may be the model's text (mode_when: 'args.mode'), quoted whole: cut as
+			// an evaluation error is.
+			return tool.ModeUnspecified, fmt.Errorf("policy: %s: %w", where, evalError(err))
 		}
 		return m, nil
 	}
