@@ -185,6 +185,12 @@ func (c *callRecord) End(t pipeline.Tool, r tool.Result) {
 	}
 	c.o.logCall(c.e, owner, code, r, d)
 	if c.span != nil {
+		if t == nil {
+			// The name did not resolve: the model chose it, and a span name per
+			// invented name would grow span metrics without bound. gen_ai.tool.name
+			// keeps it.
+			c.span.SetName("execute_tool")
+		}
 		endSpan(c.span, owner, r)
 	}
 }
