@@ -6,6 +6,7 @@ package examplehook
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -46,7 +47,7 @@ func Decide(req *toolsdv1.HookRequest) *toolsdv1.HookDecision {
 	d := &toolsdv1.HookDecision{RequestId: req.GetRequestId()}
 	switch req.GetStage() {
 	case toolsdv1.HookStage_HOOK_STAGE_PRE_EXECUTE:
-		if strings.Contains(req.GetCall().GetArgumentsJson(), "rm -rf") {
+		if mentionsRmRf(req.GetCall().GetArgumentsJson()) {
 			// Private: the user learns why, the model only that policy denied the call.
 			d.Verdict, d.Reason, d.Private = toolsdv1.HookVerdict_HOOK_VERDICT_DENY, DenyReason, true
 		}
@@ -63,6 +64,40 @@ func Decide(req *toolsdv1.HookRequest) *toolsdv1.HookDecision {
 		return nil
 	}
 	return d
+}
+
+// mentionsRmRf reports whether a string of the arguments, a value or a key, contains
+// "rm -rf". The strings are read decoded, as the tool reads them: in the JSON text an
+// escape ("rm -r\u0066") would hide it. Arguments that are not JSON (toolsd validates
+// them before this stage) are read as text.
+func mentionsRmRf(args string) bool {
+	var v any
+	if err := json.Unmarshal([]byte(args), &v); err != nil {
+		return strings.Contains(args, "rm -rf")
+	}
+	return anyString(v, func(s string) bool { return strings.Contains(s, "rm -rf") })
+}
+
+// anyString reports whether f holds for a string in the decoded JSON value v: a string
+// value or an object's key, at any depth.
+func anyString(v any, f func(string) bool) bool {
+	switch v := v.(type) {
+	case string:
+		return f(v)
+	case []any:
+		for _, e := range v {
+			if anyString(e, f) {
+				return true
+			}
+		}
+	case map[string]any:
+		for k, e := range v {
+			if f(k) || anyString(e, f) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Run connects to toolsd's HookService over conn and answers its requests until ctx

@@ -116,9 +116,12 @@ func TestExampleHook(t *testing.T) {
 		dispatched bool
 	}{
 		"rm -rf is denied privately": {name: "shell", args: `{"text":"rm -rf /"}`, want: denied},
-		"echo shouts":                {name: "echo", args: `{"text":"shout: hello"}`, want: tool.Result{Content: "SHOUT: HELLO", AdditionalContexts: []string{"echo was called"}}, dispatched: true},
-		"echo as is":                 {name: "echo", args: `{"text":"hello"}`, want: tool.Result{Content: "hello", AdditionalContexts: []string{"echo was called"}}, dispatched: true},
-		"other tools untouched":      {name: "add", args: `{"text":"shout: x"}`, want: tool.Result{Content: "shout: x"}, dispatched: true},
+		// The tool reads the decoded arguments, so an escape in the JSON text hides nothing.
+		"escaped rm -rf is denied":  {name: "shell", args: `{"text":"rm -r\u0066 /"}`, want: denied},
+		"rm -rf in a key is denied": {name: "shell", args: `{"a":[{"rm\u0020-rf":1}]}`, want: denied},
+		"echo shouts":               {name: "echo", args: `{"text":"shout: hello"}`, want: tool.Result{Content: "SHOUT: HELLO", AdditionalContexts: []string{"echo was called"}}, dispatched: true},
+		"echo as is":                {name: "echo", args: `{"text":"hello"}`, want: tool.Result{Content: "hello", AdditionalContexts: []string{"echo was called"}}, dispatched: true},
+		"other tools untouched":     {name: "add", args: `{"text":"shout: x"}`, want: tool.Result{Content: "shout: x"}, dispatched: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
