@@ -286,6 +286,29 @@ func TestNodeProviderGivesUpATakenName(t *testing.T) {
 	}
 }
 
+// TestNodeProviderNamesFewToolsPerMessage: as the Go SDK does, the provider names at
+// most 100 tools in a register message. toolsd refuses the tools past its
+// limits.max_tools_per_provider one by one, but ends the stream of a message naming over
+// twice as many: 242 tools in one message would end it, and again after every reconnect,
+// so that none of them stayed registered.
+func TestNodeProviderNamesFewToolsPerMessage(t *testing.T) {
+	node, npm := requireNode(t)
+	installDeps(t, npm)
+
+	addr := listenToolsd(t, strings.Replace(toolsdConfig, "limits: {", "limits: {max_tools_per_provider: 100, ", 1))
+	provider := startNode(t, node, "testdata/many_tools.mjs", "--addr", addr)
+	provider.waitFor(t, 1, "provider: registered shout", "provider: registered tool_98")
+	provider.waitForPrefix(t, 1, "provider: tool_240 refused: RESOURCE_EXHAUSTED")
+	client := toolsdv1.NewToolServiceClient(dial(t, addr))
+	results, _ := executeBatch(t, client, batch("node-many", call("c1", "shout", `{"text": "still here"}`)), nil)
+	if len(results) != 1 || results[0].GetContent() != "STILL HERE" {
+		t.Errorf("ExecuteBatch(shout) = %v, want content %q", results, "STILL HERE")
+	}
+	if out := provider.String(); strings.Contains(out, "provider: stream ended") {
+		t.Errorf("the provider's stream ended; output:\n%s", out)
+	}
+}
+
 // holdShout runs a Go provider that registers shout at toolsd (addr) until the returned
 // function (or the test's end) stops it.
 func holdShout(t *testing.T, addr string) (stop func()) {

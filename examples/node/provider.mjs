@@ -72,6 +72,7 @@ export const tools = {
 };
 
 const log = (msg) => console.log(`provider: ${msg}`);
+const maxToolsPerMessage = 100; // tools one register message names (see register)
 const stop = new AbortController(); // aborted by SIGINT / SIGTERM
 const shutdown = new Error('the provider is shutting down'); // the reason calls are aborted with then
 
@@ -91,7 +92,10 @@ async function serve(client, onWelcome) {
   // A message over toolsd's receive limit would end the stream, and again after every
   // reconnect. As the Go SDK does, a registration goes in messages of at most 1 MiB of
   // definitions, or the welcome's max_result_bytes if that is smaller (toolsd receives
-  // that much); a definition larger than that goes alone.
+  // that much); a definition larger than that goes alone. A message also names at most
+  // 100 tools, as the Go SDK's do: toolsd refuses those past its
+  // limits.max_tools_per_provider one by one, but ends the stream of a message naming
+  // over twice as many.
   const register = (names) => {
     const budget = Math.min(1 << 20, maxResultBytes);
     // What a message costs besides its definitions: the ref (at most a 10-byte varint)
@@ -102,7 +106,7 @@ async function serve(client, onWelcome) {
     for (const name of names) {
       const def = tools[name].definition;
       const n = connectRequestSize({ register: { tools: [def] } }); // the definition's, plus a few bytes
-      if (size + n > budget) {
+      if (size + n > budget || messages.at(-1).length === maxToolsPerMessage) {
         messages.push([]);
         size = overhead;
       }
