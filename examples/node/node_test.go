@@ -62,6 +62,15 @@ func TestNodeExamples(t *testing.T) {
 		}
 	})
 
+	t.Run("wait beyond a timer's range", func(t *testing.T) {
+		// Node's timers hold at most 2^31-1 ms and fire a longer one after 1 ms: the
+		// schema refuses such a wait rather than the tool claiming it waited.
+		results, _ := executeBatch(t, client, batch("node-wait-long", call("c1", "wait", `{"ms": 2147483648}`)), nil)
+		if len(results) != 1 || results[0].GetError().GetCode() != "INVALID_ARGUMENTS" {
+			t.Errorf("ExecuteBatch(wait 2^31 ms) results = %v, want one INVALID_ARGUMENTS", results)
+		}
+	})
+
 	t.Run("large arguments, oversized result", func(t *testing.T) {
 		// 5 MiB of arguments reach the provider in one message (over grpc-js's default
 		// receive limit), and the 5 MiB answer, over max_result_bytes (1 MiB), goes back

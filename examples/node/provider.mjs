@@ -59,7 +59,8 @@ export const tools = {
       description: 'Waits for the given number of milliseconds, then says how long it waited.',
       parametersJson: JSON.stringify({
         type: 'object',
-        properties: { ms: { type: 'integer', description: 'How long to wait, in milliseconds.', minimum: 0 } },
+        // Node's timers hold at most 2^31-1 ms: a longer one fires after 1 ms.
+        properties: { ms: { type: 'integer', description: 'How long to wait, in milliseconds.', minimum: 0, maximum: 2 ** 31 - 1 } },
         required: ['ms'],
       }),
     },
