@@ -129,7 +129,7 @@ type keywordCosts struct {
 	// numbers exactly, parsing both).
 	enumSize int
 	// requiredSize: the longest required list plus every dependentRequired (or draft-07
-	// dependencies) list of one subschema, checked per object.
+	// dependencies) name and list of one subschema, checked per object.
 	requiredSize int
 	// uniqueItems: arrays of up to 20 items are compared pairwise, deeply.
 	uniqueItems bool
@@ -192,7 +192,9 @@ func (k *keywordCosts) add(s *jsonschema.Schema) {
 		deep += k.addDeep(*s.Const)
 	}
 	k.deepMembers = max(k.deepMembers, deep)
-	required := len(s.Required)
+	// An object is looked up for every dependentRequired (or dependencies) name, then
+	// for each list of a name it has.
+	required := len(s.Required) + len(s.DependentRequired) + len(s.Dependencies)
 	for _, names := range s.DependentRequired {
 		required += len(names)
 	}

@@ -32,7 +32,8 @@ type schema struct {
 // pattern) with required keys, open or closed additional properties and bounded sizes, arrays of such items (unique or not,
 // after prefixItems), enums and consts of scalars, string lengths and patterns, array
 // lengths, numeric bounds and multipleOf, local references into $defs, allOf, anyOf,
-// oneOf, not and if/then/else, names required by others (dependentRequired), and
+// oneOf, not and if/then/else, names required by others (dependentRequired, of at
+// most maxShapeDependents names), and
 // property names held to a string's keywords (propertyNames); a subschema may be true
 // or false.
 // check is a shortcut: a document it accepts is valid (every keyword of the schema was
@@ -135,6 +136,12 @@ type bound struct {
 // with hundreds of references behind each place would make seconds for a megabyte.
 // Such a schema goes to the library, priced.
 const maxShapePlaces = 16
+
+// maxShapeDependents bounds the names of a "dependentRequired" with a shape. Each is
+// looked up in every object at its place, whatever the object holds, and a document a
+// shape accepts is not priced by checkWork: 6,000 names made 800 KB of objects take
+// seconds. Such a schema goes to the library, priced.
+const maxShapeDependents = 16
 
 // typeSet is a set of JSON Schema type names.
 type typeSet uint8
@@ -308,6 +315,9 @@ func (s *shape) keyword(b *shapeBuilder, k string, v any, root bool) bool {
 		deps, ok := v.(map[string]any)
 		if !ok || b.draft07 {
 			return ok // an object the library ignores under draft-07
+		}
+		if len(deps) > maxShapeDependents {
+			return false // checkWork prices every name's lookup in every object
 		}
 		for name, req := range deps {
 			names, ok := stringArray(req)

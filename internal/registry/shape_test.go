@@ -78,6 +78,20 @@ func TestShapeEligibility(t *testing.T) {
 			t.Errorf("shape of %s: got %v, want %v", raw, got, want)
 		}
 	}
+	// Every dependentRequired name is looked up in every object: past 16, the library
+	// decides, priced.
+	dependents := func(n int) string {
+		var b strings.Builder
+		for i := range n {
+			b.WriteString(`,"k` + strconv.Itoa(i) + `":[]`)
+		}
+		return `{"type":"object","dependentRequired":{` + b.String()[1:] + `}}`
+	}
+	for n, want := range map[int]bool{maxShapeDependents: true, maxShapeDependents + 1: false} {
+		if got := compileForTest(t, dependents(n)).shape != nil; got != want {
+			t.Errorf("shape of a dependentRequired of %d names: got %v, want %v", n, got, want)
+		}
+	}
 }
 
 // TestShapeCheck pins what the shortcut accepts. Whatever it accepts the library must

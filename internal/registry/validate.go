@@ -151,8 +151,8 @@ func validate(sch *schema, raw []byte, lim jsonx.Limits, what string) error {
 //     deep comparisons walk a value again for every array above it, + the enum members
 //     and const of one subschema that are arrays or objects, per enclosing array or
 //     object up to their depth, whose comparisons walk it again at every place above),
-//   - its objects × subschemas applied × the longest required (and dependentRequired)
-//     lists of a subschema,
+//   - its objects × subschemas applied × the longest required list of a subschema plus
+//     its dependentRequired names and lists,
 //   - its text (strings and keys) × subschemas applied × the largest pattern's program
 //     (plus one with an asserted format other than "regex", which reads the text),
 //   - with a reference resolved through a dynamic anchor, its values × subschemas
