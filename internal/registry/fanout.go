@@ -527,11 +527,13 @@ func (g *fanout) fanoutError(s *jsonschema.Schema, n, depth int) error {
 		ErrLimit, g.where, more, n, where, MaxSchemaFanout)
 }
 
-// schemaPointer is a subschema's location in the submitted document, as "#/$defs/a".
+// schemaPointer is a subschema's location in the submitted document, as "#/$defs/a",
+// cut as a violation's pointer is: its keys may be as long as the schema, and percent
+// encoding triples them.
 func schemaPointer(s *jsonschema.Schema) string {
 	loc := strings.TrimPrefix(s.Location, schemaBase)
 	if loc == "" || loc == "#" {
 		return "the root"
 	}
-	return loc
+	return truncate(loc)
 }

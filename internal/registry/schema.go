@@ -17,6 +17,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/toolsd/toolsd/internal/jsonx"
+	"github.com/toolsd/toolsd/internal/textcut"
 )
 
 // schemaBase is the URL a submitted schema is compiled under. Relative $refs resolve
@@ -447,18 +448,18 @@ func schemaError(where string, doc any, err error) error {
 	if errors.As(err, &load) {
 		base, _ := url.Parse(schemaBase)
 		if ptr, ref, ok := findReference(doc, base, load.URL, ""); ok {
-			return fmt.Errorf("%w: %s: %s %q at %s resolves outside the schema; remote and file references are not loaded",
-				ErrInvalidSchema, where, refKeyword(ptr), ref, ptr)
+			return fmt.Errorf("%w: %s: %s %s at %s resolves outside the schema; remote and file references are not loaded",
+				ErrInvalidSchema, where, refKeyword(ptr), quoteRef(ref), truncate(ptr))
 		}
-		return fmt.Errorf("%w: %s: reference to %q is not loaded (only the submitted document and the standard metaschemas are available)",
-			ErrInvalidSchema, where, load.URL)
+		return fmt.Errorf("%w: %s: reference to %s is not loaded (only the submitted document and the standard metaschemas are available)",
+			ErrInvalidSchema, where, quoteRef(load.URL))
 	}
 	var self *jsonschema.UnsupportedDraftError
 	if errors.As(err, &self) {
 		base, _ := url.Parse(schemaBase)
 		if ptr, ref, ok := findReference(doc, base, self.URL, ""); ok {
-			return fmt.Errorf("%w: %s: $schema %q at %s names the document itself; name a draft (2020-12, 2019-09, draft-07, -06 or -04) or leave it out",
-				ErrInvalidSchema, where, ref, ptr)
+			return fmt.Errorf("%w: %s: $schema %s at %s names the document itself; name a draft (2020-12, 2019-09, draft-07, -06 or -04) or leave it out",
+				ErrInvalidSchema, where, quoteRef(ref), truncate(ptr))
 		}
 	}
 	var meta *jsonschema.SchemaValidationError
@@ -475,8 +476,16 @@ func schemaError(where string, doc any, err error) error {
 		}
 		return fmt.Errorf("%w: %s: not a valid JSON Schema: %s", ErrInvalidSchema, where, strings.Join(msgs, "; "))
 	}
-	return fmt.Errorf("%w: %s: %s", ErrInvalidSchema, where, stripBase(err.Error()))
+	return fmt.Errorf("%w: %s: %s", ErrInvalidSchema, where, textcut.Ellipsis(stripBase(err.Error()), maxLibraryMessage))
 }
+
+// maxLibraryMessage bounds the library's own words for a refused schema, which quote
+// the references and places they are about: each may be as long as the schema.
+const maxLibraryMessage = 4 * maxViolationMessage
+
+// quoteRef quotes a reference the provider wrote, cut as a violation's message is:
+// a message naming it is logged and answered for every tool of a register message.
+func quoteRef(ref string) string { return strconv.Quote(truncate(ref)) }
 
 // refersTo reports whether the value s of reference keyword k names target: resolved
 // against base, or, for $schema, which the library reads as written, without its

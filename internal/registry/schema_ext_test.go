@@ -790,3 +790,36 @@ func TestSchemaCountsBeyondIntRefused(t *testing.T) {
 		t.Errorf("ValidateArguments(within maxLength 2^63-1, enum member) = %v, want nil", err)
 	}
 }
+
+// A refused schema's message is logged and answered for every tool of a register
+// message: it names the offending reference or place, cut, never the whole key or
+// reference the provider wrote. A 60 KB key was repeated whole, and three times over
+// when percent-encoded (a 28 KB key of emoji made an 85 KB message).
+func TestSchemaErrorsAreBounded(t *testing.T) {
+	long := strings.Repeat("k", 60_000)
+	emoji := strings.Repeat("😀", 7_000)
+	tests := map[string]string{
+		"remote ref":        `{"type":"object","properties":{"a":{"$ref":"http://x/` + long + `"}}}`,
+		"remote ref at key": `{"type":"object","properties":{"` + long + `":{"$ref":"http://x/"}}}`,
+		"missing $defs":     `{"type":"object","properties":{"a":{"$ref":"#/$defs/` + long + `"}}}`,
+		"missing anchor":    `{"type":"object","properties":{"a":{"$ref":"#` + long + `"}}}`,
+		"bad json pointer":  `{"type":"object","properties":{"a":{"$ref":"#/` + strings.Repeat("~2", 30_000) + `"}}}`,
+		"$schema of itself": `{"type":"object","$schema":"toolsd://schema/root.json#` + long + `"}`,
+		"unknown $schema":   `{"type":"object","$schema":"http://x/` + long + `"}`,
+		"ref cycle":         `{"type":"object","properties":{"` + long[:30_000] + `":{"$ref":"#/properties/` + long[:30_000] + `"}}}`,
+		"ref cycle, emoji":  `{"type":"object","properties":{"` + emoji + `":{"$ref":"#/properties/` + emoji + `"}}}`,
+		"count over int":    `{"type":"object","properties":{"` + long + `":{"minLength":1e30}}}`,
+		"fanout":            `{"type":"object","properties":{"` + long[:30_000] + `":{"anyOf":[` + strings.TrimSuffix(strings.Repeat(`{"$ref":"#/$defs/e"},`, 501), ",") + `]}},"$defs":{"e":{}}}`,
+	}
+	for name, params := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := newRegistry(t).Register("", withParams("t", params), "p1")
+			if !errors.Is(err, registry.ErrInvalidSchema) && !errors.Is(err, registry.ErrLimit) {
+				t.Fatalf("Register(%s) = %.300v, want ErrInvalidSchema or ErrLimit", name, err)
+			}
+			if n := len(err.Error()); n > 1024 {
+				t.Errorf("Register(%s) error is %d bytes, want at most 1024: %.300s", name, n, err)
+			}
+		})
+	}
+}
