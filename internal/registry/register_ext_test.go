@@ -258,6 +258,14 @@ func TestLimits(t *testing.T) {
 				return err
 			},
 		},
+		// 30 levels of 1 KB keys above 1,900 subschemas: 48 KB, within every other
+		// limit, and 58 MB of subschema locations, which took 4 s to compile.
+		"schema pointers": {
+			setup: func(r *registry.Registry) error {
+				_, err := r.Register("", withParams("t", deepKeysSchema(30, 1900)), "")
+				return err
+			},
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -281,4 +289,23 @@ func TestSchemaIsStrictJSON(t *testing.T) {
 	if !errors.Is(err, registry.ErrInvalidSchema) || !errors.Is(err, jsonx.ErrDuplicateKey) {
 		t.Fatalf("Register(duplicate key schema) = %v, want ErrInvalidSchema and jsonx.ErrDuplicateKey", err)
 	}
+}
+
+// deepKeysSchema nests levels objects under 1 KB keys of emoji (whose pointer tokens
+// the library percent-encodes to 3 KB) above leaves empty subschemas.
+func deepKeysSchema(levels, leaves int) string {
+	var b strings.Builder
+	key := strings.Repeat("\U0001F600", 250)
+	b.WriteString(`{"type":"object","properties":{`)
+	for range levels {
+		b.WriteString(`"` + key + `":{"properties":{`)
+	}
+	for i := range leaves {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString(`"` + strconv.Itoa(i) + `":{}`)
+	}
+	b.WriteString(strings.Repeat(`}}`, levels+1))
+	return b.String()
 }

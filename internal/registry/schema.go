@@ -32,6 +32,18 @@ const maxPatternBytes = 4096
 // let one registration burn a CPU for a second.
 const MaxSchemaObjects = 2000
 
+// MaxSchemaPointerBytes bounds the JSON pointers to a schema document's objects,
+// summed over its objects. The library keeps each subschema's location, looks it up
+// in the document and compares it with the locations queued before it, and
+// [checkCounts] walks each again, so compiling costs time growing with this sum (and
+// memory holding it, percent-encoded, for as long as the tool is registered). Within
+// max_schema_bytes and [MaxSchemaObjects], 30 levels of 1 KB keys above 1,900
+// subschemas made 58 MB of pointers and took 4 s to compile; at this bound the worst
+// takes about as long as 2,000 plain objects. A schema of 2,000 objects whose
+// pointers average 128 bytes fits, and the repository's largest test schemas hold
+// 33 KB.
+const MaxSchemaPointerBytes = 256 << 10
+
 // schemaKind names which schema of a definition is being compiled, for messages.
 type schemaKind string
 
@@ -58,8 +70,13 @@ func compileSchema(name string, raw []byte, kind schemaKind, requireObject bool,
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrInvalidSchema, where, err)
 	}
-	if n := countObjects(doc, MaxSchemaObjects+1); n > MaxSchemaObjects {
+	size := measureDoc(doc, MaxSchemaObjects+1, MaxSchemaPointerBytes+1)
+	if size.objects > MaxSchemaObjects {
 		return nil, fmt.Errorf("%w: %s has more than %d JSON objects", ErrLimit, where, MaxSchemaObjects)
+	}
+	if size.pointerBytes > MaxSchemaPointerBytes {
+		return nil, fmt.Errorf("%w: %s: the JSON pointers to its objects are more than %d bytes together (long keys nested deep)",
+			ErrLimit, where, MaxSchemaPointerBytes)
 	}
 	if requireObject {
 		if obj, ok := doc.(map[string]any); !ok || obj["type"] != "object" {
@@ -246,27 +263,39 @@ func memberDepth(v any, k *keywordCosts) int {
 	return d
 }
 
-// countObjects counts the objects in v, stopping once it reaches stop.
-func countObjects(v any, stop int) int {
-	n := 0
-	var walk func(any)
-	walk = func(v any) {
-		if n >= stop {
+// schemaSize is what a schema document holds that compiling it costs.
+type schemaSize struct {
+	// objects: the JSON objects, each of which may be a subschema.
+	objects int
+	// pointerBytes: the JSON pointers to those objects (escaped, not
+	// percent-encoded), summed.
+	pointerBytes int
+}
+
+// measureDoc measures v in one pass, stopping once objects reaches stopObjects or
+// pointerBytes reaches stopBytes. No pointer is built: each value is walked knowing
+// its pointer's length.
+func measureDoc(v any, stopObjects, stopBytes int) schemaSize {
+	var n schemaSize
+	var walk func(v any, ptrLen int)
+	walk = func(v any, ptrLen int) {
+		if n.objects >= stopObjects || n.pointerBytes >= stopBytes {
 			return
 		}
 		switch v := v.(type) {
 		case map[string]any:
-			n++
-			for _, c := range v {
-				walk(c)
+			n.objects++
+			n.pointerBytes += ptrLen
+			for k, c := range v {
+				walk(c, ptrLen+1+len(k)+strings.Count(k, "~")+strings.Count(k, "/"))
 			}
 		case []any:
-			for _, c := range v {
-				walk(c)
+			for i, c := range v {
+				walk(c, ptrLen+1+len(strconv.Itoa(i)))
 			}
 		}
 	}
-	walk(v)
+	walk(v, 0)
 	return n
 }
 
