@@ -117,11 +117,13 @@
 // Handlers should honour their context. When Run's (or Serve's) context ends, every
 // handler's context ends with it, while the stream to toolsd stays open for the
 // shutdown grace (5 s by default, [WithShutdownGrace]): a handler that finishes in
-// time still has its result delivered. Then the provider closes its side of the
-// stream, toolsd ends it (the provider waits up to a second for that), and Run
+// time still has its result delivered. The provider unregisters its tools as the
+// shutdown begins, so toolsd sends it no new calls meanwhile: they go to another
+// provider that registers the name, or find the tool unknown. Then the provider
+// closes its side of the stream, toolsd ends it (the provider waits up to a second for that), and Run
 // returns. Calls that did not finish — a handler that returned the shutdown's
 // cancellation, one still running after the grace (abandoned, and logged as left
-// running), one toolsd sent during the grace (not started) — fail in toolsd with
+// running), one toolsd sent before it saw the unregister (not started) — fail in toolsd with
 // PROVIDER_GONE as the stream ends, so toolsd may retry an idempotent tool on
 // another provider. A reconnect does not wait for the handlers of the stream that
 // ended.

@@ -263,6 +263,17 @@ func (p *Provider) lookup(name string) *toolImpl {
 	return p.byName[name]
 }
 
+// names returns the names of the provider's tools, in registration order.
+func (p *Provider) names() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	names := make([]string, len(p.tools))
+	for i, t := range p.tools {
+		names[i] = t.Name()
+	}
+	return names
+}
+
 // attach makes s the live stream and returns the tools to register on it.
 func (p *Provider) attach(s *session, id string) []*toolImpl {
 	p.mu.Lock()

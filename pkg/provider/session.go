@@ -24,7 +24,9 @@ import (
 // that called serve; each call's handler runs on its own goroutine.
 //
 // When the caller's context ends, the handlers' contexts end with it, but the stream
-// lives on while they finish (drain): their answers still reach toolsd. A call that
+// lives on while they finish (drain): their answers still reach toolsd. The session
+// unregisters its tools as the drain begins, so that toolsd routes no new calls to it
+// (another provider of a name may take it at once). A call that
 // stopped because of the shutdown (its handler returned the cancellation toolsd did not
 // ask for) is not answered, nor is one still running after the shutdown grace, nor one
 // that arrives meanwhile: once the provider half-closes the stream and toolsd ends it,
@@ -62,6 +64,9 @@ type session struct {
 	// firstRefs are the refs of the first registration's messages not answered yet;
 	// the provider is ready once it is empty. Used by the receive loop only.
 	firstRefs map[uint64]bool
+	// unregisterRefs are the refs of the drain's unregister messages, whose answers
+	// are no registrations (guarded by mu).
+	unregisterRefs map[uint64]bool
 	// maxResult is the welcome's max_result_bytes (0: not announced): a larger result
 	// is sent as its size only, so that it fails its call alone rather than the stream.
 	maxResult uint64
@@ -178,9 +183,9 @@ func (p *Provider) serve(ctx, grace context.Context, conn grpc.ClientConnInterfa
 }
 
 // drain runs once the caller's context has ended (the handlers' contexts ended with
-// it): it waits for the running calls until grace ends, gives up the answers of those
-// still running, half-closes the stream and waits (closeWait at most) for toolsd to end
-// it, failing the calls left with PROVIDER_GONE. Before the welcome there is nothing
+// it): it unregisters the tools, waits for the running calls until grace ends, gives up
+// the answers of those still running, half-closes the stream and waits (closeWait at
+// most) for toolsd to end it, failing the calls left with PROVIDER_GONE. Before the welcome there is nothing
 // to wait for: the stream is cut.
 func (s *session) drain(grace context.Context) {
 	defer s.cancel()
@@ -195,6 +200,9 @@ func (s *session) drain(grace context.Context) {
 		close(s.drained)
 	}
 	drained := s.drained
+	// Sent from a goroutine, as a send may wait on toolsd: the grace and the cut below
+	// still bound the drain.
+	s.wg.Go(s.unregister)
 	s.mu.Unlock()
 	select {
 	case <-drained:
@@ -272,7 +280,11 @@ func (s *session) handle(m *toolsdv1.ProviderServiceConnectResponse) {
 	case *toolsdv1.ProviderServiceConnectResponse_Cancel:
 		s.cancelCall(msg.Cancel.GetRequestId())
 	case *toolsdv1.ProviderServiceConnectResponse_RegisterResult:
-		s.registered(msg.RegisterResult)
+		if s.isUnregisterRef(msg.RegisterResult.GetRef()) {
+			s.unregistered(msg.RegisterResult)
+		} else {
+			s.registered(msg.RegisterResult)
+		}
 	case *toolsdv1.ProviderServiceConnectResponse_Goodbye:
 		s.log.Info("toolsd is shutting down", zap.String("reason", msg.Goodbye.GetReason()))
 	default:
@@ -316,7 +328,9 @@ func (s *session) register(tools []*toolImpl) []uint64 {
 	return refs
 }
 
-// registerChunk sends one register message and returns its ref.
+// registerChunk sends one register message and returns its ref. Once the drain has
+// begun nothing is registered (a retake or an Add then would undo its unregister):
+// draining is read holding sendMu, which the drain's unregister holds while it sends.
 func (s *session) registerChunk(tools []*toolImpl) uint64 {
 	ref := s.nextRef.Add(1)
 	defs := make([]*toolsdv1.ToolDefinition, len(tools))
@@ -326,10 +340,69 @@ func (s *session) registerChunk(tools []*toolImpl) uint64 {
 	m := &toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Register{
 		Register: &toolsdv1.RegisterTools{Ref: ref, Scope: validUTF8(s.p.opts.scope), Tools: defs},
 	}}
-	if err := s.send(m); err != nil {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	if s.isDraining() {
+		return ref
+	}
+	if err := s.stream.Send(m); err != nil {
 		s.log.Warn("registration not sent", zap.Error(err))
 	}
 	return ref
+}
+
+// unregister unregisters every tool of the provider, in messages naming at most
+// registerMaxTools, as the drain begins. Names this stream does not hold (refused, or
+// taken by another provider) are refused by toolsd and left as they are.
+func (s *session) unregister() {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	// The tools are read holding sendMu: one added before this point was registered
+	// before it, and one added after is not registered (see registerChunk).
+	names := s.p.names()
+	for chunk := range slices.Chunk(names, registerMaxTools) {
+		ref := s.nextRef.Add(1)
+		s.mu.Lock()
+		if s.unregisterRefs == nil {
+			s.unregisterRefs = make(map[uint64]bool)
+		}
+		s.unregisterRefs[ref] = true
+		s.mu.Unlock()
+		m := &toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Unregister{
+			Unregister: &toolsdv1.UnregisterTools{Ref: ref, Scope: validUTF8(s.p.opts.scope), Names: chunk},
+		}}
+		if err := s.stream.Send(m); err != nil {
+			s.log.Debug("unregister not sent; toolsd removes the tools when the stream ends", zap.Error(err))
+			return
+		}
+	}
+}
+
+// isDraining reports whether the drain has begun.
+func (s *session) isDraining() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.draining
+}
+
+// isUnregisterRef reports whether ref is one of the drain's unregister messages.
+func (s *session) isUnregisterRef(ref uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.unregisterRefs[ref]
+}
+
+// unregistered logs toolsd's answer to an unregister. A name it refuses is usually
+// one this stream did not hold; any it does hold go when the stream ends.
+func (s *session) unregistered(r *toolsdv1.RegisterToolsResult) {
+	for _, st := range r.GetTools() {
+		if st.GetErrorCode() == "" {
+			s.log.Debug("tool unregistered", zap.String("tool", st.GetName()))
+			continue
+		}
+		s.log.Debug("tool not unregistered; toolsd removes what this stream holds when it ends", zap.String("tool", st.GetName()),
+			zap.String("code", st.GetErrorCode()), zap.String("message", st.GetErrorMessage()))
+	}
 }
 
 func (s *session) registered(r *toolsdv1.RegisterToolsResult) {

@@ -2,6 +2,7 @@ package provider_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/toolsd/toolsd/internal/broker"
 	"github.com/toolsd/toolsd/internal/broker/brokertest"
 	"github.com/toolsd/toolsd/internal/tool"
 	"github.com/toolsd/toolsd/pkg/provider"
@@ -109,6 +111,114 @@ func TestShutdownDrainsResults(t *testing.T) {
 	}
 	if got := <-stopsDone; got.Code() != tool.CodeProviderGone {
 		t.Errorf("Call(stops) across the shutdown = %+v, want PROVIDER_GONE", got)
+	}
+	awaitRun(t, done)
+}
+
+// A provider that begins to shut down unregisters its tools at once, so that toolsd
+// stops routing new calls to it while its running calls finish: here another provider,
+// whose registration of the name was refused while the first held it, takes the name
+// and serves the next call. The running call's result still reaches toolsd, and a call
+// sent to the leaving provider after its unregister (one toolsd had resolved before it)
+// is not started and fails with PROVIDER_GONE as the stream closes, as before. The
+// answer to the unregister is not taken for a registration.
+func TestShutdownUnregistersTools(t *testing.T) {
+	reg := brokertest.NewRegistrar()
+	srv := brokertest.Start(t, reg, takenAsAlreadyExists)
+	core, logs := observer.New(zapcore.DebugLevel)
+	started, finish := make(chan struct{}), make(chan struct{})
+	leaving := newProvider(t, provider.WithLogger(zap.New(core)), provider.WithShutdownGrace(waitTimeout))
+	leaving.Add(provider.NewTool("work", "the leaving provider's", func(context.Context, provider.Call, struct{}) (string, error) {
+		close(started)
+		<-finish // past the shutdown's cancel: the result is still wanted
+		return "leaving", nil
+	}))
+	cancel, done := runUntil(t, leaving, srv.Addr)
+	wait(t, leaving.Ready(), "the leaving provider's registration")
+	leavingID := leaving.ProviderID()
+
+	other := newProvider(t)
+	other.Add(provider.NewTool("work", "the other provider's", func(context.Context, provider.Call, struct{}) (string, error) {
+		return "other", nil
+	}))
+	run(t, other, srv.Addr)
+	wait(t, other.Ready(), "the other provider's refused registration")
+
+	running := make(chan tool.Result, 1)
+	go func() { running <- srv.Broker.Call(context.Background(), leavingID, exec("work", `{}`), 1) }()
+	wait(t, started, "the running call")
+	cancel()
+	reg.WaitFor(t, "work registered by the other provider while the leaving one drains", func() bool {
+		r, ok := reg.Lookup("", "work")
+		return ok && r.Owner == other.ProviderID()
+	})
+	if got := srv.Broker.Call(t.Context(), other.ProviderID(), exec("work", `{}`), 1); got.IsError || got.Content != "other" {
+		t.Errorf("Call(work) on the other provider = %+v, want content other", got)
+	}
+	late := make(chan tool.Result, 1)
+	go func() { late <- srv.Broker.Call(context.Background(), leavingID, exec("work", `{}`), 1) }()
+
+	close(finish)
+	if got := <-running; got.IsError || got.Content != "leaving" {
+		t.Errorf("Call(work) running across the shutdown = %+v, want its result, leaving", got)
+	}
+	if got := <-late; got.Code() != tool.CodeProviderGone {
+		t.Errorf("Call(work) sent to the leaving provider after its unregister = %+v, want PROVIDER_GONE", got)
+	}
+	awaitRun(t, done)
+	if n := logs.FilterMessage("tool registered").Len(); n != 1 {
+		t.Errorf("%d debug lines \"tool registered\", want 1 (the unregister's answer is no registration); logged: %v", n, logs.All())
+	}
+	if n := logs.FilterMessage("tool unregistered").FilterField(zap.String("tool", "work")).Len(); n != 1 {
+		t.Errorf("%d debug lines \"tool unregistered\" of work, want 1; logged: %v", n, logs.All())
+	}
+	if warns := logs.FilterLevelExact(zapcore.WarnLevel).All(); len(warns) > 0 {
+		t.Errorf("warnings during the shutdown: %v", warns)
+	}
+}
+
+// The unregister at shutdown names at most 100 tools per message, as registrations do:
+// toolsd refuses the names past limits.max_tools_per_provider in one message, which
+// would stay registered, and routed to, until the stream closed.
+func TestShutdownUnregistersManyTools(t *testing.T) {
+	reg := brokertest.NewRegistrar()
+	const limit = 100
+	srv := brokertest.Start(t, reg, broker.WithLimits(broker.Limits{MaxToolsPerRegister: limit}))
+	started, finish := make(chan struct{}), make(chan struct{})
+	p := newProvider(t, provider.WithShutdownGrace(waitTimeout))
+	p.Add(provider.NewTool("work", "runs until told", func(context.Context, provider.Call, struct{}) (string, error) {
+		close(started)
+		<-finish
+		return "done", nil
+	}))
+	const n = 2*limit + 50
+	for i := range n {
+		p.Add(provider.NewTool(fmt.Sprintf("t%d", i), "small", func(context.Context, provider.Call, struct{}) (string, error) {
+			return "ok", nil
+		}))
+	}
+	cancel, done := runUntil(t, p, srv.Addr)
+	wait(t, p.Ready(), "registration")
+	reg.WaitFor(t, "every tool registered", func() bool { _, ok := reg.Lookup("", fmt.Sprintf("t%d", n-1)); return ok })
+	running := make(chan tool.Result, 1)
+	go func() { running <- srv.Broker.Call(context.Background(), p.ProviderID(), exec("work", `{}`), 1) }()
+	wait(t, started, "the running call")
+
+	cancel()
+	reg.WaitFor(t, "every tool unregistered while a call runs", func() bool {
+		if _, ok := reg.Lookup("", "work"); ok {
+			return false
+		}
+		for i := range n {
+			if _, ok := reg.Lookup("", fmt.Sprintf("t%d", i)); ok {
+				return false
+			}
+		}
+		return true
+	})
+	close(finish)
+	if got := <-running; got.IsError || got.Content != "done" {
+		t.Errorf("Call(work) running across the shutdown = %+v, want its result, done", got)
 	}
 	awaitRun(t, done)
 }
