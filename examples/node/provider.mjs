@@ -88,6 +88,7 @@ async function serve(client, onWelcome) {
   let draining = false;
   let onIdle = () => {}; // called when a call is answered and none is left
   let ref = 0;
+  const unregisterRefs = new Set(); // refs of the drain's unregister messages
   // Writes are buffered by the stream, so handlers never block the receive loop below.
   const send = (msg) => stream.writable && stream.write(msg);
   // A message over toolsd's receive limit would end the stream, and again after every
@@ -98,6 +99,7 @@ async function serve(client, onWelcome) {
   // limits.max_tools_per_provider one by one, but ends the stream of a message naming
   // over twice as many.
   const register = (names) => {
+    if (draining) return; // it would undo the drain's unregister
     const budget = Math.min(1 << 20, maxResultBytes);
     // What a message costs besides its definitions: the ref (at most a 10-byte varint)
     // and the scope.
@@ -116,12 +118,21 @@ async function serve(client, onWelcome) {
     }
     for (const defs of messages) send({ register: { ref: ++ref, scope: flags.scope, tools: defs } });
   };
+  // As the drain begins, as the Go SDK does: unregister every tool, in messages of at
+  // most 100 names, so that toolsd sends no new calls while the running ones finish.
+  const unregister = () => {
+    const names = Object.keys(tools);
+    for (let i = 0; i < names.length; i += maxToolsPerMessage) {
+      unregisterRefs.add(String(++ref)); // as the answer's ref reads (longs: String)
+      send({ unregister: { ref, scope: flags.scope, names: names.slice(i, i + maxToolsPerMessage) } });
+    }
+  };
   stream.on('error', () => {}); // the loop below reports errors; none may go unhandled later
 
-  // On SIGINT or SIGTERM, as the Go SDK does: take no more calls and cancel the running
-  // ones, but keep the stream open for up to the shutdown grace, so that the answers of
-  // those that finish still reach toolsd. Then half-close it, and cut it if toolsd has not
-  // ended it a second later. A call that stopped because of the shutdown, or runs past
+  // On SIGINT or SIGTERM, as the Go SDK does: unregister the tools, take no more calls
+  // and cancel the running ones, but keep the stream open for up to the shutdown grace,
+  // so that the answers of those that finish still reach toolsd. Then half-close it, and
+  // cut it if toolsd has not ended it a second later. A call that stopped because of the shutdown, or runs past
   // the grace, or arrives meanwhile, is not answered: toolsd fails it with PROVIDER_GONE
   // as the stream closes, and may retry it on another provider (an answer such as
   // TOOL_ERROR would end it for good). One that toolsd cancels meanwhile is answered, as
@@ -129,6 +140,7 @@ async function serve(client, onWelcome) {
   const drain = async () => {
     if (!welcomed) return stream.cancel(); // no call to wait for
     draining = true;
+    unregister();
     log(`shutting down: ${running.size} calls running, ${shutdownGrace} ms to finish`);
     const idle = new Promise((resolve) => (onIdle = resolve));
     for (const call of running.values()) call.abort(shutdown);
@@ -181,6 +193,14 @@ async function serve(client, onWelcome) {
           register(Object.keys(tools));
           break;
         case 'registerResult': {
+          if (unregisterRefs.has(m.registerResult.ref)) {
+            // A name refused here is one this stream did not hold; toolsd removes the
+            // rest when the stream ends.
+            for (const t of m.registerResult.tools) {
+              log(t.errorCode ? `${t.name} not unregistered: ${t.errorCode} ${t.errorMessage}` : `unregistered ${t.name}`);
+            }
+            break;
+          }
           const taken = [];
           for (const t of m.registerResult.tools) {
             if (!t.errorCode) {

@@ -505,3 +505,94 @@ func TestNodeProviderKeepsCancelledWhenOversized(t *testing.T) {
 		t.Errorf("result of the cancelled wait over max_result_bytes = %v, want oversized_bytes and cancelled", r)
 	}
 }
+
+// TestNodeProviderUnregistersOnShutdown: as the Go SDK does, the provider unregisters
+// every tool it registered as its shutdown begins, in messages of at most 100 names, so
+// that toolsd sends it no new calls while the running ones finish, and registers
+// nothing after. toolsd's answer to the unregister is logged as such, not taken for a
+// registration; a call toolsd cancels meanwhile is still answered.
+func TestNodeProviderUnregistersOnShutdown(t *testing.T) {
+	for name, tc := range map[string]struct {
+		script  string
+		running bool // whether a stop_on_cue call keeps the drain open
+	}{
+		"a call running": {script: "testdata/provider.mjs", running: true},
+		"242 tools":      {script: "testdata/many_tools.mjs"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			provider, s := welcomedNode(t, 1<<20, tc.script, "--shutdown-grace-ms", "60000")
+			registered := make(map[string]bool)
+			collect := func(m *toolsdv1.ProviderServiceConnectRequest) {
+				for _, d := range m.GetRegister().GetTools() {
+					registered[d.GetName()] = true
+				}
+			}
+			if tc.running {
+				s.send(t, execute(1, "stop_on_cue", `{}`))
+				s.next(t, func(m *toolsdv1.ProviderServiceConnectRequest) bool {
+					collect(m)
+					return m.GetProgress().GetRequestId() == 1
+				})
+			} else {
+				s.next(t, func(m *toolsdv1.ProviderServiceConnectRequest) bool {
+					collect(m)
+					return len(registered) == 242
+				})
+			}
+			provider.interrupt(t)
+
+			unregistered := make(map[string]bool)
+			var last uint64
+			s.next(t, func(m *toolsdv1.ProviderServiceConnectRequest) bool {
+				if m.GetRegister() != nil {
+					t.Errorf("the provider registered %d tools after its unregister began", len(m.GetRegister().GetTools()))
+				}
+				if u := m.GetUnregister(); u != nil {
+					if n := len(u.GetNames()); n > 100 {
+						t.Errorf("an unregister names %d tools, want at most 100", n)
+					}
+					for _, n := range u.GetNames() {
+						unregistered[n] = true
+					}
+					last = u.GetRef()
+				}
+				return len(unregistered) >= len(registered)
+			})
+			for n := range registered {
+				if !unregistered[n] {
+					t.Errorf("the provider did not unregister %s", n)
+				}
+			}
+			if !tc.running {
+				s.rest(t)
+				return
+			}
+			s.send(t, &toolsdv1.ProviderServiceConnectResponse{Msg: &toolsdv1.ProviderServiceConnectResponse_RegisterResult{
+				RegisterResult: &toolsdv1.RegisterToolsResult{Ref: last, Tools: []*toolsdv1.ToolRegistrationStatus{{Name: "shout"}}},
+			}})
+			provider.waitFor(t, 1, "provider: unregistered shout")
+			s.send(t, &toolsdv1.ProviderServiceConnectResponse{Msg: &toolsdv1.ProviderServiceConnectResponse_Cancel{
+				Cancel: &toolsdv1.CancelExecution{RequestId: 1, Reason: "test"},
+			}})
+			provider.waitFor(t, 1, "provider: cancel 1: test")
+			if err := provider.cmd.Process.Signal(syscall.SIGUSR2); err != nil {
+				t.Fatalf("cueing the tool: %v", err)
+			}
+			var got *toolsdv1.ExecuteResult
+			for _, m := range s.rest(t) {
+				if r := m.GetResult(); r != nil {
+					got = r
+				}
+				if m.GetRegister() != nil {
+					t.Errorf("the provider registered %d tools after its unregister", len(m.GetRegister().GetTools()))
+				}
+			}
+			if got.GetRequestId() != 1 || !got.GetCancelled() {
+				t.Errorf("answer to the call toolsd cancelled during the shutdown = %v, want request 1 answered cancelled", got)
+			}
+			if out := provider.String(); strings.Contains(out, "provider: registered shout") {
+				t.Errorf("the unregister's answer was logged as a registration; output:\n%s", out)
+			}
+		})
+	}
+}
