@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
@@ -61,7 +62,10 @@ func (s *Server) ExecuteBatch(stream toolsdv1.ToolService_ExecuteBatchServer) er
 	}
 	ids := make([]uint64, n)
 	waits := make([]<-chan *toolsdv1.ExecuteResult, n)
-	deadline := timestamppb.Now()
+	// toolsd sends every call a deadline (its tool timeout, 60 s by default) and the time
+	// left until it; the no-op provider reads neither.
+	end := time.Now().Add(time.Minute)
+	deadline, timeout := timestamppb.New(end), durationpb.New(time.Until(end))
 	settled := false
 	defer func() {
 		if !settled {
@@ -73,7 +77,7 @@ func (s *Server) ExecuteBatch(stream toolsdv1.ToolService_ExecuteBatchServer) er
 	for i, c := range batch.GetCalls() {
 		ids[i], waits[i], err = p.execute(&toolsdv1.ExecuteRequest{
 			CallId: c.GetCallId(), SessionId: batch.GetSessionId(), Scope: batch.GetScope(),
-			Tool: c.GetName(), ArgumentsJson: c.GetArgumentsJson(), Deadline: deadline,
+			Tool: c.GetName(), ArgumentsJson: c.GetArgumentsJson(), Deadline: deadline, Timeout: timeout,
 			Turn: batch.GetTurn(), Step: batch.GetStep(), Attempt: 1,
 		})
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
@@ -99,7 +100,7 @@ func (b *Broker) Call(ctx context.Context, providerID string, e *tool.Exec, atte
 	if code != "" {
 		return b.rejected(p, providerID, code, limit)
 	}
-	if err := c.send(ctx, executeMsg(ctx, id, e, attempt), &p.sent); err != nil {
+	if err := c.send(ctx, executeMsg(id, e, attempt), &p.sent); err != nil {
 		return c.notSent(ctx, p, id, providerID, err)
 	}
 	select {
@@ -210,16 +211,21 @@ func abortedBeforeDispatch() tool.Result {
 	return tool.Failure(tool.CodeAbortedBeforeDispatch, "call was cancelled before it started")
 }
 
-// executeMsg builds the execute message. Every string is made valid UTF-8: a marshal
-// failure inside Send would end the stream for every call on it. The message's parts
-// are allocated together, once per call.
-func executeMsg(ctx context.Context, id uint64, e *tool.Exec, attempt int) *toolsdv1.ProviderServiceConnectResponse {
-	m := &struct {
-		resp     toolsdv1.ProviderServiceConnectResponse
-		msg      toolsdv1.ProviderServiceConnectResponse_Execute
-		req      toolsdv1.ExecuteRequest
-		deadline timestamppb.Timestamp
-	}{}
+// execute is one call's execute message with its parts, allocated together, once per
+// call.
+type execute struct {
+	resp     toolsdv1.ProviderServiceConnectResponse
+	msg      toolsdv1.ProviderServiceConnectResponse_Execute
+	req      toolsdv1.ExecuteRequest
+	deadline timestamppb.Timestamp
+	timeout  durationpb.Duration
+}
+
+// executeMsg builds the execute message, but for its deadline and timeout, which
+// [execute.stamp] sets as it is sent. Every string is made valid UTF-8: a marshal failure
+// inside Send would end the stream for every call on it.
+func executeMsg(id uint64, e *tool.Exec, attempt int) *execute {
+	m := &execute{}
 	m.req = toolsdv1.ExecuteRequest{
 		RequestId:     id,
 		CallId:        validUTF8(e.CallID),
@@ -231,13 +237,32 @@ func executeMsg(ctx context.Context, id uint64, e *tool.Exec, attempt int) *tool
 		Step:          e.Step,
 		Attempt:       uint32(min(max(attempt, 1), math.MaxUint32)),
 	}
-	if d, ok := ctx.Deadline(); ok {
-		m.deadline.Seconds, m.deadline.Nanos = d.Unix(), int32(d.Nanosecond())
-		m.req.Deadline = &m.deadline
-	}
 	m.msg.Execute = &m.req
 	m.resp.Msg = &m.msg
-	return &m.resp
+	return m
+}
+
+// stamp sets m's deadline to ctx's, and its timeout to the time left until then, read
+// now, as m is about to be written: a provider times the call by the timeout from when it
+// receives it, since its clock may not agree with toolsd's, so time spent waiting for the
+// send slot must not be in it. It reports false when ctx has ended or passed its deadline
+// ([tool.Ended], reading the clock once for both).
+func (m *execute) stamp(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	d, ok := ctx.Deadline()
+	if !ok {
+		return true
+	}
+	left := time.Until(d)
+	if left <= 0 {
+		return false
+	}
+	m.deadline.Seconds, m.deadline.Nanos = d.Unix(), int32(d.Nanosecond())
+	m.timeout.Seconds, m.timeout.Nanos = int64(left/time.Second), int32(left%time.Second)
+	m.req.Deadline, m.req.Timeout = &m.deadline, &m.timeout
+	return true
 }
 
 func cancelMsg(id uint64, reason string) *toolsdv1.ProviderServiceConnectResponse {

@@ -147,7 +147,7 @@ func TestExecuteAndCancelMessages(t *testing.T) {
 	ex := r.execute()
 	want := &toolsdv1.ExecuteRequest{
 		RequestId: ex.GetRequestId(), CallId: "call-1", SessionId: "s-1", Scope: "agent/a", Tool: "t",
-		ArgumentsJson: `{"a":1}`, Deadline: ex.GetDeadline(), Turn: 3, Step: 4, Attempt: 1,
+		ArgumentsJson: `{"a":1}`, Deadline: ex.GetDeadline(), Timeout: ex.GetTimeout(), Turn: 3, Step: 4, Attempt: 1,
 	}
 	if !cmp.Equal(want, ex, cmpProto) {
 		t.Errorf("execute = %v, want %v", ex, want)

@@ -149,11 +149,12 @@ func (c *conn) unlockSend() {
 	}
 }
 
-// send sends m while holding the send slot; sent is set just before m is written. A
-// ctx that ended, or passed its deadline, while it waited for the slot sends nothing
-// (see [tool.Ended]), nor does a stream whose teardown began: lockSend may still take
-// a free slot then, and the provider would get m only to be told goodbye.
-func (c *conn) send(ctx context.Context, m *toolsdv1.ProviderServiceConnectResponse, sent *atomic.Bool) error {
+// send sends the execute m while holding the send slot, stamped with ctx's deadline and
+// the time left until it ([execute.stamp]); sent is set just before m is written. A ctx
+// that ended, or passed its deadline, while it waited for the slot sends nothing (see
+// [tool.Ended]), nor does a stream whose teardown began: lockSend may still take a free
+// slot then, and the provider would get m only to be told goodbye.
+func (c *conn) send(ctx context.Context, m *execute, sent *atomic.Bool) error {
 	if !c.lockSend(ctx) {
 		return errSendAborted
 	}
@@ -161,11 +162,11 @@ func (c *conn) send(ctx context.Context, m *toolsdv1.ProviderServiceConnectRespo
 	if c.sendClosed.Load() || c.isStopped() {
 		return errSendClosed
 	}
-	if tool.Ended(ctx) {
+	if !m.stamp(ctx) {
 		return errSendAborted
 	}
 	sent.Store(true)
-	return c.write(m)
+	return c.write(&m.resp)
 }
 
 // write sends m; the caller holds the send slot.

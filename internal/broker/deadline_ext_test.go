@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -102,5 +103,123 @@ func TestCallPastItsDeadlineInTheSendSlotIsNotSent(t *testing.T) {
 		case <-timer.C:
 			t.Fatal("timed out waiting for Call to return")
 		}
+	}
+}
+
+// An execute carries, beside its deadline, the time left until it as it is written to
+// the stream: a provider times the call by that from when it receives it, as its clock
+// may not agree with toolsd's. A call that waited for the send slot is sent the time
+// left after the wait, not when it began.
+func TestExecuteTimeoutIsTheTimeLeftWhenSent(t *testing.T) {
+	t.Run("free slot", func(t *testing.T) {
+		srv := brokertest.Start(t, brokertest.NewRegistrar())
+		r := helloRaw(t, srv, "free", 0)
+		deadline := time.Now().Add(time.Hour)
+		ctx, cancel := context.WithDeadline(t.Context(), deadline)
+		defer cancel()
+		before := time.Now()
+		call := goCall(ctx, srv.Broker, r.id, execFor("t", "{}"))
+		ex := r.execute()
+		checkTimeout(t, ex, deadline, before, time.Now())
+		r.result(&toolsdv1.ExecuteResult{RequestId: ex.GetRequestId(), Content: []byte("ok")})
+		awaitResult(t, call)
+	})
+	t.Run("after waiting for the slot", func(t *testing.T) {
+		starts := newSendStarts()
+		srv := brokertest.Start(t, brokertest.NewRegistrar(), broker.WithLimits(broker.Limits{SendTimeout: time.Hour}), broker.WithSendClock(starts.clock))
+		r := helloRawFixedWindow(t, srv, "slow")
+		base := starts.count() // the welcome's Send; one Send per message from here on
+		// Executes larger than the window: while the provider does not read, one of them
+		// waits in Send holding the slot, and the rest wait for it.
+		for range 4 {
+			goCall(t.Context(), srv.Broker, r.id, execFor("t", bigArgs))
+		}
+		starts.waitFor(t, base+2)
+		deadline := time.Now().Add(time.Hour)
+		ctx, cancel := context.WithDeadline(t.Context(), deadline)
+		defer cancel()
+		e := execFor("t", "{}")
+		e.CallID = "late"
+		launched := time.Now()
+		call := goCall(ctx, srv.Broker, r.id, e)
+		waitInFlight(t, srv.Broker, r.id, 5) // past its entry, waiting for the slot
+		// Not waiting for an event: time must pass between building the execute and
+		// sending it, for a timeout read at the build to show (clocks may be coarse).
+		time.Sleep(20 * time.Millisecond)
+		for k := 0; ; k++ { // reading frees the slot
+			ex := r.execute()
+			if ex.GetCallId() != "late" {
+				continue
+			}
+			// Sent once the slot was free, after the Send before it began, and before
+			// its own.
+			after, before := starts.at(base+k), launched
+			if k > 0 && starts.at(base+k-1).After(before) {
+				before = starts.at(base + k - 1)
+			}
+			checkTimeout(t, ex, deadline, before, after)
+			r.result(&toolsdv1.ExecuteResult{RequestId: ex.GetRequestId(), Content: []byte("ok")})
+			awaitResult(t, call)
+			return
+		}
+	})
+}
+
+// sendStarts is a send clock that notes when each Send on its broker's streams begins
+// (a stall check reads it too, every half send timeout).
+type sendStarts struct {
+	epoch time.Time
+	mu    sync.Mutex
+	times []time.Time
+}
+
+func newSendStarts() *sendStarts { return &sendStarts{epoch: time.Now()} }
+
+func (s *sendStarts) clock() int64 {
+	now := time.Now()
+	s.mu.Lock()
+	s.times = append(s.times, now)
+	s.mu.Unlock()
+	return int64(now.Sub(s.epoch)) + 1
+}
+
+func (s *sendStarts) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.times)
+}
+
+// at is when the i-th Send began.
+func (s *sendStarts) at(i int) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.times[i]
+}
+
+// waitFor waits until n Sends have begun.
+func (s *sendStarts) waitFor(tb testing.TB, n int) {
+	tb.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for s.count() < n {
+		if time.Now().After(deadline) {
+			tb.Fatalf("%d Sends began, want %d", s.count(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// checkTimeout checks that ex carries deadline and, as its timeout, the time left until
+// it at some moment between before and after.
+func checkTimeout(tb testing.TB, ex *toolsdv1.ExecuteRequest, deadline, before, after time.Time) {
+	tb.Helper()
+	if got := ex.GetDeadline().AsTime(); !got.Equal(deadline) {
+		tb.Errorf("execute deadline = %v, want %v", got, deadline)
+	}
+	if ex.GetTimeout() == nil {
+		tb.Fatalf("execute timeout = nil, want the time left until %v", deadline)
+	}
+	got, most, least := ex.GetTimeout().AsDuration(), deadline.Sub(before), deadline.Sub(after)
+	if got > most || got < least {
+		tb.Errorf("execute timeout = %v, want between %v and %v (the time left when it was sent)", got, least, most)
 	}
 }

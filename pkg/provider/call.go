@@ -16,8 +16,10 @@ type Call struct {
 	Turn, Step uint64
 	// Attempt is 1 for the first try and higher when toolsd retries an idempotent tool.
 	Attempt int
-	// Deadline is when toolsd stops waiting (zero if none); the handler's context
-	// carries it too. It is toolsd's clock: allow for skew.
+	// Deadline is when toolsd stops waiting (zero if none), on this host's clock: when
+	// the request arrived plus the time toolsd had left when it sent it, so skew between
+	// the two clocks does not move it (a toolsd that sends no timeout gives its deadline,
+	// read on its own clock). The handler's context carries it too.
 	Deadline time.Time
 
 	run *running

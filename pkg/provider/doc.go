@@ -106,7 +106,9 @@
 //
 // Every call runs on its own goroutine with a context that ends when toolsd cancels the
 // call (its batch was cancelled, or its timeout fired), when its deadline passes, or
-// when the stream ends. A handler that returns its context's error (ctx.Err(), or an
+// when the stream ends. The deadline is timed on the provider's clock from when the call
+// arrived (the time toolsd had left for it then), so a clock that disagrees with
+// toolsd's neither ends calls early nor gives them longer than toolsd waits. A handler that returns its context's error (ctx.Err(), or an
 // error wrapping it) once the context has ended reports that the tool stopped: toolsd
 // records the call as ABORTED, or TOOL_TIMEOUT when its timeout fired, not as a
 // failure of the tool. Any other error is kept as the tool's failure, and a success

@@ -21,7 +21,10 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/internal/broker"
 	"github.com/toolsd/toolsd/internal/broker/brokertest"
 	"github.com/toolsd/toolsd/internal/tool"
@@ -162,28 +165,95 @@ func jsonError[A any](doc string) string {
 func TestCallMetadata(t *testing.T) {
 	srv := brokertest.Start(t, brokertest.NewRegistrar())
 	got := make(chan provider.Call, 1)
-	hasDeadline := make(chan bool, 1)
+	ctxDeadline := make(chan time.Time, 1)
 	p := newProvider(t)
 	p.Add(provider.NewTool("meta", "reports its call", func(ctx context.Context, call provider.Call, _ struct{}) (string, error) {
-		_, ok := ctx.Deadline()
-		hasDeadline <- ok
+		d, _ := ctx.Deadline()
+		ctxDeadline <- d
 		got <- call
 		return "", nil
 	}))
 	run(t, p, srv.Addr)
 	wait(t, p.Ready(), "registration")
-	deadline := time.Now().Add(time.Hour).Truncate(time.Microsecond)
+	deadline := time.Now().Add(time.Hour)
 	ctx, cancel := context.WithDeadline(t.Context(), deadline)
 	defer cancel()
+	before := time.Now()
 	srv.Broker.Call(ctx, p.ProviderID(), exec("meta", "{}"), 2)
-	want := provider.Call{CallID: "call-9", SessionID: "s-9", Scope: "agent/b", Tool: "meta", Turn: 5, Step: 6, Attempt: 2, Deadline: deadline}
+	took := time.Since(before)
+	want := provider.Call{CallID: "call-9", SessionID: "s-9", Scope: "agent/b", Tool: "meta", Turn: 5, Step: 6, Attempt: 2}
 	call := <-got
-	if diff := cmp.Diff(want, call, cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) }), cmp.AllowUnexported(provider.Call{}),
-		cmp.FilterPath(func(p cmp.Path) bool { return p.Last().String() == ".run" }, cmp.Ignore())); diff != "" {
+	if diff := cmp.Diff(want, call, cmp.AllowUnexported(provider.Call{}),
+		cmp.FilterPath(func(p cmp.Path) bool { s := p.Last().String(); return s == ".run" || s == ".Deadline" }, cmp.Ignore())); diff != "" {
 		t.Errorf("handler's Call mismatch (-want +got):\n%s", diff)
 	}
-	if !<-hasDeadline {
-		t.Error("handler context has no deadline, want the call's")
+	// The time toolsd had left, from when the call arrived: toolsd's deadline, plus at
+	// most the call's round trip.
+	if call.Deadline.Before(deadline) || call.Deadline.After(deadline.Add(took)) {
+		t.Errorf("Call.Deadline = %v, want between %v and %v", call.Deadline, deadline, deadline.Add(took))
+	}
+	if d := <-ctxDeadline; !d.Equal(call.Deadline) {
+		t.Errorf("handler context's deadline = %v, want Call.Deadline %v", d, call.Deadline)
+	}
+}
+
+// A handler's deadline is timed on the provider's clock, from when its call arrived, by
+// the time toolsd had left for it: a toolsd clock far behind the provider's (a deadline
+// an hour past as the provider reads it) neither ends the call before it starts nor
+// moves its deadline. From a toolsd that sends no timeout, the deadline is toolsd's.
+func TestCallDeadlineIsTimedFromArrival(t *testing.T) {
+	for name, tc := range map[string]struct {
+		deadline time.Time
+		timeout  time.Duration // 0: none sent
+	}{
+		"timeout, deadline past on this clock": {deadline: time.Now().Add(-time.Hour), timeout: time.Minute},
+		"deadline alone":                       {deadline: time.Now().Add(time.Hour)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ex := executeMsg(1, "clock", `{}`)
+			ex.GetExecute().Deadline = timestamppb.New(tc.deadline)
+			if tc.timeout > 0 {
+				ex.GetExecute().Timeout = durationpb.New(tc.timeout)
+			}
+			srv := &scriptedToolsd{script: []*toolsdv1.ProviderServiceConnectResponse{ex}, results: make(chan *toolsdv1.ExecuteResult, 1)}
+			addr := startScripted(t, srv)
+			type seen struct {
+				err      error
+				deadline time.Time
+				call     provider.Call
+			}
+			saw := make(chan seen, 1)
+			p := newProvider(t)
+			p.Add(provider.NewTool("clock", "reports its deadline", func(ctx context.Context, call provider.Call, _ struct{}) (string, error) {
+				d, _ := ctx.Deadline()
+				saw <- seen{err: ctx.Err(), deadline: d, call: call}
+				return "", nil
+			}))
+			before := time.Now()
+			run(t, p, addr)
+			var got seen
+			timer := time.NewTimer(waitTimeout)
+			defer timer.Stop()
+			select {
+			case got = <-saw:
+			case <-timer.C:
+				t.Fatal("timed out waiting for the handler")
+			}
+			after := time.Now()
+			if got.err != nil {
+				t.Errorf("handler context at start: Err() = %v, want nil", got.err)
+			}
+			least, most := tc.deadline, tc.deadline
+			if tc.timeout > 0 {
+				least, most = before.Add(tc.timeout), after.Add(tc.timeout)
+			}
+			if got.deadline.Before(least) || got.deadline.After(most) {
+				t.Errorf("handler context's deadline = %v, want between %v and %v", got.deadline, least, most)
+			}
+			if !got.call.Deadline.Equal(got.deadline) {
+				t.Errorf("Call.Deadline = %v, want the context's %v", got.call.Deadline, got.deadline)
+			}
+		})
 	}
 }
 

@@ -534,18 +534,18 @@ func (s *session) execute(req *toolsdv1.ExecuteRequest) {
 		s.refuse(id, fmt.Sprintf("provider %q has no tool %q", s.p.name, req.GetTool()))
 		return
 	}
+	received := time.Now()
 	var (
-		ctx      context.Context
-		cancel   context.CancelFunc
-		deadline time.Time
+		ctx    context.Context
+		cancel context.CancelFunc
 	)
-	if dl := req.GetDeadline(); dl != nil && dl.IsValid() {
-		deadline = dl.AsTime()
+	deadline := callDeadline(req, received)
+	if !deadline.IsZero() {
 		ctx, cancel = context.WithDeadline(s.callCtx, deadline)
 	} else {
 		ctx, cancel = context.WithCancel(s.callCtx)
 	}
-	r := &running{s: s, id: id, cancel: cancel, tool: t.Name(), callID: req.GetCallId(), sessionID: req.GetSessionId(), started: time.Now()}
+	r := &running{s: s, id: id, cancel: cancel, tool: t.Name(), callID: req.GetCallId(), sessionID: req.GetSessionId(), started: received}
 	s.mu.Lock()
 	if s.closed || s.draining || s.callCtx.Err() != nil {
 		// Shutting down: not started, not answered (see session).
@@ -569,6 +569,21 @@ func (s *session) execute(req *toolsdv1.ExecuteRequest) {
 		run:       r,
 	}
 	go s.run(ctx, r, t, call, req.GetArgumentsJson())
+}
+
+// callDeadline is when the call's time runs out on this host's clock (zero if never):
+// received, when the request arrived, plus its timeout, which does not depend on this
+// clock agreeing with toolsd's; or, from a toolsd that sends no timeout, its deadline,
+// read on toolsd's clock. A deadline that reads as already past on a clock running
+// ahead would end every call before its handler started.
+func callDeadline(req *toolsdv1.ExecuteRequest, received time.Time) time.Time {
+	if d := req.GetTimeout(); d != nil && d.IsValid() {
+		return received.Add(d.AsDuration())
+	}
+	if dl := req.GetDeadline(); dl != nil && dl.IsValid() {
+		return dl.AsTime()
+	}
+	return time.Time{}
 }
 
 // refuse answers a call that cannot run with an error, unless the session has ended.

@@ -9,6 +9,7 @@ package toolsdv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -781,14 +782,24 @@ type ExecuteRequest struct {
 	ArgumentsJson string `protobuf:"bytes,6,opt,name=arguments_json,json=argumentsJson,proto3" json:"arguments_json,omitempty"`
 	// When the call's time runs out: its tool timeout (which covers retries too), or the
 	// agent's RPC deadline if that is sooner. toolsd then cancels the call
-	// (CancelExecution) and still waits up to limits.cancel_grace for its answer.
+	// (CancelExecution) and still waits up to limits.cancel_grace for its answer. It is
+	// read on toolsd's clock, which a provider on another host may not share: a provider
+	// should time the call by timeout instead, and use deadline only when timeout is absent
+	// (a toolsd older than timeout).
 	Deadline *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=deadline,proto3" json:"deadline,omitempty"`
 	// Turn number.
 	Turn uint64 `protobuf:"varint,8,opt,name=turn,proto3" json:"turn,omitempty"`
 	// Step number.
 	Step uint64 `protobuf:"varint,9,opt,name=step,proto3" json:"step,omitempty"`
 	// 1 for the first attempt; higher for retries of idempotent tools.
-	Attempt       uint32 `protobuf:"varint,10,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Attempt uint32 `protobuf:"varint,10,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// The time left until deadline when toolsd sent the request, set whenever deadline is.
+	// A provider should time the call from when it receives the request (receive time +
+	// timeout), which does not depend on the two clocks agreeing: a provider whose clock
+	// runs ahead of toolsd's would find deadline already past, and one behind would give
+	// the call longer than toolsd waits. The time the request spent in transit is not
+	// counted, so the provider's deadline falls that much after toolsd's.
+	Timeout       *durationpb.Duration `protobuf:"bytes,11,opt,name=timeout,proto3" json:"timeout,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -891,6 +902,13 @@ func (x *ExecuteRequest) GetAttempt() uint32 {
 		return x.Attempt
 	}
 	return 0
+}
+
+func (x *ExecuteRequest) GetTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.Timeout
+	}
+	return nil
 }
 
 // CancelExecution tells the provider to stop a call.
@@ -1142,7 +1160,7 @@ var File_toolsd_v1_provider_service_proto protoreflect.FileDescriptor
 
 const file_toolsd_v1_provider_service_proto_rawDesc = "" +
 	"\n" +
-	" toolsd/v1/provider_service.proto\x12\ttoolsd.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14toolsd/v1/tool.proto\"a\n" +
+	" toolsd/v1/provider_service.proto\x12\ttoolsd.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14toolsd/v1/tool.proto\"a\n" +
 	"\rProviderHello\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\"\n" +
@@ -1195,7 +1213,7 @@ const file_toolsd_v1_provider_service_proto_rawDesc = "" +
 	"\vquarantined\x18\x05 \x01(\bR\vquarantined\"`\n" +
 	"\x13RegisterToolsResult\x12\x10\n" +
 	"\x03ref\x18\x01 \x01(\x04R\x03ref\x127\n" +
-	"\x05tools\x18\x02 \x03(\v2!.toolsd.v1.ToolRegistrationStatusR\x05tools\"\xb2\x02\n" +
+	"\x05tools\x18\x02 \x03(\v2!.toolsd.v1.ToolRegistrationStatusR\x05tools\"\xe7\x02\n" +
 	"\x0eExecuteRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\x04R\trequestId\x12\x17\n" +
@@ -1209,7 +1227,8 @@ const file_toolsd_v1_provider_service_proto_rawDesc = "" +
 	"\x04turn\x18\b \x01(\x04R\x04turn\x12\x12\n" +
 	"\x04step\x18\t \x01(\x04R\x04step\x12\x18\n" +
 	"\aattempt\x18\n" +
-	" \x01(\rR\aattempt\"H\n" +
+	" \x01(\rR\aattempt\x123\n" +
+	"\atimeout\x18\v \x01(\v2\x19.google.protobuf.DurationR\atimeout\"H\n" +
 	"\x0fCancelExecution\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\x04R\trequestId\x12\x16\n" +
@@ -1255,6 +1274,7 @@ var file_toolsd_v1_provider_service_proto_goTypes = []any{
 	(*ProviderServiceConnectResponse)(nil), // 12: toolsd.v1.ProviderServiceConnectResponse
 	(*ToolDefinition)(nil),                 // 13: toolsd.v1.ToolDefinition
 	(*timestamppb.Timestamp)(nil),          // 14: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),            // 15: google.protobuf.Duration
 }
 var file_toolsd_v1_provider_service_proto_depIdxs = []int32{
 	13, // 0: toolsd.v1.RegisterTools.tools:type_name -> toolsd.v1.ToolDefinition
@@ -1265,18 +1285,19 @@ var file_toolsd_v1_provider_service_proto_depIdxs = []int32{
 	4,  // 5: toolsd.v1.ProviderServiceConnectRequest.progress:type_name -> toolsd.v1.ExecuteProgress
 	7,  // 6: toolsd.v1.RegisterToolsResult.tools:type_name -> toolsd.v1.ToolRegistrationStatus
 	14, // 7: toolsd.v1.ExecuteRequest.deadline:type_name -> google.protobuf.Timestamp
-	6,  // 8: toolsd.v1.ProviderServiceConnectResponse.welcome:type_name -> toolsd.v1.ProviderWelcome
-	8,  // 9: toolsd.v1.ProviderServiceConnectResponse.register_result:type_name -> toolsd.v1.RegisterToolsResult
-	9,  // 10: toolsd.v1.ProviderServiceConnectResponse.execute:type_name -> toolsd.v1.ExecuteRequest
-	10, // 11: toolsd.v1.ProviderServiceConnectResponse.cancel:type_name -> toolsd.v1.CancelExecution
-	11, // 12: toolsd.v1.ProviderServiceConnectResponse.goodbye:type_name -> toolsd.v1.ServerGoodbye
-	5,  // 13: toolsd.v1.ProviderService.Connect:input_type -> toolsd.v1.ProviderServiceConnectRequest
-	12, // 14: toolsd.v1.ProviderService.Connect:output_type -> toolsd.v1.ProviderServiceConnectResponse
-	14, // [14:15] is the sub-list for method output_type
-	13, // [13:14] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	15, // 8: toolsd.v1.ExecuteRequest.timeout:type_name -> google.protobuf.Duration
+	6,  // 9: toolsd.v1.ProviderServiceConnectResponse.welcome:type_name -> toolsd.v1.ProviderWelcome
+	8,  // 10: toolsd.v1.ProviderServiceConnectResponse.register_result:type_name -> toolsd.v1.RegisterToolsResult
+	9,  // 11: toolsd.v1.ProviderServiceConnectResponse.execute:type_name -> toolsd.v1.ExecuteRequest
+	10, // 12: toolsd.v1.ProviderServiceConnectResponse.cancel:type_name -> toolsd.v1.CancelExecution
+	11, // 13: toolsd.v1.ProviderServiceConnectResponse.goodbye:type_name -> toolsd.v1.ServerGoodbye
+	5,  // 14: toolsd.v1.ProviderService.Connect:input_type -> toolsd.v1.ProviderServiceConnectRequest
+	12, // 15: toolsd.v1.ProviderService.Connect:output_type -> toolsd.v1.ProviderServiceConnectResponse
+	15, // [15:16] is the sub-list for method output_type
+	14, // [14:15] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_toolsd_v1_provider_service_proto_init() }
