@@ -405,9 +405,15 @@ func (b *Bolt) view(fn func(*bolt.Tx) error) error {
 		if !early {
 			return err
 		}
-		b.commitMu.Lock() // held by update until the commit returned
-		b.commitMu.Unlock()
+		b.awaitCommit()
 	}
+}
+
+// awaitCommit waits for the commit running now to return: update holds commitMu until
+// it has.
+func (b *Bolt) awaitCommit() {
+	b.commitMu.Lock()
+	defer b.commitMu.Unlock()
 }
 
 // noteReturned records tx, a transaction that sees the last commit, as returned.
