@@ -489,14 +489,19 @@ func TestCallerDeadlineIsNotTheToolsTimeout(t *testing.T) {
 // its checks (while the tool is resolved again, or while the broker waits to hand the
 // execute to a busy stream) is answered ABORTED_BEFORE_DISPATCH by the broker, though
 // the first attempt reached its provider. The call keeps the failure it had rather than
-// say the tool never ran.
+// say the tool never ran, and the observer counts no retry: none reached a provider.
 func TestRetryCancelledBeforeItsAttemptStarts(t *testing.T) {
 	aborted := tool.Failure(tool.CodeAbortedBeforeDispatch, "call was cancelled before it started")
 	tests := map[string]struct {
-		cancelIn string // "resolve" or "dispatch"
+		cancelIn  string // "resolve" or "dispatch"
+		cancelAt  int    // the try cancelled
+		wantRetry []string
 	}{
-		"cancelled while resolving again": {cancelIn: "resolve"},
-		"cancelled before the send":       {cancelIn: "dispatch"},
+		"cancelled while resolving again": {cancelIn: "resolve", cancelAt: 2},
+		"cancelled before the send":       {cancelIn: "dispatch", cancelAt: 2},
+		"cancelled before the second retry's send": {
+			cancelIn: "dispatch", cancelAt: 3, wantRetry: []string{"retry fetch PROVIDER_GONE 2"},
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -504,13 +509,13 @@ func TestRetryCancelledBeforeItsAttemptStarts(t *testing.T) {
 			defer cancel()
 			fetch := newTool("fetch")
 			res := &resolver{fn: func(n int, _ *tool.Call) (pipeline.Tool, error) {
-				if n == 2 && tc.cancelIn == "resolve" {
+				if n == tc.cancelAt && tc.cancelIn == "resolve" {
 					cancel()
 				}
 				return fetch, nil
 			}}
 			disp := &dispatcher{fn: func(ctx context.Context, n int, _ pipeline.Tool, _ *tool.Exec) tool.Result {
-				if n == 2 && tc.cancelIn == "dispatch" {
+				if n == tc.cancelAt && tc.cancelIn == "dispatch" {
 					cancel()
 				}
 				if tool.Ended(ctx) { // as the broker answers a call it did not send
@@ -518,12 +523,17 @@ func TestRetryCancelledBeforeItsAttemptStarts(t *testing.T) {
 				}
 				return tool.Failure(tool.CodeProviderGone, "provider disconnected")
 			}}
-			p, _ := retryRig(true, pipeline.RetryConfig{MaxAttempts: 5, Budget: time.Minute}, res, disp)
+			obs := &metrics{}
+			p, _ := retryRig(true, pipeline.RetryConfig{MaxAttempts: 5, Budget: time.Minute}, res, disp, pipeline.WithObserver(obs))
 			e := newExec("fetch", `{}`)
 			r := p.Run(ctx, e)
 			checkShape(t, e, r)
-			if r.Code() != tool.CodeProviderGone || disp.count() != 2 {
-				t.Errorf("Run() = %+v after %d dispatches, want PROVIDER_GONE after 2", r.Err, disp.count())
+			if r.Code() != tool.CodeProviderGone || disp.count() != tc.cancelAt {
+				t.Errorf("Run() = %+v after %d dispatches, want PROVIDER_GONE after %d", r.Err, disp.count(), tc.cancelAt)
+			}
+			want := append(append([]string{"start fetch"}, tc.wantRetry...), "finish fetch PROVIDER_GONE")
+			if diff := cmp.Diff(want, obs.events()); diff != "" {
+				t.Errorf("observer events (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -55,9 +55,12 @@ type Observer interface {
 	DispatchStarted(toolName string)
 	// DispatchFinished reports the execute chain's outcome ("" for success) and duration.
 	DispatchFinished(toolName string, code tool.Code, d time.Duration)
-	// Retried is called before a retry after a transient code. attempt is the dispatch
-	// the retry is (2, 3, …), the number the provider sees ([Attempt]): tries that found
-	// the tool unknown while waiting for its provider to register it are not counted.
+	// Retried is called once a retry after a transient code has returned, code being
+	// the one that caused it. attempt is the dispatch the retry is (2, 3, …), the number
+	// the provider sees ([Attempt]). Only dispatched retries are reported: not tries that
+	// found the tool unknown while waiting for its provider to register it, nor one
+	// answered ABORTED_BEFORE_DISPATCH (cancelled, or past its deadline, before it was
+	// sent), which never started.
 	Retried(toolName string, code tool.Code, attempt int)
 	// Panicked is called when a stage of a call panicked (the call gets INTERNAL), or a
 	// result observer did (the call keeps its result).

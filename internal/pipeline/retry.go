@@ -72,16 +72,17 @@ func (s *snapshot) retrying(ctx context.Context, st *callState, e *tool.Exec, t 
 		t, st.tool = nt, nt
 		dispatches++
 		st.attempt = dispatches
-		if s.p.opts.observer != nil {
-			s.p.opts.observer.Retried(nt.Definition().Name, r.Code(), st.attempt)
-		}
 		nr := next(ctx, e, t)
 		if nr.Code() == tool.CodeAbortedBeforeDispatch {
 			// Cancelled (or past its deadline) after the checks above, before the
-			// broker handed the attempt to a stream: it never started, and the call
-			// keeps the failure it had, which says an earlier attempt did.
+			// broker handed the attempt to a stream: it never started, so it is not
+			// counted as a retry, and the call keeps the failure it had, which says
+			// an earlier attempt did.
 			dispatches--
 			break
+		}
+		if s.p.opts.observer != nil {
+			s.p.opts.observer.Retried(nt.Definition().Name, r.Code(), st.attempt)
 		}
 		r = nr
 	}
