@@ -72,20 +72,29 @@ func TestStopAtTheDeadlineBeforeToolsdsTimer(t *testing.T) {
 // already past, as for a call past its deadline on entry. It never reached the stream:
 // ABORTED_BEFORE_DISPATCH.
 func TestCallPastItsDeadlineInTheSendSlotIsNotSent(t *testing.T) {
-	srv := brokertest.Start(t, brokertest.NewRegistrar(), broker.WithLimits(broker.Limits{SendTimeout: time.Hour}))
+	starts := newSendStarts()
+	srv := brokertest.Start(t, brokertest.NewRegistrar(), broker.WithLimits(broker.Limits{SendTimeout: time.Hour}), broker.WithSendClock(starts.clock))
 	r := helloRawFixedWindow(t, srv, "slow")
+	base := starts.count() // the welcome's Send; one Send per message from here on
 	// Executes larger than the window: while the provider does not read, one of them
 	// waits in Send holding the slot, and the rest wait for it.
 	for range 4 {
 		goCall(context.Background(), srv.Broker, r.id, execFor("t", bigArgs))
 	}
-	waitInFlight(t, srv.Broker, r.id, 4)
+	starts.waitFor(t, base+stuckSend)
 	passed := &atomic.Bool{}
 	e := execFor("t", "{}")
 	e.CallID = "late"
 	call := goCall(tooltest.LateTimer{Context: t.Context(), Passed: passed}, srv.Broker, r.id, e)
-	waitInFlight(t, srv.Broker, r.id, 5) // past its entry, waiting for the slot
+	// Past its entry, so waiting for the slot, which the stuck Send holds until the
+	// test reads.
+	waitInFlight(t, srv.Broker, r.id, 5)
 	passed.Store(true)
+	// No Send began after the stuck one, so the late call has not reached the stream;
+	// had one, the slot was not held as this test needs (a change in gRPC's buffering).
+	if n := starts.count(); n != base+stuckSend {
+		t.Fatalf("%d Sends began before the test read, want %d (the last stuck)", n-base, stuckSend)
+	}
 	timer := time.NewTimer(waitTimeout)
 	defer timer.Stop()
 	for {
@@ -134,7 +143,7 @@ func TestExecuteTimeoutIsTheTimeLeftWhenSent(t *testing.T) {
 		for range 4 {
 			goCall(t.Context(), srv.Broker, r.id, execFor("t", bigArgs))
 		}
-		starts.waitFor(t, base+2)
+		starts.waitFor(t, base+stuckSend)
 		deadline := time.Now().Add(time.Hour)
 		ctx, cancel := context.WithDeadline(t.Context(), deadline)
 		defer cancel()
@@ -164,6 +173,16 @@ func TestExecuteTimeoutIsTheTimeLeftWhenSent(t *testing.T) {
 		}
 	})
 }
+
+// stuckSend is the Send, counted from the first execute's, that cannot return until
+// the test reads, when executes larger than the window go to a provider on
+// [helloRawFixedWindow]: its stream's reader goroutine takes the first, the second
+// fills the 64 KiB window and queues its rest against the stream's 64 KiB write quota
+// (a Send returns once its message is queued), and the third waits for that quota. A
+// test that needs a call to wait for the slot starts it once this Send has begun: the
+// calls in flight before then reach the slot in any order, so counting them says
+// nothing about which of them waits.
+const stuckSend = 3
 
 // sendStarts is a send clock that notes when each Send on its broker's streams begins
 // (a stall check reads it too, every half send timeout).
