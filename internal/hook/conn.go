@@ -95,7 +95,8 @@ type conn struct {
 	// how many calls the other hooks (other tenants) see. Only the writer moves it.
 	lastID uint64
 	// dead: die ran; no notification is queued from then on, and those it found queued
-	// were counted lost.
+	// were counted lost, unless it left them for the writer to send before its goodbye
+	// (see [conn.end]).
 	dead  bool
 	cause error
 	// removed: die has unpublished the conn (its HookConnected(-1) has been counted).
@@ -154,7 +155,12 @@ func (c *conn) isDead() bool {
 // die ends the conn's life as a participant: it is detached from the hub, so later
 // calls do not consult it, and every pending request fails at once. The first cause
 // is kept for the handler. Idempotent.
-func (c *conn) die(cause error) {
+func (c *conn) die(cause error) { c.end(cause, false) }
+
+// end is die; with keepNotes, the result notifications still queued are left for the
+// writer, which sends them before its goodbye (a graceful shutdown: they are the final
+// results of its drain, and the hook is still reading), instead of being counted lost.
+func (c *conn) end(cause error, keepNotes bool) {
 	c.mu.Lock()
 	if c.dead {
 		c.mu.Unlock()
@@ -175,19 +181,27 @@ func (c *conn) die(cause error) {
 	for _, w := range pending {
 		w.ch <- answer{slot: w.slot, err: errGone}
 	}
-	// The notifications still queued will not be sent: the writer may take a few more
-	// meanwhile, and every one is either handed to Send or counted here. None is queued
-	// after dead was set (see notify).
-	lost := 0
-	for drained := false; !drained; {
+	// Unless kept for the goodbye, the notifications still queued will not be sent: the
+	// writer may take a few more meanwhile, and every one is either handed to Send or
+	// counted here. None is queued after dead was set (see notify).
+	lost := late
+	if !keepNotes {
+		lost += c.takeNotes()
+	}
+	c.lost(lost)
+}
+
+// takeNotes empties the queue of result notifications and returns how many it took.
+func (c *conn) takeNotes() int {
+	n := 0
+	for {
 		select {
 		case <-c.notes:
-			lost++
+			n++
 		default:
-			drained = true
+			return n
 		}
 	}
-	c.lost(lost + late)
 }
 
 // lost counts n result notifications that the stream's end kept from being sent.
@@ -364,14 +378,14 @@ func (c *conn) write() {
 		note := false
 		select {
 		case <-c.quit:
-			c.sayGoodbye()
+			c.farewell()
 			return
 		case o := <-c.reqs:
 			msg = c.number(o)
 		default:
 			select {
 			case <-c.quit:
-				c.sayGoodbye()
+				c.farewell()
 				return
 			case o := <-c.reqs:
 				msg = c.number(o)
@@ -380,14 +394,45 @@ func (c *conn) write() {
 				c.numberNote(msg)
 			}
 		}
-		if msg == nil {
-			continue
+		if msg != nil && !c.send(msg, note) {
+			return
 		}
-		if err := streamgate.Send(&c.sends, c.out.Send, msg); err != nil {
-			c.die(fmt.Errorf("hook: send: %w", err))
-			if note {
-				c.lostOnDeath(1) // another die may still be removing the conn
+	}
+}
+
+// send sends msg (a result notification if note) and reports whether it went. On
+// failure the conn dies, and msg and the notifications still queued are counted lost.
+func (c *conn) send(msg *response, note bool) bool {
+	err := streamgate.Send(&c.sends, c.out.Send, msg)
+	if err == nil {
+		return true
+	}
+	c.die(fmt.Errorf("hook: send: %w", err))
+	lost := c.takeNotes() // those a graceful shutdown left queued (see end)
+	if note {
+		lost++
+	}
+	c.lostOnDeath(lost) // another die may still be removing the conn
+	return false
+}
+
+// farewell is the writer's end once quit is closed. On a shutdown (a goodbye is set) it
+// first sends the result notifications still queued, at most the queue's size since
+// none is queued after die; the teardown bounds how long it waits for them and the
+// goodbye.
+func (c *conn) farewell() {
+	if c.goodbye == nil {
+		return
+	}
+	for {
+		select {
+		case msg := <-c.notes:
+			c.numberNote(msg)
+			if !c.send(msg, true) {
+				return
 			}
+		default:
+			c.sayGoodbye()
 			return
 		}
 	}
@@ -418,12 +463,9 @@ func (c *conn) numberNote(msg *response) {
 	c.mu.Unlock()
 }
 
-// sayGoodbye sends the goodbye, if the handler set one. The conn is dead by then (its
-// requests failed first), which does not stop the goodbye.
+// sayGoodbye sends the goodbye. The conn is dead by then (its requests failed first),
+// which does not stop the goodbye.
 func (c *conn) sayGoodbye() {
-	if c.goodbye == nil {
-		return
-	}
 	if err := c.out.Send(c.goodbye); err != nil {
 		// A Send the teardown stopped waiting for fails only once the handler returned.
 		c.streamLive.Do(func() { c.log.Debug("goodbye not sent", zap.Error(err)) })

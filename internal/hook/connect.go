@@ -121,28 +121,32 @@ func (h *Hub) welcome(c *conn, hm *toolsdv1.HookHello) error {
 }
 
 // teardown ends everything the stream owns: the subscriptions and the pending
-// requests first, then the writer, with a goodbye on shutdown, then the receive loop's
-// and the writer's log lines. The pending requests fail before the goodbye is tried, so
-// they never wait for a hook that stopped reading.
+// requests first, then the writer, which on shutdown sends the result notifications
+// still queued and a goodbye, then the receive loop's and the writer's log lines. The
+// pending requests fail before the goodbye is tried, so they never wait for a hook that
+// stopped reading.
 func (h *Hub) teardown(c *conn, shutdown bool, cause error) {
 	if cause == nil {
 		cause = errGone
 	}
-	c.die(cause)
+	farewell := shutdown && c.started
+	c.end(cause, farewell)
 	if shutdown {
 		c.goodbye = &response{Msg: &toolsdv1.HookServiceConnectResponse_Goodbye{
 			Goodbye: &toolsdv1.HookGoodbye{Reason: h.gate.Reason()},
 		}}
 	}
 	close(c.quit)
-	if shutdown && c.started {
-		// Let the writer say goodbye, but not forever: a hook that stopped reading
-		// must not stall shutdown. Returning from the handler unblocks its Send.
+	if farewell {
+		// Let the writer send the queue and say goodbye, but not forever: a hook that
+		// stopped reading must not stall shutdown. Returning from the handler unblocks
+		// its Send; the notifications it has not taken by then are lost.
 		t := time.NewTimer(goodbyeWait)
 		select {
 		case <-c.writerDone:
 		case <-t.C:
 			c.log.Warn("hook stream send blocked; closing without goodbye")
+			c.lostOnDeath(c.takeNotes())
 		}
 		t.Stop()
 	}

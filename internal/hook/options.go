@@ -29,8 +29,9 @@ const (
 	// requestQueue bounds the requests waiting for a stream's writer; a hook that
 	// stopped reading fails further requests at once instead of holding them.
 	requestQueue = 256
-	// goodbyeWait bounds how long a closing stream waits to say goodbye: a hook that
-	// stopped reading must not stall shutdown.
+	// goodbyeWait bounds how long a stream closed by a shutdown waits to send its queued
+	// result notifications and say goodbye: a hook that stopped reading must not stall
+	// shutdown.
 	goodbyeWait = time.Second
 	// Hello limits.
 	maxNameBytes     = 128
@@ -56,8 +57,8 @@ type Observer interface {
 	// hook is unsubscribed.
 	HookFailure(hook, stage string, failOpen bool)
 	// NotificationsLost counts n result notifications for a hook named hook that its
-	// stream's end kept from being sent: queued when the stream dropped (or toolsd shut
-	// down), or the one being sent. It comes just after the hook's HookConnected(hook, -1).
+	// stream's end kept from being sent: queued when the stream dropped (or still queued
+	// once a shutdown stopped waiting to send them), or the one being sent. It comes just after the hook's HookConnected(hook, -1).
 	// A notification dropped because the queue was full is a HookFailure instead.
 	NotificationsLost(hook string, n int)
 	// ContextsDropped counts n add_context entries of one decision of a hook named hook

@@ -1,9 +1,13 @@
 package hook_test
 
 import (
+	"errors"
+	"fmt"
+	"io"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/proto"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
@@ -75,5 +79,59 @@ func TestNotificationsLostWhenStreamDrops(t *testing.T) {
 	}
 	if n := e.obs.get("failure:stuck:result:true"); n != 0 {
 		t.Errorf("notifications dropped for a full queue = %d, want 0", n)
+	}
+}
+
+// TestShutdownSendsQueuedNotificationsFirst checks that a graceful shutdown sends a
+// reading hook the result notifications still queued for it, in order, before its
+// goodbye: they are the final results of the shutdown's drain, not losses. The hook
+// reads nothing until the hub has removed it (the shutdown's teardown has begun), so
+// the notifications wait in the queue behind a writer blocked on flow control.
+func TestShutdownSendsQueuedNotificationsFirst(t *testing.T) {
+	const calls = 8
+	e := newEnv(t)
+	h := e.connect(t, helloFor("audit", sub(result, "", "", 0)), nil, noRead)
+	observe := e.hub.ResultObserver()
+	// Far more than the connection's 64 KiB windows: the writer blocks on the first
+	// ones and the rest wait in the queue.
+	pad := strings.Repeat("x", 100<<10)
+	for i := range calls {
+		observe(newExec("echo", `{}`), tool.Result{Content: fmt.Sprint(i, pad)}, 0)
+	}
+	shutdownDone := make(chan struct{})
+	go func() {
+		defer close(shutdownDone)
+		e.hub.Shutdown("maintenance")
+	}()
+	e.obs.waitFor(t, "connected", func(n int) bool { return n == 0 })
+
+	var got []string
+	for {
+		m, err := h.stream.Recv()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				t.Errorf("stream end = %v, want EOF", err)
+			}
+			break
+		}
+		switch msg := m.GetMsg().(type) {
+		case *toolsdv1.HookServiceConnectResponse_Request:
+			r := msg.Request
+			got = append(got, fmt.Sprintf("%d:%s", r.GetRequestId(), strings.TrimSuffix(r.GetResult().GetContent(), pad)))
+		case *toolsdv1.HookServiceConnectResponse_Goodbye:
+			got = append(got, "goodbye:"+msg.Goodbye.GetReason())
+		}
+	}
+	<-shutdownDone
+	var want []string
+	for i := range calls {
+		want = append(want, fmt.Sprintf("%d:%d", i+1, i))
+	}
+	want = append(want, "goodbye:maintenance")
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("messages after the welcome (-want +got):\n%s", diff)
+	}
+	if n := e.obs.get("lost:audit") + e.obs.get("lost:"); n != 0 {
+		t.Errorf("notifications lost = %d, want 0", n)
 	}
 }
