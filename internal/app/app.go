@@ -458,6 +458,8 @@ func (a *App) build(pol *policy.Set) error {
 	a.health = health.NewServer()
 	healthpb.RegisterHealthServer(a.grpc, a.srv.Health(a.health))
 	a.srv.RegisterReflection(a.grpc)
+	// Spans only for the methods registered above (see observe.Tracing.TraceServices).
+	a.tracing.TraceServices(a.grpc.GetServiceInfo())
 	if grpcMetrics != nil {
 		grpcMetrics.InitializeMetrics(a.grpc)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"go.opentelemetry.io/contrib/exporters/autoexport"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
@@ -15,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/stats"
 
 	"github.com/toolsd/toolsd/internal/textcut"
@@ -36,19 +38,29 @@ const serviceName = "toolsd"
 type Tracing struct {
 	tp      *sdktrace.TracerProvider
 	handler stats.Handler
+	// served holds the full names ("/service/method") of the methods the server
+	// serves, set by [Tracing.TraceServices]; the handler traces no other.
+	served atomic.Pointer[map[string]struct{}]
 }
 
 // TracingOption configures [SetupTracing].
 type TracingOption func(*tracingOptions)
 
 type tracingOptions struct {
-	exporter sdktrace.SpanExporter
+	exporter  sdktrace.SpanExporter
+	processor sdktrace.SpanProcessor
 }
 
 // WithSpanExporter exports through exp instead of the exporter OTEL_TRACES_EXPORTER
 // names.
 func WithSpanExporter(exp sdktrace.SpanExporter) TracingOption {
 	return func(o *tracingOptions) { o.exporter = exp }
+}
+
+// WithSpanProcessor adds sp to the tracer provider's processors, beside the exporter's:
+// tests see spans as they start with it (an exporter sees only ended ones).
+func WithSpanProcessor(sp sdktrace.SpanProcessor) TracingOption {
+	return func(o *tracingOptions) { o.processor = sp }
 }
 
 // SetupTracing turns tracing on when enabled (config tracing.enabled) and returns it;
@@ -83,15 +95,46 @@ func SetupTracing(ctx context.Context, enabled bool, opts ...TracingOption) (*Tr
 	} else {
 		tpOpts = append(tpOpts, sdktrace.WithBatcher(exp))
 	}
-	tp := sdktrace.NewTracerProvider(tpOpts...)
-	h := otelgrpc.NewServerHandler(
-		otelgrpc.WithTracerProvider(tp),
+	if o.processor != nil {
+		tpOpts = append(tpOpts, sdktrace.WithSpanProcessor(o.processor))
+	}
+	t := &Tracing{tp: sdktrace.NewTracerProvider(tpOpts...)}
+	t.handler = otelgrpc.NewServerHandler(
+		otelgrpc.WithTracerProvider(t.tp),
 		otelgrpc.WithPropagators(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})),
 		// RPC metrics come from the Prometheus interceptors; health probes make no spans.
 		otelgrpc.WithMeterProvider(metricnoop.NewMeterProvider()),
-		otelgrpc.WithFilter(filters.Not(filters.HealthCheck())),
+		otelgrpc.WithFilter(filters.All(t.isServed, filters.Not(filters.HealthCheck()))),
 	)
-	return &Tracing{tp: tp, handler: h}, nil
+	return t, nil
+}
+
+// TraceServices names the services whose methods the stats handler traces, as
+// [grpc.Server.GetServiceInfo] reports them once every service is registered; until
+// it is called the handler traces nothing. gRPC hands an RPC to the stats handler
+// before it looks the method up and never ends the RPC of a method it does not serve,
+// so a span started for one (a client may invent any number) would never end.
+func (t *Tracing) TraceServices(services map[string]grpc.ServiceInfo) {
+	if !t.Enabled() {
+		return
+	}
+	served := make(map[string]struct{})
+	for name, svc := range services {
+		for _, m := range svc.Methods {
+			served["/"+name+"/"+m.Name] = struct{}{}
+		}
+	}
+	t.served.Store(&served)
+}
+
+// isServed reports whether the RPC calls a method named to [Tracing.TraceServices].
+func (t *Tracing) isServed(info *stats.RPCTagInfo) bool {
+	served := t.served.Load()
+	if served == nil {
+		return false
+	}
+	_, ok := (*served)[info.FullMethodName]
+	return ok
 }
 
 // Enabled reports whether tracing is on.

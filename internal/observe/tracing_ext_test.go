@@ -12,9 +12,11 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/types/known/emptypb"
 
@@ -209,6 +211,7 @@ func TestTracingThroughGRPC(t *testing.T) {
 	srv := grpc.NewServer(grpc.StatsHandler(tr.StatsHandler()))
 	srv.RegisterService(runnerService(p), nil)
 	healthpb.RegisterHealthServer(srv, health.NewServer())
+	tr.TraceServices(srv.GetServiceInfo())
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
 	conn, err := grpc.NewClient("passthrough:///bufnet",
@@ -285,5 +288,61 @@ func TestCallSpanClipsClientChosenIDs(t *testing.T) {
 				t.Errorf("span %.30q: %s is %d bytes, want it clipped", s.Name(), key, n)
 			}
 		}
+	}
+}
+
+// TestOnlyServedMethodsAreTraced: gRPC tags an RPC to the stats handler before it looks
+// the method up, and never ends one it does not serve, so a span started for a made-up
+// method stays open for the process's life; a client could open any number of them.
+func TestOnlyServedMethodsAreTraced(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tr, err := observe.SetupTracing(t.Context(), true,
+		observe.WithSpanExporter(keepSpans{tracetest.NewInMemoryExporter()}), observe.WithSpanProcessor(rec))
+	if err != nil {
+		t.Fatalf("SetupTracing(on) = %v", err)
+	}
+	p := pipeline.New(tools(newTool("read", "p1")), succeed("ok"))
+
+	lis := bufconn.Listen(1 << 20)
+	srv := grpc.NewServer(grpc.StatsHandler(tr.StatsHandler()))
+	srv.RegisterService(runnerService(p), nil)
+	tr.TraceServices(srv.GetServiceInfo())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(lis) }()
+	conn, err := grpc.NewClient("passthrough:///bufnet",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatalf("NewClient() = %v", err)
+	}
+	for _, method := range []string{"/toolsd.test.Runner/Invented", "/toolsd.test.Invented/Run"} {
+		if err := conn.Invoke(t.Context(), method, new(emptypb.Empty), new(emptypb.Empty)); status.Code(err) != codes.Unimplemented {
+			t.Errorf("Invoke(%s) = %v, want Unimplemented", method, err)
+		}
+	}
+	if err := conn.Invoke(t.Context(), "/toolsd.test.Runner/Run", new(emptypb.Empty), new(emptypb.Empty)); err != nil {
+		t.Errorf("Run() = %v", err)
+	}
+	_ = conn.Close()
+	srv.GracefulStop()
+	if err := <-served; err != nil {
+		t.Errorf("Serve() = %v", err)
+	}
+
+	var started []string
+	for _, s := range rec.Started() {
+		started = append(started, s.Name())
+		if strings.Contains(s.Name(), "Invented") {
+			t.Errorf("a span %q was started for a method toolsd does not serve", s.Name())
+		}
+	}
+	if named(rec.Ended(), "toolsd.test.Runner/Run") == nil {
+		t.Errorf("started spans = %q, want an ended toolsd.test.Runner/Run span", started)
+	}
+	if n, m := len(rec.Started()), len(rec.Ended()); n != m {
+		t.Errorf("started spans = %q, %d of them never ended", started, n-m)
+	}
+	if err := tr.Shutdown(t.Context()); err != nil {
+		t.Errorf("Shutdown() = %v", err)
 	}
 }
