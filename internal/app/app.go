@@ -606,6 +606,11 @@ func (a *App) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	if !a.stopped.Load() {
 		a.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+		// A store that stopped since the check set NOT_SERVING (storeStopped) before
+		// the line above overwrote it; stopped is set before that, so this sees it.
+		if a.stopped.Load() {
+			a.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+		}
 	}
 	g.Go(func() error {
 		if err := a.grpc.Serve(a.lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
