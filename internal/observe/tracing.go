@@ -39,7 +39,8 @@ type Tracing struct {
 	tp      *sdktrace.TracerProvider
 	handler stats.Handler
 	// served holds the full names ("/service/method") of the methods the server
-	// serves, set by [Tracing.TraceServices]; the handler traces no other.
+	// serves, set by [Tracing.TraceServices]; once it is set the handler traces no
+	// other.
 	served atomic.Pointer[map[string]struct{}]
 }
 
@@ -111,7 +112,7 @@ func SetupTracing(ctx context.Context, enabled bool, opts ...TracingOption) (*Tr
 
 // TraceServices names the services whose methods the stats handler traces, as
 // [grpc.Server.GetServiceInfo] reports them once every service is registered; until
-// it is called the handler traces nothing. gRPC hands an RPC to the stats handler
+// it is called the handler traces every method. gRPC hands an RPC to the stats handler
 // before it looks the method up and never ends the RPC of a method it does not serve,
 // so a span started for one (a client may invent any number) would never end.
 func (t *Tracing) TraceServices(services map[string]grpc.ServiceInfo) {
@@ -127,11 +128,13 @@ func (t *Tracing) TraceServices(services map[string]grpc.ServiceInfo) {
 	t.served.Store(&served)
 }
 
-// isServed reports whether the RPC calls a method named to [Tracing.TraceServices].
+// isServed reports whether the RPC calls a method named to [Tracing.TraceServices], or
+// any method before it was called: a server that never names its services is traced
+// whole rather than not at all.
 func (t *Tracing) isServed(info *stats.RPCTagInfo) bool {
 	served := t.served.Load()
 	if served == nil {
-		return false
+		return true
 	}
 	_, ok := (*served)[info.FullMethodName]
 	return ok
