@@ -44,7 +44,11 @@ type session struct {
 	callCancel context.CancelFunc
 	recvDone   chan struct{} // closed when the receive loop has ended
 
-	sendMu sync.Mutex
+	// sendMu serializes the stream's sends; halfClosed (guarded by it) is set once the
+	// drain has half-closed the stream. gRPC answers a send after CloseSend by ending
+	// the stream, which would lose what was sent before and not yet delivered.
+	sendMu     sync.Mutex
+	halfClosed bool
 
 	mu     sync.Mutex
 	calls  map[uint64]*running
@@ -218,6 +222,7 @@ func (s *session) drain(grace context.Context) {
 			zap.String("tool", r.tool), zap.Uint64("request_id", r.id))
 	}
 	s.sendMu.Lock()
+	s.halfClosed = true
 	err := s.stream.CloseSend()
 	s.sendMu.Unlock()
 	if err != nil {
@@ -269,8 +274,14 @@ func (s *session) close() {
 func (s *session) send(m *toolsdv1.ProviderServiceConnectRequest) error {
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
+	if s.halfClosed {
+		return errHalfClosed
+	}
 	return s.stream.Send(m)
 }
+
+// errHalfClosed is a send the drain's half-close came before: it is not made.
+var errHalfClosed = errors.New("provider: the stream is half-closed")
 
 // handle processes one message from toolsd.
 func (s *session) handle(m *toolsdv1.ProviderServiceConnectResponse) {
@@ -359,6 +370,9 @@ func (s *session) unregister() {
 	defer s.sendMu.Unlock()
 	// The tools are read holding sendMu: one added before this point was registered
 	// before it, and one added after is not registered (see registerChunk).
+	if s.halfClosed {
+		return // the drain ended before this began: toolsd removes the tools with the stream
+	}
 	names := s.p.names()
 	for chunk := range slices.Chunk(names, registerMaxTools) {
 		ref := s.nextRef.Add(1)
