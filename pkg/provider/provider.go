@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 )
 
 // ErrRunning is returned by [Provider.Run] and [Provider.Serve] when the provider is
@@ -206,11 +207,14 @@ func New(name string, opts ...Option) *Provider {
 
 // Add adds tools, before or while the provider runs. While it is connected the tools
 // are registered at once; otherwise with the others when the stream (re)connects. A
-// tool named like one already added replaces it: its handler serves the next calls, and
-// its definition is registered again (toolsd's answer is logged).
+// tool named like one already added replaces it: its handler serves the next calls,
+// and, while connected, a changed definition replaces the one toolsd holds (the name is
+// unregistered, then registered again; toolsd's answers are logged). The same
+// definition is not sent again.
 func (p *Provider) Add(tools ...Tool) {
 	added := make([]*toolImpl, 0, len(tools))
 	at := make(map[string]int, len(tools)) // index in added, by name
+	before := make(map[string]*toolImpl)   // the tool a name had before this Add
 	p.mu.Lock()
 	for _, t := range tools {
 		if t == nil {
@@ -218,6 +222,9 @@ func (p *Provider) Add(tools ...Tool) {
 		}
 		ti := t.impl()
 		if old, ok := p.byName[ti.Name()]; ok {
+			if _, seen := at[ti.Name()]; !seen {
+				before[ti.Name()] = old
+			}
 			for i := range p.tools {
 				if p.tools[i] == old {
 					p.tools[i] = ti
@@ -238,8 +245,24 @@ func (p *Provider) Add(tools ...Tool) {
 	}
 	s := p.cur
 	p.mu.Unlock()
-	if s != nil && len(added) > 0 {
-		s.register(added)
+	if s == nil {
+		return
+	}
+	var fresh []*toolImpl
+	var changed []string
+	for _, ti := range added {
+		switch old, ok := before[ti.Name()]; {
+		case !ok:
+			fresh = append(fresh, ti)
+		case !proto.Equal(old.def, ti.def):
+			changed = append(changed, ti.Name())
+		}
+	}
+	if len(fresh) > 0 {
+		s.register(fresh)
+	}
+	if len(changed) > 0 {
+		s.replace(changed)
 	}
 }
 

@@ -11,7 +11,6 @@ import (
 	"net"
 	"runtime"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -510,13 +509,12 @@ var takenAsAlreadyExists = broker.WithErrorMapper(func(err error) (string, strin
 })
 
 // TestReplacedToolIsNotRetaken covers a tool replaced while connected: toolsd refuses to
-// register a name twice even for the stream holding it, and that refusal is not a name
-// taken by someone else, so it is not retried.
+// register a name twice even for the stream holding it, so the replacement unregisters
+// the name first, and is neither refused nor retried as a name taken by someone else.
 func TestReplacedToolIsNotRetaken(t *testing.T) {
 	reg := brokertest.NewRegistrar()
-	var refuse atomic.Bool
-	reg.Reject = func(string, tool.Definition) error {
-		if refuse.Load() {
+	reg.Reject = func(scope string, def tool.Definition) error {
+		if _, ok := reg.Lookup(scope, def.Name); ok {
 			return brokertest.ErrTaken
 		}
 		return nil
@@ -528,18 +526,14 @@ func TestReplacedToolIsNotRetaken(t *testing.T) {
 	run(t, p, srv.Addr)
 	wait(t, p.Ready(), "registration")
 
-	refuse.Store(true)
 	p.Add(provider.NewTool("echo", "shouts", func(_ context.Context, _ provider.Call, a echoArgs) (string, error) {
 		return a.Text + "!", nil
 	}))
-	const own = "tool already registered on this stream; toolsd keeps the first definition"
-	for deadline := time.Now().Add(waitTimeout); logs.FilterMessage(own).Len() == 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out waiting for the refusal of the replacement")
+	reg.WaitFor(t, "the replacement registered", func() bool { r, ok := reg.Lookup("", "echo"); return ok && r.Def.Description == "shouts" })
+	for _, msg := range []string{"tool name taken in toolsd; registering again later", "tool already registered on this stream; toolsd keeps the first definition"} {
+		if n := logs.FilterMessage(msg).Len(); n != 0 {
+			t.Errorf("%d logs %q for the stream's own tool, want none", n, msg)
 		}
-	}
-	if n := logs.FilterMessage("tool name taken in toolsd; registering again later").Len(); n != 0 {
-		t.Errorf("%d retake warnings for the stream's own tool, want none", n)
 	}
 	if got := srv.Broker.Call(t.Context(), p.ProviderID(), exec("echo", `{"text":"hi"}`), 1); got.Content != "hi!" {
 		t.Errorf("Call(echo) = %+v, want the replacement's content hi!", got)

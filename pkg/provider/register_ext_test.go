@@ -95,3 +95,35 @@ func TestManyToolsAreRegisteredInSeveralMessages(t *testing.T) {
 		return true
 	})
 }
+
+// A tool added again with a changed definition while connected replaces the one toolsd
+// holds: the SDK unregisters the name and registers the new definition on the stream,
+// although toolsd, as its registry does, refuses a second registration of a name the
+// stream holds.
+func TestAddReplacesAChangedDefinition(t *testing.T) {
+	reg := brokertest.NewRegistrar()
+	reg.Reject = func(scope string, def tool.Definition) error {
+		if _, ok := reg.Lookup(scope, def.Name); ok {
+			return brokertest.ErrTaken
+		}
+		return nil
+	}
+	srv := brokertest.Start(t, reg, takenAsAlreadyExists)
+	p := newProvider(t)
+	run(t, p, srv.Addr)
+	wait(t, p.Ready(), "readiness without tools")
+	handler := func(context.Context, provider.Call, struct{}) (string, error) { return "ok", nil }
+	const schemaA = `{"type":"object","properties":{"a":{"type":"string"}}}`
+	const schemaB = `{"type":"object","properties":{"b":{"type":"integer"}}}`
+	p.Add(provider.NewTool("t", "a tool", handler, provider.WithSchema(schemaA)))
+	reg.WaitFor(t, "t registered", func() bool { r, ok := reg.Lookup("", "t"); return ok && r.Owner == p.ProviderID() })
+	a, _ := reg.Lookup("", "t")
+	p.Add(provider.NewTool("t", "a tool", handler, provider.WithSchema(schemaB)))
+	reg.WaitFor(t, "t's new definition registered", func() bool {
+		r, ok := reg.Lookup("", "t")
+		return ok && r.Owner == p.ProviderID() && r.Hash != a.Hash
+	})
+	if r, _ := reg.Lookup("", "t"); string(r.Def.Parameters) != schemaB {
+		t.Errorf("registered t's parameters = %s, want %s", r.Def.Parameters, schemaB)
+	}
+}

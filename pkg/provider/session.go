@@ -68,8 +68,8 @@ type session struct {
 	// firstRefs are the refs of the first registration's messages not answered yet;
 	// the provider is ready once it is empty. Used by the receive loop only.
 	firstRefs map[uint64]bool
-	// unregisterRefs are the refs of the drain's unregister messages, whose answers
-	// are no registrations (guarded by mu).
+	// unregisterRefs are the refs of the unregister messages not answered yet (the
+	// drain's, and a replacement's), whose answers are no registrations (guarded by mu).
 	unregisterRefs map[uint64]bool
 	// maxResult is the welcome's max_result_bytes (0: not announced): a larger result
 	// is sent as its size only, so that it fails its call alone rather than the stream.
@@ -79,8 +79,9 @@ type session struct {
 	// refused; they are registered again after retakeDelay (see retake). Guarded by mu.
 	retaking    map[string]time.Time
 	retakeDelay time.Duration
-	// owned names the tools toolsd accepted from this stream: a later ALREADY_EXISTS
-	// for one of them (a replaced tool registered again) is this stream's own hold.
+	// owned names the tools toolsd accepted from this stream and holds: a later
+	// ALREADY_EXISTS for one of them is this stream's own hold (a first registration
+	// that reached toolsd after an Add's replacement). An unregister ends the hold.
 	owned map[string]bool
 }
 
@@ -291,7 +292,7 @@ func (s *session) handle(m *toolsdv1.ProviderServiceConnectResponse) {
 	case *toolsdv1.ProviderServiceConnectResponse_Cancel:
 		s.cancelCall(msg.Cancel.GetRequestId())
 	case *toolsdv1.ProviderServiceConnectResponse_RegisterResult:
-		if s.isUnregisterRef(msg.RegisterResult.GetRef()) {
+		if s.unregisterAnswered(msg.RegisterResult.GetRef()) {
 			s.unregistered(msg.RegisterResult)
 		} else {
 			s.registered(msg.RegisterResult)
@@ -317,13 +318,22 @@ const registerBudget = 1 << 20
 const registerMaxTools = 100
 
 // register sends a registration of tools, in as many messages as their size and
-// number need, and returns the messages' refs.
+// number need (see chunks), and returns the messages' refs.
 func (s *session) register(tools []*toolImpl) []uint64 {
+	var refs []uint64
+	for _, chunk := range s.chunks(tools) {
+		refs = append(refs, s.registerChunk(chunk))
+	}
+	return refs
+}
+
+// chunks splits tools into the register messages their size and number need.
+func (s *session) chunks(tools []*toolImpl) [][]*toolImpl {
 	budget := uint64(registerBudget)
 	if s.maxResult > 0 {
 		budget = min(budget, s.maxResult)
 	}
-	var refs []uint64
+	var chunks [][]*toolImpl
 	for len(tools) > 0 {
 		n, size := 0, uint64(0)
 		for ; n < len(tools); n++ {
@@ -333,17 +343,28 @@ func (s *session) register(tools []*toolImpl) []uint64 {
 			}
 			size += sz
 		}
-		refs = append(refs, s.registerChunk(tools[:n]))
+		chunks = append(chunks, tools[:n])
 		tools = tools[n:]
 	}
-	return refs
+	return chunks
 }
 
-// registerChunk sends one register message and returns its ref. Once the drain has
-// begun nothing is registered (a retake or an Add then would undo its unregister):
-// draining is read holding sendMu, which the drain's unregister holds while it sends.
+// registerChunk sends one register message and returns its ref.
 func (s *session) registerChunk(tools []*toolImpl) uint64 {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	return s.sendRegister(tools)
+}
+
+// sendRegister sends one register message, holding sendMu, and returns its ref. Once
+// the drain has begun nothing is registered (a retake or an Add then would undo its
+// unregister): draining is read holding sendMu, which the drain's unregister holds
+// while it sends.
+func (s *session) sendRegister(tools []*toolImpl) uint64 {
 	ref := s.nextRef.Add(1)
+	if s.isDraining() {
+		return ref
+	}
 	defs := make([]*toolsdv1.ToolDefinition, len(tools))
 	for i, t := range tools {
 		defs[i] = t.def
@@ -351,15 +372,39 @@ func (s *session) registerChunk(tools []*toolImpl) uint64 {
 	m := &toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Register{
 		Register: &toolsdv1.RegisterTools{Ref: ref, Scope: validUTF8(s.p.opts.scope), Tools: defs},
 	}}
-	s.sendMu.Lock()
-	defer s.sendMu.Unlock()
-	if s.isDraining() {
-		return ref
-	}
 	if err := s.stream.Send(m); err != nil {
 		s.log.Warn("registration not sent", zap.Error(err))
 	}
 	return ref
+}
+
+// replace registers changed definitions of the named tools: toolsd keeps the first
+// definition a stream registers of a name, so each name is unregistered first, then
+// its tool's current definition registered, on the one stream, which toolsd applies in
+// order. Holding sendMu across both keeps another registration of the names (a
+// concurrent Add, a retake) from coming between them. A call toolsd routes in between
+// finds the tool unknown.
+func (s *session) replace(names []string) {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	if s.isDraining() {
+		return
+	}
+	tools := make([]*toolImpl, 0, len(names))
+	for _, name := range names {
+		if t := s.p.lookup(name); t != nil {
+			tools = append(tools, t)
+		}
+	}
+	for chunk := range slices.Chunk(names, registerMaxTools) {
+		if err := s.sendUnregister(chunk); err != nil {
+			s.log.Warn("replaced tools not unregistered; toolsd keeps their old definitions", zap.Error(err))
+			return
+		}
+	}
+	for _, chunk := range s.chunks(tools) {
+		s.sendRegister(chunk)
+	}
 }
 
 // unregister unregisters every tool of the provider, in messages naming at most
@@ -369,27 +414,31 @@ func (s *session) unregister() {
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
 	// The tools are read holding sendMu: one added before this point was registered
-	// before it, and one added after is not registered (see registerChunk).
+	// before it, and one added after is not registered (see sendRegister).
 	if s.halfClosed {
 		return // the drain ended before this began: toolsd removes the tools with the stream
 	}
 	names := s.p.names()
 	for chunk := range slices.Chunk(names, registerMaxTools) {
-		ref := s.nextRef.Add(1)
-		s.mu.Lock()
-		if s.unregisterRefs == nil {
-			s.unregisterRefs = make(map[uint64]bool)
-		}
-		s.unregisterRefs[ref] = true
-		s.mu.Unlock()
-		m := &toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Unregister{
-			Unregister: &toolsdv1.UnregisterTools{Ref: ref, Scope: validUTF8(s.p.opts.scope), Names: chunk},
-		}}
-		if err := s.stream.Send(m); err != nil {
+		if err := s.sendUnregister(chunk); err != nil {
 			s.log.Debug("unregister not sent; toolsd removes the tools when the stream ends", zap.Error(err))
 			return
 		}
 	}
+}
+
+// sendUnregister sends one unregister message of names, holding sendMu.
+func (s *session) sendUnregister(names []string) error {
+	ref := s.nextRef.Add(1)
+	s.mu.Lock()
+	if s.unregisterRefs == nil {
+		s.unregisterRefs = make(map[uint64]bool)
+	}
+	s.unregisterRefs[ref] = true
+	s.mu.Unlock()
+	return s.stream.Send(&toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Unregister{
+		Unregister: &toolsdv1.UnregisterTools{Ref: ref, Scope: validUTF8(s.p.opts.scope), Names: names},
+	}})
 }
 
 // isDraining reports whether the drain has begun.
@@ -399,18 +448,27 @@ func (s *session) isDraining() bool {
 	return s.draining
 }
 
-// isUnregisterRef reports whether ref is one of the drain's unregister messages.
-func (s *session) isUnregisterRef(ref uint64) bool {
+// unregisterAnswered reports whether ref is one of the unregister messages, which
+// it answers.
+func (s *session) unregisterAnswered(ref uint64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.unregisterRefs[ref]
+	if !s.unregisterRefs[ref] {
+		return false
+	}
+	delete(s.unregisterRefs, ref)
+	return true
 }
 
-// unregistered logs toolsd's answer to an unregister. A name it refuses is usually
-// one this stream did not hold; any it does hold go when the stream ends.
+// unregistered logs toolsd's answer to an unregister, ending the stream's hold of the
+// names it removed. A name it refuses is usually one this stream did not hold; any it
+// does hold go when the stream ends.
 func (s *session) unregistered(r *toolsdv1.RegisterToolsResult) {
 	for _, st := range r.GetTools() {
 		if st.GetErrorCode() == "" {
+			s.mu.Lock()
+			delete(s.owned, st.GetName())
+			s.mu.Unlock()
 			s.log.Debug("tool unregistered", zap.String("tool", st.GetName()))
 			continue
 		}
@@ -509,7 +567,7 @@ func (s *session) retake(names []string) {
 	}()
 }
 
-// owns reports whether toolsd accepted name from this stream.
+// owns reports whether toolsd holds name from this stream.
 func (s *session) owns(name string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
