@@ -512,14 +512,7 @@ var takenAsAlreadyExists = broker.WithErrorMapper(func(err error) (string, strin
 // register a name twice even for the stream holding it, so the replacement unregisters
 // the name first, and is neither refused nor retried as a name taken by someone else.
 func TestReplacedToolIsNotRetaken(t *testing.T) {
-	reg := brokertest.NewRegistrar()
-	reg.Reject = func(scope string, def tool.Definition) error {
-		if _, ok := reg.Lookup(scope, def.Name); ok {
-			return brokertest.ErrTaken
-		}
-		return nil
-	}
-	srv := brokertest.Start(t, reg, takenAsAlreadyExists)
+	reg, srv := startRefusingTaken(t)
 	core, logs := observer.New(zap.DebugLevel)
 	p := newProvider(t, provider.WithLogger(zap.New(core)))
 	p.Add(echoTool())

@@ -41,14 +41,7 @@ func TestLargeRegistrationIsSplit(t *testing.T) {
 // connected only that one is registered, since toolsd keeps the first definition of a
 // name it is sent and refuses the others (here as toolsd's registry does).
 func TestAddKeepsTheLastOfASharedName(t *testing.T) {
-	reg := brokertest.NewRegistrar()
-	reg.Reject = func(scope string, def tool.Definition) error {
-		if _, ok := reg.Lookup(scope, def.Name); ok {
-			return brokertest.ErrTaken
-		}
-		return nil
-	}
-	srv := brokertest.Start(t, reg, takenAsAlreadyExists)
+	reg, srv := startRefusingTaken(t)
 	p := newProvider(t)
 	run(t, p, srv.Addr)
 	wait(t, p.Ready(), "readiness without tools")
@@ -101,14 +94,7 @@ func TestManyToolsAreRegisteredInSeveralMessages(t *testing.T) {
 // although toolsd, as its registry does, refuses a second registration of a name the
 // stream holds.
 func TestAddReplacesAChangedDefinition(t *testing.T) {
-	reg := brokertest.NewRegistrar()
-	reg.Reject = func(scope string, def tool.Definition) error {
-		if _, ok := reg.Lookup(scope, def.Name); ok {
-			return brokertest.ErrTaken
-		}
-		return nil
-	}
-	srv := brokertest.Start(t, reg, takenAsAlreadyExists)
+	reg, srv := startRefusingTaken(t)
 	p := newProvider(t)
 	run(t, p, srv.Addr)
 	wait(t, p.Ready(), "readiness without tools")
@@ -126,4 +112,19 @@ func TestAddReplacesAChangedDefinition(t *testing.T) {
 	if r, _ := reg.Lookup("", "t"); string(r.Def.Parameters) != schemaB {
 		t.Errorf("registered t's parameters = %s, want %s", r.Def.Parameters, schemaB)
 	}
+}
+
+// startRefusingTaken starts a broker whose registrar refuses a name already registered
+// in its scope, even to the stream holding it, as toolsd's registry does
+// (ALREADY_EXISTS).
+func startRefusingTaken(t *testing.T) (*brokertest.Registrar, *brokertest.Server) {
+	t.Helper()
+	reg := brokertest.NewRegistrar()
+	reg.Reject = func(scope string, def tool.Definition) error {
+		if _, ok := reg.Lookup(scope, def.Name); ok {
+			return brokertest.ErrTaken
+		}
+		return nil
+	}
+	return reg, brokertest.Start(t, reg, takenAsAlreadyExists)
 }
