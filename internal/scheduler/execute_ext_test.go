@@ -156,7 +156,10 @@ func TestExecuteMaxParallel(t *testing.T) {
 				_, err := s.Execute(t.Context(), b, &fakeSink{log: l}, nil)
 				done <- err
 			}()
-			waitFor(t, "the pool to fill", func() bool { return tr.active.Load() == int64(tc.want) })
+			// A call counts itself active, then started: wait for both.
+			waitFor(t, "the pool to fill", func() bool {
+				return tr.active.Load() == int64(tc.want) && tr.starts.Load() == int64(tc.want)
+			})
 			for range 200 {
 				runtime.Gosched()
 			}
