@@ -236,6 +236,14 @@ func TestNodeProviderAnswersACancelDuringShutdown(t *testing.T) {
 	s.next(t, func(m *toolsdv1.ProviderServiceConnectRequest) bool { return m.GetProgress().GetRequestId() == 1 })
 	provider.interrupt(t)
 	provider.waitForPrefix(t, 1, "provider: shutting down: 1 calls running")
+	cancelOnCue(t, provider, s)
+}
+
+// cancelOnCue cancels request 1, a stop_on_cue call of a provider that is shutting
+// down, cues its tool to stop, checks the call is answered cancelled, and returns what
+// the provider sent until its stream ended.
+func cancelOnCue(t *testing.T, provider *nodeProcess, s *fakeStream) []*toolsdv1.ProviderServiceConnectRequest {
+	t.Helper()
 	s.send(t, &toolsdv1.ProviderServiceConnectResponse{Msg: &toolsdv1.ProviderServiceConnectResponse_Cancel{
 		Cancel: &toolsdv1.CancelExecution{RequestId: 1, Reason: "test"},
 	}})
@@ -243,8 +251,9 @@ func TestNodeProviderAnswersACancelDuringShutdown(t *testing.T) {
 	if err := provider.cmd.Process.Signal(syscall.SIGUSR2); err != nil {
 		t.Fatalf("cueing the tool: %v", err)
 	}
+	rest := s.rest(t)
 	var got *toolsdv1.ExecuteResult
-	for _, m := range s.rest(t) {
+	for _, m := range rest {
 		if r := m.GetResult(); r != nil {
 			got = r
 		}
@@ -252,6 +261,7 @@ func TestNodeProviderAnswersACancelDuringShutdown(t *testing.T) {
 	if got.GetRequestId() != 1 || !got.GetCancelled() {
 		t.Errorf("answer to the call toolsd cancelled during the shutdown = %v, want request 1 answered cancelled", got)
 	}
+	return rest
 }
 
 // TestNodeProviderBacksOffFromShortStreams: a stream that toolsd ends right after its
@@ -571,24 +581,10 @@ func TestNodeProviderUnregistersOnShutdown(t *testing.T) {
 				RegisterResult: &toolsdv1.RegisterToolsResult{Ref: last, Tools: []*toolsdv1.ToolRegistrationStatus{{Name: "shout"}}},
 			}})
 			provider.waitFor(t, 1, "provider: unregistered shout")
-			s.send(t, &toolsdv1.ProviderServiceConnectResponse{Msg: &toolsdv1.ProviderServiceConnectResponse_Cancel{
-				Cancel: &toolsdv1.CancelExecution{RequestId: 1, Reason: "test"},
-			}})
-			provider.waitFor(t, 1, "provider: cancel 1: test")
-			if err := provider.cmd.Process.Signal(syscall.SIGUSR2); err != nil {
-				t.Fatalf("cueing the tool: %v", err)
-			}
-			var got *toolsdv1.ExecuteResult
-			for _, m := range s.rest(t) {
-				if r := m.GetResult(); r != nil {
-					got = r
-				}
+			for _, m := range cancelOnCue(t, provider, s) {
 				if m.GetRegister() != nil {
 					t.Errorf("the provider registered %d tools after its unregister", len(m.GetRegister().GetTools()))
 				}
-			}
-			if got.GetRequestId() != 1 || !got.GetCancelled() {
-				t.Errorf("answer to the call toolsd cancelled during the shutdown = %v, want request 1 answered cancelled", got)
 			}
 			if out := provider.String(); strings.Contains(out, "provider: registered shout") {
 				t.Errorf("the unregister's answer was logged as a registration; output:\n%s", out)
