@@ -72,16 +72,7 @@ func TestStopAtTheDeadlineBeforeToolsdsTimer(t *testing.T) {
 // already past, as for a call past its deadline on entry. It never reached the stream:
 // ABORTED_BEFORE_DISPATCH.
 func TestCallPastItsDeadlineInTheSendSlotIsNotSent(t *testing.T) {
-	starts := newSendStarts()
-	srv := brokertest.Start(t, brokertest.NewRegistrar(), broker.WithLimits(broker.Limits{SendTimeout: time.Hour}), broker.WithSendClock(starts.clock))
-	r := helloRawFixedWindow(t, srv, "slow")
-	base := starts.count() // the welcome's Send; one Send per message from here on
-	// Executes larger than the window: while the provider does not read, one of them
-	// waits in Send holding the slot, and the rest wait for it.
-	for range 4 {
-		goCall(context.Background(), srv.Broker, r.id, execFor("t", bigArgs))
-	}
-	starts.waitFor(t, base+stuckSend)
+	starts, srv, r, base := slotHeld(t)
 	passed := &atomic.Bool{}
 	e := execFor("t", "{}")
 	e.CallID = "late"
@@ -134,16 +125,7 @@ func TestExecuteTimeoutIsTheTimeLeftWhenSent(t *testing.T) {
 		awaitResult(t, call)
 	})
 	t.Run("after waiting for the slot", func(t *testing.T) {
-		starts := newSendStarts()
-		srv := brokertest.Start(t, brokertest.NewRegistrar(), broker.WithLimits(broker.Limits{SendTimeout: time.Hour}), broker.WithSendClock(starts.clock))
-		r := helloRawFixedWindow(t, srv, "slow")
-		base := starts.count() // the welcome's Send; one Send per message from here on
-		// Executes larger than the window: while the provider does not read, one of them
-		// waits in Send holding the slot, and the rest wait for it.
-		for range 4 {
-			goCall(t.Context(), srv.Broker, r.id, execFor("t", bigArgs))
-		}
-		starts.waitFor(t, base+stuckSend)
+		starts, srv, r, base := slotHeld(t)
 		deadline := time.Now().Add(time.Hour)
 		ctx, cancel := context.WithDeadline(t.Context(), deadline)
 		defer cancel()
@@ -172,6 +154,24 @@ func TestExecuteTimeoutIsTheTimeLeftWhenSent(t *testing.T) {
 			return
 		}
 	})
+}
+
+// slotHeld starts a broker whose provider, on a fixed window, does not read, and calls
+// it with executes larger than the window until one of them waits in Send
+// holding the send slot (the stuckSend-th) and the rest wait for the slot. It returns
+// the Sends' clock, the broker, the provider's stream and the count of Sends before the
+// first execute's (the welcome's; one Send per message from there on).
+func slotHeld(t *testing.T) (*sendStarts, *brokertest.Server, *rawStream, int) {
+	t.Helper()
+	starts := newSendStarts()
+	srv := brokertest.Start(t, brokertest.NewRegistrar(), broker.WithLimits(broker.Limits{SendTimeout: time.Hour}), broker.WithSendClock(starts.clock))
+	r := helloRawFixedWindow(t, srv, "slow")
+	base := starts.count()
+	for range 4 {
+		goCall(t.Context(), srv.Broker, r.id, execFor("t", bigArgs))
+	}
+	starts.waitFor(t, base+stuckSend)
+	return starts, srv, r, base
 }
 
 // stuckSend is the Send, counted from the first execute's, that cannot return until
