@@ -207,32 +207,17 @@ func TestTracingThroughGRPC(t *testing.T) {
 	p := pipeline.New(tools(newTool("read", "p1")), succeed("ok"),
 		pipeline.WithStageTracer(observe.NewCallObserver(nil, observe.WithTracerProvider(tr.TracerProvider()))))
 
-	lis := bufconn.Listen(1 << 20)
-	srv := grpc.NewServer(grpc.StatsHandler(tr.StatsHandler()))
-	srv.RegisterService(runnerService(p), nil)
-	healthpb.RegisterHealthServer(srv, health.NewServer())
-	tr.TraceServices(srv.GetServiceInfo())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(lis) }()
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatalf("NewClient() = %v", err)
-	}
+	conn, stop := serveTraced(t, tr, func(srv *grpc.Server) {
+		srv.RegisterService(runnerService(p), nil)
+		healthpb.RegisterHealthServer(srv, health.NewServer())
+	})
 	if err := conn.Invoke(t.Context(), "/toolsd.test.Runner/Run", new(emptypb.Empty), new(emptypb.Empty)); err != nil {
 		t.Errorf("Run() = %v", err)
 	}
 	if _, err := healthpb.NewHealthClient(conn).Check(t.Context(), &healthpb.HealthCheckRequest{}); err != nil {
 		t.Errorf("Check() = %v", err)
 	}
-	_ = conn.Close()
-	// GracefulStop waits for the handler, which ends the RPC's span after the client
-	// has its response; Stop does not, and the span could miss the export.
-	srv.GracefulStop()
-	if err := <-served; err != nil {
-		t.Errorf("Serve() = %v", err)
-	}
+	stop()
 	if err := tr.Shutdown(t.Context()); err != nil {
 		t.Fatalf("Shutdown() = %v", err)
 	}
@@ -303,18 +288,7 @@ func TestOnlyServedMethodsAreTraced(t *testing.T) {
 	}
 	p := pipeline.New(tools(newTool("read", "p1")), succeed("ok"))
 
-	lis := bufconn.Listen(1 << 20)
-	srv := grpc.NewServer(grpc.StatsHandler(tr.StatsHandler()))
-	srv.RegisterService(runnerService(p), nil)
-	tr.TraceServices(srv.GetServiceInfo())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(lis) }()
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatalf("NewClient() = %v", err)
-	}
+	conn, stop := serveTraced(t, tr, func(srv *grpc.Server) { srv.RegisterService(runnerService(p), nil) })
 	for _, method := range []string{"/toolsd.test.Runner/Invented", "/toolsd.test.Invented/Run"} {
 		if err := conn.Invoke(t.Context(), method, new(emptypb.Empty), new(emptypb.Empty)); status.Code(err) != codes.Unimplemented {
 			t.Errorf("Invoke(%s) = %v, want Unimplemented", method, err)
@@ -323,11 +297,7 @@ func TestOnlyServedMethodsAreTraced(t *testing.T) {
 	if err := conn.Invoke(t.Context(), "/toolsd.test.Runner/Run", new(emptypb.Empty), new(emptypb.Empty)); err != nil {
 		t.Errorf("Run() = %v", err)
 	}
-	_ = conn.Close()
-	srv.GracefulStop()
-	if err := <-served; err != nil {
-		t.Errorf("Serve() = %v", err)
-	}
+	stop()
 
 	var started []string
 	for _, s := range rec.Started() {
@@ -344,5 +314,33 @@ func TestOnlyServedMethodsAreTraced(t *testing.T) {
 	}
 	if err := tr.Shutdown(t.Context()); err != nil {
 		t.Errorf("Shutdown() = %v", err)
+	}
+}
+
+// serveTraced serves over bufconn, with tr's stats handler, the services register
+// registers, names them to tr, and returns a client connection and a stop that closes
+// it and stops the server gracefully: GracefulStop waits for the handlers, which end
+// their RPCs' spans after the client has its response; Stop does not, and a span could
+// miss the export.
+func serveTraced(t *testing.T, tr *observe.Tracing, register func(*grpc.Server)) (*grpc.ClientConn, func()) {
+	t.Helper()
+	lis := bufconn.Listen(1 << 20)
+	srv := grpc.NewServer(grpc.StatsHandler(tr.StatsHandler()))
+	register(srv)
+	tr.TraceServices(srv.GetServiceInfo())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(lis) }()
+	conn, err := grpc.NewClient("passthrough:///bufnet",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatalf("NewClient() = %v", err)
+	}
+	return conn, func() {
+		_ = conn.Close()
+		srv.GracefulStop()
+		if err := <-served; err != nil {
+			t.Errorf("Serve() = %v", err)
+		}
 	}
 }
