@@ -27,14 +27,7 @@ func TestLargeRegistrationIsSplit(t *testing.T) {
 	}
 	run(t, p, srv.Addr)
 	wait(t, p.Ready(), "registration")
-	reg.WaitFor(t, "every tool registered", func() bool {
-		for i := range n {
-			if r, ok := reg.Lookup("", fmt.Sprintf("big%d", i)); !ok || r.Owner != p.ProviderID() {
-				return false
-			}
-		}
-		return true
-	})
+	waitOwned(t, reg, p, "big%d", n)
 }
 
 // Tools of one Add that share a name leave the last of them, as Add says: while
@@ -79,14 +72,7 @@ func TestManyToolsAreRegisteredInSeveralMessages(t *testing.T) {
 	}
 	run(t, p, srv.Addr)
 	wait(t, p.Ready(), "registration")
-	reg.WaitFor(t, "every tool registered", func() bool {
-		for i := range n {
-			if r, ok := reg.Lookup("", fmt.Sprintf("t%d", i)); !ok || r.Owner != p.ProviderID() {
-				return false
-			}
-		}
-		return true
-	})
+	waitOwned(t, reg, p, "t%d", n)
 }
 
 // A tool added again with a changed definition while connected replaces the one toolsd
@@ -127,4 +113,17 @@ func startRefusingTaken(t *testing.T) (*brokertest.Registrar, *brokertest.Server
 		return nil
 	}
 	return reg, brokertest.Start(t, reg, takenAsAlreadyExists)
+}
+
+// waitOwned waits until p owns the n tools named by format and 0 to n-1.
+func waitOwned(t *testing.T, reg *brokertest.Registrar, p *provider.Provider, format string, n int) {
+	t.Helper()
+	reg.WaitFor(t, "every tool registered", func() bool {
+		for i := range n {
+			if r, ok := reg.Lookup("", fmt.Sprintf(format, i)); !ok || r.Owner != p.ProviderID() {
+				return false
+			}
+		}
+		return true
+	})
 }
