@@ -396,11 +396,9 @@ func (s *session) replace(names []string) {
 			tools = append(tools, t)
 		}
 	}
-	for chunk := range slices.Chunk(names, registerMaxTools) {
-		if err := s.sendUnregister(chunk); err != nil {
-			s.log.Warn("replaced tools not unregistered; toolsd keeps their old definitions", zap.Error(err))
-			return
-		}
+	if err := s.sendUnregister(names); err != nil {
+		s.log.Warn("replaced tools not unregistered; toolsd keeps their old definitions", zap.Error(err))
+		return
 	}
 	for _, chunk := range s.chunks(tools) {
 		s.sendRegister(chunk)
@@ -418,27 +416,29 @@ func (s *session) unregister() {
 	if s.halfClosed {
 		return // the drain ended before this began: toolsd removes the tools with the stream
 	}
-	names := s.p.names()
-	for chunk := range slices.Chunk(names, registerMaxTools) {
-		if err := s.sendUnregister(chunk); err != nil {
-			s.log.Debug("unregister not sent; toolsd removes the tools when the stream ends", zap.Error(err))
-			return
-		}
+	if err := s.sendUnregister(s.p.names()); err != nil {
+		s.log.Debug("unregister not sent; toolsd removes the tools when the stream ends", zap.Error(err))
 	}
 }
 
-// sendUnregister sends one unregister message of names, holding sendMu.
+// sendUnregister unregisters names, in messages naming at most registerMaxTools,
+// holding sendMu; it stops at the first message not sent.
 func (s *session) sendUnregister(names []string) error {
-	ref := s.nextRef.Add(1)
-	s.mu.Lock()
-	if s.unregisterRefs == nil {
-		s.unregisterRefs = make(map[uint64]bool)
+	for chunk := range slices.Chunk(names, registerMaxTools) {
+		ref := s.nextRef.Add(1)
+		s.mu.Lock()
+		if s.unregisterRefs == nil {
+			s.unregisterRefs = make(map[uint64]bool)
+		}
+		s.unregisterRefs[ref] = true
+		s.mu.Unlock()
+		if err := s.stream.Send(&toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Unregister{
+			Unregister: &toolsdv1.UnregisterTools{Ref: ref, Scope: validUTF8(s.p.opts.scope), Names: chunk},
+		}}); err != nil {
+			return err
+		}
 	}
-	s.unregisterRefs[ref] = true
-	s.mu.Unlock()
-	return s.stream.Send(&toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Unregister{
-		Unregister: &toolsdv1.UnregisterTools{Ref: ref, Scope: validUTF8(s.p.opts.scope), Names: names},
-	}})
+	return nil
 }
 
 // isDraining reports whether the drain has begun.
