@@ -286,6 +286,19 @@ func (p *Provider) lookup(name string) *toolImpl {
 	return p.byName[name]
 }
 
+// lookupAll returns the tools of names the provider has, in the order of names.
+func (p *Provider) lookupAll(names []string) []*toolImpl {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	tools := make([]*toolImpl, 0, len(names))
+	for _, name := range names {
+		if t := p.byName[name]; t != nil {
+			tools = append(tools, t)
+		}
+	}
+	return tools
+}
+
 // names returns the names of the provider's tools, in registration order.
 func (p *Provider) names() []string {
 	p.mu.Lock()

@@ -390,12 +390,7 @@ func (s *session) replace(names []string) {
 	if s.isDraining() {
 		return
 	}
-	tools := make([]*toolImpl, 0, len(names))
-	for _, name := range names {
-		if t := s.p.lookup(name); t != nil {
-			tools = append(tools, t)
-		}
-	}
+	tools := s.p.lookupAll(names)
 	if err := s.sendUnregister(names); err != nil {
 		s.log.Warn("replaced tools not unregistered; toolsd keeps their old definitions", zap.Error(err))
 		return
@@ -555,13 +550,7 @@ func (s *session) retake(names []string) {
 		case <-s.callCtx.Done(): // the session, or the provider, is ending
 			return
 		}
-		tools := make([]*toolImpl, 0, len(again))
-		for _, name := range again {
-			if t := s.p.lookup(name); t != nil {
-				tools = append(tools, t)
-			}
-		}
-		if len(tools) > 0 {
+		if tools := s.p.lookupAll(again); len(tools) > 0 {
 			s.register(tools)
 		}
 	}()
