@@ -73,21 +73,22 @@ func newChargedMatch(call interpreter.InterpretableCall, pattern string) (interp
 	if err != nil {
 		return nil, err
 	}
-	return &chargedMatch{InterpretableCall: call, match: re.MatchString}, nil
+	args := call.Args() // a binary call builds this slice at every Args
+	return &chargedMatch{InterpretableCall: call, text: args[0], pattern: args[1], match: re.MatchString}, nil
 }
 
-// chargedMatch is a `matches` call whose pattern is compiled: the text and the pattern
-// are its arguments, as planned.
+// chargedMatch is a `matches` call whose pattern is compiled: text and pattern are its
+// arguments, as planned.
 type chargedMatch struct {
 	interpreter.InterpretableCall
-	match func(string) bool
+	text, pattern interpreter.InterpretableV2
+	match         func(string) bool
 }
 
 // Exec charges the match, which panics past the cost limit as CEL's own charges do,
 // and then runs it.
 func (m *chargedMatch) Exec(frame *interpreter.ExecutionFrame) ref.Val {
-	args := m.Args()
-	text := args[0].Exec(frame)
+	text := m.text.Exec(frame)
 	if types.IsUnknownOrError(text) {
 		return text
 	}
@@ -96,7 +97,7 @@ func (m *chargedMatch) Exec(frame *interpreter.ExecutionFrame) ref.Val {
 		return types.NoSuchOverloadErr()
 	}
 	if costs := frame.CostTracker(); costs != nil {
-		costs.EvalBinary(frame, m.ID(), m, text, args[1].Exec(frame), nil)
+		costs.EvalBinary(frame, m.ID(), m, text, m.pattern.Exec(frame), nil)
 	}
 	return types.Bool(m.match(string(s)))
 }
