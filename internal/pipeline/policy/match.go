@@ -137,7 +137,7 @@ func needs(p string, ok func(byte) bool) (n int, never string) {
 					end++
 				}
 			}
-			if never == "" && !classAdmits(p[i+1:end], ok) {
+			if never == "" && !classAdmits(p[i:end+1], ok) {
 				never = p[i : end+1]
 			}
 			i = end
@@ -147,34 +147,18 @@ func needs(p string, ok func(byte) bool) (n int, never string) {
 	return n, never
 }
 
-// classAdmits reports whether the body of a well-formed character class (between its
-// brackets) matches some byte ok accepts. A negated class is taken to: it would have to
-// list every such byte not to.
-func classAdmits(body string, ok func(byte) bool) bool {
-	if strings.HasPrefix(body, "^") {
+// classAdmits reports whether a well-formed character class (brackets included) matches
+// some byte ok accepts. A negated class is taken to: it would have to list every such
+// byte not to.
+func classAdmits(class string, ok func(byte) bool) bool {
+	if strings.HasPrefix(class, "[^") {
 		return true
 	}
-	for i := 0; i < len(body); {
-		var lo, hi rune
-		lo, i = classRune(body, i)
-		hi = lo
-		if i < len(body) && body[i] == '-' {
-			hi, i = classRune(body, i+1)
-		}
-		for c := max(lo, 0); c <= min(hi, utf8.RuneSelf-1); c++ {
-			if ok(byte(c)) {
-				return true
-			}
+	g, _ := glob.Tool(class) // well-formed: the pattern holding it compiled
+	for c := range byte(utf8.RuneSelf) {
+		if ok(c) && g.Match(string(rune(c))) {
+			return true
 		}
 	}
 	return false
-}
-
-// classRune reads one possibly escaped character of a class body at i.
-func classRune(body string, i int) (rune, int) {
-	if body[i] == '\\' {
-		i++
-	}
-	r, w := utf8.DecodeRuneInString(body[i:])
-	return r, i + w
 }
