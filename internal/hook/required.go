@@ -1,7 +1,6 @@
 package hook
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -44,15 +43,9 @@ func NewRequirement(name, stage, toolGlob, scopeGlob string) (Requirement, error
 	if name == "" || len(name) > maxNameBytes || !utf8.ValidString(name) {
 		return Requirement{}, fmt.Errorf("name %q is not a hook's name (valid UTF-8 of 1 to %d bytes)", name, maxNameBytes)
 	}
-	if len(toolGlob) > maxGlobBytes || len(scopeGlob) > maxGlobBytes {
-		return Requirement{}, fmt.Errorf("globs are limited to %d bytes", maxGlobBytes)
-	}
 	var err error
-	if r.tool, err = glob.Tool(cmp.Or(toolGlob, "*")); err != nil {
-		return Requirement{}, fmt.Errorf("tool glob %q: %w", toolGlob, err)
-	}
-	if r.scope, err = glob.Scope(cmp.Or(scopeGlob, "**"), maxGlobStars); err != nil {
-		return Requirement{}, fmt.Errorf("scope glob %q: %w", scopeGlob, err)
+	if r.tool, r.scope, err = parseGlobs(toolGlob, scopeGlob); err != nil {
+		return Requirement{}, err
 	}
 	return r, nil
 }

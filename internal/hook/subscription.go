@@ -120,20 +120,28 @@ func parseSubscription(s *toolsdv1.HookSubscription) (subscription, error) {
 	if !ok {
 		return subscription{}, fmt.Errorf("invalid stage %s", s.GetStage())
 	}
-	if len(s.GetTool()) > maxGlobBytes || len(s.GetScope()) > maxGlobBytes {
-		return subscription{}, fmt.Errorf("globs are limited to %d bytes", maxGlobBytes)
-	}
-	tg, err := glob.Tool(cmp.Or(s.GetTool(), "*")) // "" subscribes to every tool
+	tg, sg, err := parseGlobs(s.GetTool(), s.GetScope())
 	if err != nil {
-		return subscription{}, fmt.Errorf("tool glob %q: %w", s.GetTool(), err)
-	}
-	sg, err := glob.Scope(cmp.Or(s.GetScope(), "**"), maxGlobStars) // "" to every scope
-	if err != nil {
-		return subscription{}, fmt.Errorf("scope glob %q: %w", s.GetScope(), err)
+		return subscription{}, err
 	}
 	return subscription{
 		Subscription: Subscription{Stage: stage, Tool: s.GetTool(), Scope: s.GetScope(), Priority: s.GetPriority()},
 		tool:         tg,
 		scope:        sg,
 	}, nil
+}
+
+// parseGlobs compiles a tool and a scope glob, a subscription's or a requirement's; ""
+// matches every tool, every scope.
+func parseGlobs(toolGlob, scopeGlob string) (tg, sg glob.Pattern, err error) {
+	if len(toolGlob) > maxGlobBytes || len(scopeGlob) > maxGlobBytes {
+		return tg, sg, fmt.Errorf("globs are limited to %d bytes", maxGlobBytes)
+	}
+	if tg, err = glob.Tool(cmp.Or(toolGlob, "*")); err != nil {
+		return tg, sg, fmt.Errorf("tool glob %q: %w", toolGlob, err)
+	}
+	if sg, err = glob.Scope(cmp.Or(scopeGlob, "**"), maxGlobStars); err != nil {
+		return tg, sg, fmt.Errorf("scope glob %q: %w", scopeGlob, err)
+	}
+	return tg, sg, nil
 }
