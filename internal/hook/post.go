@@ -45,7 +45,8 @@ func (p postExecute) PostExecute(ctx context.Context, e *tool.Exec, _ pipeline.T
 		if ctx.Err() != nil {
 			return ch.cancelled()
 		}
-		return p.h.absentPost(absent, e)
+		p.h.failedAbsent(absent, e)
+		return unavailablePost(absent.name, errRequiredAbsent)
 	}
 	call := hookCall(e)
 	ran := make([]*conn, 0, len(hooks))
@@ -208,13 +209,19 @@ func (h *Hub) postFailure(ch *chain, c *conn, e *tool.Exec, err error) bool {
 	if h.failed(c, StagePostExecute, e, err) {
 		return false
 	}
-	ch.block = &pipeline.PostVerdict{
+	v := unavailablePost(c.hello.name, err)
+	ch.block = &v
+	return true
+}
+
+// unavailablePost blocks a result that the hook named hook could not review, for err.
+func unavailablePost(hook string, err error) pipeline.PostVerdict {
+	return pipeline.PostVerdict{
 		Action:     pipeline.Block,
 		Reason:     msgResultUnavailable,
-		UserReason: fmt.Sprintf("hook %q: %v", c.hello.name, err),
+		UserReason: fmt.Sprintf("hook %q: %v", hook, err),
 		Code:       tool.CodePolicyUnavailable,
 	}
-	return true
 }
 
 // cancelled withholds a result whose call was cancelled before the hooks reviewed it;

@@ -43,7 +43,8 @@ func (p preExecute) PreExecute(ctx context.Context, e *tool.Exec, _ pipeline.Too
 		return cancelledVerdict()
 	}
 	if absent != nil {
-		return p.h.absentPre(absent, e)
+		p.h.failedAbsent(absent, e)
+		return unavailablePre(absent.name, errRequiredAbsent)
 	}
 	x := p.h.send(StagePreExecute, hooks, hookCall(e), nil)
 	defer x.close()
@@ -135,10 +136,15 @@ func (h *Hub) preFailure(c *conn, e *tool.Exec, err error) pipeline.Verdict {
 	if h.failed(c, StagePreExecute, e, err) {
 		return pipeline.Verdict{}
 	}
+	return unavailablePre(c.hello.name, err)
+}
+
+// unavailablePre denies a call that the hook named hook could not decide, for err.
+func unavailablePre(hook string, err error) pipeline.Verdict {
 	return pipeline.Verdict{
 		Decision:   pipeline.Deny,
 		Reason:     msgPolicyUnavailable,
-		UserReason: fmt.Sprintf("hook %q: %v", c.hello.name, err),
+		UserReason: fmt.Sprintf("hook %q: %v", hook, err),
 		Code:       tool.CodePolicyUnavailable,
 	}
 }

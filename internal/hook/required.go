@@ -9,7 +9,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/toolsd/toolsd/internal/glob"
-	"github.com/toolsd/toolsd/internal/pipeline"
 	"github.com/toolsd/toolsd/internal/textcut"
 	"github.com/toolsd/toolsd/internal/tool"
 )
@@ -94,28 +93,4 @@ func (h *Hub) failedAbsent(r *Requirement, e *tool.Exec) {
 	h.opts.obs.HookFailure(r.name, r.stage.String(), false)
 	h.log.Warn("required hook absent", zap.String("hook", r.name), zap.String("stage", r.stage.String()), zap.String("tool", e.Name),
 		zap.String("call_id", textcut.Ellipsis(e.CallID, textcut.MaxLoggedID)))
-}
-
-// absentPre is the verdict of a call that a required hook that is not connected would
-// have seen before execution.
-func (h *Hub) absentPre(r *Requirement, e *tool.Exec) pipeline.Verdict {
-	h.failedAbsent(r, e)
-	return pipeline.Verdict{
-		Decision:   pipeline.Deny,
-		Reason:     msgPolicyUnavailable,
-		UserReason: fmt.Sprintf("hook %q: %v", r.name, errRequiredAbsent),
-		Code:       tool.CodePolicyUnavailable,
-	}
-}
-
-// absentPost is the verdict of a result that a required hook that is not connected
-// would have reviewed.
-func (h *Hub) absentPost(r *Requirement, e *tool.Exec) pipeline.PostVerdict {
-	h.failedAbsent(r, e)
-	return pipeline.PostVerdict{
-		Action:     pipeline.Block,
-		Reason:     msgResultUnavailable,
-		UserReason: fmt.Sprintf("hook %q: %v", r.name, errRequiredAbsent),
-		Code:       tool.CodePolicyUnavailable,
-	}
 }
