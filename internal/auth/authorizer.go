@@ -207,16 +207,12 @@ const lostScope = "the session is this identity's, but its grants no longer cove
 const notYours = "the session is not this identity's (a session belongs to the identity that first executes a batch in it)"
 
 func (z *Authorizer) readSession(ctx context.Context, name, sessionID string) error {
-	cur, owned, err := z.owners.get(ctx, sessionID, func(o SessionOwner) bool {
-		return (o.Identity == name && z.ownerKeeps(name, o)) || z.operates(name, ReadSession, o)
-	})
+	cur, owned, err := z.owners.get(ctx, sessionID, func(o SessionOwner) bool { return z.mayRead(name, o) })
 	if err != nil {
 		return err
 	}
 	switch {
-	case owned && cur.Identity == name && z.ownerKeeps(name, cur):
-		return nil
-	case owned && z.operates(name, ReadSession, cur):
+	case owned && z.mayRead(name, cur):
 		return nil
 	case z.operatorEverywhere(name, ReadSession):
 		return nil // an operator of every scope reads every session, owned or not
@@ -226,6 +222,12 @@ func (z *Authorizer) readSession(ctx context.Context, name, sessionID string) er
 	// One answer whether the session is another identity's or nobody's yet: a
 	// different one would tell any agent which session ids are in use.
 	return z.deny(&DeniedError{Identity: name, Action: ReadSession, SessionID: sessionID, Why: notYours})
+}
+
+// mayRead reports whether name may read a session owner owns: as its owner while it
+// keeps the scope, or as an operator where it was claimed.
+func (z *Authorizer) mayRead(name string, owner SessionOwner) bool {
+	return (owner.Identity == name && z.ownerKeeps(name, owner)) || z.operates(name, ReadSession, owner)
 }
 
 // ownerKeeps reports whether name, the owner of a session, still holds a grant that
