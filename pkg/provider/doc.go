@@ -108,8 +108,9 @@
 // call (its batch was cancelled, or its timeout fired), when its deadline passes, or
 // when the stream ends. The deadline is timed on the provider's clock from when the call
 // arrived (the time toolsd had left for it then), so a clock that disagrees with
-// toolsd's neither ends calls early nor gives them longer than toolsd waits. A handler that returns its context's error (ctx.Err(), or an
-// error wrapping it) once the context has ended reports that the tool stopped: toolsd
+// toolsd's neither ends calls early nor gives them longer than toolsd waits. A handler
+// that returns its context's error (ctx.Err(), or an error wrapping it) once the
+// context has ended reports that the tool stopped: toolsd
 // records the call as ABORTED, or TOOL_TIMEOUT when its timeout fired, not as a
 // failure of the tool. Any other error is kept as the tool's failure, and a success
 // that comes after the cancellation is ABORTED too. toolsd waits for a cancelled
@@ -122,11 +123,11 @@
 // time still has its result delivered. The provider unregisters its tools as the
 // shutdown begins, so toolsd sends it no new calls meanwhile: they go to another
 // provider that registers the name, or find the tool unknown. Then the provider
-// closes its side of the stream, toolsd ends it (the provider waits up to a second for that), and Run
-// returns. Calls that did not finish — a handler that returned the shutdown's
-// cancellation, one still running after the grace (abandoned, and logged as left
-// running), one toolsd sent before it saw the unregister (not started) — fail in toolsd with
-// PROVIDER_GONE as the stream ends, so toolsd may retry an idempotent tool on
+// closes its side of the stream, toolsd ends it (the provider waits up to a second for
+// that), and Run returns. Calls that did not finish — a handler that returned the
+// shutdown's cancellation, one still running after the grace (abandoned, and logged as
+// left running), one toolsd sent before it saw the unregister (not started) — fail in
+// toolsd with PROVIDER_GONE as the stream ends, so toolsd may retry an idempotent tool on
 // another provider. A reconnect does not wait for the handlers of the stream that
 // ended.
 package provider

@@ -190,8 +190,8 @@ func (p *Provider) serve(ctx, grace context.Context, conn grpc.ClientConnInterfa
 // drain runs once the caller's context has ended (the handlers' contexts ended with
 // it): it unregisters the tools, waits for the running calls until grace ends, gives up
 // the answers of those still running, half-closes the stream and waits (closeWait at
-// most) for toolsd to end it, failing the calls left with PROVIDER_GONE. Before the welcome there is nothing
-// to wait for: the stream is cut.
+// most) for toolsd to end it, failing the calls left with PROVIDER_GONE. Before the
+// welcome there is nothing to wait for: the stream is cut.
 func (s *session) drain(grace context.Context) {
 	defer s.cancel()
 	s.mu.Lock()
