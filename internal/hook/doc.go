@@ -8,13 +8,14 @@
 // the stream's messages are its protocol; proto types appear in its exported API only
 // in [Hub.Connect].
 //
-// A consulted hook answers each request before its deadline. A hook that does not, whose
-// stream drops while a request is pending, or whose answer makes no sense for the stage,
-// fails closed: pre-execute denies and post-execute blocks, both with
+// A consulted hook answers each request before its deadline. A hook that does not,
+// whose stream drops while a request is pending, or whose answer makes no sense for the
+// stage, fails closed: pre-execute denies and post-execute blocks, both with
 // POLICY_UNAVAILABLE, unless the hook registered fail-open, in which case its verdict
 // is abstain (or accept) and the use is counted; a hook fails closed whatever it
-// registered for the calls a requirement it meets covers ([WithRequired]). A hook whose stream has gone is removed
-// from the subscription set at once, and the requests pending on it fail at once.
+// registered for the calls a requirement it meets covers ([WithRequired]). A hook whose
+// stream has gone is removed from the subscription set at once, and the requests
+// pending on it fail at once.
 //
 // The package must never decide policy itself, rewrite a call's arguments, or let a
 // hook's slowness stall a call past its deadline or its context: sends go through one

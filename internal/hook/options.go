@@ -50,16 +50,17 @@ type Observer interface {
 	// HookFailure counts a hook that could not be used for a call at stage
 	// ("pre_execute", "post_execute", "result"): no answer by the deadline, a dropped
 	// stream, a full queue, an invalid answer, or a required hook not connected (see
-	// [WithRequired]; no hook of its name may be connected then). failOpen reports that the call went on
-	// without it (a fail-open hook, or a dropped result notification); false means the
-	// call failed closed with POLICY_UNAVAILABLE. It may come just after the hook's
-	// HookConnected(hook, -1): the requests pending on a dropped stream fail once the
-	// hook is unsubscribed.
+	// [WithRequired]; no hook of its name may be connected then). failOpen reports that
+	// the call went on without it (a fail-open hook, or a dropped result notification);
+	// false means the call failed closed with POLICY_UNAVAILABLE. It may come just
+	// after the hook's HookConnected(hook, -1): the requests pending on a dropped
+	// stream fail once the hook is unsubscribed.
 	HookFailure(hook, stage string, failOpen bool)
 	// NotificationsLost counts n result notifications for a hook named hook that its
-	// stream's end kept from being sent: queued when the stream dropped (or still queued
-	// once a shutdown stopped waiting to send them), or the one being sent. It comes just after the hook's HookConnected(hook, -1).
-	// A notification dropped because the queue was full is a HookFailure instead.
+	// stream's end kept from being sent: queued when the stream dropped (or still
+	// queued once a shutdown stopped waiting to send them), or the one being sent. It
+	// comes just after the hook's HookConnected(hook, -1). A notification dropped
+	// because the queue was full is a HookFailure instead.
 	NotificationsLost(hook string, n int)
 	// ContextsDropped counts n add_context entries of one decision of a hook named hook
 	// that were dropped because they would take the call past [WithMaxContexts].

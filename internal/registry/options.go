@@ -29,8 +29,8 @@ type Limits struct {
 	MaxToolSetsPerOwner int
 	// MaxRestrictedNames caps the names that all live restrictions list, allow and deny
 	// lists together. A scope holds at most 64 restrictions, whose allow and deny lists
-	// name at most 4096 tools each, but an operator of a subtree may restrict any number of scopes in it; this bounds
-	// what they keep in all. Default 262144.
+	// name at most 4096 tools each, but an operator of a subtree may restrict any
+	// number of scopes in it; this bounds what they keep in all. Default 262144.
 	MaxRestrictedNames int
 	// Args bounds tool arguments before schema validation. Default 1 MiB, depth 64.
 	Args jsonx.Limits

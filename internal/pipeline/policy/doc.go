@@ -38,12 +38,12 @@
 //
 // CEL conditions see `args` (the call's arguments as a map, whose numbers are double
 // but for integers of 2^53 or more in magnitude, which are int or uint when they fit),
-// `scope` and `tool`; they
-// are type-checked at parse time (conditions to bool, mode expressions to string, dyn
-// being checked when evaluated; macros nest at most 8 deep) and run under a cost limit. A condition that fails at
-// run time — a missing key, a cost overrun — makes its rule or guard deny: the policy
-// fails closed. One the call's cancellation interrupts is the cancellation, not a denial. Guard optional fields with has(args.x). A failing mode expression makes the
-// call exclusive.
+// `scope` and `tool`; they are type-checked at parse time (conditions to bool, mode
+// expressions to string, dyn being checked when evaluated; macros nest at most 8 deep)
+// and run under a cost limit. A condition that fails at run time — a missing key, a
+// cost overrun — makes its rule or guard deny: the policy fails closed. One the call's
+// cancellation interrupts is the cancellation, not a denial. Guard optional fields with
+// has(args.x). A failing mode expression makes the call exclusive.
 //
 // The package never dispatches, blocks or keeps per-call state: evaluation is pure.
 package policy
