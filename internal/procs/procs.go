@@ -58,6 +58,15 @@ const (
 	// load.
 	minQueuedSamples = 16
 
+	// minDelayed is how many delayed samples a window needs for its queued share to
+	// count. At one agent on 2 cores a window at one P holds 20–60 samples, and about
+	// one window in twenty has a delayed one (a GC worker, a timer, the machine's other
+	// processes): one alone put the share over UpQueued, raised GOMAXPROCS, and the
+	// bounce that followed kept the process at the maximum for seconds. Under a load
+	// one P cannot carry, a window has hundreds of samples and a quarter or more
+	// delayed.
+	minDelayed = 4
+
 	maxCalmFactor = 64
 	bounceWithin  = 2 * time.Second
 )
@@ -259,8 +268,8 @@ func (c *Controller) sample(w *window, wall time.Time) {
 	}
 	cores := float64(s.cpu-w.at.cpu) / float64(wall.Sub(w.wall))
 	var queued float64
-	if n := s.sched - w.at.sched; n >= minQueuedSamples {
-		queued = float64(s.delayed-w.at.delayed) / float64(n)
+	if n, d := s.sched-w.at.sched, s.delayed-w.at.delayed; n >= minQueuedSamples && d >= minDelayed {
+		queued = float64(d) / float64(n)
 	}
 	*w = window{s, wall}
 	c.follow()

@@ -334,8 +334,8 @@ func TestReadRuntime(t *testing.T) {
 }
 
 // TestControllerIgnoresAFewDelayedSamples: a quiet window at one P whose few scheduling
-// samples include a delayed one does not raise GOMAXPROCS; the same share over enough
-// samples does.
+// samples include a delayed one does not raise GOMAXPROCS, nor does one delayed sample
+// among more; a quarter delayed over enough samples does.
 func TestControllerIgnoresAFewDelayedSamples(t *testing.T) {
 	f, _ := newFake(t, Options{Max: 2, Window: 10 * time.Millisecond, Calm: 1})
 	w, _ := f.c.start(f.wall)
@@ -349,6 +349,16 @@ func TestControllerIgnoresAFewDelayedSamples(t *testing.T) {
 	f.c.sample(&w, f.wall)
 	if f.c.procs != 1 {
 		t.Errorf("procs = %d after %d samples with one delayed, want 1", f.c.procs, minQueuedSamples-1)
+	}
+	// Enough samples, and one delayed is over UpQueued: measured at one agent on 2
+	// cores, a window of 19 samples with one delayed raised GOMAXPROCS, and the
+	// bounce that followed kept two Ps for the rest of the run.
+	f.now.sched += 19
+	f.now.delayed++
+	f.wall = f.wall.Add(f.c.opts.Window)
+	f.c.sample(&w, f.wall)
+	if f.c.procs != 1 {
+		t.Errorf("procs = %d after 19 samples with one delayed, want 1", f.c.procs)
 	}
 	f.now.sched += minQueuedSamples // enough samples, a quarter delayed
 	f.now.delayed += minQueuedSamples / 4
