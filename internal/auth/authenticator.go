@@ -82,6 +82,13 @@ func (a *Authenticator) Authenticate(ctx context.Context) (Identity, error) {
 	switch vals := md.Get("authorization"); len(vals) {
 	case 0:
 	case 1:
+		// The token decides the identity but does not stand in for the connection's
+		// certificate, which a new connection's handshake would refuse once expired.
+		if a.mtls {
+			if err := a.unexpired(peerCertExpiry(ctx)); err != nil {
+				return Identity{}, err
+			}
+		}
 		return a.bearer(vals[0])
 	default:
 		return Identity{}, invalidToken("more than one authorization header")
@@ -92,21 +99,22 @@ func (a *Authenticator) Authenticate(ctx context.Context) (Identity, error) {
 			return Identity{}, err
 		}
 		if ok {
-			return id, a.unexpired(id)
+			return id, a.unexpired(id.Expires)
 		}
 	}
 	return Identity{}, &CredentialError{Reason: ReasonMissingCredentials, Detail: a.missingDetail()}
 }
 
-// unexpired refuses a client certificate that has expired since its connection's
-// handshake verified it: a connection stays open, and its calls are authenticated with
-// the handshake's certificate, for as long as the client keeps it.
-func (a *Authenticator) unexpired(id Identity) error {
-	if id.Expires.IsZero() || !a.now().After(id.Expires) {
+// unexpired refuses a client certificate, verified until expires (zero: none), that has
+// expired since its connection's handshake verified it: a connection stays open, and
+// its calls are authenticated with the handshake's certificate, for as long as the
+// client keeps it.
+func (a *Authenticator) unexpired(expires time.Time) error {
+	if expires.IsZero() || !a.now().After(expires) {
 		return nil
 	}
 	return &CredentialError{Reason: ReasonCertificateExpired,
-		Detail: "client certificate expired at " + id.Expires.UTC().Format(time.RFC3339) + "; connect again with a renewed certificate"}
+		Detail: "client certificate expired at " + expires.UTC().Format(time.RFC3339) + "; connect again with a renewed certificate"}
 }
 
 func (a *Authenticator) bearer(header string) (Identity, error) {

@@ -63,6 +63,20 @@ func peerCertIdentity(ctx context.Context) (id Identity, ok bool, err error) {
 	return Identity{Name: name, Method: MethodMTLS, Expires: chainsExpiry(info.State.VerifiedChains)}, true, nil
 }
 
+// peerCertExpiry is when the connection's verified client certificate expires (see
+// [chainsExpiry]), zero when the connection has none.
+func peerCertExpiry(ctx context.Context) time.Time {
+	p, found := peer.FromContext(ctx)
+	if !found || p.AuthInfo == nil {
+		return time.Time{}
+	}
+	info, isTLS := p.AuthInfo.(credentials.TLSInfo)
+	if !isTLS {
+		return time.Time{}
+	}
+	return chainsExpiry(info.State.VerifiedChains)
+}
+
 // chainsExpiry is when a handshake would no longer verify the client's certificate:
 // the latest, over the chains that verified it, of the earliest NotAfter in each (its
 // leaf's, unless an issuer of that chain expires first).
