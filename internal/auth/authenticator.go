@@ -84,12 +84,19 @@ func (a *Authenticator) Authenticate(ctx context.Context) (Identity, error) {
 	case 1:
 		// The token decides the identity but does not stand in for the connection's
 		// certificate, which a new connection's handshake would refuse once expired.
+		var certExpires time.Time
 		if a.mtls {
-			if err := a.unexpired(peerCertExpiry(ctx)); err != nil {
+			certExpires = peerCertExpiry(ctx)
+			if err := a.unexpired(certExpires); err != nil {
 				return Identity{}, err
 			}
 		}
-		return a.bearer(vals[0])
+		id, err := a.bearer(vals[0])
+		if err != nil {
+			return Identity{}, err
+		}
+		id.CertExpires = certExpires
+		return id, nil
 	default:
 		return Identity{}, invalidToken("more than one authorization header")
 	}

@@ -30,6 +30,11 @@ type Identity struct {
 	// is checked only at the TLS handshake, so a stream that must not outlive its
 	// credential ends itself then (WatchSession does).
 	Expires time.Time
+	// CertExpires, when not zero, is when the client certificate of the connection a
+	// token came on stops being accepted (mTLS on, and the token decided the identity):
+	// every RPC on that connection is refused from then on, so a stream that must not
+	// outlive its credential ends then too, if that comes before Expires.
+	CertExpires time.Time
 }
 
 type identityKey struct{}

@@ -93,8 +93,9 @@ type ToolServiceClient interface {
 	// SESSION_DELETED, when retention deletes the session, with UNAVAILABLE, reason
 	// SHUTTING_DOWN, at shutdown, and with UNAUTHENTICATED when the credential it was
 	// opened with expires: reason TOKEN_EXPIRED for a JWT (open it again with a fresh
-	// token), CERTIFICATE_EXPIRED for a client certificate (open it again on a new
-	// connection with a renewed one). Its events are as large as ReadSession's, and it is
+	// token), CERTIFICATE_EXPIRED for a client certificate, also that of the connection
+	// a token came on if it expires first (open it again on a new connection with a
+	// renewed one). Its events are as large as ReadSession's, and it is
 	// resumed with expect_epoch as ReadSession is (see there).
 	WatchSession(ctx context.Context, in *WatchSessionRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchSessionResponse], error)
 }
@@ -308,8 +309,9 @@ type ToolServiceServer interface {
 	// SESSION_DELETED, when retention deletes the session, with UNAVAILABLE, reason
 	// SHUTTING_DOWN, at shutdown, and with UNAUTHENTICATED when the credential it was
 	// opened with expires: reason TOKEN_EXPIRED for a JWT (open it again with a fresh
-	// token), CERTIFICATE_EXPIRED for a client certificate (open it again on a new
-	// connection with a renewed one). Its events are as large as ReadSession's, and it is
+	// token), CERTIFICATE_EXPIRED for a client certificate, also that of the connection
+	// a token came on if it expires first (open it again on a new connection with a
+	// renewed one). Its events are as large as ReadSession's, and it is
 	// resumed with expect_epoch as ReadSession is (see there).
 	WatchSession(*WatchSessionRequest, grpc.ServerStreamingServer[WatchSessionResponse]) error
 	mustEmbedUnimplementedToolServiceServer()
