@@ -315,3 +315,22 @@ func TestStoppedRunSkipsProbes(t *testing.T) {
 		t.Errorf("summary.json notes on probes = %q, want one saying they were skipped", skipped)
 	}
 }
+
+// TestProbeNullWhenToolsdFailsToStop: a probe whose toolsd exits non-zero when stopped
+// fails and leaves its key null, as such a server fails a workload's run and leaves its
+// sample out; the probe's number was kept beside its failure.
+func TestProbeNullWhenToolsdFailsToStop(t *testing.T) {
+	var v *float64
+	start := func() (*toolsdServer, error) {
+		c, _, err := startRole(t.Context(), roleExitOnStop)
+		return &toolsdServer{proc: c, dataDir: t.TempDir()}, err
+	}
+	measured := func(*toolsdServer) (float64, error) { return 48000, nil }
+	err := runProbeSteps([]probeStep{{"idle_stream_bytes", &v, measured}}, start)
+	if err == nil || !strings.Contains(err.Error(), "idle_stream_bytes") || !strings.Contains(err.Error(), exitOnStopMsg) {
+		t.Errorf("runProbeSteps() error = %v, want the probe named with its toolsd's failure", err)
+	}
+	if v != nil {
+		t.Errorf("runProbeSteps() value = %v, want null for a probe whose toolsd failed", *v)
+	}
+}

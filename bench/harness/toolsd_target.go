@@ -227,43 +227,55 @@ func freePort() (string, error) {
 // probe that fails is named in the error and left nil; the others still run.
 func runToolsdProbes(ctx context.Context, c config) (probeResults, error) {
 	var r probeResults
-	steps := []struct {
-		key string
-		run func(*toolsdServer) error
-	}{
-		{"schemas_10k_p50_us", func(s *toolsdServer) error {
+	steps := []probeStep{
+		{"schemas_10k_p50_us", &r.Schemas10kP50us, func(s *toolsdServer) (float64, error) {
 			lat, err := probe.SchemasLatency(ctx, s.addr, c.schemaTools, c.schemaCalls)
-			if err == nil {
-				r.Schemas10kP50us = ptr(us(lat.P50))
-			}
-			return err
+			return us(lat.P50), err
 		}},
-		{"idle_stream_bytes", func(s *toolsdServer) error {
-			v, err := probe.IdleStreamBytes(ctx, s.addr, s.proc.pid(), c.idleStreams)
-			if err == nil {
-				r.IdleStreamBytes = ptr(v)
-			}
-			return err
+		{"idle_stream_bytes", &r.IdleStreamBytes, func(s *toolsdServer) (float64, error) {
+			return probe.IdleStreamBytes(ctx, s.addr, s.proc.pid(), c.idleStreams)
 		}},
-		{"inflight_call_bytes", func(s *toolsdServer) error {
-			v, err := probe.InflightCallBytes(ctx, s.addr, s.proc.pid(), c.inflightCalls)
-			if err == nil {
-				r.InflightCallBytes = ptr(v)
-			}
-			return err
+		{"inflight_call_bytes", &r.InflightCallBytes, func(s *toolsdServer) (float64, error) {
+			return probe.InflightCallBytes(ctx, s.addr, s.proc.pid(), c.inflightCalls)
 		}},
 	}
+	err := runProbeSteps(steps, func() (*toolsdServer, error) { return startToolsd(ctx, "") })
+	return r, err
+}
+
+// probeStep is one toolsd-only probe: its summary.json key, where its value goes, and
+// its measurement of a running toolsd.
+type probeStep struct {
+	key  string
+	into **float64
+	run  func(*toolsdServer) (float64, error)
+}
+
+// runProbeSteps runs each step against its own server from start and returns the
+// failures, each named by its key. A step's value is kept only if it measured and its
+// server then stopped cleanly: a toolsd that exited early or non-zero, or had to be
+// killed, fails its probe and leaves the value nil, as it fails a workload's run.
+func runProbeSteps(steps []probeStep, start func() (*toolsdServer, error)) error {
 	var errs []error
 	for _, step := range steps {
-		s, err := startToolsd(ctx, "")
-		if err == nil {
-			err = errors.Join(step.run(s), s.stop())
-		}
-		if err != nil {
+		if err := runProbeStep(step, start); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", step.key, err))
 		}
 	}
-	return r, errors.Join(errs...)
+	return errors.Join(errs...)
+}
+
+func runProbeStep(step probeStep, start func() (*toolsdServer, error)) error {
+	s, err := start()
+	if err != nil {
+		return err
+	}
+	v, err := step.run(s)
+	if err := errors.Join(err, s.stop()); err != nil {
+		return err
+	}
+	*step.into = &v
+	return nil
 }
 
 func ptr(v float64) *float64 { return &v }
