@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/zap"
@@ -420,6 +421,38 @@ func TestProgressSanitized(t *testing.T) {
 	pr := <-got
 	if pr.Message != "50\uFFFD%" || pr.Progress != 0.5 || pr.Total != 1 {
 		t.Errorf("progress = %+v, want message 50\uFFFD%% at 0.5 of 1", pr)
+	}
+	r.result(&toolsdv1.ExecuteResult{RequestId: id})
+	awaitResult(t, call)
+}
+
+// TestProgressIsCutAfterItsRepair: a progress message is forwarded at most
+// MaxProgressBytes long, and valid UTF-8, even when its text is not UTF-8: each run of
+// bad bytes becomes a three-byte U+FFFD, so a message cut to the limit and then
+// repaired could be twice as long as the limit.
+func TestProgressIsCutAfterItsRepair(t *testing.T) {
+	srv := brokertest.Start(t, brokertest.NewRegistrar())
+	r := helloRaw(t, srv, "raw", 0)
+	got := make(chan tool.Progress, 2)
+	e := execFor("t", "{}")
+	e.Progress = func(p tool.Progress) { got <- p }
+	call := goCall(t.Context(), srv.Broker, r.id, e)
+	id := r.execute().GetRequestId()
+	for _, msg := range [][]byte{
+		[]byte(strings.Repeat("\xffa", broker.MaxProgressBytes)), // every other byte bad
+		[]byte(strings.Repeat("é", broker.MaxProgressBytes)),     // valid: cut at a character
+	} {
+		r.send(&toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Progress{
+			Progress: &toolsdv1.ExecuteProgress{RequestId: id, Message: msg},
+		}})
+		pr := <-got
+		if n := len(pr.Message); n > broker.MaxProgressBytes || n < broker.MaxProgressBytes-3 {
+			t.Errorf("progress of %d bytes forwarded as %d bytes, want at most MaxProgressBytes (%d), and no fewer than 3 below it",
+				len(msg), n, broker.MaxProgressBytes)
+		}
+		if !utf8.ValidString(pr.Message) {
+			t.Errorf("progress forwarded as %q…, not valid UTF-8", pr.Message[:16])
+		}
 	}
 	r.result(&toolsdv1.ExecuteResult{RequestId: id})
 	awaitResult(t, call)

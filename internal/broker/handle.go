@@ -109,6 +109,14 @@ func (b *Broker) stale(c *conn, id uint64) {
 // batch's outbox.
 const MaxProgressBytes = 64 << 10
 
+// progressText is a progress message as forwarded: valid UTF-8 of at most
+// MaxProgressBytes. It is cut before it is repaired, so that a long message is not
+// copied whole, and again after: a repair makes each run of bad bytes a three-byte
+// U+FFFD, so that text cut to the limit, then repaired, could be twice as long.
+func progressText(b []byte) string {
+	return textcut.Prefix(validUTF8(string(truncate(b, MaxProgressBytes))), MaxProgressBytes)
+}
+
 // progress forwards a progress report to the waiting call's observer. It runs on the
 // receive loop, so the callback must not block.
 func (b *Broker) progress(c *conn, pr *toolsdv1.ExecuteProgress) {
@@ -128,7 +136,7 @@ func (b *Broker) progress(c *conn, pr *toolsdv1.ExecuteProgress) {
 	fn(tool.Progress{
 		CallID:   callID,
 		Index:    index,
-		Message:  validUTF8(string(truncate(pr.GetMessage(), MaxProgressBytes))),
+		Message:  progressText(pr.GetMessage()),
 		Progress: finite(pr.GetProgress()),
 		Total:    finite(pr.GetTotal()),
 	})
