@@ -75,6 +75,9 @@ type conn struct {
 	// It is skipped only when the loop may be stuck in the hello's send.
 	live   streamgate.Retire
 	strays int // stray messages warned about; the receive loop's alone
+	// rejections counts the refused registrations logged (see logRejected); the
+	// receive loop's alone.
+	rejections int
 	// quiet guards the log lines of sends the teardown gave up waiting for: such a
 	// send fails after the handler returned, and says nothing then.
 	quiet streamgate.Retire

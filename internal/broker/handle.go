@@ -213,10 +213,27 @@ func (b *Broker) registerOne(c *conn, scope string, d *toolsdv1.ToolDefinition) 
 	}
 	// Cut: a refused scope may be megabytes, and this is logged for every tool of the
 	// message; a refused name may be as long as the message.
-	c.log.Info("tool registration rejected", zap.String("scope", textcut.Ellipsis(scope, maxLoggedScope)),
+	c.logRejected(zap.String("scope", textcut.Ellipsis(scope, maxLoggedScope)),
 		zap.String("tool", textcut.Ellipsis(st.Name, textcut.MaxLoggedID)),
 		zap.String("code", st.ErrorCode), zap.Error(err))
 	return st
+}
+
+// logRejected logs a refused registration at info, the first maxStrayLogs of the stream
+// only, and the rest at debug: the provider learns of each refusal from its status,
+// and an empty definition is two bytes on the wire and its line hundreds, so a provider
+// sending register messages without end would otherwise flood the log. It runs on the
+// receive loop.
+func (c *conn) logRejected(fields ...zap.Field) {
+	c.rejections++
+	if c.rejections <= maxStrayLogs {
+		c.log.Info("tool registration rejected", fields...)
+		return
+	}
+	if c.rejections == maxStrayLogs+1 {
+		c.log.Info("further rejected registrations on this stream are logged at debug", zap.Int("logged", maxStrayLogs))
+	}
+	c.log.Debug("tool registration rejected", fields...)
 }
 
 // unregister removes the named tools and answers like register (the same per-message

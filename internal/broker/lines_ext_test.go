@@ -130,3 +130,34 @@ func TestRejectedToolNameIsLoggedBounded(t *testing.T) {
 		t.Errorf("tool logged as %d bytes, want its start, at most 256", len(v))
 	}
 }
+
+// TestRejectedRegistrationsLogBounded: a provider whose registrations are refused
+// writes a bounded number of info lines about them, the rest at debug: an empty
+// definition is two bytes on the wire and its line hundreds, and a provider may send
+// register messages without end. Every tool still gets its refusal.
+func TestRejectedRegistrationsLogBounded(t *testing.T) {
+	observed, logs := observer.New(zap.DebugLevel)
+	srv := brokertest.Start(t, brokertest.NewRegistrar(), broker.WithLogger(zap.New(observed)))
+	r := helloRaw(t, srv, "raw", 0)
+	defs := make([]*toolsdv1.ToolDefinition, 50)
+	for i := range defs {
+		defs[i] = &toolsdv1.ToolDefinition{Name: "t", MaxContentBytes: -1} // refused by the broker itself
+	}
+	for ref := range uint64(2) {
+		r.send(registerMsg(ref+1, "", defs...))
+		sts := r.next().GetRegisterResult().GetTools()
+		if len(sts) != len(defs) || sts[len(sts)-1].GetErrorCode() == "" {
+			t.Fatalf("register statuses = %v, want %d refusals", sts, len(defs))
+		}
+	}
+	rejected := logs.FilterMessage("tool registration rejected")
+	if n := rejected.Filter(func(e observer.LoggedEntry) bool { return e.Level == zap.InfoLevel }).Len(); n != 10 {
+		t.Errorf("%d info lines for 100 rejected registrations, want the first 10", n)
+	}
+	if n := rejected.Filter(func(e observer.LoggedEntry) bool { return e.Level == zap.DebugLevel }).Len(); n != 90 {
+		t.Errorf("%d debug lines for 100 rejected registrations, want the 90 after the first 10", n)
+	}
+	if n := logs.FilterMessage("further rejected registrations on this stream are logged at debug").Len(); n != 1 {
+		t.Errorf("%d notes that further rejections go to debug, want 1", n)
+	}
+}
