@@ -275,9 +275,13 @@ async function execute(req, running, send, maxResultBytes) {
   }
   if (result) {
     // Too large a message would end the whole stream: send only the size (RESULT_TOO_LARGE),
-    // still marked cancelled if the tool stopped because of the cancel (then ABORTED).
+    // still marked cancelled if the tool stopped because of the cancel (then ABORTED). A
+    // success after toolsd's cancel is ABORTED whatever it carries: it goes without its
+    // payload, as the Go SDK sends it, not as its size.
     const size = (result.content?.length ?? 0) + (result.errorMessage?.length ?? 0);
-    if (size > maxResultBytes) result = { oversizedBytes: size, cancelled: result.cancelled ?? false };
+    if (size > maxResultBytes) {
+      result = call.toldToStop && !result.isError ? {} : { oversizedBytes: size, cancelled: result.cancelled ?? false };
+    }
     send({ result: { requestId: req.requestId, ...result } });
   }
   running.delete(req.requestId);

@@ -516,6 +516,25 @@ func TestNodeProviderKeepsCancelledWhenOversized(t *testing.T) {
 	}
 }
 
+// TestNodeProviderSendsAnOversizedSuccessAfterACancelEmpty: toolsd records a success
+// that comes after its cancel ABORTED, whatever it carries. One over the welcome's
+// max_result_bytes went as its size, not cancelled (the tool did not stop as
+// cancelled), which toolsd records RESULT_TOO_LARGE; it now goes as a success without
+// its payload, as the Go SDK sends it.
+func TestNodeProviderSendsAnOversizedSuccessAfterACancelEmpty(t *testing.T) {
+	_, s := welcomedNode(t, 4, "testdata/provider.mjs") // 4: less than stop_slowly's text
+
+	s.send(t, execute(1, "stop_slowly", `{"ms": 0}`))
+	s.next(t, func(m *toolsdv1.ProviderServiceConnectRequest) bool { return m.GetProgress().GetRequestId() == 1 })
+	s.send(t, &toolsdv1.ProviderServiceConnectResponse{Msg: &toolsdv1.ProviderServiceConnectResponse_Cancel{
+		Cancel: &toolsdv1.CancelExecution{RequestId: 1, Reason: "test"},
+	}})
+	r := s.next(t, func(m *toolsdv1.ProviderServiceConnectRequest) bool { return m.GetResult() != nil }).GetResult()
+	if r.GetOversizedBytes() != 0 || r.GetIsError() || len(r.GetContent()) != 0 {
+		t.Errorf("result of stop_slowly over max_result_bytes after toolsd's cancel = %v, want an empty success", r)
+	}
+}
+
 // TestNodeProviderUnregistersOnShutdown: as the Go SDK does, the provider unregisters
 // every tool it registered as its shutdown begins, in messages of at most 100 names, so
 // that toolsd sends it no new calls while the running ones finish, and registers
