@@ -156,6 +156,22 @@ func TestRequiredHooks(t *testing.T) {
 	})
 }
 
+// TestRequiredHookGlobsThatMatchNothing: a requirement whose tool or scope glob no tool
+// name or scope can match covers no call, so the calls its operator meant it to guard
+// would run without the hook. It is refused at its place, as a policy rule with such a
+// pattern is; it was accepted.
+func TestRequiredHookGlobsThatMatchNothing(t *testing.T) {
+	refusedAll(t, map[string]string{
+		"hooks:\n  required:\n    - {name: p, stage: pre_execute, tool: \"fs read\"}\n":       `t.yaml:3:7: hooks.required[0]: tool glob "fs read": no tool can have this name`,
+		"hooks:\n  required:\n    - {name: p, stage: pre_execute, tool: \"fs:*\"}\n":          `t.yaml:3:7: hooks.required[0]: tool glob "fs:*": can never match`,
+		"hooks:\n  required:\n    - {name: p, stage: pre_execute, scope: \"/tenant-a/**\"}\n": `t.yaml:3:7: hooks.required[0]: scope glob "/tenant-a/**": can never match`,
+		"hooks:\n  required:\n    - {name: p, stage: pre_execute, scope: \"tenant a/**\"}\n":  `t.yaml:3:7: hooks.required[0]: scope glob "tenant a/**": can never match`,
+	})
+	for _, ok := range []string{`tool: ""`, `tool: "*"`, `scope: ""`, `scope: "*"`, `scope: "**"`, `tool: "fs_*", scope: "tenant-a/**"`} {
+		accepted(t, "hooks:\n  required:\n    - {name: p, stage: pre_execute, "+ok+"}\n")
+	}
+}
+
 func TestSessionHotFor(t *testing.T) {
 	cfg, err := config.Parse(nil, "")
 	if err != nil {

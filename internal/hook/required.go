@@ -1,6 +1,7 @@
 package hook
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/toolsd/toolsd/internal/glob"
+	"github.com/toolsd/toolsd/internal/registry"
 	"github.com/toolsd/toolsd/internal/textcut"
 	"github.com/toolsd/toolsd/internal/tool"
 )
@@ -28,7 +30,8 @@ type Requirement struct {
 // NewRequirement returns the requirement that a hook named name take part in stage
 // ("pre_execute" or "post_execute") of the calls whose tool matches the tool glob and
 // whose scope matches the scope glob, globs as a subscription's ("" matches every tool,
-// every scope).
+// every scope). A glob no tool name or scope can match is refused: the requirement
+// would cover no call, and the calls it was written for would run without the hook.
 func NewRequirement(name, stage, toolGlob, scopeGlob string) (Requirement, error) {
 	r := Requirement{name: name}
 	switch stage {
@@ -45,6 +48,12 @@ func NewRequirement(name, stage, toolGlob, scopeGlob string) (Requirement, error
 	var err error
 	if r.tool, r.scope, err = parseGlobs(toolGlob, scopeGlob); err != nil {
 		return Requirement{}, err
+	}
+	if err := registry.ToolPatternProblem(cmp.Or(toolGlob, "*")); err != nil {
+		return Requirement{}, fmt.Errorf("tool glob %q: %w", toolGlob, err)
+	}
+	if err := registry.ScopePatternProblem(scopeGlob); err != nil {
+		return Requirement{}, fmt.Errorf("scope glob %q: %w", scopeGlob, err)
 	}
 	return r, nil
 }
