@@ -317,6 +317,19 @@ func TestDecodeErrorsNameKeyAndPlace(t *testing.T) {
 	})
 }
 
+// TestListOrMappingForADurationOrSize: a list or a mapping where a duration or a size
+// belongs is refused as not one, as an integer key refuses it ("cannot unmarshal !!seq");
+// the refusal quoted an empty text (time: invalid duration ""), which the file does not
+// hold.
+func TestListOrMappingForADurationOrSize(t *testing.T) {
+	refusedAll(t, map[string]string{
+		"limits:\n  approval_timeout: [1s]\n":    "t.yaml:2:21: limits.approval_timeout: a list, not a duration like 2s or 500ms",
+		"limits:\n  approval_timeout: {a: 1s}\n": "t.yaml:2:21: limits.approval_timeout: a mapping, not a duration like 2s or 500ms",
+		"limits:\n  max_request_bytes: [1MiB]\n": "t.yaml:2:22: limits.max_request_bytes: a list, not a byte count like 1048576 or 1MiB",
+		"runtime:\n  memory_limit: {a: 1}\n":     "t.yaml:2:17: runtime.memory_limit: a mapping, not a byte count like 1048576 or 1MiB",
+	})
+}
+
 // TestValueErrorsAreLocated: a value the YAML types accept but Validate refuses is
 // reported at its place in the file, as a decoding error is.
 func TestValueErrorsAreLocated(t *testing.T) {

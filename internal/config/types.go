@@ -19,12 +19,25 @@ type Duration time.Duration
 
 // UnmarshalYAML parses a Go duration string.
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	if err := notScalar(n, "a duration like 2s or 500ms"); err != nil {
+		return err
+	}
 	v, err := time.ParseDuration(n.Value)
 	if err != nil {
 		return &valueError{line: n.Line, column: n.Column, err: err}
 	}
 	*d = Duration(v)
 	return nil
+}
+
+// notScalar refuses a list or a mapping written where a scalar (want) belongs. Its
+// Value is empty, so parsing it would quote an empty text the file does not hold.
+func notScalar(n *yaml.Node, want string) error {
+	kind := map[yaml.Kind]string{yaml.SequenceNode: "a list", yaml.MappingNode: "a mapping"}[n.Kind]
+	if kind == "" {
+		return nil
+	}
+	return &valueError{line: n.Line, column: n.Column, err: fmt.Errorf("%s, not %s", kind, want)}
 }
 
 // valueError is a Duration's or Size's refusal of its text, with the value's place; decode
@@ -46,6 +59,9 @@ type Size int64
 
 // UnmarshalYAML parses a size with an optional binary unit.
 func (s *Size) UnmarshalYAML(n *yaml.Node) error {
+	if err := notScalar(n, "a byte count like 1048576 or 1MiB"); err != nil {
+		return err
+	}
 	v, err := ParseSize(n.Value)
 	if err != nil {
 		return &valueError{line: n.Line, column: n.Column, err: err}
