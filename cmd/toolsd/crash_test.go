@@ -84,11 +84,12 @@ type clientView struct {
 	calls    map[string]map[uint64]string               // session → call seq → call id
 	results  map[string]map[string]*toolsdv1.ToolResult // session → call id → result
 	sessions map[string]bool
+	epochs   map[string]uint64 // session → the epoch ReadSession first gave it
 	wg       sync.WaitGroup
 }
 
 func newClientView() *clientView {
-	return &clientView{calls: map[string]map[uint64]string{}, results: map[string]map[string]*toolsdv1.ToolResult{}, sessions: map[string]bool{}}
+	return &clientView{calls: map[string]map[uint64]string{}, results: map[string]map[string]*toolsdv1.ToolResult{}, sessions: map[string]bool{}, epochs: map[string]uint64{}}
 }
 
 func (v *clientView) received(session string, callIDs ...string) bool {
@@ -185,7 +186,8 @@ func (v *clientView) stream(c toolsdv1.ToolServiceClient, b *toolsdv1.Batch, r *
 // different points, and checks after each restart on the same data directory that the
 // session log holds every result a client was told about, exactly one result per call,
 // and a synthetic ABORTED result (recovered) for every interrupted call, which was never
-// run again.
+// run again; and that every event of a session reads with the epoch it had before the
+// restarts, which a read resumed with expect_epoch accepts.
 func TestKillNineLosesNothing(t *testing.T) {
 	for _, store := range []string{"bolt", "journal"} {
 		t.Run(store, func(t *testing.T) { testKillNine(t, store) })
@@ -319,7 +321,7 @@ func verifyLog(t *testing.T, c toolsdv1.ToolServiceClient, view *clientView, led
 	defer view.mu.Unlock()
 	recovered := map[string][]string{}
 	for _, s := range slices.Sorted(maps.Keys(view.sessions)) {
-		events := readSession(t, c, s)
+		events := readLog(t, c, view, s)
 		bySeq := map[uint64]*toolsdv1.SessionEvent{}
 		resultsFor := map[uint64][]*toolsdv1.SessionEvent{}
 		for i, ev := range events {
@@ -389,4 +391,31 @@ func verifyLog(t *testing.T, c toolsdv1.ToolServiceClient, view *clientView, led
 		}
 	}
 	return recovered
+}
+
+// readLog reads session s whole and checks its epochs: one for every event, the same
+// after each restart as when first read, and a read resumed from seq 2 with it as
+// expect_epoch (which reads seq 1 alone for the epoch, from the file in a cold journal
+// session) gets the rest of the log. view.mu is held.
+func readLog(t *testing.T, c toolsdv1.ToolServiceClient, view *clientView, s string) []*toolsdv1.SessionEvent {
+	t.Helper()
+	events, epochs := readSession(t, c, &toolsdv1.ReadSessionRequest{SessionId: s})
+	if len(events) == 0 {
+		return nil
+	}
+	epoch, seen := view.epochs[s]
+	if !seen {
+		epoch = epochs[0]
+		view.epochs[s] = epoch
+	}
+	for i, e := range epochs {
+		if e != epoch {
+			t.Errorf("%s: event seq %d has epoch %d, want %d (the session's since it was first read)", s, events[i].GetSeq(), e, epoch)
+		}
+	}
+	rest, restEpochs := readSession(t, c, &toolsdv1.ReadSessionRequest{SessionId: s, FromSeq: 2, ExpectEpoch: epoch})
+	if len(rest) != len(events)-1 || slices.ContainsFunc(restEpochs, func(e uint64) bool { return e != epoch }) {
+		t.Errorf("%s: ReadSession(from 2, expect_epoch %d) = %d events with epochs %v, want %d with that epoch", s, epoch, len(rest), restEpochs, len(events)-1)
+	}
+	return events
 }

@@ -184,23 +184,27 @@ func runProvider(tb testing.TB, addr string, tools ...provider.Tool) (stop func(
 	return stop
 }
 
-// readSession returns every stored event of a session.
-func readSession(tb testing.TB, c toolsdv1.ToolServiceClient, sessionID string) []*toolsdv1.SessionEvent {
+// readSession returns the events req reads and the epoch each came with.
+func readSession(tb testing.TB, c toolsdv1.ToolServiceClient, req *toolsdv1.ReadSessionRequest) ([]*toolsdv1.SessionEvent, []uint64) {
 	tb.Helper()
-	stream, err := c.ReadSession(context.Background(), &toolsdv1.ReadSessionRequest{SessionId: sessionID})
+	stream, err := c.ReadSession(context.Background(), req)
 	if err != nil {
-		tb.Fatalf("ReadSession(%s) = %v", sessionID, err)
+		tb.Fatalf("ReadSession(%v) = %v", req, err)
 	}
-	var events []*toolsdv1.SessionEvent
+	var (
+		events []*toolsdv1.SessionEvent
+		epochs []uint64
+	)
 	for {
 		m, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
-			return events
+			return events, epochs
 		}
 		if err != nil {
-			tb.Fatalf("ReadSession(%s).Recv() = %v", sessionID, err)
+			tb.Fatalf("ReadSession(%v).Recv() = %v", req, err)
 		}
 		events = append(events, m.GetEvent())
+		epochs = append(epochs, m.GetEpoch())
 	}
 }
 
