@@ -11,7 +11,8 @@ import (
 )
 
 // ToolPatternProblem explains why no tool name can match the glob p (nil when one
-// can): a policy rule or a required hook with such a pattern would apply to no call.
+// can): a policy rule or a required hook with such a pattern would apply to no call. p
+// must be well-formed (one glob.Tool accepted).
 func ToolPatternProblem(p string) error {
 	if !strings.ContainsAny(p, `*?[\`) {
 		if why := tool.NameProblem(p); why != "" {
@@ -32,7 +33,8 @@ func ToolPatternProblem(p string) error {
 }
 
 // ScopePatternProblem explains why no scope can match the glob p (nil when one can;
-// "", a lone "*" and "**" match every scope).
+// "", a lone "*" and "**" match every scope). p must be well-formed (one glob.Scope
+// accepted).
 func ScopePatternProblem(p string) error {
 	if p == "" || p == "*" || p == "**" {
 		return nil
