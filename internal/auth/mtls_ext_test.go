@@ -213,64 +213,46 @@ func TestMTLSNegotiatesTLS13(t *testing.T) {
 }
 
 // A client certificate that expires while its connection stays open stops
-// authenticating calls on that connection: the handshake checked it only once.
+// authenticating calls on that connection: the handshake checked it only once. A
+// bearer token decides the identity on such a connection but does not stand in for the
+// certificate: with client_ca_file set every connection needs one, and a new
+// connection with the expired certificate fails its handshake whatever token its calls
+// would carry.
 func TestExpiredCertificateOnAnOpenConnection(t *testing.T) {
-	p := newPKI(t)
-	serverTLS, err := auth.ServerTLSConfig(p.certFile, p.keyFile, p.caFile)
-	if err != nil {
-		t.Fatalf("ServerTLSConfig() = %v", err)
-	}
-	var now atomic.Pointer[time.Time]
-	start := time.Now()
-	now.Store(&start)
-	a, _ := mustNew(t, auth.Config{MTLS: true, Grants: []auth.Grant{{Identity: "*", Role: auth.RoleOperator}}},
-		auth.WithClock(func() time.Time { return *now.Load() }))
-	conn := dial(t, startServer(t, a, serverTLS), p.clientTLS(p.cnClient))
-	if got, err := callUnary(testContext(t), conn); err != nil || got != "mtls:agent-b" {
-		t.Fatalf("WhoAmI() before expiry = %q, %v", got, err)
-	}
-	later := start.Add(2 * time.Hour) // the certificate is valid for one
-	now.Store(&later)
-	for rpc, call := range map[string]func() (string, error){
-		"unary":  func() (string, error) { return callUnary(testContext(t), conn) },
-		"stream": func() (string, error) { return callStream(testContext(t), conn) },
-	} {
-		got, err := call()
-		if code, reason := errReason(err); code != codes.Unauthenticated || reason != auth.ReasonCertificateExpired {
-			t.Errorf("%s WhoAmI() after expiry = %q, %v (%s), want Unauthenticated %s", rpc, got, err, reason, auth.ReasonCertificateExpired)
-		}
-	}
-}
-
-// A bearer token decides the identity on a connection with a client certificate, but
-// does not stand in for the certificate: with client_ca_file set every connection
-// needs one, and a new connection with the expired certificate fails its handshake
-// whatever token its calls would carry.
-func TestExpiredCertificateRefusesBearerCalls(t *testing.T) {
 	p := newPKI(t)
 	tokens := writeFile(t, "tokens", []byte(tokenA+" token-agent\n"))
 	serverTLS, err := auth.ServerTLSConfig(p.certFile, p.keyFile, p.caFile)
 	if err != nil {
 		t.Fatalf("ServerTLSConfig() = %v", err)
 	}
-	var now atomic.Pointer[time.Time]
-	start := time.Now()
-	now.Store(&start)
-	a, _ := mustNew(t, auth.Config{MTLS: true, TokenFile: tokens, Grants: []auth.Grant{{Identity: "*", Role: auth.RoleOperator}}},
-		auth.WithClock(func() time.Time { return *now.Load() }))
-	conn := dial(t, startServer(t, a, serverTLS), p.clientTLS(p.cnClient))
-	if got, err := callUnary(testContext(t), conn, "Bearer "+tokenA); err != nil || got != "token:token-agent" {
-		t.Fatalf("WhoAmI(token) before expiry = %q, %v", got, err)
-	}
-	later := start.Add(2 * time.Hour) // the certificate is valid for one
-	now.Store(&later)
-	for rpc, call := range map[string]func() (string, error){
-		"unary":  func() (string, error) { return callUnary(testContext(t), conn, "Bearer "+tokenA) },
-		"stream": func() (string, error) { return callStream(testContext(t), conn, "Bearer "+tokenA) },
+	for name, tc := range map[string]struct {
+		authz []string // the calls' authorization header, if any
+		who   string   // the identity before expiry
+	}{
+		"certificate":  {nil, "mtls:agent-b"},
+		"bearer token": {[]string{"Bearer " + tokenA}, "token:token-agent"},
 	} {
-		got, err := call()
-		if code, reason := errReason(err); code != codes.Unauthenticated || reason != auth.ReasonCertificateExpired {
-			t.Errorf("%s WhoAmI(token) after the certificate expired = %q, %v (%s), want Unauthenticated %s", rpc, got, err, reason, auth.ReasonCertificateExpired)
-		}
+		t.Run(name, func(t *testing.T) {
+			var now atomic.Pointer[time.Time]
+			start := time.Now()
+			now.Store(&start)
+			a, _ := mustNew(t, auth.Config{MTLS: true, TokenFile: tokens, Grants: []auth.Grant{{Identity: "*", Role: auth.RoleOperator}}},
+				auth.WithClock(func() time.Time { return *now.Load() }))
+			conn := dial(t, startServer(t, a, serverTLS), p.clientTLS(p.cnClient))
+			if got, err := callUnary(testContext(t), conn, tc.authz...); err != nil || got != tc.who {
+				t.Fatalf("WhoAmI() before expiry = %q, %v; want %q", got, err, tc.who)
+			}
+			later := start.Add(2 * time.Hour) // the certificate is valid for one
+			now.Store(&later)
+			for rpc, call := range map[string]func() (string, error){
+				"unary":  func() (string, error) { return callUnary(testContext(t), conn, tc.authz...) },
+				"stream": func() (string, error) { return callStream(testContext(t), conn, tc.authz...) },
+			} {
+				got, err := call()
+				if code, reason := errReason(err); code != codes.Unauthenticated || reason != auth.ReasonCertificateExpired {
+					t.Errorf("%s WhoAmI() after the certificate expired = %q, %v (%s), want Unauthenticated %s", rpc, got, err, reason, auth.ReasonCertificateExpired)
+				}
+			}
+		})
 	}
 }

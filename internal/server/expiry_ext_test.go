@@ -238,55 +238,14 @@ func newECKey(t *testing.T) *ecdsa.PrivateKey {
 // TLS handshake, and a WatchSession authenticated by one went on sending the session's
 // events past the certificate's NotAfter, for as long as the client kept the stream
 // (the watch of a JWT ends at its expiry). It now ends once the certificate expires,
-// with Unauthenticated (CERTIFICATE_EXPIRED), naming the certificate.
+// with Unauthenticated (CERTIFICATE_EXPIRED), naming the certificate. So does one
+// opened with a static token (which never expires) on a connection with a client
+// certificate: a token decides the identity there, and every RPC on the connection is
+// refused once its certificate has expired; that watch went on for as long as the
+// client kept it.
 func TestWatchEndsWhenItsCertificateExpires(t *testing.T) {
 	p := newTestPKI(t)
 	notAfter := time.Now().Add(10 * time.Minute).Truncate(time.Second) // a certificate's times are whole seconds
-	client := p.issue(t, "agent-a", notAfter, x509.ExtKeyUsageClientAuth)
-	serverTLS, err := auth.ServerTLSConfig(p.certFile, p.keyFile, p.caFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	authn, _, err := auth.New(auth.Config{MTLS: true,
-		Grants: []auth.Grant{{Identity: "agent-a", Role: auth.RoleAgent, Scopes: []string{"**"}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := session.NewMemory()
-	defer func() { _ = store.Close() }()
-	appendMessages(t, store, "s", 2)
-	timers := expiryTimers{armed: make(chan armedTimer, 1)}
-	roots := x509.NewCertPool()
-	roots.AddCert(p.ca)
-	tools, _, _ := serveConfigCreds(t,
-		server.GRPCConfig{Creds: credentials.NewTLS(serverTLS), AuthUnary: authn.UnaryServerInterceptor(), AuthStream: authn.StreamServerInterceptor()},
-		server.Deps{Sessions: store, ExpiryTimer: timers.after},
-		credentials.NewTLS(&tls.Config{RootCAs: roots, Certificates: []tls.Certificate{client}, ServerName: "toolsd.test", MinVersion: tls.VersionTLS12}))
-
-	w, err := tools.WatchSession(t.Context(), &toolsdv1.WatchSessionRequest{SessionId: "s"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	timer := timers.armedAfter(t, w, 2, "a client certificate")
-	if !timer.at.Equal(notAfter) {
-		t.Errorf("expiry timer armed for %v, want the certificate's NotAfter %v", timer.at, notAfter)
-	}
-	timer.fire()
-	m, err := w.Recv()
-	if status.Code(err) != codes.Unauthenticated || reason(err) != auth.ReasonCertificateExpired || !strings.Contains(status.Convert(err).Message(), "certificate") {
-		t.Fatalf("Recv() after the certificate expired = %v, %v; want Unauthenticated (%s) naming the certificate", m.GetEvent().GetSeq(), err, auth.ReasonCertificateExpired)
-	}
-}
-
-// TestWatchWithATokenEndsWhenItsConnectionsCertificateExpires: over mTLS, a token
-// decides a caller's identity, and every RPC on a connection whose client certificate
-// has expired is refused all the same. A WatchSession opened there with a static token
-// (which never expires) went on sending events past the certificate's NotAfter for as
-// long as the client kept the stream. It now ends then, with Unauthenticated
-// (CERTIFICATE_EXPIRED), as one authenticated by the certificate does.
-func TestWatchWithATokenEndsWhenItsConnectionsCertificateExpires(t *testing.T) {
-	p := newTestPKI(t)
-	notAfter := time.Now().Add(10 * time.Minute).Truncate(time.Second)
 	client := p.issue(t, "agent-a", notAfter, x509.ExtKeyUsageClientAuth)
 	serverTLS, err := auth.ServerTLSConfig(p.certFile, p.keyFile, p.caFile)
 	if err != nil {
@@ -296,8 +255,10 @@ func TestWatchWithATokenEndsWhenItsConnectionsCertificateExpires(t *testing.T) {
 	if err := os.WriteFile(tokens, []byte("static-token-of-agent-b agent-b\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	authn, _, err := auth.New(auth.Config{MTLS: true, TokenFile: tokens,
-		Grants: []auth.Grant{{Identity: "agent-b", Role: auth.RoleAgent, Scopes: []string{"**"}}}})
+	authn, _, err := auth.New(auth.Config{MTLS: true, TokenFile: tokens, Grants: []auth.Grant{
+		{Identity: "agent-a", Role: auth.RoleAgent, Scopes: []string{"**"}},
+		{Identity: "agent-b", Role: auth.RoleAgent, Scopes: []string{"**"}},
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,23 +268,32 @@ func TestWatchWithATokenEndsWhenItsConnectionsCertificateExpires(t *testing.T) {
 	timers := expiryTimers{armed: make(chan armedTimer, 1)}
 	roots := x509.NewCertPool()
 	roots.AddCert(p.ca)
-	tools, _, _ := serveConfigCreds(t,
+	tools, _, ends := serveConfigCreds(t,
 		server.GRPCConfig{Creds: credentials.NewTLS(serverTLS), AuthUnary: authn.UnaryServerInterceptor(), AuthStream: authn.StreamServerInterceptor()},
 		server.Deps{Sessions: store, ExpiryTimer: timers.after},
 		credentials.NewTLS(&tls.Config{RootCAs: roots, Certificates: []tls.Certificate{client}, ServerName: "toolsd.test", MinVersion: tls.VersionTLS12}))
 
-	ctx := metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer static-token-of-agent-b")
-	w, err := tools.WatchSession(ctx, &toolsdv1.WatchSessionRequest{SessionId: "s"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	timer := timers.armedAfter(t, w, 2, "a static token over a connection with a client certificate")
-	if !timer.at.Equal(notAfter) {
-		t.Errorf("expiry timer armed for %v, want the certificate's NotAfter %v", timer.at, notAfter)
-	}
-	timer.fire()
-	m, err := w.Recv()
-	if status.Code(err) != codes.Unauthenticated || reason(err) != auth.ReasonCertificateExpired {
-		t.Fatalf("Recv() after the certificate expired = %v, %v; want Unauthenticated (%s)", m.GetEvent().GetSeq(), err, auth.ReasonCertificateExpired)
+	for _, tc := range []struct{ name, authz string }{
+		{"a client certificate", ""},
+		{"a static token over a connection with a client certificate", "Bearer static-token-of-agent-b"},
+	} {
+		ctx := t.Context()
+		if tc.authz != "" {
+			ctx = metadata.AppendToOutgoingContext(ctx, "authorization", tc.authz)
+		}
+		w, err := tools.WatchSession(ctx, &toolsdv1.WatchSessionRequest{SessionId: "s"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		timer := timers.armedAfter(t, w, 2, tc.name)
+		if !timer.at.Equal(notAfter) {
+			t.Errorf("%s: expiry timer armed for %v, want the certificate's NotAfter %v", tc.name, timer.at, notAfter)
+		}
+		timer.fire()
+		m, err := w.Recv()
+		if status.Code(err) != codes.Unauthenticated || reason(err) != auth.ReasonCertificateExpired || !strings.Contains(status.Convert(err).Message(), "certificate") {
+			t.Fatalf("%s: Recv() after the certificate expired = %v, %v; want Unauthenticated (%s) naming the certificate", tc.name, m.GetEvent().GetSeq(), err, auth.ReasonCertificateExpired)
+		}
+		<-ends // the watch's RPC ended; ends has room for the next one's
 	}
 }
