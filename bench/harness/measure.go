@@ -75,8 +75,9 @@ func measureOn(ctx context.Context, target string, inst *Instance, w load.Worklo
 		}
 		s.agentCPUPerCall = perCall(m.cpu1.agents - m.cpu0.agents)
 	}
-	if res.Calls > 0 && m.allocs {
-		v := max(m.mallocs1-m.mallocs0-m.scrapeCost, 0) / float64(res.Calls)
+	// The counter's reads bracket the calls completed between them, not the window's.
+	if calls := res.CallsBetween(m.read0, m.read1); calls > 0 && m.allocs {
+		v := max(m.mallocs1-m.mallocs0-m.scrapeCost, 0) / float64(calls)
 		s.allocsPerCall = &v
 	}
 	return s, nil
@@ -93,8 +94,12 @@ type meter struct {
 	allocs             bool // the counter is exported
 	scrapeCost         float64
 	mallocs0, mallocs1 float64
-	cpu0, cpu1         cpuTimes
-	err                error
+	// read0 and read1 are when the counter was read, as the middle of each scrape: a
+	// server's scrape reads it somewhere between the request and its answer, and under
+	// load that takes tens of milliseconds.
+	read0, read1 time.Time
+	cpu0, cpu1   cpuTimes
+	err          error
 }
 
 // cpuTimes is the CPU time of each process of a run at one instant.
@@ -125,7 +130,7 @@ func (m *meter) calibrate() {
 // window hugs the call-counting window.
 func (m *meter) open() {
 	if m.allocs {
-		m.mallocs0 = m.scrape()
+		m.mallocs0, m.read0 = m.timedScrape()
 	}
 	m.cpu0 = m.cpu()
 }
@@ -133,8 +138,15 @@ func (m *meter) open() {
 func (m *meter) close() {
 	m.cpu1 = m.cpu()
 	if m.allocs {
-		m.mallocs1 = m.scrape()
+		m.mallocs1, m.read1 = m.timedScrape()
 	}
+}
+
+// timedScrape scrapes the counter and returns it with the middle of the scrape.
+func (m *meter) timedScrape() (float64, time.Time) {
+	start := time.Now()
+	v := m.scrape()
+	return v, start.Add(time.Since(start) / 2)
 }
 
 func (m *meter) scrape() float64 {

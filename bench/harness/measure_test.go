@@ -63,3 +63,51 @@ func TestScrapeCostWithSeries(t *testing.T) {
 		t.Errorf("measureOn() allocs/call = %s, want about %d", fmtRatio(got.allocsPerCall), callAllocs)
 	}
 }
+
+// slowScrapeServer reads its allocation counter as a scrape arrives and answers
+// scrapeLag later, as a server busy with calls does; its every call allocates
+// callAllocs, its scrapes nothing.
+type slowScrapeServer struct{ mallocs atomic.Int64 }
+
+const scrapeLag = 200 * time.Millisecond
+
+func (s *slowScrapeServer) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	v := s.mallocs.Load()
+	time.Sleep(scrapeLag)
+	fmt.Fprintf(w, "%s %d\n", mallocsMetric, v)
+}
+
+type slowScrapeAgent struct{ s *slowScrapeServer }
+
+func (a slowScrapeAgent) Do(context.Context) error {
+	a.s.mallocs.Add(callAllocs)
+	time.Sleep(100 * time.Microsecond)
+	return nil
+}
+
+func (slowScrapeAgent) Close() error { return nil }
+
+// TestAllocsPerCallCountsTheCallsBetweenTheReads: the allocation counter is read
+// during the scrapes at the window's edges, and a scrape of toolsd under load takes
+// 10–36 ms; the calls made while the first one was answered allocated in the count but
+// were not among the window's calls it was divided by, so allocs/call read high (here,
+// with a scrape as long as the window, twice the truth). The count is divided by the
+// calls completed between the scrapes' midpoints.
+func TestAllocsPerCallCountsTheCallsBetweenTheReads(t *testing.T) {
+	s := &slowScrapeServer{}
+	hs := httptest.NewServer(s)
+	defer hs.Close()
+	inst := &Instance{
+		Dial:       func(context.Context, int, load.Workload) (load.Agent, error) { return slowScrapeAgent{s}, nil },
+		MetricsURL: hs.URL,
+	}
+	w := load.Workload{Name: "slow-scrape", Agents: 2, BatchSize: 1, ArgBytes: 11, Duration: scrapeLag}
+	got, err := measureOn(t.Context(), "slow-scrape", inst, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("allocs/call %s", fmtRatio(got.allocsPerCall))
+	if got.allocsPerCall == nil || *got.allocsPerCall < 0.7*callAllocs || *got.allocsPerCall > 1.4*callAllocs {
+		t.Errorf("measureOn() allocs/call = %s, want about %d", fmtRatio(got.allocsPerCall), callAllocs)
+	}
+}

@@ -121,6 +121,40 @@ func TestRun(t *testing.T) {
 	}
 }
 
+// TestCallsBetween: a Result counts the calls of the batches that completed between
+// two instants, the window's or any others, so that a counter read at other instants
+// than the window's edges can be divided by the calls it saw.
+func TestCallsBetween(t *testing.T) {
+	var closed atomic.Int64
+	var opened, closedAt time.Time
+	w := load.Workload{Name: "w", Agents: 2, BatchSize: 8, ArgBytes: 11, Warmup: 30 * time.Millisecond, Duration: 100 * time.Millisecond}
+	dial := func(context.Context, int, load.Workload) (load.Agent, error) {
+		return &fakeAgent{d: time.Millisecond, closed: &closed}, nil
+	}
+	before := time.Now()
+	res, err := load.Run(t.Context(), w, dial, load.WithWindowHooks(
+		func() { opened = time.Now() }, func() { closedAt = time.Now() }))
+	if err != nil {
+		t.Fatalf("Run() error = %v", err)
+	}
+	after := time.Now()
+	all := res.CallsBetween(before, after)
+	for name, tc := range map[string]struct {
+		got      int
+		min, max int
+	}{
+		"the whole run":              {all, res.Calls + 1, all},
+		"around the window":          {res.CallsBetween(opened, closedAt), res.Calls, all},
+		"before the run":             {res.CallsBetween(before.Add(-time.Hour), before), 0, 0},
+		"an interval ending first":   {res.CallsBetween(closedAt, opened), 0, 0},
+		"the warm-up and the window": {res.CallsBetween(before, closedAt), res.Calls + 1, all},
+	} {
+		if tc.got < tc.min || tc.got > tc.max || tc.got%w.BatchSize != 0 {
+			t.Errorf("CallsBetween(%s) = %d, want whole batches of %d, %d to %d (window: %d calls)", name, tc.got, w.BatchSize, tc.min, tc.max, res.Calls)
+		}
+	}
+}
+
 func TestRunStopsOnFirstError(t *testing.T) {
 	var closed atomic.Int64
 	w := load.Workload{Name: "w", Agents: 3, BatchSize: 1, ArgBytes: 11, Warmup: 10 * time.Millisecond, Duration: time.Minute}

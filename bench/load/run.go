@@ -60,6 +60,7 @@ func Run(ctx context.Context, w Workload, dial Dialer, opts ...Option) (Result, 
 		all = append(all, s...)
 	}
 	res := summarize(w, all, from, to)
+	res.start = start
 	if res.Batches == 0 {
 		return Result{}, fmt.Errorf("%w: %s (%v)", ErrEmptyWindow, w.Name, res.Window)
 	}

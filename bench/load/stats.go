@@ -3,6 +3,7 @@ package load
 import (
 	"math"
 	"slices"
+	"sort"
 	"time"
 )
 
@@ -19,6 +20,19 @@ type Result struct {
 	P50, P99 time.Duration
 	// CallsPerSec is Calls / Window.
 	CallsPerSec float64
+
+	start time.Time       // the run's start, which ends are offsets from
+	ends  []time.Duration // when each batch of the run completed, in order
+}
+
+// CallsBetween returns how many calls the batches that completed between from and to
+// (inclusive) held, inside the measured window or not: the divisor of a server's
+// counter read at instants other than the window's edges.
+func (r Result) CallsBetween(from, to time.Time) int {
+	lo, hi := from.Sub(r.start), to.Sub(r.start)
+	first := sort.Search(len(r.ends), func(i int) bool { return r.ends[i] >= lo })
+	past := sort.Search(len(r.ends), func(i int) bool { return r.ends[i] > hi })
+	return max(past-first, 0) * r.Workload.BatchSize
 }
 
 // span is one batch's start and end, as offsets from the run's start.
@@ -36,6 +50,11 @@ func summarize(w Workload, spans []span, from, to time.Duration) Result {
 		lat = append(lat, s.end-s.start)
 	}
 	r.Calls = r.Batches * w.BatchSize
+	r.ends = make([]time.Duration, len(spans))
+	for i, s := range spans {
+		r.ends[i] = s.end
+	}
+	slices.Sort(r.ends)
 	if r.Window > 0 {
 		r.CallsPerSec = float64(r.Calls) / r.Window.Seconds()
 	}
