@@ -42,7 +42,8 @@ func (a *Authenticator) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 // StreamServerInterceptor authenticates every streaming RPC once, when it opens; the
 // identity then holds for the stream's life (a JWT expiring mid-stream does not cut a
 // provider's stream; its next connection is checked again). A stream that must end
-// with its credential ends itself at [Identity.Expires] (toolsd's WatchSession does).
+// with its credential ends itself at [Identity.Expires], or at [Identity.CertExpires]
+// if that comes first (toolsd's WatchSession does).
 func (a *Authenticator) StreamServerInterceptor() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		ctx, err := a.AuthFunc(ss.Context())
