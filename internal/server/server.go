@@ -65,8 +65,9 @@ type Deps struct {
 	// long.
 	SendClock streamgate.Clock
 	// ExpiryTimer, if set, replaces the timer that ends a WatchSession once the
-	// credential that opened it stops being accepted (see auth.Identity.Expires): it
-	// must call f once at has passed, unless stop (which reports whether it kept f from
+	// credential that opened it, or its connection's client certificate, stops being
+	// accepted (see auth.Identity.Expires and CertExpires): it must call f once at has
+	// passed, unless stop (which reports whether it kept f from
 	// being called) was called first. The default is [time.AfterFunc] for the time until
 	// at. For tests that decide when a token has expired.
 	ExpiryTimer func(at time.Time, f func()) (stop func() bool)
