@@ -104,6 +104,7 @@ func streamError(err error) error {
 // receive is the stream's only reader: the hello, then every message in order. It
 // stops on a receive or protocol error, or once the teardown retired the conn.
 func (c *conn) receive(stream toolsdv1.ProviderService_ConnectServer, recvErr chan<- error) {
+	defer c.recoverReceive(recvErr)
 	for first := true; ; first = false {
 		m, err := stream.Recv()
 		if err == nil {
@@ -117,6 +118,20 @@ func (c *conn) receive(stream toolsdv1.ProviderService_ConnectServer, recvErr ch
 			return
 		}
 	}
+}
+
+// recoverReceive ends the stream with INTERNAL when handling a message panicked: the
+// receive loop runs on a goroutine of its own, and a panic there would end the process
+// with every batch in it. A broken handler fails its provider's stream, as a broken
+// pipeline stage fails only its call.
+func (c *conn) recoverReceive(recvErr chan<- error) {
+	p := recover()
+	if p == nil {
+		return
+	}
+	c.log.Error("handling a provider message panicked", zap.Any("panic", p), zap.Stack("stack"))
+	c.b.obs.Panicked()
+	recvErr <- status.Error(codes.Internal, "broker: internal error")
 }
 
 // step processes one received message unless the conn is retired (live is false then).

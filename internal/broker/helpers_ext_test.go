@@ -49,6 +49,7 @@ func (r *recorder) CallRejected(code tool.Code) { r.add("rejected:"+string(code)
 func (r *recorder) StaleResult()                { r.add("stale", 1) }
 func (r *recorder) InvalidResult()              { r.add("invalid", 1) }
 func (r *recorder) MalformedMessage()           { r.add("malformed", 1) }
+func (r *recorder) Panicked()                   { r.add("panicked", 1) }
 
 func (r *recorder) get(name string) int {
 	r.mu.Lock()

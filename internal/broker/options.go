@@ -99,6 +99,9 @@ type Observer interface {
 	InvalidResult()
 	// MalformedMessage counts an ignored protocol message (empty, second hello).
 	MalformedMessage()
+	// Panicked counts a panic recovered while a provider's message was handled: the
+	// provider's stream ended with INTERNAL.
+	Panicked()
 }
 
 // NopObserver ignores every event.
@@ -118,6 +121,9 @@ func (NopObserver) InvalidResult() {}
 
 // MalformedMessage implements [Observer].
 func (NopObserver) MalformedMessage() {}
+
+// Panicked implements [Observer].
+func (NopObserver) Panicked() {}
 
 var _ Observer = NopObserver{}
 

@@ -24,9 +24,12 @@ func codeLabel(c tool.Code) string {
 }
 
 // Broker returns the adapter for broker.WithObserver.
-func (m *Metrics) Broker() broker.Observer { return brokerObserver{&m.brk} }
+func (m *Metrics) Broker() broker.Observer { return brokerObserver{&m.brk, m.srv.panics} }
 
-type brokerObserver struct{ m *brokerMetrics }
+type brokerObserver struct {
+	m      *brokerMetrics
+	panics prometheus.Counter
+}
 
 var _ broker.Observer = brokerObserver{}
 
@@ -37,6 +40,7 @@ func (o brokerObserver) CallRejected(code tool.Code) {
 func (o brokerObserver) StaleResult()      { o.m.stale.Inc() }
 func (o brokerObserver) InvalidResult()    { o.m.invalid.Inc() }
 func (o brokerObserver) MalformedMessage() { o.m.malformed.Inc() }
+func (o brokerObserver) Panicked()         { o.panics.Inc() }
 
 // Pipeline returns the adapter for pipeline.WithObserver: dispatches in flight and
 // retries. Call counts and durations come from [CallObserver] instead, which knows the
