@@ -163,9 +163,13 @@ func (p *plan) measureAll(ctx context.Context, samples map[string][]sample) []er
 		}
 		return errs
 	}
+	// Each run of a workload starts one target later than the run before, as the paired
+	// rounds do: a machine that drifts through a workload's runs then favours no target
+	// in all of them.
 	for rep := range p.c.runs {
 		for _, w := range p.workloads {
-			for _, t := range p.targets {
+			for i := range p.targets {
+				t := p.targets[(i+rep)%len(p.targets)]
 				s, err := measure(ctx, t, w)
 				if err != nil {
 					errs = append(errs, fmt.Errorf("%s on %s (run %d): %w", w.Name, t.Name(), rep+1, err))

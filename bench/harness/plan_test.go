@@ -334,3 +334,36 @@ func TestProbeNullWhenToolsdFailsToStop(t *testing.T) {
 		t.Errorf("runProbeSteps() value = %v, want null for a probe whose toolsd failed", *v)
 	}
 }
+
+// orderTarget is an inProcessTarget that records when it starts.
+type orderTarget struct {
+	name    string
+	started *[]string
+}
+
+func (t orderTarget) Name() string { return t.name }
+
+func (t orderTarget) Start(ctx context.Context) (*Instance, error) {
+	*t.started = append(*t.started, t.name)
+	return inProcessTarget{t.name}.Start(ctx)
+}
+
+// TestRunsRotateTheTargets: each run of a workload starts with the next target, as
+// the paired rounds do; in the same order every run, a machine that drifts through a
+// workload's runs (single-call latency here drifts by half from one minute to the
+// next) favoured the same target in each, and the medians could not even it out.
+func TestRunsRotateTheTargets(t *testing.T) {
+	var started []string
+	p := &plan{
+		c:         config{runs: 3},
+		targets:   []Target{orderTarget{"a", &started}, orderTarget{"b", &started}, orderTarget{"c", &started}},
+		workloads: []load.Workload{{Name: wSingleC1, Agents: 1, BatchSize: 1, ArgBytes: argSmall, Duration: 10 * time.Millisecond}},
+	}
+	if errs := p.measureAll(t.Context(), map[string][]sample{}); len(errs) != 0 {
+		t.Fatalf("measureAll() = %v", errs)
+	}
+	want := []string{"a", "b", "c", "b", "c", "a", "c", "a", "b"}
+	if diff := cmp.Diff(want, started); diff != "" {
+		t.Errorf("targets started, in order (-want +got):\n%s", diff)
+	}
+}
