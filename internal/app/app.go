@@ -67,6 +67,8 @@ type App struct {
 	stopExample context.CancelFunc
 	// wrapStore, if set, wraps the opened session store (see WithSessionStoreWrapper).
 	wrapStore func(session.Store) session.Store
+	// healthNames are the names health answers for, all with one status (see setServing).
+	healthNames []string
 	// stopper is the session store when it can stop by itself (a durable one), else nil.
 	stopper session.Stopper
 	// retired holds tool names whose last registration went, until their series go.
@@ -455,7 +457,12 @@ func (a *App) build(pol *policy.Set) error {
 	}
 	toolsdv1.RegisterProviderServiceServer(a.grpc, ps)
 	toolsdv1.RegisterHookServiceServer(a.grpc, hookService{h: a.hub})
+	// Health answers for the whole server ("") and for each toolsd service by name, as
+	// load balancers and Kubernetes gRPC probes ask: NOT_SERVING until Run serves.
 	a.health = health.NewServer()
+	a.healthNames = []string{"", toolsdv1.ToolService_ServiceDesc.ServiceName,
+		toolsdv1.ProviderService_ServiceDesc.ServiceName, toolsdv1.HookService_ServiceDesc.ServiceName}
+	a.setServing(healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(a.grpc, a.srv.Health(a.health))
 	a.srv.RegisterReflection(a.grpc)
 	// Spans only for the methods registered above (see observe.Tracing.TraceServices).
@@ -605,11 +612,11 @@ func (a *App) checkAuth(cfg *config.Config) error {
 func (a *App) Run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	if !a.stopped.Load() {
-		a.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+		a.setServing(healthpb.HealthCheckResponse_SERVING)
 		// A store that stopped since the check set NOT_SERVING (storeStopped) before
 		// the line above overwrote it; stopped is set before that, so this sees it.
 		if a.stopped.Load() {
-			a.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+			a.setServing(healthpb.HealthCheckResponse_NOT_SERVING)
 		}
 	}
 	g.Go(func() error {

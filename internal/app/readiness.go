@@ -92,7 +92,16 @@ func (a *App) storeStopped(err error) {
 	}
 	a.log.Error("session store stopped: toolsd is not ready until it restarts", zap.Error(err))
 	if a.health != nil {
-		a.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+		a.setServing(healthpb.HealthCheckResponse_NOT_SERVING)
+	}
+}
+
+// setServing sets the health status of the whole server and of each toolsd service
+// (healthNames) to st: a probe naming a service sees what one naming none sees. The
+// drain's health.Server.Shutdown sets them all NOT_SERVING at once, for good.
+func (a *App) setServing(st healthpb.HealthCheckResponse_ServingStatus) {
+	for _, name := range a.healthNames {
+		a.health.SetServingStatus(name, st)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
@@ -39,7 +40,6 @@ func TestStoppedSessionStoreIsNotReady(t *testing.T) {
 	e := start(t, "", app.WithSessionStoreWrapper(func(s session.Store) session.Store { return stoppingStore{s, &stop} }))
 	runProvider(t, e.app.Addr(), echoTool())
 	admin := e.app.AdminAddr()
-	health := healthpb.NewHealthClient(e.conn)
 
 	e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-ready", Calls: []*toolsdv1.ToolCall{call("c1", "echo", `{"text":"hi"}`)}}, batchOptions{})
 	if code, _ := scrape(t, admin, "/readyz"); code != http.StatusOK {
@@ -57,9 +57,8 @@ func TestStoppedSessionStoreIsNotReady(t *testing.T) {
 	if code, _ := scrape(t, admin, "/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz with a stopped store = %d, want 200: the process is up", code)
 	}
-	resp, err := health.Check(context.Background(), &healthpb.HealthCheckRequest{})
-	if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
-		t.Errorf("Health.Check() with a stopped store = %v, %v; want NOT_SERVING", resp.GetStatus(), err)
+	if diff := cmp.Diff(allNamed(healthpb.HealthCheckResponse_NOT_SERVING), checkAll(t, e.conn)); diff != "" {
+		t.Errorf("health Check() per service with a stopped store (-want +got):\n%s", diff)
 	}
 }
 
@@ -93,8 +92,7 @@ func TestStoreStoppedInTheBackgroundIsNotReady(t *testing.T) {
 		code, _ := scrape(t, admin, "/readyz")
 		return code == http.StatusServiceUnavailable
 	})
-	resp, err := healthpb.NewHealthClient(e.conn).Check(context.Background(), &healthpb.HealthCheckRequest{})
-	if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
-		t.Errorf("Health.Check() with a stopped store = %v, %v; want NOT_SERVING", resp.GetStatus(), err)
+	if diff := cmp.Diff(allNamed(healthpb.HealthCheckResponse_NOT_SERVING), checkAll(t, e.conn)); diff != "" {
+		t.Errorf("health Check() per service with a stopped store (-want +got):\n%s", diff)
 	}
 }

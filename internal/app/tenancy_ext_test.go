@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
@@ -130,9 +131,15 @@ func TestTenancy(t *testing.T) {
 		if _, err := connectRaw(t, e.conn, "anonymous"); status.Code(err) != codes.Unauthenticated {
 			t.Errorf("Connect() without a token = %v, want Unauthenticated", err)
 		}
-		resp, err := healthpb.NewHealthClient(e.conn).Check(t.Context(), &healthpb.HealthCheckRequest{})
-		if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
-			t.Errorf("health Check() without a token = %v, %v, want SERVING", resp, err)
+		if diff := cmp.Diff(allNamed(healthpb.HealthCheckResponse_SERVING), checkAll(t, e.conn)); diff != "" {
+			t.Errorf("health Check() per service without a token (-want +got):\n%s", diff)
+		}
+		watch, err := healthpb.NewHealthClient(e.conn).Watch(t.Context(), &healthpb.HealthCheckRequest{Service: toolsdv1.ToolService_ServiceDesc.ServiceName})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp, err := watch.Recv(); err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			t.Errorf("health Watch(%q) without a token = %v, %v, want SERVING", toolsdv1.ToolService_ServiceDesc.ServiceName, resp, err)
 		}
 	})
 
