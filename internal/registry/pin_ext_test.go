@@ -3,7 +3,11 @@ package registry_test
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/toolsd/toolsd/internal/registry"
 	"github.com/toolsd/toolsd/internal/tool"
@@ -156,5 +160,32 @@ func TestPinsRoundTrip(t *testing.T) {
 	}
 	if p, _ := newRegistry(t, registry.WithPins(pins)).Pins(); p != nil {
 		t.Errorf("Pins() with pinning off = %v, want none", p)
+	}
+}
+
+// TestPinRefusalsLogNothingAtInfo: a provider that registers a changed tool again and
+// again is refused each time, and the registry writes no line at info or above for it:
+// its caller logs the refusal (the broker, bounded per stream) or returns it, and the
+// error it logs names the tool, its scope and both hashes.
+func TestPinRefusalsLogNothingAtInfo(t *testing.T) {
+	observed, logs := observer.New(zap.InfoLevel)
+	r := registry.New(registry.WithLogger(zap.New(observed)), registry.WithPinning(registry.PinRefuse))
+	first := mustRegister(t, r, "s", def("t"), "p")
+	if err := r.Unregister("s", "t", "p"); err != nil {
+		t.Fatal(err)
+	}
+	changed := def("t")
+	changed.Description = "changed"
+	for range 100 {
+		_, err := r.Register("s", changed, "p")
+		if !errors.Is(err, registry.ErrPinMismatch) {
+			t.Fatalf("Register(changed) = %v, want ErrPinMismatch", err)
+		}
+		if msg := err.Error(); !strings.Contains(msg, first.Hash()) || !strings.Contains(msg, `"s"`) || !strings.Contains(msg, `"t"`) {
+			t.Fatalf("Register(changed) = %q, want the tool, its scope and the pinned hash %s named", msg, first.Hash())
+		}
+	}
+	if n := logs.Len(); n != 0 {
+		t.Errorf("%d lines at info or above for 100 refused registrations, want 0: %v", n, logs.All()[0].Message)
 	}
 }

@@ -134,7 +134,9 @@ func (r *Registry) insertLocked(e *Entry) (Change, error) {
 	if r.pins != nil {
 		if pinned, ok := r.pins.get(key); ok && pinned != e.hash {
 			if r.opts.pin == PinRefuse {
-				r.log.Warn("tool registration refused: hash differs from pin",
+				// At debug: the caller logs the refusal (the broker, bounded per stream) or
+				// returns it, and a provider may send changed registrations without end.
+				r.log.Debug("tool registration refused: hash differs from pin",
 					zap.String("scope", scope), zap.String("tool", key.name), zap.String("owner", owner),
 					zap.String("pinned_hash", pinned), zap.String("hash", e.hash))
 				return Change{}, fmt.Errorf("%w: tool %s in scope %s has hash %s, pinned %s",
