@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/internal/streamgate"
@@ -315,6 +317,7 @@ func (c *conn) notify(msg *response) error {
 // the handler guarantees), on a protocol error (the conn dies then), or once the
 // teardown retired the conn.
 func (c *conn) receive(recv func() (*toolsdv1.HookServiceConnectRequest, error)) {
+	defer c.recoverReceive()
 	for {
 		m, err := recv()
 		if err == nil {
@@ -328,6 +331,22 @@ func (c *conn) receive(recv func() (*toolsdv1.HookServiceConnectRequest, error))
 			return
 		}
 	}
+}
+
+// recoverReceive ends the stream with INTERNAL when handling a message panicked: the
+// receive loop runs on a goroutine of its own, and a panic there would end the process
+// with every batch in it. The hook's pending requests fail as on any stream that drops.
+func (c *conn) recoverReceive() {
+	p := recover()
+	if p == nil {
+		return
+	}
+	// Under the gate, as a handled message's lines: none follows the end of the handler.
+	c.streamLive.Do(func() {
+		c.log.Error("handling a hook message panicked", zap.Any("panic", p), zap.Stack("stack"))
+	})
+	c.h.opts.obs.Panicked()
+	c.die(status.Error(codes.Internal, "hook: internal error"))
 }
 
 // step handles one message unless the conn is retired (live is false then).

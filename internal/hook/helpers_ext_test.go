@@ -58,6 +58,8 @@ func (r *recorder) NotificationsLost(name string, n int) { r.add("lost:"+name, n
 
 func (r *recorder) ContextsDropped(name string, n int) { r.add("contexts_dropped:"+name, n) }
 
+func (r *recorder) Panicked() { r.add("panicked", 1) }
+
 func (r *recorder) get(name string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -65,6 +65,9 @@ type Observer interface {
 	// ContextsDropped counts n add_context entries of one decision of a hook named hook
 	// that were dropped because they would take the call past [WithMaxContexts].
 	ContextsDropped(hook string, n int)
+	// Panicked counts a panic recovered while a hook's message was handled: the hook's
+	// stream ended with INTERNAL.
+	Panicked()
 }
 
 // NopObserver ignores every event.
@@ -81,6 +84,9 @@ func (NopObserver) NotificationsLost(string, int) {}
 
 // ContextsDropped implements [Observer].
 func (NopObserver) ContextsDropped(string, int) {}
+
+// Panicked implements [Observer].
+func (NopObserver) Panicked() {}
 
 // ScopeFilter returns, for the stream in ctx, the scopes whose calls the hook may see.
 // An error refuses the stream.

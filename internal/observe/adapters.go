@@ -131,6 +131,8 @@ type HookObserver interface {
 	// ContextsDropped counts n add_context entries of hook's that were over their
 	// call's limits.
 	ContextsDropped(hook string, n int)
+	// Panicked counts a panic recovered while a hook's message was handled.
+	Panicked()
 }
 
 // departedHook is the hook label of failures counted when no hook of their hook's name
@@ -145,9 +147,12 @@ var hookStages = []string{"pre_execute", "post_execute", "result"}
 // name labels failures only while a hook of that name is connected: when the last one
 // leaves, its series are deleted, and failures counted later go to hook="". The series
 // are thus bounded by the hooks connected at once.
-func (m *Metrics) Hooks() HookObserver { return hookObserver{&m.hook} }
+func (m *Metrics) Hooks() HookObserver { return hookObserver{&m.hook, m.srv.panics} }
 
-type hookObserver struct{ m *hookMetrics }
+type hookObserver struct {
+	m      *hookMetrics
+	panics prometheus.Counter
+}
 
 func (o hookObserver) HookConnected(hook string, delta int) {
 	o.m.connected.Add(float64(delta))
@@ -198,6 +203,8 @@ func (o hookObserver) NotificationsLost(hook string, n int) {
 func (o hookObserver) ContextsDropped(hook string, n int) {
 	o.count(hook, func(hook string) { o.m.contexts.WithLabelValues(hook).Add(float64(n)) })
 }
+
+func (o hookObserver) Panicked() { o.panics.Inc() }
 
 // count runs add with the hook label to count under: hook while a hook of that name is
 // connected, else departedHook. Read-locked so that no series is created for a name

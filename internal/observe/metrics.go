@@ -98,7 +98,7 @@ func New(reg prometheus.Registerer, opts ...Option) *Metrics {
 	// departedHook, whose series are never deleted: they start at 0 like a name's.
 	m.hook.initFailures(departedHook)
 	m.sess = newSessionMetrics(o)
-	m.srv = serverMetrics{panics: counter("server", "panics_recovered_total", "Panics recovered: in gRPC handlers, a call's pipeline stages, batch scheduling (mode lookups, result delivery, session log appends), and the handling of a provider's message.")}
+	m.srv = serverMetrics{panics: counter("server", "panics_recovered_total", "Panics recovered: in gRPC handlers, a call's pipeline stages, batch scheduling (mode lookups, result delivery, session log appends), and the handling of a provider's or hook's message.")}
 	tools := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: namespace, Subsystem: "registry", Name: "tools",
 		Help: "Tools registered across all scopes (quarantined ones excluded).",
