@@ -54,12 +54,12 @@ func TestToolResultLimitAboveGlobalRefused(t *testing.T) {
 	if err != nil {
 		t.Fatalf("config.Parse() = %v", err)
 	}
-	if _, err := app.New(cfg); err == nil || !strings.Contains(err.Error(), "tools.raw.max_result_bytes") {
+	if _, err := app.New(cfg); err == nil || !strings.Contains(err.Error(), "policy.tools.raw.max_result_bytes") {
 		t.Errorf("app.New(tool limit over the global one) = %v, want an error naming tools.raw.max_result_bytes", err)
 	}
 
 	e := start(t, "limits: {max_result_bytes: 64KiB}\n")
-	if err := e.app.Reload(cfg); err == nil || !strings.Contains(err.Error(), "tools.raw.max_result_bytes") {
+	if err := e.app.Reload(cfg); err == nil || !strings.Contains(err.Error(), "policy.tools.raw.max_result_bytes") {
 		t.Errorf("Reload(tool limit over the global one) = %v, want an error naming tools.raw.max_result_bytes", err)
 	}
 	under, err := config.Parse([]byte(baseConfig+"limits: {max_result_bytes: 64KiB}\npolicy:\n  tools:\n    raw: {max_result_bytes: 32KiB}\n"), "test.yaml")
@@ -84,7 +84,7 @@ func TestReloadToolResultLimitAboveFilesGlobalRefused(t *testing.T) {
 	if _, err := app.New(cfg); err == nil {
 		t.Fatal("app.New(tool limit over the file's global one) = nil, want an error")
 	}
-	if err := e.app.Reload(cfg); err == nil || !strings.Contains(err.Error(), "tools.raw.max_result_bytes") {
+	if err := e.app.Reload(cfg); err == nil || !strings.Contains(err.Error(), "policy.tools.raw.max_result_bytes") {
 		t.Errorf("Reload(tool limit over the file's global one) = %v, want an error naming tools.raw.max_result_bytes", err)
 	}
 }

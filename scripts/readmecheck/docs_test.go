@@ -139,7 +139,7 @@ func TestCheckYAMLBlocks(t *testing.T) {
 		"```yaml\npolicy:\n  rules:\n    - tool: echo\n      decision: maybe\n```\n" +
 		"```yaml\nscheduler:\n  max_threads: 4\n```\n"
 	wantFindings(t, checkYAMLBlocks("README.md", text), map[int]string{
-		7:  "README.md:10:17: rules[0].decision: unknown decision",
+		7:  "README.md:10:17: policy.rules[0].decision: unknown decision",
 		13: "README.md:14:3: scheduler.max_threads: unknown key",
 	})
 }

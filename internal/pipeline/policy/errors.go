@@ -14,12 +14,12 @@ var ErrInvalid = errors.New("policy: invalid policy")
 type Error struct {
 	Source       string
 	Line, Column int
-	// Path names the offending field, e.g. "rules[2].when".
+	// Path names the offending field by its full key, e.g. "policy.rules[2].when".
 	Path string
 	Msg  string
 }
 
-// Error reads like "config.yaml:12:7: rules[2].when: <msg>".
+// Error reads like "config.yaml:12:7: policy.rules[2].when: <msg>".
 func (e *Error) Error() string {
 	if e.Path == "" {
 		return fmt.Sprintf("%s:%d:%d: %s", e.Source, e.Line, e.Column, e.Msg)

@@ -79,39 +79,39 @@ func TestParseGuardErrors(t *testing.T) {
 	tests := map[string]parseErrorCase{
 		"decision": {
 			src:  "guards:\n  - tool: echo\n    decision: deny\n",
-			want: "config.yaml:3:15: guards[0].decision: a guard only denies and takes no decision (allow and ask are for rules)",
+			want: "config.yaml:3:15: policy.guards[0].decision: a guard only denies and takes no decision (allow and ask are for rules)",
 		},
 		"bad tool glob": {
 			src:  "guards:\n  - tool: \"[bad\"\n",
-			want: `config.yaml:2:11: guards[0].tool: bad glob "[bad": syntax error in pattern`,
+			want: `config.yaml:2:11: policy.guards[0].tool: bad glob "[bad": syntax error in pattern`,
 		},
 		"scope that never matches": {
 			src:  "guards:\n  - scope: \"/support/**\"\n",
-			want: `config.yaml:2:12: guards[0].scope: bad glob "/support/**": can never match: no scope has an empty segment (a leading, trailing or doubled "/"; the global scope is "")`,
+			want: `config.yaml:2:12: policy.guards[0].scope: bad glob "/support/**": can never match: no scope has an empty segment (a leading, trailing or doubled "/"; the global scope is "")`,
 		},
 		"CEL not bool": {
 			src:  "guards:\n  - tool: echo\n  - when: 'args.text + \"x\"'\n",
-			want: "config.yaml:3:11: guards[1].when: expression has type string, want bool",
+			want: "config.yaml:3:11: policy.guards[1].when: expression has type string, want bool",
 		},
 		"CEL syntax": {
 			src:  "guards:\n  - when: 'args.text +'\n",
-			want: "config.yaml:2:11: guards[0].when: ERROR: <input>:1:12: Syntax error…",
+			want: "config.yaml:2:11: policy.guards[0].when: ERROR: <input>:1:12: Syntax error…",
 		},
 		"unknown field": {
 			src:  "guards:\n  - tool: echo\n    verdict: deny\n",
-			want: "config.yaml:3:5: guards[0].verdict: unknown field",
+			want: "config.yaml:3:5: policy.guards[0].verdict: unknown field",
 		},
 		"private not bool": {
 			src:  "guards:\n  - private: sure\n",
-			want: "config.yaml:2:14: guards[0].private: must be true or false",
+			want: "config.yaml:2:14: policy.guards[0].private: must be true or false",
 		},
 		"not a list": {
 			src:  "guards: {tool: echo}\n",
-			want: "config.yaml:1:9: guards: must be a list of guards",
+			want: "config.yaml:1:9: policy.guards: must be a list of guards",
 		},
 		"item not a mapping": {
 			src:  "guards:\n  - echo\n",
-			want: "config.yaml:2:5: guards[0]: must be a mapping",
+			want: "config.yaml:2:5: policy.guards[0]: must be a mapping",
 		},
 	}
 	checkParseErrors(t, tests)
@@ -150,7 +150,7 @@ func TestGuardsInPipeline(t *testing.T) {
 			wantCode: tool.CodeGuardDenied, wantMsg: `call denied by guard "guards[2]"`},
 		"condition fails closed": {name: "echo", args: `{"other":1}`,
 			wantCode: tool.CodeGuardDenied, wantMsg: "call denied by policy (guard evaluation failed)",
-			wantReason: "config.yaml:23:11: guards[3].when: no such key: text"},
+			wantReason: "config.yaml:23:11: policy.guards[3].when: no such key: text"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

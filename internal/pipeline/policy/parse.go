@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	"cel.dev/cel-go/cel"
 	"gopkg.in/yaml.v3"
@@ -14,7 +15,7 @@ import (
 
 // Parse parses a policy section. data is either the section itself or a whole config
 // document with a top-level `policy:` key (its other keys are left to their owners).
-// source names the file in error positions ("config.yaml:12:7: rules[2].when: …").
+// source names the file in error positions ("config.yaml:12:7: policy.rules[2].when: …").
 // Every problem found is reported, joined; each matches [ErrInvalid].
 func Parse(data []byte, source string, opts ...ParseOption) (*Set, error) {
 	var doc yaml.Node
@@ -63,10 +64,10 @@ func ParseNode(n *yaml.Node, source string, opts ...ParseOption) (*Set, error) {
 		o(p)
 	}
 	if n.Kind != yaml.MappingNode {
-		p.add(n, "", "policy must be a mapping")
+		p.add(n, section, "must be a mapping")
 		return nil, p.err()
 	}
-	p.fields(n, "", map[string]func(*yaml.Node, string){
+	p.fields(n, section, map[string]func(*yaml.Node, string){
 		"default": func(v *yaml.Node, path string) { s.def = p.decision(v, path) },
 		"rules":   func(v *yaml.Node, path string) { s.rules = p.items(v, path, "rules", p.rule) },
 		"guards":  func(v *yaml.Node, path string) { s.guards = guardsOf(p.items(v, path, "guards", p.guard)) },
@@ -77,6 +78,10 @@ func ParseNode(n *yaml.Node, source string, opts ...ParseOption) (*Set, error) {
 	}
 	return s, nil
 }
+
+// section is the policy's key in the config file: errors name a field by its full key
+// ("policy.rules[2].when"), as the config loader names every other key.
+const section = "policy"
 
 type parser struct {
 	errs
@@ -129,7 +134,8 @@ func (p *parser) rule(item *yaml.Node, rp string) (rule, bool) {
 // guard parses one guard: a rule without a decision, which only denies.
 func (p *parser) guard(item *yaml.Node, gp string) (rule, bool) {
 	before := len(p.list)
-	r := rule{name: gp, scope: anyScope, tool: anyTool, verdict: pipeline.Verdict{Decision: pipeline.Deny}}
+	// Named by its position in the section, as its denials say: "guards[0]".
+	r := rule{name: strings.TrimPrefix(gp, section+"."), scope: anyScope, tool: anyTool, verdict: pipeline.Verdict{Decision: pipeline.Deny}}
 	fields := p.ruleFields(&r)
 	fields["decision"] = func(v *yaml.Node, path string) {
 		p.add(v, path, "a guard only denies and takes no decision (allow and ask are for rules)")
@@ -212,10 +218,7 @@ func (p *parser) fields(n *yaml.Node, path string, handlers map[string]func(*yam
 	seen := make(map[string]bool, len(handlers))
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], deref(n.Content[i+1])
-		fp := k.Value
-		if path != "" {
-			fp = path + "." + k.Value
-		}
+		fp := path + "." + k.Value
 		h, ok := handlers[k.Value]
 		switch {
 		case !ok:

@@ -69,7 +69,7 @@ func TestParseExample(t *testing.T) {
 			t.Errorf("Tool(shell).ModeFunc(%s) = %s, %v; want %s", args, got, err, want)
 		}
 	}
-	if _, err := shell.ModeFunc(ctx, &tool.Call{Name: "shell", Arguments: []byte(`{}`)}); err == nil || !strings.Contains(err.Error(), "config.yaml:15:27: tools.shell.mode_when") {
+	if _, err := shell.ModeFunc(ctx, &tool.Call{Name: "shell", Arguments: []byte(`{}`)}); err == nil || !strings.Contains(err.Error(), "config.yaml:15:27: policy.tools.shell.mode_when") {
 		t.Errorf("Tool(shell).ModeFunc({}) error = %v, want the expression's location", err)
 	}
 }
@@ -84,7 +84,7 @@ func TestParseNodeKeepsFilePositions(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := policy.ParseNode(&cfg.Policy, "config.yaml")
-	want := `config.yaml:8:17: rules[0].decision: unknown decision "maybe" (want allow, deny or ask)`
+	want := `config.yaml:8:17: policy.rules[0].decision: unknown decision "maybe" (want allow, deny or ask)`
 	if err == nil || err.Error() != want {
 		t.Errorf("ParseNode() error = %v, want %s", err, want)
 	}
@@ -109,171 +109,171 @@ func TestParseErrors(t *testing.T) {
 	tests := map[string]parseErrorCase{
 		"bad tool glob": {
 			src:  "rules:\n  - tool: \"[bad\"\n    decision: deny\n",
-			want: `config.yaml:2:11: rules[0].tool: bad glob "[bad": syntax error in pattern`,
+			want: `config.yaml:2:11: policy.rules[0].tool: bad glob "[bad": syntax error in pattern`,
 		},
 		"tool name no tool can have": {
 			src:  "rules:\n  - tool: \"fs read\"\n    decision: deny\n",
-			want: `config.yaml:2:11: rules[0].tool: bad glob "fs read": no tool can have this name: invalid character ' ' (allowed: A-Z a-z 0-9 _ - . /)`,
+			want: `config.yaml:2:11: policy.rules[0].tool: bad glob "fs read": no tool can have this name: invalid character ' ' (allowed: A-Z a-z 0-9 _ - . /)`,
 		},
 		"tool glob that never matches": {
 			src:  "rules:\n  - tool: \"fs:*\"\n    decision: deny\n",
-			want: `config.yaml:2:11: rules[0].tool: bad glob "fs:*": can never match: no tool name has ':' (allowed: A-Z a-z 0-9 _ - . /)`,
+			want: `config.yaml:2:11: policy.rules[0].tool: bad glob "fs:*": can never match: no tool name has ':' (allowed: A-Z a-z 0-9 _ - . /)`,
 		},
 		"tool glob escaping a star": {
 			src:  "rules:\n  - tool: 'fs_\\*'\n    decision: deny\n",
-			want: `config.yaml:2:11: rules[0].tool: bad glob "fs_\\*": can never match: no tool name has '*' (allowed: A-Z a-z 0-9 _ - . /)`,
+			want: `config.yaml:2:11: policy.rules[0].tool: bad glob "fs_\\*": can never match: no tool name has '*' (allowed: A-Z a-z 0-9 _ - . /)`,
 		},
 		"tool glob with a character no tool name has": {
 			src:  "rules:\n  - tool: \"café_*\"\n    decision: deny\n",
-			want: `config.yaml:2:11: rules[0].tool: bad glob "café_*": can never match: no tool name has 'é' (allowed: A-Z a-z 0-9 _ - . /)`,
+			want: `config.yaml:2:11: policy.rules[0].tool: bad glob "café_*": can never match: no tool name has 'é' (allowed: A-Z a-z 0-9 _ - . /)`,
 		},
 		"scope glob with a character no scope has": {
 			src:  "rules:\n  - scope: \"support/bót*\"\n    decision: deny\n",
-			want: `config.yaml:2:12: rules[0].scope: bad glob "support/bót*": can never match: no scope has 'ó' (allowed: A-Z a-z 0-9 _ - .)`,
+			want: `config.yaml:2:12: policy.rules[0].scope: bad glob "support/bót*": can never match: no scope has 'ó' (allowed: A-Z a-z 0-9 _ - .)`,
 		},
 		"tool name too long": {
 			src:  "rules:\n  - tool: " + strings.Repeat("a", 65) + "\n    decision: deny\n",
-			want: `config.yaml:2:11: rules[0].tool: bad glob "` + strings.Repeat("a", 65) + `": no tool can have this name: longer than 64 bytes`,
+			want: `config.yaml:2:11: policy.rules[0].tool: bad glob "` + strings.Repeat("a", 65) + `": no tool can have this name: longer than 64 bytes`,
 		},
 		"tool glob with a class of characters no tool name has": {
 			src:  "rules:\n  - tool: \"fs[: ]*\"\n    decision: deny\n",
-			want: `config.yaml:2:11: rules[0].tool: bad glob "fs[: ]*": can never match: no tool name has a character of [: ] (allowed: A-Z a-z 0-9 _ - . /)`,
+			want: `config.yaml:2:11: policy.rules[0].tool: bad glob "fs[: ]*": can never match: no tool name has a character of [: ] (allowed: A-Z a-z 0-9 _ - . /)`,
 		},
 		"tool glob longer than any name": {
 			src:  "rules:\n  - tool: " + strings.Repeat("a", 60) + "_?[ab]*??\n    decision: deny\n",
-			want: `config.yaml:2:11: rules[0].tool: bad glob "` + strings.Repeat("a", 60) + `_?[ab]*??": can never match: no tool name is longer than 64 bytes`,
+			want: `config.yaml:2:11: policy.rules[0].tool: bad glob "` + strings.Repeat("a", 60) + `_?[ab]*??": can never match: no tool name is longer than 64 bytes`,
 		},
 		"scope segment glob with a class no scope has": {
 			src:  "rules:\n  - scope: \"support/bot[:~]*\"\n    decision: deny\n",
-			want: `config.yaml:2:12: rules[0].scope: bad glob "support/bot[:~]*": can never match: no scope has a character of [:~] (allowed: A-Z a-z 0-9 _ - .)`,
+			want: `config.yaml:2:12: policy.rules[0].scope: bad glob "support/bot[:~]*": can never match: no scope has a character of [:~] (allowed: A-Z a-z 0-9 _ - .)`,
 		},
 		"scope segment glob longer than any": {
 			src:  "rules:\n  - scope: \"support/" + strings.Repeat("b", 64) + "?*\"\n    decision: deny\n",
-			want: `config.yaml:2:12: rules[0].scope: bad glob "support/` + strings.Repeat("b", 64) + `?*": can never match: no scope has a segment longer than 64 bytes`,
+			want: `config.yaml:2:12: policy.rules[0].scope: bad glob "support/` + strings.Repeat("b", 64) + `?*": can never match: no scope has a segment longer than 64 bytes`,
 		},
 		"scope with a leading slash": {
 			src:  "rules:\n  - scope: \"/support/**\"\n    decision: deny\n",
-			want: `config.yaml:2:12: rules[0].scope: bad glob "/support/**": can never match: no scope has an empty segment (a leading, trailing or doubled "/"; the global scope is "")`,
+			want: `config.yaml:2:12: policy.rules[0].scope: bad glob "/support/**": can never match: no scope has an empty segment (a leading, trailing or doubled "/"; the global scope is "")`,
 		},
 		"scope segment no scope has": {
 			src:  "rules:\n  - scope: \"support/my bot\"\n    decision: deny\n",
-			want: `config.yaml:2:12: rules[0].scope: bad glob "support/my bot": can never match: registry: invalid scope "my bot": invalid character ' '`,
+			want: `config.yaml:2:12: policy.rules[0].scope: bad glob "support/my bot": can never match: registry: invalid scope "my bot": invalid character ' '`,
 		},
 		"scope glob that never matches": {
 			src:  "rules:\n  - scope: \"support/bot:*\"\n    decision: deny\n",
-			want: `config.yaml:2:12: rules[0].scope: bad glob "support/bot:*": can never match: no scope has ':' (allowed: A-Z a-z 0-9 _ - .)`,
+			want: `config.yaml:2:12: policy.rules[0].scope: bad glob "support/bot:*": can never match: no scope has ':' (allowed: A-Z a-z 0-9 _ - .)`,
 		},
 		"scope deeper than any": {
 			src:  "rules:\n  - scope: \"a/**/b/c/d/e/f/g/h/*\"\n    decision: deny\n",
-			want: `config.yaml:2:12: rules[0].scope: bad glob "a/**/b/c/d/e/f/g/h/*": can never match: no scope is deeper than 8 segments`,
+			want: `config.yaml:2:12: policy.rules[0].scope: bad glob "a/**/b/c/d/e/f/g/h/*": can never match: no scope is deeper than 8 segments`,
 		},
 		"tool settings under a glob": {
 			src:  "tools:\n  \"fs_*\": {timeout: 2s}\n",
-			want: `config.yaml:2:3: tools.fs_*: no tool can have this name (keys are exact names, not globs): invalid character '*' (allowed: A-Z a-z 0-9 _ - . /)`,
+			want: `config.yaml:2:3: policy.tools.fs_*: no tool can have this name (keys are exact names, not globs): invalid character '*' (allowed: A-Z a-z 0-9 _ - . /)`,
 		},
 		"empty tool glob": {
 			src:  "rules:\n  - tool: \"\"\n    decision: deny\n",
-			want: `config.yaml:2:11: rules[0].tool: must not be empty ("*" matches every tool)`,
+			want: `config.yaml:2:11: policy.rules[0].tool: must not be empty ("*" matches every tool)`,
 		},
 		"bad scope glob": {
 			src:  "rules:\n  - scope: \"agents/[\"\n    decision: deny\n",
-			want: `config.yaml:2:12: rules[0].scope: bad glob "agents/[": syntax error in pattern`,
+			want: `config.yaml:2:12: policy.rules[0].scope: bad glob "agents/[": syntax error in pattern`,
 		},
 		"CEL syntax": {
 			src:  "rules:\n  - decision: deny\n  - when: 'args.text +'\n    decision: deny\n",
-			want: "config.yaml:3:11: rules[1].when: ERROR: <input>:1:12: Syntax error…",
+			want: "config.yaml:3:11: policy.rules[1].when: ERROR: <input>:1:12: Syntax error…",
 		},
 		"CEL type": {
 			src:  "rules:\n  - when: 'args.text + \"x\"'\n    decision: deny\n",
-			want: "config.yaml:2:11: rules[0].when: expression has type string, want bool",
+			want: "config.yaml:2:11: policy.rules[0].when: expression has type string, want bool",
 		},
 		"CEL undeclared": {
 			src:  "rules:\n  - when: 'user == \"bob\"'\n    decision: deny\n",
-			want: "config.yaml:2:11: rules[0].when: ERROR: <input>:1:1: undeclared reference to 'user'…",
+			want: "config.yaml:2:11: policy.rules[0].when: ERROR: <input>:1:1: undeclared reference to 'user'…",
 		},
 		"CEL pattern from the arguments": {
 			src:  "rules:\n  - when: 'args.text.matches(args.re)'\n    decision: deny\n",
-			want: "config.yaml:2:11: rules[0].when: ERROR: <input>:1:23: the pattern of matches must be a string literal…",
+			want: "config.yaml:2:11: policy.rules[0].when: ERROR: <input>:1:23: the pattern of matches must be a string literal…",
 		},
 		"unknown decision": {
 			src:  "rules:\n  - decision: perhaps\n",
-			want: `config.yaml:2:15: rules[0].decision: unknown decision "perhaps" (want allow, deny or ask)`,
+			want: `config.yaml:2:15: policy.rules[0].decision: unknown decision "perhaps" (want allow, deny or ask)`,
 		},
 		"missing decision": {
 			src:  "rules:\n  - tool: echo\n",
-			want: "config.yaml:2:5: rules[0].decision: missing (want allow, deny or ask)",
+			want: "config.yaml:2:5: policy.rules[0].decision: missing (want allow, deny or ask)",
 		},
 		"unknown rule field": {
 			src:  "rules:\n  - tool: echo\n    verdict: deny\n    decision: deny\n",
-			want: "config.yaml:3:5: rules[0].verdict: unknown field",
+			want: "config.yaml:3:5: policy.rules[0].verdict: unknown field",
 		},
 		"duplicate field": {
 			src:  "rules:\n  - decision: deny\n    decision: allow\n",
-			want: "config.yaml:3:5: rules[0].decision: duplicate field",
+			want: "config.yaml:3:5: policy.rules[0].decision: duplicate field",
 		},
 		"unknown top-level field": {
 			src:  "default: allow\nrule: []\n",
-			want: "config.yaml:2:1: rule: unknown field",
+			want: "config.yaml:2:1: policy.rule: unknown field",
 		},
 		"bad default": {
 			src:  "default: maybe\n",
-			want: `config.yaml:1:10: default: unknown decision "maybe" (want allow, deny or ask)`,
+			want: `config.yaml:1:10: policy.default: unknown decision "maybe" (want allow, deny or ask)`,
 		},
 		"private not bool": {
 			src:  "rules:\n  - decision: deny\n    private: yes please\n",
-			want: "config.yaml:3:14: rules[0].private: must be true or false",
+			want: "config.yaml:3:14: policy.rules[0].private: must be true or false",
 		},
 		"rules not a list": {
 			src:  "rules: {tool: echo}\n",
-			want: "config.yaml:1:8: rules: must be a list of rules",
+			want: "config.yaml:1:8: policy.rules: must be a list of rules",
 		},
 		"unknown mode": {
 			src:  "tools:\n  shell: {mode: serial}\n",
-			want: `config.yaml:2:17: tools.shell.mode: unknown mode "serial" (want parallel or exclusive)`,
+			want: `config.yaml:2:17: policy.tools.shell.mode: unknown mode "serial" (want parallel or exclusive)`,
 		},
 		"bad timeout": {
 			src:  "tools:\n  sleep: {timeout: forever}\n",
-			want: "config.yaml:2:20: tools.sleep.timeout: must be a positive duration like 2s or 500ms",
+			want: "config.yaml:2:20: policy.tools.sleep.timeout: must be a positive duration like 2s or 500ms",
 		},
 		"bad max_result_bytes": {
 			src:  "tools:\n  cat: {max_result_bytes: -1}\n",
-			want: "config.yaml:2:27: tools.cat.max_result_bytes: must be a positive byte count like 65536 or 64KiB",
+			want: "config.yaml:2:27: policy.tools.cat.max_result_bytes: must be a positive byte count like 65536 or 64KiB",
 		},
 		"max_result_bytes not a size": {
 			src:  "tools:\n  cat: {max_result_bytes: 64KB}\n",
-			want: "config.yaml:2:27: tools.cat.max_result_bytes: must be a positive byte count like 65536 or 64KiB",
+			want: "config.yaml:2:27: policy.tools.cat.max_result_bytes: must be a positive byte count like 65536 or 64KiB",
 		},
 		"max_result_bytes over 8MiB as a size": {
 			src:  "tools:\n  cat: {max_result_bytes: 9MiB}\n",
-			want: "config.yaml:2:27: tools.cat.max_result_bytes: 9437184 bytes, over the most, 8388608 (8MiB, as limits.max_result_bytes)",
+			want: "config.yaml:2:27: policy.tools.cat.max_result_bytes: 9437184 bytes, over the most, 8388608 (8MiB, as limits.max_result_bytes)",
 		},
 		"max_result_bytes over 8MiB": {
 			src:  "tools:\n  cat: {max_result_bytes: 8388609}\n",
-			want: "config.yaml:2:27: tools.cat.max_result_bytes: 8388609 bytes, over the most, 8388608 (8MiB, as limits.max_result_bytes)",
+			want: "config.yaml:2:27: policy.tools.cat.max_result_bytes: 8388609 bytes, over the most, 8388608 (8MiB, as limits.max_result_bytes)",
 		},
 		"too deeply nested to parse": {
 			src:  "rules:\n  - when: '" + strings.Repeat("(", 300) + "true" + strings.Repeat(")", 300) + "'\n    decision: deny\n",
-			want: "config.yaml:2:11: rules[0].when: ERROR: <input>:1:1: expression recursion limit exceeded: 250",
+			want: "config.yaml:2:11: policy.rules[0].when: ERROR: <input>:1:1: expression recursion limit exceeded: 250",
 		},
 		"macros nested too deep": {
 			src:  "rules:\n  - when: '" + strings.Repeat("[1].all(x, ", 9) + "true" + strings.Repeat(")", 9) + "'\n    decision: deny\n",
-			want: "config.yaml:2:11: rules[0].when: ERROR: <input>:1:96: macros (all, exists, map, ...) nest more than 8 deep",
+			want: "config.yaml:2:11: policy.rules[0].when: ERROR: <input>:1:96: macros (all, exists, map, ...) nest more than 8 deep",
 		},
 		"mode and mode_when": {
 			src:  "tools:\n  shell:\n    mode: parallel\n    mode_when: '\"exclusive\"'\n",
-			want: "config.yaml:2:3: tools.shell: mode and mode_when are mutually exclusive",
+			want: "config.yaml:2:3: policy.tools.shell: mode and mode_when are mutually exclusive",
 		},
 		"mode_when not a string": {
 			src:  "tools:\n  shell: {mode_when: 'args.n > 1'}\n",
-			want: "config.yaml:2:22: tools.shell.mode_when: expression has type bool, want string",
+			want: "config.yaml:2:22: policy.tools.shell.mode_when: expression has type bool, want string",
 		},
 		"unknown tool field": {
 			src:  "tools:\n  shell: {retries: 3}\n",
-			want: "config.yaml:2:11: tools.shell.retries: unknown field",
+			want: "config.yaml:2:11: policy.tools.shell.retries: unknown field",
 		},
 		"section not a mapping": {
 			src:  "policy: [allow]\n",
-			want: "config.yaml:1:9: policy must be a mapping",
+			want: "config.yaml:1:9: policy: must be a mapping",
 		},
 	}
 	checkParseErrors(t, tests)

@@ -30,7 +30,7 @@ var (
 // match.
 type rule struct {
 	name    string // a guard's, as its position in the section: "guards[0]"
-	where   string // "config.yaml:12:7: rules[2].when" for fail-closed reasons
+	where   string // "config.yaml:12:7: policy.rules[2].when" for fail-closed reasons
 	scope   glob.Pattern
 	tool    glob.Pattern
 	when    cel.Program

@@ -86,12 +86,12 @@ rules:
 		e          *tool.Exec
 		wantDetail string
 	}{
-		"missing key":          {e: exec("g", "echo", `{"other":1}`), wantDetail: "config.yaml:6:11: rules[1].when: no such key: text"},
-		"cost limit":           {e: exec("g", "loop", fmt.Sprintf(`{"items":[%s]}`, items)), wantDetail: "config.yaml:10:11: rules[2].when: operation cancelled: actual cost limit exceeded"},
-		"arguments not JSON":   {e: exec("g", "echo", `{"text":`), wantDetail: "config.yaml:6:11: rules[1].when: arguments cannot be decoded: unexpected EOF"},
-		"data after arguments": {e: exec("g", "echo", `{"text":"x"} x`), wantDetail: "config.yaml:6:11: rules[1].when: arguments cannot be decoded: data after the arguments"},
+		"missing key":          {e: exec("g", "echo", `{"other":1}`), wantDetail: "config.yaml:6:11: policy.rules[1].when: no such key: text"},
+		"cost limit":           {e: exec("g", "loop", fmt.Sprintf(`{"items":[%s]}`, items)), wantDetail: "config.yaml:10:11: policy.rules[2].when: operation cancelled: actual cost limit exceeded"},
+		"arguments not JSON":   {e: exec("g", "echo", `{"text":`), wantDetail: "config.yaml:6:11: policy.rules[1].when: arguments cannot be decoded: unexpected EOF"},
+		"data after arguments": {e: exec("g", "echo", `{"text":"x"} x`), wantDetail: "config.yaml:6:11: policy.rules[1].when: arguments cannot be decoded: data after the arguments"},
 		// Valid arguments (an exponent within ±400) that a float64 cannot hold.
-		"number out of range": {e: exec("g", "echo", `{"text":"x","n":1e399}`), wantDetail: "config.yaml:6:11: rules[1].when: arguments cannot be decoded: number 1e399: strconv.ParseFloat: parsing \"1e399\": value out of range"},
+		"number out of range": {e: exec("g", "echo", `{"text":"x","n":1e399}`), wantDetail: "config.yaml:6:11: policy.rules[1].when: arguments cannot be decoded: number 1e399: strconv.ParseFloat: parsing \"1e399\": value out of range"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -111,7 +111,7 @@ func TestConditionOnAnOutOfRangeNumberIsCut(t *testing.T) {
 	s := mustParse(t, "rules:\n  - tool: echo\n    when: 'args.n > 0'\n    decision: deny\n")
 	args := `{"n":1` + strings.Repeat("0", 1<<20) + `}`
 	v := s.PreExecute(t.Context(), exec("g", "echo", args), nil)
-	const where = "config.yaml:3:11: rules[0].when: "
+	const where = "config.yaml:3:11: policy.rules[0].when: "
 	if v.Decision != pipeline.Deny || !strings.HasPrefix(v.UserReason, where+"arguments cannot be decoded: number 1000") ||
 		len(v.UserReason) > len(where)+policy.MaxEvalErrorBytes {
 		t.Errorf("PreExecute() = %s with a detail of %d bytes starting %.80q, want a fail-closed deny detailing the decode error in at most %d bytes",
@@ -379,7 +379,7 @@ tools:
 	// A mode expression may also evaluate to the model's text, which is no mode.
 	for _, name := range []string{"shell", "pick"} {
 		_, err := s.Tool("", name).ModeFunc(t.Context(), &tool.Call{Name: name, Arguments: []byte(args)})
-		if err == nil || !strings.Contains(err.Error(), "tools."+name+".mode_when") || len(err.Error()) > 1200 {
+		if err == nil || !strings.Contains(err.Error(), "policy.tools."+name+".mode_when") || len(err.Error()) > 1200 {
 			t.Errorf("Tool(%s).ModeFunc(a 100 KB key) error of %d bytes = %.120q…, want one of at most 1200 bytes naming the expression", name, len(fmt.Sprint(err)), fmt.Sprint(err))
 		}
 	}
