@@ -224,7 +224,7 @@ type retiredTools struct {
 	mu    sync.Mutex
 	since map[string]time.Time
 	// order holds the names in the order retired; an entry whose time is not the
-	// name's in since was retired again later and is skipped.
+	// name's in since was retired again later, or registered again, and is skipped.
 	order []retiredName
 }
 
@@ -272,6 +272,14 @@ func (r *retiredTools) popLocked(due []string) []string {
 		due = append(due, e.name)
 	}
 	return due
+}
+
+// unretire takes name out of the retired names: it is registered again, so its series
+// are no retired name's, and it must not take the place of one that is.
+func (r *retiredTools) unretire(name string) {
+	r.mu.Lock()
+	delete(r.since, name) // its entry in order is skipped as a retirement undone
+	r.mu.Unlock()
 }
 
 func (r *retiredTools) sweep(now time.Time) {

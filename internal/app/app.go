@@ -294,7 +294,10 @@ func (a *App) callObserver() *observe.CallObserver {
 	a.reg.Subscribe(func(ch registry.Change) {
 		switch {
 		case ch.Kind == registry.ChangeRegistered:
+			a.retired.unretire(ch.Name)
 			calls.PrepareTool(ch.Name)
+		case ch.Kind == registry.ChangeQuarantined:
+			a.retired.unretire(ch.Name) // held back, but registered: its series stay
 		case ch.Kind == registry.ChangeUnregistered && !a.reg.Registered(ch.Name):
 			a.retired.add(ch.Name, time.Now())
 		}

@@ -214,6 +214,35 @@ func TestRetiredToolSeriesAreBounded(t *testing.T) {
 	}
 }
 
+// TestRegisteredAgainToolsTakeNoRetiredPlace: a name registered again (a provider
+// reconnecting with the same tools) is no longer retired, so it does not count against
+// WithRetiredToolSeries: it stayed counted until its keep time ran out, and providers
+// reconnecting under their usual names pushed out the series of a tool that was really
+// gone, with the results of its last moments, before the alerts' rate windows saw them.
+func TestRegisteredAgainToolsTakeNoRetiredPlace(t *testing.T) {
+	e := start(t, "", app.WithToolSeriesKeep(time.Hour), app.WithRetiredToolSeries(2))
+	p, err := connectRaw(t, e.conn, "flapping")
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := func(name string) *toolsdv1.ToolDefinition {
+		return &toolsdv1.ToolDefinition{Name: name, ParametersJson: `{"type":"object"}`}
+	}
+	p.register(t, "", def("gone"))
+	p.unregister(t, "", "gone")
+	for _, name := range []string{"back_1", "back_2", "back_3"} {
+		p.register(t, "", def(name))
+		p.unregister(t, "", name)
+		if st := p.register(t, "", def(name)); st[0].GetErrorCode() != "" {
+			t.Fatalf("register %s again: %s %s", name, st[0].GetErrorCode(), st[0].GetErrorMessage())
+		}
+	}
+	// One name is gone, and two may keep their series.
+	if !hasSeries(t, e.app, "toolsd_pipeline_calls_total", "tool", "gone", "code", "OK") {
+		t.Error("gone's series were dropped while it was the only retired name; want them kept for the keep time")
+	}
+}
+
 // TestSeriesOfACallEndingAfterItsToolWentAreForgotten: a call that ends after its tool's
 // name was forgotten (its provider left mid-call, and the name was pushed out of the
 // retired names, or kept past the keep time) recreates the name's series; they are
