@@ -579,8 +579,7 @@ func (a *App) Procs() *procs.Controller { return a.procs }
 // the file's, and the auth section (its grants, token and key files, TLS files) as a
 // start builds it, refused under the bundled example provider as at a start.
 func (a *App) Reload(cfg *config.Config) error {
-	limit := min(a.cfg.Limits.MaxResultBytes, cfg.Limits.MaxResultBytes)
-	pol, err := policy.ParseNode(&cfg.Policy, cfg.Source, policy.WithMaxResultBytes(int(limit)))
+	pol, err := a.reloadPolicy(cfg)
 	if err != nil {
 		return err
 	}
@@ -589,6 +588,22 @@ func (a *App) Reload(cfg *config.Config) error {
 	}
 	a.pipe.SetPolicy(pol)
 	return nil
+}
+
+// reloadPolicy parses cfg's policy as a start would, then, when the file raises
+// limits.max_result_bytes, against the running limit, which a reload does not change:
+// a tool's max_result_bytes over it is refused saying that the limit it names is the
+// running one, not the file's.
+func (a *App) reloadPolicy(cfg *config.Config) (*policy.Set, error) {
+	file, running := cfg.Limits.MaxResultBytes, a.cfg.Limits.MaxResultBytes
+	pol, err := policy.ParseNode(&cfg.Policy, cfg.Source, policy.WithMaxResultBytes(int(file)))
+	if err != nil || running >= file {
+		return pol, err
+	}
+	if pol, err = policy.ParseNode(&cfg.Policy, cfg.Source, policy.WithMaxResultBytes(int(running))); err != nil {
+		return nil, fmt.Errorf("app: the running limits.max_result_bytes is %d, which a reload keeps (the file's %d takes effect at the next start): %w", running, file, err)
+	}
+	return pol, nil
 }
 
 // checkAuth builds, and drops, what a start would build of cfg's auth section, and

@@ -88,3 +88,22 @@ func TestReloadToolResultLimitAboveFilesGlobalRefused(t *testing.T) {
 		t.Errorf("Reload(tool limit over the file's global one) = %v, want an error naming tools.raw.max_result_bytes", err)
 	}
 }
+
+// TestReloadToolResultLimitOverTheRunningGlobalSaysSo: a reload keeps the running
+// limits.max_result_bytes, so a file raising it together with a tool's
+// max_result_bytes is refused while the tool's is over the running one; the refusal
+// says the limit it names is the running one, which the file no longer holds, and that
+// the file's takes effect at the next start.
+func TestReloadToolResultLimitOverTheRunningGlobalSaysSo(t *testing.T) {
+	e := start(t, "limits: {max_result_bytes: 64KiB}\n")
+	cfg, err := config.Parse([]byte(baseConfig+"limits: {max_result_bytes: 256KiB}\npolicy:\n  tools:\n    raw: {max_result_bytes: 128KiB}\n"), "test.yaml")
+	if err != nil {
+		t.Fatalf("config.Parse() = %v", err)
+	}
+	err = e.app.Reload(cfg)
+	for _, want := range []string{"tools.raw.max_result_bytes", "running", "65536", "262144", "next start"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Reload(tool limit over the running global one, under the file's) = %v, want an error containing %q", err, want)
+		}
+	}
+}
