@@ -276,6 +276,29 @@ func TestDurableRecoversCallNearEventLimit(t *testing.T) {
 	}
 }
 
+// TestDurableRecoveredResultQuotesTheToolNameCut: the synthetic result of an
+// interrupted call names its tool as every failure toolsd gives a call does
+// (tool.NamedInResult, cut at 128 bytes), also for a call naming a tool that does not
+// exist with megabytes of text: the name is in the log once already, in the call.
+func TestDurableRecoveredResultQuotesTheToolNameCut(t *testing.T) {
+	name := strings.Repeat("n", 1<<20)
+	for kind, k := range durableKinds() {
+		t.Run(kind, func(t *testing.T) {
+			dir := t.TempDir()
+			s := k.openT(t, dir)
+			mustAppend(t, s, "s", callEvent("c", name, `{}`))
+			r := k.openT(t, crashCopy(t, dir, k.file)) // s is abandoned, not closed
+			evs := readAll(t, r, "s")
+			if len(evs) != 2 || evs[1].Result == nil || evs[1].Result.Error == nil {
+				t.Fatalf("Read(s) after recovery = %d events, want the call and its synthetic result", len(evs))
+			}
+			if got, want := evs[1].Result.Error.Tool, tool.NamedInResult(name); got != want {
+				t.Errorf("recovered result's error.tool is %d bytes, want %d (%q)", len(got), len(want), want)
+			}
+		})
+	}
+}
+
 func TestBoltCorruptFile(t *testing.T) {
 	// A real database with enough pages to truncate.
 	good := t.TempDir()

@@ -13,7 +13,9 @@ import (
 // a call that a crash or kill interrupted.
 const InterruptedMessage = "call interrupted by a toolsd restart; it was not re-run"
 
-// interruptedResult is the synthetic tool/result that closes an interrupted call.
+// interruptedResult is the synthetic tool/result that closes an interrupted call. It
+// names the tool as every failure of a call does ([tool.NamedInResult]): a call may name
+// a tool that does not exist with megabytes of text, which its tool/call holds already.
 func interruptedResult(call *Event) Event {
 	return Event{
 		Type:       TypeToolResult,
@@ -25,7 +27,7 @@ func interruptedResult(call *Event) Event {
 			CallID:    call.Call.CallID,
 			Content:   tool.ErrorContentPrefix + InterruptedMessage,
 			IsError:   true,
-			Error:     &tool.Error{Code: tool.CodeAborted, Message: InterruptedMessage, Tool: call.Call.Name},
+			Error:     &tool.Error{Code: tool.CodeAborted, Message: InterruptedMessage, Tool: tool.NamedInResult(call.Call.Name)},
 			Recovered: true,
 		},
 	}
