@@ -386,7 +386,9 @@ func (c *conn) issued(id uint64) bool {
 // result is (or is about to be) in the call's channel.
 func (c *conn) forget(id uint64) bool { return c.take(id) != nil }
 
-// failPending closes the conn for calls and fails every pending call with PROVIDER_GONE.
+// failPending closes the conn for calls and fails every pending call with PROVIDER_GONE,
+// or, if its execute was never sent, PROVIDER_UNAVAILABLE, counted as rejected as it is
+// when the call withdraws itself first (see notSent).
 func (c *conn) failPending() int {
 	c.mu.Lock()
 	c.closed = true
@@ -396,6 +398,7 @@ func (c *conn) failPending() int {
 	c.mu.Unlock()
 	for _, p := range pend {
 		if !p.sent.Load() { // still waiting for the send slot: the provider never saw it
+			c.b.obs.CallRejected(tool.CodeProviderUnavailable)
 			p.done <- tool.Failure(tool.CodeProviderUnavailable, "the tool's provider disconnected before the call was sent")
 			continue
 		}

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -160,5 +161,39 @@ func TestNoExecuteOnceTeardownBegan(t *testing.T) {
 	defer out.mu.Unlock()
 	for _, m := range out.sent {
 		t.Errorf("sent after the teardown began: %v", m)
+	}
+}
+
+// TestUnsentCallFailedByTeardownCountsAsRejected: a call still waiting for the send
+// slot when its stream ends never reached the provider; whether the teardown fails it
+// or the call withdraws itself first, it is PROVIDER_UNAVAILABLE and counted once in
+// toolsd_broker_calls_rejected_total. The teardown's failure was not counted.
+func TestUnsentCallFailedByTeardownCountsAsRejected(t *testing.T) {
+	obs := &rejections{got: map[tool.Code]int{}}
+	b := New(noRegistrar{}, WithObserver(obs))
+	c := b.newConn(t.Context(), failingSender{})
+	c.maxInFlight = 1
+	b.mu.Lock()
+	b.conns[c.id] = c
+	b.mu.Unlock()
+	c.sem <- struct{}{} // another send holds the slot
+	done := make(chan tool.Result, 1)
+	go func() {
+		done <- b.Call(t.Context(), c.id, &tool.Exec{Call: tool.Call{CallID: "c", Name: "t", Arguments: []byte(`{}`)}}, 1)
+	}()
+	for pending := 0; pending == 0; runtime.Gosched() {
+		c.mu.Lock()
+		pending = len(c.pending)
+		c.mu.Unlock()
+	}
+	c.failPending() // the teardown wins over the waiting call's own withdrawal
+	c.stop()
+	if r := <-done; r.Code() != tool.CodeProviderUnavailable {
+		t.Fatalf("Call waiting for the send slot at teardown = %v, want PROVIDER_UNAVAILABLE", r)
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if n := obs.got[tool.CodeProviderUnavailable]; n != 1 {
+		t.Errorf("CallRejected(PROVIDER_UNAVAILABLE) counted %d times, want 1", n)
 	}
 }
