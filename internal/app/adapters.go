@@ -11,6 +11,7 @@ import (
 	"github.com/toolsd/toolsd/internal/broker"
 	"github.com/toolsd/toolsd/internal/config"
 	"github.com/toolsd/toolsd/internal/jsonx"
+	"github.com/toolsd/toolsd/internal/observe"
 	"github.com/toolsd/toolsd/internal/pipeline"
 	"github.com/toolsd/toolsd/internal/registry"
 	"github.com/toolsd/toolsd/internal/scheduler"
@@ -203,23 +204,26 @@ func (o ownerStore) Owner(ctx context.Context, sessionID string) (auth.SessionOw
 	return auth.SessionOwner(cur), ok, err
 }
 
-// defaultToolSeriesKeep is how long a tool's series outlive its last registration.
+// defaultToolSeriesKeep is how long a tool's series outlive its last registration, and
+// a hook name's its last hook.
 const defaultToolSeriesKeep = 10 * time.Minute
 
-// maxRetiredTools bounds by default the retired tool names whose series are kept: past
-// it, the names retired longest ago are forgotten before their keep time. Providers choose tool
-// names, and a provider registering and unregistering fresh names (tens of thousands a
-// second, a few KB of series each) would otherwise grow memory and /metrics by gigabytes
-// within one keep time.
+// maxRetiredTools bounds by default the retired tool names whose series are kept (and,
+// apart, the hook names): past it, the names retired longest ago are forgotten before
+// their keep time. Providers choose tool names, and a provider registering and
+// unregistering fresh names (tens of thousands a second, a few KB of series each) would
+// otherwise grow memory and /metrics by gigabytes within one keep time; hooks choose
+// theirs too.
 const maxRetiredTools = 10000
 
-// retiredTools are tool names with no registration left, each since when; a sweep
-// forgets (deletes the series of) those retired for keep and still unregistered, and
-// add forgets the oldest at once while more than max are kept.
-type retiredTools struct {
+// retiredNames are names with series but nothing left that uses them (tool names with
+// no registration left, hook names with no hook connected), each since when; a sweep
+// forgets (deletes the series of) those retired for keep and still unused, and add
+// forgets the oldest at once while more than max are kept.
+type retiredNames struct {
 	keep   time.Duration
 	max    int
-	forget func(name string) // checks the name is still unregistered
+	forget func(name string) // checks the name is still unused
 
 	mu    sync.Mutex
 	since map[string]time.Time
@@ -233,11 +237,11 @@ type retiredName struct {
 	at   time.Time
 }
 
-func newRetiredTools(keep time.Duration) *retiredTools {
-	return &retiredTools{keep: max(keep, time.Millisecond), max: maxRetiredTools, since: map[string]time.Time{}}
+func newRetiredNames(keep time.Duration) *retiredNames {
+	return &retiredNames{keep: max(keep, time.Millisecond), max: maxRetiredTools, since: map[string]time.Time{}}
 }
 
-func (r *retiredTools) add(name string, now time.Time) {
+func (r *retiredNames) add(name string, now time.Time) {
 	r.mu.Lock()
 	r.since[name] = now
 	r.order = append(r.order, retiredName{name, now})
@@ -263,7 +267,7 @@ func (r *retiredTools) add(name string, now time.Time) {
 
 // popLocked removes the oldest entry of order, appending its name to due if it is the
 // name's current retirement.
-func (r *retiredTools) popLocked(due []string) []string {
+func (r *retiredNames) popLocked(due []string) []string {
 	e := r.order[0]
 	r.order[0] = retiredName{}
 	r.order = r.order[1:]
@@ -274,15 +278,24 @@ func (r *retiredTools) popLocked(due []string) []string {
 	return due
 }
 
-// unretire takes name out of the retired names: it is registered again, so its series
-// are no retired name's, and it must not take the place of one that is.
-func (r *retiredTools) unretire(name string) {
+// unretire takes name out of the retired names: it is used again (registered, or a
+// hook of the name connected), so its series are no retired name's, and it must not
+// take the place of one that is.
+func (r *retiredNames) unretire(name string) {
 	r.mu.Lock()
 	delete(r.since, name) // its entry in order is skipped as a retirement undone
 	r.mu.Unlock()
 }
 
-func (r *retiredTools) sweep(now time.Time) {
+// retiredHooks keeps the series of hook names whose last hook left as tools' are kept.
+type retiredHooks struct{ *retiredNames }
+
+var _ observe.HookSeriesKeeper = retiredHooks{}
+
+func (r retiredHooks) Retire(hook string)   { r.add(hook, time.Now()) }
+func (r retiredHooks) Unretire(hook string) { r.unretire(hook) }
+
+func (r *retiredNames) sweep(now time.Time) {
 	var due []string
 	r.mu.Lock()
 	for len(r.order) > 0 && now.Sub(r.order[0].at) >= r.keep {

@@ -72,7 +72,9 @@ type App struct {
 	// stopper is the session store when it can stop by itself (a durable one), else nil.
 	stopper session.Stopper
 	// retired holds tool names whose last registration went, until their series go.
-	retired *retiredTools
+	retired *retiredNames
+	// retiredHooks holds hook names whose last hook left, until their series go.
+	retiredHooks *retiredNames
 	// retiredMax, if positive, replaces maxRetiredTools (see WithRetiredToolSeries).
 	retiredMax int
 	// approvalTimer, if set, replaces the approval wait's timer (see WithApprovalTimer).
@@ -115,13 +117,15 @@ func WithSessionStoreWrapper(wrap func(session.Store) session.Store) Option {
 // WithToolSeriesKeep sets how long a tool's per-call series stay after the last
 // registration of its name went (default 10 minutes): long enough for the results of its
 // provider's last moments (PROVIDER_GONE) to be scraped and seen by alerts' rate windows.
+// A hook name's series stay as long after its last hook left.
 func WithToolSeriesKeep(d time.Duration) Option {
-	return func(a *App) { a.retired = newRetiredTools(d) }
+	return func(a *App) { a.retired = newRetiredNames(d) }
 }
 
 // WithRetiredToolSeries sets how many tool names whose last registration went keep
 // their series for the keep time (default 10,000); past it, the names retired longest
-// ago lose theirs at once (see WithToolSeriesKeep).
+// ago lose theirs at once (see WithToolSeriesKeep). It bounds as many hook names whose
+// last hook left, apart.
 func WithRetiredToolSeries(n int) Option {
 	return func(a *App) { a.retiredMax = n }
 }
@@ -170,6 +174,7 @@ func New(cfg *config.Config, opts ...Option) (_ *App, err error) {
 	a.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a.procs = procs.New(procs.Options{}, a.metrics, a.log)
 	a.obs = observe.New(a.metrics)
+	a.keepSeries()
 	if a.tracing, err = observe.SetupTracing(context.Background(), cfg.Tracing.Enabled); err != nil {
 		return nil, err
 	}
@@ -263,6 +268,21 @@ func (s skipLogger) CallSkipped(c *tool.Call) {
 	s.calls.Skipped(c)
 }
 
+// keepSeries sets up the keeping of the series of tool names no scope registers any more
+// and of hook names no hook is connected under, for the keep time and at most
+// maxRetiredTools (or WithRetiredToolSeries) names of each.
+func (a *App) keepSeries() {
+	if a.retired == nil {
+		a.retired = newRetiredNames(defaultToolSeriesKeep)
+	}
+	if a.retiredMax > 0 {
+		a.retired.max = a.retiredMax
+	}
+	a.retiredHooks = newRetiredNames(a.retired.keep)
+	a.retiredHooks.max = a.retired.max
+	a.retiredHooks.forget = a.obs.ForgetHook
+}
+
 // callObserver returns the pipeline's call observer. A tool's per-call series go some
 // minutes after the last registration of its name, in any scope, so that providers
 // reconnecting under new tool names do not grow /metrics. A call of the tool still in
@@ -280,12 +300,6 @@ func (a *App) callObserver() *observe.CallObserver {
 				a.retired.add(name, time.Now())
 			}
 		}))
-	if a.retired == nil {
-		a.retired = newRetiredTools(defaultToolSeriesKeep)
-	}
-	if a.retiredMax > 0 {
-		a.retired.max = a.retiredMax
-	}
 	a.retired.forget = func(name string) {
 		if !a.reg.Registered(name) { // else registered again: a later unregistration retires it anew
 			calls.ForgetTool(name)
@@ -370,7 +384,7 @@ func (a *App) build(pol *policy.Set) error {
 		hook.WithTimeout(c.Limits.HookTimeout.D()),
 		hook.WithSendTimeout(c.Limits.WriteTimeout.D()),
 		hook.WithHelloTimeout(c.Limits.FirstMessageTimeout.D()),
-		hook.WithObserver(a.obs.Hooks()),
+		hook.WithObserver(a.obs.Hooks(retiredHooks{a.retiredHooks})),
 		hook.WithMaxHooks(c.Limits.MaxHooks),
 		hook.WithMaxScopedHooks(c.Limits.MaxScopedHooks),
 		hook.WithMaxHooksPerIdentity(c.Limits.MaxHooksPerIdentity),
@@ -663,7 +677,10 @@ func (a *App) Run(ctx context.Context) error {
 		return nil
 	})
 	g.Go(func() error {
-		sweepEvery(gctx, min(time.Minute, a.retired.keep), a.retired.sweep)
+		sweepEvery(gctx, min(time.Minute, a.retired.keep), func(now time.Time) {
+			a.retired.sweep(now)
+			a.retiredHooks.sweep(now)
+		})
 		return nil
 	})
 	if a.pinSaver != nil {

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc"
@@ -19,6 +20,7 @@ import (
 	"github.com/toolsd/toolsd/examples/hook/examplehook"
 	"github.com/toolsd/toolsd/examples/provider/exampletools"
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/app"
 )
 
 // hooksConnected reads the hooks gauge from /metrics.
@@ -212,4 +214,45 @@ func connectPolicyHook(t *testing.T, addr string, failOpen bool, v toolsdv1.Hook
 	}, func(req *toolsdv1.HookRequest) *toolsdv1.HookDecision {
 		return &toolsdv1.HookDecision{RequestId: req.GetRequestId(), Verdict: v}
 	})
+}
+
+// TestHookSeriesOutliveTheirHook: a hook that failed closed and then left keeps its
+// series, with those failures, for the keep time (WithToolSeriesKeep), bounded like
+// retired tools' (WithRetiredToolSeries): they were deleted as it left, so failures not
+// yet scraped were lost and ToolsdHookFailingClosed could miss a hook failing closed
+// just before it was killed.
+func TestHookSeriesOutliveTheirHook(t *testing.T) {
+	e := start(t, "", app.WithToolSeriesKeep(time.Hour), app.WithRetiredToolSeries(1))
+	runProvider(t, e.app.Addr(), echoTool())
+	closed := []string{"hook", "failing", "stage", "pre_execute", "outcome", "fail_closed"}
+	conn := dial(t, e.app.Addr())
+	answerHook(t, conn, &toolsdv1.HookHello{
+		Name: "failing", Subscriptions: []*toolsdv1.HookSubscription{{Stage: toolsdv1.HookStage_HOOK_STAGE_PRE_EXECUTE}},
+	}, func(req *toolsdv1.HookRequest) *toolsdv1.HookDecision {
+		// Not a verdict before execution: the hook cannot be used, and fails closed.
+		return &toolsdv1.HookDecision{RequestId: req.GetRequestId(), Verdict: toolsdv1.HookVerdict_HOOK_VERDICT_BLOCK}
+	})
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-hook-series", Calls: []*toolsdv1.ToolCall{call("c1", "echo", `{"text":"hi"}`)}}, batchOptions{})
+	if got := resultCodes(out.results); !slices.Equal(got, []string{"POLICY_UNAVAILABLE"}) {
+		t.Fatalf("codes = %v, want [POLICY_UNAVAILABLE]", got)
+	}
+	_ = conn.Close()
+	waitFor(t, "the failing hook to leave", func() bool { return metricValue(t, e.app, "toolsd_hook_hooks_connected") == 0 })
+	if got := metricValue(t, e.app, "toolsd_hook_failures_total", closed...); got != 1 {
+		t.Errorf("toolsd_hook_failures_total{hook=failing,fail_closed} after the hook left = %v, want 1", got)
+	}
+	// Another hook leaving takes the one place: the first name's series go.
+	other := dial(t, e.app.Addr())
+	answerHook(t, other, &toolsdv1.HookHello{
+		Name: "other", Subscriptions: []*toolsdv1.HookSubscription{{Stage: toolsdv1.HookStage_HOOK_STAGE_PRE_EXECUTE}},
+	}, func(req *toolsdv1.HookRequest) *toolsdv1.HookDecision {
+		return &toolsdv1.HookDecision{RequestId: req.GetRequestId(), Verdict: toolsdv1.HookVerdict_HOOK_VERDICT_ALLOW}
+	})
+	_ = other.Close()
+	waitFor(t, "the failing hook's series to go", func() bool {
+		return !hasSeries(t, e.app, "toolsd_hook_failures_total", "hook", "failing")
+	})
+	if !hasSeries(t, e.app, "toolsd_hook_failures_total", "hook", "other") {
+		t.Error("the series of the hook that left last were dropped; want them kept for the keep time")
+	}
 }

@@ -17,7 +17,7 @@ import (
 func TestFailureSeriesLeaveWithTheirHook(t *testing.T) {
 	const hooks = 40
 	reg := prometheus.NewRegistry()
-	e := newEnv(t, hook.WithMaxHooks(1), hook.WithObserver(observe.New(reg).Hooks()))
+	e := newEnv(t, hook.WithMaxHooks(1), hook.WithObserver(observe.New(reg).Hooks(nil)))
 	for i := range hooks {
 		hello := helloFor(fmt.Sprintf("random-name-%d", i), sub(pre, "", "", 0))
 		hello.FailOpen = true

@@ -143,19 +143,46 @@ const departedHook = ""
 // hookStages are the stage label's values (hook.Stage's names).
 var hookStages = []string{"pre_execute", "post_execute", "result"}
 
+// HookSeriesKeeper keeps the series of a hook name whose last hook left for a while,
+// so that the counts of its last moments (a hook failing closed, then killed) are
+// scraped and seen by alerts' rate windows; it should bound how many names it keeps.
+type HookSeriesKeeper interface {
+	// Retire is called, with no lock of the metrics held, once the last hook of name
+	// left; the keeper later passes name to [Metrics.ForgetHook].
+	Retire(hook string)
+	// Unretire is called when a hook of name connects: its series are in use again.
+	Unretire(hook string)
+}
+
 // Hooks returns the adapter for hook.WithObserver. Hooks choose their own names, so a
-// name labels failures only while a hook of that name is connected: when the last one
-// leaves, its series are deleted, and failures counted later go to hook="". The series
-// are thus bounded by the hooks connected at once.
-func (m *Metrics) Hooks() HookObserver { return hookObserver{&m.hook, m.srv.panics} }
+// name labels failures only while a hook of that name is connected: failures counted
+// after the last one left go to hook="". Its series are kept by keep until it calls
+// [Metrics.ForgetHook] (nil: they are deleted at once), and a hook of the name that
+// connects before then counts on in them. The series are thus bounded by the hooks
+// connected at once and the names keep holds.
+func (m *Metrics) Hooks(keep HookSeriesKeeper) HookObserver {
+	return hookObserver{&m.hook, m.srv.panics, keep}
+}
 
 type hookObserver struct {
 	m      *hookMetrics
 	panics prometheus.Counter
+	keep   HookSeriesKeeper
 }
 
 func (o hookObserver) HookConnected(hook string, delta int) {
 	o.m.connected.Add(float64(delta))
+	if o.connected(hook, delta) || o.keep == nil {
+		return
+	}
+	// Outside the lock: the keeper may forget other names at once. A hook of the name
+	// connecting meanwhile leaves the name retired while in use, which ForgetHook allows.
+	o.keep.Retire(hook)
+}
+
+// connected counts delta hooks of name hook and reports whether one is left. When the
+// last leaves, its series are deleted unless they are kept.
+func (o hookObserver) connected(hook string, delta int) bool {
 	names := o.m.names
 	names.mu.Lock()
 	defer names.mu.Unlock()
@@ -163,14 +190,36 @@ func (o hookObserver) HookConnected(hook string, delta int) {
 		if names.live[hook] == 0 {
 			// Created at 0, so that rate() sees the first failure of the connection.
 			o.m.initFailures(hook)
+			if o.keep != nil {
+				o.keep.Unretire(hook)
+			}
 		}
 		names.live[hook] = n
-		return
+		return true
 	}
 	delete(names.live, hook)
-	o.m.failures.DeletePartialMatch(prometheus.Labels{"hook": hook})
-	o.m.lost.DeleteLabelValues(hook)
-	o.m.contexts.DeleteLabelValues(hook)
+	if o.keep == nil {
+		o.m.forget(hook)
+	}
+	return false
+}
+
+// ForgetHook deletes the series of hook unless a hook of that name is connected: the
+// end of the keep time of a [HookSeriesKeeper].
+func (m *Metrics) ForgetHook(hook string) {
+	names := m.hook.names
+	names.mu.Lock()
+	defer names.mu.Unlock()
+	if names.live[hook] == 0 && hook != departedHook {
+		m.hook.forget(hook)
+	}
+}
+
+// forget deletes hook's series; the caller holds names.mu.
+func (m *hookMetrics) forget(hook string) {
+	m.failures.DeletePartialMatch(prometheus.Labels{"hook": hook})
+	m.lost.DeleteLabelValues(hook)
+	m.contexts.DeleteLabelValues(hook)
 }
 
 // initFailures creates hook's failure, lost-notification and dropped-context series at 0: a series born

@@ -118,7 +118,7 @@ func TestAdapters(t *testing.T) {
 		},
 		"hooks": {
 			do: func(m *observe.Metrics) {
-				h := m.Hooks()
+				h := m.Hooks(nil)
 				h.HookConnected("audit", 1)
 				h.HookConnected("audit", 1)
 				h.HookConnected("audit", -1)
@@ -233,7 +233,7 @@ func TestApproverCountsPending(t *testing.T) {
 // kept for departed names would grow without bound.
 func TestHookFailureSeriesFollowConnectedNames(t *testing.T) {
 	m, reg := newMetrics(t)
-	h := m.Hooks()
+	h := m.Hooks(nil)
 	const name = "toolsd_hook_failures_total"
 	h.HookConnected("audit", 1)
 	// Created at 0 when the name connects, so that rate() sees its first failure.
@@ -290,6 +290,58 @@ func TestHookFailureSeriesFollowConnectedNames(t *testing.T) {
 	}
 }
 
+// hookKeeper records the names a HookSeriesKeeper is given.
+type hookKeeper struct{ retired, unretired []string }
+
+func (k *hookKeeper) Retire(hook string)   { k.retired = append(k.retired, hook) }
+func (k *hookKeeper) Unretire(hook string) { k.unretired = append(k.unretired, hook) }
+
+// TestHookSeriesOutliveTheLastHook: with a keeper, a hook name's series stay after its
+// last hook left, with the counts of its last moments, until the keeper forgets the
+// name; a hook of the name connecting before then counts on in them. They were deleted
+// as the hook left, so a hook failing closed and then killed could leave its last
+// failures unscraped and unseen by ToolsdHookFailingClosed.
+func TestHookSeriesOutliveTheLastHook(t *testing.T) {
+	m, reg := newMetrics(t)
+	keep := &hookKeeper{}
+	h := m.Hooks(keep)
+	const name = "toolsd_hook_failures_total"
+	closed := []string{"hook", "audit", "stage", "pre_execute", "outcome", "fail_closed"}
+	h.HookConnected("audit", 1)
+	h.HookFailure("audit", "pre_execute", false)
+	h.HookConnected("audit", -1)
+	if got := value(t, reg, name, closed...); got != 1 {
+		t.Errorf("%s{hook=audit,fail_closed} after the hook left = %v, want 1", name, got)
+	}
+	if !slices.Equal(keep.retired, []string{"audit"}) {
+		t.Errorf("names retired = %q, want [audit]", keep.retired)
+	}
+	// Failures after it left still count under "".
+	h.HookFailure("audit", "pre_execute", false)
+	if got := value(t, reg, name, closed...); got != 1 {
+		t.Errorf("%s{hook=audit,fail_closed} after a late failure = %v, want 1", name, got)
+	}
+	h.HookConnected("audit", 1)
+	h.HookFailure("audit", "pre_execute", false)
+	if got := value(t, reg, name, closed...); got != 2 {
+		t.Errorf("%s{hook=audit,fail_closed} after it came back = %v, want 2", name, got)
+	}
+	if !slices.Equal(keep.unretired, []string{"audit", "audit"}) {
+		t.Errorf("names unretired = %q, want [audit audit]", keep.unretired)
+	}
+	m.ForgetHook("audit") // connected: kept
+	if !has(t, reg, name, "hook", "audit") {
+		t.Errorf("ForgetHook deleted %s{hook=audit} while an audit hook is connected", name)
+	}
+	h.HookConnected("audit", -1)
+	m.ForgetHook("audit")
+	for _, metric := range []string{name, "toolsd_hook_result_notifications_lost_total", "toolsd_hook_contexts_dropped_total"} {
+		if has(t, reg, metric, "hook", "audit") {
+			t.Errorf("%s{hook=audit} still exported once the name was forgotten", metric)
+		}
+	}
+}
+
 // exerciseAll moves every toolsd metric at least once.
 func exerciseAll(t *testing.T, m *observe.Metrics) {
 	t.Helper()
@@ -313,7 +365,7 @@ func exerciseAll(t *testing.T, m *observe.Metrics) {
 	ss := m.Session()
 	ss.AppendDone(1, time.Millisecond)
 	ss.SyncDone(time.Millisecond)
-	h := m.Hooks()
+	h := m.Hooks(nil)
 	h.HookConnected("audit", 1)
 	h.HookFailure("audit", "pre_execute", false)
 	h.NotificationsLost("audit", 1)
