@@ -77,6 +77,9 @@ type App struct {
 	retiredHooks *retiredNames
 	// retiredMax, if positive, replaces maxRetiredTools (see WithRetiredToolSeries).
 	retiredMax int
+	// forgettingTool, if set, runs as a retired tool name's series are about to go (see
+	// WithToolSeriesForgetting).
+	forgettingTool func(name string)
 	// approvalTimer, if set, replaces the approval wait's timer (see WithApprovalTimer).
 	approvalTimer func(d time.Duration, f func()) (stop func() bool)
 	// approvalWaitEnded, if set, runs as an approval wait ends unanswered (see
@@ -128,6 +131,13 @@ func WithToolSeriesKeep(d time.Duration) Option {
 // last hook left, apart.
 func WithRetiredToolSeries(n int) Option {
 	return func(a *App) { a.retiredMax = n }
+}
+
+// WithToolSeriesForgetting sets f to run with a retired tool name whose series are about
+// to be deleted, once it was found still unregistered: for tests that register the name
+// again in between.
+func WithToolSeriesForgetting(f func(name string)) Option {
+	return func(a *App) { a.forgettingTool = f }
 }
 
 // WithApprovalTimer replaces the timer that ends an approval wait after
@@ -301,8 +311,15 @@ func (a *App) callObserver() *observe.CallObserver {
 			}
 		}))
 	a.retired.forget = func(name string) {
-		if !a.reg.Registered(name) { // else registered again: a later unregistration retires it anew
-			calls.ForgetTool(name)
+		if a.reg.Registered(name) { // registered again: a later unregistration retires it anew
+			return
+		}
+		if a.forgettingTool != nil {
+			a.forgettingTool(name)
+		}
+		calls.ForgetTool(name)
+		if a.reg.Registered(name) { // registered meanwhile: it gets its series back
+			calls.PrepareTool(name)
 		}
 	}
 	a.reg.Subscribe(func(ch registry.Change) {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -336,4 +337,49 @@ func TestSeriesOfACallEndingAfterItsToolWentAreForgotten(t *testing.T) {
 	churn.register(t, "", &toolsdv1.ToolDefinition{Name: "other_2", ParametersJson: `{"type":"object"}`})
 	churn.unregister(t, "", "other_2")
 	waitFor(t, "late's recreated series to be forgotten", func() bool { return len(seriesOf("late")) == 0 })
+}
+
+// TestToolRegisteredAsItsSeriesGoKeepsThem: a tool registered again just as the sweep,
+// having found its name unregistered, deletes the name's series gets them back at zero,
+// as every registration does; it was left registered without them, so its first
+// failures showed no increase to rate() and the alerts missed them.
+func TestToolRegisteredAsItsSeriesGoKeepsThem(t *testing.T) {
+	at, release := make(chan string, 16), make(chan struct{})
+	var once sync.Once
+	e := start(t, "", app.WithToolSeriesKeep(10*time.Millisecond), app.WithToolSeriesForgetting(func(name string) {
+		at <- name
+		if name == "back" {
+			once.Do(func() { <-release })
+		}
+	}))
+	done := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(done) // before the app stops: its sweep may wait on release
+	p, err := connectRaw(t, e.conn, "returning")
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := func(name string) *toolsdv1.ToolDefinition {
+		return &toolsdv1.ToolDefinition{Name: name, ParametersJson: `{"type":"object"}`}
+	}
+	p.register(t, "", def("back"))
+	p.unregister(t, "", "back")
+	if name := <-at; name != "back" {
+		t.Fatalf("series forgotten first of %q, want back", name)
+	}
+	if st := p.register(t, "", def("back")); st[0].GetErrorCode() != "" {
+		t.Fatalf("register back again: %s %s", st[0].GetErrorCode(), st[0].GetErrorMessage())
+	}
+	// The sweep forgets names one after the other: once it reaches marker, it is done
+	// with back.
+	p.register(t, "", def("marker"))
+	p.unregister(t, "", "marker")
+	done()
+	for name := range at {
+		if name == "marker" {
+			break
+		}
+	}
+	if !hasSeries(t, e.app, "toolsd_pipeline_calls_total", "tool", "back", "code", "PROVIDER_GONE") {
+		t.Error("back, registered again, has no calls_total{code=PROVIDER_GONE} series; want it at 0")
+	}
 }
