@@ -983,6 +983,31 @@ func TestLargestResultFitsTheLog(t *testing.T) {
 	assertCompleteLog(t, e, "s-big", 3)
 }
 
+// TestLargestValueMeetsItsOutputSchema: a value as large as max_result_bytes allows (at
+// most 8 MiB), sent with a short content, is checked against the tool's output schema
+// and delivered; the output schema's check held values to a limit of its own, 4 MiB,
+// and failed a valid 6 MiB one as malformed JSON (INVALID_RESULT).
+func TestLargestValueMeetsItsOutputSchema(t *testing.T) {
+	e := start(t, "limits: {max_result_bytes: 8MiB}\n")
+	lines := make([]string, 6<<10) // a KiB each with its quotes and comma
+	for i := range lines {
+		lines[i] = strings.Repeat("x", 1<<10-3)
+	}
+	big := provider.NewTool("rows", "Six MiB of rows.", func(context.Context, provider.Call, noArgs) (provider.Result, error) {
+		return provider.Result{Content: "6 MiB of rows", Value: lines}, nil
+	}, provider.WithOutputSchema(`{"type":"array","items":{"type":"string"}}`))
+	runProvider(t, e.app.Addr(), big)
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-rows", Calls: []*toolsdv1.ToolCall{call("c0", "rows", `{}`)}},
+		batchOptions{callOpts: []grpc.CallOption{grpc.MaxCallRecvMsgSize(32 << 20)}})
+	if got := resultCodes(out.results); !slices.Equal(got, []string{""}) {
+		t.Fatalf("codes = %q (%s), want one success", got, out.results[0].GetContent())
+	}
+	if n, want := len(out.results[0].GetValueJson()), 6<<20+1; n != want { // [ and ], no last comma
+		t.Errorf("value is %d bytes, want %d", n, want)
+	}
+	assertCompleteLog(t, e, "s-rows", 1)
+}
+
 // TestHeaderSizeLimit checks max_header_bytes: a request whose metadata is over it
 // (here a huge authorization header, which authentication would otherwise hash) is
 // refused by the transport, and the connection serves the next request.

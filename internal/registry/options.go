@@ -6,6 +6,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/toolsd/toolsd/internal/jsonx"
+	"github.com/toolsd/toolsd/internal/tool"
 )
 
 // Limits bound what providers can register. Zero fields take the defaults.
@@ -34,7 +35,10 @@ type Limits struct {
 	MaxRestrictedNames int
 	// Args bounds tool arguments before schema validation. Default 1 MiB, depth 64.
 	Args jsonx.Limits
-	// Output bounds a tool's JSON value before output-schema validation. Default 4 MiB, depth 64.
+	// Output bounds a tool's JSON value before output-schema validation. Default
+	// [tool.MaxResultBytes], depth 64: the value's size is the pipeline's to limit
+	// (limits.max_result_bytes, RESULT_TOO_LARGE), so a smaller bound here would fail a
+	// value the configured limit admits as malformed JSON.
 	Output jsonx.Limits
 }
 
@@ -48,7 +52,7 @@ const (
 	DefaultMaxToolSets         = 100000
 	DefaultMaxToolSetsPerOwner = 1000
 	DefaultMaxRestrictedNames  = 1 << 18
-	DefaultMaxOutputBytes      = 4 << 20
+	DefaultMaxOutputBytes      = tool.MaxResultBytes
 	DefaultToolSetIdle         = 10 * time.Minute
 	DefaultConditionCostLimit  = 10000
 	// MaxPins bounds the remembered (scope, name) → hash pins; when it is reached, the
