@@ -188,6 +188,10 @@ func (a authzAdapter) ScopeFilter(ctx context.Context, act server.Action) (func(
 	return a.z.ScopeFilter(ctx, auth.Action(act))
 }
 
+func (a authzAdapter) Unconfined(ctx context.Context, act server.Action) bool {
+	return a.z.Unconfined(ctx, auth.Action(act))
+}
+
 // ownerStore keeps session owners in the session log for the authorizer, so ownership
 // survives a restart and goes with the session when retention removes it.
 type ownerStore struct{ store session.Store }

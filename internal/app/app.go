@@ -470,13 +470,16 @@ func (a *App) build(pol *policy.Set) error {
 		ApprovalWaitEnded: a.approvalWaitEnded,
 		SendClock:         a.sendClock,
 		Limits: server.Limits{
-			MaxCallsPerBatch:    c.Limits.MaxCallsPerBatch,
-			MaxRequestBytes:     int(c.Limits.MaxRequestBytes),
-			OutboxSize:          c.Limits.OutboxSize,
-			WriteTimeout:        c.Limits.WriteTimeout.D(),
-			AcceptedHold:        c.Limits.AcceptedHold.D(),
-			FirstMessageTimeout: c.Limits.FirstMessageTimeout.D(),
+			MaxCallsPerBatch:      c.Limits.MaxCallsPerBatch,
+			MaxRequestBytes:       int(c.Limits.MaxRequestBytes),
+			OutboxSize:            c.Limits.OutboxSize,
+			WriteTimeout:          c.Limits.WriteTimeout.D(),
+			AcceptedHold:          c.Limits.AcceptedHold.D(),
+			FirstMessageTimeout:   c.Limits.FirstMessageTimeout.D(),
+			MaxBatches:            c.Limits.MaxBatches,
+			MaxBatchesPerIdentity: c.Limits.MaxBatchesPerIdentity,
 		},
+		BatchRefused: a.obs.BatchRefused,
 	})
 	var grpcMetrics *grpcprom.ServerMetrics
 	gc, err := grpcConfig(a, c, authn)

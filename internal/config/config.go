@@ -151,6 +151,10 @@ type Limits struct {
 	// MaxProvidersPerIdentity caps one confined identity's provider streams, within
 	// MaxProviders.
 	MaxProvidersPerIdentity int `yaml:"max_providers_per_identity"`
+	// MaxBatches caps the batches in flight (ExecuteBatch streams that sent their batch
+	// and have not ended); MaxBatchesPerIdentity, within it, one confined identity's.
+	MaxBatches            int `yaml:"max_batches"`
+	MaxBatchesPerIdentity int `yaml:"max_batches_per_identity"`
 	// MaxToolSetsPerIdentity caps the live tool sets one authenticated identity resolved.
 	MaxToolSetsPerIdentity int `yaml:"max_tool_sets_per_identity"`
 }
@@ -210,6 +214,7 @@ func (l *Limits) perIdentityCaps() []identityCap {
 	return []identityCap{
 		{"limits.max_providers_per_identity", "limits.max_providers", &l.MaxProvidersPerIdentity, l.MaxProviders},
 		{"limits.max_hooks_per_identity", "limits.max_scoped_hooks", &l.MaxHooksPerIdentity, l.MaxScopedHooks},
+		{"limits.max_batches_per_identity", "limits.max_batches", &l.MaxBatchesPerIdentity, l.MaxBatches},
 	}
 }
 
@@ -825,6 +830,8 @@ func (c *Config) check() []*fieldError {
 		"limits.max_providers":              int64(c.Limits.MaxProviders),
 		"limits.max_providers_per_identity": int64(c.Limits.MaxProvidersPerIdentity),
 		"limits.max_tool_sets_per_identity": int64(c.Limits.MaxToolSetsPerIdentity),
+		"limits.max_batches":                int64(c.Limits.MaxBatches),
+		"limits.max_batches_per_identity":   int64(c.Limits.MaxBatchesPerIdentity),
 		"limits.max_in_flight_per_provider": int64(c.Limits.MaxInFlightPerProvider),
 		"limits.max_hooks":                  int64(c.Limits.MaxHooks),
 		"limits.max_scoped_hooks":           int64(c.Limits.MaxScopedHooks),

@@ -529,6 +529,27 @@ func TestUnsetCapFollowsALoweredTotal(t *testing.T) {
 	}
 }
 
+// TestBatchLimits: the batches in flight are capped by default, overall and per
+// confined identity; neither may be 0 (every batch refused), and one identity's cap is
+// at most the total, which it follows when only the total is lowered under it.
+func TestBatchLimits(t *testing.T) {
+	def := accepted(t, "")
+	if def != nil && (def.Limits.MaxBatches != 10000 || def.Limits.MaxBatchesPerIdentity != 1000) {
+		t.Errorf("max_batches / max_batches_per_identity = %d / %d, want 10000 / 1000 by default", def.Limits.MaxBatches, def.Limits.MaxBatchesPerIdentity)
+	}
+	refusedAll(t, map[string]string{
+		"limits: {max_batches: 0}\n":                                   "limits.max_batches: must be positive",
+		"limits: {max_batches_per_identity: 0}\n":                      "limits.max_batches_per_identity: must be positive",
+		"limits: {max_batches: -1}\n":                                  "limits.max_batches: must be positive",
+		"limits:\n  max_batches_per_identity: 10001\n":                 "t.yaml:2:29: limits.max_batches_per_identity: limits.max_batches_per_identity (10001) is over limits.max_batches (10000): one identity could never reach it",
+		"limits:\n  max_batches: 10\n  max_batches_per_identity: 11\n": "t.yaml:3:29: limits.max_batches_per_identity: limits.max_batches_per_identity (11) is over limits.max_batches (10): one identity could never reach it (limits.max_batches: t.yaml:2:16)",
+	})
+	accepted(t, "limits: {max_batches: 10, max_batches_per_identity: 10}\n")
+	if cfg := accepted(t, "limits: {max_batches: 64}\n"); cfg != nil && cfg.Limits.MaxBatchesPerIdentity != 64 {
+		t.Errorf("max_batches_per_identity = %d under max_batches 64 alone, want 64 (max_batches)", cfg.Limits.MaxBatchesPerIdentity)
+	}
+}
+
 // TestToolSetsPerIdentityWithinTheRegistry: one identity's live tool sets cannot be
 // capped above the registry's, which a cap could never reach.
 func TestToolSetsPerIdentityWithinTheRegistry(t *testing.T) {

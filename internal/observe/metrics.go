@@ -74,7 +74,8 @@ type sessionMetrics struct {
 }
 
 type serverMetrics struct {
-	panics prometheus.Counter
+	panics  prometheus.Counter
+	refused *prometheus.CounterVec // limit
 }
 
 // New creates toolsd's metrics and registers them on reg, the process's private
@@ -98,7 +99,18 @@ func New(reg prometheus.Registerer, opts ...Option) *Metrics {
 	// departedHook, whose series are never deleted: they start at 0 like a name's.
 	m.hook.initFailures(departedHook)
 	m.sess = newSessionMetrics(o)
-	m.srv = serverMetrics{panics: counter("server", "panics_recovered_total", "Panics recovered: in gRPC handlers, a call's pipeline stages, batch scheduling (mode lookups, result delivery, session log appends), and the handling of a provider's or hook's message.")}
+	m.srv = serverMetrics{
+		panics: counter("server", "panics_recovered_total", "Panics recovered: in gRPC handlers, a call's pipeline stages, batch scheduling (mode lookups, result delivery, session log appends), and the handling of a provider's or hook's message."),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: "server", Name: "batches_refused_total",
+			Help: "Batches refused (RESOURCE_EXHAUSTED, LIMIT_EXCEEDED) before anything was logged because they would take toolsd past limits.max_batches, or their confined identity past limits.max_batches_per_identity, by limit.",
+		}, []string{"limit"}),
+	}
+	// Both limits (server.LimitMaxBatches and LimitMaxBatchesPerIdentity) start at 0,
+	// so that rate() sees the first refusals.
+	for _, limit := range []string{"max_batches", "max_batches_per_identity"} {
+		m.srv.refused.WithLabelValues(limit)
+	}
 	tools := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: namespace, Subsystem: "registry", Name: "tools",
 		Help: "Tools registered across all scopes (quarantined ones excluded).",
@@ -110,7 +122,7 @@ func New(reg prometheus.Registerer, opts ...Option) *Metrics {
 		b.providers, b.rejected, b.stale, b.invalid, b.malformed,
 		h.connected, h.failures, h.lost, h.contexts,
 		ss.appendDuration, ss.appended, ss.syncDuration, ss.journalBytes, ss.rewrites,
-		m.srv.panics, tools,
+		m.srv.panics, m.srv.refused, tools,
 	)
 	return m
 }
@@ -229,6 +241,10 @@ func (m *Metrics) tools() float64 {
 // PanicRecovered counts one panic recovered by the gRPC recovery handler; it fits
 // server.GRPCConfig.OnPanic.
 func (m *Metrics) PanicRecovered() { m.srv.panics.Inc() }
+
+// BatchRefused counts one batch refused for limit (server.LimitMaxBatches or
+// LimitMaxBatchesPerIdentity); it fits server.Deps.BatchRefused.
+func (m *Metrics) BatchRefused(limit string) { m.srv.refused.WithLabelValues(limit).Inc() }
 
 // ApprovalsPending is the gauge of approval requests waiting for an answer: Inc when
 // one is sent to the agent loop, Dec when it is answered or abandoned. [Metrics.Approver]

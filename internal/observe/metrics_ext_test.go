@@ -371,6 +371,7 @@ func exerciseAll(t *testing.T, m *observe.Metrics) {
 	h.NotificationsLost("audit", 1)
 	h.ContextsDropped("audit", 1)
 	m.PanicRecovered()
+	m.BatchRefused("max_batches")
 	m.ApprovalsPending().Inc()
 	m.RegisteredTools(func() int { return 1 })
 	pipe := pipeline.New(tools(newTool("read", "p1")), succeed("ok"),
@@ -402,6 +403,7 @@ var metricNames = []string{
 	"toolsd_scheduler_calls_started_total",
 	"toolsd_scheduler_contexts_dropped_total",
 	"toolsd_scheduler_running_calls",
+	"toolsd_server_batches_refused_total",
 	"toolsd_server_panics_recovered_total",
 	"toolsd_session_append_duration_seconds",
 	"toolsd_session_appended_events_total",
@@ -497,5 +499,26 @@ func TestRejectionSeriesStartAtZero(t *testing.T) {
 		if got := value(t, reg, name, "code", code); got != 0 {
 			t.Errorf("%s{code=%q} = %v, want 0", name, code, got)
 		}
+	}
+}
+
+// TestBatchRefusalSeriesStartAtZero: both limits of batches_refused_total exist at 0
+// from the start, so that rate() sees the first refusals; a refusal counts under its
+// limit.
+func TestBatchRefusalSeriesStartAtZero(t *testing.T) {
+	m, reg := newMetrics(t)
+	const name = "toolsd_server_batches_refused_total"
+	for _, limit := range []string{"max_batches", "max_batches_per_identity"} {
+		if !has(t, reg, name, "limit", limit) {
+			t.Errorf("%s{limit=%q} not exported before any refusal", name, limit)
+			continue
+		}
+		if got := value(t, reg, name, "limit", limit); got != 0 {
+			t.Errorf("%s{limit=%q} = %v, want 0", name, limit, got)
+		}
+	}
+	m.BatchRefused("max_batches_per_identity")
+	if got := value(t, reg, name, "limit", "max_batches_per_identity"); got != 1 {
+		t.Errorf("%s{limit=\"max_batches_per_identity\"} = %v after one refusal, want 1", name, got)
 	}
 }

@@ -39,7 +39,19 @@ func (s *Server) ExecuteBatch(stream batchStream) error {
 		}
 		return toStatus(s.log, err)
 	}
-	b, ts, release, err := s.planBatch(ctx, first)
+	b, ts, err := s.buildBatch(ctx, first)
+	if err != nil {
+		return toStatus(s.log, err)
+	}
+	// A place among limits.max_batches from here to the handler's return, however the
+	// stream ends (a panic unwinds through the defer too); a stream that sent no batch
+	// held none.
+	place, err := s.slots.take(ctx, s.authz.Unconfined(ctx, ActionExecute))
+	if err != nil {
+		return toStatus(s.log, err)
+	}
+	defer s.slots.give(place)
+	release, err := s.claimBatch(ctx, b)
 	if err != nil {
 		return toStatus(s.log, err)
 	}
@@ -304,15 +316,11 @@ func (s *Server) receive(stream batchStream, approver *streamApprover, cancel co
 	}
 }
 
-// planBatch validates the first message, builds the scheduler's batch and authorizes
-// it, and returns the batch's tool set (nil without one) and the release of its hold on
-// the session, which the caller calls once the batch's last append is done. Everything
-// refused here is refused before anything is logged or run.
-func (s *Server) planBatch(ctx context.Context, first *toolsdv1.ExecuteBatchRequest) (*scheduler.Batch, *registry.ToolSet, func(), error) {
-	b, ts, err := s.buildBatch(ctx, first)
-	if err != nil {
-		return nil, nil, nil, err
-	}
+// claimBatch authorizes the batch built from the first message and returns the
+// release of its hold on the session, which the caller calls once the batch's last
+// append is done. Everything refused here, as in buildBatch and for want of a place
+// among the batches in flight, is refused before anything is logged or run.
+func (s *Server) claimBatch(ctx context.Context, b *scheduler.Batch) (func(), error) {
 	// Held from before the claim to the batch's last append, so that retention cannot
 	// delete the session (and its owner record) in between: the plan would then
 	// recreate the id with no owner, or land in the session another identity claimed
@@ -320,15 +328,15 @@ func (s *Server) planBatch(ctx context.Context, first *toolsdv1.ExecuteBatchRequ
 	// deleted session.
 	release, err := s.sessions.Hold(ctx, b.SessionID)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("server: session log: %w", err)
+		return nil, fmt.Errorf("server: session log: %w", err)
 	}
 	// Last: authorizing an execute claims the session for the caller, and a batch
 	// refused after the claim would leave an owner with no events behind.
 	if err := s.authz.Authorize(ctx, ActionExecute, b.Scope, b.SessionID); err != nil {
 		release()
-		return nil, nil, nil, err
+		return nil, err
 	}
-	return b, ts, release, nil
+	return release, nil
 }
 
 // buildBatch validates the first message and builds the scheduler's batch.

@@ -35,11 +35,17 @@ type Limits struct {
 	// batch: a stream that sends nothing would otherwise hold its handler and a stream
 	// slot until drain or the client's deadline.
 	FirstMessageTimeout time.Duration
+	// MaxBatches caps the batches in flight: ExecuteBatch streams that sent their batch
+	// and have not ended. MaxBatchesPerIdentity caps those of one confined identity (a
+	// tenant's; see [Authorizer]), so that one tenant cannot take every place. A batch
+	// over either is refused before anything is logged.
+	MaxBatches            int
+	MaxBatchesPerIdentity int
 }
 
 // DefaultLimits are used for zero fields.
 var DefaultLimits = Limits{MaxCallsPerBatch: 128, MaxSessionIDLen: 256, MaxCallIDLen: 256, OutboxSize: 256, WriteTimeout: 10 * time.Second,
-	FirstMessageTimeout: 10 * time.Second}
+	FirstMessageTimeout: 10 * time.Second, MaxBatches: 10000, MaxBatchesPerIdentity: 1000}
 
 // Deps are the domain services the handlers translate to.
 type Deps struct {
@@ -71,6 +77,10 @@ type Deps struct {
 	// being called) was called first. The default is [time.AfterFunc] for the time until
 	// at. For tests that decide when a token has expired.
 	ExpiryTimer func(at time.Time, f func()) (stop func() bool)
+	// BatchRefused, if set, counts a batch refused for Limits.MaxBatches or
+	// MaxBatchesPerIdentity, named by the limit ([LimitMaxBatches],
+	// [LimitMaxBatchesPerIdentity]).
+	BatchRefused func(limit string)
 }
 
 // Server implements ToolService; ProviderService is the broker's.
@@ -87,6 +97,8 @@ type Server struct {
 	batchSeq atomic.Uint64
 	bootID   string
 	active   *batches
+	// slots are the places of the batches in flight (Limits.MaxBatches).
+	slots    *batchSlots
 	wrapAppr func(tool.Approver) tool.Approver
 	// waitEnded is Deps.ApprovalWaitEnded.
 	waitEnded func()
@@ -121,6 +133,12 @@ func New(deps Deps) *Server {
 	if l.FirstMessageTimeout <= 0 {
 		l.FirstMessageTimeout = DefaultLimits.FirstMessageTimeout
 	}
+	if l.MaxBatches <= 0 {
+		l.MaxBatches = DefaultLimits.MaxBatches
+	}
+	if l.MaxBatchesPerIdentity <= 0 {
+		l.MaxBatchesPerIdentity = min(DefaultLimits.MaxBatchesPerIdentity, l.MaxBatches)
+	}
 	log := deps.Logger
 	if log == nil {
 		log = zap.NewNop()
@@ -137,6 +155,7 @@ func New(deps Deps) *Server {
 		reg: deps.Registry, broker: deps.Broker, sched: deps.Scheduler, sessions: deps.Sessions,
 		log: log, limits: l, authz: authz, bootID: newID(), active: newBatches(), wrapAppr: deps.WrapApprover,
 		waitEnded: deps.ApprovalWaitEnded, sendClock: deps.SendClock, expiryTimer: expiryTimer,
+		slots: &batchSlots{max: l.MaxBatches, maxPerID: l.MaxBatchesPerIdentity, refused: deps.BatchRefused},
 	}
 }
 
