@@ -119,9 +119,11 @@ func run(args []string) error {
 	go onTerm(done, term, stop, log, exitAtOnce)
 	// A reload in progress when Run returns finishes before the log is closed.
 	var reloads sync.WaitGroup
-	reloads.Go(func() { reloadOnHUP(ctx, hup, a, *configPath, over, &loaded, files, log) })
+	ran := make(chan struct{})
+	reloads.Go(func() { reloadOnHUP(ctx, ran, hup, a, *configPath, over, &loaded, files, log) })
 	waitProcs := adaptProcs(ctx, cfg.Runtime, a.Procs(), log)
 	err = a.Run(ctx)
+	close(ran)
 	stop()
 	waitProcs()
 	reloads.Wait()
@@ -202,17 +204,16 @@ func exitAtOnce(s os.Signal) {
 // reloadOnHUP re-reads the policy on each signal from hup without dropping in-flight
 // calls, until ctx ends (shutdown). Other keys take effect at the next start; the reload
 // names those that changed, and the auth files (tokens, JWKS, TLS) edited since the
-// start, which it does not apply either.
-func reloadOnHUP(ctx context.Context, hup <-chan os.Signal, a *app.App, path string, over []config.Override, loaded *config.Config, files startFiles, log *zap.Logger) {
+// start, which it does not apply either. A signal that arrives once shutdown began is
+// logged as ignored, until ran is closed (Run returned).
+func reloadOnHUP(ctx context.Context, ran <-chan struct{}, hup <-chan os.Signal, a *app.App, path string, over []config.Override, loaded *config.Config, files startFiles, log *zap.Logger) {
 	for {
 		select {
 		case <-ctx.Done():
+			ignoreHUP(ran, hup, log)
 			return
 		case <-hup:
-			cfg, err := config.Load(path, over...)
-			if err == nil {
-				err = a.Reload(cfg)
-			}
+			cfg, err := a.ReloadFile(path, over...)
 			if err != nil {
 				log.Error("config reload failed; keeping the running policy", zap.Error(err))
 				continue
@@ -226,6 +227,19 @@ func reloadOnHUP(ctx context.Context, hup <-chan os.Signal, a *app.App, path str
 				log.Warn("auth files changed since the start; they are read at start only and take effect at the next start",
 					zap.Strings("files", changed))
 			}
+		}
+	}
+}
+
+// ignoreHUP logs each signal from hup until ran is closed: shutdown has begun, so the
+// policy is not reloaded, and the operator who sent it reads why.
+func ignoreHUP(ran <-chan struct{}, hup <-chan os.Signal, log *zap.Logger) {
+	for {
+		select {
+		case <-ran:
+			return
+		case <-hup:
+			log.Info("config reload ignored: SIGHUP arrived during shutdown")
 		}
 	}
 }

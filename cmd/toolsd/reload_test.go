@@ -12,7 +12,8 @@ import (
 
 // TestSIGHUPDuringDrain: a SIGHUP that arrives while toolsd drains (a reload sent by
 // a config manager as the service stops) must not kill the process: the drain goes on,
-// the blocked call gets its result, and toolsd exits 0 as after SIGTERM alone.
+// the blocked call gets its result, and toolsd exits 0 as after SIGTERM alone. The
+// signal is logged as ignored, not reloaded.
 func TestSIGHUPDuringDrain(t *testing.T) {
 	cfg, _ := shutdownConfig(t, "1s")
 	led := newLedger()
@@ -40,6 +41,9 @@ func TestSIGHUPDuringDrain(t *testing.T) {
 	}
 	if len(d.logged("stopped")) != 1 {
 		t.Error(`toolsd did not log "stopped"`)
+	}
+	if n := len(d.logged("config reload ignored: SIGHUP arrived during shutdown")); n != 1 {
+		t.Errorf("toolsd logged the SIGHUP it ignored while draining %d times, want once", n)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -93,6 +94,9 @@ type App struct {
 	// stopped is set once the session store reported it stopped after a failed write
 	// (see storeWatch): toolsd is then not ready until it restarts.
 	stopped atomic.Bool
+	// reloadMu runs reloads one at a time, so that the reload metrics describe the
+	// policy the last one left in force.
+	reloadMu sync.Mutex
 }
 
 // Option configures [New].
@@ -185,6 +189,7 @@ func New(cfg *config.Config, opts ...Option) (_ *App, err error) {
 	a.procs = procs.New(procs.Options{}, a.metrics, a.log)
 	a.obs = observe.New(a.metrics)
 	a.keepSeries()
+	a.obs.ConfigLoaded() // the policy parsed above is the one in force
 	if a.tracing, err = observe.SetupTracing(context.Background(), cfg.Tracing.Enabled); err != nil {
 		return nil, err
 	}
@@ -611,8 +616,33 @@ func (a *App) Procs() *procs.Controller { return a.procs }
 // reads, so what a start would refuse is refused now and the running policy stays: a
 // tool's max_result_bytes is checked against the running limits.max_result_bytes and
 // the file's, and the auth section (its grants, token and key files, TLS files) as a
-// start builds it, refused under the bundled example provider as at a start.
+// start builds it, refused under the bundled example provider as at a start. Each
+// reload counts in toolsd_config_reloads_total{result} and sets
+// toolsd_config_last_reload_successful (and, when it succeeds, its timestamp).
 func (a *App) Reload(cfg *config.Config) error {
+	a.reloadMu.Lock()
+	defer a.reloadMu.Unlock()
+	err := a.reload(cfg)
+	a.obs.ConfigReloaded(err == nil)
+	return err
+}
+
+// ReloadFile is what SIGHUP does: it loads the config file at path with the overrides
+// (the command line's flags), as a start does, and reloads from it. A file that does not
+// load is a failed reload. It returns the loaded config.
+func (a *App) ReloadFile(path string, over ...config.Override) (*config.Config, error) {
+	cfg, err := config.Load(path, over...)
+	if err != nil {
+		a.reloadMu.Lock()
+		defer a.reloadMu.Unlock()
+		a.obs.ConfigReloaded(false)
+		return nil, err
+	}
+	return cfg, a.Reload(cfg)
+}
+
+// reload applies cfg's policy, or refuses cfg as [App.Reload] says.
+func (a *App) reload(cfg *config.Config) error {
 	pol, err := a.reloadPolicy(cfg)
 	if err != nil {
 		return err

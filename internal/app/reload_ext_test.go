@@ -1,10 +1,13 @@
 package app_test
 
 import (
+	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolsd/toolsd/examples/provider/exampletools"
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
@@ -120,4 +123,77 @@ func TestReloadRefusesAuthUnderTheExampleProvider(t *testing.T) {
 	if got := resultCodes(out.results); !slices.Equal(got, []string{"DENIED"}) {
 		t.Errorf("echo after the refused reload: %v, want [DENIED] (the running policy)", got)
 	}
+}
+
+// TestReloadMetrics: /metrics says whether the policy on disk is the policy in force.
+// From the start, which loaded the config, the last reload reads successful at the
+// start's time and no reload is counted; a refused reload (a bad rule, or a file that
+// does not load) counts a failure and sets last_reload_successful to 0, keeping the
+// last success's time; a reload that succeeds counts, sets it back to 1 and moves the
+// time.
+func TestReloadMetrics(t *testing.T) {
+	started := float64(time.Now().UnixNano()) / 1e9
+	e := start(t, "")
+	type reading struct{ success, failure, ok, since float64 }
+	read := func() reading {
+		t.Helper()
+		_, body := scrape(t, e.app.AdminAddr(), "/metrics")
+		return reading{
+			success: sample(t, body, `toolsd_config_reloads_total{result="success"}`),
+			failure: sample(t, body, `toolsd_config_reloads_total{result="failure"}`),
+			ok:      sample(t, body, "toolsd_config_last_reload_successful"),
+			since:   sample(t, body, "toolsd_config_last_reload_success_timestamp_seconds"),
+		}
+	}
+	atStart := read()
+	if want := (reading{0, 0, 1, atStart.since}); atStart != want || atStart.since < started {
+		t.Fatalf("at start: %+v, want %+v with a time from %v on", atStart, want, started)
+	}
+
+	bad, err := config.Parse([]byte(baseConfig+"policy:\n  rules:\n    - {tool: echo, decision: maybe}\n"), "bad.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.app.Reload(bad); err == nil {
+		t.Fatal("Reload(bad rule) = nil, want an error")
+	}
+	if got, want := read(), (reading{0, 1, 0, atStart.since}); got != want {
+		t.Errorf("after a refused reload: %+v, want %+v", got, want)
+	}
+	missing := filepath.Join(t.TempDir(), "missing.yaml")
+	if _, err := e.app.ReloadFile(missing); err == nil {
+		t.Fatalf("ReloadFile(%s) = nil, want an error", missing)
+	}
+	if got, want := read(), (reading{0, 2, 0, atStart.since}); got != want {
+		t.Errorf("after a file that does not load: %+v, want %+v", got, want)
+	}
+
+	good := filepath.Join(t.TempDir(), "good.yaml")
+	if err := os.WriteFile(good, []byte(baseConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.app.ReloadFile(good); err != nil {
+		t.Fatalf("ReloadFile(good) = %v", err)
+	}
+	after := read()
+	if want := (reading{1, 2, 1, after.since}); after != want || after.since < atStart.since {
+		t.Errorf("after a reload: %+v, want %+v with a time from %v on", after, want, atStart.since)
+	}
+}
+
+// sample is the value of the sample named name (with its labels, as /metrics writes
+// them) in body, a scrape of /metrics.
+func sample(t *testing.T, body, name string) float64 {
+	t.Helper()
+	for line := range strings.SplitSeq(body, "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("/metrics has no %s:\n%s", name, body)
+	return 0
 }

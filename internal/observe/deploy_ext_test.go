@@ -37,7 +37,7 @@ type series struct {
 
 // closedLabels are the labels whose every value is known in advance: a query's
 // matcher on one of them must name values toolsd can produce.
-var closedLabels = []string{"code", "grpc_code", "outcome", "stage"}
+var closedLabels = []string{"code", "grpc_code", "outcome", "result", "stage"}
 
 // resultCodes are the values of toolsd's code labels: every tool.Code and OK.
 var resultCodes = []tool.Code{
@@ -250,6 +250,7 @@ func TestAlertRules(t *testing.T) {
 	want := map[string]bool{
 		"ToolsdHighCallErrorRatio": false, "ToolsdProviderGoneSpike": false, "ToolsdHookFailingClosed": false,
 		"ToolsdSessionFsyncSlow": false, "ToolsdNoProvidersConnected": false, "ToolsdPanicsRecovered": false,
+		"ToolsdConfigReloadFailed": false,
 	}
 	for _, g := range rules.Groups {
 		for _, r := range g.Rules {

@@ -20,6 +20,7 @@ type Metrics struct {
 	hook  hookMetrics
 	sess  sessionMetrics
 	srv   serverMetrics
+	conf  configMetrics
 
 	toolCount atomic.Pointer[func() int]
 }
@@ -78,6 +79,18 @@ type serverMetrics struct {
 	refused *prometheus.CounterVec // limit
 }
 
+type configMetrics struct {
+	reloads     *prometheus.CounterVec // result
+	lastOK      prometheus.Gauge
+	lastOKSince prometheus.Gauge
+}
+
+// Values of toolsd_config_reloads_total's result label.
+const (
+	reloadSuccess = "success"
+	reloadFailure = "failure"
+)
+
 // New creates toolsd's metrics and registers them on reg, the process's private
 // registry. It panics if a metric is already registered there, like
 // [prometheus.Registerer.MustRegister]: New is meant to run once, at assembly.
@@ -111,6 +124,7 @@ func New(reg prometheus.Registerer, opts ...Option) *Metrics {
 	for _, limit := range []string{"max_batches", "max_batches_per_identity"} {
 		m.srv.refused.WithLabelValues(limit)
 	}
+	m.conf = newConfigMetrics()
 	tools := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: namespace, Subsystem: "registry", Name: "tools",
 		Help: "Tools registered across all scopes (quarantined ones excluded).",
@@ -123,6 +137,7 @@ func New(reg prometheus.Registerer, opts ...Option) *Metrics {
 		h.connected, h.failures, h.lost, h.contexts,
 		ss.appendDuration, ss.appended, ss.syncDuration, ss.journalBytes, ss.rewrites,
 		m.srv.panics, m.srv.refused, tools,
+		m.conf.reloads, m.conf.lastOK, m.conf.lastOKSince,
 	)
 	return m
 }
@@ -218,6 +233,21 @@ func newSessionMetrics(o options) sessionMetrics {
 	}
 }
 
+func newConfigMetrics() configMetrics {
+	c := configMetrics{
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: "config", Name: "reloads_total",
+			Help: "Config reloads (SIGHUP), by result (success: the file's policy is in force; failure: the file was refused and the running policy stays).",
+		}, []string{"result"}),
+		lastOK:      gauge("config", "last_reload_successful", "Whether the last config reload succeeded (1) or was refused (0); 1 from the start, which loaded the config."),
+		lastOKSince: gauge("config", "last_reload_success_timestamp_seconds", "Unix time of the last successful config reload, or of the start, which loaded the config."),
+	}
+	// Both results start at 0, so that rate() and increase() see the first failure.
+	c.reloads.WithLabelValues(reloadSuccess)
+	c.reloads.WithLabelValues(reloadFailure)
+	return c
+}
+
 func gauge(subsystem, name, help string) prometheus.Gauge {
 	return prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Subsystem: subsystem, Name: name, Help: help})
 }
@@ -236,6 +266,26 @@ func (m *Metrics) tools() float64 {
 		return float64((*f)())
 	}
 	return 0
+}
+
+// ConfigLoaded records that the config in force was loaded now: toolsd calls it at
+// start-up, so the reload gauges read a success at the start's time until a reload.
+func (m *Metrics) ConfigLoaded() {
+	m.conf.lastOK.Set(1)
+	m.conf.lastOKSince.SetToCurrentTime()
+}
+
+// ConfigReloaded counts a config reload that succeeded (ok) or was refused, and sets
+// toolsd_config_last_reload_successful to match: 0 while the policy in force is not
+// the file's, until a reload succeeds.
+func (m *Metrics) ConfigReloaded(ok bool) {
+	if !ok {
+		m.conf.reloads.WithLabelValues(reloadFailure).Inc()
+		m.conf.lastOK.Set(0)
+		return
+	}
+	m.conf.reloads.WithLabelValues(reloadSuccess).Inc()
+	m.ConfigLoaded()
 }
 
 // PanicRecovered counts one panic recovered by the gRPC recovery handler; it fits

@@ -372,6 +372,8 @@ func exerciseAll(t *testing.T, m *observe.Metrics) {
 	h.ContextsDropped("audit", 1)
 	m.PanicRecovered()
 	m.BatchRefused("max_batches")
+	m.ConfigLoaded()
+	m.ConfigReloaded(false)
 	m.ApprovalsPending().Inc()
 	m.RegisteredTools(func() int { return 1 })
 	pipe := pipeline.New(tools(newTool("read", "p1")), succeed("ok"),
@@ -386,6 +388,9 @@ var metricNames = []string{
 	"toolsd_broker_malformed_messages_total",
 	"toolsd_broker_providers_connected",
 	"toolsd_broker_stale_results_total",
+	"toolsd_config_last_reload_success_timestamp_seconds",
+	"toolsd_config_last_reload_successful",
+	"toolsd_config_reloads_total",
 	"toolsd_hook_contexts_dropped_total",
 	"toolsd_hook_failures_total",
 	"toolsd_hook_hooks_connected",
