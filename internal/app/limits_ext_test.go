@@ -383,7 +383,8 @@ func TestProviderLimits(t *testing.T) {
 // toolsd cuts it off with ResourceExhausted once the outbox stays full past the write
 // timeout, and the session log still gets every result.
 func TestSlowClientIsCutOff(t *testing.T) {
-	e := start(t, "limits: {outbox_size: 2, write_timeout: 100ms}\n")
+	clock := newStandingClock()
+	e := start(t, "limits: {outbox_size: 2, write_timeout: 100ms}\n", app.WithSendClock(clock.now))
 	runProvider(t, e.app.Addr(), sizedTool("sized"))
 	const n = 60
 	calls := make([]*toolsdv1.ToolCall, n)
@@ -400,14 +401,62 @@ func TestSlowClientIsCutOff(t *testing.T) {
 	if err := stream.CloseSend(); err != nil {
 		t.Fatal(err)
 	}
-	// Read the log from another connection while this client reads nothing.
+	waitFor(t, "the batch to be cut off", func() bool {
+		return rpcCount(t, e.app, "grpc_server_handled_total", "grpc_method", "ExecuteBatch", "grpc_code", "ResourceExhausted") == 1
+	})
+	// Read the log from another connection while this client reads nothing. The reads,
+	// megabytes under the race detector, are not timed: however slowly the test reads,
+	// toolsd does not cut this reader off too.
 	other := dial(t, e.app.Addr())
 	reader := &env{app: e.app, conn: other, tools: toolsdv1.NewToolServiceClient(other)}
-	waitFor(t, "every result in the log", func() bool { return len(reader.readSession(t, "s-slow")) == 2*n })
-	assertCompleteLog(t, reader, "s-slow", n)
+	waitFor(t, "every result in the log", func() (done bool) {
+		clock.stand(func() { done = len(reader.readSession(t, "s-slow")) == 2*n })
+		return done
+	})
+	clock.stand(func() { assertCompleteLog(t, reader, "s-slow", n) })
 	if received := readUntilCutOff(t, stream); received >= n {
 		t.Errorf("received %d results, want fewer than %d", received, n)
 	}
+}
+
+// standingClock is a send clock (app.WithSendClock) that stands still while the test
+// reads a large session log (see [standingClock.stand]): toolsd times those sends
+// against limits.write_timeout, and a test that reads slowly, under the race detector on
+// a busy machine, would be cut off as a slow client. Otherwise it runs with the
+// monotonic clock, so a client that reads nothing is still cut off.
+type standingClock struct {
+	mu    sync.Mutex
+	epoch time.Time
+	stood time.Duration // the time it stood still, which it does not count
+	since time.Time     // when it began standing still; zero while it runs
+}
+
+func newStandingClock() *standingClock { return &standingClock{epoch: time.Now()} }
+
+// now reads the clock in nanoseconds, never 0.
+func (c *standingClock) now() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := time.Now()
+	if !c.since.IsZero() {
+		t = c.since
+	}
+	return int64(t.Sub(c.epoch)-c.stood) + 1
+}
+
+// stand runs f with the clock standing still, so that no send made meanwhile counts as
+// stalled. Calls must not overlap.
+func (c *standingClock) stand(f func()) {
+	c.mu.Lock()
+	c.since = time.Now()
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.stood += time.Since(c.since)
+		c.since = time.Time{}
+		c.mu.Unlock()
+	}()
+	f()
 }
 
 // TestSlowClientIsCutOffSingleCall is the same for a lone call, whose messages the
