@@ -409,14 +409,24 @@ func TestSlowClientIsCutOff(t *testing.T) {
 	// toolsd does not cut this reader off too.
 	other := dial(t, e.app.Addr())
 	reader := &env{app: e.app, conn: other, tools: toolsdv1.NewToolServiceClient(other)}
-	waitFor(t, "every result in the log", func() (done bool) {
-		clock.stand(func() { done = len(reader.readSession(t, "s-slow")) == 2*n })
-		return done
-	})
-	clock.stand(func() { assertCompleteLog(t, reader, "s-slow", n) })
+	readLog(t, clock, reader, "s-slow", n)
 	if received := readUntilCutOff(t, stream); received >= n {
 		t.Errorf("received %d results, want fewer than %d", received, n)
 	}
+}
+
+// readLog waits until session id's log holds n calls and their results and checks it
+// (assertCompleteLog), reading through r with clock standing still: the log's results
+// are large, and a reader slowed by the race detector on a busy machine would be cut
+// off under the tests' short limits.write_timeout. A client cut off meanwhile is cut
+// off once the clock runs again.
+func readLog(t *testing.T, clock *standingClock, r *env, id string, n int) {
+	t.Helper()
+	waitFor(t, "every result in the log", func() (done bool) {
+		clock.stand(func() { done = len(r.readSession(t, id)) == 2*n })
+		return done
+	})
+	clock.stand(func() { assertCompleteLog(t, r, id, n) })
 }
 
 // standingClock is a send clock (app.WithSendClock) that stands still while the test
@@ -463,7 +473,8 @@ func (c *standingClock) stand(f func()) {
 // handler writes itself while they cannot block: a result larger than the client's flow
 // control window must not leave the handler stuck writing what follows it.
 func TestSlowClientIsCutOffSingleCall(t *testing.T) {
-	e := start(t, "limits: {write_timeout: 100ms}\n")
+	clock := newStandingClock()
+	e := start(t, "limits: {write_timeout: 100ms}\n", app.WithSendClock(clock.now))
 	runProvider(t, e.app.Addr(), sizedTool("sized"))
 	stream := openFixedWindow(t, e.app.Addr())
 	batch := &toolsdv1.Batch{SessionId: "s-slow-one", Calls: []*toolsdv1.ToolCall{call("c0", "sized", `{"bytes":262144}`)}}
@@ -473,8 +484,7 @@ func TestSlowClientIsCutOffSingleCall(t *testing.T) {
 	if err := stream.CloseSend(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the result in the log", func() bool { return len(e.readSession(t, "s-slow-one")) == 2 })
-	assertCompleteLog(t, e, "s-slow-one", 1)
+	readLog(t, clock, e, "s-slow-one", 1)
 	// Read only once toolsd has given up on the client, or reading would make room.
 	waitFor(t, "the batch to be cut off", func() bool {
 		return rpcCount(t, e.app, "grpc_server_handled_total", "grpc_method", "ExecuteBatch", "grpc_code", "ResourceExhausted") == 1
@@ -488,7 +498,8 @@ func TestSlowClientIsCutOffSingleCall(t *testing.T) {
 // no put waiting for room. The running call is cancelled as for any cut-off client (the
 // tool here ends only then), and every result is logged.
 func TestClientNotReadingWhileCallsRunIsCutOff(t *testing.T) {
-	e := start(t, "limits: {write_timeout: 200ms}\n")
+	clock := newStandingClock()
+	e := start(t, "limits: {write_timeout: 200ms}\n", app.WithSendClock(clock.now))
 	started, stopped := make(chan string, 1), make(chan string, 1)
 	runProvider(t, e.app.Addr(), sizedTool("sized"), blockTool("block", started, stopped))
 	stream := openFixedWindow(t, e.app.Addr())
@@ -502,8 +513,7 @@ func TestClientNotReadingWhileCallsRunIsCutOff(t *testing.T) {
 	awaitCancelled(t, stopped)
 	other := dial(t, e.app.Addr())
 	reader := &env{app: e.app, conn: other, tools: toolsdv1.NewToolServiceClient(other)}
-	waitFor(t, "every result in the log", func() bool { return len(reader.readSession(t, "s-unread-run")) == 2*len(calls) })
-	assertCompleteLog(t, reader, "s-unread-run", len(calls))
+	readLog(t, clock, reader, "s-unread-run", len(calls))
 	readUntilCutOff(t, stream)
 }
 
@@ -511,7 +521,8 @@ func TestClientNotReadingWhileCallsRunIsCutOff(t *testing.T) {
 // client does not read: a single-call batch writes its first messages itself, but its
 // progress goes through the outbox's writer, which then waits on the client.
 func TestClientNotReadingProgressIsCutOff(t *testing.T) {
-	e := start(t, "limits: {write_timeout: 200ms}\n")
+	clock := newStandingClock()
+	e := start(t, "limits: {write_timeout: 200ms}\n", app.WithSendClock(clock.now))
 	started, stopped := make(chan string, 1), make(chan string, 1)
 	runProvider(t, e.app.Addr(), provider.NewTool("chatty", "Reports progress, then blocks until cancelled.",
 		func(ctx context.Context, c provider.Call, _ blockArgs) (string, error) {
@@ -529,8 +540,7 @@ func TestClientNotReadingProgressIsCutOff(t *testing.T) {
 	}
 	awaitRunning(t, started)
 	awaitCancelled(t, stopped)
-	waitFor(t, "the result in the log", func() bool { return len(e.readSession(t, "s-unread-progress")) == 2 })
-	assertCompleteLog(t, e, "s-unread-progress", 1)
+	readLog(t, clock, e, "s-unread-progress", 1)
 	readUntilCutOff(t, stream)
 }
 
