@@ -88,6 +88,8 @@ type App struct {
 	approvalWaitEnded func()
 	// sendClock, if set, times the sends to peers (see WithSendClock).
 	sendClock streamgate.Clock
+	// tracingOpts configure tracing when the config enables it (see WithTracing).
+	tracingOpts []observe.TracingOption
 	// pinSaver keeps the registry's pins in the data directory (nil: they live in
 	// memory only).
 	pinSaver *pinSaver
@@ -165,6 +167,13 @@ func WithApprovalWaitEnded(f func()) Option {
 // that decide when a peer has waited too long.
 func WithSendClock(clock streamgate.Clock) Option { return func(a *App) { a.sendClock = clock } }
 
+// WithTracing passes opts to [observe.SetupTracing] when the config enables tracing:
+// for tests that record toolsd's spans (observe.WithSpanExporter,
+// observe.WithSpanProcessor).
+func WithTracing(opts ...observe.TracingOption) Option {
+	return func(a *App) { a.tracingOpts = append(a.tracingOpts, opts...) }
+}
+
 // WithExampleProvider runs the bundled example provider in-process, connected over
 // loopback gRPC like any other provider; write_note appends to notesPath.
 func WithExampleProvider(notesPath string) Option { return func(a *App) { a.example = notesPath } }
@@ -190,7 +199,7 @@ func New(cfg *config.Config, opts ...Option) (_ *App, err error) {
 	a.obs = observe.New(a.metrics)
 	a.keepSeries()
 	a.obs.ConfigLoaded() // the policy parsed above is the one in force
-	if a.tracing, err = observe.SetupTracing(context.Background(), cfg.Tracing.Enabled); err != nil {
+	if a.tracing, err = observe.SetupTracing(context.Background(), cfg.Tracing.Enabled, a.tracingOpts...); err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -354,6 +363,9 @@ func (a *App) build(pol *policy.Set) error {
 	var brokerOpts []broker.Option
 	if authz.Enabled() {
 		brokerOpts = append(brokerOpts, broker.WithScopeGuard(authz.AllowRegister))
+	}
+	if a.tracing.Enabled() {
+		brokerOpts = append(brokerOpts, broker.WithTraceContext(a.tracing.TraceContext))
 	}
 	pinning := pinMode(c.Registry.Pinning)
 	var pins []registry.Pin

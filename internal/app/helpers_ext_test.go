@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/internal/app"
@@ -141,6 +142,8 @@ type batchOptions struct {
 	onAccepted func(toolsdv1.ToolService_ExecuteBatchClient)
 	// callOpts are the stream's call options (e.g. a larger receive limit).
 	callOpts []grpc.CallOption
+	// metadata, if set, is sent with the stream (e.g. a traceparent).
+	metadata metadata.MD
 }
 
 // execute runs a batch to its end and returns what the stream carried.
@@ -148,6 +151,9 @@ func (e *env) execute(tb testing.TB, b *toolsdv1.Batch, o batchOptions) (*outcom
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	if o.metadata != nil {
+		ctx = metadata.NewOutgoingContext(ctx, o.metadata)
+	}
 	stream, err := e.tools.ExecuteBatch(ctx, o.callOpts...)
 	if err != nil {
 		return nil, err

@@ -58,6 +58,9 @@ type Broker struct {
 	guard  ScopeGuard
 	// clock is what the streams' Sends are timed by (see [WithSendClock]).
 	clock streamgate.Clock
+	// traceContext gives a call's trace context headers (see [WithTraceContext]); nil
+	// when toolsd does not trace.
+	traceContext TraceContext
 
 	// ids issues provider ids: unique, and unrelated to each other, so a provider
 	// learns nothing from its id of the providers that connected before or since.
@@ -76,16 +79,17 @@ func New(reg Registrar, opts ...Option) *Broker {
 		opt(&o)
 	}
 	return &Broker{
-		reg:    reg,
-		log:    o.log,
-		limits: o.limits.withDefaults(),
-		obs:    o.obs,
-		mapErr: o.mapErr,
-		guard:  o.guard,
-		clock:  o.clock,
-		ids:    connid.New("p"),
-		conns:  make(map[string]*conn),
-		gate:   streamgate.New(),
+		reg:          reg,
+		log:          o.log,
+		limits:       o.limits.withDefaults(),
+		obs:          o.obs,
+		mapErr:       o.mapErr,
+		guard:        o.guard,
+		clock:        o.clock,
+		ids:          connid.New("p"),
+		traceContext: o.traceContext,
+		conns:        make(map[string]*conn),
+		gate:         streamgate.New(),
 	}
 }
 

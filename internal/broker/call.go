@@ -100,7 +100,11 @@ func (b *Broker) Call(ctx context.Context, providerID string, e *tool.Exec, atte
 	if code != "" {
 		return b.rejected(p, providerID, code, limit)
 	}
-	if err := c.send(ctx, executeMsg(id, e, attempt), &p.sent); err != nil {
+	m := executeMsg(id, e, attempt)
+	if b.traceContext != nil {
+		m.req.TraceContext = b.traceContext(ctx)
+	}
+	if err := c.send(ctx, m, &p.sent); err != nil {
 		return c.notSent(ctx, p, id, providerID, err)
 	}
 	select {

@@ -140,7 +140,20 @@ type options struct {
 	mapErr ErrorMapper
 	guard  ScopeGuard
 	clock  streamgate.Clock
+
+	traceContext TraceContext
 }
+
+// TraceContext returns the trace context headers (W3C traceparent and tracestate, by
+// lower-case name; valid UTF-8, as the wire needs) of the span in ctx, or nil when
+// there are none. The broker sends
+// them with each call so that the provider's spans join the call's trace; it is a
+// function so that this package needs no tracing library.
+type TraceContext func(ctx context.Context) map[string]string
+
+// WithTraceContext sets how a call's trace context is read from its context; nil, the
+// default, sends none (toolsd does not trace), at no cost per call.
+func WithTraceContext(f TraceContext) Option { return func(o *options) { o.traceContext = f } }
 
 // ScopeGuard decides whether the provider whose stream context is ctx may register into
 // (or unregister from) scope; a non-nil error rejects that tool with PERMISSION_DENIED.

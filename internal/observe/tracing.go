@@ -160,6 +160,19 @@ func (t *Tracing) TracerProvider() trace.TracerProvider {
 	return t.tp
 }
 
+// TraceContext returns the W3C Trace Context headers (traceparent, and tracestate when
+// the trace has one) of the span in ctx, for a provider or hook to continue the call's
+// trace in; nil when tracing is off or ctx holds no valid span context. An unsampled
+// span's context is given too: its flags tell the provider not to sample either.
+func (t *Tracing) TraceContext(ctx context.Context) map[string]string {
+	if !t.Enabled() || !trace.SpanContextFromContext(ctx).IsValid() {
+		return nil
+	}
+	carrier := make(propagation.MapCarrier, 2)
+	propagation.TraceContext{}.Inject(ctx, carrier)
+	return carrier
+}
+
 // Shutdown flushes buffered spans and stops the exporter, within ctx's deadline.
 func (t *Tracing) Shutdown(ctx context.Context) error {
 	if !t.Enabled() {

@@ -344,3 +344,31 @@ func serveTraced(t *testing.T, tr *observe.Tracing, register func(*grpc.Server))
 		}
 	}
 }
+
+// TestTraceContext: the headers a provider is sent name the span in the context, and
+// there are none with tracing off or without a span.
+func TestTraceContext(t *testing.T) {
+	off, err := observe.SetupTracing(t.Context(), false)
+	if err != nil {
+		t.Fatalf("SetupTracing(off) = %v", err)
+	}
+	on, err := observe.SetupTracing(t.Context(), true, observe.WithSpanExporter(tracetest.NewNoopExporter()))
+	if err != nil {
+		t.Fatalf("SetupTracing(on) = %v", err)
+	}
+	t.Cleanup(func() { _ = on.Shutdown(context.Background()) })
+	ctx, span := on.TracerProvider().Tracer("test").Start(t.Context(), "dispatch")
+	defer span.End()
+	sc := span.SpanContext()
+	want := "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-01"
+
+	if got := on.TraceContext(ctx); got["traceparent"] != want {
+		t.Errorf("TraceContext(span) = %q, want traceparent %q", got, want)
+	}
+	if got := on.TraceContext(t.Context()); got != nil {
+		t.Errorf("TraceContext(no span) = %q, want nil", got)
+	}
+	if got := off.TraceContext(ctx); got != nil {
+		t.Errorf("TraceContext(span) with tracing off = %q, want nil", got)
+	}
+}

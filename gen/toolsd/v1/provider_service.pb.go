@@ -799,7 +799,15 @@ type ExecuteRequest struct {
 	// runs ahead of toolsd's would find deadline already past, and one behind would give
 	// the call longer than toolsd waits. The time the request spent in transit is not
 	// counted, so the provider's deadline falls that much after toolsd's.
-	Timeout       *durationpb.Duration `protobuf:"bytes,11,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	Timeout *durationpb.Duration `protobuf:"bytes,11,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	// The call's W3C Trace Context headers, by lower-case name: "traceparent" and, when
+	// the trace has one, "tracestate". Set only when toolsd traces (tracing.enabled); the
+	// parent they name is the call's toolsd.dispatch span (every attempt's), within the
+	// agent's trace when the agent sent a traceparent. A provider that extracts them (in Go,
+	// propagation.TraceContext{}.Extract with a propagation.MapCarrier; the Go SDK does
+	// it for every handler) makes the tool's spans part of the agent's trace. Empty when
+	// tracing is off.
+	TraceContext  map[string]string `protobuf:"bytes,12,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -907,6 +915,13 @@ func (x *ExecuteRequest) GetAttempt() uint32 {
 func (x *ExecuteRequest) GetTimeout() *durationpb.Duration {
 	if x != nil {
 		return x.Timeout
+	}
+	return nil
+}
+
+func (x *ExecuteRequest) GetTraceContext() map[string]string {
+	if x != nil {
+		return x.TraceContext
 	}
 	return nil
 }
@@ -1213,7 +1228,7 @@ const file_toolsd_v1_provider_service_proto_rawDesc = "" +
 	"\vquarantined\x18\x05 \x01(\bR\vquarantined\"`\n" +
 	"\x13RegisterToolsResult\x12\x10\n" +
 	"\x03ref\x18\x01 \x01(\x04R\x03ref\x127\n" +
-	"\x05tools\x18\x02 \x03(\v2!.toolsd.v1.ToolRegistrationStatusR\x05tools\"\xe7\x02\n" +
+	"\x05tools\x18\x02 \x03(\v2!.toolsd.v1.ToolRegistrationStatusR\x05tools\"\xfa\x03\n" +
 	"\x0eExecuteRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\x04R\trequestId\x12\x17\n" +
@@ -1228,7 +1243,11 @@ const file_toolsd_v1_provider_service_proto_rawDesc = "" +
 	"\x04step\x18\t \x01(\x04R\x04step\x12\x18\n" +
 	"\aattempt\x18\n" +
 	" \x01(\rR\aattempt\x123\n" +
-	"\atimeout\x18\v \x01(\v2\x19.google.protobuf.DurationR\atimeout\"H\n" +
+	"\atimeout\x18\v \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12P\n" +
+	"\rtrace_context\x18\f \x03(\v2+.toolsd.v1.ExecuteRequest.TraceContextEntryR\ftraceContext\x1a?\n" +
+	"\x11TraceContextEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"H\n" +
 	"\x0fCancelExecution\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\x04R\trequestId\x12\x16\n" +
@@ -1257,7 +1276,7 @@ func file_toolsd_v1_provider_service_proto_rawDescGZIP() []byte {
 	return file_toolsd_v1_provider_service_proto_rawDescData
 }
 
-var file_toolsd_v1_provider_service_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_toolsd_v1_provider_service_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_toolsd_v1_provider_service_proto_goTypes = []any{
 	(*ProviderHello)(nil),                  // 0: toolsd.v1.ProviderHello
 	(*RegisterTools)(nil),                  // 1: toolsd.v1.RegisterTools
@@ -1272,32 +1291,34 @@ var file_toolsd_v1_provider_service_proto_goTypes = []any{
 	(*CancelExecution)(nil),                // 10: toolsd.v1.CancelExecution
 	(*ServerGoodbye)(nil),                  // 11: toolsd.v1.ServerGoodbye
 	(*ProviderServiceConnectResponse)(nil), // 12: toolsd.v1.ProviderServiceConnectResponse
-	(*ToolDefinition)(nil),                 // 13: toolsd.v1.ToolDefinition
-	(*timestamppb.Timestamp)(nil),          // 14: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),            // 15: google.protobuf.Duration
+	nil,                                    // 13: toolsd.v1.ExecuteRequest.TraceContextEntry
+	(*ToolDefinition)(nil),                 // 14: toolsd.v1.ToolDefinition
+	(*timestamppb.Timestamp)(nil),          // 15: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),            // 16: google.protobuf.Duration
 }
 var file_toolsd_v1_provider_service_proto_depIdxs = []int32{
-	13, // 0: toolsd.v1.RegisterTools.tools:type_name -> toolsd.v1.ToolDefinition
+	14, // 0: toolsd.v1.RegisterTools.tools:type_name -> toolsd.v1.ToolDefinition
 	0,  // 1: toolsd.v1.ProviderServiceConnectRequest.hello:type_name -> toolsd.v1.ProviderHello
 	1,  // 2: toolsd.v1.ProviderServiceConnectRequest.register:type_name -> toolsd.v1.RegisterTools
 	2,  // 3: toolsd.v1.ProviderServiceConnectRequest.unregister:type_name -> toolsd.v1.UnregisterTools
 	3,  // 4: toolsd.v1.ProviderServiceConnectRequest.result:type_name -> toolsd.v1.ExecuteResult
 	4,  // 5: toolsd.v1.ProviderServiceConnectRequest.progress:type_name -> toolsd.v1.ExecuteProgress
 	7,  // 6: toolsd.v1.RegisterToolsResult.tools:type_name -> toolsd.v1.ToolRegistrationStatus
-	14, // 7: toolsd.v1.ExecuteRequest.deadline:type_name -> google.protobuf.Timestamp
-	15, // 8: toolsd.v1.ExecuteRequest.timeout:type_name -> google.protobuf.Duration
-	6,  // 9: toolsd.v1.ProviderServiceConnectResponse.welcome:type_name -> toolsd.v1.ProviderWelcome
-	8,  // 10: toolsd.v1.ProviderServiceConnectResponse.register_result:type_name -> toolsd.v1.RegisterToolsResult
-	9,  // 11: toolsd.v1.ProviderServiceConnectResponse.execute:type_name -> toolsd.v1.ExecuteRequest
-	10, // 12: toolsd.v1.ProviderServiceConnectResponse.cancel:type_name -> toolsd.v1.CancelExecution
-	11, // 13: toolsd.v1.ProviderServiceConnectResponse.goodbye:type_name -> toolsd.v1.ServerGoodbye
-	5,  // 14: toolsd.v1.ProviderService.Connect:input_type -> toolsd.v1.ProviderServiceConnectRequest
-	12, // 15: toolsd.v1.ProviderService.Connect:output_type -> toolsd.v1.ProviderServiceConnectResponse
-	15, // [15:16] is the sub-list for method output_type
-	14, // [14:15] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	15, // 7: toolsd.v1.ExecuteRequest.deadline:type_name -> google.protobuf.Timestamp
+	16, // 8: toolsd.v1.ExecuteRequest.timeout:type_name -> google.protobuf.Duration
+	13, // 9: toolsd.v1.ExecuteRequest.trace_context:type_name -> toolsd.v1.ExecuteRequest.TraceContextEntry
+	6,  // 10: toolsd.v1.ProviderServiceConnectResponse.welcome:type_name -> toolsd.v1.ProviderWelcome
+	8,  // 11: toolsd.v1.ProviderServiceConnectResponse.register_result:type_name -> toolsd.v1.RegisterToolsResult
+	9,  // 12: toolsd.v1.ProviderServiceConnectResponse.execute:type_name -> toolsd.v1.ExecuteRequest
+	10, // 13: toolsd.v1.ProviderServiceConnectResponse.cancel:type_name -> toolsd.v1.CancelExecution
+	11, // 14: toolsd.v1.ProviderServiceConnectResponse.goodbye:type_name -> toolsd.v1.ServerGoodbye
+	5,  // 15: toolsd.v1.ProviderService.Connect:input_type -> toolsd.v1.ProviderServiceConnectRequest
+	12, // 16: toolsd.v1.ProviderService.Connect:output_type -> toolsd.v1.ProviderServiceConnectResponse
+	16, // [16:17] is the sub-list for method output_type
+	15, // [15:16] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_toolsd_v1_provider_service_proto_init() }
@@ -1326,7 +1347,7 @@ func file_toolsd_v1_provider_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolsd_v1_provider_service_proto_rawDesc), len(file_toolsd_v1_provider_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,98 @@
+package app_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc/metadata"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/app"
+	"github.com/toolsd/toolsd/internal/observe"
+)
+
+// The agent's W3C trace context, as its gRPC metadata carries it.
+const (
+	agentTraceParent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	agentTraceState  = "rojo=00f067aa0ba902b7"
+)
+
+// startTraced runs toolsd with tracing on or off; on, rec sees every span it starts.
+func startTraced(t *testing.T, on bool) (*env, *tracetest.SpanRecorder) {
+	t.Helper()
+	rec := tracetest.NewSpanRecorder()
+	e := start(t, fmt.Sprintf("tracing: {enabled: %t}\n", on),
+		app.WithTracing(observe.WithSpanExporter(tracetest.NewNoopExporter()), observe.WithSpanProcessor(rec)))
+	return e, rec
+}
+
+// tracedBatch runs one call of tool from an agent whose metadata carries its trace
+// context, and checks that it succeeded.
+func tracedBatch(t *testing.T, e *env, tool string) {
+	t.Helper()
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-trace", Turn: 1, Step: 1, Calls: []*toolsdv1.ToolCall{call("c1", tool, `{}`)}},
+		batchOptions{metadata: metadata.Pairs("traceparent", agentTraceParent, "tracestate", agentTraceState)})
+	if codes := resultCodes(out.results); len(codes) != 1 || codes[0] != "" {
+		t.Fatalf("result codes = %q, want one success", codes)
+	}
+}
+
+// checkParent checks that sc, the parent a provider was given, is toolsd's dispatch
+// span of the agent's call, in the agent's trace.
+func checkParent(t *testing.T, rec *tracetest.SpanRecorder, sc trace.SpanContext) {
+	t.Helper()
+	agent := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(),
+		propagation.MapCarrier{"traceparent": agentTraceParent}))
+	if sc.TraceID() != agent.TraceID() {
+		t.Errorf("provider's trace id = %v, want the agent's %v", sc.TraceID(), agent.TraceID())
+	}
+	if got := sc.TraceState().String(); got != agentTraceState {
+		t.Errorf("provider's tracestate = %q, want the agent's %q", got, agentTraceState)
+	}
+	var names []string
+	for _, s := range rec.Started() {
+		names = append(names, s.Name())
+		if s.SpanContext().SpanID() == sc.SpanID() {
+			if s.Name() != "toolsd.dispatch" || s.SpanContext().TraceID() != agent.TraceID() {
+				t.Errorf("provider's parent span = %q in trace %v, want toolsd.dispatch in the agent's", s.Name(), s.SpanContext().TraceID())
+			}
+			return
+		}
+	}
+	t.Errorf("provider's parent span %v is none of toolsd's spans %q", sc.SpanID(), names)
+}
+
+// TestProviderCallsCarryTheTraceContext: with tracing on, an execute request carries
+// the call's W3C trace context, whose parent is toolsd's dispatch span in the agent's
+// trace, so that the provider's spans can join it; with tracing off it carries none,
+// though the agent sent one.
+func TestProviderCallsCarryTheTraceContext(t *testing.T) {
+	for name, on := range map[string]bool{"on": true, "off": false} {
+		t.Run(name, func(t *testing.T) {
+			e, rec := startTraced(t, on)
+			p := connectHand(t, e, "traced")
+			got := make(chan map[string]string, 1)
+			p.serve(func(ex *toolsdv1.ExecuteRequest) []*toolsdv1.ProviderServiceConnectRequest {
+				got <- ex.GetTraceContext()
+				return []*toolsdv1.ProviderServiceConnectRequest{result(&toolsdv1.ExecuteResult{RequestId: ex.GetRequestId(), Content: []byte("ok")})}
+			})
+			tracedBatch(t, e, "traced")
+			tc := <-got
+			if !on {
+				if len(tc) != 0 {
+					t.Errorf("trace_context = %q, want none with tracing off", tc)
+				}
+				return
+			}
+			sc := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier(tc)))
+			if !sc.IsValid() {
+				t.Fatalf("trace_context = %q, want a valid traceparent", tc)
+			}
+			checkParent(t, rec, sc)
+		})
+	}
+}
