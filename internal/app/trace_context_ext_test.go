@@ -13,6 +13,7 @@ import (
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/internal/app"
 	"github.com/toolsd/toolsd/internal/observe"
+	"github.com/toolsd/toolsd/pkg/provider"
 )
 
 // The agent's W3C trace context, as its gRPC metadata carries it.
@@ -93,6 +94,41 @@ func TestProviderCallsCarryTheTraceContext(t *testing.T) {
 				t.Fatalf("trace_context = %q, want a valid traceparent", tc)
 			}
 			checkParent(t, rec, sc)
+		})
+	}
+}
+
+// TestSDKHandlersJoinTheAgentsTrace: a Go SDK handler's context carries, with tracing
+// on, the agent's trace with toolsd's dispatch span of the call as the parent, so a
+// span the handler starts joins the agent's trace under toolsd's; off, nothing.
+func TestSDKHandlersJoinTheAgentsTrace(t *testing.T) {
+	for name, on := range map[string]bool{"on": true, "off": false} {
+		t.Run(name, func(t *testing.T) {
+			e, rec := startTraced(t, on)
+			type seen struct {
+				sc      trace.SpanContext
+				headers map[string]string
+			}
+			got := make(chan seen, 1)
+			runProvider(t, e.app.Addr(), provider.NewTool("traced", "reports its trace", func(ctx context.Context, call provider.Call, _ struct{}) (string, error) {
+				got <- seen{trace.SpanContextFromContext(ctx), call.TraceContext}
+				return "ok", nil
+			}))
+			tracedBatch(t, e, "traced")
+			s := <-got
+			if !on {
+				if s.sc.IsValid() || len(s.headers) != 0 {
+					t.Errorf("handler's span context = %v, Call.TraceContext = %q, want none with tracing off", s.sc, s.headers)
+				}
+				return
+			}
+			if !s.sc.IsValid() || !s.sc.IsRemote() {
+				t.Fatalf("handler's span context = %v (remote %t), want toolsd's, remote", s.sc, s.sc.IsRemote())
+			}
+			if s.headers["traceparent"] == "" {
+				t.Errorf("Call.TraceContext = %q, want a traceparent", s.headers)
+			}
+			checkParent(t, rec, s.sc)
 		})
 	}
 }

@@ -21,6 +21,13 @@ type Call struct {
 	// the two clocks does not move it (a toolsd that sends no timeout gives its deadline,
 	// read on its own clock). The handler's context carries it too.
 	Deadline time.Time
+	// TraceContext holds the call's W3C Trace Context headers ("traceparent" and
+	// "tracestate"), naming toolsd's span of the call as the parent, when toolsd traces;
+	// nil otherwise. The handler's context already carries it as a remote span context
+	// (trace.SpanContextFromContext), so that a span the handler starts with any
+	// OpenTelemetry tracer joins the agent's trace; the headers are for handlers that
+	// trace with something else or pass them on. Read-only.
+	TraceContext map[string]string
 
 	run *running
 }

@@ -130,4 +130,13 @@
 // toolsd with PROVIDER_GONE as the stream ends, so toolsd may retry an idempotent tool on
 // another provider. A reconnect does not wait for the handlers of the stream that
 // ended.
+//
+// # Tracing
+//
+// When toolsd traces (tracing.enabled), a handler's context carries the call's trace as
+// a remote span context (trace.SpanContextFromContext), whose span is toolsd's of the
+// call: a span the handler starts in ctx with any OpenTelemetry tracer joins the agent's
+// trace. It is extracted with W3C's propagator, not the global one, which does nothing
+// until a program installs one. [Call].TraceContext holds the same W3C headers for
+// handlers that trace otherwise. The SDK needs the OpenTelemetry API only.
 package provider

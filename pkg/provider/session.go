@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
@@ -606,6 +607,7 @@ func (s *session) execute(req *toolsdv1.ExecuteRequest) {
 	} else {
 		ctx, cancel = context.WithCancel(s.callCtx)
 	}
+	ctx = withTraceContext(ctx, req.GetTraceContext())
 	r := &running{s: s, id: id, cancel: cancel, tool: t.Name(), callID: req.GetCallId(), sessionID: req.GetSessionId(), started: received}
 	s.mu.Lock()
 	if s.closed || s.draining || s.callCtx.Err() != nil {
@@ -628,8 +630,21 @@ func (s *session) execute(req *toolsdv1.ExecuteRequest) {
 		Attempt:   int(req.GetAttempt()),
 		Deadline:  deadline,
 		run:       r,
+
+		TraceContext: req.GetTraceContext(),
 	}
 	go s.run(ctx, r, t, call, req.GetArgumentsJson())
+}
+
+// withTraceContext returns ctx carrying the remote span context that headers (W3C
+// Trace Context, as toolsd sends them) name, or ctx itself when they name none. The
+// propagator is W3C's own rather than OpenTelemetry's global one, which does nothing
+// until a program installs one: the field holds W3C headers whatever the program uses.
+func withTraceContext(ctx context.Context, headers map[string]string) context.Context {
+	if len(headers) == 0 {
+		return ctx
+	}
+	return propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier(headers))
 }
 
 // callDeadline is when the call's time runs out on this host's clock (zero if never):
