@@ -441,6 +441,9 @@ func (a *App) build(pol *policy.Set) error {
 			return hook.Scopes{Allow: allow, Confined: !authz.Unconfined(ctx, auth.Subscribe), Identity: id.Name}, nil
 		}))
 	}
+	if a.tracing.Enabled() {
+		hubOpts = append(hubOpts, hook.WithTraceContext(a.tracing.TraceContext))
+	}
 	a.hub = hook.New(hubOpts...)
 	calls := a.callObserver()
 	pipeOpts := []pipeline.Option{

@@ -46,6 +46,12 @@ func tracedBatch(t *testing.T, e *env, tool string) {
 // span of the agent's call, in the agent's trace.
 func checkParent(t *testing.T, rec *tracetest.SpanRecorder, sc trace.SpanContext) {
 	t.Helper()
+	checkParentNamed(t, rec, sc, "toolsd.dispatch")
+}
+
+// checkParentNamed checks that sc is toolsd's span named span, in the agent's trace.
+func checkParentNamed(t *testing.T, rec *tracetest.SpanRecorder, sc trace.SpanContext, span string) {
+	t.Helper()
 	agent := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(),
 		propagation.MapCarrier{"traceparent": agentTraceParent}))
 	if sc.TraceID() != agent.TraceID() {
@@ -58,8 +64,8 @@ func checkParent(t *testing.T, rec *tracetest.SpanRecorder, sc trace.SpanContext
 	for _, s := range rec.Started() {
 		names = append(names, s.Name())
 		if s.SpanContext().SpanID() == sc.SpanID() {
-			if s.Name() != "toolsd.dispatch" || s.SpanContext().TraceID() != agent.TraceID() {
-				t.Errorf("provider's parent span = %q in trace %v, want toolsd.dispatch in the agent's", s.Name(), s.SpanContext().TraceID())
+			if s.Name() != span || s.SpanContext().TraceID() != agent.TraceID() {
+				t.Errorf("provider's parent span = %q in trace %v, want %s in the agent's", s.Name(), s.SpanContext().TraceID(), span)
 			}
 			return
 		}
@@ -129,6 +135,54 @@ func TestSDKHandlersJoinTheAgentsTrace(t *testing.T) {
 				t.Errorf("Call.TraceContext = %q, want a traceparent", s.headers)
 			}
 			checkParent(t, rec, s.sc)
+		})
+	}
+}
+
+// TestHookRequestsCarryTheTraceContext: with tracing on, a hook's pre- and
+// post-execute requests carry the call's W3C trace context, whose parent is toolsd's
+// span of the call then (prepare before execution, the call's own after), in the agent's
+// trace; with tracing off they carry none.
+func TestHookRequestsCarryTheTraceContext(t *testing.T) {
+	for name, on := range map[string]bool{"on": true, "off": false} {
+		t.Run(name, func(t *testing.T) {
+			e, rec := startTraced(t, on)
+			p := connectHand(t, e, "traced")
+			p.serve(func(ex *toolsdv1.ExecuteRequest) []*toolsdv1.ProviderServiceConnectRequest {
+				return []*toolsdv1.ProviderServiceConnectRequest{result(&toolsdv1.ExecuteResult{RequestId: ex.GetRequestId(), Content: []byte("ok")})}
+			})
+			got := make(chan *toolsdv1.HookRequest, 2)
+			answerHook(t, e.conn, &toolsdv1.HookHello{Name: "tracer", Subscriptions: []*toolsdv1.HookSubscription{
+				{Stage: toolsdv1.HookStage_HOOK_STAGE_PRE_EXECUTE}, {Stage: toolsdv1.HookStage_HOOK_STAGE_POST_EXECUTE},
+			}}, func(req *toolsdv1.HookRequest) *toolsdv1.HookDecision {
+				got <- req
+				v := toolsdv1.HookVerdict_HOOK_VERDICT_ALLOW
+				if req.GetStage() == toolsdv1.HookStage_HOOK_STAGE_POST_EXECUTE {
+					v = toolsdv1.HookVerdict_HOOK_VERDICT_ACCEPT
+				}
+				return &toolsdv1.HookDecision{RequestId: req.GetRequestId(), Verdict: v}
+			})
+			tracedBatch(t, e, "traced")
+			for range 2 {
+				req := <-got
+				tc := req.GetTraceContext()
+				if !on {
+					if len(tc) != 0 {
+						t.Errorf("%v trace_context = %q, want none with tracing off", req.GetStage(), tc)
+					}
+					continue
+				}
+				sc := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier(tc)))
+				if !sc.IsValid() {
+					t.Errorf("%v trace_context = %q, want a valid traceparent", req.GetStage(), tc)
+					continue
+				}
+				want := "toolsd.prepare"
+				if req.GetStage() == toolsdv1.HookStage_HOOK_STAGE_POST_EXECUTE {
+					want = "execute_tool traced"
+				}
+				checkParentNamed(t, rec, sc, want)
+			}
 		})
 	}
 }

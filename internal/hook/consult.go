@@ -29,15 +29,22 @@ const (
 	cancelled
 )
 
-// send asks every hook in hooks about call (and result, after execution). The requests
-// share one deadline, the hub's timeout from now.
-func (h *Hub) send(stage Stage, hooks []*conn, call *toolsdv1.HookCall, result *toolsdv1.HookResult) *exchange {
+// send asks every hook in hooks about call (and result, after execution), with the
+// trace context of ctx, the call's. The requests share one deadline, the hub's timeout
+// from now.
+func (h *Hub) send(ctx context.Context, stage Stage, hooks []*conn, call *toolsdv1.HookCall, result *toolsdv1.HookResult) *exchange {
 	x := &exchange{stage: stage, hooks: hooks, keys: make([]uint64, len(hooks)), ch: make(chan answer, len(hooks))}
 	deadline := deadlineOf(h.opts.now().Add(h.opts.timeout))
+	var traceContext map[string]string
+	if h.opts.traceContext != nil {
+		traceContext = h.opts.traceContext(ctx)
+	}
 	x.timer = time.NewTimer(h.opts.timeout)
 	for i, c := range hooks {
 		// One message per hook: its writer sets the request id, numbered per stream.
-		x.keys[i] = c.request(i, x.ch, requestMsg(stage, call, result, deadline))
+		m := requestMsg(stage, call, result, deadline)
+		m.GetRequest().TraceContext = traceContext // only read from here on, as call is
+		x.keys[i] = c.request(i, x.ch, m)
 	}
 	return x
 }

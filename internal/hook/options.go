@@ -126,6 +126,7 @@ type options struct {
 	now             func() time.Time
 	filter          ScopeFilter
 	required        []Requirement
+	traceContext    TraceContext
 }
 
 func defaultOptions() options {
@@ -145,6 +146,15 @@ func defaultOptions() options {
 		now:             time.Now,
 	}
 }
+
+// TraceContext returns the trace context headers (W3C traceparent and tracestate, by
+// lower-case name; valid UTF-8, as the wire needs) of the span in ctx, or nil when
+// there are none. A function, so that this package needs no tracing library.
+type TraceContext func(ctx context.Context) map[string]string
+
+// WithTraceContext sets how a call's trace context is read from its context, to send
+// with each pre- and post-execute request; nil, the default, sends none.
+func WithTraceContext(f TraceContext) Option { return func(o *options) { o.traceContext = f } }
 
 // WithLogger sets the logger; nil means zap.NewNop().
 func WithLogger(l *zap.Logger) Option {

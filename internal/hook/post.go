@@ -61,7 +61,7 @@ func (p postExecute) PostExecute(ctx context.Context, e *tool.Exec, _ pipeline.T
 			c = p.h.successor(c, e, ran)
 		}
 		ran = append(ran, c)
-		x := p.h.send(StagePostExecute, []*conn{c}, call, hookResult(&ch.cur))
+		x := p.h.send(ctx, StagePostExecute, []*conn{c}, call, hookResult(&ch.cur))
 		a, end := x.next(ctx)
 		x.close()
 		switch end {

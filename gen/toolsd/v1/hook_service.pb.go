@@ -744,7 +744,14 @@ type HookRequest struct {
 	Result *HookResult `protobuf:"bytes,4,opt,name=result,proto3" json:"result,omitempty"`
 	// Answer before this instant (limits.hook_timeout after the request). Unset for
 	// HOOK_STAGE_RESULT, which expects no answer.
-	Deadline      *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	Deadline *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// The call's W3C Trace Context headers, by lower-case name: "traceparent" and, when
+	// the trace has one, "tracestate", naming toolsd's span of the call (its
+	// toolsd.prepare span before execution, the call's own after it) as the parent, as
+	// ExecuteRequest.trace_context does for providers. Set only when toolsd traces
+	// (tracing.enabled), and not for HOOK_STAGE_RESULT (a notification, queued apart
+	// from the call).
+	TraceContext  map[string]string `protobuf:"bytes,6,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -810,6 +817,13 @@ func (x *HookRequest) GetResult() *HookResult {
 func (x *HookRequest) GetDeadline() *timestamppb.Timestamp {
 	if x != nil {
 		return x.Deadline
+	}
+	return nil
+}
+
+func (x *HookRequest) GetTraceContext() map[string]string {
+	if x != nil {
+		return x.TraceContext
 	}
 	return nil
 }
@@ -1014,14 +1028,18 @@ const file_toolsd_v1_hook_service_proto_rawDesc = "" +
 	"\bis_error\x18\x02 \x01(\bR\aisError\x12*\n" +
 	"\x05error\x18\x03 \x01(\v2\x14.toolsd.v1.ToolErrorR\x05error\x12\x1d\n" +
 	"\n" +
-	"value_json\x18\x04 \x01(\tR\tvalueJson\"\xe8\x01\n" +
+	"value_json\x18\x04 \x01(\tR\tvalueJson\"\xf8\x02\n" +
 	"\vHookRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\x04R\trequestId\x12*\n" +
 	"\x05stage\x18\x02 \x01(\x0e2\x14.toolsd.v1.HookStageR\x05stage\x12'\n" +
 	"\x04call\x18\x03 \x01(\v2\x13.toolsd.v1.HookCallR\x04call\x12-\n" +
 	"\x06result\x18\x04 \x01(\v2\x15.toolsd.v1.HookResultR\x06result\x126\n" +
-	"\bdeadline\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"%\n" +
+	"\bdeadline\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12M\n" +
+	"\rtrace_context\x18\x06 \x03(\v2(.toolsd.v1.HookRequest.TraceContextEntryR\ftraceContext\x1a?\n" +
+	"\x11TraceContextEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"%\n" +
 	"\vHookGoodbye\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"\xbf\x01\n" +
 	"\x1aHookServiceConnectResponse\x122\n" +
@@ -1058,7 +1076,7 @@ func file_toolsd_v1_hook_service_proto_rawDescGZIP() []byte {
 }
 
 var file_toolsd_v1_hook_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_toolsd_v1_hook_service_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_toolsd_v1_hook_service_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_toolsd_v1_hook_service_proto_goTypes = []any{
 	(HookStage)(0),                     // 0: toolsd.v1.HookStage
 	(HookVerdict)(0),                   // 1: toolsd.v1.HookVerdict
@@ -1072,8 +1090,9 @@ var file_toolsd_v1_hook_service_proto_goTypes = []any{
 	(*HookRequest)(nil),                // 9: toolsd.v1.HookRequest
 	(*HookGoodbye)(nil),                // 10: toolsd.v1.HookGoodbye
 	(*HookServiceConnectResponse)(nil), // 11: toolsd.v1.HookServiceConnectResponse
-	(*ToolError)(nil),                  // 12: toolsd.v1.ToolError
-	(*timestamppb.Timestamp)(nil),      // 13: google.protobuf.Timestamp
+	nil,                                // 12: toolsd.v1.HookRequest.TraceContextEntry
+	(*ToolError)(nil),                  // 13: toolsd.v1.ToolError
+	(*timestamppb.Timestamp)(nil),      // 14: google.protobuf.Timestamp
 }
 var file_toolsd_v1_hook_service_proto_depIdxs = []int32{
 	0,  // 0: toolsd.v1.HookSubscription.stage:type_name -> toolsd.v1.HookStage
@@ -1081,21 +1100,22 @@ var file_toolsd_v1_hook_service_proto_depIdxs = []int32{
 	1,  // 2: toolsd.v1.HookDecision.verdict:type_name -> toolsd.v1.HookVerdict
 	3,  // 3: toolsd.v1.HookServiceConnectRequest.hello:type_name -> toolsd.v1.HookHello
 	4,  // 4: toolsd.v1.HookServiceConnectRequest.decision:type_name -> toolsd.v1.HookDecision
-	12, // 5: toolsd.v1.HookResult.error:type_name -> toolsd.v1.ToolError
+	13, // 5: toolsd.v1.HookResult.error:type_name -> toolsd.v1.ToolError
 	0,  // 6: toolsd.v1.HookRequest.stage:type_name -> toolsd.v1.HookStage
 	7,  // 7: toolsd.v1.HookRequest.call:type_name -> toolsd.v1.HookCall
 	8,  // 8: toolsd.v1.HookRequest.result:type_name -> toolsd.v1.HookResult
-	13, // 9: toolsd.v1.HookRequest.deadline:type_name -> google.protobuf.Timestamp
-	6,  // 10: toolsd.v1.HookServiceConnectResponse.welcome:type_name -> toolsd.v1.HookWelcome
-	9,  // 11: toolsd.v1.HookServiceConnectResponse.request:type_name -> toolsd.v1.HookRequest
-	10, // 12: toolsd.v1.HookServiceConnectResponse.goodbye:type_name -> toolsd.v1.HookGoodbye
-	5,  // 13: toolsd.v1.HookService.Connect:input_type -> toolsd.v1.HookServiceConnectRequest
-	11, // 14: toolsd.v1.HookService.Connect:output_type -> toolsd.v1.HookServiceConnectResponse
-	14, // [14:15] is the sub-list for method output_type
-	13, // [13:14] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	14, // 9: toolsd.v1.HookRequest.deadline:type_name -> google.protobuf.Timestamp
+	12, // 10: toolsd.v1.HookRequest.trace_context:type_name -> toolsd.v1.HookRequest.TraceContextEntry
+	6,  // 11: toolsd.v1.HookServiceConnectResponse.welcome:type_name -> toolsd.v1.HookWelcome
+	9,  // 12: toolsd.v1.HookServiceConnectResponse.request:type_name -> toolsd.v1.HookRequest
+	10, // 13: toolsd.v1.HookServiceConnectResponse.goodbye:type_name -> toolsd.v1.HookGoodbye
+	5,  // 14: toolsd.v1.HookService.Connect:input_type -> toolsd.v1.HookServiceConnectRequest
+	11, // 15: toolsd.v1.HookService.Connect:output_type -> toolsd.v1.HookServiceConnectResponse
+	15, // [15:16] is the sub-list for method output_type
+	14, // [14:15] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_toolsd_v1_hook_service_proto_init() }
@@ -1120,7 +1140,7 @@ func file_toolsd_v1_hook_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolsd_v1_hook_service_proto_rawDesc), len(file_toolsd_v1_hook_service_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
