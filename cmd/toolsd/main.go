@@ -213,6 +213,12 @@ func reloadOnHUP(ctx context.Context, ran <-chan struct{}, hup <-chan os.Signal,
 			ignoreHUP(ran, hup, log)
 			return
 		case <-hup:
+			if ctx.Err() != nil {
+				// Taken at random against the shutdown, which began while it waited
+				// (a reload was running): ignored, as one arriving later is.
+				log.Info(hupIgnored)
+				continue
+			}
 			cfg, err := a.ReloadFile(path, over...)
 			if err != nil {
 				log.Error("config reload failed; keeping the running policy", zap.Error(err))
@@ -239,10 +245,13 @@ func ignoreHUP(ran <-chan struct{}, hup <-chan os.Signal, log *zap.Logger) {
 		case <-ran:
 			return
 		case <-hup:
-			log.Info("config reload ignored: SIGHUP arrived during shutdown")
+			log.Info(hupIgnored)
 		}
 	}
 }
+
+// hupIgnored is logged for each SIGHUP taken once shutdown began.
+const hupIgnored = "config reload ignored: SIGHUP arrived during shutdown"
 
 // newLogger builds the logger writing to w and the function that flushes and stops it.
 // Info and debug lines wait in a buffer for at most logFlush (a write per "tool call"

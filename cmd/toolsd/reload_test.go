@@ -1,13 +1,19 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/app"
+	"github.com/toolsd/toolsd/internal/config"
 )
 
 // TestSIGHUPDuringDrain: a SIGHUP that arrives while toolsd drains (a reload sent by
@@ -102,4 +108,53 @@ func TestSIGHUPReloadsThePolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.wait(t)
+}
+
+// TestSIGHUPPendingAtShutdownIsIgnored: a SIGHUP that waits while shutdown begins (the
+// reload loop busy with an earlier reload, say) is logged as ignored, as one arriving
+// during the drain is, and not reloaded. The loop picked at random between the signal
+// and the shutdown, so half of such signals reloaded the policy during the drain.
+func TestSIGHUPPendingAtShutdownIsIgnored(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "toolsd.yaml")
+	if err := os.WriteFile(path, []byte("listen: 127.0.0.1:0\nadmin_listen: \"\"\nsession: {store: memory}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := app.New(cfg, app.WithLogger(zap.NewNop()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := a.Run(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	loaded := *cfg
+	for i := range 32 {
+		ctx, shutdown := context.WithCancel(t.Context())
+		shutdown()
+		hup := make(chan os.Signal, 1)
+		hup <- syscall.SIGHUP
+		ran := make(chan struct{})
+		core, logs := observer.New(zap.InfoLevel)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			reloadOnHUP(ctx, ran, hup, a, path, nil, &loaded, nil, zap.New(core))
+		}()
+		waitFor(t, "the signal to be taken", func() bool { return len(hup) == 0 })
+		close(ran)
+		<-done
+		if n := logs.FilterMessage("policy reloaded").Len(); n != 0 {
+			t.Fatalf("#%d: a SIGHUP pending as shutdown began reloaded the policy", i)
+		}
+		if n := logs.FilterMessage(hupIgnored).Len(); n != 1 {
+			t.Fatalf("#%d: %q logged %d times, want once", i, hupIgnored, n)
+		}
+	}
 }
