@@ -498,8 +498,11 @@ func (a *App) build(pol *policy.Set) error {
 			FirstMessageTimeout:   c.Limits.FirstMessageTimeout.D(),
 			MaxBatches:            c.Limits.MaxBatches,
 			MaxBatchesPerIdentity: c.Limits.MaxBatchesPerIdentity,
+			MaxWatches:            c.Limits.MaxWatches,
+			MaxWatchesPerIdentity: c.Limits.MaxWatchesPerIdentity,
 		},
 		BatchRefused: a.obs.BatchRefused,
+		WatchRefused: a.obs.WatchRefused,
 	})
 	var grpcMetrics *grpcprom.ServerMetrics
 	gc, err := grpcConfig(a, c, authn)

@@ -155,6 +155,10 @@ type Limits struct {
 	// and have not ended); MaxBatchesPerIdentity, within it, one confined identity's.
 	MaxBatches            int `yaml:"max_batches"`
 	MaxBatchesPerIdentity int `yaml:"max_batches_per_identity"`
+	// MaxWatches caps the open WatchSession streams; MaxWatchesPerIdentity, within it,
+	// one confined identity's.
+	MaxWatches            int `yaml:"max_watches"`
+	MaxWatchesPerIdentity int `yaml:"max_watches_per_identity"`
 	// MaxToolSetsPerIdentity caps the live tool sets one authenticated identity resolved.
 	MaxToolSetsPerIdentity int `yaml:"max_tool_sets_per_identity"`
 }
@@ -215,6 +219,7 @@ func (l *Limits) perIdentityCaps() []identityCap {
 		{"limits.max_providers_per_identity", "limits.max_providers", &l.MaxProvidersPerIdentity, l.MaxProviders},
 		{"limits.max_hooks_per_identity", "limits.max_scoped_hooks", &l.MaxHooksPerIdentity, l.MaxScopedHooks},
 		{"limits.max_batches_per_identity", "limits.max_batches", &l.MaxBatchesPerIdentity, l.MaxBatches},
+		{"limits.max_watches_per_identity", "limits.max_watches", &l.MaxWatchesPerIdentity, l.MaxWatches},
 	}
 }
 
@@ -832,6 +837,8 @@ func (c *Config) check() []*fieldError {
 		"limits.max_tool_sets_per_identity": int64(c.Limits.MaxToolSetsPerIdentity),
 		"limits.max_batches":                int64(c.Limits.MaxBatches),
 		"limits.max_batches_per_identity":   int64(c.Limits.MaxBatchesPerIdentity),
+		"limits.max_watches":                int64(c.Limits.MaxWatches),
+		"limits.max_watches_per_identity":   int64(c.Limits.MaxWatchesPerIdentity),
 		"limits.max_in_flight_per_provider": int64(c.Limits.MaxInFlightPerProvider),
 		"limits.max_hooks":                  int64(c.Limits.MaxHooks),
 		"limits.max_scoped_hooks":           int64(c.Limits.MaxScopedHooks),

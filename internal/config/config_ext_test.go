@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -529,24 +530,42 @@ func TestUnsetCapFollowsALoweredTotal(t *testing.T) {
 	}
 }
 
-// TestBatchLimits: the batches in flight are capped by default, overall and per
-// confined identity; neither may be 0 (every batch refused), and one identity's cap is
-// at most the total, which it follows when only the total is lowered under it.
-func TestBatchLimits(t *testing.T) {
-	def := accepted(t, "")
-	if def != nil && (def.Limits.MaxBatches != 10000 || def.Limits.MaxBatchesPerIdentity != 1000) {
-		t.Errorf("max_batches / max_batches_per_identity = %d / %d, want 10000 / 1000 by default", def.Limits.MaxBatches, def.Limits.MaxBatchesPerIdentity)
-	}
-	refusedAll(t, map[string]string{
-		"limits: {max_batches: 0}\n":                                   "limits.max_batches: must be positive",
-		"limits: {max_batches_per_identity: 0}\n":                      "limits.max_batches_per_identity: must be positive",
-		"limits: {max_batches: -1}\n":                                  "limits.max_batches: must be positive",
-		"limits:\n  max_batches_per_identity: 10001\n":                 "t.yaml:2:29: limits.max_batches_per_identity: limits.max_batches_per_identity (10001) is over limits.max_batches (10000): one identity could never reach it",
-		"limits:\n  max_batches: 10\n  max_batches_per_identity: 11\n": "t.yaml:3:29: limits.max_batches_per_identity: limits.max_batches_per_identity (11) is over limits.max_batches (10): one identity could never reach it (limits.max_batches: t.yaml:2:16)",
-	})
-	accepted(t, "limits: {max_batches: 10, max_batches_per_identity: 10}\n")
-	if cfg := accepted(t, "limits: {max_batches: 64}\n"); cfg != nil && cfg.Limits.MaxBatchesPerIdentity != 64 {
-		t.Errorf("max_batches_per_identity = %d under max_batches 64 alone, want 64 (max_batches)", cfg.Limits.MaxBatchesPerIdentity)
+// TestStreamLimits: the batches in flight and the open watches are capped by default,
+// overall and per confined identity; neither cap may be 0 (every stream refused), and
+// one identity's is at most the total, which it follows when only the total is lowered
+// under it.
+func TestStreamLimits(t *testing.T) {
+	for name, tc := range map[string]struct {
+		total, perID       string // the keys under limits
+		defTotal, defPerID int
+		get                func(*config.Limits) (total, perID int)
+	}{
+		"batches": {"max_batches", "max_batches_per_identity", 10000, 1000,
+			func(l *config.Limits) (int, int) { return l.MaxBatches, l.MaxBatchesPerIdentity }},
+		"watches": {"max_watches", "max_watches_per_identity", 10000, 100,
+			func(l *config.Limits) (int, int) { return l.MaxWatches, l.MaxWatchesPerIdentity }},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if def := accepted(t, ""); def != nil {
+				if total, perID := tc.get(&def.Limits); total != tc.defTotal || perID != tc.defPerID {
+					t.Errorf("%s / %s = %d / %d, want %d / %d by default", tc.total, tc.perID, total, perID, tc.defTotal, tc.defPerID)
+				}
+			}
+			over := fmt.Sprintf("limits.%s (%%d) is over limits.%s (%%d): one identity could never reach it", tc.perID, tc.total)
+			refusedAll(t, map[string]string{
+				fmt.Sprintf("limits: {%s: 0}\n", tc.total):                       "limits." + tc.total + ": must be positive",
+				fmt.Sprintf("limits: {%s: 0}\n", tc.perID):                       "limits." + tc.perID + ": must be positive",
+				fmt.Sprintf("limits: {%s: -1}\n", tc.total):                      "limits." + tc.total + ": must be positive",
+				fmt.Sprintf("limits:\n  %s: %d\n", tc.perID, tc.defTotal+1):      "t.yaml:2:29: limits." + tc.perID + ": " + fmt.Sprintf(over, tc.defTotal+1, tc.defTotal),
+				fmt.Sprintf("limits:\n  %s: 10\n  %s: 11\n", tc.total, tc.perID): "t.yaml:3:29: limits." + tc.perID + ": " + fmt.Sprintf(over, 11, 10) + " (limits." + tc.total + ": t.yaml:2:16)",
+			})
+			accepted(t, fmt.Sprintf("limits: {%s: 10, %s: 10}\n", tc.total, tc.perID))
+			if cfg := accepted(t, fmt.Sprintf("limits: {%s: 64}\n", tc.total)); cfg != nil {
+				if _, perID := tc.get(&cfg.Limits); perID != 64 {
+					t.Errorf("%s = %d under %s 64 alone, want 64 (%s)", tc.perID, perID, tc.total, tc.total)
+				}
+			}
+		})
 	}
 }
 

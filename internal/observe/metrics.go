@@ -75,8 +75,22 @@ type sessionMetrics struct {
 }
 
 type serverMetrics struct {
-	panics  prometheus.Counter
-	refused *prometheus.CounterVec // limit
+	panics prometheus.Counter
+	// batchesRefused counts the batches refused, by limit.
+	batchesRefused *prometheus.CounterVec
+	// watchesRefused counts the WatchSession streams refused, by limit.
+	watchesRefused *prometheus.CounterVec
+}
+
+// refusals returns a server counter of streams refused for a limit, by limit, with a
+// series for each of limits at 0 from the start, so that rate() sees the first
+// refusals.
+func refusals(name, help string, limits ...string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "server", Name: name, Help: help}, []string{"limit"})
+	for _, limit := range limits {
+		c.WithLabelValues(limit)
+	}
+	return c
 }
 
 type configMetrics struct {
@@ -114,15 +128,14 @@ func New(reg prometheus.Registerer, opts ...Option) *Metrics {
 	m.sess = newSessionMetrics(o)
 	m.srv = serverMetrics{
 		panics: counter("server", "panics_recovered_total", "Panics recovered: in gRPC handlers, a call's pipeline stages, batch scheduling (mode lookups, result delivery, session log appends), and the handling of a provider's or hook's message."),
-		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: "server", Name: "batches_refused_total",
-			Help: "Batches refused (RESOURCE_EXHAUSTED, LIMIT_EXCEEDED) before anything was logged because they would take toolsd past limits.max_batches, or their confined identity past limits.max_batches_per_identity, by limit.",
-		}, []string{"limit"}),
-	}
-	// Both limits (server.LimitMaxBatches and LimitMaxBatchesPerIdentity) start at 0,
-	// so that rate() sees the first refusals.
-	for _, limit := range []string{"max_batches", "max_batches_per_identity"} {
-		m.srv.refused.WithLabelValues(limit)
+		// server.LimitMaxBatches and LimitMaxBatchesPerIdentity.
+		batchesRefused: refusals("batches_refused_total",
+			"Batches refused (RESOURCE_EXHAUSTED, LIMIT_EXCEEDED) before anything was logged because they would take toolsd past limits.max_batches, or their confined identity past limits.max_batches_per_identity, by limit.",
+			"max_batches", "max_batches_per_identity"),
+		// server.LimitMaxWatches and LimitMaxWatchesPerIdentity.
+		watchesRefused: refusals("watches_refused_total",
+			"WatchSession streams refused (RESOURCE_EXHAUSTED, LIMIT_EXCEEDED) before they read anything because they would take toolsd past limits.max_watches open watches, or their confined identity past limits.max_watches_per_identity, by limit.",
+			"max_watches", "max_watches_per_identity"),
 	}
 	m.conf = newConfigMetrics()
 	tools := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -136,7 +149,7 @@ func New(reg prometheus.Registerer, opts ...Option) *Metrics {
 		b.providers, b.rejected, b.stale, b.invalid, b.malformed,
 		h.connected, h.failures, h.lost, h.contexts,
 		ss.appendDuration, ss.appended, ss.syncDuration, ss.journalBytes, ss.rewrites,
-		m.srv.panics, m.srv.refused, tools,
+		m.srv.panics, m.srv.batchesRefused, m.srv.watchesRefused, tools,
 		m.conf.reloads, m.conf.lastOK, m.conf.lastOKSince,
 	)
 	return m
@@ -294,7 +307,11 @@ func (m *Metrics) PanicRecovered() { m.srv.panics.Inc() }
 
 // BatchRefused counts one batch refused for limit (server.LimitMaxBatches or
 // LimitMaxBatchesPerIdentity); it fits server.Deps.BatchRefused.
-func (m *Metrics) BatchRefused(limit string) { m.srv.refused.WithLabelValues(limit).Inc() }
+func (m *Metrics) BatchRefused(limit string) { m.srv.batchesRefused.WithLabelValues(limit).Inc() }
+
+// WatchRefused counts one watch refused for limit (server.LimitMaxWatches or
+// LimitMaxWatchesPerIdentity); it fits server.Deps.WatchRefused.
+func (m *Metrics) WatchRefused(limit string) { m.srv.watchesRefused.WithLabelValues(limit).Inc() }
 
 // ApprovalsPending is the gauge of approval requests waiting for an answer: Inc when
 // one is sent to the agent loop, Dec when it is answered or abandoned. [Metrics.Approver]

@@ -372,6 +372,7 @@ func exerciseAll(t *testing.T, m *observe.Metrics) {
 	h.ContextsDropped("audit", 1)
 	m.PanicRecovered()
 	m.BatchRefused("max_batches")
+	m.WatchRefused("max_watches")
 	m.ConfigLoaded()
 	m.ConfigReloaded(false)
 	m.ApprovalsPending().Inc()
@@ -410,6 +411,7 @@ var metricNames = []string{
 	"toolsd_scheduler_running_calls",
 	"toolsd_server_batches_refused_total",
 	"toolsd_server_panics_recovered_total",
+	"toolsd_server_watches_refused_total",
 	"toolsd_session_append_duration_seconds",
 	"toolsd_session_appended_events_total",
 	"toolsd_session_journal_bytes",
@@ -507,23 +509,32 @@ func TestRejectionSeriesStartAtZero(t *testing.T) {
 	}
 }
 
-// TestBatchRefusalSeriesStartAtZero: both limits of batches_refused_total exist at 0
-// from the start, so that rate() sees the first refusals; a refusal counts under its
-// limit.
-func TestBatchRefusalSeriesStartAtZero(t *testing.T) {
-	m, reg := newMetrics(t)
-	const name = "toolsd_server_batches_refused_total"
-	for _, limit := range []string{"max_batches", "max_batches_per_identity"} {
-		if !has(t, reg, name, "limit", limit) {
-			t.Errorf("%s{limit=%q} not exported before any refusal", name, limit)
-			continue
-		}
-		if got := value(t, reg, name, "limit", limit); got != 0 {
-			t.Errorf("%s{limit=%q} = %v, want 0", name, limit, got)
-		}
-	}
-	m.BatchRefused("max_batches_per_identity")
-	if got := value(t, reg, name, "limit", "max_batches_per_identity"); got != 1 {
-		t.Errorf("%s{limit=\"max_batches_per_identity\"} = %v after one refusal, want 1", name, got)
+// TestRefusalSeriesStartAtZero: both limits of batches_refused_total and of
+// watches_refused_total exist at 0 from the start, so that rate() sees the first
+// refusals; a refusal counts under its limit.
+func TestRefusalSeriesStartAtZero(t *testing.T) {
+	for name, tc := range map[string]struct {
+		limits []string
+		refuse func(*observe.Metrics, string)
+	}{
+		"toolsd_server_batches_refused_total": {[]string{"max_batches", "max_batches_per_identity"}, (*observe.Metrics).BatchRefused},
+		"toolsd_server_watches_refused_total": {[]string{"max_watches", "max_watches_per_identity"}, (*observe.Metrics).WatchRefused},
+	} {
+		t.Run(name, func(t *testing.T) {
+			m, reg := newMetrics(t)
+			for _, limit := range tc.limits {
+				if !has(t, reg, name, "limit", limit) {
+					t.Errorf("%s{limit=%q} not exported before any refusal", name, limit)
+					continue
+				}
+				if got := value(t, reg, name, "limit", limit); got != 0 {
+					t.Errorf("%s{limit=%q} = %v, want 0", name, limit, got)
+				}
+			}
+			tc.refuse(m, tc.limits[1])
+			if got := value(t, reg, name, "limit", tc.limits[1]); got != 1 {
+				t.Errorf("%s{limit=%q} = %v after one refusal, want 1", name, tc.limits[1], got)
+			}
+		})
 	}
 }

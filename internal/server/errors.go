@@ -37,6 +37,7 @@ var errorTable = []struct {
 	{errCertificateExpired, codes.Unauthenticated, auth.ReasonCertificateExpired},
 	{errRequestTooLarge, codes.ResourceExhausted, "REQUEST_TOO_LARGE"},
 	{errBatchLimit, codes.ResourceExhausted, rpcerr.LimitExceeded},
+	{errWatchLimit, codes.ResourceExhausted, rpcerr.LimitExceeded},
 	{registry.ErrInvalidScope, codes.InvalidArgument, "INVALID_SCOPE"},
 	{registry.ErrInvalidName, codes.InvalidArgument, "INVALID_TOOL_NAME"},
 	{registry.ErrInvalidSchema, codes.InvalidArgument, "INVALID_SCHEMA"},
@@ -74,6 +75,7 @@ var (
 	errCertificateExpired   = errors.New("server: the client certificate that opened the stream expired")
 	errRequestTooLarge      = errors.New("server: request too large")
 	errBatchLimit           = errors.New("server: too many batches in flight")
+	errWatchLimit           = errors.New("server: too many session watches")
 	errToolSetStepMismatch  = errors.New("server: tool set resolved for another step")
 	errSessionRecreated     = errors.New("server: the session is not the expected epoch's: retention deleted it and it was created again, or expect_epoch is not one toolsd sent")
 	errCorruptLog           = errors.New("server: the session log holds a damaged record (toolsd's log says where)")

@@ -46,11 +46,11 @@ func (s *Server) ExecuteBatch(stream batchStream) error {
 	// A place among limits.max_batches from here to the handler's return, however the
 	// stream ends (a panic unwinds through the defer too); a stream that sent no batch
 	// held none.
-	place, err := s.slots.take(ctx, s.authz.Unconfined(ctx, ActionExecute))
+	place, err := s.batchSlots.take(ctx, s.authz.Unconfined(ctx, ActionExecute))
 	if err != nil {
 		return toStatus(s.log, err)
 	}
-	defer s.slots.give(place)
+	defer s.batchSlots.give(place)
 	release, err := s.claimBatch(ctx, b)
 	if err != nil {
 		return toStatus(s.log, err)

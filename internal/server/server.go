@@ -41,11 +41,17 @@ type Limits struct {
 	// over either is refused before anything is logged.
 	MaxBatches            int
 	MaxBatchesPerIdentity int
+	// MaxWatches caps the open WatchSession streams, each holding a goroutine and a
+	// store watch until it ends; MaxWatchesPerIdentity those of one confined identity.
+	// A watch over either is refused before it reads anything.
+	MaxWatches            int
+	MaxWatchesPerIdentity int
 }
 
 // DefaultLimits are used for zero fields.
 var DefaultLimits = Limits{MaxCallsPerBatch: 128, MaxSessionIDLen: 256, MaxCallIDLen: 256, OutboxSize: 256, WriteTimeout: 10 * time.Second,
-	FirstMessageTimeout: 10 * time.Second, MaxBatches: 10000, MaxBatchesPerIdentity: 1000}
+	FirstMessageTimeout: 10 * time.Second, MaxBatches: 10000, MaxBatchesPerIdentity: 1000,
+	MaxWatches: 10000, MaxWatchesPerIdentity: 100}
 
 // Deps are the domain services the handlers translate to.
 type Deps struct {
@@ -81,6 +87,10 @@ type Deps struct {
 	// MaxBatchesPerIdentity, named by the limit ([LimitMaxBatches],
 	// [LimitMaxBatchesPerIdentity]).
 	BatchRefused func(limit string)
+	// WatchRefused, if set, counts a watch refused for Limits.MaxWatches or
+	// MaxWatchesPerIdentity, named by the limit ([LimitMaxWatches],
+	// [LimitMaxWatchesPerIdentity]).
+	WatchRefused func(limit string)
 }
 
 // Server implements ToolService; ProviderService is the broker's.
@@ -97,9 +107,11 @@ type Server struct {
 	batchSeq atomic.Uint64
 	bootID   string
 	active   *batches
-	// slots are the places of the batches in flight (Limits.MaxBatches).
-	slots    *batchSlots
-	wrapAppr func(tool.Approver) tool.Approver
+	// batchSlots are the places of the batches in flight (Limits.MaxBatches),
+	// watchSlots those of the open watches (Limits.MaxWatches).
+	batchSlots *slots
+	watchSlots *slots
+	wrapAppr   func(tool.Approver) tool.Approver
 	// waitEnded is Deps.ApprovalWaitEnded.
 	waitEnded func()
 	// sendClock is Deps.SendClock.
@@ -139,6 +151,12 @@ func New(deps Deps) *Server {
 	if l.MaxBatchesPerIdentity <= 0 {
 		l.MaxBatchesPerIdentity = min(DefaultLimits.MaxBatchesPerIdentity, l.MaxBatches)
 	}
+	if l.MaxWatches <= 0 {
+		l.MaxWatches = DefaultLimits.MaxWatches
+	}
+	if l.MaxWatchesPerIdentity <= 0 {
+		l.MaxWatchesPerIdentity = min(DefaultLimits.MaxWatchesPerIdentity, l.MaxWatches)
+	}
 	log := deps.Logger
 	if log == nil {
 		log = zap.NewNop()
@@ -155,7 +173,7 @@ func New(deps Deps) *Server {
 		reg: deps.Registry, broker: deps.Broker, sched: deps.Scheduler, sessions: deps.Sessions,
 		log: log, limits: l, authz: authz, bootID: newID(), active: newBatches(), wrapAppr: deps.WrapApprover,
 		waitEnded: deps.ApprovalWaitEnded, sendClock: deps.SendClock, expiryTimer: expiryTimer,
-		slots: &batchSlots{max: l.MaxBatches, maxPerID: l.MaxBatchesPerIdentity, refused: deps.BatchRefused},
+		batchSlots: newBatchSlots(l, deps.BatchRefused), watchSlots: newWatchSlots(l, deps.WatchRefused),
 	}
 }
 

@@ -239,6 +239,9 @@ func (r *slowReader) stop() bool {
 // A client that stops reading is cut off as a batch's is: once a Send has waited for
 // longer than the write timeout allows (see [sendCheck]), the watch ends with
 // ResourceExhausted (SLOW_CLIENT) and its store watch is released.
+// A watch that would take toolsd past Limits.MaxWatches open watches, or its confined
+// caller past MaxWatchesPerIdentity, is refused with ResourceExhausted
+// (LIMIT_EXCEEDED) before it reads anything; a watch holds its place until it ends.
 func (s *Server) WatchSession(req *toolsdv1.WatchSessionRequest, stream grpc.ServerStreamingServer[toolsdv1.WatchSessionResponse]) error {
 	ctx := stream.Context()
 	if err := s.checkSessionID("session_id", req.GetSessionId()); err != nil {
@@ -247,6 +250,13 @@ func (s *Server) WatchSession(req *toolsdv1.WatchSessionRequest, stream grpc.Ser
 	if err := s.authz.Authorize(ctx, ActionReadSession, "", req.GetSessionId()); err != nil {
 		return toStatus(s.log, err)
 	}
+	// A place among limits.max_watches from before the watch reads anything to the
+	// handler's return, however the watch ends (a panic unwinds through the defer too).
+	place, err := s.watchSlots.take(ctx, s.authz.Unconfined(ctx, ActionReadSession))
+	if err != nil {
+		return toStatus(s.log, err)
+	}
+	defer s.watchSlots.give(place)
 	from := max(req.GetFromSeq(), 1)
 	next := from
 	// Checked before the watch waits for events past the session's last, and again
@@ -308,7 +318,7 @@ func (s *Server) WatchSession(req *toolsdv1.WatchSessionRequest, stream grpc.Ser
 		next, last = ev.Seq+1, mark(ev)
 		return nil
 	}
-	err := session.WatchAttached(watchCtx, s.sessions, req.GetSessionId(), next, attached, func(ev session.Event) error { return send(&ev) })
+	err = session.WatchAttached(watchCtx, s.sessions, req.GetSessionId(), next, attached, func(ev session.Event) error { return send(&ev) })
 	if cause := context.Cause(watchCtx); expired(cause) && errors.Is(err, context.Canceled) {
 		err = cause
 	}

@@ -12,7 +12,7 @@ import (
 // TestBatchSlotsUnderContention: goroutines taking and giving places at once never
 // hold more than the limits, overall or per identity, and leave none taken.
 func TestBatchSlotsUnderContention(t *testing.T) {
-	b := &batchSlots{max: 4, maxPerID: 2}
+	b := newBatchSlots(Limits{MaxBatches: 4, MaxBatchesPerIdentity: 2}, nil)
 	var held atomic.Int64
 	perHeld := map[string]*atomic.Int64{"a": {}, "b": {}}
 	var wg sync.WaitGroup

@@ -262,10 +262,17 @@ func serveConfig(t *testing.T, gc server.GRPCConfig, deps server.Deps) (tools to
 // are the server's).
 func serveConfigCreds(t *testing.T, gc server.GRPCConfig, deps server.Deps, creds credentials.TransportCredentials) (tools toolsdv1.ToolServiceClient, reg *prometheus.Registry, ends rpcEnds) {
 	t.Helper()
+	return serveServer(t, gc, server.New(deps), creds)
+}
+
+// serveServer is serveConfigCreds for a server the test holds (to stop its watches,
+// say).
+func serveServer(t *testing.T, gc server.GRPCConfig, srv *server.Server, creds credentials.TransportCredentials) (tools toolsdv1.ToolServiceClient, reg *prometheus.Registry, ends rpcEnds) {
+	t.Helper()
 	reg, ends = prometheus.NewRegistry(), make(rpcEnds, 1)
 	gc.Metrics, gc.StatsHandler, gc.MaxRecvMsgSize, gc.MaxConcurrentStreams = reg, ends, 1<<20, 10
 	g, metrics := server.NewGRPCServer(gc)
-	toolsdv1.RegisterToolServiceServer(g, server.New(deps))
+	toolsdv1.RegisterToolServiceServer(g, srv)
 	metrics.InitializeMetrics(g)
 	lis := bufconn.Listen(1 << 20)
 	served := make(chan error, 1)
