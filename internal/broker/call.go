@@ -141,16 +141,30 @@ func (b *Broker) rejected(p *pendingCall, providerID string, code tool.Code, lim
 //go:noinline
 func (c *conn) notSent(ctx context.Context, p *pendingCall, id uint64, providerID string, err error) tool.Result {
 	if !c.forget(id) {
-		return p.await(ctx)
+		if p.sent.Load() { // the execute was written, or was being: the provider may have it
+			return p.await(ctx)
+		}
+		// Only the teardown takes a call never sent (see [conn.answer]): its failure is
+		// the call's when its own context has not ended, as when it withdraws itself.
+		return c.unsent(ctx, p.await(ctx))
 	}
 	p.release()
+	return c.unsent(ctx, tool.FailureWithReason(tool.CodeProviderUnavailable, "the tool's provider is not connected",
+		"provider "+providerID+": "+err.Error()))
+}
+
+// unsent is the result of a call that never reached its provider, r being its
+// PROVIDER_UNAVAILABLE failure, whether it withdrew itself or its stream's teardown took
+// it: ABORTED_BEFORE_DISPATCH, not counted as rejected, when the call's context has
+// ended (it gave up before the execute was handed to the stream: the tool never saw it),
+// else r, counted in toolsd_broker_calls_rejected_total. Deciding here, not in the
+// teardown, keeps the result and the count the same whichever side won.
+func (c *conn) unsent(ctx context.Context, r tool.Result) tool.Result {
 	if tool.Ended(ctx) {
-		// Given up before the execute was handed to the stream: the tool never saw it.
 		return abortedBeforeDispatch()
 	}
 	c.b.obs.CallRejected(tool.CodeProviderUnavailable)
-	return tool.FailureWithReason(tool.CodeProviderUnavailable, "the tool's provider is not connected",
-		"provider "+providerID+": "+err.Error())
+	return r
 }
 
 // abandon ends a call whose context ended while it waited for its result. The call

@@ -387,8 +387,9 @@ func (c *conn) issued(id uint64) bool {
 func (c *conn) forget(id uint64) bool { return c.take(id) != nil }
 
 // failPending closes the conn for calls and fails every pending call with PROVIDER_GONE,
-// or, if its execute was never sent, PROVIDER_UNAVAILABLE, counted as rejected as it is
-// when the call withdraws itself first (see notSent).
+// or, if its execute was never sent, PROVIDER_UNAVAILABLE, which the call, waking in
+// notSent, turns into ABORTED_BEFORE_DISPATCH if its context has ended and otherwise
+// counts as rejected, as it does when it withdraws itself first (see [conn.unsent]).
 func (c *conn) failPending() int {
 	c.mu.Lock()
 	c.closed = true
@@ -398,7 +399,6 @@ func (c *conn) failPending() int {
 	c.mu.Unlock()
 	for _, p := range pend {
 		if !p.sent.Load() { // still waiting for the send slot: the provider never saw it
-			c.b.obs.CallRejected(tool.CodeProviderUnavailable)
 			p.done <- tool.Failure(tool.CodeProviderUnavailable, "the tool's provider disconnected before the call was sent")
 			continue
 		}

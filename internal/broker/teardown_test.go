@@ -197,3 +197,43 @@ func TestUnsentCallFailedByTeardownCountsAsRejected(t *testing.T) {
 		t.Errorf("CallRejected(PROVIDER_UNAVAILABLE) counted %d times, want 1", n)
 	}
 }
+
+// TestCancelledUnsentCallIsAbortedWhoeverWithdrawsIt: a call waiting for the send slot
+// whose context ended as its stream was torn down never reached the provider because
+// of its own cancel: it is ABORTED_BEFORE_DISPATCH and not counted as rejected, whether
+// it withdrew itself or the teardown took it from the pending calls first. The result
+// depended on which side won (the teardown's PROVIDER_UNAVAILABLE, counted); each
+// round runs the race once, so both sides win some.
+func TestCancelledUnsentCallIsAbortedWhoeverWithdrawsIt(t *testing.T) {
+	for round := range 32 {
+		obs := &rejections{got: map[tool.Code]int{}}
+		b := New(noRegistrar{}, WithObserver(obs))
+		c := b.newConn(t.Context(), failingSender{})
+		c.maxInFlight = 1
+		b.mu.Lock()
+		b.conns[c.id] = c
+		b.mu.Unlock()
+		c.sem <- struct{}{} // another send holds the slot
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan tool.Result, 1)
+		go func() {
+			done <- b.Call(ctx, c.id, &tool.Exec{Call: tool.Call{CallID: "c", Name: "t", Arguments: []byte(`{}`)}}, 1)
+		}()
+		for pending := 0; pending == 0; runtime.Gosched() {
+			c.mu.Lock()
+			pending = len(c.pending)
+			c.mu.Unlock()
+		}
+		cancel()
+		c.stop()
+		c.failPending()
+		if r := <-done; r.Code() != tool.CodeAbortedBeforeDispatch {
+			t.Errorf("round %d: Call cancelled waiting for the send slot at teardown = %v, want ABORTED_BEFORE_DISPATCH", round, r)
+		}
+		obs.mu.Lock()
+		if n := obs.got[tool.CodeProviderUnavailable]; n != 0 {
+			t.Errorf("round %d: CallRejected(PROVIDER_UNAVAILABLE) counted %d times, want 0", round, n)
+		}
+		obs.mu.Unlock()
+	}
+}
