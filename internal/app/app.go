@@ -500,6 +500,7 @@ func (a *App) build(pol *policy.Set) error {
 			MaxBatchesPerIdentity: c.Limits.MaxBatchesPerIdentity,
 			MaxWatches:            c.Limits.MaxWatches,
 			MaxWatchesPerIdentity: c.Limits.MaxWatchesPerIdentity,
+			MaxHealthWatches:      c.Limits.MaxHealthWatches,
 		},
 		BatchRefused: a.obs.BatchRefused,
 		WatchRefused: a.obs.WatchRefused,

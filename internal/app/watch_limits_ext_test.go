@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
@@ -94,5 +95,35 @@ func TestMaxWatches(t *testing.T) {
 	refusedFor(t, "a third watch", err, "max_watches")
 	if got := metricValue(t, e.app, "toolsd_server_watches_refused_total", "limit", "max_watches"); got != 1 {
 		t.Errorf("toolsd_server_watches_refused_total{limit=max_watches} = %v, want 1", got)
+	}
+}
+
+// TestMaxHealthWatches: the health service needs no credentials, so the open health
+// Watch streams of all callers together are capped by limits.max_health_watches; a
+// Watch past it is refused and counted, also with auth on and no token, while Check
+// still answers.
+func TestMaxHealthWatches(t *testing.T) {
+	e := start(t, "limits: {max_health_watches: 2}\n"+tenantAuth(t))
+	health := healthpb.NewHealthClient(e.conn)
+	for range 2 {
+		w, err := health.Watch(t.Context(), &healthpb.HealthCheckRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Recv(); err != nil {
+			t.Fatalf("health Watch().Recv() = %v, want it accepted", err)
+		}
+	}
+	w, err := health.Watch(t.Context(), &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = w.Recv()
+	refusedFor(t, "a third health Watch", err, "max_health_watches")
+	if got := metricValue(t, e.app, "toolsd_server_watches_refused_total", "limit", "max_health_watches"); got != 1 {
+		t.Errorf("toolsd_server_watches_refused_total{limit=max_health_watches} = %v, want 1", got)
+	}
+	if _, err := health.Check(t.Context(), &healthpb.HealthCheckRequest{}); err != nil {
+		t.Errorf("health Check() at the limit = %v, want it answered", err)
 	}
 }

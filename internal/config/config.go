@@ -159,6 +159,9 @@ type Limits struct {
 	// one confined identity's.
 	MaxWatches            int `yaml:"max_watches"`
 	MaxWatchesPerIdentity int `yaml:"max_watches_per_identity"`
+	// MaxHealthWatches caps the open health Watch streams of all callers together (the
+	// health service needs no credentials, so none is confined).
+	MaxHealthWatches int `yaml:"max_health_watches"`
 	// MaxToolSetsPerIdentity caps the live tool sets one authenticated identity resolved.
 	MaxToolSetsPerIdentity int `yaml:"max_tool_sets_per_identity"`
 }
@@ -839,6 +842,7 @@ func (c *Config) check() []*fieldError {
 		"limits.max_batches_per_identity":   int64(c.Limits.MaxBatchesPerIdentity),
 		"limits.max_watches":                int64(c.Limits.MaxWatches),
 		"limits.max_watches_per_identity":   int64(c.Limits.MaxWatchesPerIdentity),
+		"limits.max_health_watches":         int64(c.Limits.MaxHealthWatches),
 		"limits.max_in_flight_per_provider": int64(c.Limits.MaxInFlightPerProvider),
 		"limits.max_hooks":                  int64(c.Limits.MaxHooks),
 		"limits.max_scoped_hooks":           int64(c.Limits.MaxScopedHooks),

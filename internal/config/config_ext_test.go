@@ -530,6 +530,21 @@ func TestUnsetCapFollowsALoweredTotal(t *testing.T) {
 	}
 }
 
+// TestMaxHealthWatches: the open health watches are capped by default; the cap may not
+// be 0 (every health Watch refused).
+func TestMaxHealthWatches(t *testing.T) {
+	if def := accepted(t, ""); def != nil && def.Limits.MaxHealthWatches != 1000 {
+		t.Errorf("max_health_watches = %d, want 1000 by default", def.Limits.MaxHealthWatches)
+	}
+	refusedAll(t, map[string]string{
+		"limits: {max_health_watches: 0}\n":  "limits.max_health_watches: must be positive",
+		"limits: {max_health_watches: -1}\n": "limits.max_health_watches: must be positive",
+	})
+	if cfg := accepted(t, "limits: {max_health_watches: 5}\n"); cfg != nil && cfg.Limits.MaxHealthWatches != 5 {
+		t.Errorf("max_health_watches = %d, want 5 as set", cfg.Limits.MaxHealthWatches)
+	}
+}
+
 // TestStreamLimits: the batches in flight and the open watches are capped by default,
 // overall and per confined identity; neither cap may be 0 (every stream refused), and
 // one identity's is at most the total, which it follows when only the total is lowered

@@ -78,7 +78,7 @@ type serverMetrics struct {
 	panics prometheus.Counter
 	// batchesRefused counts the batches refused, by limit.
 	batchesRefused *prometheus.CounterVec
-	// watchesRefused counts the WatchSession streams refused, by limit.
+	// watchesRefused counts the WatchSession and health Watch streams refused, by limit.
 	watchesRefused *prometheus.CounterVec
 }
 
@@ -132,10 +132,10 @@ func New(reg prometheus.Registerer, opts ...Option) *Metrics {
 		batchesRefused: refusals("batches_refused_total",
 			"Batches refused (RESOURCE_EXHAUSTED, LIMIT_EXCEEDED) before anything was logged because they would take toolsd past limits.max_batches, or their confined identity past limits.max_batches_per_identity, by limit.",
 			"max_batches", "max_batches_per_identity"),
-		// server.LimitMaxWatches and LimitMaxWatchesPerIdentity.
+		// server.LimitMaxWatches, LimitMaxWatchesPerIdentity and LimitMaxHealthWatches.
 		watchesRefused: refusals("watches_refused_total",
-			"WatchSession streams refused (RESOURCE_EXHAUSTED, LIMIT_EXCEEDED) before they read anything because they would take toolsd past limits.max_watches open watches, or their confined identity past limits.max_watches_per_identity, by limit.",
-			"max_watches", "max_watches_per_identity"),
+			"Watch streams refused (RESOURCE_EXHAUSTED, LIMIT_EXCEEDED) before they read or sent anything, by limit: WatchSession streams that would take toolsd past limits.max_watches open watches, or their confined identity past limits.max_watches_per_identity; health Watch streams past limits.max_health_watches.",
+			"max_watches", "max_watches_per_identity", "max_health_watches"),
 	}
 	m.conf = newConfigMetrics()
 	tools := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -309,8 +309,9 @@ func (m *Metrics) PanicRecovered() { m.srv.panics.Inc() }
 // LimitMaxBatchesPerIdentity); it fits server.Deps.BatchRefused.
 func (m *Metrics) BatchRefused(limit string) { m.srv.batchesRefused.WithLabelValues(limit).Inc() }
 
-// WatchRefused counts one watch refused for limit (server.LimitMaxWatches or
-// LimitMaxWatchesPerIdentity); it fits server.Deps.WatchRefused.
+// WatchRefused counts one watch refused for limit (server.LimitMaxWatches,
+// LimitMaxWatchesPerIdentity or LimitMaxHealthWatches); it fits
+// server.Deps.WatchRefused.
 func (m *Metrics) WatchRefused(limit string) { m.srv.watchesRefused.WithLabelValues(limit).Inc() }
 
 // ApprovalsPending is the gauge of approval requests waiting for an answer: Inc when

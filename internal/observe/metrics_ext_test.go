@@ -509,8 +509,8 @@ func TestRejectionSeriesStartAtZero(t *testing.T) {
 	}
 }
 
-// TestRefusalSeriesStartAtZero: both limits of batches_refused_total and of
-// watches_refused_total exist at 0 from the start, so that rate() sees the first
+// TestRefusalSeriesStartAtZero: every limit of batches_refused_total and of
+// watches_refused_total (health watches' too) exists at 0 from the start, so that rate() sees the first
 // refusals; a refusal counts under its limit.
 func TestRefusalSeriesStartAtZero(t *testing.T) {
 	for name, tc := range map[string]struct {
@@ -518,7 +518,7 @@ func TestRefusalSeriesStartAtZero(t *testing.T) {
 		refuse func(*observe.Metrics, string)
 	}{
 		"toolsd_server_batches_refused_total": {[]string{"max_batches", "max_batches_per_identity"}, (*observe.Metrics).BatchRefused},
-		"toolsd_server_watches_refused_total": {[]string{"max_watches", "max_watches_per_identity"}, (*observe.Metrics).WatchRefused},
+		"toolsd_server_watches_refused_total": {[]string{"max_watches", "max_watches_per_identity", "max_health_watches"}, (*observe.Metrics).WatchRefused},
 	} {
 		t.Run(name, func(t *testing.T) {
 			m, reg := newMetrics(t)

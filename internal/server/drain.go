@@ -84,7 +84,10 @@ func (s *Server) StopWatches() { s.active.stopWatch(errShuttingDown) }
 // [Server.StopWatches], with Unavailable (SHUTTING_DOWN), as WatchSession's do: gRPC's
 // client-side health checking keeps one open per connection, and an open one would hold
 // the gRPC server's GracefulStop until its fallback timer, then be cut off. A watch sees
-// the status shutdown left (NOT_SERVING) before it ends.
+// the status shutdown left (NOT_SERVING) before it ends. A Watch that would take toolsd
+// past Limits.MaxHealthWatches open health watches is refused with ResourceExhausted
+// (LIMIT_EXCEEDED) before it sends anything; a watch holds its place until it ends.
+// Check is not limited: it ends once it has answered.
 func (s *Server) Health(h healthpb.HealthServer) healthpb.HealthServer {
 	return healthWatches{HealthServer: h, s: s}
 }
@@ -99,11 +102,19 @@ func (w healthWatches) Watch(req *healthpb.HealthCheckRequest, stream healthpb.H
 	if watches.Err() != nil {
 		return toStatus(w.s.log, errShuttingDown)
 	}
+	// A place among limits.max_health_watches until the handler returns, however the
+	// watch ends (a panic unwinds through the defer too). No caller is confined: the
+	// health service needs no credentials.
+	place, err := w.s.healthSlots.take(stream.Context(), true)
+	if err != nil {
+		return toStatus(w.s.log, err)
+	}
+	defer w.s.healthSlots.give(place)
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
 	defer context.AfterFunc(watches, cancel)()
 	ws := &healthWatchStream{Health_WatchServer: stream, ctx: ctx, last: -1}
-	err := w.HealthServer.Watch(req, ws)
+	err = w.HealthServer.Watch(req, ws)
 	if watches.Err() == nil || stream.Context().Err() != nil {
 		return err
 	}

@@ -38,6 +38,7 @@ var errorTable = []struct {
 	{errRequestTooLarge, codes.ResourceExhausted, "REQUEST_TOO_LARGE"},
 	{errBatchLimit, codes.ResourceExhausted, rpcerr.LimitExceeded},
 	{errWatchLimit, codes.ResourceExhausted, rpcerr.LimitExceeded},
+	{errHealthWatchLimit, codes.ResourceExhausted, rpcerr.LimitExceeded},
 	{registry.ErrInvalidScope, codes.InvalidArgument, "INVALID_SCOPE"},
 	{registry.ErrInvalidName, codes.InvalidArgument, "INVALID_TOOL_NAME"},
 	{registry.ErrInvalidSchema, codes.InvalidArgument, "INVALID_SCHEMA"},
@@ -76,6 +77,7 @@ var (
 	errRequestTooLarge      = errors.New("server: request too large")
 	errBatchLimit           = errors.New("server: too many batches in flight")
 	errWatchLimit           = errors.New("server: too many session watches")
+	errHealthWatchLimit     = errors.New("server: too many health watches")
 	errToolSetStepMismatch  = errors.New("server: tool set resolved for another step")
 	errSessionRecreated     = errors.New("server: the session is not the expected epoch's: retention deleted it and it was created again, or expect_epoch is not one toolsd sent")
 	errCorruptLog           = errors.New("server: the session log holds a damaged record (toolsd's log says where)")

@@ -46,12 +46,16 @@ type Limits struct {
 	// A watch over either is refused before it reads anything.
 	MaxWatches            int
 	MaxWatchesPerIdentity int
+	// MaxHealthWatches caps the open health Watch streams (see [Server.Health]) of all
+	// callers together: the health service needs no credentials, so it has no
+	// per-identity part. A watch over it is refused before it sends anything.
+	MaxHealthWatches int
 }
 
 // DefaultLimits are used for zero fields.
 var DefaultLimits = Limits{MaxCallsPerBatch: 128, MaxSessionIDLen: 256, MaxCallIDLen: 256, OutboxSize: 256, WriteTimeout: 10 * time.Second,
 	FirstMessageTimeout: 10 * time.Second, MaxBatches: 10000, MaxBatchesPerIdentity: 1000,
-	MaxWatches: 10000, MaxWatchesPerIdentity: 100}
+	MaxWatches: 10000, MaxWatchesPerIdentity: 100, MaxHealthWatches: 1000}
 
 // Deps are the domain services the handlers translate to.
 type Deps struct {
@@ -87,9 +91,9 @@ type Deps struct {
 	// MaxBatchesPerIdentity, named by the limit ([LimitMaxBatches],
 	// [LimitMaxBatchesPerIdentity]).
 	BatchRefused func(limit string)
-	// WatchRefused, if set, counts a watch refused for Limits.MaxWatches or
-	// MaxWatchesPerIdentity, named by the limit ([LimitMaxWatches],
-	// [LimitMaxWatchesPerIdentity]).
+	// WatchRefused, if set, counts a watch refused for Limits.MaxWatches,
+	// MaxWatchesPerIdentity or MaxHealthWatches, named by the limit ([LimitMaxWatches],
+	// [LimitMaxWatchesPerIdentity], [LimitMaxHealthWatches]).
 	WatchRefused func(limit string)
 }
 
@@ -108,10 +112,12 @@ type Server struct {
 	bootID   string
 	active   *batches
 	// batchSlots are the places of the batches in flight (Limits.MaxBatches),
-	// watchSlots those of the open watches (Limits.MaxWatches).
-	batchSlots *slots
-	watchSlots *slots
-	wrapAppr   func(tool.Approver) tool.Approver
+	// watchSlots those of the open watches (Limits.MaxWatches), healthSlots those of
+	// the open health watches (Limits.MaxHealthWatches).
+	batchSlots  *slots
+	watchSlots  *slots
+	healthSlots *slots
+	wrapAppr    func(tool.Approver) tool.Approver
 	// waitEnded is Deps.ApprovalWaitEnded.
 	waitEnded func()
 	// sendClock is Deps.SendClock.
@@ -157,6 +163,9 @@ func New(deps Deps) *Server {
 	if l.MaxWatchesPerIdentity <= 0 {
 		l.MaxWatchesPerIdentity = min(DefaultLimits.MaxWatchesPerIdentity, l.MaxWatches)
 	}
+	if l.MaxHealthWatches <= 0 {
+		l.MaxHealthWatches = DefaultLimits.MaxHealthWatches
+	}
 	log := deps.Logger
 	if log == nil {
 		log = zap.NewNop()
@@ -174,6 +183,7 @@ func New(deps Deps) *Server {
 		log: log, limits: l, authz: authz, bootID: newID(), active: newBatches(), wrapAppr: deps.WrapApprover,
 		waitEnded: deps.ApprovalWaitEnded, sendClock: deps.SendClock, expiryTimer: expiryTimer,
 		batchSlots: newBatchSlots(l, deps.BatchRefused), watchSlots: newWatchSlots(l, deps.WatchRefused),
+		healthSlots: newHealthWatchSlots(l, deps.WatchRefused),
 	}
 }
 

@@ -17,6 +17,8 @@ const (
 const (
 	LimitMaxWatches            = "max_watches"
 	LimitMaxWatchesPerIdentity = "max_watches_per_identity"
+	// LimitMaxHealthWatches is the limit a health Watch can be refused for.
+	LimitMaxHealthWatches = "max_health_watches"
 )
 
 // slots counts the streams of one kind that hold a place (batches in flight, open
@@ -49,6 +51,14 @@ func newBatchSlots(l Limits, refused func(string)) *slots {
 func newWatchSlots(l Limits, refused func(string)) *slots {
 	return &slots{max: l.MaxWatches, maxPerID: l.MaxWatchesPerIdentity, refused: refused,
 		limit: LimitMaxWatches, limitPerID: LimitMaxWatchesPerIdentity, err: errWatchLimit}
+}
+
+// newHealthWatchSlots returns the places of the open health Watch streams, each
+// holding a goroutine and the health server's state for its watcher until it ends.
+// The health service needs no credentials, so every caller counts against the total
+// alone: take them unconfined.
+func newHealthWatchSlots(l Limits, refused func(string)) *slots {
+	return &slots{max: l.MaxHealthWatches, refused: refused, limit: LimitMaxHealthWatches, err: errHealthWatchLimit}
 }
 
 // slot is one stream's place, which give returns; an unconfined caller's counts only
