@@ -533,8 +533,8 @@ func TestUnsetCapFollowsALoweredTotal(t *testing.T) {
 // TestMaxHealthWatches: the open health watches are capped by default; the cap may not
 // be 0 (every health Watch refused).
 func TestMaxHealthWatches(t *testing.T) {
-	if def := accepted(t, ""); def != nil && def.Limits.MaxHealthWatches != 1000 {
-		t.Errorf("max_health_watches = %d, want 1000 by default", def.Limits.MaxHealthWatches)
+	if def := accepted(t, ""); def != nil && def.Limits.MaxHealthWatches != 10000 {
+		t.Errorf("max_health_watches = %d, want 10000 by default", def.Limits.MaxHealthWatches)
 	}
 	refusedAll(t, map[string]string{
 		"limits: {max_health_watches: 0}\n":  "limits.max_health_watches: must be positive",

@@ -55,7 +55,7 @@ type Limits struct {
 // DefaultLimits are used for zero fields.
 var DefaultLimits = Limits{MaxCallsPerBatch: 128, MaxSessionIDLen: 256, MaxCallIDLen: 256, OutboxSize: 256, WriteTimeout: 10 * time.Second,
 	FirstMessageTimeout: 10 * time.Second, MaxBatches: 10000, MaxBatchesPerIdentity: 1000,
-	MaxWatches: 10000, MaxWatchesPerIdentity: 100, MaxHealthWatches: 1000}
+	MaxWatches: 10000, MaxWatchesPerIdentity: 100, MaxHealthWatches: 10000}
 
 // Deps are the domain services the handlers translate to.
 type Deps struct {
