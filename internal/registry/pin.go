@@ -37,6 +37,9 @@ type Pin struct {
 type pin struct {
 	key  toolKey
 	hash string
+	// warned is the hash last quarantined against this pin and logged at warn, so that
+	// a provider reconnecting with the same changed definition is warned about once.
+	warned string
 }
 
 // rootPins is one tenant root's pins.
@@ -101,7 +104,7 @@ func (s *pinStore) put(k toolKey, hash string) {
 	root := pinRoot(k.scope)
 	if el, ok := s.byKey[k]; ok {
 		if p := el.Value.(*pin); p.hash != hash {
-			p.hash = hash
+			p.hash, p.warned = hash, ""
 			s.gen++
 		}
 		s.roots[root].pins.MoveToFront(el)
@@ -155,6 +158,18 @@ func (s *pinStore) runnerUp() *rootPins {
 	default:
 		return s.bySize[2]
 	}
+}
+
+// firstQuarantine reports whether hash is quarantined against k's pin for the first
+// time since the pin last changed, or since another hash was: only then is it worth a
+// warning. It remembers hash as the one warned about. k must be pinned.
+func (s *pinStore) firstQuarantine(k toolKey, hash string) bool {
+	p := s.byKey[k].Value.(*pin)
+	if p.warned == hash {
+		return false
+	}
+	p.warned = hash
+	return true
 }
 
 // all returns the pins, each tenant root's from the least to the most recently pinned,

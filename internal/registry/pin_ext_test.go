@@ -189,3 +189,62 @@ func TestPinRefusalsLogNothingAtInfo(t *testing.T) {
 		t.Errorf("%d lines at info or above for 100 refused registrations, want 0: %v", n, logs.All()[0].Message)
 	}
 }
+
+// TestQuarantineWarnsOncePerDefinition: a provider that reconnects again and again with
+// the same changed tool has it quarantined each time, and the registry warns the first
+// time only (the repeats at debug); another changed definition, or the same tool
+// changed in another scope, is warned about anew, and so is a change against a pin an
+// approval moved.
+func TestQuarantineWarnsOncePerDefinition(t *testing.T) {
+	observed, logs := observer.New(zap.DebugLevel)
+	r := registry.New(registry.WithLogger(zap.New(observed)), registry.WithPinning(registry.PinQuarantine))
+	for _, scope := range []string{"s", "s2"} {
+		mustRegister(t, r, scope, def("t"), "p")
+	}
+	r.RemoveOwner("p")
+	changed, other := def("t"), def("t")
+	changed.Description, other.Description = "changed", "changed again"
+	reconnect := func(scope string, d tool.Definition, times int) *registry.Entry {
+		t.Helper()
+		var e *registry.Entry
+		for range times {
+			e = mustRegister(t, r, scope, d, "p")
+			if !r.IsQuarantined(e) {
+				t.Fatalf("Register(%q, %q) was not quarantined", scope, d.Description)
+			}
+			r.RemoveOwner("p")
+		}
+		return e
+	}
+	warned := func() []string {
+		var out []string
+		for _, l := range logs.FilterLevelExact(zap.WarnLevel).FilterMessageSnippet("tool quarantined").All() {
+			out = append(out, l.ContextMap()["scope"].(string)+":"+l.ContextMap()["hash"].(string))
+		}
+		return out
+	}
+
+	c := reconnect("s", changed, 100)
+	o := reconnect("s", other, 3)
+	reconnect("s2", changed, 3)
+	want := []string{"s:" + c.Hash(), "s:" + o.Hash(), "s2:" + c.Hash()}
+	if got := warned(); !slices.Equal(got, want) {
+		t.Fatalf("%d warn lines after 106 quarantines, want %d: %v", len(got), len(want), want)
+	}
+	if n := logs.FilterLevelExact(zap.DebugLevel).FilterMessageSnippet("tool quarantined").Len(); n != 103 {
+		t.Errorf("%d quarantines logged at debug, want the 103 repeats", n)
+	}
+
+	// Approved, the last changed definition is the pin: the old ones are now changes.
+	mustRegister(t, r, "s", other, "p")
+	if err := r.ApproveQuarantined("s", "t", o.Hash()); err != nil {
+		t.Fatal(err)
+	}
+	r.RemoveOwner("p")
+	back := reconnect("s", def("t"), 2)
+	reconnect("s", changed, 2)
+	want = append(want, "s:"+back.Hash(), "s:"+c.Hash())
+	if got := warned(); !slices.Equal(got, want) {
+		t.Errorf("warn lines after the approval = %v, want %v", got, want)
+	}
+}

@@ -163,8 +163,7 @@ func (r *Registry) insertLocked(e *Entry) (Change, error) {
 	if quarantine {
 		n.quarantined[key.name] = e
 		change.Kind = ChangeQuarantined
-		r.log.Warn("tool quarantined: hash differs from pin",
-			zap.String("scope", scope), zap.String("tool", key.name), zap.String("owner", owner), zap.String("hash", e.hash))
+		r.logQuarantineLocked(key, owner, e.hash)
 		return change, nil
 	}
 	n.tools[key.name] = e
@@ -175,6 +174,18 @@ func (r *Registry) insertLocked(e *Entry) (Change, error) {
 	r.log.Debug("tool registered",
 		zap.String("scope", scope), zap.String("tool", key.name), zap.String("owner", owner), zap.String("hash", e.hash))
 	return change, nil
+}
+
+// logQuarantineLocked logs a quarantined registration at warn, or at debug when its hash
+// is the one last held back against the tool's pin: a provider reconnecting with the
+// same changed definition would otherwise write a warning per tool per reconnect.
+func (r *Registry) logQuarantineLocked(key toolKey, owner, hash string) {
+	level := zap.DebugLevel
+	if r.pins.firstQuarantine(key, hash) {
+		level = zap.WarnLevel
+	}
+	r.log.Log(level, "tool quarantined: hash differs from pin",
+		zap.String("scope", key.scope), zap.String("tool", key.name), zap.String("owner", owner), zap.String("hash", hash))
 }
 
 func (r *Registry) checkCapacityLocked(n *node, owner string) error {
