@@ -75,10 +75,17 @@ func (r *rejections) CallRejected(code tool.Code) {
 	r.mu.Unlock()
 }
 
-// TestUnsentCallCountsAsRejected: a call whose execute could not be written (its
-// stream closing under it) is PROVIDER_UNAVAILABLE before dispatch, like a call to a
-// provider already gone, and is counted in toolsd_broker_calls_rejected_total as one.
-func TestUnsentCallCountsAsRejected(t *testing.T) {
+// count is how many calls were counted as rejected with code.
+func (r *rejections) count(code tool.Code) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.got[code]
+}
+
+// oneSlotConn is a registered conn over a failing stream with one send slot, of a
+// broker whose rejections are counted.
+func oneSlotConn(t *testing.T) (*Broker, *conn, *rejections) {
+	t.Helper()
 	obs := &rejections{got: map[tool.Code]int{}}
 	b := New(noRegistrar{}, WithObserver(obs))
 	c := b.newConn(t.Context(), failingSender{})
@@ -86,13 +93,35 @@ func TestUnsentCallCountsAsRejected(t *testing.T) {
 	b.mu.Lock()
 	b.conns[c.id] = c
 	b.mu.Unlock()
+	return b, c, obs
+}
+
+// parkCall takes c's one send slot, as another send would, and starts a call that waits
+// for it; it returns once the call is pending, with the channel its result comes on.
+func parkCall(ctx context.Context, b *Broker, c *conn) <-chan tool.Result {
+	c.sem <- struct{}{}
+	done := make(chan tool.Result, 1)
+	go func() {
+		done <- b.Call(ctx, c.id, &tool.Exec{Call: tool.Call{CallID: "c", Name: "t", Arguments: []byte(`{}`)}}, 1)
+	}()
+	for pending := 0; pending == 0; runtime.Gosched() {
+		c.mu.Lock()
+		pending = len(c.pending)
+		c.mu.Unlock()
+	}
+	return done
+}
+
+// TestUnsentCallCountsAsRejected: a call whose execute could not be written (its
+// stream closing under it) is PROVIDER_UNAVAILABLE before dispatch, like a call to a
+// provider already gone, and is counted in toolsd_broker_calls_rejected_total as one.
+func TestUnsentCallCountsAsRejected(t *testing.T) {
+	b, c, obs := oneSlotConn(t)
 	r := b.Call(t.Context(), c.id, &tool.Exec{Call: tool.Call{CallID: "c", Name: "t", Arguments: []byte(`{}`)}}, 1)
 	if r.Code() != tool.CodeProviderUnavailable {
 		t.Fatalf("Call over a failing stream = %v, want PROVIDER_UNAVAILABLE", r)
 	}
-	obs.mu.Lock()
-	defer obs.mu.Unlock()
-	if n := obs.got[tool.CodeProviderUnavailable]; n != 1 {
+	if n := obs.count(tool.CodeProviderUnavailable); n != 1 {
 		t.Errorf("CallRejected(PROVIDER_UNAVAILABLE) counted %d times, want 1", n)
 	}
 }
@@ -169,31 +198,14 @@ func TestNoExecuteOnceTeardownBegan(t *testing.T) {
 // or the call withdraws itself first, it is PROVIDER_UNAVAILABLE and counted once in
 // toolsd_broker_calls_rejected_total. The teardown's failure was not counted.
 func TestUnsentCallFailedByTeardownCountsAsRejected(t *testing.T) {
-	obs := &rejections{got: map[tool.Code]int{}}
-	b := New(noRegistrar{}, WithObserver(obs))
-	c := b.newConn(t.Context(), failingSender{})
-	c.maxInFlight = 1
-	b.mu.Lock()
-	b.conns[c.id] = c
-	b.mu.Unlock()
-	c.sem <- struct{}{} // another send holds the slot
-	done := make(chan tool.Result, 1)
-	go func() {
-		done <- b.Call(t.Context(), c.id, &tool.Exec{Call: tool.Call{CallID: "c", Name: "t", Arguments: []byte(`{}`)}}, 1)
-	}()
-	for pending := 0; pending == 0; runtime.Gosched() {
-		c.mu.Lock()
-		pending = len(c.pending)
-		c.mu.Unlock()
-	}
+	b, c, obs := oneSlotConn(t)
+	done := parkCall(t.Context(), b, c)
 	c.failPending() // the teardown wins over the waiting call's own withdrawal
 	c.stop()
 	if r := <-done; r.Code() != tool.CodeProviderUnavailable {
 		t.Fatalf("Call waiting for the send slot at teardown = %v, want PROVIDER_UNAVAILABLE", r)
 	}
-	obs.mu.Lock()
-	defer obs.mu.Unlock()
-	if n := obs.got[tool.CodeProviderUnavailable]; n != 1 {
+	if n := obs.count(tool.CodeProviderUnavailable); n != 1 {
 		t.Errorf("CallRejected(PROVIDER_UNAVAILABLE) counted %d times, want 1", n)
 	}
 }
@@ -206,34 +218,17 @@ func TestUnsentCallFailedByTeardownCountsAsRejected(t *testing.T) {
 // round runs the race once, so both sides win some.
 func TestCancelledUnsentCallIsAbortedWhoeverWithdrawsIt(t *testing.T) {
 	for round := range 32 {
-		obs := &rejections{got: map[tool.Code]int{}}
-		b := New(noRegistrar{}, WithObserver(obs))
-		c := b.newConn(t.Context(), failingSender{})
-		c.maxInFlight = 1
-		b.mu.Lock()
-		b.conns[c.id] = c
-		b.mu.Unlock()
-		c.sem <- struct{}{} // another send holds the slot
+		b, c, obs := oneSlotConn(t)
 		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan tool.Result, 1)
-		go func() {
-			done <- b.Call(ctx, c.id, &tool.Exec{Call: tool.Call{CallID: "c", Name: "t", Arguments: []byte(`{}`)}}, 1)
-		}()
-		for pending := 0; pending == 0; runtime.Gosched() {
-			c.mu.Lock()
-			pending = len(c.pending)
-			c.mu.Unlock()
-		}
+		done := parkCall(ctx, b, c)
 		cancel()
 		c.stop()
 		c.failPending()
 		if r := <-done; r.Code() != tool.CodeAbortedBeforeDispatch {
 			t.Errorf("round %d: Call cancelled waiting for the send slot at teardown = %v, want ABORTED_BEFORE_DISPATCH", round, r)
 		}
-		obs.mu.Lock()
-		if n := obs.got[tool.CodeProviderUnavailable]; n != 0 {
+		if n := obs.count(tool.CodeProviderUnavailable); n != 0 {
 			t.Errorf("round %d: CallRejected(PROVIDER_UNAVAILABLE) counted %d times, want 0", round, n)
 		}
-		obs.mu.Unlock()
 	}
 }
