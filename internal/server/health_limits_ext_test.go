@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"context"
-	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -14,7 +13,6 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/toolsd/toolsd/internal/server"
 )
@@ -42,23 +40,7 @@ func newHealthLimitEnv(t *testing.T) *healthLimitEnv {
 	g, _ := server.NewGRPCServer(server.GRPCConfig{StatsHandler: e.ends, MaxConcurrentStreams: 10})
 	h := health.NewServer()
 	healthpb.RegisterHealthServer(g, e.srv.Health(h))
-	lis := bufconn.Listen(1 << 20)
-	served := make(chan error, 1)
-	go func() { served <- g.Serve(lis) }()
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = conn.Close()
-		g.Stop()
-		if err := <-served; err != nil {
-			t.Errorf("Serve() = %v", err)
-		}
-	})
-	e.health = healthpb.NewHealthClient(conn)
+	e.health = healthpb.NewHealthClient(serveBufconn(t, g, grpc.WithTransportCredentials(insecure.NewCredentials())))
 	return e
 }
 

@@ -32,12 +32,20 @@ func serveTools(t *testing.T, store session.Store, opts ...grpc.DialOption) (*se
 	srv := server.New(server.Deps{Sessions: store})
 	g := grpc.NewServer()
 	toolsdv1.RegisterToolServiceServer(g, srv)
+	conn := serveBufconn(t, g, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)...)
+	return srv, toolsdv1.NewToolServiceClient(conn)
+}
+
+// serveBufconn serves g on a bufconn listener and returns a client connection to it,
+// dialled with opts (which must give transport credentials); both are stopped when the
+// test ends, and Serve must then return nil.
+func serveBufconn(t *testing.T, g *grpc.Server, opts ...grpc.DialOption) *grpc.ClientConn {
+	t.Helper()
 	lis := bufconn.Listen(1 << 20)
 	served := make(chan error, 1)
 	go func() { served <- g.Serve(lis) }()
 	conn, err := grpc.NewClient("passthrough:///bufnet", append([]grpc.DialOption{
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)...)
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) })}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +56,7 @@ func serveTools(t *testing.T, store session.Store, opts ...grpc.DialOption) (*se
 			t.Errorf("Serve() = %v", err)
 		}
 	})
-	return srv, toolsdv1.NewToolServiceClient(conn)
+	return conn
 }
 
 // TestWatchAfterStopWatchesIsRefused: once StopWatches has run (shutdown, after the
@@ -274,23 +282,8 @@ func serveServer(t *testing.T, gc server.GRPCConfig, srv *server.Server, creds c
 	g, metrics := server.NewGRPCServer(gc)
 	toolsdv1.RegisterToolServiceServer(g, srv)
 	metrics.InitializeMetrics(g)
-	lis := bufconn.Listen(1 << 20)
-	served := make(chan error, 1)
-	go func() { served <- g.Serve(lis) }()
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(creds),
+	conn := serveBufconn(t, g, grpc.WithTransportCredentials(creds),
 		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = conn.Close()
-		g.Stop()
-		if err := <-served; err != nil {
-			t.Errorf("Serve() = %v", err)
-		}
-	})
 	return toolsdv1.NewToolServiceClient(conn), reg, ends
 }
 
