@@ -23,8 +23,9 @@ type Authorizer interface {
 	// error when it may do so nowhere.
 	ScopeFilter(ctx context.Context, action Action) (func(scope string) bool, error)
 	// Unconfined reports whether the caller in ctx acts for the operator rather than
-	// for a tenant (see auth.Authorizer.Unconfined): its batches are bound by
-	// Limits.MaxBatches alone, a tenant's by MaxBatchesPerIdentity too.
+	// for a tenant (see auth.Authorizer.Unconfined): its batches and watches are bound
+	// by Limits.MaxBatches and MaxWatches alone, a tenant's by MaxBatchesPerIdentity and
+	// MaxWatchesPerIdentity too.
 	Unconfined(ctx context.Context, action Action) bool
 }
 
