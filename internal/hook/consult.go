@@ -29,16 +29,12 @@ const (
 	cancelled
 )
 
-// send asks every hook in hooks about call (and result, after execution), with the
-// trace context of ctx, the call's. The requests share one deadline, the hub's timeout
-// from now.
-func (h *Hub) send(ctx context.Context, stage Stage, hooks []*conn, call *toolsdv1.HookCall, result *toolsdv1.HookResult) *exchange {
+// send asks every hook in hooks about call (and result, after execution), each request
+// carrying traceContext, the call's (see [Hub.traceContext]). The requests share one
+// deadline, the hub's timeout from now.
+func (h *Hub) send(stage Stage, hooks []*conn, call *toolsdv1.HookCall, result *toolsdv1.HookResult, traceContext map[string]string) *exchange {
 	x := &exchange{stage: stage, hooks: hooks, keys: make([]uint64, len(hooks)), ch: make(chan answer, len(hooks))}
 	deadline := deadlineOf(h.opts.now().Add(h.opts.timeout))
-	var traceContext map[string]string
-	if h.opts.traceContext != nil {
-		traceContext = h.opts.traceContext(ctx)
-	}
 	x.timer = time.NewTimer(h.opts.timeout)
 	for i, c := range hooks {
 		// One message per hook: its writer sets the request id, numbered per stream.
@@ -47,6 +43,16 @@ func (h *Hub) send(ctx context.Context, stage Stage, hooks []*conn, call *toolsd
 		x.keys[i] = c.request(i, x.ch, m)
 	}
 	return x
+}
+
+// traceContext is the trace context headers of the span in ctx, a call's, for its
+// requests: read once per call and stage, as its [toolsdv1.HookCall] is built once;
+// nil when the hub sends none (see [WithTraceContext]).
+func (h *Hub) traceContext(ctx context.Context) map[string]string {
+	if h.opts.traceContext == nil {
+		return nil
+	}
+	return h.opts.traceContext(ctx)
 }
 
 // next waits for the next answer, the deadline or the end of ctx. A call cancelled as

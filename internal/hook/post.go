@@ -48,7 +48,7 @@ func (p postExecute) PostExecute(ctx context.Context, e *tool.Exec, _ pipeline.T
 		p.h.failedAbsent(absent, e)
 		return unavailablePost(absent.name, errRequiredAbsent)
 	}
-	call := hookCall(e)
+	call, traceContext := hookCall(e), p.h.traceContext(ctx)
 	ran := make([]*conn, 0, len(hooks))
 	for _, c := range hooks {
 		if ctx.Err() != nil {
@@ -61,7 +61,7 @@ func (p postExecute) PostExecute(ctx context.Context, e *tool.Exec, _ pipeline.T
 			c = p.h.successor(c, e, ran)
 		}
 		ran = append(ran, c)
-		x := p.h.send(ctx, StagePostExecute, []*conn{c}, call, hookResult(&ch.cur))
+		x := p.h.send(StagePostExecute, []*conn{c}, call, hookResult(&ch.cur), traceContext)
 		a, end := x.next(ctx)
 		x.close()
 		switch end {

@@ -46,7 +46,7 @@ func (p preExecute) PreExecute(ctx context.Context, e *tool.Exec, _ pipeline.Too
 		p.h.failedAbsent(absent, e)
 		return unavailablePre(absent.name, errRequiredAbsent)
 	}
-	x := p.h.send(ctx, StagePreExecute, hooks, hookCall(e), nil)
+	x := p.h.send(StagePreExecute, hooks, hookCall(e), nil, p.h.traceContext(ctx))
 	defer x.close()
 	vs := make([]pipeline.Verdict, len(hooks))
 	answered := make([]bool, len(hooks))
