@@ -129,7 +129,10 @@ func (c *conn) recoverReceive(recvErr chan<- error) {
 	if p == nil {
 		return
 	}
-	c.log.Error("handling a provider message panicked", zap.Any("panic", p), zap.Stack("stack"))
+	// Under the gate, as a handled message's lines: none follows the end of the handler.
+	c.live.Do(func() {
+		c.log.Error("handling a provider message panicked", zap.Any("panic", p), zap.Stack("stack"))
+	})
 	c.b.obs.Panicked()
 	recvErr <- status.Error(codes.Internal, "broker: internal error")
 }
