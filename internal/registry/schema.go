@@ -66,7 +66,12 @@ func compileSchema(name string, raw []byte, kind schemaKind, requireObject bool,
 	if len(raw) > maxBytes {
 		return nil, fmt.Errorf("%w: %s is %d bytes, over the limit of %d", ErrLimit, where, len(raw), maxBytes)
 	}
-	doc, err := jsonx.Decode(raw, jsonx.Limits{MaxBytes: maxBytes})
+	depth := lim.schemaDepth()
+	doc, err := jsonx.Decode(raw, jsonx.Limits{MaxBytes: maxBytes, MaxDepth: depth})
+	if errors.Is(err, jsonx.ErrTooDeep) {
+		return nil, fmt.Errorf("%w: %s nests deeper than %d levels (twice the depth of the documents it validates plus one, at least %d): %w",
+			ErrLimit, where, depth, jsonx.DefaultMaxDepth, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrInvalidSchema, where, err)
 	}
@@ -129,6 +134,14 @@ func compileSchema(name string, raw []byte, kind schemaKind, requireObject bool,
 // schemaLimits bound a schema (maxBytes) and the documents it validates (maxDepth,
 // the deepest nesting the document's parser accepts).
 type schemaLimits struct{ maxBytes, maxDepth int }
+
+// schemaDepth is the deepest nesting a schema may have: a schema describes each level of
+// an object with two (the object's schema and its "properties"), so it may nest twice as
+// deep as its documents, plus one for their innermost values, and never less than
+// jsonx's default, so that lowering the documents' depth refuses no schema it admitted.
+func (l schemaLimits) schemaDepth() int {
+	return min(max(jsonx.DefaultMaxDepth, 2*l.maxDepth+1), jsonx.MaxDepthCeiling)
+}
 
 // patternSizeOf is a pattern's estimated program size.
 func patternSizeOf(re jsonschema.Regexp) int {

@@ -823,3 +823,68 @@ func TestSchemaErrorsAreBounded(t *testing.T) {
 		})
 	}
 }
+
+// nestedSchema describes objects levels deep, {"a":{"a":…{"a":"x"}}}: each level is a
+// schema and its "properties", so the schema nests 2×levels+1 deep (+1 with an
+// "examples" array on the innermost schema).
+func nestedSchema(levels int, examples bool) (params, args string) {
+	params, args = `{"type":"string"}`, `"x"`
+	if examples {
+		params = `{"type":"string","examples":["x"]}`
+	}
+	for range levels {
+		params = `{"type":"object","properties":{"a":` + params + `}}`
+		args = `{"a":` + args + `}`
+	}
+	return params, args
+}
+
+// A schema may nest twice as deep as the documents it validates, plus one, and at least
+// as deep as the default 64: a schema describes each level of an object with two
+// (the object's schema and its "properties"). Schemas were decoded at depth 64 whatever
+// the argument depth, so one describing arguments deeper than 31 levels was refused
+// however far limits.max_json_depth was raised.
+func TestSchemaDepthFollowsDocumentDepth(t *testing.T) {
+	tests := map[string]struct {
+		docDepth int
+		levels   int
+		examples bool
+		want     error
+	}{
+		"raised, as deep as the arguments":  {docDepth: 100, levels: 100},
+		"raised, one level deeper":          {docDepth: 100, levels: 100, examples: true, want: registry.ErrLimit},
+		"default, as deep as the arguments": {docDepth: 64, levels: 64},
+		"default, one level deeper":         {docDepth: 64, levels: 64, examples: true, want: registry.ErrLimit},
+		"lowered, 64 levels":                {docDepth: 3, levels: 31, examples: true},
+		"lowered, 65 levels":                {docDepth: 3, levels: 32, want: registry.ErrLimit},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			depth := jsonx.Limits{MaxDepth: tc.docDepth}
+			r := newRegistry(t, registry.WithLimits(registry.Limits{Args: depth, Output: depth}))
+			params, args := nestedSchema(tc.levels, tc.examples)
+			d := withParams("t", params)
+			d.OutputSchema = []byte(params)
+			e, err := r.Register("", d, "")
+			if tc.want != nil {
+				want := fmt.Sprintf("nests deeper than %d levels", max(64, 2*tc.docDepth+1))
+				if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), want) {
+					t.Fatalf("Register(%d levels) = %v, want %v saying %q", tc.levels, err, tc.want, want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Register(%d levels) = %v, want nil", tc.levels, err)
+			}
+			if tc.levels > tc.docDepth {
+				return
+			}
+			if err := e.ValidateArguments([]byte(args)); err != nil {
+				t.Errorf("ValidateArguments(%d levels) = %v, want nil", tc.levels, err)
+			}
+			if err := e.ValidateOutput([]byte(args)); err != nil {
+				t.Errorf("ValidateOutput(%d levels) = %v, want nil", tc.levels, err)
+			}
+		})
+	}
+}
