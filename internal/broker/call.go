@@ -105,7 +105,7 @@ func (b *Broker) Call(ctx context.Context, providerID string, e *tool.Exec, atte
 		m.req.TraceContext = b.traceContext(ctx)
 	}
 	if err := c.send(ctx, m, &p.sent); err != nil {
-		return c.notSent(ctx, p, id, providerID, err)
+		return c.notSent(ctx, p, id, providerID)
 	}
 	select {
 	case r := <-p.done:
@@ -136,10 +136,11 @@ func (b *Broker) rejected(p *pendingCall, providerID string, code tool.Code, lim
 	return unavailable(providerID)
 }
 
-// notSent is the result of a call whose execute message could not be sent.
+// notSent is the result of a call whose execute message could not be sent: the
+// stream was ending (or its write failed, which only an ending stream's does).
 //
 //go:noinline
-func (c *conn) notSent(ctx context.Context, p *pendingCall, id uint64, providerID string, err error) tool.Result {
+func (c *conn) notSent(ctx context.Context, p *pendingCall, id uint64, providerID string) tool.Result {
 	if !c.forget(id) {
 		if p.sent.Load() { // the execute was written, or was being: the provider may have it
 			return p.await(ctx)
@@ -149,8 +150,17 @@ func (c *conn) notSent(ctx context.Context, p *pendingCall, id uint64, providerI
 		return c.unsent(ctx, p.await(ctx))
 	}
 	p.release()
-	return c.unsent(ctx, tool.FailureWithReason(tool.CodeProviderUnavailable, "the tool's provider is not connected",
-		"provider "+providerID+": "+err.Error()))
+	return c.unsent(ctx, disconnectedUnsent(providerID))
+}
+
+// disconnectedUnsent is the failure of a call whose provider's stream ended before its
+// execute was sent, the same whether the call withdrew itself ([conn.notSent]) or the
+// stream's teardown took it ([conn.failPending]).
+//
+//go:noinline
+func disconnectedUnsent(providerID string) tool.Result {
+	return tool.FailureWithReason(tool.CodeProviderUnavailable, "the tool's provider disconnected before the call was sent",
+		"provider "+providerID+" disconnected before the call was sent")
 }
 
 // unsent is the result of a call that never reached its provider, r being its

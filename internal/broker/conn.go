@@ -399,7 +399,7 @@ func (c *conn) failPending() int {
 	c.mu.Unlock()
 	for _, p := range pend {
 		if !p.sent.Load() { // still waiting for the send slot: the provider never saw it
-			p.done <- tool.Failure(tool.CodeProviderUnavailable, "the tool's provider disconnected before the call was sent")
+			p.done <- disconnectedUnsent(c.id)
 			continue
 		}
 		p.done <- tool.Failure(tool.CodeProviderGone, "provider disconnected while the call was running")

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -195,18 +196,37 @@ func TestNoExecuteOnceTeardownBegan(t *testing.T) {
 
 // TestUnsentCallFailedByTeardownCountsAsRejected: a call still waiting for the send
 // slot when its stream ends never reached the provider; whether the teardown fails it
-// or the call withdraws itself first, it is PROVIDER_UNAVAILABLE and counted once in
-// toolsd_broker_calls_rejected_total. The teardown's failure was not counted.
+// or the call withdraws itself first, it is PROVIDER_UNAVAILABLE, with the same message
+// and reason, and counted once in toolsd_broker_calls_rejected_total. The teardown's
+// failure was not counted, and the two read "disconnected before the call was sent" and
+// "is not connected" (with the broker's own error as the reason).
 func TestUnsentCallFailedByTeardownCountsAsRejected(t *testing.T) {
-	b, c, obs := oneSlotConn(t)
-	done := parkCall(t.Context(), b, c)
-	c.failPending() // the teardown wins over the waiting call's own withdrawal
-	c.stop()
-	if r := <-done; r.Code() != tool.CodeProviderUnavailable {
-		t.Fatalf("Call waiting for the send slot at teardown = %v, want PROVIDER_UNAVAILABLE", r)
+	orders := map[string]func(c *conn, done <-chan tool.Result) tool.Result{
+		"teardown first": func(c *conn, done <-chan tool.Result) tool.Result {
+			c.failPending()
+			c.stop()
+			return <-done
+		},
+		"withdrawn first": func(c *conn, done <-chan tool.Result) tool.Result {
+			c.stop() // the call wakes, finds the stream ending and withdraws itself
+			r := <-done
+			c.failPending()
+			return r
+		},
 	}
-	if n := obs.count(tool.CodeProviderUnavailable); n != 1 {
-		t.Errorf("CallRejected(PROVIDER_UNAVAILABLE) counted %d times, want 1", n)
+	for name, order := range orders {
+		t.Run(name, func(t *testing.T) {
+			b, c, obs := oneSlotConn(t)
+			r := order(c, parkCall(t.Context(), b, c))
+			want := tool.FailureWithReason(tool.CodeProviderUnavailable, "the tool's provider disconnected before the call was sent",
+				"provider "+c.id+" disconnected before the call was sent")
+			if diff := cmp.Diff(want, r); diff != "" {
+				t.Errorf("Call waiting for the send slot at teardown: (-want +got)\n%s", diff)
+			}
+			if n := obs.count(tool.CodeProviderUnavailable); n != 1 {
+				t.Errorf("CallRejected(PROVIDER_UNAVAILABLE) counted %d times, want 1", n)
+			}
+		})
 	}
 }
 
