@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc"
@@ -182,12 +181,5 @@ func TestHealthPerServiceThroughTheDrain(t *testing.T) {
 			t.Errorf("health Watch(%q).Recv() at the end of shutdown = %v, %v, want Unavailable with reason SHUTTING_DOWN", name, resp, err)
 		}
 	}
-	select {
-	case err := <-runErr:
-		if err != nil {
-			t.Errorf("App.Run() = %v, want nil", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("App.Run() did not return within 20s")
-	}
+	awaitRun(t, runErr)
 }

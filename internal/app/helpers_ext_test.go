@@ -89,6 +89,21 @@ func runApp(tb testing.TB, cfg *config.Config, opts ...app.Option) (a *app.App, 
 	return a, cancel, result
 }
 
+// awaitRun waits for App.Run to return on runErr, as [runApp] gave it, and fails the
+// test unless it returned nil. The wait is bounded only so that a hang fails the test
+// rather than its binary: it says nothing of how soon Run should return.
+func awaitRun(tb testing.TB, runErr <-chan error) {
+	tb.Helper()
+	select {
+	case err := <-runErr:
+		if err != nil {
+			tb.Errorf("App.Run() = %v, want nil", err)
+		}
+	case <-time.After(20 * time.Second):
+		tb.Fatal("App.Run() did not return within 20s")
+	}
+}
+
 func dial(tb testing.TB, addr string) *grpc.ClientConn {
 	tb.Helper()
 	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))

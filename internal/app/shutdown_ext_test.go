@@ -109,14 +109,7 @@ func TestGracefulShutdownWithCallsInFlight(t *testing.T) {
 	if label := <-stopped; label != "b1" {
 		t.Errorf("provider saw the cancellation of %q, want b1", label)
 	}
-	select {
-	case err := <-runErr:
-		if err != nil {
-			t.Errorf("App.Run() = %v, want nil", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("App.Run() did not return within 10s of its context ending")
-	}
+	awaitRun(t, runErr)
 	// The goodbye is sent before Run returns; the provider reads it on its own time.
 	waitFor(t, "the provider to read toolsd's goodbye", func() bool {
 		return providerLogs.FilterMessage("toolsd is shutting down").Len() > 0
@@ -233,14 +226,7 @@ func TestShutdownEndsIdleStreams(t *testing.T) {
 	}
 	waitFor(t, "the idle batch stream to reach its handler", func() bool { return startedRPCs(t, a, "ExecuteBatch") == 2 })
 	cancel()
-	select {
-	case err := <-runErr:
-		if err != nil {
-			t.Errorf("App.Run() = %v, want nil", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("App.Run() did not return within 10s")
-	}
+	awaitRun(t, runErr)
 	// Ended by toolsd, not by the gRPC server's hard stop after its grace timer.
 	if _, err := watch.Recv(); status.Code(err) != codes.Unavailable || reason(err) != "SHUTTING_DOWN" {
 		t.Errorf("WatchSession().Recv() after shutdown = %v, want Unavailable with reason SHUTTING_DOWN", err)
@@ -303,14 +289,7 @@ func TestShutdownEndsHealthWatches(t *testing.T) {
 	if status.Code(err) != codes.Unavailable || reason(err) != "SHUTTING_DOWN" {
 		t.Errorf("health Watch().Recv() at the end of shutdown = %v, %v, want Unavailable with reason SHUTTING_DOWN", resp, err)
 	}
-	select {
-	case err := <-runErr:
-		if err != nil {
-			t.Errorf("App.Run() = %v, want nil", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("App.Run() did not return within 20s")
-	}
+	awaitRun(t, runErr)
 }
 
 // TestShutdownEndsReflectionStreams: server reflection streams (grpcurl, grpcui and IDEs
