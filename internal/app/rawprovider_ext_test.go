@@ -6,6 +6,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/testing/protocmp"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/internal/app"
@@ -324,5 +326,59 @@ func TestValueOnlyResultCountsDerivedContent(t *testing.T) {
 	}}, batchOptions{})
 	if diff := cmp.Diff([]string{"RESULT_TOO_LARGE", ""}, resultCodes(out.results)); diff != "" {
 		t.Errorf("codes (-want +got):\n%s", diff)
+	}
+}
+
+// TestProviderRefusesArguments: a provider that says it could not read a call's
+// arguments (invalid_arguments with is_error) fails the call INVALID_ARGUMENTS with its
+// message, as toolsd's own validation does, in the stream and the log; an idempotent
+// tool's call is not sent again. invalid_arguments without is_error is ignored: the
+// success stands.
+func TestProviderRefusesArguments(t *testing.T) {
+	e := start(t, `
+retry: {max_attempts: 5, budget: 20s, base_delay: 1ms, max_delay: 2ms}
+policy:
+  tools:
+    raw: {idempotent: true}
+`)
+	p := connectHand(t, e, "raw")
+	var sent atomic.Int32
+	p.serve(func(ex *toolsdv1.ExecuteRequest) []*toolsdv1.ProviderServiceConnectRequest {
+		sent.Add(1)
+		r := &toolsdv1.ExecuteResult{RequestId: ex.GetRequestId(), InvalidArguments: true}
+		if ex.GetCallId() == "refused" {
+			r.IsError, r.ErrorMessage = true, []byte("at: not a date")
+		} else {
+			r.Content = []byte("done")
+		}
+		return []*toolsdv1.ProviderServiceConnectRequest{result(r)}
+	})
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-refused-args", Calls: []*toolsdv1.ToolCall{
+		call("refused", "raw", `{}`), call("unerred", "raw", `{}`),
+	}}, batchOptions{})
+	want := []*toolsdv1.ToolResult{
+		{CallId: "refused", Content: "Error: at: not a date", IsError: true,
+			Error: &toolsdv1.ToolError{Code: "INVALID_ARGUMENTS", Message: "at: not a date", Tool: "raw"}},
+		{CallId: "unerred", Content: "done"},
+	}
+	ignore := protocmp.IgnoreFields(&toolsdv1.ToolResult{}, "index", "seq", "call_seq")
+	if diff := cmp.Diff(want, out.results, protocmp.Transform(), ignore); diff != "" {
+		t.Errorf("results mismatch (-want +got):\n%s", diff)
+	}
+	var logged []*toolsdv1.ToolResult
+	for _, ev := range e.readSession(t, "s-refused-args") {
+		if tr := ev.GetToolResult(); tr != nil {
+			m := tr.GetMessage()
+			logged = append(logged, &toolsdv1.ToolResult{CallId: m.GetCallId(), Content: m.GetContent(), IsError: m.GetIsError(), Error: tr.GetError()})
+		}
+	}
+	if diff := cmp.Diff(want, logged, protocmp.Transform()); diff != "" {
+		t.Errorf("logged results mismatch (-want +got):\n%s", diff)
+	}
+	if got := sent.Load(); got != 2 {
+		t.Errorf("provider was sent %d calls, want 2 (none retried)", got)
+	}
+	if got := metricValue(t, e.app, "toolsd_pipeline_calls_total", "tool", "raw", "code", "INVALID_ARGUMENTS"); got != 1 {
+		t.Errorf("calls_total{tool=raw,code=INVALID_ARGUMENTS} = %v, want 1", got)
 	}
 }

@@ -13,7 +13,8 @@ import (
 
 // decodeResult turns a provider's result into the call's outcome. Payloads arrive as
 // bytes so that a bad one fails only this call: oversized → RESULT_TOO_LARGE, text that
-// is not UTF-8 → INVALID_RESULT. A provider that kept an oversized result back says so
+// is not UTF-8 → INVALID_RESULT. An error is TOOL_ERROR, or INVALID_ARGUMENTS when the
+// provider says it could not read the arguments. A provider that kept an oversized result back says so
 // with oversized_bytes. The value and meta JSON pass through unjudged (the
 // pipeline validates them) except when content must be derived from the value. A
 // result refused here still carries the tool's concludes_turn: the request to end the
@@ -38,16 +39,7 @@ func decodePayload(r *toolsdv1.ExecuteResult, maxBytes int) tool.Result {
 			fmt.Sprintf("the tool's result is %d bytes, over the limit of %d bytes", n, maxBytes))
 	}
 	if r.GetIsError() {
-		if !utf8.Valid(errMsg) {
-			return tool.Failure(tool.CodeInvalidResult, "the tool's error message is not valid UTF-8")
-		}
-		msg := string(errMsg)
-		if msg == "" {
-			msg = "the tool failed without a message"
-		}
-		res := tool.Failure(tool.CodeToolError, msg)
-		res.Meta = nilIfEmpty(meta)
-		return res
+		return decodeError(r, errMsg, meta)
 	}
 	if !utf8.Valid(content) {
 		return tool.Failure(tool.CodeInvalidResult, "the tool's content is not valid UTF-8")
@@ -64,6 +56,28 @@ func decodePayload(r *toolsdv1.ExecuteResult, maxBytes int) tool.Result {
 		}
 		res.Content = text
 	}
+	return res
+}
+
+// decodeError is the outcome of a result with is_error: TOOL_ERROR, or
+// INVALID_ARGUMENTS when the provider could not read the call's arguments (as a schema
+// violation is, the model's mistake, which no retry repeats).
+func decodeError(r *toolsdv1.ExecuteResult, errMsg, meta []byte) tool.Result {
+	if !utf8.Valid(errMsg) {
+		return tool.Failure(tool.CodeInvalidResult, "the tool's error message is not valid UTF-8")
+	}
+	code, msg := tool.CodeToolError, string(errMsg)
+	if r.GetInvalidArguments() {
+		code = tool.CodeInvalidArguments
+	}
+	if msg == "" {
+		msg = "the tool failed without a message"
+		if code == tool.CodeInvalidArguments {
+			msg = "the tool could not read its arguments"
+		}
+	}
+	res := tool.Failure(code, msg)
+	res.Meta = nilIfEmpty(meta)
 	return res
 }
 

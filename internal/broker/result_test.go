@@ -63,6 +63,26 @@ func TestDecodeResult(t *testing.T) {
 			in:   &toolsdv1.ExecuteResult{IsError: true},
 			want: tool.Failure(tool.CodeToolError, "the tool failed without a message"),
 		},
+		"arguments the tool could not read": {
+			in: &toolsdv1.ExecuteResult{IsError: true, InvalidArguments: true, ErrorMessage: []byte("bad time"), MetaJson: []byte(`{"x":1}`)},
+			want: func() tool.Result {
+				r := tool.Failure(tool.CodeInvalidArguments, "bad time")
+				r.Meta = json.RawMessage(`{"x":1}`)
+				return r
+			}(),
+		},
+		"arguments the tool could not read, without a message": {
+			in:   &toolsdv1.ExecuteResult{IsError: true, InvalidArguments: true},
+			want: tool.Failure(tool.CodeInvalidArguments, "the tool could not read its arguments"),
+		},
+		"invalid arguments without is_error is a success": {
+			in:   &toolsdv1.ExecuteResult{InvalidArguments: true, Content: []byte("fine")},
+			want: tool.Result{Content: "fine"},
+		},
+		"arguments the tool could not read, message not UTF-8": {
+			in:   &toolsdv1.ExecuteResult{IsError: true, InvalidArguments: true, ErrorMessage: []byte("\xff")},
+			want: tool.Failure(tool.CodeInvalidResult, "the tool's error message is not valid UTF-8"),
+		},
 		"error message not UTF-8": {
 			in:   &toolsdv1.ExecuteResult{IsError: true, ErrorMessage: []byte("\xff")},
 			want: tool.Failure(tool.CodeInvalidResult, "the tool's error message is not valid UTF-8"),

@@ -252,9 +252,15 @@ type ExecuteResult struct {
 	// cancellation, not a failure of its own. toolsd records ABORTED (or TOOL_TIMEOUT when
 	// its deadline ended the call). Ignored for a call toolsd did not cancel, unless the
 	// call's deadline has passed (a provider's clock may run out before toolsd's).
-	Cancelled     bool `protobuf:"varint,9,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Cancelled bool `protobuf:"varint,9,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
+	// With is_error: the tool's arguments, though they passed toolsd's schema validation,
+	// could not be read (decoded into the tool's argument type, say), so the model's
+	// arguments are at fault, not the tool. error_message says why. toolsd records
+	// INVALID_ARGUMENTS instead of TOOL_ERROR, as for a schema violation, and never
+	// retries the call. Ignored without is_error: the result is the success it carries.
+	InvalidArguments bool `protobuf:"varint,10,opt,name=invalid_arguments,json=invalidArguments,proto3" json:"invalid_arguments,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ExecuteResult) Reset() {
@@ -346,6 +352,13 @@ func (x *ExecuteResult) GetOversizedBytes() uint64 {
 func (x *ExecuteResult) GetCancelled() bool {
 	if x != nil {
 		return x.Cancelled
+	}
+	return false
+}
+
+func (x *ExecuteResult) GetInvalidArguments() bool {
+	if x != nil {
+		return x.InvalidArguments
 	}
 	return false
 }
@@ -1187,7 +1200,7 @@ const file_toolsd_v1_provider_service_proto_rawDesc = "" +
 	"\x0fUnregisterTools\x12\x10\n" +
 	"\x03ref\x18\x01 \x01(\x04R\x03ref\x12\x14\n" +
 	"\x05scope\x18\x02 \x01(\tR\x05scope\x12\x14\n" +
-	"\x05names\x18\x03 \x03(\tR\x05names\"\xb2\x02\n" +
+	"\x05names\x18\x03 \x03(\tR\x05names\"\xdf\x02\n" +
 	"\rExecuteResult\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\x04R\trequestId\x12\x1d\n" +
@@ -1199,7 +1212,9 @@ const file_toolsd_v1_provider_service_proto_rawDesc = "" +
 	"\tmeta_json\x18\x06 \x01(\fR\bmetaJson\x12%\n" +
 	"\x0econcludes_turn\x18\a \x01(\bR\rconcludesTurn\x12'\n" +
 	"\x0foversized_bytes\x18\b \x01(\x04R\x0eoversizedBytes\x12\x1c\n" +
-	"\tcancelled\x18\t \x01(\bR\tcancelled\"|\n" +
+	"\tcancelled\x18\t \x01(\bR\tcancelled\x12+\n" +
+	"\x11invalid_arguments\x18\n" +
+	" \x01(\bR\x10invalidArguments\"|\n" +
 	"\x0fExecuteProgress\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\x04R\trequestId\x12\x18\n" +
