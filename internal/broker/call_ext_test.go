@@ -64,7 +64,7 @@ func TestCallRoundTripWithSDK(t *testing.T) {
 			want: tool.Result{Content: "quoted <text>", Value: json.RawMessage(`"quoted <text>"`)}},
 		"error result": {tool: "boom", args: `{}`, want: tool.Failure(tool.CodeToolError, "disk on fire")},
 		"undecodable args": {tool: "greet", args: `{"times":"many"}`,
-			want: tool.Failure(tool.CodeToolError, "invalid arguments: json: cannot unmarshal string into Go struct field greetArgs.times of type int")},
+			want: tool.Failure(tool.CodeInvalidArguments, "invalid arguments: json: cannot unmarshal string into Go struct field greetArgs.times of type int")},
 		"full result": {tool: "meta", args: `{}`, want: tool.Result{
 			Content: "done", Value: json.RawMessage(`{"n":1}`), Meta: json.RawMessage(`{"k":"v"}`), ConcludesTurn: true,
 		}},

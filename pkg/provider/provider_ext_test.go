@@ -117,8 +117,8 @@ func TestHandlerOutcomes(t *testing.T) {
 	}{
 		"echo":                     {"echo", `{"text":"hi"}`, tool.Result{Content: "hi"}},
 		"lenient unknown field":    {"echo", `{"text":"hi","extra":1}`, tool.Result{Content: "hi"}},
-		"strict unknown field":     {"strict_echo", `{"text":"hi","extra":1}`, tool.Failure(tool.CodeToolError, `invalid arguments: json: unknown field "extra"`)},
-		"strict trailing data":     {"strict_echo", `{"text":"hi"} {}`, tool.Failure(tool.CodeToolError, "invalid arguments: unexpected data after the arguments")},
+		"strict unknown field":     {"strict_echo", `{"text":"hi","extra":1}`, tool.Failure(tool.CodeInvalidArguments, `invalid arguments: json: unknown field "extra"`)},
+		"strict trailing data":     {"strict_echo", `{"text":"hi"} {}`, tool.Failure(tool.CodeInvalidArguments, "invalid arguments: unexpected data after the arguments")},
 		"strict ok":                {"strict_echo", `{"text":"ok"}`, tool.Result{Content: "ok"}},
 		"empty arguments":          {"echo", ``, tool.Result{}},
 		"panic":                    {"panics", `{}`, tool.Failure(tool.CodeToolError, `tool "panics" failed unexpectedly (panic)`)},
@@ -128,12 +128,12 @@ func TestHandlerOutcomes(t *testing.T) {
 		"goroutine ended":          {"goexit", `{}`, tool.Failure(tool.CodeToolError, `tool "goexit" failed unexpectedly (it ended its goroutine)`)},
 		// JSON Schema's integers include 1.0 and 2e0; encoding/json's do not.
 		"integers with a fraction or exponent": {"integers", `{"n":1.0,"u":2e0,"f":1.5,"l":[3.00,-4E1,0.5e1]}`, tool.Result{Content: "1 2 1.5 [3 -40 5]"}},
-		"integer with a real fraction":         {"integers", `{"n":1.5}`, tool.Failure(tool.CodeToolError, "invalid arguments: "+jsonError[intArgs](`{"n":1.5}`))},
-		"integer out of range":                 {"integers", `{"u":3.0e2}`, tool.Failure(tool.CodeToolError, "invalid arguments: "+jsonError[intArgs](`{"u":300}`))},
+		"integer with a real fraction":         {"integers", `{"n":1.5}`, tool.Failure(tool.CodeInvalidArguments, "invalid arguments: "+jsonError[intArgs](`{"n":1.5}`))},
+		"integer out of range":                 {"integers", `{"u":3.0e2}`, tool.Failure(tool.CodeInvalidArguments, "invalid arguments: "+jsonError[intArgs](`{"u":300}`))},
 		// The retry decodes the same text, only its numbers rewritten: a repeated key
 		// (toolsd refuses them) merges into the map as encoding/json merges it.
 		"integers decoded afresh":    {"integers", `{"m":{"a":1},"n":1.0,"m":{"b":2}}`, tool.Result{Content: "1 0 0 [] map[a:1 b:2]"}},
-		"integers and trailing data": {"integers", `{"n":1.0} {}`, tool.Failure(tool.CodeToolError, "invalid arguments: "+jsonError[intArgs](`{"n":1.0}`))},
+		"integers and trailing data": {"integers", `{"n":1.0} {}`, tool.Failure(tool.CodeInvalidArguments, "invalid arguments: "+jsonError[intArgs](`{"n":1.0}`))},
 	} {
 		t.Run(name, func(t *testing.T) {
 			got := srv.Broker.Call(t.Context(), p.ProviderID(), exec(tc.tool, tc.args), 1)

@@ -210,7 +210,7 @@ func NewTool[A any, R any](name, description string, fn func(ctx context.Context
 	return &toolImpl{def: def, invoke: func(ctx context.Context, call Call, args string) *toolsdv1.ExecuteResult {
 		var a A
 		if err := decodeArgs(args, &a, strict); err != nil {
-			return errorResult("invalid arguments: " + err.Error())
+			return invalidArguments(err)
 		}
 		r, err := fn(ctx, call, a)
 		if err != nil {
@@ -401,6 +401,15 @@ func marshal(v any) ([]byte, error) {
 // errorResult is a tool error whose message is valid UTF-8 (toolsd rejects anything else).
 func errorResult(msg string) *toolsdv1.ExecuteResult {
 	return &toolsdv1.ExecuteResult{IsError: true, ErrorMessage: []byte(validUTF8(msg))}
+}
+
+// invalidArguments is the answer to a call whose arguments do not decode into the
+// tool's argument type: the model's mistake, not the tool's, which toolsd records as
+// INVALID_ARGUMENTS (and does not retry) rather than TOOL_ERROR.
+func invalidArguments(err error) *toolsdv1.ExecuteResult {
+	res := errorResult("invalid arguments: " + err.Error())
+	res.InvalidArguments = true
+	return res
 }
 
 // validUTF8 returns s with invalid sequences replaced by U+FFFD.
