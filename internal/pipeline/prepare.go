@@ -19,7 +19,7 @@ const (
 	msgDeniedByPolicy  = "call denied by policy"
 	msgDeniedByGuard   = "call denied by guard"
 	msgCancelledBefore = "call was cancelled before dispatch"
-	msgToolSetReleased = "call was not started: tool set released"
+	msgToolSetEnded    = "call was not started: its tool set ended"
 	msgToolChanged     = "call was not started: the tool changed while the call waited for approval"
 	msgInternal        = "internal error"
 	msgNoApprover      = "call requires approval but no approver is available"
@@ -172,7 +172,7 @@ func (s *snapshot) unresolved(ctx context.Context, e *tool.Exec, err error) tool
 	case errors.Is(err, tool.ErrUnknownTool):
 		return failure(e, tool.CodeUnknownTool, fmt.Sprintf("unknown tool %q", tool.NamedInResult(e.Name)), "")
 	case errors.Is(err, tool.ErrToolSetGone):
-		return failure(e, tool.CodeAbortedBeforeDispatch, msgToolSetReleased, err.Error())
+		return failure(e, tool.CodeAbortedBeforeDispatch, msgToolSetEnded, err.Error())
 	case ctx.Err() != nil:
 		return failure(e, tool.CodeAbortedBeforeDispatch, msgCancelledBefore, "")
 	}
@@ -303,7 +303,7 @@ func (s *snapshot) gate(ctx context.Context, e *tool.Exec, t *Tool, r *tool.Resu
 func (s *snapshot) regate(ctx context.Context, e *tool.Exec, t *Tool, r *tool.Result) bool {
 	nt, err := s.p.res.Resolve(ctx, &e.Call)
 	if errors.Is(err, tool.ErrToolSetGone) {
-		*r = failure(e, tool.CodeAbortedBeforeDispatch, msgToolSetReleased, err.Error())
+		*r = failure(e, tool.CodeAbortedBeforeDispatch, msgToolSetEnded, err.Error())
 		return false
 	}
 	st := stateOf(ctx)

@@ -56,10 +56,10 @@ func TestPrepareFailures(t *testing.T) {
 			wantCode: tool.CodeUnknownTool,
 			wantMsg:  `unknown tool "echo"`,
 		},
-		"tool set released": {
+		"tool set ended": {
 			res:      &resolver{fn: func(int, *tool.Call) (pipeline.Tool, error) { return nil, tool.ErrToolSetGone }},
 			wantCode: tool.CodeAbortedBeforeDispatch,
-			wantMsg:  "call was not started: tool set released",
+			wantMsg:  "call was not started: its tool set ended",
 		},
 		"resolver failure": {
 			res:      &resolver{fn: func(int, *tool.Call) (pipeline.Tool, error) { return nil, errors.New("disk on fire") }},
