@@ -95,11 +95,12 @@
 // the model sees "Error: " and the error's message (an empty message reads "the tool
 // failed without a message"); the session log and the agent loop see the code
 // TOOL_ERROR. A call whose arguments do not decode into the argument type fails before
-// the handler runs, with "invalid arguments: ..." and the code INVALID_ARGUMENTS, as
-// when toolsd's own validation refuses them: encoding/json is stricter than the schema
-// for some types (a [time.Time] not in RFC 3339, a []byte not in base64, a number out of
-// its Go type's range), and the mistake is the model's, not the tool's (toolsd does not
-// retry it). The SDK fails a call with TOOL_ERROR when its value or metadata cannot be
+// the handler runs, with "invalid arguments: ..." (the decoder's message cut to 1 KiB)
+// and the code INVALID_ARGUMENTS, as when toolsd's own validation refuses them:
+// encoding/json is stricter than the schema for some types (a [time.Time] not in RFC
+// 3339, a []byte not in base64, a number out of its Go type's range), and the mistake is
+// the model's, not the tool's (toolsd does not retry it). The SDK fails a call with
+// TOOL_ERROR when its value or metadata cannot be
 // JSON-encoded (a channel, a NaN or infinite float, a cyclic structure: "cannot encode
 // the tool's value: ...") and when the handler panics (the panic and its stack are
 // logged, the model sees only that the tool failed unexpectedly, and the provider keeps

@@ -26,6 +26,7 @@ import (
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/internal/broker"
 	"github.com/toolsd/toolsd/internal/broker/brokertest"
+	"github.com/toolsd/toolsd/internal/textcut"
 	"github.com/toolsd/toolsd/internal/tool"
 	"github.com/toolsd/toolsd/pkg/provider"
 )
@@ -108,9 +109,13 @@ func TestHandlerOutcomes(t *testing.T) {
 			}
 			return fmt.Sprint(a.N, a.U, a.F, a.L), nil
 		}, provider.StrictArguments()),
+		provider.NewTool("when", "a time argument", func(_ context.Context, _ provider.Call, a whenArgs) (string, error) {
+			return a.At.String(), nil
+		}),
 	)
 	run(t, p, srv.Addr)
 	wait(t, p.Ready(), "registration")
+	longTime := `{"at":"` + strings.Repeat("9", 64<<10) + `"}`
 	for name, tc := range map[string]struct {
 		tool, args string
 		want       tool.Result
@@ -134,6 +139,8 @@ func TestHandlerOutcomes(t *testing.T) {
 		// (toolsd refuses them) merges into the map as encoding/json merges it.
 		"integers decoded afresh":    {"integers", `{"m":{"a":1},"n":1.0,"m":{"b":2}}`, tool.Result{Content: "1 0 0 [] map[a:1 b:2]"}},
 		"integers and trailing data": {"integers", `{"n":1.0} {}`, tool.Failure(tool.CodeInvalidArguments, "invalid arguments: "+jsonError[intArgs](`{"n":1.0}`))},
+		// encoding/json quotes the time it could not parse: the message stays short.
+		"long time that does not parse": {"when", longTime, tool.Failure(tool.CodeInvalidArguments, "invalid arguments: "+textcut.Prefix(jsonError[whenArgs](longTime), 1024)+"…")},
 	} {
 		t.Run(name, func(t *testing.T) {
 			got := srv.Broker.Call(t.Context(), p.ProviderID(), exec(tc.tool, tc.args), 1)
@@ -150,6 +157,10 @@ type intArgs struct {
 	F float64        `json:"f"`
 	L []int64        `json:"l"`
 	M map[string]int `json:"m"`
+}
+
+type whenArgs struct {
+	At time.Time `json:"at"`
 }
 
 // jsonError is what encoding/json says about decoding doc into an A.

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/textcut"
 	"github.com/toolsd/toolsd/internal/tool"
 )
 
@@ -403,11 +404,17 @@ func errorResult(msg string) *toolsdv1.ExecuteResult {
 	return &toolsdv1.ExecuteResult{IsError: true, ErrorMessage: []byte(validUTF8(msg))}
 }
 
+// maxDecodeErrorBytes bounds the decoder's part of an invalid-arguments message:
+// encoding/json quotes the offending value in some errors (a time that does not parse),
+// and a message that grew with the arguments would cost the model's context, or fail
+// the call as RESULT_TOO_LARGE under a small max_result_bytes.
+const maxDecodeErrorBytes = 1024
+
 // invalidArguments is the answer to a call whose arguments do not decode into the
 // tool's argument type: the model's mistake, not the tool's, which toolsd records as
 // INVALID_ARGUMENTS (and does not retry) rather than TOOL_ERROR.
 func invalidArguments(err error) *toolsdv1.ExecuteResult {
-	res := errorResult("invalid arguments: " + err.Error())
+	res := errorResult("invalid arguments: " + textcut.Ellipsis(err.Error(), maxDecodeErrorBytes))
 	res.InvalidArguments = true
 	return res
 }
