@@ -584,6 +584,9 @@ func tlsOn(c config.Auth) bool {
 	return c.TLS.CertFile != "" || c.TLS.KeyFile != "" || c.TLS.ClientCAFile != ""
 }
 
+// listen binds the listeners not given as options and bounds the gRPC one's open
+// connections by limits.max_connections (the admin listener's are not: it serves
+// operators, on loopback by default).
 func (a *App) listen() error {
 	var err error
 	if a.lis == nil {
@@ -591,6 +594,9 @@ func (a *App) listen() error {
 			return listenError("grpc listener", "listen", err)
 		}
 	}
+	lim := server.LimitConnections(a.lis, a.cfg.Limits.MaxConnections, a.obs.ConnectionRefused)
+	a.obs.OpenConnections(lim.Open)
+	a.lis = lim
 	if a.adminLis == nil && a.cfg.AdminListen != "" {
 		if a.adminLis, err = net.Listen("tcp", a.cfg.AdminListen); err != nil {
 			_ = a.lis.Close()

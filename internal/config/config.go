@@ -114,6 +114,9 @@ type Limits struct {
 	MaxProviders           int    `yaml:"max_providers"`
 	MaxInFlightPerProvider int    `yaml:"max_in_flight_per_provider"`
 	MaxConcurrentStreams   uint32 `yaml:"max_concurrent_streams"`
+	// MaxConnections caps the open connections of the gRPC listener; one over it is
+	// closed as it is accepted. It is read at start: a reload keeps the running value.
+	MaxConnections int `yaml:"max_connections"`
 	// StreamWindow and ConnectionWindow are fixed HTTP/2 flow-control windows; 0 lets
 	// gRPC size them by bandwidth-delay estimation (a ping per burst of data).
 	StreamWindow      Size     `yaml:"stream_window"`
@@ -851,6 +854,7 @@ func (c *Config) check() []*fieldError {
 		"limits.max_hook_context_bytes":     int64(c.Limits.MaxHookContextBytes),
 		"limits.max_batch_context_bytes":    int64(c.Limits.MaxBatchContextBytes),
 		"limits.max_concurrent_streams":     int64(c.Limits.MaxConcurrentStreams),
+		"limits.max_connections":            int64(c.Limits.MaxConnections),
 		"limits.approval_timeout":           int64(c.Limits.ApprovalTimeout),
 		"limits.hook_timeout":               int64(c.Limits.HookTimeout),
 		"limits.keepalive_time":             int64(c.Limits.KeepaliveTime),

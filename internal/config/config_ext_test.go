@@ -545,6 +545,21 @@ func TestMaxHealthWatches(t *testing.T) {
 	}
 }
 
+// TestMaxConnections: the open gRPC connections are capped by default; the cap may not
+// be 0 (every connection refused).
+func TestMaxConnections(t *testing.T) {
+	if def := accepted(t, ""); def != nil && def.Limits.MaxConnections != 10000 {
+		t.Errorf("max_connections = %d, want 10000 by default", def.Limits.MaxConnections)
+	}
+	refusedAll(t, map[string]string{
+		"limits: {max_connections: 0}\n":  "limits.max_connections: must be positive",
+		"limits: {max_connections: -1}\n": "limits.max_connections: must be positive",
+	})
+	if cfg := accepted(t, "limits: {max_connections: 2}\n"); cfg != nil && cfg.Limits.MaxConnections != 2 {
+		t.Errorf("max_connections = %d, want 2 as set", cfg.Limits.MaxConnections)
+	}
+}
+
 // TestStreamLimits: the batches in flight and the open watches are capped by default,
 // overall and per confined identity; neither cap may be 0 (every stream refused), and
 // one identity's is at most the total, which it follows when only the total is lowered

@@ -23,6 +23,7 @@ type Metrics struct {
 	conf  configMetrics
 
 	toolCount atomic.Pointer[func() int]
+	connCount atomic.Pointer[func() int]
 }
 
 type pipelineMetrics struct {
@@ -80,6 +81,10 @@ type serverMetrics struct {
 	batchesRefused *prometheus.CounterVec
 	// watchesRefused counts the WatchSession and health Watch streams refused, by limit.
 	watchesRefused *prometheus.CounterVec
+	// connectionsRefused counts the connections the gRPC listener closed at accept,
+	// limits.max_connections open (its open ones are a GaugeFunc, see
+	// [Metrics.OpenConnections]).
+	connectionsRefused prometheus.Counter
 }
 
 // refusals returns a server counter of streams refused for a limit, by limit, with a
@@ -136,12 +141,18 @@ func New(reg prometheus.Registerer, opts ...Option) *Metrics {
 		watchesRefused: refusals("watches_refused_total",
 			"Watch streams refused (RESOURCE_EXHAUSTED, LIMIT_EXCEEDED) before they read or sent anything, by limit: WatchSession streams that would take toolsd past limits.max_watches open watches, or their confined identity past limits.max_watches_per_identity; health Watch streams past limits.max_health_watches.",
 			"max_watches", "max_watches_per_identity", "max_health_watches"),
+		connectionsRefused: counter("server", "connections_refused_total",
+			"Connections the gRPC listener closed as it accepted them, before any handshake, because limits.max_connections were open."),
 	}
 	m.conf = newConfigMetrics()
 	tools := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: namespace, Subsystem: "registry", Name: "tools",
 		Help: "Tools registered across all scopes (quarantined ones excluded).",
 	}, m.tools)
+	connections := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: namespace, Subsystem: "server", Name: "connections",
+		Help: "Open connections of the gRPC listener, from their accept to their close, handshake included (closes are seen by a sweep at each scrape).",
+	}, m.connections)
 	p, s, b, h, ss := m.pipe, m.sched, m.brk, m.hook, m.sess
 	reg.MustRegister(
 		p.calls, p.callDuration, p.stageDuration, p.inFlight, p.dispatching, p.retries, p.approvals,
@@ -149,7 +160,7 @@ func New(reg prometheus.Registerer, opts ...Option) *Metrics {
 		b.providers, b.rejected, b.stale, b.invalid, b.malformed,
 		h.connected, h.failures, h.lost, h.contexts,
 		ss.appendDuration, ss.appended, ss.syncDuration, ss.journalBytes, ss.rewrites,
-		m.srv.panics, m.srv.batchesRefused, m.srv.watchesRefused, tools,
+		m.srv.panics, m.srv.batchesRefused, m.srv.watchesRefused, connections, m.srv.connectionsRefused, tools,
 		m.conf.reloads, m.conf.lastOK, m.conf.lastOKSince,
 	)
 	return m
@@ -313,6 +324,22 @@ func (m *Metrics) BatchRefused(limit string) { m.srv.batchesRefused.WithLabelVal
 // LimitMaxWatchesPerIdentity or LimitMaxHealthWatches); it fits
 // server.Deps.WatchRefused.
 func (m *Metrics) WatchRefused(limit string) { m.srv.watchesRefused.WithLabelValues(limit).Inc() }
+
+// OpenConnections makes toolsd_server_connections report count() at each scrape (the
+// gRPC listener's open connections: server.ConnLimiter.Open, which sweeps). Until it
+// is called the gauge reads 0. count must be safe to call from the scraping goroutine.
+func (m *Metrics) OpenConnections(count func() int) { m.connCount.Store(&count) }
+
+func (m *Metrics) connections() float64 {
+	if f := m.connCount.Load(); f != nil && *f != nil {
+		return float64((*f)())
+	}
+	return 0
+}
+
+// ConnectionRefused counts a connection the gRPC listener closed at accept,
+// limits.max_connections open (server.LimitConnections' refused).
+func (m *Metrics) ConnectionRefused() { m.srv.connectionsRefused.Inc() }
 
 // ApprovalsPending is the gauge of approval requests waiting for an answer: Inc when
 // one is sent to the agent loop, Dec when it is answered or abandoned. [Metrics.Approver]

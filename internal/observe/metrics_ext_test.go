@@ -373,6 +373,8 @@ func exerciseAll(t *testing.T, m *observe.Metrics) {
 	m.PanicRecovered()
 	m.BatchRefused("max_batches")
 	m.WatchRefused("max_watches")
+	m.OpenConnections(func() int { return 1 })
+	m.ConnectionRefused()
 	m.ConfigLoaded()
 	m.ConfigReloaded(false)
 	m.ApprovalsPending().Inc()
@@ -410,6 +412,8 @@ var metricNames = []string{
 	"toolsd_scheduler_contexts_dropped_total",
 	"toolsd_scheduler_running_calls",
 	"toolsd_server_batches_refused_total",
+	"toolsd_server_connections",
+	"toolsd_server_connections_refused_total",
 	"toolsd_server_panics_recovered_total",
 	"toolsd_server_watches_refused_total",
 	"toolsd_session_append_duration_seconds",
@@ -536,5 +540,30 @@ func TestRefusalSeriesStartAtZero(t *testing.T) {
 				t.Errorf("%s{limit=%q} = %v after one refusal, want 1", name, tc.limits[1], got)
 			}
 		})
+	}
+}
+
+// TestConnectionSeries: the open-connections gauge and the refused connections exist
+// at 0 from the start; the gauge reads the listener's count at each scrape, back to 0
+// once its connections closed.
+func TestConnectionSeries(t *testing.T) {
+	m, reg := newMetrics(t)
+	for _, name := range []string{"toolsd_server_connections", "toolsd_server_connections_refused_total"} {
+		if got := value(t, reg, name); got != 0 {
+			t.Errorf("%s = %v at the start, want 0", name, got)
+		}
+	}
+	open := 2
+	m.OpenConnections(func() int { return open })
+	m.ConnectionRefused()
+	if got := value(t, reg, "toolsd_server_connections"); got != 2 {
+		t.Errorf("toolsd_server_connections = %v with two open, want 2", got)
+	}
+	open = 0
+	if got := value(t, reg, "toolsd_server_connections"); got != 0 {
+		t.Errorf("toolsd_server_connections = %v after both closed, want 0", got)
+	}
+	if got := value(t, reg, "toolsd_server_connections_refused_total"); got != 1 {
+		t.Errorf("toolsd_server_connections_refused_total = %v after one refusal, want 1", got)
 	}
 }
