@@ -60,6 +60,8 @@ var errorTable = []struct {
 	{session.ErrTooLarge, codes.ResourceExhausted, "EVENT_TOO_LARGE"},
 	{session.ErrClosed, codes.Unavailable, "SESSION_STORE_CLOSED"},
 	{session.ErrDeleted, codes.NotFound, "SESSION_DELETED"},
+	{session.ErrNotFound, codes.NotFound, "SESSION_NOT_FOUND"},
+	{session.ErrInUse, codes.FailedPrecondition, "SESSION_IN_USE"},
 	{errSessionRecreated, codes.FailedPrecondition, "SESSION_RECREATED"},
 	{session.ErrStopped, codes.Unavailable, "SESSION_STORE_STOPPED"},
 	{errCorruptLog, codes.DataLoss, "SESSION_LOG_CORRUPT"},

@@ -45,10 +45,7 @@ func (w *writer) sweep(r *request) {
 			r.done <- response{err: err}
 			return
 		}
-		for _, id := range removed {
-			delete(w.sessions, id)
-			w.b.live.removeIf(id, func(*boltLive) bool { return true })
-		}
+		w.forget(removed)
 		r.done <- response{removed: len(removed)}
 		return
 	}
@@ -71,16 +68,7 @@ func (w *writer) sweepOnce(now time.Time, skip map[string]struct{}) ([]string, e
 			return err
 		}
 		for _, id := range victims {
-			err := perSession(id, func() error {
-				if err := rt.sessions.DeleteBucket([]byte(id)); err != nil && !errors.Is(err, berrors.ErrBucketNotFound) {
-					return err
-				}
-				if owners := tx.Bucket(bucketOwners); owners != nil {
-					return owners.Delete([]byte(id))
-				}
-				return nil
-			})
-			if err != nil {
+			if err := perSession(id, func() error { return deleteSession(tx, rt, id) }); err != nil {
 				return err
 			}
 			removed = append(removed, id)
@@ -88,6 +76,89 @@ func (w *writer) sweepOnce(now time.Time, skip map[string]struct{}) ([]string, e
 		return nil
 	})
 	return removed, err
+}
+
+// deleteSession deletes session id's events and owner record in tx. Retention's sweep
+// and [Bolt.Delete] share it.
+func deleteSession(tx *bolt.Tx, rt roots, id string) error {
+	if err := rt.sessions.DeleteBucket([]byte(id)); err != nil && !errors.Is(err, berrors.ErrBucketNotFound) {
+		return err
+	}
+	if owners := tx.Bucket(bucketOwners); owners != nil {
+		return owners.Delete([]byte(id))
+	}
+	return nil
+}
+
+// forget drops the deleted sessions ids from the writer's state and ends their
+// watches with ErrDeleted.
+func (w *writer) forget(ids []string) {
+	for _, id := range ids {
+		delete(w.sessions, id)
+		w.b.live.removeIf(id, func(*boltLive) bool { return true })
+	}
+}
+
+// Delete implements [Store] through the writer, as a sweep of one session: in one
+// transaction, between group commits.
+func (b *Bolt) Delete(ctx context.Context, sessionID string) (int, error) {
+	if err := b.usable(); err != nil {
+		return 0, err
+	}
+	if err := validateSessionID(sessionID); err != nil {
+		return 0, err
+	}
+	resp := b.submit(ctx, &request{sessionID: sessionID, drop: true, done: make(chan response, 1)})
+	return resp.removed, resp.err
+}
+
+// drop deletes the session r names, unless it is in use (see [Bolt.deletable]).
+func (w *writer) drop(r *request) {
+	w.b.holds.beginSweep()
+	defer w.b.holds.endSweep()
+	events := 0
+	err := w.b.update(func(tx *bolt.Tx) error {
+		rt, err := rootsOf(tx)
+		if err != nil {
+			return err
+		}
+		if events, err = w.b.deletable(tx, rt, r.sessionID); err != nil {
+			return err
+		}
+		return perSession(r.sessionID, func() error { return deleteSession(tx, rt, r.sessionID) })
+	})
+	if err != nil {
+		r.done <- response{err: err}
+		return
+	}
+	w.forget([]string{r.sessionID})
+	r.done <- response{removed: events}
+}
+
+// deletable checks that session id may be deleted now, as [Bolt.victims] does for
+// retention, dooms it ([holds.doom]) and returns how many events it has: it has events
+// or an owner, no call of it is open, and nothing holds it. A sweep must be running.
+func (b *Bolt) deletable(tx *bolt.Tx, rt roots, id string) (int, error) {
+	bkt := rt.sessions.Bucket([]byte(id))
+	owners := tx.Bucket(bucketOwners)
+	if bkt == nil && (owners == nil || owners.Get([]byte(id)) == nil) {
+		return 0, fmt.Errorf("%w: %q", ErrNotFound, id)
+	}
+	if hasOpenCalls(rt, id) {
+		return 0, fmt.Errorf("%w: a call of it has no result yet", ErrInUse)
+	}
+	if !b.holds.doom(id) {
+		return 0, fmt.Errorf("%w: a batch is running in it", ErrInUse)
+	}
+	if bkt == nil {
+		return 0, nil
+	}
+	k, _ := bkt.Cursor().Last()
+	if k == nil {
+		return 0, nil
+	}
+	last, err := parseSeqKey(k)
+	return int(last), err
 }
 
 // damagedSession is a panic inside bbolt as the sweep read or deleted one session.

@@ -11,7 +11,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// request is one Append or Sweep handed to the writer goroutine.
+// request is one Append, Sweep or Delete handed to the writer goroutine.
 type request struct {
 	sessionID string
 	// events are the caller's events; the writer assigns SessionID, Seq and Time.
@@ -22,9 +22,14 @@ type request struct {
 	// names are the tool names the events add to the session summary (set by the writer).
 	names toolNames
 	sweep bool
-	now   time.Time
-	done  chan response
+	// drop is a [Bolt.Delete] of sessionID.
+	drop bool
+	now  time.Time
+	done chan response
 }
+
+// alone reports whether r runs in a transaction of its own: a sweep or a deletion.
+func (r *request) alone() bool { return r.sweep || r.drop }
 
 type response struct {
 	removed int
@@ -140,17 +145,21 @@ func (w *writer) fail(err error) {
 	clear(w.batch)
 }
 
-// process commits runs of appends as single transactions; a sweep runs alone, in queue
-// order.
+// process commits runs of appends as single transactions; a sweep or a deletion runs
+// alone, in queue order.
 func (w *writer) process() {
 	for i := 0; i < len(w.batch); {
-		if w.batch[i].sweep {
-			w.sweep(w.batch[i])
+		if r := w.batch[i]; r.alone() {
+			if r.drop {
+				w.drop(r)
+			} else {
+				w.sweep(r)
+			}
 			i++
 			continue
 		}
 		j := i + 1
-		for j < len(w.batch) && !w.batch[j].sweep {
+		for j < len(w.batch) && !w.batch[j].alone() {
 			j++
 		}
 		w.commit(w.batch[i:j])

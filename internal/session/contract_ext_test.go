@@ -53,6 +53,9 @@ func TestContract(t *testing.T) {
 		"WatchEndsWhenDeleted":         testWatchEndsWhenDeleted,
 		"WatchIsAttachedAtAttached":    testWatchAttached,
 		"HeldSessionIsKept":            testHeldSessionIsKept,
+		"DeleteRemovesSession":         testDeleteRemovesSession,
+		"DeleteKeepsSessionInUse":      testDeleteKeepsSessionInUse,
+		"DeleteEndsWatch":              testDeleteEndsWatch,
 	}
 	for kind, open := range kinds() {
 		t.Run(kind, func(t *testing.T) {

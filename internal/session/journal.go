@@ -562,6 +562,20 @@ func (j *Journal) Sweep(now time.Time) (int, error) {
 	return resp.removed, resp.err
 }
 
+// Delete implements [Store] through the writer: the session's delete record is
+// durable before the session leaves memory, so it stays deleted after a restart.
+func (j *Journal) Delete(ctx context.Context, sessionID string) (int, error) {
+	if err := j.usable(); err != nil {
+		return 0, err
+	}
+	if err := validateSessionID(sessionID); err != nil {
+		return 0, err
+	}
+	r := &jrequest{kind: recKindDelete, sessionID: sessionID, done: make(chan jresponse, 1)}
+	resp := j.submit(ctx, r)
+	return resp.removed, resp.err
+}
+
 // submit queues r for the writer and waits for its outcome.
 func (j *Journal) submit(ctx context.Context, r *jrequest) jresponse {
 	return submit(ctx, j.queue, j.quit, j.writerDone, r, r.done, func(err error) jresponse { return jresponse{err: err} })

@@ -10,8 +10,9 @@ import (
 	"go.uber.org/zap"
 )
 
-// jrequest is one append, owner claim (recKindOwner) or retention sweep (recKindDelete)
-// handed to the journal's writer.
+// jrequest is one append, owner claim (recKindOwner), retention sweep (recKindDelete)
+// or deletion of one session (recKindDelete with a sessionID) handed to the journal's
+// writer.
 type jrequest struct {
 	kind      byte
 	sessionID string
@@ -71,12 +72,16 @@ func (w *journalWriter) run() {
 	}
 }
 
-// process commits runs of appends and claims as one group each; a sweep runs alone,
-// in queue order.
+// process commits runs of appends and claims as one group each; a sweep or a
+// deletion runs alone, in queue order.
 func (w *journalWriter) process() {
 	for i := 0; i < len(w.batch); {
-		if w.batch[i].kind == recKindDelete {
-			w.sweep(w.batch[i])
+		if r := w.batch[i]; r.kind == recKindDelete {
+			if r.sessionID != "" {
+				w.deleteOne(r)
+			} else {
+				w.sweep(r)
+			}
 			i++
 			continue
 		}
@@ -255,12 +260,7 @@ func (w *journalWriter) sweep(r *jrequest) {
 		if err := w.writeGroup(buf); err != nil {
 			return err
 		}
-		for _, id := range ids {
-			if s := j.mem.sessions.get(id); s != nil {
-				j.live -= s.bytes
-			}
-			j.mem.sessions.removeIf(id, func(*memSession) bool { return true })
-		}
+		w.forget(ids)
 		removed += len(ids)
 		ids = ids[:0]
 		buf = beginGroup(w.buf[:0], j.group+1)
@@ -284,6 +284,48 @@ func (w *journalWriter) sweep(r *jrequest) {
 		j.o.logger.Debug("retention deleted sessions", zap.Int("sessions", removed))
 	}
 	r.done <- jresponse{removed: removed}
+}
+
+// forget drops the sessions ids, whose delete records are durable, from memory: their
+// watches end with ErrDeleted. Retention's sweep and [Journal.Delete] share it.
+func (w *journalWriter) forget(ids []string) {
+	j := w.j
+	for _, id := range ids {
+		if s := j.mem.sessions.get(id); s != nil {
+			j.live -= s.bytes
+		}
+		j.mem.sessions.removeIf(id, func(*memSession) bool { return true })
+	}
+}
+
+// deleteOne deletes the session r names, as the sweep deletes one, durably first: it
+// is kept (ErrInUse) while held or with a call open, as retention keeps it.
+func (w *journalWriter) deleteOne(r *jrequest) {
+	j := w.j
+	if err := j.usable(); err != nil {
+		r.done <- jresponse{err: err}
+		return
+	}
+	j.mem.holds.beginSweep()
+	defer j.mem.holds.endSweep()
+	if err := j.mem.doomOne(r.sessionID); err != nil {
+		r.done <- jresponse{err: err}
+		return
+	}
+	events := 0
+	if s := j.mem.sessions.get(r.sessionID); s != nil {
+		s.mu.Lock()
+		events = s.events.n
+		s.mu.Unlock()
+	}
+	buf := appendDeleteRecord(beginGroup(w.buf[:0], j.group+1), r.sessionID)
+	w.keep(buf)
+	if err := w.writeGroup(buf); err != nil {
+		r.done <- jresponse{err: err}
+		return
+	}
+	w.forget([]string{r.sessionID})
+	r.done <- jresponse{removed: events}
 }
 
 // maxKeptGroupBytes bounds the group buffer the writer keeps for the next group: a

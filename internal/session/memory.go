@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -356,14 +357,68 @@ func (m *Memory) Sweep(now time.Time) (int, error) {
 	defer m.holds.endSweep()
 	removed := 0
 	for _, c := range m.victims(now) {
-		if m.sessions.removeIf(c.id, func(s *memSession) bool {
-			idle, ok := s.idleSince()
-			return ok && idle.Equal(c.last) && len(s.calls.open) == 0
-		}) {
+		if _, ok := m.remove(c.id, c.last.Equal); ok {
 			removed++
 		}
 	}
 	return removed, nil
+}
+
+// Delete implements [Store]. It runs as a sweep of one session does, so a batch's Hold
+// waits for it to finish, and it never deletes a session a batch holds.
+func (m *Memory) Delete(_ context.Context, sessionID string) (int, error) {
+	if m.closed.Load() {
+		return 0, ErrClosed
+	}
+	if err := validateSessionID(sessionID); err != nil {
+		return 0, err
+	}
+	m.holds.beginSweep()
+	defer m.holds.endSweep()
+	if err := m.doomOne(sessionID); err != nil {
+		return 0, err
+	}
+	n, ok := m.remove(sessionID, func(time.Time) bool { return true })
+	if !ok {
+		return 0, fmt.Errorf("%w: a call of it opened as it was deleted", ErrInUse)
+	}
+	return n, nil
+}
+
+// doomOne checks that session id may be deleted now, as [Memory.victims] does for
+// retention, and dooms it ([holds.doom]): it has events or an owner, no call of it is
+// open, and nothing holds it. A sweep must be running ([holds.beginSweep]).
+func (m *Memory) doomOne(id string) error {
+	s := m.sessions.get(id)
+	if s == nil {
+		return fmt.Errorf("%w: %q", ErrNotFound, id)
+	}
+	s.mu.Lock()
+	_, exists := s.idleSince()
+	open := len(s.calls.open)
+	s.mu.Unlock()
+	switch {
+	case !exists:
+		return fmt.Errorf("%w: %q", ErrNotFound, id)
+	case open > 0:
+		return fmt.Errorf("%w: %d of its calls have no result yet", ErrInUse, open)
+	case !m.holds.doom(id):
+		return fmt.Errorf("%w: a batch is running in it", ErrInUse)
+	}
+	return nil
+}
+
+// remove drops session id, with its owner, unless a call of it is open or since
+// reports false for the time it has been idle since (an append came after it was
+// chosen), and wakes its watchers to end with ErrDeleted. It returns how many events
+// the session had. Retention's sweep and [Memory.Delete] share it.
+func (m *Memory) remove(id string, since func(time.Time) bool) (events int, ok bool) {
+	ok = m.sessions.removeIf(id, func(s *memSession) bool {
+		idle, ok := s.idleSince()
+		events = s.events.n
+		return ok && since(idle) && len(s.calls.open) == 0
+	})
+	return events, ok
 }
 
 // victims returns the sessions the retention limits delete as of now (see

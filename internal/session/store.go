@@ -41,6 +41,13 @@ type Store interface {
 	// owner another identity claimed meanwhile), and results or contexts would cite
 	// seqs of the deleted life. Holds are not durable (a restart ends every batch).
 	Hold(ctx context.Context, sessionID string) (release func(), err error)
+	// Delete removes the session now as retention does: its events and its owner
+	// record, as durably as the store's [Mode] promises; its watches end with
+	// ErrDeleted and the id is free again (its next append starts at seq 1). It
+	// returns how many events it removed. A session that is held or has a call open
+	// is kept (ErrInUse), as retention keeps it; one with neither events nor an owner
+	// is ErrNotFound.
+	Delete(ctx context.Context, sessionID string) (removed int, err error)
 	// Close stops the store's goroutines and releases its resources. Appends still
 	// waiting fail with ErrClosed.
 	Close() error
@@ -176,8 +183,13 @@ var (
 	// ErrStopped: a failed write or commit stopped the durable store; changes fail until
 	// toolsd restarts (the journal's reads go on; bbolt's fail too, see [Bolt.update]).
 	ErrStopped = errors.New("session: the session store stopped after a failed write (restart toolsd)")
-	// ErrDeleted: retention deleted the watched session.
-	ErrDeleted = errors.New("session: session deleted by retention")
+	// ErrDeleted: retention or [Store.Delete] deleted the watched session.
+	ErrDeleted = errors.New("session: session deleted (by retention or DeleteSession)")
+	// ErrNotFound: [Store.Delete] found no session of the id (no events, no owner).
+	ErrNotFound = errors.New("session: no such session")
+	// ErrInUse: [Store.Delete] kept a session that a batch holds or that has a call
+	// without its result.
+	ErrInUse = errors.New("session: the session is in use")
 	// ErrTooLarge: an event is over the configured size cap.
 	ErrTooLarge = errors.New("session: event too large")
 	// ErrCorrupt: the database file is damaged, truncated or not a session log.

@@ -2312,6 +2312,98 @@ func (x *WatchSessionResponse) GetEpoch() uint64 {
 	return 0
 }
 
+// DeleteSessionRequest names the session to delete.
+type DeleteSessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Session id (required; at most 256 bytes).
+	SessionId     string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteSessionRequest) Reset() {
+	*x = DeleteSessionRequest{}
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteSessionRequest) ProtoMessage() {}
+
+func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteSessionRequest.ProtoReflect.Descriptor instead.
+func (*DeleteSessionRequest) Descriptor() ([]byte, []int) {
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *DeleteSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+// DeleteSessionResponse says what was deleted.
+type DeleteSessionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How many events the session held (0 for a session that had only an owner).
+	EventsRemoved uint64 `protobuf:"varint,1,opt,name=events_removed,json=eventsRemoved,proto3" json:"events_removed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteSessionResponse) Reset() {
+	*x = DeleteSessionResponse{}
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteSessionResponse) ProtoMessage() {}
+
+func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteSessionResponse.ProtoReflect.Descriptor instead.
+func (*DeleteSessionResponse) Descriptor() ([]byte, []int) {
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *DeleteSessionResponse) GetEventsRemoved() uint64 {
+	if x != nil {
+		return x.EventsRemoved
+	}
+	return 0
+}
+
 var File_toolsd_v1_tool_service_proto protoreflect.FileDescriptor
 
 const file_toolsd_v1_tool_service_proto_rawDesc = "" +
@@ -2461,7 +2553,12 @@ const file_toolsd_v1_tool_service_proto_rawDesc = "" +
 	"\fexpect_epoch\x18\x03 \x01(\x04R\vexpectEpoch\"[\n" +
 	"\x14WatchSessionResponse\x12-\n" +
 	"\x05event\x18\x01 \x01(\v2\x17.toolsd.v1.SessionEventR\x05event\x12\x14\n" +
-	"\x05epoch\x18\x02 \x01(\x04R\x05epoch2\xea\a\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\"5\n" +
+	"\x14DeleteSessionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\">\n" +
+	"\x15DeleteSessionResponse\x12%\n" +
+	"\x0eevents_removed\x18\x01 \x01(\x04R\reventsRemoved2\xbe\b\n" +
 	"\vToolService\x12O\n" +
 	"\fRegisterTool\x12\x1e.toolsd.v1.RegisterToolRequest\x1a\x1f.toolsd.v1.RegisterToolResponse\x12U\n" +
 	"\x0eUnregisterTool\x12 .toolsd.v1.UnregisterToolRequest\x1a!.toolsd.v1.UnregisterToolResponse\x12@\n" +
@@ -2475,7 +2572,8 @@ const file_toolsd_v1_tool_service_proto_rawDesc = "" +
 	"\x12ApproveQuarantined\x12$.toolsd.v1.ApproveQuarantinedRequest\x1a%.toolsd.v1.ApproveQuarantinedResponse\x12S\n" +
 	"\fExecuteBatch\x12\x1e.toolsd.v1.ExecuteBatchRequest\x1a\x1f.toolsd.v1.ExecuteBatchResponse(\x010\x01\x12N\n" +
 	"\vReadSession\x12\x1d.toolsd.v1.ReadSessionRequest\x1a\x1e.toolsd.v1.ReadSessionResponse0\x01\x12Q\n" +
-	"\fWatchSession\x12\x1e.toolsd.v1.WatchSessionRequest\x1a\x1f.toolsd.v1.WatchSessionResponse0\x01B1Z/github.com/toolsd/toolsd/gen/toolsd/v1;toolsdv1b\x06proto3"
+	"\fWatchSession\x12\x1e.toolsd.v1.WatchSessionRequest\x1a\x1f.toolsd.v1.WatchSessionResponse0\x01\x12R\n" +
+	"\rDeleteSession\x12\x1f.toolsd.v1.DeleteSessionRequest\x1a .toolsd.v1.DeleteSessionResponseB1Z/github.com/toolsd/toolsd/gen/toolsd/v1;toolsdv1b\x06proto3"
 
 var (
 	file_toolsd_v1_tool_service_proto_rawDescOnce sync.Once
@@ -2489,7 +2587,7 @@ func file_toolsd_v1_tool_service_proto_rawDescGZIP() []byte {
 	return file_toolsd_v1_tool_service_proto_rawDescData
 }
 
-var file_toolsd_v1_tool_service_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_toolsd_v1_tool_service_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_toolsd_v1_tool_service_proto_goTypes = []any{
 	(*RegisterToolRequest)(nil),        // 0: toolsd.v1.RegisterToolRequest
 	(*RegisterToolResponse)(nil),       // 1: toolsd.v1.RegisterToolResponse
@@ -2525,31 +2623,33 @@ var file_toolsd_v1_tool_service_proto_goTypes = []any{
 	(*ReadSessionResponse)(nil),        // 31: toolsd.v1.ReadSessionResponse
 	(*WatchSessionRequest)(nil),        // 32: toolsd.v1.WatchSessionRequest
 	(*WatchSessionResponse)(nil),       // 33: toolsd.v1.WatchSessionResponse
-	(*ToolDefinition)(nil),             // 34: toolsd.v1.ToolDefinition
-	(*ToolSchema)(nil),                 // 35: toolsd.v1.ToolSchema
-	(*ModelSelection)(nil),             // 36: toolsd.v1.ModelSelection
-	(*ToolError)(nil),                  // 37: toolsd.v1.ToolError
-	(*SessionEvent)(nil),               // 38: toolsd.v1.SessionEvent
+	(*DeleteSessionRequest)(nil),       // 34: toolsd.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),      // 35: toolsd.v1.DeleteSessionResponse
+	(*ToolDefinition)(nil),             // 36: toolsd.v1.ToolDefinition
+	(*ToolSchema)(nil),                 // 37: toolsd.v1.ToolSchema
+	(*ModelSelection)(nil),             // 38: toolsd.v1.ModelSelection
+	(*ToolError)(nil),                  // 39: toolsd.v1.ToolError
+	(*SessionEvent)(nil),               // 40: toolsd.v1.SessionEvent
 }
 var file_toolsd_v1_tool_service_proto_depIdxs = []int32{
-	34, // 0: toolsd.v1.RegisterToolRequest.tool:type_name -> toolsd.v1.ToolDefinition
-	35, // 1: toolsd.v1.SchemasResponse.tools:type_name -> toolsd.v1.ToolSchema
-	36, // 2: toolsd.v1.ResolveToolSetRequest.model:type_name -> toolsd.v1.ModelSelection
-	35, // 3: toolsd.v1.ResolveToolSetResponse.tools:type_name -> toolsd.v1.ToolSchema
-	35, // 4: toolsd.v1.QuarantinedTool.tool:type_name -> toolsd.v1.ToolSchema
+	36, // 0: toolsd.v1.RegisterToolRequest.tool:type_name -> toolsd.v1.ToolDefinition
+	37, // 1: toolsd.v1.SchemasResponse.tools:type_name -> toolsd.v1.ToolSchema
+	38, // 2: toolsd.v1.ResolveToolSetRequest.model:type_name -> toolsd.v1.ModelSelection
+	37, // 3: toolsd.v1.ResolveToolSetResponse.tools:type_name -> toolsd.v1.ToolSchema
+	37, // 4: toolsd.v1.QuarantinedTool.tool:type_name -> toolsd.v1.ToolSchema
 	15, // 5: toolsd.v1.ListQuarantinedResponse.tools:type_name -> toolsd.v1.QuarantinedTool
 	19, // 6: toolsd.v1.Batch.calls:type_name -> toolsd.v1.ToolCall
 	20, // 7: toolsd.v1.ExecuteBatchRequest.batch:type_name -> toolsd.v1.Batch
 	21, // 8: toolsd.v1.ExecuteBatchRequest.approval:type_name -> toolsd.v1.ApprovalDecision
 	22, // 9: toolsd.v1.ExecuteBatchRequest.cancel:type_name -> toolsd.v1.CancelBatch
-	37, // 10: toolsd.v1.ToolResult.error:type_name -> toolsd.v1.ToolError
+	39, // 10: toolsd.v1.ToolResult.error:type_name -> toolsd.v1.ToolError
 	24, // 11: toolsd.v1.ExecuteBatchResponse.accepted:type_name -> toolsd.v1.BatchAccepted
 	25, // 12: toolsd.v1.ExecuteBatchResponse.result:type_name -> toolsd.v1.ToolResult
 	26, // 13: toolsd.v1.ExecuteBatchResponse.approval_request:type_name -> toolsd.v1.ApprovalRequest
 	27, // 14: toolsd.v1.ExecuteBatchResponse.progress:type_name -> toolsd.v1.ToolProgress
 	28, // 15: toolsd.v1.ExecuteBatchResponse.settled:type_name -> toolsd.v1.BatchSettled
-	38, // 16: toolsd.v1.ReadSessionResponse.event:type_name -> toolsd.v1.SessionEvent
-	38, // 17: toolsd.v1.WatchSessionResponse.event:type_name -> toolsd.v1.SessionEvent
+	40, // 16: toolsd.v1.ReadSessionResponse.event:type_name -> toolsd.v1.SessionEvent
+	40, // 17: toolsd.v1.WatchSessionResponse.event:type_name -> toolsd.v1.SessionEvent
 	0,  // 18: toolsd.v1.ToolService.RegisterTool:input_type -> toolsd.v1.RegisterToolRequest
 	2,  // 19: toolsd.v1.ToolService.UnregisterTool:input_type -> toolsd.v1.UnregisterToolRequest
 	4,  // 20: toolsd.v1.ToolService.Schemas:input_type -> toolsd.v1.SchemasRequest
@@ -2562,20 +2662,22 @@ var file_toolsd_v1_tool_service_proto_depIdxs = []int32{
 	23, // 27: toolsd.v1.ToolService.ExecuteBatch:input_type -> toolsd.v1.ExecuteBatchRequest
 	30, // 28: toolsd.v1.ToolService.ReadSession:input_type -> toolsd.v1.ReadSessionRequest
 	32, // 29: toolsd.v1.ToolService.WatchSession:input_type -> toolsd.v1.WatchSessionRequest
-	1,  // 30: toolsd.v1.ToolService.RegisterTool:output_type -> toolsd.v1.RegisterToolResponse
-	3,  // 31: toolsd.v1.ToolService.UnregisterTool:output_type -> toolsd.v1.UnregisterToolResponse
-	5,  // 32: toolsd.v1.ToolService.Schemas:output_type -> toolsd.v1.SchemasResponse
-	7,  // 33: toolsd.v1.ToolService.Restrict:output_type -> toolsd.v1.RestrictResponse
-	9,  // 34: toolsd.v1.ToolService.Unrestrict:output_type -> toolsd.v1.UnrestrictResponse
-	11, // 35: toolsd.v1.ToolService.ResolveToolSet:output_type -> toolsd.v1.ResolveToolSetResponse
-	13, // 36: toolsd.v1.ToolService.ReleaseToolSet:output_type -> toolsd.v1.ReleaseToolSetResponse
-	16, // 37: toolsd.v1.ToolService.ListQuarantined:output_type -> toolsd.v1.ListQuarantinedResponse
-	18, // 38: toolsd.v1.ToolService.ApproveQuarantined:output_type -> toolsd.v1.ApproveQuarantinedResponse
-	29, // 39: toolsd.v1.ToolService.ExecuteBatch:output_type -> toolsd.v1.ExecuteBatchResponse
-	31, // 40: toolsd.v1.ToolService.ReadSession:output_type -> toolsd.v1.ReadSessionResponse
-	33, // 41: toolsd.v1.ToolService.WatchSession:output_type -> toolsd.v1.WatchSessionResponse
-	30, // [30:42] is the sub-list for method output_type
-	18, // [18:30] is the sub-list for method input_type
+	34, // 30: toolsd.v1.ToolService.DeleteSession:input_type -> toolsd.v1.DeleteSessionRequest
+	1,  // 31: toolsd.v1.ToolService.RegisterTool:output_type -> toolsd.v1.RegisterToolResponse
+	3,  // 32: toolsd.v1.ToolService.UnregisterTool:output_type -> toolsd.v1.UnregisterToolResponse
+	5,  // 33: toolsd.v1.ToolService.Schemas:output_type -> toolsd.v1.SchemasResponse
+	7,  // 34: toolsd.v1.ToolService.Restrict:output_type -> toolsd.v1.RestrictResponse
+	9,  // 35: toolsd.v1.ToolService.Unrestrict:output_type -> toolsd.v1.UnrestrictResponse
+	11, // 36: toolsd.v1.ToolService.ResolveToolSet:output_type -> toolsd.v1.ResolveToolSetResponse
+	13, // 37: toolsd.v1.ToolService.ReleaseToolSet:output_type -> toolsd.v1.ReleaseToolSetResponse
+	16, // 38: toolsd.v1.ToolService.ListQuarantined:output_type -> toolsd.v1.ListQuarantinedResponse
+	18, // 39: toolsd.v1.ToolService.ApproveQuarantined:output_type -> toolsd.v1.ApproveQuarantinedResponse
+	29, // 40: toolsd.v1.ToolService.ExecuteBatch:output_type -> toolsd.v1.ExecuteBatchResponse
+	31, // 41: toolsd.v1.ToolService.ReadSession:output_type -> toolsd.v1.ReadSessionResponse
+	33, // 42: toolsd.v1.ToolService.WatchSession:output_type -> toolsd.v1.WatchSessionResponse
+	35, // 43: toolsd.v1.ToolService.DeleteSession:output_type -> toolsd.v1.DeleteSessionResponse
+	31, // [31:44] is the sub-list for method output_type
+	18, // [18:31] is the sub-list for method input_type
 	18, // [18:18] is the sub-list for extension type_name
 	18, // [18:18] is the sub-list for extension extendee
 	0,  // [0:18] is the sub-list for field type_name
@@ -2606,7 +2708,7 @@ func file_toolsd_v1_tool_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolsd_v1_tool_service_proto_rawDesc), len(file_toolsd_v1_tool_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   34,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -31,6 +31,7 @@ const (
 	ToolService_ExecuteBatch_FullMethodName       = "/toolsd.v1.ToolService/ExecuteBatch"
 	ToolService_ReadSession_FullMethodName        = "/toolsd.v1.ToolService/ReadSession"
 	ToolService_WatchSession_FullMethodName       = "/toolsd.v1.ToolService/WatchSession"
+	ToolService_DeleteSession_FullMethodName      = "/toolsd.v1.ToolService/DeleteSession"
 )
 
 // ToolServiceClient is the client API for ToolService service.
@@ -98,6 +99,17 @@ type ToolServiceClient interface {
 	// renewed one). Its events are as large as ReadSession's, and it is
 	// resumed with expect_epoch as ReadSession is (see there).
 	WatchSession(ctx context.Context, in *WatchSessionRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchSessionResponse], error)
+	// DeleteSession erases one session now, as retention would: its events and its
+	// owner record, durably (it stays deleted after a restart). Its readers and watchers
+	// end with NOT_FOUND, reason SESSION_DELETED, and the id is free again (its next
+	// batch starts at seq 1, with a new epoch, and may be another identity's). A
+	// session with a batch running in it (from its claim to its last append) or a call
+	// without its result is not deleted: FAILED_PRECONDITION, reason SESSION_IN_USE;
+	// retry once the batch has settled. A session with no events and no owner is
+	// NOT_FOUND, reason SESSION_NOT_FOUND. With authentication on, the caller must be
+	// allowed to read the session (its owner while it may still execute where the
+	// session was claimed, or an operator there): others get PERMISSION_DENIED.
+	DeleteSession(ctx context.Context, in *DeleteSessionRequest, opts ...grpc.CallOption) (*DeleteSessionResponse, error)
 }
 
 type toolServiceClient struct {
@@ -249,6 +261,16 @@ func (c *toolServiceClient) WatchSession(ctx context.Context, in *WatchSessionRe
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ToolService_WatchSessionClient = grpc.ServerStreamingClient[WatchSessionResponse]
 
+func (c *toolServiceClient) DeleteSession(ctx context.Context, in *DeleteSessionRequest, opts ...grpc.CallOption) (*DeleteSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteSessionResponse)
+	err := c.cc.Invoke(ctx, ToolService_DeleteSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ToolServiceServer is the server API for ToolService service.
 // All implementations must embed UnimplementedToolServiceServer
 // for forward compatibility.
@@ -314,6 +336,17 @@ type ToolServiceServer interface {
 	// renewed one). Its events are as large as ReadSession's, and it is
 	// resumed with expect_epoch as ReadSession is (see there).
 	WatchSession(*WatchSessionRequest, grpc.ServerStreamingServer[WatchSessionResponse]) error
+	// DeleteSession erases one session now, as retention would: its events and its
+	// owner record, durably (it stays deleted after a restart). Its readers and watchers
+	// end with NOT_FOUND, reason SESSION_DELETED, and the id is free again (its next
+	// batch starts at seq 1, with a new epoch, and may be another identity's). A
+	// session with a batch running in it (from its claim to its last append) or a call
+	// without its result is not deleted: FAILED_PRECONDITION, reason SESSION_IN_USE;
+	// retry once the batch has settled. A session with no events and no owner is
+	// NOT_FOUND, reason SESSION_NOT_FOUND. With authentication on, the caller must be
+	// allowed to read the session (its owner while it may still execute where the
+	// session was claimed, or an operator there): others get PERMISSION_DENIED.
+	DeleteSession(context.Context, *DeleteSessionRequest) (*DeleteSessionResponse, error)
 	mustEmbedUnimplementedToolServiceServer()
 }
 
@@ -359,6 +392,9 @@ func (UnimplementedToolServiceServer) ReadSession(*ReadSessionRequest, grpc.Serv
 }
 func (UnimplementedToolServiceServer) WatchSession(*WatchSessionRequest, grpc.ServerStreamingServer[WatchSessionResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchSession not implemented")
+}
+func (UnimplementedToolServiceServer) DeleteSession(context.Context, *DeleteSessionRequest) (*DeleteSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteSession not implemented")
 }
 func (UnimplementedToolServiceServer) mustEmbedUnimplementedToolServiceServer() {}
 func (UnimplementedToolServiceServer) testEmbeddedByValue()                     {}
@@ -572,6 +608,24 @@ func _ToolService_WatchSession_Handler(srv interface{}, stream grpc.ServerStream
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ToolService_WatchSessionServer = grpc.ServerStreamingServer[WatchSessionResponse]
 
+func _ToolService_DeleteSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ToolServiceServer).DeleteSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ToolService_DeleteSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ToolServiceServer).DeleteSession(ctx, req.(*DeleteSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ToolService_ServiceDesc is the grpc.ServiceDesc for ToolService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -614,6 +668,10 @@ var ToolService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ApproveQuarantined",
 			Handler:    _ToolService_ApproveQuarantined_Handler,
+		},
+		{
+			MethodName: "DeleteSession",
+			Handler:    _ToolService_DeleteSession_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,184 @@
+package app_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/app"
+	"github.com/toolsd/toolsd/internal/config"
+	"github.com/toolsd/toolsd/pkg/provider"
+)
+
+// storeConfig is a loopback toolsd on the session store named store in dataDir.
+func storeConfig(t *testing.T, store, dataDir, extra string) *config.Config {
+	t.Helper()
+	text := fmt.Sprintf("listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\ndata_dir: %s\nsession: {store: %s, durability: nosync}\n%s", dataDir, store, extra)
+	cfg, err := config.Parse([]byte(text), "test.yaml")
+	if err != nil {
+		t.Fatalf("config.Parse() = %v", err)
+	}
+	return cfg
+}
+
+// deleteSession calls DeleteSession and returns the events it removed.
+func (e *env) deleteSession(id string) (uint64, error) {
+	resp, err := e.tools.DeleteSession(context.Background(), &toolsdv1.DeleteSessionRequest{SessionId: id})
+	return resp.GetEventsRemoved(), err
+}
+
+// wantStatus fails unless err is a status of code with reason.
+func wantStatus(t *testing.T, what string, err error, code codes.Code, want string) {
+	t.Helper()
+	if status.Code(err) != code || reason(err) != want {
+		t.Errorf("%s = %v (reason %q), want %v, reason %s", what, err, reason(err), code, want)
+	}
+}
+
+// TestDeleteSession, on each store over gRPC: DeleteSession removes a session's events
+// and says how many; its watch ends with NOT_FOUND (SESSION_DELETED); it then reads as
+// empty, deleting it again is NOT_FOUND (SESSION_NOT_FOUND), and the id's next batch
+// starts at seq 1. One info line says who deleted what. With bbolt and the journal it
+// stays deleted after a restart, and the other sessions are all there.
+func TestDeleteSession(t *testing.T) {
+	for _, store := range []string{"memory", "bolt", "journal"} {
+		t.Run(store, func(t *testing.T) {
+			dir := t.TempDir()
+			core, logs := observer.New(zap.InfoLevel)
+			a, stop, runErr := runApp(t, storeConfig(t, store, dir, ""), app.WithLogger(zap.New(core)))
+			e := &env{app: a, conn: dial(t, a.Addr())}
+			e.tools = toolsdv1.NewToolServiceClient(e.conn)
+			batch := func(id string) *toolsdv1.Batch {
+				return &toolsdv1.Batch{SessionId: id, Calls: []*toolsdv1.ToolCall{call("c1", "nope", `{}`), call("c2", "nope", `{}`)}}
+			}
+			e.mustExecute(t, batch("gone"), batchOptions{})
+			e.mustExecute(t, batch("kept"), batchOptions{})
+
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second) // a bound on a hang
+			defer cancel()
+			w, err := e.tools.WatchSession(ctx, &toolsdv1.WatchSessionRequest{SessionId: "gone"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 4 {
+				if _, err := w.Recv(); err != nil {
+					t.Fatalf("WatchSession(gone).Recv() = %v", err)
+				}
+			}
+			if n, err := e.deleteSession("gone"); err != nil || n != 4 {
+				t.Fatalf("DeleteSession(gone) = %d, %v, want 4 events", n, err)
+			}
+			_, err = w.Recv()
+			wantStatus(t, "WatchSession(gone) deleted", err, codes.NotFound, "SESSION_DELETED")
+			if evs := e.readSession(t, "gone"); len(evs) != 0 {
+				t.Errorf("ReadSession(gone) after DeleteSession = %d events, want none", len(evs))
+			}
+			_, err = e.deleteSession("gone")
+			wantStatus(t, "DeleteSession(gone) again", err, codes.NotFound, "SESSION_NOT_FOUND")
+			_, err = e.deleteSession("")
+			wantStatus(t, `DeleteSession("")`, err, codes.InvalidArgument, "BAD_REQUEST")
+			if got := loggedField(t, logs, "session deleted", "session_id", "gone", "events"); got != int64(4) {
+				t.Errorf("session deleted line: events = %v, want 4", got)
+			}
+
+			stop()
+			awaitRun(t, runErr)
+			if store == "memory" {
+				return
+			}
+			e = startConfig(t, storeConfig(t, store, dir, ""))
+			if evs := e.readSession(t, "gone"); len(evs) != 0 {
+				t.Errorf("ReadSession(gone) after a restart = %d events, want none", len(evs))
+			}
+			if evs := e.readSession(t, "kept"); len(evs) != 4 {
+				t.Errorf("ReadSession(kept) after a restart = %d events, want 4", len(evs))
+			}
+			out := e.mustExecute(t, batch("gone"), batchOptions{})
+			if seqs := out.accepted.GetCallSeqs(); len(seqs) == 0 || seqs[0] != 1 {
+				t.Errorf("ExecuteBatch(gone) after deletion and restart: call seqs %v, want from 1", seqs)
+			}
+		})
+	}
+}
+
+// TestDeleteSessionInUse: a session with a batch running in it is not deleted under
+// the batch (FAILED_PRECONDITION, SESSION_IN_USE), which settles with every result
+// logged; once it has settled, DeleteSession removes it.
+func TestDeleteSessionInUse(t *testing.T) {
+	for _, store := range []string{"memory", "bolt", "journal"} {
+		t.Run(store, func(t *testing.T) {
+			e := startConfig(t, storeConfig(t, store, t.TempDir(), ""))
+			started, release := make(chan string, 1), make(chan struct{})
+			wait := provider.NewTool("wait", "Answers once released.", func(ctx context.Context, _ provider.Call, a blockArgs) (string, error) {
+				started <- a.Label
+				select {
+				case <-release:
+					return "done", nil
+				case <-ctx.Done():
+					return "", ctx.Err()
+				}
+			})
+			runProvider(t, e.app.Addr(), wait)
+			done := make(chan *outcome, 1)
+			go func() {
+				out, err := e.execute(t, &toolsdv1.Batch{SessionId: "busy", Calls: []*toolsdv1.ToolCall{call("c1", "wait", `{"label":"w"}`)}}, batchOptions{})
+				if err != nil {
+					t.Errorf("ExecuteBatch(busy) = %v", err)
+				}
+				done <- out
+			}()
+			<-started
+			_, err := e.deleteSession("busy")
+			wantStatus(t, "DeleteSession(busy) with a call running", err, codes.FailedPrecondition, "SESSION_IN_USE")
+			close(release)
+			out := <-done
+			if out == nil || out.settled == nil || len(out.results) != 1 || out.results[0].GetIsError() {
+				t.Fatalf("ExecuteBatch(busy) = %+v, want one successful result and settled", out)
+			}
+			if evs := e.readSession(t, "busy"); len(evs) != 2 {
+				t.Errorf("ReadSession(busy) = %d events, want the call and its result", len(evs))
+			}
+			if n, err := e.deleteSession("busy"); err != nil || n != 2 {
+				t.Errorf("DeleteSession(busy) settled = %d, %v, want 2 events", n, err)
+			}
+		})
+	}
+}
+
+// TestDeleteSessionAuthorization: whoever may read a session may delete it, nobody
+// else: another tenant's agent gets PERMISSION_DENIED, whether the session exists or
+// not, and it stays; its owner and the operator may.
+func TestDeleteSessionAuthorization(t *testing.T) {
+	e := start(t, tenantAuth(t))
+	agentA, agentB, operator := e.as(t, tokenAgentA), e.as(t, tokenAgentB), e.as(t, tokenOperator)
+	for _, id := range []string{"a-own", "a-other"} {
+		agentA.mustExecute(t, &toolsdv1.Batch{SessionId: id, Scope: "tenant-a", Calls: []*toolsdv1.ToolCall{call("c1", "nope", `{}`)}}, batchOptions{})
+	}
+	_, err := agentB.deleteSession("a-own")
+	wantStatus(t, "DeleteSession(agent-a's session) as agent-b", err, codes.PermissionDenied, "PERMISSION_DENIED")
+	_, err = agentB.deleteSession("nobodys")
+	wantStatus(t, "DeleteSession(a session that does not exist) as agent-b", err, codes.PermissionDenied, "PERMISSION_DENIED")
+	if evs := agentA.readSession(t, "a-own"); len(evs) != 2 {
+		t.Errorf("ReadSession(a-own) after agent-b's refused delete = %d events, want 2", len(evs))
+	}
+	if n, err := agentA.deleteSession("a-own"); err != nil || n != 2 {
+		t.Errorf("DeleteSession(a-own) as its owner = %d, %v, want 2", n, err)
+	}
+	if n, err := operator.deleteSession("a-other"); err != nil || n != 2 {
+		t.Errorf("DeleteSession(agent-a's session) as the operator = %d, %v, want 2", n, err)
+	}
+	_, err = operator.deleteSession("nobodys")
+	wantStatus(t, "DeleteSession(a session that does not exist) as the operator", err, codes.NotFound, "SESSION_NOT_FOUND")
+	// The id is free: another tenant may now claim it.
+	agentB.mustExecute(t, &toolsdv1.Batch{SessionId: "a-own", Scope: "tenant-b", Calls: []*toolsdv1.ToolCall{call("c1", "nope", `{}`)}}, batchOptions{})
+	if _, err := readAll(agentA, "a-own"); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("ReadSession(a-own) as agent-a once agent-b claimed it = %v, want PermissionDenied", err)
+	}
+}

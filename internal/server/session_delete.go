@@ -1,0 +1,35 @@
+package server
+
+import (
+	"context"
+
+	"go.uber.org/zap"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/textcut"
+)
+
+// DeleteSession erases one session on request, as retention deletes one (see
+// [session.Store.Delete]): its readers and watchers end with NotFound
+// (SESSION_DELETED) and the id is free again. Whoever may read the session may delete
+// it: its owner while it keeps the scope it claimed the session in, or an operator of
+// that scope (see [ActionReadSession]); a tenant's operator erases its tenant's
+// sessions as it reads them, and nobody else learns whether the id is in use. A
+// session that a batch holds, or with a call open, is refused with FailedPrecondition
+// (SESSION_IN_USE): nothing accepted is lost under a running batch.
+func (s *Server) DeleteSession(ctx context.Context, req *toolsdv1.DeleteSessionRequest) (*toolsdv1.DeleteSessionResponse, error) {
+	id := req.GetSessionId()
+	if err := s.checkSessionID("session_id", id); err != nil {
+		return nil, toStatus(s.log, err)
+	}
+	if err := s.authz.Authorize(ctx, ActionReadSession, "", id); err != nil {
+		return nil, toStatus(s.log, err)
+	}
+	n, err := s.sessions.Delete(ctx, id)
+	if err != nil {
+		return nil, toStatus(s.log, err)
+	}
+	s.log.Info("session deleted", zap.String("session_id", textcut.Ellipsis(id, textcut.MaxLoggedID)),
+		zap.String("identity", callerName(ctx)), zap.Int("events", n))
+	return &toolsdv1.DeleteSessionResponse{EventsRemoved: uint64(n)}, nil
+}

@@ -1,0 +1,174 @@
+package session_test
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/toolsd/toolsd/internal/session"
+)
+
+// Delete removes a session's events and owner at once and says how many events went;
+// its id is free again (the next append starts at seq 1, a claim finds no owner), and
+// other sessions are untouched. A session that has neither events nor an owner is
+// ErrNotFound, also once deleted; so is a deleted session deleted again.
+func testDeleteRemovesSession(t *testing.T, open opener) {
+	s := open(t)
+	ctx := t.Context()
+	alice := session.Owner{Identity: "alice", Scope: "team", ScopeKnown: true}
+	if _, err := s.ClaimOwner(ctx, "d", alice); err != nil {
+		t.Fatal(err)
+	}
+	c := mustAppend(t, s, "d", callEvent("c1", "read", `{}`))
+	mustAppend(t, s, "d", resultEvent("c1", c[0].Seq, false), messageEvent("ctx", 2))
+	mustAppend(t, s, "other", messageEvent("stays", 0))
+	if _, err := s.ClaimOwner(ctx, "claim-only", alice); err != nil {
+		t.Fatal(err)
+	}
+
+	if n, err := s.Delete(ctx, "d"); err != nil || n != 3 {
+		t.Fatalf("Delete(d) = %d, %v, want 3 events", n, err)
+	}
+	if evs, err := s.Read(ctx, "d", 1, 0); err != nil || len(evs) != 0 {
+		t.Errorf("Read(d) after Delete = %d events, %v, want none", len(evs), err)
+	}
+	if o, ok, err := s.Owner(ctx, "d"); err != nil || ok {
+		t.Errorf("Owner(d) after Delete = %+v, %v, %v, want none", o, ok, err)
+	}
+	if sum, err := s.Summary(ctx, "d"); err != nil || sum.Called("read") {
+		t.Errorf("Summary(d) after Delete: Called(read) = %v, %v, want false", sum != nil && sum.Called("read"), err)
+	}
+	if n, err := s.Delete(ctx, "d"); !errors.Is(err, session.ErrNotFound) || n != 0 {
+		t.Errorf("Delete(d) again = %d, %v, want ErrNotFound", n, err)
+	}
+	if n, err := s.Delete(ctx, "never"); !errors.Is(err, session.ErrNotFound) || n != 0 {
+		t.Errorf("Delete(never) = %d, %v, want ErrNotFound", n, err)
+	}
+	if _, err := s.Delete(ctx, ""); !errors.Is(err, session.ErrInvalid) {
+		t.Errorf(`Delete("") = %v, want ErrInvalid`, err)
+	}
+	if n, err := s.Delete(ctx, "claim-only"); err != nil || n != 0 {
+		t.Errorf("Delete(claim-only) = %d, %v, want 0 events", n, err)
+	}
+	if _, ok, err := s.Owner(ctx, "claim-only"); err != nil || ok {
+		t.Errorf("Owner(claim-only) after Delete = %v, %v, want none", ok, err)
+	}
+	if evs, err := s.Read(ctx, "other", 1, 0); err != nil || len(evs) != 1 {
+		t.Errorf("Read(other) = %d events, %v, want 1", len(evs), err)
+	}
+
+	bob := session.Owner{Identity: "bob"}
+	if o, err := s.ClaimOwner(ctx, "d", bob); err != nil || o != bob {
+		t.Errorf("ClaimOwner(d, bob) after Delete = %+v, %v, want bob", o, err)
+	}
+	if got := mustAppend(t, s, "d", messageEvent("new", 0)); got[0].Seq != 1 {
+		t.Errorf("Append(d) after Delete seq = %d, want 1", got[0].Seq)
+	}
+}
+
+// Delete keeps a session in use, as retention does: one a batch holds, claimed only or
+// appended to, and one with a call that has no result, with ErrInUse; released, or the
+// call answered, it is deleted.
+func testDeleteKeepsSessionInUse(t *testing.T, open opener) {
+	s := open(t)
+	ctx := t.Context()
+	if _, err := s.ClaimOwner(ctx, "held", session.Owner{Identity: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	release, err := s.Hold(ctx, "held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Delete(ctx, "held"); !errors.Is(err, session.ErrInUse) || n != 0 {
+		t.Errorf("Delete(held) = %d, %v, want ErrInUse", n, err)
+	}
+	if _, ok, err := s.Owner(ctx, "held"); err != nil || !ok {
+		t.Errorf("Owner(held) after a refused Delete = %v, %v, want the owner", ok, err)
+	}
+	mustAppend(t, s, "held", messageEvent("a", 0))
+	release()
+	if n, err := s.Delete(ctx, "held"); err != nil || n != 1 {
+		t.Errorf("Delete(held) released = %d, %v, want 1 event", n, err)
+	}
+
+	c := mustAppend(t, s, "open", callEvent("c1", "read", `{}`))
+	if _, err := s.Delete(ctx, "open"); !errors.Is(err, session.ErrInUse) {
+		t.Errorf("Delete(open) with a call open = %v, want ErrInUse", err)
+	}
+	if evs, err := s.Read(ctx, "open", 1, 0); err != nil || len(evs) != 1 {
+		t.Errorf("Read(open) after a refused Delete = %d events, %v, want 1", len(evs), err)
+	}
+	mustAppend(t, s, "open", resultEvent("c1", c[0].Seq, false))
+	if n, err := s.Delete(ctx, "open"); err != nil || n != 2 {
+		t.Errorf("Delete(open) answered = %d, %v, want 2 events", n, err)
+	}
+}
+
+// A watch of a session that Delete removes ends with ErrDeleted and delivers nothing of
+// the id's next session.
+func testDeleteEndsWatch(t *testing.T, open opener) {
+	s := open(t)
+	for range 3 {
+		mustAppend(t, s, "w", messageEvent("old", 0))
+	}
+	got, stop := watchInto(t, s, "w", 1)
+	receive(t, got, 3)
+	if n, err := s.Delete(t.Context(), "w"); err != nil || n != 3 {
+		t.Fatalf("Delete(w) = %d, %v, want 3", n, err)
+	}
+	for range 4 {
+		mustAppend(t, s, "w", messageEvent("new", 0))
+	}
+	done := make(chan error, 1)
+	go func() { done <- stop() }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, session.ErrDeleted) {
+			t.Errorf("Watch() of a deleted session = %v, want ErrDeleted", err)
+		}
+	case <-time.After(10 * time.Second): // a bound on a hang, not on speed
+		t.Fatal("Watch() of a deleted session did not return")
+	}
+	if len(got) > 0 {
+		ev := <-got
+		t.Errorf("Watch() delivered seq %d %q after its session was deleted", ev.Seq, ev.Message.Content)
+	}
+}
+
+// A deleted session stays deleted after a restart, owner and all, and its id starts at
+// seq 1 again; the other sessions are all there.
+func TestDeleteIsDurable(t *testing.T) {
+	for name, k := range durableKinds() {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := k.openT(t, dir)
+			ctx := t.Context()
+			if _, err := s.ClaimOwner(ctx, "gone", session.Owner{Identity: "alice"}); err != nil {
+				t.Fatal(err)
+			}
+			mustAppend(t, s, "gone", messageEvent("a", 0), messageEvent("b", 0))
+			mustAppend(t, s, "kept", messageEvent("c", 0))
+			if n, err := s.Delete(ctx, "gone"); err != nil || n != 2 {
+				t.Fatalf("Delete(gone) = %d, %v, want 2", n, err)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatalf("Close() = %v", err)
+			}
+
+			s2 := k.openT(t, dir)
+			if evs := readAll(t, s2, "gone"); len(evs) != 0 {
+				t.Errorf("Read(gone) after reopen = %d events, want none", len(evs))
+			}
+			if _, ok, err := s2.Owner(ctx, "gone"); err != nil || ok {
+				t.Errorf("Owner(gone) after reopen = %v, %v, want none", ok, err)
+			}
+			if evs := readAll(t, s2, "kept"); !slices.Equal(seqsOf(evs), []uint64{1}) {
+				t.Errorf("Read(kept) after reopen = seqs %v, want [1]", seqsOf(evs))
+			}
+			if got := mustAppend(t, s2, "gone", messageEvent("new", 0)); got[0].Seq != 1 {
+				t.Errorf("Append(gone) after reopen seq = %d, want 1", got[0].Seq)
+			}
+		})
+	}
+}
