@@ -356,6 +356,116 @@ func (x *SchemasResponse) GetFingerprint() string {
 	return ""
 }
 
+// WatchSchemasRequest names the visible set to watch, as SchemasRequest does.
+type WatchSchemasRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Scope path ("" is global).
+	Scope string `protobuf:"bytes,1,opt,name=scope,proto3" json:"scope,omitempty"`
+	// Optional tool set from ResolveToolSet, resolved for scope.
+	ToolSetId     string `protobuf:"bytes,2,opt,name=tool_set_id,json=toolSetId,proto3" json:"tool_set_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchSchemasRequest) Reset() {
+	*x = WatchSchemasRequest{}
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchSchemasRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchSchemasRequest) ProtoMessage() {}
+
+func (x *WatchSchemasRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchSchemasRequest.ProtoReflect.Descriptor instead.
+func (*WatchSchemasRequest) Descriptor() ([]byte, []int) {
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *WatchSchemasRequest) GetScope() string {
+	if x != nil {
+		return x.Scope
+	}
+	return ""
+}
+
+func (x *WatchSchemasRequest) GetToolSetId() string {
+	if x != nil {
+		return x.ToolSetId
+	}
+	return ""
+}
+
+// WatchSchemasResponse carries the fingerprint of the watched visible set.
+type WatchSchemasResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Hex SHA-256 of the visible set, as SchemasResponse.fingerprint.
+	Fingerprint string `protobuf:"bytes,1,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	// How many tools the set holds, as many as Schemas lists.
+	ToolCount     uint32 `protobuf:"varint,2,opt,name=tool_count,json=toolCount,proto3" json:"tool_count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchSchemasResponse) Reset() {
+	*x = WatchSchemasResponse{}
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchSchemasResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchSchemasResponse) ProtoMessage() {}
+
+func (x *WatchSchemasResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchSchemasResponse.ProtoReflect.Descriptor instead.
+func (*WatchSchemasResponse) Descriptor() ([]byte, []int) {
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *WatchSchemasResponse) GetFingerprint() string {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return ""
+}
+
+func (x *WatchSchemasResponse) GetToolCount() uint32 {
+	if x != nil {
+		return x.ToolCount
+	}
+	return 0
+}
+
 // RestrictRequest places a mask on a scope's inherited tools.
 type RestrictRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -371,7 +481,7 @@ type RestrictRequest struct {
 
 func (x *RestrictRequest) Reset() {
 	*x = RestrictRequest{}
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[6]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -383,7 +493,7 @@ func (x *RestrictRequest) String() string {
 func (*RestrictRequest) ProtoMessage() {}
 
 func (x *RestrictRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[6]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -396,7 +506,7 @@ func (x *RestrictRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestrictRequest.ProtoReflect.Descriptor instead.
 func (*RestrictRequest) Descriptor() ([]byte, []int) {
-	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{6}
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RestrictRequest) GetScope() string {
@@ -431,7 +541,7 @@ type RestrictResponse struct {
 
 func (x *RestrictResponse) Reset() {
 	*x = RestrictResponse{}
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[7]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -443,7 +553,7 @@ func (x *RestrictResponse) String() string {
 func (*RestrictResponse) ProtoMessage() {}
 
 func (x *RestrictResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[7]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -456,7 +566,7 @@ func (x *RestrictResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestrictResponse.ProtoReflect.Descriptor instead.
 func (*RestrictResponse) Descriptor() ([]byte, []int) {
-	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{7}
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RestrictResponse) GetRestrictionId() string {
@@ -477,7 +587,7 @@ type UnrestrictRequest struct {
 
 func (x *UnrestrictRequest) Reset() {
 	*x = UnrestrictRequest{}
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[8]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -489,7 +599,7 @@ func (x *UnrestrictRequest) String() string {
 func (*UnrestrictRequest) ProtoMessage() {}
 
 func (x *UnrestrictRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[8]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -502,7 +612,7 @@ func (x *UnrestrictRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnrestrictRequest.ProtoReflect.Descriptor instead.
 func (*UnrestrictRequest) Descriptor() ([]byte, []int) {
-	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{8}
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *UnrestrictRequest) GetRestrictionId() string {
@@ -521,7 +631,7 @@ type UnrestrictResponse struct {
 
 func (x *UnrestrictResponse) Reset() {
 	*x = UnrestrictResponse{}
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[9]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -533,7 +643,7 @@ func (x *UnrestrictResponse) String() string {
 func (*UnrestrictResponse) ProtoMessage() {}
 
 func (x *UnrestrictResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[9]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -546,7 +656,7 @@ func (x *UnrestrictResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnrestrictResponse.ProtoReflect.Descriptor instead.
 func (*UnrestrictResponse) Descriptor() ([]byte, []int) {
-	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{9}
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{11}
 }
 
 // ResolveToolSetRequest resolves one step's tool set.
@@ -570,7 +680,7 @@ type ResolveToolSetRequest struct {
 
 func (x *ResolveToolSetRequest) Reset() {
 	*x = ResolveToolSetRequest{}
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[10]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -582,7 +692,7 @@ func (x *ResolveToolSetRequest) String() string {
 func (*ResolveToolSetRequest) ProtoMessage() {}
 
 func (x *ResolveToolSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[10]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -595,7 +705,7 @@ func (x *ResolveToolSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveToolSetRequest.ProtoReflect.Descriptor instead.
 func (*ResolveToolSetRequest) Descriptor() ([]byte, []int) {
-	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{10}
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ResolveToolSetRequest) GetScope() string {
@@ -651,7 +761,7 @@ type ResolveToolSetResponse struct {
 
 func (x *ResolveToolSetResponse) Reset() {
 	*x = ResolveToolSetResponse{}
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[11]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -663,7 +773,7 @@ func (x *ResolveToolSetResponse) String() string {
 func (*ResolveToolSetResponse) ProtoMessage() {}
 
 func (x *ResolveToolSetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[11]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -676,7 +786,7 @@ func (x *ResolveToolSetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveToolSetResponse.ProtoReflect.Descriptor instead.
 func (*ResolveToolSetResponse) Descriptor() ([]byte, []int) {
-	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{11}
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ResolveToolSetResponse) GetToolSetId() string {
@@ -711,7 +821,7 @@ type ReleaseToolSetRequest struct {
 
 func (x *ReleaseToolSetRequest) Reset() {
 	*x = ReleaseToolSetRequest{}
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[12]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -723,7 +833,7 @@ func (x *ReleaseToolSetRequest) String() string {
 func (*ReleaseToolSetRequest) ProtoMessage() {}
 
 func (x *ReleaseToolSetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[12]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -736,7 +846,7 @@ func (x *ReleaseToolSetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseToolSetRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseToolSetRequest) Descriptor() ([]byte, []int) {
-	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{12}
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReleaseToolSetRequest) GetToolSetId() string {
@@ -755,7 +865,7 @@ type ReleaseToolSetResponse struct {
 
 func (x *ReleaseToolSetResponse) Reset() {
 	*x = ReleaseToolSetResponse{}
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[13]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -767,7 +877,7 @@ func (x *ReleaseToolSetResponse) String() string {
 func (*ReleaseToolSetResponse) ProtoMessage() {}
 
 func (x *ReleaseToolSetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[13]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -780,7 +890,7 @@ func (x *ReleaseToolSetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseToolSetResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseToolSetResponse) Descriptor() ([]byte, []int) {
-	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{13}
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{15}
 }
 
 // ListQuarantinedRequest is empty.
@@ -792,7 +902,7 @@ type ListQuarantinedRequest struct {
 
 func (x *ListQuarantinedRequest) Reset() {
 	*x = ListQuarantinedRequest{}
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[14]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -804,7 +914,7 @@ func (x *ListQuarantinedRequest) String() string {
 func (*ListQuarantinedRequest) ProtoMessage() {}
 
 func (x *ListQuarantinedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[14]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -817,7 +927,7 @@ func (x *ListQuarantinedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQuarantinedRequest.ProtoReflect.Descriptor instead.
 func (*ListQuarantinedRequest) Descriptor() ([]byte, []int) {
-	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{14}
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{16}
 }
 
 // QuarantinedTool is one held-back registration.
@@ -840,7 +950,7 @@ type QuarantinedTool struct {
 
 func (x *QuarantinedTool) Reset() {
 	*x = QuarantinedTool{}
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[15]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -852,7 +962,7 @@ func (x *QuarantinedTool) String() string {
 func (*QuarantinedTool) ProtoMessage() {}
 
 func (x *QuarantinedTool) ProtoReflect() protoreflect.Message {
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[15]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -865,7 +975,7 @@ func (x *QuarantinedTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuarantinedTool.ProtoReflect.Descriptor instead.
 func (*QuarantinedTool) Descriptor() ([]byte, []int) {
-	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{15}
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *QuarantinedTool) GetScope() string {
@@ -914,7 +1024,7 @@ type ListQuarantinedResponse struct {
 
 func (x *ListQuarantinedResponse) Reset() {
 	*x = ListQuarantinedResponse{}
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[16]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -926,7 +1036,7 @@ func (x *ListQuarantinedResponse) String() string {
 func (*ListQuarantinedResponse) ProtoMessage() {}
 
 func (x *ListQuarantinedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[16]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -939,7 +1049,7 @@ func (x *ListQuarantinedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQuarantinedResponse.ProtoReflect.Descriptor instead.
 func (*ListQuarantinedResponse) Descriptor() ([]byte, []int) {
-	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{16}
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListQuarantinedResponse) GetTools() []*QuarantinedTool {
@@ -966,7 +1076,7 @@ type ApproveQuarantinedRequest struct {
 
 func (x *ApproveQuarantinedRequest) Reset() {
 	*x = ApproveQuarantinedRequest{}
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[17]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -978,7 +1088,7 @@ func (x *ApproveQuarantinedRequest) String() string {
 func (*ApproveQuarantinedRequest) ProtoMessage() {}
 
 func (x *ApproveQuarantinedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[17]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -991,7 +1101,7 @@ func (x *ApproveQuarantinedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveQuarantinedRequest.ProtoReflect.Descriptor instead.
 func (*ApproveQuarantinedRequest) Descriptor() ([]byte, []int) {
-	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{17}
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ApproveQuarantinedRequest) GetScope() string {
@@ -1024,7 +1134,7 @@ type ApproveQuarantinedResponse struct {
 
 func (x *ApproveQuarantinedResponse) Reset() {
 	*x = ApproveQuarantinedResponse{}
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[18]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1036,7 +1146,7 @@ func (x *ApproveQuarantinedResponse) String() string {
 func (*ApproveQuarantinedResponse) ProtoMessage() {}
 
 func (x *ApproveQuarantinedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[18]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1049,7 +1159,7 @@ func (x *ApproveQuarantinedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveQuarantinedResponse.ProtoReflect.Descriptor instead.
 func (*ApproveQuarantinedResponse) Descriptor() ([]byte, []int) {
-	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{18}
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{20}
 }
 
 // ToolCall is one tool-call block of the model's message.
@@ -1069,7 +1179,7 @@ type ToolCall struct {
 
 func (x *ToolCall) Reset() {
 	*x = ToolCall{}
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[19]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1081,7 +1191,7 @@ func (x *ToolCall) String() string {
 func (*ToolCall) ProtoMessage() {}
 
 func (x *ToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[19]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1094,7 +1204,7 @@ func (x *ToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
 func (*ToolCall) Descriptor() ([]byte, []int) {
-	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{19}
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ToolCall) GetCallId() string {
@@ -1148,7 +1258,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[20]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1160,7 +1270,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[20]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1173,7 +1283,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{20}
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Batch) GetSessionId() string {
@@ -1258,7 +1368,7 @@ type ApprovalDecision struct {
 
 func (x *ApprovalDecision) Reset() {
 	*x = ApprovalDecision{}
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[21]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1270,7 +1380,7 @@ func (x *ApprovalDecision) String() string {
 func (*ApprovalDecision) ProtoMessage() {}
 
 func (x *ApprovalDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[21]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1283,7 +1393,7 @@ func (x *ApprovalDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalDecision.ProtoReflect.Descriptor instead.
 func (*ApprovalDecision) Descriptor() ([]byte, []int) {
-	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{21}
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ApprovalDecision) GetCallId() string {
@@ -1329,7 +1439,7 @@ type CancelBatch struct {
 
 func (x *CancelBatch) Reset() {
 	*x = CancelBatch{}
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[22]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1341,7 +1451,7 @@ func (x *CancelBatch) String() string {
 func (*CancelBatch) ProtoMessage() {}
 
 func (x *CancelBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[22]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1354,7 +1464,7 @@ func (x *CancelBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelBatch.ProtoReflect.Descriptor instead.
 func (*CancelBatch) Descriptor() ([]byte, []int) {
-	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{22}
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CancelBatch) GetReason() string {
@@ -1386,7 +1496,7 @@ type ExecuteBatchRequest struct {
 
 func (x *ExecuteBatchRequest) Reset() {
 	*x = ExecuteBatchRequest{}
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[23]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1398,7 +1508,7 @@ func (x *ExecuteBatchRequest) String() string {
 func (*ExecuteBatchRequest) ProtoMessage() {}
 
 func (x *ExecuteBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[23]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1411,7 +1521,7 @@ func (x *ExecuteBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteBatchRequest.ProtoReflect.Descriptor instead.
 func (*ExecuteBatchRequest) Descriptor() ([]byte, []int) {
-	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{23}
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ExecuteBatchRequest) GetMsg() isExecuteBatchRequest_Msg {
@@ -1495,7 +1605,7 @@ type BatchAccepted struct {
 
 func (x *BatchAccepted) Reset() {
 	*x = BatchAccepted{}
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[24]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1507,7 +1617,7 @@ func (x *BatchAccepted) String() string {
 func (*BatchAccepted) ProtoMessage() {}
 
 func (x *BatchAccepted) ProtoReflect() protoreflect.Message {
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[24]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1520,7 +1630,7 @@ func (x *BatchAccepted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchAccepted.ProtoReflect.Descriptor instead.
 func (*BatchAccepted) Descriptor() ([]byte, []int) {
-	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{24}
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *BatchAccepted) GetBatchId() string {
@@ -1568,7 +1678,7 @@ type ToolResult struct {
 
 func (x *ToolResult) Reset() {
 	*x = ToolResult{}
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[25]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1580,7 +1690,7 @@ func (x *ToolResult) String() string {
 func (*ToolResult) ProtoMessage() {}
 
 func (x *ToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[25]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1593,7 +1703,7 @@ func (x *ToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolResult.ProtoReflect.Descriptor instead.
 func (*ToolResult) Descriptor() ([]byte, []int) {
-	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{25}
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ToolResult) GetCallId() string {
@@ -1689,7 +1799,7 @@ type ApprovalRequest struct {
 
 func (x *ApprovalRequest) Reset() {
 	*x = ApprovalRequest{}
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[26]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1701,7 +1811,7 @@ func (x *ApprovalRequest) String() string {
 func (*ApprovalRequest) ProtoMessage() {}
 
 func (x *ApprovalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[26]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1714,7 +1824,7 @@ func (x *ApprovalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalRequest.ProtoReflect.Descriptor instead.
 func (*ApprovalRequest) Descriptor() ([]byte, []int) {
-	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{26}
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ApprovalRequest) GetCallId() string {
@@ -1778,7 +1888,7 @@ type ToolProgress struct {
 
 func (x *ToolProgress) Reset() {
 	*x = ToolProgress{}
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[27]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1790,7 +1900,7 @@ func (x *ToolProgress) String() string {
 func (*ToolProgress) ProtoMessage() {}
 
 func (x *ToolProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[27]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1803,7 +1913,7 @@ func (x *ToolProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolProgress.ProtoReflect.Descriptor instead.
 func (*ToolProgress) Descriptor() ([]byte, []int) {
-	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{27}
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ToolProgress) GetCallId() string {
@@ -1862,7 +1972,7 @@ type BatchSettled struct {
 
 func (x *BatchSettled) Reset() {
 	*x = BatchSettled{}
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[28]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1874,7 +1984,7 @@ func (x *BatchSettled) String() string {
 func (*BatchSettled) ProtoMessage() {}
 
 func (x *BatchSettled) ProtoReflect() protoreflect.Message {
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[28]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1887,7 +1997,7 @@ func (x *BatchSettled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchSettled.ProtoReflect.Descriptor instead.
 func (*BatchSettled) Descriptor() ([]byte, []int) {
-	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{28}
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *BatchSettled) GetConcludesTurn() bool {
@@ -1937,7 +2047,7 @@ type ExecuteBatchResponse struct {
 
 func (x *ExecuteBatchResponse) Reset() {
 	*x = ExecuteBatchResponse{}
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[29]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1949,7 +2059,7 @@ func (x *ExecuteBatchResponse) String() string {
 func (*ExecuteBatchResponse) ProtoMessage() {}
 
 func (x *ExecuteBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[29]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1962,7 +2072,7 @@ func (x *ExecuteBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteBatchResponse.ProtoReflect.Descriptor instead.
 func (*ExecuteBatchResponse) Descriptor() ([]byte, []int) {
-	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{29}
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ExecuteBatchResponse) GetMsg() isExecuteBatchResponse_Msg {
@@ -2076,7 +2186,7 @@ type ReadSessionRequest struct {
 
 func (x *ReadSessionRequest) Reset() {
 	*x = ReadSessionRequest{}
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[30]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2088,7 +2198,7 @@ func (x *ReadSessionRequest) String() string {
 func (*ReadSessionRequest) ProtoMessage() {}
 
 func (x *ReadSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[30]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2101,7 +2211,7 @@ func (x *ReadSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadSessionRequest.ProtoReflect.Descriptor instead.
 func (*ReadSessionRequest) Descriptor() ([]byte, []int) {
-	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{30}
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ReadSessionRequest) GetSessionId() string {
@@ -2148,7 +2258,7 @@ type ReadSessionResponse struct {
 
 func (x *ReadSessionResponse) Reset() {
 	*x = ReadSessionResponse{}
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[31]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2160,7 +2270,7 @@ func (x *ReadSessionResponse) String() string {
 func (*ReadSessionResponse) ProtoMessage() {}
 
 func (x *ReadSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[31]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2173,7 +2283,7 @@ func (x *ReadSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadSessionResponse.ProtoReflect.Descriptor instead.
 func (*ReadSessionResponse) Descriptor() ([]byte, []int) {
-	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{31}
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ReadSessionResponse) GetEvent() *SessionEvent {
@@ -2208,7 +2318,7 @@ type WatchSessionRequest struct {
 
 func (x *WatchSessionRequest) Reset() {
 	*x = WatchSessionRequest{}
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[32]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2220,7 +2330,7 @@ func (x *WatchSessionRequest) String() string {
 func (*WatchSessionRequest) ProtoMessage() {}
 
 func (x *WatchSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[32]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2233,7 +2343,7 @@ func (x *WatchSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSessionRequest.ProtoReflect.Descriptor instead.
 func (*WatchSessionRequest) Descriptor() ([]byte, []int) {
-	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{32}
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *WatchSessionRequest) GetSessionId() string {
@@ -2270,7 +2380,7 @@ type WatchSessionResponse struct {
 
 func (x *WatchSessionResponse) Reset() {
 	*x = WatchSessionResponse{}
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[33]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2282,7 +2392,7 @@ func (x *WatchSessionResponse) String() string {
 func (*WatchSessionResponse) ProtoMessage() {}
 
 func (x *WatchSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[33]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2295,7 +2405,7 @@ func (x *WatchSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSessionResponse.ProtoReflect.Descriptor instead.
 func (*WatchSessionResponse) Descriptor() ([]byte, []int) {
-	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{33}
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *WatchSessionResponse) GetEvent() *SessionEvent {
@@ -2323,7 +2433,7 @@ type DeleteSessionRequest struct {
 
 func (x *DeleteSessionRequest) Reset() {
 	*x = DeleteSessionRequest{}
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[34]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2335,7 +2445,7 @@ func (x *DeleteSessionRequest) String() string {
 func (*DeleteSessionRequest) ProtoMessage() {}
 
 func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[34]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2348,7 +2458,7 @@ func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSessionRequest) Descriptor() ([]byte, []int) {
-	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{34}
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DeleteSessionRequest) GetSessionId() string {
@@ -2369,7 +2479,7 @@ type DeleteSessionResponse struct {
 
 func (x *DeleteSessionResponse) Reset() {
 	*x = DeleteSessionResponse{}
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[35]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2381,7 +2491,7 @@ func (x *DeleteSessionResponse) String() string {
 func (*DeleteSessionResponse) ProtoMessage() {}
 
 func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolsd_v1_tool_service_proto_msgTypes[35]
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2394,7 +2504,7 @@ func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSessionResponse) Descriptor() ([]byte, []int) {
-	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{35}
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DeleteSessionResponse) GetEventsRemoved() uint64 {
@@ -2428,7 +2538,14 @@ const file_toolsd_v1_tool_service_proto_rawDesc = "" +
 	"\vtool_set_id\x18\x02 \x01(\tR\ttoolSetId\"`\n" +
 	"\x0fSchemasResponse\x12+\n" +
 	"\x05tools\x18\x01 \x03(\v2\x15.toolsd.v1.ToolSchemaR\x05tools\x12 \n" +
-	"\vfingerprint\x18\x02 \x01(\tR\vfingerprint\"Q\n" +
+	"\vfingerprint\x18\x02 \x01(\tR\vfingerprint\"K\n" +
+	"\x13WatchSchemasRequest\x12\x14\n" +
+	"\x05scope\x18\x01 \x01(\tR\x05scope\x12\x1e\n" +
+	"\vtool_set_id\x18\x02 \x01(\tR\ttoolSetId\"W\n" +
+	"\x14WatchSchemasResponse\x12 \n" +
+	"\vfingerprint\x18\x01 \x01(\tR\vfingerprint\x12\x1d\n" +
+	"\n" +
+	"tool_count\x18\x02 \x01(\rR\ttoolCount\"Q\n" +
 	"\x0fRestrictRequest\x12\x14\n" +
 	"\x05scope\x18\x01 \x01(\tR\x05scope\x12\x14\n" +
 	"\x05allow\x18\x02 \x03(\tR\x05allow\x12\x12\n" +
@@ -2558,7 +2675,7 @@ const file_toolsd_v1_tool_service_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\">\n" +
 	"\x15DeleteSessionResponse\x12%\n" +
-	"\x0eevents_removed\x18\x01 \x01(\x04R\reventsRemoved2\xbe\b\n" +
+	"\x0eevents_removed\x18\x01 \x01(\x04R\reventsRemoved2\x91\t\n" +
 	"\vToolService\x12O\n" +
 	"\fRegisterTool\x12\x1e.toolsd.v1.RegisterToolRequest\x1a\x1f.toolsd.v1.RegisterToolResponse\x12U\n" +
 	"\x0eUnregisterTool\x12 .toolsd.v1.UnregisterToolRequest\x1a!.toolsd.v1.UnregisterToolResponse\x12@\n" +
@@ -2573,7 +2690,8 @@ const file_toolsd_v1_tool_service_proto_rawDesc = "" +
 	"\fExecuteBatch\x12\x1e.toolsd.v1.ExecuteBatchRequest\x1a\x1f.toolsd.v1.ExecuteBatchResponse(\x010\x01\x12N\n" +
 	"\vReadSession\x12\x1d.toolsd.v1.ReadSessionRequest\x1a\x1e.toolsd.v1.ReadSessionResponse0\x01\x12Q\n" +
 	"\fWatchSession\x12\x1e.toolsd.v1.WatchSessionRequest\x1a\x1f.toolsd.v1.WatchSessionResponse0\x01\x12R\n" +
-	"\rDeleteSession\x12\x1f.toolsd.v1.DeleteSessionRequest\x1a .toolsd.v1.DeleteSessionResponseB1Z/github.com/toolsd/toolsd/gen/toolsd/v1;toolsdv1b\x06proto3"
+	"\rDeleteSession\x12\x1f.toolsd.v1.DeleteSessionRequest\x1a .toolsd.v1.DeleteSessionResponse\x12Q\n" +
+	"\fWatchSchemas\x12\x1e.toolsd.v1.WatchSchemasRequest\x1a\x1f.toolsd.v1.WatchSchemasResponse0\x01B1Z/github.com/toolsd/toolsd/gen/toolsd/v1;toolsdv1b\x06proto3"
 
 var (
 	file_toolsd_v1_tool_service_proto_rawDescOnce sync.Once
@@ -2587,7 +2705,7 @@ func file_toolsd_v1_tool_service_proto_rawDescGZIP() []byte {
 	return file_toolsd_v1_tool_service_proto_rawDescData
 }
 
-var file_toolsd_v1_tool_service_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_toolsd_v1_tool_service_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_toolsd_v1_tool_service_proto_goTypes = []any{
 	(*RegisterToolRequest)(nil),        // 0: toolsd.v1.RegisterToolRequest
 	(*RegisterToolResponse)(nil),       // 1: toolsd.v1.RegisterToolResponse
@@ -2595,89 +2713,93 @@ var file_toolsd_v1_tool_service_proto_goTypes = []any{
 	(*UnregisterToolResponse)(nil),     // 3: toolsd.v1.UnregisterToolResponse
 	(*SchemasRequest)(nil),             // 4: toolsd.v1.SchemasRequest
 	(*SchemasResponse)(nil),            // 5: toolsd.v1.SchemasResponse
-	(*RestrictRequest)(nil),            // 6: toolsd.v1.RestrictRequest
-	(*RestrictResponse)(nil),           // 7: toolsd.v1.RestrictResponse
-	(*UnrestrictRequest)(nil),          // 8: toolsd.v1.UnrestrictRequest
-	(*UnrestrictResponse)(nil),         // 9: toolsd.v1.UnrestrictResponse
-	(*ResolveToolSetRequest)(nil),      // 10: toolsd.v1.ResolveToolSetRequest
-	(*ResolveToolSetResponse)(nil),     // 11: toolsd.v1.ResolveToolSetResponse
-	(*ReleaseToolSetRequest)(nil),      // 12: toolsd.v1.ReleaseToolSetRequest
-	(*ReleaseToolSetResponse)(nil),     // 13: toolsd.v1.ReleaseToolSetResponse
-	(*ListQuarantinedRequest)(nil),     // 14: toolsd.v1.ListQuarantinedRequest
-	(*QuarantinedTool)(nil),            // 15: toolsd.v1.QuarantinedTool
-	(*ListQuarantinedResponse)(nil),    // 16: toolsd.v1.ListQuarantinedResponse
-	(*ApproveQuarantinedRequest)(nil),  // 17: toolsd.v1.ApproveQuarantinedRequest
-	(*ApproveQuarantinedResponse)(nil), // 18: toolsd.v1.ApproveQuarantinedResponse
-	(*ToolCall)(nil),                   // 19: toolsd.v1.ToolCall
-	(*Batch)(nil),                      // 20: toolsd.v1.Batch
-	(*ApprovalDecision)(nil),           // 21: toolsd.v1.ApprovalDecision
-	(*CancelBatch)(nil),                // 22: toolsd.v1.CancelBatch
-	(*ExecuteBatchRequest)(nil),        // 23: toolsd.v1.ExecuteBatchRequest
-	(*BatchAccepted)(nil),              // 24: toolsd.v1.BatchAccepted
-	(*ToolResult)(nil),                 // 25: toolsd.v1.ToolResult
-	(*ApprovalRequest)(nil),            // 26: toolsd.v1.ApprovalRequest
-	(*ToolProgress)(nil),               // 27: toolsd.v1.ToolProgress
-	(*BatchSettled)(nil),               // 28: toolsd.v1.BatchSettled
-	(*ExecuteBatchResponse)(nil),       // 29: toolsd.v1.ExecuteBatchResponse
-	(*ReadSessionRequest)(nil),         // 30: toolsd.v1.ReadSessionRequest
-	(*ReadSessionResponse)(nil),        // 31: toolsd.v1.ReadSessionResponse
-	(*WatchSessionRequest)(nil),        // 32: toolsd.v1.WatchSessionRequest
-	(*WatchSessionResponse)(nil),       // 33: toolsd.v1.WatchSessionResponse
-	(*DeleteSessionRequest)(nil),       // 34: toolsd.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil),      // 35: toolsd.v1.DeleteSessionResponse
-	(*ToolDefinition)(nil),             // 36: toolsd.v1.ToolDefinition
-	(*ToolSchema)(nil),                 // 37: toolsd.v1.ToolSchema
-	(*ModelSelection)(nil),             // 38: toolsd.v1.ModelSelection
-	(*ToolError)(nil),                  // 39: toolsd.v1.ToolError
-	(*SessionEvent)(nil),               // 40: toolsd.v1.SessionEvent
+	(*WatchSchemasRequest)(nil),        // 6: toolsd.v1.WatchSchemasRequest
+	(*WatchSchemasResponse)(nil),       // 7: toolsd.v1.WatchSchemasResponse
+	(*RestrictRequest)(nil),            // 8: toolsd.v1.RestrictRequest
+	(*RestrictResponse)(nil),           // 9: toolsd.v1.RestrictResponse
+	(*UnrestrictRequest)(nil),          // 10: toolsd.v1.UnrestrictRequest
+	(*UnrestrictResponse)(nil),         // 11: toolsd.v1.UnrestrictResponse
+	(*ResolveToolSetRequest)(nil),      // 12: toolsd.v1.ResolveToolSetRequest
+	(*ResolveToolSetResponse)(nil),     // 13: toolsd.v1.ResolveToolSetResponse
+	(*ReleaseToolSetRequest)(nil),      // 14: toolsd.v1.ReleaseToolSetRequest
+	(*ReleaseToolSetResponse)(nil),     // 15: toolsd.v1.ReleaseToolSetResponse
+	(*ListQuarantinedRequest)(nil),     // 16: toolsd.v1.ListQuarantinedRequest
+	(*QuarantinedTool)(nil),            // 17: toolsd.v1.QuarantinedTool
+	(*ListQuarantinedResponse)(nil),    // 18: toolsd.v1.ListQuarantinedResponse
+	(*ApproveQuarantinedRequest)(nil),  // 19: toolsd.v1.ApproveQuarantinedRequest
+	(*ApproveQuarantinedResponse)(nil), // 20: toolsd.v1.ApproveQuarantinedResponse
+	(*ToolCall)(nil),                   // 21: toolsd.v1.ToolCall
+	(*Batch)(nil),                      // 22: toolsd.v1.Batch
+	(*ApprovalDecision)(nil),           // 23: toolsd.v1.ApprovalDecision
+	(*CancelBatch)(nil),                // 24: toolsd.v1.CancelBatch
+	(*ExecuteBatchRequest)(nil),        // 25: toolsd.v1.ExecuteBatchRequest
+	(*BatchAccepted)(nil),              // 26: toolsd.v1.BatchAccepted
+	(*ToolResult)(nil),                 // 27: toolsd.v1.ToolResult
+	(*ApprovalRequest)(nil),            // 28: toolsd.v1.ApprovalRequest
+	(*ToolProgress)(nil),               // 29: toolsd.v1.ToolProgress
+	(*BatchSettled)(nil),               // 30: toolsd.v1.BatchSettled
+	(*ExecuteBatchResponse)(nil),       // 31: toolsd.v1.ExecuteBatchResponse
+	(*ReadSessionRequest)(nil),         // 32: toolsd.v1.ReadSessionRequest
+	(*ReadSessionResponse)(nil),        // 33: toolsd.v1.ReadSessionResponse
+	(*WatchSessionRequest)(nil),        // 34: toolsd.v1.WatchSessionRequest
+	(*WatchSessionResponse)(nil),       // 35: toolsd.v1.WatchSessionResponse
+	(*DeleteSessionRequest)(nil),       // 36: toolsd.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),      // 37: toolsd.v1.DeleteSessionResponse
+	(*ToolDefinition)(nil),             // 38: toolsd.v1.ToolDefinition
+	(*ToolSchema)(nil),                 // 39: toolsd.v1.ToolSchema
+	(*ModelSelection)(nil),             // 40: toolsd.v1.ModelSelection
+	(*ToolError)(nil),                  // 41: toolsd.v1.ToolError
+	(*SessionEvent)(nil),               // 42: toolsd.v1.SessionEvent
 }
 var file_toolsd_v1_tool_service_proto_depIdxs = []int32{
-	36, // 0: toolsd.v1.RegisterToolRequest.tool:type_name -> toolsd.v1.ToolDefinition
-	37, // 1: toolsd.v1.SchemasResponse.tools:type_name -> toolsd.v1.ToolSchema
-	38, // 2: toolsd.v1.ResolveToolSetRequest.model:type_name -> toolsd.v1.ModelSelection
-	37, // 3: toolsd.v1.ResolveToolSetResponse.tools:type_name -> toolsd.v1.ToolSchema
-	37, // 4: toolsd.v1.QuarantinedTool.tool:type_name -> toolsd.v1.ToolSchema
-	15, // 5: toolsd.v1.ListQuarantinedResponse.tools:type_name -> toolsd.v1.QuarantinedTool
-	19, // 6: toolsd.v1.Batch.calls:type_name -> toolsd.v1.ToolCall
-	20, // 7: toolsd.v1.ExecuteBatchRequest.batch:type_name -> toolsd.v1.Batch
-	21, // 8: toolsd.v1.ExecuteBatchRequest.approval:type_name -> toolsd.v1.ApprovalDecision
-	22, // 9: toolsd.v1.ExecuteBatchRequest.cancel:type_name -> toolsd.v1.CancelBatch
-	39, // 10: toolsd.v1.ToolResult.error:type_name -> toolsd.v1.ToolError
-	24, // 11: toolsd.v1.ExecuteBatchResponse.accepted:type_name -> toolsd.v1.BatchAccepted
-	25, // 12: toolsd.v1.ExecuteBatchResponse.result:type_name -> toolsd.v1.ToolResult
-	26, // 13: toolsd.v1.ExecuteBatchResponse.approval_request:type_name -> toolsd.v1.ApprovalRequest
-	27, // 14: toolsd.v1.ExecuteBatchResponse.progress:type_name -> toolsd.v1.ToolProgress
-	28, // 15: toolsd.v1.ExecuteBatchResponse.settled:type_name -> toolsd.v1.BatchSettled
-	40, // 16: toolsd.v1.ReadSessionResponse.event:type_name -> toolsd.v1.SessionEvent
-	40, // 17: toolsd.v1.WatchSessionResponse.event:type_name -> toolsd.v1.SessionEvent
+	38, // 0: toolsd.v1.RegisterToolRequest.tool:type_name -> toolsd.v1.ToolDefinition
+	39, // 1: toolsd.v1.SchemasResponse.tools:type_name -> toolsd.v1.ToolSchema
+	40, // 2: toolsd.v1.ResolveToolSetRequest.model:type_name -> toolsd.v1.ModelSelection
+	39, // 3: toolsd.v1.ResolveToolSetResponse.tools:type_name -> toolsd.v1.ToolSchema
+	39, // 4: toolsd.v1.QuarantinedTool.tool:type_name -> toolsd.v1.ToolSchema
+	17, // 5: toolsd.v1.ListQuarantinedResponse.tools:type_name -> toolsd.v1.QuarantinedTool
+	21, // 6: toolsd.v1.Batch.calls:type_name -> toolsd.v1.ToolCall
+	22, // 7: toolsd.v1.ExecuteBatchRequest.batch:type_name -> toolsd.v1.Batch
+	23, // 8: toolsd.v1.ExecuteBatchRequest.approval:type_name -> toolsd.v1.ApprovalDecision
+	24, // 9: toolsd.v1.ExecuteBatchRequest.cancel:type_name -> toolsd.v1.CancelBatch
+	41, // 10: toolsd.v1.ToolResult.error:type_name -> toolsd.v1.ToolError
+	26, // 11: toolsd.v1.ExecuteBatchResponse.accepted:type_name -> toolsd.v1.BatchAccepted
+	27, // 12: toolsd.v1.ExecuteBatchResponse.result:type_name -> toolsd.v1.ToolResult
+	28, // 13: toolsd.v1.ExecuteBatchResponse.approval_request:type_name -> toolsd.v1.ApprovalRequest
+	29, // 14: toolsd.v1.ExecuteBatchResponse.progress:type_name -> toolsd.v1.ToolProgress
+	30, // 15: toolsd.v1.ExecuteBatchResponse.settled:type_name -> toolsd.v1.BatchSettled
+	42, // 16: toolsd.v1.ReadSessionResponse.event:type_name -> toolsd.v1.SessionEvent
+	42, // 17: toolsd.v1.WatchSessionResponse.event:type_name -> toolsd.v1.SessionEvent
 	0,  // 18: toolsd.v1.ToolService.RegisterTool:input_type -> toolsd.v1.RegisterToolRequest
 	2,  // 19: toolsd.v1.ToolService.UnregisterTool:input_type -> toolsd.v1.UnregisterToolRequest
 	4,  // 20: toolsd.v1.ToolService.Schemas:input_type -> toolsd.v1.SchemasRequest
-	6,  // 21: toolsd.v1.ToolService.Restrict:input_type -> toolsd.v1.RestrictRequest
-	8,  // 22: toolsd.v1.ToolService.Unrestrict:input_type -> toolsd.v1.UnrestrictRequest
-	10, // 23: toolsd.v1.ToolService.ResolveToolSet:input_type -> toolsd.v1.ResolveToolSetRequest
-	12, // 24: toolsd.v1.ToolService.ReleaseToolSet:input_type -> toolsd.v1.ReleaseToolSetRequest
-	14, // 25: toolsd.v1.ToolService.ListQuarantined:input_type -> toolsd.v1.ListQuarantinedRequest
-	17, // 26: toolsd.v1.ToolService.ApproveQuarantined:input_type -> toolsd.v1.ApproveQuarantinedRequest
-	23, // 27: toolsd.v1.ToolService.ExecuteBatch:input_type -> toolsd.v1.ExecuteBatchRequest
-	30, // 28: toolsd.v1.ToolService.ReadSession:input_type -> toolsd.v1.ReadSessionRequest
-	32, // 29: toolsd.v1.ToolService.WatchSession:input_type -> toolsd.v1.WatchSessionRequest
-	34, // 30: toolsd.v1.ToolService.DeleteSession:input_type -> toolsd.v1.DeleteSessionRequest
-	1,  // 31: toolsd.v1.ToolService.RegisterTool:output_type -> toolsd.v1.RegisterToolResponse
-	3,  // 32: toolsd.v1.ToolService.UnregisterTool:output_type -> toolsd.v1.UnregisterToolResponse
-	5,  // 33: toolsd.v1.ToolService.Schemas:output_type -> toolsd.v1.SchemasResponse
-	7,  // 34: toolsd.v1.ToolService.Restrict:output_type -> toolsd.v1.RestrictResponse
-	9,  // 35: toolsd.v1.ToolService.Unrestrict:output_type -> toolsd.v1.UnrestrictResponse
-	11, // 36: toolsd.v1.ToolService.ResolveToolSet:output_type -> toolsd.v1.ResolveToolSetResponse
-	13, // 37: toolsd.v1.ToolService.ReleaseToolSet:output_type -> toolsd.v1.ReleaseToolSetResponse
-	16, // 38: toolsd.v1.ToolService.ListQuarantined:output_type -> toolsd.v1.ListQuarantinedResponse
-	18, // 39: toolsd.v1.ToolService.ApproveQuarantined:output_type -> toolsd.v1.ApproveQuarantinedResponse
-	29, // 40: toolsd.v1.ToolService.ExecuteBatch:output_type -> toolsd.v1.ExecuteBatchResponse
-	31, // 41: toolsd.v1.ToolService.ReadSession:output_type -> toolsd.v1.ReadSessionResponse
-	33, // 42: toolsd.v1.ToolService.WatchSession:output_type -> toolsd.v1.WatchSessionResponse
-	35, // 43: toolsd.v1.ToolService.DeleteSession:output_type -> toolsd.v1.DeleteSessionResponse
-	31, // [31:44] is the sub-list for method output_type
-	18, // [18:31] is the sub-list for method input_type
+	8,  // 21: toolsd.v1.ToolService.Restrict:input_type -> toolsd.v1.RestrictRequest
+	10, // 22: toolsd.v1.ToolService.Unrestrict:input_type -> toolsd.v1.UnrestrictRequest
+	12, // 23: toolsd.v1.ToolService.ResolveToolSet:input_type -> toolsd.v1.ResolveToolSetRequest
+	14, // 24: toolsd.v1.ToolService.ReleaseToolSet:input_type -> toolsd.v1.ReleaseToolSetRequest
+	16, // 25: toolsd.v1.ToolService.ListQuarantined:input_type -> toolsd.v1.ListQuarantinedRequest
+	19, // 26: toolsd.v1.ToolService.ApproveQuarantined:input_type -> toolsd.v1.ApproveQuarantinedRequest
+	25, // 27: toolsd.v1.ToolService.ExecuteBatch:input_type -> toolsd.v1.ExecuteBatchRequest
+	32, // 28: toolsd.v1.ToolService.ReadSession:input_type -> toolsd.v1.ReadSessionRequest
+	34, // 29: toolsd.v1.ToolService.WatchSession:input_type -> toolsd.v1.WatchSessionRequest
+	36, // 30: toolsd.v1.ToolService.DeleteSession:input_type -> toolsd.v1.DeleteSessionRequest
+	6,  // 31: toolsd.v1.ToolService.WatchSchemas:input_type -> toolsd.v1.WatchSchemasRequest
+	1,  // 32: toolsd.v1.ToolService.RegisterTool:output_type -> toolsd.v1.RegisterToolResponse
+	3,  // 33: toolsd.v1.ToolService.UnregisterTool:output_type -> toolsd.v1.UnregisterToolResponse
+	5,  // 34: toolsd.v1.ToolService.Schemas:output_type -> toolsd.v1.SchemasResponse
+	9,  // 35: toolsd.v1.ToolService.Restrict:output_type -> toolsd.v1.RestrictResponse
+	11, // 36: toolsd.v1.ToolService.Unrestrict:output_type -> toolsd.v1.UnrestrictResponse
+	13, // 37: toolsd.v1.ToolService.ResolveToolSet:output_type -> toolsd.v1.ResolveToolSetResponse
+	15, // 38: toolsd.v1.ToolService.ReleaseToolSet:output_type -> toolsd.v1.ReleaseToolSetResponse
+	18, // 39: toolsd.v1.ToolService.ListQuarantined:output_type -> toolsd.v1.ListQuarantinedResponse
+	20, // 40: toolsd.v1.ToolService.ApproveQuarantined:output_type -> toolsd.v1.ApproveQuarantinedResponse
+	31, // 41: toolsd.v1.ToolService.ExecuteBatch:output_type -> toolsd.v1.ExecuteBatchResponse
+	33, // 42: toolsd.v1.ToolService.ReadSession:output_type -> toolsd.v1.ReadSessionResponse
+	35, // 43: toolsd.v1.ToolService.WatchSession:output_type -> toolsd.v1.WatchSessionResponse
+	37, // 44: toolsd.v1.ToolService.DeleteSession:output_type -> toolsd.v1.DeleteSessionResponse
+	7,  // 45: toolsd.v1.ToolService.WatchSchemas:output_type -> toolsd.v1.WatchSchemasResponse
+	32, // [32:46] is the sub-list for method output_type
+	18, // [18:32] is the sub-list for method input_type
 	18, // [18:18] is the sub-list for extension type_name
 	18, // [18:18] is the sub-list for extension extendee
 	0,  // [0:18] is the sub-list for field type_name
@@ -2690,12 +2812,12 @@ func file_toolsd_v1_tool_service_proto_init() {
 	}
 	file_toolsd_v1_session_proto_init()
 	file_toolsd_v1_tool_proto_init()
-	file_toolsd_v1_tool_service_proto_msgTypes[23].OneofWrappers = []any{
+	file_toolsd_v1_tool_service_proto_msgTypes[25].OneofWrappers = []any{
 		(*ExecuteBatchRequest_Batch)(nil),
 		(*ExecuteBatchRequest_Approval)(nil),
 		(*ExecuteBatchRequest_Cancel)(nil),
 	}
-	file_toolsd_v1_tool_service_proto_msgTypes[29].OneofWrappers = []any{
+	file_toolsd_v1_tool_service_proto_msgTypes[31].OneofWrappers = []any{
 		(*ExecuteBatchResponse_Accepted)(nil),
 		(*ExecuteBatchResponse_Result)(nil),
 		(*ExecuteBatchResponse_ApprovalRequest)(nil),
@@ -2708,7 +2830,7 @@ func file_toolsd_v1_tool_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolsd_v1_tool_service_proto_rawDesc), len(file_toolsd_v1_tool_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   36,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

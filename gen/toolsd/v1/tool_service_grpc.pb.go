@@ -32,6 +32,7 @@ const (
 	ToolService_ReadSession_FullMethodName        = "/toolsd.v1.ToolService/ReadSession"
 	ToolService_WatchSession_FullMethodName       = "/toolsd.v1.ToolService/WatchSession"
 	ToolService_DeleteSession_FullMethodName      = "/toolsd.v1.ToolService/DeleteSession"
+	ToolService_WatchSchemas_FullMethodName       = "/toolsd.v1.ToolService/WatchSchemas"
 )
 
 // ToolServiceClient is the client API for ToolService service.
@@ -110,6 +111,22 @@ type ToolServiceClient interface {
 	// allowed to read the session (its owner while it may still execute where the
 	// session was claimed, or an operator there): others get PERMISSION_DENIED.
 	DeleteSession(ctx context.Context, in *DeleteSessionRequest, opts ...grpc.CallOption) (*DeleteSessionResponse, error)
+	// WatchSchemas streams the fingerprint of what Schemas would answer for the same
+	// scope and tool_set_id: the current one first, then a new one each time that
+	// visible set changes (a registration, unregistration, quarantine approval or
+	// restriction that changes it; a change elsewhere sends nothing). Call Schemas when
+	// it changes. A reader that falls behind gets the latest fingerprint, not every one
+	// in between. It is authorized as Schemas is and answers the same errors, and holds
+	// a place among limits.max_watches (and max_watches_per_identity) until it ends:
+	// over either it is refused with RESOURCE_EXHAUSTED, reason LIMIT_EXCEEDED. A tool
+	// set's schemas are fixed when it is resolved, so a watch of one sends one
+	// fingerprint and ends with NOT_FOUND, reason TOOL_SET_GONE, once the set is
+	// released, expires or is invalidated by a change (resolve the step's set again).
+	// It ends with UNAVAILABLE, reason SHUTTING_DOWN, at shutdown, with UNAUTHENTICATED
+	// when the credential it was opened with expires (as WatchSession), and with
+	// RESOURCE_EXHAUSTED, reason SLOW_CLIENT, when a send waits for its reader for longer
+	// than limits.write_timeout.
+	WatchSchemas(ctx context.Context, in *WatchSchemasRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchSchemasResponse], error)
 }
 
 type toolServiceClient struct {
@@ -271,6 +288,25 @@ func (c *toolServiceClient) DeleteSession(ctx context.Context, in *DeleteSession
 	return out, nil
 }
 
+func (c *toolServiceClient) WatchSchemas(ctx context.Context, in *WatchSchemasRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchSchemasResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ToolService_ServiceDesc.Streams[3], ToolService_WatchSchemas_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchSchemasRequest, WatchSchemasResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ToolService_WatchSchemasClient = grpc.ServerStreamingClient[WatchSchemasResponse]
+
 // ToolServiceServer is the server API for ToolService service.
 // All implementations must embed UnimplementedToolServiceServer
 // for forward compatibility.
@@ -347,6 +383,22 @@ type ToolServiceServer interface {
 	// allowed to read the session (its owner while it may still execute where the
 	// session was claimed, or an operator there): others get PERMISSION_DENIED.
 	DeleteSession(context.Context, *DeleteSessionRequest) (*DeleteSessionResponse, error)
+	// WatchSchemas streams the fingerprint of what Schemas would answer for the same
+	// scope and tool_set_id: the current one first, then a new one each time that
+	// visible set changes (a registration, unregistration, quarantine approval or
+	// restriction that changes it; a change elsewhere sends nothing). Call Schemas when
+	// it changes. A reader that falls behind gets the latest fingerprint, not every one
+	// in between. It is authorized as Schemas is and answers the same errors, and holds
+	// a place among limits.max_watches (and max_watches_per_identity) until it ends:
+	// over either it is refused with RESOURCE_EXHAUSTED, reason LIMIT_EXCEEDED. A tool
+	// set's schemas are fixed when it is resolved, so a watch of one sends one
+	// fingerprint and ends with NOT_FOUND, reason TOOL_SET_GONE, once the set is
+	// released, expires or is invalidated by a change (resolve the step's set again).
+	// It ends with UNAVAILABLE, reason SHUTTING_DOWN, at shutdown, with UNAUTHENTICATED
+	// when the credential it was opened with expires (as WatchSession), and with
+	// RESOURCE_EXHAUSTED, reason SLOW_CLIENT, when a send waits for its reader for longer
+	// than limits.write_timeout.
+	WatchSchemas(*WatchSchemasRequest, grpc.ServerStreamingServer[WatchSchemasResponse]) error
 	mustEmbedUnimplementedToolServiceServer()
 }
 
@@ -395,6 +447,9 @@ func (UnimplementedToolServiceServer) WatchSession(*WatchSessionRequest, grpc.Se
 }
 func (UnimplementedToolServiceServer) DeleteSession(context.Context, *DeleteSessionRequest) (*DeleteSessionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteSession not implemented")
+}
+func (UnimplementedToolServiceServer) WatchSchemas(*WatchSchemasRequest, grpc.ServerStreamingServer[WatchSchemasResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchSchemas not implemented")
 }
 func (UnimplementedToolServiceServer) mustEmbedUnimplementedToolServiceServer() {}
 func (UnimplementedToolServiceServer) testEmbeddedByValue()                     {}
@@ -626,6 +681,17 @@ func _ToolService_DeleteSession_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ToolService_WatchSchemas_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchSchemasRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ToolServiceServer).WatchSchemas(m, &grpc.GenericServerStream[WatchSchemasRequest, WatchSchemasResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ToolService_WatchSchemasServer = grpc.ServerStreamingServer[WatchSchemasResponse]
+
 // ToolService_ServiceDesc is the grpc.ServiceDesc for ToolService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -689,6 +755,11 @@ var ToolService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "WatchSession",
 			Handler:       _ToolService_WatchSession_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "WatchSchemas",
+			Handler:       _ToolService_WatchSchemas_Handler,
 			ServerStreams: true,
 		},
 	},
