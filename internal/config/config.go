@@ -158,8 +158,8 @@ type Limits struct {
 	// and have not ended); MaxBatchesPerIdentity, within it, one confined identity's.
 	MaxBatches            int `yaml:"max_batches"`
 	MaxBatchesPerIdentity int `yaml:"max_batches_per_identity"`
-	// MaxWatches caps the open WatchSession streams; MaxWatchesPerIdentity, within it,
-	// one confined identity's.
+	// MaxWatches caps the open WatchSession and WatchSchemas streams together;
+	// MaxWatchesPerIdentity, within it, one confined identity's.
 	MaxWatches            int `yaml:"max_watches"`
 	MaxWatchesPerIdentity int `yaml:"max_watches_per_identity"`
 	// MaxHealthWatches caps the open health Watch streams of all callers together (the

@@ -139,7 +139,7 @@ func New(reg prometheus.Registerer, opts ...Option) *Metrics {
 			"max_batches", "max_batches_per_identity"),
 		// server.LimitMaxWatches, LimitMaxWatchesPerIdentity and LimitMaxHealthWatches.
 		watchesRefused: refusals("watches_refused_total",
-			"Watch streams refused (RESOURCE_EXHAUSTED, LIMIT_EXCEEDED) before they read or sent anything, by limit: WatchSession streams that would take toolsd past limits.max_watches open watches, or their confined identity past limits.max_watches_per_identity; health Watch streams past limits.max_health_watches.",
+			"Watch streams refused (RESOURCE_EXHAUSTED, LIMIT_EXCEEDED) before they read or sent anything, by limit: WatchSession and WatchSchemas streams that would take toolsd past limits.max_watches open watches, or their confined identity past limits.max_watches_per_identity; health Watch streams past limits.max_health_watches.",
 			"max_watches", "max_watches_per_identity", "max_health_watches"),
 		connectionsRefused: counter("server", "connections_refused_total",
 			"Connections the gRPC listener closed as it accepted them, before any handshake, because limits.max_connections were open."),

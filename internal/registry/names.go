@@ -77,6 +77,10 @@ func parentScope(scope string) string {
 	return ""
 }
 
+// Within reports whether scope is anc or lies below it, so that a change in anc
+// (a registration, a restriction) may change what scope sees. Both must be valid scopes.
+func Within(scope, anc string) bool { return within(scope, anc) }
+
 // within reports whether scope is anc or one of its descendants.
 func within(scope, anc string) bool {
 	return anc == "" || scope == anc || len(scope) > len(anc) && scope[len(anc)] == '/' && scope[:len(anc)] == anc

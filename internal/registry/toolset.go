@@ -44,6 +44,8 @@ type ToolSet struct {
 	lastUsed atomic.Int64 // clock UnixNano
 	holds    atomic.Int32 // batches running with the set; a held set does not expire
 	state    atomic.Int32
+	// ended, once [ToolSet.Ended] made it (under r.mu), is closed as the set is dropped.
+	ended chan struct{}
 }
 
 // Tool-set states.
@@ -115,6 +117,33 @@ func (ts *ToolSet) entry(name string) *Entry {
 		return nil
 	}
 	return e
+}
+
+// Ended returns a channel that is closed once the set has ended and the registry has
+// dropped it: as it is released or invalidated, or at the first sweep
+// ([Registry.SweepToolSets]) after it expired; [ToolSet.Err] then says why. Watching it
+// does not count as a use. The channel is made on the first call, so sets nobody
+// watches cost nothing more.
+func (ts *ToolSet) Ended() <-chan struct{} {
+	ts.r.mu.Lock()
+	defer ts.r.mu.Unlock()
+	if ts.ended == nil {
+		ts.ended = make(chan struct{})
+		if ts.r.sets[ts.id] != ts { // dropped already
+			close(ts.ended)
+		}
+	}
+	return ts.ended
+}
+
+// Err returns nil while the set has not ended, and once it has the error its lookups
+// fail with (wrapping [tool.ErrToolSetGone]), saying why it ended. It does not count as
+// a use: a set idle past its time reads as live until it is used or swept.
+func (ts *ToolSet) Err() error {
+	if s := ts.state.Load(); s != setLive {
+		return &toolSetGoneError{id: ts.id, state: s}
+	}
+	return nil
 }
 
 // Hold keeps the set from expiring while a batch runs with it, however long its calls
@@ -513,6 +542,9 @@ func (r *Registry) invalidateSetsUnderLocked(scope string) {
 // naming it find it by id, and their results should say released or invalidated.
 func (r *Registry) dropSetLocked(ts *ToolSet) {
 	delete(r.sets, ts.id)
+	if ts.ended != nil {
+		close(ts.ended)
+	}
 	r.ended.add(ts.id, ts.state.Load(), ts.owner)
 	if own := r.setsOf[ts.owner]; own != nil {
 		delete(own, ts)

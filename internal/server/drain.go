@@ -15,8 +15,9 @@ type batches struct {
 	idle    chan struct{} // closed while running == 0
 	abort   context.Context
 	cancel  context.CancelCauseFunc
-	// watches ends every WatchSession stream: they never end on their own, and an open
-	// one would hold the gRPC server's GracefulStop until its fallback timer.
+	// watches ends every WatchSession and WatchSchemas stream: they never end on their
+	// own, and an open one would hold the gRPC server's GracefulStop until its fallback
+	// timer.
 	watches   context.Context
 	stopWatch context.CancelCauseFunc
 	// drained ends with Drain: streams still waiting for their batch are refused.
@@ -75,7 +76,7 @@ func (s *Server) WaitIdle(ctx context.Context) error {
 // providers and drain, unstarted calls get ABORTED_BEFORE_DISPATCH; all are logged.
 func (s *Server) AbortRunning() { s.active.cancel(errShuttingDown) }
 
-// StopWatches ends every WatchSession stream, health Watch stream (see [Server.Health])
+// StopWatches ends every WatchSession and WatchSchemas stream, health Watch stream (see [Server.Health])
 // and server reflection stream (see [Server.RegisterReflection]), and refuses new ones, with Unavailable (SHUTTING_DOWN). Shutdown calls it once the batches are done, so watchers see the
 // results of the drain before they are cut off.
 func (s *Server) StopWatches() { s.active.stopWatch(errShuttingDown) }

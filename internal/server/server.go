@@ -41,8 +41,9 @@ type Limits struct {
 	// over either is refused before anything is logged.
 	MaxBatches            int
 	MaxBatchesPerIdentity int
-	// MaxWatches caps the open WatchSession streams, each holding a goroutine and a
-	// store watch until it ends; MaxWatchesPerIdentity those of one confined identity.
+	// MaxWatches caps the open WatchSession and WatchSchemas streams together, each
+	// holding a goroutine (and a WatchSession a store watch) until it ends;
+	// MaxWatchesPerIdentity those of one confined identity.
 	// A watch over either is refused before it reads anything.
 	MaxWatches            int
 	MaxWatchesPerIdentity int
@@ -91,6 +92,10 @@ type Deps struct {
 	// MaxBatchesPerIdentity, named by the limit ([LimitMaxBatches],
 	// [LimitMaxBatchesPerIdentity]).
 	BatchRefused func(limit string)
+	// SchemasSent, if set, runs in a WatchSchemas handler after each fingerprint it
+	// sent, before it looks for the next: for tests that hold a watch there as a Send
+	// waiting on a slow reader would.
+	SchemasSent func()
 	// WatchRefused, if set, counts a watch refused for Limits.MaxWatches,
 	// MaxWatchesPerIdentity or MaxHealthWatches, named by the limit ([LimitMaxWatches],
 	// [LimitMaxWatchesPerIdentity], [LimitMaxHealthWatches]).
@@ -126,6 +131,10 @@ type Server struct {
 	expiryTimer func(at time.Time, f func()) (stop func() bool)
 	// projections caches Schemas' wire messages by fingerprint.
 	projections projectionCache
+	// schemaWatches are the scopes WatchSchemas streams watch.
+	schemaWatches *schemaWatches
+	// schemasSent is Deps.SchemasSent.
+	schemasSent func()
 }
 
 var _ toolsdv1.ToolServiceServer = (*Server)(nil)
@@ -183,7 +192,8 @@ func New(deps Deps) *Server {
 		log: log, limits: l, authz: authz, bootID: newID(), active: newBatches(), wrapAppr: deps.WrapApprover,
 		waitEnded: deps.ApprovalWaitEnded, sendClock: deps.SendClock, expiryTimer: expiryTimer,
 		batchSlots: newBatchSlots(l, deps.BatchRefused), watchSlots: newWatchSlots(l, deps.WatchRefused),
-		healthSlots: newHealthWatchSlots(l, deps.WatchRefused),
+		healthSlots:   newHealthWatchSlots(l, deps.WatchRefused),
+		schemaWatches: newSchemaWatches(deps.Registry), schemasSent: deps.SchemasSent,
 	}
 }
 

@@ -46,8 +46,9 @@ func newBatchSlots(l Limits, refused func(string)) *slots {
 		limit: LimitMaxBatches, limitPerID: LimitMaxBatchesPerIdentity, err: errBatchLimit}
 }
 
-// newWatchSlots returns the places of the open WatchSession streams, each holding a
-// goroutine, a store watch and its buffers until it ends.
+// newWatchSlots returns the places of the open WatchSession and WatchSchemas streams,
+// each holding a goroutine (and a WatchSession a store watch and its buffers) until it
+// ends.
 func newWatchSlots(l Limits, refused func(string)) *slots {
 	return &slots{max: l.MaxWatches, maxPerID: l.MaxWatchesPerIdentity, refused: refused,
 		limit: LimitMaxWatches, limitPerID: LimitMaxWatchesPerIdentity, err: errWatchLimit}

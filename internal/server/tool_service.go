@@ -106,27 +106,41 @@ func (s *Server) UnregisterTool(ctx context.Context, req *toolsdv1.UnregisterToo
 
 // Schemas returns the visible schemas of a scope or a tool set.
 func (s *Server) Schemas(ctx context.Context, req *toolsdv1.SchemasRequest) (*toolsdv1.SchemasResponse, error) {
-	// The scope is checked before the caller's rights in it: a malformed scope is the
-	// same mistake whoever sends it (INVALID_SCOPE, as ExecuteBatch answers).
-	if err := registry.ValidateScope(req.GetScope()); err != nil {
+	ts, err := s.schemaSource(ctx, req.GetScope(), req.GetToolSetId())
+	if err != nil {
 		return nil, toStatus(s.log, err)
 	}
-	if err := s.authz.Authorize(ctx, ActionReadTools, req.GetScope(), ""); err != nil {
-		return nil, toStatus(s.log, err)
-	}
-	if id := req.GetToolSetId(); id != "" {
-		ts, err := s.reg.ToolSetOf(id, callerName(ctx))
-		if err != nil {
-			return nil, toStatus(s.log, err)
-		}
-		if ts.Scope() != req.GetScope() {
-			return nil, toStatus(s.log, badField("tool_set_id", "tool set %q was not resolved for scope %q", id, req.GetScope()))
-		}
+	if ts != nil {
 		schemas, fp := ts.Schemas()
 		return &toolsdv1.SchemasResponse{Tools: s.projections.proto(schemas, fp), Fingerprint: fp}, nil
 	}
 	schemas, fp := s.reg.Schemas(req.GetScope())
 	return &toolsdv1.SchemasResponse{Tools: s.projections.proto(schemas, fp), Fingerprint: fp}, nil
+}
+
+// schemaSource checks a request for the schemas of scope, or of the tool set id names
+// ("" for none), as Schemas and WatchSchemas take it, and authorizes the caller in ctx
+// to read them; it returns the tool set, nil without one.
+func (s *Server) schemaSource(ctx context.Context, scope, id string) (*registry.ToolSet, error) {
+	// The scope is checked before the caller's rights in it: a malformed scope is the
+	// same mistake whoever sends it (INVALID_SCOPE, as ExecuteBatch answers).
+	if err := registry.ValidateScope(scope); err != nil {
+		return nil, err
+	}
+	if err := s.authz.Authorize(ctx, ActionReadTools, scope, ""); err != nil {
+		return nil, err
+	}
+	if id == "" {
+		return nil, nil
+	}
+	ts, err := s.reg.ToolSetOf(id, callerName(ctx))
+	if err != nil {
+		return nil, err
+	}
+	if ts.Scope() != scope {
+		return nil, badField("tool_set_id", "tool set %q was not resolved for scope %q", id, scope)
+	}
+	return ts, nil
 }
 
 // Restrict places a mask on a scope's inherited tools.
