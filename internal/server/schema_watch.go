@@ -75,9 +75,9 @@ func (s *Server) watchScope(ctx context.Context, scope string, send func(fp stri
 	last, sent := "", false
 	for {
 		changed := w.next() // before the fingerprint: a change after it wakes the loop
-		fp, n := w.current(s.schemaWatches.reg)
+		schemas, fp := s.reg.Schemas(scope)
 		if !sent || fp != last {
-			if err := send(fp, n); err != nil {
+			if err := send(fp, len(schemas)); err != nil {
 				return err
 			}
 			last, sent = fp, true
@@ -106,9 +106,10 @@ func watchToolSet(ctx context.Context, ts *registry.ToolSet, send func(fp string
 }
 
 // schemaWatches fans registry changes out to the WatchSchemas streams of scopes: one
-// [scopeWatch] per watched scope, shared by its watchers, so that a change costs one
-// recomputation per watched scope it may affect, however many watch it, and none for
-// the others. It is subscribed to the registry only while some scope is watched, and
+// [scopeWatch] per watched scope, shared by its watchers, so that a change wakes only
+// the watchers of the scopes it may affect. The registry computes a scope's projection
+// once per change however many ask for it (see [registry.Registry.Schemas]), so a
+// change costs one recomputation per watched scope it may affect. It is subscribed to the registry only while some scope is watched, and
 // its callback only wakes watchers: it never waits for one, nor computes anything.
 type schemaWatches struct {
 	reg *registry.Registry
@@ -129,7 +130,7 @@ func (h *schemaWatches) join(scope string) *scopeWatch {
 	defer h.mu.Unlock()
 	w := h.scopes[scope]
 	if w == nil {
-		w = &scopeWatch{scope: scope, seq: 1, changed: make(chan struct{})}
+		w = &scopeWatch{scope: scope, changed: make(chan struct{})}
 		h.scopes[scope] = w
 	}
 	w.watchers++
@@ -165,28 +166,20 @@ func (h *schemaWatches) changed(c registry.Change) {
 	}
 }
 
-// scopeWatch is one watched scope. A change that may affect it counts in seq and
-// closes changed (and replaces it), waking every watcher; the first watcher that asks
-// for the fingerprint after it computes it, and the others share that.
+// scopeWatch is one watched scope. A change that may affect it closes changed (and
+// replaces it), waking every watcher.
 type scopeWatch struct {
 	scope    string
 	watchers int // under schemaWatches.mu
 
 	mu      sync.Mutex
-	seq     uint64        // changes seen, from 1
 	changed chan struct{} // closed at the next change
-
-	compute  sync.Mutex
-	computed uint64 // the seq fp was computed at (0: never), under compute
-	fp       string
-	n        int
 }
 
 // bump records a change that may affect the scope and wakes its watchers.
 func (w *scopeWatch) bump() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.seq++
 	close(w.changed)
 	w.changed = make(chan struct{})
 }
@@ -196,19 +189,4 @@ func (w *scopeWatch) next() <-chan struct{} {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.changed
-}
-
-// current returns the scope's fingerprint and tool count as of at least every change
-// recorded so far, computing them only if a change came since they were last.
-func (w *scopeWatch) current(reg *registry.Registry) (string, int) {
-	w.mu.Lock()
-	seq := w.seq
-	w.mu.Unlock()
-	w.compute.Lock()
-	defer w.compute.Unlock()
-	if w.computed < seq {
-		schemas, fp := reg.Schemas(w.scope)
-		w.fp, w.n, w.computed = fp, len(schemas), seq
-	}
-	return w.fp, w.n
 }
