@@ -328,3 +328,41 @@ func TestWatchSchemasHoldsAWatchPlace(t *testing.T) {
 		t.Errorf("watches refused = %q, want %q", e.refused, want)
 	}
 }
+
+// TestWatchSchemasJoiningSendsTheCurrentFingerprint: a watch opened on a scope that is
+// already watched sends first what Schemas answers now, even while the registry is
+// still delivering a change that Schemas already shows (a change reaches subscribers
+// after it is applied); the scope's earlier watch gets the change as it is delivered.
+func TestWatchSchemasJoiningSendsTheCurrentFingerprint(t *testing.T) {
+	e := newSchemaWatchEnv(t, server.Deps{})
+	const scope = "team"
+	e.register(t, scope, "a", "the a tool")
+	// Subscribed before the watches, so it is called first: it holds the delivery of
+	// b's registration, after it was applied, until released.
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	releaseOnce := func() { once.Do(func() { close(release) }) }
+	defer releaseOnce()
+	defer e.reg.Subscribe(func(c registry.Change) {
+		if c.Name == "b" {
+			close(held)
+			<-release
+		}
+	})()
+	first, _ := e.watch(t, scope, "")
+	e.next(t, first, scope, "", "opening")
+	registered := make(chan error, 1)
+	go func() {
+		d := tool.Definition{Name: "b", Description: "the b tool", Parameters: []byte(`{"type":"object"}`)}
+		_, err := e.reg.Register(scope, d, "p1")
+		registered <- err
+	}()
+	<-held
+	second, _ := e.watch(t, scope, "")
+	e.next(t, second, scope, "", "opening while b's registration is delivered")
+	releaseOnce()
+	if err := <-registered; err != nil {
+		t.Fatalf("Register(%q, b) = %v", scope, err)
+	}
+	e.next(t, first, scope, "", "b's registration")
+}
