@@ -79,7 +79,7 @@ type serverMetrics struct {
 	panics prometheus.Counter
 	// batchesRefused counts the batches refused, by limit.
 	batchesRefused *prometheus.CounterVec
-	// watchesRefused counts the WatchSession and health Watch streams refused, by limit.
+	// watchesRefused counts the WatchSession, WatchSchemas and health Watch streams refused, by limit.
 	watchesRefused *prometheus.CounterVec
 	// connectionsRefused counts the connections the gRPC listener closed at accept,
 	// limits.max_connections open (its open ones are a GaugeFunc, see
