@@ -39,7 +39,7 @@ func serveTools(t *testing.T, store session.Store, opts ...grpc.DialOption) (*se
 // serveBufconn serves g on a bufconn listener and returns a client connection to it,
 // dialled with opts (which must give transport credentials); both are stopped when the
 // test ends, and Serve must then return nil.
-func serveBufconn(t *testing.T, g *grpc.Server, opts ...grpc.DialOption) *grpc.ClientConn {
+func serveBufconn(t testing.TB, g *grpc.Server, opts ...grpc.DialOption) *grpc.ClientConn {
 	t.Helper()
 	lis := bufconn.Listen(1 << 20)
 	served := make(chan error, 1)
