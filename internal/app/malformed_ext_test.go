@@ -313,7 +313,7 @@ func TestProviderRegistrationsThatMeanNothing(t *testing.T) {
 }
 
 // TestUnaryRequestErrors walks the fields of every unary ToolService request (and the
-// two session reads) with values that mean nothing: each is refused with its code and
+// two session reads and WatchSchemas) with values that mean nothing: each is refused with its code and
 // ErrorInfo reason, with a BadRequest naming the field where toolsd checks the field
 // itself, and a megabyte of text in the request comes back cut short.
 func TestUnaryRequestErrors(t *testing.T) {
@@ -495,6 +495,30 @@ func TestUnaryRequestErrors(t *testing.T) {
 			_, err = s.Recv()
 			return err
 		}, code: codes.InvalidArgument, reason: "BAD_REQUEST", field: "session_id"},
+		"DeleteSession without a session_id": {rpc: func(ctx context.Context) error {
+			_, err := tools.DeleteSession(ctx, &toolsdv1.DeleteSessionRequest{})
+			return err
+		}, code: codes.InvalidArgument, reason: "BAD_REQUEST", field: "session_id"},
+		"DeleteSession of a long session_id": {rpc: func(ctx context.Context) error {
+			_, err := tools.DeleteSession(ctx, &toolsdv1.DeleteSessionRequest{SessionId: long})
+			return err
+		}, code: codes.InvalidArgument, reason: "BAD_REQUEST", field: "session_id"},
+		"WatchSchemas of a long scope": {rpc: func(ctx context.Context) error {
+			s, err := tools.WatchSchemas(ctx, &toolsdv1.WatchSchemasRequest{Scope: long})
+			if err != nil {
+				return err
+			}
+			_, err = s.Recv()
+			return err
+		}, code: codes.InvalidArgument, reason: "INVALID_SCOPE"},
+		"WatchSchemas of a long tool_set_id": {rpc: func(ctx context.Context) error {
+			s, err := tools.WatchSchemas(ctx, &toolsdv1.WatchSchemasRequest{ToolSetId: long})
+			if err != nil {
+				return err
+			}
+			_, err = s.Recv()
+			return err
+		}, code: codes.NotFound, reason: "TOOL_SET_GONE"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			err := tc.rpc(t.Context())
@@ -852,6 +876,19 @@ func TestClientTextNotUTF8IsInvalidArgument(t *testing.T) {
 	_, err := e.tools.Schemas(t.Context(), &toolsdv1.SchemasRequest{Scope: "team-@@BAD@@"}, bad)
 	if status.Code(err) != codes.InvalidArgument || reason(err) != "BAD_REQUEST" || !slices.Equal(fieldViolations(err), []string{"scope"}) {
 		t.Errorf("Schemas(scope not UTF-8) = %v, want InvalidArgument, BAD_REQUEST, field scope", err)
+	}
+	// The new RPCs answer as those they follow: WatchSchemas as Schemas, DeleteSession as
+	// ReadSession.
+	w, err := e.tools.WatchSchemas(t.Context(), &toolsdv1.WatchSchemasRequest{Scope: "team-@@BAD@@"}, bad)
+	if err == nil {
+		_, err = w.Recv()
+	}
+	if status.Code(err) != codes.InvalidArgument || reason(err) != "BAD_REQUEST" || !slices.Equal(fieldViolations(err), []string{"scope"}) {
+		t.Errorf("WatchSchemas(scope not UTF-8) = %v, want InvalidArgument, BAD_REQUEST, field scope", err)
+	}
+	_, err = e.tools.DeleteSession(t.Context(), &toolsdv1.DeleteSessionRequest{SessionId: "s-@@BAD@@"}, bad)
+	if status.Code(err) != codes.InvalidArgument || reason(err) != "BAD_REQUEST" || !slices.Equal(fieldViolations(err), []string{"session_id"}) {
+		t.Errorf("DeleteSession(session_id not UTF-8) = %v, want InvalidArgument, BAD_REQUEST, field session_id", err)
 	}
 
 	out, err := e.execute(t, &toolsdv1.Batch{SessionId: "s-text", Calls: []*toolsdv1.ToolCall{
