@@ -9,6 +9,7 @@ package toolsdv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -2514,11 +2515,308 @@ func (x *DeleteSessionResponse) GetEventsRemoved() uint64 {
 	return 0
 }
 
+// ListProvidersRequest asks for one page of the connected providers.
+type ListProvidersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At most this many providers in the page; 0, or over 100, means 100.
+	PageSize uint32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The next_page_token of the previous page; "" for the first page. A token that
+	// this server did not give is INVALID_ARGUMENT, reason BAD_REQUEST.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListProvidersRequest) Reset() {
+	*x = ListProvidersRequest{}
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListProvidersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListProvidersRequest) ProtoMessage() {}
+
+func (x *ListProvidersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListProvidersRequest.ProtoReflect.Descriptor instead.
+func (*ListProvidersRequest) Descriptor() ([]byte, []int) {
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *ListProvidersRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListProvidersRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ProviderTool is one registration a provider holds.
+type ProviderTool struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Scope of the registration ("" is global).
+	Scope string `protobuf:"bytes,1,opt,name=scope,proto3" json:"scope,omitempty"`
+	// Tool name.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// The registration is held back (registry.pinning: quarantine) until an operator
+	// approves it; otherwise it is visible in its scope (unless a mask hides it).
+	Quarantined   bool `protobuf:"varint,3,opt,name=quarantined,proto3" json:"quarantined,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProviderTool) Reset() {
+	*x = ProviderTool{}
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProviderTool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProviderTool) ProtoMessage() {}
+
+func (x *ProviderTool) ProtoReflect() protoreflect.Message {
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProviderTool.ProtoReflect.Descriptor instead.
+func (*ProviderTool) Descriptor() ([]byte, []int) {
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *ProviderTool) GetScope() string {
+	if x != nil {
+		return x.Scope
+	}
+	return ""
+}
+
+func (x *ProviderTool) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ProviderTool) GetQuarantined() bool {
+	if x != nil {
+		return x.Quarantined
+	}
+	return false
+}
+
+// ConnectedProvider is one open provider Connect stream.
+type ConnectedProvider struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The id of the stream's Welcome: what RegisterTool names and QuarantinedTool shows.
+	ProviderId string `protobuf:"bytes,1,opt,name=provider_id,json=providerId,proto3" json:"provider_id,omitempty"`
+	// The name the provider said in its hello (cut at 128 bytes).
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// The version the provider said in its hello (cut at 128 bytes).
+	Version string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	// The authenticated identity that opened the stream, cut at 1 KiB; "" with
+	// authentication off.
+	Identity string `protobuf:"bytes,4,opt,name=identity,proto3" json:"identity,omitempty"`
+	// When the stream was welcomed.
+	ConnectedAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=connected_at,json=connectedAt,proto3" json:"connected_at,omitempty"`
+	// Calls sent, or waiting to be sent, to the provider whose results have not come.
+	InFlight uint32 `protobuf:"varint,6,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
+	// The most calls it may have in flight: the smaller of its hello's max_in_flight and
+	// limits.max_in_flight_per_provider.
+	MaxInFlight uint32 `protobuf:"varint,7,opt,name=max_in_flight,json=maxInFlight,proto3" json:"max_in_flight,omitempty"`
+	// Its registrations, sorted by scope then name; on a page that continues the
+	// provider, those after the previous page's last one.
+	Tools []*ProviderTool `protobuf:"bytes,8,rep,name=tools,proto3" json:"tools,omitempty"`
+	// More of its tools follow on the next page, in an entry of the same provider_id.
+	ToolsContinued bool `protobuf:"varint,9,opt,name=tools_continued,json=toolsContinued,proto3" json:"tools_continued,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ConnectedProvider) Reset() {
+	*x = ConnectedProvider{}
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConnectedProvider) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConnectedProvider) ProtoMessage() {}
+
+func (x *ConnectedProvider) ProtoReflect() protoreflect.Message {
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConnectedProvider.ProtoReflect.Descriptor instead.
+func (*ConnectedProvider) Descriptor() ([]byte, []int) {
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *ConnectedProvider) GetProviderId() string {
+	if x != nil {
+		return x.ProviderId
+	}
+	return ""
+}
+
+func (x *ConnectedProvider) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ConnectedProvider) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *ConnectedProvider) GetIdentity() string {
+	if x != nil {
+		return x.Identity
+	}
+	return ""
+}
+
+func (x *ConnectedProvider) GetConnectedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ConnectedAt
+	}
+	return nil
+}
+
+func (x *ConnectedProvider) GetInFlight() uint32 {
+	if x != nil {
+		return x.InFlight
+	}
+	return 0
+}
+
+func (x *ConnectedProvider) GetMaxInFlight() uint32 {
+	if x != nil {
+		return x.MaxInFlight
+	}
+	return 0
+}
+
+func (x *ConnectedProvider) GetTools() []*ProviderTool {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *ConnectedProvider) GetToolsContinued() bool {
+	if x != nil {
+		return x.ToolsContinued
+	}
+	return false
+}
+
+// ListProvidersResponse is one page of connected providers.
+type ListProvidersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Oldest first, by connected_at then provider_id.
+	Providers []*ConnectedProvider `protobuf:"bytes,1,rep,name=providers,proto3" json:"providers,omitempty"`
+	// Pass as page_token for the next page; "" on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListProvidersResponse) Reset() {
+	*x = ListProvidersResponse{}
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListProvidersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListProvidersResponse) ProtoMessage() {}
+
+func (x *ListProvidersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolsd_v1_tool_service_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListProvidersResponse.ProtoReflect.Descriptor instead.
+func (*ListProvidersResponse) Descriptor() ([]byte, []int) {
+	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ListProvidersResponse) GetProviders() []*ConnectedProvider {
+	if x != nil {
+		return x.Providers
+	}
+	return nil
+}
+
+func (x *ListProvidersResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 var File_toolsd_v1_tool_service_proto protoreflect.FileDescriptor
 
 const file_toolsd_v1_tool_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1ctoolsd/v1/tool_service.proto\x12\ttoolsd.v1\x1a\x17toolsd/v1/session.proto\x1a\x14toolsd/v1/tool.proto\"{\n" +
+	"\x1ctoolsd/v1/tool_service.proto\x12\ttoolsd.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17toolsd/v1/session.proto\x1a\x14toolsd/v1/tool.proto\"{\n" +
 	"\x13RegisterToolRequest\x12\x14\n" +
 	"\x05scope\x18\x01 \x01(\tR\x05scope\x12\x1f\n" +
 	"\vprovider_id\x18\x02 \x01(\tR\n" +
@@ -2675,7 +2973,29 @@ const file_toolsd_v1_tool_service_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\">\n" +
 	"\x15DeleteSessionResponse\x12%\n" +
-	"\x0eevents_removed\x18\x01 \x01(\x04R\reventsRemoved2\x91\t\n" +
+	"\x0eevents_removed\x18\x01 \x01(\x04R\reventsRemoved\"R\n" +
+	"\x14ListProvidersRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\rR\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"Z\n" +
+	"\fProviderTool\x12\x14\n" +
+	"\x05scope\x18\x01 \x01(\tR\x05scope\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
+	"\vquarantined\x18\x03 \x01(\bR\vquarantined\"\xd6\x02\n" +
+	"\x11ConnectedProvider\x12\x1f\n" +
+	"\vprovider_id\x18\x01 \x01(\tR\n" +
+	"providerId\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\tR\aversion\x12\x1a\n" +
+	"\bidentity\x18\x04 \x01(\tR\bidentity\x12=\n" +
+	"\fconnected_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\vconnectedAt\x12\x1b\n" +
+	"\tin_flight\x18\x06 \x01(\rR\binFlight\x12\"\n" +
+	"\rmax_in_flight\x18\a \x01(\rR\vmaxInFlight\x12-\n" +
+	"\x05tools\x18\b \x03(\v2\x17.toolsd.v1.ProviderToolR\x05tools\x12'\n" +
+	"\x0ftools_continued\x18\t \x01(\bR\x0etoolsContinued\"{\n" +
+	"\x15ListProvidersResponse\x12:\n" +
+	"\tproviders\x18\x01 \x03(\v2\x1c.toolsd.v1.ConnectedProviderR\tproviders\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken2\xe5\t\n" +
 	"\vToolService\x12O\n" +
 	"\fRegisterTool\x12\x1e.toolsd.v1.RegisterToolRequest\x1a\x1f.toolsd.v1.RegisterToolResponse\x12U\n" +
 	"\x0eUnregisterTool\x12 .toolsd.v1.UnregisterToolRequest\x1a!.toolsd.v1.UnregisterToolResponse\x12@\n" +
@@ -2691,7 +3011,8 @@ const file_toolsd_v1_tool_service_proto_rawDesc = "" +
 	"\vReadSession\x12\x1d.toolsd.v1.ReadSessionRequest\x1a\x1e.toolsd.v1.ReadSessionResponse0\x01\x12Q\n" +
 	"\fWatchSession\x12\x1e.toolsd.v1.WatchSessionRequest\x1a\x1f.toolsd.v1.WatchSessionResponse0\x01\x12R\n" +
 	"\rDeleteSession\x12\x1f.toolsd.v1.DeleteSessionRequest\x1a .toolsd.v1.DeleteSessionResponse\x12Q\n" +
-	"\fWatchSchemas\x12\x1e.toolsd.v1.WatchSchemasRequest\x1a\x1f.toolsd.v1.WatchSchemasResponse0\x01B1Z/github.com/toolsd/toolsd/gen/toolsd/v1;toolsdv1b\x06proto3"
+	"\fWatchSchemas\x12\x1e.toolsd.v1.WatchSchemasRequest\x1a\x1f.toolsd.v1.WatchSchemasResponse0\x01\x12R\n" +
+	"\rListProviders\x12\x1f.toolsd.v1.ListProvidersRequest\x1a .toolsd.v1.ListProvidersResponseB1Z/github.com/toolsd/toolsd/gen/toolsd/v1;toolsdv1b\x06proto3"
 
 var (
 	file_toolsd_v1_tool_service_proto_rawDescOnce sync.Once
@@ -2705,7 +3026,7 @@ func file_toolsd_v1_tool_service_proto_rawDescGZIP() []byte {
 	return file_toolsd_v1_tool_service_proto_rawDescData
 }
 
-var file_toolsd_v1_tool_service_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_toolsd_v1_tool_service_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_toolsd_v1_tool_service_proto_goTypes = []any{
 	(*RegisterToolRequest)(nil),        // 0: toolsd.v1.RegisterToolRequest
 	(*RegisterToolResponse)(nil),       // 1: toolsd.v1.RegisterToolResponse
@@ -2745,64 +3066,74 @@ var file_toolsd_v1_tool_service_proto_goTypes = []any{
 	(*WatchSessionResponse)(nil),       // 35: toolsd.v1.WatchSessionResponse
 	(*DeleteSessionRequest)(nil),       // 36: toolsd.v1.DeleteSessionRequest
 	(*DeleteSessionResponse)(nil),      // 37: toolsd.v1.DeleteSessionResponse
-	(*ToolDefinition)(nil),             // 38: toolsd.v1.ToolDefinition
-	(*ToolSchema)(nil),                 // 39: toolsd.v1.ToolSchema
-	(*ModelSelection)(nil),             // 40: toolsd.v1.ModelSelection
-	(*ToolError)(nil),                  // 41: toolsd.v1.ToolError
-	(*SessionEvent)(nil),               // 42: toolsd.v1.SessionEvent
+	(*ListProvidersRequest)(nil),       // 38: toolsd.v1.ListProvidersRequest
+	(*ProviderTool)(nil),               // 39: toolsd.v1.ProviderTool
+	(*ConnectedProvider)(nil),          // 40: toolsd.v1.ConnectedProvider
+	(*ListProvidersResponse)(nil),      // 41: toolsd.v1.ListProvidersResponse
+	(*ToolDefinition)(nil),             // 42: toolsd.v1.ToolDefinition
+	(*ToolSchema)(nil),                 // 43: toolsd.v1.ToolSchema
+	(*ModelSelection)(nil),             // 44: toolsd.v1.ModelSelection
+	(*ToolError)(nil),                  // 45: toolsd.v1.ToolError
+	(*SessionEvent)(nil),               // 46: toolsd.v1.SessionEvent
+	(*timestamppb.Timestamp)(nil),      // 47: google.protobuf.Timestamp
 }
 var file_toolsd_v1_tool_service_proto_depIdxs = []int32{
-	38, // 0: toolsd.v1.RegisterToolRequest.tool:type_name -> toolsd.v1.ToolDefinition
-	39, // 1: toolsd.v1.SchemasResponse.tools:type_name -> toolsd.v1.ToolSchema
-	40, // 2: toolsd.v1.ResolveToolSetRequest.model:type_name -> toolsd.v1.ModelSelection
-	39, // 3: toolsd.v1.ResolveToolSetResponse.tools:type_name -> toolsd.v1.ToolSchema
-	39, // 4: toolsd.v1.QuarantinedTool.tool:type_name -> toolsd.v1.ToolSchema
+	42, // 0: toolsd.v1.RegisterToolRequest.tool:type_name -> toolsd.v1.ToolDefinition
+	43, // 1: toolsd.v1.SchemasResponse.tools:type_name -> toolsd.v1.ToolSchema
+	44, // 2: toolsd.v1.ResolveToolSetRequest.model:type_name -> toolsd.v1.ModelSelection
+	43, // 3: toolsd.v1.ResolveToolSetResponse.tools:type_name -> toolsd.v1.ToolSchema
+	43, // 4: toolsd.v1.QuarantinedTool.tool:type_name -> toolsd.v1.ToolSchema
 	17, // 5: toolsd.v1.ListQuarantinedResponse.tools:type_name -> toolsd.v1.QuarantinedTool
 	21, // 6: toolsd.v1.Batch.calls:type_name -> toolsd.v1.ToolCall
 	22, // 7: toolsd.v1.ExecuteBatchRequest.batch:type_name -> toolsd.v1.Batch
 	23, // 8: toolsd.v1.ExecuteBatchRequest.approval:type_name -> toolsd.v1.ApprovalDecision
 	24, // 9: toolsd.v1.ExecuteBatchRequest.cancel:type_name -> toolsd.v1.CancelBatch
-	41, // 10: toolsd.v1.ToolResult.error:type_name -> toolsd.v1.ToolError
+	45, // 10: toolsd.v1.ToolResult.error:type_name -> toolsd.v1.ToolError
 	26, // 11: toolsd.v1.ExecuteBatchResponse.accepted:type_name -> toolsd.v1.BatchAccepted
 	27, // 12: toolsd.v1.ExecuteBatchResponse.result:type_name -> toolsd.v1.ToolResult
 	28, // 13: toolsd.v1.ExecuteBatchResponse.approval_request:type_name -> toolsd.v1.ApprovalRequest
 	29, // 14: toolsd.v1.ExecuteBatchResponse.progress:type_name -> toolsd.v1.ToolProgress
 	30, // 15: toolsd.v1.ExecuteBatchResponse.settled:type_name -> toolsd.v1.BatchSettled
-	42, // 16: toolsd.v1.ReadSessionResponse.event:type_name -> toolsd.v1.SessionEvent
-	42, // 17: toolsd.v1.WatchSessionResponse.event:type_name -> toolsd.v1.SessionEvent
-	0,  // 18: toolsd.v1.ToolService.RegisterTool:input_type -> toolsd.v1.RegisterToolRequest
-	2,  // 19: toolsd.v1.ToolService.UnregisterTool:input_type -> toolsd.v1.UnregisterToolRequest
-	4,  // 20: toolsd.v1.ToolService.Schemas:input_type -> toolsd.v1.SchemasRequest
-	8,  // 21: toolsd.v1.ToolService.Restrict:input_type -> toolsd.v1.RestrictRequest
-	10, // 22: toolsd.v1.ToolService.Unrestrict:input_type -> toolsd.v1.UnrestrictRequest
-	12, // 23: toolsd.v1.ToolService.ResolveToolSet:input_type -> toolsd.v1.ResolveToolSetRequest
-	14, // 24: toolsd.v1.ToolService.ReleaseToolSet:input_type -> toolsd.v1.ReleaseToolSetRequest
-	16, // 25: toolsd.v1.ToolService.ListQuarantined:input_type -> toolsd.v1.ListQuarantinedRequest
-	19, // 26: toolsd.v1.ToolService.ApproveQuarantined:input_type -> toolsd.v1.ApproveQuarantinedRequest
-	25, // 27: toolsd.v1.ToolService.ExecuteBatch:input_type -> toolsd.v1.ExecuteBatchRequest
-	32, // 28: toolsd.v1.ToolService.ReadSession:input_type -> toolsd.v1.ReadSessionRequest
-	34, // 29: toolsd.v1.ToolService.WatchSession:input_type -> toolsd.v1.WatchSessionRequest
-	36, // 30: toolsd.v1.ToolService.DeleteSession:input_type -> toolsd.v1.DeleteSessionRequest
-	6,  // 31: toolsd.v1.ToolService.WatchSchemas:input_type -> toolsd.v1.WatchSchemasRequest
-	1,  // 32: toolsd.v1.ToolService.RegisterTool:output_type -> toolsd.v1.RegisterToolResponse
-	3,  // 33: toolsd.v1.ToolService.UnregisterTool:output_type -> toolsd.v1.UnregisterToolResponse
-	5,  // 34: toolsd.v1.ToolService.Schemas:output_type -> toolsd.v1.SchemasResponse
-	9,  // 35: toolsd.v1.ToolService.Restrict:output_type -> toolsd.v1.RestrictResponse
-	11, // 36: toolsd.v1.ToolService.Unrestrict:output_type -> toolsd.v1.UnrestrictResponse
-	13, // 37: toolsd.v1.ToolService.ResolveToolSet:output_type -> toolsd.v1.ResolveToolSetResponse
-	15, // 38: toolsd.v1.ToolService.ReleaseToolSet:output_type -> toolsd.v1.ReleaseToolSetResponse
-	18, // 39: toolsd.v1.ToolService.ListQuarantined:output_type -> toolsd.v1.ListQuarantinedResponse
-	20, // 40: toolsd.v1.ToolService.ApproveQuarantined:output_type -> toolsd.v1.ApproveQuarantinedResponse
-	31, // 41: toolsd.v1.ToolService.ExecuteBatch:output_type -> toolsd.v1.ExecuteBatchResponse
-	33, // 42: toolsd.v1.ToolService.ReadSession:output_type -> toolsd.v1.ReadSessionResponse
-	35, // 43: toolsd.v1.ToolService.WatchSession:output_type -> toolsd.v1.WatchSessionResponse
-	37, // 44: toolsd.v1.ToolService.DeleteSession:output_type -> toolsd.v1.DeleteSessionResponse
-	7,  // 45: toolsd.v1.ToolService.WatchSchemas:output_type -> toolsd.v1.WatchSchemasResponse
-	32, // [32:46] is the sub-list for method output_type
-	18, // [18:32] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	46, // 16: toolsd.v1.ReadSessionResponse.event:type_name -> toolsd.v1.SessionEvent
+	46, // 17: toolsd.v1.WatchSessionResponse.event:type_name -> toolsd.v1.SessionEvent
+	47, // 18: toolsd.v1.ConnectedProvider.connected_at:type_name -> google.protobuf.Timestamp
+	39, // 19: toolsd.v1.ConnectedProvider.tools:type_name -> toolsd.v1.ProviderTool
+	40, // 20: toolsd.v1.ListProvidersResponse.providers:type_name -> toolsd.v1.ConnectedProvider
+	0,  // 21: toolsd.v1.ToolService.RegisterTool:input_type -> toolsd.v1.RegisterToolRequest
+	2,  // 22: toolsd.v1.ToolService.UnregisterTool:input_type -> toolsd.v1.UnregisterToolRequest
+	4,  // 23: toolsd.v1.ToolService.Schemas:input_type -> toolsd.v1.SchemasRequest
+	8,  // 24: toolsd.v1.ToolService.Restrict:input_type -> toolsd.v1.RestrictRequest
+	10, // 25: toolsd.v1.ToolService.Unrestrict:input_type -> toolsd.v1.UnrestrictRequest
+	12, // 26: toolsd.v1.ToolService.ResolveToolSet:input_type -> toolsd.v1.ResolveToolSetRequest
+	14, // 27: toolsd.v1.ToolService.ReleaseToolSet:input_type -> toolsd.v1.ReleaseToolSetRequest
+	16, // 28: toolsd.v1.ToolService.ListQuarantined:input_type -> toolsd.v1.ListQuarantinedRequest
+	19, // 29: toolsd.v1.ToolService.ApproveQuarantined:input_type -> toolsd.v1.ApproveQuarantinedRequest
+	25, // 30: toolsd.v1.ToolService.ExecuteBatch:input_type -> toolsd.v1.ExecuteBatchRequest
+	32, // 31: toolsd.v1.ToolService.ReadSession:input_type -> toolsd.v1.ReadSessionRequest
+	34, // 32: toolsd.v1.ToolService.WatchSession:input_type -> toolsd.v1.WatchSessionRequest
+	36, // 33: toolsd.v1.ToolService.DeleteSession:input_type -> toolsd.v1.DeleteSessionRequest
+	6,  // 34: toolsd.v1.ToolService.WatchSchemas:input_type -> toolsd.v1.WatchSchemasRequest
+	38, // 35: toolsd.v1.ToolService.ListProviders:input_type -> toolsd.v1.ListProvidersRequest
+	1,  // 36: toolsd.v1.ToolService.RegisterTool:output_type -> toolsd.v1.RegisterToolResponse
+	3,  // 37: toolsd.v1.ToolService.UnregisterTool:output_type -> toolsd.v1.UnregisterToolResponse
+	5,  // 38: toolsd.v1.ToolService.Schemas:output_type -> toolsd.v1.SchemasResponse
+	9,  // 39: toolsd.v1.ToolService.Restrict:output_type -> toolsd.v1.RestrictResponse
+	11, // 40: toolsd.v1.ToolService.Unrestrict:output_type -> toolsd.v1.UnrestrictResponse
+	13, // 41: toolsd.v1.ToolService.ResolveToolSet:output_type -> toolsd.v1.ResolveToolSetResponse
+	15, // 42: toolsd.v1.ToolService.ReleaseToolSet:output_type -> toolsd.v1.ReleaseToolSetResponse
+	18, // 43: toolsd.v1.ToolService.ListQuarantined:output_type -> toolsd.v1.ListQuarantinedResponse
+	20, // 44: toolsd.v1.ToolService.ApproveQuarantined:output_type -> toolsd.v1.ApproveQuarantinedResponse
+	31, // 45: toolsd.v1.ToolService.ExecuteBatch:output_type -> toolsd.v1.ExecuteBatchResponse
+	33, // 46: toolsd.v1.ToolService.ReadSession:output_type -> toolsd.v1.ReadSessionResponse
+	35, // 47: toolsd.v1.ToolService.WatchSession:output_type -> toolsd.v1.WatchSessionResponse
+	37, // 48: toolsd.v1.ToolService.DeleteSession:output_type -> toolsd.v1.DeleteSessionResponse
+	7,  // 49: toolsd.v1.ToolService.WatchSchemas:output_type -> toolsd.v1.WatchSchemasResponse
+	41, // 50: toolsd.v1.ToolService.ListProviders:output_type -> toolsd.v1.ListProvidersResponse
+	36, // [36:51] is the sub-list for method output_type
+	21, // [21:36] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_toolsd_v1_tool_service_proto_init() }
@@ -2830,7 +3161,7 @@ func file_toolsd_v1_tool_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolsd_v1_tool_service_proto_rawDesc), len(file_toolsd_v1_tool_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   38,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

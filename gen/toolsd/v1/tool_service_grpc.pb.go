@@ -33,6 +33,7 @@ const (
 	ToolService_WatchSession_FullMethodName       = "/toolsd.v1.ToolService/WatchSession"
 	ToolService_DeleteSession_FullMethodName      = "/toolsd.v1.ToolService/DeleteSession"
 	ToolService_WatchSchemas_FullMethodName       = "/toolsd.v1.ToolService/WatchSchemas"
+	ToolService_ListProviders_FullMethodName      = "/toolsd.v1.ToolService/ListProviders"
 )
 
 // ToolServiceClient is the client API for ToolService service.
@@ -127,6 +128,20 @@ type ToolServiceClient interface {
 	// RESOURCE_EXHAUSTED, reason SLOW_CLIENT, when a send waits for its reader for longer
 	// than limits.write_timeout.
 	WatchSchemas(ctx context.Context, in *WatchSchemasRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchSchemasResponse], error)
+	// ListProviders lists the connected provider streams, oldest first (by connected_at,
+	// then provider_id), each with its live registrations (visible and quarantined, in
+	// every scope, however they were made: on the stream or by RegisterTool), sorted by
+	// scope and name. It is an operator's view: a caller that may restrict in no scope
+	// gets PERMISSION_DENIED. An operator of every scope, or of the global scope, sees
+	// every provider; an operator confined to some scopes (a tenant's) sees a provider
+	// only when it holds at least one registration and all of them are in scopes the
+	// caller may restrict, so a provider that has registered nothing yet, or that also
+	// serves another tenant or the global scope, is not listed to it. Pages hold at most
+	// page_size providers and 1 MiB (under gRPC's default 4 MiB receive limit): a
+	// provider whose tools do not fit is continued on the next page (tools_continued).
+	// Each page is read from the live state: a provider or tool that comes, after the
+	// page it would have been on was read, is missed, and one that goes is not listed.
+	ListProviders(ctx context.Context, in *ListProvidersRequest, opts ...grpc.CallOption) (*ListProvidersResponse, error)
 }
 
 type toolServiceClient struct {
@@ -307,6 +322,16 @@ func (c *toolServiceClient) WatchSchemas(ctx context.Context, in *WatchSchemasRe
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ToolService_WatchSchemasClient = grpc.ServerStreamingClient[WatchSchemasResponse]
 
+func (c *toolServiceClient) ListProviders(ctx context.Context, in *ListProvidersRequest, opts ...grpc.CallOption) (*ListProvidersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListProvidersResponse)
+	err := c.cc.Invoke(ctx, ToolService_ListProviders_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ToolServiceServer is the server API for ToolService service.
 // All implementations must embed UnimplementedToolServiceServer
 // for forward compatibility.
@@ -399,6 +424,20 @@ type ToolServiceServer interface {
 	// RESOURCE_EXHAUSTED, reason SLOW_CLIENT, when a send waits for its reader for longer
 	// than limits.write_timeout.
 	WatchSchemas(*WatchSchemasRequest, grpc.ServerStreamingServer[WatchSchemasResponse]) error
+	// ListProviders lists the connected provider streams, oldest first (by connected_at,
+	// then provider_id), each with its live registrations (visible and quarantined, in
+	// every scope, however they were made: on the stream or by RegisterTool), sorted by
+	// scope and name. It is an operator's view: a caller that may restrict in no scope
+	// gets PERMISSION_DENIED. An operator of every scope, or of the global scope, sees
+	// every provider; an operator confined to some scopes (a tenant's) sees a provider
+	// only when it holds at least one registration and all of them are in scopes the
+	// caller may restrict, so a provider that has registered nothing yet, or that also
+	// serves another tenant or the global scope, is not listed to it. Pages hold at most
+	// page_size providers and 1 MiB (under gRPC's default 4 MiB receive limit): a
+	// provider whose tools do not fit is continued on the next page (tools_continued).
+	// Each page is read from the live state: a provider or tool that comes, after the
+	// page it would have been on was read, is missed, and one that goes is not listed.
+	ListProviders(context.Context, *ListProvidersRequest) (*ListProvidersResponse, error)
 	mustEmbedUnimplementedToolServiceServer()
 }
 
@@ -450,6 +489,9 @@ func (UnimplementedToolServiceServer) DeleteSession(context.Context, *DeleteSess
 }
 func (UnimplementedToolServiceServer) WatchSchemas(*WatchSchemasRequest, grpc.ServerStreamingServer[WatchSchemasResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchSchemas not implemented")
+}
+func (UnimplementedToolServiceServer) ListProviders(context.Context, *ListProvidersRequest) (*ListProvidersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListProviders not implemented")
 }
 func (UnimplementedToolServiceServer) mustEmbedUnimplementedToolServiceServer() {}
 func (UnimplementedToolServiceServer) testEmbeddedByValue()                     {}
@@ -692,6 +734,24 @@ func _ToolService_WatchSchemas_Handler(srv interface{}, stream grpc.ServerStream
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ToolService_WatchSchemasServer = grpc.ServerStreamingServer[WatchSchemasResponse]
 
+func _ToolService_ListProviders_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListProvidersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ToolServiceServer).ListProviders(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ToolService_ListProviders_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ToolServiceServer).ListProviders(ctx, req.(*ListProvidersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ToolService_ServiceDesc is the grpc.ServiceDesc for ToolService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -738,6 +798,10 @@ var ToolService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteSession",
 			Handler:    _ToolService_DeleteSession_Handler,
+		},
+		{
+			MethodName: "ListProviders",
+			Handler:    _ToolService_ListProviders_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
