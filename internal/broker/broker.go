@@ -26,13 +26,9 @@ type Registrar interface {
 	RemoveOwner(owner string)
 }
 
-// ToolRef names one registered tool.
-type ToolRef struct {
-	Scope string
-	Name  string
-}
-
-// ProviderInfo describes one connected provider.
+// ProviderInfo describes one connected provider. Its registrations are the registry's
+// to tell (registry.Registry.Owned): they change off the stream too (the unary
+// RegisterTool and UnregisterTool, an operator's removal, an approval).
 type ProviderInfo struct {
 	ID          string
 	Name        string
@@ -42,8 +38,6 @@ type ProviderInfo struct {
 	MaxInFlight int
 	// InFlight is the number of calls waiting for this provider's result.
 	InFlight int
-	// Tools are the provider's live registrations, sorted by scope then name.
-	Tools []ToolRef
 }
 
 // Broker multiplexes tool calls over provider callback streams. Create it with [New],

@@ -1,11 +1,9 @@
 package broker
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"math"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,7 +63,6 @@ type conn struct {
 	nextReq uint64
 	pending map[uint64]*pendingCall
 	queued  []*toolsdv1.ProviderServiceConnectResponse // cancels and registration answers
-	tools   map[ToolRef]struct{}
 	closed  bool
 
 	queuedBytes int // the encoded size of queued
@@ -102,7 +99,6 @@ func (b *Broker) newConn(ctx context.Context, out sender) *conn {
 		maxQueued: queueLimit(b.limits.MaxInFlightPerProvider),
 		sem:       make(chan struct{}, 1),
 		pending:   make(map[uint64]*pendingCall),
-		tools:     make(map[ToolRef]struct{}),
 	}
 	c.sends.SetClock(b.clock)
 	return c
@@ -430,26 +426,9 @@ func (c *conn) closeRegistrations() {
 // processing more.
 func (c *conn) retire() { c.live.Retire() }
 
-func (c *conn) trackTool(ref ToolRef, live bool) {
-	c.mu.Lock()
-	if live {
-		c.tools[ref] = struct{}{}
-	} else {
-		delete(c.tools, ref)
-	}
-	c.mu.Unlock()
-}
-
 func (c *conn) info() ProviderInfo {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	tools := make([]ToolRef, 0, len(c.tools))
-	for t := range c.tools {
-		tools = append(tools, t)
-	}
-	slices.SortFunc(tools, func(a, b ToolRef) int {
-		return cmp.Or(cmp.Compare(a.Scope, b.Scope), cmp.Compare(a.Name, b.Name))
-	})
 	return ProviderInfo{
 		ID:          c.id,
 		Name:        c.name,
@@ -457,6 +436,5 @@ func (c *conn) info() ProviderInfo {
 		ConnectedAt: c.connectedAt,
 		MaxInFlight: c.maxInFlight,
 		InFlight:    len(c.pending),
-		Tools:       tools,
 	}
 }

@@ -50,7 +50,7 @@ func TestHelloWelcome(t *testing.T) {
 			if got == nil {
 				t.Fatalf("Providers() lacks %q", r.id)
 			}
-			want := broker.ProviderInfo{ID: r.id, Name: "raw-" + name, Version: "v0", MaxInFlight: int(tc.want), Tools: []broker.ToolRef{}}
+			want := broker.ProviderInfo{ID: r.id, Name: "raw-" + name, Version: "v0", MaxInFlight: int(tc.want)}
 			if diff := cmp.Diff(want, *got, cmpopts.IgnoreFields(broker.ProviderInfo{}, "ConnectedAt")); diff != "" {
 				t.Errorf("Providers() entry mismatch (-want +got):\n%s", diff)
 			}

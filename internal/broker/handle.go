@@ -207,7 +207,6 @@ func (b *Broker) registerOne(c *conn, scope string, d *toolsdv1.ToolDefinition) 
 		b.fail(st, err)
 	} else {
 		st.ContentHash, st.Quarantined = validUTF8(hash), held
-		c.trackTool(ToolRef{Scope: scope, Name: st.Name}, true)
 		c.log.Debug("tool registered", zap.String("scope", scope), zap.String("tool", st.Name))
 		return st
 	}
@@ -253,8 +252,6 @@ func (b *Broker) unregister(c *conn, r *toolsdv1.UnregisterTools) error {
 				st.ErrorCode, st.ErrorMessage = "PERMISSION_DENIED", validUTF8(err.Error())
 			} else if err := b.reg.Unregister(scope, n, c.id); err != nil {
 				b.fail(st, err)
-			} else {
-				c.trackTool(ToolRef{Scope: scope, Name: n}, false)
 			}
 			statuses[i] = st
 		}

@@ -375,3 +375,27 @@ func (r *Registry) nearestLocked(scope string) *node {
 		scope = parentScope(scope)
 	}
 }
+
+// OwnedTool is one registration of an owner, as [Registry.Owned] lists it.
+type OwnedTool struct {
+	Scope, Name string
+	// Quarantined: held back by [PinQuarantine], invisible until approved.
+	Quarantined bool
+}
+
+// Owned lists owner's registrations, visible and quarantined, sorted by scope then
+// name: whoever made or removed them (the owner's stream, the unary API, an operator, an
+// approval), the registry is where they are. The operator's ("") are not listed.
+func (r *Registry) Owned(owner string) []OwnedTool {
+	r.mu.RLock()
+	owned := r.owners[owner]
+	out := make([]OwnedTool, 0, len(owned))
+	for k, e := range owned {
+		out = append(out, OwnedTool{Scope: k.scope, Name: k.name, Quarantined: r.nodes[k.scope].quarantined[k.name] == e})
+	}
+	r.mu.RUnlock()
+	slices.SortFunc(out, func(a, b OwnedTool) int {
+		return cmp.Or(cmp.Compare(a.Scope, b.Scope), cmp.Compare(a.Name, b.Name))
+	})
+	return out
+}
