@@ -287,6 +287,8 @@ var volatile = []*regexp.Regexp{
 	regexp.MustCompile(`"epoch": "[^"]*"`),
 	regexp.MustCompile(`"toolSetId": "[^"]*"`),
 	regexp.MustCompile(`"restrictionId": "[^"]*"`),
+	regexp.MustCompile(`"providerId": "[^"]*"`),
+	regexp.MustCompile(`"connectedAt": "[^"]*"`),
 }
 
 func normalize(s string) string {
