@@ -14,6 +14,7 @@ import (
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/internal/app"
 	"github.com/toolsd/toolsd/internal/config"
+	"github.com/toolsd/toolsd/internal/session"
 	"github.com/toolsd/toolsd/pkg/provider"
 )
 
@@ -180,5 +181,48 @@ func TestDeleteSessionAuthorization(t *testing.T) {
 	agentB.mustExecute(t, &toolsdv1.Batch{SessionId: "a-own", Scope: "tenant-b", Calls: []*toolsdv1.ToolCall{call("c1", "nope", `{}`)}}, batchOptions{})
 	if _, err := readAll(agentA, "a-own"); status.Code(err) != codes.PermissionDenied {
 		t.Errorf("ReadSession(a-own) as agent-a once agent-b claimed it = %v, want PermissionDenied", err)
+	}
+}
+
+// beforeDelete is a session store whose Delete runs before (once) and then deletes:
+// what another RPC may do between DeleteSession's authorization and its deletion.
+type beforeDelete struct {
+	session.Store
+	before func()
+}
+
+func (s *beforeDelete) Delete(ctx context.Context, id string, seen *session.Owner) (int, error) {
+	if f := s.before; f != nil {
+		s.before = nil
+		f()
+	}
+	return s.Store.Delete(ctx, id, seen)
+}
+
+// TestDeleteSessionKeepsTheNextOwners: a session deleted (by retention, say) and
+// claimed by another tenant's agent, whose batch completes, between DeleteSession's
+// authorization of its former owner and the deletion, is not deleted: the caller may
+// read the session it was authorized for, not the one the id names now. It is
+// FAILED_PRECONDITION (SESSION_OWNER_CHANGED), and the new owner's session is whole.
+func TestDeleteSessionKeepsTheNextOwners(t *testing.T) {
+	for _, kind := range []string{"memory", "bolt", "journal"} {
+		t.Run(kind, func(t *testing.T) {
+			store := &beforeDelete{}
+			e := startConfig(t, storeConfig(t, kind, t.TempDir(), tenantAuth(t)),
+				app.WithSessionStoreWrapper(func(s session.Store) session.Store { store.Store = s; return store }))
+			agentA, agentB := e.as(t, tokenAgentA), e.as(t, tokenAgentB)
+			agentA.mustExecute(t, &toolsdv1.Batch{SessionId: "s", Scope: "tenant-a", Calls: []*toolsdv1.ToolCall{call("c1", "nope", `{}`)}}, batchOptions{})
+			store.before = func() {
+				if _, err := store.Store.Delete(context.Background(), "s", &session.Owner{Identity: "agent-a", Scope: "tenant-a", ScopeKnown: true}); err != nil {
+					t.Errorf("Delete(s) as retention would = %v", err)
+				}
+				agentB.mustExecute(t, &toolsdv1.Batch{SessionId: "s", Scope: "tenant-b", Calls: []*toolsdv1.ToolCall{call("c1", "nope", `{}`), call("c2", "nope", `{}`)}}, batchOptions{})
+			}
+			_, err := agentA.deleteSession("s")
+			wantStatus(t, "DeleteSession(s) as agent-a once agent-b claimed it", err, codes.FailedPrecondition, "SESSION_OWNER_CHANGED")
+			if evs := agentB.readSession(t, "s"); len(evs) != 4 {
+				t.Errorf("ReadSession(s) as agent-b after agent-a's delete = %d events, want 4", len(evs))
+			}
+		})
 	}
 }

@@ -62,6 +62,7 @@ var errorTable = []struct {
 	{session.ErrDeleted, codes.NotFound, "SESSION_DELETED"},
 	{session.ErrNotFound, codes.NotFound, "SESSION_NOT_FOUND"},
 	{session.ErrInUse, codes.FailedPrecondition, "SESSION_IN_USE"},
+	{session.ErrOwnerChanged, codes.FailedPrecondition, "SESSION_OWNER_CHANGED"},
 	{errSessionRecreated, codes.FailedPrecondition, "SESSION_RECREATED"},
 	{session.ErrStopped, codes.Unavailable, "SESSION_STORE_STOPPED"},
 	{errCorruptLog, codes.DataLoss, "SESSION_LOG_CORRUPT"},

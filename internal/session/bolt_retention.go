@@ -101,14 +101,14 @@ func (w *writer) forget(ids []string) {
 
 // Delete implements [Store] through the writer, as a sweep of one session: in one
 // transaction, between group commits.
-func (b *Bolt) Delete(ctx context.Context, sessionID string) (int, error) {
+func (b *Bolt) Delete(ctx context.Context, sessionID string, seen *Owner) (int, error) {
 	if err := b.usable(); err != nil {
 		return 0, err
 	}
 	if err := validateSessionID(sessionID); err != nil {
 		return 0, err
 	}
-	resp := b.submit(ctx, &request{sessionID: sessionID, drop: true, done: make(chan response, 1)})
+	resp := b.submit(ctx, &request{sessionID: sessionID, drop: true, seen: seen, done: make(chan response, 1)})
 	return resp.removed, resp.err
 }
 
@@ -122,7 +122,7 @@ func (w *writer) drop(r *request) {
 		if err != nil {
 			return err
 		}
-		if events, err = w.b.deletable(tx, rt, r.sessionID); err != nil {
+		if events, err = w.b.deletable(tx, rt, r.sessionID, r.seen); err != nil {
 			return err
 		}
 		return perSession(r.sessionID, func() error { return deleteSession(tx, rt, r.sessionID) })
@@ -137,12 +137,27 @@ func (w *writer) drop(r *request) {
 
 // deletable checks that session id may be deleted now, as [Bolt.victims] does for
 // retention, dooms it ([holds.doom]) and returns how many events it has: it has events
-// or an owner, no call of it is open, and nothing holds it. A sweep must be running.
-func (b *Bolt) deletable(tx *bolt.Tx, rt roots, id string) (int, error) {
+// or an owner, its owner is seen (see [Store.Delete]), no call of it is open, and
+// nothing holds it. A sweep must be running.
+func (b *Bolt) deletable(tx *bolt.Tx, rt roots, id string, seen *Owner) (int, error) {
 	bkt := rt.sessions.Bucket([]byte(id))
-	owners := tx.Bucket(bucketOwners)
-	if bkt == nil && (owners == nil || owners.Get([]byte(id)) == nil) {
+	var v []byte
+	if owners := tx.Bucket(bucketOwners); owners != nil {
+		v = owners.Get([]byte(id))
+	}
+	if bkt == nil && v == nil {
 		return 0, fmt.Errorf("%w: %q", ErrNotFound, id)
+	}
+	var now *Owner
+	if v != nil {
+		o, _, err := parseOwnerValue(v)
+		if err != nil {
+			return 0, err
+		}
+		now = &o
+	}
+	if err := checkOwner(now, seen); err != nil {
+		return 0, err
 	}
 	if hasOpenCalls(rt, id) {
 		return 0, fmt.Errorf("%w: a call of it has no result yet", ErrInUse)

@@ -22,8 +22,9 @@ type request struct {
 	// names are the tool names the events add to the session summary (set by the writer).
 	names toolNames
 	sweep bool
-	// drop is a [Bolt.Delete] of sessionID.
+	// drop is a [Bolt.Delete] of sessionID; seen is the owner its caller saw.
 	drop bool
+	seen *Owner
 	now  time.Time
 	done chan response
 }

@@ -12,7 +12,8 @@ import (
 // Delete removes a session's events and owner at once and says how many events went;
 // its id is free again (the next append starts at seq 1, a claim finds no owner), and
 // other sessions are untouched. A session that has neither events nor an owner is
-// ErrNotFound, also once deleted; so is a deleted session deleted again.
+// ErrNotFound, also once deleted; so is a deleted session deleted again. A session
+// whose owner is not the one the caller saw is kept (ErrOwnerChanged).
 func testDeleteRemovesSession(t *testing.T, open opener) {
 	s := open(t)
 	ctx := t.Context()
@@ -27,7 +28,16 @@ func testDeleteRemovesSession(t *testing.T, open opener) {
 		t.Fatal(err)
 	}
 
-	if n, err := s.Delete(ctx, "d"); err != nil || n != 3 {
+	// Only while its owner is the one the caller saw: another, or none, keeps it.
+	for _, seen := range []*session.Owner{nil, {Identity: "alice"}, {Identity: "bob", Scope: "team", ScopeKnown: true}} {
+		if n, err := s.Delete(ctx, "d", seen); !errors.Is(err, session.ErrOwnerChanged) || n != 0 {
+			t.Errorf("Delete(d, seen %+v) of alice's = %d, %v, want ErrOwnerChanged", seen, n, err)
+		}
+	}
+	if n, err := s.Delete(ctx, "other", &alice); !errors.Is(err, session.ErrOwnerChanged) || n != 0 {
+		t.Errorf("Delete(other, seen alice) of a session with no owner = %d, %v, want ErrOwnerChanged", n, err)
+	}
+	if n, err := s.Delete(ctx, "d", &alice); err != nil || n != 3 {
 		t.Fatalf("Delete(d) = %d, %v, want 3 events", n, err)
 	}
 	if evs, err := s.Read(ctx, "d", 1, 0); err != nil || len(evs) != 0 {
@@ -39,16 +49,16 @@ func testDeleteRemovesSession(t *testing.T, open opener) {
 	if sum, err := s.Summary(ctx, "d"); err != nil || sum.Called("read") {
 		t.Errorf("Summary(d) after Delete: Called(read) = %v, %v, want false", sum != nil && sum.Called("read"), err)
 	}
-	if n, err := s.Delete(ctx, "d"); !errors.Is(err, session.ErrNotFound) || n != 0 {
+	if n, err := s.Delete(ctx, "d", &alice); !errors.Is(err, session.ErrNotFound) || n != 0 {
 		t.Errorf("Delete(d) again = %d, %v, want ErrNotFound", n, err)
 	}
-	if n, err := s.Delete(ctx, "never"); !errors.Is(err, session.ErrNotFound) || n != 0 {
+	if n, err := s.Delete(ctx, "never", nil); !errors.Is(err, session.ErrNotFound) || n != 0 {
 		t.Errorf("Delete(never) = %d, %v, want ErrNotFound", n, err)
 	}
-	if _, err := s.Delete(ctx, ""); !errors.Is(err, session.ErrInvalid) {
+	if _, err := s.Delete(ctx, "", nil); !errors.Is(err, session.ErrInvalid) {
 		t.Errorf(`Delete("") = %v, want ErrInvalid`, err)
 	}
-	if n, err := s.Delete(ctx, "claim-only"); err != nil || n != 0 {
+	if n, err := s.Delete(ctx, "claim-only", &alice); err != nil || n != 0 {
 		t.Errorf("Delete(claim-only) = %d, %v, want 0 events", n, err)
 	}
 	if _, ok, err := s.Owner(ctx, "claim-only"); err != nil || ok {
@@ -80,7 +90,7 @@ func testDeleteKeepsSessionInUse(t *testing.T, open opener) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, err := s.Delete(ctx, "held"); !errors.Is(err, session.ErrInUse) || n != 0 {
+	if n, err := s.Delete(ctx, "held", &session.Owner{Identity: "alice"}); !errors.Is(err, session.ErrInUse) || n != 0 {
 		t.Errorf("Delete(held) = %d, %v, want ErrInUse", n, err)
 	}
 	if _, ok, err := s.Owner(ctx, "held"); err != nil || !ok {
@@ -88,19 +98,19 @@ func testDeleteKeepsSessionInUse(t *testing.T, open opener) {
 	}
 	mustAppend(t, s, "held", messageEvent("a", 0))
 	release()
-	if n, err := s.Delete(ctx, "held"); err != nil || n != 1 {
+	if n, err := s.Delete(ctx, "held", &session.Owner{Identity: "alice"}); err != nil || n != 1 {
 		t.Errorf("Delete(held) released = %d, %v, want 1 event", n, err)
 	}
 
 	c := mustAppend(t, s, "open", callEvent("c1", "read", `{}`))
-	if _, err := s.Delete(ctx, "open"); !errors.Is(err, session.ErrInUse) {
+	if _, err := s.Delete(ctx, "open", nil); !errors.Is(err, session.ErrInUse) {
 		t.Errorf("Delete(open) with a call open = %v, want ErrInUse", err)
 	}
 	if evs, err := s.Read(ctx, "open", 1, 0); err != nil || len(evs) != 1 {
 		t.Errorf("Read(open) after a refused Delete = %d events, %v, want 1", len(evs), err)
 	}
 	mustAppend(t, s, "open", resultEvent("c1", c[0].Seq, false))
-	if n, err := s.Delete(ctx, "open"); err != nil || n != 2 {
+	if n, err := s.Delete(ctx, "open", nil); err != nil || n != 2 {
 		t.Errorf("Delete(open) answered = %d, %v, want 2 events", n, err)
 	}
 }
@@ -114,7 +124,7 @@ func testDeleteEndsWatch(t *testing.T, open opener) {
 	}
 	got, stop := watchInto(t, s, "w", 1)
 	receive(t, got, 3)
-	if n, err := s.Delete(t.Context(), "w"); err != nil || n != 3 {
+	if n, err := s.Delete(t.Context(), "w", nil); err != nil || n != 3 {
 		t.Fatalf("Delete(w) = %d, %v, want 3", n, err)
 	}
 	for range 4 {
@@ -149,7 +159,7 @@ func TestDeleteIsDurable(t *testing.T) {
 			}
 			mustAppend(t, s, "gone", messageEvent("a", 0), messageEvent("b", 0))
 			mustAppend(t, s, "kept", messageEvent("c", 0))
-			if n, err := s.Delete(ctx, "gone"); err != nil || n != 2 {
+			if n, err := s.Delete(ctx, "gone", &session.Owner{Identity: "alice"}); err != nil || n != 2 {
 				t.Fatalf("Delete(gone) = %d, %v, want 2", n, err)
 			}
 			if err := s.Close(); err != nil {

@@ -20,6 +20,7 @@ type jrequest struct {
 	rec       eventsRecord // appends: the encoded record, stamped by the writer
 	off, n    int          // the record's offset in its group and its size
 	owner     Owner        // claims
+	seen      *Owner       // deletions: the owner the caller saw (see [Store.Delete])
 	now       time.Time    // sweeps
 	done      chan jresponse
 }
@@ -308,7 +309,7 @@ func (w *journalWriter) deleteOne(r *jrequest) {
 	}
 	j.mem.holds.beginSweep()
 	defer j.mem.holds.endSweep()
-	if err := j.mem.doomOne(r.sessionID); err != nil {
+	if err := j.mem.doomOne(r.sessionID, r.seen); err != nil {
 		r.done <- jresponse{err: err}
 		return
 	}

@@ -366,7 +366,7 @@ func (m *Memory) Sweep(now time.Time) (int, error) {
 
 // Delete implements [Store]. It runs as a sweep of one session does, so a batch's Hold
 // waits for it to finish, and it never deletes a session a batch holds.
-func (m *Memory) Delete(_ context.Context, sessionID string) (int, error) {
+func (m *Memory) Delete(_ context.Context, sessionID string, seen *Owner) (int, error) {
 	if m.closed.Load() {
 		return 0, ErrClosed
 	}
@@ -375,7 +375,7 @@ func (m *Memory) Delete(_ context.Context, sessionID string) (int, error) {
 	}
 	m.holds.beginSweep()
 	defer m.holds.endSweep()
-	if err := m.doomOne(sessionID); err != nil {
+	if err := m.doomOne(sessionID, seen); err != nil {
 		return 0, err
 	}
 	n, ok := m.remove(sessionID, func(time.Time) bool { return true })
@@ -386,9 +386,11 @@ func (m *Memory) Delete(_ context.Context, sessionID string) (int, error) {
 }
 
 // doomOne checks that session id may be deleted now, as [Memory.victims] does for
-// retention, and dooms it ([holds.doom]): it has events or an owner, no call of it is
-// open, and nothing holds it. A sweep must be running ([holds.beginSweep]).
-func (m *Memory) doomOne(id string) error {
+// retention, and dooms it ([holds.doom]): it has events or an owner, its owner is
+// seen (see [Store.Delete]), no call of it is open, and nothing holds it. A sweep must
+// be running ([holds.beginSweep]); a batch claims its session only once it holds it,
+// so the owner stays seen until the session is removed.
+func (m *Memory) doomOne(id string, seen *Owner) error {
 	s := m.sessions.get(id)
 	if s == nil {
 		return fmt.Errorf("%w: %q", ErrNotFound, id)
@@ -396,10 +398,13 @@ func (m *Memory) doomOne(id string) error {
 	s.mu.Lock()
 	_, exists := s.idleSince()
 	open := len(s.calls.open)
+	changed := checkOwner(s.owner, seen)
 	s.mu.Unlock()
 	switch {
 	case !exists:
 		return fmt.Errorf("%w: %q", ErrNotFound, id)
+	case changed != nil:
+		return changed
 	case open > 0:
 		return fmt.Errorf("%w: %d of its calls have no result yet", ErrInUse, open)
 	case !m.holds.doom(id):

@@ -46,8 +46,11 @@ type Store interface {
 	// ErrDeleted and the id is free again (its next append starts at seq 1). It
 	// returns how many events it removed. A session that is held or has a call open
 	// is kept (ErrInUse), as retention keeps it; one with neither events nor an owner
-	// is ErrNotFound.
-	Delete(ctx context.Context, sessionID string) (removed int, err error)
+	// is ErrNotFound. seen is the session's owner as the caller saw it when it decided
+	// the caller may delete it (nil: it had none): a session whose owner is now
+	// another, as when the session was deleted and its id claimed again meanwhile, is
+	// kept (ErrOwnerChanged).
+	Delete(ctx context.Context, sessionID string, seen *Owner) (removed int, err error)
 	// Close stops the store's goroutines and releases its resources. Appends still
 	// waiting fail with ErrClosed.
 	Close() error
@@ -94,6 +97,22 @@ type Owner struct {
 	// Scope is the scope the session was claimed in, when ScopeKnown.
 	Scope      string
 	ScopeKnown bool
+}
+
+// checkOwner fails with ErrOwnerChanged unless the owner recorded now (nil: none) is
+// seen, the one a caller of [Store.Delete] saw.
+func checkOwner(now, seen *Owner) error {
+	switch {
+	case now == nil && seen == nil:
+		return nil
+	case now == nil:
+		return fmt.Errorf("%w: it was %q's and has no owner now", ErrOwnerChanged, seen.Identity)
+	case seen == nil:
+		return fmt.Errorf("%w: it had no owner and is %q's now", ErrOwnerChanged, now.Identity)
+	case *now != *seen:
+		return fmt.Errorf("%w: it was %q's (scope %q) and is %q's (scope %q) now", ErrOwnerChanged, seen.Identity, seen.Scope, now.Identity, now.Scope)
+	}
+	return nil
 }
 
 // Summary is a snapshot of which tools a session called and which succeeded.
@@ -190,6 +209,9 @@ var (
 	// ErrInUse: [Store.Delete] kept a session that a batch holds or that has a call
 	// without its result.
 	ErrInUse = errors.New("session: the session is in use")
+	// ErrOwnerChanged: [Store.Delete] kept a session whose owner is not the one its
+	// caller saw.
+	ErrOwnerChanged = errors.New("session: the session's owner changed")
 	// ErrTooLarge: an event is over the configured size cap.
 	ErrTooLarge = errors.New("session: event too large")
 	// ErrCorrupt: the database file is damaged, truncated or not a session log.
