@@ -3,6 +3,8 @@ package app_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -224,5 +226,35 @@ func TestDeleteSessionKeepsTheNextOwners(t *testing.T) {
 				t.Errorf("ReadSession(s) as agent-b after agent-a's delete = %d events, want 4", len(evs))
 			}
 		})
+	}
+}
+
+// TestDeleteSessionEndsItsToolSets: a tool set resolved against a session's history
+// ends when DeleteSession deletes the session (NOT_FOUND, TOOL_SET_GONE, saying so): a
+// batch with it in the id's next session would run a tool admitted for what the deleted
+// session did (query_db, offered once get_db_schema succeeded, in a session that never
+// called get_db_schema). A set whose conditions do not read the history serves on.
+func TestDeleteSessionEndsItsToolSets(t *testing.T) {
+	e := start(t, "")
+	runProvider(t, e.app.Addr(),
+		constTool("get_db_schema", "tables: users"),
+		constTool("query_db", "1 row", provider.WithCondition(`session.succeeded("get_db_schema")`)),
+	)
+	e.mustExecute(t, &toolsdv1.Batch{SessionId: "s", Turn: 1, Step: 1, Calls: []*toolsdv1.ToolCall{call("c1", "get_db_schema", `{}`)}}, batchOptions{})
+	set := e.resolve(t, "s", 2, nil)
+	if got := names(set.GetTools()); !slices.Contains(got, "query_db") {
+		t.Fatalf("tool set after get_db_schema succeeded = %v, want query_db in it", got)
+	}
+	if _, err := e.deleteSession("s"); err != nil {
+		t.Fatalf("DeleteSession(s) = %v", err)
+	}
+	_, err := e.execute(t, &toolsdv1.Batch{SessionId: "s", Turn: 1, Step: 2, ToolSetId: set.GetToolSetId(),
+		Calls: []*toolsdv1.ToolCall{call("c2", "query_db", `{}`)}}, batchOptions{})
+	wantStatus(t, "ExecuteBatch(s) with a set resolved before s was deleted", err, codes.NotFound, "TOOL_SET_GONE")
+	if err != nil && !strings.Contains(err.Error(), "session was deleted") {
+		t.Errorf("ExecuteBatch(s) with a set resolved before s was deleted = %v, want it to say the session was deleted", err)
+	}
+	if evs := e.readSession(t, "s"); len(evs) != 0 {
+		t.Errorf("ReadSession(s) = %d events, want none: nothing ran in the id's next session", len(evs))
 	}
 }

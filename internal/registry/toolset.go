@@ -20,7 +20,8 @@ import (
 // The same set serves the step's prompt schemas and every call of its batch. It stops
 // admitting anything once released, idle for longer than the configured idle time, or
 // invalidated: by a new restriction on its scope or an ancestor, or by the removal or
-// replacement of one of its admitted tools.
+// replacement of one of its admitted tools; or once the session whose history its
+// conditions read is deleted ([Registry.EndSessionToolSets]).
 type ToolSet struct {
 	r     *Registry
 	id    string
@@ -54,6 +55,7 @@ const (
 	setReleased
 	setExpired
 	setInvalidated
+	setSessionDeleted // see [Registry.EndSessionToolSets]
 )
 
 // maxResolveAttempts bounds retries when the registry changes under a resolution.
@@ -194,6 +196,8 @@ func (e *toolSetGoneError) Error() string {
 		why = "expired after being idle"
 	case setInvalidated:
 		why = "was invalidated by a registry change"
+	case setSessionDeleted:
+		why = "ended as its session was deleted (resolve a new one)"
 	}
 	return "registry: tool set " + quoteName(e.id) + " " + why
 }
@@ -389,6 +393,22 @@ func (r *Registry) ReleaseToolSet(id string) error {
 	ts.state.CompareAndSwap(setLive, setReleased)
 	r.dropSetLocked(ts)
 	return nil
+}
+
+// EndSessionToolSets ends the live sets resolved against sessionID whose conditions
+// read its history, once the session has been deleted: they judged a history that is
+// gone, and the id's next session would run a tool admitted for what the deleted one
+// did (their unstarted calls stop, as a released set's do). Sets whose conditions do
+// not read the history serve on. It visits every set: deleting a session is rare.
+func (r *Registry) EndSessionToolSets(sessionID string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ts := range r.sets {
+		if ts.session == sessionID && ts.readsHistory {
+			ts.state.CompareAndSwap(setLive, setSessionDeleted)
+			r.dropSetLocked(ts)
+		}
+	}
 }
 
 // SweepToolSets drops the unheld sets idle for longer than the configured idle time (and

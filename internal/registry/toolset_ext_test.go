@@ -559,3 +559,32 @@ func TestExpiredToolSetsFreeTheirPlaces(t *testing.T) {
 		t.Errorf("ResolveToolSet in a full registry = %v, want ErrLimit", err)
 	}
 }
+
+// TestEndSessionToolSets: the sets resolved against a session whose conditions read its
+// history end, saying the session was deleted; another session's, and one whose
+// conditions do not read the history, serve on.
+func TestEndSessionToolSets(t *testing.T) {
+	r := newRegistry(t)
+	mustRegister(t, r, "q", withCondition("query_db", `session.succeeded("get_db_schema")`), "")
+	mustRegister(t, r, "m", withCondition("web_search", `model.provider == "openai"`), "")
+	resolve := func(scope, session string) *registry.ToolSet {
+		ts, err := r.ResolveToolSet(t.Context(), scope, registry.ConditionEnv{SessionID: session})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ts
+	}
+	reads, other, model := resolve("q", "s"), resolve("q", "t"), resolve("m/x", "s")
+	if model.ReadsHistory() {
+		t.Fatal("the set of scope m/x reads the history, want not (only web_search is conditional there)")
+	}
+	r.EndSessionToolSets("s")
+	if _, err := r.ToolSet(reads.ID()); !errors.Is(err, tool.ErrToolSetGone) || !strings.Contains(err.Error(), "session was deleted") {
+		t.Errorf("ToolSet(s's set that reads the history) = %v, want ErrToolSetGone saying the session was deleted", err)
+	}
+	for name, ts := range map[string]*registry.ToolSet{"t's": other, "s's that does not read the history": model} {
+		if _, err := r.ToolSet(ts.ID()); err != nil {
+			t.Errorf("ToolSet(%s set) = %v, want it live", name, err)
+		}
+	}
+}

@@ -20,7 +20,8 @@ import (
 // (SESSION_IN_USE): nothing accepted is lost under a running batch. The session is
 // deleted only while its owner is the one read before the caller was authorized: one
 // deleted meanwhile (by retention, say) and claimed again by another identity is kept,
-// with FailedPrecondition (SESSION_OWNER_CHANGED).
+// with FailedPrecondition (SESSION_OWNER_CHANGED). The tool sets whose conditions read
+// the deleted history end (see [registry.Registry.EndSessionToolSets]).
 func (s *Server) DeleteSession(ctx context.Context, req *toolsdv1.DeleteSessionRequest) (*toolsdv1.DeleteSessionResponse, error) {
 	id := req.GetSessionId()
 	if err := s.checkSessionID("session_id", id); err != nil {
@@ -37,6 +38,7 @@ func (s *Server) DeleteSession(ctx context.Context, req *toolsdv1.DeleteSessionR
 	if err != nil {
 		return nil, toStatus(s.log, err)
 	}
+	s.reg.EndSessionToolSets(id)
 	s.log.Info("session deleted", zap.String("session_id", textcut.Ellipsis(id, textcut.MaxLoggedID)),
 		zap.String("identity", callerName(ctx)), zap.Int("events", n))
 	return &toolsdv1.DeleteSessionResponse{EventsRemoved: uint64(n)}, nil

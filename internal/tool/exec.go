@@ -11,8 +11,8 @@ var (
 	// ErrUnknownTool: the name is not visible to the caller (never registered, filtered
 	// by a restriction, conditional and outside the step's tool set — all alike).
 	ErrUnknownTool = errors.New("tool: unknown tool")
-	// ErrToolSetGone: the step's tool set was released, expired or invalidated; an
-	// unstarted call may no longer use it.
+	// ErrToolSetGone: the step's tool set was released, expired or invalidated (or its
+	// session deleted); an unstarted call may no longer use it.
 	ErrToolSetGone = errors.New("tool: tool set no longer valid")
 )
 
