@@ -110,7 +110,11 @@ type ToolServiceClient interface {
 	// retry once the batch has settled. A session with no events and no owner is
 	// NOT_FOUND, reason SESSION_NOT_FOUND. With authentication on, the caller must be
 	// allowed to read the session (its owner while it may still execute where the
-	// session was claimed, or an operator there): others get PERMISSION_DENIED.
+	// session was claimed, or an operator there): others get PERMISSION_DENIED. A
+	// session whose owner changed while the caller was authorized (deleted and claimed
+	// by another identity meanwhile) is kept: FAILED_PRECONDITION, reason
+	// SESSION_OWNER_CHANGED. Tool sets resolved against the session whose conditions
+	// read its history end (TOOL_SET_GONE).
 	DeleteSession(ctx context.Context, in *DeleteSessionRequest, opts ...grpc.CallOption) (*DeleteSessionResponse, error)
 	// WatchSchemas streams the fingerprint of what Schemas would answer for the same
 	// scope and tool_set_id: the current one first, then a new one each time that
@@ -406,7 +410,11 @@ type ToolServiceServer interface {
 	// retry once the batch has settled. A session with no events and no owner is
 	// NOT_FOUND, reason SESSION_NOT_FOUND. With authentication on, the caller must be
 	// allowed to read the session (its owner while it may still execute where the
-	// session was claimed, or an operator there): others get PERMISSION_DENIED.
+	// session was claimed, or an operator there): others get PERMISSION_DENIED. A
+	// session whose owner changed while the caller was authorized (deleted and claimed
+	// by another identity meanwhile) is kept: FAILED_PRECONDITION, reason
+	// SESSION_OWNER_CHANGED. Tool sets resolved against the session whose conditions
+	// read its history end (TOOL_SET_GONE).
 	DeleteSession(context.Context, *DeleteSessionRequest) (*DeleteSessionResponse, error)
 	// WatchSchemas streams the fingerprint of what Schemas would answer for the same
 	// scope and tool_set_id: the current one first, then a new one each time that
