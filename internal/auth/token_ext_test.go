@@ -92,6 +92,7 @@ func TestTokenFileInvalid(t *testing.T) {
 		"bad hash":           {content: "sha256:abcd agent-a\n", want: "64 hex digits"},
 		"yaml both":          {content: "tokens:\n  - identity: a\n    token: " + tokenA + "\n    sha256: " + hashOf(tokenA) + "\n", want: "not both"},
 		"yaml no identity":   {content: "tokens:\n  - token: " + tokenA + "\n", want: "identity is empty"},
+		"identity not UTF-8": {content: tokenA + " prov\xe9der\n", want: `:1: identity "prov\xe9der" is not valid UTF-8`},
 		"yaml unknown key":   {content: "tokens:\n  - identity: a\n    secret: " + tokenA + "\n", want: "yaml"},
 		"non-ASCII token":    {content: "t\u00f6ken-0123456789abcdef agent-a\n", want: "printable ASCII"},
 		"control character":  {content: "token-0123456789\x01abcdef agent-a\n", want: "printable ASCII"},

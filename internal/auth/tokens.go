@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
@@ -294,11 +295,15 @@ func (ts *tokenSet) lookup(token string) (string, bool) {
 // header values are printable ASCII.
 func notSendable(r rune) bool { return r < 0x21 || r > 0x7e }
 
-// checkIdentityName refuses identities that would be ambiguous in grants and logs.
+// checkIdentityName refuses identities that would be ambiguous in grants and logs, or
+// that no message could carry.
 func checkIdentityName(name string) error {
 	switch {
 	case name == "":
 		return fmt.Errorf("identity is empty")
+	case !utf8.ValidString(name):
+		// It is sent in messages (ListProviders) and logged: protobuf refuses such text.
+		return fmt.Errorf("identity %q is not valid UTF-8", name)
 	case strings.IndexFunc(name, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0:
 		return fmt.Errorf("identity %q contains white space or control characters", name)
 	}
