@@ -2641,11 +2641,11 @@ type ConnectedProvider struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The id of the stream's Welcome: what RegisterTool names and QuarantinedTool shows.
 	ProviderId string `protobuf:"bytes,1,opt,name=provider_id,json=providerId,proto3" json:"provider_id,omitempty"`
-	// The name the provider said in its hello (cut at 128 bytes).
+	// The name the provider said in its hello (over 128 bytes, cut to 128 and "…").
 	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	// The version the provider said in its hello (cut at 128 bytes).
+	// The version the provider said in its hello (over 128 bytes, cut to 128 and "…").
 	Version string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
-	// The authenticated identity that opened the stream, cut at 1 KiB; "" with
+	// The authenticated identity that opened the stream, over 1 KiB cut to 1 KiB and "…"; "" with
 	// authentication off.
 	Identity string `protobuf:"bytes,4,opt,name=identity,proto3" json:"identity,omitempty"`
 	// When the stream was welcomed.
