@@ -258,3 +258,50 @@ func TestDeleteSessionEndsItsToolSets(t *testing.T) {
 		t.Errorf("ReadSession(s) = %d events, want none: nothing ran in the id's next session", len(evs))
 	}
 }
+
+// afterSummary is a session store whose Summary, once armed, runs after (once) between
+// reading the summary and returning it: what another RPC may do while ResolveToolSet
+// evaluates conditions against the history it read.
+type afterSummary struct {
+	session.Store
+	after func()
+}
+
+func (s *afterSummary) Summary(ctx context.Context, id string) (session.Summary, error) {
+	sum, err := s.Store.Summary(ctx, id)
+	if f := s.after; f != nil {
+		s.after = nil
+		f()
+	}
+	return sum, err
+}
+
+// TestDeleteSessionDuringResolution: a DeleteSession that runs while a tool set is
+// being resolved against the session's history either waits out the resolution or is
+// refused (SESSION_IN_USE); it never leaves a set that judged the deleted history live,
+// to run query_db in the id's next session, which never called get_db_schema.
+func TestDeleteSessionDuringResolution(t *testing.T) {
+	store := &afterSummary{}
+	e := start(t, "", app.WithSessionStoreWrapper(func(s session.Store) session.Store { store.Store = s; return store }))
+	runProvider(t, e.app.Addr(),
+		constTool("get_db_schema", "tables: users"),
+		constTool("query_db", "1 row", provider.WithCondition(`session.succeeded("get_db_schema")`)),
+	)
+	e.mustExecute(t, &toolsdv1.Batch{SessionId: "s", Turn: 1, Step: 1, Calls: []*toolsdv1.ToolCall{call("c1", "get_db_schema", `{}`)}}, batchOptions{})
+	var delErr error
+	store.after = func() { _, delErr = e.deleteSession("s") }
+	set := e.resolve(t, "s", 2, nil)
+	out, err := e.execute(t, &toolsdv1.Batch{SessionId: "s", Turn: 1, Step: 2, ToolSetId: set.GetToolSetId(),
+		Calls: []*toolsdv1.ToolCall{call("c2", "query_db", `{}`)}}, batchOptions{})
+	if delErr == nil {
+		wantStatus(t, "ExecuteBatch(s) with a set resolved as s was deleted", err, codes.NotFound, "TOOL_SET_GONE")
+		if evs := e.readSession(t, "s"); len(evs) != 0 {
+			t.Errorf("ReadSession(s) = %d events (%v), want none: query_db ran in a session that never called get_db_schema", len(evs), out)
+		}
+		return
+	}
+	wantStatus(t, "DeleteSession(s) during a resolution", delErr, codes.FailedPrecondition, "SESSION_IN_USE")
+	if err != nil {
+		t.Errorf("ExecuteBatch(s) with a set resolved against the kept session = %v", err)
+	}
+}

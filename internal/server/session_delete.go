@@ -16,8 +16,9 @@ import (
 // it: its owner while it keeps the scope it claimed the session in, or an operator of
 // that scope (see [ActionReadSession]); a tenant's operator erases its tenant's
 // sessions as it reads them, and nobody else learns whether the id is in use. A
-// session that a batch holds, or with a call open, is refused with FailedPrecondition
-// (SESSION_IN_USE): nothing accepted is lost under a running batch. The session is
+// session that a batch or a tool set's resolution holds, or with a call open, is
+// refused with FailedPrecondition (SESSION_IN_USE): nothing accepted is lost under a
+// running batch. The session is
 // deleted only while its owner is the one read before the caller was authorized: one
 // deleted meanwhile (by retention, say) and claimed again by another identity is kept,
 // with FailedPrecondition (SESSION_OWNER_CHANGED). The tool sets whose conditions read

@@ -263,6 +263,14 @@ func (s *Server) ResolveToolSet(ctx context.Context, req *toolsdv1.ResolveToolSe
 		Model:     registry.ModelSelection{Provider: m.GetProvider(), Model: m.GetModel(), ReasoningEffort: m.GetReasoningEffort()},
 	}
 	if req.GetSessionId() != "" {
+		// Held from before the history is read until the set is made: a DeleteSession
+		// meanwhile is refused (SESSION_IN_USE) rather than end the session's sets before
+		// this one exists, leaving it live on a history that is gone.
+		release, err := s.sessions.Hold(ctx, req.GetSessionId())
+		if err != nil {
+			return nil, toStatus(s.log, fmt.Errorf("server: session log: %w", err))
+		}
+		defer release()
 		sum, err := s.sessions.Summary(ctx, req.GetSessionId())
 		if err != nil {
 			return nil, toStatus(s.log, err)
