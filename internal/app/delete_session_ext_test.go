@@ -193,12 +193,12 @@ type beforeDelete struct {
 	before func()
 }
 
-func (s *beforeDelete) Delete(ctx context.Context, id string, seen *session.Owner) (int, error) {
+func (s *beforeDelete) Delete(ctx context.Context, id string, seen *session.Owner, then func()) (int, error) {
 	if f := s.before; f != nil {
 		s.before = nil
 		f()
 	}
-	return s.Store.Delete(ctx, id, seen)
+	return s.Store.Delete(ctx, id, seen, then)
 }
 
 // TestDeleteSessionKeepsTheNextOwners: a session deleted (by retention, say) and
@@ -215,7 +215,7 @@ func TestDeleteSessionKeepsTheNextOwners(t *testing.T) {
 			agentA, agentB := e.as(t, tokenAgentA), e.as(t, tokenAgentB)
 			agentA.mustExecute(t, &toolsdv1.Batch{SessionId: "s", Scope: "tenant-a", Calls: []*toolsdv1.ToolCall{call("c1", "nope", `{}`)}}, batchOptions{})
 			store.before = func() {
-				if _, err := store.Store.Delete(context.Background(), "s", &session.Owner{Identity: "agent-a", Scope: "tenant-a", ScopeKnown: true}); err != nil {
+				if _, err := store.Store.Delete(context.Background(), "s", &session.Owner{Identity: "agent-a", Scope: "tenant-a", ScopeKnown: true}, nil); err != nil {
 					t.Errorf("Delete(s) as retention would = %v", err)
 				}
 				agentB.mustExecute(t, &toolsdv1.Batch{SessionId: "s", Scope: "tenant-b", Calls: []*toolsdv1.ToolCall{call("c1", "nope", `{}`), call("c2", "nope", `{}`)}}, batchOptions{})
@@ -303,5 +303,53 @@ func TestDeleteSessionDuringResolution(t *testing.T) {
 	wantStatus(t, "DeleteSession(s) during a resolution", delErr, codes.FailedPrecondition, "SESSION_IN_USE")
 	if err != nil {
 		t.Errorf("ExecuteBatch(s) with a set resolved against the kept session = %v", err)
+	}
+}
+
+// afterDelete is a session store whose Delete, once armed, runs after (once) as soon as
+// the session is deleted: what a batch may do before DeleteSession has returned.
+type afterDelete struct {
+	session.Store
+	after func()
+}
+
+func (s *afterDelete) Delete(ctx context.Context, id string, seen *session.Owner, then func()) (int, error) {
+	n, err := s.Store.Delete(ctx, id, seen, then)
+	if f := s.after; f != nil && err == nil {
+		s.after = nil
+		f()
+	}
+	return n, err
+}
+
+// TestDeleteSessionEndsItsToolSetsBeforeTheNextBatch: a batch with a set resolved
+// against the session's history that holds the id as soon as the session is deleted,
+// before DeleteSession returns, finds the set ended (TOOL_SET_GONE): query_db does not
+// run in the id's next session, which never called get_db_schema.
+func TestDeleteSessionEndsItsToolSetsBeforeTheNextBatch(t *testing.T) {
+	for _, kind := range []string{"memory", "bolt", "journal"} {
+		t.Run(kind, func(t *testing.T) {
+			store := &afterDelete{}
+			e := startConfig(t, storeConfig(t, kind, t.TempDir(), ""),
+				app.WithSessionStoreWrapper(func(s session.Store) session.Store { store.Store = s; return store }))
+			runProvider(t, e.app.Addr(),
+				constTool("get_db_schema", "tables: users"),
+				constTool("query_db", "1 row", provider.WithCondition(`session.succeeded("get_db_schema")`)),
+			)
+			e.mustExecute(t, &toolsdv1.Batch{SessionId: "s", Turn: 1, Step: 1, Calls: []*toolsdv1.ToolCall{call("c1", "get_db_schema", `{}`)}}, batchOptions{})
+			set := e.resolve(t, "s", 2, nil)
+			var batchErr error
+			store.after = func() {
+				_, batchErr = e.execute(t, &toolsdv1.Batch{SessionId: "s", Turn: 1, Step: 2, ToolSetId: set.GetToolSetId(),
+					Calls: []*toolsdv1.ToolCall{call("c2", "query_db", `{}`)}}, batchOptions{})
+			}
+			if _, err := e.deleteSession("s"); err != nil {
+				t.Fatalf("DeleteSession(s) = %v", err)
+			}
+			wantStatus(t, "ExecuteBatch(s) with a set resolved before s was deleted", batchErr, codes.NotFound, "TOOL_SET_GONE")
+			if evs := e.readSession(t, "s"); len(evs) != 0 {
+				t.Errorf("ReadSession(s) = %d events, want none: query_db ran in a session that never called get_db_schema", len(evs))
+			}
+		})
 	}
 }

@@ -35,11 +35,12 @@ func (s *Server) DeleteSession(ctx context.Context, req *toolsdv1.DeleteSessionR
 	if err := s.authz.Authorize(ctx, ActionReadSession, "", id); err != nil {
 		return nil, toStatus(s.log, err)
 	}
-	n, err := s.sessions.Delete(ctx, id, seen)
+	// The sets end before a batch may hold the id again: one holding it first would run
+	// a tool they admitted in the id's next session.
+	n, err := s.sessions.Delete(ctx, id, seen, func() { s.reg.EndSessionToolSets(id) })
 	if err != nil {
 		return nil, toStatus(s.log, err)
 	}
-	s.reg.EndSessionToolSets(id)
 	s.log.Info("session deleted", zap.String("session_id", textcut.Ellipsis(id, textcut.MaxLoggedID)),
 		zap.String("identity", callerName(ctx)), zap.Int("events", n))
 	return &toolsdv1.DeleteSessionResponse{EventsRemoved: uint64(n)}, nil

@@ -101,14 +101,14 @@ func (w *writer) forget(ids []string) {
 
 // Delete implements [Store] through the writer, as a sweep of one session: in one
 // transaction, between group commits.
-func (b *Bolt) Delete(ctx context.Context, sessionID string, seen *Owner) (int, error) {
+func (b *Bolt) Delete(ctx context.Context, sessionID string, seen *Owner, then func()) (int, error) {
 	if err := b.usable(); err != nil {
 		return 0, err
 	}
 	if err := validateSessionID(sessionID); err != nil {
 		return 0, err
 	}
-	resp := b.submit(ctx, &request{sessionID: sessionID, drop: true, seen: seen, done: make(chan response, 1)})
+	resp := b.submit(ctx, &request{sessionID: sessionID, drop: true, seen: seen, then: then, done: make(chan response, 1)})
 	return resp.removed, resp.err
 }
 
@@ -132,6 +132,7 @@ func (w *writer) drop(r *request) {
 		return
 	}
 	w.forget([]string{r.sessionID})
+	runThen(r.then)
 	r.done <- response{removed: events}
 }
 

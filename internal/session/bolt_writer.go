@@ -22,9 +22,11 @@ type request struct {
 	// names are the tool names the events add to the session summary (set by the writer).
 	names toolNames
 	sweep bool
-	// drop is a [Bolt.Delete] of sessionID; seen is the owner its caller saw.
+	// drop is a [Bolt.Delete] of sessionID; seen is the owner its caller saw, then
+	// what runs once it is deleted.
 	drop bool
 	seen *Owner
+	then func()
 	now  time.Time
 	done chan response
 }

@@ -1,6 +1,7 @@
 package session_test
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"testing"
@@ -29,16 +30,28 @@ func testDeleteRemovesSession(t *testing.T, open opener) {
 	}
 
 	// Only while its owner is the one the caller saw: another, or none, keeps it.
+	kept := func() { t.Error("Delete's then ran, want it only once the session is deleted") }
 	for _, seen := range []*session.Owner{nil, {Identity: "alice"}, {Identity: "bob", Scope: "team", ScopeKnown: true}} {
-		if n, err := s.Delete(ctx, "d", seen); !errors.Is(err, session.ErrOwnerChanged) || n != 0 {
+		if n, err := s.Delete(ctx, "d", seen, kept); !errors.Is(err, session.ErrOwnerChanged) || n != 0 {
 			t.Errorf("Delete(d, seen %+v) of alice's = %d, %v, want ErrOwnerChanged", seen, n, err)
 		}
 	}
-	if n, err := s.Delete(ctx, "other", &alice); !errors.Is(err, session.ErrOwnerChanged) || n != 0 {
+	if n, err := s.Delete(ctx, "other", &alice, nil); !errors.Is(err, session.ErrOwnerChanged) || n != 0 {
 		t.Errorf("Delete(other, seen alice) of a session with no owner = %d, %v, want ErrOwnerChanged", n, err)
 	}
-	if n, err := s.Delete(ctx, "d", &alice); err != nil || n != 3 {
-		t.Fatalf("Delete(d) = %d, %v, want 3 events", n, err)
+	// then runs once it is deleted, before the id may be held again.
+	thens := 0
+	then := func() {
+		thens++
+		cancelled, cancel := context.WithCancel(ctx)
+		cancel()
+		if release, err := s.Hold(cancelled, "d"); err == nil {
+			release()
+			t.Error("Hold(d) in Delete's then succeeded, want it to wait until Delete is done")
+		}
+	}
+	if n, err := s.Delete(ctx, "d", &alice, then); err != nil || n != 3 || thens != 1 {
+		t.Fatalf("Delete(d) = %d, %v, then ran %d times, want 3 events, once", n, err, thens)
 	}
 	if evs, err := s.Read(ctx, "d", 1, 0); err != nil || len(evs) != 0 {
 		t.Errorf("Read(d) after Delete = %d events, %v, want none", len(evs), err)
@@ -49,16 +62,16 @@ func testDeleteRemovesSession(t *testing.T, open opener) {
 	if sum, err := s.Summary(ctx, "d"); err != nil || sum.Called("read") {
 		t.Errorf("Summary(d) after Delete: Called(read) = %v, %v, want false", sum != nil && sum.Called("read"), err)
 	}
-	if n, err := s.Delete(ctx, "d", &alice); !errors.Is(err, session.ErrNotFound) || n != 0 {
+	if n, err := s.Delete(ctx, "d", &alice, kept); !errors.Is(err, session.ErrNotFound) || n != 0 {
 		t.Errorf("Delete(d) again = %d, %v, want ErrNotFound", n, err)
 	}
-	if n, err := s.Delete(ctx, "never", nil); !errors.Is(err, session.ErrNotFound) || n != 0 {
+	if n, err := s.Delete(ctx, "never", nil, nil); !errors.Is(err, session.ErrNotFound) || n != 0 {
 		t.Errorf("Delete(never) = %d, %v, want ErrNotFound", n, err)
 	}
-	if _, err := s.Delete(ctx, "", nil); !errors.Is(err, session.ErrInvalid) {
+	if _, err := s.Delete(ctx, "", nil, nil); !errors.Is(err, session.ErrInvalid) {
 		t.Errorf(`Delete("") = %v, want ErrInvalid`, err)
 	}
-	if n, err := s.Delete(ctx, "claim-only", &alice); err != nil || n != 0 {
+	if n, err := s.Delete(ctx, "claim-only", &alice, nil); err != nil || n != 0 {
 		t.Errorf("Delete(claim-only) = %d, %v, want 0 events", n, err)
 	}
 	if _, ok, err := s.Owner(ctx, "claim-only"); err != nil || ok {
@@ -90,7 +103,7 @@ func testDeleteKeepsSessionInUse(t *testing.T, open opener) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, err := s.Delete(ctx, "held", &session.Owner{Identity: "alice"}); !errors.Is(err, session.ErrInUse) || n != 0 {
+	if n, err := s.Delete(ctx, "held", &session.Owner{Identity: "alice"}, nil); !errors.Is(err, session.ErrInUse) || n != 0 {
 		t.Errorf("Delete(held) = %d, %v, want ErrInUse", n, err)
 	}
 	if _, ok, err := s.Owner(ctx, "held"); err != nil || !ok {
@@ -98,19 +111,19 @@ func testDeleteKeepsSessionInUse(t *testing.T, open opener) {
 	}
 	mustAppend(t, s, "held", messageEvent("a", 0))
 	release()
-	if n, err := s.Delete(ctx, "held", &session.Owner{Identity: "alice"}); err != nil || n != 1 {
+	if n, err := s.Delete(ctx, "held", &session.Owner{Identity: "alice"}, nil); err != nil || n != 1 {
 		t.Errorf("Delete(held) released = %d, %v, want 1 event", n, err)
 	}
 
 	c := mustAppend(t, s, "open", callEvent("c1", "read", `{}`))
-	if _, err := s.Delete(ctx, "open", nil); !errors.Is(err, session.ErrInUse) {
+	if _, err := s.Delete(ctx, "open", nil, nil); !errors.Is(err, session.ErrInUse) {
 		t.Errorf("Delete(open) with a call open = %v, want ErrInUse", err)
 	}
 	if evs, err := s.Read(ctx, "open", 1, 0); err != nil || len(evs) != 1 {
 		t.Errorf("Read(open) after a refused Delete = %d events, %v, want 1", len(evs), err)
 	}
 	mustAppend(t, s, "open", resultEvent("c1", c[0].Seq, false))
-	if n, err := s.Delete(ctx, "open", nil); err != nil || n != 2 {
+	if n, err := s.Delete(ctx, "open", nil, nil); err != nil || n != 2 {
 		t.Errorf("Delete(open) answered = %d, %v, want 2 events", n, err)
 	}
 }
@@ -124,7 +137,7 @@ func testDeleteEndsWatch(t *testing.T, open opener) {
 	}
 	got, stop := watchInto(t, s, "w", 1)
 	receive(t, got, 3)
-	if n, err := s.Delete(t.Context(), "w", nil); err != nil || n != 3 {
+	if n, err := s.Delete(t.Context(), "w", nil, nil); err != nil || n != 3 {
 		t.Fatalf("Delete(w) = %d, %v, want 3", n, err)
 	}
 	for range 4 {
@@ -159,7 +172,7 @@ func TestDeleteIsDurable(t *testing.T) {
 			}
 			mustAppend(t, s, "gone", messageEvent("a", 0), messageEvent("b", 0))
 			mustAppend(t, s, "kept", messageEvent("c", 0))
-			if n, err := s.Delete(ctx, "gone", &session.Owner{Identity: "alice"}); err != nil || n != 2 {
+			if n, err := s.Delete(ctx, "gone", &session.Owner{Identity: "alice"}, nil); err != nil || n != 2 {
 				t.Fatalf("Delete(gone) = %d, %v, want 2", n, err)
 			}
 			if err := s.Close(); err != nil {

@@ -564,14 +564,14 @@ func (j *Journal) Sweep(now time.Time) (int, error) {
 
 // Delete implements [Store] through the writer: the session's delete record is
 // durable before the session leaves memory, so it stays deleted after a restart.
-func (j *Journal) Delete(ctx context.Context, sessionID string, seen *Owner) (int, error) {
+func (j *Journal) Delete(ctx context.Context, sessionID string, seen *Owner, then func()) (int, error) {
 	if err := j.usable(); err != nil {
 		return 0, err
 	}
 	if err := validateSessionID(sessionID); err != nil {
 		return 0, err
 	}
-	r := &jrequest{kind: recKindDelete, sessionID: sessionID, seen: seen, done: make(chan jresponse, 1)}
+	r := &jrequest{kind: recKindDelete, sessionID: sessionID, seen: seen, then: then, done: make(chan jresponse, 1)}
 	resp := j.submit(ctx, r)
 	return resp.removed, resp.err
 }

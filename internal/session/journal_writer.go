@@ -21,6 +21,7 @@ type jrequest struct {
 	off, n    int          // the record's offset in its group and its size
 	owner     Owner        // claims
 	seen      *Owner       // deletions: the owner the caller saw (see [Store.Delete])
+	then      func()       // deletions: runs once the session is deleted
 	now       time.Time    // sweeps
 	done      chan jresponse
 }
@@ -326,6 +327,7 @@ func (w *journalWriter) deleteOne(r *jrequest) {
 		return
 	}
 	w.forget([]string{r.sessionID})
+	runThen(r.then)
 	r.done <- jresponse{removed: events}
 }
 

@@ -366,7 +366,7 @@ func (m *Memory) Sweep(now time.Time) (int, error) {
 
 // Delete implements [Store]. It runs as a sweep of one session does, so a batch's Hold
 // waits for it to finish, and it never deletes a session a batch holds.
-func (m *Memory) Delete(_ context.Context, sessionID string, seen *Owner) (int, error) {
+func (m *Memory) Delete(_ context.Context, sessionID string, seen *Owner, then func()) (int, error) {
 	if m.closed.Load() {
 		return 0, ErrClosed
 	}
@@ -382,6 +382,7 @@ func (m *Memory) Delete(_ context.Context, sessionID string, seen *Owner) (int, 
 	if !ok {
 		return 0, fmt.Errorf("%w: a call of it opened as it was deleted", ErrInUse)
 	}
+	runThen(then)
 	return n, nil
 }
 

@@ -49,8 +49,10 @@ type Store interface {
 	// is ErrNotFound. seen is the session's owner as the caller saw it when it decided
 	// the caller may delete it (nil: it had none): a session whose owner is now
 	// another, as when the session was deleted and its id claimed again meanwhile, is
-	// kept (ErrOwnerChanged).
-	Delete(ctx context.Context, sessionID string, seen *Owner) (removed int, err error)
+	// kept (ErrOwnerChanged). then, unless nil, runs once the session is deleted and
+	// before a batch may hold its id again (even if ctx is done by then): what must
+	// not outlive the session, such as tool sets that judged its history, ends there.
+	Delete(ctx context.Context, sessionID string, seen *Owner, then func()) (removed int, err error)
 	// Close stops the store's goroutines and releases its resources. Appends still
 	// waiting fail with ErrClosed.
 	Close() error
@@ -97,6 +99,14 @@ type Owner struct {
 	// Scope is the scope the session was claimed in, when ScopeKnown.
 	Scope      string
 	ScopeKnown bool
+}
+
+// runThen runs a [Store.Delete]'s then, unless nil, while the deleted session is
+// still doomed.
+func runThen(then func()) {
+	if then != nil {
+		then()
+	}
 }
 
 // checkOwner fails with ErrOwnerChanged unless the owner recorded now (nil: none) is
