@@ -222,6 +222,10 @@ func TestDeleteSessionKeepsTheNextOwners(t *testing.T) {
 			}
 			_, err := agentA.deleteSession("s")
 			wantStatus(t, "DeleteSession(s) as agent-a once agent-b claimed it", err, codes.FailedPrecondition, "SESSION_OWNER_CHANGED")
+			// agent-a may not read agent-b's session: it learns neither who owns it nor where.
+			if msg := status.Convert(err).Message(); strings.Contains(msg, "agent-b") || strings.Contains(msg, "tenant-b") {
+				t.Errorf("DeleteSession(s) as agent-a once agent-b claimed it says %q, want neither agent-b nor its scope named", msg)
+			}
 			if evs := agentB.readSession(t, "s"); len(evs) != 4 {
 				t.Errorf("ReadSession(s) as agent-b after agent-a's delete = %d events, want 4", len(evs))
 			}

@@ -110,17 +110,11 @@ func runThen(then func()) {
 }
 
 // checkOwner fails with ErrOwnerChanged unless the owner recorded now (nil: none) is
-// seen, the one a caller of [Store.Delete] saw.
+// seen, the one a caller of [Store.Delete] saw. Its message names neither owner: the
+// caller was authorized for the one it saw, not for the one the id has now.
 func checkOwner(now, seen *Owner) error {
-	switch {
-	case now == nil && seen == nil:
-		return nil
-	case now == nil:
-		return fmt.Errorf("%w: it was %q's and has no owner now", ErrOwnerChanged, seen.Identity)
-	case seen == nil:
-		return fmt.Errorf("%w: it had no owner and is %q's now", ErrOwnerChanged, now.Identity)
-	case *now != *seen:
-		return fmt.Errorf("%w: it was %q's (scope %q) and is %q's (scope %q) now", ErrOwnerChanged, seen.Identity, seen.Scope, now.Identity, now.Scope)
+	if (now == nil) != (seen == nil) || (now != nil && *now != *seen) {
+		return fmt.Errorf("%w since the caller was authorized to delete it", ErrOwnerChanged)
 	}
 	return nil
 }
