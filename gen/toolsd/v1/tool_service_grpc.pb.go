@@ -105,9 +105,9 @@ type ToolServiceClient interface {
 	// owner record, durably (it stays deleted after a restart). Its readers and watchers
 	// end with NOT_FOUND, reason SESSION_DELETED, and the id is free again (its next
 	// batch starts at seq 1, with a new epoch, and may be another identity's). A
-	// session with a batch running in it (from its claim to its last append) or a call
-	// without its result is not deleted: FAILED_PRECONDITION, reason SESSION_IN_USE;
-	// retry once the batch has settled. A session with no events and no owner is
+	// session with a batch running in it (from its claim to its last append), a
+	// ResolveToolSet reading its history, or a call without its result is not deleted:
+	// FAILED_PRECONDITION, reason SESSION_IN_USE; retry once the batch has settled. A session with no events and no owner is
 	// NOT_FOUND, reason SESSION_NOT_FOUND. With authentication on, the caller must be
 	// allowed to read the session (its owner while it may still execute where the
 	// session was claimed, or an operator there): others get PERMISSION_DENIED. A
@@ -405,9 +405,9 @@ type ToolServiceServer interface {
 	// owner record, durably (it stays deleted after a restart). Its readers and watchers
 	// end with NOT_FOUND, reason SESSION_DELETED, and the id is free again (its next
 	// batch starts at seq 1, with a new epoch, and may be another identity's). A
-	// session with a batch running in it (from its claim to its last append) or a call
-	// without its result is not deleted: FAILED_PRECONDITION, reason SESSION_IN_USE;
-	// retry once the batch has settled. A session with no events and no owner is
+	// session with a batch running in it (from its claim to its last append), a
+	// ResolveToolSet reading its history, or a call without its result is not deleted:
+	// FAILED_PRECONDITION, reason SESSION_IN_USE; retry once the batch has settled. A session with no events and no owner is
 	// NOT_FOUND, reason SESSION_NOT_FOUND. With authentication on, the caller must be
 	// allowed to read the session (its owner while it may still execute where the
 	// session was claimed, or an operator there): others get PERMISSION_DENIED. A
