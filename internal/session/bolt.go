@@ -358,23 +358,33 @@ func (b *Bolt) Owner(_ context.Context, sessionID string) (Owner, bool, error) {
 		ok bool
 	)
 	err := b.view(func(tx *bolt.Tx) error {
-		owners := tx.Bucket(bucketOwners)
-		if owners == nil {
-			return nil
+		p, err := ownerIn(tx, sessionID)
+		if p != nil {
+			o, ok = *p, true
 		}
-		v := owners.Get([]byte(sessionID))
-		if v == nil {
-			return nil
-		}
-		var err error
-		o, _, err = parseOwnerValue(v)
-		ok = err == nil
 		return err
 	})
 	if err != nil {
 		return Owner{}, false, err
 	}
 	return o, ok, nil
+}
+
+// ownerIn is session id's owner record in tx, nil when it has none.
+func ownerIn(tx *bolt.Tx, id string) (*Owner, error) {
+	owners := tx.Bucket(bucketOwners)
+	if owners == nil {
+		return nil, nil
+	}
+	v := owners.Get([]byte(id))
+	if v == nil {
+		return nil, nil
+	}
+	o, _, err := parseOwnerValue(v)
+	if err != nil {
+		return nil, err
+	}
+	return &o, nil
 }
 
 // view runs a read transaction, mapping a closed database to [ErrClosed]. A store that

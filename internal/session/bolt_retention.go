@@ -142,20 +142,12 @@ func (w *writer) drop(r *request) {
 // nothing holds it. A sweep must be running.
 func (b *Bolt) deletable(tx *bolt.Tx, rt roots, id string, seen *Owner) (int, error) {
 	bkt := rt.sessions.Bucket([]byte(id))
-	var v []byte
-	if owners := tx.Bucket(bucketOwners); owners != nil {
-		v = owners.Get([]byte(id))
+	now, err := ownerIn(tx, id)
+	if err != nil {
+		return 0, err
 	}
-	if bkt == nil && v == nil {
+	if bkt == nil && now == nil {
 		return 0, fmt.Errorf("%w: %q", ErrNotFound, id)
-	}
-	var now *Owner
-	if v != nil {
-		o, _, err := parseOwnerValue(v)
-		if err != nil {
-			return 0, err
-		}
-		now = &o
 	}
 	if err := checkOwner(now, seen); err != nil {
 		return 0, err
