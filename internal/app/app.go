@@ -70,6 +70,9 @@ type App struct {
 	wrapStore func(session.Store) session.Store
 	// healthNames are the names health answers for, all with one status (see setServing).
 	healthNames []string
+	// sweptReg is reg once built, for the session store's retention hook (see
+	// endSessionToolSets), which may run on the store's sweeper before then.
+	sweptReg atomic.Pointer[registry.Registry]
 	// stopper is the session store when it can stop by itself (a durable one), else nil.
 	stopper session.Stopper
 	// retired holds tool names whose last registration went, until their series go.
@@ -237,7 +240,7 @@ func (a *App) release() {
 }
 
 func (a *App) openSessions() error {
-	opts := []session.Option{session.WithObserver(a.obs.Session())}
+	opts := []session.Option{session.WithObserver(a.obs.Session()), session.WithSwept(a.endSessionToolSets)}
 	if ret := a.cfg.Session.Retention; ret.MaxAge > 0 || ret.MaxSessions > 0 {
 		opts = append(opts, session.WithRetention(ret.MaxAge.D(), ret.MaxSessions), session.WithSweepInterval(ret.Interval.D()))
 	}
@@ -269,6 +272,17 @@ func (a *App) openSessions() error {
 	}
 	a.sessions = store
 	return nil
+}
+
+// endSessionToolSets ends the tool sets that read the history of session id, which
+// retention deleted, as DeleteSession ends them (see
+// registry.Registry.EndSessionToolSets): such a set must not admit tools in the id's
+// next session. The store opens, and may sweep, before the registry is built; a
+// session deleted then has no sets.
+func (a *App) endSessionToolSets(id string) {
+	if reg := a.sweptReg.Load(); reg != nil {
+		reg.EndSessionToolSets(id)
+	}
 }
 
 // commitDelay is how long a batch's early results wait for their siblings: only the
@@ -393,6 +407,7 @@ func (a *App) build(pol *policy.Set) error {
 		registry.WithPinning(pinning),
 		registry.WithToolSetIdle(c.Registry.ToolSetIdle.D()),
 	)
+	a.sweptReg.Store(a.reg)
 	if pinPath != "" {
 		a.pinSaver = newPinSaver(a.reg, pinPath, a.log)
 	}

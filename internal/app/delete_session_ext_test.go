@@ -357,3 +357,39 @@ func TestDeleteSessionEndsItsToolSetsBeforeTheNextBatch(t *testing.T) {
 		})
 	}
 }
+
+// TestRetentionEndsItsSessionsToolSets, on each store: a tool set resolved against a
+// session's history ends when retention deletes the session, as when DeleteSession
+// does (NOT_FOUND, TOOL_SET_GONE): a batch with it in the id's next session would run
+// query_db, offered once get_db_schema succeeded, in a session that never called
+// get_db_schema. The sweep is the test's own, as of far in the future.
+func TestRetentionEndsItsSessionsToolSets(t *testing.T) {
+	for _, kind := range []string{"memory", "bolt", "journal"} {
+		t.Run(kind, func(t *testing.T) {
+			var store session.Store
+			e := startWrapped(t, kind, "", func(s session.Store) session.Store { store = s; return s })
+			runProvider(t, e.app.Addr(),
+				constTool("get_db_schema", "tables: users"),
+				constTool("query_db", "1 row", provider.WithCondition(`session.succeeded("get_db_schema")`)),
+			)
+			e.mustExecute(t, &toolsdv1.Batch{SessionId: "s", Turn: 1, Step: 1, Calls: []*toolsdv1.ToolCall{call("c1", "get_db_schema", `{}`)}}, batchOptions{})
+			set := e.resolve(t, "s", 2, nil)
+			if got := names(set.GetTools()); !slices.Contains(got, "query_db") {
+				t.Fatalf("tool set after get_db_schema succeeded = %v, want query_db in it", got)
+			}
+			sw := store.(interface{ Sweep(time.Time) (int, error) })
+			if n, err := sw.Sweep(time.Now().Add(10000 * time.Hour)); err != nil || n != 1 {
+				t.Fatalf("Sweep() = %d, %v, want 1 session deleted", n, err)
+			}
+			_, err := e.execute(t, &toolsdv1.Batch{SessionId: "s", Turn: 1, Step: 2, ToolSetId: set.GetToolSetId(),
+				Calls: []*toolsdv1.ToolCall{call("c2", "query_db", `{}`)}}, batchOptions{})
+			wantStatus(t, "ExecuteBatch(s) with a set resolved before retention deleted s", err, codes.NotFound, "TOOL_SET_GONE")
+			if err != nil && !strings.Contains(err.Error(), "session was deleted") {
+				t.Errorf("ExecuteBatch(s) with a set resolved before retention deleted s = %v, want it to say the session was deleted", err)
+			}
+			if evs := e.readSession(t, "s"); len(evs) != 0 {
+				t.Errorf("ReadSession(s) = %d events, want none: query_db ran in a session that never called get_db_schema", len(evs))
+			}
+		})
+	}
+}

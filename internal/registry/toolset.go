@@ -399,7 +399,8 @@ func (r *Registry) ReleaseToolSet(id string) error {
 // read its history, once the session has been deleted: they judged a history that is
 // gone, and the id's next session would run a tool admitted for what the deleted one
 // did (their unstarted calls stop, as a released set's do). Sets whose conditions do
-// not read the history serve on. It visits every set: deleting a session is rare.
+// not read the history serve on. It visits every set, for each session DeleteSession
+// or retention deletes.
 func (r *Registry) EndSessionToolSets(sessionID string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -46,6 +46,9 @@ func (w *writer) sweep(r *request) {
 			return
 		}
 		w.forget(removed)
+		for _, id := range removed {
+			runThen(w.b.o.sweptThen(id))
+		}
 		r.done <- response{removed: len(removed)}
 		return
 	}

@@ -40,6 +40,7 @@ func TestContract(t *testing.T) {
 		"RetentionByCount":             testRetentionCount,
 		"RetentionByCountSkipsKept":    testRetentionCountSkipsKept,
 		"BackgroundSweeper":            testBackgroundSweeper,
+		"RetentionRunsSwept":           testRetentionRunsSwept,
 		"ObserverSeesAppends":          testObserver,
 		"EmptyAppendIsNoop":            testEmptyAppend,
 		"WatchFromSeqZeroStartsAtOne":  testWatchFromZero,
@@ -712,6 +713,58 @@ func testRetentionCountSkipsKept(t *testing.T, open opener) {
 		if got, err := a.Read(ctx, id, 1, 0); err != nil || len(got) != want {
 			t.Errorf("Read(%s) = %d events, %v, want %d", id, len(got), err, want)
 		}
+	}
+}
+
+// The WithSwept hook runs once for each session retention deletes, claimed only or
+// appended to, before the id may be held again, and for none it keeps (young, held,
+// with a call open) nor for one Delete deletes (its then is Delete's own).
+func testRetentionRunsSwept(t *testing.T, open opener) {
+	clock := newClock()
+	t0 := clock.Now()
+	var (
+		s     session.Store
+		swept []string
+	)
+	ctx := t.Context()
+	hook := func(id string) {
+		swept = append(swept, id)
+		cancelled, cancel := context.WithCancel(ctx)
+		cancel()
+		if release, err := s.Hold(cancelled, id); err == nil {
+			release()
+			t.Errorf("Hold(%s) in the swept hook succeeded, want it to wait until the sweep is done", id)
+		}
+	}
+	s = open(t, session.WithClock(clock.Now), session.WithRetention(time.Hour, 0), session.WithSweepInterval(0),
+		session.WithSwept(hook))
+	mustAppend(t, s, "old", messageEvent("a", 0))
+	mustAppend(t, s, "busy", callEvent("c1", "slow", `{}`))
+	mustAppend(t, s, "held", messageEvent("a", 0))
+	if _, err := s.ClaimOwner(ctx, "claim-only", session.Owner{Identity: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	release, err := s.Hold(ctx, "held")
+	if err != nil {
+		t.Fatalf("Hold(held) = %v", err)
+	}
+	defer release()
+	clock.Set(t0.Add(50 * time.Minute))
+	mustAppend(t, s, "young", messageEvent("a", 0))
+
+	if removed, err := s.(sweeper).Sweep(t0.Add(90 * time.Minute)); err != nil || removed != 2 {
+		t.Fatalf("Sweep(+90m) = %d, %v, want 2 (old, claim-only)", removed, err)
+	}
+	slices.Sort(swept)
+	if want := []string{"claim-only", "old"}; !slices.Equal(swept, want) {
+		t.Errorf("swept hook ran for %q, want %q, once each", swept, want)
+	}
+	swept = nil
+	if _, err := s.Delete(ctx, "young", nil, nil); err != nil {
+		t.Fatalf("Delete(young) = %v", err)
+	}
+	if len(swept) != 0 {
+		t.Errorf("swept hook ran for %q on Delete, want it for retention's deletions only", swept)
 	}
 }
 

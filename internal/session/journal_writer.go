@@ -263,6 +263,9 @@ func (w *journalWriter) sweep(r *jrequest) {
 			return err
 		}
 		w.forget(ids)
+		for _, id := range ids {
+			runThen(j.o.sweptThen(id))
+		}
 		removed += len(ids)
 		ids = ids[:0]
 		buf = beginGroup(w.buf[:0], j.group+1)

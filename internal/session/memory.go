@@ -358,6 +358,7 @@ func (m *Memory) Sweep(now time.Time) (int, error) {
 	removed := 0
 	for _, c := range m.victims(now) {
 		if _, ok := m.remove(c.id, c.last.Equal); ok {
+			runThen(m.o.sweptThen(c.id))
 			removed++
 		}
 	}

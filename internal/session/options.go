@@ -61,6 +61,8 @@ type options struct {
 	hotFor        time.Duration
 	observer      Observer
 	logger        *zap.Logger
+	// swept, if set, runs for each session retention deletes (see WithSwept).
+	swept func(id string)
 }
 
 func defaultOptions() options {
@@ -108,6 +110,22 @@ func WithRetention(maxAge time.Duration, maxSessions int) Option {
 		o.maxAge = max(maxAge, 0)
 		o.maxSessions = max(maxSessions, 0)
 	}
+}
+
+// WithSwept has swept run for each session retention deletes, as [Store.Delete] runs
+// its then: once the session is deleted and before a batch may hold its id again. What
+// must not outlive the session, such as tool sets that judged its history, ends there.
+// It runs in the sweep ([Bolt] and [Journal]: on their writer), so it must be quick
+// and must not append to or delete from the store. nil: nothing runs.
+func WithSwept(swept func(id string)) Option { return func(o *options) { o.swept = swept } }
+
+// sweptThen is what [runThen] runs for session id once retention has deleted it: the
+// [WithSwept] hook, or nil.
+func (o *options) sweptThen(id string) func() {
+	if o.swept == nil {
+		return nil
+	}
+	return func() { o.swept(id) }
 }
 
 // WithSweepInterval sets how often the retention sweeper runs (default
