@@ -36,6 +36,7 @@ type Registry struct {
 	pins         *pinStore                     // nil with PinOff
 	sets         map[string]*ToolSet
 	setsOf       map[string]map[*ToolSet]struct{}     // live sets per owner (ToolSet.owner other than "")
+	historySets  map[string]map[*ToolSet]struct{}     // live sets whose conditions read their session's history, per session id
 	setGroups    map[string]map[setGroupKey]*setGroup // the sets by tenant root and visible list
 	ended        endedSets                            // why recently ended sets ended
 	// fullSweep is when (clock UnixNano) a resolution at MaxToolSets last swept every
@@ -84,6 +85,7 @@ func New(opts ...Option) *Registry {
 		names:        map[string]int{},
 		sets:         map[string]*ToolSet{},
 		setsOf:       map[string]map[*ToolSet]struct{}{},
+		historySets:  map[string]map[*ToolSet]struct{}{},
 		setGroups:    map[string]map[setGroupKey]*setGroup{},
 	}
 	r.delivery.cond = sync.NewCond(&r.delivery.mu)

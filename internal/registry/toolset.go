@@ -399,16 +399,14 @@ func (r *Registry) ReleaseToolSet(id string) error {
 // read its history, once the session has been deleted: they judged a history that is
 // gone, and the id's next session would run a tool admitted for what the deleted one
 // did (their unstarted calls stop, as a released set's do). Sets whose conditions do
-// not read the history serve on. It visits every set, for each session DeleteSession
-// or retention deletes.
+// not read the history serve on. It visits only the session's history-reading sets
+// (indexed by session), as retention may delete many sessions in one sweep.
 func (r *Registry) EndSessionToolSets(sessionID string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, ts := range r.sets {
-		if ts.session == sessionID && ts.readsHistory {
-			ts.state.CompareAndSwap(setLive, setSessionDeleted)
-			r.dropSetLocked(ts)
-		}
+	for ts := range r.historySets[sessionID] {
+		ts.state.CompareAndSwap(setLive, setSessionDeleted)
+		r.dropSetLocked(ts) // deletes from the map being ranged over, which range allows
 	}
 }
 
@@ -473,12 +471,10 @@ func tenantRoot(scope string) string {
 func (r *Registry) addSetLocked(ts *ToolSet) {
 	r.sets[ts.id] = ts
 	if ts.owner != "" {
-		own := r.setsOf[ts.owner]
-		if own == nil {
-			own = map[*ToolSet]struct{}{}
-			r.setsOf[ts.owner] = own
-		}
-		own[ts] = struct{}{}
+		addToIndex(r.setsOf, ts.owner, ts)
+	}
+	if ts.readsHistory {
+		addToIndex(r.historySets, ts.session, ts)
 	}
 	root := tenantRoot(ts.scope)
 	key := setGroupKey{n: len(ts.entries)}
@@ -567,11 +563,11 @@ func (r *Registry) dropSetLocked(ts *ToolSet) {
 		close(ts.ended)
 	}
 	r.ended.add(ts.id, ts.state.Load(), ts.owner)
-	if own := r.setsOf[ts.owner]; own != nil {
-		delete(own, ts)
-		if len(own) == 0 {
-			delete(r.setsOf, ts.owner)
-		}
+	if ts.owner != "" {
+		removeFromIndex(r.setsOf, ts.owner, ts)
+	}
+	if ts.readsHistory {
+		removeFromIndex(r.historySets, ts.session, ts)
 	}
 	g := ts.group
 	ts.group = nil
@@ -581,6 +577,26 @@ func (r *Registry) dropSetLocked(ts *ToolSet) {
 		delete(groups, g.key)
 		if len(groups) == 0 {
 			delete(r.setGroups, g.root)
+		}
+	}
+}
+
+// addToIndex files ts under key in index.
+func addToIndex(index map[string]map[*ToolSet]struct{}, key string, ts *ToolSet) {
+	sets := index[key]
+	if sets == nil {
+		sets = map[*ToolSet]struct{}{}
+		index[key] = sets
+	}
+	sets[ts] = struct{}{}
+}
+
+// removeFromIndex removes ts from under key in index, and key once it holds none.
+func removeFromIndex(index map[string]map[*ToolSet]struct{}, key string, ts *ToolSet) {
+	if sets := index[key]; sets != nil {
+		delete(sets, ts)
+		if len(sets) == 0 {
+			delete(index, key)
 		}
 	}
 }

@@ -19,6 +19,7 @@ func TestToolSetIndexMatchesScan(t *testing.T) {
 	scopes := []string{"", "a", "a/x", "a/x/y", "ab", "ab/x", "b"}
 	names := []string{"n0", "n1", "n2", "n3"}
 	owners := []string{"", "p1", "p2"}
+	sessions := []string{"s1", "s2"}
 	for seed := range uint64(20) {
 		rng := rand.New(rand.NewPCG(seed, 1))
 		pick := func(list []string) string { return list[rng.IntN(len(list))] }
@@ -34,7 +35,7 @@ func TestToolSetIndexMatchesScan(t *testing.T) {
 			case op < 3:
 				d := tool.Definition{Name: pick(names), Parameters: []byte(`{"type":"object"}`)}
 				if rng.IntN(3) == 0 {
-					d.Condition = pick([]string{"true", "false"})
+					d.Condition = pick([]string{"true", "false", `!session.called("n0")`})
 				}
 				_, _ = r.Register(pick(scopes), d, pick(owners))
 			case op < 5:
@@ -58,9 +59,11 @@ func TestToolSetIndexMatchesScan(t *testing.T) {
 					restrictions = append(restrictions[:i], restrictions[i+1:]...)
 				}
 			case op < 9:
-				if _, err := r.ResolveToolSet(context.Background(), pick(scopes), ConditionEnv{}); err != nil {
+				if _, err := r.ResolveToolSet(context.Background(), pick(scopes), ConditionEnv{SessionID: pick(sessions)}); err != nil {
 					t.Fatal(err)
 				}
+			case rng.IntN(2) == 0:
+				r.EndSessionToolSets(pick(sessions))
 			default:
 				for id := range r.sets {
 					if err := r.ReleaseToolSet(id); err != nil {
@@ -130,6 +133,26 @@ func checkSetIndexLocked(t *testing.T, r *Registry, where string) {
 	}
 	if indexed != len(r.sets) {
 		t.Errorf("%s: %d sets indexed, %d live", where, indexed, len(r.sets))
+	}
+	history := 0
+	for session, sets := range r.historySets {
+		if len(sets) == 0 {
+			t.Errorf("%s: empty history index kept for session %q", where, session)
+		}
+		for ts := range sets {
+			history++
+			if r.sets[ts.id] != ts || !ts.readsHistory || ts.session != session {
+				t.Errorf("%s: set %s of session %q misindexed under session %q", where, ts.id, ts.session, session)
+			}
+		}
+	}
+	for _, ts := range r.sets {
+		if ts.readsHistory {
+			history--
+		}
+	}
+	if history != 0 {
+		t.Errorf("%s: the history index and the live sets that read the history differ by %d", where, history)
 	}
 	for _, ts := range r.sets {
 		if staleLocked(r, ts) {
