@@ -27,6 +27,12 @@ func (s *Server) WatchSchemas(req *toolsdv1.WatchSchemasRequest, stream grpc.Ser
 	if err != nil {
 		return toStatus(s.log, err)
 	}
+	// Shutdown is checked before the place is taken, so that a watch refused for both
+	// is told to go elsewhere (SHUTTING_DOWN), not to back off (LIMIT_EXCEEDED), and
+	// again after: StopWatches may run in between.
+	if s.active.watches.Err() != nil {
+		return toStatus(s.log, errShuttingDown)
+	}
 	// A place among limits.max_watches until the handler returns, however the watch
 	// ends (a panic unwinds through the defer too).
 	place, err := s.watchSlots.take(ctx, s.authz.Unconfined(ctx, ActionReadTools))

@@ -366,3 +366,45 @@ func TestWatchSchemasJoiningSendsTheCurrentFingerprint(t *testing.T) {
 	}
 	e.next(t, first, scope, "", "b's registration")
 }
+
+// TestWatchesAtShutdownWithTheLimitFull: once StopWatches has run, a new WatchSchemas or
+// WatchSession is refused Unavailable (SHUTTING_DOWN), as a health Watch is, even while
+// a watch that is ending still holds the last place among limits.max_watches; it was
+// refused ResourceExhausted (LIMIT_EXCEEDED), telling the client to back off rather than
+// to go to another instance, and counted as a refusal at the limit.
+func TestWatchesAtShutdownWithTheLimitFull(t *testing.T) {
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	releaseOnce := func() { once.Do(func() { close(release) }) }
+	defer releaseOnce()
+	var sent atomic.Int32
+	e := newSchemaWatchEnv(t, server.Deps{Limits: server.Limits{MaxWatches: 1}, SchemasSent: func() {
+		if sent.Add(1) == 1 {
+			close(held)
+			<-release
+		}
+	}})
+	w, _ := e.watch(t, "team", "")
+	e.next(t, w, "team", "", "opening")
+	<-held // the watch holds the one place, its handler after its first send
+	e.srv.StopWatches()
+	over, _ := e.watch(t, "acme", "")
+	endsWithStatus(t, over, "after shutdown, the limit full", codes.Unavailable, "SHUTTING_DOWN")
+	<-e.ends
+	ws, err := e.tools.WatchSession(t.Context(), &toolsdv1.WatchSessionRequest{SessionId: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ws.Recv(); status.Code(err) != codes.Unavailable || reason(err) != "SHUTTING_DOWN" {
+		t.Errorf("WatchSession after shutdown, the limit full = %v, want Unavailable (SHUTTING_DOWN)", err)
+	}
+	<-e.ends
+	releaseOnce()
+	endsWithStatus(t, w, "stopped by shutdown", codes.Unavailable, "SHUTTING_DOWN")
+	<-e.ends
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.refused) != 0 {
+		t.Errorf("watches refused at a limit = %q, want none", e.refused)
+	}
+}

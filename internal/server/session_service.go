@@ -250,6 +250,11 @@ func (s *Server) WatchSession(req *toolsdv1.WatchSessionRequest, stream grpc.Ser
 	if err := s.authz.Authorize(ctx, ActionReadSession, "", req.GetSessionId()); err != nil {
 		return toStatus(s.log, err)
 	}
+	// Shutdown first, as WatchSchemas checks it: a watch refused for both is told
+	// SHUTTING_DOWN, not LIMIT_EXCEEDED.
+	if s.active.watches.Err() != nil {
+		return toStatus(s.log, errShuttingDown)
+	}
 	// A place among limits.max_watches from before the watch reads anything to the
 	// handler's return, however the watch ends (a panic unwinds through the defer too).
 	place, err := s.watchSlots.take(ctx, s.authz.Unconfined(ctx, ActionReadSession))
