@@ -150,7 +150,7 @@ func (b *Bolt) deletable(tx *bolt.Tx, rt roots, id string, seen *Owner) (int, er
 		return 0, err
 	}
 	if bkt == nil && now == nil {
-		return 0, fmt.Errorf("%w: %q", ErrNotFound, id)
+		return 0, notFound(id)
 	}
 	if err := checkOwner(now, seen); err != nil {
 		return 0, err

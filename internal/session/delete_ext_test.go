@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/toolsd/toolsd/internal/session"
+	"github.com/toolsd/toolsd/internal/textcut"
 )
 
 // Delete removes a session's events and owner at once and says how many events went;
@@ -67,6 +69,14 @@ func testDeleteRemovesSession(t *testing.T, open opener) {
 	}
 	if n, err := s.Delete(ctx, "never", nil, nil); !errors.Is(err, session.ErrNotFound) || n != 0 {
 		t.Errorf("Delete(never) = %d, %v, want ErrNotFound", n, err)
+	}
+	// The refusal quotes a long id cut, as other refusals do: only the request's size
+	// bounds it.
+	long := strings.Repeat("x", 256)
+	_, err := s.Delete(ctx, long, nil, nil)
+	if want := strings.Repeat("x", textcut.MaxLoggedID) + "…"; !errors.Is(err, session.ErrNotFound) ||
+		!strings.Contains(err.Error(), want) || strings.Contains(err.Error(), want[:len(want)-len("…")]+"x") {
+		t.Errorf("Delete(%d-byte id) = %v, want ErrNotFound quoting its first %d bytes", len(long), err, textcut.MaxLoggedID)
 	}
 	if _, err := s.Delete(ctx, "", nil, nil); !errors.Is(err, session.ErrInvalid) {
 		t.Errorf(`Delete("") = %v, want ErrInvalid`, err)

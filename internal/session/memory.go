@@ -395,7 +395,7 @@ func (m *Memory) Delete(_ context.Context, sessionID string, seen *Owner, then f
 func (m *Memory) doomOne(id string, seen *Owner) error {
 	s := m.sessions.get(id)
 	if s == nil {
-		return fmt.Errorf("%w: %q", ErrNotFound, id)
+		return notFound(id)
 	}
 	s.mu.Lock()
 	_, exists := s.idleSince()
@@ -404,7 +404,7 @@ func (m *Memory) doomOne(id string, seen *Owner) error {
 	s.mu.Unlock()
 	switch {
 	case !exists:
-		return fmt.Errorf("%w: %q", ErrNotFound, id)
+		return notFound(id)
 	case changed != nil:
 		return changed
 	case open > 0:

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/toolsd/toolsd/internal/textcut"
 )
 
 // Store is a session log. All methods are safe for concurrent use.
@@ -243,6 +245,13 @@ func validate(sessionID string, events []Event, maxBytes int) error {
 		}
 	}
 	return nil
+}
+
+// notFound is [ErrNotFound] for session id, quoted cut to [textcut.MaxLoggedID] as
+// other refusals quote a client's ids: it reaches the caller's status, and only the
+// request's size bounds the id.
+func notFound(id string) error {
+	return fmt.Errorf("%w: %q", ErrNotFound, textcut.Ellipsis(id, textcut.MaxLoggedID))
 }
 
 func validateSessionID(id string) error {
