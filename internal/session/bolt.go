@@ -29,6 +29,7 @@ import (
 type Bolt struct {
 	o    options
 	db   *bolt.DB
+	path string // db's file, named in damage ([damageIn]); bbolt's Path races with Close
 	live *shardMap[boltLive, *boltLive]
 
 	queue      chan *request
@@ -112,6 +113,7 @@ func Open(dir string, opts ...Option) (*Bolt, error) {
 	b := &Bolt{
 		o:          o,
 		db:         db,
+		path:       path,
 		live:       newShardMap[boltLive](),
 		queue:      make(chan *request, o.queueSize),
 		quit:       make(chan struct{}),
@@ -307,7 +309,7 @@ func (b *Bolt) Read(_ context.Context, sessionID string, fromSeq uint64, limit i
 		}
 		return nil
 	})
-	return out, err
+	return out, damageIn(b.path, sessionID, err)
 }
 
 // ClaimOwner implements [Store]. Every batch claims its session when auth is on, and
@@ -343,7 +345,7 @@ func (b *Bolt) ClaimOwner(ctx context.Context, sessionID string, o Owner) (Owner
 	case errors.Is(err, ErrStopped):
 		return Owner{}, err
 	case err != nil:
-		return Owner{}, fmt.Errorf("session: claim owner: %w", err)
+		return Owner{}, fmt.Errorf("session: claim owner: %w", damageIn(b.path, sessionID, err))
 	}
 	return cur, nil
 }
@@ -365,7 +367,7 @@ func (b *Bolt) Owner(_ context.Context, sessionID string) (Owner, bool, error) {
 		return err
 	})
 	if err != nil {
-		return Owner{}, false, err
+		return Owner{}, false, damageIn(b.path, sessionID, err)
 	}
 	return o, ok, nil
 }
@@ -459,7 +461,7 @@ func (b *Bolt) WatchAttached(ctx context.Context, sessionID string, fromSeq uint
 		err = b.watch(ctx, sessionID, l, &next, fn)
 	}
 	b.live.release(sessionID, l, (*boltLive).idle)
-	return err
+	return damageIn(b.path, sessionID, err)
 }
 
 // watch delivers the session's events from *next as they are committed. It reads pages
@@ -603,7 +605,7 @@ func (b *Bolt) scanSummary(sessionID string) (*toolSummary, bool, error) {
 		sum = sum.with(names)
 		return err
 	})
-	return sum, exists, err
+	return sum, exists, damageIn(b.path, sessionID, err)
 }
 
 // bucketNamer resolves call names from a session bucket.

@@ -112,7 +112,7 @@ func (b *Bolt) Delete(ctx context.Context, sessionID string, seen *Owner, then f
 		return 0, err
 	}
 	resp := b.submit(ctx, &request{sessionID: sessionID, drop: true, seen: seen, then: then, done: make(chan response, 1)})
-	return resp.removed, resp.err
+	return resp.removed, damageIn(b.path, sessionID, resp.err)
 }
 
 // drop deletes the session r names, unless it is in use (see [Bolt.deletable]).

@@ -503,22 +503,24 @@ func (j *Journal) usable() error {
 
 // Read implements [Store].
 func (j *Journal) Read(ctx context.Context, sessionID string, fromSeq uint64, limit int) ([]Event, error) {
-	return j.mem.Read(ctx, sessionID, fromSeq, limit)
+	evs, err := j.mem.Read(ctx, sessionID, fromSeq, limit)
+	return evs, damageIn(j.path, sessionID, err)
 }
 
 // Watch implements [Store].
 func (j *Journal) Watch(ctx context.Context, sessionID string, fromSeq uint64, fn func(Event) error) error {
-	return j.mem.Watch(ctx, sessionID, fromSeq, fn)
+	return damageIn(j.path, sessionID, j.mem.Watch(ctx, sessionID, fromSeq, fn))
 }
 
 // WatchAttached implements [AttachWatcher].
 func (j *Journal) WatchAttached(ctx context.Context, sessionID string, fromSeq uint64, attached func() error, fn func(Event) error) error {
-	return j.mem.WatchAttached(ctx, sessionID, fromSeq, attached, fn)
+	return damageIn(j.path, sessionID, j.mem.WatchAttached(ctx, sessionID, fromSeq, attached, fn))
 }
 
 // Summary implements [Store].
 func (j *Journal) Summary(ctx context.Context, sessionID string) (Summary, error) {
-	return j.mem.Summary(ctx, sessionID)
+	sum, err := j.mem.Summary(ctx, sessionID)
+	return sum, damageIn(j.path, sessionID, err)
 }
 
 // Owner implements [Store].
@@ -573,7 +575,7 @@ func (j *Journal) Delete(ctx context.Context, sessionID string, seen *Owner, the
 	}
 	r := &jrequest{kind: recKindDelete, sessionID: sessionID, seen: seen, then: then, done: make(chan jresponse, 1)}
 	resp := j.submit(ctx, r)
-	return resp.removed, resp.err
+	return resp.removed, damageIn(j.path, sessionID, resp.err)
 }
 
 // submit queues r for the writer and waits for its outcome.

@@ -247,6 +247,17 @@ func validate(sessionID string, events []Event, maxBytes int) error {
 	return nil
 }
 
+// damageIn names the store's file and session id in err when it is damage found in
+// the session's records ([ErrCorrupt]), which names the record: the line toolsd logs
+// for it must say where to look. A store that damage stopped ([ErrStopped]) logged it
+// when it stopped.
+func damageIn(file, id string, err error) error {
+	if err == nil || !errors.Is(err, ErrCorrupt) || errors.Is(err, ErrStopped) {
+		return err
+	}
+	return fmt.Errorf("%w (file %s, session %q)", err, file, textcut.Ellipsis(id, textcut.MaxLoggedID))
+}
+
 // notFound is [ErrNotFound] for session id, quoted cut to [textcut.MaxLoggedID] as
 // other refusals quote a client's ids: it reaches the caller's status, and only the
 // request's size bounds the id.
