@@ -79,7 +79,7 @@ var (
 	errCertificateExpired   = errors.New("server: the client certificate that opened the stream expired")
 	errRequestTooLarge      = errors.New("server: request too large")
 	errBatchLimit           = errors.New("server: too many batches in flight")
-	errWatchLimit           = errors.New("server: too many session watches")
+	errWatchLimit           = errors.New("server: too many watches (WatchSession and WatchSchemas together)")
 	errHealthWatchLimit     = errors.New("server: too many health watches")
 	errToolSetStepMismatch  = errors.New("server: tool set resolved for another step")
 	errSessionRecreated     = errors.New("server: the session is not the expected epoch's: retention deleted it and it was created again, or expect_epoch is not one toolsd sent")
