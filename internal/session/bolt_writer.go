@@ -195,6 +195,9 @@ func (w *writer) commit(reqs []*request) {
 			w.commitEach(reqs)
 			return
 		}
+		if len(reqs) == 1 { // damage is one session's: commitEach left it alone
+			err = damageIn(w.b.path, reqs[0].sessionID, err)
+		}
 		if !errors.Is(err, ErrStopped) { // else the store stopped, and logged why
 			w.b.o.logger.Error("session commit failed", zap.Int("appends", len(reqs)), zap.Error(err))
 			err = fmt.Errorf("session: commit: %w", err)

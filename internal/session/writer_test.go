@@ -8,12 +8,15 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // gate is an Observer whose first SyncDone blocks until released: it holds the writer
@@ -624,5 +627,37 @@ func TestBoltSweepSkipsASessionThatPanicsBbolt(t *testing.T) {
 				t.Errorf("Append(new) after the sweeps = %v", err)
 			}
 		})
+	}
+}
+
+// An append that finds its session's records damaged fails with ErrCorrupt naming the
+// store's file and the session, as the reads do, in its error (which toolsd logs as
+// "session log damaged") and in the writer's own line: both named only the record.
+func TestBoltAppendToDamagedSessionNamesItsFile(t *testing.T) {
+	dir := t.TempDir()
+	damagedBolt(t, dir, nil, []string{"bad"}, "bad", []byte("not a seq"), []byte("x"))
+	core, logs := observer.New(zap.ErrorLevel)
+	s, err := Open(dir, WithLogger(zap.New(core)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeStore(t, s)
+	path := filepath.Join(dir, FileName)
+	_, err = s.Append(t.Context(), "bad", msg("to the damaged session"))
+	if !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Append(bad) = %v, want ErrCorrupt", err)
+	}
+	lines := logs.FilterMessage("session commit failed").All()
+	if len(lines) != 1 {
+		t.Fatalf("%q logged %d times, want once", "session commit failed", len(lines))
+	}
+	logged, _ := lines[0].ContextMap()["error"].(string)
+	for _, want := range []string{path, `session "bad"`, "event key"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Append(bad) = %q, want it to name %q", err, want)
+		}
+		if !strings.Contains(logged, want) {
+			t.Errorf("session commit failed: error = %q, want it to name %q", logged, want)
+		}
 	}
 }
