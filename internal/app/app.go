@@ -240,7 +240,7 @@ func (a *App) release() {
 }
 
 func (a *App) openSessions() error {
-	opts := []session.Option{session.WithObserver(a.obs.Session()), session.WithSwept(a.endSessionToolSets)}
+	opts := []session.Option{session.WithObserver(a.obs.Session()), session.WithLogger(a.log), session.WithSwept(a.endSessionToolSets)}
 	if ret := a.cfg.Session.Retention; ret.MaxAge > 0 || ret.MaxSessions > 0 {
 		opts = append(opts, session.WithRetention(ret.MaxAge.D(), ret.MaxSessions), session.WithSweepInterval(ret.Interval.D()))
 	}
@@ -252,7 +252,7 @@ func (a *App) openSessions() error {
 	if a.cfg.Session.Durability == "nosync" {
 		mode = session.SyncNone
 	}
-	opts = append(opts, session.WithDurability(mode), session.WithLogger(a.log))
+	opts = append(opts, session.WithDurability(mode))
 	if hot := a.cfg.Session.HotFor.D(); hot > 0 {
 		opts = append(opts, session.WithHotFor(hot))
 	} else {

@@ -97,13 +97,17 @@ func (m *Metrics) Runner(r scheduler.Runner) scheduler.Runner {
 }
 
 // Session returns the adapter for session.WithObserver.
-func (m *Metrics) Session() session.Observer { return sessionObserver{&m.sess} }
+func (m *Metrics) Session() session.Observer { return sessionObserver{&m.sess, m.srv.panics} }
 
-type sessionObserver struct{ m *sessionMetrics }
+type sessionObserver struct {
+	m      *sessionMetrics
+	panics prometheus.Counter
+}
 
 var (
 	_ session.Observer        = sessionObserver{}
 	_ session.JournalObserver = sessionObserver{}
+	_ session.PanicObserver   = sessionObserver{}
 )
 
 func (o sessionObserver) AppendDone(events int, d time.Duration) {
@@ -116,6 +120,8 @@ func (o sessionObserver) SyncDone(d time.Duration) { o.m.syncDuration.Observe(d.
 func (o sessionObserver) JournalBytes(n int64) { o.m.journalBytes.Set(float64(n)) }
 
 func (o sessionObserver) JournalRewritten(time.Duration) { o.m.rewrites.Inc() }
+
+func (o sessionObserver) Panicked() { o.panics.Inc() }
 
 // HookObserver is what the hook hub reports; it has the methods of hook.Observer.
 type HookObserver interface {

@@ -132,7 +132,7 @@ func New(reg prometheus.Registerer, opts ...Option) *Metrics {
 	m.hook.initFailures(departedHook)
 	m.sess = newSessionMetrics(o)
 	m.srv = serverMetrics{
-		panics: counter("server", "panics_recovered_total", "Panics recovered: in gRPC handlers, a call's pipeline stages, batch scheduling (mode lookups, result delivery, session log appends), and the handling of a provider's or hook's message."),
+		panics: counter("server", "panics_recovered_total", "Panics recovered: in gRPC handlers, a call's pipeline stages, batch scheduling (mode lookups, result delivery, session log appends), the handling of a provider's or hook's message, and what a session's deletion ends (its tool sets)."),
 		// server.LimitMaxBatches and LimitMaxBatchesPerIdentity.
 		batchesRefused: refusals("batches_refused_total",
 			"Batches refused (RESOURCE_EXHAUSTED, LIMIT_EXCEEDED) before anything was logged because they would take toolsd past limits.max_batches, or their confined identity past limits.max_batches_per_identity, by limit.",

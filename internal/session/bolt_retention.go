@@ -47,7 +47,7 @@ func (w *writer) sweep(r *request) {
 		}
 		w.forget(removed)
 		for _, id := range removed {
-			runThen(w.b.o.sweptThen(id))
+			w.b.o.runThen(id, w.b.o.sweptThen(id))
 		}
 		r.done <- response{removed: len(removed)}
 		return
@@ -135,7 +135,7 @@ func (w *writer) drop(r *request) {
 		return
 	}
 	w.forget([]string{r.sessionID})
-	runThen(r.then)
+	w.b.o.runThen(r.sessionID, r.then)
 	r.done <- response{removed: events}
 }
 

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/toolsd/toolsd/internal/session"
 	"github.com/toolsd/toolsd/internal/tool"
@@ -41,6 +43,7 @@ func TestContract(t *testing.T) {
 		"RetentionByCountSkipsKept":    testRetentionCountSkipsKept,
 		"BackgroundSweeper":            testBackgroundSweeper,
 		"RetentionRunsSwept":           testRetentionRunsSwept,
+		"CallbackPanicIsRecovered":     testCallbackPanicIsRecovered,
 		"ObserverSeesAppends":          testObserver,
 		"EmptyAppendIsNoop":            testEmptyAppend,
 		"WatchFromSeqZeroStartsAtOne":  testWatchFromZero,
@@ -765,6 +768,73 @@ func testRetentionRunsSwept(t *testing.T, open opener) {
 	}
 	if len(swept) != 0 {
 		t.Errorf("swept hook ran for %q on Delete, want it for retention's deletions only", swept)
+	}
+}
+
+// panicCounter counts what a store reports to a [session.PanicObserver].
+type panicCounter struct {
+	countingObserver
+	panics int
+}
+
+func (o *panicCounter) Panicked() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.panics++
+}
+
+func (o *panicCounter) count() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.panics
+}
+
+// testCallbackPanicIsRecovered: a Delete's then or a WithSwept hook that panics is
+// recovered where the store runs it (bbolt's and the journal's writer, memory's sweep),
+// reported once to the observer and logged, and the store serves on: the deletion
+// happened and later appends and reads succeed.
+func testCallbackPanicIsRecovered(t *testing.T, open opener) {
+	clock := newClock()
+	t0 := clock.Now()
+	obs := &panicCounter{}
+	core, logs := observer.New(zap.ErrorLevel)
+	s := open(t, session.WithClock(clock.Now), session.WithRetention(time.Hour, 0), session.WithSweepInterval(0),
+		session.WithObserver(obs), session.WithLogger(zap.New(core)),
+		session.WithSwept(func(id string) { panic("swept " + id) }))
+	ctx := t.Context()
+	mustAppend(t, s, "old", messageEvent("a", 0))
+	mustAppend(t, s, "gone", messageEvent("a", 0))
+
+	if n, err := s.Delete(ctx, "gone", nil, func() { panic("then") }); err != nil || n != 1 {
+		t.Fatalf("Delete(gone) with a panicking then = %d, %v, want 1, nil", n, err)
+	}
+	if got := obs.count(); got != 1 {
+		t.Errorf("after Delete, observer saw %d panics, want 1", got)
+	}
+	clock.Set(t0.Add(50 * time.Minute))
+	mustAppend(t, s, "young", messageEvent("a", 0))
+	if removed, err := s.(sweeper).Sweep(t0.Add(90 * time.Minute)); err != nil || removed != 1 {
+		t.Fatalf("Sweep(+90m) with a panicking swept hook = %d, %v, want 1 (old)", removed, err)
+	}
+	if got := obs.count(); got != 2 {
+		t.Errorf("after Sweep, observer saw %d panics, want 2", got)
+	}
+	for _, id := range []string{"gone", "old"} {
+		if got, err := s.Read(ctx, id, 1, 0); err != nil || len(got) != 0 {
+			t.Errorf("Read(%s) after its deletion = %d events, %v, want none", id, len(got), err)
+		}
+	}
+	mustAppend(t, s, "young", messageEvent("b", 0))
+	if got, err := s.Read(ctx, "young", 1, 0); err != nil || len(got) != 2 {
+		t.Errorf("Read(young) = %d events, %v, want 2", len(got), err)
+	}
+	release, err := s.Hold(ctx, "old")
+	if err != nil {
+		t.Fatalf("Hold(old) after the sweep = %v", err)
+	}
+	release()
+	if n := logs.FilterFieldKey("stack").Len(); n != 2 {
+		t.Errorf("logged %d errors with a stack, want 2 (one per panic): %v", n, logs.All())
 	}
 }
 

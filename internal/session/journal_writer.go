@@ -264,7 +264,7 @@ func (w *journalWriter) sweep(r *jrequest) {
 		}
 		w.forget(ids)
 		for _, id := range ids {
-			runThen(j.o.sweptThen(id))
+			j.o.runThen(id, j.o.sweptThen(id))
 		}
 		removed += len(ids)
 		ids = ids[:0]
@@ -330,7 +330,7 @@ func (w *journalWriter) deleteOne(r *jrequest) {
 		return
 	}
 	w.forget([]string{r.sessionID})
-	runThen(r.then)
+	j.o.runThen(r.sessionID, r.then)
 	r.done <- jresponse{removed: events}
 }
 

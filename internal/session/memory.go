@@ -358,7 +358,7 @@ func (m *Memory) Sweep(now time.Time) (int, error) {
 	removed := 0
 	for _, c := range m.victims(now) {
 		if _, ok := m.remove(c.id, c.last.Equal); ok {
-			runThen(m.o.sweptThen(c.id))
+			m.o.runThen(c.id, m.o.sweptThen(c.id))
 			removed++
 		}
 	}
@@ -383,7 +383,7 @@ func (m *Memory) Delete(_ context.Context, sessionID string, seen *Owner, then f
 	if !ok {
 		return 0, fmt.Errorf("%w: a call of it opened as it was deleted", ErrInUse)
 	}
-	runThen(then)
+	m.o.runThen(sessionID, then)
 	return n, nil
 }
 

@@ -116,10 +116,11 @@ func WithRetention(maxAge time.Duration, maxSessions int) Option {
 // its then: once the session is deleted and before a batch may hold its id again. What
 // must not outlive the session, such as tool sets that judged its history, ends there.
 // It runs in the sweep ([Bolt] and [Journal]: on their writer), so it must be quick
-// and must not append to or delete from the store. nil: nothing runs.
+// and must not append to or delete from the store. A panic in it is recovered, logged
+// and reported to a [PanicObserver], as one in a Delete's then is. nil: nothing runs.
 func WithSwept(swept func(id string)) Option { return func(o *options) { o.swept = swept } }
 
-// sweptThen is what [runThen] runs for session id once retention has deleted it: the
+// sweptThen is what [options.runThen] runs for session id once retention has deleted it: the
 // [WithSwept] hook, or nil.
 func (o *options) sweptThen(id string) func() {
 	if o.swept == nil {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/toolsd/toolsd/internal/textcut"
 )
 
@@ -54,6 +56,8 @@ type Store interface {
 	// kept (ErrOwnerChanged). then, unless nil, runs once the session is deleted and
 	// before a batch may hold its id again (even if ctx is done by then): what must
 	// not outlive the session, such as tool sets that judged its history, ends there.
+	// It may run on the store's writer; a panic in it is recovered, logged and reported
+	// to a [PanicObserver], and the deletion stands.
 	Delete(ctx context.Context, sessionID string, seen *Owner, then func()) (removed int, err error)
 	// Close stops the store's goroutines and releases its resources. Appends still
 	// waiting fail with ErrClosed.
@@ -103,11 +107,30 @@ type Owner struct {
 	ScopeKnown bool
 }
 
-// runThen runs a [Store.Delete]'s then, unless nil, while the deleted session is
-// still doomed.
-func runThen(then func()) {
-	if then != nil {
-		then()
+// runThen runs then, a [Store.Delete]'s then or the [WithSwept] hook for session id,
+// unless nil, while the deleted session is still doomed. It is the caller's code run
+// on the store's own goroutine (bbolt's and the journal's writer, memory's sweeper), so
+// a panic in it is recovered ([options.recoverThen]): the deletion stands and the store
+// serves on.
+func (o *options) runThen(id string, then func()) {
+	if then == nil {
+		return
+	}
+	defer o.recoverThen(id)
+	then()
+}
+
+// recoverThen logs a panic of a then run for session id, with its stack, and reports it
+// to a [PanicObserver].
+func (o *options) recoverThen(id string) {
+	p := recover()
+	if p == nil {
+		return
+	}
+	o.logger.Error("session deletion callback panicked",
+		zap.String("session_id", textcut.Ellipsis(id, textcut.MaxLoggedID)), zap.Any("panic", p), zap.Stack("stack"))
+	if po, ok := o.observer.(PanicObserver); ok {
+		po.Panicked()
 	}
 }
 
@@ -146,6 +169,14 @@ type JournalObserver interface {
 	JournalBytes(n int64)
 	// JournalRewritten reports one finished rewrite of the file that took d.
 	JournalRewritten(d time.Duration)
+}
+
+// PanicObserver is what a store also reports when its [Observer] implements it.
+// Methods must be fast and must not call back into the store.
+type PanicObserver interface {
+	// Panicked counts a panic recovered in a callback the store ran: a [Store.Delete]'s
+	// then or the [WithSwept] hook.
+	Panicked()
 }
 
 // DefaultPageSize is the page [Store.Read] returns when limit <= 0.
