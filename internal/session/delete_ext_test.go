@@ -139,13 +139,18 @@ func testDeleteKeepsSessionInUse(t *testing.T, open opener) {
 }
 
 // A watch of a session that Delete removes ends with ErrDeleted and delivers nothing of
-// the id's next session.
+// the id's next session. The watch's context stays live: the watch must end by itself,
+// not by a cancellation racing the deletion's wake-up.
 func testDeleteEndsWatch(t *testing.T, open opener) {
 	s := open(t)
 	for range 3 {
 		mustAppend(t, s, "w", messageEvent("old", 0))
 	}
-	got, stop := watchInto(t, s, "w", 1)
+	got := make(chan session.Event, 16)
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Watch(t.Context(), "w", 1, func(ev session.Event) error { got <- ev; return nil })
+	}()
 	receive(t, got, 3)
 	if n, err := s.Delete(t.Context(), "w", nil, nil); err != nil || n != 3 {
 		t.Fatalf("Delete(w) = %d, %v, want 3", n, err)
@@ -153,13 +158,13 @@ func testDeleteEndsWatch(t *testing.T, open opener) {
 	for range 4 {
 		mustAppend(t, s, "w", messageEvent("new", 0))
 	}
-	done := make(chan error, 1)
-	go func() { done <- stop() }()
 	select {
 	case err := <-done:
 		if !errors.Is(err, session.ErrDeleted) {
 			t.Errorf("Watch() of a deleted session = %v, want ErrDeleted", err)
 		}
+	case ev := <-got:
+		t.Fatalf("Watch() delivered seq %d %q after its session was deleted", ev.Seq, ev.Message.Content)
 	case <-time.After(10 * time.Second): // a bound on a hang, not on speed
 		t.Fatal("Watch() of a deleted session did not return")
 	}
