@@ -11,10 +11,12 @@ import (
 )
 
 // TestToolSetIndexMatchesScan drives random registrations, unregistrations, owner
-// removals, restrictions, resolutions and releases and checks, after each, that the set
-// index holds exactly the live sets and that invalidation ended exactly the sets a scan
-// of every set would have ended: those that admitted an entry their scope no longer sees
-// (for a restriction, those at or below its scope), and no others.
+// removals, restrictions, resolutions, releases and ends of a session's sets and checks,
+// after each, that the set index holds exactly the live sets, that invalidation ended
+// exactly the sets a scan of every set would have ended: those that admitted an entry
+// their scope no longer sees (for a restriction, those at or below its scope), and no
+// others; and that EndSessionToolSets ended exactly the live sets of the session that
+// read its history.
 func TestToolSetIndexMatchesScan(t *testing.T) {
 	scopes := []string{"", "a", "a/x", "a/x/y", "ab", "ab/x", "b"}
 	names := []string{"n0", "n1", "n2", "n3"}
@@ -30,7 +32,8 @@ func TestToolSetIndexMatchesScan(t *testing.T) {
 			for _, ts := range r.sets {
 				before = append(before, ts)
 			}
-			restricted := "" // the scope of a restriction placed by this step
+			restricted := ""   // the scope of a restriction placed by this step
+			endedSession := "" // the session whose sets this step ended
 			switch op := rng.IntN(10); {
 			case op < 3:
 				d := tool.Definition{Name: pick(names), Parameters: []byte(`{"type":"object"}`)}
@@ -63,7 +66,8 @@ func TestToolSetIndexMatchesScan(t *testing.T) {
 					t.Fatal(err)
 				}
 			case rng.IntN(2) == 0:
-				r.EndSessionToolSets(pick(sessions))
+				endedSession = pick(sessions)
+				r.EndSessionToolSets(endedSession)
 			default:
 				for id := range r.sets {
 					if err := r.ReleaseToolSet(id); err != nil {
@@ -76,6 +80,11 @@ func TestToolSetIndexMatchesScan(t *testing.T) {
 			r.mu.RLock()
 			checkSetIndexLocked(t, r, where)
 			for _, ts := range before {
+				ended := r.sets[ts.id] == nil && ts.state.Load() == setSessionDeleted
+				if want := endedSession != "" && ts.session == endedSession && ts.readsHistory; ended != want {
+					t.Errorf("%s: set %s of session %q (reads the history: %v) ended as its session was deleted: %v, want %v",
+						where, ts.id, ts.session, ts.readsHistory, ended, want)
+				}
 				if r.sets[ts.id] != nil || ts.state.Load() != setInvalidated {
 					continue // live, or released
 				}
