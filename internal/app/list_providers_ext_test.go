@@ -140,10 +140,16 @@ func TestListProvidersFollowsTheRegistry(t *testing.T) {
 
 // TestListProvidersIsForOperators: an operator of every scope, or of the global scope,
 // sees every provider with the identity it connected as; a tenant's operator sees
-// only the providers whose registrations are all in its tenant, and none that has
-// registered nothing; a caller that may restrict nowhere is denied.
+// only the providers whose registrations are all in its tenant, none that has
+// registered nothing and none that also holds one in another tenant; a caller that may
+// restrict nowhere is denied.
 func TestListProvidersIsForOperators(t *testing.T) {
-	e := start(t, operatorAuth(t))
+	const tokenProviderAB = "provider-ab-token-6d0e2f4a8c1b7935"
+	e := start(t, tenantAuthWith(t, tokenOpA+" op-a\n"+tokenOpGlobal+" op-global\n"+tokenProviderAB+" provider-ab\n",
+		`    - {identity: op-a, role: operator, scopes: ["tenant-a/**"]}
+    - {identity: op-global, role: operator, scopes: [""]}
+    - {identity: provider-ab, role: provider, scopes: ["tenant-a/**", "tenant-b/**"]}
+`))
 	providerA, providerB := e.as(t, tokenProviderA), e.as(t, tokenProviderB)
 	agentA, opA, opGlobal, operator := e.as(t, tokenAgentA), e.as(t, tokenOpA), e.as(t, tokenOpGlobal), e.as(t, tokenOperator)
 	a := helloHand(t, providerA.conn, "a")
@@ -172,6 +178,16 @@ func TestListProvidersIsForOperators(t *testing.T) {
 				t.Errorf("ListProviders() as %s: provider %s has identity %q, want %q", name, p.GetProviderId(), p.GetIdentity(), wantID)
 			}
 		}
+	}
+	// A provider serving both tenants, one registration in each, is not tenant-a's alone.
+	ab := helloHand(t, e.as(t, tokenProviderAB).conn, "ab")
+	for _, scope := range []string{"tenant-a/y", "tenant-b"} {
+		if st := registerHand(t, ab, scope, &toolsdv1.ToolDefinition{Name: "tool_ab", ParametersJson: `{"type":"object"}`}); st.GetErrorCode() != "" {
+			t.Fatalf("register tool_ab in %s as provider-ab = %v", scope, st)
+		}
+	}
+	if got := listProviders(t, opA, 0); len(got) != 1 || got[0].GetProviderId() != a.id {
+		t.Errorf("ListProviders() as tenant-a's operator = %v, want provider %s only (ab also serves tenant-b)", got, a.id)
 	}
 }
 
