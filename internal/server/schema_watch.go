@@ -27,19 +27,14 @@ func (s *Server) WatchSchemas(req *toolsdv1.WatchSchemasRequest, stream grpc.Ser
 	if err != nil {
 		return toStatus(s.log, err)
 	}
-	// Shutdown is checked before the place is taken, so that a watch refused for both
-	// is told to go elsewhere (SHUTTING_DOWN), not to back off (LIMIT_EXCEEDED), and
-	// again after: StopWatches may run in between.
-	if s.active.watches.Err() != nil {
-		return toStatus(s.log, errShuttingDown)
-	}
 	// A place among limits.max_watches until the handler returns, however the watch
 	// ends (a panic unwinds through the defer too).
-	place, err := s.watchSlots.take(ctx, s.authz.Unconfined(ctx, ActionReadTools))
+	place, err := s.takeWatch(ctx, ActionReadTools)
 	if err != nil {
 		return toStatus(s.log, err)
 	}
 	defer s.watchSlots.give(place)
+	// Again after: StopWatches may have run since the place was taken.
 	if s.active.watches.Err() != nil {
 		return toStatus(s.log, errShuttingDown)
 	}

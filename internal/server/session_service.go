@@ -250,14 +250,9 @@ func (s *Server) WatchSession(req *toolsdv1.WatchSessionRequest, stream grpc.Ser
 	if err := s.authz.Authorize(ctx, ActionReadSession, "", req.GetSessionId()); err != nil {
 		return toStatus(s.log, err)
 	}
-	// Shutdown first, as WatchSchemas checks it: a watch refused for both is told
-	// SHUTTING_DOWN, not LIMIT_EXCEEDED.
-	if s.active.watches.Err() != nil {
-		return toStatus(s.log, errShuttingDown)
-	}
 	// A place among limits.max_watches from before the watch reads anything to the
 	// handler's return, however the watch ends (a panic unwinds through the defer too).
-	place, err := s.watchSlots.take(ctx, s.authz.Unconfined(ctx, ActionReadSession))
+	place, err := s.takeWatch(ctx, ActionReadSession)
 	if err != nil {
 		return toStatus(s.log, err)
 	}
@@ -406,4 +401,15 @@ func (s *Server) checkSessionID(field, id string) error {
 		return badField(field, "is %d bytes, over the limit of %d", len(id), s.limits.MaxSessionIDLen)
 	}
 	return nil
+}
+
+// takeWatch takes a place among limits.max_watches for a WatchSession or WatchSchemas
+// whose caller is authorized for action. Shutdown is checked first, so that a watch
+// refused for both is told to go elsewhere (SHUTTING_DOWN), not to back off
+// (LIMIT_EXCEEDED); the caller checks again once it holds the place.
+func (s *Server) takeWatch(ctx context.Context, action Action) (slot, error) {
+	if s.active.watches.Err() != nil {
+		return slot{}, errShuttingDown
+	}
+	return s.watchSlots.take(ctx, s.authz.Unconfined(ctx, action))
 }
