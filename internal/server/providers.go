@@ -56,7 +56,7 @@ func (s *Server) ListProviders(ctx context.Context, req *toolsdv1.ListProvidersR
 	}
 	ps := s.broker.Providers()
 	slices.SortFunc(ps, func(a, b broker.ProviderInfo) int {
-		return providerPos(a).compare(pagePos{At: b.ConnectedAt.UnixNano(), ID: b.ID})
+		return providerPos(a).compare(providerPos(b))
 	})
 	pg := providersPage{resp: &toolsdv1.ListProvidersResponse{}}
 	for _, p := range ps {
@@ -225,10 +225,10 @@ func decodePageToken(s string) (pageToken, error) {
 
 // rest is the tools after t's tool, for the provider t was cut in.
 func (t pageToken) rest(tools []registry.OwnedTool) []registry.OwnedTool {
-	i, _ := slices.BinarySearchFunc(tools, t.pagePos, func(o registry.OwnedTool, p pagePos) int {
+	i, found := slices.BinarySearchFunc(tools, t.pagePos, func(o registry.OwnedTool, p pagePos) int {
 		return cmp.Or(cmp.Compare(o.Scope, p.Scope), cmp.Compare(o.Name, p.Name))
 	})
-	for i < len(tools) && tools[i].Scope == t.Scope && tools[i].Name == t.Name {
+	if found { // (scope, name) is unique among a provider's tools
 		i++
 	}
 	return tools[i:]
