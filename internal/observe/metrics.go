@@ -22,8 +22,18 @@ type Metrics struct {
 	srv   serverMetrics
 	conf  configMetrics
 
-	toolCount atomic.Pointer[func() int]
-	connCount atomic.Pointer[func() int]
+	toolCount, connCount lateCount
+}
+
+// lateCount is the count a GaugeFunc reports at each scrape, set once toolsd has what
+// counts (see [Metrics.RegisteredTools]); it reads 0 until then.
+type lateCount struct{ atomic.Pointer[func() int] }
+
+func (c *lateCount) read() float64 {
+	if f := c.Load(); f != nil && *f != nil {
+		return float64((*f)())
+	}
+	return 0
 }
 
 type pipelineMetrics struct {
@@ -148,11 +158,11 @@ func New(reg prometheus.Registerer, opts ...Option) *Metrics {
 	tools := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: namespace, Subsystem: "registry", Name: "tools",
 		Help: "Tools registered across all scopes (quarantined ones excluded).",
-	}, m.tools)
+	}, m.toolCount.read)
 	connections := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: namespace, Subsystem: "server", Name: "connections",
 		Help: "Open connections of the gRPC listener, from their accept to their close, handshake included (closes are seen by a sweep at each scrape).",
-	}, m.connections)
+	}, m.connCount.read)
 	p, s, b, h, ss := m.pipe, m.sched, m.brk, m.hook, m.sess
 	reg.MustRegister(
 		p.calls, p.callDuration, p.stageDuration, p.inFlight, p.dispatching, p.retries, p.approvals,
@@ -285,13 +295,6 @@ func counter(subsystem, name, help string) prometheus.Counter {
 // call from the scraping goroutine.
 func (m *Metrics) RegisteredTools(count func() int) { m.toolCount.Store(&count) }
 
-func (m *Metrics) tools() float64 {
-	if f := m.toolCount.Load(); f != nil && *f != nil {
-		return float64((*f)())
-	}
-	return 0
-}
-
 // ConfigLoaded records that the config in force was loaded now: toolsd calls it at
 // start-up, so the reload gauges read a success at the start's time until a reload.
 func (m *Metrics) ConfigLoaded() {
@@ -329,13 +332,6 @@ func (m *Metrics) WatchRefused(limit string) { m.srv.watchesRefused.WithLabelVal
 // gRPC listener's open connections: server.ConnLimiter.Open, which sweeps). Until it
 // is called the gauge reads 0. count must be safe to call from the scraping goroutine.
 func (m *Metrics) OpenConnections(count func() int) { m.connCount.Store(&count) }
-
-func (m *Metrics) connections() float64 {
-	if f := m.connCount.Load(); f != nil && *f != nil {
-		return float64((*f)())
-	}
-	return 0
-}
 
 // ConnectionRefused counts a connection the gRPC listener closed at accept,
 // limits.max_connections open (server.LimitConnections' refused).
