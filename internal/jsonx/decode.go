@@ -6,38 +6,59 @@ import (
 	"sync"
 )
 
+// Text is what jsonx parses: a document's bytes or the same text as a string.
+type Text interface{ ~string | ~[]byte }
+
 // Decode parses data as exactly one strict JSON value. Objects decode as map[string]any,
 // arrays as []any (never nil), numbers as [json.Number], strings as string, booleans as
 // bool and null as nil. Any rejection is an [*Error].
-func Decode(data []byte, lim Limits) (any, error) {
-	p := getParser(true)
+//
+// Strings and numbers in the value are substrings of one string holding the input: for
+// a string input that is the input itself, so a large argument is not copied; bytes are
+// copied into a string once.
+func Decode[T Text](data T, lim Limits) (any, error) {
+	if err := sizeError(len(data), lim.WithDefaults()); err != nil {
+		return nil, err // before copying bytes that are too many
+	}
+	p := getParser[string](true)
 	defer putParser(p)
-	return p.run(data, lim)
+	return p.run(string(data), lim)
 }
 
 // Valid applies every check of [Decode] without building the value: it allocates
 // nothing for typical documents and is the fast path for checking provider results.
-func Valid(data []byte, lim Limits) error {
-	p := getParser(false)
+func Valid[T string | []byte](data T, lim Limits) error {
+	p := getParser[T](false)
 	defer putParser(p)
 	_, err := p.run(data, lim)
 	return err
 }
 
-// parsers recycles parsers so their key stack and unescape buffer are reused: Valid
-// allocates nothing for typical documents.
-var parsers = sync.Pool{New: func() any { return new(parser) }}
+// parsers recycles parsers, one pool for each kind of input, so their key stack and
+// unescape buffer are reused: Valid allocates nothing for typical documents.
+var (
+	stringParsers = sync.Pool{New: func() any { return new(parser[string]) }}
+	byteParsers   = sync.Pool{New: func() any { return new(parser[[]byte]) }}
+)
 
 // maxPooledBuffer bounds the buffers a pooled parser keeps between uses.
 const maxPooledBuffer = 64 << 10
 
-func getParser(build bool) *parser {
-	p := parsers.Get().(*parser)
+func poolOf[T string | []byte]() *sync.Pool {
+	var zero T
+	if _, ok := any(zero).(string); ok {
+		return &stringParsers
+	}
+	return &byteParsers
+}
+
+func getParser[T string | []byte](build bool) *parser[T] {
+	p := poolOf[T]().Get().(*parser[T])
 	p.build = build
 	return p
 }
 
-func putParser(p *parser) {
+func putParser[T string | []byte](p *parser[T]) {
 	clear(p.keys[:cap(p.keys)]) // drop references into the last input
 	keys, scratch := p.keys[:0], p.scratch[:0]
 	if cap(keys) > maxPooledBuffer/16 {
@@ -46,32 +67,32 @@ func putParser(p *parser) {
 	if cap(scratch) > maxPooledBuffer {
 		scratch = nil
 	}
-	*p = parser{keys: keys, scratch: scratch}
-	parsers.Put(p)
+	*p = parser[T]{keys: keys, scratch: scratch}
+	poolOf[T]().Put(p)
 }
 
-// parser is a recursive-descent parser; recursion depth is bounded by maxDepth.
-type parser struct {
-	data     []byte
+// parser is a recursive-descent parser over a string or bytes; recursion depth is
+// bounded by maxDepth. Decode parses strings only.
+type parser[T string | []byte] struct {
+	data     T
 	pos      int
 	depth    int
 	maxDepth int
 	// build selects Decode (build values) over Valid (check only).
 	build bool
 	// keys holds, in Valid mode, the keys of every open object, innermost last.
-	keys [][]byte
-	// src is, in Decode mode, one string copy of the input: unescaped strings and numbers
-	// are substrings of it, which saves an allocation per value.
+	keys []T
+	// src is, in Decode mode, the input as a string: unescaped strings and numbers are
+	// substrings of it, which saves an allocation per value.
 	src string
 	// scratch is reused to unescape strings.
 	scratch []byte
 }
 
-func (p *parser) run(data []byte, lim Limits) (any, error) {
+func (p *parser[T]) run(data T, lim Limits) (any, error) {
 	lim = lim.WithDefaults()
-	if len(data) > lim.MaxBytes {
-		return nil, newError(ErrTooLarge, lim.MaxBytes,
-			"input of "+strconv.Itoa(len(data))+" bytes exceeds the limit of "+strconv.Itoa(lim.MaxBytes))
+	if err := sizeError(len(data), lim); err != nil {
+		return nil, err
 	}
 	p.data, p.maxDepth = data, lim.MaxDepth
 	if p.build {
@@ -92,7 +113,16 @@ func (p *parser) run(data []byte, lim Limits) (any, error) {
 	return v, nil
 }
 
-func (p *parser) skipWS() {
+// sizeError refuses an input of n bytes over lim's MaxBytes (lim has its defaults).
+func sizeError(n int, lim Limits) error {
+	if n <= lim.MaxBytes {
+		return nil
+	}
+	return newError(ErrTooLarge, lim.MaxBytes,
+		"input of "+strconv.Itoa(n)+" bytes exceeds the limit of "+strconv.Itoa(lim.MaxBytes))
+}
+
+func (p *parser[T]) skipWS() {
 	for p.pos < len(p.data) {
 		switch p.data[p.pos] {
 		case ' ', '\t', '\n', '\r':
@@ -104,7 +134,7 @@ func (p *parser) skipWS() {
 }
 
 // value parses one value starting at p.pos (whitespace already skipped).
-func (p *parser) value() (any, error) {
+func (p *parser[T]) value() (any, error) {
 	if p.pos >= len(p.data) {
 		return nil, p.unexpected("looking for beginning of value")
 	}
@@ -133,7 +163,7 @@ func (p *parser) value() (any, error) {
 	}
 }
 
-func (p *parser) enter() error {
+func (p *parser[T]) enter() error {
 	p.depth++
 	if p.depth > p.maxDepth {
 		return newError(ErrTooDeep, p.pos, "nesting deeper than "+strconv.Itoa(p.maxDepth))
@@ -141,7 +171,7 @@ func (p *parser) enter() error {
 	return nil
 }
 
-func (p *parser) object() (any, error) {
+func (p *parser[T]) object() (any, error) {
 	if err := p.enter(); err != nil {
 		return nil, err
 	}
@@ -170,15 +200,15 @@ func (p *parser) object() (any, error) {
 		if p.build {
 			key = p.str(start, end, escaped)
 			if _, dup := m[key]; dup {
-				return nil, newError(ErrDuplicateKey, keyOff, "duplicate key "+quoteKey([]byte(key)))
+				return nil, newError(ErrDuplicateKey, keyOff, "duplicate key "+quoteKey(key))
 			}
 		} else {
 			kb := p.data[start:end]
 			if escaped {
-				kb = append([]byte(nil), p.scratch...) // scratch is reused by the next string
+				kb = T(string(p.scratch)) // scratch is reused by the next string
 			}
 			if !p.addKey(&keys, kb) {
-				return nil, newError(ErrDuplicateKey, keyOff, "duplicate key "+quoteKey(kb))
+				return nil, newError(ErrDuplicateKey, keyOff, "duplicate key "+quoteKey(string(kb)))
 			}
 		}
 		p.skipWS()
@@ -223,7 +253,7 @@ type objectKeys struct {
 // linearKeys is the object size up to which duplicate detection scans linearly.
 const linearKeys = 16
 
-func (p *parser) addKey(o *objectKeys, k []byte) bool {
+func (p *parser[T]) addKey(o *objectKeys, k T) bool {
 	if o.set != nil {
 		if _, dup := o.set[string(k)]; dup {
 			return false
@@ -249,7 +279,7 @@ func (p *parser) addKey(o *objectKeys, k []byte) bool {
 	return true
 }
 
-func (p *parser) array() (any, error) {
+func (p *parser[T]) array() (any, error) {
 	if err := p.enter(); err != nil {
 		return nil, err
 	}
@@ -290,7 +320,7 @@ func (p *parser) array() (any, error) {
 	}
 }
 
-func (p *parser) literal(lit string, v any) (any, error) {
+func (p *parser[T]) literal(lit string, v any) (any, error) {
 	for i := 0; i < len(lit); i++ {
 		if p.pos >= len(p.data) || p.data[p.pos] != lit[i] {
 			return nil, p.unexpected("in literal " + lit)
@@ -300,7 +330,7 @@ func (p *parser) literal(lit string, v any) (any, error) {
 	return v, nil
 }
 
-func (p *parser) number() (any, error) {
+func (p *parser[T]) number() (any, error) {
 	start := p.pos
 	d := p.data
 	i := p.pos
@@ -350,14 +380,14 @@ func (p *parser) number() (any, error) {
 }
 
 // str returns a scanned string's content in Decode mode.
-func (p *parser) str(start, end int, escaped bool) string {
+func (p *parser[T]) str(start, end int, escaped bool) string {
 	if escaped {
 		return string(p.scratch)
 	}
 	return p.src[start:end]
 }
 
-func digits(d []byte, i int) int {
+func digits[T string | []byte](d T, i int) int {
 	for i < len(d) && d[i] >= '0' && d[i] <= '9' {
 		i++
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -55,6 +56,13 @@ func TestDecodeAccepts(t *testing.T) {
 			}
 			if err := jsonx.Valid([]byte(tc.in), jsonx.Limits{}); err != nil {
 				t.Errorf("Valid(%q) = %v, want nil", tc.in, err)
+			}
+			gotS, err := jsonx.Decode(tc.in, jsonx.Limits{})
+			if err != nil || !reflect.DeepEqual(tc.want, gotS) {
+				t.Errorf("Decode(string %q) = %#v, %v, want what Decode of its bytes gives", tc.in, gotS, err)
+			}
+			if err := jsonx.Valid(tc.in, jsonx.Limits{}); err != nil {
+				t.Errorf("Valid(string %q) = %v, want nil", tc.in, err)
 			}
 		})
 	}
@@ -114,11 +122,13 @@ func TestDecodeRejects(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			for fn, run := range map[string]func([]byte, jsonx.Limits) error{
-				"Decode": func(b []byte, l jsonx.Limits) error { _, err := jsonx.Decode(b, l); return err },
-				"Valid":  jsonx.Valid,
+			for fn, run := range map[string]func(string, jsonx.Limits) error{
+				"Decode":        func(s string, l jsonx.Limits) error { _, err := jsonx.Decode([]byte(s), l); return err },
+				"Decode/string": func(s string, l jsonx.Limits) error { _, err := jsonx.Decode(s, l); return err },
+				"Valid":         func(s string, l jsonx.Limits) error { return jsonx.Valid([]byte(s), l) },
+				"Valid/string":  jsonx.Valid[string],
 			} {
-				err := run([]byte(tc.in), tc.lim)
+				err := run(tc.in, tc.lim)
 				if !errors.Is(err, tc.want) {
 					t.Fatalf("%s(%q) = %v, want %v", fn, tc.in, err, tc.want)
 				}
@@ -183,6 +193,37 @@ func TestValidDoesNotAllocate(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("Valid(benchDoc) allocs = %v, want 0", allocs)
+	}
+}
+
+// TestDecodeStringSharesItsText pins why Decode takes a string: a string value in a
+// decoded string is a substring of the input, so a 64 KiB argument is not copied. Decoding
+// its bytes costs one copy.
+func TestDecodeStringSharesItsText(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are meaningless under the race detector")
+	}
+	const n = 64 << 10
+	doc := `{"data":"` + strings.Repeat("x", n) + `"}`
+	bytesPerRun := func(decode func() (any, error)) uint64 {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for range 10 {
+			if _, err := decode(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		runtime.ReadMemStats(&after)
+		return (after.TotalAlloc - before.TotalAlloc) / 10
+	}
+	fromString := bytesPerRun(func() (any, error) { return jsonx.Decode(doc, jsonx.Limits{MaxBytes: 2 * n}) })
+	docBytes := []byte(doc)
+	fromBytes := bytesPerRun(func() (any, error) { return jsonx.Decode(docBytes, jsonx.Limits{MaxBytes: 2 * n}) })
+	if fromString >= n/2 {
+		t.Errorf("Decode of a %d-byte string allocated %d bytes a run, want it to share the text", len(doc), fromString)
+	}
+	if fromBytes < n {
+		t.Errorf("Decode of %d bytes allocated %d bytes a run, want one copy of them", len(doc), fromBytes)
 	}
 }
 

@@ -48,11 +48,11 @@ func newError(sentinel error, off int, reason string) *Error {
 // maxQuotedKey caps how much of a key an error message repeats.
 const maxQuotedKey = 64
 
-func quoteKey(k []byte) string {
+func quoteKey(k string) string {
 	if len(k) > maxQuotedKey {
-		return strconv.Quote(string(k[:maxQuotedKey])) + "…"
+		return strconv.Quote(k[:maxQuotedKey]) + "…"
 	}
-	return strconv.Quote(string(k))
+	return strconv.Quote(k)
 }
 
 func describeByte(c byte) string {

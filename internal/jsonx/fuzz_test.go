@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -13,7 +14,8 @@ import (
 // FuzzDecode checks jsonx against encoding/json: whatever jsonx accepts, encoding/json
 // accepts with the same value; whatever encoding/json accepts, jsonx may only refuse for
 // a strictness reason (duplicates, UTF-8, depth), never as a syntax error; Decode and
-// Valid always agree. Seeds live in testdata/fuzz/FuzzDecode.
+// Valid always agree, on bytes and on the same text as a string. Seeds live in
+// testdata/fuzz/FuzzDecode.
 func FuzzDecode(f *testing.F) {
 	lim := jsonx.Limits{MaxBytes: 1 << 16, MaxDepth: 32}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -21,6 +23,11 @@ func FuzzDecode(f *testing.F) {
 		validErr := jsonx.Valid(data, lim)
 		if (err == nil) != (validErr == nil) {
 			t.Fatalf("Decode(%q) = %v but Valid = %v", data, err, validErr)
+		}
+		gotS, errS := jsonx.Decode(string(data), lim)
+		validErrS := jsonx.Valid(string(data), lim)
+		if !reflect.DeepEqual(got, gotS) || fmt.Sprint(err) != fmt.Sprint(errS) || fmt.Sprint(validErr) != fmt.Sprint(validErrS) {
+			t.Fatalf("%q: bytes give (%#v, %v, %v), a string gives (%#v, %v, %v)", data, got, err, validErr, gotS, errS, validErrS)
 		}
 		if err != nil {
 			var je *jsonx.Error

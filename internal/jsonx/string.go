@@ -16,11 +16,17 @@ var plain = func() (t [256]bool) {
 // scanString scans the string literal at p.pos (a '"'). Without escapes its content is
 // p.data[start:end]; with escapes (escaped true) the unescaped content is p.scratch,
 // which the next call reuses.
-func (p *parser) scanString() (start, end int, escaped bool, err error) {
+func (p *parser[T]) scanString() (start, end int, escaped bool, err error) {
 	d := p.data
 	start = p.pos + 1
 	i := start
 	for i < len(d) {
+		for i+8 <= len(d) && !special8(load8(d, i)) {
+			i += 8
+		}
+		if i >= len(d) {
+			break
+		}
 		c := d[i]
 		if plain[c] {
 			i++
@@ -35,7 +41,7 @@ func (p *parser) scanString() (start, end int, escaped bool, err error) {
 		case c < 0x20:
 			return 0, 0, false, controlError(i, c)
 		default:
-			r, size := utf8.DecodeRune(d[i:])
+			r, size := decodeRune(d, i)
 			if r == utf8.RuneError && size == 1 {
 				return 0, 0, false, utf8Error(i, c)
 			}
@@ -46,7 +52,7 @@ func (p *parser) scanString() (start, end int, escaped bool, err error) {
 }
 
 // scanEscaped finishes a string whose first escape is at i.
-func (p *parser) scanEscaped(start, i int) error {
+func (p *parser[T]) scanEscaped(start, i int) error {
 	d := p.data
 	buf := append(p.scratch[:0], d[start:i]...) //nolint:gocritic // reuses the parser's scratch buffer on purpose
 	for i < len(d) {
@@ -91,7 +97,7 @@ func (p *parser) scanEscaped(start, i int) error {
 		case c < 0x20:
 			return controlError(i, c)
 		default:
-			r, size := utf8.DecodeRune(d[i:])
+			r, size := decodeRune(d, i)
 			if r == utf8.RuneError && size == 1 {
 				return utf8Error(i, c)
 			}
@@ -105,7 +111,7 @@ func (p *parser) scanEscaped(start, i int) error {
 // unicodeEscape decodes the \uXXXX escape at i (and its low surrogate, if it starts a
 // pair), returning the rune and the bytes consumed. A lone surrogate has no UTF-8 form,
 // so it is rejected as ErrInvalidUTF8 rather than silently replaced.
-func unicodeEscape(d []byte, i int) (rune, int, error) {
+func unicodeEscape[T string | []byte](d T, i int) (rune, int, error) {
 	hi, err := hex4(d, i+2)
 	if err != nil {
 		return 0, 0, err
@@ -129,7 +135,7 @@ func unicodeEscape(d []byte, i int) (rune, int, error) {
 	return 0x10000 + (hi-0xD800)<<10 + (lo - 0xDC00), 12, nil
 }
 
-func hex4(d []byte, i int) (rune, error) {
+func hex4[T string | []byte](d T, i int) (rune, error) {
 	var r rune
 	for j := i; j < i+4; j++ {
 		if j >= len(d) {
@@ -144,7 +150,7 @@ func hex4(d []byte, i int) (rune, error) {
 		case c >= 'A' && c <= 'F':
 			r = r<<4 | rune(c-'A'+10)
 		default:
-			if r, size := utf8.DecodeRune(d[j:]); c >= utf8.RuneSelf && r == utf8.RuneError && size == 1 {
+			if r, size := decodeRune(d, j); c >= utf8.RuneSelf && r == utf8.RuneError && size == 1 {
 				return 0, utf8Error(j, c)
 			}
 			return 0, newError(ErrSyntax, j, "invalid character "+describeByte(c)+" in \\u escape")
@@ -166,17 +172,46 @@ func utf8Error(off int, c byte) *Error {
 }
 
 // unexpected reports the byte at p.pos (or the end of input) as out of place.
-func (p *parser) unexpected(where string) *Error {
+func (p *parser[T]) unexpected(where string) *Error {
 	if p.pos >= len(p.data) {
 		return newError(ErrSyntax, len(p.data), "unexpected end of input "+where)
 	}
 	c := p.data[p.pos]
 	if c >= utf8.RuneSelf {
-		r, size := utf8.DecodeRune(p.data[p.pos:])
+		r, size := decodeRune(p.data, p.pos)
 		if r == utf8.RuneError && size == 1 {
 			return utf8Error(p.pos, c)
 		}
 		return newError(ErrSyntax, p.pos, "invalid character "+strconv.QuoteRune(r)+" "+where)
 	}
 	return newError(ErrSyntax, p.pos, "invalid character "+describeByte(c)+" "+where)
+}
+
+// Bytes repeated in each lane of a uint64, for [special8].
+const (
+	lanes    = 0x0101010101010101
+	laneHigh = 0x8080808080808080
+)
+
+// special8 reports whether any of the 8 bytes in x is not [plain]: a control byte, '"',
+// '\\' or a byte of a multi-byte UTF-8 sequence. Each test sets a lane's high bit; a
+// borrow between lanes only follows a lane that is itself special, so the answer is
+// exact though the lane may not be.
+func special8(x uint64) bool {
+	quote, backslash := x^(lanes*'"'), x^(lanes*'\\')
+	control := x - lanes*0x20
+	return (control|x|(quote-lanes)&^quote|(backslash-lanes)&^backslash)&laneHigh != 0
+}
+
+// load8 reads d[i:i+8] as a little-endian uint64 (one load once compiled).
+func load8[T string | []byte](d T, i int) uint64 {
+	_ = d[i+7]
+	return uint64(d[i]) | uint64(d[i+1])<<8 | uint64(d[i+2])<<16 | uint64(d[i+3])<<24 |
+		uint64(d[i+4])<<32 | uint64(d[i+5])<<40 | uint64(d[i+6])<<48 | uint64(d[i+7])<<56
+}
+
+// decodeRune is [utf8.DecodeRune] of d[i:], for a string or bytes. The conversion of at
+// most [utf8.UTFMax] bytes does not allocate.
+func decodeRune[T string | []byte](d T, i int) (rune, int) {
+	return utf8.DecodeRuneInString(string(d[i:min(i+utf8.UTFMax, len(d))]))
 }
