@@ -641,7 +641,10 @@ func (s *shape) objectHolds(v map[string]any) bool {
 
 // stringHolds reports whether the string v satisfies the string keywords of s.
 func (s *shape) stringHolds(v string) bool {
-	if s.hasMinLen || s.hasMaxLen {
+	// v has at least ⌈len/4⌉ runes and at most len: only count them when that does not
+	// settle the bounds, as a 16 KiB argument under a minLength of 1 would be counted.
+	fewest, most := int64((len(v)+utf8.UTFMax-1)/utf8.UTFMax), int64(len(v))
+	if (s.hasMinLen && fewest < s.minLen) || (s.hasMaxLen && most > s.maxLen) {
 		n := int64(utf8.RuneCountInString(v))
 		if (s.hasMinLen && n < s.minLen) || (s.hasMaxLen && n > s.maxLen) {
 			return false
