@@ -167,19 +167,18 @@ func TestParticipantsCannotRewriteArguments(t *testing.T) {
 	const args = `{"path":"/tmp/x"}`
 	var seen []string
 	mutate := func(_ context.Context, e *tool.Exec, _ pipeline.Tool) pipeline.Verdict {
-		seen = append(seen, string(e.Arguments))
-		e.Arguments[2] = 'X'
-		e.Arguments = []byte(`{"path":"/etc/passwd"}`)
+		seen = append(seen, e.Arguments)
+		e.Arguments = `{"path":"/etc/passwd"}`
 		e.Name = "other"
 		return pipeline.Verdict{Decision: pipeline.Allow}
 	}
 	guard := func(_ context.Context, e *tool.Exec, _ pipeline.Tool) (bool, string) {
-		seen = append(seen, string(e.Arguments))
-		e.Arguments[3] = 'Y'
+		seen = append(seen, e.Arguments)
+		e.Arguments = `{"path":"/etc/shadow"}`
 		return false, ""
 	}
 	post := func(_ context.Context, e *tool.Exec, _ pipeline.Tool, _ tool.Result) pipeline.PostVerdict {
-		seen = append(seen, string(e.Arguments)+" "+e.Name)
+		seen = append(seen, e.Arguments+" "+e.Name)
 		return pipeline.PostVerdict{}
 	}
 	disp := returning(tool.Result{Content: "ok"})
@@ -196,7 +195,7 @@ func TestParticipantsCannotRewriteArguments(t *testing.T) {
 	if diff := cmp.Diff(want, seen); diff != "" {
 		t.Errorf("arguments seen by participants (-want +got):\n%s", diff)
 	}
-	if string(e.Arguments) != args || e.Name != "read" {
+	if e.Arguments != args || e.Name != "read" {
 		t.Errorf("Exec after Run = %s %s, want read %s", e.Name, e.Arguments, args)
 	}
 	if diff := cmp.Diff([]string{args}, disp.args); diff != "" {
@@ -207,6 +206,9 @@ func TestParticipantsCannotRewriteArguments(t *testing.T) {
 func TestApproval(t *testing.T) {
 	tests := map[string]struct {
 		approver func(cancel context.CancelFunc) tool.Approver
+		// expires marks the cases that wait for the approval timeout: it is 5ms for
+		// them and a minute for the others, which must not race it on a slow machine.
+		expires  bool
 		wantCode tool.Code
 		wantMsg  string
 	}{
@@ -244,7 +246,7 @@ func TestApproval(t *testing.T) {
 					return tool.ApprovalDecision{}, ctx.Err()
 				})
 			},
-			wantCode: tool.CodeApprovalTimeout, wantMsg: "approval timed out after 5ms",
+			expires: true, wantCode: tool.CodeApprovalTimeout, wantMsg: "approval timed out after 5ms",
 		},
 		"caller cancels while asking": {
 			approver: func(cancel context.CancelFunc) tool.Approver {
@@ -282,7 +284,7 @@ func TestApproval(t *testing.T) {
 					return tool.ApprovalDecision{}, ctx.Err()
 				})
 			},
-			wantCode: tool.CodeApprovalTimeout, wantMsg: "approval timed out after 5ms",
+			expires: true, wantCode: tool.CodeApprovalTimeout, wantMsg: "approval timed out after 5ms",
 		},
 		"approver failure": {
 			approver: func(context.CancelFunc) tool.Approver {
@@ -298,8 +300,12 @@ func TestApproval(t *testing.T) {
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
 			disp := returning(tool.Result{Content: "ok"})
+			timeout := time.Minute
+			if tc.expires {
+				timeout = 5 * time.Millisecond
+			}
 			p := pipeline.New(staticResolver(newTool("rm")), disp,
-				pipeline.WithConfig(pipeline.Config{ApprovalTimeout: 5 * time.Millisecond}),
+				pipeline.WithConfig(pipeline.Config{ApprovalTimeout: timeout}),
 				pipeline.WithPreExecute(verdict(pipeline.Ask, "deletes files")))
 			e := newExec("rm", `{}`)
 			e.Approver = tc.approver(cancel)
