@@ -216,8 +216,8 @@ func TestReadSessionShowsRecoveredResultsOnce(t *testing.T) {
 			}
 			// What a crash leaves: two calls logged, one of them answered.
 			if _, err := s.Append(context.Background(), "s-crash",
-				session.Event{Type: session.TypeToolCall, BatchID: "b", Call: &session.CallRecord{CallID: "c0", Name: "t", Arguments: []byte(`{}`)}},
-				session.Event{Type: session.TypeToolCall, BatchID: "b", Call: &session.CallRecord{CallID: "c1", Name: "t", Arguments: []byte(`{}`)}},
+				session.Event{Type: session.TypeToolCall, BatchID: "b", Call: &session.CallRecord{CallID: "c0", Name: "t", Arguments: `{}`}},
+				session.Event{Type: session.TypeToolCall, BatchID: "b", Call: &session.CallRecord{CallID: "c1", Name: "t", Arguments: `{}`}},
 			); err != nil {
 				t.Fatalf("Append() = %v", err)
 			}

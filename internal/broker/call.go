@@ -92,7 +92,7 @@ func (b *Broker) Call(ctx context.Context, providerID string, e *tool.Exec, atte
 	if tool.Ended(ctx) {
 		return abortedBeforeDispatch()
 	}
-	if !utf8.Valid(e.Arguments) {
+	if !utf8.ValidString(e.Arguments) {
 		return invalidUTF8()
 	}
 	p := newPending(e)
@@ -260,7 +260,7 @@ func executeMsg(id uint64, e *tool.Exec, attempt int) *execute {
 		SessionId:     validUTF8(e.SessionID),
 		Scope:         validUTF8(e.Scope),
 		Tool:          validUTF8(e.Name),
-		ArgumentsJson: string(e.Arguments),
+		ArgumentsJson: e.Arguments,
 		Turn:          e.Turn,
 		Step:          e.Step,
 		Attempt:       uint32(min(max(attempt, 1), math.MaxUint32)),

@@ -2,7 +2,6 @@ package broker_test
 
 import (
 	"context"
-	"encoding/json"
 	"sync"
 	"testing"
 	"time"
@@ -220,7 +219,7 @@ func (r *rawStream) end() error {
 func execFor(name, args string) *tool.Exec {
 	return &tool.Exec{Call: tool.Call{
 		SessionID: "s-1", Scope: "agent/a", CallID: "call-1", Name: name,
-		Arguments: json.RawMessage(args), Turn: 3, Step: 4, Index: 2,
+		Arguments: args, Turn: 3, Step: 4, Index: 2,
 	}}
 }
 

@@ -103,7 +103,7 @@ func parkCall(ctx context.Context, b *Broker, c *conn) <-chan tool.Result {
 	c.sem <- struct{}{}
 	done := make(chan tool.Result, 1)
 	go func() {
-		done <- b.Call(ctx, c.id, &tool.Exec{Call: tool.Call{CallID: "c", Name: "t", Arguments: []byte(`{}`)}}, 1)
+		done <- b.Call(ctx, c.id, &tool.Exec{Call: tool.Call{CallID: "c", Name: "t", Arguments: `{}`}}, 1)
 	}()
 	for pending := 0; pending == 0; runtime.Gosched() {
 		c.mu.Lock()
@@ -118,7 +118,7 @@ func parkCall(ctx context.Context, b *Broker, c *conn) <-chan tool.Result {
 // provider already gone, and is counted in toolsd_broker_calls_rejected_total as one.
 func TestUnsentCallCountsAsRejected(t *testing.T) {
 	b, c, obs := oneSlotConn(t)
-	r := b.Call(t.Context(), c.id, &tool.Exec{Call: tool.Call{CallID: "c", Name: "t", Arguments: []byte(`{}`)}}, 1)
+	r := b.Call(t.Context(), c.id, &tool.Exec{Call: tool.Call{CallID: "c", Name: "t", Arguments: `{}`}}, 1)
 	if r.Code() != tool.CodeProviderUnavailable {
 		t.Fatalf("Call over a failing stream = %v, want PROVIDER_UNAVAILABLE", r)
 	}
@@ -183,7 +183,7 @@ func TestNoExecuteOnceTeardownBegan(t *testing.T) {
 	b.conns[c.id] = c
 	b.mu.Unlock()
 	c.stop() // the teardown has begun: it has not taken the send slot yet
-	r := b.Call(ctx, c.id, &tool.Exec{Call: tool.Call{CallID: "c", Name: "t", Arguments: []byte(`{}`)}}, 1)
+	r := b.Call(ctx, c.id, &tool.Exec{Call: tool.Call{CallID: "c", Name: "t", Arguments: `{}`}}, 1)
 	if r.Code() != tool.CodeProviderUnavailable {
 		t.Errorf("Call on a stream being torn down = %v, want PROVIDER_UNAVAILABLE", r)
 	}

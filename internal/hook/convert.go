@@ -27,7 +27,7 @@ func hookCall(e *tool.Exec) *toolsdv1.HookCall {
 		Index:         uint32(max(e.Index, 0)), //nolint:gosec // clamped; batches are far smaller than 2^32
 		CallId:        validUTF8(e.CallID),
 		Tool:          validUTF8(e.Name),
-		ArgumentsJson: validUTF8(string(e.Arguments)),
+		ArgumentsJson: validUTF8(e.Arguments),
 		SiblingTools:  siblings,
 	}
 }

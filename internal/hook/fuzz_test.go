@@ -48,7 +48,7 @@ func FuzzHookMessage(f *testing.F) {
 		for i := range 3 {
 			c.pending[uint64(i+1)] = waiter{slot: i, ch: ch}
 		}
-		e := &tool.Exec{Call: tool.Call{Name: "echo", Scope: "tenant-a/x/agent", Arguments: []byte(`{}`)}, Siblings: []string{"echo"}}
+		e := &tool.Exec{Call: tool.Call{Name: "echo", Scope: "tenant-a/x/agent", Arguments: `{}`}, Siblings: []string{"echo"}}
 		for _, b := range [][]byte{first, second} {
 			var m toolsdv1.HookServiceConnectRequest
 			if proto.Unmarshal(b, &m) != nil {

@@ -316,8 +316,8 @@ func newTool(name string) *fakeTool {
 func (f *fakeTool) Definition() *tool.Definition { return &f.def }
 func (f *fakeTool) Owner() string                { return "p1" }
 func (f *fakeTool) Hash() string                 { return "" }
-func (f *fakeTool) ValidateArguments(raw []byte) error {
-	if !json.Valid(raw) {
+func (f *fakeTool) ValidateArguments(raw string) error {
+	if !json.Valid([]byte(raw)) {
 		return errors.New("arguments are not valid JSON")
 	}
 	return nil
@@ -367,7 +367,7 @@ func (e *env) newPipeline(disp *dispatcher, opts ...pipeline.Option) *pipeline.P
 func newExec(name, args string) *tool.Exec {
 	return &tool.Exec{
 		Call: tool.Call{SessionID: "s1", Scope: "tenant-a/agent", BatchID: "b1", Turn: 2, Step: 3, Index: 1,
-			CallID: "c1", Name: name, Arguments: json.RawMessage(args)},
+			CallID: "c1", Name: name, Arguments: args},
 		Siblings: []string{"ls", name, "cat"},
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"hash"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -35,15 +37,15 @@ func (o *CallObserver) logCall(e *tool.Exec, owner, code string, r tool.Result, 
 		owner:     owner, code: code, d: d,
 		argsBytes: len(e.Arguments), resultBytes: len(r.Content) + len(r.Value),
 	}
-	digestInto(&line.argsHash, e.Arguments)
-	digestInto(&line.resultHash, []byte(r.Content), r.Value)
+	digestInto(&line.argsHash, e.Arguments, nil)
+	digestInto(&line.resultHash, r.Content, r.Value)
 	ce.Write(zap.Inline(line))
 	if !o.payloads {
 		return
 	}
 	if pe := o.log.Check(zapcore.DebugLevel, msgPayload); pe != nil {
 		fields := append(make([]zap.Field, 0, 5), zap.Inline(&line.callIdent),
-			zap.String("arguments", capText(string(e.Arguments), o.payloadCap)),
+			zap.String("arguments", capText(e.Arguments, o.payloadCap)),
 			zap.String("content", capText(r.Content, o.payloadCap)),
 		)
 		if len(r.Value) > 0 {
@@ -109,15 +111,31 @@ func (l *callLine) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	return nil
 }
 
-// digestInto writes the hex prefix of the SHA-256 of the concatenated parts to dst.
-func digestInto(dst *[2 * hashBytes]byte, parts ...[]byte) {
-	h := sha256.New()
-	for _, p := range parts {
-		h.Write(p)
+// digestInto writes the hex prefix of the SHA-256 of text followed by raw to dst. The
+// text is hashed through the digester's buffer, a piece at a time: a 16 KiB argument is
+// not copied whole to be hashed.
+func digestInto(dst *[2 * hashBytes]byte, text string, raw []byte) {
+	d := digesters.Get().(*digester)
+	d.h.Reset()
+	for len(text) > 0 {
+		n := copy(d.buf[:], text)
+		d.h.Write(d.buf[:n])
+		text = text[n:]
 	}
-	var sum [sha256.Size]byte
-	hex.Encode(dst[:], h.Sum(sum[:0])[:hashBytes])
+	d.h.Write(raw)
+	hex.Encode(dst[:], d.h.Sum(d.sum[:0])[:hashBytes])
+	digesters.Put(d)
 }
+
+// digester is a SHA-256 state with the buffers [digestInto] writes through.
+type digester struct {
+	h   hash.Hash
+	buf [2048]byte
+	sum [sha256.Size]byte
+}
+
+// digesters recycles digesters: the call log hashes two texts for every call.
+var digesters = sync.Pool{New: func() any { return &digester{h: sha256.New()} }}
 
 // capText cuts s to at most limit bytes at a UTF-8 boundary, saying how long it was.
 func capText(s string, limit int) string {

@@ -96,7 +96,7 @@ func newTool(name, owner string) *fakeTool {
 func (f *fakeTool) Definition() *tool.Definition   { return &f.def }
 func (f *fakeTool) Owner() string                  { return f.owner }
 func (f *fakeTool) Hash() string                   { return "" }
-func (f *fakeTool) ValidateArguments([]byte) error { return nil }
+func (f *fakeTool) ValidateArguments(string) error { return nil }
 func (f *fakeTool) ValidateOutput([]byte) error    { return nil }
 
 // resolverFunc and dispatcherFunc adapt functions to the pipeline's interfaces.
@@ -131,6 +131,6 @@ func succeed(content string) dispatcherFunc {
 func newExec(name, args string) *tool.Exec {
 	return &tool.Exec{Call: tool.Call{
 		SessionID: "sess-1", Scope: "global/agent", BatchID: "batch-1", Turn: 3, Step: 4, Index: 1,
-		CallID: "call-9", Name: name, Arguments: json.RawMessage(args),
+		CallID: "call-9", Name: name, Arguments: args,
 	}}
 }

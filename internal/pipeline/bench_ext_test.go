@@ -45,7 +45,7 @@ type nopTool struct{ def tool.Definition }
 func (n *nopTool) Definition() *tool.Definition { return &n.def }
 func (n *nopTool) Owner() string                { return "p" }
 func (n *nopTool) Hash() string                 { return "" }
-func (n *nopTool) ValidateArguments([]byte) error {
+func (n *nopTool) ValidateArguments(string) error {
 	return nil
 }
 func (n *nopTool) ValidateOutput([]byte) error { return nil }

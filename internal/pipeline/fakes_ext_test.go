@@ -31,11 +31,11 @@ func (f *fakeTool) Definition() *tool.Definition { return &f.def }
 func (f *fakeTool) Owner() string                { return f.owner }
 func (f *fakeTool) Hash() string                 { return f.hash }
 
-func (f *fakeTool) ValidateArguments(raw []byte) error {
+func (f *fakeTool) ValidateArguments(raw string) error {
 	if f.argErr != nil {
 		return f.argErr
 	}
-	if !json.Valid(raw) {
+	if !json.Valid([]byte(raw)) {
 		return errors.New("arguments are not valid JSON")
 	}
 	return nil
@@ -113,7 +113,7 @@ func (f approverFunc) Approve(ctx context.Context, req tool.ApprovalRequest) (to
 }
 
 func newExec(name, args string) *tool.Exec {
-	return &tool.Exec{Call: tool.Call{SessionID: "s1", Scope: "global/agent", CallID: "c1", Name: name, Arguments: json.RawMessage(args)}}
+	return &tool.Exec{Call: tool.Call{SessionID: "s1", Scope: "global/agent", CallID: "c1", Name: name, Arguments: args}}
 }
 
 func verdict(d pipeline.Decision, reason string) pipeline.PreExecute {

@@ -18,7 +18,7 @@ type Tool interface {
 	Hash() string
 	// ValidateArguments checks raw arguments as strict JSON against the parameter schema.
 	// Its Error() text is shown to the model.
-	ValidateArguments(raw []byte) error
+	ValidateArguments(raw string) error
 	// ValidateOutput checks a JSON value against the output schema; nil when there is none.
 	ValidateOutput(value []byte) error
 }

@@ -56,7 +56,7 @@ func TestMode(t *testing.T) {
 				opts = append(opts, pipeline.WithPolicy(&fakePolicy{settings: *tc.policy}))
 			}
 			p := pipeline.New(tc.res, returning(tool.Result{}), opts...)
-			e := &tool.Exec{Call: tool.Call{Name: "write", Arguments: []byte(`{}`)}}
+			e := &tool.Exec{Call: tool.Call{Name: "write", Arguments: `{}`}}
 			if got := p.Mode(t.Context(), e); got != tc.want {
 				t.Errorf("Mode(%s) = %s, want %s", e.Name, got, tc.want)
 			}

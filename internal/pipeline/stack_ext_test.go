@@ -41,7 +41,7 @@ func TestCallStackDepth(t *testing.T) {
 		pipeline.WithObserver(m.Pipeline()),
 		pipeline.WithStageTracer(observe.NewCallObserver(m, observe.WithCallLog(zap.NewNop()))),
 	)
-	e := &tool.Exec{Call: tool.Call{CallID: "c1", SessionID: "s1", Scope: "global", Name: "echo", Arguments: []byte(`{}`)}}
+	e := &tool.Exec{Call: tool.Call{CallID: "c1", SessionID: "s1", Scope: "global", Name: "echo", Arguments: `{}`}}
 	// The stack must not move between the two addresses: it is grown first, and no GC
 	// runs meanwhile (a GC may shrink a goroutine's stack, moving it).
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))

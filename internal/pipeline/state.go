@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -24,7 +23,6 @@ type callState struct {
 
 	viewReady bool
 	view      tool.Exec
-	args      []byte
 	siblings  []string
 }
 
@@ -46,19 +44,16 @@ func stateOf(ctx context.Context) *callState {
 }
 
 // exposed returns the copy of e that policy code sees. Participants get the Exec by
-// pointer, so each one is handed a fresh view whose Arguments and Siblings are private
-// copies, re-copied when a previous participant wrote through them: no participant can
-// change what another one sees or what is dispatched.
+// pointer, so each one is handed a fresh view whose Siblings are a private copy,
+// re-copied when a previous participant wrote through it (Arguments is a string, which
+// no one can write through): no participant can change what another one sees or what is
+// dispatched.
 func (st *callState) exposed(e *tool.Exec) *tool.Exec {
-	if !st.viewReady || !bytes.Equal(st.args, e.Arguments) {
-		st.args = bytes.Clone(e.Arguments)
-	}
 	if !st.viewReady || !slices.Equal(st.siblings, e.Siblings) {
 		st.siblings = slices.Clone(e.Siblings)
 	}
 	st.viewReady = true
 	st.view = *e
-	st.view.Arguments = st.args[:len(st.args):len(st.args)]
 	st.view.Siblings = st.siblings[:len(st.siblings):len(st.siblings)]
 	return &st.view
 }

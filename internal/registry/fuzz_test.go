@@ -41,7 +41,7 @@ func FuzzRegisterSchema(f *testing.F) {
 				continue
 			}
 			for _, a := range fuzzArguments {
-				_ = e.ValidateArguments([]byte(a))
+				_ = e.ValidateArguments(a)
 				_ = e.ValidateOutput([]byte(a))
 			}
 			schemas, _ := r.Schemas("")

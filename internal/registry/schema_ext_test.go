@@ -104,10 +104,10 @@ func TestSchemaInternalReferences(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			r := newRegistry(t)
 			e := mustRegister(t, r, "", withParams("t", tc.params), "")
-			if err := e.ValidateArguments([]byte(tc.valid)); err != nil {
+			if err := e.ValidateArguments(tc.valid); err != nil {
 				t.Errorf("ValidateArguments(%s) = %v, want nil", tc.valid, err)
 			}
-			err := e.ValidateArguments([]byte(tc.wrong))
+			err := e.ValidateArguments(tc.wrong)
 			if err == nil || !strings.Contains(err.Error(), tc.wantInWrong) {
 				t.Errorf("ValidateArguments(%s) = %v, want an error containing %q", tc.wrong, err, tc.wantInWrong)
 			}
@@ -148,7 +148,7 @@ func TestSchemaRootObjectBesideDraft7RefRefused(t *testing.T) {
 		params := `{"$schema":"` + draft + `","type":"object","$ref":"#/definitions/any","definitions":{"any":{}}}`
 		e, err := r.Register("", withParams("t", params), "")
 		if err == nil {
-			t.Errorf("Register(%s) = nil (arguments \"hello\": %v), want ErrInvalidSchema", params, e.ValidateArguments([]byte(`"hello"`)))
+			t.Errorf("Register(%s) = nil (arguments \"hello\": %v), want ErrInvalidSchema", params, e.ValidateArguments(`"hello"`))
 			if err := r.Unregister("", "t", ""); err != nil {
 				t.Fatal(err)
 			}
@@ -163,7 +163,7 @@ func TestSchemaRootObjectBesideDraft7RefRefused(t *testing.T) {
 		`{"type":"object","$ref":"#/$defs/any","$defs":{"any":{}}}`,
 	} {
 		e := mustRegister(t, r, "", withParams("t", params), "")
-		if err := e.ValidateArguments([]byte(`"hello"`)); !errors.Is(err, registry.ErrInvalidArguments) {
+		if err := e.ValidateArguments(`"hello"`); !errors.Is(err, registry.ErrInvalidArguments) {
 			t.Errorf("%s: ValidateArguments(\"hello\") = %v, want ErrInvalidArguments", params, err)
 		}
 		if err := r.Unregister("", "t", ""); err != nil {
@@ -192,11 +192,11 @@ func TestSchemaDrafts(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			r := newRegistry(t)
 			e := mustRegister(t, r, "", withParams("t", tc.params), "")
-			err := e.ValidateArguments([]byte(`{"a":"long"}`))
+			err := e.ValidateArguments(`{"a":"long"}`)
 			if (err == nil) != tc.longValid {
 				t.Errorf("ValidateArguments({a: long}) = %v, want valid=%v", err, tc.longValid)
 			}
-			if err := e.ValidateArguments([]byte(`{"a":1}`)); err == nil {
+			if err := e.ValidateArguments(`{"a":1}`); err == nil {
 				t.Errorf("ValidateArguments({a: 1}) = nil, want a type error under every draft")
 			}
 		})
@@ -221,7 +221,7 @@ func TestSchemaRegexIsLinear(t *testing.T) {
 	r := newRegistry(t)
 	e := mustRegister(t, r, "", withParams("t", `{"type":"object","properties":{"s":{"type":"string","pattern":"^(a+)+$"}},"patternProperties":{"^(x+x+)+y$":{"type":"number"}}}`), "")
 	evil := strings.Repeat("a", 100000) + "!"
-	err := e.ValidateArguments([]byte(`{"s":"` + evil + `"}`))
+	err := e.ValidateArguments(`{"s":"` + evil + `"}`)
 	if err == nil || !strings.Contains(err.Error(), "does not match pattern") {
 		t.Errorf("ValidateArguments(evil) = %v, want a pattern mismatch", err)
 	}
@@ -229,7 +229,7 @@ func TestSchemaRegexIsLinear(t *testing.T) {
 		t.Errorf("ValidateArguments(evil) message is %d bytes, want it truncated", len(err.Error()))
 	}
 	key := strings.Repeat("x", 50000)
-	if err := e.ValidateArguments([]byte(`{"` + key + `":"s"}`)); err != nil {
+	if err := e.ValidateArguments(`{"` + key + `":"s"}`); err != nil {
 		t.Errorf("ValidateArguments(evil key) = %v, want nil (no patternProperties match)", err)
 	}
 }
@@ -354,10 +354,10 @@ func TestSchemaPatternsAreBoundedTogether(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Register(one .{0,1000} pattern 40 times) = %v, want it accepted", err)
 	}
-	if err := e.ValidateArguments([]byte(`{"p0":"ax","p39":"bx"}`)); err != nil {
+	if err := e.ValidateArguments(`{"p0":"ax","p39":"bx"}`); err != nil {
 		t.Errorf("ValidateArguments(matching) = %v, want nil", err)
 	}
-	if err := e.ValidateArguments([]byte(`{"p7":"a"}`)); err == nil || !strings.Contains(err.Error(), "/p7") {
+	if err := e.ValidateArguments(`{"p7":"a"}`); err == nil || !strings.Contains(err.Error(), "/p7") {
 		t.Errorf("ValidateArguments(p7 not matching) = %v, want a mismatch at /p7", err)
 	}
 	// An asserted "format": "regex" checks argument strings with the same engine after
@@ -366,14 +366,14 @@ func TestSchemaPatternsAreBoundedTogether(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Register(format regex) = %v", err)
 	}
-	if err := rx.ValidateArguments([]byte(`{"re":"(?=x)"}`)); err == nil {
+	if err := rx.ValidateArguments(`{"re":"(?=x)"}`); err == nil {
 		t.Error(`ValidateArguments({"re":"(?=x)"}) = nil, want a format error`)
 	}
 	var wg sync.WaitGroup
 	for i := range 20 {
 		wg.Go(func() {
 			args := fmt.Sprintf(`{"re":".{0,1000}x%d"}`, i)
-			if err := rx.ValidateArguments([]byte(args)); err != nil {
+			if err := rx.ValidateArguments(args); err != nil {
 				t.Errorf("ValidateArguments(%s) = %v, want nil", args, err)
 			}
 		})
@@ -447,16 +447,16 @@ func TestSchemaFanoutIsBounded(t *testing.T) {
 	// Under the limit: 253 subschemas where a0 applies, accepted and validating.
 	r := newRegistry(t)
 	e := mustRegister(t, r, "", withParams("t", anyOfChain(6)), "")
-	if err := e.ValidateArguments([]byte(`{"x":1}`)); err != nil {
+	if err := e.ValidateArguments(`{"x":1}`); err != nil {
 		t.Errorf("ValidateArguments(chain of 6) = %v, want nil", err)
 	}
-	if err := e.ValidateArguments([]byte(`{"x":"no"}`)); !errors.Is(err, registry.ErrInvalidArguments) {
+	if err := e.ValidateArguments(`{"x":"no"}`); !errors.Is(err, registry.ErrInvalidArguments) {
 		t.Errorf("ValidateArguments(chain of 6, wrong) = %v, want ErrInvalidArguments", err)
 	}
 	// Of then and else one applies: ~400 subschemas in each are ~400 at that place, not ~800.
 	branch := `{"allOf":[` + strings.Repeat(`{"$ref":"#/$defs/v"},`, 199) + `{}]}`
 	e = mustRegister(t, r, "", withParams("u", `{"type":"object","if":{"required":["a"]},"then":`+branch+`,"else":`+branch+`,"$defs":{"v":{}}}`), "")
-	if err := e.ValidateArguments([]byte(`{"a":1}`)); err != nil {
+	if err := e.ValidateArguments(`{"a":1}`); err != nil {
 		t.Errorf("ValidateArguments(then/else) = %v, want nil", err)
 	}
 	// A definition that doubles per level is fine when documents cannot nest that deep.
@@ -475,17 +475,17 @@ func TestValidationWorkIsBounded(t *testing.T) {
 	}
 	b.WriteString(`{"type":"integer"}]}}}}`)
 	e := mustRegister(t, newRegistry(t), "", withParams("t", b.String()), "")
-	if err := e.ValidateArguments([]byte(`{"a":[1,2,"x"]}`)); err != nil {
+	if err := e.ValidateArguments(`{"a":[1,2,"x"]}`); err != nil {
 		t.Errorf("ValidateArguments(3 items) = %v, want nil", err)
 	}
 	doc := `{"a":[` + strings.Repeat(`0,`, 4999) + `0]}`
-	err := e.ValidateArguments([]byte(doc))
+	err := e.ValidateArguments(doc)
 	if !errors.Is(err, registry.ErrInvalidArguments) || !strings.Contains(err.Error(), "too many values for this tool's schema") {
 		t.Errorf("ValidateArguments(5000 items) = %v, want ErrInvalidArguments: too many values", err)
 	}
 	// A schema applying one subschema per place is not limited.
 	plain := mustRegister(t, newRegistry(t), "", withParams("t", `{"type":"object","properties":{"a":{"type":"array","items":{"type":"integer"}}}}`), "")
-	if err := plain.ValidateArguments([]byte(doc)); err != nil {
+	if err := plain.ValidateArguments(doc); err != nil {
 		t.Errorf("ValidateArguments(5000 items, plain schema) = %v, want nil", err)
 	}
 }
@@ -503,10 +503,10 @@ func checkWorkBounds(t *testing.T, tests map[string]workCase) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			e := mustRegister(t, newRegistry(t), "", withParams("t", tc.params), "")
-			if err := e.ValidateArguments([]byte(tc.small)); err != nil && strings.Contains(err.Error(), "for this tool's schema") {
+			if err := e.ValidateArguments(tc.small); err != nil && strings.Contains(err.Error(), "for this tool's schema") {
 				t.Errorf("ValidateArguments(small) = %v, want it validated", err)
 			}
-			err := e.ValidateArguments([]byte(tc.large))
+			err := e.ValidateArguments(tc.large)
 			if !errors.Is(err, registry.ErrInvalidArguments) || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("ValidateArguments(large) = %.200v, want ErrInvalidArguments: %s", err, tc.want)
 			}
@@ -786,7 +786,7 @@ func TestSchemaCountsBeyondIntRefused(t *testing.T) {
 	}
 	// An enum or const member is a value, not a schema: its numbers are not counts.
 	e := mustRegister(t, r, "", withParams("values", `{"type":"object","properties":{"s":{"type":"string","maxLength":9223372036854775807},"e":{"enum":[{"minLength":1e19}]}}}`), "p1")
-	if err := e.ValidateArguments([]byte(`{"s":"x","e":{"minLength":1e19}}`)); err != nil {
+	if err := e.ValidateArguments(`{"s":"x","e":{"minLength":1e19}}`); err != nil {
 		t.Errorf("ValidateArguments(within maxLength 2^63-1, enum member) = %v, want nil", err)
 	}
 }
@@ -879,7 +879,7 @@ func TestSchemaDepthFollowsDocumentDepth(t *testing.T) {
 			if tc.levels > tc.docDepth {
 				return
 			}
-			if err := e.ValidateArguments([]byte(args)); err != nil {
+			if err := e.ValidateArguments(args); err != nil {
 				t.Errorf("ValidateArguments(%d levels) = %v, want nil", tc.levels, err)
 			}
 			if err := e.ValidateOutput([]byte(args)); err != nil {

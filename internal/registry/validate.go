@@ -85,7 +85,7 @@ func (e *ValidationError) Unwrap() []error {
 
 // ValidateArguments parses raw as strict JSON within the configured argument limits and
 // validates it against the parameters schema. Failures are [*ValidationError].
-func (e *Entry) ValidateArguments(raw []byte) error {
+func (e *Entry) ValidateArguments(raw string) error {
 	return validate(e.params, raw, e.argLimits, "arguments")
 }
 
@@ -98,7 +98,7 @@ func (e *Entry) ValidateOutput(value []byte) error {
 	return validate(e.output, value, e.outLimits, "output")
 }
 
-func validate(sch *schema, raw []byte, lim jsonx.Limits, what string) error {
+func validate[T jsonx.Text](sch *schema, raw T, lim jsonx.Limits, what string) error {
 	v, err := jsonx.Decode(raw, lim)
 	if err != nil {
 		msg := "malformed JSON: " + err.Error()

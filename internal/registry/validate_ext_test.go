@@ -93,7 +93,7 @@ func TestValidateArguments(t *testing.T) {
 	e := mustRegister(t, r, "", withParams("read_file", readFileSchema), "")
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			err := e.ValidateArguments([]byte(tc.args))
+			err := e.ValidateArguments(tc.args)
 			if tc.message == "" {
 				if err != nil {
 					t.Fatalf("ValidateArguments(%s) = %v, want nil", tc.args, err)
@@ -138,7 +138,7 @@ func TestValidateArgumentsLimits(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			err := e.ValidateArguments([]byte(tc.args))
+			err := e.ValidateArguments(tc.args)
 			if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
 				t.Errorf("ValidateArguments(%s) = %v, want %v", tc.args, err, tc.want)
 			}
@@ -158,7 +158,7 @@ func TestValidateArgumentsNumberRange(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			e := mustRegister(t, r, "", withParams("t_"+strings.ReplaceAll(name, " ", "_"), tc.params), "")
-			if err := e.ValidateArguments([]byte(tc.args)); !errors.Is(err, registry.ErrInvalidArguments) || !strings.Contains(err.Error(), "numeric literal") {
+			if err := e.ValidateArguments(tc.args); !errors.Is(err, registry.ErrInvalidArguments) || !strings.Contains(err.Error(), "numeric literal") {
 				t.Errorf("ValidateArguments(%.60s…) = %v, want ErrInvalidArguments about the number", tc.args, err)
 			}
 		})
@@ -180,10 +180,10 @@ func TestValidateArgumentsLargeStringEnumIsLinear(t *testing.T) {
 	enum.WriteString(`"x"`)
 	e := mustRegister(t, r, "", withParams("t", `{"type":"object","properties":{"a":{"type":"array","items":{"enum":[`+enum.String()+`]}}}}`), "")
 	args := `{"a":[` + strings.Repeat(`"x",`, values-1) + `"x"]}`
-	if err := e.ValidateArguments([]byte(args)); err != nil {
+	if err := e.ValidateArguments(args); err != nil {
 		t.Errorf("ValidateArguments(%d values in the enum) = %v, want nil", values, err)
 	}
-	if err := e.ValidateArguments([]byte(`{"a":["x","y"]}`)); !errors.Is(err, registry.ErrInvalidArguments) {
+	if err := e.ValidateArguments(`{"a":["x","y"]}`); !errors.Is(err, registry.ErrInvalidArguments) {
 		t.Errorf(`ValidateArguments(["x","y"]) = %v, want ErrInvalidArguments`, err)
 	}
 }
@@ -194,7 +194,7 @@ func TestValidateArgumentsLargeStringEnumIsLinear(t *testing.T) {
 func TestValidationNamesFailingPropertyName(t *testing.T) {
 	r := newRegistry(t)
 	e := mustRegister(t, r, "", withParams("t", `{"type":"object","properties":{"a":{"type":"object","propertyNames":{"maxLength":3}}}}`), "")
-	err := e.ValidateArguments([]byte(`{"a":{"toolong":1,"ok":2}}`))
+	err := e.ValidateArguments(`{"a":{"toolong":1,"ok":2}}`)
 	if !errors.Is(err, registry.ErrInvalidArguments) || !strings.Contains(err.Error(), `property name "toolong"`) {
 		t.Errorf("ValidateArguments(key toolong) = %v, want ErrInvalidArguments naming the key", err)
 	}

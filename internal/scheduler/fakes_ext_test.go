@@ -2,7 +2,6 @@ package scheduler_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -267,7 +266,7 @@ func newBatch(n int) *scheduler.Batch {
 		b.Calls = append(b.Calls, tool.Call{
 			CallID:    fmt.Sprintf("call-%d", i),
 			Name:      fmt.Sprintf("tool-%d", i),
-			Arguments: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i)),
+			Arguments: fmt.Sprintf(`{"i":%d}`, i),
 		})
 	}
 	return b

@@ -42,9 +42,9 @@ type namedTool struct{ def tool.Definition }
 func (n *namedTool) Definition() *tool.Definition { return &n.def }
 func (n *namedTool) Owner() string                { return "p1" }
 func (n *namedTool) Hash() string                 { return "h-" + n.def.Name }
-func (n *namedTool) ValidateArguments(raw []byte) error {
+func (n *namedTool) ValidateArguments(raw string) error {
 	var v any
-	return json.Unmarshal(raw, &v)
+	return json.Unmarshal([]byte(raw), &v)
 }
 func (n *namedTool) ValidateOutput([]byte) error { return nil }
 

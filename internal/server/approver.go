@@ -82,7 +82,7 @@ func (a *streamApprover) Approve(ctx context.Context, req tool.ApprovalRequest) 
 			CallId:        id,
 			Index:         uint32(req.Call.Index),
 			Tool:          req.Call.Name,
-			ArgumentsJson: string(req.Call.Arguments),
+			ArgumentsJson: req.Call.Arguments,
 			Reason:        req.Reason,
 			RequestId:     w.id,
 		},

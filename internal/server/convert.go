@@ -73,7 +73,7 @@ func EventToProto(ev *session.Event) *toolsdv1.SessionEvent {
 	switch {
 	case ev.Call != nil:
 		out.Payload = &toolsdv1.SessionEvent_ToolCall{ToolCall: &toolsdv1.ToolCallRecord{
-			CallId: ev.Call.CallID, Name: ev.Call.Name, ArgumentsJson: string(ev.Call.Arguments),
+			CallId: ev.Call.CallID, Name: ev.Call.Name, ArgumentsJson: ev.Call.Arguments,
 		}}
 	case ev.Result != nil:
 		r := ev.Result

@@ -438,11 +438,11 @@ func (s *Server) buildBatch(ctx context.Context, first *toolsdv1.ExecuteBatchReq
 // arguments is a call's arguments as toolsd takes them: the model's text, except that
 // "" (what some model APIs send for a call without arguments) is the empty object, so
 // that it is validated, logged and sent as {}. Whitespace alone stays malformed JSON.
-func arguments(text string) []byte {
+func arguments(text string) string {
 	if text == "" {
-		return []byte("{}")
+		return "{}"
 	}
-	return []byte(text)
+	return text
 }
 
 // batchSink streams committed results, in model order, to the client.

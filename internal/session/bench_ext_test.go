@@ -2,7 +2,6 @@ package session_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -13,7 +12,7 @@ import (
 	"github.com/toolsd/toolsd/internal/session"
 )
 
-var benchArgs = json.RawMessage(`{"path":"/src/internal/session/bolt.go","pattern":"func \\(b \\*Bolt\\)","context_lines":3,"max_results":50,"case_sensitive":true,"include":["*.go","*.md"]}`)
+var benchArgs = `{"path":"/src/internal/session/bolt.go","pattern":"func \\(b \\*Bolt\\)","context_lines":3,"max_results":50,"case_sensitive":true,"include":["*.go","*.md"]}`
 
 func benchEvent() session.Event {
 	return session.Event{Type: session.TypeToolCall, BatchID: "batch-0001", Turn: 3, Step: 7,
@@ -158,7 +157,7 @@ func BenchmarkColdPage(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { closeStore(b, s) })
-	args := []byte(`"` + strings.Repeat("x", 64<<10) + `"`)
+	args := `"` + strings.Repeat("x", 64<<10) + `"`
 	evs := make([]session.Event, 128)
 	for i := range evs {
 		evs[i] = session.Event{Type: session.TypeToolCall, Call: &session.CallRecord{CallID: fmt.Sprint("c", i), Name: "write", Arguments: args}}

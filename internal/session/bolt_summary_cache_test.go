@@ -42,7 +42,7 @@ func TestBoltSummaryCacheIsBounded(t *testing.T) {
 		}
 	}()
 	call := func(name string) Event {
-		return Event{Type: TypeToolCall, Call: &CallRecord{CallID: "c", Name: name, Arguments: []byte(`{}`)}}
+		return Event{Type: TypeToolCall, Call: &CallRecord{CallID: "c", Name: name, Arguments: `{}`}}
 	}
 	if _, err := b.Append(ctx, "watched", call("first")); err != nil {
 		t.Fatal(err)

@@ -73,7 +73,7 @@ func encodeEvent(dst []byte, ev *Event) []byte {
 	if c := ev.Call; c != nil {
 		dst = appendString(dst, c.CallID)
 		dst = appendString(dst, c.Name)
-		dst = appendBytes(dst, c.Arguments)
+		dst = appendPresent(dst, c.Arguments)
 	}
 	if r := ev.Result; r != nil {
 		dst = appendResult(dst, r)
@@ -128,6 +128,13 @@ func appendBytes(dst, b []byte) []byte {
 	return append(dst, b...)
 }
 
+// appendPresent writes s as [appendBytes] writes a non-nil slice: arguments were
+// written as bytes before they were held as a string, and records keep that form.
+func appendPresent(dst []byte, s string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(s))+1)
+	return append(dst, s...)
+}
+
 var errShort = errors.New("truncated value")
 
 // decoder reads a stored event. The value is copied once into a string; every string
@@ -170,7 +177,7 @@ func decodeEvent(sessionID string, seq uint64, b []byte) (Event, error) {
 	}
 	flags := d.byte()
 	if flags&flagCall != 0 {
-		ev.Call = &CallRecord{CallID: d.str(), Name: d.str(), Arguments: d.bytes()}
+		ev.Call = &CallRecord{CallID: d.str(), Name: d.str(), Arguments: d.present()}
 	}
 	if flags&flagResult != 0 {
 		ev.Result = d.result()
@@ -260,6 +267,19 @@ func (d *decoder) span(n uint64) (int, int, bool) {
 
 func (d *decoder) str() string {
 	start, end, ok := d.span(d.uvarint())
+	if !ok {
+		return ""
+	}
+	return d.s[start:end]
+}
+
+// present reads what [appendPresent] or [appendBytes] wrote as a string (nil as "").
+func (d *decoder) present() string {
+	n := d.uvarint()
+	if n == 0 || d.err != nil {
+		return ""
+	}
+	start, end, ok := d.span(n - 1)
 	if !ok {
 		return ""
 	}

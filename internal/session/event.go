@@ -47,9 +47,9 @@ type CallRecord struct {
 	CallID string
 	Name   string
 	// Arguments is the exact text the model sent, except that "" is logged as {}, the
-	// empty object toolsd takes it for. It may be malformed JSON: it is kept as bytes
+	// empty object toolsd takes it for. It may be malformed JSON: it is kept as text
 	// and never re-encoded.
-	Arguments json.RawMessage
+	Arguments string
 }
 
 // ResultRecord is the payload of a tool/result event.
@@ -94,10 +94,12 @@ func payloadSize(ev *Event) int {
 	return n
 }
 
-// cloneAll returns deep copies of events (records, cited seqs and payload bytes are
-// the store's own; nil stays nil and empty bytes stay empty) with the copies' records, cited seqs and bytes carved from one allocation per kind: an append costs a
-// handful of allocations however many events it carries. Each carved slice is capped
-// at its own length, so appending to one never writes into its neighbour.
+// cloneAll returns deep copies of events (records, cited seqs and result meta bytes are
+// the store's own; nil stays nil and empty bytes stay empty) with the copies' records,
+// cited seqs and bytes carved from one allocation per kind: an append costs a handful
+// of allocations however many events it carries. Each carved slice is capped at its own
+// length, so appending to one never writes into its neighbour. Texts (a call's
+// arguments among them) are strings, which are shared: no one can write to them.
 func cloneAll(events []Event) []Event {
 	var nSeqs, nBytes, nCalls, nResults, nErrs, nMsgs int
 	for i := range events {
@@ -105,7 +107,6 @@ func cloneAll(events []Event) []Event {
 		nSeqs += len(ev.SourceSeqs)
 		if c := ev.Call; c != nil {
 			nCalls++
-			nBytes += len(c.Arguments)
 		}
 		if r := ev.Result; r != nil {
 			nResults++
@@ -146,9 +147,7 @@ func cloneAll(events []Event) []Event {
 		}
 		if c := ev.Call; c != nil {
 			calls = append(calls, *c)
-			cc := &calls[len(calls)-1]
-			cc.Arguments = carve(c.Arguments)
-			o.Call = cc
+			o.Call = &calls[len(calls)-1] // Arguments is a string: shared, not copied
 		}
 		if r := ev.Result; r != nil {
 			results = append(results, *r)

@@ -1,7 +1,6 @@
 package session_test
 
 import (
-	"encoding/json"
 	"sync"
 	"testing"
 	"time"
@@ -79,7 +78,7 @@ func (c *fakeClock) Set(t time.Time) {
 func callEvent(callID, name, args string) session.Event {
 	return session.Event{
 		Type: session.TypeToolCall, BatchID: "b1", Turn: 1, Step: 2,
-		Call: &session.CallRecord{CallID: callID, Name: name, Arguments: json.RawMessage(args)},
+		Call: &session.CallRecord{CallID: callID, Name: name, Arguments: args},
 	}
 }
 

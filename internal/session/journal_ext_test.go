@@ -256,7 +256,7 @@ func TestJournalColdPageDecodesOnlyItsEvents(t *testing.T) {
 		evs := make([]session.Event, n)
 		for i := range evs {
 			evs[i] = session.Event{Type: session.TypeToolCall, BatchID: "b", SourceSeqs: []uint64{1},
-				Call: &session.CallRecord{CallID: fmt.Sprint("c", i), Name: "grep", Arguments: []byte(`{"q":"x"}`)}}
+				Call: &session.CallRecord{CallID: fmt.Sprint("c", i), Name: "grep", Arguments: `{"q":"x"}`}}
 		}
 		return evs
 	}
@@ -336,7 +336,7 @@ func bigPlan(n int) []session.Event {
 	for i := range evs {
 		args := fmt.Sprintf(`"arg%04d %s"`, i, strings.Repeat("x", 64<<10))
 		evs[i] = session.Event{Type: session.TypeToolCall,
-			Call: &session.CallRecord{CallID: fmt.Sprintf("c%04d", i), Name: "write", Arguments: []byte(args)}}
+			Call: &session.CallRecord{CallID: fmt.Sprintf("c%04d", i), Name: "write", Arguments: args}}
 	}
 	return evs
 }
@@ -369,7 +369,7 @@ func TestJournalColdPageChecksWholeRecord(t *testing.T) {
 			}
 			// Event 100's arguments end where event 101's length starts.
 			args := bigPlan(128)[99].Call.Arguments
-			at := bytes.Index(file, args)
+			at := bytes.Index(file, []byte(args))
 			if at < 0 {
 				t.Fatal("event 100's arguments are not in the journal file")
 			}

@@ -171,7 +171,7 @@ func fuzzSeed(v2 bool) uint32 {
 // for a file whose group checksums start from seed.
 func t0Journal(seed uint32) []byte {
 	b := beginGroup(nil, 1)
-	call := Event{Type: TypeToolCall, Call: &CallRecord{CallID: "1", Name: "n", Arguments: []byte(`{}`)}, Seq: 1}
+	call := Event{Type: TypeToolCall, Call: &CallRecord{CallID: "1", Name: "n", Arguments: `{}`}, Seq: 1}
 	b = appendStoredEvents(b, "s", []Event{call})
 	b = appendOwnerRecord(b, "s", Owner{Identity: "id", Scope: "x", ScopeKnown: true}, time.Unix(1, 0))
 	sealGroup(b, seed)
@@ -331,7 +331,7 @@ func TestJournalEvictsIdleSessions(t *testing.T) {
 	}
 	defer closeStore(t, j)
 	ctx := t.Context()
-	call := Event{Type: TypeToolCall, Call: &CallRecord{CallID: "c", Name: "grep", Arguments: []byte(`{"q":1}`)}}
+	call := Event{Type: TypeToolCall, Call: &CallRecord{CallID: "c", Name: "grep", Arguments: `{"q":1}`}}
 	stored, err := j.Append(ctx, "idle", call, msg("one"))
 	if err != nil {
 		t.Fatal(err)
@@ -410,8 +410,8 @@ func TestJournalReplayKeepsNoRecords(t *testing.T) {
 	big := strings.Repeat("x", 1<<20)
 	for i := range 20 {
 		id := fmt.Sprintf("s%d", i)
-		call := Event{Type: TypeToolCall, Call: &CallRecord{CallID: "c", Name: "grep", Arguments: []byte(`"` + big + `"`)}}
-		open := Event{Type: TypeToolCall, Call: &CallRecord{CallID: "d", Name: "slow", Arguments: []byte(`{}`)}}
+		call := Event{Type: TypeToolCall, Call: &CallRecord{CallID: "c", Name: "grep", Arguments: `"` + big + `"`}}
+		open := Event{Type: TypeToolCall, Call: &CallRecord{CallID: "d", Name: "slow", Arguments: `{}`}}
 		if _, err := j.Append(ctx, id, msg(big), call, open); err != nil {
 			t.Fatal(err)
 		}

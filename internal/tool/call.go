@@ -1,7 +1,5 @@
 package tool
 
-import "encoding/json"
-
 // Call is one tool-call block of a batch, as the model emitted it, plus where it sits.
 type Call struct {
 	SessionID string
@@ -15,7 +13,10 @@ type Call struct {
 	CallID string
 	Name   string
 	// Arguments is the raw JSON text exactly as the model emitted it (may be malformed).
-	Arguments json.RawMessage
+	// A string, so that the one copy made when the request was decoded is shared by
+	// validation, policy, the session log and the provider's request, none of which can
+	// change it.
+	Arguments string
 }
 
 // Progress is an intermediate update a provider reports for a running call.

@@ -35,7 +35,7 @@ const waitTimeout = brokertest.WaitTimeout
 
 func exec(name, args string) *tool.Exec {
 	return &tool.Exec{Call: tool.Call{SessionID: "s-9", Scope: "agent/b", CallID: "call-9", Name: name,
-		Arguments: json.RawMessage(args), Turn: 5, Step: 6}}
+		Arguments: args, Turn: 5, Step: 6}}
 }
 
 func wait(tb testing.TB, ch <-chan struct{}, what string) {

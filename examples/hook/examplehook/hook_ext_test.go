@@ -37,8 +37,8 @@ type anyTool struct{ def tool.Definition }
 func (t anyTool) Definition() *tool.Definition { return &t.def }
 func (anyTool) Owner() string                  { return "p1" }
 func (anyTool) Hash() string                   { return "" }
-func (anyTool) ValidateArguments(raw []byte) error {
-	if !json.Valid(raw) {
+func (anyTool) ValidateArguments(raw string) error {
+	if !json.Valid([]byte(raw)) {
 		return errors.New("invalid JSON")
 	}
 	return nil
@@ -57,7 +57,7 @@ type echoer struct{ calls chan string }
 func (d echoer) Dispatch(_ context.Context, _ pipeline.Tool, e *tool.Exec) tool.Result {
 	d.calls <- e.Name
 	var args struct{ Text string }
-	_ = json.Unmarshal(e.Arguments, &args)
+	_ = json.Unmarshal([]byte(e.Arguments), &args)
 	return tool.Result{Content: args.Text}
 }
 
@@ -125,7 +125,7 @@ func TestExampleHook(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			e := &tool.Exec{Call: tool.Call{SessionID: "s", CallID: "c", Name: tc.name, Arguments: json.RawMessage(tc.args)}}
+			e := &tool.Exec{Call: tool.Call{SessionID: "s", CallID: "c", Name: tc.name, Arguments: tc.args}}
 			got := p.Run(t.Context(), e)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("Run(%s %s) (-want +got):\n%s", tc.name, tc.args, diff)
@@ -175,7 +175,7 @@ func TestExampleHookTakesLargeRequests(t *testing.T) {
 		pipeline.WithConfig(pipeline.Config{MaxResultBytes: tool.MaxResultBytes}))
 	text := strings.Repeat("a", 5<<19) // 2.5 MiB, in the arguments and in the result
 	args, _ := json.Marshal(map[string]string{"text": text})
-	got := p.Run(t.Context(), &tool.Exec{Call: tool.Call{SessionID: "s", CallID: "c", Name: "echo", Arguments: args}})
+	got := p.Run(t.Context(), &tool.Exec{Call: tool.Call{SessionID: "s", CallID: "c", Name: "echo", Arguments: string(args)}})
 	if got.IsError || got.Content != text || !cmp.Equal(got.AdditionalContexts, []string{examplehook.EchoContext}) {
 		t.Errorf("Run() = error %v, %d bytes of content, contexts %q; want the echo with the hook's context", got.Err, len(got.Content), got.AdditionalContexts)
 	}

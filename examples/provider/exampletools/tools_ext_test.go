@@ -46,7 +46,7 @@ func serve(t *testing.T, notes string) (*brokertest.Server, string) {
 }
 
 func call(ctx context.Context, srv *brokertest.Server, id, name, args string) tool.Result {
-	return srv.Broker.Call(ctx, id, &tool.Exec{Call: tool.Call{CallID: "c", Name: name, Arguments: json.RawMessage(args)}}, 1)
+	return srv.Broker.Call(ctx, id, &tool.Exec{Call: tool.Call{CallID: "c", Name: name, Arguments: args}}, 1)
 }
 
 func TestTools(t *testing.T) {

@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,9 +15,9 @@ import (
 // fits uint64 a uint64, and any other number a float64 (see [number]). As doubles,
 // integers above 2^53 (snowflake IDs, account numbers) would compare equal to their
 // neighbours.
-func decodeArgs(data []byte) (map[string]any, error) {
+func decodeArgs(data string) (map[string]any, error) {
 	args := map[string]any{}
-	dec := json.NewDecoder(bytes.NewReader(data))
+	dec := json.NewDecoder(strings.NewReader(data))
 	dec.UseNumber()
 	if err := dec.Decode(&args); err != nil {
 		return nil, err

@@ -32,7 +32,7 @@ policy:
 `
 
 func exec(scope, name, args string) *tool.Exec {
-	return &tool.Exec{Call: tool.Call{Scope: scope, Name: name, Arguments: []byte(args)}}
+	return &tool.Exec{Call: tool.Call{Scope: scope, Name: name, Arguments: args}}
 }
 
 func TestParseExample(t *testing.T) {
@@ -65,11 +65,11 @@ func TestParseExample(t *testing.T) {
 	shell := s.Tool("global", "shell")
 	modes := map[string]tool.Mode{`{"command":"ls -la"}`: tool.ModeParallel, `{"command":"rm -rf /"}`: tool.ModeExclusive}
 	for args, want := range modes {
-		if got, err := shell.ModeFunc(ctx, &tool.Call{Name: "shell", Arguments: []byte(args)}); got != want || err != nil {
+		if got, err := shell.ModeFunc(ctx, &tool.Call{Name: "shell", Arguments: args}); got != want || err != nil {
 			t.Errorf("Tool(shell).ModeFunc(%s) = %s, %v; want %s", args, got, err, want)
 		}
 	}
-	if _, err := shell.ModeFunc(ctx, &tool.Call{Name: "shell", Arguments: []byte(`{}`)}); err == nil || !strings.Contains(err.Error(), "config.yaml:15:27: policy.tools.shell.mode_when") {
+	if _, err := shell.ModeFunc(ctx, &tool.Call{Name: "shell", Arguments: `{}`}); err == nil || !strings.Contains(err.Error(), "config.yaml:15:27: policy.tools.shell.mode_when") {
 		t.Errorf("Tool(shell).ModeFunc({}) error = %v, want the expression's location", err)
 	}
 }

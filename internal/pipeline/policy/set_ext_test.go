@@ -182,7 +182,7 @@ type stubTool struct{ def tool.Definition }
 func (s *stubTool) Definition() *tool.Definition { return &s.def }
 func (s *stubTool) Owner() string                { return "p" }
 func (s *stubTool) Hash() string                 { return "" }
-func (s *stubTool) ValidateArguments([]byte) error {
+func (s *stubTool) ValidateArguments(string) error {
 	return nil
 }
 func (s *stubTool) ValidateOutput([]byte) error { return nil }
@@ -378,7 +378,7 @@ tools:
 	}
 	// A mode expression may also evaluate to the model's text, which is no mode.
 	for _, name := range []string{"shell", "pick"} {
-		_, err := s.Tool("", name).ModeFunc(t.Context(), &tool.Call{Name: name, Arguments: []byte(args)})
+		_, err := s.Tool("", name).ModeFunc(t.Context(), &tool.Call{Name: name, Arguments: args})
 		if err == nil || !strings.Contains(err.Error(), "policy.tools."+name+".mode_when") || len(err.Error()) > 1200 {
 			t.Errorf("Tool(%s).ModeFunc(a 100 KB key) error of %d bytes = %.120q…, want one of at most 1200 bytes naming the expression", name, len(fmt.Sprint(err)), fmt.Sprint(err))
 		}
