@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"encoding/base64"
 	"fmt"
 	"strings"
 	"testing"
@@ -240,6 +241,43 @@ func TestListProvidersPages(t *testing.T) {
 		_, err := e.tools.ListProviders(t.Context(), &toolsdv1.ListProvidersRequest{PageToken: token})
 		if status.Code(err) != codes.InvalidArgument {
 			t.Errorf("ListProviders(page_token %.16q…) = %v, want InvalidArgument", token, err)
+		}
+	}
+}
+
+// TestListProvidersRefusesTokensItDidNotGive: a page token is good only at the toolsd
+// that gave it. One from another toolsd (a replica behind the same address) or made up
+// by the client is INVALID_ARGUMENT, BAD_REQUEST, as the proto says; each was read as a
+// position, so the other toolsd silently skipped its providers connected before the
+// first toolsd's last listed one, and a made-up token listed from anywhere.
+func TestListProvidersRefusesTokensItDidNotGive(t *testing.T) {
+	a, b := start(t, ""), start(t, "")
+	helloHand(t, b.conn, "b-first")
+	helloHand(t, a.conn, "a-first")
+	second := helloHand(t, a.conn, "a-second")
+	page, err := a.tools.ListProviders(t.Context(), &toolsdv1.ListProvidersRequest{PageSize: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := page.GetNextPageToken()
+	if token == "" {
+		t.Fatal("ListProviders(page_size 1) of two providers gave no next_page_token")
+	}
+	next, err := a.tools.ListProviders(t.Context(), &toolsdv1.ListProvidersRequest{PageToken: token})
+	if err != nil || len(next.GetProviders()) != 1 || next.GetProviders()[0].GetProviderId() != second.id {
+		t.Errorf("ListProviders(its own token) = %v, %v; want %s alone", next.GetProviders(), err, second.id)
+	}
+	made := base64.RawURLEncoding.EncodeToString([]byte(`{"t":1,"p":"x"}`))
+	for name, c := range map[string]struct {
+		e     *env
+		token string
+	}{
+		"another toolsd's": {b, token},
+		"made up":          {a, made},
+	} {
+		resp, err := c.e.tools.ListProviders(t.Context(), &toolsdv1.ListProvidersRequest{PageToken: c.token})
+		if status.Code(err) != codes.InvalidArgument || reason(err) != "BAD_REQUEST" {
+			t.Errorf("ListProviders(%s page token) = %d providers, %v; want InvalidArgument (BAD_REQUEST)", name, len(resp.GetProviders()), err)
 		}
 	}
 }

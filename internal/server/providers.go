@@ -3,6 +3,8 @@ package server
 import (
 	"cmp"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -34,6 +36,8 @@ const (
 	// entryOverhead is what a repeated message field adds to an element's own size: its
 	// tag and a length of up to three bytes (the page is under 2 MiB).
 	entryOverhead = 4
+	// pageMACBytes is how much of its HMAC-SHA256 a page token carries.
+	pageMACBytes = 16
 )
 
 // errBadPageToken is a page token that ListProviders did not give.
@@ -46,7 +50,7 @@ func (s *Server) ListProviders(ctx context.Context, req *toolsdv1.ListProvidersR
 	if err != nil {
 		return nil, toStatus(s.log, err)
 	}
-	after, err := decodePageToken(req.GetPageToken())
+	after, err := decodePageToken(s.pageKey, req.GetPageToken())
 	if err != nil {
 		return nil, toStatus(s.log, badField("page_token", "%v", err))
 	}
@@ -58,7 +62,7 @@ func (s *Server) ListProviders(ctx context.Context, req *toolsdv1.ListProvidersR
 	slices.SortFunc(ps, func(a, b broker.ProviderInfo) int {
 		return providerPos(a).compare(providerPos(b))
 	})
-	pg := providersPage{resp: &toolsdv1.ListProvidersResponse{}}
+	pg := providersPage{resp: &toolsdv1.ListProvidersResponse{}, key: s.pageKey}
 	for _, p := range ps {
 		pos := providerPos(p)
 		c := pos.compare(after.pagePos)
@@ -130,6 +134,7 @@ func clampUint32(n int) uint32 { return uint32(min(max(n, 0), math.MaxUint32)) }
 // providersPage fills one ListProviders page within maxProvidersPageBytes.
 type providersPage struct {
 	resp  *toolsdv1.ListProvidersResponse
+	key   []byte  // signs the page token (see [pageToken.encode])
 	bytes int     // the page's encoded size so far, overestimated by at most entryOverhead an entry
 	last  pagePos // the last provider added
 }
@@ -163,7 +168,7 @@ func (pg *providersPage) add(p *toolsdv1.ConnectedProvider, pos pagePos, tools [
 		p.ToolsContinued = true
 		pg.resp.Providers = append(pg.resp.Providers, p)
 		prev := tools[i-1]
-		pg.resp.NextPageToken = pageToken{pagePos: pagePos{At: pos.At, ID: pos.ID, Scope: prev.Scope, Name: prev.Name}, Mid: true}.encode()
+		pg.resp.NextPageToken = pageToken{pagePos: pagePos{At: pos.At, ID: pos.ID, Scope: prev.Scope, Name: prev.Name}, Mid: true}.encode(pg.key)
 		return false
 	}
 	pg.resp.Providers = append(pg.resp.Providers, p)
@@ -174,7 +179,7 @@ func (pg *providersPage) add(p *toolsdv1.ConnectedProvider, pos pagePos, tools [
 
 // endAfter ends the page with a token that starts the next after provider pos.
 func (pg *providersPage) endAfter(pos pagePos) {
-	pg.resp.NextPageToken = pageToken{pagePos: pos}.encode()
+	pg.resp.NextPageToken = pageToken{pagePos: pos}.encode(pg.key)
 }
 
 // pagePos is a place in the listing's order: a provider by its connection time (Unix
@@ -203,12 +208,16 @@ type pageToken struct {
 	Mid bool `json:"m,omitempty"`
 }
 
-func (t pageToken) encode() string {
+// encode returns the token signed with key, the server's: a token is only read back
+// by the server that gave it, so that one from another toolsd (a replica behind the
+// same address, or this one before a restart) or made up is refused rather than read
+// as a position among providers it never listed.
+func (t pageToken) encode(key []byte) string {
 	b, _ := json.Marshal(t) //nolint:errchkjson // strings and integers only
-	return base64.RawURLEncoding.EncodeToString(b)
+	return base64.RawURLEncoding.EncodeToString(append(pageMAC(key, b), b...))
 }
 
-func decodePageToken(s string) (pageToken, error) {
+func decodePageToken(key []byte, s string) (pageToken, error) {
 	var t pageToken
 	if s == "" {
 		return t, nil
@@ -217,10 +226,21 @@ func decodePageToken(s string) (pageToken, error) {
 		return t, errBadPageToken
 	}
 	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil || json.Unmarshal(b, &t) != nil || (t.ID == "" && t.At == 0) {
+	if err != nil || len(b) < pageMACBytes || !hmac.Equal(b[:pageMACBytes], pageMAC(key, b[pageMACBytes:])) {
+		return pageToken{}, errBadPageToken
+	}
+	if json.Unmarshal(b[pageMACBytes:], &t) != nil || (t.ID == "" && t.At == 0) {
 		return pageToken{}, errBadPageToken
 	}
 	return t, nil
+}
+
+// pageMAC is the part of the HMAC-SHA256 of a page token's text b under key that the
+// token carries.
+func pageMAC(key, b []byte) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write(b)
+	return m.Sum(nil)[:pageMACBytes]
 }
 
 // rest is the tools after t's tool, for the provider t was cut in.

@@ -135,6 +135,8 @@ type Server struct {
 	schemaWatches *schemaWatches
 	// schemasSent is Deps.SchemasSent.
 	schemasSent func()
+	// pageKey signs ListProviders' page tokens, so that only this server's are read.
+	pageKey []byte
 }
 
 var _ toolsdv1.ToolServiceServer = (*Server)(nil)
@@ -194,6 +196,7 @@ func New(deps Deps) *Server {
 		batchSlots: newBatchSlots(l, deps.BatchRefused), watchSlots: newWatchSlots(l, deps.WatchRefused),
 		healthSlots:   newHealthWatchSlots(l, deps.WatchRefused),
 		schemaWatches: newSchemaWatches(deps.Registry), schemasSent: deps.SchemasSent,
+		pageKey: newKey(),
 	}
 }
 
