@@ -83,7 +83,11 @@
 // "additionalProperties": false. toolsd validates arguments against the schema before
 // it sends a call, so a handler sees only arguments that match it. JSON Schema counts
 // 1.0 and 2e3 as integers; the SDK decodes them into integer fields as 1 and 2000
-// (encoding/json alone would refuse them).
+// (encoding/json alone would refuse them). Property names are case-sensitive, as in
+// the schema: a key that differs from a field's JSON name in case only ("LIMIT" for
+// "limit"), which the schema lets through unchecked as an additional property, is
+// ignored like any other unknown key (refused with [StrictArguments]), where
+// encoding/json alone would decode it into the field, over the checked value.
 //
 // # Results
 //

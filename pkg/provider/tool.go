@@ -207,10 +207,10 @@ func NewTool[A any, R any](name, description string, fn func(ctx context.Context
 			OpenWorldHint:   a.OpenWorld,
 		}
 	}
-	strict := cfg.strict
+	strict, keys := cfg.strict, newKeyCheck(reflect.TypeFor[A]())
 	return &toolImpl{def: def, invoke: func(ctx context.Context, call Call, args string) *toolsdv1.ExecuteResult {
 		var a A
-		if err := decodeArgs(args, &a, strict); err != nil {
+		if err := decodeArgs(args, &a, strict, keys); err != nil {
 			return invalidArguments(err)
 		}
 		r, err := fn(ctx, call, a)
@@ -240,14 +240,22 @@ func checkObjectSchema(s string) error {
 }
 
 // decodeArgs decodes the call's arguments into dst; empty arguments leave the zero value.
+// A key that names a field in case only, which keys finds, is not one of its properties
+// (see caseOnlyKeys): ignored, or, when strict, refused as an unknown field.
 //
 // JSON Schema counts 1.0 and 2e3 as integers, so toolsd's validation lets them through
 // to an "integer" property, but encoding/json will not decode them into a Go integer.
 // When that is why decoding failed, such numbers are rewritten as plain integers and the
 // arguments decoded again.
-func decodeArgs(args string, dst any, strict bool) error {
+func decodeArgs(args string, dst any, strict bool, keys *keyCheck) error {
 	if strings.TrimSpace(args) == "" {
 		return nil
+	}
+	if found := keys.find(args); len(found) > 0 {
+		if strict {
+			return fmt.Errorf("json: unknown field %q", found[0].name)
+		}
+		args = hideKeys(args, found)
 	}
 	err := decodeJSON(args, dst, strict)
 	var te *json.UnmarshalTypeError
