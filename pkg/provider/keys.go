@@ -90,33 +90,46 @@ func (k *keyCheck) mayHold(doc string) bool {
 			return true
 		}
 	}
-	lower := asciiLower(doc)
-	for _, name := range k.names {
-		quoted := `"` + name + `"`
-		lq := asciiLower(quoted)
-		for i := 0; ; {
-			j := strings.Index(lower[i:], lq)
-			if j < 0 {
-				break
-			}
-			if at := i + j; doc[at:at+len(quoted)] != quoted {
+	// Every quoted text of a name's length that follows a '"' is compared with each name,
+	// letter case folded, in place: the arguments are neither copied nor lowered.
+	for i := 0; ; {
+		j := strings.IndexByte(doc[i:], '"')
+		if j < 0 {
+			return false
+		}
+		at := i + j + 1
+		for _, name := range k.names {
+			end := at + len(name)
+			if end < len(doc) && doc[end] == '"' && foldsTo(doc[at:end], name) {
 				return true
 			}
-			i += j + 1
 		}
+		i = at
 	}
-	return false
 }
 
-// asciiLower returns s with its ASCII letters in lower case, byte for byte.
-func asciiLower(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
+// foldsTo reports whether s is name (ASCII, of the same length) with the case of some
+// of its letters changed.
+func foldsTo(s, name string) bool {
+	if s == name {
+		return false
+	}
+	for i := range len(s) {
+		a, b := s[i], name[i]
+		if a == b {
+			continue
+		}
+		if 'A' <= a && a <= 'Z' {
+			a += 'a' - 'A'
+		}
+		if 'A' <= b && b <= 'Z' {
+			b += 'a' - 'A'
+		}
+		if a != b {
+			return false
 		}
 	}
-	return string(b)
+	return true
 }
 
 // isASCII reports whether s is ASCII.
