@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -172,5 +173,24 @@ func TestSkimEventKeepsWhatColdSessionsNeed(t *testing.T) {
 		if diff := cmp.Diff(skimmed(full), got); diff != "" {
 			t.Errorf("%s: skimEvent() (-want +got):\n%s", name, diff)
 		}
+	}
+}
+
+// TestCodecArgumentsKeepTheirEncoding pins the stored form of a call's arguments to the
+// one written when they were held as bytes, so files written before still read: text
+// as a non-nil byte slice, and a nil slice (0) reads back as no arguments.
+func TestCodecArgumentsKeepTheirEncoding(t *testing.T) {
+	for _, args := range []string{"", "{}", `{"a": [1, 2`, strings.Repeat("x", 300)} {
+		if got, want := appendPresent(nil, args), appendBytes(nil, []byte(args)); !bytes.Equal(got, want) {
+			t.Errorf("appendPresent(%.20q) = %x, want appendBytes' %x", args, got[:min(len(got), 8)], want[:min(len(want), 8)])
+		}
+		d := decoder{s: string(appendBytes(nil, []byte(args)))}
+		if got := d.present(); got != args || d.err != nil {
+			t.Errorf("present() of bytes %.20q = %.20q, %v", args, got, d.err)
+		}
+	}
+	d := decoder{s: string(appendBytes(nil, nil))}
+	if got := d.present(); got != "" || d.err != nil || d.off != 1 {
+		t.Errorf("present() of nil bytes = %q, %v at %d, want \"\" after one byte", got, d.err, d.off)
 	}
 }
