@@ -5,9 +5,8 @@
 // the pipeline, the protobuf decoder or the gRPC send) pays for copying every frame
 // then, sometimes several times over; growing it first, while only a few frames are on
 // it, is one short copy. 16 KiB is the largest stack the runtime serves from its per-P
-// cache; larger ones come from the heap under a lock.
-//
-// The provider SDK keeps its own copy of [Reserve]: it depends on nothing internal.
+// cache; larger ones come from the heap under a lock. The provider SDK's handler
+// goroutines use it too.
 package stack
 
 // reserve is the frame [Reserve] takes: with it, the stack grows to 16 KiB.

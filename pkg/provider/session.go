@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/stack"
 	"github.com/toolsd/toolsd/internal/textcut"
 )
 
@@ -679,7 +680,7 @@ func (s *session) refuse(id uint64, msg string) {
 // deferred call, so that a handler that ends its goroutine (runtime.Goexit, as
 // t.FailNow does) still answers, with an error.
 func (s *session) run(ctx context.Context, r *running, t *toolImpl, call Call, args string) {
-	reserveStack(r.id)
+	stack.Reserve(int(r.id % (1 << 30))) // grown first: decoding and sending would grow it deep in a call
 	defer s.p.untrack(r)
 	defer r.cancel()
 	var res *toolsdv1.ExecuteResult
