@@ -273,7 +273,7 @@ func newLogger(c config.Log, w *os.File) (*zap.Logger, func(), error) {
 	// bounds its own noisy lines (stray messages) instead. No stack traces either.
 	out := zapcore.Lock(fileSyncer{w})
 	buf := &zapcore.BufferedWriteSyncer{WS: out, Size: logBuffer, FlushInterval: logFlush}
-	core := flushingCore{zapcore.NewCore(enc, buf, zap.NewAtomicLevelAt(level))}
+	core := &flushingCore{zapcore.NewCore(enc, buf, zap.NewAtomicLevelAt(level))}
 	opts := []zap.Option{zap.ErrorOutput(out), zap.AddCaller()}
 	if zc.Development {
 		opts = append(opts, zap.Development())
@@ -295,21 +295,24 @@ type fileSyncer struct{ *os.File }
 
 func (fileSyncer) Sync() error { return nil }
 
-// flushingCore writes a warning or worse, and whatever waits before it, at once.
+// flushingCore writes a warning or worse, and whatever waits before it, at once. Its
+// methods take a pointer: Check hands the core to every line's CheckedEntry as a
+// zapcore.Core, and a pointer goes into an interface without an allocation (the struct
+// would be copied to the heap, once for every call's log line).
 type flushingCore struct{ zapcore.Core }
 
-func (c flushingCore) With(fields []zapcore.Field) zapcore.Core {
-	return flushingCore{c.Core.With(fields)}
+func (c *flushingCore) With(fields []zapcore.Field) zapcore.Core {
+	return &flushingCore{c.Core.With(fields)}
 }
 
-func (c flushingCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+func (c *flushingCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
 	if c.Enabled(e.Level) {
 		return ce.AddCore(e, c)
 	}
 	return ce
 }
 
-func (c flushingCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
+func (c *flushingCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
 	err := c.Core.Write(e, fields)
 	if e.Level >= zapcore.WarnLevel {
 		err = errors.Join(err, c.Sync())
