@@ -259,9 +259,14 @@ async function execute(req, running, send, maxResultBytes) {
     if ((call.signal.aborted && call.signal.reason !== shutdown) || call.toldToStop || running.get(req.requestId) !== call) return;
     send({ progress: { requestId: req.requestId, message: cut(Buffer.from(message), Math.min(64 << 10, maxResultBytes)) } });
   };
+  // Only the tools' own names: tools[req.tool] would also find what every object
+  // inherits (constructor, __proto__, toString).
+  const tool = Object.hasOwn(tools, req.tool) ? tools[req.tool] : undefined;
   let result;
   try {
-    const text = await tools[req.tool].run(JSON.parse(req.argumentsJson), { signal: call.signal, progress });
+    // As the Go SDK refuses a call for a tool it does not have (only a broken toolsd sends one).
+    if (!tool) throw new Error(`provider ${JSON.stringify(flags.name)} has no tool ${JSON.stringify(req.tool)}`);
+    const text = await tool.run(JSON.parse(req.argumentsJson), { signal: call.signal, progress });
     result = { content: Buffer.from(text) }; // a success after a cancel still counts as ABORTED
   } catch (err) {
     // A failure is always sent as one, with a message. It is cancelled only when the tool

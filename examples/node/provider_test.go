@@ -50,6 +50,31 @@ func TestNodeProviderAnswersCancelledCalls(t *testing.T) {
 	}
 }
 
+// TestNodeProviderRefusesAToolItDoesNotHave: a call for a tool the provider does not
+// have (only a broken or hostile toolsd sends one), among them names of members every
+// JavaScript object inherits, is answered as a failure naming the provider and the tool,
+// as the Go SDK answers it, not with JavaScript's own error text about a missing run.
+func TestNodeProviderRefusesAToolItDoesNotHave(t *testing.T) {
+	_, s := welcomedNode(t, 1<<20, "provider.mjs")
+
+	names := []string{"nope", "constructor", "__proto__", "toString", "hasOwnProperty", "valueOf"}
+	for i, name := range names {
+		s.send(t, execute(uint64(i+1), name, `{}`))
+	}
+	results := make(map[uint64]*toolsdv1.ExecuteResult)
+	for len(results) < len(names) {
+		r := s.next(t, func(m *toolsdv1.ProviderServiceConnectRequest) bool { return m.GetResult() != nil }).GetResult()
+		results[r.GetRequestId()] = r
+	}
+	for i, name := range names {
+		r := results[uint64(i+1)]
+		want := `provider "node-example" has no tool "` + name + `"`
+		if !r.GetIsError() || r.GetCancelled() || r.GetInvalidArguments() || string(r.GetErrorMessage()) != want {
+			t.Errorf("result of a call for %q = %v, want is_error with error_message %q", name, r, want)
+		}
+	}
+}
+
 // TestNodeProviderIgnoresADuplicateRequestID: an execute whose request id is already in
 // flight (only a broken or hostile toolsd sends one) starts nothing and is not
 // answered, as the Go SDK ignores it: the first call keeps the id, so toolsd's cancel
