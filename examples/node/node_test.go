@@ -435,7 +435,18 @@ func dial(tb testing.TB, addr string) *grpc.ClientConn {
 // nodeProcess is a node process the test runs, and its output.
 type nodeProcess struct {
 	*lineLog
-	cmd *exec.Cmd
+	cmd    *exec.Cmd
+	exited chan struct{} // closed once the process has exited
+}
+
+// waitExit waits up to 20 s for the process to exit by itself.
+func (p *nodeProcess) waitExit(tb testing.TB) {
+	tb.Helper()
+	select {
+	case <-p.exited:
+	case <-time.After(20 * time.Second):
+		tb.Fatalf("node did not exit within 20s; output:\n%s", p.lineLog)
+	}
 }
 
 // interrupt sends the process SIGINT, as Ctrl-C would.
@@ -461,17 +472,24 @@ func startNode(t *testing.T, node, script string, args ...string) *nodeProcess {
 		cancel()
 		t.Fatalf("starting node %s: %v", script, err)
 	}
+	exited := make(chan struct{})
+	var err error
+	go func() {
+		defer close(exited)
+		err = cmd.Wait()
+	}()
 	t.Cleanup(func() {
 		cancel()
+		<-exited
 		// Wait reports the cancel even after a clean exit: the exit status decides.
-		if err := cmd.Wait(); !cmd.ProcessState.Success() {
+		if !cmd.ProcessState.Success() {
 			t.Errorf("node %s after an interrupt = %v, want exit status 0", script, err)
 		}
 		if t.Failed() {
 			t.Logf("node %s output:\n%s", script, out)
 		}
 	})
-	return &nodeProcess{lineLog: out, cmd: cmd}
+	return &nodeProcess{lineLog: out, cmd: cmd, exited: exited}
 }
 
 // lineLog collects a process's output and lets a test wait for lines in it.

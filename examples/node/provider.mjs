@@ -2,7 +2,7 @@
 // directly: hello → welcome, register → register_result, then execute → result and
 // cancel → an answer with cancelled: true. It registers two tools, shout and wait, and
 // reconnects with backoff whenever the stream ends, until SIGINT or SIGTERM; then it lets
-// its running calls finish for the shutdown grace before it closes the stream.
+// its running calls finish for the shutdown grace before it closes the stream and exits.
 //
 //	node provider.mjs --addr 127.0.0.1:50151
 import { realpathSync } from 'node:fs';
@@ -303,7 +303,7 @@ function cut(buf, n) {
 // main reconnects until SIGINT or SIGTERM: 100 ms doubling up to 5 s with jitter. Only a
 // welcomed stream that lasted 5 s resets the backoff, as in the Go SDK: a stream that
 // toolsd ends right after its welcome (say, for a message it cannot receive) would
-// otherwise be reopened, and end again, every 100 ms.
+// otherwise be reopened, and end again, every 100 ms. Once stopped, it exits the process.
 export async function main() {
   for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => stop.abort());
   const client = providerClient(flags.addr);
@@ -326,6 +326,10 @@ export async function main() {
   }
   client.close();
   log('stopped');
+  // A tool still running after the shutdown grace (one that does not stop on its signal)
+  // would keep the process alive, its SIGINT and SIGTERM caught above: it is left, as
+  // the Go SDK's Run returns and leaves such a handler running.
+  process.exit();
 }
 
 // Run as a script (node provider.mjs), not when imported.

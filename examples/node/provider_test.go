@@ -249,6 +249,24 @@ func TestNodeProviderDrainsOnShutdown(t *testing.T) {
 	}
 }
 
+// TestNodeProviderExitsWithACallStillRunning: on SIGINT, once the shutdown grace is
+// over and the stream closed, the provider exits even while a tool that does not stop on
+// its signal still runs, as the Go SDK's Run returns and leaves such a handler running
+// (toolsd fails its call with PROVIDER_GONE). Its pending work kept Node's event loop,
+// and so the process, alive, with SIGINT and SIGTERM caught and doing nothing more.
+func TestNodeProviderExitsWithACallStillRunning(t *testing.T) {
+	provider, s := welcomedNode(t, 1<<20, "testdata/provider.mjs", "--shutdown-grace-ms", "0")
+
+	s.send(t, execute(1, "ignore_cancel", `{}`))
+	s.next(t, func(m *toolsdv1.ProviderServiceConnectRequest) bool { return m.GetProgress().GetRequestId() == 1 })
+	provider.interrupt(t)
+	provider.waitFor(t, 1, "provider: stopped")
+	provider.waitExit(t)
+	if code := provider.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("node testdata/provider.mjs after an interrupt exited %d, want 0", code)
+	}
+}
+
 // TestNodeProviderAnswersACancelDuringShutdown: a call toolsd cancels while the
 // provider drains is answered once its tool stops, cancelled, as the Go SDK answers a
 // call toolsd told to stop: toolsd waits for that answer (cancel_grace) and records

@@ -54,6 +54,18 @@ tools.stop_on_cue = {
   },
 };
 
+// ignore_cancel reports progress, then waits an hour, whatever it is told: a tool that
+// does not stop on its signal (a request it cannot abort, say). Its timer keeps the
+// process running.
+tools.ignore_cancel = {
+  definition: { name: 'ignore_cancel', description: 'Waits an hour, cancelled or not.', parametersJson: object },
+  run: async (_, { progress }) => {
+    progress('running');
+    await sleep(3600_000);
+    return 'waited an hour';
+  },
+};
+
 // report sends its text as a progress message, then succeeds.
 tools.report = {
   definition: { name: 'report', description: 'Reports its text as progress.', parametersJson: object },
