@@ -33,7 +33,9 @@ const number = (flag) => {
   return n;
 };
 const retakeWindow = number('retake-window-ms');
-const shutdownGrace = number('shutdown-grace-ms');
+// Node's timers hold at most 2^31-1 ms (24.8 days) and fire a longer one after 1 ms: a
+// longer grace waits that long. A negative one is none, as in the Go SDK.
+const shutdownGrace = Math.min(Math.max(number('shutdown-grace-ms'), 0), 2 ** 31 - 1);
 
 // The tools: a definition as toolsd registers it, and a body that gets the parsed
 // arguments plus the call's AbortSignal and progress reporter, and returns the

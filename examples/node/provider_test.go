@@ -204,6 +204,8 @@ func TestNodeProviderDrainsOnShutdown(t *testing.T) {
 	}{
 		"within the grace": {grace: "60000", answers: true},
 		"after the grace":  {grace: "0"},
+		// Longer than a Node timer holds (2^31-1 ms), which would fire it after 1 ms.
+		"within a grace of 2^31 ms": {grace: "2147483648", answers: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			fake := startFakeToolsd(t, false)
