@@ -275,8 +275,8 @@ async function execute(req, running, send, maxResultBytes) {
     // gave back the cancellation it was given (an AbortError, or the abort's reason):
     // toolsd records ABORTED then (TOOL_TIMEOUT if its deadline ended it). A failure of
     // the tool's own after the cancel is kept as TOOL_ERROR.
-    const stopped = call.signal.aborted && (err?.name === 'AbortError' || err === call.signal.reason);
-    const message = String(err?.message ?? err) || (stopped ? 'cancelled' : 'the tool failed');
+    const stopped = call.signal.aborted && (err === call.signal.reason || text(() => err?.name) === 'AbortError');
+    const message = text(() => err?.message ?? err) || (stopped ? 'cancelled' : 'the tool failed');
     result = { isError: true, errorMessage: Buffer.from(message), cancelled: stopped };
     if (stopped && call.signal.reason === shutdown && !call.toldToStop) result = undefined; // left to PROVIDER_GONE
   }
@@ -292,6 +292,17 @@ async function execute(req, running, send, maxResultBytes) {
     send({ result: { requestId: req.requestId, ...result } });
   }
   running.delete(req.requestId);
+}
+
+// text returns what read() gives as a string, or '' when reading it or printing it
+// throws: a tool may throw anything, such as an object without a prototype, which
+// String() cannot print. A throw here would escape execute's catch and end the process.
+function text(read) {
+  try {
+    return String(read());
+  } catch {
+    return '';
+  }
 }
 
 // cut returns the longest prefix of the UTF-8 text buf of at most n bytes that does not

@@ -75,6 +75,30 @@ func TestNodeProviderRefusesAToolItDoesNotHave(t *testing.T) {
 	}
 }
 
+// TestNodeProviderSurvivesAnUnprintableThrow: a tool that throws a value String()
+// cannot print (an object without a prototype, a message getter that throws) fails its
+// call with a generic message; the provider keeps serving the calls after it.
+func TestNodeProviderSurvivesAnUnprintableThrow(t *testing.T) {
+	_, s := welcomedNode(t, 1<<20, "testdata/provider.mjs")
+
+	s.send(t, execute(1, "throw_odd", `{"kind": "null-prototype"}`))
+	s.send(t, execute(2, "throw_odd", `{"kind": "getter"}`))
+	s.send(t, execute(3, "shout", `{"text": "still here"}`))
+	results := make(map[uint64]*toolsdv1.ExecuteResult)
+	for len(results) < 3 {
+		r := s.next(t, func(m *toolsdv1.ProviderServiceConnectRequest) bool { return m.GetResult() != nil }).GetResult()
+		results[r.GetRequestId()] = r
+	}
+	for id := uint64(1); id <= 2; id++ {
+		if r := results[id]; !r.GetIsError() || r.GetCancelled() || string(r.GetErrorMessage()) != "the tool failed" {
+			t.Errorf("result %d = %v, want is_error with error_message %q", id, r, "the tool failed")
+		}
+	}
+	if r := results[3]; r.GetIsError() || string(r.GetContent()) != "STILL HERE" {
+		t.Errorf("result of the call after them = %v, want STILL HERE", r)
+	}
+}
+
 // TestNodeProviderIgnoresADuplicateRequestID: an execute whose request id is already in
 // flight (only a broken or hostile toolsd sends one) starts nothing and is not
 // answered, as the Go SDK ignores it: the first call keeps the id, so toolsd's cancel

@@ -66,6 +66,18 @@ tools.ignore_cancel = {
   },
 };
 
+// throw_odd throws values String() cannot turn into text: an object without a
+// prototype, or one whose message getter throws.
+tools.throw_odd = {
+  definition: { name: 'throw_odd', description: 'Throws an unprintable value.', parametersJson: object },
+  run: async ({ kind }) => {
+    if (kind === 'getter') {
+      throw Object.defineProperty({}, 'message', { get() { throw new Error('no message'); } });
+    }
+    throw Object.create(null);
+  },
+};
+
 // report sends its text as a progress message, then succeeds.
 tools.report = {
   definition: { name: 'report', description: 'Reports its text as progress.', parametersJson: object },
