@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"bytes"
 	"encoding/base64"
 	"fmt"
 	"strings"
@@ -268,12 +269,20 @@ func TestListProvidersRefusesTokensItDidNotGive(t *testing.T) {
 		t.Errorf("ListProviders(its own token) = %v, %v; want %s alone", next.GetProviders(), err, second.id)
 	}
 	made := base64.RawURLEncoding.EncodeToString([]byte(`{"t":1,"p":"x"}`))
+	// An edited token keeps the MAC it was given with, so only that MAC can refuse it:
+	// the made-up one is shorter than a MAC and is refused before its MAC is read.
+	given, err := base64.RawURLEncoding.DecodeString(token)
+	if err != nil || !bytes.Contains(given, []byte(`"p":"`)) {
+		t.Fatalf("page token %q does not decode to a provider's position: %v", token, err)
+	}
+	edited := base64.RawURLEncoding.EncodeToString(bytes.Replace(given, []byte(`"p":"`), []byte(`"p":"!`), 1))
 	for name, c := range map[string]struct {
 		e     *env
 		token string
 	}{
 		"another toolsd's": {b, token},
 		"made up":          {a, made},
+		"edited":           {a, edited},
 	} {
 		resp, err := c.e.tools.ListProviders(t.Context(), &toolsdv1.ListProvidersRequest{PageToken: c.token})
 		if status.Code(err) != codes.InvalidArgument || reason(err) != "BAD_REQUEST" {
