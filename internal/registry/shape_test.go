@@ -110,6 +110,7 @@ func TestShapeCheck(t *testing.T) {
 	}{
 		{`{"s":"ab"}`, true, true},
 		{`{"s":"日本語"}`, true, true}, // three code points, nine bytes
+		{`{"s":"é"}`, false, false}, // one code point, two bytes
 		{`{"s":"ab","n":-1,"m":"text","a":["x",null],"o":{"k":true}}`, true, true},
 		{`{"s":"ab","n":9}`, true, true},
 		{`{"s":"a"}`, false, false},
