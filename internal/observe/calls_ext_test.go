@@ -156,6 +156,28 @@ func TestCallLogOneInfoLinePerCall(t *testing.T) {
 	}
 }
 
+// TestCallLogHashesLargePayloadsWhole: arguments and content of several KiB (hashed a
+// piece at a time) give the SHA-256 of their whole text.
+func TestCallLogHashesLargePayloadsWhole(t *testing.T) {
+	args := `{"text":"` + strings.Repeat("abcdefghij", 700) + `"}` // 7 KiB: several pieces
+	content := strings.Repeat("0123456789", 500) + "end"
+	core, logs := observer.New(zapcore.InfoLevel)
+	obs := observe.NewCallObserver(nil, observe.WithCallLog(zap.New(core)))
+	p := pipeline.New(tools(newTool("read", "provider-7")), succeed(content), pipeline.WithStageTracer(obs))
+	p.Run(t.Context(), newExec("read", args))
+	entries := logs.All()
+	if len(entries) != 1 {
+		t.Fatalf("logged %d lines for 1 call, want 1", len(entries))
+	}
+	f := entries[0].ContextMap()
+	for field, text := range map[string]string{"args_sha256": args, "result_sha256": content} {
+		sum := sha256.Sum256([]byte(text))
+		if want := hex.EncodeToString(sum[:8]); f[field] != want {
+			t.Errorf("%s = %v, want %s (the hash of all %d bytes)", field, f[field], want, len(text))
+		}
+	}
+}
+
 func TestCallLogPayloads(t *testing.T) {
 	tests := map[string]struct {
 		level    zapcore.Level
