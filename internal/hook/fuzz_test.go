@@ -1,6 +1,7 @@
 package hook
 
 import (
+	"encoding/json"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -46,7 +47,11 @@ func FuzzHookMessage(f *testing.F) {
 		c.hello = hello{name: "fuzz"}
 		ch := make(chan answer, 3)
 		for i := range 3 {
-			c.pending[uint64(i+1)] = waiter{slot: i, ch: ch}
+			// Sent under request ids 1 to 3: a decision resolves only a request the
+			// stream has sent (see conn.resolve).
+			id := uint64(i + 1)
+			c.pending[id] = waiter{slot: i, ch: ch, id: id}
+			c.sent[id] = id
 		}
 		e := &tool.Exec{Call: tool.Call{Name: "echo", Scope: "tenant-a/x/agent", Arguments: `{}`}, Siblings: []string{"echo"}}
 		for _, b := range [][]byte{first, second} {
@@ -71,9 +76,11 @@ func FuzzHookMessage(f *testing.F) {
 			select {
 			case a := <-ch:
 				h.preVerdict(c, e, a)
-				ch := chain{cur: tool.Failure(tool.CodeToolError, "boom")}
-				h.postStep(&ch, c, e, a)
-				ch.verdict()
+				for _, r := range []tool.Result{tool.Failure(tool.CodeToolError, "boom"), {Content: `{"a":1}`, Value: json.RawMessage(`{"a":1}`)}} {
+					ch := chain{cur: r}
+					h.postStep(&ch, c, e, a)
+					ch.verdict()
+				}
 			default:
 				return
 			}
