@@ -21,17 +21,25 @@ func (p *parser[T]) scanString() (start, end int, escaped bool, err error) {
 	start = p.pos + 1
 	i := start
 	for i < len(d) {
-		for i+8 <= len(d) && !special8(load8(d, i)) {
-			i += 8
+		// Keys and most values end within a few bytes: they are read a byte at a time.
+		// Past wideAfter plain bytes in a row, the rest of the run is skipped eight
+		// bytes at a time.
+		run := i + wideAfter
+		for i < len(d) && i < run && plain[d[i]] {
+			i++
+		}
+		if i == run {
+			for i+8 <= len(d) && !special8(load8(d, i)) {
+				i += 8
+			}
+			for i < len(d) && plain[d[i]] {
+				i++
+			}
 		}
 		if i >= len(d) {
 			break
 		}
 		c := d[i]
-		if plain[c] {
-			i++
-			continue
-		}
 		switch {
 		case c == '"':
 			p.pos = i + 1
@@ -186,6 +194,9 @@ func (p *parser[T]) unexpected(where string) *Error {
 	}
 	return newError(ErrSyntax, p.pos, "invalid character "+describeByte(c)+" "+where)
 }
+
+// wideAfter is the run of plain bytes after which scanString reads eight at a time.
+const wideAfter = 16
 
 // Bytes repeated in each lane of a uint64, for [special8].
 const (
