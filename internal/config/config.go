@@ -411,12 +411,12 @@ func load(data []byte, source string, over []Override) (*Config, error) {
 // valueNodes maps the path of every value data sets, sequence items included, to its
 // node.
 func valueNodes(data []byte) map[string]*yaml.Node {
-	var root yaml.Node
-	if yaml.Unmarshal(data, &root) != nil {
+	root := tree(data)
+	if root == nil {
 		return nil
 	}
 	at := map[string]*yaml.Node{}
-	for _, p := range keyPaths(&root) {
+	for _, p := range keyPaths(root) {
 		at[p.path] = p.value
 		if p.value.Kind == yaml.SequenceNode {
 			for i, c := range p.value.Content {
@@ -527,8 +527,8 @@ func decode(data []byte, source string, cfg *Config) error {
 // is that number. Keys of types that parse their own text (sizes, durations) and the
 // policy section, which the policy parser reads, are left to those.
 func wholeNumbers(data []byte, source string) error {
-	var root yaml.Node
-	if yaml.Unmarshal(data, &root) != nil {
+	root := tree(data)
+	if root == nil {
 		return nil // Decode accepted it: nothing else to say
 	}
 	var errs []error
@@ -563,7 +563,7 @@ func wholeNumbers(data []byte, source string) error {
 			}
 		}
 	}
-	walk(&root, reflect.TypeFor[Config](), "")
+	walk(root, reflect.TypeFor[Config](), "")
 	return errors.Join(errs...)
 }
 
@@ -594,8 +594,8 @@ func oneDocument(dec *yaml.Decoder, source string) error {
 // default. The policy section is left to the policy parser, for which an empty
 // section means "allow, no rules".
 func noEmptyValues(data []byte, source string) error {
-	var root yaml.Node
-	if yaml.Unmarshal(data, &root) != nil {
+	root := tree(data)
+	if root == nil {
 		return nil // Decode accepted it: nothing else to say
 	}
 	var errs []error
@@ -604,7 +604,7 @@ func noEmptyValues(data []byte, source string) error {
 			ErrInvalid, source, at.Line, at.Column, path))
 	}
 	isNull := func(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.Tag == "!!null" }
-	for _, p := range keyPaths(&root) {
+	for _, p := range keyPaths(root) {
 		if p.path == "policy" || strings.HasPrefix(p.path, "policy.") {
 			continue
 		}
@@ -726,6 +726,87 @@ func DefaultPaths() (map[string]*yaml.Node, error) {
 		out[p.path] = p.value
 	}
 	return out, nil
+}
+
+// tree parses data into the nodes the decoder reads as the config's values: aliases
+// replaced by what they name, and merge keys ("<<") by the entries they merge (see
+// [resolve]), so that the checks of those values see them where the decoder takes
+// them. It is nil when data is not YAML. Only for data the decoder accepted: resolving
+// copies what aliases name as often as the decoder read it, which it bounds.
+func tree(data []byte) *yaml.Node {
+	var root yaml.Node
+	if yaml.Unmarshal(data, &root) != nil {
+		return nil
+	}
+	return resolve(&root, true)
+}
+
+// resolve returns a copy of n with every alias replaced by a copy of what it names, at
+// the alias's place, and every merge key by the entries it merges (see [entries]). The
+// policy section of the top-level mapping (top), which the policy parser reads, is
+// kept as written.
+func resolve(n *yaml.Node, top bool) *yaml.Node {
+	switch n.Kind {
+	case yaml.AliasNode:
+		r := *resolve(n.Alias, top)
+		r.Line, r.Column = n.Line, n.Column
+		return &r
+	case yaml.DocumentNode, yaml.SequenceNode:
+		out := *n
+		out.Content = make([]*yaml.Node, len(n.Content))
+		for i, c := range n.Content {
+			out.Content[i] = resolve(c, top && n.Kind == yaml.DocumentNode)
+		}
+		return &out
+	case yaml.MappingNode:
+		out := *n
+		out.Content = nil
+		for _, e := range entries(n) {
+			k, v := e[0], e[1]
+			if !top || k.Value != "policy" {
+				v = resolve(v, false)
+			}
+			out.Content = append(out.Content, k, v)
+		}
+		return &out
+	}
+	return n
+}
+
+// entries lists the keys and values of mapping n as the decoder takes them: its own,
+// then those of the mappings its merge keys ("<<") name (a mapping, an alias of one,
+// or a list of those) that neither n nor an earlier merged mapping sets. A value left
+// out is one the decoder does not read, so it is not resolved.
+func entries(n *yaml.Node) [][2]*yaml.Node {
+	var own, merged [][2]*yaml.Node
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode || k.ShortTag() != "!!merge" {
+			own = append(own, [2]*yaml.Node{k, v})
+			continue
+		}
+		sources := []*yaml.Node{v}
+		if v.Kind == yaml.SequenceNode {
+			sources = v.Content
+		}
+		for _, m := range sources {
+			for m.Kind == yaml.AliasNode {
+				m = m.Alias
+			}
+			merged = append(merged, entries(m)...)
+		}
+	}
+	set := make(map[string]bool, len(own))
+	for _, e := range own {
+		set[e[0].Value] = true
+	}
+	for _, e := range merged {
+		if !set[e[0].Value] {
+			set[e[0].Value] = true
+			own = append(own, e)
+		}
+	}
+	return own
 }
 
 // keyPath is one mapping entry of a config file with its dotted path.

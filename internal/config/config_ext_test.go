@@ -443,6 +443,37 @@ func TestDuplicateKeys(t *testing.T) {
 	})
 }
 
+// TestAliasesAndMergeKeys: a value the decoder reads through an alias (*x) or a merge
+// key (<<) is checked as one written in place. The checks walked the file as written,
+// so a fraction (1.5 ran as 1) or a null (the default kept) reached through one loaded
+// unsaid, and a per-identity cap merged in counted as unset, lowered to its total.
+func TestAliasesAndMergeKeys(t *testing.T) {
+	refusedAll(t, map[string]string{
+		"limits:\n  <<: {max_calls_per_batch: 1.5}\n":                                                            "t.yaml:2:29: limits.max_calls_per_batch: 1.5 is not a whole number",
+		"policy:\n  rules:\n    - {tool: echo, decision: deny, reason: &r 1.5}\nscheduler: {max_parallel: *r}\n": "t.yaml:4:27: scheduler.max_parallel: 1.5 is not a whole number",
+		"policy:\n  rules: &none\nscheduler:\n  max_parallel: *none\n":                                           "t.yaml:4:3: scheduler.max_parallel: has no value",
+		"limits:\n  <<: [{outbox_size: 8}, {write_timeout: ~}]\n":                                                "t.yaml:2:27: limits.write_timeout: has no value",
+		"limits:\n  <<: {max_providers_per_identity: 50}\n  max_providers: 10\n":                                 "limits.max_providers_per_identity (50) is over limits.max_providers (10)",
+	})
+	// Keys the mapping sets itself win over merged ones, and earlier merged mappings
+	// over later ones, as the decoder takes them.
+	in := "auth:\n  token_file: /dev/null\n  grants:\n    - &g {identity: a, role: agent, scopes: [\"x/**\"]}\n    - {<<: *g, identity: b}\n" +
+		"limits:\n  max_providers_per_identity: 15\n  <<: [{outbox_size: 8}, {outbox_size: 1.5, max_providers_per_identity: 50.5}]\n"
+	cfg := accepted(t, in)
+	if cfg != nil && (cfg.Limits.OutboxSize != 8 || cfg.Limits.MaxProvidersPerIdentity != 15 || len(cfg.Auth.Grants) != 2 || cfg.Auth.Grants[1].Identity != "b") {
+		t.Errorf("Parse(%q) = outbox_size %d, max_providers_per_identity %d, grants %+v; want 8, 15 and b's merged grant",
+			in, cfg.Limits.OutboxSize, cfg.Limits.MaxProvidersPerIdentity, cfg.Auth.Grants)
+	}
+	// What a merged mapping sets that the mapping sets too is not read, so it is not
+	// resolved either: here a list nine to the eighth strings long.
+	laughs := "policy:\n  x0: &a [a, a, a, a, a, a, a, a, a]\n"
+	for i, name := range []string{"b", "c", "d", "e", "f", "g", "h"} {
+		prev := string(rune('a' + i))
+		laughs += fmt.Sprintf("  x%d: &%s [*%s, *%s, *%s, *%s, *%s, *%s, *%s, *%s, *%s]\n", i+1, name, prev, prev, prev, prev, prev, prev, prev, prev, prev)
+	}
+	accepted(t, laughs+"limits: {outbox_size: 8, <<: {outbox_size: *h}}\n")
+}
+
 // TestKeepaliveTimeUnderASecond: gRPC's server pings no more often than once a second
 // and raises a shorter keepalive_time to 1s unsaid (in its own log, not toolsd's), so
 // such a value is refused rather than run as another.
