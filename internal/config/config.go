@@ -524,8 +524,10 @@ func decode(data []byte, source string, cfg *Config) error {
 
 // wholeNumbers refuses a fraction written for an integer key: the decoder truncates it,
 // so max_parallel: 1.5 would run with 1 unsaid. A whole number written as a float (1e2)
-// is that number. Keys of types that parse their own text (sizes, durations) and the
-// policy section, which the policy parser reads, are left to those.
+// is that number. It also refuses an integer with a leading zero, which the decoder
+// reads as octal (outbox_size: 0100 is 64) where a size reads it as decimal (100
+// bytes): 0o100 says octal. Keys of types that parse their own text (sizes, durations)
+// and the policy section, which the policy parser reads, are left to those.
 func wholeNumbers(data []byte, source string) error {
 	root := tree(data)
 	if root == nil {
@@ -561,10 +563,20 @@ func wholeNumbers(data []byte, source string) error {
 				errs = append(errs, fmt.Errorf("%w: %s:%d:%d: %s: %s is not a whole number",
 					ErrInvalid, source, n.Line, n.Column, path, n.Value))
 			}
+		case n.Kind == yaml.ScalarNode && n.Tag == "!!int" && leadingZero(n.Value):
+			errs = append(errs, fmt.Errorf("%w: %s:%d:%d: %s: %s has a leading zero, which YAML reads as octal: write it without (or 0o for octal)",
+				ErrInvalid, source, n.Line, n.Column, path, n.Value))
 		}
 	}
 	walk(root, reflect.TypeFor[Config](), "")
 	return errors.Join(errs...)
+}
+
+// leadingZero reports whether an integer's text has a 0 before its digits ("010",
+// "-07", "0_10"), which YAML reads as octal; "0", "0o10" and "0x10" have none.
+func leadingZero(text string) bool {
+	t := strings.TrimLeft(strings.ReplaceAll(text, "_", ""), "+-")
+	return len(t) > 1 && t[0] == '0' && t[1] >= '0' && t[1] <= '9'
 }
 
 // oneDocument refuses a YAML document after the one dec decoded: the decoder reads one

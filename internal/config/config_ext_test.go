@@ -443,6 +443,23 @@ func TestDuplicateKeys(t *testing.T) {
 	})
 }
 
+// TestLeadingZeros: YAML reads an integer with a leading zero as octal (0100 is 64)
+// where sizes, which parse their own text, read it as decimal (0100 bytes is 100), so
+// such an integer is refused rather than run as either; 0o100 says octal.
+func TestLeadingZeros(t *testing.T) {
+	refusedAll(t, map[string]string{
+		"limits: {outbox_size: 0100}\n":                   "t.yaml:1:23: limits.outbox_size: 0100 has a leading zero",
+		"session:\n  retention:\n    max_sessions: 010\n": "t.yaml:3:19: session.retention.max_sessions: 010 has a leading zero",
+		"limits: {max_providers: 0_10}\n":                 "t.yaml:1:25: limits.max_providers: 0_10 has a leading zero",
+		"scheduler: {max_parallel: +010}\n":               "t.yaml:1:27: scheduler.max_parallel: +010 has a leading zero",
+	})
+	in := "limits: {outbox_size: 0o100, max_providers: 0x10, max_request_bytes: 0100}\nsession: {retention: {max_sessions: 0}}\n"
+	if cfg := accepted(t, in); cfg != nil && (cfg.Limits.OutboxSize != 64 || cfg.Limits.MaxProviders != 16 || cfg.Limits.MaxRequestBytes != 100) {
+		t.Errorf("Parse(%q) = outbox_size %d, max_providers %d, max_request_bytes %d; want 64, 16, 100",
+			in, cfg.Limits.OutboxSize, cfg.Limits.MaxProviders, cfg.Limits.MaxRequestBytes)
+	}
+}
+
 // TestAliasesAndMergeKeys: a value the decoder reads through an alias (*x) or a merge
 // key (<<) is checked as one written in place. The checks walked the file as written,
 // so a fraction (1.5 ran as 1) or a null (the default kept) reached through one loaded
