@@ -127,3 +127,22 @@ func TestMaxHealthWatches(t *testing.T) {
 		t.Errorf("health Check() at the limit = %v, want it answered", err)
 	}
 }
+
+// TestWatchesOfAnAgentOfEveryScope: an identity granted "**" is bound by
+// limits.max_watches alone, its WatchSession as its WatchSchemas and its batches: its
+// session watches were counted against max_watches_per_identity, as a tenant's, since
+// no agent grant names the session read itself (an agent reads what it executed).
+func TestWatchesOfAnAgentOfEveryScope(t *testing.T) {
+	const token = "agent-all-token-0c5e8a3d7b1f9264"
+	e := start(t, "limits: {max_watches: 10, max_watches_per_identity: 1}\n"+
+		tenantAuthWith(t, token+" agent-all\n", `    - {identity: agent-all, role: agent, scopes: ["**"]}`+"\n"))
+	all := e.as(t, token)
+	all.mustExecute(t, oneCall("wall", "tenant-a"), batchOptions{})
+	for i := range 3 {
+		stop, err := watch(t, all, "wall")
+		if err != nil {
+			t.Fatalf("agent-all's WatchSession %d = %v, want it accepted (bound by max_watches alone)", i+1, err)
+		}
+		t.Cleanup(stop)
+	}
+}

@@ -252,7 +252,10 @@ func (s *Server) WatchSession(req *toolsdv1.WatchSessionRequest, stream grpc.Ser
 	}
 	// A place among limits.max_watches from before the watch reads anything to the
 	// handler's return, however the watch ends (a panic unwinds through the defer too).
-	place, err := s.takeWatch(ctx, ActionReadSession)
+	// Its caller is unconfined as its batches are: an agent reads the sessions it
+	// executed in, and no agent grant names ActionReadSession, so one granted "**" (or
+	// "") would be counted as a tenant's here and as the operator's everywhere else.
+	place, err := s.takeWatch(ctx, ActionExecute)
 	if err != nil {
 		return toStatus(s.log, err)
 	}
@@ -403,8 +406,8 @@ func (s *Server) checkSessionID(field, id string) error {
 	return nil
 }
 
-// takeWatch takes a place among limits.max_watches for a WatchSession or WatchSchemas
-// whose caller is authorized for action. Shutdown is checked first, so that a watch
+// takeWatch takes a place among limits.max_watches for a WatchSession or WatchSchemas,
+// its caller bound by the total alone when [Authorizer.Unconfined] for action. Shutdown is checked first, so that a watch
 // refused for both is told to go elsewhere (SHUTTING_DOWN), not to back off
 // (LIMIT_EXCEEDED); the caller checks again once it holds the place.
 func (s *Server) takeWatch(ctx context.Context, action Action) (slot, error) {
