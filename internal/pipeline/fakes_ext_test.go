@@ -88,7 +88,7 @@ func (d *dispatcher) Dispatch(ctx context.Context, t pipeline.Tool, e *tool.Exec
 	d.calls++
 	n := d.calls
 	d.owners = append(d.owners, t.Owner())
-	d.args = append(d.args, string(e.Arguments))
+	d.args = append(d.args, e.Arguments)
 	d.mu.Unlock()
 	if d.fn == nil {
 		return tool.Result{Content: "ok"}

@@ -116,7 +116,7 @@ func TestJournalFirstFormatOpens(t *testing.T) {
 			t.Fatal(err)
 		}
 		if len(got) != 3+len(extra) || got[0].Message.Content != "hello" || got[1].Call.CallID != "c1" ||
-			string(got[1].Call.Arguments) != `{"p":1}` || got[2].Result.Content != "ok" || got[2].Result.Recovered {
+			got[1].Call.Arguments != `{"p":1}` || got[2].Result.Content != "ok" || got[2].Result.Recovered {
 			t.Fatalf("Read(kept) = %+v, want hello, call c1 and its result, then %q", got, extra)
 		}
 		for i, text := range extra {
