@@ -84,20 +84,22 @@ func TestTokenFileInvalid(t *testing.T) {
 		content string
 		want    string
 	}{
-		"empty":              {content: "# nothing\n", want: "no tokens"},
-		"short token":        {content: "short agent-a\n", want: "shorter than 16"},
-		"three fields":       {content: tokenA + " agent-a extra\n", want: ":1: want \"<token> <identity>\", got 3 fields"},
-		"duplicate":          {content: tokenA + " agent-a\n" + tokenA + " agent-b\n", want: "listed twice"},
-		"duplicate via hash": {content: tokenA + " agent-a\nsha256:" + hashOf(tokenA) + " agent-b\n", want: "listed twice"},
-		"bad hash":           {content: "sha256:abcd agent-a\n", want: "64 hex digits"},
-		"yaml both":          {content: "tokens:\n  - identity: a\n    token: " + tokenA + "\n    sha256: " + hashOf(tokenA) + "\n", want: "not both"},
-		"yaml no identity":   {content: "tokens:\n  - token: " + tokenA + "\n", want: "identity is empty"},
-		"identity not UTF-8": {content: tokenA + " prov\xe9der\n", want: `:1: identity "prov\xe9der" is not valid UTF-8`},
-		"yaml unknown key":   {content: "tokens:\n  - identity: a\n    secret: " + tokenA + "\n", want: "yaml"},
-		"non-ASCII token":    {content: "t\u00f6ken-0123456789abcdef agent-a\n", want: "printable ASCII"},
-		"control character":  {content: "token-0123456789\x01abcdef agent-a\n", want: "printable ASCII"},
-		"yaml non-ASCII":     {content: "tokens:\n  - identity: a\n    token: \"t\u00f6ken-0123456789abcdef\"\n", want: "printable ASCII"},
-		"yaml second doc":    {content: "tokens:\n  - identity: a\n    token: " + tokenA + "\n---\ntokens:\n  - identity: b\n    token: " + tokenP + "\n", want: "second YAML document"},
+		"empty":                   {content: "# nothing\n", want: "no tokens"},
+		"short token":             {content: "short agent-a\n", want: "shorter than 16"},
+		"three fields":            {content: tokenA + " agent-a extra\n", want: ":1: want \"<token> <identity>\", got 3 fields"},
+		"duplicate":               {content: tokenA + " agent-a\n" + tokenA + " agent-b\n", want: "listed twice"},
+		"duplicate via hash":      {content: tokenA + " agent-a\nsha256:" + hashOf(tokenA) + " agent-b\n", want: "listed twice"},
+		"bad hash":                {content: "sha256:abcd agent-a\n", want: "64 hex digits"},
+		"hash prefix in capitals": {content: "SHA256:" + hashOf(tokenA) + " agent-a\n", want: "looks like a sha256 entry"},
+		"yaml hash as a token":    {content: "tokens:\n  - identity: a\n    token: \"sha256:" + hashOf(tokenA) + "\"\n", want: "looks like a sha256 entry"},
+		"yaml both":               {content: "tokens:\n  - identity: a\n    token: " + tokenA + "\n    sha256: " + hashOf(tokenA) + "\n", want: "not both"},
+		"yaml no identity":        {content: "tokens:\n  - token: " + tokenA + "\n", want: "identity is empty"},
+		"identity not UTF-8":      {content: tokenA + " prov\xe9der\n", want: `:1: identity "prov\xe9der" is not valid UTF-8`},
+		"yaml unknown key":        {content: "tokens:\n  - identity: a\n    secret: " + tokenA + "\n", want: "yaml"},
+		"non-ASCII token":         {content: "t\u00f6ken-0123456789abcdef agent-a\n", want: "printable ASCII"},
+		"control character":       {content: "token-0123456789\x01abcdef agent-a\n", want: "printable ASCII"},
+		"yaml non-ASCII":          {content: "tokens:\n  - identity: a\n    token: \"t\u00f6ken-0123456789abcdef\"\n", want: "printable ASCII"},
+		"yaml second doc":         {content: "tokens:\n  - identity: a\n    token: " + tokenA + "\n---\ntokens:\n  - identity: b\n    token: " + tokenP + "\n", want: "second YAML document"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

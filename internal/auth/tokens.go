@@ -102,6 +102,9 @@ func parseTokens(data []byte) (*tokenSet, error) {
 				return bad("sha256 must be %d hex digits", 2*sha256.Size)
 			}
 			copy(e.hash[:], b)
+		case looksHashed(token):
+			// Taken as a token, the hash itself would be the credential.
+			return bad("token looks like a sha256 entry (%.7s…): write the hash as sha256:<hex> in a line, or as sha256: in YAML", token)
 		case len(token) < minTokenLen:
 			return bad("token is shorter than %d characters", minTokenLen)
 		case strings.IndexFunc(token, unicode.IsSpace) >= 0:
@@ -273,6 +276,18 @@ func parseLineTokens(data []byte, add addToken) error {
 		}
 	}
 	return sc.Err()
+}
+
+// looksHashed reports whether a plaintext token is a sha256 entry written another way:
+// its prefix in another case (SHA256:…), or given as a YAML token. A token of that form
+// is refused rather than stored as a secret its author meant as a hash.
+func looksHashed(token string) bool {
+	prefix, hexDigits, ok := strings.Cut(token, ":")
+	if !ok || !strings.EqualFold(prefix, "sha256") || len(hexDigits) != 2*sha256.Size {
+		return false
+	}
+	_, err := hex.DecodeString(hexDigits)
+	return err == nil
 }
 
 // lookup returns the identity of token. Every entry is compared, in constant time, so
