@@ -383,9 +383,8 @@ func (a *App) build(pol *policy.Set) error {
 	}
 	pinning := pinMode(c.Registry.Pinning)
 	var pins []registry.Pin
-	pinPath := "" // where the pins are kept across restarts: only beside a durable log
-	if pinning != registry.PinOff && c.Session.Store != "memory" {
-		pinPath = filepath.Join(filepath.Clean(c.DataDir), pinFileName)
+	pinPath := pinPathOf(c) // where the pins are kept across restarts: only beside a durable log
+	if pinPath != "" {
 		if pins, err = loadPins(pinPath); err != nil {
 			return err
 		}
@@ -655,8 +654,9 @@ func (a *App) Procs() *procs.Controller { return a.procs }
 // they started with. Nothing else is reloaded, but the file is the one the next start
 // reads, so what a start would refuse is refused now and the running policy stays: a
 // tool's max_result_bytes is checked against the running limits.max_result_bytes and
-// the file's, and the auth section (its grants, token and key files, TLS files) as a
-// start builds it, refused under the bundled example provider as at a start. Each
+// the file's, the auth section (its grants, token and key files, TLS files) as a
+// start builds it, refused under the bundled example provider as at a start, and the
+// pin file a start would read. Each
 // reload counts in toolsd_config_reloads_total{result} and sets
 // toolsd_config_last_reload_successful (and, when it succeeds, its timestamp).
 func (a *App) Reload(cfg *config.Config) error {
@@ -690,6 +690,11 @@ func (a *App) reload(cfg *config.Config) error {
 	if err := a.checkAuth(cfg); err != nil {
 		return err
 	}
+	if path := pinPathOf(cfg); path != "" {
+		if _, err := readPins(path); err != nil { // a start with cfg reads them
+			return err
+		}
+	}
 	a.pipe.SetPolicy(pol)
 	return nil
 }
@@ -708,6 +713,15 @@ func (a *App) reloadPolicy(cfg *config.Config) (*policy.Set, error) {
 		return nil, fmt.Errorf("app: the running limits.max_result_bytes is %d, which a reload keeps (the file's %d takes effect at the next start): %w", running, file, err)
 	}
 	return pol, nil
+}
+
+// pinPathOf is where a toolsd started with c keeps its definition pins across restarts:
+// beside a durable log, with pinning on; "" otherwise.
+func pinPathOf(c *config.Config) string {
+	if pinMode(c.Registry.Pinning) == registry.PinOff || c.Session.Store == "memory" {
+		return ""
+	}
+	return filepath.Join(filepath.Clean(c.DataDir), pinFileName)
 }
 
 // checkAuth builds, and drops, what a start would build of cfg's auth section, and

@@ -54,6 +54,12 @@ type pinRecord struct {
 // let any changed definition in unnoticed.
 func loadPins(path string) ([]registry.Pin, error) {
 	removeSaveLeftovers(path)
+	return readPins(path)
+}
+
+// readPins is [loadPins] without its cleanup: a reload checks the file with it while the
+// running toolsd may be saving pins beside it.
+func readPins(path string) ([]registry.Pin, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil

@@ -97,6 +97,40 @@ func TestReloadRefusesAnAuthSectionAStartWouldRefuse(t *testing.T) {
 	}
 }
 
+// TestReloadRefusesPinsAStartWouldRefuse: a reload that turns registry.pinning on beside
+// a durable log is refused when the pin file the next start would read is damaged, and
+// accepted once it is moved away. The check only reads: it leaves the files of a save
+// in progress alone.
+func TestReloadRefusesPinsAStartWouldRefuse(t *testing.T) {
+	e := start(t, "")
+	dir := t.TempDir()
+	pins := filepath.Join(dir, "pins.json")
+	if err := os.WriteFile(pins, []byte("not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	saving := filepath.Join(dir, "pins.json.tmp-42")
+	if err := os.WriteFile(saving, []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse([]byte("listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\ndata_dir: "+dir+
+		"\nsession: {store: bolt}\nregistry: {pinning: refuse}\n"), "pins.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.app.Reload(cfg); err == nil || !strings.Contains(err.Error(), "is not a pin file") {
+		t.Errorf("Reload(pinning on, damaged pin file) = %v, want the start's refusal", err)
+	}
+	if _, err := os.Stat(saving); err != nil {
+		t.Errorf("the reload's check removed a save's file: %v", err)
+	}
+	if err := os.Remove(pins); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.app.Reload(cfg); err != nil {
+		t.Errorf("Reload(pinning on, no pin file) = %v, want nil", err)
+	}
+}
+
 // TestReloadRefusesAuthUnderTheExampleProvider: the bundled example provider dials
 // without credentials, so a start with it refuses an auth section. A reload of a file
 // that adds one is refused as well, naming the example provider, rather than applied
