@@ -98,7 +98,9 @@ func checkLiveQuery(t *testing.T, where, q string, live map[string]map[string]bo
 
 // TestShippedQueriesMatchALiveScrape checks the alert rules and the dashboard against
 // what a running toolsd exports, after a provider registered and served a call: every
-// series they name exists there with the labels they match on and group by.
+// series they name exists there with the labels they match on and group by, and every
+// toolsd series there is shown by some dashboard panel (internal/observe's test knows
+// only that package's metrics).
 // (internal/observe's deploy tests check the queries' shape against the metrics package
 // alone; this catches what the assembly exports differently.)
 func TestShippedQueriesMatchALiveScrape(t *testing.T) {
@@ -155,6 +157,7 @@ func TestShippedQueriesMatchALiveScrape(t *testing.T) {
 		t.Fatalf("decoding %s: %v", dashboardFile, err)
 	}
 	queries := 0
+	shown := map[string]bool{}
 	var walk func(ps []json.RawMessage)
 	walk = func(ps []json.RawMessage) {
 		for _, raw := range ps {
@@ -165,6 +168,9 @@ func TestShippedQueriesMatchALiveScrape(t *testing.T) {
 			for _, tg := range p.Targets {
 				queries++
 				checkLiveQuery(t, "panel "+p.Title, tg.Expr, live)
+				for _, r := range seriesRef.FindAllStringSubmatch(tg.Expr, -1) {
+					shown[seriesBase(r[1], live)] = true
+				}
 			}
 			walk(p.Panels) // a collapsed row's
 		}
@@ -172,6 +178,11 @@ func TestShippedQueriesMatchALiveScrape(t *testing.T) {
 	walk(d.Panels)
 	if queries == 0 {
 		t.Errorf("%s has no panel queries", dashboardFile)
+	}
+	for name := range live {
+		if base := seriesBase(name, live); strings.HasPrefix(base, "toolsd_") && !shown[base] {
+			t.Errorf("%s is on a live /metrics but no panel of %s shows it", base, dashboardFile)
+		}
 	}
 	for _, v := range d.Templating.List {
 		if v.Definition == "" {
@@ -230,14 +241,19 @@ func TestDocumentedSeriesMatchALiveScrape(t *testing.T) {
 	}
 	// And the README names every toolsd series.
 	for name := range live {
-		base := name
-		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
-			if b, ok := strings.CutSuffix(name, suffix); ok && live[b+"_bucket"] != nil {
-				base = b
-			}
-		}
-		if strings.HasPrefix(base, "toolsd_") && !named[base] {
+		if base := seriesBase(name, live); strings.HasPrefix(base, "toolsd_") && !named[base] {
 			t.Errorf("%s is on a live /metrics but not in the README", base)
 		}
 	}
+}
+
+// seriesBase is the metric a series of a live scrape belongs to: a histogram's
+// _bucket, _sum and _count series are its name's.
+func seriesBase(name string, live map[string]map[string]bool) string {
+	for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+		if b, ok := strings.CutSuffix(name, suffix); ok && live[b+"_bucket"] != nil {
+			return b
+		}
+	}
+	return name
 }

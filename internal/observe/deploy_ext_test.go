@@ -16,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/toolsd/toolsd/internal/observe"
+	"github.com/toolsd/toolsd/internal/procs"
 	"github.com/toolsd/toolsd/internal/tool"
 )
 
@@ -50,14 +51,16 @@ var resultCodes = []tool.Code{
 }
 
 // exported maps every series name a scrape of toolsd shows (histograms as _bucket,
-// _sum and _count) to its labels: this package's metrics and the gRPC server's,
-// registered the way internal/server registers them.
+// _sum and _count) to its labels: this package's metrics, the gRPC server's,
+// registered the way internal/server registers them, and the GOMAXPROCS controller's,
+// registered the way internal/app registers them.
 func exported(t *testing.T) map[string]*series {
 	t.Helper()
 	m, reg := newMetrics(t)
 	exerciseAll(t, m)
 	sm := grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram())
 	reg.MustRegister(sm)
+	procs.New(procs.Options{}, reg, nil)
 	noop := func(context.Context, any) (any, error) { return nil, nil }
 	_, _ = sm.UnaryServerInterceptor()(t.Context(), nil, &grpc.UnaryServerInfo{FullMethod: "/toolsd.v1.ToolService/ListTools"}, noop)
 	mfs, err := reg.Gather()
@@ -390,7 +393,7 @@ func TestDashboard(t *testing.T) {
 		}
 	}
 	// Every toolsd metric appears on the dashboard.
-	for _, name := range metricNames {
+	for _, name := range slices.Concat(metricNames, []string{"toolsd_runtime_procs", "toolsd_runtime_procs_changes_total"}) {
 		if !queried[name] {
 			t.Errorf("no dashboard panel shows %s", name)
 		}
