@@ -218,3 +218,38 @@ func TestRunFailsEmptyWindow(t *testing.T) {
 		t.Errorf("Run() = %+v, %v, want %v", res, err, load.ErrEmptyWindow)
 	}
 }
+
+// cappedAgent's batches end at once; the last one it may send (its cap) closes last.
+type cappedAgent struct {
+	cap  int
+	n    int
+	last chan<- struct{}
+}
+
+func (a *cappedAgent) Do(context.Context) error {
+	if a.n++; a.n == a.cap {
+		close(a.last)
+	}
+	return nil
+}
+
+func (*cappedAgent) Close() error { return nil }
+
+// TestRunFailsAnAgentOutOfBatches: an agent that has sent its cap of batches
+// (WithMaxBatches) before the window closed stopped sending inside the run; the window
+// would count a load it no longer carried (calls/s low, and for one target only, the
+// quicker), so the run fails instead of reporting what the remaining agents did.
+func TestRunFailsAnAgentOutOfBatches(t *testing.T) {
+	const maxBatches = 3
+	last := make(chan struct{})
+	w := load.Workload{Name: "w", Agents: 1, BatchSize: 1, ArgBytes: 11, Duration: time.Millisecond}
+	dial := func(context.Context, int, load.Workload) (load.Agent, error) {
+		return &cappedAgent{cap: maxBatches, last: last}, nil
+	}
+	// The window opens once the agent has sent its last batch.
+	res, err := load.Run(t.Context(), w, dial, load.WithMaxBatches(maxBatches),
+		load.WithWindowHooks(func() { <-last }, nil))
+	if !errors.Is(err, load.ErrOutOfBatches) {
+		t.Errorf("Run() = %+v, %v, want %v", res, err, load.ErrOutOfBatches)
+	}
+}

@@ -37,8 +37,9 @@ func WithBatchTimeout(d time.Duration) Option {
 	return func(o *options) { o.batchTimeout = d }
 }
 
-// WithMaxBatches caps the batches one agent sends in a run (default 4 Mi), so a run is
-// bounded in count as well as in time.
+// WithMaxBatches caps the batches one agent sends in a run (default 4 Mi), which bounds
+// the latencies a run keeps. An agent that reaches it before the run ends fails the run
+// ([ErrOutOfBatches]): it stopped loading the target inside the run.
 func WithMaxBatches(n int) Option {
 	return func(o *options) { o.maxBatches = n }
 }

@@ -12,10 +12,16 @@ import (
 // it has no latency or throughput to report, only a target too slow for the window.
 var ErrEmptyWindow = errors.New("load: no batch completed in the measured window")
 
+// ErrOutOfBatches reports an agent that sent its cap of batches ([WithMaxBatches])
+// before the run ended: it stopped loading the target inside the run, so the window
+// would count less load than the workload names.
+var ErrOutOfBatches = errors.New("load: agent sent its cap of batches before the run ended")
+
 // Run dials w.Agents agents, drives each through back-to-back batches for w.Warmup plus
 // w.Duration, and summarizes the batches completed in the measured window. Every agent
-// goroutine has ended when Run returns. The first failed batch cancels the run and is
-// returned; a window in which no batch completed is [ErrEmptyWindow].
+// goroutine has ended when Run returns. The first failed batch, or agent out of batches
+// ([ErrOutOfBatches]), cancels the run and is returned; a window in which no batch
+// completed is [ErrEmptyWindow].
 func Run(ctx context.Context, w Workload, dial Dialer, opts ...Option) (Result, error) {
 	if err := w.Validate(); err != nil {
 		return Result{}, err
@@ -90,7 +96,8 @@ func window(ctx context.Context, start time.Time, w Workload, o options) (from, 
 	return from, to, nil
 }
 
-// drive runs one agent's batches back to back until stop is closed. A failure caused by the run
+// drive runs one agent's batches back to back until stop is closed; running out of its
+// cap of batches before then is [ErrOutOfBatches]. A failure caused by the run
 // being cancelled (another agent failed, or the caller gave up) is not this agent's error.
 func drive(ctx context.Context, a Agent, start time.Time, stop <-chan struct{}, o options) ([]span, error) {
 	spans := make([]span, 0, 1024)
@@ -114,7 +121,14 @@ func drive(ctx context.Context, a Agent, start time.Time, stop <-chan struct{}, 
 		}
 		spans = append(spans, span{start: t0, end: time.Since(start)})
 	}
-	return spans, nil
+	select {
+	case <-stop:
+		return spans, nil
+	case <-ctx.Done():
+		return spans, nil
+	default:
+		return spans, fmt.Errorf("%w (%d)", ErrOutOfBatches, o.maxBatches)
+	}
 }
 
 func dialAll(ctx context.Context, w Workload, dial Dialer) ([]Agent, error) {
