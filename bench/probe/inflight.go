@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -78,7 +79,8 @@ func InflightCallBytes(ctx context.Context, addr string, pid, calls int) (float6
 		cancel()
 		_ = batches.Wait()
 		if !ended {
-			<-parked // the receive loop ends with the cancelled stream
+			// The receive loop ends with the cancelled stream, saying how many arrived.
+			err = errors.Join(err, (<-parked).err)
 		}
 		return 0, err
 	}

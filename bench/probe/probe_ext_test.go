@@ -3,13 +3,18 @@ package probe_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"sort"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/toolsd/toolsd/bench/probe"
 	"github.com/toolsd/toolsd/bench/relay"
@@ -146,5 +151,36 @@ func TestIdleStreamBytesServerDown(t *testing.T) {
 func TestInflightCallBytes(t *testing.T) {
 	if _, err := probe.InflightCallBytes(t.Context(), relayAddr(t), os.Getpid(), 150); err != nil {
 		t.Fatalf("InflightCallBytes() error = %v", err)
+	}
+}
+
+// limitedRelay is a relay that refuses every batch past its first limit, as a server
+// whose in-flight limits do not admit the probe's calls.
+type limitedRelay struct {
+	*relay.Server
+	limit   int64
+	batches atomic.Int64
+}
+
+func (r *limitedRelay) ExecuteBatch(stream toolsdv1.ToolService_ExecuteBatchServer) error {
+	if r.batches.Add(1) > r.limit {
+		return status.Error(codes.ResourceExhausted, "too many calls in flight")
+	}
+	return r.Server.ExecuteBatch(stream)
+}
+
+// TestInflightCallBytesSaysHowManyArrived: a server that does not take every call fails
+// the probe, and the failure says how many calls reached the provider, which tells a
+// limit that admitted some from one that admitted none.
+func TestInflightCallBytesSaysHowManyArrived(t *testing.T) {
+	const calls = 150
+	r := &limitedRelay{Server: relay.NewServer(), limit: 100}
+	addr := serve(t, func(g *grpc.Server) {
+		toolsdv1.RegisterToolServiceServer(g, r)
+		toolsdv1.RegisterProviderServiceServer(g, r)
+	})
+	_, err := probe.InflightCallBytes(t.Context(), addr, os.Getpid(), calls)
+	if want := fmt.Sprintf("of %d calls arrived", calls); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("InflightCallBytes() error = %v, want one saying %q", err, want)
 	}
 }
