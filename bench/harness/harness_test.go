@@ -403,3 +403,46 @@ func TestPeerGOGCIsChecked(t *testing.T) {
 		}
 	}
 }
+
+// withCPU is s with its server's CPU per call and its provider's (0: none, the tool
+// runs in the server).
+func withCPU(s sample, server, provider float64) sample {
+	s.cpuPerCall = &server
+	if provider > 0 {
+		s.providerCPUPerCall = &provider
+	}
+	return s
+}
+
+// TestCPURatioAgainstMCPCountsTheProvider: MCP runs the tool in its server, where it
+// also decodes the call's arguments and encodes its result; toolsd and the relay leave
+// that side of the call to a provider process. A CPU ratio between the two kinds
+// compares one's server and provider with the other's server, not two servers that do
+// different shares of the work (toolsd's provider spends about a third of what its
+// server does); between two of a kind, the servers alone.
+func TestCPURatioAgainstMCPCountsTheProvider(t *testing.T) {
+	ws := allWorkloads(time.Second, time.Second)
+	samples := map[string][]sample{wSingleC64: {
+		withCPU(fake(nameRelay, time.Millisecond, 1000), 200, 100),
+		withCPU(fake(nameToolsd, time.Millisecond, 1000), 400, 100),
+		withCPU(fake(nameMCP, time.Millisecond, 1000), 1000, 0),
+	}}
+	s := newSummary(config{runs: 1}, ws, samples)
+	want := map[[2]string]float64{
+		{nameToolsd, nameRelay}: 2,           // 400 / 200
+		{nameToolsd, nameMCP}:   0.5,         // (400 + 100) / 1000
+		{nameMCP, nameRelay}:    1000. / 300, // 1000 / (200 + 100)
+	}
+	for pair, w := range want {
+		i := slices.IndexFunc(s.Ratios, func(r ratio) bool {
+			return r.Workload == wSingleC64 && r.Target == pair[0] && r.Baseline == pair[1]
+		})
+		if i < 0 {
+			t.Errorf("no %s / %s ratio", pair[0], pair[1])
+			continue
+		}
+		if got := s.Ratios[i].CPUPerCall; got == nil || math.Abs(*got-w) > 1e-9 {
+			t.Errorf("%s / %s CPU per call = %s, want %.3f", pair[0], pair[1], fmtRatio(got), w)
+		}
+	}
+}

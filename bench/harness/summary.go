@@ -69,7 +69,8 @@ type row struct {
 	AgentCPUusPerCall    *spread `json:"agent_cpu_us_per_call,omitempty"`
 }
 
-// ratio compares a target with a baseline on one workload, median to median. A paired
+// ratio compares a target with a baseline on one workload, median to median (CPU: see
+// [targetCPU]). A paired
 // run also has the ratios round by round (the windows of one round are seconds apart):
 // their median and range.
 type ratio struct {
@@ -195,14 +196,33 @@ func (s *summary) compare(workload, target, baseline string) (ratio, bool) {
 	}
 	r := ratio{Workload: workload, Target: target, Baseline: baseline,
 		P50: div(t.P50us.Median, b.P50us.Median), Throughput: div(t.CallsPerSec.Median, b.CallsPerSec.Median)}
-	if t.CPUusPerCall != nil && b.CPUusPerCall != nil {
-		r.CPUPerCall = div(t.CPUusPerCall.Median, b.CPUusPerCall.Median)
+	if tc, bc := targetCPU(t, b), targetCPU(b, t); tc != nil && bc != nil {
+		r.CPUPerCall = div(*tc, *bc)
 	}
 	if s.Settings.Paired {
 		r.PairedP50 = roundRatios(t.P50us.Samples, b.P50us.Samples)
 		r.PairedThroughput = roundRatios(t.CallsPerSec.Samples, b.CallsPerSec.Samples)
 	}
 	return r, true
+}
+
+// targetCPU is r's median CPU per call to compare with other's: its server's, or, when r
+// runs the tool in a provider process and other in its server (MCP), where it also
+// decodes the arguments and encodes the result, r's server and provider together, run by
+// run. nil when not measured.
+func targetCPU(r, other row) *float64 {
+	if r.CPUusPerCall == nil {
+		return nil
+	}
+	if r.ProviderCPUusPerCall == nil || other.ProviderCPUusPerCall != nil {
+		return &r.CPUusPerCall.Median
+	}
+	sums := make([]float64, len(r.CPUusPerCall.Samples))
+	for i, v := range r.CPUusPerCall.Samples {
+		sums[i] = v + r.ProviderCPUusPerCall.Samples[i]
+	}
+	med := newSpread(sums).Median
+	return &med
 }
 
 // roundRatios divides samples round by round (sample i of each is round i); nil unless
