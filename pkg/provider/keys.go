@@ -28,7 +28,7 @@ type keyWalker struct {
 	dec    *json.Decoder
 	doc    string
 	found  []caseOnlyKey
-	fields map[reflect.Type]structFields
+	fields map[reflect.Type]structFields // keyCheck.fields
 }
 
 // structFields are the JSON names of a struct type's fields, with each field's type.
@@ -41,6 +41,8 @@ type structFields struct {
 // type in case only.
 type keyCheck struct {
 	t reflect.Type
+	// fields are those of each struct type reachable from t, listed once per tool.
+	fields map[reflect.Type]structFields
 	// names are the JSON names of the struct fields reachable from t; ascii: all are.
 	names []string
 	ascii bool
@@ -48,7 +50,7 @@ type keyCheck struct {
 
 // newKeyCheck returns the check for arguments of type t.
 func newKeyCheck(t reflect.Type) *keyCheck {
-	k := &keyCheck{t: t, ascii: true}
+	k := &keyCheck{t: t, fields: map[reflect.Type]structFields{}, ascii: true}
 	seen := map[reflect.Type]bool{}
 	var walk func(t reflect.Type)
 	walk = func(t reflect.Type) {
@@ -60,11 +62,15 @@ func newKeyCheck(t reflect.Type) *keyCheck {
 			walk(t.Elem())
 			return
 		}
+		fs := structFields{exact: make(map[string]reflect.Type)}
 		for _, jf := range jsonFields(t) {
+			fs.exact[jf.name] = jf.f.Type
+			fs.names = append(fs.names, jf.name)
 			k.names = append(k.names, jf.name)
 			k.ascii = k.ascii && isASCII(jf.name)
 			walk(jf.f.Type)
 		}
+		k.fields[t] = fs
 	}
 	walk(t)
 	return k
@@ -76,7 +82,7 @@ func (k *keyCheck) find(doc string) []caseOnlyKey {
 	if len(k.names) == 0 || k.ascii && !k.mayHold(doc) {
 		return nil
 	}
-	return caseOnlyKeys(doc, k.t)
+	return k.caseOnlyKeys(doc)
 }
 
 // mayHold reports whether doc may hold a key that names one of the (ASCII) names in
@@ -143,14 +149,14 @@ func isASCII(s string) bool {
 }
 
 // caseOnlyKeys returns the keys of doc that encoding/json, decoding doc into a value of
-// type t, would match to a struct field whose name differs from the key in case only,
+// type k.t, would match to a struct field whose name differs from the key in case only,
 // in their order in doc. The rest of a doc that is not JSON is not looked at: decoding
 // it fails.
-func caseOnlyKeys(doc string, t reflect.Type) []caseOnlyKey {
+func (k *keyCheck) caseOnlyKeys(doc string) []caseOnlyKey {
 	dec := json.NewDecoder(strings.NewReader(doc))
 	dec.UseNumber() // a number too large for a float64 is still a token
-	w := keyWalker{dec: dec, doc: doc}
-	_ = w.value(t)
+	w := keyWalker{dec: dec, doc: doc, fields: k.fields}
+	_ = w.value(k.t)
 	return w.found
 }
 
@@ -229,18 +235,7 @@ func (w *keyWalker) field(t reflect.Type, key string) (reflect.Type, bool) {
 	case t.Kind() != reflect.Struct:
 		return nil, false
 	}
-	fs, ok := w.fields[t]
-	if !ok {
-		fs = structFields{exact: make(map[string]reflect.Type)}
-		for _, jf := range jsonFields(t) {
-			fs.exact[jf.name] = jf.f.Type
-			fs.names = append(fs.names, jf.name)
-		}
-		if w.fields == nil {
-			w.fields = make(map[reflect.Type]structFields)
-		}
-		w.fields[t] = fs
-	}
+	fs := w.fields[t]
 	if ft, ok := fs.exact[key]; ok {
 		return ft, false
 	}

@@ -32,18 +32,18 @@ func FuzzCaseOnlyKeys(f *testing.F) {
 	t := reflect.TypeFor[foldArgs]()
 	check := newKeyCheck(t)
 	f.Fuzz(func(tt *testing.T, doc string) {
-		if got, want := check.find(doc), caseOnlyKeys(doc, t); !reflect.DeepEqual(got, want) {
+		if got, want := check.find(doc), check.caseOnlyKeys(doc); !reflect.DeepEqual(got, want) {
 			tt.Fatalf("keyCheck.find(%s) = %v, want %v (caseOnlyKeys)", doc, got, want)
 		}
 		var generic map[string]json.RawMessage
 		if json.Unmarshal([]byte(doc), &generic) != nil || generic == nil {
 			return
 		}
-		hidden := hideKeys(doc, caseOnlyKeys(doc, t))
+		hidden := hideKeys(doc, check.caseOnlyKeys(doc))
 		if !json.Valid([]byte(hidden)) {
 			tt.Fatalf("hideKeys(%s) = %s, not JSON", doc, hidden)
 		}
-		if left := caseOnlyKeys(hidden, t); len(left) > 0 {
+		if left := check.caseOnlyKeys(hidden); len(left) > 0 {
 			tt.Fatalf("caseOnlyKeys(%s) = %v after hiding", hidden, left)
 		}
 		var got foldArgs
