@@ -101,13 +101,16 @@ func window(ctx context.Context, start time.Time, w Workload, o options) (from, 
 // being cancelled (another agent failed, or the caller gave up) is not this agent's error.
 func drive(ctx context.Context, a Agent, start time.Time, stop <-chan struct{}, o options) ([]span, error) {
 	spans := make([]span, 0, 1024)
-	for range o.maxBatches {
+	for {
 		select {
 		case <-stop:
 			return spans, nil
 		case <-ctx.Done():
 			return spans, nil
 		default:
+		}
+		if len(spans) >= o.maxBatches {
+			return spans, fmt.Errorf("%w (%d)", ErrOutOfBatches, o.maxBatches)
 		}
 		t0 := time.Since(start)
 		bctx, cancel := context.WithTimeout(ctx, o.batchTimeout)
@@ -120,14 +123,6 @@ func drive(ctx context.Context, a Agent, start time.Time, stop <-chan struct{}, 
 			return spans, fmt.Errorf("batch %d: %w", len(spans), err)
 		}
 		spans = append(spans, span{start: t0, end: time.Since(start)})
-	}
-	select {
-	case <-stop:
-		return spans, nil
-	case <-ctx.Done():
-		return spans, nil
-	default:
-		return spans, fmt.Errorf("%w (%d)", ErrOutOfBatches, o.maxBatches)
 	}
 }
 
