@@ -3,6 +3,7 @@ package celx
 import (
 	"math"
 	"regexp/syntax"
+	"strings"
 	"sync"
 
 	"cel.dev/cel-go/cel"
@@ -21,8 +22,8 @@ const traversalFactor = 0.1
 // their operands when those are strings or bytes, equality and membership in a list by
 // what they compare, nested values included, membership in a map by the key it hashes,
 // conversions and size by the text they read, and a timestamp's field in a time zone by
-// the zone's name. CEL's standard cost model charges them
-// so only when the checker picked one overload; on dyn operands (`args.a + args.b`,
+// the zone's name and, for a named zone, its file's load. CEL's standard cost model
+// charges them so only when the checker picked one overload; on dyn operands (`args.a + args.b`,
 // where args is a map of dyn) it charges 1 whatever the size, so a comprehension
 // concatenating a megabyte of arguments per iteration would run for seconds and allocate
 // gigabytes within the cost limit.
@@ -163,13 +164,36 @@ func isTimeAccessor(fn string) bool {
 }
 
 // zoneCost charges a timestamp accessor by the time zone name it reads: looking one up
-// searches the zone files for it and an unknown one is quoted whole in its error. CEL
-// charges the accessor 1 whatever the name.
+// searches the zone files for it and an unknown one is quoted whole in its error. A
+// name (not an offset such as "+01:00", which is parsed) is charged a zone file's
+// load on top, see [zoneLoadCost]. CEL charges the accessor 1 whatever the name.
 func zoneCost(zone ref.Val) *uint64 {
-	if s, ok := zone.(types.String); ok {
-		return scaled(float64(len(s)))
+	s, ok := zone.(types.String)
+	if !ok {
+		return nil
 	}
-	return nil
+	c := *scaled(float64(len(s)))
+	if loadsZone(string(s)) {
+		c += zoneLoadCost
+	}
+	return &c
+}
+
+// zoneLoadCost is the charge for looking a time zone up by name: time.LoadLocation
+// reads and parses the zone's file at every call, and searches every source for an
+// unknown name: tens of microseconds, what a few hundred other operations take.
+// Charged by the name's length alone, a lookup cost 2, and a condition spending its
+// cost limit on lookups ran 70 ms (180 ms with unknown names).
+const zoneLoadCost = 500
+
+// loadsZone reports whether CEL looks zone up with time.LoadLocation: a name rather
+// than an offset (which holds a ':'), other than those it answers without reading.
+func loadsZone(zone string) bool {
+	switch zone {
+	case "", "UTC", "Local":
+		return false
+	}
+	return !strings.Contains(zone, ":")
 }
 
 // scaled is the cost of traversing units of a value.

@@ -299,3 +299,35 @@ func TestConditionMatchesChargedByProgram(t *testing.T) {
 		})
 	}
 }
+
+// TestConditionZoneLookupsCharged: a timestamp's field in a named time zone loads the
+// zone's file (time.LoadLocation reads and parses it at every call; an unknown name
+// searches every source first), tens of microseconds, and CEL charged the lookup by the
+// name's length: 2 for "America/New_York". A condition spending the default cost limit
+// on lookups ran some 70 ms (an unknown name, absorbed by `|| true`, 180 ms), tens of
+// times longer than it can spend on other operations. A lookup by name is now charged
+// as a zone file's load; an offset ("+01:00") still costs only its text.
+func TestConditionZoneLookupsCharged(t *testing.T) {
+	steps := "[" + strings.TrimSuffix(strings.Repeat("1,", 100), ",") + "]"
+	for name, tc := range map[string]struct {
+		cond string
+		fail bool
+	}{
+		"a named zone":              {cond: steps + `.all(x, timestamp(0).getHours("America/New_York") >= 0)`, fail: true},
+		"an unknown zone, absorbed": {cond: steps + `.all(x, timestamp(0).getHours("Nowhere/None") >= 0 || true)`, fail: true},
+		"an offset":                 {cond: steps + `.all(x, timestamp(0).getHours("+01:00") >= 0)`},
+		"one named zone":            {cond: `timestamp(0).getHours("Europe/Paris") == 1`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := newRegistry(t) // the default cost limit
+			mustRegister(t, r, "", withCondition("z", tc.cond), "")
+			_, err := r.ResolveToolSet(t.Context(), "", registry.ConditionEnv{})
+			if tc.fail != (err != nil) {
+				t.Fatalf("ResolveToolSet(%s) = %v, want failure %v", name, err, tc.fail)
+			}
+			if tc.fail && (!errors.Is(err, registry.ErrActivationFailed) || !strings.Contains(err.Error(), "cost limit")) {
+				t.Errorf("ResolveToolSet(%s) = %v, want ErrActivationFailed for the cost limit", name, err)
+			}
+		})
+	}
+}
