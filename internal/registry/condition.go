@@ -105,6 +105,10 @@ func compileCondition(name, src string, costLimit uint64) (cel.Program, bool, er
 			return nil, false, fmt.Errorf("%w: %s: %d:%d: macros nest more than %d deep", ErrInvalidCondition, where,
 				loc.Line(), loc.Column()+1, celx.MaxComprehensionNesting)
 		}
+		if loc, deep := celx.DeepLiteral(ast); deep {
+			return nil, false, fmt.Errorf("%w: %s: %d:%d: list and map literals nest more than %d deep", ErrInvalidCondition, where,
+				loc.Line(), loc.Column()+1, celx.MaxLiteralNesting)
+		}
 		ast, iss = env.Check(ast)
 	}
 	if iss != nil && iss.Err() != nil {

@@ -33,6 +33,11 @@ func TestConditionCompileErrors(t *testing.T) {
 		"deep macros":       {cond: "step > 0 &&\n  " + strings.Repeat("[1].map(x, ", 120) + "true" + strings.Repeat(")", 120) + " == []", want: "2:"},
 		"too deep to parse": {cond: strings.Repeat("(", 300) + "true" + strings.Repeat(")", 300), want: "tool \"t\" condition: 1:1: expression recursion limit exceeded"},
 		"nine macros":       {cond: strings.Repeat("[1].all(x, ", 9) + "true" + strings.Repeat(")", 9), want: "macros nest more than 8 deep"},
+		// Type-checking nested list and map literals takes time cubic in their depth too:
+		// 250 lists (511 bytes) took a second and a half, eight of them in 4 KiB about twelve.
+		"deep lists":          {cond: "step > 0 &&\n  " + strings.Repeat("[", 250) + strings.Repeat("]", 250) + ".size() > 0", want: "2:19: list and map literals nest more than 16 deep"},
+		"seventeen literals":  {cond: strings.Repeat("{1: [", 8) + "[1]" + strings.Repeat("]}", 8) + ".size() > 0", want: "1:41: list and map literals nest more than 16 deep"},
+		"lists built by maps": {cond: strings.Repeat("[1].map(x, ", 8) + strings.Repeat("[", 9) + strings.Repeat("]", 9) + strings.Repeat(")", 8) + " != []", want: "list and map literals nest more than 16 deep"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -54,6 +59,20 @@ func TestConditionMacroNesting(t *testing.T) {
 	cond := strings.Repeat("[1].map(x, ", 8) + "true" + strings.Repeat(")", 8) + " != []"
 	if _, err := r.Register("", withCondition("t", cond), ""); err != nil {
 		t.Fatalf("Register(8 nested macros) = %v, want it accepted", err)
+	}
+}
+
+// List and map literals nest up to 16 deep, the lists the map macro builds included.
+func TestConditionLiteralNesting(t *testing.T) {
+	r := newRegistry(t)
+	for i, cond := range []string{
+		strings.Repeat("[", 16) + strings.Repeat("]", 16) + ".size() > 0",
+		strings.Repeat("{1: [", 8) + strings.Repeat("]}", 8) + ".size() > 0",
+		strings.Repeat("[1].map(x, ", 8) + strings.Repeat("[", 8) + strings.Repeat("]", 8) + strings.Repeat(")", 8) + " != []",
+	} {
+		if _, err := r.Register("", withCondition("t"+strconv.Itoa(i), cond), ""); err != nil {
+			t.Errorf("Register(condition %q) = %v, want it accepted", cond, err)
+		}
 	}
 }
 
