@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -80,7 +81,8 @@ func readPins(path string) ([]registry.Pin, error) {
 		if err := checkPin(p); err != nil {
 			return nil, fmt.Errorf("app: pins: %s: pin %d: %w", path, i, err)
 		}
-		pins = append(pins, registry.Pin{Scope: p.Scope, Name: p.Name, Hash: p.Hash})
+		// The registry writes hashes in lower-case hex; one edited in capitals is the same.
+		pins = append(pins, registry.Pin{Scope: p.Scope, Name: p.Name, Hash: strings.ToLower(p.Hash)})
 	}
 	return pins, nil
 }

@@ -48,6 +48,50 @@ func TestPinsSurviveARestart(t *testing.T) {
 	}
 }
 
+// TestPinFileHashesInCapitals: a pin file edited by hand with a hash in capital hex
+// pins what it names, as in lower case; it would otherwise match no definition, and
+// every registration of the tool would be refused as changed.
+func TestPinFileHashesInCapitals(t *testing.T) {
+	dir := t.TempDir()
+	a, stop, runErr := runApp(t, durableConfig(t, dir, "registry: {pinning: refuse}\n"))
+	if st := registerHand(t, helloHand(t, dial(t, a.Addr()), "first"), "", pinnedDef("v1")); st.GetErrorCode() != "" {
+		t.Fatalf("first registration = %v, want accepted", st)
+	}
+	stop()
+	if err := <-runErr; err != nil {
+		t.Fatalf("App.Run() = %v", err)
+	}
+	path := filepath.Join(dir, "pins.json")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f map[string]any
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	pins := f["pins"].([]any)
+	if len(pins) != 1 {
+		t.Fatalf("pin file holds %d pins, want 1", len(pins))
+	}
+	pin := pins[0].(map[string]any)
+	pin["hash"] = strings.ToUpper(pin["hash"].(string))
+	if b, err = json.Marshal(f); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	again := startConfig(t, durableConfig(t, dir, "registry: {pinning: refuse}\n"))
+	second := helloHand(t, again.conn, "second")
+	if st := registerHand(t, second, "", pinnedDef("v2")); st.GetErrorCode() != "FAILED_PRECONDITION" {
+		t.Errorf("a changed definition after a restart = %v, want FAILED_PRECONDITION (pinned)", st)
+	}
+	if st := registerHand(t, second, "", pinnedDef("v1")); st.GetErrorCode() != "" {
+		t.Errorf("the pinned definition after a restart = %v, want accepted", st)
+	}
+}
+
 // TestPinsAreSavedWhileRunning: a pin reaches the file without a shutdown (a crash
 // loses at most the last second's), and with pinning off nothing is written.
 func TestPinsAreSavedWhileRunning(t *testing.T) {
