@@ -27,7 +27,8 @@ var celEnv = sync.OnceValues(func() (*cel.Env, error) {
 })
 
 // compile type-checks expr to want (or dyn, checked at evaluation) and plans it. Macros
-// nested more than [celx.MaxComprehensionNesting] deep are refused before the check,
+// nested more than [celx.MaxComprehensionNesting] deep, and list and map literals more
+// than [celx.MaxLiteralNesting] deep, are refused before the check,
 // whose time is cubic in their depth (seconds for a line of nested maps on a reload).
 func compile(expr string, want *cel.Type) (cel.Program, error) {
 	env, err := celEnv()
@@ -41,6 +42,10 @@ func compile(expr string, want *cel.Type) (cel.Program, error) {
 	if loc, deep := celx.DeepComprehension(ast); deep {
 		return nil, fmt.Errorf("ERROR: <input>:%d:%d: macros (all, exists, map, ...) nest more than %d deep",
 			loc.Line(), loc.Column()+1, celx.MaxComprehensionNesting)
+	}
+	if loc, deep := celx.DeepLiteral(ast); deep {
+		return nil, fmt.Errorf("ERROR: <input>:%d:%d: list and map literals nest more than %d deep",
+			loc.Line(), loc.Column()+1, celx.MaxLiteralNesting)
 	}
 	if ast, iss = env.Check(ast); iss.Err() != nil {
 		return nil, iss.Err()

@@ -259,6 +259,10 @@ func TestParseErrors(t *testing.T) {
 			src:  "rules:\n  - when: '" + strings.Repeat("[1].all(x, ", 9) + "true" + strings.Repeat(")", 9) + "'\n    decision: deny\n",
 			want: "config.yaml:2:11: policy.rules[0].when: ERROR: <input>:1:96: macros (all, exists, map, ...) nest more than 8 deep",
 		},
+		"literals nested too deep": {
+			src:  "rules:\n  - when: 'size(" + strings.Repeat("[", 17) + strings.Repeat("]", 17) + ") > 0'\n    decision: deny\n",
+			want: "config.yaml:2:11: policy.rules[0].when: ERROR: <input>:1:22: list and map literals nest more than 16 deep",
+		},
 		"mode and mode_when": {
 			src:  "tools:\n  shell:\n    mode: parallel\n    mode_when: '\"exclusive\"'\n",
 			want: "config.yaml:2:3: policy.tools.shell: mode and mode_when are mutually exclusive",
