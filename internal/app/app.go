@@ -376,7 +376,7 @@ func (a *App) build(pol *policy.Set) error {
 	}
 	var brokerOpts []broker.Option
 	if authz.Enabled() {
-		brokerOpts = append(brokerOpts, broker.WithScopeGuard(authz.AllowRegister))
+		brokerOpts = append(brokerOpts, broker.WithScopeGuard(registerGuard(authz)))
 	}
 	if a.tracing.Enabled() {
 		brokerOpts = append(brokerOpts, broker.WithTraceContext(a.tracing.TraceContext))

@@ -91,6 +91,21 @@ func admitProvider(authz *auth.Authorizer, places *providerPlaces) func(context.
 	}
 }
 
+// registerGuard is the broker's tenancy check of a provider's register and unregister
+// messages: may the provider register in scope? A malformed scope is left to the
+// registry, which refuses it before anything else (INVALID_ARGUMENT), as the unary
+// RegisterTool answers INVALID_SCOPE whoever sends it: the grants match no malformed
+// scope, so judged by them "tenant-a/.." was PERMISSION_DENIED and "tenant-a/x y"
+// INVALID_ARGUMENT.
+func registerGuard(authz *auth.Authorizer) broker.ScopeGuard {
+	return func(ctx context.Context, scope string) error {
+		if registry.ValidateScope(scope) != nil {
+			return nil
+		}
+		return authz.AllowRegister(ctx, scope)
+	}
+}
+
 // hookService exposes the hook hub as HookService.
 type hookService struct {
 	toolsdv1.UnimplementedHookServiceServer

@@ -24,6 +24,7 @@ import (
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/internal/app"
 	"github.com/toolsd/toolsd/internal/config"
+	"github.com/toolsd/toolsd/internal/textcut"
 	"github.com/toolsd/toolsd/pkg/provider"
 )
 
@@ -327,8 +328,8 @@ func TestSessionOwnerSurvivesRestart(t *testing.T) {
 
 // TestDenialBoundsWhatItEchoes: an agent's megabyte of scope is not copied whole into
 // the status and the log line. It is refused as malformed (INVALID_SCOPE) before the
-// agent's rights in it are looked at, as ExecuteBatch does; the provider stream, which
-// authorizes first, is TestProviderDenialsAreBounded's.
+// agent's rights in it are looked at, as ExecuteBatch does; the provider stream's is
+// TestProviderDenialsAreBounded's.
 func TestDenialBoundsWhatItEchoes(t *testing.T) {
 	e := startTenants(t)
 	agentA := toolsdv1.NewToolServiceClient(dialWith(t, e.app.Addr(), grpc.WithPerRPCCredentials(bearer(tokenAgentA))))
@@ -347,7 +348,8 @@ func TestDenialBoundsWhatItEchoes(t *testing.T) {
 
 // TestProviderDenialsAreBounded: each tool of a registration refused for its scope gets
 // a status naming the scope, but not the provider's whole megabyte of scope again: one
-// message of a thousand names would otherwise make a reply of gigabytes.
+// message of a thousand names would otherwise make a reply of gigabytes. (No valid
+// scope is that long, so it is refused as malformed, whatever the provider's grant.)
 func TestProviderDenialsAreBounded(t *testing.T) {
 	e := startTenants(t)
 	pa, err := connectRaw(t, dialWith(t, e.app.Addr(), grpc.WithPerRPCCredentials(bearer(tokenProviderA))), "provider-a-raw")
@@ -360,8 +362,8 @@ func TestProviderDenialsAreBounded(t *testing.T) {
 		names[i] = fmt.Sprintf("t%d", i)
 	}
 	for i, st := range pa.unregister(t, scope, names...) {
-		if st.GetErrorCode() != "PERMISSION_DENIED" || len(st.GetErrorMessage()) > 4<<10 {
-			t.Fatalf("unregister status %d = %s, %d bytes of message, want PERMISSION_DENIED in at most 4 KiB", i, st.GetErrorCode(), len(st.GetErrorMessage()))
+		if st.GetErrorCode() != "INVALID_ARGUMENT" || len(st.GetErrorMessage()) > 4<<10 {
+			t.Fatalf("unregister status %d = %s, %d bytes of message, want INVALID_ARGUMENT in at most 4 KiB", i, st.GetErrorCode(), len(st.GetErrorMessage()))
 		}
 	}
 }
@@ -471,5 +473,37 @@ func TestExampleProviderRefusedWithAuth(t *testing.T) {
 	_, err = app.New(cfg, app.WithLogger(zaptest.NewLogger(t)), app.WithExampleProvider(filepath.Join(t.TempDir(), "notes.txt")))
 	if err == nil || !strings.Contains(err.Error(), "example provider") {
 		t.Fatalf("app.New(auth on, example provider) = %v, want the example provider refused", err)
+	}
+}
+
+// TestProviderScopesThatAreNoScope: a provider confined to its tenant that registers
+// into, or unregisters from, a malformed scope is told the scope is malformed
+// (INVALID_ARGUMENT for each tool), as the proto documents and as the unary
+// RegisterTool answers (INVALID_SCOPE) whoever sends it; a scope out of its grant is
+// PERMISSION_DENIED. The grants match no malformed scope, so checking them first
+// answered PERMISSION_DENIED for "tenant-a/.." and INVALID_ARGUMENT for
+// "tenant-a/x y", one mistake answered two ways.
+func TestProviderScopesThatAreNoScope(t *testing.T) {
+	e := startTenants(t)
+	conn := dialWith(t, e.app.Addr(), grpc.WithPerRPCCredentials(bearer(tokenProviderA)))
+	pa, err := connectRaw(t, conn, "provider-a-raw")
+	if err != nil {
+		t.Fatalf("Connect() as provider-a = %v", err)
+	}
+	tools := toolsdv1.NewToolServiceClient(conn)
+	for _, scope := range []string{"tenant-a/..", "tenant-a/.", "tenant-a//x", "tenant-a/", "/tenant-a", "..", "tenant-a/x y",
+		"tenant-b/" + strings.Repeat("x", 1<<20)} {
+		short := textcut.Ellipsis(scope, 20)
+		if got := statusCodes(pa.register(t, scope, def("t"))); !slices.Equal(got, []string{"INVALID_ARGUMENT"}) {
+			t.Errorf("provider-a registering into %q = %v, want [INVALID_ARGUMENT]", short, got)
+		}
+		if got := statusCodes(pa.unregister(t, scope, "t")); !slices.Equal(got, []string{"INVALID_ARGUMENT"}) {
+			t.Errorf("provider-a unregistering from %q = %v, want [INVALID_ARGUMENT]", short, got)
+		}
+		_, err := tools.RegisterTool(t.Context(), &toolsdv1.RegisterToolRequest{Scope: scope, ProviderId: pa.id, Tool: def("t")})
+		wantStatus(t, fmt.Sprintf("RegisterTool(%q) as provider-a", short), err, codes.InvalidArgument, "INVALID_SCOPE")
+	}
+	if got := statusCodes(pa.register(t, "tenant-b", def("t"))); !slices.Equal(got, []string{"PERMISSION_DENIED"}) {
+		t.Errorf("provider-a registering into tenant-b = %v, want [PERMISSION_DENIED]", got)
 	}
 }
