@@ -60,6 +60,36 @@ func TestJournalStopsAfterFailedWrite(t *testing.T) {
 	}
 }
 
+// TestJournalFailedWriteIsErrStopped: the change whose own write fails (an append, an
+// owner claim, a deletion) fails with ErrStopped, as every later change does and as
+// bbolt's failing commit does: toolsd answers it UNAVAILABLE (SESSION_STORE_STOPPED).
+// It failed with the bare write error, which toolsd answered INTERNAL.
+func TestJournalFailedWriteIsErrStopped(t *testing.T) {
+	for name, change := range map[string]func(*Journal) error{
+		"append": func(j *Journal) error { _, err := j.Append(t.Context(), "s", msg("lost")); return err },
+		"claim":  func(j *Journal) error { _, err := j.ClaimOwner(t.Context(), "t", Owner{Identity: "a"}); return err },
+		"delete": func(j *Journal) error { _, err := j.Delete(t.Context(), "s", nil, nil); return err },
+	} {
+		t.Run(name, func(t *testing.T) {
+			j, err := OpenJournal(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = j.Close() }() // the close error of the already-closed file
+			if _, err := j.Append(t.Context(), "s", msg("kept")); err != nil {
+				t.Fatal(err)
+			}
+			// A closed descriptor fails the next write as a full disk would.
+			if err := j.f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := change(j); !errors.Is(err, ErrStopped) || !strings.Contains(err.Error(), "write the journal") {
+				t.Errorf("%s whose write failed = %v, want ErrStopped and the write error", name, err)
+			}
+		})
+	}
+}
+
 // checkRunning fails t if s says it stopped.
 func checkRunning(t *testing.T, s Stopper) {
 	t.Helper()

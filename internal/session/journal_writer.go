@@ -224,7 +224,9 @@ func (w *journalWriter) writeGroup(group []byte) error {
 
 // stop makes every later change fail with err, because what the disk holds after a
 // failed write or fdatasync is unknown, and cuts the file back to its last good length
-// when it can so that the failed group does not come back at the next start.
+// when it can so that the failed group does not come back at the next start. It
+// returns err wrapped in [ErrStopped], as the changes after it fail (see usable), for
+// the changes whose write failed: like bbolt's failed commit, they fail as stopped.
 func (j *Journal) stop(err error) error {
 	j.fault.Store(&err)
 	j.stopOnce.Do(func() { close(j.stopped) })
@@ -233,7 +235,7 @@ func (j *Journal) stop(err error) error {
 		_, _ = j.f.Seek(j.size, 0)
 		_ = j.f.Sync()
 	}
-	return err
+	return fmt.Errorf("%w: %w", ErrStopped, err)
 }
 
 func respondAll(reqs []*jrequest, resp jresponse) {
