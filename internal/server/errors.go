@@ -108,10 +108,14 @@ func toStatus(log *zap.Logger, err error) error {
 	if _, ok := status.FromError(err); ok {
 		return err
 	}
-	if errors.Is(err, session.ErrCorrupt) && !errors.Is(err, session.ErrStopped) {
-		// Its text names files and offsets: for the operator's log, not the client. A
-		// store that damage stopped as it committed is stopped for every session, which
-		// its own status says (the store logged the damage once).
+	switch {
+	case errors.Is(err, session.ErrStopped):
+		// Its cause, the failed write's (or the damage a commit met), names the store's
+		// file: the store logged it as it stopped. A store that damage stopped as it
+		// committed is stopped for every session, which its own status says.
+		err = session.ErrStopped
+	case errors.Is(err, session.ErrCorrupt):
+		// Its text names files and offsets: for the operator's log, not the client.
 		log.Error("session log damaged", zap.Error(err))
 		err = errCorruptLog
 	}

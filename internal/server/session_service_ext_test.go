@@ -146,3 +146,47 @@ func TestReadOfAStoppedStoreIsUnavailable(t *testing.T) {
 		t.Fatalf("ReadSession(stopped store) = %v, want Unavailable (SESSION_STORE_STOPPED)", err)
 	}
 }
+
+// pathStoppedStore is a durable store that a failed write stopped: its errors wrap
+// ErrStopped and the write's error, which names the store's file.
+type pathStoppedStore struct{ *session.Memory }
+
+var errStoppedAtPath = fmt.Errorf("%w: session: write the journal: write /var/lib/toolsd/sessions.journal: no space left on device", session.ErrStopped)
+
+func (pathStoppedStore) Read(context.Context, string, uint64, int) ([]session.Event, error) {
+	return nil, errStoppedAtPath
+}
+
+func (pathStoppedStore) Owner(context.Context, string) (session.Owner, bool, error) {
+	return session.Owner{}, false, errStoppedAtPath
+}
+
+// TestStoppedStoreKeepsItsFileToItself: a store stopped by a failed write answers
+// Unavailable (SESSION_STORE_STOPPED) without the write's error, which names the
+// store's file: that is for toolsd's log, which the store wrote as it stopped, not for
+// every client (as a damaged record's text is not: TestReadOfADamagedLogIsDataLoss).
+func TestStoppedStoreKeepsItsFileToItself(t *testing.T) {
+	mem := session.NewMemory()
+	defer func() { _ = mem.Close() }()
+	_, tools := serveTools(t, pathStoppedStore{mem})
+	read := func() error {
+		stream, err := tools.ReadSession(t.Context(), &toolsdv1.ReadSessionRequest{SessionId: "s"})
+		if err == nil {
+			_, err = stream.Recv()
+		}
+		return err
+	}
+	deleteSession := func() error {
+		_, err := tools.DeleteSession(t.Context(), &toolsdv1.DeleteSessionRequest{SessionId: "s"})
+		return err
+	}
+	for name, rpc := range map[string]func() error{"ReadSession": read, "DeleteSession": deleteSession} {
+		err := rpc()
+		if status.Code(err) != codes.Unavailable || reason(err) != "SESSION_STORE_STOPPED" {
+			t.Errorf("%s(stopped store) = %v, want Unavailable (SESSION_STORE_STOPPED)", name, err)
+		}
+		if strings.Contains(err.Error(), "/var/lib") {
+			t.Errorf("%s(stopped store) error %q names the store's file", name, err)
+		}
+	}
+}
