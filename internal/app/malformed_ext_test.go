@@ -113,6 +113,40 @@ func TestRegisterToolRefusalsNameTheField(t *testing.T) {
 	}
 }
 
+// TestRegisterToolBadDefinitionIsBadRequest: every definition field RegisterTool refuses
+// on its own (text not UTF-8, an unknown mode, a negative timeout or max_content_bytes)
+// is INVALID_ARGUMENT, BAD_REQUEST with a BadRequest naming the field: the text when the
+// request is decoded, the rest when the definition is mapped, both before the registry
+// sees it. (The README listed these under a reason of their own, INVALID_DEFINITION,
+// which no RPC sent.)
+func TestRegisterToolBadDefinitionIsBadRequest(t *testing.T) {
+	e := start(t, "")
+	p, _ := runProvider(t, e.app.Addr(), constTool("fine", "ok"))
+	bad := grpc.ForceCodecV2(badTextCodec{})
+	for name, tc := range map[string]struct {
+		def   *toolsdv1.ToolDefinition
+		field string
+	}{
+		"description not UTF-8": {def: &toolsdv1.ToolDefinition{Description: "caf@@BAD@@"}, field: "tool.description"},
+		"title not UTF-8":       {def: &toolsdv1.ToolDefinition{Annotations: &toolsdv1.ToolAnnotations{Title: "T@@BAD@@"}}, field: "tool.annotations.title"},
+		"condition not UTF-8":   {def: &toolsdv1.ToolDefinition{Condition: `"@@BAD@@" == ""`}, field: "tool.condition"},
+		"unknown mode":          {def: &toolsdv1.ToolDefinition{Mode: 7}, field: "tool.mode"},
+		"negative timeout":      {def: &toolsdv1.ToolDefinition{Timeout: durationpb.New(-1)}, field: "tool.timeout"},
+		"negative max_content":  {def: &toolsdv1.ToolDefinition{MaxContentBytes: -1}, field: "tool.max_content_bytes"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			tc.def.Name, tc.def.ParametersJson = "a", `{"type":"object"}`
+			_, err := e.tools.RegisterTool(t.Context(), &toolsdv1.RegisterToolRequest{ProviderId: p.ProviderID(), Tool: tc.def}, bad)
+			if got := fieldViolations(err); status.Code(err) != codes.InvalidArgument || reason(err) != "BAD_REQUEST" || !slices.Equal(got, []string{tc.field}) {
+				t.Errorf("RegisterTool(%s) = %v with field violations %v, want InvalidArgument, BAD_REQUEST naming %s", name, err, got, tc.field)
+			}
+		})
+	}
+	if got := e.schemaNames(t, ""); !slices.Equal(got, []string{"fine"}) {
+		t.Errorf("Schemas() = %v, want only fine", got)
+	}
+}
+
 // TestResolveToolSetSessionIDIsBounded: ResolveToolSet's optional session_id is held to
 // the limit every other RPC holds a session id to, and refused before it reaches the
 // session store; it was read whatever its size.

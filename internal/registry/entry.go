@@ -181,6 +181,10 @@ func newEntry(scope string, def tool.Definition, owner string, o *options) (*Ent
 	return e, nil
 }
 
+// checkDefinition refuses a definition over the size limits or one no provider can
+// mean. Over gRPC only the sizes are judged here: text that is not UTF-8, an unknown
+// mode and a negative timeout or max content are refused (or repaired) before a
+// definition reaches the registry.
 func checkDefinition(def *tool.Definition, lim *Limits) error {
 	t := "tool " + quoteName(def.Name)
 	switch {

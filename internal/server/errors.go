@@ -51,7 +51,6 @@ var errorTable = []struct {
 	{registry.ErrBusy, codes.Aborted, "REGISTRY_BUSY"},
 	{registry.ErrUnknownRestriction, codes.NotFound, "UNKNOWN_RESTRICTION"},
 	{registry.ErrNotQuarantined, codes.NotFound, "NOT_QUARANTINED"},
-	{registry.ErrInvalidDefinition, codes.InvalidArgument, "INVALID_DEFINITION"},
 	{auth.ErrPermissionDenied, codes.PermissionDenied, "PERMISSION_DENIED"},
 	{auth.ErrOwnershipFull, codes.ResourceExhausted, "SESSION_OWNERSHIP_FULL"},
 	{registry.ErrNotOwner, codes.PermissionDenied, "NOT_OWNER"},
