@@ -528,7 +528,7 @@ func (a *App) build(pol *policy.Set) error {
 	toolsdv1.RegisterToolServiceServer(a.grpc, a.srv)
 	ps := providerService{b: a.broker}
 	if authz.Enabled() {
-		ps.admit = admitProvider(authz, &providerPlaces{max: c.Limits.MaxProvidersPerIdentity})
+		ps.admit = admitProvider(authz, &providerPlaces{max: c.Limits.MaxProvidersPerIdentity}, a.broker.ShuttingDown)
 	}
 	toolsdv1.RegisterProviderServiceServer(a.grpc, ps)
 	toolsdv1.RegisterHookServiceServer(a.grpc, hookService{h: a.hub})

@@ -73,14 +73,21 @@ func (p *providerPlaces) give(identity string) {
 	}
 }
 
-// admitProvider is providerService.admit with authorization on.
-func admitProvider(authz *auth.Authorizer, places *providerPlaces) func(context.Context) (func(), error) {
+// admitProvider is providerService.admit with authorization on; shuttingDown is the
+// broker's [broker.Broker.ShuttingDown].
+func admitProvider(authz *auth.Authorizer, places *providerPlaces, shuttingDown func() error) func(context.Context) (func(), error) {
 	return func(ctx context.Context) (func(), error) {
 		if _, err := authz.ScopeFilter(ctx, auth.Register); err != nil {
 			return nil, rpcerr.Error(codes.PermissionDenied, rpcerr.Permission, err.Error())
 		}
 		if authz.Unconfined(ctx, auth.Register) {
 			return func() {}, nil // the operator's providers are bound by max_providers alone
+		}
+		// Shutdown before the place, as the broker checks it before max_providers: a
+		// stream refused for both is told to go elsewhere (SHUTTING_DOWN), not to back
+		// off (LIMIT_EXCEEDED), while the streams that are ending still hold its places.
+		if err := shuttingDown(); err != nil {
+			return nil, err
 		}
 		id, _ := auth.FromContext(ctx)
 		if !places.take(id.Name) {

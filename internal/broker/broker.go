@@ -125,6 +125,17 @@ func (b *Broker) Providers() []ProviderInfo {
 // still in flight fail with PROVIDER_GONE; drain them first for a graceful stop.
 func (b *Broker) Shutdown(reason string) { b.gate.Shutdown(reason) }
 
+// ShuttingDown is the error [Broker.Connect] refuses a new stream with once Shutdown
+// has begun (Unavailable, SHUTTING_DOWN), nil before: a caller that refuses streams
+// for reasons of its own checks it first, so that a stream refused for both is told to
+// go elsewhere rather than to back off.
+func (b *Broker) ShuttingDown() error {
+	if !b.gate.Closing() {
+		return nil
+	}
+	return errShuttingDown()
+}
+
 func (b *Broker) lookup(id string) *conn {
 	b.mu.RLock()
 	c := b.conns[id]

@@ -15,6 +15,11 @@ import (
 	"github.com/toolsd/toolsd/internal/textcut"
 )
 
+// errShuttingDown refuses a stream once [Broker.Shutdown] has begun.
+func errShuttingDown() error {
+	return rpcerr.Error(codes.Unavailable, rpcerr.ShuttingDown, "broker: shutting down")
+}
+
 // maxHelloText bounds the provider name and version a stream keeps and logs.
 const maxHelloText = 128
 
@@ -26,7 +31,7 @@ const maxHelloText = 128
 // Connect returns.
 func (b *Broker) Connect(stream toolsdv1.ProviderService_ConnectServer) error {
 	if !b.gate.Enter() {
-		return rpcerr.Error(codes.Unavailable, rpcerr.ShuttingDown, "broker: shutting down")
+		return errShuttingDown()
 	}
 	defer b.gate.Leave()
 	ctx := stream.Context()
@@ -193,7 +198,7 @@ func (b *Broker) attach(c *conn) error {
 	defer b.mu.Unlock()
 	switch {
 	case b.gate.Closing():
-		return rpcerr.Error(codes.Unavailable, rpcerr.ShuttingDown, "broker: shutting down")
+		return errShuttingDown()
 	case c.isStopped():
 		return rpcerr.Error(codes.Unavailable, rpcerr.StreamClosing, "broker: stream is closing")
 	case len(b.conns) >= b.limits.MaxProviders:
