@@ -346,6 +346,25 @@ func TestDenialBoundsWhatItEchoes(t *testing.T) {
 	}
 }
 
+// TestResolveToolSetModelOverItsLimitWhoeverAsks: a model selection field over its 256
+// bytes is a malformed request (INVALID_ARGUMENT, BAD_REQUEST naming it) whoever sends
+// it, as a malformed scope or session id is and as ExecuteBatch refuses a call id over
+// its limit before the caller's rights; it was checked after them, so an agent asking in
+// another tenant's scope was told PERMISSION_DENIED, and asking again in its own, told
+// of the field only then.
+func TestResolveToolSetModelOverItsLimitWhoeverAsks(t *testing.T) {
+	e := startTenants(t)
+	agentA := toolsdv1.NewToolServiceClient(dialWith(t, e.app.Addr(), grpc.WithPerRPCCredentials(bearer(tokenAgentA))))
+	for _, scope := range []string{"tenant-a", "tenant-b"} {
+		_, err := agentA.ResolveToolSet(t.Context(), &toolsdv1.ResolveToolSetRequest{
+			Scope: scope, Model: &toolsdv1.ModelSelection{Model: strings.Repeat("m", 257)},
+		})
+		if got := fieldViolations(err); status.Code(err) != codes.InvalidArgument || reason(err) != "BAD_REQUEST" || !slices.Equal(got, []string{"model.model"}) {
+			t.Errorf("ResolveToolSet(%q, 257-byte model.model) as agent-a = %v with field violations %v, want InvalidArgument, BAD_REQUEST naming model.model", scope, err, got)
+		}
+	}
+}
+
 // TestProviderDenialsAreBounded: each tool of a registration refused for its scope gets
 // a status naming the scope, but not the provider's whole megabyte of scope again: one
 // message of a thousand names would otherwise make a reply of gigabytes. (No valid

@@ -244,16 +244,13 @@ func (s *Server) ResolveToolSet(ctx context.Context, req *toolsdv1.ResolveToolSe
 			return nil, toStatus(s.log, err)
 		}
 	}
-	if err := s.authz.Authorize(ctx, ActionReadTools, req.GetScope(), req.GetSessionId()); err != nil {
+	// Before the caller's rights too, as ExecuteBatch checks a call id's length.
+	m := req.GetModel()
+	if err := checkModel(m); err != nil {
 		return nil, toStatus(s.log, err)
 	}
-	m := req.GetModel()
-	for _, f := range [...]struct{ name, v string }{
-		{"model.provider", m.GetProvider()}, {"model.model", m.GetModel()}, {"model.reasoning_effort", m.GetReasoningEffort()},
-	} {
-		if len(f.v) > maxModelFieldBytes {
-			return nil, toStatus(s.log, badField(f.name, "is %d bytes, over the limit of %d", len(f.v), maxModelFieldBytes))
-		}
+	if err := s.authz.Authorize(ctx, ActionReadTools, req.GetScope(), req.GetSessionId()); err != nil {
+		return nil, toStatus(s.log, err)
 	}
 	env := registry.ConditionEnv{
 		Owner:     callerName(ctx),
@@ -290,6 +287,18 @@ func (s *Server) ResolveToolSet(ctx context.Context, req *toolsdv1.ResolveToolSe
 	}
 	schemas, fp := ts.Schemas()
 	return &toolsdv1.ResolveToolSetResponse{ToolSetId: ts.ID(), Tools: s.projections.proto(schemas, fp), Fingerprint: fp}, nil
+}
+
+// checkModel holds each field of a step's model selection to maxModelFieldBytes.
+func checkModel(m *toolsdv1.ModelSelection) error {
+	for _, f := range [...]struct{ name, v string }{
+		{"model.provider", m.GetProvider()}, {"model.model", m.GetModel()}, {"model.reasoning_effort", m.GetReasoningEffort()},
+	} {
+		if len(f.v) > maxModelFieldBytes {
+			return badField(f.name, "is %d bytes, over the limit of %d", len(f.v), maxModelFieldBytes)
+		}
+	}
+	return nil
 }
 
 // callerName is the authenticated identity in ctx, "" without one.
