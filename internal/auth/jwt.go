@@ -11,9 +11,11 @@ import (
 	_ "crypto/sha512" // registers SHA-384 and SHA-512 for RS/PS/ES384 and 512
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"math/big"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -278,16 +280,25 @@ func decodeSegment(seg string) (map[string]json.RawMessage, error) {
 	return m, nil
 }
 
-// member decodes the member named exactly name, when present, into v.
+// member decodes the member named exactly name, when present, into v. A member of the
+// wrong JSON type is named with the type it should have, in JSON's terms: the text of
+// encoding/json's error is in Go's ("cannot unmarshal number into Go value of type
+// string"), and reaches the client.
 func member(m map[string]json.RawMessage, name string, v any) error {
 	raw, ok := m[name]
 	if !ok {
 		return nil
 	}
-	if err := json.Unmarshal(raw, v); err != nil {
+	err := json.Unmarshal(raw, v)
+	var typeErr *json.UnmarshalTypeError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &typeErr) && typeErr.Type.Kind() == reflect.String:
+		return fmt.Errorf("%s: not a string", name)
+	default:
 		return fmt.Errorf("%s: %v", name, clip(err.Error()))
 	}
-	return nil
 }
 
 func decodeHeader(seg string) (jwtHeader, error) {
@@ -330,7 +341,7 @@ func (a *audience) UnmarshalJSON(b []byte) error {
 	}
 	var list []string
 	if err := json.Unmarshal(b, &list); err != nil {
-		return fmt.Errorf("aud must be a string or an array of strings")
+		return errors.New("not a string or an array of strings")
 	}
 	*a = list
 	return nil
@@ -353,11 +364,11 @@ const maxNumericDate = 1e11
 
 func (d *numericDate) UnmarshalJSON(b []byte) error {
 	if len(b) == 0 || (b[0] != '-' && (b[0] < '0' || b[0] > '9')) {
-		return fmt.Errorf("time claims must be numbers")
+		return errors.New("not a number")
 	}
 	f, err := strconv.ParseFloat(string(b), 64)
 	if err != nil || math.IsNaN(f) || f < 0 || f > maxNumericDate {
-		return fmt.Errorf("time claim out of range")
+		return errors.New("out of range")
 	}
 	sec, frac := math.Modf(f)
 	d.t = time.Unix(int64(sec), int64(frac*1e9))

@@ -20,6 +20,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/toolsd/toolsd/internal/auth"
 	"github.com/toolsd/toolsd/internal/auth/internal/devpki"
@@ -426,5 +427,32 @@ func TestJWKSWithByteOrderMark(t *testing.T) {
 	file := writeFile(t, "jwks.json", append([]byte("\ufeff"), f.jwks...))
 	if _, _, err := auth.New(auth.Config{JWKSFile: file, Grants: []auth.Grant{{Identity: "a", Role: auth.RoleOperator}}}); err != nil {
 		t.Fatalf("New(jwks with a byte order mark) = %v, want it loaded", err)
+	}
+}
+
+// TestJWTClaimOfTheWrongTypeSaysSo: a claim of the wrong JSON type is named with what it
+// should be, in the UNAUTHENTICATED status a client reads; the status carried
+// encoding/json's text, in Go's terms ("sub: json: cannot unmarshal number into Go value
+// of type string").
+func TestJWTClaimOfTheWrongTypeSaysSo(t *testing.T) {
+	f := newJWTFixture(t)
+	a, _ := mustNew(t, auth.Config{
+		JWKSFile: writeFile(t, "jwks.json", f.jwks), Issuer: "https://issuer.test", Audience: "toolsd",
+		Grants: []auth.Grant{{Identity: "*", Role: auth.RoleAgent, Scopes: []string{"**"}}},
+	}, auth.WithClock(func() time.Time { return jwtNow }))
+	conn := dial(t, startServer(t, a, nil), nil)
+	exp := strconv.FormatInt(jwtNow.Add(time.Hour).Unix(), 10)
+	for want, claims := range map[string]string{
+		"claims: sub: not a string":                        `{"iss":"https://issuer.test","aud":"toolsd","exp":` + exp + `,"sub":5}`,
+		"claims: iss: not a string":                        `{"iss":true,"aud":"toolsd","exp":` + exp + `,"sub":"agent-a"}`,
+		"claims: aud: not a string or an array of strings": `{"iss":"https://issuer.test","aud":[1],"exp":` + exp + `,"sub":"agent-a"}`,
+		"claims: exp: not a number":                        `{"iss":"https://issuer.test","aud":"toolsd","exp":"` + exp + `","sub":"agent-a"}`,
+	} {
+		_, err := callUnary(testContext(t), conn, "Bearer "+signRaw(t, f.ec, "ES256", "ec-1", claims))
+		msg := status.Convert(err).Message()
+		if code, reason := errReason(err); code != codes.Unauthenticated || reason != auth.ReasonInvalidToken ||
+			!strings.HasSuffix(msg, want) || strings.Contains(msg, "Go value") {
+			t.Errorf("call with claims %s = %v, want Unauthenticated (%s) ending %q", claims, err, auth.ReasonInvalidToken, want)
+		}
 	}
 }
