@@ -3,7 +3,9 @@ package provider
 import (
 	"encoding/json"
 	"reflect"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // JSON Schema names properties exactly; encoding/json matches an object key to the
@@ -88,13 +90,17 @@ func (k *keyCheck) find(doc string) []caseOnlyKey {
 // mayHold reports whether doc may hold a key that names one of the (ASCII) names in
 // case only. Such a key folds to the name letter by letter: in ASCII it differs from
 // it in the case of its letters only, and a k or an s may also be the Kelvin sign
-// (U+212A) or the long s (U+017F). Written without escapes (\u, or \/ for a "/" a
-// name may hold), it is the name's quoted text but for the case of its letters.
+// (U+212A) or the long s (U+017F). Written without escapes (a \u escape of one of
+// those or of an ASCII character, or \/ for a "/" a name may hold), it is the name's
+// quoted text but for the case of its letters.
 func (k *keyCheck) mayHold(doc string) bool {
-	for _, s := range []string{`\u`, `\/`, "\u212a", "\u017f"} {
+	for _, s := range []string{`\/`, "\u212a", "\u017f"} {
 		if strings.Contains(doc, s) {
 			return true
 		}
+	}
+	if foldingEscape(doc) {
+		return true
 	}
 	// Every quoted text of a name's length that follows a '"' is compared with each name,
 	// letter case folded, in place: the arguments are neither copied nor lowered.
@@ -109,6 +115,28 @@ func (k *keyCheck) mayHold(doc string) bool {
 			if end < len(doc) && doc[end] == '"' && foldsTo(doc[at:end], name) {
 				return true
 			}
+		}
+		i = at
+	}
+}
+
+// foldingEscape reports whether doc holds a \u escape that may stand for a character
+// of a name: an ASCII one, the Kelvin sign or the long s (or one it cannot read). Text
+// whose other escapes write accented letters or other scripts (as Python's json.dumps
+// writes all non-ASCII text) does not need the walk for them.
+func foldingEscape(doc string) bool {
+	for i := 0; ; {
+		j := strings.Index(doc[i:], `\u`)
+		if j < 0 {
+			return false
+		}
+		at := i + j + 2
+		if at+4 > len(doc) {
+			return true
+		}
+		r, err := strconv.ParseUint(doc[at:at+4], 16, 16)
+		if err != nil || r < utf8.RuneSelf || r == 0x212a || r == 0x017f {
+			return true
 		}
 		i = at
 	}

@@ -26,6 +26,7 @@ func FuzzCaseOnlyKeys(f *testing.F) {
 		`{"items":[{"text":"x","tExt":"y"}],"by_key":{"K":{"KEY":3}}}`, `{"\u0054ext":"b", "any":{"Text":1}}`,
 		`{"text":"a","n":1e400,"TEXT":"b"}`, `{ "key" : 1 , "KEY" : 2 }`, `{"A\/B":"x"}`, `{"A/b":"x","text":"\"TEXT\""}`,
 		`{"iteMſ":[]}`, "{\"\u212aEY\":2}",
+		`{"text":"caf\u00e9 \u4e2d","TEXT":"b"}`, `{"t\u00e9xt":"x","note":"\ud83d\ude00"}`, `{"\u00e9":1,"\u004bEY":2}`,
 	} {
 		f.Add(seed)
 	}
@@ -61,4 +62,25 @@ func FuzzCaseOnlyKeys(f *testing.F) {
 			tt.Errorf("decoding %s (hidden: %s) = text %q key %d, want %q %d", doc, hidden, got.Text, got.Key, want.Text, want.Key)
 		}
 	})
+}
+
+// TestFoldingEscape: only an escape that may write a name's character (ASCII, the Kelvin
+// sign, the long s) or cannot be read sends the arguments to the walk; escaped accents and
+// other scripts, as Python's json.dumps writes them, do not.
+func TestFoldingEscape(t *testing.T) {
+	for doc, want := range map[string]bool{
+		`{"text":"plain"}`:                  false,
+		`{"text":"caf\u00e9 \u4e2d\u6587"}`: false,
+		`{"emoji":"\ud83d\ude00"}`:          false,
+		`{"\u0054EXT":"x"}`:                 true,
+		`{"\u212aey":1}`:                    true,
+		`{"\u017fize":1}`:                   true,
+		`{"x":"\u00e9","\u004b":1}`:         true,
+		`{"x":"\u12"}`:                      true, // cannot be read: the walk decides
+		`{"x":"\\u0041"}`:                   true, // a backslash, then u0041: taken as an escape, which only costs the walk
+	} {
+		if got := foldingEscape(doc); got != want {
+			t.Errorf("foldingEscape(%s) = %v, want %v", doc, got, want)
+		}
+	}
 }
