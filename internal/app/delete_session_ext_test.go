@@ -240,15 +240,7 @@ func TestDeleteSessionKeepsTheNextOwners(t *testing.T) {
 // called get_db_schema). A set whose conditions do not read the history serves on.
 func TestDeleteSessionEndsItsToolSets(t *testing.T) {
 	e := start(t, "")
-	runProvider(t, e.app.Addr(),
-		constTool("get_db_schema", "tables: users"),
-		constTool("query_db", "1 row", provider.WithCondition(`session.succeeded("get_db_schema")`)),
-	)
-	e.mustExecute(t, &toolsdv1.Batch{SessionId: "s", Turn: 1, Step: 1, Calls: []*toolsdv1.ToolCall{call("c1", "get_db_schema", `{}`)}}, batchOptions{})
-	set := e.resolve(t, "s", 2, nil)
-	if got := names(set.GetTools()); !slices.Contains(got, "query_db") {
-		t.Fatalf("tool set after get_db_schema succeeded = %v, want query_db in it", got)
-	}
+	set := e.schemaKnownSet(t, "s")
 	if _, err := e.deleteSession("s"); err != nil {
 		t.Fatalf("DeleteSession(s) = %v", err)
 	}
@@ -287,11 +279,7 @@ func (s *afterSummary) Summary(ctx context.Context, id string) (session.Summary,
 func TestDeleteSessionDuringResolution(t *testing.T) {
 	store := &afterSummary{}
 	e := start(t, "", app.WithSessionStoreWrapper(func(s session.Store) session.Store { store.Store = s; return store }))
-	runProvider(t, e.app.Addr(),
-		constTool("get_db_schema", "tables: users"),
-		constTool("query_db", "1 row", provider.WithCondition(`session.succeeded("get_db_schema")`)),
-	)
-	e.mustExecute(t, &toolsdv1.Batch{SessionId: "s", Turn: 1, Step: 1, Calls: []*toolsdv1.ToolCall{call("c1", "get_db_schema", `{}`)}}, batchOptions{})
+	e.schemaKnown(t, "s")
 	var delErr error
 	store.after = func() { _, delErr = e.deleteSession("s") }
 	set := e.resolve(t, "s", 2, nil)
@@ -336,12 +324,7 @@ func TestDeleteSessionEndsItsToolSetsBeforeTheNextBatch(t *testing.T) {
 			store := &afterDelete{}
 			e := startConfig(t, storeConfig(t, kind, t.TempDir(), ""),
 				app.WithSessionStoreWrapper(func(s session.Store) session.Store { store.Store = s; return store }))
-			runProvider(t, e.app.Addr(),
-				constTool("get_db_schema", "tables: users"),
-				constTool("query_db", "1 row", provider.WithCondition(`session.succeeded("get_db_schema")`)),
-			)
-			e.mustExecute(t, &toolsdv1.Batch{SessionId: "s", Turn: 1, Step: 1, Calls: []*toolsdv1.ToolCall{call("c1", "get_db_schema", `{}`)}}, batchOptions{})
-			set := e.resolve(t, "s", 2, nil)
+			set := e.schemaKnownSet(t, "s")
 			var batchErr error
 			store.after = func() {
 				_, batchErr = e.execute(t, &toolsdv1.Batch{SessionId: "s", Turn: 1, Step: 2, ToolSetId: set.GetToolSetId(),
@@ -368,15 +351,7 @@ func TestRetentionEndsItsSessionsToolSets(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			var store session.Store
 			e := startWrapped(t, kind, "", func(s session.Store) session.Store { store = s; return s })
-			runProvider(t, e.app.Addr(),
-				constTool("get_db_schema", "tables: users"),
-				constTool("query_db", "1 row", provider.WithCondition(`session.succeeded("get_db_schema")`)),
-			)
-			e.mustExecute(t, &toolsdv1.Batch{SessionId: "s", Turn: 1, Step: 1, Calls: []*toolsdv1.ToolCall{call("c1", "get_db_schema", `{}`)}}, batchOptions{})
-			set := e.resolve(t, "s", 2, nil)
-			if got := names(set.GetTools()); !slices.Contains(got, "query_db") {
-				t.Fatalf("tool set after get_db_schema succeeded = %v, want query_db in it", got)
-			}
+			set := e.schemaKnownSet(t, "s")
 			sw := store.(interface{ Sweep(time.Time) (int, error) })
 			if n, err := sw.Sweep(time.Now().Add(10000 * time.Hour)); err != nil || n != 1 {
 				t.Fatalf("Sweep() = %d, %v, want 1 session deleted", n, err)
@@ -392,4 +367,28 @@ func TestRetentionEndsItsSessionsToolSets(t *testing.T) {
 			}
 		})
 	}
+}
+
+// schemaKnown runs a provider of get_db_schema and query_db, which a session is offered
+// only once get_db_schema succeeded in it (its condition reads the session's history),
+// and runs get_db_schema in session (turn 1, step 1).
+func (e *env) schemaKnown(t *testing.T, session string) {
+	t.Helper()
+	runProvider(t, e.app.Addr(),
+		constTool("get_db_schema", "tables: users"),
+		constTool("query_db", "1 row", provider.WithCondition(`session.succeeded("get_db_schema")`)),
+	)
+	e.mustExecute(t, &toolsdv1.Batch{SessionId: session, Turn: 1, Step: 1, Calls: []*toolsdv1.ToolCall{call("c1", "get_db_schema", `{}`)}}, batchOptions{})
+}
+
+// schemaKnownSet is [env.schemaKnown] and the tool set of session's next step, which
+// offers query_db.
+func (e *env) schemaKnownSet(t *testing.T, session string) *toolsdv1.ResolveToolSetResponse {
+	t.Helper()
+	e.schemaKnown(t, session)
+	set := e.resolve(t, session, 2, nil)
+	if got := names(set.GetTools()); !slices.Contains(got, "query_db") {
+		t.Fatalf("tool set after get_db_schema succeeded = %v, want query_db in it", got)
+	}
+	return set
 }

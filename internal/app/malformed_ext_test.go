@@ -744,15 +744,7 @@ func TestProviderResultFieldsThatMeanNothing(t *testing.T) {
 // admitted only where get_db_schema succeeded).
 func TestToolSetOfAnotherSession(t *testing.T) {
 	e := start(t, "")
-	runProvider(t, e.app.Addr(),
-		constTool("get_db_schema", "tables: users"),
-		constTool("query_db", "1 row", provider.WithCondition(`session.succeeded("get_db_schema")`)),
-	)
-	e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-schema-known", Calls: []*toolsdv1.ToolCall{call("c0", "get_db_schema", `{}`)}}, batchOptions{})
-	set := e.resolve(t, "s-schema-known", 1, nil)
-	if !slices.Contains(names(set.GetTools()), "query_db") {
-		t.Fatalf("tool set = %v, want query_db admitted", names(set.GetTools()))
-	}
+	set := e.schemaKnownSet(t, "s-schema-known")
 	_, err := e.execute(t, &toolsdv1.Batch{SessionId: "s-elsewhere", ToolSetId: set.GetToolSetId(), Calls: []*toolsdv1.ToolCall{
 		call("c1", "query_db", `{}`),
 	}}, batchOptions{})
