@@ -244,15 +244,7 @@ func TestDeleteSessionEndsItsToolSets(t *testing.T) {
 	if _, err := e.deleteSession("s"); err != nil {
 		t.Fatalf("DeleteSession(s) = %v", err)
 	}
-	_, err := e.execute(t, &toolsdv1.Batch{SessionId: "s", Turn: 1, Step: 2, ToolSetId: set.GetToolSetId(),
-		Calls: []*toolsdv1.ToolCall{call("c2", "query_db", `{}`)}}, batchOptions{})
-	wantStatus(t, "ExecuteBatch(s) with a set resolved before s was deleted", err, codes.NotFound, "TOOL_SET_GONE")
-	if err != nil && !strings.Contains(err.Error(), "session was deleted") {
-		t.Errorf("ExecuteBatch(s) with a set resolved before s was deleted = %v, want it to say the session was deleted", err)
-	}
-	if evs := e.readSession(t, "s"); len(evs) != 0 {
-		t.Errorf("ReadSession(s) = %d events, want none: nothing ran in the id's next session", len(evs))
-	}
+	e.wantSetOfDeletedSession(t, set, "s was deleted")
 }
 
 // afterSummary is a session store whose Summary, once armed, runs after (once) between
@@ -356,15 +348,7 @@ func TestRetentionEndsItsSessionsToolSets(t *testing.T) {
 			if n, err := sw.Sweep(time.Now().Add(10000 * time.Hour)); err != nil || n != 1 {
 				t.Fatalf("Sweep() = %d, %v, want 1 session deleted", n, err)
 			}
-			_, err := e.execute(t, &toolsdv1.Batch{SessionId: "s", Turn: 1, Step: 2, ToolSetId: set.GetToolSetId(),
-				Calls: []*toolsdv1.ToolCall{call("c2", "query_db", `{}`)}}, batchOptions{})
-			wantStatus(t, "ExecuteBatch(s) with a set resolved before retention deleted s", err, codes.NotFound, "TOOL_SET_GONE")
-			if err != nil && !strings.Contains(err.Error(), "session was deleted") {
-				t.Errorf("ExecuteBatch(s) with a set resolved before retention deleted s = %v, want it to say the session was deleted", err)
-			}
-			if evs := e.readSession(t, "s"); len(evs) != 0 {
-				t.Errorf("ReadSession(s) = %d events, want none: query_db ran in a session that never called get_db_schema", len(evs))
-			}
+			e.wantSetOfDeletedSession(t, set, "retention deleted s")
 		})
 	}
 }
@@ -391,4 +375,21 @@ func (e *env) schemaKnownSet(t *testing.T, session string) *toolsdv1.ResolveTool
 		t.Fatalf("tool set after get_db_schema succeeded = %v, want query_db in it", got)
 	}
 	return set
+}
+
+// wantSetOfDeletedSession checks that a batch of query_db in session "s", naming set
+// (resolved before how says s was deleted), is refused NOT_FOUND (TOOL_SET_GONE) saying
+// the session was deleted, and that nothing ran in the id's next session.
+func (e *env) wantSetOfDeletedSession(t *testing.T, set *toolsdv1.ResolveToolSetResponse, how string) {
+	t.Helper()
+	what := "ExecuteBatch(s) with a set resolved before " + how
+	_, err := e.execute(t, &toolsdv1.Batch{SessionId: "s", Turn: 1, Step: 2, ToolSetId: set.GetToolSetId(),
+		Calls: []*toolsdv1.ToolCall{call("c2", "query_db", `{}`)}}, batchOptions{})
+	wantStatus(t, what, err, codes.NotFound, "TOOL_SET_GONE")
+	if err != nil && !strings.Contains(err.Error(), "session was deleted") {
+		t.Errorf("%s = %v, want it to say the session was deleted", what, err)
+	}
+	if evs := e.readSession(t, "s"); len(evs) != 0 {
+		t.Errorf("ReadSession(s) = %d events, want none: query_db ran in a session that never called get_db_schema", len(evs))
+	}
 }
