@@ -386,17 +386,18 @@ func Parse(data []byte, source string) (*Config, error) { return load(data, sour
 
 func load(data []byte, source string, over []Override) (*Config, error) {
 	var cfg Config
-	if err := decode(defaultsYAML, "defaults.yaml", &cfg); err != nil {
+	if _, err := decode(defaultsYAML, "defaults.yaml", &cfg); err != nil {
 		return nil, err
 	}
-	if err := decode(data, source, &cfg); err != nil {
+	root, err := decode(data, source, &cfg)
+	if err != nil {
 		return nil, err
 	}
 	cfg.Source = source
 	for _, o := range over {
 		o.Set(&cfg)
 	}
-	at := valueNodes(data)
+	at := valueNodes(root)
 	cfg.Limits.followTotals(func(key string) bool { return at[key] != nil || overrides(over, key) })
 	if err := cfg.validateIn(at, over); err != nil {
 		return nil, err
@@ -408,10 +409,9 @@ func load(data []byte, source string, over []Override) (*Config, error) {
 	return &cfg, nil
 }
 
-// valueNodes maps the path of every value data sets, sequence items included, to its
-// node.
-func valueNodes(data []byte) map[string]*yaml.Node {
-	root := tree(data)
+// valueNodes maps the path of every value the file set, sequence items included, to its
+// node (root is the file's [tree]).
+func valueNodes(root *yaml.Node) map[string]*yaml.Node {
 	if root == nil {
 		return nil
 	}
@@ -507,19 +507,22 @@ func joinFieldErrors(errs []*fieldError) error {
 	return errors.Join(out...)
 }
 
-func decode(data []byte, source string, cfg *Config) error {
+// decode decodes data over cfg and checks its values; it returns data's [tree], which
+// the checks read (nil for an empty file).
+func decode(data []byte, source string, cfg *Config) (*yaml.Node, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(cfg); err != nil {
 		if errors.Is(err, errEOF) {
-			return nil
+			return nil, nil
 		}
-		return fmt.Errorf("%w: %w", ErrInvalid, located(data, source, err))
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, located(data, source, err))
 	}
 	if err := oneDocument(dec, source); err != nil {
-		return err
+		return nil, err
 	}
-	return errors.Join(noEmptyValues(data, source), wholeNumbers(data, source))
+	root := tree(data)
+	return root, errors.Join(noEmptyValues(root, source), wholeNumbers(root, source))
 }
 
 // wholeNumbers refuses a fraction written for an integer key: the decoder truncates it,
@@ -528,8 +531,7 @@ func decode(data []byte, source string, cfg *Config) error {
 // reads as octal (outbox_size: 0100 is 64) where a size reads it as decimal (100
 // bytes): 0o100 says octal. Keys of types that parse their own text (sizes, durations)
 // and the policy section, which the policy parser reads, are left to those.
-func wholeNumbers(data []byte, source string) error {
-	root := tree(data)
+func wholeNumbers(root *yaml.Node, source string) error {
 	if root == nil {
 		return nil // Decode accepted it: nothing else to say
 	}
@@ -605,8 +607,7 @@ func oneDocument(dec *yaml.Decoder, source string) error {
 // The decoder leaves such a field as it was, so the setting would silently be the
 // default. The policy section is left to the policy parser, for which an empty
 // section means "allow, no rules".
-func noEmptyValues(data []byte, source string) error {
-	root := tree(data)
+func noEmptyValues(root *yaml.Node, source string) error {
 	if root == nil {
 		return nil // Decode accepted it: nothing else to say
 	}
