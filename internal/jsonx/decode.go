@@ -9,6 +9,9 @@ import (
 // Text is what jsonx parses: a document's bytes or the same text as a string.
 type Text interface{ ~string | ~[]byte }
 
+// input is what the parser reads: a string, or bytes ([Valid] checks them in place).
+type input interface{ string | []byte }
+
 // Decode parses data as exactly one strict JSON value. Objects decode as map[string]any,
 // arrays as []any (never nil), numbers as [json.Number], strings as string, booleans as
 // bool and null as nil. Any rejection is an [*Error].
@@ -44,7 +47,7 @@ var (
 // maxPooledBuffer bounds the buffers a pooled parser keeps between uses.
 const maxPooledBuffer = 64 << 10
 
-func poolOf[T string | []byte]() *sync.Pool {
+func poolOf[T input]() *sync.Pool {
 	var zero T
 	if _, ok := any(zero).(string); ok {
 		return &stringParsers
@@ -52,13 +55,13 @@ func poolOf[T string | []byte]() *sync.Pool {
 	return &byteParsers
 }
 
-func getParser[T string | []byte](build bool) *parser[T] {
+func getParser[T input](build bool) *parser[T] {
 	p := poolOf[T]().Get().(*parser[T])
 	p.build = build
 	return p
 }
 
-func putParser[T string | []byte](p *parser[T]) {
+func putParser[T input](p *parser[T]) {
 	clear(p.keys[:cap(p.keys)]) // drop references into the last input
 	keys, scratch := p.keys[:0], p.scratch[:0]
 	if cap(keys) > maxPooledBuffer/16 {
@@ -73,7 +76,7 @@ func putParser[T string | []byte](p *parser[T]) {
 
 // parser is a recursive-descent parser over a string or bytes; recursion depth is
 // bounded by maxDepth. Decode parses strings only.
-type parser[T string | []byte] struct {
+type parser[T input] struct {
 	data     T
 	pos      int
 	depth    int
@@ -387,7 +390,7 @@ func (p *parser[T]) str(start, end int, escaped bool) string {
 	return p.src[start:end]
 }
 
-func digits[T string | []byte](d T, i int) int {
+func digits[T input](d T, i int) int {
 	for i < len(d) && d[i] >= '0' && d[i] <= '9' {
 		i++
 	}

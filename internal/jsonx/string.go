@@ -119,7 +119,7 @@ func (p *parser[T]) scanEscaped(start, i int) error {
 // unicodeEscape decodes the \uXXXX escape at i (and its low surrogate, if it starts a
 // pair), returning the rune and the bytes consumed. A lone surrogate has no UTF-8 form,
 // so it is rejected as ErrInvalidUTF8 rather than silently replaced.
-func unicodeEscape[T string | []byte](d T, i int) (rune, int, error) {
+func unicodeEscape[T input](d T, i int) (rune, int, error) {
 	hi, err := hex4(d, i+2)
 	if err != nil {
 		return 0, 0, err
@@ -143,7 +143,7 @@ func unicodeEscape[T string | []byte](d T, i int) (rune, int, error) {
 	return 0x10000 + (hi-0xD800)<<10 + (lo - 0xDC00), 12, nil
 }
 
-func hex4[T string | []byte](d T, i int) (rune, error) {
+func hex4[T input](d T, i int) (rune, error) {
 	var r rune
 	for j := i; j < i+4; j++ {
 		if j >= len(d) {
@@ -215,7 +215,7 @@ func special8(x uint64) bool {
 }
 
 // load8 reads d[i:i+8] as a little-endian uint64 (one load once compiled).
-func load8[T string | []byte](d T, i int) uint64 {
+func load8[T input](d T, i int) uint64 {
 	_ = d[i+7]
 	return uint64(d[i]) | uint64(d[i+1])<<8 | uint64(d[i+2])<<16 | uint64(d[i+3])<<24 |
 		uint64(d[i+4])<<32 | uint64(d[i+5])<<40 | uint64(d[i+6])<<48 | uint64(d[i+7])<<56
@@ -223,6 +223,6 @@ func load8[T string | []byte](d T, i int) uint64 {
 
 // decodeRune is [utf8.DecodeRune] of d[i:], for a string or bytes. The conversion of at
 // most [utf8.UTFMax] bytes does not allocate.
-func decodeRune[T string | []byte](d T, i int) (rune, int) {
+func decodeRune[T input](d T, i int) (rune, int) {
 	return utf8.DecodeRuneInString(string(d[i:min(i+utf8.UTFMax, len(d))]))
 }
