@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"cmp"
+
 	"github.com/toolsd/toolsd/internal/glob"
 	"github.com/toolsd/toolsd/internal/registry"
 )
@@ -15,9 +17,11 @@ var (
 // that silently matches nothing fails open. Only calls of tools that resolved in a
 // valid scope reach the rules, so a scope or name the registry refuses never does.
 
-// scopeGlob compiles a rule's scope pattern, refusing one that no scope can match.
+// scopeGlob compiles a rule's scope pattern, refusing one that no scope can match. ""
+// matches every scope, as a lone "*" and "**" do, and as a hook subscription's or a
+// hooks.required entry's "" does.
 func scopeGlob(p string) (glob.Pattern, error) {
-	g, err := glob.Scope(p, 0)
+	g, err := glob.Scope(cmp.Or(p, "**"), 0)
 	if err != nil {
 		return g, err
 	}

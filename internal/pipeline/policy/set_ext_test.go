@@ -477,3 +477,30 @@ func TestConditionNumbersAreExact(t *testing.T) {
 		})
 	}
 }
+
+// TestEmptyScopeMatchesEveryScope: a rule's or guard's scope written "" matches every
+// scope, as the README says ("" and a lone "*" = all, as hook subscriptions and
+// hooks.required read it); it matched the global scope alone, so a deny written with
+// scope "" let every other scope's calls through.
+func TestEmptyScopeMatchesEveryScope(t *testing.T) {
+	s := mustParse(t, `
+rules:
+  - scope: ""
+    tool: shell
+    decision: deny
+    reason: no shell
+guards:
+  - scope: ""
+    tool: rm
+    reason: no rm
+`)
+	guards := s.Guards()
+	for _, scope := range []string{"", "tenant-a", "tenant-a/bot/x"} {
+		if v := s.PreExecute(t.Context(), exec(scope, "shell", `{}`), nil); v.Decision != pipeline.Deny {
+			t.Errorf("PreExecute(scope %q, shell) = %+v, want deny", scope, v)
+		}
+		if v := guards[0].Guard(t.Context(), exec(scope, "rm", `{}`), nil); v.Decision != pipeline.Deny {
+			t.Errorf("Guard(scope %q, rm) = %+v, want deny", scope, v)
+		}
+	}
+}
