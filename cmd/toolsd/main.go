@@ -92,6 +92,7 @@ func run(args []string) error {
 		return err
 	}
 	defer closeLog()
+	logOTel(log)
 	applyRuntime(cfg.Runtime, log)
 
 	// SIGHUP stays caught until run returns: were it released when shutdown begins, a
