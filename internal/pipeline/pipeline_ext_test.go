@@ -3,6 +3,7 @@ package pipeline_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -222,6 +223,58 @@ func TestModeChangedBeforeTheCallStarts(t *testing.T) {
 			}))
 			e := newExec("write", `{}`)
 			p.Mode(t.Context(), e)
+			r := p.Run(t.Context(), e)
+			wantSent := 1
+			if tc.wantCode != "" {
+				wantSent = 0
+			}
+			if r.Code() != tc.wantCode || disp.count() != wantSent {
+				t.Errorf("Run() = code %q (%+v), dispatched %d times; want %q, dispatched %d times", r.Code(), r.Err, disp.count(), tc.wantCode, wantSent)
+			}
+		})
+	}
+}
+
+// TestModeChangedWhilePolicyDecides: a call scheduled as parallel from its definition's
+// mode is not run when its tool is registered again as exclusive while the call's
+// pre-execute participants decide (a remote hook may take up to limits.hook_timeout):
+// it would run beside the batch's other calls, as it would had the registration come
+// before its policy. A tool registered again still parallel runs as scheduled.
+func TestModeChangedWhilePolicyDecides(t *testing.T) {
+	parallel, exclusive := newTool("write"), newTool("write")
+	parallel.hash, exclusive.hash = "h-parallel", "h-exclusive"
+	exclusive.def.Mode = tool.ModeExclusive
+	again := newTool("write")
+	again.hash = "h-again"
+	tests := map[string]struct {
+		registered pipeline.Tool // what the hook's wait leaves registered
+		wantCode   tool.Code
+	}{
+		"registered again as exclusive": {registered: exclusive, wantCode: tool.CodeAbortedBeforeDispatch},
+		"registered again as parallel":  {registered: again, wantCode: ""},
+		"unchanged":                     {registered: parallel, wantCode: ""},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var mu sync.Mutex
+			current := pipeline.Tool(parallel)
+			res := &resolver{fn: func(int, *tool.Call) (pipeline.Tool, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				return current, nil
+			}}
+			hook := pipeline.PreExecuteFunc("slow-hook", func(context.Context, *tool.Exec, pipeline.Tool) pipeline.Verdict {
+				mu.Lock()
+				current = tc.registered // the provider registers the tool again meanwhile
+				mu.Unlock()
+				return pipeline.Verdict{Decision: pipeline.Allow}
+			})
+			disp := returning(tool.Result{Content: "written"})
+			p := pipeline.New(res, disp, pipeline.WithPreExecute(hook))
+			e := newExec("write", `{}`)
+			if m := p.Mode(t.Context(), e); m != tool.ModeParallel {
+				t.Fatalf("Mode() = %v, want parallel", m)
+			}
 			r := p.Run(t.Context(), e)
 			wantSent := 1
 			if tc.wantCode != "" {

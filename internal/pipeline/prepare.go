@@ -277,8 +277,11 @@ func (s *snapshot) guardDenied(e *tool.Exec, v Verdict, name string) tool.Result
 
 // gate refuses to dispatch a call whose context already ended, or (see regate) whose
 // tool set ended while its policy, approval or guards ran, or whose tool was restricted
-// away or changed while it waited for approval. A call that named no tool set and was
-// not asked about is not resolved again: nothing it waited for takes a person's time.
+// away or changed while it waited for approval, or was registered again as exclusive
+// while the call, scheduled as parallel from its definition, waited for its policy (a
+// remote hook may take seconds). A call that named no tool set, was not asked about and
+// was not scheduled as parallel from its definition is not resolved again: nothing it
+// waited for takes a person's time, and no other call of its batch runs beside it.
 // A call resolved again goes to the tool as resolved now (*t): its provider may have
 // reconnected meanwhile with the same definition.
 func (s *snapshot) gate(ctx context.Context, e *tool.Exec, t *Tool, r *tool.Result) bool {
@@ -286,7 +289,7 @@ func (s *snapshot) gate(ctx context.Context, e *tool.Exec, t *Tool, r *tool.Resu
 		*r = failure(e, tool.CodeAbortedBeforeDispatch, msgCancelledBefore, "")
 		return false
 	}
-	if e.ToolSetID == "" && stateOf(ctx).verdict.Decision != Ask {
+	if e.ToolSetID == "" && stateOf(ctx).verdict.Decision != Ask && e.DefinitionMode != tool.ModeParallel {
 		return true
 	}
 	return s.regate(ctx, e, t, r)
@@ -294,10 +297,12 @@ func (s *snapshot) gate(ctx context.Context, e *tool.Exec, t *Tool, r *tool.Resu
 
 // regate resolves the tool again for a call that may have waited: one of a tool set
 // that ended (released, or invalidated by a restriction or replacement) since the call
-// resolved it, and one that waited for approval (a person may take minutes) while its
-// tool was restricted away or registered again with another definition, do not start.
-// Either way the call gets ABORTED_BEFORE_DISPATCH. An asked call whose tool is gone
-// because its provider left goes on to dispatch, which finds the provider not connected.
+// resolved it, one that waited for approval (a person may take minutes) while its
+// tool was restricted away or registered again with another definition, and one
+// scheduled as parallel from its definition whose tool was registered again as
+// exclusive, do not start. Either way the call gets ABORTED_BEFORE_DISPATCH. An asked
+// call whose tool is gone because its provider left goes on to dispatch, which finds
+// the provider not connected.
 //
 //go:noinline
 func (s *snapshot) regate(ctx context.Context, e *tool.Exec, t *Tool, r *tool.Result) bool {
@@ -308,6 +313,10 @@ func (s *snapshot) regate(ctx context.Context, e *tool.Exec, t *Tool, r *tool.Re
 	}
 	st := stateOf(ctx)
 	if st.verdict.Decision != Ask {
+		if err == nil && nt != nil && e.DefinitionMode == tool.ModeParallel && nt.Definition().Mode == tool.ModeExclusive {
+			*r = s.turnedExclusive(e)
+			return false
+		}
 		if err == nil && nt != nil && nt.Hash() == (*t).Hash() {
 			*t, st.tool = nt, nt
 		}
