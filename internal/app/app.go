@@ -655,8 +655,9 @@ func (a *App) Procs() *procs.Controller { return a.procs }
 // reads, so what a start would refuse is refused now and the running policy stays: a
 // tool's max_result_bytes is checked against the running limits.max_result_bytes and
 // the file's, the auth section (its grants, token and key files, TLS files) as a
-// start builds it, refused under the bundled example provider as at a start, and the
-// pin file a start would read. Each
+// start builds it, refused under the bundled example provider as at a start, the pin
+// file a start would read, and the tracing exporter and resource a start would build
+// from the OTEL_* variables when the file turns tracing on. Each
 // reload counts in toolsd_config_reloads_total{result} and sets
 // toolsd_config_last_reload_successful (and, when it succeeds, its timestamp).
 func (a *App) Reload(cfg *config.Config) error {
@@ -694,6 +695,9 @@ func (a *App) reload(cfg *config.Config) error {
 		if _, err := readPins(path); err != nil { // a start with cfg reads them
 			return err
 		}
+	}
+	if err := observe.CheckTracing(context.Background(), cfg.Tracing.Enabled, a.tracingOpts...); err != nil {
+		return fmt.Errorf("app: tracing.enabled: %w", err) // a start with cfg turns it on
 	}
 	a.pipe.SetPolicy(pol)
 	return nil

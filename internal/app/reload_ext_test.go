@@ -231,3 +231,41 @@ func sample(t *testing.T, body, name string) float64 {
 	t.Fatalf("/metrics has no %s:\n%s", name, body)
 	return 0
 }
+
+// TestReloadRefusesTracingAStartWouldRefuse: a reload that turns tracing.enabled on is
+// refused when the OTEL_* variables toolsd runs with name an exporter or describe a
+// resource that the next start, which builds them, would refuse; the running policy
+// stays. With variables a start accepts, the same file reloads.
+func TestReloadRefusesTracingAStartWouldRefuse(t *testing.T) {
+	deny := "policy:\n  rules:\n    - {tool: echo, decision: deny, reason: no echo today}\n"
+	e := start(t, deny)
+	runProvider(t, e.app.Addr(), exampletools.Tools(filepath.Join(t.TempDir(), "notes.txt"))...)
+	traced, err := config.Parse([]byte(baseConfig+"tracing: {enabled: true}\n"), "tracing.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, env := range map[string][2]string{
+		"unknown exporter":     {"OTEL_TRACES_EXPORTER", "bogus"},
+		"malformed attributes": {"OTEL_RESOURCE_ATTRIBUTES", "team=tools,orphan"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv("OTEL_TRACES_EXPORTER", "none")
+			t.Setenv(env[0], env[1])
+			if _, err := app.New(traced); err == nil {
+				t.Fatalf("app.New(tracing on, %s=%s) = nil, want the start refused", env[0], env[1])
+			}
+			if err := e.app.Reload(traced); err == nil || !strings.Contains(err.Error(), "tracing.enabled") {
+				t.Errorf("Reload(tracing on, %s=%s) = %v, want it refused naming tracing.enabled", env[0], env[1], err)
+			}
+			out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-tracing-" + strings.ReplaceAll(name, " ", "-"),
+				Calls: []*toolsdv1.ToolCall{call("c1", "echo", `{"text":"x"}`)}}, batchOptions{})
+			if got := resultCodes(out.results); !slices.Equal(got, []string{"DENIED"}) {
+				t.Errorf("echo after the refused reload: %v, want [DENIED] (the running policy)", got)
+			}
+		})
+	}
+	t.Setenv("OTEL_TRACES_EXPORTER", "none")
+	if err := e.app.Reload(traced); err != nil {
+		t.Errorf("Reload(tracing on, OTEL_TRACES_EXPORTER=none) = %v, want nil", err)
+	}
+}

@@ -64,6 +64,43 @@ func WithSpanProcessor(sp sdktrace.SpanProcessor) TracingOption {
 	return func(o *tracingOptions) { o.processor = sp }
 }
 
+// CheckTracing reports what [SetupTracing] would refuse of enabled tracing, with opts,
+// without turning it on: the exporter the OTEL_* variables name (built and shut down
+// again) and the resource they describe. A config reload, which leaves tracing as it
+// started, refuses with it a file that the next start would refuse.
+func CheckTracing(ctx context.Context, enabled bool, opts ...TracingOption) error {
+	if !enabled {
+		return nil
+	}
+	var o tracingOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.exporter == nil {
+		exp, err := autoexport.NewSpanExporter(ctx)
+		if err != nil {
+			return fmt.Errorf("observe: trace exporter: %w", err)
+		}
+		_ = exp.Shutdown(ctx)
+	}
+	_, err := tracingResource(ctx)
+	return err
+}
+
+// tracingResource describes toolsd's spans: its service name, the OTEL_* variables'
+// attributes over it, and the SDK's.
+func tracingResource(ctx context.Context) (*resource.Resource, error) {
+	res, err := resource.New(ctx,
+		resource.WithAttributes(attribute.String("service.name", serviceName)),
+		resource.WithFromEnv(),
+		resource.WithTelemetrySDK(),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("observe: trace resource: %w", err)
+	}
+	return res, nil
+}
+
 // SetupTracing turns tracing on when enabled (config tracing.enabled) and returns it;
 // off, it returns a Tracing whose StatsHandler and TracerProvider are nil. Call
 // [Tracing.Shutdown] when the process stops, to flush buffered spans.
@@ -82,13 +119,9 @@ func SetupTracing(ctx context.Context, enabled bool, opts ...TracingOption) (*Tr
 			return nil, fmt.Errorf("observe: trace exporter: %w", err)
 		}
 	}
-	res, err := resource.New(ctx,
-		resource.WithAttributes(attribute.String("service.name", serviceName)),
-		resource.WithFromEnv(),
-		resource.WithTelemetrySDK(),
-	)
+	res, err := tracingResource(ctx)
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("observe: trace resource: %w", err), exp.Shutdown(ctx))
+		return nil, errors.Join(err, exp.Shutdown(ctx))
 	}
 	tpOpts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
 	if autoexport.IsNoneSpanExporter(exp) {
