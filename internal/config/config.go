@@ -860,8 +860,9 @@ func keyPaths(n *yaml.Node) []keyPath {
 
 // samePort reports whether two listen addresses ask for one port: the same nonzero port
 // on the same host, or on any host when either is every interface's (port 0, or none,
-// picks a free port for each). Ports are compared as net.Listen reads them, so that
-// "050151" or a service name is the port it names.
+// picks a free port for each). Ports and hosts are compared as net.Listen reads them, so
+// that "050151" or a service name is the port it names and "localhost" the address it
+// binds.
 func samePort(a, b string) bool {
 	ha, pa, errA := net.SplitHostPort(a)
 	hb, pb, errB := net.SplitHostPort(b)
@@ -874,7 +875,23 @@ func samePort(a, b string) bool {
 		return false
 	}
 	everywhere := func(h string) bool { return h == "" || h == "0.0.0.0" || h == "::" }
+	ha, hb = listenHost(ha), listenHost(hb)
 	return ha == hb || everywhere(ha) || everywhere(hb)
+}
+
+// listenHost is host as net.Listen binds it: "localhost" is the address it resolves
+// to (the first IPv4 one, which net.Listen takes; the hosts file answers it), an IP
+// address in its usual form, another name as written.
+func listenHost(host string) string {
+	if strings.EqualFold(host, "localhost") {
+		if a, err := net.ResolveTCPAddr("tcp", net.JoinHostPort(host, "0")); err == nil {
+			return a.IP.String()
+		}
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.String()
+	}
+	return host
 }
 
 // Validate checks values the YAML types cannot.

@@ -3,6 +3,7 @@ package config_test
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -273,6 +274,23 @@ func TestListenAndAdminListenDiffer(t *testing.T) {
 	} {
 		accepted(t, text)
 	}
+}
+
+// TestListenAndAdminListenOnLocalhost: "localhost" is the address net.Listen binds for
+// it, so an admin_listen naming it with listen's port on that address is refused at
+// load, as the same address written twice is; it was taken for another host, and the
+// start failed at the admin listener saying that another process listened there.
+func TestListenAndAdminListenOnLocalhost(t *testing.T) {
+	l, err := net.Listen("tcp", "localhost:0")
+	if err != nil {
+		t.Skipf("no localhost here: %v", err)
+	}
+	ip := l.Addr().(*net.TCPAddr).IP
+	_ = l.Close()
+	at := net.JoinHostPort(ip.String(), "50151")
+	refused(t, "listen: \""+at+"\"\nadmin_listen: localhost:50151\n", "is listen's port")
+	refused(t, "listen: LocalHost:50151\nadmin_listen: \""+at+"\"\n", "is listen's port")
+	accepted(t, "listen: localhost:50151\nadmin_listen: localhost:9151\n")
 }
 
 // TestListenPortRefusedAtLoad: a port net.Listen cannot bind (out of range, not a
