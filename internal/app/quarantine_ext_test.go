@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -144,5 +145,32 @@ func TestQuarantineStaysInItsTenant(t *testing.T) {
 	}
 	if _, err := operator.tools.ApproveQuarantined(t.Context(), req); err != nil {
 		t.Errorf("ApproveQuarantined(tenant-b) as the operator of every scope = %v", err)
+	}
+}
+
+// TestApproveQuarantinedHashInCapitals: an approval naming the listed hash in capital
+// hex approves that definition, as a pin file's capitals pin it: it is the same
+// SHA-256, and the definition did not change.
+func TestApproveQuarantinedHashInCapitals(t *testing.T) {
+	e := start(t, "registry: {pinning: quarantine}\n")
+	first := helloHand(t, e.conn, "first")
+	if st := registerHand(t, first, "", pinnedDef("v1")); st.GetErrorCode() != "" {
+		t.Fatalf("first registration = %v, want accepted", st)
+	}
+	if err := first.stream.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the first provider's tool to go", func() bool { return !slices.Contains(e.schemaNames(t, ""), "pinned") })
+	second := helloHand(t, e.conn, "second")
+	st := registerHand(t, second, "", pinnedDef("v2"))
+	if !st.GetQuarantined() {
+		t.Fatalf("changed registration = %v, want quarantined", st)
+	}
+	upper := strings.ToUpper(st.GetContentHash())
+	if _, err := e.tools.ApproveQuarantined(t.Context(), &toolsdv1.ApproveQuarantinedRequest{Name: "pinned", ContentHash: upper}); err != nil {
+		t.Fatalf("ApproveQuarantined(%s) = %v, want nil", upper, err)
+	}
+	if !slices.Contains(e.schemaNames(t, ""), "pinned") {
+		t.Error("the approved tool is not visible in Schemas")
 	}
 }

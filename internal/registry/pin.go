@@ -251,7 +251,8 @@ func (r *Registry) IsQuarantined(e *Entry) bool {
 // ApproveQuarantined makes the quarantined registration of name in scope visible and
 // pins its hash in place of the old one. hash, when not empty, must be the quarantined
 // definition's: an operator approves the definition it reviewed, not one registered
-// since ([ErrPinMismatch]).
+// since ([ErrPinMismatch]). Its hex may be written in capitals: it names the same
+// SHA-256, as a pin file's does.
 func (r *Registry) ApproveQuarantined(scope, name, hash string) error {
 	if err := ValidateScope(scope); err != nil {
 		return err
@@ -266,7 +267,7 @@ func (r *Registry) ApproveQuarantined(scope, name, hash string) error {
 		r.mu.Unlock()
 		return fmt.Errorf("%w: tool %s in scope %s", ErrNotQuarantined, quoteName(name), quoteName(scope))
 	}
-	if hash != "" && hash != e.hash {
+	if hash != "" && strings.ToLower(hash) != e.hash {
 		r.mu.Unlock()
 		return fmt.Errorf("%w: the quarantined tool %s in scope %s has hash %s, not %s",
 			ErrPinMismatch, quoteName(name), quoteName(scope), e.hash, quoteName(hash))
