@@ -264,3 +264,16 @@ func manyKeysValue(n int) map[string]any {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// TestDescribe: Describe words a rejection without the package prefix, for messages
+// whose reader never heard of jsonx; other errors read as they are.
+func TestDescribe(t *testing.T) {
+	_, err := jsonx.Decode(`{"a":1,"a":2}`, jsonx.Limits{})
+	if got, want := jsonx.Describe(err), `duplicate key "a" at offset 7`; got != want {
+		t.Errorf("Describe(%v) = %q, want %q", err, got, want)
+	}
+	other := errors.New("something else")
+	if got := jsonx.Describe(other); got != other.Error() {
+		t.Errorf("Describe(%v) = %q, want it as it reads", other, got)
+	}
+}

@@ -41,6 +41,17 @@ func (e *Error) Error() string {
 // Unwrap returns the sentinel, so errors.Is(err, ErrDuplicateKey) works.
 func (e *Error) Unwrap() error { return e.Err }
 
+// Describe words err for whoever sent the input: an [*Error]'s reason and offset
+// without the package prefix (`duplicate key "a" at offset 12`), which names toolsd's
+// parser rather than anything the sender wrote; any other error as it reads.
+func Describe(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Reason + " at offset " + strconv.FormatInt(e.Offset, 10)
+	}
+	return err.Error()
+}
+
 func newError(sentinel error, off int, reason string) *Error {
 	return &Error{Offset: int64(off), Reason: reason, Err: sentinel}
 }

@@ -70,10 +70,10 @@ func compileSchema(name string, raw []byte, kind schemaKind, requireObject bool,
 	doc, err := jsonx.Decode(raw, jsonx.Limits{MaxBytes: maxBytes, MaxDepth: depth})
 	if errors.Is(err, jsonx.ErrTooDeep) {
 		return nil, fmt.Errorf("%w: %s nests deeper than %d levels (twice the depth of the documents it validates plus one, at least %d): %w",
-			ErrLimit, where, depth, jsonx.DefaultMaxDepth, err)
+			ErrLimit, where, depth, jsonx.DefaultMaxDepth, &jsonError{err: err})
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrInvalidSchema, where, err)
+		return nil, fmt.Errorf("%w: %s: malformed JSON: %w", ErrInvalidSchema, where, &jsonError{err: err})
 	}
 	size := measureDoc(doc, MaxSchemaObjects+1, MaxSchemaPointerBytes+1)
 	if size.objects > MaxSchemaObjects {
@@ -130,6 +130,14 @@ func compileSchema(name string, raw []byte, kind schemaKind, requireObject bool,
 	}
 	return sch, nil
 }
+
+// jsonError is a schema the JSON parser refused, worded by [jsonx.Describe]: its
+// reason and offset without the parser's package name, which the provider reading the
+// refusal never wrote. It unwraps to the parser's error, so its sentinel still matches.
+type jsonError struct{ err error }
+
+func (e *jsonError) Error() string { return jsonx.Describe(e.err) }
+func (e *jsonError) Unwrap() error { return e.err }
 
 // schemaLimits bound a schema (maxBytes) and the documents it validates (maxDepth,
 // the deepest nesting the document's parser accepts).

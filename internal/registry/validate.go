@@ -101,11 +101,7 @@ func (e *Entry) ValidateOutput(value []byte) error {
 func validate[T jsonx.Text](sch *schema, raw T, lim jsonx.Limits, what string) error {
 	v, err := jsonx.Decode(raw, lim)
 	if err != nil {
-		msg := "malformed JSON: " + err.Error()
-		var je *jsonx.Error
-		if errors.As(err, &je) {
-			msg = "malformed JSON: " + je.Reason + " at offset " + strconv.FormatInt(je.Offset, 10)
-		}
+		msg := "malformed JSON: " + jsonx.Describe(err)
 		return &ValidationError{Message: msg, Violations: []Violation{{Message: msg}}, what: what, cause: err}
 	}
 	if sch.priceFirst {

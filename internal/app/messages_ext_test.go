@@ -1,0 +1,78 @@
+package app_test
+
+import (
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+)
+
+// internalPrefixes are toolsd's Go packages whose names a message must not carry past
+// its first word: a message names its field, tool or value in the caller's terms.
+var internalPrefixes = []string{"jsonx: ", "broker: ", "registry: ", "hook: ", "server: ", "scheduler: ", "session: ", "pipeline: ", "proto: "}
+
+// checkWording fails unless msg is want, and reports an internal package named past the
+// message's start (a repeated prefix, or another package's) either way.
+func checkWording(t *testing.T, what, msg, want string) {
+	t.Helper()
+	if msg != want {
+		t.Errorf("%s message = %q, want %q", what, msg, want)
+	}
+	for _, p := range internalPrefixes {
+		if i := strings.Index(msg, p); i > 0 {
+			t.Errorf("%s message = %q names %q past its start", what, msg, p)
+		}
+	}
+}
+
+// TestSchemaNotJSONSaysMalformedJSON: a parameters or output schema that is not JSON is
+// refused, on RegisterTool and on a provider's stream, with the words a call's malformed
+// arguments get ("malformed JSON: ... at offset N"); the message carried the JSON
+// parser's package name ("parameters: jsonx: invalid character ...").
+func TestSchemaNotJSONSaysMalformedJSON(t *testing.T) {
+	e := start(t, "")
+	p, _ := runProvider(t, e.app.Addr(), constTool("fine", "ok"))
+	for name, tc := range map[string]struct {
+		def  *toolsdv1.ToolDefinition
+		want string
+	}{
+		"parameters": {
+			def:  &toolsdv1.ToolDefinition{Name: "t1", ParametersJson: `no`},
+			want: `registry: invalid schema: tool "t1" parameters: malformed JSON: invalid character 'o' in literal null at offset 1`,
+		},
+		"duplicate key": {
+			def:  &toolsdv1.ToolDefinition{Name: "t1", ParametersJson: `{"type":"object","type":"object"}`},
+			want: `registry: invalid schema: tool "t1" parameters: malformed JSON: duplicate key "type" at offset 17`,
+		},
+		"output schema": {
+			def:  &toolsdv1.ToolDefinition{Name: "t1", ParametersJson: `{"type":"object"}`, OutputSchemaJson: `{`},
+			want: `registry: invalid schema: tool "t1" output schema: malformed JSON: unexpected end of input looking for beginning of object key string at offset 1`,
+		},
+		"too deep": {
+			def: &toolsdv1.ToolDefinition{Name: "t1", ParametersJson: strings.Repeat("[", 130)},
+			want: `registry: limit exceeded: tool "t1" parameters nests deeper than 129 levels (twice the depth of the documents it validates plus one, at least 64): ` +
+				`nesting deeper than 129 at offset 129`,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := e.tools.RegisterTool(t.Context(), &toolsdv1.RegisterToolRequest{ProviderId: p.ProviderID(), Tool: tc.def})
+			if c := status.Code(err); c != codes.InvalidArgument && c != codes.ResourceExhausted {
+				t.Errorf("RegisterTool() = %v, want InvalidArgument or ResourceExhausted", err)
+			}
+			checkWording(t, "RegisterTool()", status.Convert(err).Message(), tc.want)
+
+			hp := helloHand(t, e.conn, "raw")
+			hp.send(t, &toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Register{
+				Register: &toolsdv1.RegisterTools{Ref: 1, Tools: []*toolsdv1.ToolDefinition{tc.def}},
+			}})
+			sts := hp.recv(t).GetRegisterResult().GetTools()
+			if len(sts) != 1 {
+				t.Fatalf("register result = %v, want one status", sts)
+			}
+			checkWording(t, "register result", sts[0].GetErrorMessage(), tc.want)
+		})
+	}
+}
