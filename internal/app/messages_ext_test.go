@@ -22,7 +22,7 @@ func checkWording(t *testing.T, what, msg, want string) {
 		t.Errorf("%s message = %q, want %q", what, msg, want)
 	}
 	for _, p := range internalPrefixes {
-		if i := strings.Index(msg, p); i > 0 {
+		if len(msg) > 0 && strings.Contains(msg[1:], p) {
 			t.Errorf("%s message = %q names %q past its start", what, msg, p)
 		}
 	}
@@ -73,6 +73,40 @@ func TestSchemaNotJSONSaysMalformedJSON(t *testing.T) {
 				t.Fatalf("register result = %v, want one status", sts)
 			}
 			checkWording(t, "register result", sts[0].GetErrorMessage(), tc.want)
+		})
+	}
+}
+
+// TestRestrictionOfAnInvalidNameNamesTheRegistryOnce: a Restrict whose allow or deny
+// list holds a name no tool may have is refused (INVALID_TOOL_NAME, as before) with
+// the restriction's refusal naming the list and the name once; the name's own refusal
+// was wrapped whole, so the message read "registry:" twice ("deny list: registry:
+// invalid tool name ...").
+func TestRestrictionOfAnInvalidNameNamesTheRegistryOnce(t *testing.T) {
+	e := start(t, "")
+	for name, tc := range map[string]struct {
+		req  *toolsdv1.RestrictRequest
+		want string
+	}{
+		"deny": {
+			req:  &toolsdv1.RestrictRequest{Scope: "a", Deny: []string{"x y"}},
+			want: `registry: invalid restriction: scope "a": deny list: invalid tool name "x y": invalid character ' ' (allowed: A-Z a-z 0-9 _ - . /)`,
+		},
+		"allow": {
+			req:  &toolsdv1.RestrictRequest{Scope: "a", Allow: []string{"ok", "a[*"}},
+			want: `registry: invalid restriction: scope "a": allow list: invalid tool name "a[*": invalid character '[' (allowed: A-Z a-z 0-9 _ - . /)`,
+		},
+		"empty": {
+			req:  &toolsdv1.RestrictRequest{Scope: "a", Deny: []string{""}},
+			want: `registry: invalid restriction: scope "a": deny list: invalid tool name: empty name`,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := e.tools.Restrict(t.Context(), tc.req)
+			if status.Code(err) != codes.InvalidArgument || reason(err) != "INVALID_TOOL_NAME" {
+				t.Errorf("Restrict() = %v, want InvalidArgument, reason INVALID_TOOL_NAME", err)
+			}
+			checkWording(t, "Restrict()", status.Convert(err).Message(), tc.want)
 		})
 	}
 }

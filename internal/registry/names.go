@@ -60,13 +60,22 @@ func scopeError(scope, why string) error {
 
 // ValidateName checks a tool name against MCP's rule ^[A-Za-z0-9_\-./]{1,64}$.
 func ValidateName(name string) error {
-	if name == "" {
-		return fmt.Errorf("%w: empty name", ErrInvalidName)
-	}
-	if why := tool.NameProblem(name); why != "" {
-		return fmt.Errorf("%w %s: %s", ErrInvalidName, quoteName(name), why)
+	if p := nameProblem(name); p != "" {
+		return fmt.Errorf("%w%s", ErrInvalidName, p)
 	}
 	return nil
+}
+
+// nameProblem is what [ValidateName] says after "invalid tool name" (`: empty name`,
+// ` "x y": invalid character ...`), or "" for a valid name.
+func nameProblem(name string) string {
+	if name == "" {
+		return ": empty name"
+	}
+	if why := tool.NameProblem(name); why != "" {
+		return " " + quoteName(name) + ": " + why
+	}
+	return ""
 }
 
 // parentScope returns the parent of a non-global scope.

@@ -90,6 +90,14 @@ func (r *Registry) Restrict(scope string, allow, deny []string) (id string, err 
 	return m.id, nil
 }
 
+// listNameError is a restriction list holding a name no tool may have. It matches
+// [ErrInvalidName] as well as [ErrInvalidRestriction], and its text names the registry
+// once: wrapping [ValidateName]'s error whole read "list: registry: invalid tool name".
+type listNameError struct{ msg string }
+
+func (e *listNameError) Error() string   { return e.msg }
+func (e *listNameError) Unwrap() []error { return []error{ErrInvalidRestriction, ErrInvalidName} }
+
 // nameSet validates a restriction list and returns it as a set (nil when empty) and as
 // a sorted, deduplicated list.
 func nameSet(scope, which string, names []string) (map[string]struct{}, []string, error) {
@@ -106,8 +114,8 @@ func nameSet(scope, which string, names []string) (map[string]struct{}, []string
 			return nil, nil, fmt.Errorf("%w: scope %s: %s list names the reserved %q transport; restrict the tools it reaches instead",
 				ErrInvalidRestriction, quoteName(scope), which, ReservedRunCode)
 		}
-		if err := ValidateName(name); err != nil {
-			return nil, nil, fmt.Errorf("%w: scope %s: %s list: %w", ErrInvalidRestriction, quoteName(scope), which, err)
+		if p := nameProblem(name); p != "" {
+			return nil, nil, &listNameError{msg: fmt.Sprintf("%v: scope %s: %s list: invalid tool name%s", ErrInvalidRestriction, quoteName(scope), which, p)}
 		}
 		set[name] = struct{}{}
 	}
