@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 )
@@ -107,6 +108,73 @@ func TestRestrictionOfAnInvalidNameNamesTheRegistryOnce(t *testing.T) {
 				t.Errorf("Restrict() = %v, want InvalidArgument, reason INVALID_TOOL_NAME", err)
 			}
 			checkWording(t, "Restrict()", status.Convert(err).Message(), tc.want)
+		})
+	}
+}
+
+// TestDefinitionRefusalsSayWhatToChange: a definition refused for its mode, timeout or
+// max_content_bytes says so in the ToolDefinition's terms, on RegisterTool (after the
+// field, tool.mode: ...) and in a provider's register result: the values allowed, and
+// what is wrong with a timeout that is no duration. The message named toolsd's broker
+// package after the field ("tool.mode: broker: tool ..."), and an invalid timeout
+// repeated protobuf's own error, the message in its text format ("proto: duration
+// (seconds:1 nanos:-1) has ...").
+func TestDefinitionRefusalsSayWhatToChange(t *testing.T) {
+	e := start(t, "")
+	p, _ := runProvider(t, e.app.Addr(), constTool("fine", "ok"))
+	for name, tc := range map[string]struct {
+		def   *toolsdv1.ToolDefinition
+		field string
+		want  string
+	}{
+		"mode": {
+			def:   &toolsdv1.ToolDefinition{Mode: 7},
+			field: "tool.mode",
+			want:  `tool "a": mode 7 is not an ExecutionMode (EXECUTION_MODE_UNSPECIFIED, EXECUTION_MODE_PARALLEL or EXECUTION_MODE_EXCLUSIVE)`,
+		},
+		"negative timeout": {
+			def:   &toolsdv1.ToolDefinition{Timeout: durationpb.New(-1)},
+			field: "tool.timeout",
+			want:  `tool "a": timeout -1ns is negative`,
+		},
+		"timeout signs": {
+			def:   &toolsdv1.ToolDefinition{Timeout: &durationpb.Duration{Seconds: 1, Nanos: -1}},
+			field: "tool.timeout",
+			want:  `tool "a": timeout is not a valid duration: seconds 1 and nanos -1 have different signs`,
+		},
+		"timeout nanos": {
+			def:   &toolsdv1.ToolDefinition{Timeout: &durationpb.Duration{Nanos: 2e9}},
+			field: "tool.timeout",
+			want:  `tool "a": timeout is not a valid duration: nanos 2000000000 is not within ±999999999`,
+		},
+		"timeout seconds": {
+			def:   &toolsdv1.ToolDefinition{Timeout: &durationpb.Duration{Seconds: 1 << 40}},
+			field: "tool.timeout",
+			want:  `tool "a": timeout is not a valid duration: seconds 1099511627776 is not within ±315576000000 (10000 years)`,
+		},
+		"max_content_bytes": {
+			def:   &toolsdv1.ToolDefinition{MaxContentBytes: -1},
+			field: "tool.max_content_bytes",
+			want:  `tool "a": max_content_bytes -1 is negative`,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			tc.def.Name, tc.def.ParametersJson = "a", `{"type":"object"}`
+			_, err := e.tools.RegisterTool(t.Context(), &toolsdv1.RegisterToolRequest{ProviderId: p.ProviderID(), Tool: tc.def})
+			if status.Code(err) != codes.InvalidArgument || reason(err) != "BAD_REQUEST" {
+				t.Errorf("RegisterTool() = %v, want InvalidArgument, reason BAD_REQUEST", err)
+			}
+			checkWording(t, "RegisterTool()", status.Convert(err).Message(), tc.field+": "+tc.want)
+
+			hp := helloHand(t, e.conn, "raw")
+			hp.send(t, &toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Register{
+				Register: &toolsdv1.RegisterTools{Ref: 1, Tools: []*toolsdv1.ToolDefinition{tc.def}},
+			}})
+			sts := hp.recv(t).GetRegisterResult().GetTools()
+			if len(sts) != 1 || sts[0].GetErrorCode() != "INVALID_ARGUMENT" {
+				t.Fatalf("register result = %v, want one INVALID_ARGUMENT status", sts)
+			}
+			checkWording(t, "register result", sts[0].GetErrorMessage(), tc.want)
 		})
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"math"
 	"strconv"
 
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/internal/textcut"
 	"github.com/toolsd/toolsd/internal/tool"
@@ -47,20 +49,21 @@ func DefinitionFromProto(d *toolsdv1.ToolDefinition) (tool.Definition, error) {
 	if !ok {
 		// Run as unspecified, a newer client's mode (say, one stricter than exclusive)
 		// would be scheduled in parallel.
-		return def, definitionError("mode", "broker: tool %s: mode %d is not an ExecutionMode", quoteName(def.Name), int32(d.GetMode()))
+		return def, definitionError("mode", "tool %s: mode %d is not an ExecutionMode (EXECUTION_MODE_UNSPECIFIED, EXECUTION_MODE_PARALLEL or EXECUTION_MODE_EXCLUSIVE)",
+			quoteName(def.Name), int32(d.GetMode()))
 	}
 	def.Mode = mode
 	if t := d.GetTimeout(); t != nil {
-		if err := t.CheckValid(); err != nil {
-			return def, definitionError("timeout", "broker: tool %s: invalid timeout: %w", quoteName(def.Name), err)
+		if why := durationProblem(t); why != "" {
+			return def, definitionError("timeout", "tool %s: timeout is not a valid duration: %s", quoteName(def.Name), why)
 		}
 		if def.Timeout = t.AsDuration(); def.Timeout < 0 {
-			return def, definitionError("timeout", "broker: tool %s: timeout %s is negative", quoteName(def.Name), def.Timeout)
+			return def, definitionError("timeout", "tool %s: timeout %s is negative", quoteName(def.Name), def.Timeout)
 		}
 	}
 	switch n := d.GetMaxContentBytes(); {
 	case n < 0:
-		return def, definitionError("max_content_bytes", "broker: tool %s: max_content_bytes %d is negative", quoteName(def.Name), n)
+		return def, definitionError("max_content_bytes", "tool %s: max_content_bytes %d is negative", quoteName(def.Name), n)
 	case n > math.MaxInt:
 		def.MaxContentBytes = math.MaxInt
 	default:
@@ -76,6 +79,28 @@ func DefinitionFromProto(d *toolsdv1.ToolDefinition) (tool.Definition, error) {
 		}
 	}
 	return def, nil
+}
+
+// maxDurationSeconds bounds a google.protobuf.Duration's seconds: 10,000 years.
+const maxDurationSeconds = 315_576_000_000
+
+// durationProblem says what makes d no valid google.protobuf.Duration, in its fields'
+// terms, or "" when it is valid. It checks what d.CheckValid checks; that error quotes d
+// in protobuf's text format ("proto: duration (seconds:1 nanos:-1) has ...").
+func durationProblem(d *durationpb.Duration) string {
+	if d.CheckValid() == nil {
+		return ""
+	}
+	s, n := d.GetSeconds(), d.GetNanos()
+	switch {
+	case s < -maxDurationSeconds || s > maxDurationSeconds:
+		return fmt.Sprintf("seconds %d is not within ±%d (10000 years)", s, int64(maxDurationSeconds))
+	case n <= -1e9 || n >= 1e9:
+		return fmt.Sprintf("nanos %d is not within ±999999999", n)
+	case s > 0 && n < 0 || s < 0 && n > 0:
+		return fmt.Sprintf("seconds %d and nanos %d have different signs", s, n)
+	}
+	return fmt.Sprintf("seconds %d, nanos %d", s, n)
 }
 
 // quoteName quotes a tool name for an error, cut at maxQuotedName bytes.
