@@ -178,3 +178,24 @@ func TestDefinitionRefusalsSayWhatToChange(t *testing.T) {
 		})
 	}
 }
+
+// TestHookFailureReasonsNameTheHookOnce: a call a policy hook could not decide is
+// denied (POLICY_UNAVAILABLE) with a reason naming the hook once, by its name: the
+// reason read `hook "policy": required hook not connected`, the hook's error
+// carrying toolsd's package name after the hook's own.
+func TestHookFailureReasonsNameTheHookOnce(t *testing.T) {
+	e := start(t, "hooks:\n  required:\n    - {name: policy, stage: pre_execute, tool: echo}\n")
+	runProvider(t, e.app.Addr(), echoTool())
+	reasonOf := func(session string) string {
+		t.Helper()
+		out := e.mustExecute(t, &toolsdv1.Batch{SessionId: session, Calls: []*toolsdv1.ToolCall{call("c1", "echo", `{"text":"hi"}`)}}, batchOptions{})
+		if got := resultCodes(out.results); len(got) != 1 || got[0] != "POLICY_UNAVAILABLE" {
+			t.Fatalf("codes = %v, want [POLICY_UNAVAILABLE]", got)
+		}
+		return out.results[0].GetError().GetReason()
+	}
+	checkWording(t, "reason without the hook", reasonOf("s-absent"), `hook "policy": required hook not connected`)
+	connectPolicyHook(t, e.app.Addr(), false, toolsdv1.HookVerdict_HOOK_VERDICT_BLOCK)
+	checkWording(t, "reason of a verdict out of place", reasonOf("s-protocol"),
+		`hook "policy": protocol error: verdict HOOK_VERDICT_BLOCK is not valid before execution`)
+}

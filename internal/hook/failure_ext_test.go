@@ -25,12 +25,12 @@ func TestDeadline(t *testing.T) {
 	}{
 		"pre-execute fails closed": {
 			stage:   pre,
-			want:    failure(tool.CodePolicyUnavailable, "call denied: a policy hook is unavailable", `hook "slow": hook: no decision before the deadline`),
+			want:    failure(tool.CodePolicyUnavailable, "call denied: a policy hook is unavailable", `hook "slow": no decision before the deadline`),
 			counter: "failure:slow:pre_execute:false",
 		},
 		"post-execute fails closed": {
 			stage:   post,
-			want:    failure(tool.CodePolicyUnavailable, "result withheld: a policy hook is unavailable", `hook "slow": hook: no decision before the deadline`),
+			want:    failure(tool.CodePolicyUnavailable, "result withheld: a policy hook is unavailable", `hook "slow": no decision before the deadline`),
 			counter: "failure:slow:post_execute:false",
 		},
 		"pre-execute fail-open abstains": {
@@ -89,7 +89,7 @@ func TestKilledHook(t *testing.T) {
 			if got.Code() != tc.want {
 				t.Errorf("Run() = %+v, want code %q", got, tc.want)
 			}
-			if tc.want != "" && got.Err.Reason != `hook "doomed": hook: stream closed` {
+			if tc.want != "" && got.Err.Reason != `hook "doomed": stream closed` {
 				t.Errorf("Run() reason = %q", got.Err.Reason)
 			}
 			if n := len(e.hub.Hooks()); n != 0 {

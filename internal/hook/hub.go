@@ -3,7 +3,9 @@ package hook
 import (
 	"cmp"
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +25,13 @@ var (
 	errGone       = errors.New("hook: stream closed")
 	errOverloaded = errors.New("hook: request queue full (the hook stopped reading)")
 )
+
+// failureReason is the error's reason for a call or result the hook named hook could
+// not judge, for err: `hook "policy": no decision before the deadline`. The package's
+// errors begin with its name, for toolsd's log; here the hook's name says whose it is.
+func failureReason(hook string, err error) string {
+	return fmt.Sprintf("hook %q: %s", hook, strings.TrimPrefix(err.Error(), "hook: "))
+}
 
 // Info describes one connected hook.
 type Info struct {

@@ -219,7 +219,7 @@ func unavailablePost(hook string, err error) pipeline.PostVerdict {
 	return pipeline.PostVerdict{
 		Action:     pipeline.Block,
 		Reason:     msgResultUnavailable,
-		UserReason: fmt.Sprintf("hook %q: %v", hook, err),
+		UserReason: failureReason(hook, err),
 		Code:       tool.CodePolicyUnavailable,
 	}
 }

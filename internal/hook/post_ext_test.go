@@ -106,7 +106,7 @@ func TestPostExecute(t *testing.T) {
 		"pre-execute verdict is a protocol error": {
 			hooks: []postHook{{name: "a", answer: always(verdict(toolsdv1.HookVerdict_HOOK_VERDICT_ALLOW, ""))}},
 			want: blocked(tool.CodePolicyUnavailable, "result withheld: a policy hook is unavailable",
-				`hook "a": hook: protocol error: verdict HOOK_VERDICT_ALLOW is not valid after execution`),
+				`hook "a": protocol error: verdict HOOK_VERDICT_ALLOW is not valid after execution`),
 		},
 	}
 	for name, tc := range tests {
@@ -394,7 +394,7 @@ func TestPostExecuteChainGoneHookNotReplaced(t *testing.T) {
 	case <-time.After(waitTimeout):
 		t.Fatal("call still waiting")
 	}
-	if got.Code() != tool.CodePolicyUnavailable || got.Err.Reason != `hook "second": hook: stream closed` {
+	if got.Code() != tool.CodePolicyUnavailable || got.Err.Reason != `hook "second": stream closed` {
 		t.Errorf("Run() = %+v, want %s from hook second's closed stream", got, tool.CodePolicyUnavailable)
 	}
 	select {
@@ -415,7 +415,7 @@ func TestPostExecuteChainGoneHookTakenOnlyByItsIdentity(t *testing.T) {
 		reason string   // "" for a result that went through the new stream
 	}{
 		{"its own identity", nil, ""},
-		{"a tenant's identity", []string{"tenant", "b"}, `hook "second": hook: stream closed`},
+		{"a tenant's identity", []string{"tenant", "b"}, `hook "second": stream closed`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, hook.WithScopeFilter(tenantsFilter))

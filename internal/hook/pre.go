@@ -144,7 +144,7 @@ func unavailablePre(hook string, err error) pipeline.Verdict {
 	return pipeline.Verdict{
 		Decision:   pipeline.Deny,
 		Reason:     msgPolicyUnavailable,
-		UserReason: fmt.Sprintf("hook %q: %v", hook, err),
+		UserReason: failureReason(hook, err),
 		Code:       tool.CodePolicyUnavailable,
 	}
 }

@@ -50,14 +50,14 @@ func TestPreExecuteVerdicts(t *testing.T) {
 		"post-execute verdict is a protocol error": {
 			decision: verdict(toolsdv1.HookVerdict_HOOK_VERDICT_REPLACE, ""),
 			want: pipeline.Verdict{Decision: pipeline.Deny, Reason: "call denied: a policy hook is unavailable",
-				UserReason: `hook "policy-x": hook: protocol error: verdict HOOK_VERDICT_REPLACE is not valid before execution`,
+				UserReason: `hook "policy-x": protocol error: verdict HOOK_VERDICT_REPLACE is not valid before execution`,
 				Code:       tool.CodePolicyUnavailable},
 			failures: 1,
 		},
 		"unknown verdict is a protocol error": {
 			decision: verdict(toolsdv1.HookVerdict(42), ""),
 			want: pipeline.Verdict{Decision: pipeline.Deny, Reason: "call denied: a policy hook is unavailable",
-				UserReason: `hook "policy-x": hook: protocol error: verdict 42 is not valid before execution`,
+				UserReason: `hook "policy-x": protocol error: verdict 42 is not valid before execution`,
 				Code:       tool.CodePolicyUnavailable},
 			failures: 1,
 		},

@@ -30,11 +30,11 @@ func TestRequiredHook(t *testing.T) {
 	}{
 		"pre-execute": {
 			stage: pre,
-			want:  failure(tool.CodePolicyUnavailable, "call denied: a policy hook is unavailable", `hook "policy": hook: required hook not connected`),
+			want:  failure(tool.CodePolicyUnavailable, "call denied: a policy hook is unavailable", `hook "policy": required hook not connected`),
 		},
 		"post-execute": {
 			stage: post,
-			want:  failure(tool.CodePolicyUnavailable, "result withheld: a policy hook is unavailable", `hook "policy": hook: required hook not connected`),
+			want:  failure(tool.CodePolicyUnavailable, "result withheld: a policy hook is unavailable", `hook "policy": required hook not connected`),
 		},
 	}
 	for name, tc := range tests {
@@ -140,21 +140,21 @@ func TestRequiredHookFailsClosed(t *testing.T) {
 	}{
 		"pre-execute timeout": {
 			stage: pre, answer: silent, timeout: 50 * time.Millisecond,
-			want: failure(tool.CodePolicyUnavailable, "call denied: a policy hook is unavailable", `hook "policy": hook: no decision before the deadline`),
+			want: failure(tool.CodePolicyUnavailable, "call denied: a policy hook is unavailable", `hook "policy": no decision before the deadline`),
 		},
 		"post-execute timeout": {
 			stage: post, answer: silent, timeout: 50 * time.Millisecond,
-			want: failure(tool.CodePolicyUnavailable, "result withheld: a policy hook is unavailable", `hook "policy": hook: no decision before the deadline`),
+			want: failure(tool.CodePolicyUnavailable, "result withheld: a policy hook is unavailable", `hook "policy": no decision before the deadline`),
 		},
 		"pre-execute invalid verdict": {
 			stage: pre, answer: invalid, timeout: time.Minute,
 			want: failure(tool.CodePolicyUnavailable, "call denied: a policy hook is unavailable",
-				`hook "policy": hook: protocol error: verdict HOOK_VERDICT_BLOCK is not valid before execution`),
+				`hook "policy": protocol error: verdict HOOK_VERDICT_BLOCK is not valid before execution`),
 		},
 		"post-execute invalid verdict": {
 			stage: post, answer: invalid, timeout: time.Minute,
 			want: failure(tool.CodePolicyUnavailable, "result withheld: a policy hook is unavailable",
-				`hook "policy": hook: protocol error: verdict HOOK_VERDICT_ALLOW is not valid after execution`),
+				`hook "policy": protocol error: verdict HOOK_VERDICT_ALLOW is not valid after execution`),
 		},
 	}
 	for name, tc := range tests {
@@ -192,7 +192,7 @@ func TestRequiredHookFailsClosedOnDrop(t *testing.T) {
 			hello := helloFor("policy", sub(stage, "", "", 0))
 			hello.FailOpen = true
 			got, _ := e.runAndDrop(t, hello)
-			if got.Code() != tool.CodePolicyUnavailable || got.Err.Reason != `hook "policy": hook: stream closed` {
+			if got.Code() != tool.CodePolicyUnavailable || got.Err.Reason != `hook "policy": stream closed` {
 				t.Errorf("Run() = %+v, want POLICY_UNAVAILABLE for the dropped stream", got)
 			}
 			e.obs.waitFor(t, "failure:policy:"+stageName(stage)+":false", func(n int) bool { return n == 1 })
