@@ -199,3 +199,35 @@ func TestHookFailureReasonsNameTheHookOnce(t *testing.T) {
 	checkWording(t, "reason of a verdict out of place", reasonOf("s-protocol"),
 		`hook "policy": protocol error: verdict HOOK_VERDICT_BLOCK is not valid before execution`)
 }
+
+// TestResultNotJSONSaysWhereInTheUsersTerms: a provider's result whose value or
+// metadata is not strict JSON becomes INVALID_RESULT saying what is wrong and where,
+// without the name of toolsd's JSON parser: the message, which the model reads,
+// was "result value is not valid JSON: jsonx: duplicate key ...".
+func TestResultNotJSONSaysWhereInTheUsersTerms(t *testing.T) {
+	e := start(t, "")
+	p := connectHand(t, e, "raw")
+	p.serve(func(ex *toolsdv1.ExecuteRequest) []*toolsdv1.ProviderServiceConnectRequest {
+		r := &toolsdv1.ExecuteResult{RequestId: ex.GetRequestId()}
+		switch ex.GetCallId() {
+		case "value":
+			r.ValueJson = []byte(`{"a":1,"a":2}`)
+		case "meta":
+			r.Content, r.MetaJson = []byte("fine"), []byte(`{"n":nope}`)
+		}
+		return []*toolsdv1.ProviderServiceConnectRequest{result(r)}
+	})
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-raw", Calls: []*toolsdv1.ToolCall{
+		call("value", "raw", `{}`), call("meta", "raw", `{}`),
+	}}, batchOptions{})
+	want := []string{
+		`result value is not valid JSON: duplicate key "a" at offset 7`,
+		`result metadata is not valid JSON: invalid character 'o' in literal null at offset 6`,
+	}
+	for i, r := range out.results {
+		if r.GetError().GetCode() != "INVALID_RESULT" {
+			t.Errorf("result %s = %v, want INVALID_RESULT", r.GetCallId(), r.GetError())
+		}
+		checkWording(t, "result "+r.GetCallId(), r.GetError().GetMessage(), want[i])
+	}
+}

@@ -132,13 +132,13 @@ func failureFor(code tool.Code, msg, reason string) tool.Result {
 	return r
 }
 
-// jsonErr is jsonx's verdict on doc, which normalization reports verbatim.
+// jsonErr is jsonx's verdict on doc as normalization reports it (jsonx.Describe).
 func jsonErr(doc string) string {
 	err := jsonx.Valid([]byte(doc), jsonx.Limits{})
 	if err == nil {
 		panic("jsonErr: document is valid: " + doc)
 	}
-	return err.Error()
+	return jsonx.Describe(err)
 }
 
 func withContexts(r tool.Result, cs ...string) tool.Result {

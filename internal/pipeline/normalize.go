@@ -48,7 +48,7 @@ func checkSuccess(e *tool.Exec, t Tool, r tool.Result) (tool.Result, bool) {
 	}
 	if len(r.Value) > 0 {
 		if err := strictJSON(r.Value); err != nil {
-			return invalid("result value is not valid JSON: " + err.Error())
+			return invalid("result value is not valid JSON: " + jsonx.Describe(err))
 		}
 		if err := t.ValidateOutput(r.Value); err != nil {
 			return invalid("result value does not match the output schema: " + err.Error())
@@ -56,7 +56,7 @@ func checkSuccess(e *tool.Exec, t Tool, r tool.Result) (tool.Result, bool) {
 	}
 	if len(r.Meta) > 0 {
 		if err := strictJSON(r.Meta); err != nil {
-			return invalid("result metadata is not valid JSON: " + err.Error())
+			return invalid("result metadata is not valid JSON: " + jsonx.Describe(err))
 		}
 	}
 	return r, true
