@@ -271,7 +271,7 @@ func decodeSegment(seg string) (map[string]json.RawMessage, error) {
 		return nil, fmt.Errorf("not base64url")
 	}
 	if err := jsonx.Valid(raw, jsonx.Limits{MaxBytes: maxTokenBytes}); err != nil {
-		return nil, fmt.Errorf("not strict JSON: %v", clip(err.Error()))
+		return nil, fmt.Errorf("not strict JSON: %s", clip(jsonx.Describe(err)))
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil || m == nil {

@@ -456,3 +456,23 @@ func TestJWTClaimOfTheWrongTypeSaysSo(t *testing.T) {
 		}
 	}
 }
+
+// TestJWTNotStrictJSONSaysWhere: a token whose claims are not strict JSON is refused
+// saying what is wrong and where, without the name of toolsd's JSON parser; the
+// UNAUTHENTICATED status read "claims: not strict JSON: jsonx: duplicate key ...".
+func TestJWTNotStrictJSONSaysWhere(t *testing.T) {
+	f := newJWTFixture(t)
+	a, _ := mustNew(t, auth.Config{
+		JWKSFile: writeFile(t, "jwks.json", f.jwks), Issuer: "https://issuer.test", Audience: "toolsd",
+		Grants: []auth.Grant{{Identity: "*", Role: auth.RoleAgent, Scopes: []string{"**"}}},
+	}, auth.WithClock(func() time.Time { return jwtNow }))
+	conn := dial(t, startServer(t, a, nil), nil)
+	exp := strconv.FormatInt(jwtNow.Add(time.Hour).Unix(), 10)
+	claims := `{"iss":"https://issuer.test","aud":"toolsd","exp":` + exp + `,"sub":"agent-a","sub":"operator"}`
+	_, err := callUnary(testContext(t), conn, "Bearer "+signRaw(t, f.ec, "ES256", "ec-1", claims))
+	msg := status.Convert(err).Message()
+	want := `claims: not strict JSON: duplicate key "sub" at offset ` + strconv.Itoa(strings.LastIndex(claims, `"sub"`))
+	if code, reason := errReason(err); code != codes.Unauthenticated || reason != auth.ReasonInvalidToken || !strings.HasSuffix(msg, want) || strings.Contains(msg, "jsonx") {
+		t.Errorf("call with claims %s = %v, want Unauthenticated (%s) ending %q", claims, err, auth.ReasonInvalidToken, want)
+	}
+}
