@@ -33,9 +33,10 @@ const DefaultCompactBytes = 64 << 20
 const maxRecordBytes = 512 << 20
 
 // maxTornBytes bounds the damaged tail Open will cut off as a torn last write (a group
-// write is at most maxBatchBytes plus one record); a larger one is reported as
+// write is its header, then records that collect stopped taking once they held
+// maxBatchBytes, the last of them at most maxRecordBytes); a larger one is reported as
 // corruption.
-const maxTornBytes = maxBatchBytes + maxRecordBytes
+const maxTornBytes = groupHeadLen + maxBatchBytes + maxRecordBytes
 
 // Journal is a durable [Store] whose every change is first written to an append-only
 // file, the journal, which Open reads back. Sessions live in memory as [Memory] keeps
@@ -536,6 +537,9 @@ func (j *Journal) ClaimOwner(ctx context.Context, sessionID string, o Owner) (Ow
 	}
 	if err := validateSessionID(sessionID); err != nil {
 		return Owner{}, err
+	}
+	if size := ownerRecordSize(sessionID, o); size > maxRecordBytes {
+		return Owner{}, fmt.Errorf("%w: the owner needs up to %d bytes, the journal's limit for one record is %d", ErrTooLarge, size, maxRecordBytes)
 	}
 	if got, ok, err := j.mem.Owner(ctx, sessionID); err != nil || ok {
 		return got, err

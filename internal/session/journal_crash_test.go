@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -536,4 +537,50 @@ func journalOfTen(t *testing.T, dir string, keep int) (*Journal, []Option, chan 
 		}
 	}
 	return j, opts, done
+}
+
+// The writer stops taking requests into a group once their records hold maxBatchBytes,
+// owner claims counted with appends: else a burst of claims queued behind a commit
+// went into one group of any size, beyond what Open reads as one group or cuts off as
+// a torn write.
+func TestJournalGroupCountsOwnerClaims(t *testing.T) {
+	dir := t.TempDir()
+	g := newGate()
+	j, err := OpenJournal(dir, WithObserver(g))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = j.Append(t.Context(), "first", msg("m")) }()
+	<-g.entered // the writer is inside the first commit; the claims queue behind it
+	const claims = 40
+	identity := strings.Repeat("i", 1<<20)
+	errs := make(chan error, claims)
+	for i := range claims {
+		go func() {
+			_, err := j.ClaimOwner(t.Context(), fmt.Sprintf("s%d", i), Owner{Identity: identity})
+			errs <- err
+		}()
+	}
+	waitFor(t, "the claims to queue", func() bool { return len(j.queue) == claims })
+	close(g.release)
+	for range claims {
+		if err := <-errs; err != nil {
+			t.Fatalf("ClaimOwner() = %v", err)
+		}
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(j.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	record := len(appendOwnerRecord(nil, "s10", Owner{Identity: identity}, time.Now()))
+	for off := journalHeadLen; off < len(b); {
+		n := int(binary.BigEndian.Uint32(b[off:]))
+		if max := groupHeadLen - recHeaderLen + maxBatchBytes + record; n > max {
+			t.Errorf("group at %d holds %d bytes, want at most %d (maxBatchBytes and one more claim)", off, n, max)
+		}
+		off += recHeaderLen + n
+	}
 }

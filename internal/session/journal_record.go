@@ -169,6 +169,11 @@ func appendOwnerRecord(dst []byte, sessionID string, o Owner, claimed time.Time)
 	return dst
 }
 
+// ownerRecordSize is an upper bound of the size of an owner record.
+func ownerRecordSize(sessionID string, o Owner) int {
+	return recHeaderLen + 1 + 3*binary.MaxVarintLen64 + len(sessionID) + len(o.Identity) + len(o.Scope) + 1 + 8
+}
+
 // appendDeleteRecord appends a sealed delete record to dst.
 func appendDeleteRecord(dst []byte, sessionID string) []byte {
 	dst, start := beginRecord(dst, recKindDelete, sessionID)

@@ -26,6 +26,15 @@ type jrequest struct {
 	done      chan jresponse
 }
 
+// size is what r adds to a group, as collect counts it toward maxBatchBytes: an
+// append's record, or at most a claim's. A deletion is written in groups of its own.
+func (r *jrequest) size() int {
+	if r.kind == recKindOwner {
+		return ownerRecordSize(r.sessionID, r.owner)
+	}
+	return len(r.rec.buf)
+}
+
 type jresponse struct {
 	owner   Owner
 	removed int
@@ -62,7 +71,7 @@ func (w *journalWriter) run() {
 		case <-evict:
 			w.j.Evict(w.j.o.now())
 		case r := <-w.j.queue:
-			w.batch = collect(w.j.queue, append(w.batch[:0], r), len(r.rec.buf), func(r *jrequest) int { return len(r.rec.buf) })
+			w.batch = collect(w.j.queue, append(w.batch[:0], r), r.size(), (*jrequest).size)
 			w.process()
 		case res := <-w.rewriteDone():
 			w.finishRewrite(res)
