@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -32,10 +33,12 @@ const DefaultCompactBytes = 64 << 20
 // maxRecordBytes bounds one record, so one Append (its length field is 32 bits).
 const maxRecordBytes = 512 << 20
 
-// maxTornBytes bounds the damaged tail Open will cut off as a torn last write (a group
-// write is its header, then records that collect stopped taking once they held
-// maxBatchBytes, the last of them at most maxRecordBytes); a larger one is reported as
-// corruption.
+// maxTornBytes bounds one group's frame: its header, then records that collect stopped
+// taking once they held maxBatchBytes, the last of them at most maxRecordBytes (a
+// sweep's groups stop at sweepGroupBytes plus one deletion, a rewrite's at
+// compactChunkBytes plus one record). Open reads a length field claiming more as
+// damage, without reading what it claims, and cuts off at most this much as a torn
+// last write; a larger damaged tail is reported as corruption.
 const maxTornBytes = groupHeadLen + maxBatchBytes + maxRecordBytes
 
 // Journal is a durable [Store] whose every change is first written to an append-only
@@ -221,6 +224,9 @@ func (j *Journal) replay() error {
 	r := bufio.NewReaderSize(io.NewSectionReader(j.f, 0, end), 1<<20)
 	head, _ := r.Peek(journalHeadLen)
 	var off int64
+	// A group of the first format may be larger than maxTornBytes: a sweep wrote all
+	// its deletions as one.
+	frameMax := int64(maxTornBytes)
 	switch {
 	case int64(len(head)) == end && tornHeader(head):
 		return j.rewriteHeader() // created by a run that crashed before its header was durable
@@ -232,6 +238,7 @@ func (j *Journal) replay() error {
 		off, j.seed = int64(journalHeadLen), seed
 	case len(head) >= len(journalMagicV1) && string(head[:len(journalMagicV1)]) == journalMagicV1:
 		off, j.seed = int64(len(journalMagicV1)), 0 // the first format: groups checksummed alone
+		frameMax = end
 	case int64(len(head)) == end && isHeaderPrefix(head):
 		return j.rewriteHeader() // created by a run that crashed before its header was durable
 	default:
@@ -242,7 +249,7 @@ func (j *Journal) replay() error {
 	}
 	var hdr [recHeaderLen]byte
 	for off < end {
-		n, body, ok := readFrame(r, hdr[:], end-off, j.seed)
+		n, body, ok := readFrame(r, j.f, off, hdr[:], min(end-off, frameMax), j.seed)
 		if !ok {
 			return j.cutTail(off, end)
 		}
@@ -319,9 +326,17 @@ func (j *Journal) rewriteHeader() error {
 	return nil
 }
 
-// readFrame reads the next group's body if it is whole and its checksum (from seed)
-// matches.
-func readFrame(r *bufio.Reader, hdr []byte, left int64, seed uint32) (int, []byte, bool) {
+// frameReadAhead is the longest group body Open reads before its checksum matched.
+// Longer ones are read twice; a rewrite's groups (about compactChunkBytes) are not.
+const frameReadAhead = 8 << 20
+
+// readFrame reads the next group, at offset off of f, through r: its body if it is
+// whole and its checksum (from seed) matches. A frame claiming more than left bytes,
+// what the file holds from off or more than a writer writes, is damage read no
+// further. A body over frameReadAhead is checksummed as it streams through r, then
+// read from f: a damaged length that the file could hold costs reading the bytes it
+// claims, not allocating them.
+func readFrame(r *bufio.Reader, f io.ReaderAt, off int64, hdr []byte, left int64, seed uint32) (int, []byte, bool) {
 	if _, err := io.ReadFull(r, hdr); err != nil {
 		return 0, nil, false
 	}
@@ -329,11 +344,29 @@ func readFrame(r *bufio.Reader, hdr []byte, left int64, seed uint32) (int, []byt
 	if n < 1 || n > left-recHeaderLen {
 		return 0, nil, false
 	}
-	body := make([]byte, n)
-	if _, err := io.ReadFull(r, body); err != nil {
+	want := binary.BigEndian.Uint32(hdr[4:])
+	if n <= frameReadAhead {
+		body := make([]byte, n)
+		if _, err := io.ReadFull(r, body); err != nil || groupCRC(seed, body) != want {
+			return 0, nil, false
+		}
+		return recHeaderLen + int(n), body, true
+	}
+	sum := seed
+	for rest := int(n); rest > 0; {
+		b, err := r.Peek(min(rest, r.Size()))
+		if err != nil {
+			return 0, nil, false
+		}
+		sum = crc32.Update(sum, castagnoli, b)
+		_, _ = r.Discard(len(b))
+		rest -= len(b)
+	}
+	if sum != want {
 		return 0, nil, false
 	}
-	if groupCRC(seed, body) != binary.BigEndian.Uint32(hdr[4:]) {
+	body := make([]byte, n)
+	if _, err := f.ReadAt(body, off+recHeaderLen); err != nil {
 		return 0, nil, false
 	}
 	return recHeaderLen + int(n), body, true

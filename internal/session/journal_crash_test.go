@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -582,5 +583,87 @@ func TestJournalGroupCountsOwnerClaims(t *testing.T) {
 			t.Errorf("group at %d holds %d bytes, want at most %d (maxBatchBytes and one more claim)", off, n, max)
 		}
 		off += recHeaderLen + n
+	}
+}
+
+// A group's length field damaged to claim more than a writer puts in one group (or
+// than the file holds) is damage found without reading what it claims: at the end of
+// the file it is a torn last write, cut off; with more than a torn write after it,
+// corruption. A damaged length the file could hold fails the group's checksum without
+// Open allocating it either: a bit flip must not make a small container run out of
+// memory at start-up before the journal is refused.
+func TestJournalDamagedGroupLength(t *testing.T) {
+	dir, file, last, _ := smallJournal(t)
+	path := filepath.Join(dir, JournalFileName)
+	const huge = 1<<32 - 1
+	overMax := uint32(maxTornBytes - recHeaderLen + 1) // the body of a frame one byte over a torn write's
+	tests := map[string]struct {
+		at     int    // the group whose length is damaged
+		length uint32 // what it claims
+		grow   int64  // zeros appended to the file (a sparse file)
+		cut    bool   // a torn last write: cut off; else ErrCorrupt
+	}{
+		"last group, huge":                                     {at: int(last), length: huge, cut: true},
+		"last group, over the largest group":                   {at: int(last), length: overMax, cut: true},
+		"first group, huge, more than a torn write after it":   {at: journalHeadLen, length: huge, grow: maxTornBytes + 1<<20},
+		"first group, over the largest group":                  {at: journalHeadLen, length: overMax, grow: maxTornBytes + 1<<20},
+		"first group, 64 MiB, more than a torn write after it": {at: journalHeadLen, length: 64 << 20, grow: maxTornBytes + 1<<20},
+		"first group, 64 MiB over the file's end":              {at: journalHeadLen, length: 64 << 20, grow: 1 << 20},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			b := bytes.Clone(file)
+			binary.BigEndian.PutUint32(b[tt.at:], tt.length)
+			if err := os.WriteFile(path, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Truncate(path, int64(len(b))+tt.grow); err != nil {
+				t.Fatal(err)
+			}
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			j, err := OpenJournal(dir)
+			runtime.ReadMemStats(&after)
+			if grew := after.TotalAlloc - before.TotalAlloc; grew > 16<<20 {
+				t.Errorf("OpenJournal() allocated %d MiB for a group claiming %d MiB, want a few MiB at most", grew>>20, tt.length>>20)
+			}
+			switch {
+			case tt.cut && err != nil:
+				t.Fatalf("OpenJournal() = %v, want the torn last group cut off", err)
+			case tt.cut:
+				closeStore(t, j)
+				if st, err := os.Stat(path); err != nil || st.Size() != last {
+					t.Errorf("journal size after open = %v, %v, want %d", st.Size(), err, last)
+				}
+			case err == nil:
+				closeStore(t, j)
+				t.Fatal("OpenJournal() = nil, want ErrCorrupt")
+			case !errors.Is(err, ErrCorrupt):
+				t.Errorf("OpenJournal() = %v, want ErrCorrupt", err)
+			}
+		})
+	}
+}
+
+// A group longer than Open reads before checking it (frameReadAhead) is checksummed
+// first and then read: it replays as any other.
+func TestJournalReplaysLargeGroup(t *testing.T) {
+	dir := t.TempDir()
+	j, err := OpenJournal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := j.Append(t.Context(), "big", msg(strings.Repeat("x", frameReadAhead)), msg("after"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeStore(t, j)
+	r, err := OpenJournal(dir)
+	if err != nil {
+		t.Fatalf("OpenJournal() = %v", err)
+	}
+	defer closeStore(t, r)
+	if got, err := r.Read(t.Context(), "big", 1, 0); err != nil || !cmp.Equal(want, got) {
+		t.Errorf("Read(big) after reopen = %d events, %v; want the %d appended", len(got), err, len(want))
 	}
 }
