@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -61,7 +63,7 @@ func loadPins(path string) ([]registry.Pin, error) {
 // readPins is [loadPins] without its cleanup: a reload checks the file with it while the
 // running toolsd may be saving pins beside it.
 func readPins(path string) ([]registry.Pin, error) {
-	b, err := os.ReadFile(path)
+	b, err := readPinFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -85,6 +87,42 @@ func readPins(path string) ([]registry.Pin, error) {
 		pins = append(pins, registry.Pin{Scope: p.Scope, Name: p.Name, Hash: strings.ToLower(p.Hash)})
 	}
 	return pins, nil
+}
+
+// maxPinFileBytes bounds the pin file a start reads: twice what toolsd writes for
+// [registry.MaxPins] pins of the longest scope and name, room for an operator's
+// indentation.
+const maxPinFileBytes = int64(2 * (registry.MaxPins*maxPinRecordBytes + 1<<10))
+
+// maxPinRecordBytes is the longest pin in the file toolsd writes: its longest scope,
+// name and hash in their JSON member (their characters are never escaped) and a comma.
+const maxPinRecordBytes = len(`{"scope":"","name":"","hash":""},`) +
+	registry.MaxScopeDepth*(registry.MaxSegmentBytes+1) + registry.MaxNameBytes + 64
+
+// readPinFile reads the pin file at path, which must be a regular file of at most
+// maxPinFileBytes: what is not (a file of gigabytes, a named pipe that would hold the
+// start until something writes to it, a device) is refused before it is read.
+func readPinFile(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0) // a named pipe opens at once
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close() //nolint:errcheck // read-only
+	st, err := f.Stat()
+	switch {
+	case err != nil:
+		return nil, err
+	case !st.Mode().IsRegular():
+		return nil, fmt.Errorf("%s is not a regular file (%s); move it away to start without the pins", path, st.Mode().Type())
+	case st.Size() > maxPinFileBytes:
+		return nil, fmt.Errorf("%s has %d bytes, more than a pin file of %d pins takes (%d); move it away to start without the pins",
+			path, st.Size(), registry.MaxPins, maxPinFileBytes)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxPinFileBytes+1))
+	if err == nil && int64(len(b)) > maxPinFileBytes {
+		err = fmt.Errorf("%s grew past %d bytes as it was read; move it away to start without the pins", path, maxPinFileBytes)
+	}
+	return b, err
 }
 
 // removeSaveLeftovers removes the temporary files of saves a crash interrupted.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -173,5 +174,45 @@ func TestStartKeepsFilesBesideThePins(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
 			t.Errorf("stat(%s) after a start = %v, want the operator's file kept", name, err)
 		}
+	}
+}
+
+// TestPinFileOverItsLargestRefusesStart: a pin file larger than toolsd writes for the
+// most pins it keeps (a file of gigabytes put in its place, a damaged file system's) is
+// refused naming it, before it is read: reading it whole to refuse it as not a pin file
+// could take more memory than the container has.
+func TestPinFileOverItsLargestRefusesStart(t *testing.T) {
+	dir := t.TempDir()
+	const size = 1 << 30
+	f, err := os.Create(filepath.Join(dir, "pins.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A sparse gibibyte that starts as a pin file would.
+	if _, err := f.WriteString(`{"version": 1, "hash_version": "toolsd.tool.v1", "pins": [`); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := durableConfig(t, dir, "registry: {pinning: refuse}\n")
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	a, err := app.New(cfg)
+	runtime.ReadMemStats(&after)
+	if err == nil {
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		_ = a.Run(ctx)
+		t.Fatal("app.New() = nil, want an error naming the pin file")
+	}
+	if !strings.Contains(err.Error(), "pins.json") {
+		t.Errorf("app.New() = %v, want it to name pins.json", err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > size/4 {
+		t.Errorf("app.New() allocated %d MiB refusing a pin file of %d MiB, want it refused unread", grew>>20, size>>20)
 	}
 }
