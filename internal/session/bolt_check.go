@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"runtime/debug"
+	"syscall"
 )
 
 // guard runs fn and turns a panic inside bbolt (a damaged page, or a fault on a mapped
@@ -48,7 +49,7 @@ type boltMeta struct {
 // file is fine (Open creates it); an empty one is not: it is a truncated database, and
 // starting over silently would lose every session.
 func checkFile(path string) error {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0) // a named pipe opens at once
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -59,6 +60,9 @@ func checkFile(path string) error {
 	st, err := f.Stat()
 	if err != nil {
 		return fmt.Errorf("session: stat %s: %w", path, err)
+	}
+	if err := regularFile(path, st); err != nil {
+		return err
 	}
 	size := st.Size()
 	if size == 0 {
@@ -86,6 +90,16 @@ func checkFile(path string) error {
 	}
 	if need := m.pgid * m.pageSize; uint64(size) < need {
 		return fmt.Errorf("%w: %s is truncated: %d bytes, its meta page needs %d", ErrCorrupt, path, size, need)
+	}
+	return nil
+}
+
+// regularFile refuses a log file that is not a regular file (a named pipe, a device, a
+// directory): nothing toolsd wrote, and reading or appending to it could block or lose
+// every append.
+func regularFile(path string, st fs.FileInfo) error {
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("session: %s is not a regular file (%s); move it away to start a new log", path, st.Mode().Type())
 	}
 	return nil
 }

@@ -176,11 +176,18 @@ func (j *Journal) open() error {
 		// append is acknowledged in the file it names.
 		return fmt.Errorf("session: open %s: sync the data directory: %w", j.path, err)
 	}
-	f, err := os.OpenFile(j.path, os.O_RDWR, 0)
+	f, err := os.OpenFile(j.path, os.O_RDWR|syscall.O_NONBLOCK, 0) // a named pipe opens at once
 	if err != nil {
 		return fmt.Errorf("session: open %s: %w", j.path, err)
 	}
 	j.f = f
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("session: open %s: %w", j.path, err)
+	}
+	if err := regularFile(j.path, st); err != nil {
+		return err
+	}
 	if err := j.replay(); err != nil {
 		return fmt.Errorf("session: open %s: %w", j.path, err)
 	}
