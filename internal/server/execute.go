@@ -66,6 +66,8 @@ func (s *Server) ExecuteBatch(stream batchStream) error {
 	onRefusal(ctx, cancel)
 	stopAbort := context.AfterFunc(s.active.abort, func() { cancel(errShuttingDown) })
 	defer stopAbort()
+	gone := watchClientEnd(ctx)
+	defer gone.stop()
 	single := len(b.Calls) == 1
 	out := newOutbox(stream, s.limits.OutboxSize, s.limits.WriteTimeout, s.sendClock, func(err error) { s.cutOff(stream, cancel, err) }, single)
 	approver := newStreamApprover(out)
@@ -111,14 +113,16 @@ func (s *Server) ExecuteBatch(stream batchStream) error {
 	}
 	if err != nil {
 		_ = out.close()
-		return s.streamFailure(batchCtx, reader, err)
+		return s.streamFailure(batchCtx, reader, gone, err)
 	}
 	if err := out.close(); err != nil {
-		return s.streamFailure(batchCtx, reader, err)
+		return s.streamFailure(batchCtx, reader, gone, err)
 	}
 	// The reader records the cause, then ends the stream with it: a batch that the
-	// cancel settled first must not end the stream OK in between.
-	return s.endedForMessage(batchCtx, reader)
+	// cancel settled first must not end the stream OK in between. Nor must one whose
+	// client's deadline came as it settled: the Sends of a stream whose deadline timer
+	// has fired succeed until gRPC closes the stream, and the client got its deadline.
+	return s.streamEnded(batchCtx, reader, gone)
 }
 
 // cutOff is the outbox's onCut: the batch is cancelled with err, and a client cut off
@@ -138,15 +142,30 @@ func (s *Server) cutOff(stream batchStream, cancel context.CancelCauseFunc, err 
 // A stream toolsd ended itself (a client cut off for not reading, a message over
 // max_request_bytes or not UTF-8: the cause of batchCtx), or gRPC did (a message over
 // its own receive limit), reports the status it was ended with, so that the RPC's log
-// line and metrics say what the client was told.
-func (s *Server) streamFailure(batchCtx context.Context, reader *batchReader, err error) error {
+// line and metrics say what the client was told; one its client ended, Canceled or,
+// when the client's deadline came, DeadlineExceeded (see [Server.streamEnded]).
+func (s *Server) streamFailure(batchCtx context.Context, reader *batchReader, end *clientEnd, err error) error {
 	if errors.Is(err, errSlowClient) {
 		return toStatus(s.log, err)
 	}
-	if err := s.endedForMessage(batchCtx, reader); err != nil {
+	if err := s.streamEnded(batchCtx, reader, end); err != nil {
 		return err
 	}
 	return toStatus(s.log, context.Canceled)
+}
+
+// streamEnded is the status of a batch stream that has ended before its handler
+// returned, nil for one that runs: the status toolsd or gRPC ended it with (see
+// [Server.endedForMessage]; a client cut off for not reading), else its client's end,
+// Canceled or DeadlineExceeded (see [clientEnd.err]).
+func (s *Server) streamEnded(batchCtx context.Context, reader *batchReader, end *clientEnd) error {
+	if err := s.endedForMessage(batchCtx, reader); err != nil {
+		return err
+	}
+	if errors.Is(context.Cause(batchCtx), errSlowClient) {
+		return toStatus(s.log, errSlowClient)
+	}
+	return toStatus(s.log, end.err())
 }
 
 // endedForMessage is the status of a batch stream that toolsd ended for a message it

@@ -1,0 +1,59 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+)
+
+// deadlineSlack is how long before its deadline a stream may end and still have ended
+// by it. A client whose deadline passes resets the stream, as a cancel does, and the
+// reset may come before toolsd's own timer for that deadline: the deadline travels as a
+// timeout, counted from when the stream's headers arrived, so toolsd's runs later than
+// the client's by their trip, and the reset's trip can be the shorter. The stream's
+// context then ends Canceled, a little before its deadline.
+const deadlineSlack = 100 * time.Millisecond
+
+// clientEnd tells, once a batch stream's context has ended without toolsd ending it,
+// whether its client cancelled or its deadline came (see [clientEnd.err]). A stream
+// without a deadline needs no watch: its end can only be a cancel.
+type clientEnd struct {
+	ctx  context.Context // the stream's
+	at   atomic.Int64    // when ctx was seen to end (UnixNano), 0 before
+	stop func() bool
+}
+
+// watchClientEnd starts noting when ctx, a stream's context, ends; the caller calls
+// stop once the handler no longer needs to know.
+func watchClientEnd(ctx context.Context) *clientEnd {
+	e := &clientEnd{ctx: ctx}
+	if _, ok := ctx.Deadline(); ok {
+		e.stop = context.AfterFunc(ctx, func() { e.at.Store(time.Now().UnixNano()) })
+	} else {
+		e.stop = func() bool { return false }
+	}
+	return e
+}
+
+// err is how the stream ended, nil while it runs: context.DeadlineExceeded when its
+// deadline came (its timer fired, or it ended within deadlineSlack of the deadline),
+// context.Canceled when its client cancelled or went away.
+func (e *clientEnd) err() error {
+	err := e.ctx.Err()
+	if !errors.Is(err, context.Canceled) {
+		return err
+	}
+	d, ok := e.ctx.Deadline()
+	if !ok {
+		return err
+	}
+	at := time.Now() // the end's note may not have been written yet: later than the end
+	if n := e.at.Load(); n != 0 {
+		at = time.Unix(0, n)
+	}
+	if at.Before(d.Add(-deadlineSlack)) {
+		return err
+	}
+	return context.DeadlineExceeded
+}
