@@ -91,3 +91,40 @@ func TestClientEndIsTheRPCsCode(t *testing.T) {
 		})
 	}
 }
+
+// TestClientEndBeforeTheBatch: a batch stream whose client's deadline passes before it
+// sends its batch is DEADLINE_EXCEEDED in toolsd's log line and metrics too (gRPC's Recv
+// answers Canceled for any stream its client resets), and one its client cancels
+// before that CANCELED.
+func TestClientEndBeforeTheBatch(t *testing.T) {
+	tests := map[string]struct {
+		timeout time.Duration
+		cancel  bool // cancel once the handler runs
+		want    codes.Code
+	}{
+		"deadline passes": {timeout: 500 * time.Millisecond, want: codes.DeadlineExceeded},
+		"cancelled":       {timeout: time.Hour, cancel: true, want: codes.Canceled},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			core, logs := observer.New(zap.DebugLevel)
+			e := start(t, "", app.WithLogger(zap.New(core)))
+			ctx, cancel := context.WithTimeout(t.Context(), tc.timeout)
+			defer cancel()
+			stream, err := e.tools.ExecuteBatch(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.cancel {
+				waitFor(t, "the handler to start", func() bool { return startedRPCs(t, e.app, "ExecuteBatch") == 1 })
+				cancel()
+			}
+			if _, err := stream.Recv(); status.Code(err) != tc.want {
+				t.Fatalf("ExecuteBatch().Recv() = %v, want %v", err, tc.want)
+			}
+			if code := loggedField(t, logs, "finished call", "grpc.method", "ExecuteBatch", "grpc.code"); code != tc.want.String() {
+				t.Errorf("logged grpc.code = %v, want %v", code, tc.want)
+			}
+		})
+	}
+}

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"sync/atomic"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // deadlineSlack is how long before its deadline a stream may end and still have ended
@@ -56,4 +59,18 @@ func (e *clientEnd) err() error {
 		return err
 	}
 	return context.DeadlineExceeded
+}
+
+// of is err, a failure of the handler's that the stream's end may have caused (gRPC's
+// Recv answers Canceled for a stream its client reset, whatever the reason; a wait under
+// the stream's context, its context's error), as the client ended the stream: Canceled
+// or DeadlineExceeded (see [clientEnd.err]). Any other err is returned as it is.
+func (e *clientEnd) of(err error) error {
+	if !errors.Is(err, context.Canceled) && status.Code(err) != codes.Canceled {
+		return err
+	}
+	if end := e.err(); end != nil {
+		return end
+	}
+	return err
 }

@@ -3,8 +3,13 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // TestClientEndTellsTheDeadlineFromACancel: a stream that ends Canceled within
@@ -35,6 +40,43 @@ func TestClientEndTellsTheDeadlineFromACancel(t *testing.T) {
 			tc.end(ctx, cancel)
 			if got := e.err(); !errors.Is(got, tc.want) || (got == nil) != (tc.want == nil) {
 				t.Errorf("clientEnd.err() = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestClientEndOfAFailure: a handler's failure that the stream's end caused (gRPC's
+// Recv answering Canceled, a wait's context error) is read as the client ended the
+// stream; any other failure, or one of a stream that still runs, is kept.
+func TestClientEndOfAFailure(t *testing.T) {
+	recvCanceled := status.Error(codes.Canceled, "context canceled")
+	tests := map[string]struct {
+		deadline time.Duration // from now, the stream then reset
+		failure  error
+		want     codes.Code
+	}{
+		"recv, reset at the deadline":  {deadline: deadlineSlack / 10, failure: recvCanceled, want: codes.DeadlineExceeded},
+		"wait, reset at the deadline":  {deadline: deadlineSlack / 10, failure: fmt.Errorf("session log: %w", context.Canceled), want: codes.DeadlineExceeded},
+		"recv, reset long before":      {deadline: time.Hour, failure: recvCanceled, want: codes.Canceled},
+		"another failure":              {deadline: deadlineSlack / 10, failure: errShuttingDown, want: codes.Unavailable},
+		"another status":               {deadline: deadlineSlack / 10, failure: status.Error(codes.ResourceExhausted, "too large"), want: codes.ResourceExhausted},
+		"the stream runs, recv failed": {deadline: -1, failure: recvCanceled, want: codes.Canceled},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			if tc.deadline > 0 {
+				ctx, cancel = context.WithTimeout(t.Context(), tc.deadline)
+				defer cancel()
+			}
+			e := watchClientEnd(ctx)
+			defer e.stop()
+			if tc.deadline > 0 {
+				cancel()
+			}
+			if got := status.Code(toStatus(zap.NewNop(), e.of(tc.failure))); got != tc.want {
+				t.Errorf("toStatus(clientEnd.of(%v)) = %v, want %v", tc.failure, got, tc.want)
 			}
 		})
 	}

@@ -32,12 +32,14 @@ func (s *Server) ExecuteBatch(stream batchStream) error {
 	// being planned when draining began.
 	s.active.start()
 	defer s.active.done()
+	gone := watchClientEnd(ctx)
+	defer gone.stop()
 	first, err := s.recvFirst(stream)
 	if err != nil {
 		if errors.Is(err, io.EOF) {
 			return toStatus(s.log, badField("batch", "the stream ended before a batch was sent"))
 		}
-		return toStatus(s.log, err)
+		return toStatus(s.log, gone.of(err))
 	}
 	b, ts, err := s.buildBatch(ctx, first)
 	if err != nil {
@@ -48,12 +50,12 @@ func (s *Server) ExecuteBatch(stream batchStream) error {
 	// held none.
 	place, err := s.batchSlots.take(ctx, s.authz.Unconfined(ctx, ActionExecute))
 	if err != nil {
-		return toStatus(s.log, err)
+		return toStatus(s.log, gone.of(err))
 	}
 	defer s.batchSlots.give(place)
 	release, err := s.claimBatch(ctx, b)
 	if err != nil {
-		return toStatus(s.log, err)
+		return toStatus(s.log, gone.of(err))
 	}
 	defer release()
 	if ts != nil {
@@ -66,8 +68,6 @@ func (s *Server) ExecuteBatch(stream batchStream) error {
 	onRefusal(ctx, cancel)
 	stopAbort := context.AfterFunc(s.active.abort, func() { cancel(errShuttingDown) })
 	defer stopAbort()
-	gone := watchClientEnd(ctx)
-	defer gone.stop()
 	single := len(b.Calls) == 1
 	out := newOutbox(stream, s.limits.OutboxSize, s.limits.WriteTimeout, s.sendClock, func(err error) { s.cutOff(stream, cancel, err) }, single)
 	approver := newStreamApprover(out)
