@@ -20,7 +20,9 @@ const deadlineSlack = 100 * time.Millisecond
 
 // clientEnd tells, once a batch stream's context has ended without toolsd ending it,
 // whether its client cancelled or its deadline came (see [clientEnd.err]). A stream
-// without a deadline needs no watch: its end can only be a cancel.
+// without a deadline needs no watch: its end can only be a cancel. Nor does one whose
+// handler returns as soon as its stream ends: a clientEnd{ctx: ctx}, not watched,
+// takes the end to be when it is asked.
 type clientEnd struct {
 	ctx  context.Context // the stream's
 	at   atomic.Int64    // when ctx was seen to end (UnixNano), 0 before

@@ -148,6 +148,10 @@ func (s *Server) ReadSession(req *toolsdv1.ReadSessionRequest, stream grpc.Serve
 		// last Send returned.
 		if slow.stop() {
 			err = toStatus(s.log, errSlowClient)
+		} else if err != nil {
+			// A Send or read that the client's end failed says Canceled for its deadline
+			// too (see [clientEnd]); the read ends as soon as the stream does.
+			err = toStatus(s.log, (&clientEnd{ctx: ctx}).of(err))
 		}
 	}()
 	for {
