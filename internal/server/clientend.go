@@ -8,6 +8,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/toolsd/toolsd/internal/tool"
 )
 
 // deadlineSlack is how long before its deadline a stream may end and still have ended
@@ -18,13 +20,13 @@ import (
 // context then ends Canceled, a little before its deadline.
 const deadlineSlack = 100 * time.Millisecond
 
-// clientEnd tells, once a batch stream's context has ended without toolsd ending it,
-// whether its client cancelled or its deadline came (see [clientEnd.err]). A stream
-// without a deadline needs no watch: its end can only be a cancel. Nor does one whose
-// handler returns as soon as its stream ends: a clientEnd{ctx: ctx}, not watched,
-// takes the end to be when it is asked.
+// clientEnd tells, once an RPC's context has ended without toolsd ending it, whether
+// its client cancelled or its deadline came (see [clientEnd.err]). An RPC without a
+// deadline needs no watch: its end can only be a cancel. Nor does one whose handler
+// returns as soon as its stream ends: a clientEnd{ctx: ctx}, not watched, takes the
+// end to be when it is asked.
 type clientEnd struct {
-	ctx  context.Context // the stream's
+	ctx  context.Context // the RPC's
 	at   atomic.Int64    // when ctx was seen to end (UnixNano), 0 before
 	stop func() bool
 }
@@ -42,10 +44,14 @@ func watchClientEnd(ctx context.Context) *clientEnd {
 }
 
 // err is how the stream ended, nil while it runs: context.DeadlineExceeded when its
-// deadline came (its timer fired, or it ended within deadlineSlack of the deadline),
-// context.Canceled when its client cancelled or went away.
+// deadline came (its timer fired, or it ended within deadlineSlack of the deadline, or
+// the deadline has passed while the timer that ends it has yet to run, as the scheduler
+// reads it: see [tool.Ended]), context.Canceled when its client cancelled or went away.
 func (e *clientEnd) err() error {
 	err := e.ctx.Err()
+	if err == nil && tool.Ended(e.ctx) {
+		return context.DeadlineExceeded
+	}
 	if !errors.Is(err, context.Canceled) {
 		return err
 	}

@@ -4,20 +4,25 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/toolsd/toolsd/internal/tool/tooltest"
 )
 
 // TestClientEndTellsTheDeadlineFromACancel: a stream that ends Canceled within
 // deadlineSlack of its deadline ended by it (the client's reset came before toolsd's
-// timer); one cancelled long before it, or with no deadline, was cancelled.
+// timer), as did one whose deadline has passed with its timer yet to run; one cancelled
+// long before it, or with no deadline, was cancelled.
 func TestClientEndTellsTheDeadlineFromACancel(t *testing.T) {
 	tests := map[string]struct {
 		deadline time.Duration // from now; 0: none
+		late     bool          // the deadline has passed, its timer has yet to run
 		end      func(ctx context.Context, cancel context.CancelFunc)
 		want     error
 	}{
@@ -27,6 +32,7 @@ func TestClientEndTellsTheDeadlineFromACancel(t *testing.T) {
 		"reset just before":       {deadline: deadlineSlack / 10, end: func(_ context.Context, c context.CancelFunc) { c() }, want: context.DeadlineExceeded},
 		"its own timer fired":     {deadline: time.Nanosecond, end: func(ctx context.Context, _ context.CancelFunc) { <-ctx.Done() }, want: context.DeadlineExceeded},
 		"reset past the deadline": {deadline: time.Nanosecond, end: func(_ context.Context, c context.CancelFunc) { c() }, want: context.DeadlineExceeded},
+		"passed, its timer late":  {late: true, end: func(context.Context, context.CancelFunc) {}, want: context.DeadlineExceeded},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -35,6 +41,11 @@ func TestClientEndTellsTheDeadlineFromACancel(t *testing.T) {
 				ctx, cancel = context.WithTimeout(t.Context(), tc.deadline)
 			}
 			defer cancel()
+			if tc.late {
+				passed := &atomic.Bool{}
+				passed.Store(true)
+				ctx = tooltest.LateTimer{Context: ctx, Passed: passed}
+			}
 			e := watchClientEnd(ctx)
 			defer e.stop()
 			tc.end(ctx, cancel)
