@@ -3,11 +3,13 @@ package observe_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"text/template"
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -266,6 +268,10 @@ func TestAlertRules(t *testing.T) {
 			kept := checkQuery(t, r.Alert, r.Expr, series)
 			for k, text := range r.Annotations {
 				checkTemplate(t, r.Alert+" "+k, text, annotationLabel, kept)
+				if out := expandAnnotation(t, r.Alert+" "+k, text, 1.03); r.Alert == "ToolsdPanicsRecovered" && k == "summary" && strings.Contains(out, "1.03") {
+					// increase() extrapolates: one panic in the window reads 1.03.
+					t.Errorf("%s summary shows the extrapolated count as it is: %q", r.Alert, out)
+				}
 			}
 		}
 	}
@@ -274,6 +280,30 @@ func TestAlertRules(t *testing.T) {
 			t.Errorf("%s has no alert %s", alertsFile, name)
 		}
 	}
+}
+
+// expandAnnotation renders an alert annotation as Prometheus does: text after its
+// $labels, $externalLabels and $value definitions, with stand-ins for the humanize
+// functions the rules use. A template Prometheus could not render fails the test.
+func expandAnnotation(t *testing.T, where, text string, value float64) string {
+	t.Helper()
+	funcs := template.FuncMap{
+		"humanize":           func(v float64) string { return fmt.Sprintf("%.4g", v) },
+		"humanizePercentage": func(v float64) string { return fmt.Sprintf("%.4g%%", v*100) },
+		"humanizeDuration":   func(v float64) string { return fmt.Sprintf("%.4gs", v) },
+	}
+	defs := "{{$labels := .Labels}}{{$externalLabels := .ExternalLabels}}{{$value := .Value}}"
+	tmpl, err := template.New(where).Funcs(funcs).Option("missingkey=zero").Parse(defs + text)
+	if err != nil {
+		t.Errorf("%s: %v", where, err)
+		return ""
+	}
+	var out strings.Builder
+	data := map[string]any{"Labels": map[string]string{"instance": "toolsd:9151"}, "ExternalLabels": map[string]string{}, "Value": value}
+	if err := tmpl.Execute(&out, data); err != nil {
+		t.Errorf("%s: %v", where, err)
+	}
+	return out.String()
 }
 
 type dashboard struct {
