@@ -43,6 +43,8 @@ type options struct {
 	keepTime, keepTimeout time.Duration
 	// streamWindow and connWindow are the flow-control windows granted to toolsd.
 	streamWindow, connWindow int32
+	// welcomeWait bounds the wait for toolsd's welcome after the hello.
+	welcomeWait time.Duration
 }
 
 // Option configures a [Provider].
@@ -135,6 +137,25 @@ func WithKeepalive(interval, timeout time.Duration) Option {
 // turns the retries off.
 func WithRetakeWindow(d time.Duration) Option { return func(o *options) { o.retakeFor = d } }
 
+// DefaultWelcomeTimeout is how long a session waits for toolsd's welcome after its
+// hello (see [WithWelcomeTimeout]): longer than toolsd's own wait for a hello, so a
+// toolsd that is slow to welcome is not given up on first.
+const DefaultWelcomeTimeout = 30 * time.Second
+
+// WithWelcomeTimeout sets how long a session waits for toolsd's welcome once it has
+// said hello. A server that takes the stream and never answers (a toolsd that hangs, a
+// proxy that holds streams) ends the session when it passes, with an error saying so;
+// [Provider.Run] then reconnects after its backoff. Keepalive pings do not catch such
+// a server, since its transport answers them. 0 or less keeps the default,
+// [DefaultWelcomeTimeout].
+func WithWelcomeTimeout(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.welcomeWait = d
+		}
+	}
+}
+
 // DefaultShutdownGrace is how long [Provider.Run] and [Provider.Serve] wait, once their
 // context ends, for the running handlers to return (see [WithShutdownGrace]).
 const DefaultShutdownGrace = 5 * time.Second
@@ -188,7 +209,7 @@ type Provider struct {
 func New(name string, opts ...Option) *Provider {
 	o := options{log: zap.NewNop(), backoffMin: DefaultMinBackoff, backoffMax: DefaultMaxBackoff, retakeFor: DefaultRetakeWindow,
 		streamWindow: DefaultStreamWindow, connWindow: DefaultConnWindow, grace: DefaultShutdownGrace,
-		keepTime: DefaultKeepaliveTime, keepTimeout: DefaultKeepaliveTimeout}
+		keepTime: DefaultKeepaliveTime, keepTimeout: DefaultKeepaliveTimeout, welcomeWait: DefaultWelcomeTimeout}
 	for _, opt := range opts {
 		opt(&o)
 	}

@@ -157,7 +157,12 @@ func (p *Provider) serve(ctx, grace context.Context, conn grpc.ClientConnInterfa
 	if err := s.send(&toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Hello{Hello: hello}}); err != nil {
 		return false, s.ended(ctx, fmt.Errorf("provider: send hello: %w", err))
 	}
+	// Past the wait the stream is cut: its Recv then returns.
+	welcomeBy := time.AfterFunc(p.opts.welcomeWait, cancel)
 	m, err := stream.Recv()
+	if !welcomeBy.Stop() && ctx.Err() == nil {
+		return false, fmt.Errorf("provider: no welcome from toolsd within %v of the hello", p.opts.welcomeWait)
+	}
 	if err != nil {
 		return false, s.ended(ctx, fmt.Errorf("provider: await welcome: %w", err))
 	}
