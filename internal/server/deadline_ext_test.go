@@ -54,3 +54,55 @@ func TestReaderWhoseDeadlinePassesIsDeadlineExceeded(t *testing.T) {
 		})
 	}
 }
+
+// TestWatcherWhoseDeadlinePassesIsDeadlineExceeded: a WatchSession whose client's
+// deadline passes is counted DEADLINE_EXCEEDED, as the client got, and one its client
+// cancels CANCELED, whether the watch waits for the session's next event or for the
+// client to take the events on their way; the handler answered OK for both, so toolsd's
+// log line and metrics said the watch had ended well.
+func TestWatcherWhoseDeadlinePassesIsDeadlineExceeded(t *testing.T) {
+	tests := map[string]struct {
+		events  int           // in the session; 200 are 800 KiB, more than the client's window
+		timeout time.Duration // the client's; it cancels at once when it is an hour
+		want    codes.Code
+	}{
+		"deadline passes while waiting": {events: 2, timeout: time.Second, want: codes.DeadlineExceeded},
+		"deadline passes while sending": {events: 200, timeout: time.Second, want: codes.DeadlineExceeded},
+		"cancelled while waiting":       {events: 2, timeout: time.Hour, want: codes.Canceled},
+		"cancelled while sending":       {events: 200, timeout: time.Hour, want: codes.Canceled},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			tools, reg, ends := serveWatch(t, watchedSession(t, tc.events), time.Hour, nil)
+			ctx, cancel := context.WithTimeout(t.Context(), tc.timeout)
+			defer cancel()
+			w, err := tools.WatchSession(ctx, &toolsdv1.WatchSessionRequest{SessionId: "s"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := 1 // the watch is running; the client reads no more
+			if tc.events < 10 {
+				want = tc.events // the watch waits for the session's next event
+			}
+			for range want {
+				if _, err := w.Recv(); err != nil {
+					t.Fatalf("WatchSession(s).Recv() = %v", err)
+				}
+			}
+			if tc.want == codes.Canceled {
+				cancel()
+			}
+			<-ctx.Done()
+			<-ends // the handler returned
+			if got := rpcCount(t, reg, "WatchSession", tc.want.String()); got != 1 {
+				t.Errorf("grpc_server_handled_total{grpc_method=WatchSession,grpc_code=%v} = %v, want 1 (OK: %v)", tc.want, got, rpcCount(t, reg, "WatchSession", "OK"))
+			}
+			for err == nil {
+				_, err = w.Recv()
+			}
+			if status.Code(err) != tc.want {
+				t.Errorf("WatchSession(s).Recv() = %v, want %v", err, tc.want)
+			}
+		})
+	}
+}

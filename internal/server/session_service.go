@@ -116,9 +116,6 @@ func (s *Server) readEpoch(ctx context.Context, id string, page []session.Event)
 	return s.epochAt(ctx, id, &page[0])
 }
 
-// errStopWatch ends a watch when the client goes away.
-var errStopWatch = errors.New("server: watch stopped")
-
 // ReadSession streams stored events from from_seq, one event per message, each with
 // its session's epoch (see [epochOf]); a request that expects another epoch fails with
 // FailedPrecondition (SESSION_RECREATED) before anything is sent. A client that stops
@@ -235,7 +232,9 @@ func (r *slowReader) stop() bool {
 }
 
 // WatchSession replays stored events, then tails live ones until the client cancels,
-// each with its session's epoch, checked against the request's as ReadSession does.
+// each with its session's epoch, checked against the request's as ReadSession does. A
+// watch its client ends is Canceled, or DeadlineExceeded for its deadline, in the RPC's
+// log line and metrics, as the client reads it.
 // A watch opened with a credential that expires ends once it is no longer accepted, as
 // a new stream with it would be refused: a JWT with Unauthenticated (TOKEN_EXPIRED), a
 // client certificate with Unauthenticated (CERTIFICATE_EXPIRED); the client resumes
@@ -320,7 +319,7 @@ func (s *Server) WatchSession(req *toolsdv1.WatchSessionRequest, stream grpc.Ser
 			return nil
 		}
 		if err := streamgate.Send(&sends, stream.Send, &toolsdv1.WatchSessionResponse{Event: EventToProto(ev), Epoch: epoch}); err != nil {
-			return errors.Join(errStopWatch, err)
+			return err
 		}
 		next, last = ev.Seq+1, mark(ev)
 		return nil
@@ -343,10 +342,14 @@ func (s *Server) WatchSession(req *toolsdv1.WatchSessionRequest, stream grpc.Ser
 	if slow.stop() {
 		return toStatus(s.log, errSlowClient)
 	}
-	if errors.Is(err, errStopWatch) || ctx.Err() != nil {
-		return nil
+	// A watch its client ended (a cancel, its deadline) is Canceled or DeadlineExceeded
+	// in the RPC's log line and metrics, as a ReadSession is, whatever the store's watch
+	// or a Send it waited on answered (see [clientEnd]); the watch ends as soon as its
+	// stream does.
+	if ctx.Err() != nil {
+		err = ctx.Err()
 	}
-	return toStatus(s.log, err)
+	return toStatus(s.log, (&clientEnd{ctx: ctx}).of(err))
 }
 
 // stillEpoch fails unless the session id names is still the one of epoch (not 0), as
