@@ -5,10 +5,14 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/registry"
+	"github.com/toolsd/toolsd/internal/server"
+	"github.com/toolsd/toolsd/internal/session"
 )
 
 // TestReaderWhoseDeadlinePassesIsDeadlineExceeded: a ReadSession whose client's
@@ -102,6 +106,51 @@ func TestWatcherWhoseDeadlinePassesIsDeadlineExceeded(t *testing.T) {
 			}
 			if status.Code(err) != tc.want {
 				t.Errorf("WatchSession(s).Recv() = %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestSchemaWatcherWhoseDeadlinePassesIsDeadlineExceeded: a WatchSchemas its client
+// ends is counted as the client reads it, DEADLINE_EXCEEDED for its deadline and
+// CANCELED for a cancel, as a WatchSession is; the handler answered OK for any watch
+// whose stream had ended.
+func TestSchemaWatcherWhoseDeadlinePassesIsDeadlineExceeded(t *testing.T) {
+	tests := map[string]struct {
+		timeout time.Duration // the client's; it cancels at once when it is an hour
+		want    codes.Code
+	}{
+		"deadline passes": {timeout: time.Second, want: codes.DeadlineExceeded},
+		"cancelled":       {timeout: time.Hour, want: codes.Canceled},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			mem := session.NewMemory()
+			t.Cleanup(func() { _ = mem.Close() })
+			reg := registry.New(registry.WithLogger(zap.NewNop()))
+			tools, metrics, ends := serveDeps(t, server.Deps{Registry: reg, Sessions: mem, Limits: server.Limits{WriteTimeout: time.Hour}})
+			ctx, cancel := context.WithTimeout(t.Context(), tc.timeout)
+			defer cancel()
+			w, err := tools.WatchSchemas(ctx, &toolsdv1.WatchSchemasRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.Recv(); err != nil { // the first fingerprint; then the watch waits
+				t.Fatalf("WatchSchemas().Recv() = %v", err)
+			}
+			if tc.want == codes.Canceled {
+				cancel()
+			}
+			<-ctx.Done()
+			<-ends // the handler returned
+			if got := rpcCount(t, metrics, "WatchSchemas", tc.want.String()); got != 1 {
+				t.Errorf("grpc_server_handled_total{grpc_method=WatchSchemas,grpc_code=%v} = %v, want 1 (OK: %v)", tc.want, got, rpcCount(t, metrics, "WatchSchemas", "OK"))
+			}
+			for err == nil {
+				_, err = w.Recv()
+			}
+			if status.Code(err) != tc.want {
+				t.Errorf("WatchSchemas().Recv() = %v, want %v", err, tc.want)
 			}
 		})
 	}

@@ -62,10 +62,12 @@ func (s *Server) WatchSchemas(req *toolsdv1.WatchSchemasRequest, stream grpc.Ser
 	if slow.stop() {
 		return toStatus(s.log, errSlowClient)
 	}
+	// A watch its client ended (a cancel, its deadline) is Canceled or DeadlineExceeded
+	// in the RPC's log line and metrics, as the client reads it (see [clientEnd]).
 	if ctx.Err() != nil {
-		return nil
+		err = ctx.Err()
 	}
-	return toStatus(s.log, err)
+	return toStatus(s.log, (&clientEnd{ctx: ctx}).of(err))
 }
 
 // watchScope sends scope's fingerprint, then each new one, until ctx ends; it returns
