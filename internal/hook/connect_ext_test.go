@@ -500,3 +500,43 @@ func TestHookIDsUnrelated(t *testing.T) {
 		prev = cur
 	}
 }
+
+// TestHelloGlobsThatMatchNothing: a subscription whose tool or scope glob no tool name
+// or scope can match would have its hook welcomed and never asked, so the calls it was
+// written to guard would run without it, fail-closed or not. The hello is refused
+// (INVALID_ARGUMENT) naming the glob, as a policy rule or a hooks.required entry with
+// such a pattern is; it was welcomed.
+func TestHelloGlobsThatMatchNothing(t *testing.T) {
+	tests := map[string]struct {
+		sub     *toolsdv1.HookSubscription
+		message string
+	}{
+		"tool name no tool can have":           {sub(pre, "fs read", "", 0), `hello.subscriptions[0]: tool glob "fs read": no tool can have this name`},
+		"tool glob of a character no name has": {sub(pre, "fs:*", "", 0), `hello.subscriptions[0]: tool glob "fs:*": can never match`},
+		"scope glob with a leading slash":      {sub(pre, "", "/tenant-a/**", 0), `hello.subscriptions[0]: scope glob "/tenant-a/**": can never match`},
+		"scope glob with a space":              {sub(post, "", "tenant a/**", 0), `hello.subscriptions[0]: scope glob "tenant a/**": can never match`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			m, err := e.openRaw(t, helloMsg(helloFor("policy", tc.sub))).Recv()
+			if err == nil {
+				t.Fatalf("Recv() = %v, want the hello refused", m)
+			}
+			st, _ := status.FromError(err)
+			if st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), tc.message) {
+				t.Errorf("stream error = %v, want InvalidArgument containing %q", err, tc.message)
+			}
+			if n := len(e.hub.Hooks()); n != 0 {
+				t.Errorf("Hooks() = %d, want 0", n)
+			}
+		})
+	}
+	for _, ok := range []*toolsdv1.HookSubscription{sub(pre, "", "", 0), sub(pre, "*", "*", 0), sub(pre, "", "**", 0), sub(pre, "fs_*", "tenant-a/**", 0)} {
+		e := newEnv(t)
+		h := e.connect(t, helloFor("policy", ok), silent)
+		if h.id == "" {
+			t.Errorf("hello with %v not welcomed", ok)
+		}
+	}
+}

@@ -1,7 +1,6 @@
 package hook
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -10,7 +9,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/toolsd/toolsd/internal/glob"
-	"github.com/toolsd/toolsd/internal/registry"
 	"github.com/toolsd/toolsd/internal/textcut"
 	"github.com/toolsd/toolsd/internal/tool"
 )
@@ -48,12 +46,6 @@ func NewRequirement(name, stage, toolGlob, scopeGlob string) (Requirement, error
 	var err error
 	if r.tool, r.scope, err = parseGlobs(toolGlob, scopeGlob); err != nil {
 		return Requirement{}, err
-	}
-	if err := registry.ToolPatternProblem(cmp.Or(toolGlob, "*")); err != nil {
-		return Requirement{}, fmt.Errorf("tool glob %q: %w", toolGlob, err)
-	}
-	if err := registry.ScopePatternProblem(scopeGlob); err != nil {
-		return Requirement{}, fmt.Errorf("scope glob %q: %w", scopeGlob, err)
 	}
 	return r, nil
 }

@@ -7,6 +7,7 @@ import (
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/internal/glob"
+	"github.com/toolsd/toolsd/internal/registry"
 )
 
 // Stage is a pipeline stage a hook can subscribe to.
@@ -132,7 +133,10 @@ func parseSubscription(s *toolsdv1.HookSubscription) (subscription, error) {
 }
 
 // parseGlobs compiles a tool and a scope glob, a subscription's or a requirement's; ""
-// matches every tool, every scope.
+// matches every tool, every scope. A glob no tool name or scope can match is refused,
+// as a policy rule's is: a hook subscribed with it would never be asked, and a
+// requirement with it would cover no call, so the calls either was written to guard
+// would run without the hook.
 func parseGlobs(toolGlob, scopeGlob string) (tg, sg glob.Pattern, err error) {
 	if len(toolGlob) > maxGlobBytes || len(scopeGlob) > maxGlobBytes {
 		return tg, sg, fmt.Errorf("globs are limited to %d bytes", maxGlobBytes)
@@ -141,6 +145,12 @@ func parseGlobs(toolGlob, scopeGlob string) (tg, sg glob.Pattern, err error) {
 		return tg, sg, fmt.Errorf("tool glob %q: %w", toolGlob, err)
 	}
 	if sg, err = glob.Scope(cmp.Or(scopeGlob, "**"), maxGlobStars); err != nil {
+		return tg, sg, fmt.Errorf("scope glob %q: %w", scopeGlob, err)
+	}
+	if err = registry.ToolPatternProblem(cmp.Or(toolGlob, "*")); err != nil {
+		return tg, sg, fmt.Errorf("tool glob %q: %w", toolGlob, err)
+	}
+	if err = registry.ScopePatternProblem(scopeGlob); err != nil {
 		return tg, sg, fmt.Errorf("scope glob %q: %w", scopeGlob, err)
 	}
 	return tg, sg, nil
