@@ -262,3 +262,17 @@ func defaultPaths(t *testing.T) map[string]*yaml.Node {
 	}
 	return defaults
 }
+
+// A deadline reads the same whichever side's timer fired first; other errors and
+// messages are compared as they are.
+func TestNormalizeDeadlineMessage(t *testing.T) {
+	client := "{}\nERROR:\n  Code: DeadlineExceeded\n  Message: context deadline exceeded\ngrpcurl exited with status 68"
+	server := "{}\nERROR:\n  Code: DeadlineExceeded\n  Message: stream terminated by RST_STREAM with error code: CANCEL\ngrpcurl exited with status 68"
+	if normalize(client) != normalize(server) {
+		t.Errorf("normalize(%q) != normalize(%q)", client, server)
+	}
+	other := "{}\nERROR:\n  Code: Unavailable\n  Message: stream terminated by RST_STREAM with error code: CANCEL"
+	if normalize(other) == normalize(strings.Replace(other, "CANCEL", "INTERNAL_ERROR", 1)) {
+		t.Errorf("normalize hides the message of a %q error", "Unavailable")
+	}
+}

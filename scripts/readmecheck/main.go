@@ -291,10 +291,17 @@ var volatile = []*regexp.Regexp{
 	regexp.MustCompile(`"connectedAt": "[^"]*"`),
 }
 
+// deadlineMessage is grpcurl's message for a deadline, which depends on which side's
+// timer fired first: the client's ("context deadline exceeded"), or toolsd's, whose
+// gRPC server resets the stream at the deadline it was sent ("stream terminated by
+// RST_STREAM with error code: CANCEL"), as on a loaded machine.
+var deadlineMessage = regexp.MustCompile(`(Code: DeadlineExceeded\n\s*Message: )[^\n]*`)
+
 func normalize(s string) string {
 	for _, re := range volatile {
 		s = re.ReplaceAllStringFunc(s, func(m string) string { key, _, _ := strings.Cut(m, ":"); return key + `: "…"` })
 	}
+	s = deadlineMessage.ReplaceAllString(s, "${1}…")
 	return strings.TrimSpace(s)
 }
 
