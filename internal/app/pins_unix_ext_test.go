@@ -42,8 +42,7 @@ func TestPinFileThatIsAPipeRefusesStart(t *testing.T) {
 		if w, err := os.OpenFile(path, os.O_RDWR, 0); err == nil {
 			_ = w.Close()
 		}
-		<-done
-		t.Fatal("app.New() still opening the pipe after a minute, want it refused")
+		t.Fatalf("app.New() still opening the pipe after a minute (then: %v), want it refused", <-done)
 	}
 	if err == nil || !strings.Contains(err.Error(), "pins.json") || !strings.Contains(err.Error(), "not a regular file") {
 		t.Errorf("app.New() = %v, want it to refuse pins.json as not a regular file", err)

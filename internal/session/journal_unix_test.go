@@ -58,8 +58,7 @@ func TestLogThatIsNotAFileIsRefused(t *testing.T) {
 				if w, err := os.OpenFile(path, os.O_RDWR, 0); err == nil {
 					_ = w.Close()
 				}
-				<-done
-				t.Fatal("Open() still opening the pipe after a minute, want it refused")
+				t.Fatalf("Open() still opening the pipe after a minute (then: %v), want it refused", <-done)
 			}
 			if err == nil || !strings.Contains(err.Error(), path+" is not a regular file") {
 				t.Errorf("Open() = %v, want it to refuse %s as not a regular file", err, file)
