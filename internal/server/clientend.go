@@ -82,3 +82,14 @@ func (e *clientEnd) of(err error) error {
 	}
 	return err
 }
+
+// streamEnd is err, a failure of a handler that returns as soon as its stream ends (a
+// watch), read at its return: once the stream has ended, its client's end, Canceled or
+// DeadlineExceeded (see [clientEnd.of]), whatever the store or a Send answered; as a
+// status for the RPC's log line and metrics.
+func (s *Server) streamEnd(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		err = ctx.Err()
+	}
+	return toStatus(s.log, (&clientEnd{ctx: ctx}).of(err))
+}

@@ -62,12 +62,7 @@ func (s *Server) WatchSchemas(req *toolsdv1.WatchSchemasRequest, stream grpc.Ser
 	if slow.stop() {
 		return toStatus(s.log, errSlowClient)
 	}
-	// A watch its client ended (a cancel, its deadline) is Canceled or DeadlineExceeded
-	// in the RPC's log line and metrics, as the client reads it (see [clientEnd]).
-	if ctx.Err() != nil {
-		err = ctx.Err()
-	}
-	return toStatus(s.log, (&clientEnd{ctx: ctx}).of(err))
+	return s.streamEnd(ctx, err)
 }
 
 // watchScope sends scope's fingerprint, then each new one, until ctx ends; it returns

@@ -342,14 +342,7 @@ func (s *Server) WatchSession(req *toolsdv1.WatchSessionRequest, stream grpc.Ser
 	if slow.stop() {
 		return toStatus(s.log, errSlowClient)
 	}
-	// A watch its client ended (a cancel, its deadline) is Canceled or DeadlineExceeded
-	// in the RPC's log line and metrics, as a ReadSession is, whatever the store's watch
-	// or a Send it waited on answered (see [clientEnd]); the watch ends as soon as its
-	// stream does.
-	if ctx.Err() != nil {
-		err = ctx.Err()
-	}
-	return toStatus(s.log, (&clientEnd{ctx: ctx}).of(err))
+	return s.streamEnd(ctx, err)
 }
 
 // stillEpoch fails unless the session id names is still the one of epoch (not 0), as
