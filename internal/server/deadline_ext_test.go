@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -14,6 +15,29 @@ import (
 	"github.com/toolsd/toolsd/internal/server"
 	"github.com/toolsd/toolsd/internal/session"
 )
+
+// endByClient ends a running server stream as its client would, at once for want
+// Canceled, else by letting ctx's deadline pass; waits for its handler to return; and
+// checks that toolsd counted the RPC of method with want, and that the client's recv
+// ends with it.
+func endByClient(t *testing.T, ctx context.Context, cancel context.CancelFunc, want codes.Code, reg *prometheus.Registry, ends rpcEnds, method string, recv func() error) {
+	t.Helper()
+	if want == codes.Canceled {
+		cancel()
+	}
+	<-ctx.Done()
+	<-ends // the handler returned
+	if got := rpcCount(t, reg, method, want.String()); got != 1 {
+		t.Errorf("grpc_server_handled_total{grpc_method=%s,grpc_code=%v} = %v, want 1 (OK: %v)", method, want, got, rpcCount(t, reg, method, "OK"))
+	}
+	var err error
+	for err == nil {
+		err = recv()
+	}
+	if status.Code(err) != want {
+		t.Errorf("%s: Recv() = %v, want %v", method, err, want)
+	}
+}
 
 // TestReaderWhoseDeadlinePassesIsDeadlineExceeded: a ReadSession whose client's
 // deadline passes while toolsd waits to send it more is counted DEADLINE_EXCEEDED, as
@@ -41,20 +65,7 @@ func TestReaderWhoseDeadlinePassesIsDeadlineExceeded(t *testing.T) {
 			if _, err := r.Recv(); err != nil { // the read is running; the client reads no more
 				t.Fatalf("ReadSession(s).Recv() = %v", err)
 			}
-			if tc.want == codes.Canceled {
-				cancel()
-			}
-			<-ctx.Done()
-			<-ends // the handler returned
-			if got := rpcCount(t, reg, "ReadSession", tc.want.String()); got != 1 {
-				t.Errorf("grpc_server_handled_total{grpc_method=ReadSession,grpc_code=%v} = %v, want 1", tc.want, got)
-			}
-			for err == nil {
-				_, err = r.Recv()
-			}
-			if status.Code(err) != tc.want {
-				t.Errorf("ReadSession(s).Recv() = %v, want %v", err, tc.want)
-			}
+			endByClient(t, ctx, cancel, tc.want, reg, ends, "ReadSession", func() error { _, err := r.Recv(); return err })
 		})
 	}
 }
@@ -93,20 +104,7 @@ func TestWatcherWhoseDeadlinePassesIsDeadlineExceeded(t *testing.T) {
 					t.Fatalf("WatchSession(s).Recv() = %v", err)
 				}
 			}
-			if tc.want == codes.Canceled {
-				cancel()
-			}
-			<-ctx.Done()
-			<-ends // the handler returned
-			if got := rpcCount(t, reg, "WatchSession", tc.want.String()); got != 1 {
-				t.Errorf("grpc_server_handled_total{grpc_method=WatchSession,grpc_code=%v} = %v, want 1 (OK: %v)", tc.want, got, rpcCount(t, reg, "WatchSession", "OK"))
-			}
-			for err == nil {
-				_, err = w.Recv()
-			}
-			if status.Code(err) != tc.want {
-				t.Errorf("WatchSession(s).Recv() = %v, want %v", err, tc.want)
-			}
+			endByClient(t, ctx, cancel, tc.want, reg, ends, "WatchSession", func() error { _, err := w.Recv(); return err })
 		})
 	}
 }
@@ -138,20 +136,7 @@ func TestSchemaWatcherWhoseDeadlinePassesIsDeadlineExceeded(t *testing.T) {
 			if _, err := w.Recv(); err != nil { // the first fingerprint; then the watch waits
 				t.Fatalf("WatchSchemas().Recv() = %v", err)
 			}
-			if tc.want == codes.Canceled {
-				cancel()
-			}
-			<-ctx.Done()
-			<-ends // the handler returned
-			if got := rpcCount(t, metrics, "WatchSchemas", tc.want.String()); got != 1 {
-				t.Errorf("grpc_server_handled_total{grpc_method=WatchSchemas,grpc_code=%v} = %v, want 1 (OK: %v)", tc.want, got, rpcCount(t, metrics, "WatchSchemas", "OK"))
-			}
-			for err == nil {
-				_, err = w.Recv()
-			}
-			if status.Code(err) != tc.want {
-				t.Errorf("WatchSchemas().Recv() = %v, want %v", err, tc.want)
-			}
+			endByClient(t, ctx, cancel, tc.want, metrics, ends, "WatchSchemas", func() error { _, err := w.Recv(); return err })
 		})
 	}
 }
