@@ -192,6 +192,13 @@ func TestCombine(t *testing.T) {
 			},
 			want: pipeline.Verdict{Decision: pipeline.Ask, Reason: "a1"},
 		},
+		"a verdict without reasons yields to one with them": {
+			in: []pipeline.Verdict{
+				{Decision: pipeline.Ask}, {Decision: pipeline.Ask, UserReason: "u"},
+				{Decision: pipeline.Ask, Reason: "a"},
+			},
+			want: pipeline.Verdict{Decision: pipeline.Ask, UserReason: "u"},
+		},
 		"out-of-range decision fails closed": {
 			in:   []pipeline.Verdict{{Decision: pipeline.Allow}, {Decision: pipeline.Decision(42), Reason: "bug"}},
 			want: pipeline.Verdict{Decision: pipeline.Deny, Reason: "bug"},
@@ -201,6 +208,60 @@ func TestCombine(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if got := pipeline.Combine(tc.in...); got != tc.want {
 				t.Errorf("Combine(%v) = %+v, want %+v", tc.in, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestAskQuestionIsTheFirstGiven: the approver is asked the first question a
+// participant gives. A participant that asks without a reason (a policy rule with no
+// reason) hid the question of a hook that asked after it, and the approver saw only the
+// default question.
+func TestAskQuestionIsTheFirstGiven(t *testing.T) {
+	asks := func(reason, userReason string) pipeline.PreExecute {
+		return pipeline.PreExecuteFunc("asks", func(context.Context, *tool.Exec, pipeline.Tool) pipeline.Verdict {
+			return pipeline.Verdict{Decision: pipeline.Ask, Reason: reason, UserReason: userReason}
+		})
+	}
+	tests := map[string]struct {
+		pres []pipeline.PreExecute
+		want string
+	}{
+		"a silent ask, then a question": {
+			pres: []pipeline.PreExecute{asks("", ""), verdict(pipeline.Allow, "fine"), asks("touching prod needs a human", "")},
+			want: "touching prod needs a human",
+		},
+		"a silent ask, then a user reason": {
+			pres: []pipeline.PreExecute{asks("", ""), asks("", `hook "policy" asks for approval`)},
+			want: `hook "policy" asks for approval`,
+		},
+		"the first question of two": {
+			pres: []pipeline.PreExecute{asks("first", ""), asks("second", "")},
+			want: "first",
+		},
+		"a question, then a silent ask": {
+			pres: []pipeline.PreExecute{asks("first", ""), asks("", "")},
+			want: "first",
+		},
+		"no question": {
+			pres: []pipeline.PreExecute{asks("", ""), asks("", "")},
+			want: `tool "echo" requires approval`,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var got string
+			p := pipeline.New(staticResolver(newTool("echo")), returning(tool.Result{Content: "ok"}), pipeline.WithPreExecute(tc.pres...))
+			e := newExec("echo", `{}`)
+			e.Approver = approverFunc(func(_ context.Context, req tool.ApprovalRequest) (tool.ApprovalDecision, error) {
+				got = req.Reason
+				return tool.ApprovalDecision{Approved: true}, nil
+			})
+			if r := p.Run(t.Context(), e); r.IsError {
+				t.Fatalf("Run() = %+v, want the approved call's success", r.Err)
+			}
+			if got != tc.want {
+				t.Errorf("approval question = %q, want %q", got, tc.want)
 			}
 		})
 	}

@@ -221,7 +221,7 @@ func (s *snapshot) preExecute(ctx context.Context, e *tool.Exec, t Tool, r *tool
 //go:noinline
 func (s *snapshot) preVerdict(ctx context.Context, st *callState, e *tool.Exec, t Tool) (v Verdict, by string) {
 	consult := func(p PreExecute) {
-		if pv := p.PreExecute(ctx, st.exposed(e), t); pv.Decision.strength() > v.Decision {
+		if pv := p.PreExecute(ctx, st.exposed(e), t); pv.outranks(v) {
 			v, by = Combine(pv), p.Name()
 		}
 	}

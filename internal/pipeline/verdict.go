@@ -84,17 +84,30 @@ type Verdict struct {
 //	else any Allow    → Allow
 //	else (all Abstain, or none) → Abstain; the pipeline then applies its default decision
 //
-// The decision is independent of the order of verdicts; only which reason is reported
-// depends on it. A decision outside the enum counts as Deny.
+// "First" skips verdicts without reasons (neither Reason nor UserReason) when a later
+// one of the same decision has some: a policy rule that asks without saying why must
+// not hide the question a hook asks. The decision is independent of the order of
+// verdicts; only which reason is reported depends on it. A decision outside the enum
+// counts as Deny.
 func Combine(vs ...Verdict) Verdict {
 	var out Verdict
 	for _, v := range vs {
-		if v.Decision.strength() > out.Decision {
+		if v.outranks(out) {
 			out = v
 			out.Decision = v.Decision.strength()
 		}
 	}
 	return out
+}
+
+// outranks reports whether v replaces out, the verdicts combined so far: its decision is
+// stronger, or it is the same Ask or Deny with reasons where out has none.
+func (v Verdict) outranks(out Verdict) bool {
+	d := v.Decision.strength()
+	if d != out.Decision || d < Ask {
+		return d > out.Decision
+	}
+	return out.Reason == "" && out.UserReason == "" && (v.Reason != "" || v.UserReason != "")
 }
 
 // PreExecute is a pre-execute participant (hooks, permission rules, sandbox rules). It
