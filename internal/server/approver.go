@@ -22,10 +22,13 @@ type streamApprover struct {
 	// cancellation, the approval timeout), before the wait is withdrawn: for tests that
 	// order an answer read meanwhile against the withdrawal (see Deps.ApprovalWaitEnded).
 	waitEnded func()
+	// registered, if set, runs once a call's wait is registered, before its request is
+	// queued: for tests that order two calls' requests (see TestRequestIdsInSendOrder).
+	registered func(callID string)
 
 	mu      sync.Mutex
 	pending map[string]*awaiting
-	asks    uint64 // the last request id given out: they are numbered 1, 2, 3, … per stream
+	asks    uint64 // the last request id sent: they are numbered 1, 2, 3, … per stream, in the order sent
 	closed  bool
 	gone    chan struct{} // closed when the client can no longer answer
 }
@@ -36,11 +39,11 @@ type streamApprover struct {
 type awaiting struct {
 	ch     chan tool.ApprovalDecision // buffered: resolve never waits
 	accept func() bool                // the pipeline's [tool.ApprovalRequest.Accept]; nil: none
-	// id is the request's request_id: a decision that names another request (an
-	// earlier one of the call, withdrawn since) is not an answer to this one.
-	id uint64
-	// asked is set (under mu) just before the request is handed to the stream: an
-	// answer read before then was sent before the client could have seen the request.
+	// id is the request's request_id, and asked is set with it (under mu) just before
+	// the request is handed to the stream: an answer read before then was sent before
+	// the client could have seen the request, and a decision that names another request
+	// (an earlier one of the call, withdrawn since) is not an answer to this one.
+	id    uint64
 	asked bool
 }
 
@@ -73,23 +76,28 @@ func (a *streamApprover) Approve(ctx context.Context, req tool.ApprovalRequest) 
 		a.mu.Unlock()
 		return tool.ApprovalDecision{}, errAlreadyAwaiting
 	}
-	a.asks++
-	w.id = a.asks
 	a.pending[id] = w
 	a.mu.Unlock()
-	err := a.out.putAsk(&toolsdv1.ExecuteBatchResponse{Msg: &toolsdv1.ExecuteBatchResponse_ApprovalRequest{
-		ApprovalRequest: &toolsdv1.ApprovalRequest{
-			CallId:        id,
-			Index:         uint32(req.Call.Index),
-			Tool:          req.Call.Name,
-			ArgumentsJson: req.Call.Arguments,
-			Reason:        req.Reason,
-			RequestId:     w.id,
-		},
-	}}, func() {
+	if a.registered != nil {
+		a.registered(id)
+	}
+	m := &toolsdv1.ApprovalRequest{
+		CallId:        id,
+		Index:         uint32(req.Call.Index),
+		Tool:          req.Call.Name,
+		ArgumentsJson: req.Call.Arguments,
+		Reason:        req.Reason,
+	}
+	// Numbered as it is handed to the stream (one message at a time: the outbox's
+	// sender, or a direct put under its lock), so that the client reads the ids in order
+	// even when calls ask at once and their requests are queued in another order than
+	// they were registered.
+	err := a.out.putAsk(&toolsdv1.ExecuteBatchResponse{Msg: &toolsdv1.ExecuteBatchResponse_ApprovalRequest{ApprovalRequest: m}}, func() {
 		a.mu.Lock()
-		w.asked = true
+		a.asks++
+		w.id, w.asked = a.asks, true
 		a.mu.Unlock()
+		m.RequestId = w.id
 	})
 	if err != nil {
 		a.withdraw(id, w)

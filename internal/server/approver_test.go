@@ -368,3 +368,83 @@ func waitFor(what string, cond func() bool) error {
 	}
 	return nil
 }
+
+// TestRequestIdsInSendOrder: approval requests reach the client numbered 1, 2, 3, … in
+// the order they are sent, as README says, whichever of the batch's calls asked first.
+// The id was given out when a call's wait was registered and the request queued after,
+// so a call that registered first and was queued second (here held between the two)
+// reached the client with id 1 after the other call's request 2.
+func TestRequestIdsInSendOrder(t *testing.T) {
+	answered := make(chan []approveResult, 1)
+	stream := openBatch(t, func(stream batchStream) error {
+		if _, err := stream.Recv(); err != nil {
+			return err
+		}
+		out := newOutbox(stream, 8, time.Hour, nil, func(error) {}, false)
+		a := newStreamApprover(out)
+		held, release := make(chan struct{}), make(chan struct{})
+		a.registered = func(callID string) {
+			if callID == "first" {
+				close(held)
+				<-release
+			}
+		}
+		results := make([]chan approveResult, 2)
+		for i, id := range []string{"first", "second"} {
+			results[i] = make(chan approveResult, 1)
+			go func() {
+				d, err := a.Approve(stream.Context(), tool.ApprovalRequest{Call: &tool.Call{CallID: id, Index: i, Name: "rm"}, Reason: "deletes"})
+				results[i] <- approveResult{d, err}
+			}()
+			if i == 0 {
+				<-held
+			}
+		}
+		// The second request is queued, and sent, while the first is held.
+		if err := waitFor("the second request to be sent", func() bool {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			w := a.pending["second"]
+			return w != nil && w.asked
+		}); err != nil {
+			close(release)
+			a.closeSide()
+			return err
+		}
+		close(release)
+		for range 2 {
+			m, err := stream.Recv()
+			if err != nil {
+				return err
+			}
+			a.resolve(m.GetApproval(), nil)
+		}
+		answered <- []approveResult{<-results[0], <-results[1]}
+		return out.close()
+	})
+	var ids []uint64
+	for _, want := range []string{"second", "first"} {
+		req := recvApproval(t, stream)
+		if req.GetCallId() != want {
+			t.Fatalf("approval request for %q, want %q", req.GetCallId(), want)
+		}
+		ids = append(ids, req.GetRequestId())
+		answer := decision(want, true, "")
+		answer.GetApproval().RequestId = req.GetRequestId()
+		if err := stream.Send(answer); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ids[0] != 1 || ids[1] != 2 {
+		t.Errorf("request ids in the order sent = %v, want [1 2]", ids)
+	}
+	for i, r := range <-answered {
+		if r.err != nil || !r.d.Approved {
+			t.Errorf("Approve() %d = %+v, %v; want approved by the answer naming its request", i, r.d, r.err)
+		}
+	}
+	if err := stream.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	drain(t, stream)
+}

@@ -180,11 +180,11 @@ func (o *outbox) sendDirectLocked(it outItem) (rest outItem, left bool, err erro
 			o.startLocked()
 			return it, true, nil
 		}
+		if it.onSend != nil {
+			it.onSend() // before the size: it may still fill in m (an approval's id)
+		}
 		n := proto.Size(it.m)
 		o.sent += n + directOverhead
-		if it.onSend != nil {
-			it.onSend()
-		}
 		// Timed by sends too: it records the message's size, the allowance a Send of the
 		// sender waiting behind it gets (see sendCheck).
 		if err := streamgate.Send(&o.sends, o.stream.Send, it.m); err != nil {

@@ -1790,8 +1790,8 @@ type ApprovalRequest struct {
 	ArgumentsJson string `protobuf:"bytes,4,opt,name=arguments_json,json=argumentsJson,proto3" json:"arguments_json,omitempty"`
 	// Why approval is needed.
 	Reason string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
-	// Identifies this request on the batch stream (1, 2, 3, … per stream; never 0): a
-	// call asked again gets a new id. Echo it in ApprovalDecision.request_id, so that an
+	// Identifies this request on the batch stream (1, 2, 3, … per stream, in the order
+	// the requests are sent; never 0): a call asked again gets a new id. Echo it in ApprovalDecision.request_id, so that an
 	// answer to an earlier request cannot decide this one.
 	RequestId     uint64 `protobuf:"varint,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
