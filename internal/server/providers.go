@@ -3,11 +3,6 @@ package server
 import (
 	"cmp"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/json"
-	"errors"
 	"math"
 	"slices"
 
@@ -21,27 +16,15 @@ import (
 	"github.com/toolsd/toolsd/internal/textcut"
 )
 
-// The bounds of a ListProviders page. A page is kept within maxProvidersPageBytes, a
-// quarter of gRPC's default receive limit: limits.max_providers and
-// max_tools_per_provider have no upper bound, and one provider's tools alone (a
-// registration takes up to about 600 bytes) may be over it.
+// The bounds of a ListProviders page. A page is kept within maxPageBytes:
+// limits.max_providers and max_tools_per_provider have no upper bound, and one
+// provider's tools alone (a registration takes up to about 600 bytes) may be over it.
 const (
-	maxProvidersPerPage   = 100
-	maxProvidersPageBytes = 1 << 20
+	maxProvidersPerPage = 100
 	// maxListedIdentity cuts the identity shown, so a provider's entry without its
 	// tools always fits in a page.
 	maxListedIdentity = 1024
-	// maxPageToken bounds a page token read: the tokens given are far shorter.
-	maxPageToken = 2048
-	// entryOverhead is what a repeated message field adds to an element's own size: its
-	// tag and a length of up to three bytes (the page is under 2 MiB).
-	entryOverhead = 4
-	// pageMACBytes is how much of its HMAC-SHA256 a page token carries.
-	pageMACBytes = 16
 )
-
-// errBadPageToken is a page token that ListProviders did not give.
-var errBadPageToken = errors.New("is not a next_page_token that ListProviders gave")
 
 // ListProviders lists the connected providers the caller may see (see providerFilter),
 // oldest first, each with its registrations from the registry, a page at a time.
@@ -50,7 +33,8 @@ func (s *Server) ListProviders(ctx context.Context, req *toolsdv1.ListProvidersR
 	if err != nil {
 		return nil, toStatus(s.log, err)
 	}
-	after, err := decodePageToken(s.pageKey, req.GetPageToken())
+	tokens := pageTokens{rpc: "ListProviders", key: s.pageKey}
+	after, err := decodeProvidersToken(tokens, req.GetPageToken())
 	if err != nil {
 		return nil, toStatus(s.log, badField("page_token", "%v", err))
 	}
@@ -62,7 +46,7 @@ func (s *Server) ListProviders(ctx context.Context, req *toolsdv1.ListProvidersR
 	slices.SortFunc(ps, func(a, b broker.ProviderInfo) int {
 		return providerPos(a).compare(providerPos(b))
 	})
-	pg := providersPage{resp: &toolsdv1.ListProvidersResponse{}, key: s.pageKey}
+	pg := providersPage{resp: &toolsdv1.ListProvidersResponse{}, tokens: tokens}
 	for _, p := range ps {
 		pos := providerPos(p)
 		c := pos.compare(after.pagePos)
@@ -131,12 +115,12 @@ func providerToProto(pctx context.Context, p broker.ProviderInfo) *toolsdv1.Conn
 
 func clampUint32(n int) uint32 { return uint32(min(max(n, 0), math.MaxUint32)) }
 
-// providersPage fills one ListProviders page within maxProvidersPageBytes.
+// providersPage fills one ListProviders page within maxPageBytes.
 type providersPage struct {
-	resp  *toolsdv1.ListProvidersResponse
-	key   []byte  // signs the page token (see [pageToken.encode])
-	bytes int     // the page's encoded size so far, overestimated by at most entryOverhead an entry
-	last  pagePos // the last provider added
+	resp   *toolsdv1.ListProvidersResponse
+	tokens pageTokens // sign the page token
+	bytes  int        // the page's encoded size so far, overestimated by at most entryOverhead an entry
+	last   pagePos    // the last provider added
 }
 
 // add adds p's entry at position pos with tools (sorted), and reports whether the page
@@ -146,7 +130,7 @@ type providersPage struct {
 // lists something: alone on a page, an entry with one tool fits.
 func (pg *providersPage) add(p *toolsdv1.ConnectedProvider, pos pagePos, tools []registry.OwnedTool) bool {
 	// Room is kept for the next page token (tag, length and token).
-	budget := maxProvidersPageBytes - maxPageToken - entryOverhead
+	budget := maxPageBytes - maxPageToken - entryOverhead
 	entry := proto.Size(p) + entryOverhead
 	first := len(pg.resp.Providers) == 0
 	if !first && pg.bytes+entry > budget {
@@ -168,7 +152,7 @@ func (pg *providersPage) add(p *toolsdv1.ConnectedProvider, pos pagePos, tools [
 		p.ToolsContinued = true
 		pg.resp.Providers = append(pg.resp.Providers, p)
 		prev := tools[i-1]
-		pg.resp.NextPageToken = pageToken{pagePos: pagePos{At: pos.At, ID: pos.ID, Scope: prev.Scope, Name: prev.Name}, Mid: true}.encode(pg.key)
+		pg.resp.NextPageToken = pg.tokens.sign(providersToken{pagePos: pagePos{At: pos.At, ID: pos.ID, Scope: prev.Scope, Name: prev.Name}, Mid: true})
 		return false
 	}
 	pg.resp.Providers = append(pg.resp.Providers, p)
@@ -179,7 +163,7 @@ func (pg *providersPage) add(p *toolsdv1.ConnectedProvider, pos pagePos, tools [
 
 // endAfter ends the page with a token that starts the next after provider pos.
 func (pg *providersPage) endAfter(pos pagePos) {
-	pg.resp.NextPageToken = pageToken{pagePos: pos}.encode(pg.key)
+	pg.resp.NextPageToken = pg.tokens.sign(providersToken{pagePos: pos})
 }
 
 // pagePos is a place in the listing's order: a provider by its connection time (Unix
@@ -200,51 +184,28 @@ func (a pagePos) compare(b pagePos) int {
 	return cmp.Or(cmp.Compare(a.At, b.At), cmp.Compare(a.ID, b.ID))
 }
 
-// pageToken is where the next page starts: after the provider of pagePos, or, with
+// providersToken is where the next page starts: after the provider of pagePos, or, with
 // Mid, after the tool of pagePos within that provider. The zero token starts at the
 // beginning.
-type pageToken struct {
+type providersToken struct {
 	pagePos
 	Mid bool `json:"m,omitempty"`
 }
 
-// encode returns the token signed with key, the server's: a token is only read back
-// by the server that gave it, so that one from another toolsd (a replica behind the
-// same address, or this one before a restart) or made up is refused rather than read
-// as a position among providers it never listed.
-func (t pageToken) encode(key []byte) string {
-	b, _ := json.Marshal(t) //nolint:errchkjson // strings and integers only
-	return base64.RawURLEncoding.EncodeToString(append(pageMAC(key, b), b...))
-}
-
-func decodePageToken(key []byte, s string) (pageToken, error) {
-	var t pageToken
-	if s == "" {
-		return t, nil
+// decodeProvidersToken reads ListProviders' page token s (see [pageTokens]).
+func decodeProvidersToken(tokens pageTokens, s string) (providersToken, error) {
+	var t providersToken
+	if err := tokens.open(s, &t); err != nil {
+		return providersToken{}, err
 	}
-	if len(s) > maxPageToken {
-		return t, errBadPageToken
-	}
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil || len(b) < pageMACBytes || !hmac.Equal(b[:pageMACBytes], pageMAC(key, b[pageMACBytes:])) {
-		return pageToken{}, errBadPageToken
-	}
-	if json.Unmarshal(b[pageMACBytes:], &t) != nil || (t.ID == "" && t.At == 0) {
-		return pageToken{}, errBadPageToken
+	if s != "" && t.ID == "" && t.At == 0 {
+		return providersToken{}, tokens.bad()
 	}
 	return t, nil
 }
 
-// pageMAC is the part of the HMAC-SHA256 of a page token's text b under key that the
-// token carries.
-func pageMAC(key, b []byte) []byte {
-	m := hmac.New(sha256.New, key)
-	m.Write(b)
-	return m.Sum(nil)[:pageMACBytes]
-}
-
 // rest is the tools after t's tool, for the provider t was cut in.
-func (t pageToken) rest(tools []registry.OwnedTool) []registry.OwnedTool {
+func (t providersToken) rest(tools []registry.OwnedTool) []registry.OwnedTool {
 	i, found := slices.BinarySearchFunc(tools, t.pagePos, func(o registry.OwnedTool, p pagePos) int {
 		return cmp.Or(cmp.Compare(o.Scope, p.Scope), cmp.Compare(o.Name, p.Name))
 	})

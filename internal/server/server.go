@@ -135,7 +135,8 @@ type Server struct {
 	schemaWatches *schemaWatches
 	// schemasSent is Deps.SchemasSent.
 	schemasSent func()
-	// pageKey signs ListProviders' page tokens, so that only this server's are read.
+	// pageKey signs the paged list RPCs' page tokens (see [pageTokens]), so that only
+	// this server's are read.
 	pageKey []byte
 }
 
