@@ -10,7 +10,6 @@ import (
 	"github.com/toolsd/toolsd/internal/broker"
 	"github.com/toolsd/toolsd/internal/registry"
 	"github.com/toolsd/toolsd/internal/textcut"
-	"github.com/toolsd/toolsd/internal/tool"
 )
 
 // RegisterTool binds a tool to a connected provider.
@@ -176,30 +175,6 @@ func (s *Server) Unrestrict(ctx context.Context, req *toolsdv1.UnrestrictRequest
 		return nil, toStatus(s.log, err)
 	}
 	return &toolsdv1.UnrestrictResponse{}, nil
-}
-
-// ListQuarantined lists the held-back registrations in the scopes the caller may
-// restrict; one that may restrict nowhere is denied.
-func (s *Server) ListQuarantined(ctx context.Context, _ *toolsdv1.ListQuarantinedRequest) (*toolsdv1.ListQuarantinedResponse, error) {
-	mine, err := s.authz.ScopeFilter(ctx, ActionRestrict)
-	if err != nil {
-		return nil, toStatus(s.log, err)
-	}
-	out := &toolsdv1.ListQuarantinedResponse{}
-	for _, e := range s.reg.Quarantined() {
-		if !mine(e.Scope()) {
-			continue
-		}
-		pinned, _ := s.reg.PinnedHash(e.Scope(), e.Name())
-		out.Tools = append(out.Tools, &toolsdv1.QuarantinedTool{
-			Scope:       e.Scope(),
-			Tool:        schemasToProto([]tool.Schema{e.Schema()})[0],
-			ContentHash: e.Hash(),
-			PinnedHash:  pinned,
-			ProviderId:  e.Owner(),
-		})
-	}
-	return out, nil
 }
 
 // ApproveQuarantined makes one held-back registration visible.

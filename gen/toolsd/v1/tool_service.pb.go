@@ -894,9 +894,16 @@ func (*ReleaseToolSetResponse) Descriptor() ([]byte, []int) {
 	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{15}
 }
 
-// ListQuarantinedRequest is empty.
+// ListQuarantinedRequest asks for one page of the quarantined registrations.
 type ListQuarantinedRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At most this many registrations in the page; 0, or over 100, means 100. A page
+	// also holds at most 1 MiB, so it may hold fewer: one registration is listed alone
+	// when it is larger.
+	PageSize uint32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The next_page_token of the previous page; "" for the first page. A token that
+	// this server did not give (for this RPC) is INVALID_ARGUMENT, reason BAD_REQUEST.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -929,6 +936,20 @@ func (x *ListQuarantinedRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use ListQuarantinedRequest.ProtoReflect.Descriptor instead.
 func (*ListQuarantinedRequest) Descriptor() ([]byte, []int) {
 	return file_toolsd_v1_tool_service_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ListQuarantinedRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListQuarantinedRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
 }
 
 // QuarantinedTool is one held-back registration.
@@ -1014,11 +1035,13 @@ func (x *QuarantinedTool) GetProviderId() string {
 	return ""
 }
 
-// ListQuarantinedResponse lists the held-back registrations.
+// ListQuarantinedResponse is one page of the held-back registrations.
 type ListQuarantinedResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Sorted by scope, then name.
-	Tools         []*QuarantinedTool `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	// Sorted by scope, then name; on a later page, those after the previous page's last.
+	Tools []*QuarantinedTool `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	// Pass as page_token for the next page; "" on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1058,6 +1081,13 @@ func (x *ListQuarantinedResponse) GetTools() []*QuarantinedTool {
 		return x.Tools
 	}
 	return nil
+}
+
+func (x *ListQuarantinedResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // ApproveQuarantinedRequest names one quarantined registration.
@@ -2866,8 +2896,11 @@ const file_toolsd_v1_tool_service_proto_rawDesc = "" +
 	"\vfingerprint\x18\x03 \x01(\tR\vfingerprint\"7\n" +
 	"\x15ReleaseToolSetRequest\x12\x1e\n" +
 	"\vtool_set_id\x18\x01 \x01(\tR\ttoolSetId\"\x18\n" +
-	"\x16ReleaseToolSetResponse\"\x18\n" +
-	"\x16ListQuarantinedRequest\"\xb7\x01\n" +
+	"\x16ReleaseToolSetResponse\"T\n" +
+	"\x16ListQuarantinedRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\rR\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"\xb7\x01\n" +
 	"\x0fQuarantinedTool\x12\x14\n" +
 	"\x05scope\x18\x01 \x01(\tR\x05scope\x12)\n" +
 	"\x04tool\x18\x02 \x01(\v2\x15.toolsd.v1.ToolSchemaR\x04tool\x12!\n" +
@@ -2875,9 +2908,10 @@ const file_toolsd_v1_tool_service_proto_rawDesc = "" +
 	"\vpinned_hash\x18\x04 \x01(\tR\n" +
 	"pinnedHash\x12\x1f\n" +
 	"\vprovider_id\x18\x05 \x01(\tR\n" +
-	"providerId\"K\n" +
+	"providerId\"s\n" +
 	"\x17ListQuarantinedResponse\x120\n" +
-	"\x05tools\x18\x01 \x03(\v2\x1a.toolsd.v1.QuarantinedToolR\x05tools\"h\n" +
+	"\x05tools\x18\x01 \x03(\v2\x1a.toolsd.v1.QuarantinedToolR\x05tools\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"h\n" +
 	"\x19ApproveQuarantinedRequest\x12\x14\n" +
 	"\x05scope\x18\x01 \x01(\tR\x05scope\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12!\n" +

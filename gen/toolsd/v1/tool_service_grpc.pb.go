@@ -63,8 +63,9 @@ type ToolServiceClient interface {
 	ReleaseToolSet(ctx context.Context, in *ReleaseToolSetRequest, opts ...grpc.CallOption) (*ReleaseToolSetResponse, error)
 	// ListQuarantined lists the registrations registry.pinning: quarantine holds back (a
 	// provider registered a pinned tool again with another definition), in the scopes the
-	// caller may restrict, sorted by scope and name. A caller that may restrict in no
-	// scope gets PERMISSION_DENIED.
+	// caller may restrict, sorted by scope and name, a page at a time (an empty request
+	// asks for the first page; a next_page_token says more follow). A caller that may
+	// restrict in no scope gets PERMISSION_DENIED.
 	ListQuarantined(ctx context.Context, in *ListQuarantinedRequest, opts ...grpc.CallOption) (*ListQuarantinedResponse, error)
 	// ApproveQuarantined makes one quarantined registration visible and pins its content
 	// hash in place of the old one (the caller must be allowed to restrict its scope).
@@ -363,8 +364,9 @@ type ToolServiceServer interface {
 	ReleaseToolSet(context.Context, *ReleaseToolSetRequest) (*ReleaseToolSetResponse, error)
 	// ListQuarantined lists the registrations registry.pinning: quarantine holds back (a
 	// provider registered a pinned tool again with another definition), in the scopes the
-	// caller may restrict, sorted by scope and name. A caller that may restrict in no
-	// scope gets PERMISSION_DENIED.
+	// caller may restrict, sorted by scope and name, a page at a time (an empty request
+	// asks for the first page; a next_page_token says more follow). A caller that may
+	// restrict in no scope gets PERMISSION_DENIED.
 	ListQuarantined(context.Context, *ListQuarantinedRequest) (*ListQuarantinedResponse, error)
 	// ApproveQuarantined makes one quarantined registration visible and pins its content
 	// hash in place of the old one (the caller must be allowed to restrict its scope).
