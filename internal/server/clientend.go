@@ -31,12 +31,18 @@ type clientEnd struct {
 	stop func() bool
 }
 
-// watchClientEnd starts noting when ctx, a stream's context, ends; the caller calls
+// watchClientEnd starts noting when ctx, a stream's context, ends, and then calls
+// onEnd, when not nil, with the end's cause (see [clientEnd.cause]); the caller calls
 // stop once the handler no longer needs to know.
-func watchClientEnd(ctx context.Context) *clientEnd {
+func watchClientEnd(ctx context.Context, onEnd func(cause error)) *clientEnd {
 	e := &clientEnd{ctx: ctx}
-	if _, ok := ctx.Deadline(); ok {
-		e.stop = context.AfterFunc(ctx, func() { e.at.Store(time.Now().UnixNano()) })
+	if _, ok := ctx.Deadline(); ok || onEnd != nil {
+		e.stop = context.AfterFunc(ctx, func() {
+			e.at.Store(time.Now().UnixNano())
+			if onEnd != nil {
+				onEnd(e.cause(context.Cause(ctx)))
+			}
+		})
 	} else {
 		e.stop = func() bool { return false }
 	}
@@ -79,6 +85,28 @@ func (e *clientEnd) of(err error) error {
 	}
 	if end := e.err(); end != nil {
 		return end
+	}
+	return err
+}
+
+// Causes of a batch whose client ended its stream, which the cancels of its calls
+// carry to their providers as the reason: the stream's own context says "context
+// canceled" for a deadline too, since the client resets the stream at its deadline,
+// often before toolsd's timer for it fires (see [deadlineSlack]).
+var (
+	errAgentCancelled = errors.New("server: the agent cancelled the batch's RPC or went away")
+	errAgentDeadline  = errors.New("server: the agent's deadline for the batch passed")
+)
+
+// cause is why a batch whose stream ended with err (its context's cause, or the
+// failure of a Recv) ends: errAgentDeadline or errAgentCancelled when its client ended
+// the stream (see [clientEnd.of]), any other err as it is.
+func (e *clientEnd) cause(err error) error {
+	switch end := e.of(err); {
+	case errors.Is(end, context.DeadlineExceeded) || status.Code(end) == codes.DeadlineExceeded:
+		return errAgentDeadline
+	case errors.Is(end, context.Canceled) || status.Code(end) == codes.Canceled:
+		return errAgentCancelled
 	}
 	return err
 }

@@ -46,7 +46,7 @@ func TestClientEndTellsTheDeadlineFromACancel(t *testing.T) {
 				passed.Store(true)
 				ctx = tooltest.LateTimer{Context: ctx, Passed: passed}
 			}
-			e := watchClientEnd(ctx)
+			e := watchClientEnd(ctx, nil)
 			defer e.stop()
 			tc.end(ctx, cancel)
 			if got := e.err(); !errors.Is(got, tc.want) || (got == nil) != (tc.want == nil) {
@@ -81,13 +81,56 @@ func TestClientEndOfAFailure(t *testing.T) {
 				ctx, cancel = context.WithTimeout(t.Context(), tc.deadline)
 				defer cancel()
 			}
-			e := watchClientEnd(ctx)
+			e := watchClientEnd(ctx, nil)
 			defer e.stop()
 			if tc.deadline > 0 {
 				cancel()
 			}
 			if got := status.Code(toStatus(zap.NewNop(), e.of(tc.failure))); got != tc.want {
 				t.Errorf("toStatus(clientEnd.of(%v)) = %v, want %v", tc.failure, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestClientEndCauseOfABatch: the cause a batch ends with when its client ends the
+// stream, which the cancels of its calls carry to their providers, says which end it
+// was: the deadline (reset at it, or toolsd's timer fired) or a cancel. The stream's
+// own context says "context canceled" for both. A cause toolsd gave is kept.
+func TestClientEndCauseOfABatch(t *testing.T) {
+	recvCanceled := status.Error(codes.Canceled, "context canceled")
+	tests := map[string]struct {
+		deadline time.Duration // from now, the stream then reset; 0: none
+		failure  error         // a Recv's failure; nil: the watch's own cause
+		want     error
+	}{
+		"reset at the deadline":          {deadline: deadlineSlack / 10, want: errAgentDeadline},
+		"its own timer fired":            {deadline: time.Nanosecond, want: errAgentDeadline},
+		"cancelled long before":          {deadline: time.Hour, want: errAgentCancelled},
+		"cancelled, no deadline":         {want: errAgentCancelled},
+		"recv, reset at the deadline":    {deadline: deadlineSlack / 10, failure: recvCanceled, want: errAgentDeadline},
+		"recv, reset long before":        {deadline: time.Hour, failure: recvCanceled, want: errAgentCancelled},
+		"recv, a message toolsd refused": {deadline: time.Hour, failure: errRequestTooLarge, want: errRequestTooLarge},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			if tc.deadline > 0 {
+				ctx, cancel = context.WithTimeout(t.Context(), tc.deadline)
+			}
+			defer cancel()
+			causes := make(chan error, 1)
+			e := watchClientEnd(ctx, func(cause error) { causes <- cause })
+			defer e.stop()
+			if tc.deadline != time.Nanosecond {
+				cancel()
+			}
+			got := <-causes
+			if tc.failure != nil {
+				got = e.cause(tc.failure)
+			}
+			if !errors.Is(got, tc.want) {
+				t.Errorf("cause = %v, want %v", got, tc.want)
 			}
 		})
 	}

@@ -23,7 +23,7 @@ import (
 )
 
 // errClientCancelled is the cause recorded when the client sends cancel.
-var errClientCancelled = errors.New("server: batch cancelled by the client")
+var errClientCancelled = errors.New("server: the agent cancelled the batch")
 
 // ExecuteBatch runs one step's tool calls. See the proto for the stream protocol.
 func (s *Server) ExecuteBatch(stream batchStream) error {
@@ -32,7 +32,13 @@ func (s *Server) ExecuteBatch(stream batchStream) error {
 	// being planned when draining began.
 	s.active.start()
 	defer s.active.done()
-	gone := watchClientEnd(ctx)
+	// The batch's context has the stream's values and deadline but not its end: it ends
+	// with the cause gone gives it (the agent's deadline, or its cancel), which the
+	// cancels of its calls carry to their providers, where one under the stream's would
+	// end first, with "context canceled" (see [clientEnd.cause]).
+	batchCtx, cancel := context.WithCancelCause(unended{ctx})
+	defer cancel(nil)
+	gone := watchClientEnd(ctx, cancel)
 	defer gone.stop()
 	first, err := s.recvFirst(stream)
 	if err != nil {
@@ -63,8 +69,6 @@ func (s *Server) ExecuteBatch(stream batchStream) error {
 		defer ts.Hold()()
 	}
 
-	batchCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
 	onRefusal(ctx, cancel)
 	stopAbort := context.AfterFunc(s.active.abort, func() { cancel(errShuttingDown) })
 	defer stopAbort()
@@ -78,7 +82,9 @@ func (s *Server) ExecuteBatch(stream batchStream) error {
 	lines := &streamgate.Retire{}
 	defer lines.Retire()
 	reader := newBatchReader(ctx)
-	startReader := func() { reader.start(func() error { return s.receive(stream, approver, cancel, b.BatchID, lines) }) }
+	startReader := func() {
+		reader.start(func() error { return s.receive(stream, approver, cancel, gone, b.BatchID, lines) })
+	}
 	sink := &batchSink{out: out, calls: b.Calls}
 	if single && s.limits.AcceptedHold > 0 {
 		sink.quiet = newQuietStart(out, s.limits.AcceptedHold, startReader)
@@ -124,6 +130,13 @@ func (s *Server) ExecuteBatch(stream batchStream) error {
 	// has fired succeed until gRPC closes the stream, and the client got its deadline.
 	return s.streamEnded(batchCtx, reader, gone)
 }
+
+// unended is a stream's context without its end: its values and deadline, so that a
+// context made under it is past its deadline when the stream is (see [tool.Ended]).
+type unended struct{ context.Context }
+
+func (unended) Done() <-chan struct{} { return nil }
+func (unended) Err() error            { return nil }
 
 // cutOff is the outbox's onCut: the batch is cancelled with err, and a client cut off
 // for not reading gets its status at once. The status is written through the transport
@@ -263,10 +276,11 @@ type statusWriter interface {
 const maxStrayLogs = 10
 
 // receive reads approvals and cancels until the client half-closes or goes away, and
-// returns the error of the Recv that ended it (nil for a half-close). It ends when the
-// handler returns, because the stream's context ends with it; its log lines go through
-// lines, which the handler ends before it returns.
-func (s *Server) receive(stream batchStream, approver *streamApprover, cancel context.CancelCauseFunc, batchID string, lines *streamgate.Retire) error {
+// returns the error of the Recv that ended it (nil for a half-close), having cancelled
+// the batch with it (as its client's end, when the client ended the stream: see
+// [clientEnd.cause]). It ends when the handler returns, because the stream's context
+// ends with it; its log lines go through lines, which the handler ends before it returns.
+func (s *Server) receive(stream batchStream, approver *streamApprover, cancel context.CancelCauseFunc, end *clientEnd, batchID string, lines *streamgate.Retire) error {
 	defer approver.closeSide()
 	strays, cancelled := 0, false
 	stray := func(msg string, fields ...zap.Field) {
@@ -286,7 +300,7 @@ func (s *Server) receive(stream batchStream, approver *streamApprover, cancel co
 			if errors.Is(err, io.EOF) {
 				return nil
 			}
-			cancel(err)
+			cancel(end.cause(err))
 			return err
 		}
 		if limit := s.limits.MaxRequestBytes; limit > 0 {
