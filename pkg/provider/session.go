@@ -111,7 +111,7 @@ type running struct {
 	s      *session
 	id     uint64
 	cancel context.CancelFunc
-	done   atomic.Bool // result sent or call cancelled: no more progress
+	done   atomic.Bool // handler returned or call cancelled: no more progress
 	// toldToStop: toolsd cancelled the call (so a cancelled answer means ABORTED).
 	toldToStop atomic.Bool
 	// claimed: the call's answer is taken, by its handler's return or by the drain
@@ -694,7 +694,9 @@ func (s *session) run(ctx context.Context, r *running, t *toolImpl, call Call, a
 			res = errorResult(fmt.Sprintf("tool %q failed unexpectedly (it ended its goroutine)", t.Name()))
 		}
 		// The call counts as running until its answer is sent: a draining session
-		// half-closes the stream only after that.
+		// half-closes the stream only after that. Its progress ends here, before the
+		// answer's send (see running.progress).
+		r.done.Store(true)
 		defer s.finish(r)
 		if !r.claimed.CompareAndSwap(false, true) || !s.inFlight(r) || s.ctx.Err() != nil {
 			return // abandoned, or the session is ending: nobody awaits this result
@@ -805,7 +807,23 @@ func (r *running) progress(message string, progress, total float64) {
 	m := &toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Progress{
 		Progress: &toolsdv1.ExecuteProgress{RequestId: r.id, Message: []byte(textcut.Prefix(message, int(limit))), Progress: progress, Total: total},
 	}}
-	if err := r.s.send(m); err != nil {
+	if err := r.sendProgress(m); err != nil {
 		r.s.log.Debug("progress not sent", zap.Uint64("request_id", r.id), zap.Error(err))
 	}
+}
+
+// sendProgress sends m unless the call is done, which it reads holding sendMu: the
+// call's answer is sent holding it once the call is done, so a report from a goroutine
+// the handler left running, which read the call as running before the answer went, is
+// not sent after it (toolsd would drop it).
+func (r *running) sendProgress(m *toolsdv1.ProviderServiceConnectRequest) error {
+	r.s.sendMu.Lock()
+	defer r.s.sendMu.Unlock()
+	if r.done.Load() {
+		return nil
+	}
+	if r.s.halfClosed {
+		return errHalfClosed
+	}
+	return r.s.stream.Send(m)
 }
