@@ -296,7 +296,17 @@ func (p *Provider) ProviderID() string {
 }
 
 // Ready is closed once the provider's tools were registered for the first time (toolsd
-// answered the first registration, whatever it accepted).
+// answered the first registration, whatever it accepted; with no tools added, once
+// toolsd welcomed the provider). It stays open while toolsd cannot be reached, and for
+// good when [Provider.Run] or [Provider.Serve] returns before that (its context ended
+// first: a provider shutting down registers nothing): wait for it together with their
+// return, or with the context given them, rather than alone:
+//
+//	go func() { errc <- p.Run(ctx, addr) }()
+//	select {
+//	case <-p.Ready():
+//	case err := <-errc: // stopped before its tools were registered
+//	}
 func (p *Provider) Ready() <-chan struct{} { return p.ready }
 
 func (p *Provider) markReady() { p.readyOnce.Do(func() { close(p.ready) }) }
