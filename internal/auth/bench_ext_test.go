@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/toolsd/toolsd/internal/auth"
-	"github.com/toolsd/toolsd/internal/auth/internal/devpki"
+	"github.com/toolsd/toolsd/internal/devpki"
 )
 
 // BenchmarkAuthenticate is the per-RPC cost of each credential kind (100 static tokens).

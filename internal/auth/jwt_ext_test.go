@@ -23,7 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/toolsd/toolsd/internal/auth"
-	"github.com/toolsd/toolsd/internal/auth/internal/devpki"
+	"github.com/toolsd/toolsd/internal/devpki"
 )
 
 var jwtNow = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)

@@ -19,7 +19,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/toolsd/toolsd/internal/auth"
-	"github.com/toolsd/toolsd/internal/auth/internal/devpki"
+	"github.com/toolsd/toolsd/internal/devpki"
 )
 
 type pki struct {

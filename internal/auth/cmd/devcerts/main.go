@@ -20,7 +20,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/toolsd/toolsd/internal/auth/internal/devpki"
+	"github.com/toolsd/toolsd/internal/devpki"
 )
 
 var clients = []string{"agent-a", "provider-a", "operator"}
