@@ -26,7 +26,7 @@ func main() {
 	if err != nil {
 		os.Exit(2) // parseFlags printed the error and the usage
 	}
-	if err := run(o.addr, o.session, o.approve); err != nil {
+	if err := run(context.Background(), o, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "agent:", err)
 		os.Exit(1)
 	}
@@ -60,23 +60,25 @@ func parseFlags(args []string) (options, error) {
 	return o, nil
 }
 
-func run(addr, session string, approve bool) error {
+// run runs one step against toolsd, printing to w what it sends and gets.
+func run(ctx context.Context, o options, w io.Writer) error {
+	addr, session, approve := o.addr, o.session, o.approve
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return err
 	}
 	defer func() { _ = conn.Close() }()
 	client := toolsdv1.NewToolServiceClient(conn)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 
 	schemas, err := client.Schemas(ctx, &toolsdv1.SchemasRequest{})
 	if err != nil {
 		return err
 	}
-	fmt.Printf("prompt tools (fingerprint %.12s…):\n", schemas.GetFingerprint())
+	fmt.Fprintf(w, "prompt tools (fingerprint %.12s…):\n", schemas.GetFingerprint())
 	for _, t := range schemas.GetTools() {
-		fmt.Printf("  %-14s %s\n", t.GetName(), t.GetDescription())
+		fmt.Fprintf(w, "  %-14s %s\n", t.GetName(), t.GetDescription())
 	}
 
 	// What a model might emit for one step.
@@ -105,7 +107,7 @@ func run(addr, session string, approve bool) error {
 		switch msg := m.GetMsg().(type) {
 		case *toolsdv1.ExecuteBatchResponse_ApprovalRequest:
 			r := msg.ApprovalRequest
-			fmt.Printf("approval requested for %s %s (%s): approving=%v\n", r.GetTool(), r.GetArgumentsJson(), r.GetReason(), approve)
+			fmt.Fprintf(w, "approval requested for %s %s (%s): approving=%v\n", r.GetTool(), r.GetArgumentsJson(), r.GetReason(), approve)
 			// Echoing the request id makes the answer count for this request only.
 			if err := stream.Send(&toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Approval{Approval: &toolsdv1.ApprovalDecision{
 				CallId: r.GetCallId(), RequestId: r.GetRequestId(), Approved: approve, Reason: "decided by examples/agent",
@@ -114,9 +116,9 @@ func run(addr, session string, approve bool) error {
 			}
 		case *toolsdv1.ExecuteBatchResponse_Result:
 			r := msg.Result
-			fmt.Printf("result %d %s: %s\n", r.GetIndex(), r.GetCallId(), r.GetContent())
+			fmt.Fprintf(w, "result %d %s: %s\n", r.GetIndex(), r.GetCallId(), r.GetContent())
 		case *toolsdv1.ExecuteBatchResponse_Settled:
-			fmt.Printf("settled: %d results, concludes_turn=%v, contexts=%q\n",
+			fmt.Fprintf(w, "settled: %d results, concludes_turn=%v, contexts=%q\n",
 				msg.Settled.GetResults(), msg.Settled.GetConcludesTurn(), msg.Settled.GetAdditionalContexts())
 			if err := stream.CloseSend(); err != nil {
 				return err
@@ -128,7 +130,7 @@ func run(addr, session string, approve bool) error {
 	if err != nil {
 		return err
 	}
-	fmt.Println("session log:")
+	fmt.Fprintln(w, "session log:")
 	for {
 		m, err := events.Recv()
 		if errors.Is(err, io.EOF) {
@@ -138,6 +140,6 @@ func run(addr, session string, approve bool) error {
 			return err
 		}
 		ev := m.GetEvent()
-		fmt.Printf("  #%d %-12s cites %v\n", ev.GetSeq(), ev.GetType(), ev.GetSourceEventSeqs())
+		fmt.Fprintf(w, "  #%d %-12s cites %v\n", ev.GetSeq(), ev.GetType(), ev.GetSourceEventSeqs())
 	}
 }

@@ -34,7 +34,10 @@ func main() {
 	if err != nil {
 		os.Exit(2) // parseFlags printed the error and the usage
 	}
-	if err := run(o); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err = run(ctx, o)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "hook:", err)
 		os.Exit(1)
 	}
@@ -64,7 +67,8 @@ func parseFlags(args []string) (options, error) {
 	return o, nil
 }
 
-func run(o options) error {
+// run answers toolsd's requests, reconnecting, until ctx ends.
+func run(ctx context.Context, o options) error {
 	// Stacks only for errors: a reconnect warning comes once a second while toolsd is down.
 	log, err := zap.NewDevelopment(zap.AddStacktrace(zapcore.ErrorLevel))
 	if err != nil {
@@ -72,8 +76,6 @@ func run(o options) error {
 	}
 	defer func() { _ = log.Sync() }()
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	if o.token != "" {
 		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+o.token)
 	}

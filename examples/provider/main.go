@@ -31,7 +31,10 @@ func main() {
 	if err != nil {
 		os.Exit(2) // parseFlags printed the error and the usage
 	}
-	if err := run(o); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err = run(ctx, o)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "provider:", err)
 		os.Exit(1)
 	}
@@ -63,15 +66,13 @@ func parseFlags(args []string) (options, error) {
 	return o, nil
 }
 
-func run(o options) error {
+// run serves the tools until ctx ends.
+func run(ctx context.Context, o options) error {
 	log, err := zap.NewDevelopment(zap.AddStacktrace(zapcore.ErrorLevel))
 	if err != nil {
 		return err
 	}
 	defer func() { _ = log.Sync() }()
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 
 	p := provider.New(o.name, provider.WithVersion(version), provider.WithLogger(log), provider.WithScope(o.scope))
 	p.Add(exampletools.Tools(o.notes)...)
