@@ -20,3 +20,10 @@ func TestParseFlagsRefusesArguments(t *testing.T) {
 		return o.addr, err
 	})
 }
+
+func TestParseFlagsRefusesConnectionFlagsThatCannotWork(t *testing.T) {
+	flagtest.RefusesConnectionFlagsThatCannotWork(t, func(args []string) error {
+		_, err := parseFlags(args)
+		return err
+	})
+}

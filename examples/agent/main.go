@@ -1,6 +1,8 @@
 // Command agent is a minimal agent loop against toolsd: it fetches the prompt's tool
 // schemas, sends one step's tool calls as a batch, answers approval requests, prints the
 // results in model order, and reads the session back. Run toolsd with `make run` first.
+// Against a toolsd that serves TLS (README, Security), -ca names the CA of its
+// certificate, -cert and -key a client certificate, -token-file a bearer token.
 package main
 
 import (
@@ -13,8 +15,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/toolsd/toolsd/examples/internal/dialflags"
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 )
 
@@ -36,6 +38,7 @@ func main() {
 type options struct {
 	addr, session string
 	approve       bool
+	conn          *dialflags.Flags
 }
 
 // parseFlags reads the command line, which holds flags only: parsing stops at the first
@@ -48,22 +51,29 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:50151", "toolsd gRPC address")
 	fs.StringVar(&o.session, "session", fmt.Sprintf("agent-%d", time.Now().UnixNano()), "session id")
 	fs.BoolVar(&o.approve, "approve", true, "approve calls that policy asks about")
+	o.conn = dialflags.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
+	err := o.conn.Check()
 	if fs.NArg() > 0 {
-		err := fmt.Errorf("unexpected argument %q: the agent takes only flags (the toolsd address is -addr HOST:PORT)", fs.Arg(0))
+		err = fmt.Errorf("unexpected argument %q: the agent takes only flags (the toolsd address is -addr HOST:PORT)", fs.Arg(0))
+	}
+	if err != nil {
 		fmt.Fprintln(fs.Output(), err)
 		fs.Usage()
-		return o, err
 	}
-	return o, nil
+	return o, err
 }
 
 // run runs one step against toolsd, printing to w what it sends and gets.
 func run(ctx context.Context, o options, w io.Writer) error {
 	addr, session, approve := o.addr, o.session, o.approve
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	dial, err := o.conn.DialOptions()
+	if err != nil {
+		return err
+	}
+	conn, err := grpc.NewClient(addr, dial...)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,9 @@
 // whenever the stream breaks.
 //
 //	go run ./examples/hook -addr 127.0.0.1:50151
+//
+// Against a toolsd that serves TLS (README, Security), -ca names the CA of its
+// certificate, -cert and -key a client certificate, -token-file a bearer token.
 package main
 
 import (
@@ -19,11 +22,10 @@ import (
 	"go.uber.org/zap/zapcore"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/metadata"
 
 	"github.com/toolsd/toolsd/examples/hook/examplehook"
+	"github.com/toolsd/toolsd/examples/internal/dialflags"
 )
 
 func main() {
@@ -44,7 +46,10 @@ func main() {
 }
 
 // options are the hook's flags.
-type options struct{ addr, token string }
+type options struct {
+	addr string
+	conn *dialflags.Flags
+}
 
 // parseFlags reads the command line, which holds flags only: parsing stops at the first
 // other argument, so one given by mistake (the address without -addr) would otherwise
@@ -54,17 +59,19 @@ func parseFlags(args []string) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("hook", flag.ContinueOnError)
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:50151", "toolsd gRPC address")
-	fs.StringVar(&o.token, "token", "", "bearer token, when toolsd requires authentication")
+	o.conn = dialflags.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
+	err := o.conn.Check()
 	if fs.NArg() > 0 {
-		err := fmt.Errorf("unexpected argument %q: the hook takes only flags (the toolsd address is -addr HOST:PORT)", fs.Arg(0))
+		err = fmt.Errorf("unexpected argument %q: the hook takes only flags (the toolsd address is -addr HOST:PORT)", fs.Arg(0))
+	}
+	if err != nil {
 		fmt.Fprintln(fs.Output(), err)
 		fs.Usage()
-		return o, err
 	}
-	return o, nil
+	return o, err
 }
 
 // run answers toolsd's requests, reconnecting, until ctx ends.
@@ -76,8 +83,9 @@ func run(ctx context.Context, o options) error {
 	}
 	defer func() { _ = log.Sync() }()
 
-	if o.token != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+o.token)
+	dial, err := o.conn.DialOptions()
+	if err != nil {
+		return err
 	}
 
 	// The stream is reopened every second; gRPC's own connection backoff (growing to two
@@ -85,15 +93,15 @@ func run(ctx context.Context, o options) error {
 	// back. Keepalive pings (every 10s without traffic, within toolsd's limit of one per
 	// 5s) find a toolsd that vanished without closing the connection in seconds, not
 	// after TCP's minutes.
-	conn, err := grpc.NewClient(o.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+	conn, err := grpc.NewClient(o.addr, append(dial,
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: time.Second, Multiplier: 1, MaxDelay: time.Second}, MinConnectTimeout: 5 * time.Second}),
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}))
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}))...)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = conn.Close() }()
 
-	log.Info("example hook starting", zap.String("addr", o.addr))
+	log.Info("example hook starting", zap.String("addr", o.addr), zap.Bool("tls", o.conn.TLS()))
 	retry := time.NewTimer(0)
 	defer retry.Stop()
 	for {

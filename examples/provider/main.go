@@ -3,6 +3,9 @@
 // reconnecting whenever the stream breaks.
 //
 //	go run ./examples/provider -addr 127.0.0.1:50151
+//
+// Against a toolsd that serves TLS (README, Security), -ca names the CA of its
+// certificate, -cert and -key a client certificate, -token-file a bearer token.
 package main
 
 import (
@@ -17,6 +20,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/toolsd/toolsd/examples/internal/dialflags"
 	"github.com/toolsd/toolsd/examples/provider/exampletools"
 	"github.com/toolsd/toolsd/pkg/provider"
 )
@@ -41,7 +45,10 @@ func main() {
 }
 
 // options are the provider's flags.
-type options struct{ addr, name, scope, notes string }
+type options struct {
+	addr, name, scope, notes string
+	conn                     *dialflags.Flags
+}
 
 // parseFlags reads the command line, which holds flags only: parsing stops at the first
 // other argument, so one given by mistake (the address without -addr) would otherwise
@@ -54,16 +61,19 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.name, "name", "example", "provider name reported to toolsd")
 	fs.StringVar(&o.scope, "scope", "", `scope to register the tools in ("" is global)`)
 	fs.StringVar(&o.notes, "notes", "notes.txt", "file that write_note appends to")
+	o.conn = dialflags.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
+	err := o.conn.Check()
 	if fs.NArg() > 0 {
-		err := fmt.Errorf("unexpected argument %q: the provider takes only flags (the toolsd address is -addr HOST:PORT)", fs.Arg(0))
+		err = fmt.Errorf("unexpected argument %q: the provider takes only flags (the toolsd address is -addr HOST:PORT)", fs.Arg(0))
+	}
+	if err != nil {
 		fmt.Fprintln(fs.Output(), err)
 		fs.Usage()
-		return o, err
 	}
-	return o, nil
+	return o, err
 }
 
 // run serves the tools until ctx ends.
@@ -74,9 +84,14 @@ func run(ctx context.Context, o options) error {
 	}
 	defer func() { _ = log.Sync() }()
 
-	p := provider.New(o.name, provider.WithVersion(version), provider.WithLogger(log), provider.WithScope(o.scope))
+	dial, err := o.conn.DialOptions()
+	if err != nil {
+		return err
+	}
+	p := provider.New(o.name, provider.WithVersion(version), provider.WithLogger(log), provider.WithScope(o.scope),
+		provider.WithDialOptions(dial...))
 	p.Add(exampletools.Tools(o.notes)...)
-	log.Info("example provider starting", zap.String("addr", o.addr), zap.String("notes", o.notes))
+	log.Info("example provider starting", zap.String("addr", o.addr), zap.Bool("tls", o.conn.TLS()), zap.String("notes", o.notes))
 	if err := p.Run(ctx, o.addr); err != nil {
 		return err
 	}

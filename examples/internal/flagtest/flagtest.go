@@ -29,13 +29,15 @@ func RunMain(main func()) {
 }
 
 // PrintsErrorsOnce runs the program (the test binary, through [RunMain]) with a flag it
-// does not have and with an argument that is not a flag, and checks that each exits 2
-// having printed its error once, with the usage, as package flag reports an error.
+// does not have, with an argument that is not a flag and with a token without TLS
+// (package dialflags), and checks that each exits 2 having printed its error once, with
+// the usage, as package flag reports an error.
 func PrintsErrorsOnce(t *testing.T) {
 	t.Helper()
 	for _, tc := range []struct{ arg, want string }{
 		{"-no-such-flag", "flag provided but not defined: -no-such-flag"},
 		{"127.0.0.1:50999", `unexpected argument "127.0.0.1:50999"`},
+		{"-token=t0k3n", "a bearer token needs TLS"},
 	} {
 		cmd := exec.Command(os.Args[0])
 		cmd.Env = append(os.Environ(), mainArgs+"="+tc.arg)
@@ -77,5 +79,34 @@ func RefusesArguments(t *testing.T, parse func(args []string) (addr string, err 
 	}
 	if _, err := parse([]string{"-h"}); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("parseFlags(-h) = %v, want flag.ErrHelp (usage, exit 0)", err)
+	}
+}
+
+// RefusesConnectionFlagsThatCannotWork checks that parse, a program's flag parsing,
+// refuses the connection flags (package dialflags) that cannot work together, saying
+// why, and takes those that can: a bearer token without TLS, which toolsd would get in
+// clear, a client certificate without its key, and two tokens.
+func RefusesConnectionFlagsThatCannotWork(t *testing.T, parse func(args []string) error) {
+	t.Helper()
+	for _, tc := range []struct {
+		args []string
+		want string // "" when the flags are taken
+	}{
+		{[]string{"-token", "t0k3n"}, "a bearer token needs TLS"},
+		{[]string{"-token-file", "token.txt"}, "a bearer token needs TLS"},
+		{[]string{"-cert", "client.pem"}, "-cert and -key go together"},
+		{[]string{"-ca", "ca.pem", "-key", "client-key.pem"}, "-cert and -key go together"},
+		{[]string{"-ca", "ca.pem", "-token", "t0k3n", "-token-file", "token.txt"}, "-token and -token-file"},
+		{[]string{"-ca", "ca.pem", "-token-file", "token.txt"}, ""},
+		{[]string{"-tls", "-token", "t0k3n"}, ""},
+		{[]string{"-ca", "ca.pem", "-server-name", "toolsd.internal", "-cert", "client.pem", "-key", "client-key.pem"}, ""},
+	} {
+		err := parse(tc.args)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("parseFlags(%q) = %v, want the flags taken", tc.args, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("parseFlags(%q) = %v, want an error saying %q", tc.args, err, tc.want)
+		}
 	}
 }
