@@ -36,9 +36,9 @@ func main() {
 
 // options are the agent's flags.
 type options struct {
-	addr, session string
-	approve       bool
-	conn          *dialflags.Flags
+	addr, session, scope string
+	approve              bool
+	conn                 *dialflags.Flags
 }
 
 // parseFlags reads the command line, which holds flags only: parsing stops at the first
@@ -49,6 +49,7 @@ func parseFlags(args []string) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:50151", "toolsd gRPC address")
+	fs.StringVar(&o.scope, "scope", "", `scope to run in ("" is global; a tenant's agent runs in its tenant's)`)
 	fs.StringVar(&o.session, "session", fmt.Sprintf("agent-%d", time.Now().UnixNano()), "session id")
 	fs.BoolVar(&o.approve, "approve", true, "approve calls that policy asks about")
 	o.conn = dialflags.Register(fs)
@@ -82,7 +83,7 @@ func run(ctx context.Context, o options, w io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 
-	schemas, err := client.Schemas(ctx, &toolsdv1.SchemasRequest{})
+	schemas, err := client.Schemas(ctx, &toolsdv1.SchemasRequest{Scope: o.scope})
 	if err != nil {
 		return err
 	}
@@ -102,7 +103,7 @@ func run(ctx context.Context, o options, w io.Writer) error {
 		return err
 	}
 	if err := stream.Send(&toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Batch{Batch: &toolsdv1.Batch{
-		SessionId: session, Turn: 1, Step: 1, Calls: calls,
+		SessionId: session, Scope: o.scope, Turn: 1, Step: 1, Calls: calls,
 	}}}); err != nil {
 		return err
 	}

@@ -13,14 +13,14 @@ import (
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 )
 
-// WaitForTool waits, for up to 30 s, until the global scope's schemas name tool: it
+// WaitForTool waits, for up to 30 s, until [Scope]'s schemas name tool: it
 // looks again each time WatchSchemas says the visible set changed.
 func WaitForTool(t *testing.T, conn *grpc.ClientConn, tool string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	client := toolsdv1.NewToolServiceClient(conn)
-	watch, err := client.WatchSchemas(ctx, &toolsdv1.WatchSchemasRequest{})
+	watch, err := client.WatchSchemas(ctx, &toolsdv1.WatchSchemasRequest{Scope: Scope})
 	if err != nil {
 		t.Fatalf("WatchSchemas() = %v", err)
 	}
@@ -29,7 +29,7 @@ func WaitForTool(t *testing.T, conn *grpc.ClientConn, tool string) {
 		if _, err := watch.Recv(); err != nil {
 			t.Fatalf("WatchSchemas().Recv() = %v; Schemas() named %q, want %q among them", err, names, tool)
 		}
-		resp, err := client.Schemas(ctx, &toolsdv1.SchemasRequest{})
+		resp, err := client.Schemas(ctx, &toolsdv1.SchemasRequest{Scope: Scope})
 		if err != nil {
 			t.Fatalf("Schemas() = %v", err)
 		}
@@ -43,7 +43,7 @@ func WaitForTool(t *testing.T, conn *grpc.ClientConn, tool string) {
 	}
 }
 
-// Execute runs one batch of calls in session and returns its results in model order.
+// Execute runs one batch of calls in session, in [Scope], and returns its results in model order.
 func Execute(t *testing.T, conn *grpc.ClientConn, session string, calls ...*toolsdv1.ToolCall) []*toolsdv1.ToolResult {
 	t.Helper()
 	stream, err := toolsdv1.NewToolServiceClient(conn).ExecuteBatch(t.Context())
@@ -51,7 +51,7 @@ func Execute(t *testing.T, conn *grpc.ClientConn, session string, calls ...*tool
 		t.Fatalf("ExecuteBatch() = %v", err)
 	}
 	if err := stream.Send(&toolsdv1.ExecuteBatchRequest{Msg: &toolsdv1.ExecuteBatchRequest_Batch{Batch: &toolsdv1.Batch{
-		SessionId: session, Turn: 1, Step: 1, Calls: calls,
+		SessionId: session, Scope: Scope, Turn: 1, Step: 1, Calls: calls,
 	}}}); err != nil {
 		t.Fatalf("ExecuteBatch().Send() = %v", err)
 	}

@@ -27,7 +27,8 @@ import (
 	"github.com/toolsd/toolsd/pkg/provider"
 )
 
-// Identities the toolsd grants, each a role of the same name in the global scope.
+// Identities the toolsd grants, each a role of the same name: the provider's in the
+// global scope, the agent's in [Scope], the hook's everywhere.
 const (
 	Agent    = "agent"
 	Provider = "provider"
@@ -53,6 +54,10 @@ const (
 
 // Modes are the ways the examples are tested against.
 var Modes = []Mode{Plaintext, Tokens, ClientCerts}
+
+// Scope is the agent's: a tenant's, where it sees the tools the provider registers in
+// the global scope. [Toolsd.Args] gives it to the agent with -scope.
+const Scope = "tenant-a"
 
 // ServerName is the only name on the server's certificate in [ClientCerts] mode.
 const ServerName = "toolsd.test"
@@ -123,9 +128,9 @@ session: {store: memory}
 `
 	if auth != "" {
 		yml += "auth:\n" + auth + `  grants:
-    - {identity: agent, role: agent, scopes: [""]}
+    - {identity: agent, role: agent, scopes: ["` + Scope + `/**"]}
     - {identity: provider, role: provider, scopes: [""]}
-    - {identity: hook, role: hook, scopes: [""]}
+    - {identity: hook, role: hook, scopes: ["**"]}
 `
 	}
 	yml += extra
@@ -147,9 +152,12 @@ session: {store: memory}
 }
 
 // Args are the flags with which an example reaches the toolsd as identity id,
-// -addr included.
+// -addr included, and for the agent -scope.
 func (s *Toolsd) Args(id string) []string {
 	args := []string{"-addr", s.Addr}
+	if id == Agent {
+		args = append(args, "-scope", Scope)
+	}
 	if s.mode == Plaintext {
 		return args
 	}
@@ -172,6 +180,7 @@ func (s *Toolsd) DialOptions(t *testing.T, id string) []grpc.DialOption {
 	t.Helper()
 	fs := flag.NewFlagSet("test", flag.ContinueOnError)
 	fs.String("addr", "", "")
+	fs.String("scope", "", "")
 	f := dialflags.Register(fs)
 	check(t, fs.Parse(s.Args(id)))
 	opts, err := f.DialOptions()
