@@ -4,20 +4,26 @@
 // and provider.mjs first.
 //
 //	node agent.mjs --addr 127.0.0.1:50151
+//
+// Against a toolsd that serves TLS (README, Security), --ca names the CA of its
+// certificate, --cert and --key a client certificate, --token-file a bearer token.
 import { promisify } from 'node:util';
-import { parseFlags, toolClient } from './toolsd.mjs';
+import { connection, connectionFlags, parseFlags, toolClient } from './toolsd.mjs';
 
-const { values: flags } = parseFlags('agent', {
+const { values: flags, usageFail, fail } = parseFlags('agent', {
   addr: { type: 'string', default: '127.0.0.1:50151', help: 'toolsd gRPC address' },
+  scope: { type: 'string', default: '', help: 'scope to run in ("" is global; a tenant\'s agent runs in its tenant\'s)' },
   session: { type: 'string', default: `node-agent-${Date.now()}`, help: 'session id' },
   deny: { type: 'boolean', default: false, help: 'deny calls that policy asks about (default: approve them)' },
+  ...connectionFlags,
 });
+const conn = connection(flags, usageFail, fail);
 
 async function main() {
-  const client = toolClient(flags.addr);
+  const client = toolClient(flags.addr, conn);
   const deadline = Date.now() + 30_000; // for every RPC below
   try {
-    const schemas = await promisify(client.schemas.bind(client))({ scope: '' }, { deadline });
+    const schemas = await promisify(client.schemas.bind(client))({ scope: flags.scope }, { deadline });
     console.log(`prompt tools (fingerprint ${schemas.fingerprint.slice(0, 12)}…):`);
     for (const t of schemas.tools) console.log(`  ${t.name.padEnd(14)} ${t.description}`);
 
@@ -28,7 +34,7 @@ async function main() {
       { callId: 'call_2', name: 'shout', argumentsJson: '{"text": "hello from node"}' },
     ];
     const stream = client.executeBatch({ deadline });
-    stream.write({ batch: { sessionId: flags.session, turn: 1, step: 1, calls } });
+    stream.write({ batch: { sessionId: flags.session, scope: flags.scope, turn: 1, step: 1, calls } });
     // The stream stays open for approvals (or a cancel) until settled; the server then ends it.
     for await (const m of stream) {
       switch (m.msg) {

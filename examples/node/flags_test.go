@@ -12,8 +12,8 @@ import (
 
 // TestNodeExamplesExplainTheirFlags runs provider.mjs and agent.mjs as a newcomer might
 // first: with --help, which prints their flags and exits 0, and with a flag they do not
-// have, a flag without its value, an argument that is not a flag or a value that is not a
-// number, each of which names what is wrong on stderr, prints the usage, and exits 2, as
+// have, a flag without its value, an argument that is not a flag, a value that is not a
+// number or connection flags that cannot work together, each of which names what is wrong on stderr, prints the usage, and exits 2, as
 // Go programs do, rather than end in a stack trace.
 func TestNodeExamplesExplainTheirFlags(t *testing.T) {
 	node, npm := requireNode(t)
@@ -23,8 +23,8 @@ func TestNodeExamplesExplainTheirFlags(t *testing.T) {
 		script string
 		flags  []string
 	}{
-		{"provider.mjs", []string{"--addr", "--name", "--scope", "--retake-window-ms", "--shutdown-grace-ms"}},
-		{"agent.mjs", []string{"--addr", "--session", "--deny"}},
+		{"provider.mjs", []string{"--addr", "--name", "--scope", "--retake-window-ms", "--shutdown-grace-ms", "--tls", "--ca", "--cert", "--key", "--server-name", "--token", "--token-file"}},
+		{"agent.mjs", []string{"--addr", "--scope", "--session", "--deny", "--tls", "--ca", "--cert", "--key", "--server-name", "--token", "--token-file"}},
 	} {
 		program := strings.TrimSuffix(tc.script, ".mjs")
 		t.Run(program, func(t *testing.T) {
@@ -49,6 +49,10 @@ func TestNodeExamplesExplainTheirFlags(t *testing.T) {
 				{[]string{"--adr", "127.0.0.1:1"}, program + ": Unknown option '--adr'"},
 				{[]string{"--addr"}, program + ": Option '--addr <value>' argument missing"},
 				{[]string{"127.0.0.1:1"}, program + ": Unexpected argument '127.0.0.1:1'"},
+				// A token toolsd would get in clear, a certificate without its key, two tokens.
+				{[]string{"--token-file", "token.txt"}, program + ": a bearer token needs TLS"},
+				{[]string{"--ca", "ca.pem", "--cert", "client.pem"}, program + ": --cert and --key go together"},
+				{[]string{"--tls", "--token", "t0k3n", "--token-file", "token.txt"}, program + ": --token and --token-file both give the bearer token"},
 			}
 			if program == "provider" {
 				bad = append(bad, struct {

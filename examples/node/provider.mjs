@@ -5,12 +5,15 @@
 // its running calls finish for the shutdown grace before it closes the stream and exits.
 //
 //	node provider.mjs --addr 127.0.0.1:50151
+//
+// Against a toolsd that serves TLS (README, Security), --ca names the CA of its
+// certificate, --cert and --key a client certificate, --token-file a bearer token.
 import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { connectRequestSize, parseFlags, providerClient } from './toolsd.mjs';
+import { connection, connectionFlags, connectRequestSize, parseFlags, providerClient } from './toolsd.mjs';
 
-const { values: flags, flagError } = parseFlags('provider', {
+const { values: flags, flagError, usageFail, fail } = parseFlags('provider', {
   addr: { type: 'string', default: '127.0.0.1:50151', help: 'toolsd gRPC address' },
   name: { type: 'string', default: 'node-example', help: "provider name in toolsd's logs" },
   scope: { type: 'string', default: '', help: 'scope to register the tools in ("" is global)' },
@@ -26,7 +29,9 @@ const { values: flags, flagError } = parseFlags('provider', {
     // As the Go SDK's WithShutdownGrace.
     help: 'how long, after SIGINT or SIGTERM, running calls may take to finish and still be answered (0: no wait)',
   },
+  ...connectionFlags,
 });
+const conn = connection(flags, usageFail, fail);
 const number = (flag) => {
   const n = Number(flags[flag]);
   if (!Number.isFinite(n)) flagError(flag, 'is not a number');
@@ -319,7 +324,7 @@ function cut(buf, n) {
 // otherwise be reopened, and end again, every 100 ms. Once stopped, it exits the process.
 export async function main() {
   for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => stop.abort());
-  const client = providerClient(flags.addr);
+  const client = providerClient(flags.addr, conn);
   let backoff = 100;
   while (!stop.signal.aborted) {
     const began = performance.now();
