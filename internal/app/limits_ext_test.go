@@ -91,7 +91,7 @@ func TestArgumentLimits(t *testing.T) {
 // TestRequestSizeLimit checks max_request_bytes: a batch over it is refused as a whole
 // with ResourceExhausted before anything is logged.
 func TestRequestSizeLimit(t *testing.T) {
-	e := start(t, "limits: {max_request_bytes: 64KiB, max_argument_bytes: 1MiB}\n")
+	e := start(t, "limits: {max_request_bytes: 64KiB}\n")
 	runProvider(t, e.app.Addr(), echoTool())
 	batchOf := func(session string, n int) *toolsdv1.Batch {
 		return &toolsdv1.Batch{SessionId: session, Calls: []*toolsdv1.ToolCall{call("c", "echo", `{"text":"`+strings.Repeat("z", n)+`"}`)}}

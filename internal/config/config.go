@@ -232,12 +232,17 @@ func (l *Limits) perIdentityCaps() []identityCap {
 // followTotals lowers a per-identity cap the user did not set (set reports whether a
 // key was) to a total set under its default: lowering max_providers alone then lets one
 // identity take every place, as it did before the cap was checked, instead of refusing
-// the config. A cap the user set over its total is left for check to refuse.
+// the config. A cap the user set over its total is left for check to refuse. So is
+// max_argument_bytes, whose default follows a max_request_bytes set under it: a call's
+// arguments arrive in its batch's request.
 func (l *Limits) followTotals(set func(key string) bool) {
 	for _, p := range l.perIdentityCaps() {
 		if p.max > 0 && *p.n > p.max && !set(p.field) {
 			*p.n = p.max
 		}
+	}
+	if r := l.MaxRequestBytes; r > 0 && l.MaxArgumentBytes > r && !set("limits.max_argument_bytes") {
+		l.MaxArgumentBytes = r
 	}
 }
 
@@ -999,6 +1004,11 @@ func (c *Config) check() []*fieldError {
 	}
 	if n := c.Limits.MaxRequestBytes; n > maxRequestBytes {
 		bad("limits.max_request_bytes", "%d bytes, over the most, %d (15MiB: one call's arguments must fit its session log event)", n, maxRequestBytes)
+	}
+	if a, r := c.Limits.MaxArgumentBytes, c.Limits.MaxRequestBytes; r > 0 && a > r {
+		// A call's arguments arrive in its batch's ExecuteBatch message.
+		clash("limits.max_argument_bytes", "limits.max_request_bytes",
+			"limits.max_argument_bytes (%d bytes) is over limits.max_request_bytes (%d bytes): a call's arguments arrive in its batch's request, so none could be that large", a, r)
 	}
 	if n := c.Limits.MaxResultBytes; n > tool.MaxResultBytes {
 		bad("limits.max_result_bytes", "%d bytes, over the most, %d (8MiB)", n, tool.MaxResultBytes)

@@ -782,3 +782,25 @@ func checkCases(t *testing.T, cases []struct{ name, in, want string }) {
 		})
 	}
 }
+
+// TestArgumentBytesWithinTheRequest: a call's arguments arrive in its batch's
+// ExecuteBatch message, which max_request_bytes bounds, so a max_argument_bytes over it
+// could never be reached: a file that sets it so is refused naming both keys, and one
+// that lowers max_request_bytes alone under the argument limit's default lowers that
+// with it, as an unset per-identity cap follows its total.
+func TestArgumentBytesWithinTheRequest(t *testing.T) {
+	checkCases(t, []struct{ name, in, want string }{
+		{"argument over the default request", "limits:\n  max_argument_bytes: 8MiB\n",
+			"t.yaml:2:23: limits.max_argument_bytes: limits.max_argument_bytes (8388608 bytes) is over limits.max_request_bytes (4194304 bytes): a call's arguments arrive in its batch's request, so none could be that large"},
+		{"both set", "limits:\n  max_request_bytes: 1MiB\n  max_argument_bytes: 2MiB\n",
+			"t.yaml:3:23: limits.max_argument_bytes: limits.max_argument_bytes (2097152 bytes) is over limits.max_request_bytes (1048576 bytes): a call's arguments arrive in its batch's request, so none could be that large (limits.max_request_bytes: t.yaml:2:22)"},
+		{"argument at the request", "limits: {max_request_bytes: 15MiB, max_argument_bytes: 15MiB}\n", ""},
+	})
+	cfg := accepted(t, "limits: {max_request_bytes: 64KiB}\n")
+	if cfg != nil && cfg.Limits.MaxArgumentBytes != 64<<10 {
+		t.Errorf("max_argument_bytes = %d under max_request_bytes 64KiB alone, want 65536 (max_request_bytes)", cfg.Limits.MaxArgumentBytes)
+	}
+	if cfg := accepted(t, "limits: {max_request_bytes: 8MiB}\n"); cfg != nil && cfg.Limits.MaxArgumentBytes != 1<<20 {
+		t.Errorf("max_argument_bytes = %d under max_request_bytes 8MiB, want its default 1MiB", cfg.Limits.MaxArgumentBytes)
+	}
+}

@@ -226,11 +226,11 @@ func TestCheckLimitsBounds(t *testing.T) {
 		"| `limits.keepalive_time` / `keepalive_timeout` | 10s (at least 2s) / 5s | x |\n" +
 		"| `limits.max_hook_contexts` / `max_hook_context_bytes` | 16 / 64KiB (at most 8MiB) | x |\n" +
 		"| `limits.max_hooks_per_identity` | 10 (at most `max_scoped_hooks`) | x |\n" +
-		"| `limits.max_argument_bytes` | 1MiB (at most 100GiB) | x |\n"
+		"| `limits.max_in_flight_per_provider` | 1024 (at most 100000) | x |\n"
 	wantFindings(t, checkLimitsBounds(limitsRows(text), defaults), map[int]string{
 		4: "limits.outbox_size: the README says at most 65535, but config takes 65536",
 		5: "limits.keepalive_time: the README says at least 2s, but config takes 1.999999999s",
-		8: "limits.max_argument_bytes: the README says at most 100GiB, but config takes 107374182401",
+		8: "limits.max_in_flight_per_provider: the README says at most 100000, but config takes 100001",
 	})
 }
 
