@@ -127,16 +127,27 @@ func TestReadSessionStopsWhenTheSessionChangesOwner(t *testing.T) {
 func startKeepingOneSession(t *testing.T) func(token string, opts ...grpc.DialOption) *env {
 	t.Helper()
 	text := "listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\n" +
-		"session: {store: memory, retention: {max_sessions: 1, interval: 5ms}}\n" + tenantAuth(t)
-	cfg, err := config.Parse([]byte(text), "test.yaml")
-	if err != nil {
-		t.Fatalf("config.Parse() = %v", err)
-	}
+		"session: {store: memory, retention: {max_sessions: 1}}\n" + tenantAuth(t)
+	cfg := keepingOneSession(t, text)
 	e := startConfig(t, cfg)
 	return func(token string, opts ...grpc.DialOption) *env {
 		conn := dialWith(t, e.app.Addr(), append(opts, grpc.WithPerRPCCredentials(bearer(token)))...)
 		return &env{app: e.app, conn: conn, tools: toolsdv1.NewToolServiceClient(conn)}
 	}
+}
+
+// keepingOneSession parses text, a config whose retention keeps one session, and sets
+// its sweep to every 5 ms, so that the tests need not wait a second for it: a config
+// file is refused an interval under 1s (a sweep is a write of the log, which a
+// memory store makes cheap).
+func keepingOneSession(t *testing.T, text string) *config.Config {
+	t.Helper()
+	cfg, err := config.Parse([]byte(text), "test.yaml")
+	if err != nil {
+		t.Fatalf("config.Parse() = %v", err)
+	}
+	cfg.Session.Retention.Interval = config.Duration(5 * time.Millisecond)
+	return cfg
 }
 
 // TestWatchOfADeletedSessionDoesNotFollowTheNextOwner: once retention has deleted a
@@ -179,12 +190,8 @@ func TestWatchOfADeletedSessionDoesNotFollowTheNextOwner(t *testing.T) {
 // new session's events from the seq it had reached: it ends with NOT_FOUND.
 func TestReadSessionDoesNotSpliceTwoLivesOfASession(t *testing.T) {
 	text := "listen: 127.0.0.1:0\nadmin_listen: 127.0.0.1:0\n" +
-		"session: {store: memory, retention: {max_sessions: 1, interval: 5ms}}\n"
-	cfg, err := config.Parse([]byte(text), "test.yaml")
-	if err != nil {
-		t.Fatalf("config.Parse() = %v", err)
-	}
-	e := startConfig(t, cfg)
+		"session: {store: memory, retention: {max_sessions: 1}}\n"
+	e := startConfig(t, keepingOneSession(t, text))
 	conn := dialWith(t, e.app.Addr(), grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
 	slow := &env{app: e.app, conn: conn, tools: toolsdv1.NewToolServiceClient(conn)}
 	full := func(text string, step uint64) *toolsdv1.Batch {

@@ -189,6 +189,12 @@ const maxRequestBytes = session.DefaultMaxEventBytes - 1<<20
 // a shorter one to this, saying so only in its own log.
 const minKeepaliveTime = time.Second
 
+// minRetentionInterval bounds session.retention.interval: each sweep is a write of the
+// session log (a commit, with its fsync under durability sync) that reads every
+// session's age, queued with the appends, and one starts again as soon as the last ended
+// when the interval is shorter, so a typo (1ms for 1m) would keep the writer sweeping.
+const minRetentionInterval = time.Second
+
 // maxOutboxSize bounds limits.outbox_size: every batch stream allocates its queue.
 const maxOutboxSize = 1 << 16
 
@@ -998,6 +1004,9 @@ func (c *Config) check() []*fieldError {
 	c.Limits.checkPerIdentity(bad, clash)
 	if k := c.Limits.KeepaliveTime; k > 0 && k < Duration(minKeepaliveTime) {
 		bad("limits.keepalive_time", "%v is under %v, the least gRPC pings at", k.D(), minKeepaliveTime)
+	}
+	if i := c.Session.Retention.Interval; i > 0 && i < Duration(minRetentionInterval) {
+		bad("session.retention.interval", "%v is under %v: each sweep is a write of the session log, so sweeping more often keeps its writer busy", i.D(), minRetentionInterval)
 	}
 	if h := c.Limits.AcceptedHold; h < 0 || h > Duration(maxAcceptedHold) {
 		bad("limits.accepted_hold", "%v is not between 0 and %v", h.D(), maxAcceptedHold)

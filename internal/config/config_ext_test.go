@@ -804,3 +804,17 @@ func TestArgumentBytesWithinTheRequest(t *testing.T) {
 		t.Errorf("max_argument_bytes = %d under max_request_bytes 8MiB, want its default 1MiB", cfg.Limits.MaxArgumentBytes)
 	}
 }
+
+// TestRetentionIntervalUnderASecond: each retention sweep is a write transaction of the
+// session log (with durability sync, a commit and its fsync) that reads every session's
+// age, queued with the appends; a sweep starts again as soon as the last one ends when
+// the interval is shorter than a sweep, so an interval of 1ns or 5ms kept the log's
+// writer sweeping (a fifth of a core and a commit every few ms on an empty bbolt log).
+// It is refused under 1s.
+func TestRetentionIntervalUnderASecond(t *testing.T) {
+	refusedAll(t, map[string]string{
+		"session:\n  retention: {interval: 1ns}\n":   "t.yaml:2:25: session.retention.interval: 1ns is under 1s",
+		"session:\n  retention: {interval: 999ms}\n": "t.yaml:2:25: session.retention.interval: 999ms is under 1s",
+	})
+	accepted(t, "session: {retention: {interval: 1s}}\n")
+}
