@@ -195,6 +195,17 @@ const minKeepaliveTime = time.Second
 // when the interval is shorter, so a typo (1ms for 1m) would keep the writer sweeping.
 const minRetentionInterval = time.Second
 
+// minHeaderBytes bounds limits.max_header_bytes: gRPC's own headers of a request
+// (method, path, authority, content type, deadline, user agent), as HTTP/2 counts them
+// (32 bytes for each besides its name and value), take about 500 bytes before any
+// credential, and a client refuses to send a request whose headers are over the limit.
+const minHeaderBytes = 1 << 10
+
+// minRoundTrip bounds limits.keepalive_timeout and limits.connection_timeout, which must
+// hold a ping's round trip or a handshake's: gRPC drops a connection whose ping is not
+// answered in time, and closes one whose handshake has not finished, live ones too.
+const minRoundTrip = 100 * time.Millisecond
+
 // maxOutboxSize bounds limits.outbox_size: every batch stream allocates its queue.
 const maxOutboxSize = 1 << 16
 
@@ -1007,6 +1018,15 @@ func (c *Config) check() []*fieldError {
 	}
 	if i := c.Session.Retention.Interval; i > 0 && i < Duration(minRetentionInterval) {
 		bad("session.retention.interval", "%v is under %v: each sweep is a write of the session log, so sweeping more often keeps its writer busy", i.D(), minRetentionInterval)
+	}
+	if n := c.Limits.MaxHeaderBytes; n > 0 && n < minHeaderBytes {
+		bad("limits.max_header_bytes", "%d bytes, under the least, %d (1KiB): gRPC's own headers of a request take about 500 bytes, and a client sends none over the limit", n, minHeaderBytes)
+	}
+	if k := c.Limits.KeepaliveTimeout; k > 0 && k < Duration(minRoundTrip) {
+		bad("limits.keepalive_timeout", "%v is under %v: a ping's answer takes a round trip, and a connection whose answer comes later is dropped", k.D(), minRoundTrip)
+	}
+	if k := c.Limits.ConnectionTimeout; k > 0 && k < Duration(minRoundTrip) {
+		bad("limits.connection_timeout", "%v is under %v: a connection's handshake takes round trips, and one that has not finished is closed", k.D(), minRoundTrip)
 	}
 	if h := c.Limits.AcceptedHold; h < 0 || h > Duration(maxAcceptedHold) {
 		bad("limits.accepted_hold", "%v is not between 0 and %v", h.D(), maxAcceptedHold)

@@ -818,3 +818,23 @@ func TestRetentionIntervalUnderASecond(t *testing.T) {
 	})
 	accepted(t, "session: {retention: {interval: 1s}}\n")
 }
+
+// TestTransportLimitsThatCannotWork: values the transport takes but that fail every
+// request or drop live connections are refused, saying why: a header list under 1KiB
+// (gRPC's own headers of a request, as HTTP/2 counts them, take about 500 bytes before
+// any credential, so a client refuses to send any: max_header_bytes: 1 failed every
+// RPC), a keepalive_timeout under 100ms (gRPC drops a connection whose ping is not
+// answered within it: at 100µs it dropped every idle connection on loopback, live ones
+// with an open watch included) and a connection_timeout under 100ms (at 1µs every
+// connection was closed in its handshake).
+func TestTransportLimitsThatCannotWork(t *testing.T) {
+	refusedAll(t, map[string]string{
+		"limits:\n  max_header_bytes: 1\n":      "t.yaml:2:21: limits.max_header_bytes: 1 bytes, under the least, 1024 (1KiB): gRPC's own headers of a request take about 500 bytes",
+		"limits:\n  max_header_bytes: 1023\n":   "t.yaml:2:21: limits.max_header_bytes: 1023 bytes, under the least, 1024",
+		"limits:\n  keepalive_timeout: 1ns\n":   "t.yaml:2:22: limits.keepalive_timeout: 1ns is under 100ms: a ping's answer takes a round trip, and a connection whose answer comes later is dropped",
+		"limits:\n  keepalive_timeout: 99ms\n":  "t.yaml:2:22: limits.keepalive_timeout: 99ms is under 100ms",
+		"limits:\n  connection_timeout: 1us\n":  "t.yaml:2:23: limits.connection_timeout: 1µs is under 100ms: a connection's handshake takes round trips, and one that has not finished is closed",
+		"limits:\n  connection_timeout: 99ms\n": "t.yaml:2:23: limits.connection_timeout: 99ms is under 100ms",
+	})
+	accepted(t, "limits: {max_header_bytes: 1KiB, keepalive_timeout: 100ms, connection_timeout: 100ms}\n")
+}
