@@ -10,6 +10,8 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -669,9 +671,14 @@ var duplicateKey = regexp.MustCompile(`^mapping key "([^"]*)" already defined at
 // quotedValue finds the value a decoder message quotes: `abc` or "5".
 var quotedValue = regexp.MustCompile("`([^`]*)`|\"((?:[^\"\\\\]|\\\\.)*)\"")
 
+// cannotUnmarshal is how the YAML decoder words a value of the wrong type, naming the Go
+// type it wanted.
+var cannotUnmarshal = regexp.MustCompile("^cannot unmarshal (!!\\w+)(?: `[^`]*`)? into (.+)$")
+
 // located words a decoding error as the policy's errors are: "file:line:column: key:
 // message", the key as its dotted path (limits.max_calls_per_batch), an unknown key as
-// "unknown key". A syntax error, which has no key, keeps the decoder's words.
+// "unknown key", a value of the wrong type as what the key wants and what the file
+// wrote (see [wanted]). A syntax error, which has no key, keeps the decoder's words.
 func located(data []byte, source string, err error) error {
 	var root yaml.Node
 	if yaml.Unmarshal(data, &root) != nil { // a syntax error: nothing to locate in
@@ -691,25 +698,38 @@ func located(data []byte, source string, err error) error {
 	if !errors.As(err, &te) {
 		return fmt.Errorf("%s: %w", source, err)
 	}
+	// A value of the wrong type may be a list's item, or the whole document.
+	values := slices.Clone(pairs)
+	for _, p := range pairs {
+		if p.value.Kind == yaml.SequenceNode {
+			for i, c := range p.value.Content {
+				values = append(values, keyPath{path: fmt.Sprintf("%s[%d]", p.path, i), value: c})
+			}
+		}
+	}
+	if len(root.Content) == 1 {
+		values = append(values, keyPath{value: root.Content[0]})
+	}
+	used := map[*yaml.Node]bool{} // the decoder reports values in the file's order
 	msgs := make([]string, len(te.Errors))
 	for i, m := range te.Errors {
-		msgs[i] = locate(pairs, source, m)
+		msgs[i] = locate(values, used, source, m)
 	}
 	return errors.New(strings.Join(msgs, "; "))
 }
 
 // locate finds the key a decoder message "line N: ..." is about: the unknown or
-// duplicate key it names, else the value on that line it quotes, else the innermost
-// value on that line.
-func locate(pairs []keyPath, source, msg string) string {
+// duplicate key it names, else the value on that line it quotes (one not used by an
+// earlier message first), else the innermost value on that line.
+func locate(values []keyPath, used map[*yaml.Node]bool, source, msg string) string {
 	sub := typeErrorLine.FindStringSubmatch(msg)
 	if sub == nil {
 		return source + ": " + msg
 	}
 	line, text := sub[1], sub[2]
-	on := func(n *yaml.Node) bool { return fmt.Sprint(n.Line) == line }
+	on := func(n *yaml.Node) bool { return n != nil && fmt.Sprint(n.Line) == line }
 	if u := unknownField.FindStringSubmatch(text); u != nil {
-		for _, p := range pairs {
+		for _, p := range values {
 			if on(p.key) && p.key.Value == u[1] {
 				return fmt.Sprintf("%s:%d:%d: %s: unknown key", source, p.key.Line, p.key.Column, p.path)
 			}
@@ -718,34 +738,88 @@ func locate(pairs []keyPath, source, msg string) string {
 	}
 	if d := duplicateKey.FindStringSubmatch(text); d != nil {
 		var dup *keyPath // the later of the two when both are on the line
-		for i := range pairs {
-			if on(pairs[i].key) && pairs[i].key.Value == d[1] {
-				dup = &pairs[i]
+		for i := range values {
+			if on(values[i].key) && values[i].key.Value == d[1] {
+				dup = &values[i]
 			}
 		}
 		if dup != nil {
 			return fmt.Sprintf("%s:%d:%d: %s: %s", source, dup.key.Line, dup.key.Column, dup.path, text)
 		}
 	}
-	var found *keyPath
+	var found, quotedFound *keyPath
 	quoted := quotedValue.FindStringSubmatch(text)
-	for i := range pairs {
-		p := &pairs[i]
+	var kind yaml.Kind // a list or a mapping of the wrong type is quoted by its tag alone
+	if u := cannotUnmarshal.FindStringSubmatch(text); u != nil {
+		kind = map[string]yaml.Kind{"!!seq": yaml.SequenceNode, "!!map": yaml.MappingNode}[u[1]]
+	}
+	for i := range values {
+		p := &values[i]
 		if !on(p.value) {
 			continue
 		}
-		if quoted != nil && p.value.Kind == yaml.ScalarNode && (p.value.Value == quoted[1] || p.value.Value == quoted[2]) {
-			found = p
-			break
+		if kind == 0 && quoted != nil && p.value.Kind == yaml.ScalarNode && (quotes(quoted[1], p.value.Value) || p.value.Value == quoted[2]) ||
+			kind != 0 && p.value.Kind == kind {
+			if quotedFound == nil || used[quotedFound.value] && !used[p.value] {
+				quotedFound = p
+			}
 		}
 		if found == nil || len(p.path) > len(found.path) {
 			found = p
 		}
 	}
+	if quotedFound != nil {
+		found = quotedFound
+	}
 	if found == nil {
 		return source + ": " + msg
 	}
+	used[found.value] = true
+	if u := cannotUnmarshal.FindStringSubmatch(text); u != nil {
+		text = wanted(u[2], found.value, text)
+	}
+	if found.path == "" {
+		return fmt.Sprintf("%s:%d:%d: %s", source, found.value.Line, found.value.Column, text)
+	}
 	return fmt.Sprintf("%s:%d:%d: %s: %s", source, found.value.Line, found.value.Column, found.path, text)
+}
+
+// quotes reports whether the decoder's quote q of a value is value: it cuts a value of
+// over 10 bytes to its first 7 and "...".
+func quotes(q, value string) bool {
+	if len(value) > 10 {
+		return q == value[:7]+"..."
+	}
+	return q == value
+}
+
+// wanted words the decoder's refusal of n, a value of the wrong type for the Go type
+// goType, in the config's terms: what the key wants and what the file wrote ("want a
+// whole number, got \"abc\""), not Go's ("cannot unmarshal !!str `abc` into int"). A
+// type it cannot word keeps the decoder's text.
+func wanted(goType string, n *yaml.Node, text string) string {
+	hint := ""
+	var want string
+	switch {
+	case strings.HasPrefix(goType, "[]"):
+		want = "a list"
+	case goType == "bool":
+		want = "true or false"
+	case goType == "string":
+		want = "text"
+	case goType == "uint32":
+		want = fmt.Sprintf("a whole number from 0 to %d", uint32(math.MaxUint32))
+	case goType == "int" || goType == "int64":
+		want = "a whole number"
+		if _, err := strconv.ParseFloat(n.Value, 64); err == nil && n.Kind == yaml.ScalarNode && n.ShortTag() != "!!str" {
+			hint = " (out of range)" // a whole number: a fraction is refused before decoding
+		}
+	case strings.HasPrefix(goType, "config.") || strings.HasPrefix(goType, "struct {"): // a section's
+		want = "a mapping of keys"
+	default:
+		return text
+	}
+	return fmt.Sprintf("want %s, got %s%s", want, written(n), hint)
 }
 
 // DefaultPaths maps every key of the embedded defaults (see [Defaults]) to its value, by

@@ -54,8 +54,8 @@ func TestRuntimeSection(t *testing.T) {
 	refusedAll(t, map[string]string{
 		"runtime: {gc_percent: 0}\n":      "runtime.gc_percent: must be positive",
 		"runtime: {gc_percent: -5}\n":     "runtime.gc_percent: must be positive",
-		"runtime: {memory_limit: -1}\n":   `t.yaml:1:25: runtime.memory_limit: size "-1" is not a byte count`,
-		"runtime: {memory_limit: lots}\n": `t.yaml:1:25: runtime.memory_limit: size "lots" is not a byte count`,
+		"runtime: {memory_limit: -1}\n":   `t.yaml:1:25: runtime.memory_limit: want a byte count like 1048576 or "1MiB", got -1`,
+		"runtime: {memory_limit: lots}\n": `t.yaml:1:25: runtime.memory_limit: want a byte count like 1048576 or "1MiB", got "lots"`,
 		// The runtime takes an int32: 2^31 would be negative (the collector off), 2^32+100 100.
 		"runtime: {gc_percent: 2147483648}\n": "t.yaml:1:23: runtime.gc_percent: 2147483648, over the most, 2147483647",
 		"runtime: {gc_percent: 4294967396}\n": "t.yaml:1:23: runtime.gc_percent: 4294967396, over the most, 2147483647",
@@ -232,7 +232,7 @@ func TestSizeOverflow(t *testing.T) {
 		"limits: {max_request_bytes: 8589934592GiB}\n",
 	} {
 		_, err := config.Parse([]byte(in), "t.yaml")
-		if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "t.yaml:1:") || !strings.Contains(err.Error(), "is too large") {
+		if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "t.yaml:1:") || !strings.Contains(err.Error(), `GiB" (too large)`) {
 			t.Errorf("Parse(%q) = %v, want ErrInvalid naming the size and its place", in, err)
 		}
 	}
@@ -321,18 +321,33 @@ func TestRetryBudgetUnderTheBaseDelay(t *testing.T) {
 
 // TestDecodeErrorsNameKeyAndPlace: a value of the wrong type or format, and an unknown
 // key, are reported as the policy's errors are: file:line:column, then the key's dotted
-// path, so that a flow mapping with several keys on one line still says which one.
+// path, so that a flow mapping with several keys on one line still says which one, and
+// what the key wants and what the file wrote in the config's terms, not Go's (the
+// decoder's "cannot unmarshal !!int `5` into config.Scheduler", time's "missing unit in
+// duration").
 func TestDecodeErrorsNameKeyAndPlace(t *testing.T) {
 	refusedAll(t, map[string]string{
-		"limits:\n  max_calls_per_batch: abc\n":                     "t.yaml:2:24: limits.max_calls_per_batch: cannot unmarshal !!str `abc` into int",
-		"limits:\n  approval_timeout: 5\n":                          `t.yaml:2:21: limits.approval_timeout: time: missing unit in duration "5"`,
-		"limits: {approval_timeout: 5s, hook_timeout: 5}\n":         `t.yaml:1:46: limits.hook_timeout: time: missing unit in duration "5"`,
-		"limits: {max_request_bytes: 1MiB, max_schema_bytes: -5}\n": `t.yaml:1:53: limits.max_schema_bytes: size "-5" is not a byte count`,
-		"limits:\n  max_concurrent_streams: -1\n":                   "t.yaml:2:27: limits.max_concurrent_streams: cannot unmarshal !!int `-1` into uint32",
-		"scheduler: 5\n":                                      "t.yaml:1:12: scheduler: cannot unmarshal !!int `5` into config.Scheduler",
-		"log:\n  payloads: maybe\n":                           "t.yaml:2:13: log.payloads: cannot unmarshal !!str `maybe` into bool",
-		"scheduler:\n  max_threads: 3\n":                      "t.yaml:2:3: scheduler.max_threads: unknown key",
-		"auth:\n  grants:\n    - {identity: a, rol: agent}\n": "t.yaml:3:21: auth.grants[0].rol: unknown key",
+		"limits:\n  max_calls_per_batch: abc\n":                                 `t.yaml:2:24: limits.max_calls_per_batch: want a whole number, got "abc"`,
+		"limits:\n  approval_timeout: 5\n":                                      `t.yaml:2:21: limits.approval_timeout: want a duration like "30s" or "500ms", got 5 (no unit)`,
+		"limits: {approval_timeout: 5s, hook_timeout: 5}\n":                     `t.yaml:1:46: limits.hook_timeout: want a duration like "30s" or "500ms", got 5 (no unit)`,
+		"limits:\n  approval_timeout: abc\n":                                    `t.yaml:2:21: limits.approval_timeout: want a duration like "30s" or "500ms", got "abc"`,
+		"limits: {max_request_bytes: 1MiB, max_schema_bytes: -5}\n":             `t.yaml:1:53: limits.max_schema_bytes: want a byte count like 1048576 or "1MiB", got -5`,
+		"limits:\n  max_request_bytes: 1MB\n":                                   `t.yaml:2:22: limits.max_request_bytes: want a byte count like 1048576 or "1MiB", got "1MB"`,
+		"limits:\n  max_concurrent_streams: -1\n":                               "t.yaml:2:27: limits.max_concurrent_streams: want a whole number from 0 to 4294967295, got -1",
+		"limits:\n  outbox_size: 99999999999999999999\n":                        "t.yaml:2:16: limits.outbox_size: want a whole number, got 99999999999999999999 (out of range)",
+		"limits: {max_calls_per_batch: 8, outbox_size: 99999999999999999999}\n": "t.yaml:1:47: limits.outbox_size: want a whole number, got 99999999999999999999 (out of range)",
+		"session:\n  retention: 5\n":                                            "t.yaml:2:14: session.retention: want a mapping of keys, got 5",
+		"auth: {tls: [a]}\n":                                                    "t.yaml:1:13: auth.tls: want a mapping of keys, got a list",
+		"scheduler: 5\n":                                                        "t.yaml:1:12: scheduler: want a mapping of keys, got 5",
+		"limits: [1]\n":                                                         "t.yaml:1:9: limits: want a mapping of keys, got a list",
+		"5\n":                                                                   "t.yaml:1:1: want a mapping of keys, got 5",
+		"log:\n  payloads: maybe\n":                                             `t.yaml:2:13: log.payloads: want true or false, got "maybe"`,
+		"log: {level: [debug]}\n":                                               "t.yaml:1:14: log.level: want text, got a list",
+		"auth: {grants: 5}\n":                                                   "t.yaml:1:16: auth.grants: want a list, got 5",
+		"auth: {grants: [5]}\n":                                                 "t.yaml:1:17: auth.grants[0]: want a mapping of keys, got 5",
+		"auth:\n  grants: [{identity: a, scopes: b}]\n":                         `t.yaml:2:34: auth.grants[0].scopes: want a list, got "b"`,
+		"scheduler:\n  max_threads: 3\n":                                        "t.yaml:2:3: scheduler.max_threads: unknown key",
+		"auth:\n  grants:\n    - {identity: a, rol: agent}\n":                   "t.yaml:3:21: auth.grants[0].rol: unknown key",
 	})
 }
 
@@ -342,10 +357,10 @@ func TestDecodeErrorsNameKeyAndPlace(t *testing.T) {
 // hold.
 func TestListOrMappingForADurationOrSize(t *testing.T) {
 	refusedAll(t, map[string]string{
-		"limits:\n  approval_timeout: [1s]\n":    "t.yaml:2:21: limits.approval_timeout: a list, not a duration like 2s or 500ms",
-		"limits:\n  approval_timeout: {a: 1s}\n": "t.yaml:2:21: limits.approval_timeout: a mapping, not a duration like 2s or 500ms",
-		"limits:\n  max_request_bytes: [1MiB]\n": "t.yaml:2:22: limits.max_request_bytes: a list, not a byte count like 1048576 or 1MiB",
-		"runtime:\n  memory_limit: {a: 1}\n":     "t.yaml:2:17: runtime.memory_limit: a mapping, not a byte count like 1048576 or 1MiB",
+		"limits:\n  approval_timeout: [1s]\n":    `t.yaml:2:21: limits.approval_timeout: want a duration like "30s" or "500ms", got a list`,
+		"limits:\n  approval_timeout: {a: 1s}\n": `t.yaml:2:21: limits.approval_timeout: want a duration like "30s" or "500ms", got a mapping`,
+		"limits:\n  max_request_bytes: [1MiB]\n": `t.yaml:2:22: limits.max_request_bytes: want a byte count like 1048576 or "1MiB", got a list`,
+		"runtime:\n  memory_limit: {a: 1}\n":     `t.yaml:2:17: runtime.memory_limit: want a byte count like 1048576 or "1MiB", got a mapping`,
 	})
 }
 

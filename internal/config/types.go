@@ -17,27 +17,49 @@ var errEOF = io.EOF
 // Duration is a time.Duration written as "2s", "150ms" or "10m".
 type Duration time.Duration
 
+// durationForm is how a duration is written, for errors.
+const durationForm = `a duration like "30s" or "500ms"`
+
 // UnmarshalYAML parses a Go duration string.
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
-	if err := notScalar(n, "a duration like 2s or 500ms"); err != nil {
+	if err := notScalar(n, durationForm); err != nil {
 		return err
 	}
 	v, err := time.ParseDuration(n.Value)
 	if err != nil {
-		return &valueError{line: n.Line, column: n.Column, err: err}
+		hint := ""
+		if _, err := strconv.ParseFloat(n.Value, 64); err == nil {
+			hint = " (no unit)"
+		}
+		return &valueError{line: n.Line, column: n.Column, err: fmt.Errorf("want %s, got %s%s", durationForm, written(n), hint)}
 	}
 	*d = Duration(v)
 	return nil
 }
 
-// notScalar refuses a list or a mapping written where a scalar (want) belongs. Its
-// Value is empty, so parsing it would quote an empty text the file does not hold.
+// notScalar refuses a list or a mapping written where a scalar (want) belongs.
 func notScalar(n *yaml.Node, want string) error {
-	kind := map[yaml.Kind]string{yaml.SequenceNode: "a list", yaml.MappingNode: "a mapping"}[n.Kind]
-	if kind == "" {
+	if n.Kind != yaml.SequenceNode && n.Kind != yaml.MappingNode {
 		return nil
 	}
-	return &valueError{line: n.Line, column: n.Column, err: fmt.Errorf("%s, not %s", kind, want)}
+	return &valueError{line: n.Line, column: n.Column, err: fmt.Errorf("want %s, got %s", want, written(n))}
+}
+
+// written says what n holds as the file wrote it, for errors: a list, a mapping, a
+// quoted string or a number, a bool or a null as written.
+func written(n *yaml.Node) string {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	switch {
+	case n.Kind == yaml.SequenceNode:
+		return "a list"
+	case n.Kind == yaml.MappingNode:
+		return "a mapping"
+	case n.ShortTag() == "!!str":
+		return strconv.Quote(n.Value)
+	}
+	return n.Value
 }
 
 // valueError is a Duration's or Size's refusal of its text, with the value's place; decode
@@ -57,18 +79,28 @@ func (d Duration) D() time.Duration { return time.Duration(d) }
 // Size is a byte count written as 1048576, "64KiB", "1MiB" or "1GiB".
 type Size int64
 
+// sizeForm is how a size is written, for errors.
+const sizeForm = `a byte count like 1048576 or "1MiB"`
+
 // UnmarshalYAML parses a size with an optional binary unit.
 func (s *Size) UnmarshalYAML(n *yaml.Node) error {
-	if err := notScalar(n, "a byte count like 1048576 or 1MiB"); err != nil {
+	if err := notScalar(n, sizeForm); err != nil {
 		return err
 	}
 	v, err := ParseSize(n.Value)
 	if err != nil {
-		return &valueError{line: n.Line, column: n.Column, err: err}
+		hint := ""
+		if errors.Is(err, errSizeTooLarge) {
+			hint = " (too large)"
+		}
+		return &valueError{line: n.Line, column: n.Column, err: fmt.Errorf("want %s, got %s%s", sizeForm, written(n), hint)}
 	}
 	*s = Size(v)
 	return nil
 }
+
+// errSizeTooLarge is ParseSize's refusal of a size past an int64.
+var errSizeTooLarge = errors.New("is too large")
 
 // ParseSize parses "123", "64KiB", "4MiB", "1GiB".
 func ParseSize(text string) (int64, error) {
@@ -89,7 +121,7 @@ func ParseSize(text string) (int64, error) {
 		return 0, errors.New("size " + strconv.Quote(text) + " is not a byte count like 1048576 or 1MiB")
 	}
 	if v > math.MaxInt64/mult {
-		return 0, errors.New("size " + strconv.Quote(text) + " is too large")
+		return 0, fmt.Errorf("size %s %w", strconv.Quote(text), errSizeTooLarge)
 	}
 	return v * mult, nil
 }
