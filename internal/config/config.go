@@ -402,7 +402,22 @@ func Load(path string, over ...Override) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
+	if noSettings(data) {
+		return nil, fmt.Errorf("%w: %s: holds no settings (run toolsd without -config for the defaults)", ErrInvalid, path)
+	}
 	return load(data, path, over)
+}
+
+// noSettings reports whether data holds no YAML document, or a null one: empty, only
+// comments, a lone "---". Such a file would load as the defaults, so one emptied by an
+// interrupted write, or a mount not yet filled, would run, or on a reload swap the
+// running policy for the default's (allow, no rules), unsaid; an explicit "{}" is kept.
+func noSettings(data []byte) bool {
+	var doc yaml.Node
+	if yaml.Unmarshal(data, &doc) != nil { // decode reports it
+		return false
+	}
+	return len(doc.Content) == 0 || doc.Content[0].Kind == yaml.ScalarNode && doc.Content[0].ShortTag() == "!!null"
 }
 
 // Parse decodes data (named source in errors) over the embedded defaults.

@@ -853,3 +853,30 @@ func TestTransportLimitsThatCannotWork(t *testing.T) {
 	})
 	accepted(t, "limits: {max_header_bytes: 1KiB, keepalive_timeout: 100ms, connection_timeout: 100ms}\n")
 }
+
+// TestConfigFileWithNoSettings: a config file that holds no YAML document (empty, only
+// comments, a lone "---") is refused naming it, at a start and so at a reload: it loaded
+// as the defaults, so a file emptied by an interrupted write or a mount not yet filled
+// ran, or on SIGHUP swapped the running policy for the default's (allow, no rules and
+// no guards), without a word. Running with the defaults is toolsd without -config.
+func TestConfigFileWithNoSettings(t *testing.T) {
+	for name, text := range map[string]string{"empty": "", "comments": "# policy to come\n\n", "document start": "---\n", "blank": "  \n"} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "toolsd.yaml")
+			if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := config.Load(path)
+			if want := path + ": holds no settings (run toolsd without -config for the defaults)"; !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), want) {
+				t.Errorf("Load(%q) = %v, want ErrInvalid mentioning %q", text, err, want)
+			}
+		})
+	}
+	path := filepath.Join(t.TempDir(), "toolsd.yaml")
+	if err := os.WriteFile(path, []byte("# only the policy\npolicy: {default: deny}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := config.Load(path); err != nil {
+		t.Errorf("Load(a file setting one key) = %v, want it accepted", err)
+	}
+}
