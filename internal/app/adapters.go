@@ -192,6 +192,8 @@ func (a authzAdapter) Unconfined(ctx context.Context, act server.Action) bool {
 	return a.z.Unconfined(ctx, auth.Action(act))
 }
 
+func (a authzAdapter) ForgetSession(sessionID string) { a.z.ForgetSession(sessionID) }
+
 // ownerStore keeps session owners in the session log for the authorizer, so ownership
 // survives a restart and goes with the session when retention removes it.
 type ownerStore struct{ store session.Store }

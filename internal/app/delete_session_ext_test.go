@@ -393,3 +393,56 @@ func (e *env) wantSetOfDeletedSession(t *testing.T, set *toolsdv1.ResolveToolSet
 		t.Errorf("ReadSession(s) = %d events, want none: query_db ran in a session that never called get_db_schema", len(evs))
 	}
 }
+
+// TestDeleteSessionForgetsItsOwner, on each store over gRPC: once a session is deleted,
+// by its owner or by the operator, its former owner owns the id no more, as after a
+// restart: reading, watching or deleting it again is PERMISSION_DENIED, as for any id
+// nobody owns, until it claims the id again with a batch; another tenant's agent may
+// claim the free id, and the former owner may not read what it runs there.
+func TestDeleteSessionForgetsItsOwner(t *testing.T) {
+	for _, kind := range []string{"memory", "bolt", "journal"} {
+		t.Run(kind, func(t *testing.T) {
+			e := startConfig(t, storeConfig(t, kind, t.TempDir(), tenantAuth(t)))
+			agentA, agentB, operator := e.as(t, tokenAgentA), e.as(t, tokenAgentB), e.as(t, tokenOperator)
+			batch := func(scope string) *toolsdv1.Batch {
+				return &toolsdv1.Batch{SessionId: "s", Scope: scope, Calls: []*toolsdv1.ToolCall{call("c1", "nope", `{}`)}}
+			}
+			for _, deleter := range []struct {
+				name string
+				env  *env
+			}{{"agent-a", agentA}, {"operator", operator}} {
+				agentA.mustExecute(t, batch("tenant-a"), batchOptions{})
+				if evs := agentA.readSession(t, "s"); len(evs) != 2 {
+					t.Fatalf("ReadSession(s) as agent-a = %d events, want 2", len(evs))
+				}
+				if n, err := deleter.env.deleteSession("s"); err != nil || n != 2 {
+					t.Fatalf("DeleteSession(s) as %s = %d, %v, want 2 events", deleter.name, n, err)
+				}
+				after := " as agent-a after " + deleter.name + " deleted it"
+				_, err := readAll(agentA, "s")
+				wantStatus(t, "ReadSession(s)"+after, err, codes.PermissionDenied, "PERMISSION_DENIED")
+				wantWatchDenied(t, agentA, "s", "WatchSession(s)"+after)
+				_, err = agentA.deleteSession("s")
+				wantStatus(t, "DeleteSession(s)"+after, err, codes.PermissionDenied, "PERMISSION_DENIED")
+			}
+			agentB.mustExecute(t, batch("tenant-b"), batchOptions{})
+			if evs := agentB.readSession(t, "s"); len(evs) != 2 {
+				t.Errorf("ReadSession(s) as agent-b, which claimed the free id = %d events, want 2", len(evs))
+			}
+			_, err := readAll(agentA, "s")
+			wantStatus(t, "ReadSession(s) as agent-a once agent-b claimed it", err, codes.PermissionDenied, "PERMISSION_DENIED")
+		})
+	}
+}
+
+// wantWatchDenied fails unless e's WatchSession of id is PERMISSION_DENIED.
+func wantWatchDenied(t *testing.T, e *env, id, what string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second) // a bound on a hang
+	defer cancel()
+	w, err := e.tools.WatchSession(ctx, &toolsdv1.WatchSessionRequest{SessionId: id})
+	if err == nil {
+		_, err = w.Recv()
+	}
+	wantStatus(t, what, err, codes.PermissionDenied, "PERMISSION_DENIED")
+}

@@ -151,9 +151,13 @@ func (z *Authorizer) ClaimSession(identity, sessionID string) error {
 	return nil
 }
 
-// ForgetSession drops sessionID's owner from the in-memory table; without an
-// [OwnerStore], call it when retention deletes the session. With a store, the store's
-// record decides (retention removes it with the session) and this only drops the cache.
+// ForgetSession drops sessionID's owner from the in-memory table; call it when the
+// session is deleted (by retention or on request), before a batch may claim the id
+// again. Without an [OwnerStore] the table is the record, and the id stays its
+// owner's until then. With a store, the store's record decides (the deletion removes
+// it with the session) and this drops the cache, which would otherwise go on letting
+// the former owner read the free id (as empty), watch it and delete it, where any
+// other identity that does not own it is refused.
 func (z *Authorizer) ForgetSession(sessionID string) { z.owners.forget(sessionID) }
 
 // OwnedSessions is the size of the ownership table, for metrics.

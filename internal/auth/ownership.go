@@ -38,10 +38,11 @@ type ownership struct {
 	mu     sync.Mutex
 	owners map[string]SessionOwner
 	max    int
-	// changes counts the claims that changed the cache. A lookup that asks the store
-	// caches its answer only if none did meanwhile: retention may have deleted the
-	// session and another identity claimed it, and the lookup's answer, the former
-	// owner or none, must not replace the new one.
+	// changes counts the claims that changed the cache, and the owners forgotten. A
+	// lookup that asks the store caches its answer only if none did meanwhile:
+	// retention may have deleted the session and another identity claimed it, and the
+	// lookup's answer, the former owner or none, must not replace the new one; nor may
+	// the owner of a session deleted since come back.
 	changes uint64
 }
 
@@ -133,10 +134,13 @@ func (t *ownership) put(sessionID string, o SessionOwner) {
 	t.owners[sessionID] = o
 }
 
+// forget drops sessionID's owner, whose session was deleted. It counts as a change: a
+// lookup that asked the store before the deletion must not cache the owner it got.
 func (t *ownership) forget(sessionID string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.owners, sessionID)
+	t.changes++
 }
 
 func (t *ownership) len() int {

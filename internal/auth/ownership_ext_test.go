@@ -211,3 +211,27 @@ func TestCachedOwnerOfADeletedSessionDoesNotRefuse(t *testing.T) {
 		}
 	}
 }
+
+// A read looks up an owner the cache lacks (here after a restart) and, before its
+// answer is cached, the session is deleted with its owner and ForgetSession runs. The
+// read's stale answer must not bring the forgotten owner back into the cache: its
+// former owner would go on reading the free id, which no other identity may.
+func TestStaleOwnerLookupDoesNotUndoAForget(t *testing.T) {
+	store := newMemOwners()
+	store.owners["s1"] = auth.SessionOwner{Identity: "agent-a", Scope: "sandbox/x", ScopeKnown: true}
+	racing := &racingOwners{memOwners: store}
+	z := newAuthorizer(t, auth.WithOwnerStore(racing))
+	a := asIdentity("agent-a")
+	racing.between = func() {
+		store.mu.Lock()
+		delete(store.owners, "s1") // DeleteSession
+		store.mu.Unlock()
+		z.ForgetSession("s1")
+	}
+	if err := z.Authorize(a, auth.ReadSession, "", "s1"); err != nil {
+		t.Fatalf("ReadSession(agent-a, own s1) = %v, want nil (read before the deletion)", err)
+	}
+	if err := z.Authorize(a, auth.ReadSession, "", "s1"); !errors.Is(err, auth.ErrPermissionDenied) {
+		t.Errorf("ReadSession(agent-a, s1) once deleted and forgotten = %v, want ErrPermissionDenied", err)
+	}
+}

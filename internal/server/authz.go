@@ -27,6 +27,12 @@ type Authorizer interface {
 	// by Limits.MaxBatches and MaxWatches alone, a tenant's by MaxBatchesPerIdentity and
 	// MaxWatchesPerIdentity too.
 	Unconfined(ctx context.Context, action Action) bool
+	// ForgetSession drops what the authorizer remembers of sessionID's owner, once
+	// DeleteSession has deleted the session with its recorded owner: the id is free,
+	// and its former owner may read, watch or delete it no more than any identity that
+	// does not own it (see auth.Authorizer.ForgetSession). An authorizer that keeps
+	// nothing beside a shared owner store has nothing to do.
+	ForgetSession(sessionID string)
 }
 
 type allowAll struct{}
@@ -38,3 +44,5 @@ func (allowAll) ScopeFilter(context.Context, Action) (func(string) bool, error) 
 }
 
 func (allowAll) Unconfined(context.Context, Action) bool { return true }
+
+func (allowAll) ForgetSession(string) {}

@@ -280,6 +280,8 @@ func (denyScope) ScopeFilter(context.Context, server.Action) (func(string) bool,
 
 func (denyScope) Unconfined(context.Context, server.Action) bool { return true }
 
+func (denyScope) ForgetSession(string) {}
+
 // TestWatchSchemasIsAuthorizedAsSchemas: a watch of a scope the caller may not read is
 // refused with PermissionDenied, and one of a malformed scope with INVALID_SCOPE.
 func TestWatchSchemasIsAuthorizedAsSchemas(t *testing.T) {

@@ -22,7 +22,10 @@ import (
 // deleted only while its owner is the one read before the caller was authorized: one
 // deleted meanwhile (by retention, say) and claimed again by another identity is kept,
 // with FailedPrecondition (SESSION_OWNER_CHANGED). The tool sets whose conditions read
-// the deleted history end (see [registry.Registry.EndSessionToolSets]).
+// the deleted history end (see [registry.Registry.EndSessionToolSets]), and the
+// authorizer forgets the owner ([Authorizer.ForgetSession]): its former owner reads,
+// watches and deletes the free id as any identity that does not own it, until it
+// claims it again.
 func (s *Server) DeleteSession(ctx context.Context, req *toolsdv1.DeleteSessionRequest) (*toolsdv1.DeleteSessionResponse, error) {
 	id := req.GetSessionId()
 	if err := s.checkSessionID("session_id", id); err != nil {
@@ -35,9 +38,13 @@ func (s *Server) DeleteSession(ctx context.Context, req *toolsdv1.DeleteSessionR
 	if err := s.authz.Authorize(ctx, ActionReadSession, "", id); err != nil {
 		return nil, toStatus(s.log, err)
 	}
-	// The sets end before a batch may hold the id again: one holding it first would run
-	// a tool they admitted in the id's next session.
-	n, err := s.sessions.Delete(ctx, id, seen, func() { s.reg.EndSessionToolSets(id) })
+	// The sets end, and the authorizer forgets the owner, before a batch may hold the id
+	// again: a batch holding it first would run a tool the sets admitted in the id's
+	// next session, and its claim could be forgotten with the former owner.
+	n, err := s.sessions.Delete(ctx, id, seen, func() {
+		s.reg.EndSessionToolSets(id)
+		s.authz.ForgetSession(id)
+	})
 	if err != nil {
 		return nil, toStatus(s.log, err)
 	}
