@@ -73,6 +73,8 @@ type App struct {
 	// sweptReg is reg once built, for the session store's retention hook (see
 	// endSessionToolSets), which may run on the store's sweeper before then.
 	sweptReg atomic.Pointer[registry.Registry]
+	// sweptAuthz is the authorizer once built, for the same hook (see sessionSwept).
+	sweptAuthz atomic.Pointer[auth.Authorizer]
 	// stopper is the session store when it can stop by itself (a durable one), else nil.
 	stopper session.Stopper
 	// retired holds tool names whose last registration went, until their series go.
@@ -240,7 +242,7 @@ func (a *App) release() {
 }
 
 func (a *App) openSessions() error {
-	opts := []session.Option{session.WithObserver(a.obs.Session()), session.WithLogger(a.log), session.WithSwept(a.endSessionToolSets)}
+	opts := []session.Option{session.WithObserver(a.obs.Session()), session.WithLogger(a.log), session.WithSwept(a.sessionSwept)}
 	if ret := a.cfg.Session.Retention; ret.MaxAge > 0 || ret.MaxSessions > 0 {
 		opts = append(opts, session.WithRetention(ret.MaxAge.D(), ret.MaxSessions), session.WithSweepInterval(ret.Interval.D()))
 	}
@@ -274,6 +276,13 @@ func (a *App) openSessions() error {
 	return nil
 }
 
+// sessionSwept is the session store's retention hook: what DeleteSession ends with a
+// session ends with session id, which retention deleted.
+func (a *App) sessionSwept(id string) {
+	a.endSessionToolSets(id)
+	a.forgetOwner(id)
+}
+
 // endSessionToolSets ends the tool sets that read the history of session id, which
 // retention deleted, as DeleteSession ends them (see
 // registry.Registry.EndSessionToolSets): such a set must not admit tools in the id's
@@ -282,6 +291,17 @@ func (a *App) openSessions() error {
 func (a *App) endSessionToolSets(id string) {
 	if reg := a.sweptReg.Load(); reg != nil {
 		reg.EndSessionToolSets(id)
+	}
+}
+
+// forgetOwner has the authorizer forget the owner of session id, which retention
+// deleted with its owner record, as DeleteSession has it forget one (see
+// auth.Authorizer.ForgetSession): its former owner must read the free id as any
+// identity that does not own it. A session deleted before the authorizer is built has
+// no owner in it.
+func (a *App) forgetOwner(id string) {
+	if z := a.sweptAuthz.Load(); z != nil {
+		z.ForgetSession(id)
 	}
 }
 
@@ -370,6 +390,7 @@ func (a *App) build(pol *policy.Set) error {
 	if err != nil {
 		return err
 	}
+	a.sweptAuthz.Store(authz)
 	auth.WarnIfExposed(c.Listen, authn.Enabled(), tlsOn(c.Auth), a.log)
 	if err := a.checkExample(authn.Enabled(), c.Auth); err != nil {
 		return err

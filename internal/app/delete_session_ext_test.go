@@ -446,3 +446,30 @@ func wantWatchDenied(t *testing.T, e *env, id, what string) {
 	}
 	wantStatus(t, what, err, codes.PermissionDenied, "PERMISSION_DENIED")
 }
+
+// TestRetentionForgetsItsSessionsOwner, on each store over gRPC: once retention deletes
+// a session, its former owner owns the id no more, as when DeleteSession deletes it:
+// reading, watching or deleting it is PERMISSION_DENIED, as for any id nobody owns. The
+// sweep is the test's own, as of far in the future.
+func TestRetentionForgetsItsSessionsOwner(t *testing.T) {
+	for _, kind := range []string{"memory", "bolt", "journal"} {
+		t.Run(kind, func(t *testing.T) {
+			var store session.Store
+			e := startWrapped(t, kind, tenantAuth(t), func(s session.Store) session.Store { store = s; return s })
+			agentA := e.as(t, tokenAgentA)
+			agentA.mustExecute(t, &toolsdv1.Batch{SessionId: "s", Scope: "tenant-a", Calls: []*toolsdv1.ToolCall{call("c1", "nope", `{}`)}}, batchOptions{})
+			if evs := agentA.readSession(t, "s"); len(evs) != 2 {
+				t.Fatalf("ReadSession(s) as agent-a = %d events, want 2", len(evs))
+			}
+			sw := store.(interface{ Sweep(time.Time) (int, error) })
+			if n, err := sw.Sweep(time.Now().Add(10000 * time.Hour)); err != nil || n != 1 {
+				t.Fatalf("Sweep() = %d, %v, want 1 session deleted", n, err)
+			}
+			_, err := readAll(agentA, "s")
+			wantStatus(t, "ReadSession(s) as agent-a after retention deleted it", err, codes.PermissionDenied, "PERMISSION_DENIED")
+			wantWatchDenied(t, agentA, "s", "WatchSession(s) as agent-a after retention deleted it")
+			_, err = agentA.deleteSession("s")
+			wantStatus(t, "DeleteSession(s) as agent-a after retention deleted it", err, codes.PermissionDenied, "PERMISSION_DENIED")
+		})
+	}
+}

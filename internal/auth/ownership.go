@@ -80,9 +80,10 @@ func (t *ownership) claim(ctx context.Context, sessionID string, o SessionOwner)
 
 // get returns sessionID's owner, if it has one. With a store, a cached owner is
 // answered only when admits holds for it (it lets the caller in); otherwise the store
-// is asked. Retention removes a session's owner from the store, not from the cache,
-// and a cached former owner must not refuse anyone the free id: the store would let
-// the next identity claim it. The store's answer replaces the cached one.
+// is asked. A deletion removes a session's owner from the store, and from the cache
+// only once [Authorizer.ForgetSession] runs, and a cached former owner must not refuse
+// anyone the free id meanwhile: the store would let the next identity claim it. The
+// store's answer replaces the cached one.
 func (t *ownership) get(ctx context.Context, sessionID string, admits func(SessionOwner) bool) (SessionOwner, bool, error) {
 	cur, ok, changes := t.cached(sessionID)
 	if t.store == nil || (ok && admits(cur)) {

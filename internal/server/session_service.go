@@ -301,9 +301,9 @@ func (s *Server) WatchSession(req *toolsdv1.WatchSessionRequest, stream grpc.Ser
 	var epoch uint64        // the session's, known from the first event sent on
 	send := func(ev *session.Event) error {
 		// Checked again for every event, as ReadSession does for every page: the
-		// session may have been deleted by retention before the watch began (the
-		// caller's ownership outlives it until the id is claimed again), and then the
-		// watch follows whoever claims the id next; a claim comes before its events.
+		// session may have been deleted by retention or DeleteSession after the watch
+		// was authorized and before it attached, and then the watch follows whoever
+		// claims the id next; a claim comes before its events.
 		if err := s.authz.Authorize(ctx, ActionReadSession, "", req.GetSessionId()); err != nil {
 			return err
 		}
