@@ -538,3 +538,68 @@ func TestRetryCancelledBeforeItsAttemptStarts(t *testing.T) {
 		})
 	}
 }
+
+// TestRetryInAToolSetThatEndedWaitsNoBackoff: a call of a batch run with a tool set
+// whose provider left (its disconnect removes its tools, which ends the set, though the
+// registry may not have caught up yet) or whose set was released or invalidated while
+// it ran keeps its PROVIDER_GONE at once: no retry could go through the set, so no
+// backoff is waited before finding that out.
+func TestRetryInAToolSetThatEndedWaitsNoBackoff(t *testing.T) {
+	gone := fmt.Errorf("registry: tool set %q was released: %w", "ts_1", tool.ErrToolSetGone)
+	tests := map[string]struct {
+		released  bool // the set is gone once the call has been dispatched
+		connected bool
+	}{
+		"set released":  {released: true, connected: true},
+		"provider left": {},
+		"both":          {released: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			fetch := newTool("fetch")
+			fetch.owner = "p1"
+			var dispatched atomic.Bool
+			res := &resolver{fn: func(int, *tool.Call) (pipeline.Tool, error) {
+				if tc.released && dispatched.Load() {
+					return nil, gone
+				}
+				return fetch, nil
+			}}
+			disp := &dispatcher{fn: func(context.Context, int, pipeline.Tool, *tool.Exec) tool.Result {
+				dispatched.Store(true)
+				return tool.Failure(tool.CodeProviderGone, "provider disconnected while the call was running")
+			}}
+			connected := pipeline.WithProviderConnected(func(string) bool { return tc.connected || !dispatched.Load() })
+			p, clock := retryRig(true, pipeline.RetryConfig{MaxAttempts: 5, Budget: time.Minute}, res, disp, connected)
+			e := newExec("fetch", `{}`)
+			e.ToolSetID = "ts_1"
+			r := p.Run(t.Context(), e)
+			checkShape(t, e, r)
+			if r.Code() != tool.CodeProviderGone || r.Err.Reason != "" || disp.count() != 1 {
+				t.Errorf("Run() = %+v after %d dispatches, want the first dispatch's PROVIDER_GONE, unretried", r.Err, disp.count())
+			}
+			if len(clock.sleeps) != 0 {
+				t.Errorf("backoffs slept = %v, want none: the set has ended", clock.sleeps)
+			}
+		})
+	}
+}
+
+// TestRetryInALiveToolSet: a tool set that lives on, its provider connected, does not
+// stop an idempotent call's retries.
+func TestRetryInALiveToolSet(t *testing.T) {
+	disp := &dispatcher{fn: func(_ context.Context, n int, _ pipeline.Tool, _ *tool.Exec) tool.Result {
+		if n == 1 {
+			return tool.Failure(tool.CodeProviderUnavailable, "provider not connected")
+		}
+		return tool.Result{Content: "fetched", Value: []byte(`"fetched"`)}
+	}}
+	connected := pipeline.WithProviderConnected(func(string) bool { return true })
+	p, clock := retryRig(true, pipeline.RetryConfig{MaxAttempts: 5, Budget: time.Minute}, staticResolver(newTool("fetch")), disp, connected)
+	e := newExec("fetch", `{}`)
+	e.ToolSetID = "ts_1"
+	r := p.Run(t.Context(), e)
+	if r.IsError || disp.count() != 2 || len(clock.sleeps) != 1 {
+		t.Errorf("Run() = %+v after %d dispatches and backoffs %v, want the retry's success after one backoff", r.Err, disp.count(), clock.sleeps)
+	}
+}

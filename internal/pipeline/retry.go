@@ -30,7 +30,9 @@ func transient(c tool.Code) bool { return slices.Contains(retryable[:], c) }
 // content hash) ends the retries: policy, guards and any approval decided on the
 // definition the call was admitted with. Any other outcome ends the retries too, and the
 // last dispatched result stands; an attempt answered ABORTED_BEFORE_DISPATCH (cancelled
-// before the broker sent it) did not dispatch, so the failure before it stands.
+// before the broker sent it) did not dispatch, so the failure before it stands. A call
+// run with a tool set that has ended, or whose provider left (which ends the set), is
+// not retried and waits no backoff (see setEnded).
 func (s *snapshot) retry(ctx context.Context, e *tool.Exec, t Tool, next Handler) tool.Result {
 	st := stateOf(ctx)
 	st.attempt = 1
@@ -50,6 +52,9 @@ func (s *snapshot) retrying(ctx context.Context, st *callState, e *tool.Exec, t 
 	cfg := s.cfg.Retry
 	dispatches := 1
 	for try := 2; try <= cfg.MaxAttempts && transient(r.Code()); try++ {
+		if e.ToolSetID != "" && s.setEnded(ctx, e, t) {
+			break
+		}
 		delay, now := s.p.opts.backoff(try, cfg), s.p.opts.now()
 		// Compared as what is left of the budget: the time spent plus a delay near the
 		// longest Duration would wrap around below zero and pass for within it.
@@ -92,6 +97,21 @@ func (s *snapshot) retrying(ctx context.Context, st *callState, e *tool.Exec, t 
 		r.Err = &errCopy
 	}
 	return r
+}
+
+// setEnded reports whether the tool set that governs call e has ended (released,
+// expired or invalidated), or is ending because t's provider left: its disconnect
+// removes its tools, which ends every set that admitted them, and the registry may not
+// have caught up when the call fails. No retry could go through the set, so the call
+// keeps its failure at once rather than after a backoff that would only find that.
+//
+//go:noinline
+func (s *snapshot) setEnded(ctx context.Context, e *tool.Exec, t Tool) bool {
+	if s.providerLeft(t) {
+		return true
+	}
+	_, err := s.p.res.Resolve(ctx, &e.Call)
+	return errors.Is(err, tool.ErrToolSetGone)
 }
 
 // pastDeadline reports whether a wait of delay from now would reach ctx's deadline (the
