@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -9,6 +10,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/app"
+	"github.com/toolsd/toolsd/internal/session"
 )
 
 // internalPrefixes are toolsd's Go packages whose names a message must not carry past
@@ -229,5 +232,43 @@ func TestResultNotJSONSaysWhereInTheUsersTerms(t *testing.T) {
 			t.Errorf("result %s = %v, want INVALID_RESULT", r.GetCallId(), r.GetError())
 		}
 		checkWording(t, "result "+r.GetCallId(), r.GetError().GetMessage(), want[i])
+	}
+}
+
+// closingStore fails what closing says with session.ErrClosed, as a store does once
+// it is closed: Hold (a batch's claim of its session) or Append (its plan).
+type closingStore struct {
+	session.Store
+	closing string
+}
+
+func (s closingStore) Hold(ctx context.Context, sessionID string) (func(), error) {
+	if s.closing == "hold" {
+		return nil, session.ErrClosed
+	}
+	return s.Store.Hold(ctx, sessionID)
+}
+
+func (s closingStore) Append(ctx context.Context, sessionID string, events ...session.Event) ([]session.Event, error) {
+	if s.closing == "append" {
+		return nil, session.ErrClosed
+	}
+	return s.Store.Append(ctx, sessionID, events...)
+}
+
+// TestBatchStoreFailureNamesTheStoreOnce: a session store that fails a batch, as it is
+// claimed or as its plan is appended, gives the client the store's error, named once;
+// it read "server: session log: scheduler: append calls: session: store closed".
+func TestBatchStoreFailureNamesTheStoreOnce(t *testing.T) {
+	for _, closing := range []string{"hold", "append"} {
+		t.Run(closing, func(t *testing.T) {
+			e := start(t, "", app.WithSessionStoreWrapper(func(s session.Store) session.Store { return closingStore{s, closing} }))
+			runProvider(t, e.app.Addr(), echoTool())
+			_, err := e.execute(t, &toolsdv1.Batch{SessionId: "s-closed", Calls: []*toolsdv1.ToolCall{call("c1", "echo", `{"text":"hi"}`)}}, batchOptions{})
+			if status.Code(err) != codes.Unavailable || reason(err) != "SESSION_STORE_CLOSED" {
+				t.Fatalf("ExecuteBatch() with a closed store = %v, want Unavailable with reason SESSION_STORE_CLOSED", err)
+			}
+			checkWording(t, "ExecuteBatch() with a closed store", status.Convert(err).Message(), "session: store closed")
+		})
 	}
 }

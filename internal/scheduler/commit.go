@@ -110,7 +110,7 @@ func (r *run) appendResults(buf []Committed) (seqs []uint64, err error) {
 	defer r.s.logPanicked("append results", &err)
 	seqs, err = r.s.log.AppendResults(r.logCtx, r.b, buf)
 	if err != nil {
-		return nil, fmt.Errorf("scheduler: append results: %w", err)
+		return nil, &LogError{Op: "append results", Err: err}
 	}
 	if len(seqs) != len(buf) {
 		return nil, fmt.Errorf("%w: %d result seqs for %d results", ErrSeqCount, len(seqs), len(buf))
@@ -125,7 +125,7 @@ func (s *Scheduler) logPanicked(what string, err *error) {
 	if p := recover(); p != nil {
 		s.logger.Error("session log panicked", zap.String("append", what), zap.Any("panic", p), zap.Stack("stack"))
 		s.obs.Panicked()
-		*err = fmt.Errorf("scheduler: %s: log panicked: %v", what, p)
+		*err = &LogError{Op: what, Err: fmt.Errorf("log panicked: %v", p)}
 	}
 }
 

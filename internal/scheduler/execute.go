@@ -55,7 +55,7 @@ func (s *Scheduler) Execute(ctx context.Context, b *Batch, sink Sink, approver t
 func (s *Scheduler) appendCalls(ctx context.Context, b *Batch) (seqs []uint64, err error) {
 	defer s.logPanicked("append calls", &err)
 	if seqs, err = s.log.AppendCalls(ctx, b); err != nil {
-		return nil, fmt.Errorf("scheduler: append calls: %w", err)
+		return nil, &LogError{Op: "append calls", Err: err}
 	}
 	return seqs, nil
 }

@@ -20,6 +20,18 @@ var ErrSeqCount = errors.New("scheduler: log returned a wrong number of seqs")
 // huge result costs its own call, not the batch.
 var ErrResultTooLarge = errors.New("scheduler: result too large for the session log")
 
+// LogError is the error of a batch whose [Log] failed: Op says what was being appended
+// ("append calls", "append results", "append contexts") and Err is what the log
+// returned, or its panic. Its text names both, for toolsd's log; a client is told Err,
+// the log's own error, which says what went wrong in the store's terms.
+type LogError struct {
+	Op  string
+	Err error
+}
+
+func (e *LogError) Error() string { return "scheduler: " + e.Op + ": " + e.Err.Error() }
+func (e *LogError) Unwrap() error { return e.Err }
+
 // Batch is one model step's tool calls, in model order, and where they run. The batch
 // fields (session, scope, batch, tool set, turn, step) override those of each call.
 type Batch struct {

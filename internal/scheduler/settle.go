@@ -1,8 +1,6 @@
 package scheduler
 
 import (
-	"fmt"
-
 	"go.uber.org/zap"
 )
 
@@ -95,7 +93,7 @@ func contextsBytes(contexts []string) int {
 func (r *run) appendContexts(i int, contexts []string) (err error) {
 	defer r.s.logPanicked("append contexts", &err)
 	if err := r.s.log.AppendContexts(r.logCtx, r.b, r.slots[i].resultSeq, contexts); err != nil {
-		return fmt.Errorf("scheduler: append contexts: %w", err)
+		return &LogError{Op: "append contexts", Err: err}
 	}
 	return nil
 }

@@ -105,7 +105,7 @@ func (s *Server) ExecuteBatch(stream batchStream) error {
 		out.fail(execErr)
 		_ = out.close()
 		s.log.Error("batch failed", zap.String("batch_id", b.BatchID), zap.String("session_id", b.SessionID), zap.Error(execErr))
-		return toStatus(s.log, fmt.Errorf("server: session log: %w", execErr))
+		return toStatus(s.log, logFailure(execErr))
 	}
 	end := &toolsdv1.ExecuteBatchResponse{Msg: &toolsdv1.ExecuteBatchResponse_Settled{Settled: &toolsdv1.BatchSettled{
 		ConcludesTurn:      settled.ConcludesTurn,
@@ -137,6 +137,17 @@ type unended struct{ context.Context }
 
 func (unended) Done() <-chan struct{} { return nil }
 func (unended) Err() error            { return nil }
+
+// logFailure is what the client of a batch whose session log failed is told: the
+// store's own error, which names what went wrong once, without what the scheduler was
+// appending (toolsd's log line says that). Its code and reason are the same either way.
+func logFailure(err error) error {
+	var le *scheduler.LogError
+	if errors.As(err, &le) {
+		return le.Err
+	}
+	return err
+}
 
 // cutOff is the outbox's onCut: the batch is cancelled with err, and a client cut off
 // for not reading gets its status at once. The status is written through the transport
@@ -361,7 +372,7 @@ func (s *Server) claimBatch(ctx context.Context, b *scheduler.Batch) (func(), er
 	// deleted session.
 	release, err := s.sessions.Hold(ctx, b.SessionID)
 	if err != nil {
-		return nil, fmt.Errorf("server: session log: %w", err)
+		return nil, err // the store's error: it names the store
 	}
 	// Last: authorizing an execute claims the session for the caller, and a batch
 	// refused after the claim would leave an owner with no events behind.
