@@ -29,7 +29,8 @@ import (
 // TestGracefulShutdownWithCallsInFlight cancels Run (the SIGTERM path) while two batches
 // run: readiness drops, new batches are refused, a call that finishes within the
 // shutdown deadline commits normally, the calls still running at the deadline are
-// aborted and logged, the provider is told, and Run returns nil.
+// aborted and logged (their batch's RPC ends UNAVAILABLE after its settled), the
+// provider is told, and Run returns nil.
 func TestGracefulShutdownWithCallsInFlight(t *testing.T) {
 	cfg := durableConfig(t, t.TempDir(), "timeouts: {shutdown: 1s}\n")
 	a, cancel, runErr := runApp(t, cfg)
@@ -93,15 +94,17 @@ func TestGracefulShutdownWithCallsInFlight(t *testing.T) {
 	close(release) // the finishing call ends well within the deadline
 
 	f := <-finishing
-	if f.err != nil || f.out.settled == nil {
-		t.Fatalf("finishing batch = %v, want settled", f.err)
+	if f.err != nil || f.out.settled == nil || f.out.settled.GetCancelled() {
+		t.Fatalf("finishing batch = %v, settled %v; want OK, settled not cancelled", f.err, f.out.settled)
 	}
 	if got := f.out.results; len(got) != 1 || got[0].GetIsError() || got[0].GetContent() != "finished f" {
 		t.Errorf("finishing batch results = %v, want one success %q", got, "finished f")
 	}
+	// The abort is toolsd's, not the client's: after its results and settled, the RPC
+	// ends UNAVAILABLE (SHUTTING_DOWN), so that the loop knows to run them elsewhere.
 	b := <-blocking
-	if b.err != nil || b.out.settled == nil {
-		t.Fatalf("blocking batch = %v, want settled", b.err)
+	if status.Code(b.err) != codes.Unavailable || reason(b.err) != "SHUTTING_DOWN" || b.out.settled == nil || !b.out.settled.GetCancelled() {
+		t.Fatalf("blocking batch = %v, settled %v; want settled cancelled, then Unavailable with reason SHUTTING_DOWN", b.err, b.out.settled)
 	}
 	if diff := cmp.Diff([]string{"ABORTED", "ABORTED_BEFORE_DISPATCH"}, resultCodes(b.out.results)); diff != "" {
 		t.Errorf("blocking batch codes (-want +got):\n%s", diff)

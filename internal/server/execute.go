@@ -128,7 +128,17 @@ func (s *Server) ExecuteBatch(stream batchStream) error {
 	// cancel settled first must not end the stream OK in between. Nor must one whose
 	// client's deadline came as it settled: the Sends of a stream whose deadline timer
 	// has fired succeed until gRPC closes the stream, and the client got its deadline.
-	return s.streamEnded(batchCtx, reader, gone)
+	if err := s.streamEnded(batchCtx, reader, gone); err != nil {
+		return err
+	}
+	// A batch the shutdown's abort cut short ends UNAVAILABLE after its settled, as
+	// watches end at shutdown: its ABORTED results read as a client's cancel would, and
+	// the loop must learn that toolsd stopped them, to run them again elsewhere. One the
+	// abort found with every call finished settled whole, and ends OK.
+	if settled.Cancelled && errors.Is(context.Cause(batchCtx), errShuttingDown) {
+		return toStatus(s.log, errShuttingDown)
+	}
+	return nil
 }
 
 // unended is a stream's context without its end: its values and deadline, so that a
