@@ -272,3 +272,15 @@ func TestBatchStoreFailureNamesTheStoreOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestResolveToolSetStoreFailureNamesTheStoreOnce: a session store that fails as
+// ResolveToolSet holds the step's session gives the client the store's error, named
+// once, as ExecuteBatch does; it read "server: session log: session: store closed".
+func TestResolveToolSetStoreFailureNamesTheStoreOnce(t *testing.T) {
+	e := start(t, "", app.WithSessionStoreWrapper(func(s session.Store) session.Store { return closingStore{s, "hold"} }))
+	_, err := e.tools.ResolveToolSet(t.Context(), &toolsdv1.ResolveToolSetRequest{SessionId: "s-closed", Turn: 1, Step: 1})
+	if status.Code(err) != codes.Unavailable || reason(err) != "SESSION_STORE_CLOSED" {
+		t.Fatalf("ResolveToolSet() with a closed store = %v, want Unavailable with reason SESSION_STORE_CLOSED", err)
+	}
+	checkWording(t, "ResolveToolSet() with a closed store", status.Convert(err).Message(), "session: store closed")
+}

@@ -240,7 +240,7 @@ func (s *Server) ResolveToolSet(ctx context.Context, req *toolsdv1.ResolveToolSe
 		// this one exists, leaving it live on a history that is gone.
 		release, err := s.sessions.Hold(ctx, req.GetSessionId())
 		if err != nil {
-			return nil, toStatus(s.log, fmt.Errorf("server: session log: %w", err))
+			return nil, toStatus(s.log, err)
 		}
 		defer release()
 		sum, err := s.sessions.Summary(ctx, req.GetSessionId())
