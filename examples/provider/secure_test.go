@@ -22,15 +22,7 @@ func TestServesSecureToolsd(t *testing.T) {
 			if err != nil {
 				t.Fatalf("parseFlags(%q) = %v", args, err)
 			}
-			ctx, cancel := context.WithCancel(t.Context())
-			done := make(chan error, 1)
-			go func() { done <- run(ctx, o) }()
-			defer func() {
-				cancel()
-				if err := <-done; err != nil {
-					t.Errorf("run() = %v", err)
-				}
-			}()
+			securetoolsd.Background(t, "run()", func(ctx context.Context) error { return run(ctx, o) })
 
 			agent := s.Dial(t, securetoolsd.Agent)
 			securetoolsd.WaitForTool(t, agent, "echo")

@@ -204,23 +204,46 @@ func (s *Toolsd) RunProvider(t *testing.T, tools ...provider.Tool) {
 	p := provider.New("test-provider", provider.WithLogger(zaptest.NewLogger(t)),
 		provider.WithDialOptions(s.DialOptions(t, Provider)...))
 	p.Add(tools...)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx, s.Addr) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Provider.Run() = %v", err)
-		}
-	})
+	r := Background(t, "Provider.Run()", func(ctx context.Context) error { return p.Run(ctx, s.Addr) })
 	select {
 	case <-p.Ready():
-	case err := <-done:
-		t.Fatalf("Provider.Run() = %v before its tools were registered", err)
+	case <-r.Done():
+		t.Fatalf("Provider.Run() = %v before its tools were registered", r.Err())
 	case <-time.After(30 * time.Second):
 		t.Fatal("the provider's tools were not registered within 30s")
 	}
 }
+
+// Running is a function [Background] runs.
+type Running struct {
+	done chan struct{}
+	err  error
+}
+
+// Background runs run until the test's end, when its context is cancelled, it is
+// waited for, and an error it returned is reported as what's.
+func Background(t *testing.T, what string, run func(context.Context) error) *Running {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &Running{done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		r.err = run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-r.done
+		if r.err != nil {
+			t.Errorf("%s = %v", what, r.err)
+		}
+	})
+	return r
+}
+
+// Done is closed once the function has returned.
+func (r *Running) Done() <-chan struct{} { return r.done }
+
+// Err is the function's error, once Done is closed.
+func (r *Running) Err() error { return r.err }
 
 func (s *Toolsd) path(name string) string { return filepath.Join(s.dir, name) }
 
