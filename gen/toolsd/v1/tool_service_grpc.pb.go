@@ -77,7 +77,10 @@ type ToolServiceClient interface {
 	// asked: once the client half-closes, every pending and later approval request fails
 	// its call with APPROVAL_UNAVAILABLE. A malformed batch (no session_id, no calls,
 	// duplicate or empty call ids, over limits.max_calls_per_batch) ends the RPC with
-	// INVALID_ARGUMENT, reason BAD_REQUEST, before anything is logged or run.
+	// INVALID_ARGUMENT, reason BAD_REQUEST, before anything is logged or run. A batch whose
+	// running calls toolsd's shutdown aborted (timeouts.shutdown passed) sends its results
+	// and settled, then ends UNAVAILABLE, reason SHUTTING_DOWN, where a batch the client
+	// cancelled ends OK.
 	ExecuteBatch(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ExecuteBatchRequest, ExecuteBatchResponse], error)
 	// ReadSession streams a session's stored events from from_seq, one per message, and
 	// ends after the last one (or limit events): a session without events from from_seq
@@ -378,7 +381,10 @@ type ToolServiceServer interface {
 	// asked: once the client half-closes, every pending and later approval request fails
 	// its call with APPROVAL_UNAVAILABLE. A malformed batch (no session_id, no calls,
 	// duplicate or empty call ids, over limits.max_calls_per_batch) ends the RPC with
-	// INVALID_ARGUMENT, reason BAD_REQUEST, before anything is logged or run.
+	// INVALID_ARGUMENT, reason BAD_REQUEST, before anything is logged or run. A batch whose
+	// running calls toolsd's shutdown aborted (timeouts.shutdown passed) sends its results
+	// and settled, then ends UNAVAILABLE, reason SHUTTING_DOWN, where a batch the client
+	// cancelled ends OK.
 	ExecuteBatch(grpc.BidiStreamingServer[ExecuteBatchRequest, ExecuteBatchResponse]) error
 	// ReadSession streams a session's stored events from from_seq, one per message, and
 	// ends after the last one (or limit events): a session without events from from_seq
