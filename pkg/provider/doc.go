@@ -27,6 +27,11 @@
 //	p.Add(add)
 //	err := p.Run(ctx, "127.0.0.1:50151") // returns nil when ctx ends
 //
+// toolsd may refuse a tool (an invalid schema or condition, a scope the provider may not
+// register in, a name another provider holds) or hold it back (pinning): such a tool is
+// never called. A provider says so in its log, which is standard error (warnings and
+// errors only) unless [WithLogger] gives it a logger.
+//
 // # Argument schemas
 //
 // [NewTool] derives the JSON Schema of the arguments from the argument type, which must

@@ -47,13 +47,21 @@ func TestWithKeepalive(t *testing.T) {
 	}
 }
 
-// TestWithLoggerNil: a nil logger means no logging, also after another WithLogger.
-func TestWithLoggerNil(t *testing.T) {
+// TestDefaultLoggerWarns: a provider given no logger, or a nil one (also after another
+// WithLogger), logs its warnings and errors (to standard error), not its info.
+func TestDefaultLoggerWarns(t *testing.T) {
 	core, logs := observer.New(zap.DebugLevel)
-	p := New("p", WithLogger(zap.New(core)), WithLogger(nil))
-	p.log.Info("should not be logged")
+	for name, p := range map[string]*Provider{
+		"New(p)":                                 New("p"),
+		"New(p, WithLogger(l), WithLogger(nil))": New("p", WithLogger(zap.New(core)), WithLogger(nil)),
+	} {
+		if !p.log.Core().Enabled(zap.WarnLevel) || p.log.Core().Enabled(zap.InfoLevel) {
+			t.Errorf("%s: logs warnings %v, info %v; want warnings only", name,
+				p.log.Core().Enabled(zap.WarnLevel), p.log.Core().Enabled(zap.InfoLevel))
+		}
+	}
 	if n := logs.Len(); n != 0 {
-		t.Errorf("WithLogger(l), WithLogger(nil): %d entries logged, want none", n)
+		t.Errorf("WithLogger(l), WithLogger(nil): %d entries logged to l, want none", n)
 	}
 }
 

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"math"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 )
@@ -53,14 +55,22 @@ type Option func(*options)
 // WithVersion sets the version reported to toolsd (for its logs).
 func WithVersion(v string) Option { return func(o *options) { o.version = v } }
 
-// WithLogger sets the logger; nil means no logging (the default).
+// WithLogger sets the logger the provider logs to. Without it (or with nil) the
+// provider writes its warnings and errors to standard error, as grpc-go writes its
+// own: a tool toolsd refused (an invalid schema, a scope it may not register in, a name
+// another provider holds, a definition held back), a stream that ended, a handler that
+// panicked; a refused tool is otherwise never called and nothing says why.
+// zap.NewNop() turns logging off.
 func WithLogger(l *zap.Logger) Option {
-	return func(o *options) {
-		if l == nil {
-			l = zap.NewNop()
-		}
-		o.log = l
-	}
+	return func(o *options) { o.log = l }
+}
+
+// stderrLogger is the logger of a provider given none: warnings and errors, one line
+// each, on standard error.
+func stderrLogger() *zap.Logger {
+	enc := zap.NewDevelopmentEncoderConfig()
+	core := zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.Lock(os.Stderr), zap.WarnLevel)
+	return zap.New(core).Named("toolsd-provider")
 }
 
 // WithScope sets the scope the tools are registered in; "" (the default) is global.
@@ -207,11 +217,14 @@ type Provider struct {
 
 // New returns a provider that introduces itself to toolsd as name.
 func New(name string, opts ...Option) *Provider {
-	o := options{log: zap.NewNop(), backoffMin: DefaultMinBackoff, backoffMax: DefaultMaxBackoff, retakeFor: DefaultRetakeWindow,
+	o := options{backoffMin: DefaultMinBackoff, backoffMax: DefaultMaxBackoff, retakeFor: DefaultRetakeWindow,
 		streamWindow: DefaultStreamWindow, connWindow: DefaultConnWindow, grace: DefaultShutdownGrace,
 		keepTime: DefaultKeepaliveTime, keepTimeout: DefaultKeepaliveTimeout, welcomeWait: DefaultWelcomeTimeout}
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if o.log == nil {
+		o.log = stderrLogger()
 	}
 	idle := make(chan struct{})
 	close(idle)
