@@ -950,7 +950,11 @@ type CancelExecution struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Request id to cancel.
 	RequestId uint64 `protobuf:"varint,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	// Why.
+	// Why the call is cancelled, for the provider's log; match on none of it. When the
+	// agent ended the batch: "server: the agent's deadline for the batch passed",
+	// "server: the agent cancelled the batch" (a cancel message) or "server: the agent
+	// cancelled the batch's RPC or went away"; "tool timed out: …" for the tool's own
+	// timeout; "server: toolsd is shutting down" as toolsd stops.
 	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
