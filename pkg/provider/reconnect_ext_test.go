@@ -112,3 +112,25 @@ func TestRedialFollowsTheBackoff(t *testing.T) {
 		t.Fatalf("not registered 10s after %d refused dials (dialled %d times), want the provider's 20 ms backoff", refusals, dials.Load())
 	}
 }
+
+// tlsOnlyCreds are per-RPC credentials that need a secure transport.
+type tlsOnlyCreds struct{}
+
+func (tlsOnlyCreds) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return nil, nil
+}
+func (tlsOnlyCreds) RequireTransportSecurity() bool { return true }
+
+// Run fails at once only for dial options gRPC refuses; a target it cannot parse or
+// reach is retried, as a toolsd that is down is, until the context ends.
+func TestRunFailsOnlyForRefusedDialOptions(t *testing.T) {
+	p := newProvider(t, provider.WithDialOptions(grpc.WithPerRPCCredentials(tlsOnlyCreds{})))
+	if err := p.Run(t.Context(), "127.0.0.1:1"); err == nil || !strings.HasPrefix(err.Error(), "provider: dial") {
+		t.Errorf("Run() with per-RPC credentials needing TLS, without TLS = %v, want a dial error", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	if err := newProvider(t).Run(ctx, "dns://[::1"); err != nil {
+		t.Errorf("Run(%q) = %v, want nil once ctx ends (the target is retried)", "dns://[::1", err)
+	}
+}

@@ -22,8 +22,10 @@ import (
 // ([WithShutdownGrace]) is over: the handlers' contexts end with ctx, the stream stays
 // open for their results, and a handler still running after the grace is left running
 // while the stream's close fails its call (PROVIDER_GONE). It returns an error only
-// when the gRPC client cannot be created (an invalid target or dial options), and
-// [ErrRunning] when the provider is already running.
+// when gRPC refuses the dial options (per-RPC credentials that need TLS given without
+// it, say), and [ErrRunning] when the provider is already running: a target that
+// cannot be reached, resolved or even parsed is retried as a toolsd that is down is,
+// each attempt logged.
 func (p *Provider) Run(ctx context.Context, target string) error {
 	if !p.running.CompareAndSwap(false, true) {
 		return ErrRunning
