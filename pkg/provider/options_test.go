@@ -1,7 +1,9 @@
 package provider
 
 import (
+	"context"
 	"math"
+	"net"
 	"testing"
 	"time"
 
@@ -83,5 +85,32 @@ func TestBackoffGrowsWithoutOverflow(t *testing.T) {
 		if w := jitter(got); w < got/2 || w > got {
 			t.Errorf("jitter(%v) = %v, want within [d/2, d]", got, w)
 		}
+	}
+}
+
+// TestUnreachableToolsdIsNotAnEndedStream: a provider that cannot open a session (toolsd
+// not listening) says so as it retries, where it said "toolsd stream ended", as if a
+// session had been open.
+func TestUnreachableToolsdIsNotAnEndedStream(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	core, logs := observer.New(zap.WarnLevel)
+	p := New("p", WithLogger(zap.New(core)), WithBackoff(time.Millisecond, time.Millisecond))
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx, addr) }()
+	for logs.Len() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run() = %v", err)
+	}
+	if got := logs.All()[0].Message; got != "no toolsd session; retrying" {
+		t.Errorf("first warning = %q, want %q", got, "no toolsd session; retrying")
 	}
 }

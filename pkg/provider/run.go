@@ -77,7 +77,12 @@ func (p *Provider) Run(ctx context.Context, target string) error {
 			delay = p.opts.backoffMin
 		}
 		wait := jitter(delay)
-		p.log.Warn("toolsd stream ended; reconnecting", zap.Error(err), zap.Duration("backoff", wait))
+		if welcomed {
+			p.log.Warn("toolsd stream ended; reconnecting", zap.Error(err), zap.Duration("backoff", wait))
+		} else {
+			// toolsd unreachable, or it refused or never answered the hello: err says which.
+			p.log.Warn("no toolsd session; retrying", zap.Error(err), zap.Duration("backoff", wait))
+		}
 		if !sleep(ctx, wait) {
 			return nil
 		}
