@@ -240,8 +240,8 @@ func (c *conn) isStopped() bool {
 	}
 }
 
-// teardown ends everything the stream owns: the goodbye on shutdown, sends, calls,
-// registrations. The conn is stopped before it is detached, so attach cannot race it.
+// teardown ends everything the stream owns: the goodbye on shutdown, sends,
+// registrations, calls. The conn is stopped before it is detached, so attach cannot race it.
 func (b *Broker) teardown(c *conn, cause error, shutdown bool) {
 	c.stop()
 	var goodbye *toolsdv1.ProviderServiceConnectResponse
@@ -263,12 +263,19 @@ func (b *Broker) teardown(c *conn, cause error, shutdown bool) {
 	}
 	c.quiet.Retire()
 	c.closeRegistrations()
+	// Detached before its tools are removed: a unary RegisterTool that lands after the
+	// RemoveOwner finds the provider gone and removes its registration itself. The
+	// tools are removed before the calls are failed: a call told PROVIDER_GONE may be
+	// retried at once (an idempotent tool), and its retry's resolve must not find the
+	// provider that is going away while another registers the tool.
 	attached := b.detach(c)
+	if attached {
+		b.reg.RemoveOwner(c.id)
+	}
 	failed := c.failPending()
 	if !attached {
 		c.log.Debug("provider stream ended before welcome", zap.Error(cause))
 		return
 	}
-	b.reg.RemoveOwner(c.id)
 	c.log.Info("provider disconnected", zap.Bool("shutdown", shutdown), zap.Int("failed_calls", failed), zap.Error(cause))
 }

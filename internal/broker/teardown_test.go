@@ -252,3 +252,53 @@ func TestCancelledUnsentCallIsAbortedWhoeverWithdrawsIt(t *testing.T) {
 		}
 	}
 }
+
+// removalRegistrar runs onRemove as a provider's registrations are removed.
+type removalRegistrar struct {
+	noRegistrar
+	onRemove func(owner string)
+}
+
+func (r removalRegistrar) RemoveOwner(owner string) { r.onRemove(owner) }
+
+// TestTeardownRemovesToolsBeforeFailingCalls: a stream's end removes its provider's
+// tools before it tells the calls running on it PROVIDER_GONE, so an idempotent call's
+// retry, or a new call, that resolves the tool as the call returns finds another
+// provider's registration (or none), never the provider that is going away. The calls
+// were failed first: a retry in the window between found the dead provider's tool again
+// and failed with PROVIDER_UNAVAILABLE, spending an attempt.
+func TestTeardownRemovesToolsBeforeFailingCalls(t *testing.T) {
+	var failedFirst []tool.Code
+	var p *pendingCall
+	removed := 0
+	b := New(removalRegistrar{onRemove: func(string) {
+		removed++
+		select {
+		case r := <-p.done:
+			failedFirst = append(failedFirst, r.Code())
+			p.done <- r
+		default:
+		}
+	}})
+	c := b.newConn(t.Context(), failingSender{})
+	c.maxInFlight = 1
+	close(c.welcomed)
+	if err := b.attach(c); err != nil {
+		t.Fatalf("attach() = %v", err)
+	}
+	p = newPending(&tool.Exec{})
+	p.sent.Store(true) // the provider has it: the stream ends while the call runs
+	if _, code, _ := c.begin(p); code != "" {
+		t.Fatalf("begin() = %s", code)
+	}
+	b.teardown(c, nil, false)
+	if removed != 1 {
+		t.Fatalf("RemoveOwner ran %d times at teardown, want 1", removed)
+	}
+	if len(failedFirst) != 0 {
+		t.Errorf("the running call was told %v before its provider's tools were removed, want it told after", failedFirst)
+	}
+	if r := <-p.done; r.Code() != tool.CodeProviderGone {
+		t.Errorf("the running call ended %s, want PROVIDER_GONE", r.Code())
+	}
+}
