@@ -1,6 +1,7 @@
 // Command devcerts writes development credentials for toolsd's auth setup: a CA, a
-// server certificate, client certificates for agent-a, provider-a and operator, random
-// static tokens, and an ES256 JWT signing key with its public JWKS and a sample token.
+// server certificate, client certificates for agent-a, provider-a, policy-hook and
+// operator, a random static token for each, and an ES256 JWT signing key with its public
+// JWKS and a sample token (agent-a's).
 // Everything it writes is for development only.
 //
 //	go run ./internal/auth/cmd/devcerts -dir ./dev-certs
@@ -23,7 +24,9 @@ import (
 	"github.com/toolsd/toolsd/internal/devpki"
 )
 
-var clients = []string{"agent-a", "provider-a", "operator"}
+// clients are the identities README's Security setup grants by name: an agent, a
+// provider and a hook of tenant-a, and an operator.
+var clients = []string{"agent-a", "provider-a", "policy-hook", "operator"}
 
 type options struct {
 	dir      string

@@ -6,6 +6,7 @@ import (
 	"encoding/pem"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -119,6 +120,54 @@ func TestForceKeepsSecretsPrivate(t *testing.T) {
 		fi, err := os.Stat(filepath.Join(dir, name))
 		if err != nil || fi.Mode().Perm() != 0o600 {
 			t.Errorf("%s after -force over a 0644 file: mode %v, %v, want 0600", name, fi.Mode().Perm(), err)
+		}
+	}
+}
+
+// TestREADMESetupHasItsCredentials: every identity README's Security setup grants by
+// name has a certificate and a token from devcerts, and every dev-certs file its config
+// and commands name is one devcerts writes. The grants named policy-hook, for which
+// devcerts wrote nothing, and the hook's command ran on the operator's certificate.
+func TestREADMESetupHasItsCredentials(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "dev-certs")
+	o := &options{dir: dir, hosts: "127.0.0.1", validFor: time.Hour, tokenTTL: time.Hour, issuer: "toolsd-dev", audience: "toolsd"}
+	if err := run(o); err != nil {
+		t.Fatalf("run() = %v", err)
+	}
+	tokens, err := os.ReadFile(filepath.Join(dir, "tokens.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokenOf := map[string]bool{}
+	for _, line := range strings.Split(string(tokens), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && !strings.HasPrefix(line, "#") {
+			tokenOf[f[1]] = true
+		}
+	}
+	granted := regexp.MustCompile(`\{identity: "?([^",*]+)"?,`).FindAllStringSubmatch(string(readme), -1)
+	if len(granted) == 0 {
+		t.Fatal("README names no granted identity: the setup's grants moved")
+	}
+	for _, m := range granted {
+		id := m[1]
+		if _, err := os.Stat(filepath.Join(dir, id+".pem")); err != nil {
+			t.Errorf("README grants %s, which devcerts wrote no certificate for: %v", id, err)
+		}
+		if !tokenOf[id] {
+			t.Errorf("README grants %s, which devcerts wrote no token for", id)
+		}
+	}
+	if !strings.Contains(string(readme), "go run ./examples/hook -ca dev-certs/ca.pem -cert dev-certs/policy-hook.pem -key dev-certs/policy-hook-key.pem") {
+		t.Error("README's command for the example hook does not run it as policy-hook, the identity its grants name")
+	}
+	named := regexp.MustCompile(`dev-certs/([\w.-]+)`).FindAllStringSubmatch(string(readme), -1)
+	for _, m := range named {
+		if _, err := os.Stat(filepath.Join(dir, m[1])); err != nil {
+			t.Errorf("README names dev-certs/%s, which devcerts does not write: %v", m[1], err)
 		}
 	}
 }
