@@ -13,6 +13,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/pkg/provider"
@@ -300,6 +303,22 @@ func testKillNine(t *testing.T, store string) {
 func waitDone(r *batchRun) bool {
 	<-r.done
 	return r.err == nil && r.settled
+}
+
+// waitAbortedByShutdown waits for the batch's stream to end and reports whether it
+// settled and then ended as one the shutdown's abort cut short: UNAVAILABLE, reason
+// SHUTTING_DOWN.
+func waitAbortedByShutdown(r *batchRun) bool {
+	<-r.done
+	if !r.settled || status.Code(r.err) != codes.Unavailable {
+		return false
+	}
+	for _, d := range status.Convert(r.err).Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			return info.GetReason() == "SHUTTING_DOWN"
+		}
+	}
+	return false
 }
 
 // recoveredLogged is the number of interrupted calls toolsd said it closed at start-up.
