@@ -105,7 +105,6 @@ func run(args []string) error {
 	if *example {
 		opts = append(opts, app.WithExampleProvider(*notesFile))
 	}
-	files := readStartFiles(cfg.Auth) // before New reads them
 	a, err := app.New(cfg, opts...)
 	if err != nil {
 		return err
@@ -121,7 +120,7 @@ func run(args []string) error {
 	// A reload in progress when Run returns finishes before the log is closed.
 	var reloads sync.WaitGroup
 	ran := make(chan struct{})
-	reloads.Go(func() { reloadOnHUP(ctx, ran, hup, a, *configPath, over, &loaded, files, log) })
+	reloads.Go(func() { reloadOnHUP(ctx, ran, hup, a, *configPath, over, &loaded, log) })
 	waitProcs := adaptProcs(ctx, cfg.Runtime, a.Procs(), log)
 	err = a.Run(ctx)
 	close(ran)
@@ -202,12 +201,12 @@ func exitAtOnce(s os.Signal) {
 	os.Exit(code)
 }
 
-// reloadOnHUP re-reads the policy on each signal from hup without dropping in-flight
-// calls, until ctx ends (shutdown). Other keys take effect at the next start; the reload
-// names those that changed, and the auth files (tokens, JWKS, TLS) edited since the
-// start, which it does not apply either. A signal that arrives once shutdown began is
-// logged as ignored, until ran is closed (Run returned).
-func reloadOnHUP(ctx context.Context, ran <-chan struct{}, hup <-chan os.Signal, a *app.App, path string, over []config.Override, loaded *config.Config, files startFiles, log *zap.Logger) {
+// reloadOnHUP re-reads the policy and the auth section's files on each signal from hup
+// without dropping in-flight calls, until ctx ends (shutdown). Other keys take effect
+// at the next start; the reload names those that changed (see config.NotReloaded). A
+// signal that arrives once shutdown began is logged as ignored, until ran is closed (Run
+// returned).
+func reloadOnHUP(ctx context.Context, ran <-chan struct{}, hup <-chan os.Signal, a *app.App, path string, over []config.Override, loaded *config.Config, log *zap.Logger) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -226,13 +225,9 @@ func reloadOnHUP(ctx context.Context, ran <-chan struct{}, hup <-chan os.Signal,
 				continue
 			}
 			log.Info("policy reloaded", zap.String("config", path))
-			if changed := config.ChangedOutsidePolicy(loaded, cfg); len(changed) > 0 {
-				log.Warn("config keys outside the policy changed; they take effect at the next start",
+			if changed := config.NotReloaded(loaded, cfg); len(changed) > 0 {
+				log.Warn("config keys a reload does not apply changed; they take effect at the next start",
 					zap.String("config", path), zap.Strings("keys", changed))
-			}
-			if changed := files.changed(cfg.Auth); len(changed) > 0 {
-				log.Warn("auth files changed since the start; they are read at start only and take effect at the next start",
-					zap.Strings("files", changed))
 			}
 		}
 	}

@@ -100,7 +100,7 @@ func TestSIGHUPReloadsThePolicy(t *testing.T) {
 	if got := code(c, "after"); got != "" {
 		t.Errorf("fast after reload = %q, want success", got)
 	}
-	warned := d.logged("config keys outside the policy changed; they take effect at the next start")
+	warned := d.logged("config keys a reload does not apply changed; they take effect at the next start")
 	if len(warned) != 1 || fmt.Sprint(warned[0]["keys"]) != "[scheduler]" {
 		t.Errorf("reload warnings = %v, want one naming [scheduler]", warned)
 	}
@@ -145,7 +145,7 @@ func TestSIGHUPPendingAtShutdownIsIgnored(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			reloadOnHUP(ctx, ran, hup, a, path, nil, &loaded, nil, zap.New(core))
+			reloadOnHUP(ctx, ran, hup, a, path, nil, &loaded, zap.New(core))
 		}()
 		waitFor(t, "the signal to be taken", func() bool { return len(hup) == 0 })
 		close(ran)

@@ -101,6 +101,8 @@ type App struct {
 	// stopped is set once the session store reported it stopped after a failed write
 	// (see storeWatch): toolsd is then not ready until it restarts.
 	stopped atomic.Bool
+	// authn is the running authenticator, whose credentials a reload replaces.
+	authn *auth.Authenticator
 	// reloadMu runs reloads one at a time, so that the reload metrics describe the
 	// policy the last one left in force.
 	reloadMu sync.Mutex
@@ -390,6 +392,7 @@ func (a *App) build(pol *policy.Set) error {
 	if err != nil {
 		return err
 	}
+	a.authn = authn
 	a.sweptAuthz.Store(authz)
 	auth.WarnIfExposed(c.Listen, authn.Enabled(), tlsOn(c.Auth), a.log)
 	if err := a.checkExample(authn.Enabled(), c.Auth); err != nil {
@@ -672,15 +675,19 @@ func (a *App) Metrics() *prometheus.Registry { return a.metrics }
 func (a *App) Procs() *procs.Controller { return a.procs }
 
 // Reload swaps the policy from a freshly loaded config; in-flight calls keep the policy
-// they started with. Nothing else is reloaded, but the file is the one the next start
-// reads, so what a start would refuse is refused now and the running policy stays: a
-// tool's max_result_bytes is checked against the running limits.max_result_bytes and
-// the file's, the auth section (its grants, token and key files, TLS files) as a
-// start builds it, refused under the bundled example provider as at a start, the pin
-// file a start would read, and the tracing exporter and resource a start would build
-// from the OTEL_* variables when the file turns tracing on. Each
-// reload counts in toolsd_config_reloads_total{result} and sets
-// toolsd_config_last_reload_successful (and, when it succeeds, its timestamp).
+// they started with. It reads the auth section's token and JWKS files again and puts
+// them, with the jwt claims, in force from the next RPC (streams already open keep their
+// identity), unless the file turns authentication or client certificates on or off,
+// which takes effect at the next start (see config.ReloadsCredentials). Nothing else is
+// reloaded, but the file is the one the next start reads, so what a start would refuse
+// is refused now and the running policy and credentials stay: a tool's
+// max_result_bytes is checked against the running limits.max_result_bytes and the
+// file's, the auth section (its grants, token and key files, TLS files) as a start
+// builds it, refused under the bundled example provider as at a start, the pin file a
+// start would read, and the tracing exporter and resource a start would build from the
+// OTEL_* variables when the file turns tracing on. Each reload counts in
+// toolsd_config_reloads_total{result} and sets toolsd_config_last_reload_successful
+// (and, when it succeeds, its timestamp).
 func (a *App) Reload(cfg *config.Config) error {
 	a.reloadMu.Lock()
 	defer a.reloadMu.Unlock()
@@ -703,13 +710,15 @@ func (a *App) ReloadFile(path string, over ...config.Override) (*config.Config, 
 	return cfg, a.Reload(cfg)
 }
 
-// reload applies cfg's policy, or refuses cfg as [App.Reload] says.
+// reload applies cfg's policy and credentials, or refuses cfg as [App.Reload] says:
+// everything is built and checked before anything is put in force.
 func (a *App) reload(cfg *config.Config) error {
 	pol, err := a.reloadPolicy(cfg)
 	if err != nil {
 		return err
 	}
-	if err := a.checkAuth(cfg); err != nil {
+	authn, err := a.buildAuth(cfg)
+	if err != nil {
 		return err
 	}
 	if path := pinPathOf(cfg); path != "" {
@@ -721,6 +730,14 @@ func (a *App) reload(cfg *config.Config) error {
 		return fmt.Errorf("app: tracing.enabled: %w", err) // a start with cfg turns it on
 	}
 	a.pipe.SetPolicy(pol)
+	if config.ReloadsCredentials(a.cfg.Auth, cfg.Auth) {
+		if err := a.authn.ReplaceCredentials(authn); err != nil {
+			return err // ReloadsCredentials kept what it refuses
+		}
+		if authn.Enabled() {
+			a.log.Info("auth credentials reloaded", zap.String("token_file", cfg.Auth.TokenFile), zap.String("jwks_file", cfg.Auth.JWKSFile))
+		}
+	}
 	return nil
 }
 
@@ -749,22 +766,24 @@ func pinPathOf(c *config.Config) string {
 	return filepath.Join(filepath.Clean(c.DataDir), pinFileName)
 }
 
-// checkAuth builds, and drops, what a start would build of cfg's auth section, and
-// refuses one the bundled example provider cannot run under, as a start does.
-func (a *App) checkAuth(cfg *config.Config) error {
-	authn, _, err := auth.New(auth.FromConfig(cfg))
+// buildAuth builds what a start would build of cfg's auth section, reading its token
+// and JWKS files, and checks its TLS files; it refuses one the bundled example provider
+// cannot run under, as a start does. The authorizer it also builds is dropped: grants
+// are read at start only.
+func (a *App) buildAuth(cfg *config.Config) (*auth.Authenticator, error) {
+	authn, _, err := auth.New(auth.FromConfig(cfg), auth.WithLogger(a.log))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := a.checkExample(authn.Enabled(), cfg.Auth); err != nil {
-		return err
+		return nil, err
 	}
 	if t := cfg.Auth.TLS; tlsOn(cfg.Auth) {
 		if _, err := auth.ServerTLSConfig(t.CertFile, t.KeyFile, t.ClientCAFile); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return authn, nil
 }
 
 // Run serves until ctx ends, then shuts down gracefully: health goes NOT_SERVING, new

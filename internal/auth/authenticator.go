@@ -4,25 +4,36 @@ import (
 	"context"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc/metadata"
 )
 
-// Authenticator turns a request's credentials into an [Identity]. It is immutable after
-// [New] and safe for concurrent use.
+// Authenticator turns a request's credentials into an [Identity]. It is safe for
+// concurrent use. Whether it authenticates at all, and whether client certificates are
+// identities, are fixed by [New]; its bearer credentials (the token table and the JWT
+// keys) are replaced whole by [Authenticator.ReplaceCredentials], as a reload does.
 type Authenticator struct {
 	enabled bool
 	mtls    bool
-	tokens  *tokenSet
-	jwt     *jwtVerifier
+	// bearers is read once per authentication: an RPC sees one token table and one set
+	// of JWT keys, the old or the new, never a mix.
+	bearers atomic.Pointer[bearers]
 	log     *zap.Logger
 	now     func() time.Time
 }
 
+// bearers are the credentials a bearer token is checked against: the static tokens and
+// the JWT verifier, each nil when not configured.
+type bearers struct {
+	tokens *tokenSet
+	jwt    *jwtVerifier
+}
+
 // New builds the authenticator and the authorizer of cfg, reading the token and JWKS
-// files once. With no authentication method configured both allow everything and every
+// files (a reload builds anew and hands the result to [Authenticator.ReplaceCredentials]). With no authentication method configured both allow everything and every
 // caller is [Anonymous]; grants without an authentication method are an error, and so
 // is authentication without grants (it would refuse every call).
 func New(cfg Config, opts ...Option) (*Authenticator, *Authorizer, error) {
@@ -44,11 +55,12 @@ func New(cfg Config, opts ...Option) (*Authenticator, *Authorizer, error) {
 		return nil, nil, configError("authentication is configured but no grants are: every call would be refused")
 	}
 	a := &Authenticator{enabled: true, mtls: cfg.MTLS, log: o.logger, now: o.clock}
+	var b bearers
 	if cfg.TokenFile != "" {
-		if a.tokens, err = loadTokenFile(cfg.TokenFile); err != nil {
+		if b.tokens, err = loadTokenFile(cfg.TokenFile); err != nil {
 			return nil, nil, err
 		}
-		if a.tokens.plaintext {
+		if b.tokens.plaintext {
 			if fi, err := os.Stat(cfg.TokenFile); err == nil && fi.Mode().Perm()&0o077 != 0 {
 				o.logger.Warn("token file holds plaintext tokens and is readable by group or others; chmod 600 it or list sha256: hashes",
 					zap.String("file", cfg.TokenFile), zap.Stringer("mode", fi.Mode().Perm()))
@@ -60,12 +72,30 @@ func New(cfg Config, opts ...Option) (*Authenticator, *Authorizer, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		a.jwt = &jwtVerifier{keys: keys, issuer: cfg.Issuer, audience: cfg.Audience, leeway: o.leeway, now: o.clock}
+		b.jwt = &jwtVerifier{keys: keys, issuer: cfg.Issuer, audience: cfg.Audience, leeway: o.leeway, now: o.clock}
 		if cfg.Audience == "" {
 			o.logger.Warn("jwt.audience is not set: only tokens without an aud claim are accepted")
 		}
 	}
+	a.bearers.Store(&b)
 	return a, newAuthorizer(true, grants, o), nil
+}
+
+// ReplaceCredentials makes next's token table and JWT keys and claims (issuer,
+// audience) the ones a checks from its next authentication on: next is built by [New]
+// from a reloaded configuration, so a token deleted from the token file, or a key from
+// the JWKS file, is refused from the next RPC. A stream authenticated before keeps its
+// identity (streams are authenticated once, when they open). Whether authentication is
+// on and whether client certificates are identities are a's for good: a next that
+// differs in either is refused, and a keeps its credentials.
+func (a *Authenticator) ReplaceCredentials(next *Authenticator) error {
+	if next.enabled != a.enabled || next.mtls != a.mtls {
+		return configError("turning authentication or client certificates on or off takes a restart")
+	}
+	if a.enabled {
+		a.bearers.Store(next.bearers.Load())
+	}
+	return nil
 }
 
 // Enabled reports whether callers are authenticated at all.
@@ -78,6 +108,7 @@ func (a *Authenticator) Authenticate(ctx context.Context) (Identity, error) {
 	if !a.enabled {
 		return Identity{Name: Anonymous, Method: MethodAnonymous}, nil
 	}
+	b := a.bearers.Load()
 	md, _ := metadata.FromIncomingContext(ctx)
 	switch vals := md.Get("authorization"); len(vals) {
 	case 0:
@@ -91,7 +122,7 @@ func (a *Authenticator) Authenticate(ctx context.Context) (Identity, error) {
 				return Identity{}, err
 			}
 		}
-		id, err := a.bearer(vals[0])
+		id, err := b.bearer(vals[0])
 		if err != nil {
 			return Identity{}, err
 		}
@@ -109,7 +140,7 @@ func (a *Authenticator) Authenticate(ctx context.Context) (Identity, error) {
 			return id, a.unexpired(id.Expires)
 		}
 	}
-	return Identity{}, &CredentialError{Reason: ReasonMissingCredentials, Detail: a.missingDetail()}
+	return Identity{}, &CredentialError{Reason: ReasonMissingCredentials, Detail: a.missingDetail(b)}
 }
 
 // unexpired refuses a client certificate, verified until expires (zero: none), that has
@@ -124,7 +155,7 @@ func (a *Authenticator) unexpired(expires time.Time) error {
 		Detail: "client certificate expired at " + expires.UTC().Format(time.RFC3339) + "; connect again with a renewed certificate"}
 }
 
-func (a *Authenticator) bearer(header string) (Identity, error) {
+func (b *bearers) bearer(header string) (Identity, error) {
 	scheme, token, _ := strings.Cut(strings.TrimSpace(header), " ")
 	token = strings.TrimSpace(token)
 	if !strings.EqualFold(scheme, "bearer") {
@@ -133,16 +164,16 @@ func (a *Authenticator) bearer(header string) (Identity, error) {
 	if token == "" {
 		return Identity{}, &CredentialError{Reason: ReasonMissingCredentials, Detail: "empty bearer token"}
 	}
-	if a.tokens == nil && a.jwt == nil {
+	if b.tokens == nil && b.jwt == nil {
 		return Identity{}, invalidToken("bearer tokens are not accepted here: authenticate with a client certificate")
 	}
-	if a.tokens != nil {
-		if name, ok := a.tokens.lookup(token); ok {
+	if b.tokens != nil {
+		if name, ok := b.tokens.lookup(token); ok {
 			return Identity{Name: name, Method: MethodToken}, nil
 		}
 	}
-	if a.jwt != nil && (a.tokens == nil || strings.Count(token, ".") == 2) {
-		sub, until, err := a.jwt.check(token)
+	if b.jwt != nil && (b.tokens == nil || strings.Count(token, ".") == 2) {
+		sub, until, err := b.jwt.check(token)
 		if err != nil {
 			return Identity{}, err
 		}
@@ -151,9 +182,9 @@ func (a *Authenticator) bearer(header string) (Identity, error) {
 	return Identity{}, invalidToken("unknown token")
 }
 
-func (a *Authenticator) missingDetail() string {
+func (a *Authenticator) missingDetail(b *bearers) string {
 	switch {
-	case a.mtls && (a.tokens != nil || a.jwt != nil):
+	case a.mtls && (b.tokens != nil || b.jwt != nil):
 		return `missing credentials: send "authorization: Bearer <token>" or connect with a client certificate`
 	case a.mtls:
 		return "missing credentials: connect with a client certificate"

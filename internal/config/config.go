@@ -346,6 +346,32 @@ type Auth struct {
 	Grants []Grant `yaml:"grants"`
 }
 
+// AuthOn reports whether the section turns authentication on: a client CA, a token file
+// or a JWKS file does.
+func (a Auth) AuthOn() bool {
+	return a.TLS.ClientCAFile != "" || a.TokenFile != "" || a.JWKSFile != ""
+}
+
+// TLSOn reports whether the section turns TLS on: any tls setting does, so that an
+// incomplete section is an error rather than a plaintext listener.
+func (a Auth) TLSOn() bool {
+	return a.TLS.CertFile != "" || a.TLS.KeyFile != "" || a.TLS.ClientCAFile != ""
+}
+
+// ReloadsCredentials reports whether a reload to after, in a toolsd started with before,
+// applies after's token_file, jwks_file and jwt claims: only while authentication stays
+// on (or off) and client certificates stay identities (or not), as at the start.
+func ReloadsCredentials(before, after Auth) bool {
+	return before.AuthOn() == after.AuthOn() && (before.TLS.ClientCAFile != "") == (after.TLS.ClientCAFile != "")
+}
+
+// ReloadsTLS reports whether a reload to after, in a toolsd started with before, applies
+// after's cert_file, key_file and client_ca_file: only while TLS stays on (or off) and
+// client certificates stay required (or not), as at the start.
+func ReloadsTLS(before, after Auth) bool {
+	return before.TLSOn() == after.TLSOn() && (before.TLS.ClientCAFile != "") == (after.TLS.ClientCAFile != "")
+}
+
 // Grant gives an identity a role over scope globs.
 type Grant struct {
 	Identity string   `yaml:"identity"`
@@ -1227,21 +1253,45 @@ func (a Auth) check(bad func(field, format string, args ...any), clash func(fiel
 // ShutdownTimeout is a convenience accessor.
 func (c *Config) ShutdownTimeout() time.Duration { return time.Duration(c.Timeouts.Shutdown) }
 
-// ChangedOutsidePolicy lists the top-level keys other than policy whose values differ
-// between two loads of a config file: what a reload, which applies only the policy,
-// leaves for the next start.
-func ChangedOutsidePolicy(before, after *Config) []string {
+// NotReloaded lists the keys whose values differ between two loads of a config file and
+// that a reload, which applies the policy and the auth section's files, leaves for the
+// next start: the top-level keys other than policy and auth, and of auth: grants, the
+// tls keys when the reload would turn TLS or client certificates on or off (see
+// [ReloadsTLS]), and token_file, jwks_file and jwt when it would turn authentication or
+// client certificates on or off (see [ReloadsCredentials]).
+func NotReloaded(before, after *Config) []string {
 	var changed []string
 	b, a := reflect.ValueOf(before).Elem(), reflect.ValueOf(after).Elem()
 	t := b.Type()
 	for i := range t.NumField() {
 		key, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
-		if key == "" || key == "-" || key == "policy" {
-			continue
-		}
-		if !reflect.DeepEqual(b.Field(i).Interface(), a.Field(i).Interface()) {
+		switch {
+		case key == "" || key == "-" || key == "policy":
+		case key == "auth":
+			changed = append(changed, authNotReloaded(before.Auth, after.Auth)...)
+		case !reflect.DeepEqual(b.Field(i).Interface(), a.Field(i).Interface()):
 			changed = append(changed, key)
 		}
 	}
+	return changed
+}
+
+// authNotReloaded is [NotReloaded] of the auth section.
+func authNotReloaded(before, after Auth) []string {
+	var changed []string
+	differ := func(key string, b, a any, reloaded bool) {
+		if !reloaded && !reflect.DeepEqual(b, a) {
+			changed = append(changed, key)
+		}
+	}
+	tls := false // a reload reads no TLS file yet
+	differ("auth.tls.cert_file", before.TLS.CertFile, after.TLS.CertFile, tls)
+	differ("auth.tls.key_file", before.TLS.KeyFile, after.TLS.KeyFile, tls)
+	differ("auth.tls.client_ca_file", before.TLS.ClientCAFile, after.TLS.ClientCAFile, tls)
+	creds := ReloadsCredentials(before, after)
+	differ("auth.token_file", before.TokenFile, after.TokenFile, creds)
+	differ("auth.jwks_file", before.JWKSFile, after.JWKSFile, creds)
+	differ("auth.jwt", before.JWT, after.JWT, creds)
+	differ("auth.grants", before.Grants, after.Grants, false)
 	return changed
 }

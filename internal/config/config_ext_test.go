@@ -203,8 +203,11 @@ func TestRefusedValues(t *testing.T) {
 	})
 }
 
-// TestChangedOutsidePolicy names the top-level keys a policy-only reload leaves behind.
-func TestChangedOutsidePolicy(t *testing.T) {
+// TestNotReloaded names the keys a reload, which applies the policy and the auth
+// section's token and JWKS files, leaves for the next start: the other top-level keys,
+// the grants, and the auth keys of a reload that would turn authentication or client
+// certificates on or off.
+func TestNotReloaded(t *testing.T) {
 	parse := func(text string) *config.Config {
 		t.Helper()
 		cfg, err := config.Parse([]byte(text), "t.yaml")
@@ -213,14 +216,27 @@ func TestChangedOutsidePolicy(t *testing.T) {
 		}
 		return cfg
 	}
-	before := parse("limits: {write_timeout: 5s}\npolicy: {rules: [{tool: \"*\", action: allow}]}\n")
-	same := parse("limits: {write_timeout: 5s}\npolicy: {rules: [{tool: \"*\", action: deny}]}\n")
-	if got := config.ChangedOutsidePolicy(before, same); len(got) != 0 {
-		t.Errorf("only the policy changed, got %v", got)
-	}
-	other := parse("limits: {write_timeout: 6s}\nlisten: 127.0.0.1:1\npolicy: {rules: [{tool: \"*\", action: allow}]}\n")
-	if got, want := config.ChangedOutsidePolicy(before, other), []string{"listen", "limits"}; !slices.Equal(got, want) {
-		t.Errorf("ChangedOutsidePolicy() = %v, want %v", got, want)
+	const grants = "  grants: [{identity: a, role: operator}]\n"
+	before := parse("limits: {write_timeout: 5s}\npolicy: {rules: [{tool: \"*\", action: allow}]}\nauth:\n  token_file: t1\n" + grants)
+	for name, tc := range map[string]struct {
+		text string
+		want []string
+	}{
+		"the policy": {"limits: {write_timeout: 5s}\npolicy: {rules: [{tool: \"*\", action: deny}]}\nauth:\n  token_file: t1\n" + grants, nil},
+		"listen and limits": {"limits: {write_timeout: 6s}\nlisten: 127.0.0.1:1\npolicy: {rules: [{tool: \"*\", action: allow}]}\nauth:\n  token_file: t1\n" + grants,
+			[]string{"listen", "limits"}},
+		"the token file and jwt keys": {"limits: {write_timeout: 5s}\nauth:\n  token_file: t2\n  jwks_file: j\n  jwt: {audience: toolsd}\n" + grants, nil},
+		"the grants": {"limits: {write_timeout: 5s}\nauth:\n  token_file: t1\n  grants: [{identity: b, role: operator}]\n",
+			[]string{"auth.grants"}},
+		"auth turned off": {"limits: {write_timeout: 5s}\n", []string{"auth.token_file", "auth.grants"}},
+		"tls turned on": {"limits: {write_timeout: 5s}\nauth:\n  tls: {cert_file: c, key_file: k}\n  token_file: t1\n" + grants,
+			[]string{"auth.tls.cert_file", "auth.tls.key_file"}},
+		"client certificates turned on": {"limits: {write_timeout: 5s}\nauth:\n  tls: {cert_file: c, key_file: k, client_ca_file: ca}\n  token_file: t2\n" + grants,
+			[]string{"auth.tls.cert_file", "auth.tls.key_file", "auth.tls.client_ca_file", "auth.token_file"}},
+	} {
+		if got := config.NotReloaded(before, parse(tc.text)); !slices.Equal(got, tc.want) {
+			t.Errorf("NotReloaded(%s changed) = %v, want %v", name, got, tc.want)
+		}
 	}
 }
 
