@@ -103,6 +103,8 @@ type App struct {
 	stopped atomic.Bool
 	// authn is the running authenticator, whose credentials a reload replaces.
 	authn *auth.Authenticator
+	// serverTLS is the listener's TLS (nil: plaintext), whose files a reload replaces.
+	serverTLS *auth.ServerTLS
 	// reloadMu runs reloads one at a time, so that the reload metrics describe the
 	// policy the last one left in force.
 	reloadMu sync.Mutex
@@ -394,7 +396,7 @@ func (a *App) build(pol *policy.Set) error {
 	}
 	a.authn = authn
 	a.sweptAuthz.Store(authz)
-	auth.WarnIfExposed(c.Listen, authn.Enabled(), tlsOn(c.Auth), a.log)
+	auth.WarnIfExposed(c.Listen, authn.Enabled(), c.Auth.TLSOn(), a.log)
 	if err := a.checkExample(authn.Enabled(), c.Auth); err != nil {
 		return err
 	}
@@ -598,12 +600,13 @@ func grpcConfig(a *App, c *config.Config, authn *auth.Authenticator) (server.GRP
 	}
 	// Any tls setting turns TLS on, so that an incomplete section is an error rather
 	// than a plaintext listener carrying bearer tokens in clear.
-	if t := c.Auth.TLS; tlsOn(c.Auth) {
-		tlsCfg, err := auth.ServerTLSConfig(t.CertFile, t.KeyFile, t.ClientCAFile)
+	if t := c.Auth.TLS; c.Auth.TLSOn() {
+		st, err := auth.NewServerTLS(t.CertFile, t.KeyFile, t.ClientCAFile)
 		if err != nil {
 			return gc, err
 		}
-		gc.Creds = credentials.NewTLS(tlsCfg)
+		a.serverTLS = st
+		gc.Creds = credentials.NewTLS(st.Config())
 	}
 	return gc, nil
 }
@@ -611,15 +614,10 @@ func grpcConfig(a *App, c *config.Config, authn *auth.Authenticator) (server.GRP
 // checkExample refuses an auth section the bundled example provider, when it runs,
 // cannot connect under: it dials without TLS or credentials.
 func (a *App) checkExample(authOn bool, c config.Auth) error {
-	if a.example != "" && (authOn || tlsOn(c)) {
+	if a.example != "" && (authOn || c.TLSOn()) {
 		return errors.New("the bundled example provider connects without TLS or credentials, so it cannot run with auth or TLS configured: drop -example-provider, or the auth section")
 	}
 	return nil
-}
-
-// tlsOn reports whether the config asks for TLS: any tls setting does.
-func tlsOn(c config.Auth) bool {
-	return c.TLS.CertFile != "" || c.TLS.KeyFile != "" || c.TLS.ClientCAFile != ""
 }
 
 // listen binds the listeners not given as options and bounds the gRPC one's open
@@ -678,7 +676,9 @@ func (a *App) Procs() *procs.Controller { return a.procs }
 // they started with. It reads the auth section's token and JWKS files again and puts
 // them, with the jwt claims, in force from the next RPC (streams already open keep their
 // identity), unless the file turns authentication or client certificates on or off,
-// which takes effect at the next start (see config.ReloadsCredentials). Nothing else is
+// which takes effect at the next start (see config.ReloadsCredentials); likewise the TLS
+// certificate, key and client CAs, for the handshakes that begin after it, unless the
+// file turns TLS or client certificates on or off (config.ReloadsTLS). Nothing else is
 // reloaded, but the file is the one the next start reads, so what a start would refuse
 // is refused now and the running policy and credentials stay: a tool's
 // max_result_bytes is checked against the running limits.max_result_bytes and the
@@ -717,7 +717,7 @@ func (a *App) reload(cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
-	authn, err := a.buildAuth(cfg)
+	authn, serverTLS, err := a.buildAuth(cfg)
 	if err != nil {
 		return err
 	}
@@ -737,6 +737,13 @@ func (a *App) reload(cfg *config.Config) error {
 		if authn.Enabled() {
 			a.log.Info("auth credentials reloaded", zap.String("token_file", cfg.Auth.TokenFile), zap.String("jwks_file", cfg.Auth.JWKSFile))
 		}
+	}
+	if a.serverTLS != nil && config.ReloadsTLS(a.cfg.Auth, cfg.Auth) {
+		if err := a.serverTLS.ReplaceFiles(serverTLS); err != nil {
+			return err // ReloadsTLS kept what it refuses
+		}
+		t := cfg.Auth.TLS
+		a.log.Info("tls files reloaded", zap.String("cert_file", t.CertFile), zap.String("key_file", t.KeyFile), zap.String("client_ca_file", t.ClientCAFile))
 	}
 	return nil
 }
@@ -766,24 +773,23 @@ func pinPathOf(c *config.Config) string {
 	return filepath.Join(filepath.Clean(c.DataDir), pinFileName)
 }
 
-// buildAuth builds what a start would build of cfg's auth section, reading its token
-// and JWKS files, and checks its TLS files; it refuses one the bundled example provider
-// cannot run under, as a start does. The authorizer it also builds is dropped: grants
-// are read at start only.
-func (a *App) buildAuth(cfg *config.Config) (*auth.Authenticator, error) {
-	authn, _, err := auth.New(auth.FromConfig(cfg), auth.WithLogger(a.log))
-	if err != nil {
-		return nil, err
+// buildAuth builds what a start would build of cfg's auth section, reading its token,
+// JWKS and TLS files (serverTLS is nil when cfg has no TLS); it refuses one the bundled
+// example provider cannot run under, as a start does. The authorizer it also builds is
+// dropped: grants are read at start only.
+func (a *App) buildAuth(cfg *config.Config) (authn *auth.Authenticator, serverTLS *auth.ServerTLS, err error) {
+	if authn, _, err = auth.New(auth.FromConfig(cfg), auth.WithLogger(a.log)); err != nil {
+		return nil, nil, err
 	}
 	if err := a.checkExample(authn.Enabled(), cfg.Auth); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if t := cfg.Auth.TLS; tlsOn(cfg.Auth) {
-		if _, err := auth.ServerTLSConfig(t.CertFile, t.KeyFile, t.ClientCAFile); err != nil {
-			return nil, err
+	if t := cfg.Auth.TLS; cfg.Auth.TLSOn() {
+		if serverTLS, err = auth.NewServerTLS(t.CertFile, t.KeyFile, t.ClientCAFile); err != nil {
+			return nil, nil, err
 		}
 	}
-	return authn, nil
+	return authn, serverTLS, nil
 }
 
 // Run serves until ctx ends, then shuts down gracefully: health goes NOT_SERVING, new

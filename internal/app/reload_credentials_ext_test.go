@@ -2,16 +2,25 @@ package app_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"math/big"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/config"
+	"github.com/toolsd/toolsd/internal/devpki"
 )
 
 // writeFile writes text to path, as an operator's edit or a secret manager's rotation does.
@@ -101,5 +110,95 @@ auth:
 	_, body := scrape(t, e.app.AdminAddr(), "/metrics")
 	if got := sample(t, body, `toolsd_config_reloads_total{result="failure"}`); got != 1 {
 		t.Errorf("toolsd_config_reloads_total{result=\"failure\"} = %v, want 1", got)
+	}
+}
+
+// TestReloadAppliesTheTLSFiles is what SIGHUP does after cert-manager renewed toolsd's
+// certificate: a connection made after the reload is served the new certificate, while
+// one open before keeps its handshake's and goes on working. A key file the reload
+// cannot read (a renewal caught halfway) is refused whole: the reload counts as failed
+// and new connections are still served the certificate in force.
+func TestReloadAppliesTheTLSFiles(t *testing.T) {
+	ca, err := devpki.NewCA("toolsd test CA", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile, tokens := filepath.Join(dir, "server.pem"), filepath.Join(dir, "server-key.pem"), filepath.Join(dir, "tokens.txt")
+	issue := func() *x509.Certificate {
+		t.Helper()
+		p, err := ca.IssueServer([]string{"127.0.0.1"}, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, certFile, string(p.CertPEM))
+		writeFile(t, keyFile, string(p.KeyPEM))
+		return p.Cert
+	}
+	first := issue()
+	writeFile(t, tokens, tokenOperator+" operator\n")
+	text := baseConfig + fmt.Sprintf(`
+auth:
+  tls: {cert_file: %s, key_file: %s}
+  token_file: %s
+  grants:
+    - {identity: operator, role: operator}
+`, certFile, keyFile, tokens)
+	cfgPath := filepath.Join(dir, "toolsd.yaml")
+	writeFile(t, cfgPath, text)
+	cfg, err := config.Parse([]byte(text), cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _, _ := runApp(t, cfg)
+	connect := func() *grpc.ClientConn {
+		t.Helper()
+		conn, err := grpc.NewClient("passthrough:///"+a.Addr(),
+			grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: ca.Pool(), ServerName: "127.0.0.1"})),
+			grpc.WithPerRPCCredentials(bearer(tokenOperator)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = conn.Close() })
+		return conn
+	}
+	// served calls Schemas on conn and returns the serial of the certificate its
+	// connection was served.
+	served := func(conn *grpc.ClientConn) *big.Int {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		var p peer.Peer
+		if _, err := toolsdv1.NewToolServiceClient(conn).Schemas(ctx, &toolsdv1.SchemasRequest{}, grpc.Peer(&p)); err != nil {
+			t.Fatalf("Schemas() = %v", err)
+		}
+		info, ok := p.AuthInfo.(credentials.TLSInfo)
+		if !ok || len(info.State.PeerCertificates) == 0 {
+			t.Fatalf("Schemas() peer = %v, want a TLS connection", p.AuthInfo)
+		}
+		return info.State.PeerCertificates[0].SerialNumber
+	}
+	before := connect()
+	if got := served(before); got.Cmp(first.SerialNumber) != 0 {
+		t.Fatalf("certificate served at start: serial %v, want %v", got, first.SerialNumber)
+	}
+
+	renewed := issue()
+	if _, err := a.ReloadFile(cfgPath); err != nil {
+		t.Fatalf("ReloadFile() with the certificate renewed = %v", err)
+	}
+	if got := served(connect()); got.Cmp(renewed.SerialNumber) != 0 {
+		t.Errorf("certificate served to a connection made after the reload: serial %v, want the renewed %v", got, renewed.SerialNumber)
+	}
+	if got := served(before); got.Cmp(first.SerialNumber) != 0 {
+		t.Errorf("the connection open before the reload: serial %v, want its handshake's %v", got, first.SerialNumber)
+	}
+
+	writeFile(t, keyFile, "-----BEGIN PRIVATE KEY-----\nbroken\n-----END PRIVATE KEY-----\n")
+	if _, err := a.ReloadFile(cfgPath); err == nil || !strings.Contains(err.Error(), "tls") {
+		t.Fatalf("ReloadFile() with a broken key file = %v, want it refused naming tls", err)
+	}
+	if got := served(connect()); got.Cmp(renewed.SerialNumber) != 0 {
+		t.Errorf("certificate served after a refused reload: serial %v, want the one in force, %v", got, renewed.SerialNumber)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/asn1"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/credentials"
@@ -42,6 +43,49 @@ func ServerTLSConfig(certFile, keyFile, clientCAFile string) (*tls.Config, error
 		cfg.ClientAuth = tls.RequireAndVerifyClientCert
 	}
 	return cfg, nil
+}
+
+// ServerTLS is the listener's TLS: its certificate and the CAs it verifies client
+// certificates against, which [ServerTLS.ReplaceFiles] swaps for those of a reload.
+// Each handshake takes the ones in force as it begins, so a rotated certificate is
+// served to the next connection; a connection keeps what its handshake used.
+type ServerTLS struct {
+	mtls bool
+	cur  atomic.Pointer[tls.Config]
+}
+
+// NewServerTLS reads the certificate, key and client CA files as [ServerTLSConfig]
+// does.
+func NewServerTLS(certFile, keyFile, clientCAFile string) (*ServerTLS, error) {
+	cfg, err := ServerTLSConfig(certFile, keyFile, clientCAFile)
+	if err != nil {
+		return nil, err
+	}
+	s := &ServerTLS{mtls: clientCAFile != ""}
+	s.cur.Store(cfg)
+	return s, nil
+}
+
+// Config returns the listener's TLS configuration: each handshake is served by the
+// configuration in force when it begins (one atomic load per handshake).
+func (s *ServerTLS) Config() *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			return s.cur.Load(), nil
+		},
+	}
+}
+
+// ReplaceFiles puts next's certificate and client CAs in force for the handshakes that
+// begin from now on. Whether client certificates are required is s's for good: a next
+// that differs is refused, and s keeps its files.
+func (s *ServerTLS) ReplaceFiles(next *ServerTLS) error {
+	if next.mtls != s.mtls {
+		return configError("tls: requiring client certificates or not takes a restart")
+	}
+	s.cur.Store(next.cur.Load())
+	return nil
 }
 
 // peerCertIdentity returns the identity of a verified client certificate, expiring when

@@ -1284,7 +1284,7 @@ func authNotReloaded(before, after Auth) []string {
 			changed = append(changed, key)
 		}
 	}
-	tls := false // a reload reads no TLS file yet
+	tls := ReloadsTLS(before, after)
 	differ("auth.tls.cert_file", before.TLS.CertFile, after.TLS.CertFile, tls)
 	differ("auth.tls.key_file", before.TLS.KeyFile, after.TLS.KeyFile, tls)
 	differ("auth.tls.client_ca_file", before.TLS.ClientCAFile, after.TLS.ClientCAFile, tls)

@@ -218,6 +218,7 @@ func TestNotReloaded(t *testing.T) {
 	}
 	const grants = "  grants: [{identity: a, role: operator}]\n"
 	before := parse("limits: {write_timeout: 5s}\npolicy: {rules: [{tool: \"*\", action: allow}]}\nauth:\n  token_file: t1\n" + grants)
+	withTLS := parse("limits: {write_timeout: 5s}\nauth:\n  tls: {cert_file: c, key_file: k}\n  token_file: t1\n" + grants)
 	for name, tc := range map[string]struct {
 		text string
 		want []string
@@ -229,12 +230,17 @@ func TestNotReloaded(t *testing.T) {
 		"the grants": {"limits: {write_timeout: 5s}\nauth:\n  token_file: t1\n  grants: [{identity: b, role: operator}]\n",
 			[]string{"auth.grants"}},
 		"auth turned off": {"limits: {write_timeout: 5s}\n", []string{"auth.token_file", "auth.grants"}},
+		"the tls files":   {"limits: {write_timeout: 5s}\nauth:\n  tls: {cert_file: c2, key_file: k2}\n  token_file: t1\n" + grants, nil},
 		"tls turned on": {"limits: {write_timeout: 5s}\nauth:\n  tls: {cert_file: c, key_file: k}\n  token_file: t1\n" + grants,
 			[]string{"auth.tls.cert_file", "auth.tls.key_file"}},
 		"client certificates turned on": {"limits: {write_timeout: 5s}\nauth:\n  tls: {cert_file: c, key_file: k, client_ca_file: ca}\n  token_file: t2\n" + grants,
 			[]string{"auth.tls.cert_file", "auth.tls.key_file", "auth.tls.client_ca_file", "auth.token_file"}},
 	} {
-		if got := config.NotReloaded(before, parse(tc.text)); !slices.Equal(got, tc.want) {
+		from := before
+		if name == "the tls files" {
+			from = withTLS
+		}
+		if got := config.NotReloaded(from, parse(tc.text)); !slices.Equal(got, tc.want) {
 			t.Errorf("NotReloaded(%s changed) = %v, want %v", name, got, tc.want)
 		}
 	}
