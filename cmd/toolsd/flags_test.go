@@ -119,9 +119,9 @@ func TestEphemeralWithoutDataDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the reload", func() bool {
-		return len(d.logged("policy reloaded"))+len(d.logged("config reload failed; keeping the running policy")) > 0
+		return len(d.logged("policy reloaded"))+len(d.logged("config reload failed; keeping the running policy and credentials")) > 0
 	})
-	if failed := d.logged("config reload failed; keeping the running policy"); len(failed) != 0 {
+	if failed := d.logged("config reload failed; keeping the running policy and credentials"); len(failed) != 0 {
 		t.Errorf("reload of a file with data_dir \"\" under -ephemeral failed: %v", failed[0]["error"])
 	}
 	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {

@@ -221,7 +221,7 @@ func reloadOnHUP(ctx context.Context, ran <-chan struct{}, hup <-chan os.Signal,
 			}
 			cfg, err := a.ReloadFile(path, over...) //nolint:contextcheck // a reload that began runs to its end, applied whole or refused: a shutdown does not cut its checks short
 			if err != nil {
-				log.Error("config reload failed; keeping the running policy", zap.Error(err))
+				log.Error("config reload failed; keeping the running policy and credentials", zap.Error(err))
 				continue
 			}
 			log.Info("policy reloaded", zap.String("config", path))
