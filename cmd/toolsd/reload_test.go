@@ -89,7 +89,9 @@ func TestSIGHUPReloadsThePolicy(t *testing.T) {
 
 	write("policy:\n  rules:\n    - {tool: fast, decision: maybe}\n")
 	hup(d)
-	waitFor(t, "the refused reload", func() bool { return len(d.logged("config reload failed; keeping the running policy and credentials")) == 1 })
+	waitFor(t, "the refused reload", func() bool {
+		return len(d.logged("config reload failed; keeping the running policy and credentials")) == 1
+	})
 	if got := code(c, "refused"); got != "DENIED" {
 		t.Errorf("fast after a refused reload = %q, want DENIED (the old policy)", got)
 	}
