@@ -30,7 +30,12 @@
 // toolsd may refuse a tool (an invalid schema or condition, a scope the provider may not
 // register in, a name another provider holds) or hold it back (pinning): such a tool is
 // never called. A provider says so in its log, which is standard error (warnings and
-// errors only) unless [WithLogger] gives it a logger.
+// errors only) unless [WithLogger] gives it a logger, and [Provider.Registrations] says
+// so to its code: each tool's state on the current stream (registered, quarantined,
+// refused with toolsd's code and message, or pending: not answered yet, a name taken
+// and registered again, or no stream, as from a stream's end until the next one's
+// answers). [Provider.Ready] closes once the first registration is answered, whatever
+// toolsd accepted: a readiness probe or a test waits for it, then reads Registrations.
 //
 // # Argument schemas
 //

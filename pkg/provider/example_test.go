@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/signal"
 	"time"
@@ -109,4 +110,36 @@ func ExampleNew_options() {
 		provider.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS13}))),
 	)
 	_ = p
+}
+
+// A readiness probe (Kubernetes' readinessProbe on /readyz) that passes while toolsd
+// holds every tool of the provider from its current stream, and says which tool is not
+// registered and why otherwise.
+func ExampleProvider_Registrations() {
+	p := provider.New("catalogue")
+	p.Add(provider.NewTool("echo", "Returns the text unchanged.",
+		func(_ context.Context, _ provider.Call, args struct {
+			Text string `json:"text" description:"The text to return."`
+		}) (string, error) {
+			return args.Text, nil
+		}))
+	mux := http.NewServeMux()
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		select {
+		case <-p.Ready():
+		default:
+			http.Error(w, "not registered yet", http.StatusServiceUnavailable)
+			return
+		}
+		for _, r := range p.Registrations() {
+			if r.State != provider.Registered {
+				// For example "tool echo refused: INVALID_ARGUMENT registry: invalid schema: …",
+				// or "tool echo pending" while the provider reconnects.
+				http.Error(w, fmt.Sprintf("tool %s %s: %s %s", r.Tool, r.State, r.Code, r.Message), http.StatusServiceUnavailable)
+				return
+			}
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	_ = mux // served beside p.Run(ctx, "127.0.0.1:50151")
 }

@@ -209,6 +209,9 @@ type Provider struct {
 	byName map[string]*toolImpl
 	cur    *session // the live stream, if any
 	id     string
+	// answers are toolsd's answers about the tools on cur, by name; a tool without one
+	// is pending (see Registrations). Cleared as a stream begins and ends.
+	answers map[string]regAnswer
 	// handlers are the handlers running, on any session (one may outlive its
 	// session's stream); idle is closed while there are none.
 	handlers map[*running]struct{}
@@ -277,6 +280,11 @@ func (p *Provider) Add(tools ...Tool) {
 			added = append(added, ti)
 		}
 	}
+	for name, old := range before {
+		if !proto.Equal(old.def, p.byName[name].def) {
+			delete(p.answers, name) // pending until toolsd answers the replacement
+		}
+	}
 	s := p.cur
 	p.mu.Unlock()
 	if s == nil {
@@ -309,8 +317,8 @@ func (p *Provider) ProviderID() string {
 }
 
 // Ready is closed once the provider's tools were registered for the first time (toolsd
-// answered the first registration, whatever it accepted; with no tools added, once
-// toolsd welcomed the provider). It stays open while toolsd cannot be reached, and for
+// answered the first registration, whatever it accepted, which [Provider.Registrations]
+// then says; with no tools added, once toolsd welcomed the provider). It stays open while toolsd cannot be reached, and for
 // good when [Provider.Run] or [Provider.Serve] returns before that (its context ended
 // first: a provider shutting down registers nothing): wait for it together with their
 // return, or with the context given them, rather than alone:
@@ -359,6 +367,7 @@ func (p *Provider) attach(s *session, id string) []*toolImpl {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cur, p.id = s, id
+	clear(p.answers) // every tool is pending on the new stream
 	return append([]*toolImpl(nil), p.tools...)
 }
 
@@ -367,6 +376,7 @@ func (p *Provider) detach(s *session) {
 	defer p.mu.Unlock()
 	if p.cur == s {
 		p.cur, p.id = nil, ""
+		clear(p.answers) // toolsd removed the stream's tools with it
 	}
 }
 

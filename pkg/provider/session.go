@@ -471,6 +471,7 @@ func (s *session) unregistered(r *toolsdv1.RegisterToolsResult) {
 			s.mu.Lock()
 			delete(s.owned, st.GetName())
 			s.mu.Unlock()
+			s.p.answered(s, st.GetName(), regAnswer{state: Pending})
 			s.log.Debug("tool unregistered", zap.String("tool", st.GetName()))
 			continue
 		}
@@ -482,22 +483,30 @@ func (s *session) unregistered(r *toolsdv1.RegisterToolsResult) {
 func (s *session) registered(r *toolsdv1.RegisterToolsResult) {
 	var taken []string
 	for _, st := range r.GetTools() {
+		refusal := regAnswer{state: Refused, code: st.GetErrorCode(), message: st.GetErrorMessage()}
 		switch code := st.GetErrorCode(); {
 		case code == "" && st.GetQuarantined():
 			s.log.Warn("tool held back: its definition differs from the one toolsd pinned, and it stays invisible until an operator approves it (ApproveQuarantined)",
 				zap.String("tool", st.GetName()), zap.String("content_hash", st.GetContentHash()))
+			s.p.answered(s, st.GetName(), regAnswer{state: Quarantined})
 			s.retook(st.GetName())
 		case code == "":
 			s.log.Debug("tool registered", zap.String("tool", st.GetName()), zap.String("content_hash", st.GetContentHash()))
+			s.p.answered(s, st.GetName(), regAnswer{state: Registered})
 			s.retook(st.GetName())
 		case code == "ALREADY_EXISTS" && s.owns(st.GetName()):
+			// The stream's earlier registration stands (as registered or held back).
 			s.log.Debug("tool already registered on this stream; toolsd keeps the first definition",
 				zap.String("tool", st.GetName()))
 		case code == "ALREADY_EXISTS" && s.p.opts.retakeFor > 0:
+			// Pending while registered again; retake marks it refused when it gives up.
+			refusal.state = Pending
+			s.p.answered(s, st.GetName(), refusal)
 			taken = append(taken, st.GetName())
 		default:
 			s.log.Warn("toolsd rejected a tool", zap.String("tool", st.GetName()),
 				zap.String("code", st.GetErrorCode()), zap.String("message", st.GetErrorMessage()))
+			s.p.answered(s, st.GetName(), refusal)
 		}
 	}
 	if len(taken) > 0 {
@@ -536,6 +545,7 @@ func (s *session) retake(names []string) {
 			delete(s.retaking, name)
 			s.log.Warn("tool name still taken in toolsd; giving up registering it on this stream",
 				zap.String("tool", name), zap.Duration("refused_for", now.Sub(first)))
+			s.p.gaveUp(s, name)
 			continue
 		default:
 			s.log.Debug("tool name still taken in toolsd; registering again later", zap.String("tool", name))
