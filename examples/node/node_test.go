@@ -432,9 +432,11 @@ func dial(tb testing.TB, addr string) *grpc.ClientConn {
 	return conn
 }
 
-// nodeProcess is a node process the test runs, and its output.
+// nodeProcess is a node process the test runs, and its output: standard output and
+// standard error together, and standard error alone in stderr.
 type nodeProcess struct {
 	*lineLog
+	stderr *lineLog
 	cmd    *exec.Cmd
 	exited chan struct{} // closed once the process has exited
 }
@@ -464,8 +466,8 @@ func startNode(t *testing.T, node, script string, args ...string) *nodeProcess {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, node, append([]string{script}, args...)...)
-	out := newLineLog()
-	cmd.Stdout, cmd.Stderr = out, out
+	out, errOut := newLineLog(), newLineLog()
+	cmd.Stdout, cmd.Stderr = out, io.MultiWriter(out, errOut)
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 10 * time.Second
 	if err := cmd.Start(); err != nil {
@@ -489,7 +491,7 @@ func startNode(t *testing.T, node, script string, args ...string) *nodeProcess {
 			t.Logf("node %s output:\n%s", script, out)
 		}
 	})
-	return &nodeProcess{lineLog: out, cmd: cmd, exited: exited}
+	return &nodeProcess{lineLog: out, stderr: errOut, cmd: cmd, exited: exited}
 }
 
 // lineLog collects a process's output and lets a test wait for lines in it.

@@ -79,7 +79,11 @@ export const tools = {
   },
 };
 
+// Routine lines go to standard output; what the Go SDK warns of (a tool toolsd refused,
+// which is then never called; a stream that ended) goes to standard error, as the Go
+// SDK writes its warnings there by default, so a user who looks for trouble finds it.
 const log = (msg) => console.log(`provider: ${msg}`);
+const warn = (msg) => console.error(`provider: ${msg}`);
 const maxToolsPerMessage = 100; // tools one register message names (see register)
 const stop = new AbortController(); // aborted by SIGINT / SIGTERM
 const shutdown = new Error('the provider is shutting down'); // the reason calls are aborted with then
@@ -153,7 +157,7 @@ async function serve(client, onWelcome) {
     for (const call of running.values()) call.abort(shutdown);
     try {
       if (running.size > 0) await Promise.race([idle, sleep(shutdownGrace, undefined, { signal: ended.signal })]);
-      for (const id of running.keys()) log(`call ${id} still running after the shutdown grace: not answering it`);
+      for (const id of running.keys()) warn(`call ${id} still running after the shutdown grace: not answering it`);
       stream.end();
       await sleep(1000, undefined, { signal: ended.signal });
       stream.cancel();
@@ -172,10 +176,10 @@ async function serve(client, onWelcome) {
       const first = refused.get(name);
       if (first === undefined) {
         refused.set(name, now);
-        log(`${name} is taken, often by our previous stream: registering it again later`);
+        warn(`${name} is taken, often by our previous stream: registering it again later`);
       } else if (now - first > retakeWindow) {
         refused.delete(name);
-        log(`${name} is still taken after ${Math.round(now - first)} ms: giving up registering it on this stream`);
+        warn(`${name} is still taken after ${Math.round(now - first)} ms: giving up registering it on this stream`);
         return false;
       }
       return true;
@@ -204,7 +208,8 @@ async function serve(client, onWelcome) {
             // A name refused here is one this stream did not hold; toolsd removes the
             // rest when the stream ends.
             for (const t of m.registerResult.tools) {
-              log(t.errorCode ? `${t.name} not unregistered: ${t.errorCode} ${t.errorMessage}` : `unregistered ${t.name}`);
+              if (t.errorCode) warn(`${t.name} not unregistered: ${t.errorCode} ${t.errorMessage}`);
+              else log(`unregistered ${t.name}`);
             }
             break;
           }
@@ -213,11 +218,11 @@ async function serve(client, onWelcome) {
             if (!t.errorCode) {
               // Accepted, but quarantined when toolsd pins the name to another definition
               // (registry.pinning: quarantine): agents do not see it until an operator approves.
-              if (t.quarantined) log(`${t.name} is held back: its definition differs from the one toolsd pinned (ApproveQuarantined)`);
+              if (t.quarantined) warn(`${t.name} is held back: its definition differs from the one toolsd pinned (ApproveQuarantined)`);
               else log(`registered ${t.name}`);
               refused.delete(t.name);
             } else if (t.errorCode === 'ALREADY_EXISTS' && retakeWindow > 0) taken.push(t.name);
-            else log(`${t.name} refused: ${t.errorCode} ${t.errorMessage}`);
+            else warn(`${t.name} refused: ${t.errorCode} ${t.errorMessage}`);
           }
           if (refused.size === 0) retakeDelay = 50;
           if (taken.length > 0) retake(taken).catch(() => {}); // rejects only when the stream ends
@@ -227,7 +232,7 @@ async function serve(client, onWelcome) {
           if (draining) log(`call ${m.execute.requestId} not started: shutting down`);
           // toolsd numbers its requests: a second one with an id in flight would take the
           // first's place (its cancel and answer), so it is ignored, as the Go SDK does.
-          else if (running.has(m.execute.requestId)) log(`call ${m.execute.requestId} ignored: its request id is already in flight`);
+          else if (running.has(m.execute.requestId)) warn(`call ${m.execute.requestId} ignored: its request id is already in flight`);
           else execute(m.execute, running, send, maxResultBytes).then(() => running.size === 0 && onIdle());
           break;
         case 'cancel': {
@@ -331,14 +336,14 @@ export async function main() {
     let welcomed = false;
     try {
       await serve(client, () => (welcomed = true));
-      log('stream ended');
+      if (!stop.signal.aborted) warn('stream ended');
     } catch (err) {
-      if (!stop.signal.aborted) log(`stream ended: ${err.details || err.message}`);
+      if (!stop.signal.aborted) warn(`stream ended: ${err.details || err.message}`);
     }
     if (stop.signal.aborted) break;
     if (welcomed && performance.now() - began >= 5000) backoff = 100;
     const delay = Math.round(backoff / 2 + (Math.random() * backoff) / 2);
-    log(`reconnecting in ${delay} ms`);
+    warn(`reconnecting in ${delay} ms`);
     await sleep(delay, undefined, { signal: stop.signal }).catch(() => {});
     backoff = Math.min(backoff * 2, 5000);
   }

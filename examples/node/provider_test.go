@@ -154,14 +154,39 @@ func TestNodeProviderWarnsOfAQuarantinedTool(t *testing.T) {
 			{Name: "wait", ContentHash: "def"},
 		}},
 	}})
-	// Both lines are printed for the same answer, shout's first.
+	// Both lines are printed for the same answer, shout's first, but to standard error
+	// and standard output, which the test reads apart: wait for each.
 	provider.waitFor(t, 1, "provider: registered wait")
-	out := provider.String()
-	if strings.Contains(out, "provider: registered shout\n") {
+	provider.stderr.waitForPrefix(t, 1, "provider: shout is held back")
+	if out := provider.String(); strings.Contains(out, "provider: registered shout\n") {
 		t.Errorf("provider logged the quarantined shout as registered; output:\n%s", out)
 	}
-	if !strings.Contains(out, "provider: shout is held back") {
-		t.Errorf("provider logged no line starting %q; output:\n%s", "provider: shout is held back", out)
+}
+
+// TestNodeProviderWarnsOnStderr: what the Go SDK warns of goes to standard error, where
+// a user looks for trouble, not to standard output among the routine lines: a tool
+// toolsd refused (never called, so this line is all its author sees), one held back by
+// pinning. Routine lines (a goodbye, say) stay on standard output.
+func TestNodeProviderWarnsOnStderr(t *testing.T) {
+	provider, s := welcomedNode(t, 1<<20, "provider.mjs")
+
+	ref := s.next(t, func(m *toolsdv1.ProviderServiceConnectRequest) bool { return m.GetRegister() != nil }).GetRegister().GetRef()
+	s.send(t, &toolsdv1.ProviderServiceConnectResponse{Msg: &toolsdv1.ProviderServiceConnectResponse_RegisterResult{
+		RegisterResult: &toolsdv1.RegisterToolsResult{Ref: ref, Tools: []*toolsdv1.ToolRegistrationStatus{
+			{Name: "shout", ErrorCode: "INVALID_ARGUMENT", ErrorMessage: "registry: invalid schema: test"},
+			{Name: "wait", ContentHash: "def", Quarantined: true},
+		}},
+	}})
+	provider.stderr.waitFor(t, 1, "provider: shout refused: INVALID_ARGUMENT registry: invalid schema: test")
+	provider.stderr.waitForPrefix(t, 1, "provider: wait is held back")
+	if err := s.stream.Send(&toolsdv1.ProviderServiceConnectResponse{Msg: &toolsdv1.ProviderServiceConnectResponse_Goodbye{
+		Goodbye: &toolsdv1.ServerGoodbye{Reason: "test"},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	provider.waitFor(t, 1, "provider: toolsd is going away: test")
+	if strings.Contains(provider.stderr.String(), "going away") {
+		t.Errorf("the goodbye, a routine line, went to standard error:\n%s", provider.stderr)
 	}
 }
 
