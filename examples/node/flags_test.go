@@ -23,7 +23,7 @@ func TestNodeExamplesExplainTheirFlags(t *testing.T) {
 		script string
 		flags  []string
 	}{
-		{"provider.mjs", []string{"--addr", "--name", "--scope", "--retake-window-ms", "--shutdown-grace-ms", "--tls", "--ca", "--cert", "--key", "--server-name", "--token", "--token-file"}},
+		{"provider.mjs", []string{"--addr", "--name", "--scope", "--retake-window-ms", "--shutdown-grace-ms", "--welcome-timeout-ms", "--tls", "--ca", "--cert", "--key", "--server-name", "--token", "--token-file"}},
 		{"agent.mjs", []string{"--addr", "--scope", "--session", "--deny", "--tls", "--ca", "--cert", "--key", "--server-name", "--token", "--token-file"}},
 	} {
 		program := strings.TrimSuffix(tc.script, ".mjs")

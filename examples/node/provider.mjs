@@ -29,6 +29,12 @@ const { values: flags, flagError, usageFail, fail } = parseFlags('provider', {
     // As the Go SDK's WithShutdownGrace.
     help: 'how long, after SIGINT or SIGTERM, running calls may take to finish and still be answered (0: no wait)',
   },
+  'welcome-timeout-ms': {
+    type: 'string',
+    default: '30000',
+    // As the Go SDK's WithWelcomeTimeout.
+    help: "how long a stream waits for toolsd's welcome after the hello before it is given up and opened again",
+  },
   ...connectionFlags,
 });
 const conn = connection(flags, usageFail, fail);
@@ -41,6 +47,8 @@ const retakeWindow = number('retake-window-ms');
 // Node's timers hold at most 2^31-1 ms (24.8 days) and fire a longer one after 1 ms: a
 // longer grace waits that long. A negative one is none, as in the Go SDK.
 const shutdownGrace = Math.min(Math.max(number('shutdown-grace-ms'), 0), 2 ** 31 - 1);
+// 0 or less keeps the default, as in the Go SDK; a longer one than a timer holds waits that long.
+const welcomeTimeout = Math.min(number('welcome-timeout-ms') > 0 ? number('welcome-timeout-ms') : 30000, 2 ** 31 - 1);
 
 // The tools: a definition as toolsd registers it, and a body that gets the parsed
 // arguments plus the call's AbortSignal and progress reporter, and returns the
@@ -192,10 +200,19 @@ async function serve(client, onWelcome) {
   };
 
   send({ hello: { name: flags.name, version: '0.1.0' } });
+  // A server that takes the stream but never answers the hello (a hung toolsd, whose
+  // transport still answers keepalive pings; a proxy that holds streams) would keep it
+  // for ever: as the Go SDK does, give it up after the welcome timeout and connect again.
+  let unwelcomed = false;
+  const welcomeBy = setTimeout(() => {
+    unwelcomed = true;
+    stream.cancel();
+  }, welcomeTimeout);
   try {
     for await (const m of stream) {
       switch (m.msg) {
         case 'welcome':
+          clearTimeout(welcomeBy);
           log(`connected as ${m.welcome.providerId}`);
           welcomed = true;
           // 0 announces no limit (as the Go SDK reads it), not that every result is too large.
@@ -250,12 +267,16 @@ async function serve(client, onWelcome) {
           break;
       }
     }
+  } catch (err) {
+    if (!unwelcomed) throw err;
   } finally {
+    clearTimeout(welcomeBy);
     stop.signal.removeEventListener('abort', drain);
     ended.abort();
     // toolsd has failed these calls with PROVIDER_GONE; stop their work too.
     for (const call of running.values()) call.abort('stream ended');
   }
+  if (unwelcomed) throw new Error(`no welcome from toolsd within ${welcomeTimeout} ms of the hello`);
 }
 
 // execute runs one call and answers it: with the tool's text or its failure, marked
@@ -336,9 +357,10 @@ export async function main() {
     let welcomed = false;
     try {
       await serve(client, () => (welcomed = true));
-      if (!stop.signal.aborted) warn('stream ended');
+      if (!stop.signal.aborted) warn(welcomed ? 'stream ended' : 'no toolsd session: the stream ended before the welcome');
     } catch (err) {
-      if (!stop.signal.aborted) warn(`stream ended: ${err.details || err.message}`);
+      // Never welcomed: toolsd unreachable, or it refused or never answered the hello.
+      if (!stop.signal.aborted) warn(`${welcomed ? 'stream ended' : 'no toolsd session'}: ${err.details || err.message}`);
     }
     if (stop.signal.aborted) break;
     if (welcomed && performance.now() - began >= 5000) backoff = 100;

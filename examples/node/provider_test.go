@@ -383,6 +383,26 @@ func TestNodeProviderBacksOffFromShortStreams(t *testing.T) {
 	}
 }
 
+// TestNodeProviderGivesUpAnUnansweredHello: a server that takes the stream and never
+// answers the hello (a hung toolsd, whose transport still answers keepalive pings; a
+// proxy that holds streams) is given up after the welcome timeout, as the Go SDK's
+// WithWelcomeTimeout does, saying so on standard error, and the provider connects again;
+// it waited on such a stream for ever, its tools never registered.
+func TestNodeProviderGivesUpAnUnansweredHello(t *testing.T) {
+	node, npm := requireNode(t)
+	installDeps(t, npm)
+	fake := startFakeToolsd(t, false)
+	provider := startNode(t, node, "provider.mjs", "--addr", fake.addr, "--welcome-timeout-ms", "500")
+
+	first := fake.accept(t)
+	first.next(t, func(m *toolsdv1.ProviderServiceConnectRequest) bool { return m.GetHello() != nil })
+	second := fake.accept(t) // the provider gave the first stream up and connected again
+	provider.stderr.waitForPrefix(t, 1, "provider: no toolsd session: no welcome from toolsd within 500 ms of the hello")
+	first.rest(t) // the first stream was ended, not left open
+	second.welcome(t, 1<<20)
+	second.next(t, func(m *toolsdv1.ProviderServiceConnectRequest) bool { return m.GetRegister() != nil })
+}
+
 // TestNodeProviderWithoutAResultLimit: a welcome whose max_result_bytes is 0 announces
 // no limit (as the Go SDK reads it); the provider sends its results, not their size.
 func TestNodeProviderWithoutAResultLimit(t *testing.T) {
