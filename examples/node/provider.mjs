@@ -1,6 +1,7 @@
 // provider.mjs is a toolsd tool provider in Node.js, speaking ProviderService.Connect
 // directly: hello → welcome, register → register_result, then execute → result and
-// cancel → an answer with cancelled: true. It registers two tools, shout and wait, and
+// cancel, or the call's time running out (the request's timeout) → an answer with
+// cancelled: true. It registers two tools, shout and wait, and
 // reconnects with backoff whenever the stream ends, until SIGINT or SIGTERM; then it lets
 // its running calls finish for the shutdown grace before it closes the stream and exits.
 //
@@ -95,6 +96,7 @@ const warn = (msg) => console.error(`provider: ${msg}`);
 const maxToolsPerMessage = 100; // tools one register message names (see register)
 const stop = new AbortController(); // aborted by SIGINT / SIGTERM
 const shutdown = new Error('the provider is shutting down'); // the reason calls are aborted with then
+const timedOut = new Error("the call's time ran out"); // the reason a call is aborted with at its deadline
 
 // serve runs one Connect stream until it ends; it resolves on a clean end and rejects
 // with the gRPC status otherwise. onWelcome is called once toolsd has accepted the hello.
@@ -285,6 +287,14 @@ async function serve(client, onWelcome) {
 async function execute(req, running, send, maxResultBytes) {
   const call = new AbortController();
   running.set(req.requestId, call);
+  // As the Go SDK ends a handler's context: the call's time runs out toolsd's timeout
+  // after it arrived, whatever the two hosts' clocks read (or, from a toolsd that sends
+  // no timeout, at its deadline), and the call is answered cancelled then, which toolsd
+  // records TOOL_TIMEOUT, even if its own cancel comes late. A time longer than a Node
+  // timer holds (2^31-1 ms) is left to toolsd's cancel.
+  const left = timeLeft(req);
+  const deadline = left <= 2 ** 31 - 1 ? setTimeout(() => call.abort(timedOut), Math.max(left, 0)) : undefined;
+  deadline?.unref();
   // Progress is a status line: toolsd forwards at most 64 KiB of one, and a message over
   // its receive limit would end the stream. Cut it as the Go SDK does, and drop it, as the
   // Go SDK does, once toolsd cancelled the call or it is answered: nobody awaits it then.
@@ -322,7 +332,18 @@ async function execute(req, running, send, maxResultBytes) {
     }
     send({ result: { requestId: req.requestId, ...result } });
   }
+  clearTimeout(deadline);
   running.delete(req.requestId);
+}
+
+// timeLeft returns the ms the call req has from its arrival: its timeout, or, from a
+// toolsd that sends none, the time to its deadline on this host's clock; Infinity when
+// it has neither. (longs: String makes the seconds strings.)
+function timeLeft(req) {
+  const ms = (t) => Number(t.seconds) * 1000 + t.nanos / 1e6;
+  if (req.timeout) return ms(req.timeout);
+  if (req.deadline) return ms(req.deadline) - Date.now();
+  return Infinity;
 }
 
 // text returns what read() gives as a string, or '' when reading it or printing it

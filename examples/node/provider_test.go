@@ -14,6 +14,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 )
@@ -380,6 +382,45 @@ func TestNodeProviderBacksOffFromShortStreams(t *testing.T) {
 	}
 	if got := delays[3]; got < 400 {
 		t.Errorf("reconnect delays after streams ended right after their welcome = %v ms, want the fourth at least 400 ms (the backoff grows)", delays)
+	}
+}
+
+// TestNodeProviderEndsACallWhenItsTimeRunsOut: as the Go SDK ends a handler's context,
+// the provider aborts a call's signal when its time runs out, timed from its arrival by
+// the request's timeout (or, from a toolsd that sends none, by its deadline), and
+// answers it cancelled, which toolsd records TOOL_TIMEOUT even before its own cancel
+// comes (a toolsd that is slow to send it, say); it stopped only on toolsd's cancel. A
+// timeout longer than a Node timer holds does not end the call at once.
+func TestNodeProviderEndsACallWhenItsTimeRunsOut(t *testing.T) {
+	_, s := welcomedNode(t, 1<<20, "provider.mjs")
+
+	withTime := func(id uint64, ms int, timeout time.Duration, deadline time.Time) *toolsdv1.ProviderServiceConnectResponse {
+		m := execute(id, "wait", `{"ms": `+strconv.Itoa(ms)+`}`)
+		if timeout > 0 {
+			m.GetExecute().Timeout = durationpb.New(timeout)
+		}
+		if !deadline.IsZero() {
+			m.GetExecute().Deadline = timestamppb.New(deadline)
+		}
+		return m
+	}
+	// A deadline an hour past on toolsd's clock, as a clock far ahead of this host's
+	// reads: the timeout rules.
+	s.send(t, withTime(1, 50000, 300*time.Millisecond, time.Now().Add(time.Hour)))
+	s.send(t, withTime(2, 50000, 0, time.Now().Add(300*time.Millisecond)))
+	s.send(t, withTime(3, 500, 30*24*time.Hour, time.Time{}))
+	results := make(map[uint64]*toolsdv1.ExecuteResult)
+	for len(results) < 3 {
+		r := s.next(t, func(m *toolsdv1.ProviderServiceConnectRequest) bool { return m.GetResult() != nil }).GetResult()
+		results[r.GetRequestId()] = r
+	}
+	for id := uint64(1); id <= 2; id++ {
+		if r := results[id]; !r.GetCancelled() || !r.GetIsError() || len(r.GetErrorMessage()) == 0 {
+			t.Errorf("result %d, whose time ran out = %v, want cancelled, is_error and an error_message", id, r)
+		}
+	}
+	if r := results[3]; r.GetIsError() || string(r.GetContent()) != "waited 500 ms" {
+		t.Errorf("result of a call with a 30-day timeout = %v, want %q", r, "waited 500 ms")
 	}
 }
 
