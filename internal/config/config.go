@@ -1258,7 +1258,9 @@ func (c *Config) ShutdownTimeout() time.Duration { return time.Duration(c.Timeou
 // next start: the top-level keys other than policy and auth, and of auth: grants, the
 // tls keys when the reload would turn TLS or client certificates on or off (see
 // [ReloadsTLS]), and token_file, jwks_file and jwt when it would turn authentication or
-// client certificates on or off (see [ReloadsCredentials]).
+// client certificates on or off (see [ReloadsCredentials]). Such a reload reads none of
+// those files again, so a file key set in either load is listed even when its path is
+// the same: a certificate renewed, or a token revoked, in that file is not in force.
 func NotReloaded(before, after *Config) []string {
 	var changed []string
 	b, a := reflect.ValueOf(before).Elem(), reflect.ValueOf(after).Elem()
@@ -1284,13 +1286,19 @@ func authNotReloaded(before, after Auth) []string {
 			changed = append(changed, key)
 		}
 	}
+	// A file's contents may have changed under the same path: unread, it is named too.
+	file := func(key, b, a string, reloaded bool) {
+		if !reloaded && (b != "" || a != "") {
+			changed = append(changed, key)
+		}
+	}
 	tls := ReloadsTLS(before, after)
-	differ("auth.tls.cert_file", before.TLS.CertFile, after.TLS.CertFile, tls)
-	differ("auth.tls.key_file", before.TLS.KeyFile, after.TLS.KeyFile, tls)
-	differ("auth.tls.client_ca_file", before.TLS.ClientCAFile, after.TLS.ClientCAFile, tls)
+	file("auth.tls.cert_file", before.TLS.CertFile, after.TLS.CertFile, tls)
+	file("auth.tls.key_file", before.TLS.KeyFile, after.TLS.KeyFile, tls)
+	file("auth.tls.client_ca_file", before.TLS.ClientCAFile, after.TLS.ClientCAFile, tls)
 	creds := ReloadsCredentials(before, after)
-	differ("auth.token_file", before.TokenFile, after.TokenFile, creds)
-	differ("auth.jwks_file", before.JWKSFile, after.JWKSFile, creds)
+	file("auth.token_file", before.TokenFile, after.TokenFile, creds)
+	file("auth.jwks_file", before.JWKSFile, after.JWKSFile, creds)
 	differ("auth.jwt", before.JWT, after.JWT, creds)
 	differ("auth.grants", before.Grants, after.Grants, false)
 	return changed

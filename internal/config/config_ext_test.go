@@ -235,9 +235,13 @@ func TestNotReloaded(t *testing.T) {
 			[]string{"auth.tls.cert_file", "auth.tls.key_file"}},
 		"client certificates turned on": {"limits: {write_timeout: 5s}\nauth:\n  tls: {cert_file: c, key_file: k, client_ca_file: ca}\n  token_file: t2\n" + grants,
 			[]string{"auth.tls.cert_file", "auth.tls.key_file", "auth.tls.client_ca_file", "auth.token_file"}},
+		// The same paths, whose files the reload does not read again: a certificate
+		// renewed in c, or a token revoked in t1, is not in force either.
+		"client certificates turned on beside tls": {"limits: {write_timeout: 5s}\nauth:\n  tls: {cert_file: c, key_file: k, client_ca_file: ca}\n  token_file: t1\n" + grants,
+			[]string{"auth.tls.cert_file", "auth.tls.key_file", "auth.tls.client_ca_file", "auth.token_file"}},
 	} {
 		from := before
-		if name == "the tls files" {
+		if name == "the tls files" || name == "client certificates turned on beside tls" {
 			from = withTLS
 		}
 		if got := config.NotReloaded(from, parse(tc.text)); !slices.Equal(got, tc.want) {
