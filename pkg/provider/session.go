@@ -282,6 +282,11 @@ func (s *session) close() {
 func (s *session) send(m *toolsdv1.ProviderServiceConnectRequest) error {
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
+	return s.sendLocked(m)
+}
+
+// sendLocked sends m, unless the drain's half-close came first; sendMu must be held.
+func (s *session) sendLocked(m *toolsdv1.ProviderServiceConnectRequest) error {
 	if s.halfClosed {
 		return errHalfClosed
 	}
@@ -832,8 +837,5 @@ func (r *running) sendProgress(m *toolsdv1.ProviderServiceConnectRequest) error 
 	if r.done.Load() {
 		return nil
 	}
-	if r.s.halfClosed {
-		return errHalfClosed
-	}
-	return r.s.stream.Send(m)
+	return r.s.sendLocked(m)
 }
