@@ -21,6 +21,15 @@ const (
 	pageMACBytes = 16
 )
 
+// pageSize is the number of entries a page lists for a request's page_size: most of
+// them for 0 (unset) or over most.
+func pageSize(requested uint32, most int) int {
+	if requested == 0 || uint64(requested) > uint64(most) {
+		return most
+	}
+	return int(requested)
+}
+
 // pageTokens signs and reads one RPC's page tokens. A token is a position in the RPC's
 // order (the last entry listed), not an offset, so each page reads the live state from
 // there. It is read back only by the server that gave it, and only for the RPC it was

@@ -38,10 +38,7 @@ func (s *Server) ListProviders(ctx context.Context, req *toolsdv1.ListProvidersR
 	if err != nil {
 		return nil, toStatus(s.log, badField("page_token", "%v", err))
 	}
-	size := int(req.GetPageSize())
-	if size == 0 || size > maxProvidersPerPage {
-		size = maxProvidersPerPage
-	}
+	size := pageSize(req.GetPageSize(), maxProvidersPerPage)
 	ps := s.broker.Providers()
 	slices.SortFunc(ps, func(a, b broker.ProviderInfo) int {
 		return providerPos(a).compare(providerPos(b))

@@ -32,10 +32,7 @@ func (s *Server) ListQuarantined(ctx context.Context, req *toolsdv1.ListQuaranti
 	if err != nil {
 		return nil, toStatus(s.log, badField("page_token", "%v", err))
 	}
-	size := int(req.GetPageSize())
-	if size == 0 || size > maxQuarantinedPerPage {
-		size = maxQuarantinedPerPage
-	}
+	size := pageSize(req.GetPageSize(), maxQuarantinedPerPage)
 	entries := after.rest(s.reg.Quarantined())
 	out := &toolsdv1.ListQuarantinedResponse{}
 	// Room is kept for the next page token (tag, length and token).
