@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"sync/atomic"
 
 	"go.uber.org/zap"
 )
@@ -29,19 +30,78 @@ import (
 // the scope before it and all its descendants ("tenant-a/**" covers "tenant-a" and
 // "tenant-a/x/y"), and "**" alone covers every scope. Identity patterns are
 // [path.Match] globs too ("agent-*"). With authentication off everything is allowed.
+//
+// Its grants are replaced whole by [Authorizer.ReplaceGrants], as a reload does. A
+// unary RPC is checked against the grants in force when it is; a stream against those
+// in force when it opened, for its whole life (see [Authorizer.PinGrants]).
 type Authorizer struct {
 	enabled bool
-	grants  []grant
+	// inForce is read once per check, or once per stream as it opens (PinGrants).
+	inForce atomic.Pointer[grantSet]
 	owners  *ownership
 	log     *zap.Logger
 }
 
+// grantSet is one configuration's compiled grants; a reload replaces it whole, never
+// changes it.
+type grantSet struct{ all []grant }
+
 func newAuthorizer(enabled bool, grants []grant, o options) *Authorizer {
-	return &Authorizer{enabled: enabled, grants: grants, owners: newOwnership(o.maxOwnedSessions, o.owners), log: o.logger}
+	z := &Authorizer{enabled: enabled, owners: newOwnership(o.maxOwnedSessions, o.owners), log: o.logger}
+	z.inForce.Store(&grantSet{all: grants})
+	return z
 }
 
 // Enabled reports whether anything is ever refused.
 func (z *Authorizer) Enabled() bool { return z.enabled }
+
+// ReplaceGrants makes next's grants the ones z checks from its next check on: next is
+// built by [New] from a reloaded configuration, so an identity whose grant was removed
+// is refused from its next RPC and one granted a scope acts there from its next RPC.
+// The session owners z knows stay; next's are not looked at. A stream that opened
+// before keeps the grants it was pinned ([Authorizer.PinGrants]). Whether anything is
+// refused at all is z's for good: a next that differs is refused, and z keeps its
+// grants.
+func (z *Authorizer) ReplaceGrants(next *Authorizer) error {
+	if next.enabled != z.enabled {
+		return configError("turning authorization on or off takes a restart")
+	}
+	z.inForce.Store(next.inForce.Load())
+	return nil
+}
+
+// PinGrants returns ctx carrying the grants in force now: every check of the caller in
+// ctx, or in a context derived from it, uses them from then on, whatever grants a later
+// reload puts in force. [Authorizer.StreamServerInterceptor] pins each stream as it
+// opens, so that a stream keeps what it was authorized with at its open (a provider's
+// registrations, a hook's scopes, a WatchSession's checks of each event) until it ends,
+// as a stream is authenticated once, when it opens. ctx must carry the caller's
+// [Identity] already; without one, or with authorization off, ctx is returned as is.
+func (z *Authorizer) PinGrants(ctx context.Context) context.Context {
+	if !z.enabled {
+		return ctx
+	}
+	id, ok := FromContext(ctx)
+	if !ok {
+		return ctx
+	}
+	return context.WithValue(ctx, identityKey{}, pinnedIdentity{id: id, by: z, grants: z.inForce.Load()})
+}
+
+// caller returns the identity in ctx and the grants to check it against: those pinned
+// to ctx by z, else those in force. One context lookup, as for the identity alone.
+func (z *Authorizer) caller(ctx context.Context) (Identity, *grantSet, bool) {
+	switch v := ctx.Value(identityKey{}).(type) {
+	case Identity:
+		return v, z.inForce.Load(), true
+	case pinnedIdentity:
+		if v.by == z {
+			return v.id, v.grants, true
+		}
+		return v.id, z.inForce.Load(), true
+	}
+	return Identity{}, z.inForce.Load(), false
+}
 
 // Authorize decides whether the caller in ctx may perform action on scope (and, for
 // [ReadTools], [Execute] and [ReadSession], on sessionID). Execute with a session id
@@ -54,24 +114,24 @@ func (z *Authorizer) Authorize(ctx context.Context, action Action, scope, sessio
 	if !z.enabled {
 		return nil
 	}
-	id, ok := FromContext(ctx)
+	id, gs, ok := z.caller(ctx)
 	if !ok {
 		return z.deny(&DeniedError{Action: action, Scope: scope, SessionID: sessionID, Why: "no authenticated identity in the request"})
 	}
 	switch action {
 	case ReadSession:
-		return z.readSession(ctx, id.Name, sessionID)
+		return z.readSession(ctx, gs, id.Name, sessionID)
 	case Execute, ReadTools:
-		if !z.allowed(id.Name, action, scope) {
-			return z.deny(z.scopeDenial(id.Name, action, scope))
+		if !gs.allowed(id.Name, action, scope) {
+			return z.deny(gs.scopeDenial(id.Name, action, scope))
 		}
 		if sessionID == "" {
 			return nil
 		}
-		return z.useSession(ctx, id.Name, action, scope, sessionID)
+		return z.useSession(ctx, gs, id.Name, action, scope, sessionID)
 	}
-	if !z.allowed(id.Name, action, scope) {
-		return z.deny(z.scopeDenial(id.Name, action, scope))
+	if !gs.allowed(id.Name, action, scope) {
+		return z.deny(gs.scopeDenial(id.Name, action, scope))
 	}
 	return nil
 }
@@ -85,18 +145,19 @@ func (z *Authorizer) AllowRegister(ctx context.Context, scope string) error {
 // ScopeFilter returns the scopes in which the caller in ctx may perform action, as a
 // predicate. The hook layer takes one when a hook connects and delivers a call of scope
 // S only when filter(S) holds, whatever glob the hook subscribed with. It fails when the
-// caller may not perform action anywhere.
+// caller may not perform action anywhere. The predicate keeps the grants it was made
+// from: a reload does not change it.
 func (z *Authorizer) ScopeFilter(ctx context.Context, action Action) (func(scope string) bool, error) {
 	if !z.enabled {
 		return func(string) bool { return true }, nil
 	}
-	id, ok := FromContext(ctx)
+	id, gs, ok := z.caller(ctx)
 	if !ok {
 		return nil, z.deny(&DeniedError{Action: action, Why: "no authenticated identity in the request"})
 	}
 	var mine []*grant
-	for i := range z.grants {
-		if g := &z.grants[i]; g.names(id.Name) && g.permits(action) {
+	for i := range gs.all {
+		if g := &gs.all[i]; g.names(id.Name) && g.permits(action) {
 			mine = append(mine, g)
 		}
 	}
@@ -122,12 +183,12 @@ func (z *Authorizer) Unconfined(ctx context.Context, action Action) bool {
 	if !z.enabled {
 		return true
 	}
-	id, ok := FromContext(ctx)
+	id, gs, ok := z.caller(ctx)
 	if !ok {
 		return false
 	}
-	for i := range z.grants {
-		if g := &z.grants[i]; g.names(id.Name) && (g.coversAll(action) || g.covers(action, "")) {
+	for i := range gs.all {
+		if g := &gs.all[i]; g.names(id.Name) && (g.coversAll(action) || g.covers(action, "")) {
 			return true
 		}
 	}
@@ -169,7 +230,7 @@ func (z *Authorizer) OwnedSessions() int { return z.owners.len() }
 // tenant's calls into the old tenant's session, or resolve tools against its history.
 // An operator of scope may use a session someone else owns when it also operates where
 // that session was claimed (see operates).
-func (z *Authorizer) useSession(ctx context.Context, name string, action Action, scope, sessionID string) error {
+func (z *Authorizer) useSession(ctx context.Context, gs *grantSet, name string, action Action, scope, sessionID string) error {
 	var cur SessionOwner
 	if action == Execute {
 		var err error
@@ -179,14 +240,14 @@ func (z *Authorizer) useSession(ctx context.Context, name string, action Action,
 	} else {
 		var ok bool
 		var err error
-		if cur, ok, err = z.owners.get(ctx, sessionID, func(o SessionOwner) bool { return z.mayUse(name, action, scope, o) }); err != nil {
+		if cur, ok, err = z.owners.get(ctx, sessionID, func(o SessionOwner) bool { return gs.mayUse(name, action, scope, o) }); err != nil {
 			return err
 		}
 		if !ok {
 			return nil // resolving tools before the first batch is normal
 		}
 	}
-	if z.mayUse(name, action, scope, cur) {
+	if gs.mayUse(name, action, scope, cur) {
 		return nil
 	}
 	why := "the session belongs to another identity"
@@ -198,8 +259,8 @@ func (z *Authorizer) useSession(ctx context.Context, name string, action Action,
 
 // mayUse reports whether name, allowed action in scope, may use a session owner owns:
 // as its owner while it keeps the scope, or as an operator where it was claimed.
-func (z *Authorizer) mayUse(name string, action Action, scope string, owner SessionOwner) bool {
-	return (owner.Identity == name && z.ownerKeeps(name, owner)) || (z.allowedAs(name, RoleOperator, action, scope) && z.operates(name, action, owner))
+func (gs *grantSet) mayUse(name string, action Action, scope string, owner SessionOwner) bool {
+	return (owner.Identity == name && gs.ownerKeeps(name, owner)) || (gs.allowedAs(name, RoleOperator, action, scope) && gs.operates(name, action, owner))
 }
 
 // lostScope is why an owner is refused its own session (see ownerKeeps). Only the owner
@@ -210,15 +271,15 @@ const lostScope = "the session is this identity's, but its grants no longer cove
 // none yet.
 const notYours = "the session is not this identity's (a session belongs to the identity that first executes a batch in it)"
 
-func (z *Authorizer) readSession(ctx context.Context, name, sessionID string) error {
-	cur, owned, err := z.owners.get(ctx, sessionID, func(o SessionOwner) bool { return z.mayRead(name, o) })
+func (z *Authorizer) readSession(ctx context.Context, gs *grantSet, name, sessionID string) error {
+	cur, owned, err := z.owners.get(ctx, sessionID, func(o SessionOwner) bool { return gs.mayRead(name, o) })
 	if err != nil {
 		return err
 	}
 	switch {
-	case owned && z.mayRead(name, cur):
+	case owned && gs.mayRead(name, cur):
 		return nil
-	case z.operatorEverywhere(name, ReadSession):
+	case gs.operatorEverywhere(name, ReadSession):
 		return nil // an operator of every scope reads every session, owned or not
 	case owned && cur.Identity == name:
 		return z.deny(&DeniedError{Identity: name, Action: ReadSession, SessionID: sessionID, Why: lostScope})
@@ -230,20 +291,20 @@ func (z *Authorizer) readSession(ctx context.Context, name, sessionID string) er
 
 // mayRead reports whether name may read a session owner owns: as its owner while it
 // keeps the scope, or as an operator where it was claimed.
-func (z *Authorizer) mayRead(name string, owner SessionOwner) bool {
-	return (owner.Identity == name && z.ownerKeeps(name, owner)) || z.operates(name, ReadSession, owner)
+func (gs *grantSet) mayRead(name string, owner SessionOwner) bool {
+	return (owner.Identity == name && gs.ownerKeeps(name, owner)) || gs.operates(name, ReadSession, owner)
 }
 
 // ownerKeeps reports whether name, the owner of a session, still holds a grant that
 // lets it execute where the session was claimed (anywhere, when that scope is not
 // known). Owning a session is not a grant: an identity whose grants were revoked, or
 // moved to another tenant, neither reads nor uses what it ran in the scope it lost.
-func (z *Authorizer) ownerKeeps(name string, owner SessionOwner) bool {
+func (gs *grantSet) ownerKeeps(name string, owner SessionOwner) bool {
 	if owner.ScopeKnown {
-		return z.allowed(name, Execute, owner.Scope)
+		return gs.allowed(name, Execute, owner.Scope)
 	}
-	for i := range z.grants {
-		if g := &z.grants[i]; g.names(name) && g.permits(Execute) {
+	for i := range gs.all {
+		if g := &gs.all[i]; g.names(name) && g.permits(Execute) {
 			return true
 		}
 	}
@@ -254,36 +315,36 @@ func (z *Authorizer) ownerKeeps(name string, owner SessionOwner) bool {
 // identity: as an operator of the scope the session was claimed in, or of every scope
 // when that scope is not known. The scope a request names is not enough: it would let
 // an operator of one tenant reach into another tenant's sessions by naming its own.
-func (z *Authorizer) operates(name string, action Action, owner SessionOwner) bool {
-	if owner.ScopeKnown && z.allowedAs(name, RoleOperator, action, owner.Scope) {
+func (gs *grantSet) operates(name string, action Action, owner SessionOwner) bool {
+	if owner.ScopeKnown && gs.allowedAs(name, RoleOperator, action, owner.Scope) {
 		return true
 	}
-	return z.operatorEverywhere(name, action)
+	return gs.operatorEverywhere(name, action)
 }
 
 // operatorEverywhere reports whether name holds an operator grant for action in every
 // scope ("**", or no scopes). A grant of the global scope "" covers that scope only.
-func (z *Authorizer) operatorEverywhere(name string, action Action) bool {
-	for i := range z.grants {
-		if g := &z.grants[i]; g.role == RoleOperator && g.names(name) && g.coversAll(action) {
+func (gs *grantSet) operatorEverywhere(name string, action Action) bool {
+	for i := range gs.all {
+		if g := &gs.all[i]; g.role == RoleOperator && g.names(name) && g.coversAll(action) {
 			return true
 		}
 	}
 	return false
 }
 
-func (z *Authorizer) allowed(name string, action Action, scope string) bool {
-	for i := range z.grants {
-		if g := &z.grants[i]; g.names(name) && g.covers(action, scope) {
+func (gs *grantSet) allowed(name string, action Action, scope string) bool {
+	for i := range gs.all {
+		if g := &gs.all[i]; g.names(name) && g.covers(action, scope) {
 			return true
 		}
 	}
 	return false
 }
 
-func (z *Authorizer) allowedAs(name, role string, action Action, scope string) bool {
-	for i := range z.grants {
-		if g := &z.grants[i]; g.role == role && g.names(name) && g.covers(action, scope) {
+func (gs *grantSet) allowedAs(name, role string, action Action, scope string) bool {
+	for i := range gs.all {
+		if g := &gs.all[i]; g.role == role && g.names(name) && g.covers(action, scope) {
 			return true
 		}
 	}
@@ -291,11 +352,11 @@ func (z *Authorizer) allowedAs(name, role string, action Action, scope string) b
 }
 
 // scopeDenial explains a refused scope action as precisely as the grants allow.
-func (z *Authorizer) scopeDenial(name string, action Action, scope string) *DeniedError {
+func (gs *grantSet) scopeDenial(name string, action Action, scope string) *DeniedError {
 	e := &DeniedError{Identity: name, Action: action, Scope: scope}
 	named := false
-	for i := range z.grants {
-		g := &z.grants[i]
+	for i := range gs.all {
+		g := &gs.all[i]
 		if !g.names(name) {
 			continue
 		}

@@ -47,6 +47,20 @@ func NewContext(ctx context.Context, id Identity) context.Context {
 
 // FromContext returns the identity the interceptors put in ctx.
 func FromContext(ctx context.Context) (Identity, bool) {
-	id, ok := ctx.Value(identityKey{}).(Identity)
-	return id, ok
+	switch v := ctx.Value(identityKey{}).(type) {
+	case Identity:
+		return v, true
+	case pinnedIdentity:
+		return v.id, true
+	}
+	return Identity{}, false
+}
+
+// pinnedIdentity is an identity with the grants an [Authorizer] checks it against for
+// the rest of its stream (see [Authorizer.PinGrants]). It is kept under the identity's
+// key, so that finding the identity finds its grants too.
+type pinnedIdentity struct {
+	id     Identity
+	by     *Authorizer
+	grants *grantSet
 }

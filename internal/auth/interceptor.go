@@ -56,6 +56,18 @@ func (a *Authenticator) StreamServerInterceptor() grpc.StreamServerInterceptor {
 	}
 }
 
+// StreamServerInterceptor pins the grants in force to every streaming RPC as it opens
+// ([Authorizer.PinGrants]): the stream is authorized by them until it ends, whatever a
+// reload puts in force meanwhile, as it keeps the identity it was authenticated with. It
+// must run after the [Authenticator]'s, which puts the identity in the stream's context.
+func (z *Authorizer) StreamServerInterceptor() grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		wrapped := middleware.WrapServerStream(ss)
+		wrapped.WrappedContext = z.PinGrants(ss.Context())
+		return handler(srv, wrapped)
+	}
+}
+
 func (a *Authenticator) reject(ctx context.Context, err error) error {
 	reason, detail := ReasonInvalidToken, err.Error()
 	var ce *CredentialError

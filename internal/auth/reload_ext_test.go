@@ -1,6 +1,7 @@
 package auth_test
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"errors"
 	"os"
@@ -69,5 +70,53 @@ func TestReplaceCredentialsRotatesJWTKeys(t *testing.T) {
 	}
 	if got, err := callUnary(ctx, conn, newJWT); err != nil || got != "jwt:agent-a" {
 		t.Errorf("Unary(new key's JWT, new issuer) after the rotation = %q, %v, want jwt:agent-a", got, err)
+	}
+}
+
+// TestReplaceGrantsSparesPinnedContexts: after ReplaceGrants a caller is checked against
+// the new grants, but a context pinned before (a stream open then) keeps the grants it
+// was pinned with, its scope filter too; an authorizer with authorization off is
+// refused, and the grants in force stay.
+func TestReplaceGrantsSparesPinnedContexts(t *testing.T) {
+	tokens := writeFile(t, "tokens.txt", []byte("agent-a-token-0123456789 agent-a\n"))
+	grant := func(scope string) []auth.Grant {
+		return []auth.Grant{{Identity: "agent-a", Role: auth.RoleAgent, Scopes: []string{scope}}}
+	}
+	_, z := mustNew(t, auth.Config{TokenFile: tokens, Grants: grant("tenant-a/**")})
+	_, next := mustNew(t, auth.Config{TokenFile: tokens, Grants: grant("tenant-b/**")})
+	_, off := mustNew(t, auth.Config{})
+	ctx := auth.NewContext(t.Context(), auth.Identity{Name: "agent-a", Method: auth.MethodToken})
+	pinned := z.PinGrants(ctx)
+	filter, err := z.ScopeFilter(pinned, auth.Execute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := z.ReplaceGrants(next); err != nil {
+		t.Fatalf("ReplaceGrants() = %v", err)
+	}
+	if err := z.ReplaceGrants(off); !errors.Is(err, auth.ErrInvalidConfig) {
+		t.Errorf("ReplaceGrants(authorization off) = %v, want ErrInvalidConfig", err)
+	}
+	for _, tc := range []struct {
+		what  string
+		ctx   context.Context
+		scope string
+		ok    bool
+	}{
+		{"a new RPC", ctx, "tenant-b", true},
+		{"a new RPC", ctx, "tenant-a", false},
+		{"a context pinned before", pinned, "tenant-a", true},
+		{"a context pinned before", pinned, "tenant-b", false},
+		{"a context pinned after", z.PinGrants(ctx), "tenant-b", true},
+	} {
+		if err := z.Authorize(tc.ctx, auth.Execute, tc.scope, ""); (err == nil) != tc.ok {
+			t.Errorf("Authorize(%s, execute, %q) = %v, want allowed %v", tc.what, tc.scope, err, tc.ok)
+		}
+	}
+	if !filter("tenant-a") || filter("tenant-b") {
+		t.Errorf("ScopeFilter(pinned before) after the replacement = tenant-a %v, tenant-b %v, want true, false", filter("tenant-a"), filter("tenant-b"))
+	}
+	if id, ok := auth.FromContext(pinned); !ok || id.Name != "agent-a" {
+		t.Errorf("FromContext(pinned) = %v, %v, want agent-a", id, ok)
 	}
 }
