@@ -201,11 +201,11 @@ func exitAtOnce(s os.Signal) {
 	os.Exit(code)
 }
 
-// reloadOnHUP re-reads the policy and the auth section's files on each signal from hup
-// without dropping in-flight calls, until ctx ends (shutdown). Other keys take effect
-// at the next start; the reload names those that changed (see config.NotReloaded). A
-// signal that arrives once shutdown began is logged as ignored, until ran is closed (Run
-// returned).
+// reloadOnHUP re-reads the policy and the auth section's grants and files on each
+// signal from hup without dropping in-flight calls, until ctx ends (shutdown). Other
+// keys take effect at the next start; the reload names those that changed (see
+// config.NotReloaded). A signal that arrives once shutdown began is logged as ignored,
+// until ran is closed (Run returned).
 func reloadOnHUP(ctx context.Context, ran <-chan struct{}, hup <-chan os.Signal, a *app.App, path string, over []config.Override, loaded *config.Config, log *zap.Logger) {
 	for {
 		select {

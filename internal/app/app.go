@@ -103,6 +103,8 @@ type App struct {
 	stopped atomic.Bool
 	// authn is the running authenticator, whose credentials a reload replaces.
 	authn *auth.Authenticator
+	// authz is the running authorizer, whose grants a reload replaces.
+	authz *auth.Authorizer
 	// serverTLS is the listener's TLS (nil: plaintext), whose files a reload replaces.
 	serverTLS *auth.ServerTLS
 	// reloadMu runs reloads one at a time, so that the reload metrics describe the
@@ -394,7 +396,7 @@ func (a *App) build(pol *policy.Set) error {
 	if err != nil {
 		return err
 	}
-	a.authn = authn
+	a.authn, a.authz = authn, authz
 	a.sweptAuthz.Store(authz)
 	auth.WarnIfExposed(c.Listen, authn.Enabled(), c.Auth.TLSOn(), a.log)
 	if err := a.checkExample(authn.Enabled(), c.Auth); err != nil {
@@ -546,7 +548,7 @@ func (a *App) build(pol *policy.Set) error {
 		WatchRefused: a.obs.WatchRefused,
 	})
 	var grpcMetrics *grpcprom.ServerMetrics
-	gc, err := grpcConfig(a, c, authn)
+	gc, err := grpcConfig(a, c, authn, authz)
 	if err != nil {
 		return err
 	}
@@ -574,7 +576,7 @@ func (a *App) build(pol *policy.Set) error {
 	return nil
 }
 
-func grpcConfig(a *App, c *config.Config, authn *auth.Authenticator) (server.GRPCConfig, error) {
+func grpcConfig(a *App, c *config.Config, authn *auth.Authenticator, authz *auth.Authorizer) (server.GRPCConfig, error) {
 	gc := server.GRPCConfig{
 		Logger:  a.log,
 		Metrics: a.metrics,
@@ -596,7 +598,9 @@ func grpcConfig(a *App, c *config.Config, authn *auth.Authenticator) (server.GRP
 	}
 	if authn.Enabled() {
 		gc.AuthUnary = authn.UnaryServerInterceptor()
-		gc.AuthStream = authn.StreamServerInterceptor()
+		// A stream is authenticated once, as it opens, and authorized for its whole life
+		// by the grants in force then: a reload's grants serve the streams opened after it.
+		gc.AuthStream = chainStream(authn.StreamServerInterceptor(), authz.StreamServerInterceptor())
 	}
 	// Any tls setting turns TLS on, so that an incomplete section is an error rather
 	// than a plaintext listener carrying bearer tokens in clear.
@@ -609,6 +613,13 @@ func grpcConfig(a *App, c *config.Config, authn *auth.Authenticator) (server.GRP
 		gc.Creds = credentials.NewTLS(st.Config())
 	}
 	return gc, nil
+}
+
+// chainStream runs outer, then inner, then the handler.
+func chainStream(outer, inner grpc.StreamServerInterceptor) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		return outer(srv, ss, info, func(srv any, ss grpc.ServerStream) error { return inner(srv, ss, info, handler) })
+	}
 }
 
 // checkExample refuses an auth section the bundled example provider, when it runs,
@@ -673,10 +684,14 @@ func (a *App) Metrics() *prometheus.Registry { return a.metrics }
 func (a *App) Procs() *procs.Controller { return a.procs }
 
 // Reload swaps the policy from a freshly loaded config; in-flight calls keep the policy
-// they started with. It reads the auth section's token and JWKS files again and puts
-// them, with the jwt claims, in force from the next RPC (streams already open keep their
-// identity), unless the file turns authentication or client certificates on or off,
-// which takes effect at the next start (see config.ReloadsCredentials); likewise the TLS
+// they started with. It puts the auth section's grants in force for every unary RPC and
+// every stream that opens after it (a stream already open keeps the grants it was
+// opened under: its provider registrations, hook scopes and session watch), unless the
+// file turns authentication on or off (see config.ReloadsGrants). It reads the auth
+// section's token and JWKS files again and puts them, with the jwt claims, in force
+// from the next RPC (streams already open keep their identity), unless the file turns
+// authentication or client certificates on or off, which takes effect at the next
+// start (see config.ReloadsCredentials); likewise the TLS
 // certificate, key and client CAs, for the handshakes that begin after it, unless the
 // file turns TLS or client certificates on or off (config.ReloadsTLS). Nothing else is
 // reloaded, but the file is the one the next start reads, so what a start would refuse
@@ -717,7 +732,7 @@ func (a *App) reload(cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
-	authn, serverTLS, err := a.buildAuth(cfg)
+	authn, authz, serverTLS, err := a.buildAuth(cfg)
 	if err != nil {
 		return err
 	}
@@ -736,6 +751,14 @@ func (a *App) reload(cfg *config.Config) error {
 		}
 		if authn.Enabled() {
 			a.log.Info("auth credentials reloaded", zap.String("token_file", cfg.Auth.TokenFile), zap.String("jwks_file", cfg.Auth.JWKSFile))
+		}
+	}
+	if config.ReloadsGrants(a.cfg.Auth, cfg.Auth) {
+		if err := a.authz.ReplaceGrants(authz); err != nil {
+			return err // ReloadsGrants kept what it refuses
+		}
+		if authz.Enabled() {
+			a.log.Info("auth grants reloaded", zap.Int("grants", len(cfg.Auth.Grants)))
 		}
 	}
 	if a.serverTLS != nil && config.ReloadsTLS(a.cfg.Auth, cfg.Auth) {
@@ -773,23 +796,24 @@ func pinPathOf(c *config.Config) string {
 	return filepath.Join(filepath.Clean(c.DataDir), pinFileName)
 }
 
-// buildAuth builds what a start would build of cfg's auth section, reading its token,
-// JWKS and TLS files (serverTLS is nil when cfg has no TLS); it refuses one the bundled
-// example provider cannot run under, as a start does. The authorizer it also builds is
-// dropped: grants are read at start only.
-func (a *App) buildAuth(cfg *config.Config) (authn *auth.Authenticator, serverTLS *auth.ServerTLS, err error) {
-	if authn, _, err = auth.New(auth.FromConfig(cfg), auth.WithLogger(a.log)); err != nil {
-		return nil, nil, err
+// buildAuth builds what a start would build of cfg's auth section, compiling its
+// grants and reading its token, JWKS and TLS files (serverTLS is nil when cfg has no
+// TLS); it refuses one the bundled example provider cannot run under, as a start does.
+// Of the authorizer, only the grants are put in force (auth.Authorizer.ReplaceGrants):
+// the session owners stay the running one's.
+func (a *App) buildAuth(cfg *config.Config) (authn *auth.Authenticator, authz *auth.Authorizer, serverTLS *auth.ServerTLS, err error) {
+	if authn, authz, err = auth.New(auth.FromConfig(cfg), auth.WithLogger(a.log)); err != nil {
+		return nil, nil, nil, err
 	}
 	if err := a.checkExample(authn.Enabled(), cfg.Auth); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if t := cfg.Auth.TLS; cfg.Auth.TLSOn() {
 		if serverTLS, err = auth.NewServerTLS(t.CertFile, t.KeyFile, t.ClientCAFile); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
-	return authn, serverTLS, nil
+	return authn, authz, serverTLS, nil
 }
 
 // Run serves until ctx ends, then shuts down gracefully: health goes NOT_SERVING, new

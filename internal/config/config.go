@@ -365,6 +365,12 @@ func ReloadsCredentials(before, after Auth) bool {
 	return before.AuthOn() == after.AuthOn() && (before.TLS.ClientCAFile != "") == (after.TLS.ClientCAFile != "")
 }
 
+// ReloadsGrants reports whether a reload to after, in a toolsd started with before,
+// applies after's grants: only while authentication stays on (grants are then required)
+// or off (they are then refused), as at the start, since whether anything is ever
+// refused is fixed when toolsd starts.
+func ReloadsGrants(before, after Auth) bool { return before.AuthOn() == after.AuthOn() }
+
 // ReloadsTLS reports whether a reload to after, in a toolsd started with before, applies
 // after's cert_file, key_file and client_ca_file: only while TLS stays on (or off) and
 // client certificates stay required (or not), as at the start.
@@ -1254,13 +1260,14 @@ func (a Auth) check(bad func(field, format string, args ...any), clash func(fiel
 func (c *Config) ShutdownTimeout() time.Duration { return time.Duration(c.Timeouts.Shutdown) }
 
 // NotReloaded lists the keys whose values differ between two loads of a config file and
-// that a reload, which applies the policy and the auth section's files, leaves for the
-// next start: the top-level keys other than policy and auth, and of auth: grants, the
-// tls keys when the reload would turn TLS or client certificates on or off (see
-// [ReloadsTLS]), and token_file, jwks_file and jwt when it would turn authentication or
-// client certificates on or off (see [ReloadsCredentials]). Such a reload reads none of
-// those files again, so a file key set in either load is listed even when its path is
-// the same: a certificate renewed, or a token revoked, in that file is not in force.
+// that a reload, which applies the policy and the auth section's grants and files,
+// leaves for the next start: the top-level keys other than policy and auth, and of auth:
+// grants when the reload would turn authentication on or off (see [ReloadsGrants]), the
+// tls keys when it would turn TLS or client certificates on or off (see [ReloadsTLS]),
+// and token_file, jwks_file and jwt when it would turn authentication or client
+// certificates on or off (see [ReloadsCredentials]). Such a reload reads none of those
+// files again, so a file key set in either load is listed even when its path is the
+// same: a certificate renewed, or a token revoked, in that file is not in force.
 func NotReloaded(before, after *Config) []string {
 	var changed []string
 	b, a := reflect.ValueOf(before).Elem(), reflect.ValueOf(after).Elem()
@@ -1300,6 +1307,6 @@ func authNotReloaded(before, after Auth) []string {
 	file("auth.token_file", before.TokenFile, after.TokenFile, creds)
 	file("auth.jwks_file", before.JWKSFile, after.JWKSFile, creds)
 	differ("auth.jwt", before.JWT, after.JWT, creds)
-	differ("auth.grants", before.Grants, after.Grants, false)
+	differ("auth.grants", before.Grants, after.Grants, ReloadsGrants(before, after))
 	return changed
 }

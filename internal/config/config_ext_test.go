@@ -204,9 +204,9 @@ func TestRefusedValues(t *testing.T) {
 }
 
 // TestNotReloaded names the keys a reload, which applies the policy and the auth
-// section's token and JWKS files, leaves for the next start: the other top-level keys,
-// the grants, and the auth keys of a reload that would turn authentication or client
-// certificates on or off.
+// section's grants and files, leaves for the next start: the other top-level keys, the
+// grants of a reload that would turn authentication on or off, and the auth keys of a
+// reload that would turn authentication or client certificates on or off.
 func TestNotReloaded(t *testing.T) {
 	parse := func(text string) *config.Config {
 		t.Helper()
@@ -227,10 +227,9 @@ func TestNotReloaded(t *testing.T) {
 		"listen and limits": {"limits: {write_timeout: 6s}\nlisten: 127.0.0.1:1\npolicy: {rules: [{tool: \"*\", action: allow}]}\nauth:\n  token_file: t1\n" + grants,
 			[]string{"listen", "limits"}},
 		"the token file and jwt keys": {"limits: {write_timeout: 5s}\nauth:\n  token_file: t2\n  jwks_file: j\n  jwt: {audience: toolsd}\n" + grants, nil},
-		"the grants": {"limits: {write_timeout: 5s}\nauth:\n  token_file: t1\n  grants: [{identity: b, role: operator}]\n",
-			[]string{"auth.grants"}},
-		"auth turned off": {"limits: {write_timeout: 5s}\n", []string{"auth.token_file", "auth.grants"}},
-		"the tls files":   {"limits: {write_timeout: 5s}\nauth:\n  tls: {cert_file: c2, key_file: k2}\n  token_file: t1\n" + grants, nil},
+		"the grants":                  {"limits: {write_timeout: 5s}\nauth:\n  token_file: t1\n  grants: [{identity: b, role: operator}]\n", nil},
+		"auth turned off":             {"limits: {write_timeout: 5s}\n", []string{"auth.token_file", "auth.grants"}},
+		"the tls files":               {"limits: {write_timeout: 5s}\nauth:\n  tls: {cert_file: c2, key_file: k2}\n  token_file: t1\n" + grants, nil},
 		"tls turned on": {"limits: {write_timeout: 5s}\nauth:\n  tls: {cert_file: c, key_file: k}\n  token_file: t1\n" + grants,
 			[]string{"auth.tls.cert_file", "auth.tls.key_file"}},
 		"client certificates turned on": {"limits: {write_timeout: 5s}\nauth:\n  tls: {cert_file: c, key_file: k, client_ca_file: ca}\n  token_file: t2\n" + grants,
