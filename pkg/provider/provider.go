@@ -47,6 +47,27 @@ type options struct {
 	streamWindow, connWindow int32
 	// welcomeWait bounds the wait for toolsd's welcome after the hello.
 	welcomeWait time.Duration
+	// now and newTimer time the retakes of a taken name (see session.retake); nil is
+	// the system clock. Tests set them (export_test.go) to run retakes without waiting.
+	now      func() time.Time
+	newTimer func(d time.Duration) (c <-chan time.Time, stop func() bool)
+}
+
+// clockNow is the time retakes are timed by.
+func (o *options) clockNow() time.Time {
+	if o.now != nil {
+		return o.now()
+	}
+	return time.Now()
+}
+
+// timer is a timer of d for a retake.
+func (o *options) timer(d time.Duration) (<-chan time.Time, func() bool) {
+	if o.newTimer != nil {
+		return o.newTimer(d)
+	}
+	t := time.NewTimer(d)
+	return t.C, t.Stop
 }
 
 // Option configures a [Provider].

@@ -11,6 +11,7 @@ import (
 	"net"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -474,24 +475,108 @@ func TestTakenNameIsGivenUp(t *testing.T) {
 	wait(t, owner.Ready(), "the owner's registration")
 
 	core, logs := observer.New(zap.DebugLevel)
-	p := newProvider(t, provider.WithLogger(zap.New(core)), provider.WithRetakeWindow(300*time.Millisecond))
+	clock := newRetakeClock()
+	p := newProvider(t, provider.WithLogger(zap.New(core)), provider.WithRetakeWindow(300*time.Millisecond),
+		provider.WithRetakeClock(clock.Now, clock.NewTimer))
 	p.Add(echoTool())
-	run(t, p, srv.Addr)
+	ctx, stop := context.WithCancel(t.Context())
+	ran := make(chan error, 1)
+	go func() { ran <- p.Run(ctx, srv.Addr) }()
 	const givenUp = "tool name still taken in toolsd; giving up registering it on this stream"
-	for deadline := time.Now().Add(waitTimeout); logs.FilterMessage(givenUp).Len() == 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
+	deadline := time.NewTimer(waitTimeout)
+	defer deadline.Stop()
+	recheck := time.NewTicker(5 * time.Millisecond)
+	defer recheck.Stop()
+	for logs.FilterMessage(givenUp).Len() == 0 {
+		select {
+		case <-clock.armed: // a retake waits: its delay passes at once, on the fake clock
+			clock.FireDue()
+		case <-recheck.C:
+		case <-deadline.C:
 			t.Fatal("timed out waiting for the retries to be given up")
 		}
 	}
 	refusals := logs.FilterFieldKey("tool").Len()
-	// Retries were at most 400 ms apart before the give-up; none may follow it.
-	time.Sleep(time.Second)
+	// Once Run has returned, every retake the session started has made its timer: one
+	// made after the give-up, as a retry would, is a timer the test never fired.
+	stop()
+	if err := <-ran; err != nil {
+		t.Fatalf("Run() = %v, want nil", err)
+	}
+	if made, fired := clock.Timers(); made != fired || fired < 2 {
+		t.Errorf("retake timers: %d made, %d fired before the give-up; want some, and none made after it", made, fired)
+	}
 	if got := logs.FilterFieldKey("tool").Len(); got != refusals {
 		t.Errorf("%d more log lines about the tool after giving up, want none", got-refusals)
 	}
 	if r, _ := reg.Lookup("", "echo"); r.Owner != owner.ProviderID() {
 		t.Errorf("echo's owner = %q, want the first provider %q", r.Owner, owner.ProviderID())
 	}
+}
+
+// retakeClock is a fake clock for a provider's retakes (provider.WithRetakeClock): its
+// time moves only as FireDue fires the timers made on it.
+type retakeClock struct {
+	armed   chan struct{} // has a value while a timer is pending
+	mu      sync.Mutex
+	now     time.Time
+	pending []retakeTimer
+	made    int
+	fired   int
+}
+
+type retakeTimer struct {
+	at time.Time
+	c  chan time.Time
+}
+
+func newRetakeClock() *retakeClock {
+	return &retakeClock{now: time.Unix(1_000_000, 0), armed: make(chan struct{}, 1)}
+}
+
+func (c *retakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *retakeClock) NewTimer(d time.Duration) (<-chan time.Time, func() bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := retakeTimer{at: c.now.Add(d), c: make(chan time.Time, 1)}
+	c.pending = append(c.pending, t)
+	c.made++
+	select {
+	case c.armed <- struct{}{}:
+	default:
+	}
+	return t.c, func() bool { return false }
+}
+
+// FireDue moves the clock to the timers made so far and fires them.
+func (c *retakeClock) FireDue() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, t := range c.pending {
+		c.now = maxTime(c.now, t.at)
+		t.c <- c.now
+		c.fired++
+	}
+	c.pending = nil
+}
+
+// Timers reports how many timers were made and how many of them fired.
+func (c *retakeClock) Timers() (made, fired int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.made, c.fired
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // TestHeldBackToolIsReported: a registration toolsd accepts but holds back (pinning

@@ -537,7 +537,7 @@ func (s *session) retake(names []string) {
 	if s.retaking == nil {
 		s.retaking = make(map[string]time.Time)
 	}
-	now := time.Now()
+	now := s.p.opts.clockNow()
 	again := names[:0:0]
 	for _, name := range names {
 		first, refused := s.retaking[name]
@@ -565,10 +565,10 @@ func (s *session) retake(names []string) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		t := time.NewTimer(jitter(d))
-		defer t.Stop()
+		fired, stop := s.p.opts.timer(jitter(d))
+		defer stop()
 		select {
-		case <-t.C:
+		case <-fired:
 		case <-s.callCtx.Done(): // the session, or the provider, is ending
 			return
 		}
