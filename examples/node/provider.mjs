@@ -53,9 +53,10 @@ const welcomeTimeout = Math.min(number('welcome-timeout-ms') > 0 ? number('welco
 
 // The tools: a definition as toolsd registers it, and a body that gets the parsed
 // arguments plus the call's AbortSignal and progress reporter, and returns the
-// model-facing text (throwing fails the call with TOOL_ERROR). toolsd has validated the
-// arguments against parametersJson before a call gets here. A module that imports this
-// one may add tools before it calls main (the test does: testdata/provider.mjs).
+// model-facing text as a string (throwing, or returning anything else, fails the call
+// with TOOL_ERROR). toolsd has validated the arguments against parametersJson before a
+// call gets here. A module that imports this one may add tools before it calls main (the
+// test does: testdata/provider.mjs).
 export const tools = {
   shout: {
     definition: {
@@ -310,6 +311,9 @@ async function execute(req, running, send, maxResultBytes) {
     // As the Go SDK refuses a call for a tool it does not have (only a broken toolsd sends one).
     if (!tool) throw new Error(`provider ${JSON.stringify(flags.name)} has no tool ${JSON.stringify(req.tool)}`);
     const text = await tool.run(JSON.parse(req.argumentsJson), { signal: call.signal, progress });
+    // Buffer.from would fail on a number or undefined with Node's own words, and send an
+    // array of numbers as the bytes they stand for.
+    if (typeof text !== 'string') throw new Error(`tool ${JSON.stringify(req.tool)} returned ${kindOf(text)}, not a string`);
     result = { content: Buffer.from(text) }; // a success after a cancel still counts as ABORTED
   } catch (err) {
     // A failure is always sent as one, with a message. It is cancelled only when the tool
@@ -334,6 +338,14 @@ async function execute(req, running, send, maxResultBytes) {
   }
   clearTimeout(deadline);
   running.delete(req.requestId);
+}
+
+// kindOf names what a tool returned instead of a string: "a number", "an array", "null", …
+function kindOf(value) {
+  if (value === null || value === undefined) return String(value);
+  if (Array.isArray(value)) return 'an array';
+  const type = typeof value;
+  return /^[aeiou]/.test(type) ? `an ${type}` : `a ${type}`;
 }
 
 // timeLeft returns the ms the call req has from its arrival: its timeout, or, from a

@@ -766,3 +766,45 @@ func TestNodeProviderUnregistersOnShutdown(t *testing.T) {
 		})
 	}
 }
+
+// TestNodeProviderRefusesANonStringReturn: a tool that returns anything but a string
+// fails its call with a message naming the tool and what it returned, where a number or
+// undefined failed with Node's own TypeError text and an array of numbers was sent as
+// the bytes they stand for; the provider serves the calls after it.
+func TestNodeProviderRefusesANonStringReturn(t *testing.T) {
+	_, s := welcomedNode(t, 1<<20, "testdata/provider.mjs")
+
+	kinds := map[string]string{
+		"number":    "a number",
+		"undefined": "undefined",
+		"null":      "null",
+		"array":     "an array",
+		"object":    "an object",
+		"boolean":   "a boolean",
+		"boxed":     "an object",
+	}
+	ids := make(map[uint64]string)
+	id := uint64(0)
+	for kind := range kinds {
+		id++
+		ids[id] = kind
+		s.send(t, execute(id, "returns", `{"kind": "`+kind+`"}`))
+	}
+	id++
+	s.send(t, execute(id, "returns", `{"kind": "string"}`))
+	results := make(map[uint64]*toolsdv1.ExecuteResult)
+	for len(results) < len(kinds)+1 {
+		r := s.next(t, func(m *toolsdv1.ProviderServiceConnectRequest) bool { return m.GetResult() != nil }).GetResult()
+		results[r.GetRequestId()] = r
+	}
+	for id, kind := range ids {
+		r := results[id]
+		want := `tool "returns" returned ` + kinds[kind] + `, not a string`
+		if !r.GetIsError() || r.GetCancelled() || len(r.GetContent()) != 0 || string(r.GetErrorMessage()) != want {
+			t.Errorf("result of returning %s = %v, want is_error with error_message %q", kind, r, want)
+		}
+	}
+	if r := results[id]; r.GetIsError() || string(r.GetContent()) != "a string" {
+		t.Errorf("result of returning a string = %v, want its content", r)
+	}
+}

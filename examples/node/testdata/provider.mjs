@@ -87,6 +87,22 @@ tools.report = {
   },
 };
 
+// returns returns what its kind names: a string, or a value that is not one.
+const returned = {
+  string: () => 'a string',
+  number: () => 42,
+  undefined: () => undefined,
+  null: () => null,
+  array: () => [104, 105],
+  object: () => ({ text: 'hi' }),
+  boolean: () => true,
+  boxed: () => new String('boxed'),
+};
+tools.returns = {
+  definition: { name: 'returns', description: 'Returns a value of the kind asked for.', parametersJson: object },
+  run: async ({ kind }) => returned[kind](),
+};
+
 // large_1 to large_5 have descriptions of 300,000 bytes: 1.5 MiB of definitions, which
 // do not fit in one register message.
 for (let i = 1; i <= 5; i++) {
