@@ -15,6 +15,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -37,13 +38,15 @@ type options struct {
 	issuer   string
 	audience string
 	force    bool
+	out      io.Writer // what it reports; nil is standard output
 }
 
 func main() {
 	var o options
 	flag.StringVar(&o.dir, "dir", "dev-certs", "directory to write into (created)")
 	flag.StringVar(&o.hosts, "hosts", "127.0.0.1,localhost", "comma-separated server names and IPs")
-	flag.StringVar(&o.spiffe, "spiffe", "", "trust domain; when set, client certificates carry spiffe://<domain>/<name> URI SANs")
+	flag.StringVar(&o.spiffe, "spiffe", "", "trust domain; when set, client certificates carry spiffe://<domain>/<name> URI SANs, "+
+		"their identities, so grants must name spiffe://<domain>/<name>, not <name> (tokens keep the bare names)")
 	flag.DurationVar(&o.validFor, "valid", 365*24*time.Hour, "certificate lifetime")
 	flag.DurationVar(&o.tokenTTL, "token-ttl", 24*time.Hour, "lifetime of the sample JWT")
 	flag.StringVar(&o.issuer, "issuer", "toolsd-dev", "iss of the sample JWT")
@@ -107,7 +110,16 @@ func run(o *options) error {
 	if err := o.writeJWT(); err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(os.Stdout, "wrote development credentials to %s\n", o.dir)
+	out := o.out
+	if out == nil {
+		out = os.Stdout
+	}
+	if _, err := fmt.Fprintf(out, "wrote development credentials to %s\n", o.dir); err != nil || o.spiffe == "" {
+		return err
+	}
+	id := "spiffe://" + o.spiffe + "/"
+	_, err = fmt.Fprintf(out, "note: -spiffe: a client certificate's identity is its spiffe ID, not its name: "+
+		"grants must name %s<name> (%sagent-a, …); the tokens and the JWT keep the bare names\n", id, id)
 	return err
 }
 

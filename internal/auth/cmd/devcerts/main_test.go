@@ -171,3 +171,23 @@ func TestREADMESetupHasItsCredentials(t *testing.T) {
 		}
 	}
 }
+
+// TestSpiffeNotesTheGrants: with -spiffe a client certificate's identity is its
+// spiffe:// ID, which README's grants (bare names such as agent-a) do not match; devcerts
+// says so when it writes them, and says nothing of it without the flag.
+func TestSpiffeNotesTheGrants(t *testing.T) {
+	for domain, want := range map[string]string{
+		"toolsd.dev": "grants must name spiffe://toolsd.dev/<name> (spiffe://toolsd.dev/agent-a, …)",
+		"":           "",
+	} {
+		var out strings.Builder
+		o := &options{dir: filepath.Join(t.TempDir(), "dev-certs"), hosts: "127.0.0.1", spiffe: domain, validFor: time.Hour,
+			tokenTTL: time.Hour, issuer: "toolsd-dev", audience: "toolsd", out: &out}
+		if err := run(o); err != nil {
+			t.Fatalf("run(-spiffe %q) = %v", domain, err)
+		}
+		if got := strings.Contains(out.String(), "spiffe"); got != (want != "") || !strings.Contains(out.String(), want) {
+			t.Errorf("run(-spiffe %q) wrote %q, want a note containing %q only with the flag", domain, out.String(), want)
+		}
+	}
+}
