@@ -334,3 +334,52 @@ policy:
 		t.Errorf("codes (-want +got):\n%s", diff)
 	}
 }
+
+// TestUnsentCallOfANonIdempotentToolIsRetried: an approved call whose provider left
+// while it waited finds none connected (PROVIDER_UNAVAILABLE): it was never sent, so it
+// is retried though its tool is not marked idempotent, and a provider that registers the
+// same tool during the retries' backoff runs it, once. It failed at once.
+func TestUnsentCallOfANonIdempotentToolIsRetried(t *testing.T) {
+	e := start(t, `
+retry: {max_attempts: 1000, budget: 60s, base_delay: 10ms, max_delay: 10ms}
+policy:
+  rules:
+    - {tool: guarded, decision: ask}
+`)
+	var runs atomic.Int32
+	served := func(by string) provider.Tool {
+		return provider.NewTool("guarded", "Counts its runs.", func(context.Context, provider.Call, noArgs) (string, error) {
+			runs.Add(1)
+			return "ran by " + by, nil
+		})
+	}
+	_, stopFirst := runProvider(t, e.app.Addr(), served("first"))
+	rejected := func() float64 {
+		return metricValue(t, e.app, "toolsd_broker_calls_rejected_total", "code", "PROVIDER_UNAVAILABLE")
+	}
+	before := rejected()
+	second := make(chan struct{})
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-unsent", Calls: []*toolsdv1.ToolCall{call("c1", "guarded", `{}`)}},
+		batchOptions{approve: func(r *toolsdv1.ApprovalRequest) *toolsdv1.ApprovalDecision {
+			stopFirst()
+			waitFor(t, "the first provider's tool to go", func() bool { return !slices.Contains(e.schemaNames(t, ""), "guarded") })
+			go func() { // once the approved call has found no provider, a second one comes
+				defer close(second)
+				for deadline := time.Now().Add(10 * time.Second); rejected() == before; time.Sleep(5 * time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Error("timed out waiting for the approved call to find no provider")
+						return
+					}
+				}
+				runProvider(t, e.app.Addr(), served("second"))
+			}()
+			return &toolsdv1.ApprovalDecision{CallId: r.GetCallId(), Approved: true}
+		}})
+	<-second
+	if len(out.results) != 1 || out.results[0].GetIsError() || out.results[0].GetContent() != "ran by second" {
+		t.Errorf("results = %v, want one success from the second provider", out.results)
+	}
+	if n := runs.Load(); n != 1 {
+		t.Errorf("the tool ran %d times, want once", n)
+	}
+}
