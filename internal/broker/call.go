@@ -75,10 +75,7 @@ func (p *pendingCall) taken(ctx context.Context, r tool.Result) tool.Result {
 
 // Call sends one call to providerID's stream and waits for its result, ctx's end, or
 // the provider's disconnect. It never returns an error: every failure is an error
-// result (PROVIDER_UNAVAILABLE, PROVIDER_OVERLOADED, PROVIDER_GONE, ABORTED, …).
-// PROVIDER_UNAVAILABLE is returned only for a call no provider was sent (the pipeline
-// sends it again even for a tool that is not idempotent); one whose execute may have
-// reached its provider is PROVIDER_GONE. When
+// result (PROVIDER_UNAVAILABLE, PROVIDER_OVERLOADED, PROVIDER_GONE, ABORTED, …). When
 // ctx ends first, the provider is told to cancel and the call waits, up to the cancel
 // grace, for the provider's answer: its failure is kept, anything else (a success, the
 // provider's report that the tool stopped, no answer in time) is ABORTED; a pipeline
@@ -140,11 +137,7 @@ func (b *Broker) rejected(p *pendingCall, providerID string, code tool.Code, lim
 }
 
 // notSent is the result of a call whose execute message could not be sent: the
-// stream was ending (or its write failed, which only an ending stream's does). A failed
-// write handed nothing to the transport (gRPC's Send fails when it cannot schedule the
-// message: the stream is done or broken), so a call that withdraws itself after one was
-// not sent and is PROVIDER_UNAVAILABLE. The teardown cannot tell a failed write from
-// one in progress, so a call it takes after the write began is PROVIDER_GONE.
+// stream was ending (or its write failed, which only an ending stream's does).
 //
 //go:noinline
 func (c *conn) notSent(ctx context.Context, p *pendingCall, id uint64, providerID string) tool.Result {

@@ -295,8 +295,7 @@ type Timeouts struct {
 	Shutdown    Duration `yaml:"shutdown"`
 }
 
-// Retry bounds re-dispatch of calls: of tools the policy marks idempotent, and of any
-// tool's call that no provider was sent (PROVIDER_UNAVAILABLE).
+// Retry bounds re-dispatch of calls to tools the policy marks idempotent.
 type Retry struct {
 	MaxAttempts int      `yaml:"max_attempts"`
 	Budget      Duration `yaml:"budget"`

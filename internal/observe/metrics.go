@@ -196,7 +196,7 @@ func newPipelineMetrics(o options) pipelineMetrics {
 		dispatching: gauge("pipeline", "dispatches_in_flight", "Tool calls in the execute chain (at a provider or waiting to retry)."),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Subsystem: "pipeline", Name: "retries_total",
-			Help: "Retries of tool calls, by tool and the transient code that caused them.",
+			Help: "Retries of idempotent tool calls, by tool and the transient code that caused them.",
 		}, []string{"tool", "code"}),
 		approvals: gauge("pipeline", "approvals_pending", "Approval requests waiting for the agent loop's answer."),
 	}

@@ -31,7 +31,7 @@ type Config struct {
 	MaxResultBytes int
 	// ToolPolicy returns the operator's per-tool settings; nil means none.
 	ToolPolicy func(scope, tool string) ToolSettings
-	// Retry tunes the retry of calls (see ToolSettings.Idempotent).
+	// Retry tunes the retry of idempotent tools.
 	Retry RetryConfig
 }
 
@@ -50,8 +50,7 @@ type RetryConfig struct {
 type ToolSettings struct {
 	// Timeout overrides the definition's timeout and the default.
 	Timeout time.Duration
-	// Idempotent allows retrying the tool after PROVIDER_GONE, when it may have run; any
-	// tool's call is retried after PROVIDER_UNAVAILABLE, which no provider was sent.
+	// Idempotent allows retrying the tool on transient provider failures.
 	Idempotent bool
 	// MaxResultBytes overrides Config.MaxResultBytes.
 	MaxResultBytes int

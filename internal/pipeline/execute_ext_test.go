@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -602,75 +601,5 @@ func TestRetryInALiveToolSet(t *testing.T) {
 	r := p.Run(t.Context(), e)
 	if r.IsError || disp.count() != 2 || len(clock.sleeps) != 1 {
 		t.Errorf("Run() = %+v after %d dispatches and backoffs %v, want the retry's success after one backoff", r.Err, disp.count(), clock.sleeps)
-	}
-}
-
-// TestUnsentCallOfNonIdempotentToolIsResent: PROVIDER_UNAVAILABLE says the broker never
-// handed the call to a stream, so no provider can have run it, and even a tool that is
-// not idempotent is sent again, under the same retry policy (backoff, max attempts, a
-// re-resolve that must find the same definition). PROVIDER_GONE, after which the tool
-// may have run, ends its retries, whatever came before it; any other code too.
-func TestUnsentCallOfNonIdempotentToolIsResent(t *testing.T) {
-	unavailable := tool.Failure(tool.CodeProviderUnavailable, "the tool's provider is not connected")
-	gone := tool.Failure(tool.CodeProviderGone, "provider disconnected")
-	ok := tool.Result{Content: "sent", Value: []byte(`"sent"`)}
-	tests := map[string]struct {
-		results        []tool.Result // the dispatches' results, in order
-		maxAttempts    int
-		want           tool.Code
-		wantReason     string
-		wantDispatches int
-		wantRetries    []string
-	}{
-		"unsent, then sent": {
-			results: []tool.Result{unavailable, ok}, maxAttempts: 3,
-			wantDispatches: 2, wantRetries: []string{"retry write PROVIDER_UNAVAILABLE 2"},
-		},
-		"unsent every time": {
-			results: []tool.Result{unavailable, unavailable, unavailable}, maxAttempts: 3,
-			want: tool.CodeProviderUnavailable, wantReason: "failed after 3 attempts", wantDispatches: 3,
-			wantRetries: []string{"retry write PROVIDER_UNAVAILABLE 2", "retry write PROVIDER_UNAVAILABLE 3"},
-		},
-		"unsent, then gone": {
-			results: []tool.Result{unavailable, gone, ok}, maxAttempts: 5,
-			want: tool.CodeProviderGone, wantReason: "failed after 2 attempts", wantDispatches: 2,
-			wantRetries: []string{"retry write PROVIDER_UNAVAILABLE 2"},
-		},
-		"gone": {
-			results: []tool.Result{gone, ok}, maxAttempts: 5,
-			want: tool.CodeProviderGone, wantDispatches: 1,
-		},
-		"one attempt allowed": {
-			results: []tool.Result{unavailable, ok}, maxAttempts: 1,
-			want: tool.CodeProviderUnavailable, wantDispatches: 1,
-		},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			disp := &dispatcher{fn: func(_ context.Context, n int, _ pipeline.Tool, _ *tool.Exec) tool.Result {
-				return tc.results[n-1]
-			}}
-			obs := &metrics{}
-			p, clock := retryRig(false, pipeline.RetryConfig{MaxAttempts: tc.maxAttempts, Budget: time.Minute},
-				staticResolver(newTool("write")), disp, pipeline.WithObserver(obs))
-			e := newExec("write", `{}`)
-			r := p.Run(t.Context(), e)
-			checkShape(t, e, r)
-			if r.Code() != tc.want || (r.Err != nil && r.Err.Reason != tc.wantReason) {
-				t.Errorf("Run() = %+v, want code %q reason %q", r, tc.want, tc.wantReason)
-			}
-			if disp.count() != tc.wantDispatches || len(clock.sleeps) != tc.wantDispatches-1 {
-				t.Errorf("dispatches = %d after backoffs %v, want %d after %d", disp.count(), clock.sleeps, tc.wantDispatches, tc.wantDispatches-1)
-			}
-			var retries []string
-			for _, ev := range obs.events() {
-				if strings.HasPrefix(ev, "retry ") {
-					retries = append(retries, ev)
-				}
-			}
-			if diff := cmp.Diff(tc.wantRetries, retries); diff != "" {
-				t.Errorf("retries observed (-want +got):\n%s", diff)
-			}
-		})
 	}
 }

@@ -326,7 +326,7 @@ func (s *snapshot) regate(ctx context.Context, e *tool.Exec, t *Tool, r *tool.Re
 	case errors.Is(err, tool.ErrUnknownTool) && s.providerLeft(*t):
 		// Not restricted away: its provider left and nothing serves it now. Dispatch
 		// finds the provider not connected, as for a call that resolved the tool just
-		// before it left, and the call is retried.
+		// before it left, and an idempotent tool's call is retried.
 		return true
 	case err != nil:
 		*r = failure(e, tool.CodeAbortedBeforeDispatch, msgToolChanged, err.Error())

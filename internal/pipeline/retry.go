@@ -15,46 +15,31 @@ import (
 var retryable = [...]tool.Code{tool.CodeProviderGone, tool.CodeProviderUnavailable}
 
 // RetryableCodes returns the result codes after which an idempotent tool's call is
-// retried: the code values of [Observer.Retried]. Any tool's call is retried after
-// PROVIDER_UNAVAILABLE (see [snapshot.retry]).
+// retried: the code values of [Observer.Retried].
 func RetryableCodes() []tool.Code { return slices.Clone(retryable[:]) }
 
 // transient reports codes worth retrying.
 func transient(c tool.Code) bool { return slices.Contains(retryable[:], c) }
 
-// retry re-dispatches a call after a transient result, with exponential backoff and
-// jitter: at most Retry.MaxAttempts tries, the first dispatch included, and no retry
-// starting past Retry.Budget or ctx's deadline (nor a backoff waited that would reach
-// either). A tool the operator marked idempotent is retried after PROVIDER_GONE or
-// PROVIDER_UNAVAILABLE; any other tool only after PROVIDER_UNAVAILABLE, which the
-// Dispatcher returns only for a call it never handed to a provider (none connected, or
-// its stream ending before the execute was written), so sending it again cannot run the
-// tool twice. PROVIDER_GONE (the tool may have run) ends such a call's retries. Each
-// retry re-resolves the tool, so a call is sent to its provider's new connection once it
-// has reconnected; a try that finds the tool still unknown is spent waiting. A
-// registration with another definition (another content hash) ends the retries: policy,
-// guards and any approval decided on the definition the call was admitted with. Any
-// other outcome ends the retries too, and the last dispatched result stands; an attempt
-// answered ABORTED_BEFORE_DISPATCH (cancelled before the broker sent it) did not
-// dispatch, so the failure before it stands. A call run with a tool set that has ended,
-// or whose provider left (which ends the set), is not retried and waits no backoff (see
-// setEnded).
-//
-// A call of a tool that is not idempotent pays only the check of its result's error
-// when it succeeds: the clock is not read before its first dispatch, so its budget is
-// counted from when that dispatch failed. A dispatch the broker did not send waited for
-// no provider, only, at most, for its stream's send slot.
-func (s *snapshot) retry(ctx context.Context, e *tool.Exec, t Tool, next Handler) (r tool.Result) {
+// retry re-dispatches calls of tools the operator marked idempotent after a transient
+// result, with exponential backoff and jitter: at most Retry.MaxAttempts tries, the first
+// dispatch included, and no retry starting past Retry.Budget or ctx's deadline (nor a
+// backoff waited that would reach either). Each retry re-resolves the tool, so a call is
+// sent to its provider's new connection once it has reconnected; a try that finds the
+// tool still unknown is spent waiting. A registration with another definition (another
+// content hash) ends the retries: policy, guards and any approval decided on the
+// definition the call was admitted with. Any other outcome ends the retries too, and the
+// last dispatched result stands; an attempt answered ABORTED_BEFORE_DISPATCH (cancelled
+// before the broker sent it) did not dispatch, so the failure before it stands. A call
+// run with a tool set that has ended, or whose provider left (which ends the set), is
+// not retried and waits no backoff (see setEnded).
+func (s *snapshot) retry(ctx context.Context, e *tool.Exec, t Tool, next Handler) tool.Result {
 	st := stateOf(ctx)
 	st.attempt = 1
-	if st.settings.Idempotent {
-		return s.retrying(ctx, st, e, t, next)
+	if !st.settings.Idempotent {
+		return next(ctx, e, t)
 	}
-	r = next(ctx, e, t)
-	if r.Err != nil && r.Err.Code == tool.CodeProviderUnavailable {
-		s.retryLoop(ctx, st, e, t, next, &r, s.p.opts.now(), false)
-	}
-	return r
+	return s.retrying(ctx, st, e, t, next)
 }
 
 // retrying is retry for an idempotent tool. It is kept out of retry so that the frame
@@ -64,21 +49,9 @@ func (s *snapshot) retry(ctx context.Context, e *tool.Exec, t Tool, next Handler
 func (s *snapshot) retrying(ctx context.Context, st *callState, e *tool.Exec, t Tool, next Handler) tool.Result {
 	start := s.p.opts.now()
 	r := next(ctx, e, t)
-	s.retryLoop(ctx, st, e, t, next, &r, start, true)
-	return r
-}
-
-// retryLoop retries the call whose first dispatch, started at start, returned *r,
-// leaving the call's result in *r. A tool that is not idempotent is retried only while
-// its calls were never sent (PROVIDER_UNAVAILABLE).
-//
-//go:noinline
-func (s *snapshot) retryLoop(ctx context.Context, st *callState, e *tool.Exec, t Tool, next Handler,
-	r *tool.Result, start time.Time, idempotent bool,
-) {
 	cfg := s.cfg.Retry
 	dispatches := 1
-	for try := 2; try <= cfg.MaxAttempts && retriedAfter(r.Code(), idempotent); try++ {
+	for try := 2; try <= cfg.MaxAttempts && transient(r.Code()); try++ {
 		if e.ToolSetID != "" && s.setEnded(ctx, e, t) {
 			break
 		}
@@ -116,23 +89,14 @@ func (s *snapshot) retryLoop(ctx context.Context, st *callState, e *tool.Exec, t
 		if s.p.opts.observer != nil {
 			s.p.opts.observer.Retried(nt.Definition().Name, r.Code(), st.attempt)
 		}
-		*r = nr
+		r = nr
 	}
 	if dispatches > 1 && r.Err != nil && r.Err.Reason == "" {
 		errCopy := *r.Err
 		errCopy.Reason = fmt.Sprintf("failed after %d attempts", dispatches)
 		r.Err = &errCopy
 	}
-}
-
-// retriedAfter reports whether a call that ended with code c is retried: after any
-// transient code for an idempotent tool, else only after PROVIDER_UNAVAILABLE (never
-// sent).
-func retriedAfter(c tool.Code, idempotent bool) bool {
-	if idempotent {
-		return transient(c)
-	}
-	return c == tool.CodeProviderUnavailable
+	return r
 }
 
 // setEnded reports whether the tool set that governs call e has ended (released,

@@ -27,7 +27,7 @@ type callState struct {
 }
 
 // Attempt reports which dispatch of its call ctx belongs to: 1 for the first, 2 and up
-// for retries (0 outside a pipeline). Dispatchers pass it on to
+// for retries of idempotent tools (0 outside a pipeline). Dispatchers pass it on to
 // providers so they can tell a retry from a new call.
 func Attempt(ctx context.Context) int {
 	if st, ok := ctx.Value(stateKey{}).(*callState); ok {

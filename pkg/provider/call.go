@@ -14,8 +14,7 @@ type Call struct {
 	Tool string
 	// Turn and Step locate the call in the session.
 	Turn, Step uint64
-	// Attempt is 1 for the first try and higher when toolsd retries: an idempotent tool, or
-	// a call it could not send to any provider before (the first this provider sees).
+	// Attempt is 1 for the first try and higher when toolsd retries an idempotent tool.
 	Attempt int
 	// Deadline is when toolsd stops waiting (zero if none), on this host's clock: when
 	// the request arrived plus the time toolsd had left when it sent it, so skew between

@@ -804,8 +804,7 @@ type ExecuteRequest struct {
 	Turn uint64 `protobuf:"varint,8,opt,name=turn,proto3" json:"turn,omitempty"`
 	// Step number.
 	Step uint64 `protobuf:"varint,9,opt,name=step,proto3" json:"step,omitempty"`
-	// 1 for the first attempt; higher for retries: of an idempotent tool, or of a call that
-	// was never sent to a provider (PROVIDER_UNAVAILABLE), which no provider saw before.
+	// 1 for the first attempt; higher for retries of idempotent tools.
 	Attempt uint32 `protobuf:"varint,10,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	// The time left until deadline when toolsd sent the request, set whenever deadline is.
 	// A provider should time the call from when it receives the request (receive time +
