@@ -21,10 +21,17 @@ import (
 // provider id.
 func serve(t *testing.T, notes string) (*brokertest.Server, string) {
 	t.Helper()
+	return serveTools(t, exampletools.Tools(notes)...)
+}
+
+// serveTools runs tools behind a broker and returns the broker's server and the provider
+// id.
+func serveTools(t *testing.T, tools ...provider.Tool) (*brokertest.Server, string) {
+	t.Helper()
 	reg := brokertest.NewRegistrar()
 	srv := brokertest.Start(t, reg)
 	p := provider.New("example", provider.WithLogger(zaptest.NewLogger(t)))
-	p.Add(exampletools.Tools(notes)...)
+	p.Add(tools...)
 	conn := srv.Dial(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -80,39 +87,45 @@ func TestTools(t *testing.T) {
 // cancelled; the milliseconds overflowed into a negative duration, and the tool
 // answered at once that it had slept that long.
 func TestSleepBeyondDurationWaitsForCancellation(t *testing.T) {
-	srv, id := serve(t, "")
 	// ms beyond what a Duration holds sleeps until cancelled: a tool that answered
 	// before it is told to stop (a wrapped-around, negative timer fires at once) would
 	// be wrong. The call is cancelled only once the provider is running it.
-	res, cancel := sleepInFlight(t, srv, id, `{"ms":9223372036854775807}`)
+	res, cancel, _, _ := sleepInFlight(t, `{"ms":9223372036854775807}`)
 	cancel()
 	if got := <-res; got.Code() != tool.CodeAborted {
 		t.Errorf("Call(sleep 2^63-1 ms) cancelled = %+v, want ABORTED", got)
 	}
 }
 
-// sleepInFlight starts a sleep call with args and returns once the provider runs it,
-// with the channel of its result and the function that cancels it. A call that ends
-// before it is seen running fails the test.
-func sleepInFlight(t *testing.T, srv *brokertest.Server, id, args string) (<-chan tool.Result, context.CancelFunc) {
+// sleepInFlight serves the sleep tool's handler, starts a call of it with args and
+// returns once the handler runs, with the channel of the call's result, the function
+// that cancels it, and the server and provider id for further calls. A call that ends
+// before its handler runs fails the test. (The broker counts a call in flight before
+// its execute is sent; a call cancelled in that window never reaches the provider and
+// ends ABORTED_BEFORE_DISPATCH, so the handler itself tells when it runs.)
+func sleepInFlight(t *testing.T, args string) (<-chan tool.Result, context.CancelFunc, *brokertest.Server, string) {
 	t.Helper()
+	started := make(chan struct{}, 1)
+	srv, id := serveTools(t,
+		provider.NewTool("sleep", "Sleeps.", func(ctx context.Context, c provider.Call, a exampletools.SleepArgs) (string, error) {
+			started <- struct{}{}
+			return exampletools.Sleep(ctx, c, a)
+		}),
+		exampletools.Tools("")[0]) // echo
 	ctx, cancel := context.WithCancel(t.Context())
 	t.Cleanup(cancel)
 	res := make(chan tool.Result, 1)
 	go func() { res <- call(ctx, srv, id, "sleep", args) }()
-	for deadline := time.Now().Add(brokertest.WaitTimeout); ; time.Sleep(time.Millisecond) {
-		if ps := srv.Broker.Providers(); len(ps) == 1 && ps[0].InFlight == 1 {
-			return res, cancel
-		}
-		select {
-		case got := <-res:
-			t.Fatalf("Call(sleep %s) = %+v before it was cancelled", args, got)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("timed out waiting for the sleep call to be in flight")
-		}
+	timer := time.NewTimer(brokertest.WaitTimeout)
+	defer timer.Stop()
+	select {
+	case <-started:
+	case got := <-res:
+		t.Fatalf("Call(sleep %s) = %+v before it was cancelled", args, got)
+	case <-timer.C:
+		t.Fatal("timed out waiting for the sleep handler to run")
 	}
+	return res, cancel, srv, id
 }
 
 func TestWriteNoteAppends(t *testing.T) {
@@ -140,8 +153,7 @@ func TestWriteNoteWithoutFile(t *testing.T) {
 }
 
 func TestSleepHonoursCancellation(t *testing.T) {
-	srv, id := serve(t, "")
-	res, cancel := sleepInFlight(t, srv, id, `{"ms":60000}`)
+	res, cancel, srv, id := sleepInFlight(t, `{"ms":60000}`)
 	cancel() // as a cancelled batch does: toolsd tells the provider to stop
 	// The tool reports that it stopped because it was told to, not a failure of its own.
 	if got := <-res; got.Code() != tool.CodeAborted {
