@@ -106,12 +106,16 @@ func TestSleepBeyondDurationWaitsForCancellation(t *testing.T) {
 func sleepInFlight(t *testing.T, args string) (<-chan tool.Result, context.CancelFunc, *brokertest.Server, string) {
 	t.Helper()
 	started := make(chan struct{}, 1)
-	srv, id := serveTools(t,
-		provider.NewTool("sleep", "Sleeps.", func(ctx context.Context, c provider.Call, a exampletools.SleepArgs) (string, error) {
-			started <- struct{}{}
-			return exampletools.Sleep(ctx, c, a)
-		}),
-		exampletools.Tools("")[0]) // echo
+	tools := []provider.Tool{provider.NewTool("sleep", "Sleeps.", func(ctx context.Context, c provider.Call, a exampletools.SleepArgs) (string, error) {
+		started <- struct{}{}
+		return exampletools.Sleep(ctx, c, a)
+	})}
+	for _, tl := range exampletools.Tools("") {
+		if tl.Name() != "sleep" {
+			tools = append(tools, tl)
+		}
+	}
+	srv, id := serveTools(t, tools...)
 	ctx, cancel := context.WithCancel(t.Context())
 	t.Cleanup(cancel)
 	res := make(chan tool.Result, 1)
