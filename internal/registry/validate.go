@@ -398,6 +398,9 @@ func describe(k jsonschema.ErrorKind) string {
 	case *kind.Format:
 		return truncate("is not a valid " + k.Want)
 	}
+	if s, ok := describeNumber(k); ok {
+		return truncate(s)
+	}
 	return truncate(stripBase(k.LocalizedString(printer)))
 }
 

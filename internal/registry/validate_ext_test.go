@@ -2,6 +2,7 @@ package registry_test
 
 import (
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -201,5 +202,75 @@ func TestValidationNamesFailingPropertyName(t *testing.T) {
 	_, err = r.Register("", withParams("p", `{"type":"object","patternProperties":{"^ok$":{},"(?=x)":{}}}`), "")
 	if !errors.Is(err, registry.ErrInvalidSchema) || !strings.Contains(err.Error(), `property name "(?=x)"`) {
 		t.Errorf("Register(patternProperties (?=x)) = %v, want ErrInvalidSchema naming the pattern", err)
+	}
+}
+
+// TestNumberBoundViolationsSayTheBound: a number outside a minimum, maximum,
+// exclusiveMinimum or exclusiveMaximum is reported with both numbers as written, however
+// large or precise, and an exclusive bound says the value must differ from it. The
+// library's words ("exclusiveMinimum: got 0, want 0") told the model that the value it
+// sent was the one wanted, and rounded numbers past float64's precision, so that a value
+// one over an integer maximum read as equal to it.
+func TestNumberBoundViolationsSayTheBound(t *testing.T) {
+	for name, tc := range map[string]struct {
+		schema, args, want string
+	}{
+		"exclusive minimum": {
+			schema: `{"exclusiveMinimum":0}`, args: `0`,
+			want: "exclusiveMinimum: got 0, want more than 0",
+		},
+		"exclusive maximum": {
+			schema: `{"exclusiveMaximum":1.5}`, args: `1.5`,
+			want: "exclusiveMaximum: got 1.5, want less than 1.5",
+		},
+		"minimum": {
+			schema: `{"minimum":0}`, args: `-1`,
+			want: "minimum: got -1, want 0",
+		},
+		"maximum past float64's precision": {
+			schema: `{"maximum":9007199254740993}`, args: `9007199254740994`,
+			want: "maximum: got 9007199254740994, want 9007199254740993",
+		},
+		"large exponent": {
+			schema: `{"maximum":1e21}`, args: `2e21`,
+			want: "maximum: got 2000000000000000000000, want 1000000000000000000000",
+		},
+		"fraction": {
+			schema: `{"minimum":0.1}`, args: `0.05`,
+			want: "minimum: got 0.05, want 0.1",
+		},
+		"multipleOf": {
+			schema: `{"multipleOf":0.2}`, args: `0.5`,
+			want: "multipleOf: got 0.5, want a multiple of 0.2",
+		},
+		"huge exponent": {
+			schema: `{"maximum":1e300}`, args: `15e399`,
+			want: "maximum: got 1.5e400, want 1e300",
+		},
+		"tiny fraction": {
+			schema: `{"minimum":1.25e-300}`, args: `1e-300`,
+			want: "minimum: got 1e-300, want 1.25e-300",
+		},
+		"exclusive with a keyword the shape checker leaves to the library": {
+			schema: `{"exclusiveMinimum":0.25,"dependentSchemas":{"x":{}}}`, args: `0.25`,
+			want: "exclusiveMinimum: got 0.25, want more than 0.25",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := newRegistry(t)
+			e := mustRegister(t, r, "", withParams("n", `{"type":"object","properties":{"n":`+tc.schema+`}}`), "")
+			err := e.ValidateArguments(`{"n":` + tc.args + `}`)
+			var verr *registry.ValidationError
+			if !errors.As(err, &verr) {
+				t.Fatalf("ValidateArguments(%s) = %v, want *ValidationError", tc.args, err)
+			}
+			got := make([]string, 0, len(verr.Violations))
+			for _, v := range verr.Violations {
+				got = append(got, v.Message)
+			}
+			if !slices.Contains(got, tc.want) {
+				t.Errorf("ValidateArguments(%s) violations = %q, want one of %q", tc.args, got, tc.want)
+			}
+		})
 	}
 }
