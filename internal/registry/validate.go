@@ -397,6 +397,12 @@ func describe(k jsonschema.ErrorKind) string {
 		return truncate("does not match pattern " + strconv.Quote(k.Want))
 	case *kind.Format:
 		return truncate("is not a valid " + k.Want)
+	case *kind.FalseSchema:
+		// The library's "false schema" names the mechanics, not the mistake: a property
+		// the schema forbids, an item past a tuple's end, an unevaluated property.
+		return "no value is allowed here"
+	case *kind.Not:
+		return `must not match the schema under "not"`
 	}
 	if s, ok := describeNumber(k); ok {
 		return truncate(s)

@@ -274,3 +274,30 @@ func TestNumberBoundViolationsSayTheBound(t *testing.T) {
 		})
 	}
 }
+
+// TestFalseAndNotViolationsSayWhatIsWrong: a value where the schema allows none (a
+// false subschema: a property, a tuple's extra item, an unevaluated property) and one
+// that matches a "not" are reported in words the model can act on. The library's words,
+// "false schema" and "'not' failed", name the schema's mechanics, not the mistake.
+func TestFalseAndNotViolationsSayWhatIsWrong(t *testing.T) {
+	for name, tc := range map[string]struct {
+		schema, args, want string
+	}{
+		"false property":             {schema: `{"type":"object","properties":{"x":false}}`, args: `{"x":1}`, want: "/n/x: no value is allowed here"},
+		"item past a tuple":          {schema: `{"type":"array","prefixItems":[{}],"items":false}`, args: `[1,2]`, want: "/n/1: no value is allowed here"},
+		"unevaluated property":       {schema: `{"type":"object","unevaluatedProperties":false}`, args: `{"a":1}`, want: "/n/a: no value is allowed here"},
+		"false pattern property":     {schema: `{"type":"object","patternProperties":{"^a":false}}`, args: `{"ab":1}`, want: "/n/ab: no value is allowed here"},
+		"false property names":       {schema: `{"type":"object","propertyNames":false}`, args: `{"a":1}`, want: `property name "a": no value is allowed here`},
+		"not":                        {schema: `{"not":{"type":"string"}}`, args: `"a"`, want: "/n: must not match the schema under \"not\""},
+		"not, on the library's path": {schema: `{"not":{"type":"string"},"dependentSchemas":{"x":{}}}`, args: `"a"`, want: "/n: must not match the schema under \"not\""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := newRegistry(t)
+			e := mustRegister(t, r, "", withParams("n", `{"type":"object","properties":{"n":`+tc.schema+`}}`), "")
+			err := e.ValidateArguments(`{"n":` + tc.args + `}`)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("ValidateArguments(%s) = %v, want it to say %q", tc.args, err, tc.want)
+			}
+		})
+	}
+}
