@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"errors"
@@ -403,6 +404,25 @@ func describe(k jsonschema.ErrorKind) string {
 		return "no value is allowed here"
 	case *kind.Not:
 		return `must not match the schema under "not"`
+	case *kind.OneOf:
+		if len(k.Subschemas) < 2 {
+			return `matches none of the schemas under "oneOf"; it must match exactly one`
+		}
+		return fmt.Sprintf(`matches schemas %d and %d under "oneOf"; it must match exactly one`, k.Subschemas[0], k.Subschemas[1])
+	case *kind.Const:
+		// The library names an object or array it wants only as "'const' failed".
+		switch k.Want.(type) {
+		case map[string]any, []any:
+			return truncate("value must be " + wantedJSON([]any{k.Want}))
+		}
+	case *kind.Enum:
+		// As for const, when a member is an object or array ("'enum' failed").
+		for _, v := range k.Want {
+			switch v.(type) {
+			case map[string]any, []any:
+				return truncate("value must be one of " + wantedJSON(k.Want))
+			}
+		}
 	}
 	if s, ok := describeNumber(k); ok {
 		return truncate(s)
@@ -418,6 +438,28 @@ func describeSchema(k jsonschema.ErrorKind) string {
 		return truncate("is not a valid " + f.Want + ": " + f.Err.Error())
 	}
 	return describe(k)
+}
+
+// wantedJSON writes the values a const or enum wants as JSON, comma-separated, stopping
+// once the text is longer than a violation's message may be: the values are the
+// schema's, which may hold thousands.
+func wantedJSON(values []any) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // "a<b" as written, not "a\u003cb"
+	for i, v := range values {
+		if b.Len() > maxViolationMessage {
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		if enc.Encode(v) != nil {
+			b.WriteString("?")
+		}
+		b.Truncate(len(bytes.TrimSuffix(b.Bytes(), []byte("\n"))))
+	}
+	return b.String()
 }
 
 func pointer(loc []string) string {

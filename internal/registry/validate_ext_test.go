@@ -298,6 +298,46 @@ func TestFalseAndNotViolationsSayWhatIsWrong(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("ValidateArguments(%s) = %v, want it to say %q", tc.args, err, tc.want)
 			}
+			if err != nil && len(err.Error()) > 2<<10 {
+				t.Errorf("ValidateArguments(%s) is %d bytes, want the wanted values cut short", tc.args, len(err.Error()))
+			}
+		})
+	}
+}
+
+// TestConstAndOneOfViolationsSayWhatIsWanted: a value that is not a "const" or
+// an "enum" holding an object or array is told the values wanted, as one of scalars is, and a value matching
+// several or none of a "oneOf" is told that it must match exactly one. The library
+// said "'const' failed", "'enum' failed" and "'oneOf' failed, subschemas 0, 1 matched".
+func TestConstAndOneOfViolationsSayWhatIsWanted(t *testing.T) {
+	for name, tc := range map[string]struct {
+		schema, args, want string
+	}{
+		"object const":        {schema: `{"const":{"a":[1,"x"]}}`, args: `{"a":2}`, want: `/n: value must be {"a":[1,"x"]}`},
+		"array const":         {schema: `{"const":[1, 2]}`, args: `[2,1]`, want: `/n: value must be [1,2]`},
+		"exact numbers":       {schema: `{"const":[12345678901234567890123, 1.50]}`, args: `[1]`, want: `/n: value must be [12345678901234567890123,1.50]`},
+		"scalar const":        {schema: `{"const":"x"}`, args: `"y"`, want: `/n: value must be 'x'`},
+		"enum with an object": {schema: `{"enum":[{"a":"<&>"},[1.0],"x",null]}`, args: `2`, want: `/n: value must be one of {"a":"<&>"}, [1.0], "x", null`},
+		"large enum of objects": {
+			schema: `{"enum":[` + strings.Repeat(`{"k":"`+strings.Repeat("v", 100)+`"},`, 400) + `{}]}`, args: `2`,
+			want: `/n: value must be one of {"k":"vvvv`,
+		},
+		"oneOf, several": {schema: `{"oneOf":[{"type":"integer"},{"type":"number"}]}`, args: `1`, want: `/n: matches schemas 0 and 1 under "oneOf"; it must match exactly one`},
+		"oneOf, none, on the library's path": {
+			schema: `{"oneOf":[{"not":{}},{"not":{}}],"dependentSchemas":{"x":{}}}`, args: `1`,
+			want: `/n: must not match the schema under "not"`,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := newRegistry(t)
+			e := mustRegister(t, r, "", withParams("n", `{"type":"object","properties":{"n":`+tc.schema+`}}`), "")
+			err := e.ValidateArguments(`{"n":` + tc.args + `}`)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("ValidateArguments(%s) = %v, want it to say %q", tc.args, err, tc.want)
+			}
+			if err != nil && len(err.Error()) > 2<<10 {
+				t.Errorf("ValidateArguments(%s) is %d bytes, want the wanted values cut short", tc.args, len(err.Error()))
+			}
 		})
 	}
 }
