@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -283,4 +284,43 @@ func TestResolveToolSetStoreFailureNamesTheStoreOnce(t *testing.T) {
 		t.Fatalf("ResolveToolSet() with a closed store = %v, want Unavailable with reason SESSION_STORE_CLOSED", err)
 	}
 	checkWording(t, "ResolveToolSet() with a closed store", status.Convert(err).Message(), "session: store closed")
+}
+
+// TestArgumentViolationsReachTheModelInItsTerms: over ExecuteBatch, arguments that break
+// a numeric bound, a false subschema, a "not" or an object "enum" fail their call with
+// INVALID_ARGUMENTS whose content says what was wrong with exact numbers, not the
+// schema library's words ("exclusiveMinimum: got 0, want 0", "false schema", "'not'
+// failed", "'enum' failed").
+func TestArgumentViolationsReachTheModelInItsTerms(t *testing.T) {
+	e := start(t, "")
+	p := helloHand(t, e.conn, "raw")
+	schema := `{"type":"object","properties":{` +
+		`"pos":{"exclusiveMinimum":0},"big":{"maximum":9007199254740993},"gone":false,` +
+		`"word":{"not":{"const":"no"}},"pick":{"enum":[{"a":1},"b"]}}}`
+	p.send(t, &toolsdv1.ProviderServiceConnectRequest{Msg: &toolsdv1.ProviderServiceConnectRequest_Register{Register: &toolsdv1.RegisterTools{
+		Ref: 1, Tools: []*toolsdv1.ToolDefinition{{Name: "bounded", ParametersJson: schema}},
+	}}})
+	if st := p.recv(t).GetRegisterResult().GetTools(); len(st) != 1 || st[0].GetErrorCode() != "" {
+		t.Fatalf("registering bounded: %v", st)
+	}
+	prefix := `Error: invalid arguments for tool "bounded": `
+	cases := []struct{ args, want string }{
+		{`{"pos":0}`, prefix + "/pos: exclusiveMinimum: got 0, want more than 0"},
+		{`{"big":9007199254740994}`, prefix + "/big: maximum: got 9007199254740994, want 9007199254740993"},
+		{`{"gone":1}`, prefix + "/gone: no value is allowed here"},
+		{`{"word":"no"}`, prefix + `/word: must not match the schema under "not"`},
+		{`{"pick":"c"}`, prefix + `/pick: value must be one of {"a":1}, "b"`},
+	}
+	calls := make([]*toolsdv1.ToolCall, len(cases))
+	for i, tc := range cases {
+		calls[i] = call(fmt.Sprint("c", i), "bounded", tc.args)
+	}
+	out := e.mustExecute(t, &toolsdv1.Batch{SessionId: "s-words", Calls: calls}, batchOptions{})
+	for i, tc := range cases {
+		r := out.results[i]
+		if r.GetError().GetCode() != "INVALID_ARGUMENTS" {
+			t.Errorf("call %s: code %q, want INVALID_ARGUMENTS", tc.args, r.GetError().GetCode())
+		}
+		checkWording(t, tc.args, r.GetContent(), tc.want)
+	}
 }
