@@ -10,7 +10,8 @@ import (
 )
 
 // describeNumber words a failed numeric bound with both numbers exact, and says what an
-// exclusive bound or multipleOf wants. The library's words print the numbers as
+// exclusive bound or multipleOf wants; counts (lengths, items, properties) are written
+// as JSON writes them. The library's words print the numbers as
 // float64 (9007199254740993 reads as 9.007199254740992×10¹⁵, 1e400 as ∞) and an
 // exclusive bound as the value wanted ("exclusiveMinimum: got 0, want 0"), which tells
 // the model to send what it sent. ok is false for any other kind.
@@ -26,8 +27,26 @@ func describeNumber(k jsonschema.ErrorKind) (string, bool) {
 		return "exclusiveMaximum: got " + exactNumber(k.Got) + ", want less than " + exactNumber(k.Want), true
 	case *kind.MultipleOf:
 		return "multipleOf: got " + exactNumber(k.Got) + ", want a multiple of " + exactNumber(k.Want), true
+	// Counts: the library's English printer groups thousands ("got 1,234"), which in a
+	// message about JSON reads as two values.
+	case *kind.MinLength:
+		return count("minLength", k.Got, k.Want), true
+	case *kind.MaxLength:
+		return count("maxLength", k.Got, k.Want), true
+	case *kind.MinItems:
+		return count("minItems", k.Got, k.Want), true
+	case *kind.MaxItems:
+		return count("maxItems", k.Got, k.Want), true
+	case *kind.MinProperties:
+		return count("minProperties", k.Got, k.Want), true
+	case *kind.MaxProperties:
+		return count("maxProperties", k.Got, k.Want), true
 	}
 	return "", false
+}
+
+func count(keyword string, got, want int) string {
+	return keyword + ": got " + strconv.Itoa(got) + ", want " + strconv.Itoa(want)
 }
 
 // maxPlainNumber is the longest number written in plain decimal; a longer one is

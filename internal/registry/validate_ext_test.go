@@ -341,3 +341,34 @@ func TestConstAndOneOfViolationsSayWhatIsWanted(t *testing.T) {
 		})
 	}
 }
+
+// TestCountViolationsAreWrittenAsJSONWrites: a length, item or property count is
+// written as JSON writes numbers, without the thousands separators the library's
+// English printer put in ("maxLength: got 1,234, want 1,000"), which read as two values
+// in a message about JSON.
+func TestCountViolationsAreWrittenAsJSONWrites(t *testing.T) {
+	items := `[` + strings.Repeat(`1,`, 1233) + `1]`
+	props := make([]string, 1234)
+	for i := range props {
+		props[i] = `"p` + strconv.Itoa(i) + `":1`
+	}
+	for name, tc := range map[string]struct {
+		schema, args, want string
+	}{
+		"maxLength":     {schema: `{"maxLength":1000}`, args: `"` + strings.Repeat("a", 1234) + `"`, want: "maxLength: got 1234, want 1000"},
+		"minLength":     {schema: `{"minLength":1000}`, args: `"a"`, want: "minLength: got 1, want 1000"},
+		"maxItems":      {schema: `{"maxItems":1000}`, args: items, want: "maxItems: got 1234, want 1000"},
+		"minItems":      {schema: `{"minItems":2000}`, args: `[1]`, want: "minItems: got 1, want 2000"},
+		"maxProperties": {schema: `{"maxProperties":1000}`, args: `{` + strings.Join(props, ",") + `}`, want: "maxProperties: got 1234, want 1000"},
+		"minProperties": {schema: `{"minProperties":1000}`, args: `{}`, want: "minProperties: got 0, want 1000"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := newRegistry(t)
+			e := mustRegister(t, r, "", withParams("n", `{"type":"object","properties":{"n":`+tc.schema+`}}`), "")
+			err := e.ValidateArguments(`{"n":` + tc.args + `}`)
+			if err == nil || !strings.Contains(err.Error(), "/n: "+tc.want) {
+				t.Errorf("ValidateArguments(%.40s…) = %.200v, want it to say %q", tc.args, err, tc.want)
+			}
+		})
+	}
+}
