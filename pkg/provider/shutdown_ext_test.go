@@ -125,7 +125,19 @@ func TestShutdownDrainsResults(t *testing.T) {
 func TestShutdownUnregistersTools(t *testing.T) {
 	reg := brokertest.NewRegistrar()
 	srv := brokertest.Start(t, reg, takenAsAlreadyExists)
-	core, logs := observer.New(zapcore.DebugLevel)
+	observed, logs := observer.New(zapcore.DebugLevel)
+	// The leaving provider's refusal of the late call is the event the test waits on:
+	// that call must reach the provider before its stream closes.
+	refused := make(chan struct{}, 1)
+	core := zapcore.RegisterHooks(observed, func(e zapcore.Entry) error {
+		if e.Message == "call not started: the provider is shutting down" {
+			select {
+			case refused <- struct{}{}:
+			default:
+			}
+		}
+		return nil
+	})
 	started, finish := make(chan struct{}), make(chan struct{})
 	leaving := newProvider(t, provider.WithLogger(zap.New(core)), provider.WithShutdownGrace(waitTimeout))
 	leaving.Add(provider.NewTool("work", "the leaving provider's", func(context.Context, provider.Call, struct{}) (string, error) {
@@ -157,6 +169,10 @@ func TestShutdownUnregistersTools(t *testing.T) {
 	}
 	late := make(chan tool.Result, 1)
 	go func() { late <- srv.Broker.Call(context.Background(), leavingID, exec("work", `{}`), 1) }()
+	// Finish the running call only once the provider has refused this one: had the
+	// late call reached the broker after the stream closed, or been counted in flight
+	// but not yet sent when it closed, it would end PROVIDER_UNAVAILABLE.
+	wait(t, refused, "the leaving provider to refuse the late call")
 
 	close(finish)
 	if got := <-running; got.IsError || got.Content != "leaving" {
