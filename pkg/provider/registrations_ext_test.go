@@ -82,7 +82,11 @@ func TestTakenNameIsPendingUntilGivenUp(t *testing.T) {
 	run(t, owner, srv.Addr)
 	wait(t, owner.Ready(), "the owner's registration")
 
-	p := newProvider(t, provider.WithRetakeWindow(300*time.Millisecond))
+	// The retakes are timed by a fake clock that moves only as the test fires them: on
+	// the system clock, a test slower than the window between the first answer and its
+	// look saw the name already given up.
+	clock := newRetakeClock()
+	p := newProvider(t, provider.WithRetakeWindow(300*time.Millisecond), provider.WithRetakeClock(clock.Now, clock.NewTimer))
 	p.Add(echoTool())
 	run(t, p, srv.Addr)
 	wait(t, p.Ready(), "the refused registration's answer")
@@ -90,12 +94,20 @@ func TestTakenNameIsPendingUntilGivenUp(t *testing.T) {
 	if len(got) != 1 || got[0].State != provider.Pending || got[0].Code != "ALREADY_EXISTS" || got[0].Message == "" {
 		t.Errorf("Registrations() while retaken = %+v, want echo pending with ALREADY_EXISTS and its message", got)
 	}
-	for deadline := time.Now().Add(waitTimeout); ; time.Sleep(10 * time.Millisecond) {
+	deadline := time.NewTimer(waitTimeout)
+	defer deadline.Stop()
+	recheck := time.NewTicker(5 * time.Millisecond)
+	defer recheck.Stop()
+	for {
 		got = p.Registrations()
 		if len(got) == 1 && got[0].State == provider.Refused {
 			break
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-clock.armed: // a retake waits: its delay passes at once, on the fake clock
+			clock.FireDue()
+		case <-recheck.C:
+		case <-deadline.C:
 			t.Fatalf("Registrations() = %+v, want echo refused once the retakes are given up", got)
 		}
 	}
