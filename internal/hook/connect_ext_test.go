@@ -5,16 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -406,10 +410,28 @@ func TestShutdownFailsPendingAtOnce(t *testing.T) {
 
 // callStuckHook connects a pre-execute hook that never reads its stream and starts
 // calls that consult it, each request larger than the hook's flow-control window so that
-// the hub's writer blocks; their verdicts arrive on the channel.
+// the hub's writer blocks; their verdicts arrive on the channel. It returns once the
+// hook's connection has received part of a request: the writer has then handed one to
+// Send, which used up the stream's send quota, so every Send after it waits for the
+// hook to read. (That every request is pending says nothing of the writer, which may
+// not have taken one yet: a shutdown then has its goodbye sent at once.)
 func callStuckHook(t *testing.T, e *env, calls int) <-chan pipeline.Verdict {
 	t.Helper()
-	e.connect(t, helloFor("stuck", sub(pre, "", "", 0)), nil, noRead)
+	var received atomic.Int64
+	reached := make(chan struct{})
+	var once sync.Once
+	counting := grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
+		c, err := e.lis.DialContext(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return readCounter{Conn: c, read: func(n int) {
+			if received.Add(int64(n)) >= requestBytesSeen {
+				once.Do(func() { close(reached) })
+			}
+		}}, nil
+	})
+	e.connect(t, helloFor("stuck", sub(pre, "", "", 0)), nil, noRead, func(o *hookOpts) { o.dial = append(o.dial, counting) })
 	args := `{"blob":"` + strings.Repeat("x", 200<<10) + `"}`
 	results := make(chan pipeline.Verdict, calls)
 	for range calls {
@@ -417,7 +439,30 @@ func callStuckHook(t *testing.T, e *env, calls int) <-chan pipeline.Verdict {
 			results <- e.hub.PreExecute().PreExecute(context.Background(), newExec("echo", args), newTool("echo"))
 		}()
 	}
+	timer := time.NewTimer(waitTimeout)
+	defer timer.Stop()
+	select {
+	case <-reached:
+	case <-timer.C:
+		t.Fatal("no request reached the stuck hook")
+	}
 	return results
+}
+
+// requestBytesSeen is what a hook's connection has received once part of a large
+// request has come: more than its handshake and welcome, less than its 64 KiB window.
+const requestBytesSeen = 32 << 10
+
+// readCounter is a connection that reports the bytes each Read returns.
+type readCounter struct {
+	net.Conn
+	read func(n int)
+}
+
+func (c readCounter) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	c.read(n)
+	return n, err
 }
 
 // TestStuckHookIsCutOff checks that a hook that stops reading its stream is
