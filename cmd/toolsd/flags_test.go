@@ -4,10 +4,13 @@ import (
 	"errors"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/toolsd/toolsd/internal/config"
 )
 
 // TestRunRefusesStrayArguments: flag parsing stops at the first argument that is not a
@@ -162,5 +165,57 @@ func TestExampleProviderWithoutNotesFile(t *testing.T) {
 	err := run([]string{"-ephemeral", "-example-provider", "-notes-file", "", "-listen", ""})
 	if err == nil || !strings.Contains(err.Error(), "-notes-file") {
 		t.Errorf(`run(-example-provider -notes-file "") = %v, want an error naming -notes-file`, err)
+	}
+}
+
+// TestHelpSaysWhatEachFlagOverrides: toolsd -h tells, for every flag that sets a config
+// key, the key it overrides (a flag given wins over the file) and the embedded default
+// that holds when neither sets it, as defaults.yaml has it.
+func TestHelpSaysWhatEachFlagOverrides(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, "-h")
+	cmd.Env = append(os.Environ(), mainEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("toolsd -h: %v\n%s", err, out)
+	}
+	usage := map[string]string{} // flag name -> its usage text
+	name := ""
+	for line := range strings.Lines(string(out)) {
+		if f, ok := strings.CutPrefix(line, "  -"); ok {
+			name, _, _ = strings.Cut(strings.TrimSpace(f), " ")
+			continue
+		}
+		if name != "" {
+			usage[name] += strings.TrimSpace(line) + " "
+		}
+	}
+	def, err := config.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []struct{ flag, key, def string }{
+		{"listen", "listen", def.Listen},
+		{"admin-listen", "admin_listen", def.AdminListen},
+		{"data-dir", "data_dir", def.DataDir},
+		{"session-store", "session.store", def.Session.Store},
+		{"ephemeral", "session.store", ""},
+		{"log-level", "log.level", def.Log.Level},
+		{"log-format", "log.format", def.Log.Format},
+	} {
+		u, ok := usage[f.flag]
+		if !ok {
+			t.Errorf("toolsd -h lists no -%s:\n%s", f.flag, out)
+			continue
+		}
+		if !strings.Contains(u, "overrides "+f.key) {
+			t.Errorf("-%s usage %q does not say it overrides %s", f.flag, u, f.key)
+		}
+		if f.def != "" && !strings.Contains(u, "default "+f.def) {
+			t.Errorf("-%s usage %q does not give the default, %s", f.flag, u, f.def)
+		}
 	}
 }

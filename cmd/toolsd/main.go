@@ -46,15 +46,17 @@ func exitCode(err error) int {
 
 func run(args []string) error {
 	fs := flag.NewFlagSet("toolsd", flag.ContinueOnError)
-	// The flags that set a config key are read through flagOverrides.
-	fs.String("listen", "", "gRPC listen address (overrides config; default 127.0.0.1:50151)")
-	fs.String("admin-listen", "", "admin HTTP listen address for /metrics, /healthz, /readyz (default 127.0.0.1:9151)")
-	fs.String("data-dir", "", "directory of the durable session log (default ./data)")
-	fs.String("log-level", "", "debug | info | warn | error")
-	fs.String("log-format", "", "json | console")
+	// The flags that set a config key are read through flagOverrides. Given, even empty,
+	// each wins over the config file, at start and on reload; the defaults named are
+	// defaults.yaml's.
+	fs.String("listen", "", "gRPC listen address (overrides listen; default 127.0.0.1:50151)")
+	fs.String("admin-listen", "", `admin HTTP listen address for /metrics, /healthz, /readyz; "" for none (overrides admin_listen; default 127.0.0.1:9151)`)
+	fs.String("data-dir", "", "directory of the durable session log (overrides data_dir; default ./data)")
+	fs.String("log-level", "", "debug | info | warn | error (overrides log.level; default info)")
+	fs.String("log-format", "", "json | console (overrides log.format; default json)")
 	var (
 		configPath   = fs.String("config", "", "YAML config file (defaults are embedded; see -print-defaults)")
-		ephemeral    = fs.Bool("ephemeral", false, "keep the session log in memory only")
+		ephemeral    = fs.Bool("ephemeral", false, "keep the session log in memory only: -session-store memory (overrides session.store)")
 		sessionStore = fs.String("session-store", "", "bolt | journal | memory (overrides session.store; default bolt)")
 		example      = fs.Bool("example-provider", false, "also run the bundled example provider (echo, add, sleep, fail, write_note, ...)")
 		notesFile    = fs.String("notes-file", "notes.txt", "file the example provider's write_note appends to")
