@@ -80,7 +80,14 @@ type ToolServiceClient interface {
 	// INVALID_ARGUMENT, reason BAD_REQUEST, before anything is logged or run. A batch whose
 	// running calls toolsd's shutdown aborted (timeouts.shutdown passed) sends its results
 	// and settled, then ends UNAVAILABLE, reason SHUTTING_DOWN, where a batch the client
-	// cancelled ends OK.
+	// cancelled ends OK. A batch that would take toolsd past limits.max_batches (or a
+	// tenant past max_batches_per_identity) is refused with RESOURCE_EXHAUSTED, reason
+	// LIMIT_EXCEEDED, and one sent once toolsd has begun shutting down with UNAVAILABLE,
+	// reason SHUTTING_DOWN, both before anything is logged or run; a stream that sends no
+	// batch within limits.first_message_timeout ends with DEADLINE_EXCEEDED, reason
+	// FIRST_MESSAGE_TIMEOUT. A client that stops reading for limits.write_timeout is cut
+	// off with RESOURCE_EXHAUSTED, reason SLOW_CLIENT, and its batch is cancelled (its log
+	// is still completed).
 	ExecuteBatch(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ExecuteBatchRequest, ExecuteBatchResponse], error)
 	// ReadSession streams a session's stored events from from_seq, one per message, and
 	// ends after the last one (or limit events): a session without events from from_seq
@@ -93,7 +100,9 @@ type ToolServiceClient interface {
 	// ones. An event takes up to the session log's 16 MiB: with limits.max_result_bytes
 	// over 2MiB (or argument or context limits over 4MiB) one may be over gRPC's default
 	// 4 MiB receive limit, and a client that keeps that limit gets RESOURCE_EXHAUSTED
-	// from its transport there; raise the limit and read on from that event's seq.
+	// from its transport there; raise the limit and read on from that event's seq. A
+	// client that stops reading for limits.write_timeout is cut off with
+	// RESOURCE_EXHAUSTED, reason SLOW_CLIENT.
 	ReadSession(ctx context.Context, in *ReadSessionRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ReadSessionResponse], error)
 	// WatchSession streams a session's stored events from from_seq, then live events as
 	// they are appended, until the client cancels. It ends with NOT_FOUND, reason
@@ -103,7 +112,11 @@ type ToolServiceClient interface {
 	// token), CERTIFICATE_EXPIRED for a client certificate, also that of the connection
 	// a token came on if it expires first (open it again on a new connection with a
 	// renewed one). Its events are as large as ReadSession's, and it is
-	// resumed with expect_epoch as ReadSession is (see there).
+	// resumed with expect_epoch as ReadSession is (see there). It holds a place among
+	// limits.max_watches (and max_watches_per_identity) until it ends: over either it is
+	// refused with RESOURCE_EXHAUSTED, reason LIMIT_EXCEEDED, before it sends anything.
+	// A client that stops reading for limits.write_timeout is cut off with
+	// RESOURCE_EXHAUSTED, reason SLOW_CLIENT, as ReadSession's is.
 	WatchSession(ctx context.Context, in *WatchSessionRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchSessionResponse], error)
 	// DeleteSession erases one session now, as retention would: its events and its
 	// owner record, durably (it stays deleted after a restart). Its readers and watchers
@@ -384,7 +397,14 @@ type ToolServiceServer interface {
 	// INVALID_ARGUMENT, reason BAD_REQUEST, before anything is logged or run. A batch whose
 	// running calls toolsd's shutdown aborted (timeouts.shutdown passed) sends its results
 	// and settled, then ends UNAVAILABLE, reason SHUTTING_DOWN, where a batch the client
-	// cancelled ends OK.
+	// cancelled ends OK. A batch that would take toolsd past limits.max_batches (or a
+	// tenant past max_batches_per_identity) is refused with RESOURCE_EXHAUSTED, reason
+	// LIMIT_EXCEEDED, and one sent once toolsd has begun shutting down with UNAVAILABLE,
+	// reason SHUTTING_DOWN, both before anything is logged or run; a stream that sends no
+	// batch within limits.first_message_timeout ends with DEADLINE_EXCEEDED, reason
+	// FIRST_MESSAGE_TIMEOUT. A client that stops reading for limits.write_timeout is cut
+	// off with RESOURCE_EXHAUSTED, reason SLOW_CLIENT, and its batch is cancelled (its log
+	// is still completed).
 	ExecuteBatch(grpc.BidiStreamingServer[ExecuteBatchRequest, ExecuteBatchResponse]) error
 	// ReadSession streams a session's stored events from from_seq, one per message, and
 	// ends after the last one (or limit events): a session without events from from_seq
@@ -397,7 +417,9 @@ type ToolServiceServer interface {
 	// ones. An event takes up to the session log's 16 MiB: with limits.max_result_bytes
 	// over 2MiB (or argument or context limits over 4MiB) one may be over gRPC's default
 	// 4 MiB receive limit, and a client that keeps that limit gets RESOURCE_EXHAUSTED
-	// from its transport there; raise the limit and read on from that event's seq.
+	// from its transport there; raise the limit and read on from that event's seq. A
+	// client that stops reading for limits.write_timeout is cut off with
+	// RESOURCE_EXHAUSTED, reason SLOW_CLIENT.
 	ReadSession(*ReadSessionRequest, grpc.ServerStreamingServer[ReadSessionResponse]) error
 	// WatchSession streams a session's stored events from from_seq, then live events as
 	// they are appended, until the client cancels. It ends with NOT_FOUND, reason
@@ -407,7 +429,11 @@ type ToolServiceServer interface {
 	// token), CERTIFICATE_EXPIRED for a client certificate, also that of the connection
 	// a token came on if it expires first (open it again on a new connection with a
 	// renewed one). Its events are as large as ReadSession's, and it is
-	// resumed with expect_epoch as ReadSession is (see there).
+	// resumed with expect_epoch as ReadSession is (see there). It holds a place among
+	// limits.max_watches (and max_watches_per_identity) until it ends: over either it is
+	// refused with RESOURCE_EXHAUSTED, reason LIMIT_EXCEEDED, before it sends anything.
+	// A client that stops reading for limits.write_timeout is cut off with
+	// RESOURCE_EXHAUSTED, reason SLOW_CLIENT, as ReadSession's is.
 	WatchSession(*WatchSessionRequest, grpc.ServerStreamingServer[WatchSessionResponse]) error
 	// DeleteSession erases one session now, as retention would: its events and its
 	// owner record, durably (it stays deleted after a restart). Its readers and watchers
