@@ -15,6 +15,7 @@ import (
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/internal/broker"
 	"github.com/toolsd/toolsd/internal/broker/brokertest"
+	"github.com/toolsd/toolsd/internal/rpcerr"
 	"github.com/toolsd/toolsd/internal/tool"
 	"github.com/toolsd/toolsd/pkg/provider"
 )
@@ -54,8 +55,8 @@ func TestProviderThatStopsReadingIsCutOff(t *testing.T) {
 		t.Error("no call was in flight when the stream ended")
 	}
 	err := raw.end()
-	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "stopped reading") {
-		t.Errorf("stream ended with %v, want Unavailable saying the provider stopped reading", err)
+	if st := status.Convert(err); st.Code() != codes.Unavailable || !hasReason(st, rpcerr.SlowClient) || !strings.Contains(err.Error(), "stopped reading") {
+		t.Errorf("stream ended with %v, want Unavailable with reason %s saying the provider stopped reading", err, rpcerr.SlowClient)
 	}
 }
 

@@ -29,7 +29,12 @@ const (
 // ProviderService is how tool providers attach to toolsd. A provider opens one long-lived
 // Connect stream, says hello, registers tools on it and executes the calls toolsd sends
 // down it. When the stream ends, its tools vanish and its in-flight calls fail with
-// PROVIDER_GONE.
+// PROVIDER_GONE. A stream whose hello toolsd does not get within
+// limits.first_message_timeout ends with DEADLINE_EXCEEDED, reason HELLO_TIMEOUT; a hello
+// that would take toolsd past limits.max_providers (or a tenant past
+// max_providers_per_identity) is refused with RESOURCE_EXHAUSTED, reason LIMIT_EXCEEDED.
+// A provider that stops reading its stream (a message waits limits.write_timeout to be
+// sent) is treated as hung: the stream ends with UNAVAILABLE, reason SLOW_CLIENT.
 type ProviderServiceClient interface {
 	// Connect is the provider's callback stream.
 	Connect(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ProviderServiceConnectRequest, ProviderServiceConnectResponse], error)
@@ -63,7 +68,12 @@ type ProviderService_ConnectClient = grpc.BidiStreamingClient[ProviderServiceCon
 // ProviderService is how tool providers attach to toolsd. A provider opens one long-lived
 // Connect stream, says hello, registers tools on it and executes the calls toolsd sends
 // down it. When the stream ends, its tools vanish and its in-flight calls fail with
-// PROVIDER_GONE.
+// PROVIDER_GONE. A stream whose hello toolsd does not get within
+// limits.first_message_timeout ends with DEADLINE_EXCEEDED, reason HELLO_TIMEOUT; a hello
+// that would take toolsd past limits.max_providers (or a tenant past
+// max_providers_per_identity) is refused with RESOURCE_EXHAUSTED, reason LIMIT_EXCEEDED.
+// A provider that stops reading its stream (a message waits limits.write_timeout to be
+// sent) is treated as hung: the stream ends with UNAVAILABLE, reason SLOW_CLIENT.
 type ProviderServiceServer interface {
 	// Connect is the provider's callback stream.
 	Connect(grpc.BidiStreamingServer[ProviderServiceConnectRequest, ProviderServiceConnectResponse]) error
