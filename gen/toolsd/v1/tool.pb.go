@@ -79,7 +79,7 @@ func (ExecutionMode) EnumDescriptor() ([]byte, []int) {
 // scheduling on their own: the operator's config does.
 type ToolAnnotations struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Human-readable title.
+	// Human-readable title, at most 8 KiB.
 	Title string `protobuf:"bytes,1,opt,name=title,proto3" json:"title,omitempty"`
 	// The tool does not modify its environment.
 	ReadOnlyHint bool `protobuf:"varint,2,opt,name=read_only_hint,json=readOnlyHint,proto3" json:"read_only_hint,omitempty"`
@@ -158,20 +158,23 @@ func (x *ToolAnnotations) GetOpenWorldHint() bool {
 	return false
 }
 
-// ToolDefinition is a tool as its provider declares it.
+// ToolDefinition is a tool as its provider declares it. A definition over one of the
+// size limits below is refused with RESOURCE_EXHAUSTED, reason LIMIT_EXCEEDED (on a
+// provider stream, a RESOURCE_EXHAUSTED status for that tool).
 type ToolDefinition struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Tool name: letters, digits, "_", "-", ".", "/"; 1-64 characters (MCP's rule). The
 	// name "run_code" is reserved for the operator: a provider's registration of it is
 	// refused (INVALID_ARGUMENT).
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// Model-facing description.
+	// Model-facing description, at most 8 KiB.
 	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
-	// JSON Schema of the arguments, as JSON text. Its root must be an object schema. The bytes
-	// reach the prompt unchanged (property order preserved). Draft 2020-12 unless "$schema"
-	// names 2019-09, draft-07, -06 or -04. Remote "$ref"s are rejected.
+	// JSON Schema of the arguments, as JSON text (required). Its root must be an object
+	// schema. The bytes reach the prompt unchanged (property order preserved). Draft
+	// 2020-12 unless "$schema" names 2019-09, draft-07, -06 or -04. Remote "$ref"s are
+	// rejected. At most limits.max_schema_bytes (64 KiB by default).
 	ParametersJson string `protobuf:"bytes,3,opt,name=parameters_json,json=parametersJson,proto3" json:"parameters_json,omitempty"`
-	// Optional JSON Schema the tool's JSON value must satisfy.
+	// Optional JSON Schema the tool's JSON value must satisfy, held to the same limit.
 	OutputSchemaJson string `protobuf:"bytes,4,opt,name=output_schema_json,json=outputSchemaJson,proto3" json:"output_schema_json,omitempty"`
 	// Scheduling mode; the operator's config may override it.
 	Mode ExecutionMode `protobuf:"varint,5,opt,name=mode,proto3,enum=toolsd.v1.ExecutionMode" json:"mode,omitempty"`
@@ -182,8 +185,8 @@ type ToolDefinition struct {
 	// Marks the tool for deferred definition loading; kept in the schema projection.
 	DeferLoading bool `protobuf:"varint,8,opt,name=defer_loading,json=deferLoading,proto3" json:"defer_loading,omitempty"`
 	// Optional CEL condition evaluated once per step (conditional tools), e.g.
-	// `session.succeeded("get_db_schema")`. A conditional tool is only callable through a
-	// tool set resolved with ResolveToolSet.
+	// `session.succeeded("get_db_schema")`, at most 4 KiB. A conditional tool is only
+	// callable through a tool set resolved with ResolveToolSet.
 	Condition string `protobuf:"bytes,9,opt,name=condition,proto3" json:"condition,omitempty"`
 	// When positive, model-facing content longer than this is truncated at finalization with
 	// an explicit marker.
@@ -449,7 +452,8 @@ func (x *ToolError) GetTool() string {
 	return ""
 }
 
-// ModelSelection is the model a step's request goes to; conditions may read it.
+// ModelSelection is the model a step's request goes to; conditions may read it. Each
+// field is at most 256 bytes (a longer one is INVALID_ARGUMENT, reason BAD_REQUEST).
 type ModelSelection struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Model provider, e.g. "openai".

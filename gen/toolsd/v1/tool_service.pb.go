@@ -1201,7 +1201,8 @@ type ToolCall struct {
 	// Tool name as the model wrote it.
 	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	// The arguments exactly as the model emitted them, as JSON text; "" (which some model
-	// APIs send for a call without arguments) is taken as {}. Malformed JSON is a
+	// APIs send for a call without arguments) is taken as {}. Malformed JSON, arguments
+	// over limits.max_argument_bytes or nested deeper than limits.max_json_depth are a
 	// per-call INVALID_ARGUMENTS result, not an RPC error.
 	ArgumentsJson string `protobuf:"bytes,3,opt,name=arguments_json,json=argumentsJson,proto3" json:"arguments_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
