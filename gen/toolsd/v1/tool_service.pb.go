@@ -472,9 +472,9 @@ type RestrictRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Scope to restrict; the global scope cannot be restricted.
 	Scope string `protobuf:"bytes,1,opt,name=scope,proto3" json:"scope,omitempty"`
-	// If non-empty, only these inherited tools stay visible.
+	// If non-empty, only these inherited tools stay visible. At most 4096 names.
 	Allow []string `protobuf:"bytes,2,rep,name=allow,proto3" json:"allow,omitempty"`
-	// These inherited tools are hidden.
+	// These inherited tools are hidden. At most 4096 names.
 	Deny          []string `protobuf:"bytes,3,rep,name=deny,proto3" json:"deny,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -51,7 +51,11 @@ type ToolServiceClient interface {
 	// Schemas returns the tool schemas visible in a scope, sorted by name, byte-stable while
 	// the visible set is unchanged, with a fingerprint of that set.
 	Schemas(ctx context.Context, in *SchemasRequest, opts ...grpc.CallOption) (*SchemasResponse, error)
-	// Restrict places an allow and/or deny mask on the tools a scope inherits.
+	// Restrict places an allow and/or deny mask on the tools a scope inherits. A
+	// restriction with neither list, one of the global scope, and one naming the reserved
+	// "run_code" are INVALID_ARGUMENT, reason INVALID_RESTRICTION. A scope holds at most 64
+	// restrictions, and those in place list at most 262144 names together: past either,
+	// RESOURCE_EXHAUSTED, reason LIMIT_EXCEEDED, until some are lifted.
 	Restrict(ctx context.Context, in *RestrictRequest, opts ...grpc.CallOption) (*RestrictResponse, error)
 	// Unrestrict lifts one restriction.
 	Unrestrict(ctx context.Context, in *UnrestrictRequest, opts ...grpc.CallOption) (*UnrestrictResponse, error)
@@ -368,7 +372,11 @@ type ToolServiceServer interface {
 	// Schemas returns the tool schemas visible in a scope, sorted by name, byte-stable while
 	// the visible set is unchanged, with a fingerprint of that set.
 	Schemas(context.Context, *SchemasRequest) (*SchemasResponse, error)
-	// Restrict places an allow and/or deny mask on the tools a scope inherits.
+	// Restrict places an allow and/or deny mask on the tools a scope inherits. A
+	// restriction with neither list, one of the global scope, and one naming the reserved
+	// "run_code" are INVALID_ARGUMENT, reason INVALID_RESTRICTION. A scope holds at most 64
+	// restrictions, and those in place list at most 262144 names together: past either,
+	// RESOURCE_EXHAUSTED, reason LIMIT_EXCEEDED, until some are lifted.
 	Restrict(context.Context, *RestrictRequest) (*RestrictResponse, error)
 	// Unrestrict lifts one restriction.
 	Unrestrict(context.Context, *UnrestrictRequest) (*UnrestrictResponse, error)
