@@ -158,7 +158,8 @@ type HookSubscription struct {
 	Tool string `protobuf:"bytes,2,opt,name=tool,proto3" json:"tool,omitempty"`
 	// Glob over scope paths ("", "*" and "**" = all): path.Match syntax per '/' segment,
 	// with a "**" segment standing for any number of segments, so "team/**" matches
-	// "team", "team/a" and "team/a/b", while "team/*" matches only "team/a".
+	// "team", "team/a" and "team/a/b", while "team/*" matches only "team/a". Each glob is
+	// at most 256 bytes, and a scope glob has at most 3 "**" segments.
 	Scope string `protobuf:"bytes,3,opt,name=scope,proto3" json:"scope,omitempty"`
 	// Lower runs first among hooks of one stage.
 	Priority      int32 `protobuf:"varint,4,opt,name=priority,proto3" json:"priority,omitempty"`
@@ -227,9 +228,9 @@ func (x *HookSubscription) GetPriority() int32 {
 // HookHello is the hook's first message.
 type HookHello struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Hook name for logs, metrics and denial reasons.
+	// Hook name for logs, metrics and denial reasons (required; at most 128 bytes).
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// What to receive.
+	// What to receive: 1 to 64 subscriptions.
 	Subscriptions []*HookSubscription `protobuf:"bytes,2,rep,name=subscriptions,proto3" json:"subscriptions,omitempty"`
 	// When the hook is unreachable, abstain instead of denying (counted in metrics); not
 	// for the calls a hooks.required entry that the hook meets covers.

@@ -32,11 +32,11 @@ const (
 // answers with a verdict that does not belong to the request's stage, or whose stream
 // drops, fails closed (POLICY_UNAVAILABLE) unless it registered fail-open (and even then
 // for the calls an operator's hooks.required entry that it meets covers). A hello that
-// is not valid (no name, no subscriptions, an unspecified stage, a bad glob) ends the
-// stream with INVALID_ARGUMENT; no hello within limits.first_message_timeout ends it
-// with DEADLINE_EXCEEDED, reason HELLO_TIMEOUT, and a hook past limits.max_hooks (a
-// tenant's past max_scoped_hooks or max_hooks_per_identity) is refused with
-// RESOURCE_EXHAUSTED, reason LIMIT_EXCEEDED. A hook that stops reading its stream (a
+// is not valid (no name or one over 128 bytes, no subscriptions or over 64, an
+// unspecified stage, a bad glob) ends the stream with INVALID_ARGUMENT; no hello within
+// limits.first_message_timeout ends it with DEADLINE_EXCEEDED, reason HELLO_TIMEOUT, and
+// a hook past limits.max_hooks (a tenant's past max_scoped_hooks or
+// max_hooks_per_identity) is refused with RESOURCE_EXHAUSTED, reason LIMIT_EXCEEDED. A hook that stops reading its stream (a
 // message waits limits.write_timeout to be sent) is treated as stuck: the stream ends
 // with UNAVAILABLE, reason SLOW_CLIENT, and its pending requests fail as above.
 type HookServiceClient interface {
@@ -75,11 +75,11 @@ type HookService_ConnectClient = grpc.BidiStreamingClient[HookServiceConnectRequ
 // answers with a verdict that does not belong to the request's stage, or whose stream
 // drops, fails closed (POLICY_UNAVAILABLE) unless it registered fail-open (and even then
 // for the calls an operator's hooks.required entry that it meets covers). A hello that
-// is not valid (no name, no subscriptions, an unspecified stage, a bad glob) ends the
-// stream with INVALID_ARGUMENT; no hello within limits.first_message_timeout ends it
-// with DEADLINE_EXCEEDED, reason HELLO_TIMEOUT, and a hook past limits.max_hooks (a
-// tenant's past max_scoped_hooks or max_hooks_per_identity) is refused with
-// RESOURCE_EXHAUSTED, reason LIMIT_EXCEEDED. A hook that stops reading its stream (a
+// is not valid (no name or one over 128 bytes, no subscriptions or over 64, an
+// unspecified stage, a bad glob) ends the stream with INVALID_ARGUMENT; no hello within
+// limits.first_message_timeout ends it with DEADLINE_EXCEEDED, reason HELLO_TIMEOUT, and
+// a hook past limits.max_hooks (a tenant's past max_scoped_hooks or
+// max_hooks_per_identity) is refused with RESOURCE_EXHAUSTED, reason LIMIT_EXCEEDED. A hook that stops reading its stream (a
 // message waits limits.write_timeout to be sent) is treated as stuck: the stream ends
 // with UNAVAILABLE, reason SLOW_CLIENT, and its pending requests fail as above.
 type HookServiceServer interface {
