@@ -388,7 +388,8 @@ type ToolError struct {
 	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	// User-facing detail that is never put into model content (may be empty).
 	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
-	// Name of the tool the call asked for.
+	// Name of the tool the call asked for; one over 128 bytes (no tool's: a tool name has
+	// at most 64 characters) is cut to 128 bytes and "…", as a message quoting it is.
 	Tool          string `protobuf:"bytes,4,opt,name=tool,proto3" json:"tool,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
