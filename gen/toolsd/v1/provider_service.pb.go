@@ -368,11 +368,12 @@ type ExecuteProgress struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Request id from ExecuteRequest.
 	RequestId uint64 `protobuf:"varint,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	// UTF-8 progress message.
+	// UTF-8 progress message. toolsd forwards at most 64 KiB of it, cut at a character
+	// boundary, with each sequence that is not UTF-8 replaced by U+FFFD.
 	Message []byte `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
-	// Progress so far.
+	// Progress so far (NaN and infinities are forwarded as 0).
 	Progress float64 `protobuf:"fixed64,3,opt,name=progress,proto3" json:"progress,omitempty"`
-	// Total, if known.
+	// Total, if known (NaN and infinities are forwarded as 0).
 	Total         float64 `protobuf:"fixed64,4,opt,name=total,proto3" json:"total,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
