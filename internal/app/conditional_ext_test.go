@@ -334,3 +334,34 @@ policy:
 		t.Errorf("codes (-want +got):\n%s", diff)
 	}
 }
+
+// TestReleaseToolSetOfAnEndedSet: ReleaseToolSet of a set that has ended (released
+// already, or invalidated by a restriction of its scope) or that never existed is
+// NOT_FOUND, reason TOOL_SET_GONE, as the proto says.
+func TestReleaseToolSetOfAnEndedSet(t *testing.T) {
+	e := start(t, "")
+	release := func(id string) error {
+		_, err := e.tools.ReleaseToolSet(t.Context(), &toolsdv1.ReleaseToolSetRequest{ToolSetId: id})
+		return err
+	}
+	resolve := func() string {
+		set, err := e.tools.ResolveToolSet(t.Context(), &toolsdv1.ResolveToolSetRequest{Scope: "team", Turn: 1, Step: 1})
+		if err != nil {
+			t.Fatalf("ResolveToolSet() = %v", err)
+		}
+		return set.GetToolSetId()
+	}
+	released := resolve()
+	if err := release(released); err != nil {
+		t.Fatalf("ReleaseToolSet() = %v", err)
+	}
+	invalidated := resolve()
+	if _, err := e.tools.Restrict(t.Context(), &toolsdv1.RestrictRequest{Scope: "team", Deny: []string{"anything"}}); err != nil {
+		t.Fatalf("Restrict() = %v", err)
+	}
+	for what, id := range map[string]string{"released": released, "invalidated": invalidated, "unknown": "ts-never-resolved"} {
+		if err := release(id); status.Code(err) != codes.NotFound || reason(err) != "TOOL_SET_GONE" {
+			t.Errorf("ReleaseToolSet(a %s set) = %v, want NotFound with reason TOOL_SET_GONE", what, err)
+		}
+	}
+}

@@ -61,9 +61,17 @@ type ToolServiceClient interface {
 	Unrestrict(ctx context.Context, in *UnrestrictRequest, opts ...grpc.CallOption) (*UnrestrictResponse, error)
 	// ResolveToolSet evaluates conditional tools for one step and returns the step's tool
 	// set: the schemas to prompt with and an id that the same step's ExecuteBatch (same
-	// turn and step) can name.
+	// turn and step) can name. A condition whose evaluation fails fails the resolution
+	// with FAILED_PRECONDITION, reason TOOL_ACTIVATION_FAILED (it is not taken as the tool
+	// being unavailable); one that its scope's changes keep from finishing (its last
+	// attempt, holding the registry, is bounded to 100 ms) fails with ABORTED, reason
+	// REGISTRY_BUSY, and may be retried; an authenticated identity
+	// past limits.max_tool_sets_per_identity live sets of its own is refused with
+	// RESOURCE_EXHAUSTED, reason LIMIT_EXCEEDED.
 	ResolveToolSet(ctx context.Context, in *ResolveToolSetRequest, opts ...grpc.CallOption) (*ResolveToolSetResponse, error)
-	// ReleaseToolSet disposes a tool set; unstarted calls using it are cancelled.
+	// ReleaseToolSet disposes a tool set; unstarted calls using it are cancelled. A set
+	// that is unknown, or has ended (released, expired or invalidated), is NOT_FOUND,
+	// reason TOOL_SET_GONE.
 	ReleaseToolSet(ctx context.Context, in *ReleaseToolSetRequest, opts ...grpc.CallOption) (*ReleaseToolSetResponse, error)
 	// ListQuarantined lists the registrations registry.pinning: quarantine holds back (a
 	// provider registered a pinned tool again with another definition), in the scopes the
@@ -382,9 +390,17 @@ type ToolServiceServer interface {
 	Unrestrict(context.Context, *UnrestrictRequest) (*UnrestrictResponse, error)
 	// ResolveToolSet evaluates conditional tools for one step and returns the step's tool
 	// set: the schemas to prompt with and an id that the same step's ExecuteBatch (same
-	// turn and step) can name.
+	// turn and step) can name. A condition whose evaluation fails fails the resolution
+	// with FAILED_PRECONDITION, reason TOOL_ACTIVATION_FAILED (it is not taken as the tool
+	// being unavailable); one that its scope's changes keep from finishing (its last
+	// attempt, holding the registry, is bounded to 100 ms) fails with ABORTED, reason
+	// REGISTRY_BUSY, and may be retried; an authenticated identity
+	// past limits.max_tool_sets_per_identity live sets of its own is refused with
+	// RESOURCE_EXHAUSTED, reason LIMIT_EXCEEDED.
 	ResolveToolSet(context.Context, *ResolveToolSetRequest) (*ResolveToolSetResponse, error)
-	// ReleaseToolSet disposes a tool set; unstarted calls using it are cancelled.
+	// ReleaseToolSet disposes a tool set; unstarted calls using it are cancelled. A set
+	// that is unknown, or has ended (released, expired or invalidated), is NOT_FOUND,
+	// reason TOOL_SET_GONE.
 	ReleaseToolSet(context.Context, *ReleaseToolSetRequest) (*ReleaseToolSetResponse, error)
 	// ListQuarantined lists the registrations registry.pinning: quarantine holds back (a
 	// provider registered a pinned tool again with another definition), in the scopes the
