@@ -103,7 +103,10 @@ type ToolServiceClient interface {
 	ExecuteBatch(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ExecuteBatchRequest, ExecuteBatchResponse], error)
 	// ReadSession streams a session's stored events from from_seq, one per message, and
 	// ends after the last one (or limit events): a session without events from from_seq
-	// reads as empty. A session deleted by retention while it is read (and perhaps
+	// reads as empty. With authentication on, the caller must be allowed to read the
+	// session (its owner while it may still execute where the session was claimed, or an
+	// operator there); others get PERMISSION_DENIED, also for an id no session holds,
+	// which only an operator of every scope reads as empty. A session deleted by retention while it is read (and perhaps
 	// created again) ends the read with NOT_FOUND, reason SESSION_DELETED, rather than
 	// continue with another session's events. To resume a read, send from_seq with the
 	// epoch of the last event read as expect_epoch: a session created again under the
@@ -117,7 +120,8 @@ type ToolServiceClient interface {
 	// RESOURCE_EXHAUSTED, reason SLOW_CLIENT.
 	ReadSession(ctx context.Context, in *ReadSessionRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ReadSessionResponse], error)
 	// WatchSession streams a session's stored events from from_seq, then live events as
-	// they are appended, until the client cancels. It ends with NOT_FOUND, reason
+	// they are appended, until the client cancels. It is authorized as ReadSession is.
+	// It ends with NOT_FOUND, reason
 	// SESSION_DELETED, when retention deletes the session, with UNAVAILABLE, reason
 	// SHUTTING_DOWN, at shutdown, and with UNAUTHENTICATED when the credential it was
 	// opened with expires: reason TOKEN_EXPIRED for a JWT (open it again with a fresh
@@ -432,7 +436,10 @@ type ToolServiceServer interface {
 	ExecuteBatch(grpc.BidiStreamingServer[ExecuteBatchRequest, ExecuteBatchResponse]) error
 	// ReadSession streams a session's stored events from from_seq, one per message, and
 	// ends after the last one (or limit events): a session without events from from_seq
-	// reads as empty. A session deleted by retention while it is read (and perhaps
+	// reads as empty. With authentication on, the caller must be allowed to read the
+	// session (its owner while it may still execute where the session was claimed, or an
+	// operator there); others get PERMISSION_DENIED, also for an id no session holds,
+	// which only an operator of every scope reads as empty. A session deleted by retention while it is read (and perhaps
 	// created again) ends the read with NOT_FOUND, reason SESSION_DELETED, rather than
 	// continue with another session's events. To resume a read, send from_seq with the
 	// epoch of the last event read as expect_epoch: a session created again under the
@@ -446,7 +453,8 @@ type ToolServiceServer interface {
 	// RESOURCE_EXHAUSTED, reason SLOW_CLIENT.
 	ReadSession(*ReadSessionRequest, grpc.ServerStreamingServer[ReadSessionResponse]) error
 	// WatchSession streams a session's stored events from from_seq, then live events as
-	// they are appended, until the client cancels. It ends with NOT_FOUND, reason
+	// they are appended, until the client cancels. It is authorized as ReadSession is.
+	// It ends with NOT_FOUND, reason
 	// SESSION_DELETED, when retention deletes the session, with UNAVAILABLE, reason
 	// SHUTTING_DOWN, at shutdown, and with UNAUTHENTICATED when the credential it was
 	// opened with expires: reason TOKEN_EXPIRED for a JWT (open it again with a fresh
