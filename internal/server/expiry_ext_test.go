@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
@@ -25,6 +26,7 @@ import (
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 	"github.com/toolsd/toolsd/internal/auth"
+	"github.com/toolsd/toolsd/internal/registry"
 	"github.com/toolsd/toolsd/internal/server"
 	"github.com/toolsd/toolsd/internal/session"
 )
@@ -295,5 +297,48 @@ func TestWatchEndsWhenItsCertificateExpires(t *testing.T) {
 			t.Fatalf("%s: Recv() after the certificate expired = %v, %v; want Unauthenticated (%s) naming the certificate", tc.name, m.GetEvent().GetSeq(), err, auth.ReasonCertificateExpired)
 		}
 		<-ends // the watch's RPC ended; ends has room for the next one's
+	}
+}
+
+// TestWatchSchemasEndsWhenItsTokenExpires: a WatchSchemas opened with a JWT ends as a
+// WatchSession does once the token is no longer accepted (its exp plus the leeway), with
+// Unauthenticated (TOKEN_EXPIRED), as the proto says, so that the loop opens it again
+// with a fresh token.
+func TestWatchSchemasEndsWhenItsTokenExpires(t *testing.T) {
+	jwt := newJWTSigner(t)
+	authn, _, err := auth.New(auth.Config{JWKSFile: jwt.jwks, Audience: "toolsd",
+		Grants: []auth.Grant{{Identity: "agent-a", Role: auth.RoleAgent, Scopes: []string{"**"}}}},
+		auth.WithClock(func() time.Time { return tokenNow }), auth.WithLeeway(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := session.NewMemory()
+	defer func() { _ = store.Close() }()
+	timers := expiryTimers{armed: make(chan armedTimer, 1)}
+	tools, _, _ := serveConfig(t, server.GRPCConfig{AuthUnary: authn.UnaryServerInterceptor(), AuthStream: authn.StreamServerInterceptor()},
+		server.Deps{Sessions: store, Registry: registry.New(registry.WithLogger(zaptest.NewLogger(t))), ExpiryTimer: timers.after})
+
+	exp := tokenNow.Add(time.Hour)
+	ctx := metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer "+jwt.sign(t, "agent-a", exp))
+	w, err := tools.WatchSchemas(ctx, &toolsdv1.WatchSchemasRequest{Scope: "team"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := w.Recv(); err != nil || m.GetFingerprint() == "" {
+		t.Fatalf("WatchSchemas(team).Recv() = %v, %v; want the current fingerprint", m, err)
+	}
+	var timer armedTimer
+	select {
+	case timer = <-timers.armed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the schema watch opened with a JWT armed no expiry timer")
+	}
+	if want := exp.Add(30 * time.Second); !timer.at.Equal(want) {
+		t.Errorf("expiry timer armed for %v, want %v (exp plus the leeway)", timer.at, want)
+	}
+	timer.fire()
+	m, err := w.Recv()
+	if status.Code(err) != codes.Unauthenticated || reason(err) != auth.ReasonTokenExpired {
+		t.Fatalf("Recv() after the token expired = %v, %v; want Unauthenticated (%s)", m, err, auth.ReasonTokenExpired)
 	}
 }
