@@ -56,3 +56,38 @@ func TestRegisterNamingNoConnectedProvider(t *testing.T) {
 		}
 	}
 }
+
+// TestUnaryRegistrationRefusals: what the proto says RegisterTool and UnregisterTool
+// answer besides a bad request. A provider unregistering another provider's tool is
+// PERMISSION_DENIED, reason NOT_OWNER, while an operator (no provider_id) removes it;
+// a name the scope does not hold is NOT_FOUND, reason UNKNOWN_TOOL; with
+// registry.pinning: refuse, a definition other than the pinned one is
+// FAILED_PRECONDITION, reason DEFINITION_CHANGED.
+func TestUnaryRegistrationRefusals(t *testing.T) {
+	e := start(t, "registry: {pinning: refuse}\n")
+	owner, _ := runProvider(t, e.app.Addr(), constTool("mine", "ok"))
+	other, _ := runProvider(t, e.app.Addr(), constTool("theirs", "ok"))
+	waitFor(t, "both providers' tools", func() bool { return len(e.schemaNames(t, "")) == 2 })
+	unregister := func(name, providerID string) error {
+		_, err := e.tools.UnregisterTool(t.Context(), &toolsdv1.UnregisterToolRequest{Name: name, ProviderId: providerID})
+		return err
+	}
+	if err := unregister("mine", other.ProviderID()); status.Code(err) != codes.PermissionDenied || reason(err) != "NOT_OWNER" {
+		t.Errorf("UnregisterTool(mine) as the other provider = %v, want PermissionDenied, reason NOT_OWNER", err)
+	}
+	if err := unregister("nothing", owner.ProviderID()); status.Code(err) != codes.NotFound || reason(err) != "UNKNOWN_TOOL" {
+		t.Errorf("UnregisterTool(a name the scope does not hold) = %v, want NotFound, reason UNKNOWN_TOOL", err)
+	}
+	if err := unregister("mine", ""); err != nil {
+		t.Fatalf("UnregisterTool(mine) as an operator = %v, want it removed", err)
+	}
+	if names := e.schemaNames(t, ""); len(names) != 1 || names[0] != "theirs" {
+		t.Errorf("Schemas() after the operator's UnregisterTool = %v, want [theirs]", names)
+	}
+	_, err := e.tools.RegisterTool(t.Context(), &toolsdv1.RegisterToolRequest{ProviderId: owner.ProviderID(), Tool: &toolsdv1.ToolDefinition{
+		Name: "mine", Description: "Another definition.", ParametersJson: `{"type":"object"}`,
+	}})
+	if status.Code(err) != codes.FailedPrecondition || reason(err) != "DEFINITION_CHANGED" {
+		t.Errorf("RegisterTool(mine, changed) under pinning refuse = %v, want FailedPrecondition, reason DEFINITION_CHANGED", err)
+	}
+}

@@ -44,9 +44,17 @@ const (
 // executing one model step's tool calls.
 type ToolServiceClient interface {
 	// RegisterTool binds a tool to a connected provider (named by provider_id) in a scope.
-	// The registration lives as long as that provider's Connect stream.
+	// The registration lives as long as that provider's Connect stream. A provider_id no
+	// open stream holds is FAILED_PRECONDITION, reason PROVIDER_NOT_CONNECTED, and one
+	// another identity's stream holds PERMISSION_DENIED; a name another stream holds in
+	// the scope is ALREADY_EXISTS, reason TOOL_EXISTS; with registry.pinning: refuse, a
+	// definition other than the pinned one is FAILED_PRECONDITION, reason
+	// DEFINITION_CHANGED.
 	RegisterTool(ctx context.Context, in *RegisterToolRequest, opts ...grpc.CallOption) (*RegisterToolResponse, error)
-	// UnregisterTool removes one registration.
+	// UnregisterTool removes one registration. A name the scope does not hold is
+	// NOT_FOUND, reason UNKNOWN_TOOL; a registration another provider holds is
+	// PERMISSION_DENIED, reason NOT_OWNER (an operator names no provider_id to remove
+	// it); a provider_id is checked as RegisterTool checks it.
 	UnregisterTool(ctx context.Context, in *UnregisterToolRequest, opts ...grpc.CallOption) (*UnregisterToolResponse, error)
 	// Schemas returns the tool schemas visible in a scope, sorted by name, byte-stable while
 	// the visible set is unchanged, with a fingerprint of that set.
@@ -377,9 +385,17 @@ func (c *toolServiceClient) ListProviders(ctx context.Context, in *ListProviders
 // executing one model step's tool calls.
 type ToolServiceServer interface {
 	// RegisterTool binds a tool to a connected provider (named by provider_id) in a scope.
-	// The registration lives as long as that provider's Connect stream.
+	// The registration lives as long as that provider's Connect stream. A provider_id no
+	// open stream holds is FAILED_PRECONDITION, reason PROVIDER_NOT_CONNECTED, and one
+	// another identity's stream holds PERMISSION_DENIED; a name another stream holds in
+	// the scope is ALREADY_EXISTS, reason TOOL_EXISTS; with registry.pinning: refuse, a
+	// definition other than the pinned one is FAILED_PRECONDITION, reason
+	// DEFINITION_CHANGED.
 	RegisterTool(context.Context, *RegisterToolRequest) (*RegisterToolResponse, error)
-	// UnregisterTool removes one registration.
+	// UnregisterTool removes one registration. A name the scope does not hold is
+	// NOT_FOUND, reason UNKNOWN_TOOL; a registration another provider holds is
+	// PERMISSION_DENIED, reason NOT_OWNER (an operator names no provider_id to remove
+	// it); a provider_id is checked as RegisterTool checks it.
 	UnregisterTool(context.Context, *UnregisterToolRequest) (*UnregisterToolResponse, error)
 	// Schemas returns the tool schemas visible in a scope, sorted by name, byte-stable while
 	// the visible set is unchanged, with a fingerprint of that set.
