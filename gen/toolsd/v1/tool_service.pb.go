@@ -1282,7 +1282,8 @@ type Batch struct {
 	// TOOL_SET_STEP_MISMATCH, saying which turn and step the set was resolved for): a step
 	// resolves its own set, which is not reused for another step.
 	ToolSetId string `protobuf:"bytes,6,opt,name=tool_set_id,json=toolSetId,proto3" json:"tool_set_id,omitempty"`
-	// Optional cap on parallel calls for this batch (0 = the server's maximum).
+	// Optional cap on parallel calls for this batch (0 = the server's maximum,
+	// scheduler.max_parallel, which also caps a larger value).
 	MaxParallel   uint32 `protobuf:"varint,7,opt,name=max_parallel,json=maxParallel,proto3" json:"max_parallel,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
