@@ -178,7 +178,9 @@ type ToolDefinition struct {
 	OutputSchemaJson string `protobuf:"bytes,4,opt,name=output_schema_json,json=outputSchemaJson,proto3" json:"output_schema_json,omitempty"`
 	// Scheduling mode; the operator's config may override it.
 	Mode ExecutionMode `protobuf:"varint,5,opt,name=mode,proto3,enum=toolsd.v1.ExecutionMode" json:"mode,omitempty"`
-	// Optional per-call deadline; unset means the configured default.
+	// Optional per-call deadline; the operator's config may override it (a tool's
+	// policy timeout wins), and unset or zero means the configured default
+	// (timeouts.default_tool).
 	Timeout *durationpb.Duration `protobuf:"bytes,6,opt,name=timeout,proto3" json:"timeout,omitempty"`
 	// Provider hints.
 	Annotations *ToolAnnotations `protobuf:"bytes,7,opt,name=annotations,proto3" json:"annotations,omitempty"`
