@@ -49,9 +49,9 @@ func (s loggedStream) SendMsg(m any) error {
 	return s.ServerStream.SendMsg(m)
 }
 
-// serveRelay serves a relay on loopback whose streams wrap wraps, until the test ends,
+// serveRelay serves srv on loopback, its streams wrapped by wrap, until the test ends,
 // and returns its address.
-func serveRelay(t *testing.T, wrap func(grpc.ServerStream) grpc.ServerStream) string {
+func serveRelay(t *testing.T, srv *relay.Server, wrap func(grpc.ServerStream) grpc.ServerStream) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -61,7 +61,7 @@ func serveRelay(t *testing.T, wrap func(grpc.ServerStream) grpc.ServerStream) st
 		func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 			return h(srv, wrap(ss))
 		}))...)
-	relay.NewServer().Register(g)
+	srv.Register(g)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -74,12 +74,12 @@ func serveRelay(t *testing.T, wrap func(grpc.ServerStream) grpc.ServerStream) st
 	return lis.Addr().String()
 }
 
-// startLoggedRelay serves a relay whose ExecuteBatch sends are logged, and connects a raw
+// startLoggedRelay serves srv, its ExecuteBatch sends logged, and connects a raw
 // provider that logs each ExecuteRequest and answers it after delay.
-func startLoggedRelay(t *testing.T, delay time.Duration) (string, *eventLog) {
+func startLoggedRelay(t *testing.T, srv *relay.Server, delay time.Duration) (string, *eventLog) {
 	t.Helper()
 	log := &eventLog{}
-	addr := serveRelay(t, func(ss grpc.ServerStream) grpc.ServerStream { return loggedStream{ss, log} })
+	addr := serveRelay(t, srv, func(ss grpc.ServerStream) grpc.ServerStream { return loggedStream{ss, log} })
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -158,9 +158,11 @@ func runOne(t *testing.T, addr string) []string {
 // TestSingleCallAcceptedGoesWithResult: toolsd holds a single-call batch's accepted
 // message back for limits.accepted_hold (5 ms) and writes it with a quick call's
 // result, so such a batch costs its agent one write and one wake-up. The relay must do
-// the same, or its single-call latency carries a write toolsd's does not.
+// the same, or its single-call latency carries a write toolsd's does not. The hold here
+// is a minute: with 5 ms, a loaded machine that took longer than that to carry the call
+// to the provider saw the hold end, as it should, before the call arrived.
 func TestSingleCallAcceptedGoesWithResult(t *testing.T) {
-	addr, log := startLoggedRelay(t, 0)
+	addr, log := startLoggedRelay(t, relay.NewServer().WithAcceptedHold(time.Minute), 0)
 	if got := runOne(t, addr); len(got) != 3 || got[0] != "accepted" || got[1] != "result" || got[2] != "settled" {
 		t.Fatalf("messages = %v, want [accepted result settled]", got)
 	}
@@ -172,7 +174,7 @@ func TestSingleCallAcceptedGoesWithResult(t *testing.T) {
 // TestSlowSingleCallGetsAcceptedAfterHold: a call slower than the hold gets accepted
 // when the hold ends, before its result.
 func TestSlowSingleCallGetsAcceptedAfterHold(t *testing.T) {
-	addr, log := startLoggedRelay(t, 200*time.Millisecond)
+	addr, log := startLoggedRelay(t, relay.NewServer(), 200*time.Millisecond)
 	if got := runOne(t, addr); len(got) != 3 || got[0] != "accepted" || got[1] != "result" || got[2] != "settled" {
 		t.Fatalf("messages = %v, want [accepted result settled]", got)
 	}

@@ -42,7 +42,7 @@ func (s recordedStream) RecvMsg(m any) error {
 func providerResult(t *testing.T, start func(ctx context.Context, addr string, ready chan<- struct{}) error) *toolsdv1.ExecuteResult {
 	t.Helper()
 	rec := &resultRecorder{}
-	addr := serveRelay(t, func(ss grpc.ServerStream) grpc.ServerStream { return recordedStream{ss, rec} })
+	addr := serveRelay(t, relay.NewServer(), func(ss grpc.ServerStream) grpc.ServerStream { return recordedStream{ss, rec} })
 	ctx, cancel := context.WithCancel(t.Context())
 	ready := make(chan struct{})
 	errc := make(chan error, 1)

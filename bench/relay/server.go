@@ -26,10 +26,12 @@ type Server struct {
 	hub     hub
 	batches atomic.Uint64
 	seq     atomic.Uint64
+	hold    time.Duration // how long a single-call batch's accepted waits for its result
 }
 
-// NewServer returns a relay with no provider connected.
-func NewServer() *Server { return &Server{} }
+// NewServer returns a relay with no provider connected, holding a single-call batch's
+// accepted message as long as toolsd's default limits.accepted_hold.
+func NewServer() *Server { return &Server{hold: acceptedHold()} }
 
 // Register adds both services to g.
 func (s *Server) Register(g *grpc.Server) {
@@ -89,7 +91,7 @@ func (s *Server) ExecuteBatch(stream toolsdv1.ToolService_ExecuteBatchServer) er
 	if acc != nil {
 		// One call: accepted waits for the result, as toolsd's (limits.accepted_hold),
 		// so a quick call costs its agent one write.
-		if ready, err = holdAccepted(stream, acc, waits[0]); err != nil {
+		if ready, err = holdAccepted(stream, s.hold, acc, waits[0]); err != nil {
 			return err
 		}
 	}
@@ -114,9 +116,9 @@ func (s *Server) ExecuteBatch(stream toolsdv1.ToolService_ExecuteBatchServer) er
 }
 
 // holdAccepted sends a single-call batch's accepted message once its result is ready
-// (and returns that result) or once the hold time has passed (and returns nil).
-func holdAccepted(stream toolsdv1.ToolService_ExecuteBatchServer, acc *toolsdv1.ExecuteBatchResponse, wait <-chan *toolsdv1.ExecuteResult) (*toolsdv1.ExecuteResult, error) {
-	t := time.NewTimer(acceptedHold())
+// (and returns that result) or once hold has passed (and returns nil).
+func holdAccepted(stream toolsdv1.ToolService_ExecuteBatchServer, hold time.Duration, acc *toolsdv1.ExecuteBatchResponse, wait <-chan *toolsdv1.ExecuteResult) (*toolsdv1.ExecuteResult, error) {
+	t := time.NewTimer(hold)
 	defer t.Stop()
 	var r *toolsdv1.ExecuteResult
 	select {

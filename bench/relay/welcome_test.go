@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/toolsd/toolsd/bench/relay"
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
 )
 
@@ -30,7 +31,7 @@ func (s heldWelcomeStream) SendMsg(m any) error {
 // the server's welcome send has not yet returned.
 func TestWelcomedProviderTakesCalls(t *testing.T) {
 	release := make(chan struct{})
-	addr := serveRelay(t, func(ss grpc.ServerStream) grpc.ServerStream { return heldWelcomeStream{ss, release} })
+	addr := serveRelay(t, relay.NewServer(), func(ss grpc.ServerStream) grpc.ServerStream { return heldWelcomeStream{ss, release} })
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
