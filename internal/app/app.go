@@ -93,6 +93,8 @@ type App struct {
 	approvalWaitEnded func()
 	// sendClock, if set, times the sends to peers (see WithSendClock).
 	sendClock streamgate.Clock
+	// registryClock, if set, times tool sets' idleness (see WithRegistryClock).
+	registryClock func() time.Time
 	// tracingOpts configure tracing when the config enables it (see WithTracing).
 	tracingOpts []observe.TracingOption
 	// pinSaver keeps the registry's pins in the data directory (nil: they live in
@@ -177,6 +179,13 @@ func WithApprovalWaitEnded(f func()) Option {
 // limits.write_timeout (see server.Deps.SendClock and broker.WithSendClock): for tests
 // that decide when a peer has waited too long.
 func WithSendClock(clock streamgate.Clock) Option { return func(a *App) { a.sendClock = clock } }
+
+// WithRegistryClock has tool sets' idleness, against registry.tool_set_idle, timed by now
+// instead of time.Now (see registry.WithClock): for tests that decide when a set has
+// been idle too long.
+func WithRegistryClock(now func() time.Time) Option {
+	return func(a *App) { a.registryClock = now }
+}
 
 // WithTracing passes opts to [observe.SetupTracing] when the config enables tracing:
 // for tests that record toolsd's spans (observe.WithSpanExporter,
@@ -433,6 +442,7 @@ func (a *App) build(pol *policy.Set) error {
 		}),
 		registry.WithPinning(pinning),
 		registry.WithToolSetIdle(c.Registry.ToolSetIdle.D()),
+		registry.WithClock(a.registryClock),
 	)
 	a.sweptReg.Store(a.reg)
 	if pinPath != "" {

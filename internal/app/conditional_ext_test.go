@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	toolsdv1 "github.com/toolsd/toolsd/gen/toolsd/v1"
+	"github.com/toolsd/toolsd/internal/app"
 	"github.com/toolsd/toolsd/pkg/provider"
 )
 
@@ -240,11 +241,15 @@ func TestRestrictionDuringApprovalStopsTheCall(t *testing.T) {
 
 // TestToolSetInUseDoesNotExpire: a tool set governs its batch until the batch ends; a
 // call that runs longer than registry.tool_set_idle must not make the set expire under
-// the batch's later calls.
+// the batch's later calls. The registry's clock stands still but for the first call's
+// run (on the real clock, a loaded machine that took longer than the idle time between
+// ResolveToolSet and the batch saw the set expire before the batch began).
 func TestToolSetInUseDoesNotExpire(t *testing.T) {
+	var ran atomic.Int64 // how far the registry's clock has moved
+	base := time.Now()
 	e := start(t, `
 registry: {tool_set_idle: 100ms}
-`)
+`, app.WithRegistryClock(func() time.Time { return base.Add(time.Duration(ran.Load())) }))
 	started, release := make(chan struct{}, 1), make(chan struct{})
 	runProvider(t, e.app.Addr(), gateTool("long", started, release), constTool("after", "ran"))
 	set := e.resolve(t, "s-idle", 1, nil)
@@ -252,7 +257,7 @@ registry: {tool_set_idle: 100ms}
 		call("c1", "long", `{}`), call("c2", "after", `{}`),
 	}}, batchOptions{onAccepted: func(toolsdv1.ToolService_ExecuteBatchClient) {
 		<-started
-		time.Sleep(300 * time.Millisecond) // the first call outlasts the idle time
+		ran.Add(int64(time.Minute)) // the first call outlasts the idle time
 		close(release)
 	}})
 	if diff := cmp.Diff([]string{"", ""}, resultCodes(out.results)); diff != "" {
