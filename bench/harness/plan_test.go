@@ -13,6 +13,12 @@ import (
 	"github.com/toolsd/toolsd/bench/load"
 )
 
+// smokeWindow is the measured window of these tests' workloads, which only need a batch
+// to complete in it: an agent whose batches succeed at once completes none in a window
+// of 10 or 20 ms when a loaded machine keeps its goroutine off the CPU for that long,
+// and the run fails with an empty window.
+const smokeWindow = 100 * time.Millisecond
+
 // inProcessTarget is a target without processes whose batches succeed at once.
 type inProcessTarget struct{ name string }
 
@@ -37,7 +43,7 @@ func TestProbeFailureKeepsWorkloads(t *testing.T) {
 	p := &plan{
 		c:         config{runs: 1},
 		targets:   []Target{inProcessTarget{nameRelay}, inProcessTarget{nameToolsd}},
-		workloads: []load.Workload{{Name: wSingleC1, Agents: 1, BatchSize: 1, ArgBytes: argSmall, Duration: 20 * time.Millisecond}},
+		workloads: []load.Workload{{Name: wSingleC1, Agents: 1, BatchSize: 1, ArgBytes: argSmall, Duration: smokeWindow}},
 		probes: func(context.Context, config) (probeResults, error) {
 			return probeResults{Schemas10kP50us: ptr(1234)}, errProbe
 		},
@@ -121,7 +127,7 @@ func TestRunFailureKeepsWorkloads(t *testing.T) {
 	errStart := errors.New("test target cannot start")
 	journalFails := 1
 	small := func(name string) load.Workload {
-		return load.Workload{Name: name, Agents: 1, BatchSize: 1, ArgBytes: argSmall, Duration: 20 * time.Millisecond}
+		return load.Workload{Name: name, Agents: 1, BatchSize: 1, ArgBytes: argSmall, Duration: smokeWindow}
 	}
 	p := &plan{
 		c: config{runs: 2},
@@ -196,7 +202,7 @@ func TestPairedStopFailureLeavesSamplesOut(t *testing.T) {
 	p := &plan{
 		c:         config{runs: 2, paired: true},
 		targets:   []Target{inProcessTarget{nameRelay}, stopFailingTarget{nameToolsd}},
-		workloads: []load.Workload{{Name: wSingleC1, Agents: 1, BatchSize: 1, ArgBytes: argSmall, Duration: 20 * time.Millisecond}},
+		workloads: []load.Workload{{Name: wSingleC1, Agents: 1, BatchSize: 1, ArgBytes: argSmall, Duration: smokeWindow}},
 	}
 	dir := t.TempDir()
 	if err := runPlan(t.Context(), p, dir, io.Discard); !errors.Is(err, errStop) {
@@ -246,7 +252,7 @@ func TestRatioNullWhenEachSideMissesARun(t *testing.T) {
 			nthStartFailing{name: nameRelay, n: 1, starts: &relayStarts},
 			nthStartFailing{name: nameToolsd, n: 2, starts: &toolsdStarts},
 		},
-		workloads: []load.Workload{{Name: wSingleC1, Agents: 1, BatchSize: 1, ArgBytes: argSmall, Duration: 20 * time.Millisecond}},
+		workloads: []load.Workload{{Name: wSingleC1, Agents: 1, BatchSize: 1, ArgBytes: argSmall, Duration: smokeWindow}},
 	}
 	dir := t.TempDir()
 	if err := runPlan(t.Context(), p, dir, io.Discard); !errors.Is(err, errNthStart) {
@@ -287,7 +293,7 @@ func TestStoppedRunSkipsProbes(t *testing.T) {
 	p := &plan{
 		c:         config{runs: 1},
 		targets:   []Target{inProcessTarget{nameRelay}, cancellingTarget{name: nameToolsd, cancel: cancel}},
-		workloads: []load.Workload{{Name: wSingleC1, Agents: 1, BatchSize: 1, ArgBytes: argSmall, Duration: 20 * time.Millisecond}},
+		workloads: []load.Workload{{Name: wSingleC1, Agents: 1, BatchSize: 1, ArgBytes: argSmall, Duration: smokeWindow}},
 		probes: func(context.Context, config) (probeResults, error) {
 			probed = true
 			return probeResults{}, errors.New("probe run after the run was stopped")
@@ -357,7 +363,7 @@ func TestRunsRotateTheTargets(t *testing.T) {
 	p := &plan{
 		c:         config{runs: 3},
 		targets:   []Target{orderTarget{"a", &started}, orderTarget{"b", &started}, orderTarget{"c", &started}},
-		workloads: []load.Workload{{Name: wSingleC1, Agents: 1, BatchSize: 1, ArgBytes: argSmall, Duration: 10 * time.Millisecond}},
+		workloads: []load.Workload{{Name: wSingleC1, Agents: 1, BatchSize: 1, ArgBytes: argSmall, Duration: smokeWindow}},
 	}
 	if errs := p.measureAll(t.Context(), map[string][]sample{}); len(errs) != 0 {
 		t.Fatalf("measureAll() = %v", errs)
