@@ -231,3 +231,41 @@ guards:
 		})
 	}
 }
+
+// TestDenialOutranksAnInterruptedCondition: a rule that denies the call stands when the
+// call's cancellation interrupts another rule's condition, in whichever order the two
+// are written: a denial is more specific than the cancellation, and the outcome of the
+// rules does not depend on their order. The interrupted rule coming first used to end
+// the rules with ABORTED_BEFORE_DISPATCH before the denying rule was read.
+func TestDenialOutranksAnInterruptedCondition(t *testing.T) {
+	const slow = `
+  - tool: loop
+    when: 'args.items.all(x, x > 0)'
+    decision: allow
+`
+	const deny = `
+  - tool: loop
+    decision: deny
+    reason: loop is forbidden
+`
+	items := strings.TrimSuffix(strings.Repeat("1,", 500), ",")
+	for name, src := range map[string]string{
+		"interrupted rule first": "rules:" + slow + deny,
+		"denying rule first":     "rules:" + deny + slow,
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			res := resolverFunc(func(_ context.Context, c *tool.Call) (pipeline.Tool, error) {
+				cancel()
+				return &stubTool{def: tool.Definition{Name: c.Name}}, nil
+			})
+			disp := dispatcherFunc(func(context.Context, pipeline.Tool, *tool.Exec) tool.Result { return tool.Result{Content: "ok"} })
+			p := pipeline.New(res, disp, pipeline.WithPolicy(mustParse(t, src)))
+			r := p.Run(ctx, exec("global", "loop", fmt.Sprintf(`{"items":[%s]}`, items)))
+			if r.Code() != tool.CodeDenied || r.Err.Message != "loop is forbidden" {
+				t.Errorf("Run() cancelled during a rule's condition, another rule denying = %s %+v, want DENIED (loop is forbidden)", r.Code(), r.Err)
+			}
+		})
+	}
+}

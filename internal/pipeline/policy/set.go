@@ -78,9 +78,12 @@ func (s *Set) Guards() []pipeline.Guard {
 // PreExecute evaluates the rules in order and combines the verdicts of every rule that
 // matches (see [pipeline.Combine]), stopping at the first deny; no match abstains. The
 // arguments are decoded only when a matching rule has a condition. A condition that
-// fails to evaluate makes its rule deny.
+// fails to evaluate makes its rule deny. A condition the call's cancellation interrupts
+// does not end the rules: a later rule's denial is more specific than the
+// cancellation, and stands as it would had it come first; without one, the call is
+// cancelled before dispatch (see [interrupted]).
 func (s *Set) PreExecute(ctx context.Context, e *tool.Exec, _ pipeline.Tool) pipeline.Verdict {
-	var out pipeline.Verdict
+	var out, cut pipeline.Verdict
 	if s == nil {
 		return out
 	}
@@ -90,9 +93,16 @@ func (s *Set) PreExecute(ctx context.Context, e *tool.Exec, _ pipeline.Tool) pip
 		if !ok {
 			continue
 		}
-		if out = pipeline.Combine(out, v); out.Decision == pipeline.Deny {
-			break
+		if v.Code == tool.CodeAbortedBeforeDispatch {
+			cut = v
+			continue
 		}
+		if out = pipeline.Combine(out, v); out.Decision == pipeline.Deny {
+			return out
+		}
+	}
+	if cut.Decision == pipeline.Deny {
+		return cut
 	}
 	return out
 }
