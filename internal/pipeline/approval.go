@@ -26,10 +26,15 @@ func (s *snapshot) approval(ctx context.Context, e *tool.Exec, r *tool.Result) b
 }
 
 // ask puts the call's question to the approver: true is an approval, false comes with
-// the call's failure.
+// the call's failure. A call whose context ended as its policy decided is not asked (the
+// approver would show the client a question about a call it has cancelled): it was
+// cancelled before dispatch.
 //
 //go:noinline
 func (s *snapshot) ask(ctx context.Context, e *tool.Exec, st *callState) (tool.Result, bool) {
+	if ctx.Err() != nil {
+		return failure(e, tool.CodeAbortedBeforeDispatch, msgCancelledBefore, ""), false
+	}
 	if e.Approver == nil {
 		return failure(e, tool.CodeApprovalUnavailable, msgNoApprover, ""), false
 	}

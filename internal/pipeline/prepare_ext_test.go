@@ -561,3 +561,29 @@ func TestApprovalCancelledBeforeItsTimerFires(t *testing.T) {
 		t.Errorf("Run() = %q %q with %d dispatches, want ABORTED_BEFORE_DISPATCH and none", r.Code(), r.Err.Message, disp.count())
 	}
 }
+
+// TestCancelledCallIsNotAsked: a call whose context ends after its policy asks, before
+// the approver is asked, puts no question to the approver (on the batch stream, an
+// approval_request the client would see for a call it has cancelled): it ends
+// ABORTED_BEFORE_DISPATCH, as a call cancelled before its policy is consulted does.
+func TestCancelledCallIsNotAsked(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	asks := pipeline.PreExecuteFunc("asks", func(context.Context, *tool.Exec, pipeline.Tool) pipeline.Verdict {
+		cancel() // the batch is cancelled as the policy decides
+		return pipeline.Verdict{Decision: pipeline.Ask, Reason: "deletes files"}
+	})
+	disp := returning(tool.Result{Content: "ok"})
+	p := pipeline.New(staticResolver(newTool("rm")), disp, pipeline.WithPreExecute(asks))
+	asked := 0
+	e := newExec("rm", `{}`)
+	e.Approver = approverFunc(func(ctx context.Context, _ tool.ApprovalRequest) (tool.ApprovalDecision, error) {
+		asked++
+		return tool.ApprovalDecision{}, ctx.Err()
+	})
+	r := p.Run(ctx, e)
+	checkShape(t, e, r)
+	if r.Code() != tool.CodeAbortedBeforeDispatch || asked != 0 || disp.count() != 0 {
+		t.Errorf("Run() = %+v, asked %d times, dispatched %d; want ABORTED_BEFORE_DISPATCH, never asked, not dispatched", r.Err, asked, disp.count())
+	}
+}
