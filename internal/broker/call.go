@@ -84,13 +84,16 @@ func (p *pendingCall) taken(ctx context.Context, r tool.Result) tool.Result {
 // its provider's report that it stopped is ABORTED. attempt is 1 for the first try.
 // e.Progress, when set, is called on the stream's receive goroutine and must not block.
 func (b *Broker) Call(ctx context.Context, providerID string, e *tool.Exec, attempt int) tool.Result {
+	// Checked before the lookup: a call that ended is ABORTED_BEFORE_DISPATCH whether its
+	// provider's stream was torn down before the lookup or while the call waited to be
+	// sent (see [conn.unsent]).
+	if tool.Ended(ctx) {
+		return abortedBeforeDispatch()
+	}
 	c := b.lookup(providerID)
 	if c == nil {
 		b.obs.CallRejected(tool.CodeProviderUnavailable)
 		return unavailable(providerID)
-	}
-	if tool.Ended(ctx) {
-		return abortedBeforeDispatch()
 	}
 	if !utf8.ValidString(e.Arguments) {
 		return invalidUTF8()

@@ -302,3 +302,26 @@ func TestTeardownRemovesToolsBeforeFailingCalls(t *testing.T) {
 		t.Errorf("the running call ended %s, want PROVIDER_GONE", r.Code())
 	}
 }
+
+// TestCancelledCallToAGoneProviderIsAborted: a call whose context has ended by the time
+// it looks its provider up is ABORTED_BEFORE_DISPATCH, not counted as rejected, when the
+// provider's stream has already been torn down, as it is when the teardown comes while
+// the call waits for the send slot (TestCancelledUnsentCallIsAbortedWhoeverWithdrawsIt):
+// which came first, the teardown or the lookup, does not decide the result. It was
+// PROVIDER_UNAVAILABLE, counted.
+func TestCancelledCallToAGoneProviderIsAborted(t *testing.T) {
+	b, c, obs := oneSlotConn(t)
+	c.stop()
+	c.failPending()
+	b.mu.Lock()
+	delete(b.conns, c.id)
+	b.mu.Unlock()
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if r := b.Call(ctx, c.id, &tool.Exec{Call: tool.Call{CallID: "c", Name: "t", Arguments: `{}`}}, 1); r.Code() != tool.CodeAbortedBeforeDispatch {
+		t.Errorf("Call cancelled, to a provider gone = %v, want ABORTED_BEFORE_DISPATCH", r)
+	}
+	if n := obs.count(tool.CodeProviderUnavailable); n != 0 {
+		t.Errorf("CallRejected(PROVIDER_UNAVAILABLE) counted %d times, want 0", n)
+	}
+}
