@@ -62,6 +62,10 @@ func TestParseExample(t *testing.T) {
 	if got := s.Tool("global", "fetch"); !got.Idempotent {
 		t.Errorf("Tool(fetch).Idempotent = false, want true")
 	}
+	// A tools entry has no scope (README): a tenant's own fetch is marked as well.
+	if got := s.Tool("tenant-a/bot", "fetch"); !got.Idempotent {
+		t.Errorf("Tool(tenant-a/bot, fetch).Idempotent = false, want true: tools entries apply in every scope")
+	}
 	shell := s.Tool("global", "shell")
 	modes := map[string]tool.Mode{`{"command":"ls -la"}`: tool.ModeParallel, `{"command":"rm -rf /"}`: tool.ModeExclusive}
 	for args, want := range modes {
