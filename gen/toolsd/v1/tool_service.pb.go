@@ -2209,9 +2209,9 @@ type ReadSessionRequest struct {
 	// Maximum number of events (0 = all).
 	Limit uint32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
 	// The epoch of the session the client read before (0 = don't check): a session of
-	// this id whose epoch differs was deleted by retention and created again, and the
-	// read fails with FAILED_PRECONDITION, reason SESSION_RECREATED, before it sends
-	// anything. A session that does not exist reads as empty, as without it.
+	// this id whose epoch differs was deleted (by retention or DeleteSession) and
+	// created again, and the read fails with FAILED_PRECONDITION, reason
+	// SESSION_RECREATED, before it sends anything. A session that does not exist reads as empty, as without it.
 	ExpectEpoch   uint64 `protobuf:"varint,4,opt,name=expect_epoch,json=expectEpoch,proto3" json:"expect_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2281,8 +2281,8 @@ type ReadSessionResponse struct {
 	// The event.
 	Event *SessionEvent `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
 	// The epoch of the session the event belongs to: it identifies one life of the
-	// session id, and changes when retention deletes the session and it is created
-	// again (its seqs start at 1 again). Opaque: compare it for equality only, and send
+	// session id, and changes when retention (or DeleteSession) deletes the session and
+	// it is created again (its seqs start at 1 again). Opaque: compare it for equality only, and send
 	// the last one seen as expect_epoch with from_seq to resume.
 	Epoch         uint64 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -2341,9 +2341,10 @@ type WatchSessionRequest struct {
 	// First seq to return (0 and 1 both mean from the start).
 	FromSeq uint64 `protobuf:"varint,2,opt,name=from_seq,json=fromSeq,proto3" json:"from_seq,omitempty"`
 	// The epoch of the session the client watched before (0 = don't check): a session
-	// of this id whose epoch differs was deleted by retention and created again, and the
-	// watch fails with FAILED_PRECONDITION, reason SESSION_RECREATED, before it sends
-	// anything, also when that session is created only while the watch waits for it.
+	// of this id whose epoch differs was deleted (by retention or DeleteSession) and
+	// created again, and the watch fails with FAILED_PRECONDITION, reason
+	// SESSION_RECREATED, before it sends anything, also when that session is created
+	// only while the watch waits for it.
 	ExpectEpoch   uint64 `protobuf:"varint,3,opt,name=expect_epoch,json=expectEpoch,proto3" json:"expect_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

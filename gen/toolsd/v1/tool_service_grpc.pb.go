@@ -114,13 +114,13 @@ type ToolServiceClient interface {
 	// reads as empty. With authentication on, the caller must be allowed to read the
 	// session (its owner while it may still execute where the session was claimed, or an
 	// operator there); others get PERMISSION_DENIED, also for an id no session holds,
-	// which only an operator of every scope reads as empty. A session deleted by retention while it is read (and perhaps
-	// created again) ends the read with NOT_FOUND, reason SESSION_DELETED, rather than
-	// continue with another session's events. To resume a read, send from_seq with the
-	// epoch of the last event read as expect_epoch: a session created again under the
-	// id since then fails the read with FAILED_PRECONDITION, reason SESSION_RECREATED,
-	// rather than answer with its own events (or none) as if they followed the old
-	// ones. An event takes up to the session log's 16 MiB: with limits.max_result_bytes
+	// which only an operator of every scope reads as empty. A session deleted by
+	// retention (or DeleteSession) while it is read (and perhaps created again) ends the
+	// read with NOT_FOUND, reason SESSION_DELETED, rather than continue with another
+	// session's events. To resume a read, send from_seq with the epoch of the last event
+	// read as expect_epoch: a session created again under the id since then fails the
+	// read with FAILED_PRECONDITION, reason SESSION_RECREATED, rather than answer with
+	// its own events (or none) as if they followed the old ones. An event takes up to the session log's 16 MiB: with limits.max_result_bytes
 	// over 2MiB (or argument or context limits over 4MiB) one may be over gRPC's default
 	// 4 MiB receive limit, and a client that keeps that limit gets RESOURCE_EXHAUSTED
 	// from its transport there; raise the limit and read on from that event's seq. A
@@ -129,9 +129,8 @@ type ToolServiceClient interface {
 	ReadSession(ctx context.Context, in *ReadSessionRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ReadSessionResponse], error)
 	// WatchSession streams a session's stored events from from_seq, then live events as
 	// they are appended, until the client cancels. It is authorized as ReadSession is.
-	// It ends with NOT_FOUND, reason
-	// SESSION_DELETED, when retention deletes the session, with UNAVAILABLE, reason
-	// SHUTTING_DOWN, at shutdown, and with UNAUTHENTICATED when the credential it was
+	// It ends with NOT_FOUND, reason SESSION_DELETED, when retention (or DeleteSession)
+	// deletes the session, with UNAVAILABLE, reason SHUTTING_DOWN, at shutdown, and with UNAUTHENTICATED when the credential it was
 	// opened with expires: reason TOKEN_EXPIRED for a JWT (open it again with a fresh
 	// token), CERTIFICATE_EXPIRED for a client certificate, also that of the connection
 	// a token came on if it expires first (open it again on a new connection with a
@@ -455,13 +454,13 @@ type ToolServiceServer interface {
 	// reads as empty. With authentication on, the caller must be allowed to read the
 	// session (its owner while it may still execute where the session was claimed, or an
 	// operator there); others get PERMISSION_DENIED, also for an id no session holds,
-	// which only an operator of every scope reads as empty. A session deleted by retention while it is read (and perhaps
-	// created again) ends the read with NOT_FOUND, reason SESSION_DELETED, rather than
-	// continue with another session's events. To resume a read, send from_seq with the
-	// epoch of the last event read as expect_epoch: a session created again under the
-	// id since then fails the read with FAILED_PRECONDITION, reason SESSION_RECREATED,
-	// rather than answer with its own events (or none) as if they followed the old
-	// ones. An event takes up to the session log's 16 MiB: with limits.max_result_bytes
+	// which only an operator of every scope reads as empty. A session deleted by
+	// retention (or DeleteSession) while it is read (and perhaps created again) ends the
+	// read with NOT_FOUND, reason SESSION_DELETED, rather than continue with another
+	// session's events. To resume a read, send from_seq with the epoch of the last event
+	// read as expect_epoch: a session created again under the id since then fails the
+	// read with FAILED_PRECONDITION, reason SESSION_RECREATED, rather than answer with
+	// its own events (or none) as if they followed the old ones. An event takes up to the session log's 16 MiB: with limits.max_result_bytes
 	// over 2MiB (or argument or context limits over 4MiB) one may be over gRPC's default
 	// 4 MiB receive limit, and a client that keeps that limit gets RESOURCE_EXHAUSTED
 	// from its transport there; raise the limit and read on from that event's seq. A
@@ -470,9 +469,8 @@ type ToolServiceServer interface {
 	ReadSession(*ReadSessionRequest, grpc.ServerStreamingServer[ReadSessionResponse]) error
 	// WatchSession streams a session's stored events from from_seq, then live events as
 	// they are appended, until the client cancels. It is authorized as ReadSession is.
-	// It ends with NOT_FOUND, reason
-	// SESSION_DELETED, when retention deletes the session, with UNAVAILABLE, reason
-	// SHUTTING_DOWN, at shutdown, and with UNAUTHENTICATED when the credential it was
+	// It ends with NOT_FOUND, reason SESSION_DELETED, when retention (or DeleteSession)
+	// deletes the session, with UNAVAILABLE, reason SHUTTING_DOWN, at shutdown, and with UNAUTHENTICATED when the credential it was
 	// opened with expires: reason TOKEN_EXPIRED for a JWT (open it again with a fresh
 	// token), CERTIFICATE_EXPIRED for a client certificate, also that of the connection
 	// a token came on if it expires first (open it again on a new connection with a
