@@ -203,8 +203,10 @@ func (w *journalWriter) finishRewrite(res rewritten) {
 	j.size, j.group, j.seed = res.size, res.group, res.seed
 	// Every session's records move to the new file: the snapshot's to where step 2 put
 	// them, the ones committed since by as much as their groups moved. A reader of a
-	// cold session holds its lock while it reads, so once all are moved nobody reads
-	// the old file.
+	// cold page holds its lock while it reads, so once all are moved nobody reads the
+	// old file but a watch reading a whole session back (see memSession.warm): its
+	// read fails once the file is closed, or ends, and it sees the file changed and
+	// reads the session again from the new one.
 	snap := make(map[*memSession]int, len(rw.sessions))
 	for i, rs := range rw.sessions {
 		snap[rs.s] = i

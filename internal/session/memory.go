@@ -89,16 +89,51 @@ func (s *memSession) eventAt(seq uint64) (Event, error) {
 	return *s.events.at(int(seq - 1)), nil
 }
 
-// warm reads a cold log back from the journal. s.mu must be held.
+// warmHook runs as a cold log starts being read back, without the session's lock
+// (tests block it there).
+var warmHook = func() {}
+
+// warm reads a cold log back from the journal. s.mu must be held; it is released while
+// the file is read, and held again when warm returns. The journal's writer takes the
+// lock to apply each commit to the session: held for the whole session's read, it
+// would stop the writer, and every other session's appends, until the read ended.
+// What was appended meanwhile is read after, under the lock; a rewrite of the file
+// meanwhile (which moves every record, and closes the file read) starts it over. A
+// session deleted meanwhile fails with ErrDeleted.
 func (s *memSession) warm() error {
-	if !s.events.cold {
-		return nil
+	for s.events.cold {
+		n := len(s.disk.locs)
+		d := diskLog{file: s.disk.file, locs: s.disk.locs[:n:n]}
+		count := s.events.n
+		s.mu.Unlock()
+		warmHook()
+		l, err := d.load(count)
+		s.mu.Lock()
+		switch {
+		case s.gone:
+			return ErrDeleted
+		case !s.events.cold: // another watch read it back meanwhile
+			return nil
+		case s.disk.file != d.file: // rewritten meanwhile
+			continue
+		case err != nil:
+			return err
+		}
+		rest := diskLog{file: s.disk.file, locs: s.disk.locs[n:]}
+		for _, loc := range rest.locs {
+			err := rest.read(loc, loc.first, func(ev Event) bool {
+				l.append(ev)
+				return true
+			})
+			if err != nil {
+				return err
+			}
+		}
+		if l.n != s.events.n {
+			return fmt.Errorf("%w: the journal holds %d events of a session that has %d", ErrCorrupt, l.n, s.events.n)
+		}
+		s.events = l
 	}
-	l, err := s.disk.load(s.events.n)
-	if err != nil {
-		return err
-	}
-	s.events = l
 	return nil
 }
 
