@@ -56,7 +56,10 @@
 //     structs → object, time.Time → string (date-time), []byte →
 //     base64 string, interfaces and json.RawMessage → any value. As encoding/json decodes
 //     them: a type that decodes itself (json.Unmarshaler) → any value (the arguments
-//     struct itself is still described by its fields), one that decodes from text
+//     struct itself is still described by its fields; one that gets UnmarshalJSON from
+//     an embedded field is decoded by that field alone, so it is described by that
+//     field's type, and NewTool panics if it has other fields, which would never be
+//     set, or if the field is a pointer, which would be nil), one that decodes from text
 //     (encoding.TextUnmarshaler, such as netip.Addr) → string, and a boolean, number or
 //     string field tagged `json:",string"` → string whose pattern admits the field's
 //     value written as JSON ("5", "true", "\"text\"", a JSON string too for a type

@@ -229,6 +229,29 @@ func TestNewToolPanicsOnProgrammingErrors(t *testing.T) {
 		"tagged embedded pointer to unexported struct": {func() {
 			schemaOf[withHiddenTaggedPtr]()
 		}, "withHiddenTaggedPtr.hidden: embedded pointer to unexported struct *provider_test.hidden"},
+		// An arguments struct that gets UnmarshalJSON from an embedded field is decoded by
+		// it alone: encoding/json hands it the whole object and sets no other field.
+		"fields beside an embedded self-decoding struct": {func() {
+			schemaOf[defaultedSearch]()
+		}, "arguments type provider_test.defaultedSearch: field Query is never decoded: encoding/json decodes the arguments with the UnmarshalJSON of the embedded field defaulted"},
+		"fields beside an embedded time": {func() {
+			schemaOf[struct {
+				time.Time
+				Note string `json:"note"`
+			}]()
+		}, "field Note is never decoded: encoding/json decodes the arguments with the UnmarshalJSON of the embedded field Time"},
+		"embedded time alone": {func() {
+			schemaOf[struct{ time.Time }]()
+		}, "the UnmarshalJSON of the embedded field Time: arguments type time.Time is not a JSON object"},
+		// encoding/json calls the promoted method on the embedded pointer, which is nil.
+		"embedded pointer to a self-decoding struct": {func() {
+			schemaOf[struct{ *defaulted }]()
+		}, "the UnmarshalJSON of the embedded field defaulted, a pointer that is nil when encoding/json calls it"},
+		"field embedding a pointer to a self-decoding struct": {func() {
+			schemaOf[struct {
+				D nilDefaults `json:"d"`
+			}]()
+		}, ".D: type provider_test.nilDefaults decodes with the UnmarshalJSON of the embedded field defaulted, a pointer that is nil when encoding/json calls it"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			defer func() {
@@ -515,6 +538,60 @@ func TestSelfDecodingArgumentsStruct(t *testing.T) {
 	if want := `{"type":"object","properties":{"limit":{"type":"integer"}}}`; got != want {
 		t.Errorf("schema = %s, want %s", got, want)
 	}
+}
+
+// defaultedSearch gets UnmarshalJSON from defaulted: encoding/json decodes the whole
+// arguments object into defaulted and never sets Query.
+type defaultedSearch struct {
+	defaulted
+	Query string `json:"query"`
+}
+
+// nilDefaults gets UnmarshalJSON from the pointer it embeds, which encoding/json leaves
+// nil when it calls the method.
+type nilDefaults struct {
+	*defaulted
+}
+
+// defaultedOnly gets UnmarshalJSON from defaulted, which holds all its fields.
+type defaultedOnly struct {
+	defaulted
+}
+
+// An arguments struct whose UnmarshalJSON comes from the one embedded field that holds
+// all its fields is described by that field's type, which decodes it; one that also
+// declares its own is described by its fields.
+func TestPromotedSelfDecodingArgumentsStruct(t *testing.T) {
+	want := `{"type":"object","properties":{"limit":{"type":"integer"}}}`
+	if got := schemaOf[defaultedOnly](); got != want {
+		t.Errorf("schema = %s, want %s", got, want)
+	}
+	want = `{"type":"object","properties":{"limit":{"type":"integer"},"query":{"type":"string"}},"required":["query"]}`
+	if got := schemaOf[ownDecoder](); got != want {
+		t.Errorf("schema = %s, want %s", got, want)
+	}
+}
+
+// ownDecoder embeds a self-decoding struct and declares its own UnmarshalJSON, which
+// shadows the embedded one's.
+type ownDecoder struct {
+	defaulted
+	Query string `json:"query"`
+}
+
+func (o *ownDecoder) UnmarshalJSON(b []byte) error {
+	var v struct {
+		Limit *int   `json:"limit"`
+		Query string `json:"query"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	o.Limit, o.Query = 10, v.Query
+	if v.Limit != nil {
+		o.Limit = *v.Limit
+	}
+	return nil
 }
 
 // A json tag name encoding/json ignores does not name the property either.
