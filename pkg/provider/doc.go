@@ -60,7 +60,9 @@
 //     an embedded field is decoded by that field alone, so it is described by that
 //     field's type, and NewTool panics if it has other fields, which would never be
 //     set, or if the field is a pointer, which would be nil), one that decodes from text
-//     (encoding.TextUnmarshaler, such as netip.Addr) → string, and a boolean, number or
+//     (encoding.TextUnmarshaler, such as netip.Addr) → string (a struct type without a
+//     name, which can get these methods from an embedded field, uses them only through
+//     a pointer, as encoding/json does), and a boolean, number or
 //     string field tagged `json:",string"` → string whose pattern admits the field's
 //     value written as JSON ("5", "true", "\"text\"", a JSON string too for a type
 //     decoding from text). Recursive types, channels and functions need an explicit

@@ -74,7 +74,7 @@ func newKeyCheck(t reflect.Type) *keyCheck {
 		}
 		k.fields[t] = fs
 	}
-	walk(t)
+	walk(reflect.PointerTo(t)) // decoded through its address
 	return k
 }
 
@@ -184,7 +184,7 @@ func (k *keyCheck) caseOnlyKeys(doc string) []caseOnlyKey {
 	dec := json.NewDecoder(strings.NewReader(doc))
 	dec.UseNumber() // a number too large for a float64 is still a token
 	w := keyWalker{dec: dec, doc: doc, fields: k.fields}
-	_ = w.value(k.t)
+	_ = w.value(reflect.PointerTo(k.t)) // decoded through its address
 	return w.found
 }
 
@@ -281,10 +281,10 @@ func container(t reflect.Type) reflect.Type {
 	if t == nil {
 		return nil
 	}
-	t = indirectType(t)
 	if fromJSON, fromText := decodesItself(t); fromJSON || fromText {
 		return nil
 	}
+	t = indirectType(t)
 	switch t.Kind() {
 	case reflect.Struct, reflect.Map, reflect.Slice, reflect.Array:
 		return t

@@ -17,6 +17,9 @@ import (
 // a JSON object. Properties keep field order and keys a fixed order, so the same type
 // always yields the same bytes (the prompt prefix must not change between runs).
 func deriveSchema(t reflect.Type, strict bool) (string, error) {
+	// The arguments are decoded into a value through its address, so a type without a
+	// name decodes with its methods as a named one does.
+	declared := reflect.PointerTo(t)
 	t = indirectType(t)
 	d := deriver{strict: strict, visiting: map[reflect.Type]bool{}}
 	var root *object
@@ -24,14 +27,14 @@ func deriveSchema(t reflect.Type, strict bool) (string, error) {
 	case reflect.Struct, reflect.Map:
 		// The root is described by its fields even when it decodes itself (often to fill
 		// in defaults or to validate): the arguments are always a JSON object.
-		schema := d.schema
-		if fromJSON, _ := decodesItself(t); fromJSON && t.Kind() == reflect.Struct && t != timeType {
+		schema := func() (*object, error) { return d.schema(declared) }
+		if fromJSON, _ := decodesItself(declared); fromJSON && t.Kind() == reflect.Struct && t != timeType {
 			if e, ok := promotedUnmarshaler(t); ok {
 				return promotedSchema(t, e, strict)
 			}
-			schema = d.object
+			schema = func() (*object, error) { return d.object(t) }
 		}
-		o, err := schema(t)
+		o, err := schema()
 		if err != nil {
 			return "", err
 		}
@@ -132,14 +135,29 @@ var (
 	textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
 )
 
-// decodesItself reports how encoding/json decodes a type that implements a decoding
-// interface: one that decodes itself from any JSON value (json.Unmarshaler), or one
-// that decodes from a JSON string (encoding.TextUnmarshaler, such as netip.Addr).
+// decodesItself reports how encoding/json decodes a value of type t, as a field, an
+// element or the arguments declare it, with a decoding interface: one that decodes
+// itself from any JSON value (json.Unmarshaler), or one that decodes from a JSON string
+// (encoding.TextUnmarshaler, such as netip.Addr). encoding/json looks for the methods
+// on each pointer it goes through and on the address of a named value, so a struct
+// type without a name (struct{ netip.Addr }) uses those it gets from an embedded field
+// only through a pointer, and a value reached through a named pointer type (type P *T)
+// never uses its own.
 func decodesItself(t reflect.Type) (fromJSON, fromText bool) {
-	p := reflect.PointerTo(t)
-	fromJSON = t.Implements(jsonUnmarshalerType) || p.Implements(jsonUnmarshalerType)
-	fromText = t.Implements(textUnmarshalerType) || p.Implements(textUnmarshalerType)
-	return fromJSON, fromText
+	if t.Kind() != reflect.Pointer && t.Name() != "" {
+		t = reflect.PointerTo(t)
+	}
+	seen := map[reflect.Type]bool{}
+	for ; t.Kind() == reflect.Pointer && !seen[t]; t = t.Elem() {
+		seen[t] = true
+		switch {
+		case t.Implements(jsonUnmarshalerType):
+			return true, false
+		case t.Implements(textUnmarshalerType):
+			return false, true
+		}
+	}
+	return false, false
 }
 
 // indirectType returns t without its pointers. A pointer type that points to itself,
@@ -161,6 +179,7 @@ func indirectType(t reflect.Type) reflect.Type {
 
 // schema returns the schema of a Go type as encoding/json encodes it.
 func (d *deriver) schema(t reflect.Type) (*object, error) {
+	declared := t
 	t = indirectType(t)
 	switch t.Kind() {
 	case reflect.Slice, reflect.Array, reflect.Map:
@@ -188,7 +207,7 @@ func (d *deriver) schema(t reflect.Type) (*object, error) {
 		o.set("type", "number")
 		return o, nil
 	}
-	switch fromJSON, fromText := decodesItself(t); {
+	switch fromJSON, fromText := decodesItself(declared); {
 	case fromJSON:
 		if e, ok := promotedUnmarshaler(t); ok && e.Type.Kind() == reflect.Pointer {
 			return nil, fmt.Errorf("type %s decodes with the UnmarshalJSON of the embedded field %s, a pointer that is nil when encoding/json calls it (embed the struct, or declare UnmarshalJSON on %s)",
@@ -339,7 +358,7 @@ func (d *deriver) fields(t reflect.Type, props *object, required *[]string) erro
 		v := valueKind{t: ft, text: s.get("type") == "string" && ft.Kind() != reflect.String}
 		if hasOption(opts, "string") && quotable(f.Type) {
 			// encoding/json reads such a field from a JSON string holding its value.
-			s = quotedSchema(ft)
+			s = quotedSchema(f.Type)
 			v.quoted = true
 		}
 		tags, err := parseFieldTags(f, v)
@@ -476,7 +495,7 @@ const (
 	quotedString = `^"([^"\\\x00-\x1f]|\\(["\\/'bfnrt]|u[0-9a-fA-F]{4}))*"$`
 )
 
-// quotedSchema is the schema of a quotable field of type t (dereferenced) tagged
+// quotedSchema is the schema of a quotable field of type t (as declared) tagged
 // `json:",string"`: a string holding its value. A type that decodes itself from JSON
 // decides what it accepts, and so does encoding/json for a json.Number (any text that
 // starts like a number); one that decodes from text gets the text of a JSON string
@@ -485,6 +504,7 @@ func quotedSchema(t reflect.Type) *object {
 	o := &object{}
 	o.set("type", "string")
 	fromJSON, fromText := decodesItself(t)
+	t = indirectType(t)
 	switch {
 	case fromJSON || t == numberType:
 		return o

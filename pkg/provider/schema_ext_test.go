@@ -412,6 +412,14 @@ func TestDerivedSchemaAgreesWithDecoding(t *testing.T) {
 		{"quoted text value unquoted", schemaOf[quotedTextArgs](), `{"l":"\"debug\"","m":"warn"}`, decodeInto[quotedTextArgs]},
 		{"tag name encoding/json ignores", schemaOf[badTagArgs](), `{"Name":"x","Quote":"y","q":"z"}`, decodeInto[badTagArgs]},
 		{"json.Number from a number", schemaOf[numberArgs](), `{"n":5.5}`, decodeInto[numberArgs]},
+		// encoding/json uses the methods of a struct type without a name only through a
+		// pointer: a field of the type itself is decoded field by field.
+		{"unnamed struct embedding a text type", schemaOf[unnamedArgs](), `{"a":"10.0.0.1","b":{}}`, decodeInto[unnamedArgs]},
+		{"unnamed struct embedding a text type as object", schemaOf[unnamedArgs](), `{"a":{},"b":{}}`, decodeInto[unnamedArgs]},
+		{"unnamed struct embedding a self-decoding struct", schemaOf[unnamedArgs](), `{"a":{},"b":5}`, decodeInto[unnamedArgs]},
+		{"unnamed struct embedding a self-decoding struct as object", schemaOf[unnamedArgs](), `{"a":{},"b":{"limit":1,"x":2}}`, decodeInto[unnamedArgs]},
+		{"pointer to unnamed struct embedding a text type", schemaOf[unnamedArgs](), `{"a":{},"b":{},"p":"10.0.0.1"}`, decodeInto[unnamedArgs]},
+		{"pointer to unnamed struct embedding a text type as object", schemaOf[unnamedArgs](), `{"a":{},"b":{},"p":{}}`, decodeInto[unnamedArgs]},
 		{"json.Number from text", schemaOf[numberArgs](), `{"n":"five"}`, decodeInto[numberArgs]},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -421,6 +429,17 @@ func TestDerivedSchemaAgreesWithDecoding(t *testing.T) {
 			}
 		})
 	}
+}
+
+// unnamedArgs has fields of struct types without a name that get decoding methods
+// from an embedded field.
+type unnamedArgs struct {
+	A struct{ netip.Addr } `json:"a"`
+	B struct {
+		defaulted
+		X int `json:"x,omitempty"`
+	} `json:"b"`
+	P *struct{ netip.Addr } `json:"p,omitempty"`
 }
 
 // shadowArgs has fields encoding/json resolves by its dominance rules: e1 is the outer
