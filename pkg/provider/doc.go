@@ -80,7 +80,9 @@
 //     JSON for a `json:",string"` field (`enum=debug|warn` → "\"debug\"", "\"warn\"" when
 //     the type decodes from text).
 //     An unknown keyword makes NewTool panic, so typos surface at once; so do two
-//     fields with the same JSON name.
+//     fields with the same JSON name, and a pattern Go's regexp does not compile
+//     (toolsd would refuse the tool: it compiles patterns with regexp, which has no
+//     lookaround or backreferences).
 //
 // For example
 //

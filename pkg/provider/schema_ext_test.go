@@ -179,6 +179,17 @@ func TestNewToolPanicsOnProgrammingErrors(t *testing.T) {
 				A int `json:"a" jsonschema:"minimum"`
 			}]()
 		}, "needs a value"},
+		// toolsd compiles patterns with Go's regexp and refuses the tool when one does not.
+		"pattern that does not compile": {func() {
+			schemaOf[struct {
+				A string `json:"a" jsonschema:"pattern=^[a-z+$"`
+			}]()
+		}, "jsonschema pattern: error parsing regexp: missing closing ]"},
+		"pattern with a lookahead": {func() {
+			schemaOf[struct {
+				A string `json:"a" jsonschema:"pattern=^(?!admin)"`
+			}]()
+		}, "jsonschema pattern: error parsing regexp: invalid or unsupported Perl syntax"},
 		"required and optional": {func() {
 			schemaOf[struct {
 				A int `json:"a" jsonschema:"required,optional"`

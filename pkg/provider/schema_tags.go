@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -91,7 +92,10 @@ func parseFieldTags(f reflect.StructField, ft valueKind) (fieldTags, error) {
 		case "format":
 			tags.format = val
 		case "pattern":
+			// toolsd compiles patterns with Go's regexp (RE2) and refuses a tool whose
+			// schema holds one it cannot compile, such as a lookahead.
 			tags.pattern = val
+			_, err = regexp.Compile(val)
 		case "enum":
 			for v := range strings.SplitSeq(val, "|") {
 				raw, err := ft.literal(v)
