@@ -79,10 +79,11 @@
 //     boolean): strings for a type decoding from text, and strings holding the value as
 //     JSON for a `json:",string"` field (`enum=debug|warn` → "\"debug\"", "\"warn\"" when
 //     the type decodes from text).
-//     An unknown keyword makes NewTool panic, so typos surface at once; so do two
-//     fields with the same JSON name, and a pattern Go's regexp does not compile
-//     (toolsd would refuse the tool: it compiles patterns with regexp, which has no
-//     lookaround or backreferences).
+//     An unknown keyword makes NewTool panic, so typos surface at once; so does a
+//     pattern Go's regexp does not compile (toolsd would refuse the tool: it compiles
+//     patterns with regexp, which has no lookaround or backreferences). Two fields of
+//     one struct with the same JSON name are left out, as encoding/json ignores both
+//     (go vet reports them).
 //
 // For example
 //
