@@ -49,7 +49,8 @@
 //     does — including its rule for a name several fields share: the shallowest field
 //     wins, then the one whose tag names it, and a name still shared is left out.
 //   - Go types map to JSON types: bool → boolean, integers → integer (unsigned ones with
-//     minimum 0, sized ones within their range), floats and json.Number → number,
+//     minimum 0, 8-, 16- and 32-bit ones within their range; 64-bit ones, int and uint
+//     have no maximum), floats and json.Number → number,
 //     string → string, slices and arrays → array with items, maps → object with
 //     additionalProperties (and, for integer keys, propertyNames holding the decimal
 //     integers encoding/json parses: a key it cannot parse fails the whole decoding),
