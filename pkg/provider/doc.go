@@ -79,8 +79,9 @@
 //     Enum and default values take the property's JSON type (string, number or
 //     boolean): strings for a type decoding from text, and strings holding the value as
 //     JSON for a `json:",string"` field (`enum=debug|warn` → "\"debug\"", "\"warn\"" when
-//     the type decodes from text).
-//     An unknown keyword makes NewTool panic, so typos surface at once; so does a
+//     the type decodes from text); an integer field's are integers its Go type holds.
+//     An unknown keyword makes NewTool panic, so typos surface at once; so do a value
+//     of the wrong type or out of an integer type's range, and a
 //     pattern Go's regexp does not compile (toolsd would refuse the tool: it compiles
 //     patterns with regexp, which has no lookaround or backreferences). Two fields of
 //     one struct with the same JSON name are left out, as encoding/json ignores both

@@ -174,6 +174,33 @@ func TestNewToolPanicsOnProgrammingErrors(t *testing.T) {
 				A int `json:"a" jsonschema:"enum=one|two"`
 			}]()
 		}, "is not a JSON number"},
+		// An enum or default value the field's Go type cannot hold is a typo: the model
+		// would be offered a value every call with it fails to decode.
+		"enum value out of the type's range": {func() {
+			schemaOf[struct {
+				A uint8 `json:"a" jsonschema:"enum=1|300"`
+			}]()
+		}, `enum value "300": 300 is out of range for uint8`},
+		"negative default of an unsigned type": {func() {
+			schemaOf[struct {
+				A uint `json:"a,omitempty" jsonschema:"default=-1"`
+			}]()
+		}, `jsonschema default: -1 is out of range for uint`},
+		"integer enum value with a fraction": {func() {
+			schemaOf[struct {
+				A int `json:"a" jsonschema:"enum=1|2.5"`
+			}]()
+		}, `enum value "2.5": 2.5 is not an integer`},
+		"quoted integer default out of range": {func() {
+			schemaOf[struct {
+				A int8 `json:"a,string,omitempty" jsonschema:"default=128"`
+			}]()
+		}, `jsonschema default: 128 is out of range for int8`},
+		"quoted integer enum value with an exponent": {func() {
+			schemaOf[struct {
+				A int `json:"a,string" jsonschema:"enum=1e2"`
+			}]()
+		}, `enum value "1e2": a field tagged json:",string" takes an integer as its digits`},
 		"keyword without value": {func() {
 			schemaOf[struct {
 				A int `json:"a" jsonschema:"minimum"`
@@ -637,6 +664,22 @@ func TestIgnoredTagNameSchema(t *testing.T) {
 func TestTaggedUnexportedEmbedSchema(t *testing.T) {
 	want := `{"type":"object","properties":{"h":{"type":"object","properties":{"x":{"type":"integer"}},"required":["x"],"additionalProperties":false},"y":{"type":"integer"}},"required":["h","y"],"additionalProperties":false}`
 	if got := schemaOf[hiddenTagged](provider.StrictArguments()); got != want {
+		t.Errorf("schema = %s, want %s", got, want)
+	}
+}
+
+// Integer enum and default values may be written in any JSON form of an integer, within
+// the field's range.
+func TestIntegerEnumValues(t *testing.T) {
+	got := schemaOf[struct {
+		Small uint8 `json:"small" jsonschema:"enum=0|255|1e2|2.0,default=255"`
+		Big   int64 `json:"big,string" jsonschema:"enum=-9223372036854775808|9223372036854775807"`
+	}]()
+	want := `{"type":"object","properties":{` +
+		`"small":{"type":"integer","enum":[0,255,1e2,2.0],"default":255,"minimum":0,"maximum":255},` +
+		`"big":{"type":"string","enum":["-9223372036854775808","9223372036854775807"],"pattern":"^-?[0-9]+$"}},` +
+		`"required":["small","big"]}`
+	if got != want {
 		t.Errorf("schema = %s, want %s", got, want)
 	}
 }

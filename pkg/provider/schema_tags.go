@@ -59,6 +59,10 @@ func (k valueKind) literal(v string) (json.RawMessage, error) {
 	if !k.quoted {
 		return raw, nil
 	}
+	if !k.text && isInteger(k.t) && strings.ContainsAny(string(raw), ".eE") {
+		// encoding/json parses the string of a quoted integer with strconv.ParseInt.
+		return nil, errors.New(`a field tagged json:",string" takes an integer as its digits`)
+	}
 	// A quoted text-decoding field's string holds a JSON string too: "\"debug\"".
 	var buf bytes.Buffer
 	writeString(&buf, string(raw))
@@ -206,13 +210,55 @@ func literal(v string, t reflect.Type) (json.RawMessage, error) {
 		}
 		return json.Marshal(b)
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return number(v, false)
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return integerLiteral(v, t)
 	case reflect.Float32, reflect.Float64:
 		return number(v, false)
 	default:
 		return nil, fmt.Errorf("values are supported only for string, boolean and number fields, not %s", t)
 	}
+}
+
+// integerLiteral validates a JSON number literal as a value of integer type t: an
+// integer in any JSON form (100, 1e2, 100.0, as JSON Schema counts them), within t's
+// range. Any other would be a value the schema offers and decoding then refuses.
+func integerLiteral(v string, t reflect.Type) (json.RawMessage, error) {
+	raw, err := number(v, false)
+	if err != nil {
+		return nil, err
+	}
+	digits := string(raw)
+	if strings.ContainsAny(digits, ".eE") {
+		var ok bool
+		if digits, ok = integral(digits); !ok {
+			return nil, fmt.Errorf("%s is not an integer", raw)
+		}
+	}
+	if isUnsigned(t) {
+		_, err = strconv.ParseUint(digits, 10, t.Bits())
+	} else {
+		_, err = strconv.ParseInt(digits, 10, t.Bits())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s is out of range for %s", raw, t)
+	}
+	return raw, nil
+}
+
+func isInteger(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return true
+	}
+	return isUnsigned(t)
+}
+
+func isUnsigned(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return true
+	}
+	return false
 }
 
 // number validates a JSON number literal (a non-negative integer when count is set).
