@@ -496,7 +496,14 @@ func TestTakenNameIsGivenUp(t *testing.T) {
 			t.Fatal("timed out waiting for the retries to be given up")
 		}
 	}
-	refusals := logs.FilterFieldKey("tool").Len()
+	// Lines about the tool, but for toolsd's answer to the unregister the shutdown sends
+	// for every tool the provider has, held or not: logged when the answer arrives
+	// before the stream ends, which it may or may not.
+	const notUnregistered = "tool not unregistered; toolsd removes what this stream holds when it ends"
+	aboutTool := func() int {
+		return logs.FilterFieldKey("tool").Filter(func(e observer.LoggedEntry) bool { return e.Message != notUnregistered }).Len()
+	}
+	refusals := aboutTool()
 	// Once Run has returned, every retake the session started has made its timer: one
 	// made after the give-up, as a retry would, is a timer the test never fired.
 	stop()
@@ -506,7 +513,7 @@ func TestTakenNameIsGivenUp(t *testing.T) {
 	if made, fired := clock.Timers(); made != fired || fired < 2 {
 		t.Errorf("retake timers: %d made, %d fired before the give-up; want some, and none made after it", made, fired)
 	}
-	if got := logs.FilterFieldKey("tool").Len(); got != refusals {
+	if got := aboutTool(); got != refusals {
 		t.Errorf("%d more log lines about the tool after giving up, want none", got-refusals)
 	}
 	if r, _ := reg.Lookup("", "echo"); r.Owner != owner.ProviderID() {
