@@ -53,7 +53,8 @@
 //     have no maximum), floats and json.Number → number,
 //     string → string, slices and arrays → array with items, maps → object with
 //     additionalProperties (and, for integer keys, propertyNames holding the decimal
-//     integers encoding/json parses: a key it cannot parse fails the whole decoding),
+//     integers encoding/json parses, within the range of an 8-, 16- or 32-bit key type:
+//     a key it cannot parse, or one out of its type's range, fails the whole decoding),
 //     structs → object, time.Time → string (date-time), []byte →
 //     base64 string, interfaces and json.RawMessage → any value. As encoding/json decodes
 //     them: a type that decodes itself (json.Unmarshaler) → any value (the arguments

@@ -290,12 +290,61 @@ func integerKeys(k reflect.Type) string {
 		return "" // decoded from text, as the type likes
 	}
 	switch k.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+	case reflect.Int8, reflect.Int16, reflect.Int32:
+		// As for values (see integerRange), within the type's range.
+		bits := k.Bits()
+		return `^(\+?0*(` + decimalsUpTo(1<<(bits-1)-1) + `)|-0*(` + decimalsUpTo(1<<(bits-1)) + `))$`
+	case reflect.Uint8, reflect.Uint16, reflect.Uint32:
+		return "^0*(" + decimalsUpTo(1<<k.Bits()-1) + ")$"
+	case reflect.Int, reflect.Int64:
 		return "^[+-]?[0-9]+$"
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+	case reflect.Uint, reflect.Uint64, reflect.Uintptr:
 		return "^[0-9]+$"
 	}
 	return ""
+}
+
+// decimalsUpTo returns the alternatives of a pattern matching the decimal numbers from
+// 0 to n without leading zeros: the shorter ones, then those as long as n, digit by
+// digit (for 255: [0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]).
+func decimalsUpTo(n uint64) string {
+	s := strconv.FormatUint(n, 10)
+	if len(s) == 1 {
+		return digitRange('0', s[0])
+	}
+	alts := []string{"[0-9]"}
+	switch {
+	case len(s) == 3:
+		alts = append(alts, "[1-9][0-9]")
+	case len(s) > 3:
+		alts = append(alts, fmt.Sprintf("[1-9][0-9]{1,%d}", len(s)-2))
+	}
+	for i := range len(s) {
+		lo := byte('0')
+		if i == 0 {
+			lo = '1'
+		}
+		if s[i] == '0' || s[i]-1 < lo {
+			continue
+		}
+		alt := s[:i] + digitRange(lo, s[i]-1)
+		switch rest := len(s) - i - 1; {
+		case rest == 1:
+			alt += "[0-9]"
+		case rest > 1:
+			alt += fmt.Sprintf("[0-9]{%d}", rest)
+		}
+		alts = append(alts, alt)
+	}
+	return strings.Join(append(alts, s), "|")
+}
+
+// digitRange is a character class of the digits lo to hi.
+func digitRange(lo, hi byte) string {
+	if lo == hi {
+		return string(lo)
+	}
+	return "[" + string(lo) + "-" + string(hi) + "]"
 }
 
 // integerRange bounds an integer schema by what encoding/json decodes into t: no

@@ -109,7 +109,7 @@ func TestDerivedSchemas(t *testing.T) {
 		"map root": {schemaOf[map[string]int](), `{"type":"object","additionalProperties":{"type":"integer"}}`},
 		"integer keys": {schemaOf[intKeyArgs](), `{"type":"object","properties":{` +
 			`"i":{"type":"object","propertyNames":{"pattern":"^[+-]?[0-9]+$"},"additionalProperties":{"type":"string"}},` +
-			`"u":{"type":"object","propertyNames":{"pattern":"^[0-9]+$"},"additionalProperties":{"type":"integer"}}},"required":["i","u"]}`},
+			`"u":{"type":"object","propertyNames":{"pattern":"^0*([0-9]|[1-9][0-9]{1,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-4]|65535)$"},"additionalProperties":{"type":"integer"}}},"required":["i","u"]}`},
 		"any root": {schemaOf[any](), `{"type":"object"}`},
 		"explicit schema kept byte for byte": {
 			schemaOf[struct{}](provider.WithSchema(`{ "type": "object", "properties": {"b":{}, "a":{}} }`)),
@@ -440,6 +440,15 @@ func TestDerivedSchemaAgreesWithDecoding(t *testing.T) {
 		{"integer key with spaces", schemaOf[intKeyArgs](), `{"i":{" 1":"x"},"u":{}}`, decodeInto[intKeyArgs]},
 		{"unsigned key negative", schemaOf[intKeyArgs](), `{"i":{},"u":{"-7":1}}`, decodeInto[intKeyArgs]},
 		{"unsigned key signed", schemaOf[intKeyArgs](), `{"i":{},"u":{"+7":1}}`, decodeInto[intKeyArgs]},
+		// A key out of the key type's range fails the decoding as a value out of its does.
+		{"unsigned key out of range", schemaOf[intKeyArgs](), `{"i":{},"u":{"65536":1}}`, decodeInto[intKeyArgs]},
+		{"unsigned key at its bound", schemaOf[intKeyArgs](), `{"i":{},"u":{"65535":1,"00065535":2,"0":3,"000":4,"9":5,"10000":6}}`, decodeInto[intKeyArgs]},
+		{"unsigned key long", schemaOf[intKeyArgs](), `{"i":{},"u":{"100000":1}}`, decodeInto[intKeyArgs]},
+		{"int8 keys at their bounds", schemaOf[int8KeyArgs](), `{"m":{"-128":true,"127":true,"+127":true,"-0":true,"+0":true,"099":true,"-0128":true}}`, decodeInto[int8KeyArgs]},
+		{"int8 key over", schemaOf[int8KeyArgs](), `{"m":{"128":true}}`, decodeInto[int8KeyArgs]},
+		{"int8 key under", schemaOf[int8KeyArgs](), `{"m":{"-129":true}}`, decodeInto[int8KeyArgs]},
+		{"int8 key sign alone", schemaOf[int8KeyArgs](), `{"m":{"-":true}}`, decodeInto[int8KeyArgs]},
+		{"int8 key two signs", schemaOf[int8KeyArgs](), `{"m":{"+-1":true}}`, decodeInto[int8KeyArgs]},
 		{"tagged unexported embedded struct", schemaOf[hiddenTagged](), `{"h":{"x":1},"y":2}`, decodeInto[hiddenTagged]},
 		{"tagged unexported embedded struct's type", schemaOf[hiddenTagged](), `{"h":{"x":"1"},"y":2}`, decodeInto[hiddenTagged]},
 		{"quoted enum value", schemaOf[enumArgs](), `{"n":"2","l":"warn","when":"2026-01-02T03:04:05Z"}`, decodeInto[enumArgs]},
@@ -517,6 +526,10 @@ type textKeyArgs struct {
 
 // intKeyArgs has maps whose keys encoding/json decodes as integers: only decimal
 // integers (signed ones with an optional sign) are keys it accepts.
+type int8KeyArgs struct {
+	M map[int8]bool `json:"m"`
+}
+
 type intKeyArgs struct {
 	I map[int64]string `json:"i"`
 	U map[uint16]int   `json:"u"`
