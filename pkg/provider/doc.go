@@ -114,7 +114,12 @@
 //
 // A handler returning a string answers with that text. Any other result type is
 // JSON-encoded as the tool's value and toolsd derives the model-facing text from it; a
-// [Result] sets text, value, metadata and the end-of-turn request explicitly.
+// [Result] sets text, value, metadata and the end-of-turn request explicitly. A result
+// type that encoding/json refuses whatever its value makes NewTool panic: a channel, a
+// function or a complex number, a map whose keys it cannot write, or a struct with such
+// a field that it always writes (one tagged omitzero, or behind a pointer, a slice, a map
+// or an interface, may be left out, null or empty; omitempty never leaves out a channel
+// or a function).
 //
 // A returned error is how a tool fails: the result returned with it is discarded, and
 // the model sees "Error: " and the error's message (an empty message reads "the tool

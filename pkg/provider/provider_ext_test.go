@@ -94,7 +94,7 @@ func TestHandlerOutcomes(t *testing.T) {
 		provider.NewTool("wrapped", "wrapped error", func(context.Context, provider.Call, struct{}) (int, error) {
 			return 0, errors.Join(errors.New("first"), errors.New("second \xff"))
 		}),
-		provider.NewTool("unencodable", "bad value", func(context.Context, provider.Call, struct{}) (func(), error) {
+		provider.NewTool("unencodable", "bad value", func(context.Context, provider.Call, struct{}) (any, error) {
 			return func() {}, nil
 		}),
 		provider.NewTool("nil_result", "nil *Result", func(context.Context, provider.Call, struct{}) (*provider.Result, error) {

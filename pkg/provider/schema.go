@@ -443,6 +443,9 @@ type jsonField struct {
 	// hiddenPtr is the embedded pointer to an unexported struct the field is reached
 	// through, if any: encoding/json cannot allocate it, so it cannot set the field.
 	hiddenPtr reflect.Type
+	// throughPointer: the field is reached through an embedded pointer, which may be
+	// nil (encoding/json then writes none of its fields).
+	throughPointer bool
 }
 
 // jsonFields lists the fields encoding/json decodes into a value of struct type t, in
@@ -452,8 +455,8 @@ type jsonField struct {
 func jsonFields(t reflect.Type) []jsonField {
 	var all []jsonField
 	onPath := map[reflect.Type]bool{}
-	var walk func(t reflect.Type, depth int, hiddenPtr reflect.Type)
-	walk = func(t reflect.Type, depth int, hiddenPtr reflect.Type) {
+	var walk func(t reflect.Type, depth int, hiddenPtr reflect.Type, throughPointer bool)
+	walk = func(t reflect.Type, depth int, hiddenPtr reflect.Type, throughPointer bool) {
 		if onPath[t] {
 			return
 		}
@@ -478,7 +481,7 @@ func jsonFields(t reflect.Type) []jsonField {
 				if hp == nil && !f.IsExported() && f.Type.Kind() == reflect.Pointer {
 					hp = f.Type
 				}
-				walk(ft, depth+1, hp)
+				walk(ft, depth+1, hp, throughPointer || f.Type.Kind() == reflect.Pointer)
 				continue
 			}
 			// An embedded unexported struct named by its tag is a field like any other;
@@ -487,14 +490,15 @@ func jsonFields(t reflect.Type) []jsonField {
 			if hp == nil && !f.IsExported() && f.Type.Kind() == reflect.Pointer {
 				hp = f.Type
 			}
-			jf := jsonField{f: f, owner: t, ft: ft, name: name, opts: opts, tagged: name != "", depth: depth, hiddenPtr: hp}
+			jf := jsonField{f: f, owner: t, ft: ft, name: name, opts: opts, tagged: name != "", depth: depth, hiddenPtr: hp,
+				throughPointer: throughPointer}
 			if jf.name == "" {
 				jf.name = f.Name
 			}
 			all = append(all, jf)
 		}
 	}
-	walk(t, 0, nil)
+	walk(t, 0, nil, false)
 	type rival struct{ depth, fields, tagged, tagIndex, index int }
 	rivals := map[string]*rival{} // per name: its shallowest fields
 	for i, jf := range all {

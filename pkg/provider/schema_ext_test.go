@@ -201,6 +201,25 @@ func TestNewToolPanicsOnProgrammingErrors(t *testing.T) {
 				A int `json:"a,string" jsonschema:"enum=1e2"`
 			}]()
 		}, `enum value "1e2": a field tagged json:",string" takes an integer as its digits`},
+		// A result type encoding/json refuses whatever its value fails every call.
+		"result type that cannot be encoded": {func() {
+			provider.NewTool("t", "d", func(context.Context, provider.Call, struct{}) (chan int, error) { return nil, nil })
+		}, "result type chan int cannot be JSON-encoded"},
+		"result field that cannot be encoded": {func() {
+			provider.NewTool("t", "d", func(context.Context, provider.Call, struct{}) (badResult, error) { return badResult{}, nil })
+		}, "result type provider_test.badResult: field Inner.Stop: func() cannot be JSON-encoded"},
+		"result field with omitempty that cannot be encoded": {func() {
+			provider.NewTool("t", "d", func(context.Context, provider.Call, struct{}) (struct {
+				C chan int `json:"c,omitempty"`
+			}, error) {
+				return struct {
+					C chan int `json:"c,omitempty"`
+				}{}, nil
+			})
+		}, "field C: chan int cannot be JSON-encoded"},
+		"result map with keys that cannot be encoded": {func() {
+			provider.NewTool("t", "d", func(context.Context, provider.Call, struct{}) (map[float64]int, error) { return nil, nil })
+		}, "result type map[float64]int cannot be JSON-encoded"},
 		"keyword without value": {func() {
 			schemaOf[struct {
 				A int `json:"a" jsonschema:"minimum"`
@@ -301,6 +320,46 @@ func TestNewToolPanicsOnProgrammingErrors(t *testing.T) {
 			}()
 			tc.build()
 		})
+	}
+}
+
+// badResult has a field encoding/json cannot encode, whatever its value.
+type badResult struct {
+	OK    int `json:"ok"`
+	Inner struct {
+		Stop func() `json:"stop"`
+	} `json:"inner"`
+}
+
+// fineResult has fields of types encoding/json cannot encode, which it need not encode:
+// skipped, unexported, omitted when nil (omitzero: omitempty never omits a function),
+// or behind a pointer, a slice or a map, which encode as null or empty when nil or
+// empty, or in a type that encodes itself.
+type fineResult struct {
+	Skipped func()            `json:"-"`
+	hidden  func()            //nolint:unused // proves unexported fields are not encoded
+	Omitted func()            `json:"omitted,omitzero"`
+	Ptr     *chan int         `json:"ptr"`
+	List    []func()          `json:"list"`
+	Map     map[string]func() `json:"map"`
+	Own     ownEncoding       `json:"own"`
+}
+
+// ownEncoding encodes itself.
+type ownEncoding struct{ C chan int }
+
+func (ownEncoding) MarshalJSON() ([]byte, error) { return []byte(`"own"`), nil }
+
+// Result types with fields encoding/json never has to encode are accepted.
+func TestResultTypeWithFieldsNotEncoded(t *testing.T) {
+	provider.NewTool("t", "d", func(context.Context, provider.Call, struct{}) (fineResult, error) { return fineResult{}, nil })
+	provider.NewTool("t", "d", func(context.Context, provider.Call, struct{}) (any, error) { return nil, nil })
+	b, err := json.Marshal(fineResult{}) //nolint:staticcheck // deliberate: omitzero leaves the function out
+	if err != nil {
+		t.Fatalf("json.Marshal(fineResult{}) = %v", err)
+	}
+	if want := `{"ptr":null,"list":null,"map":null,"own":"own"}`; string(b) != want {
+		t.Errorf("json.Marshal(fineResult{}) = %s, want %s", b, want)
 	}
 }
 

@@ -149,7 +149,8 @@ func (t *toolImpl) impl() *toolImpl { return t }
 //
 // NewTool panics if the name breaks toolsd's rule (1 to 64 bytes of A-Z a-z 0-9 _ - .
 // /, and not run_code, which only the operator registers), if fn is nil, if A cannot be
-// described by a JSON Schema object, or if an explicit schema is not a JSON object in
+// described by a JSON Schema object, if no value of R can be JSON-encoded (see the
+// package documentation, Results), or if an explicit schema is not a JSON object in
 // UTF-8: these are programming errors that the first test building the tool reveals
 // (toolsd would refuse the tool, and the provider would only log it). A description
 // that is not UTF-8 has its invalid bytes replaced by U+FFFD.
@@ -162,6 +163,12 @@ func NewTool[A any, R any](name, description string, fn func(ctx context.Context
 	}
 	if fn == nil {
 		panic(fmt.Sprintf("provider: tool %q has a nil handler", name))
+	}
+	if why := unencodable(reflect.TypeFor[R]()); why != "" {
+		if strings.HasPrefix(why, "field ") {
+			why = fmt.Sprintf("%s: %s", reflect.TypeFor[R](), why)
+		}
+		panic(fmt.Sprintf("provider: tool %q: result type %s", name, why))
 	}
 	var cfg toolConfig
 	for _, opt := range opts {
