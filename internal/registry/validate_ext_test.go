@@ -257,9 +257,7 @@ func TestNumberBoundViolationsSayTheBound(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			r := newRegistry(t)
-			e := mustRegister(t, r, "", withParams("n", `{"type":"object","properties":{"n":`+tc.schema+`}}`), "")
-			err := e.ValidateArguments(`{"n":` + tc.args + `}`)
+			err := validateUnderN(t, tc.schema, tc.args)
 			var verr *registry.ValidationError
 			if !errors.As(err, &verr) {
 				t.Fatalf("ValidateArguments(%s) = %v, want *ValidationError", tc.args, err)
@@ -291,17 +289,7 @@ func TestFalseAndNotViolationsSayWhatIsWrong(t *testing.T) {
 		"not":                        {schema: `{"not":{"type":"string"}}`, args: `"a"`, want: "/n: must not match the schema under \"not\""},
 		"not, on the library's path": {schema: `{"not":{"type":"string"},"dependentSchemas":{"x":{}}}`, args: `"a"`, want: "/n: must not match the schema under \"not\""},
 	} {
-		t.Run(name, func(t *testing.T) {
-			r := newRegistry(t)
-			e := mustRegister(t, r, "", withParams("n", `{"type":"object","properties":{"n":`+tc.schema+`}}`), "")
-			err := e.ValidateArguments(`{"n":` + tc.args + `}`)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("ValidateArguments(%s) = %v, want it to say %q", tc.args, err, tc.want)
-			}
-			if err != nil && len(err.Error()) > 2<<10 {
-				t.Errorf("ValidateArguments(%s) is %d bytes, want the wanted values cut short", tc.args, len(err.Error()))
-			}
-		})
+		t.Run(name, func(t *testing.T) { checkViolationSays(t, tc.schema, tc.args, tc.want) })
 	}
 }
 
@@ -328,17 +316,7 @@ func TestConstAndOneOfViolationsSayWhatIsWanted(t *testing.T) {
 			want: `/n: must not match the schema under "not"`,
 		},
 	} {
-		t.Run(name, func(t *testing.T) {
-			r := newRegistry(t)
-			e := mustRegister(t, r, "", withParams("n", `{"type":"object","properties":{"n":`+tc.schema+`}}`), "")
-			err := e.ValidateArguments(`{"n":` + tc.args + `}`)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("ValidateArguments(%s) = %v, want it to say %q", tc.args, err, tc.want)
-			}
-			if err != nil && len(err.Error()) > 2<<10 {
-				t.Errorf("ValidateArguments(%s) is %d bytes, want the wanted values cut short", tc.args, len(err.Error()))
-			}
-		})
+		t.Run(name, func(t *testing.T) { checkViolationSays(t, tc.schema, tc.args, tc.want) })
 	}
 }
 
@@ -363,12 +341,30 @@ func TestCountViolationsAreWrittenAsJSONWrites(t *testing.T) {
 		"minProperties": {schema: `{"minProperties":1000}`, args: `{}`, want: "minProperties: got 0, want 1000"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			r := newRegistry(t)
-			e := mustRegister(t, r, "", withParams("n", `{"type":"object","properties":{"n":`+tc.schema+`}}`), "")
-			err := e.ValidateArguments(`{"n":` + tc.args + `}`)
+			err := validateUnderN(t, tc.schema, tc.args)
 			if err == nil || !strings.Contains(err.Error(), "/n: "+tc.want) {
 				t.Errorf("ValidateArguments(%.40s…) = %.200v, want it to say %q", tc.args, err, tc.want)
 			}
 		})
+	}
+}
+
+// validateUnderN validates {"n": args} against an object whose property n has schema.
+func validateUnderN(t *testing.T, schema, args string) error {
+	t.Helper()
+	e := mustRegister(t, newRegistry(t), "", withParams("n", `{"type":"object","properties":{"n":`+schema+`}}`), "")
+	return e.ValidateArguments(`{"n":` + args + `}`)
+}
+
+// checkViolationSays checks that {"n": args} fails schema with a message saying want,
+// cut short where it lists values.
+func checkViolationSays(t *testing.T, schema, args, want string) {
+	t.Helper()
+	err := validateUnderN(t, schema, args)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("ValidateArguments(%s) = %v, want it to say %q", args, err, want)
+	}
+	if err != nil && len(err.Error()) > 2<<10 {
+		t.Errorf("ValidateArguments(%s) is %d bytes, want the wanted values cut short", args, len(err.Error()))
 	}
 }
